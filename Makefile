@@ -1,0 +1,44 @@
+# Short commands. The real build is CMake (build/); see README.md.
+BUILD      ?= build
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all bootstrap configure build check demo asan fuzz format clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+check: bootstrap
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: bootstrap
+	$(MAKE) build
+	scripts/demo $(BUILD)
+
+# Test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan: bootstrap
+	$(MAKE) check BUILD=build-asan CMAKE_ARGS="-DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON"
+
+# Short libFuzzer run of every fuzz target (FUZZ_SECONDS each).
+FUZZ_SECONDS ?= 60
+fuzz: bootstrap
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DKILN_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+	scripts/run-fuzzers build-fuzz $(FUZZ_SECONDS)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,95 @@
+/* kiln/catalog.h - machine types, accelerators, regions/zones, TPU rules, and
+ * the validation of a Job against them.
+ *
+ * The default catalog reproduces AI Platform Training's rules exactly (data in
+ * data/catalog/*.yaml, embedded in the binary at build time). A site catalog
+ * file (same format) can add or replace machine types, accelerators, zones and
+ * runtime versions: a self-hosted cluster has its own hardware. */
+#ifndef KILN_CATALOG_H
+#define KILN_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/diag.h"
+#include "kiln/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_catalog kiln_catalog;
+
+typedef enum kiln_machine_family {
+    KILN_FAMILY_COMPUTE_ENGINE = 0, /* n1-*, a2-*: acceleratorConfig allowed */
+    KILN_FAMILY_LEGACY,             /* standard, complex_model_m_gpu, cloud_tpu, ... */
+} kiln_machine_family;
+
+typedef struct kiln_machine_type {
+    const char *name;
+    kiln_machine_family family;
+    int vcpus;
+    double memory_gb;
+    const char *builtin_accelerator; /* legacy GPU types: NVIDIA_TESLA_K80 ...; else NULL */
+    int builtin_accelerator_count;
+    bool is_tpu_worker; /* cloud_tpu */
+} kiln_machine_type;
+
+typedef struct kiln_accelerator_type {
+    const char *name;  /* NVIDIA_TESLA_V100, TPU_V2, ... */
+    bool is_tpu;
+    bool is_pod;
+    /* per-accelerator share of the host: 0 = no limit */
+    int max_vcpus_per_accelerator;
+    double max_memory_gb_per_accelerator;
+} kiln_accelerator_type;
+
+/* Loads the built-in catalog. */
+kiln_err kiln_catalog_default(kiln_catalog **out, kiln_diag *d);
+/* Merges a site catalog file over `c` (entries with the same name replace). */
+kiln_err kiln_catalog_merge_file(kiln_catalog *c, const char *path, kiln_diag *d);
+kiln_err kiln_catalog_merge_buf(kiln_catalog *c, const char *buf, size_t len, const char *name,
+                                kiln_diag *d);
+void kiln_catalog_free(kiln_catalog *c);
+
+/* Checks every rule (facts §1-§5) and appends each violation to `d`, with its
+ * field path, the offending value and what is allowed. KILN_OK or KILN_EINVAL. */
+kiln_err kiln_catalog_validate(const kiln_catalog *c, const kiln_job *job, kiln_diag *d);
+
+/* Fills defaults the service would apply (scheduling.maxRunningTime = 604800s,
+ * worker/ps/evaluator imageUri = master's, ...). Call after a successful validate. */
+kiln_err kiln_catalog_normalise(const kiln_catalog *c, kiln_job *job);
+
+/* ---- lookups (pointers stay valid while `c` lives) ---- */
+const kiln_machine_type *kiln_catalog_machine(const kiln_catalog *c, const char *name);
+const kiln_accelerator_type *kiln_catalog_accelerator(const kiln_catalog *c, const char *name);
+size_t kiln_catalog_machine_count(const kiln_catalog *c);
+const kiln_machine_type *kiln_catalog_machine_at(const kiln_catalog *c, size_t i);
+size_t kiln_catalog_accelerator_count(const kiln_catalog *c);
+const kiln_accelerator_type *kiln_catalog_accelerator_at(const kiln_catalog *c, size_t i);
+/* Valid counts of `accel` on `machine` (ascending); 0 when not allowed at all. */
+size_t kiln_catalog_valid_counts(const kiln_catalog *c, const char *machine, const char *accel,
+                                 int64_t *out, size_t cap);
+
+/* The concrete placement request of one role after scale tiers and legacy
+ * built-in GPUs are resolved: what the scheduler needs. */
+typedef struct kiln_replica_plan {
+    kiln_role role;
+    const char *machine_type;
+    int64_t count;
+    const char *accelerator_type; /* NULL = none */
+    int64_t accelerators_per_replica;
+    int vcpus;
+    double memory_gb;
+} kiln_replica_plan;
+
+/* Fills up to KILN_ROLE_COUNT plans (roles with count 0 are skipped); returns
+ * how many. The job must have validated. */
+size_t kiln_catalog_plan(const kiln_catalog *c, const kiln_job *job,
+                         kiln_replica_plan out[KILN_ROLE_COUNT]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,233 @@
+/* kiln/job.h - the Job model: one in-memory form of the projects.jobs resource.
+ *
+ * A kiln_job is what every input turns into (config.yaml, Job JSON, Kubeflow
+ * TFJob YAML, command-line flags) and what the store, scheduler and executor
+ * consume. Field names follow the REST resource (docs/job-model.md lists
+ * them, with kiln's extensions marked).
+ *
+ * Presence follows proto3, the resource's own definition: an empty string,
+ * a zero number, false and an empty list are "not set" and are omitted on
+ * output. Messages (masterConfig, acceleratorConfig, ...) have explicit
+ * presence through their has_* flag. Durations are whole seconds + nanos.
+ *
+ * Ownership: every char* and array inside a kiln_job is owned by it and freed
+ * by kiln_job_free(). Setters below replace and free the old value. */
+#ifndef KILN_JOB_H
+#define KILN_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/diag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_strv { /* a list of strings */
+    char **v;
+    size_t n;
+} kiln_strv;
+
+typedef struct kiln_map { /* string -> string, insertion order kept */
+    char **keys;
+    char **vals;
+    size_t n;
+} kiln_map;
+
+typedef struct kiln_duration {
+    int64_t seconds;
+    int32_t nanos;
+} kiln_duration;
+
+typedef struct kiln_accelerator_config {
+    int64_t count;
+    char *type; /* NVIDIA_TESLA_V100, TPU_V2, ... (catalog-checked) */
+} kiln_accelerator_config;
+
+typedef struct kiln_disk_config {
+    char *boot_disk_type;       /* pd-ssd | pd-standard */
+    int64_t boot_disk_size_gb;
+} kiln_disk_config;
+
+typedef struct kiln_replica_config {
+    bool has_accelerator_config;
+    kiln_accelerator_config accelerator_config;
+    char *image_uri;
+    kiln_strv container_command;
+    kiln_strv container_args;
+    char *tpu_tf_version;
+    bool has_disk_config;
+    kiln_disk_config disk_config;
+    /* kiln extensions (from Kubeflow TFJob), not in AI Platform's resource: */
+    char *restart_policy;    /* Always | OnFailure | Never | ExitCode */
+    kiln_map node_selector;  /* pod nodeSelector, kept for placement */
+} kiln_replica_config;
+
+typedef struct kiln_scheduling {
+    bool has_max_running_time;
+    kiln_duration max_running_time; /* default 604800s (7 days) */
+    bool has_max_wait_time;
+    kiln_duration max_wait_time;    /* at least 1800s */
+    int64_t priority;               /* 0..1000 */
+} kiln_scheduling;
+
+typedef struct kiln_run_policy { /* kiln extension, from Kubeflow runPolicy */
+    bool has_backoff_limit;
+    int64_t backoff_limit;
+    bool has_active_deadline_seconds;
+    int64_t active_deadline_seconds;
+    bool has_ttl_seconds_after_finished;
+    int64_t ttl_seconds_after_finished;
+    char *clean_pod_policy; /* All | Running | None */
+} kiln_run_policy;
+
+typedef struct kiln_parameter_spec {
+    char *parameter_name;
+    char *type; /* DOUBLE | INTEGER | CATEGORICAL | DISCRETE */
+    double min_value, max_value;
+    kiln_strv categorical_values;
+    double *discrete_values;
+    size_t n_discrete_values;
+    char *scale_type; /* NONE | UNIT_LINEAR_SCALE | UNIT_LOG_SCALE | UNIT_REVERSE_LOG_SCALE */
+} kiln_parameter_spec;
+
+typedef struct kiln_hyperparameter_spec {
+    char *goal; /* MAXIMIZE | MINIMIZE */
+    kiln_parameter_spec *params;
+    size_t n_params;
+    int64_t max_trials, max_parallel_trials, max_failed_trials;
+    char *hyperparameter_metric_tag;
+    char *resume_previous_job_id;
+    bool enable_trial_early_stopping;
+    char *algorithm; /* ALGORITHM_UNSPECIFIED | GRID_SEARCH | RANDOM_SEARCH */
+} kiln_hyperparameter_spec;
+
+typedef struct kiln_training_input {
+    char *scale_tier; /* BASIC | STANDARD_1 | PREMIUM_1 | BASIC_GPU | BASIC_TPU | CUSTOM */
+    char *master_type;
+    bool has_master_config;
+    kiln_replica_config master_config;
+    char *worker_type;
+    int64_t worker_count;
+    bool has_worker_config;
+    kiln_replica_config worker_config;
+    char *parameter_server_type;
+    int64_t parameter_server_count;
+    bool has_parameter_server_config;
+    kiln_replica_config parameter_server_config;
+    char *evaluator_type;
+    int64_t evaluator_count;
+    bool has_evaluator_config;
+    kiln_replica_config evaluator_config;
+    kiln_strv package_uris;
+    char *python_module;
+    kiln_strv args;
+    char *region;
+    char *job_dir;
+    char *runtime_version;
+    char *python_version;
+    bool has_hyperparameters;
+    kiln_hyperparameter_spec hyperparameters;
+    bool has_scheduling;
+    kiln_scheduling scheduling;
+    char *service_account;
+    char *network;
+    bool use_chief_in_tf_config;
+    bool enable_web_access;
+    bool has_run_policy; /* kiln extension */
+    kiln_run_policy run_policy;
+} kiln_training_input;
+
+typedef struct kiln_training_output {
+    int64_t completed_trial_count;
+    double consumed_ml_units;
+    bool is_hyperparameter_tuning_job;
+    char *hyperparameter_metric_tag;
+} kiln_training_output;
+
+typedef enum kiln_job_state {
+    KILN_STATE_UNSPECIFIED = 0,
+    KILN_STATE_QUEUED,
+    KILN_STATE_PREPARING,
+    KILN_STATE_RUNNING,
+    KILN_STATE_SUCCEEDED,
+    KILN_STATE_FAILED,
+    KILN_STATE_CANCELLING,
+    KILN_STATE_CANCELLED,
+} kiln_job_state;
+
+typedef struct kiln_job {
+    char *job_id;
+    kiln_map labels;
+    bool has_training_input;
+    kiln_training_input training_input;
+    /* output-only, set by the service */
+    bool has_training_output;
+    kiln_training_output training_output;
+    char *create_time, *start_time, *end_time; /* RFC 3339 */
+    kiln_job_state state;
+    char *error_message;
+    char *etag;
+} kiln_job;
+
+/* The replica roles of a job, in TF_CONFIG order. */
+typedef enum kiln_role {
+    KILN_ROLE_MASTER = 0,
+    KILN_ROLE_WORKER,
+    KILN_ROLE_PARAMETER_SERVER,
+    KILN_ROLE_EVALUATOR,
+    KILN_ROLE_COUNT
+} kiln_role;
+
+/* ---- life cycle ---- */
+kiln_job *kiln_job_new(void);
+void kiln_job_free(kiln_job *job);
+kiln_job *kiln_job_clone(const kiln_job *job); /* deep copy; NULL on ENOMEM */
+bool kiln_job_equal(const kiln_job *a, const kiln_job *b);
+
+/* ---- decoding ----
+ * Decoders check the shape of the input (types, known field names, enum
+ * values, sizes) and report each problem to `d` with its field path; they do
+ * not apply catalog rules (see kiln/catalog.h). Unknown fields are errors, as
+ * in the REST API. Returns KILN_OK and sets *out, or KILN_EINVAL (see `d`),
+ * KILN_ELIMIT or KILN_ENOMEM and leaves *out NULL.
+ * Input caps: KILN_SPEC_MAX_BYTES bytes, KILN_SPEC_MAX_DEPTH nesting. */
+#define KILN_SPEC_MAX_BYTES (4u << 20)
+#define KILN_SPEC_MAX_DEPTH 64
+
+/* A Job resource in JSON. Int64 fields accept numbers or decimal strings. */
+kiln_err kiln_job_from_json(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* AI Platform config.yaml: a Job in YAML (top-level trainingInput, jobId, labels). */
+kiln_err kiln_job_from_yaml(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* Kubeflow TFJob (apiVersion kubeflow.org/v1, kind TFJob), YAML or JSON. */
+kiln_err kiln_job_from_tfjob(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+
+/* ---- encoding ---- (caller frees the string; NULL on ENOMEM) */
+enum { KILN_ENC_COMPACT = 1 /* JSON on one line */ };
+char *kiln_job_to_json(const kiln_job *job, int flags);
+char *kiln_job_to_yaml(const kiln_job *job);
+
+/* ---- helpers for the modules downstream ---- */
+const char *kiln_job_state_name(kiln_job_state s);
+bool kiln_job_state_parse(const char *name, kiln_job_state *out);
+const char *kiln_role_name(kiln_role r);      /* "master", "worker", "ps", "evaluator" */
+const char *kiln_role_field(kiln_role r);     /* "master", "worker", "parameterServer", "evaluator" */
+/* Per-role views of the training input (NULL where the role has no config). */
+const char *kiln_job_role_type(const kiln_job *job, kiln_role r);
+int64_t kiln_job_role_count(const kiln_job *job, kiln_role r); /* master: 1 */
+const kiln_replica_config *kiln_job_role_config(const kiln_job *job, kiln_role r);
+
+/* String helpers that keep the ownership rules in one place. */
+kiln_err kiln_set_str(char **slot, const char *value); /* NULL or "" clears */
+kiln_err kiln_strv_push(kiln_strv *v, const char *s);
+void kiln_strv_clear(kiln_strv *v);
+kiln_err kiln_map_set(kiln_map *m, const char *key, const char *val);
+const char *kiln_map_get(const kiln_map *m, const char *key);
+void kiln_map_clear(kiln_map *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
