@@ -33,8 +33,6 @@ asan: bootstrap
 # Short libFuzzer run of every fuzz target (FUZZ_SECONDS each).
 FUZZ_SECONDS ?= 60
 fuzz: bootstrap
-	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DKILN_FUZZ=ON
-	cmake --build build-fuzz -j $(JOBS)
 	scripts/run-fuzzers build-fuzz $(FUZZ_SECONDS)
 
 format:
