@@ -393,8 +393,9 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
                                      name);
                 goto out;
             }
-            /* the data must fit in what is left of the file: bounds numel first */
-            if (t.shape[d] && numel > (c.left / 4) / t.shape[d]) {
+            /* overflow-safe product under the file-size cap; whether the data
+             * really fits in what is left is checked once numel is known */
+            if (t.shape[d] && numel > (KILN_CKPT_MAX_FILE / 4) / t.shape[d]) {
                 rc = kiln_errmsg_set(err, KILN_EINVAL,
                                      "%s: tensor %s: shape larger than the file", path, name);
                 goto out;
@@ -485,6 +486,8 @@ static int entry_cmp_desc(const void *a, const void *b)
 
 static void free_entries(ckpt_entry *e, size_t n)
 {
+    if (!e)
+        return;
     for (size_t i = 0; i < n; i++)
         free(e[i].name);
     free(e);
@@ -539,10 +542,12 @@ static kiln_err list_ckpts(const char *dir, ckpt_entry **out, size_t *n, ckpt_en
     *out = e;
     *n = ne;
     e = NULL;
+    ne = 0;
     if (tmps) {
         *tmps = t;
         *ntmp = nt;
         t = NULL;
+        nt = 0;
     }
 out:
     closedir(d);
