@@ -2,7 +2,7 @@
  * the validation of a Job against them.
  *
  * The default catalog reproduces AI Platform Training's rules exactly (data in
- * data/catalog/*.yaml, embedded in the binary at build time). A site catalog
+ * data/catalog/NAME.yaml, embedded in the binary at build time). A site catalog
  * file (same format) can add or replace machine types, accelerators, zones and
  * runtime versions: a self-hosted cluster has its own hardware. */
 #ifndef KILN_CATALOG_H
@@ -33,21 +33,44 @@ typedef struct kiln_machine_type {
     double memory_gb;
     const char *builtin_accelerator; /* legacy GPU types: NVIDIA_TESLA_K80 ...; else NULL */
     int builtin_accelerator_count;
-    bool is_tpu_worker; /* cloud_tpu */
+    bool is_tpu_worker;        /* cloud_tpu */
+    bool accelerator_required; /* a2-*: unusable without acceleratorConfig */
 } kiln_machine_type;
 
 typedef struct kiln_accelerator_type {
-    const char *name;  /* NVIDIA_TESLA_V100, TPU_V2, ... */
+    const char *name; /* NVIDIA_TESLA_V100, TPU_V2, ... */
     bool is_tpu;
     bool is_pod;
     /* per-accelerator share of the host: 0 = no limit */
     int max_vcpus_per_accelerator;
     double max_memory_gb_per_accelerator;
+    /* cap on the whole host however many are attached: 0 = none */
+    int max_vcpus;
+    double max_memory_gb;
 } kiln_accelerator_type;
+
+/* A zone and the GPU types it offers; a job runs in one zone, so all of its
+ * GPU types must be offered by one zone of its region. */
+typedef struct kiln_zone {
+    const char *name;
+    const char *const *accelerators;
+    size_t n_accelerators;
+} kiln_zone;
+
+typedef struct kiln_region {
+    const char *name;
+    const kiln_zone *zones;
+    size_t n_zones;
+    const char *const *tpu_types; /* TPU types offered here; none = not a TPU region */
+    size_t n_tpu_types;
+} kiln_region;
 
 /* Loads the built-in catalog. */
 kiln_err kiln_catalog_default(kiln_catalog **out, kiln_diag *d);
-/* Merges a site catalog file over `c` (entries with the same name replace). */
+/* Merges a site catalog file over `c` (entries with the same name replace,
+ * new ones are added; see data/catalog/NAME.yaml for the format). The merged
+ * catalog is checked as a whole (every name it refers to must exist). On
+ * KILN_EINVAL the catalog may hold part of the file: report and free it. */
 kiln_err kiln_catalog_merge_file(kiln_catalog *c, const char *path, kiln_diag *d);
 kiln_err kiln_catalog_merge_buf(kiln_catalog *c, const char *buf, size_t len, const char *name,
                                 kiln_diag *d);
@@ -71,6 +94,14 @@ const kiln_accelerator_type *kiln_catalog_accelerator_at(const kiln_catalog *c, 
 /* Valid counts of `accel` on `machine` (ascending); 0 when not allowed at all. */
 size_t kiln_catalog_valid_counts(const kiln_catalog *c, const char *machine, const char *accel,
                                  int64_t *out, size_t cap);
+size_t kiln_catalog_region_count(const kiln_catalog *c);
+const kiln_region *kiln_catalog_region_at(const kiln_catalog *c, size_t i);
+const kiln_region *kiln_catalog_region(const kiln_catalog *c, const char *name);
+/* The region used where the input names none (a Kubeflow TFJob has no region):
+ * callers set trainingInput.region to it before validating. */
+const char *kiln_catalog_default_region(const kiln_catalog *c);
+/* Is `name` a scale tier of the catalog? */
+bool kiln_catalog_has_scale_tier(const kiln_catalog *c, const char *name);
 
 /* The concrete placement request of one role after scale tiers and legacy
  * built-in GPUs are resolved: what the scheduler needs. */

@@ -1,0 +1,78 @@
+/* catalog_int.h - the catalog's private representation, shared by its loader
+ * (load.c), lookups (lookup.c) and validator (validate.c).
+ *
+ * Every string and array below is owned by the kiln_catalog and freed by
+ * kiln_catalog_free(); the public structs (kiln_machine_type, ...) are stored
+ * as they are so that lookups can hand out pointers into the arrays. Arrays
+ * are small (tens of entries), so lookups are linear scans. */
+#ifndef KILN_CATALOG_INT_H
+#define KILN_CATALOG_INT_H
+
+#include "kiln/catalog.h"
+
+/* One cell of the valid-count table: the counts of `accel` allowed on `machine`,
+ * ascending. n == 0 means "not allowed" (a site may blank a cell). */
+typedef struct kiln__count_cell {
+    char *machine;
+    char *accel;
+    int64_t *counts;
+    size_t n;
+} kiln__count_cell;
+
+/* What a scale tier expands to, per role (type NULL: the tier has no such role). */
+typedef struct kiln__tier_role {
+    char *type;
+    int64_t count;
+} kiln__tier_role;
+
+typedef struct kiln__scale_tier {
+    char *name;
+    bool custom; /* the job names its own types and counts */
+    kiln__tier_role roles[KILN_ROLE_COUNT];
+} kiln__scale_tier;
+
+/* A list of owned strings (versions), merged by value. */
+typedef struct kiln__names {
+    char **v;
+    size_t n, cap;
+} kiln__names;
+
+struct kiln_catalog {
+    kiln_machine_type *machines;
+    size_t n_machines, cap_machines;
+    kiln_accelerator_type *accels;
+    size_t n_accels, cap_accels;
+    kiln__count_cell *cells;
+    size_t n_cells, cap_cells;
+    kiln_region *regions;
+    size_t n_regions, cap_regions;
+    kiln__scale_tier *tiers;
+    size_t n_tiers, cap_tiers;
+    kiln__names runtime_versions;
+
+    /* TPU rules (tpu.yaml) */
+    kiln__names tpu_runtime_versions;
+    kiln__names tpu_tf_versions;
+    char *tpu_legacy_accel; /* what cloud_tpu is under a legacy master */
+    int64_t tpu_legacy_count;
+    int64_t tpu_worker_count; /* cloud_tpu workers per TPU job */
+
+    /* defaults and limits (service.yaml) */
+    char *default_region;
+    int64_t max_running_time_s;
+    int64_t min_max_wait_time_s;
+    int64_t max_priority;
+    int64_t job_id_max_length;
+    int64_t max_labels;
+    int64_t label_max_length;
+};
+
+const kiln__count_cell *kiln__catalog_cell(const kiln_catalog *c, const char *machine,
+                                           const char *accel);
+const kiln__scale_tier *kiln__catalog_tier(const kiln_catalog *c, const char *name);
+bool kiln__names_has(const kiln__names *l, const char *s);
+bool kiln__region_offers(const kiln_region *r, const char *accel);
+bool kiln__zone_offers(const kiln_zone *z, const char *accel);
+bool kiln__region_offers_tpu(const kiln_region *r, const char *accel);
+
+#endif

@@ -1,0 +1,227 @@
+/* lookup.c - reading a loaded catalog: lookups, valid counts, and the two
+ * consumers of a validated job, normalise (defaults the service fills in) and
+ * plan (what the scheduler must reserve per role). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog/catalog_int.h"
+
+const kiln_machine_type *kiln_catalog_machine(const kiln_catalog *c, const char *name)
+{
+    for (size_t i = 0; c && name && i < c->n_machines; i++)
+        if (strcmp(c->machines[i].name, name) == 0) return &c->machines[i];
+    return NULL;
+}
+
+const kiln_accelerator_type *kiln_catalog_accelerator(const kiln_catalog *c, const char *name)
+{
+    for (size_t i = 0; c && name && i < c->n_accels; i++)
+        if (strcmp(c->accels[i].name, name) == 0) return &c->accels[i];
+    return NULL;
+}
+
+size_t kiln_catalog_machine_count(const kiln_catalog *c)
+{
+    return c ? c->n_machines : 0;
+}
+
+const kiln_machine_type *kiln_catalog_machine_at(const kiln_catalog *c, size_t i)
+{
+    return c && i < c->n_machines ? &c->machines[i] : NULL;
+}
+
+size_t kiln_catalog_accelerator_count(const kiln_catalog *c)
+{
+    return c ? c->n_accels : 0;
+}
+
+const kiln_accelerator_type *kiln_catalog_accelerator_at(const kiln_catalog *c, size_t i)
+{
+    return c && i < c->n_accels ? &c->accels[i] : NULL;
+}
+
+const kiln__count_cell *kiln__catalog_cell(const kiln_catalog *c, const char *machine,
+                                           const char *accel)
+{
+    for (size_t i = 0; c && machine && accel && i < c->n_cells; i++)
+        if (!strcmp(c->cells[i].machine, machine) && !strcmp(c->cells[i].accel, accel))
+            return &c->cells[i];
+    return NULL;
+}
+
+/* Returns how many counts are valid (even when more than `cap`); copies at
+ * most `cap` of them to `out`. */
+size_t kiln_catalog_valid_counts(const kiln_catalog *c, const char *machine, const char *accel,
+                                 int64_t *out, size_t cap)
+{
+    const kiln__count_cell *cell = kiln__catalog_cell(c, machine, accel);
+    if (!cell) return 0;
+    for (size_t i = 0; out && i < cell->n && i < cap; i++)
+        out[i] = cell->counts[i];
+    return cell->n;
+}
+
+size_t kiln_catalog_region_count(const kiln_catalog *c)
+{
+    return c ? c->n_regions : 0;
+}
+
+const kiln_region *kiln_catalog_region_at(const kiln_catalog *c, size_t i)
+{
+    return c && i < c->n_regions ? &c->regions[i] : NULL;
+}
+
+const kiln_region *kiln_catalog_region(const kiln_catalog *c, const char *name)
+{
+    for (size_t i = 0; c && name && i < c->n_regions; i++)
+        if (strcmp(c->regions[i].name, name) == 0) return &c->regions[i];
+    return NULL;
+}
+
+const char *kiln_catalog_default_region(const kiln_catalog *c)
+{
+    return c ? c->default_region : NULL;
+}
+
+const kiln__scale_tier *kiln__catalog_tier(const kiln_catalog *c, const char *name)
+{
+    for (size_t i = 0; c && name && i < c->n_tiers; i++)
+        if (strcmp(c->tiers[i].name, name) == 0) return &c->tiers[i];
+    return NULL;
+}
+
+bool kiln_catalog_has_scale_tier(const kiln_catalog *c, const char *name)
+{
+    return kiln__catalog_tier(c, name) != NULL;
+}
+
+bool kiln__zone_offers(const kiln_zone *z, const char *accel)
+{
+    for (size_t i = 0; i < z->n_accelerators; i++)
+        if (strcmp(z->accelerators[i], accel) == 0) return true;
+    return false;
+}
+
+bool kiln__region_offers(const kiln_region *r, const char *accel)
+{
+    for (size_t i = 0; i < r->n_zones; i++)
+        if (kiln__zone_offers(&r->zones[i], accel)) return true;
+    return false;
+}
+
+bool kiln__region_offers_tpu(const kiln_region *r, const char *accel)
+{
+    for (size_t i = 0; i < r->n_tpu_types; i++)
+        if (strcmp(r->tpu_types[i], accel) == 0) return true;
+    return false;
+}
+
+/* ---------- normalise ---------- */
+
+static kiln_replica_config *role_config_mut(kiln_training_input *ti, kiln_role r, bool **has)
+{
+    switch (r) {
+    case KILN_ROLE_WORKER:
+        *has = &ti->has_worker_config;
+        return &ti->worker_config;
+    case KILN_ROLE_PARAMETER_SERVER:
+        *has = &ti->has_parameter_server_config;
+        return &ti->parameter_server_config;
+    case KILN_ROLE_EVALUATOR:
+        *has = &ti->has_evaluator_config;
+        return &ti->evaluator_config;
+    default:
+        *has = &ti->has_master_config;
+        return &ti->master_config;
+    }
+}
+
+/* Fills what the service fills: the default region (inputs without one, such
+ * as a TFJob), scheduling.maxRunningTime, and the master's imageUri on every
+ * other role that runs and names no image of its own. */
+kiln_err kiln_catalog_normalise(const kiln_catalog *c, kiln_job *job)
+{
+    kiln_training_input *ti = &job->training_input;
+    const char *image = ti->has_master_config ? ti->master_config.image_uri : NULL;
+
+    if (!job->has_training_input) return KILN_OK;
+    if ((!ti->region || !*ti->region) && c->default_region &&
+        kiln_set_str(&ti->region, c->default_region))
+        return KILN_ENOMEM;
+    if (!ti->has_scheduling || !ti->scheduling.has_max_running_time) {
+        ti->has_scheduling = true;
+        ti->scheduling.has_max_running_time = true;
+        ti->scheduling.max_running_time.seconds = c->max_running_time_s;
+        ti->scheduling.max_running_time.nanos = 0;
+    }
+    for (int r = KILN_ROLE_WORKER; image && *image && r < KILN_ROLE_COUNT; r++) {
+        bool *has;
+        kiln_replica_config *rc = role_config_mut(ti, (kiln_role)r, &has);
+        if (kiln_job_role_count(job, (kiln_role)r) <= 0 || (*has && rc->image_uri)) continue;
+        if (kiln_set_str(&rc->image_uri, image)) return KILN_ENOMEM;
+        *has = true;
+    }
+    return KILN_OK;
+}
+
+/* ---------- plan ---------- */
+
+/* The machine type and count of a role: the job's own for CUSTOM, the tier's
+ * expansion otherwise. */
+static const char *role_type(const kiln__scale_tier *t, const kiln_job *job, kiln_role r,
+                             int64_t *count)
+{
+    if (!t || t->custom) {
+        *count = kiln_job_role_count(job, r);
+        return kiln_job_role_type(job, r);
+    }
+    *count = t->roles[r].type ? t->roles[r].count : 0;
+    return t->roles[r].type;
+}
+
+static void plan_accelerator(const kiln_catalog *c, const kiln_job *job, bool custom,
+                             const kiln_machine_type *master, kiln_replica_plan *p)
+{
+    const kiln_machine_type *m = kiln_catalog_machine(c, p->machine_type);
+    const kiln_replica_config *rc = kiln_job_role_config(job, p->role);
+
+    if (m) {
+        p->vcpus = m->vcpus;
+        p->memory_gb = m->memory_gb;
+    }
+    if (custom && rc && rc->has_accelerator_config && rc->accelerator_config.type) {
+        p->accelerator_type = rc->accelerator_config.type;
+        p->accelerators_per_replica = rc->accelerator_config.count;
+    } else if (m && m->builtin_accelerator) {
+        p->accelerator_type = m->builtin_accelerator;
+        p->accelerators_per_replica = m->builtin_accelerator_count;
+    } else if (m && m->is_tpu_worker && (!master || master->family == KILN_FAMILY_LEGACY)) {
+        /* a legacy master's cloud_tpu (BASIC_TPU too) is a TPU v2 of 8 cores */
+        p->accelerator_type = c->tpu_legacy_accel;
+        p->accelerators_per_replica = c->tpu_legacy_count;
+    }
+}
+
+size_t kiln_catalog_plan(const kiln_catalog *c, const kiln_job *job,
+                         kiln_replica_plan out[KILN_ROLE_COUNT])
+{
+    const kiln_training_input *ti = &job->training_input;
+    const kiln__scale_tier *t = kiln__catalog_tier(c, ti->scale_tier);
+    bool custom = !t || t->custom;
+    int64_t n;
+    const kiln_machine_type *master = kiln_catalog_machine(c, role_type(t, job, 0, &n));
+    size_t k = 0;
+
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        int64_t count;
+        const char *type = role_type(t, job, (kiln_role)r, &count);
+        if (!type || !*type || count <= 0) continue;
+        kiln_replica_plan *p = &out[k++];
+        memset(p, 0, sizeof *p);
+        p->role = (kiln_role)r;
+        p->machine_type = type;
+        p->count = count;
+        plan_accelerator(c, job, custom, master, p);
+    }
+    return k;
+}
