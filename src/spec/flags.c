@@ -509,7 +509,7 @@ static void parse_flag(parse_ctx *c, int argc, char **argv, int *i)
         if (near)
             usage_error(c, field, "unknown flag; did you mean --%s?", near);
         else
-            usage_error(c, field, "unknown flag; `kiln validate --help` lists the flags");
+            usage_error(c, field, "unknown flag; --help lists the flags");
         return;
     }
     c->flag = field;

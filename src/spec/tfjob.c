@@ -3,7 +3,8 @@
  * The mapping, in short (docs/cli.md has the user-facing version):
  *   metadata.name                      -> jobId, with '-' and '.' turned into '_'
  *   metadata.labels                    -> labels
- *   metadata.annotations[kiln.dev/region]  -> trainingInput.region (else us-central1)
+ *   metadata.annotations[kiln.dev/region]  -> trainingInput.region (else unset: the
+ *                                         CLI uses the catalog's default region)
  *   metadata.annotations[kiln.dev/job-dir] -> trainingInput.jobDir
  *   spec.tfReplicaSpecs.Chief|Master   -> master (Chief also sets useChiefInTfConfig)
  *   spec.tfReplicaSpecs.Worker         -> workers; without Chief/Master, worker 0
@@ -203,8 +204,9 @@ static void map_metadata(tf_ctx *c, const json_t *root, kiln_job *job)
     const json_t *ann = get(meta, "annotations");
     const char *region = scalar(get(ann, ANN_REGION));
     const char *job_dir = scalar(get(ann, ANN_JOB_DIR));
-    nomem(c, kiln_set_str(&job->training_input.region,
-                          region && *region ? region : TF_DEFAULT_REGION));
+    /* no annotation: region stays unset, and the CLI fills in the catalog's
+     * default region (kiln_catalog_default_region) - a TFJob has no region */
+    if (region) nomem(c, kiln_set_str(&job->training_input.region, region));
     if (job_dir) nomem(c, kiln_set_str(&job->training_input.job_dir, job_dir));
 }
 
@@ -438,7 +440,8 @@ static void decode_role(tf_ctx *c, const json_t *found[TF_NTYPES], int t, kiln_t
     char rpath[ROLE_PATH_MAX];
     snprintf(rpath, sizeof rpath, "spec.tfReplicaSpecs.%s", tf_type_names[t]);
     int64_t n = map_replicas(c, found[t], rpath, role == KILN_ROLE_MASTER);
-    if (n > 0) fill_role(c, found[t], rpath, ti, role, n);
+    /* a bad count still gets its template checked: every problem at once */
+    if (n != 0) fill_role(c, found[t], rpath, ti, role, n < 0 ? 0 : n);
 }
 
 /* Without a Chief or Master, Kubeflow's job succeeds when worker 0 does: kiln
