@@ -21,7 +21,8 @@ static const char *str(const char *p)
     return p;
 }
 
-static float w1[6] = {1, 2, 3, 4, 5, 6}, b1[3] = {0.5f, -0.25f, 1e-30f}, mom[6] = {9, 8, 7, 6, 5, 4};
+static float w1[6] = {1, 2, 3, 4, 5, 6}, b1[3] = {0.5f, -0.25f, 1e-30f},
+             mom[6] = {9, 8, 7, 6, 5, 4};
 static float scalar[1] = {3.5f};
 
 /* A small checkpoint: two params, one state tensor, a scalar, an empty
@@ -84,17 +85,13 @@ static int same_ckpt(const kiln_ckpt *a, const kiln_ckpt *b)
         return 0;
     for (size_t i = 0; i < a->n_tensors; i++) {
         const kiln_ckpt_tensor *x = &a->tensors[i], *y = kiln_ckpt_find_tensor(b, x->name);
-        if (!y || x->kind != y->kind || x->ndim != y->ndim || x->numel != y->numel)
-            return 0;
-        if (memcmp(x->shape, y->shape, sizeof x->shape[0] * x->ndim) != 0)
-            return 0;
-        if (x->numel && memcmp(x->data, y->data, x->numel * 4) != 0)
-            return 0;
+        if (!y || x->kind != y->kind || x->ndim != y->ndim || x->numel != y->numel) return 0;
+        if (memcmp(x->shape, y->shape, sizeof x->shape[0] * x->ndim) != 0) return 0;
+        if (x->numel && memcmp(x->data, y->data, x->numel * 4) != 0) return 0;
     }
     for (size_t i = 0; i < a->n_blobs; i++) {
         const kiln_ckpt_blob *x = &a->blobs[i], *y = kiln_ckpt_find_blob(b, x->name);
-        if (!y || x->size != y->size || memcmp(x->data, y->data, x->size) != 0)
-            return 0;
+        if (!y || x->size != y->size || memcmp(x->data, y->data, x->size) != 0) return 0;
     }
     return 1;
 }
@@ -109,11 +106,9 @@ static int count_files(const char *dir, const char *needle)
     DIR *d = opendir(dir);
     int n = 0;
     struct dirent *de;
-    if (!d)
-        return -1;
+    if (!d) return -1;
     while ((de = readdir(d)))
-        if (strstr(de->d_name, needle))
-            n++;
+        if (strstr(de->d_name, needle)) n++;
     closedir(d);
     return n;
 }
@@ -229,8 +224,7 @@ static void test_roundtrip_and_retention(void)
 static void write_bytes(const char *path, const uint8_t *b, size_t n)
 {
     FILE *f = fopen(path, "wb");
-    if (n)
-        fwrite(b, 1, n, f);
+    if (n) fwrite(b, 1, n, f);
     fclose(f);
 }
 
@@ -256,8 +250,7 @@ static void test_every_corruption(void)
         kiln_err rc = kiln_ckpt_read_file(bad, &back, &e);
         accepted += rc == KILN_OK;
         wrong_code += rc != KILN_EINVAL;
-        if (rc == KILN_OK)
-            kiln_ckpt_free(&back);
+        if (rc == KILN_OK) kiln_ckpt_free(&back);
     }
     CHECK_MSG(accepted == 0 && wrong_code == 0, "truncation: %d accepted, %d odd codes", accepted,
               wrong_code);
@@ -268,8 +261,7 @@ static void test_every_corruption(void)
             write_bytes(bad, buf, n);
             kiln_err rc = kiln_ckpt_read_file(bad, &back, &e);
             accepted += rc == KILN_OK;
-            if (rc == KILN_OK)
-                kiln_ckpt_free(&back);
+            if (rc == KILN_OK) kiln_ckpt_free(&back);
             buf[i] ^= (uint8_t)(1u << bit);
         }
     }
@@ -306,8 +298,7 @@ static void expect_reject(const char *bad, uint8_t *b, size_t n, const char *wha
     kiln_err rc = kiln_ckpt_read_file(bad, &back, &e);
     CHECK_MSG(rc == KILN_EINVAL || rc == KILN_ELIMIT, "%s: accepted", what);
     CHECK_MSG(strstr(e.msg, what) != NULL, "want '%s' in: %s", what, e.msg);
-    if (rc == KILN_OK)
-        kiln_ckpt_free(&back);
+    if (rc == KILN_OK) kiln_ckpt_free(&back);
 }
 
 static void test_hostile_headers(void)
@@ -425,18 +416,16 @@ static void test_fallback(void)
             int flips = 1 + rand() % 4;
             for (int k = 0; k < flips; k++)
                 b[(size_t)rand() % n] ^= (uint8_t)(1u << (rand() % 8));
-            if (memcmp(b, good, n) == 0)
-                b[0] ^= 1; /* two flips of the same bit cancelled */
+            if (memcmp(b, good, n) == 0) b[0] ^= 1; /* two flips of the same bit cancelled */
         }
         write_bytes(newest, b, len);
         warns w = {0};
         kiln_err rc = kiln_ckpt_load_latest(dir, &back, NULL, on_warn, &w, &e);
-        if (rc != KILN_OK || back.step != 10 || kiln_ckpt_find_tensor(&back, "dense1/w")->data[0] != 1)
+        if (rc != KILN_OK || back.step != 10 ||
+            kiln_ckpt_find_tensor(&back, "dense1/w")->data[0] != 1)
             bad_loads++;
-        if (w.n != 1 || !strstr(w.last, "ckpt-000000000020.kiln"))
-            bad_warns++;
-        if (rc == KILN_OK)
-            kiln_ckpt_free(&back);
+        if (w.n != 1 || !strstr(w.last, "ckpt-000000000020.kiln")) bad_warns++;
+        if (rc == KILN_OK) kiln_ckpt_free(&back);
         free(b);
     }
     CHECK_MSG(bad_loads == 0 && bad_warns == 0, "%d bad loads, %d bad warnings", bad_loads,
@@ -469,8 +458,7 @@ static void rm_rf(const char *dir)
 {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 int main(void)

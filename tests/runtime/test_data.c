@@ -100,8 +100,7 @@ static void test_idx_good(void)
         kiln_dataset ds;
         kiln_err rc = kiln_dataset_load_idx(gz ? igz : ip, gz ? lgz : lp, &ds, &e);
         CHECK_MSG(rc == KILN_OK, "%s", e.msg);
-        if (rc != KILN_OK)
-            continue;
+        if (rc != KILN_OK) continue;
         CHECK(ds.n == 5 && ds.rows == 3 && ds.cols == 4 && ds.dim == 12 && ds.num_classes == 10);
         /* pixel (y,x) of example i = byte at i*12 + y*4 + x, scaled by 1/255 */
         int ok = 1;
@@ -260,8 +259,7 @@ static void test_fashion_mnist(void)
     kiln_errmsg e = {{0}};
     kiln_err rc = kiln_fashion_mnist_load(NULL, KILN_SPLIT_TEST, &ds, &e);
     CHECK_MSG(rc == KILN_OK, "%s", e.msg);
-    if (rc != KILN_OK)
-        return;
+    if (rc != KILN_OK) return;
     CHECK(ds.n == 10000 && ds.rows == 28 && ds.cols == 28 && ds.dim == 784);
     size_t counts[10] = {0};
     for (size_t i = 0; i < ds.n; i++)
@@ -400,8 +398,7 @@ static size_t drain(const kiln_dataset *ds, const kiln_prefetch_opts *o, rec *ou
                 ex = UINT32_MAX; /* torn batch */
             out[k++] = (rec){ex, (uint32_t)b.epoch, (uint32_t)b.step};
         }
-        if (slow)
-            usleep(200);
+        if (slow) usleep(200);
         kiln_prefetch_release(p, &b);
     }
     kiln_prefetch_stop(p);
@@ -417,8 +414,8 @@ static void test_prefetch(void)
     rec *r1 = malloc(sizeof(rec) * N * EPOCHS), *r2 = malloc(sizeof(rec) * N * EPOCHS);
     size_t nb;
 
-    kiln_prefetch_opts o = {.batch_size = B, .seed = 5, .shuffle = 1, .end_epoch = EPOCHS,
-                            .world = 1, .depth = 3};
+    kiln_prefetch_opts o = {
+        .batch_size = B, .seed = 5, .shuffle = 1, .end_epoch = EPOCHS, .world = 1, .depth = 3};
     size_t k = drain(&ds, &o, r1, N * EPOCHS, 0, &nb);
     CHECK(k == (size_t)N * EPOCHS);
     CHECK(nb == EPOCHS * kiln_steps_per_epoch(N, B, 0));
@@ -522,8 +519,7 @@ static void rm_rf(const char *dir)
 {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 int main(void)

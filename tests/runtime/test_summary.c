@@ -65,8 +65,7 @@ static char *find_event_file(const char *dir)
     DIR *d = opendir(dir);
     struct dirent *de;
     char *found = NULL;
-    if (!d)
-        return NULL;
+    if (!d) return NULL;
     while ((de = readdir(d)))
         if (strncmp(de->d_name, "events.out.tfevents.", 20) == 0) {
             size_t n = strlen(dir) + strlen(de->d_name) + 2;
@@ -86,8 +85,7 @@ typedef struct collected {
 static int collect(void *ud, const kiln_event_scalar *ev)
 {
     collected *c = ud;
-    if (c->n < 16)
-        c->ev[c->n] = *ev;
+    if (c->n < 16) c->ev[c->n] = *ev;
     c->n++;
     return 0;
 }
@@ -98,13 +96,10 @@ static int parse_frames(const uint8_t *b, size_t n, size_t *offs, size_t *lens, 
     size_t pos = 0;
     int k = 0;
     while (pos < n) {
-        if (n - pos < 16 || k == max)
-            return -1;
+        if (n - pos < 16 || k == max) return -1;
         uint64_t len = kiln_get_u64le(b + pos);
-        if (kiln_get_u32le(b + pos + 8) != kiln_crc32c_mask(crc_ref(b + pos, 8)))
-            return -1;
-        if (len > n - pos - 16)
-            return -1;
+        if (kiln_get_u32le(b + pos + 8) != kiln_crc32c_mask(crc_ref(b + pos, 8))) return -1;
+        if (len > n - pos - 16) return -1;
         if (kiln_get_u32le(b + pos + 12 + len) != kiln_crc32c_mask(crc_ref(b + pos + 12, len)))
             return -1;
         offs[k] = pos + 12;
@@ -124,8 +119,7 @@ static void test_write_read(void)
     kiln_summary_writer *w;
     time_t t0 = time(NULL);
     CHECK(kiln_summary_open(dir, &w, &e) == KILN_OK);
-    if (!w)
-        return;
+    if (!w) return;
     const char *path = kiln_summary_path(w);
     char want[600];
     snprintf(want, sizeof want, "%s/events.out.tfevents.", dir);
@@ -156,8 +150,8 @@ static void test_write_read(void)
     CHECK_MSG(k == 5, "frames: %d", k);
     if (k == 5) {
         /* record 0: Event{wall_time(1, fixed64), step(2)=0, file_version(3)="brain.Event:2"} */
-        static const uint8_t v0[] = {0x10, 0x00, 0x1a, 13, 'b', 'r', 'a', 'i', 'n', '.',
-                                     'E',  'v',  'e',  'n', 't', ':', '2'};
+        static const uint8_t v0[] = {0x10, 0x00, 0x1a, 13,  'b', 'r', 'a', 'i', 'n',
+                                     '.',  'E',  'v',  'e', 'n', 't', ':', '2'};
         CHECK(lens[0] == 9 + sizeof v0 && b[offs[0]] == 0x09);
         CHECK(memcmp(b + offs[0] + 9, v0, sizeof v0) == 0);
         double wt;
@@ -245,8 +239,7 @@ static void rm_rf(const char *dir)
 {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 int main(void)

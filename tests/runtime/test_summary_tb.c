@@ -41,8 +41,7 @@ int main(void)
     const char *cands[3] = {getenv("KILN_PYTHON"), "python3", "/usr/bin/python3"};
     int ran = 0;
     for (int i = 0; i < 3 && !ran; i++) {
-        if (!cands[i] || !*cands[i])
-            continue;
+        if (!cands[i] || !*cands[i]) continue;
         snprintf(cmd, sizeof cmd,
                  "'%s' '%s/tests/runtime/tb_read.py' '%s' loss:1:2 loss:4:0.5 loss:20:0.1 "
                  "accuracy:20:0.8125 samples_per_sec:20:40000 learning_rate:20:0.001",
@@ -60,7 +59,6 @@ int main(void)
                "(pip install tensorboard, or set KILN_PYTHON)\n");
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     TEST_DONE();
 }

@@ -15,13 +15,13 @@
 #error "checkpoint float data is written in host order, which must be little-endian"
 #endif
 
-#define CKPT_MAGIC      "KILNCKPT"
-#define CKPT_END        "KEND"
-#define CKPT_HDR_SIZE   64
-#define CKPT_TRAILER    16
-#define CKPT_NAME_FMT   "ckpt-%012llu.kiln"
-#define CKPT_PREFIX     "ckpt-"
-#define CKPT_SUFFIX     ".kiln"
+#define CKPT_MAGIC    "KILNCKPT"
+#define CKPT_END      "KEND"
+#define CKPT_HDR_SIZE 64
+#define CKPT_TRAILER  16
+#define CKPT_NAME_FMT "ckpt-%012llu.kiln"
+#define CKPT_PREFIX   "ckpt-"
+#define CKPT_SUFFIX   ".kiln"
 
 /* ---- building ---- */
 
@@ -56,16 +56,14 @@ kiln_err kiln_ckpt_add_tensor(kiln_ckpt *ck, const char *name, kiln_ckpt_kind ki
     if (ck->n_tensors == ck->cap_tensors) {
         size_t cap = ck->cap_tensors ? 2 * ck->cap_tensors : 16;
         kiln_ckpt_tensor *t = realloc(ck->tensors, cap * sizeof *t);
-        if (!t)
-            return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+        if (!t) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
         ck->tensors = t;
         ck->cap_tensors = cap;
     }
     kiln_ckpt_tensor *t = &ck->tensors[ck->n_tensors];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);
-    if (!t->name)
-        return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+    if (!t->name) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
     t->kind = kind;
     t->ndim = ndim;
     for (uint32_t i = 0; i < ndim; i++)
@@ -92,15 +90,13 @@ kiln_err kiln_ckpt_add_blob(kiln_ckpt *ck, const char *name, const void *data, u
     if (ck->n_blobs == ck->cap_blobs) {
         size_t cap = ck->cap_blobs ? 2 * ck->cap_blobs : 8;
         kiln_ckpt_blob *b = realloc(ck->blobs, cap * sizeof *b);
-        if (!b)
-            return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+        if (!b) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
         ck->blobs = b;
         ck->cap_blobs = cap;
     }
     kiln_ckpt_blob *b = &ck->blobs[ck->n_blobs];
     b->name = strdup(name);
-    if (!b->name)
-        return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+    if (!b->name) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
     b->data = data;
     b->size = size;
     ck->n_blobs++;
@@ -110,32 +106,27 @@ kiln_err kiln_ckpt_add_blob(kiln_ckpt *ck, const char *name, const void *data, u
 const kiln_ckpt_tensor *kiln_ckpt_find_tensor(const kiln_ckpt *ck, const char *name)
 {
     for (size_t i = 0; i < ck->n_tensors; i++)
-        if (strcmp(ck->tensors[i].name, name) == 0)
-            return &ck->tensors[i];
+        if (strcmp(ck->tensors[i].name, name) == 0) return &ck->tensors[i];
     return NULL;
 }
 
 const kiln_ckpt_blob *kiln_ckpt_find_blob(const kiln_ckpt *ck, const char *name)
 {
     for (size_t i = 0; i < ck->n_blobs; i++)
-        if (strcmp(ck->blobs[i].name, name) == 0)
-            return &ck->blobs[i];
+        if (strcmp(ck->blobs[i].name, name) == 0) return &ck->blobs[i];
     return NULL;
 }
 
 void kiln_ckpt_free(kiln_ckpt *ck)
 {
-    if (!ck)
-        return;
+    if (!ck) return;
     for (size_t i = 0; i < ck->n_tensors; i++) {
         free(ck->tensors[i].name);
-        if (ck->owns_data)
-            free((void *)ck->tensors[i].data);
+        if (ck->owns_data) free((void *)ck->tensors[i].data);
     }
     for (size_t i = 0; i < ck->n_blobs; i++) {
         free(ck->blobs[i].name);
-        if (ck->owns_data)
-            free((void *)ck->blobs[i].data);
+        if (ck->owns_data) free((void *)ck->blobs[i].data);
     }
     free(ck->tensors);
     free(ck->blobs);
@@ -154,8 +145,7 @@ typedef struct crc_writer {
 
 static void cw_put(crc_writer *w, const void *p, size_t n)
 {
-    if (w->failed || n == 0)
-        return;
+    if (w->failed || n == 0) return;
     if (fwrite(p, 1, n, w->f) != n) {
         w->failed = 1;
         return;
@@ -183,8 +173,7 @@ kiln_err kiln_ckpt_write_file(const char *path, const kiln_ckpt *ck, kiln_errmsg
     kiln_atomic_file *a = NULL;
     FILE *f = NULL;
     kiln_err rc = kiln_atomic_open(path, &a, &f, err);
-    if (rc != KILN_OK)
-        return rc;
+    if (rc != KILN_OK) return rc;
     crc_writer w = {.f = f};
     uint8_t hdr[CKPT_HDR_SIZE] = {0};
     memcpy(hdr, CKPT_MAGIC, 8);
@@ -240,8 +229,7 @@ typedef struct cursor {
 
 static int cur_take(cursor *c, size_t n, const uint8_t **out)
 {
-    if (n > c->left)
-        return -1;
+    if (n > c->left) return -1;
     *out = c->p;
     c->p += n;
     c->left -= n;
@@ -251,8 +239,7 @@ static int cur_take(cursor *c, size_t n, const uint8_t **out)
 static int cur_u32(cursor *c, uint32_t *v)
 {
     const uint8_t *p;
-    if (cur_take(c, 4, &p))
-        return -1;
+    if (cur_take(c, 4, &p)) return -1;
     *v = kiln_get_u32le(p);
     return 0;
 }
@@ -260,8 +247,7 @@ static int cur_u32(cursor *c, uint32_t *v)
 static int cur_u64(cursor *c, uint64_t *v)
 {
     const uint8_t *p;
-    if (cur_take(c, 8, &p))
-        return -1;
+    if (cur_take(c, 8, &p)) return -1;
     *v = kiln_get_u64le(p);
     return 0;
 }
@@ -276,16 +262,15 @@ static kiln_err cur_name(cursor *c, const char *path, const char *what, size_t i
         return kiln_errmsg_set(err, KILN_EINVAL, "%s: %s %zu: truncated name length", path, what,
                                idx);
     if (nl == 0 || nl > KILN_CKPT_MAX_NAME)
-        return kiln_errmsg_set(err, KILN_EINVAL, "%s: %s %zu: name length %u (1..%d allowed)",
-                               path, what, idx, nl, KILN_CKPT_MAX_NAME);
+        return kiln_errmsg_set(err, KILN_EINVAL, "%s: %s %zu: name length %u (1..%d allowed)", path,
+                               what, idx, nl, KILN_CKPT_MAX_NAME);
     if (cur_take(c, nl, &p))
-        return kiln_errmsg_set(err, KILN_EINVAL, "%s: %s %zu: name runs past the end", path,
-                               what, idx);
+        return kiln_errmsg_set(err, KILN_EINVAL, "%s: %s %zu: name runs past the end", path, what,
+                               idx);
     if (memchr(p, 0, nl))
         return kiln_errmsg_set(err, KILN_EINVAL, "%s: %s %zu: NUL byte in name", path, what, idx);
     *out = malloc(nl + 1);
-    if (!*out)
-        return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+    if (!*out) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
     memcpy(*out, p, nl);
     (*out)[nl] = '\0';
     return KILN_OK;
@@ -306,8 +291,8 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
         return kiln_errmsg_set(err, KILN_EINVAL, "%s: truncated: %zu bytes", path, len);
     const uint8_t *tr = buf + len - CKPT_TRAILER;
     if (memcmp(tr + 12, CKPT_END, 4) != 0)
-        return kiln_errmsg_set(err, KILN_EINVAL,
-                               "%s: torn or truncated: no end tag (%zu bytes)", path, len);
+        return kiln_errmsg_set(err, KILN_EINVAL, "%s: torn or truncated: no end tag (%zu bytes)",
+                               path, len);
     uint64_t declared = kiln_get_u64le(tr);
     if (declared != len)
         return kiln_errmsg_set(err, KILN_EINVAL,
@@ -337,8 +322,9 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
     /* Counts are checked against the bytes left before anything is allocated:
      * every entry takes at least 13 bytes, so a lying count fails fast. */
     if (((uint64_t)nb + nt) * 13 > c.left)
-        return kiln_errmsg_set(err, KILN_EINVAL, "%s: %u blobs + %u tensors cannot fit in %zu bytes",
-                               path, nb, nt, c.left);
+        return kiln_errmsg_set(err, KILN_EINVAL,
+                               "%s: %u blobs + %u tensors cannot fit in %zu bytes", path, nb, nt,
+                               c.left);
     out->blobs = calloc(nb ? nb : 1, sizeof *out->blobs);
     out->tensors = calloc(nt ? nt : 1, sizeof *out->tensors);
     if (!out->blobs || !out->tensors) {
@@ -350,8 +336,7 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
     for (size_t i = 0; i < nb; i++) {
         uint64_t size;
         const uint8_t *p;
-        if ((rc = cur_name(&c, path, "blob", i, &name, err)) != KILN_OK)
-            goto out;
+        if ((rc = cur_name(&c, path, "blob", i, &name, err)) != KILN_OK) goto out;
         if (cur_u64(&c, &size) || size > c.left || cur_take(&c, (size_t)size, &p)) {
             rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: blob %s: size runs past the end", path,
                                  name);
@@ -366,8 +351,7 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
             rc = kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
             goto out;
         }
-        if (size)
-            memcpy(copy, p, size);
+        if (size) memcpy(copy, p, size);
         out->blobs[out->n_blobs++] = (kiln_ckpt_blob){name, copy, size};
         name = NULL;
     }
@@ -375,8 +359,7 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
         uint32_t kind, ndim;
         kiln_ckpt_tensor t = {0};
         const uint8_t *p;
-        if ((rc = cur_name(&c, path, "tensor", i, &name, err)) != KILN_OK)
-            goto out;
+        if ((rc = cur_name(&c, path, "tensor", i, &name, err)) != KILN_OK) goto out;
         if (cur_u32(&c, &kind) || cur_u32(&c, &ndim)) {
             rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: tensor %s: truncated header", path, name);
             goto out;
@@ -389,15 +372,15 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
         uint64_t numel = 1;
         for (uint32_t d = 0; d < ndim; d++) {
             if (cur_u64(&c, &t.shape[d])) {
-                rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: tensor %s: truncated shape", path,
-                                     name);
+                rc =
+                    kiln_errmsg_set(err, KILN_EINVAL, "%s: tensor %s: truncated shape", path, name);
                 goto out;
             }
             /* overflow-safe product under the file-size cap; whether the data
              * really fits in what is left is checked once numel is known */
             if (t.shape[d] && numel > (KILN_CKPT_MAX_FILE / 4) / t.shape[d]) {
-                rc = kiln_errmsg_set(err, KILN_EINVAL,
-                                     "%s: tensor %s: shape larger than the file", path, name);
+                rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: tensor %s: shape larger than the file",
+                                     path, name);
                 goto out;
             }
             numel *= t.shape[d];
@@ -416,8 +399,7 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
             rc = kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
             goto out;
         }
-        if (numel)
-            memcpy(data, p, numel * 4); /* copy: file data need not be aligned */
+        if (numel) memcpy(data, p, numel * 4); /* copy: file data need not be aligned */
         t.name = name;
         name = NULL;
         t.kind = (kiln_ckpt_kind)kind;
@@ -427,14 +409,13 @@ static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kil
         out->tensors[out->n_tensors++] = t;
     }
     if (c.left != 0) {
-        rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: %zu unexplained bytes before the trailer",
-                             path, c.left);
+        rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: %zu unexplained bytes before the trailer", path,
+                             c.left);
         goto out;
     }
 out:
     free(name);
-    if (rc != KILN_OK)
-        kiln_ckpt_free(out);
+    if (rc != KILN_OK) kiln_ckpt_free(out);
     return rc;
 }
 
@@ -444,8 +425,7 @@ kiln_err kiln_ckpt_read_file(const char *path, kiln_ckpt *out, kiln_errmsg *err)
     size_t len = 0;
     memset(out, 0, sizeof *out);
     kiln_err rc = kiln_read_file(path, KILN_CKPT_MAX_FILE, &buf, &len, err);
-    if (rc != KILN_OK)
-        return rc;
+    if (rc != KILN_OK) return rc;
     rc = ckpt_parse(path, buf, len, out, err);
     free(buf);
     return rc;
@@ -468,8 +448,7 @@ static int parse_ckpt_name(const char *name, unsigned long long *step)
         return 0;
     unsigned long long v = 0;
     for (size_t i = pl; i < n - sl; i++) {
-        if (name[i] < '0' || name[i] > '9' || v > (ULLONG_MAX - 9) / 10)
-            return 0;
+        if (name[i] < '0' || name[i] > '9' || v > (ULLONG_MAX - 9) / 10) return 0;
         v = v * 10 + (unsigned)(name[i] - '0');
     }
     *step = v;
@@ -479,15 +458,13 @@ static int parse_ckpt_name(const char *name, unsigned long long *step)
 static int entry_cmp_desc(const void *a, const void *b)
 {
     const ckpt_entry *x = a, *y = b;
-    if (x->step != y->step)
-        return x->step < y->step ? 1 : -1;
+    if (x->step != y->step) return x->step < y->step ? 1 : -1;
     return strcmp(x->name, y->name);
 }
 
 static void free_entries(ckpt_entry *e, size_t n)
 {
-    if (!e)
-        return;
+    if (!e) return;
     for (size_t i = 0; i < n; i++)
         free(e[i].name);
     free(e);
@@ -513,10 +490,8 @@ static kiln_err list_ckpts(const char *dir, ckpt_entry **out, size_t *n, ckpt_en
         int is_ckpt = parse_ckpt_name(de->d_name, &step);
         int is_tmp = !is_ckpt && strncmp(de->d_name, CKPT_PREFIX, strlen(CKPT_PREFIX)) == 0 &&
                      strstr(de->d_name, CKPT_SUFFIX KILN_TMP_MARKER) != NULL;
-        if (is_tmp && !tmps)
-            continue;
-        if (!is_ckpt && !is_tmp)
-            continue;
+        if (is_tmp && !tmps) continue;
+        if (!is_ckpt && !is_tmp) continue;
         ckpt_entry **arr = is_ckpt ? &e : &t;
         size_t *cnt = is_ckpt ? &ne : &nt, *cp = is_ckpt ? &cap : &capt;
         if (*cnt == *cp) {
@@ -537,8 +512,7 @@ static kiln_err list_ckpts(const char *dir, ckpt_entry **out, size_t *n, ckpt_en
         }
         (*cnt)++;
     }
-    if (ne)
-        qsort(e, ne, sizeof *e, entry_cmp_desc);
+    if (ne) qsort(e, ne, sizeof *e, entry_cmp_desc);
     *out = e;
     *n = ne;
     e = NULL;
@@ -560,8 +534,7 @@ static char *join_path(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
     return p;
 }
 
@@ -573,16 +546,12 @@ kiln_err kiln_ckpt_save(const char *dir, const kiln_ckpt *ck, unsigned keep, cha
     char *path = NULL;
     ckpt_entry *e = NULL, *t = NULL;
     size_t ne = 0, nt = 0;
-    if (path_out)
-        *path_out = NULL;
-    if ((rc = kiln_mkdir_p(dir, err)) != KILN_OK)
-        return rc;
+    if (path_out) *path_out = NULL;
+    if ((rc = kiln_mkdir_p(dir, err)) != KILN_OK) return rc;
     snprintf(name, sizeof name, CKPT_NAME_FMT, (unsigned long long)ck->step);
     path = join_path(dir, name);
-    if (!path)
-        return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
-    if ((rc = kiln_ckpt_write_file(path, ck, err)) != KILN_OK)
-        goto out;
+    if (!path) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+    if ((rc = kiln_ckpt_write_file(path, ck, err)) != KILN_OK) goto out;
     /* The new file is durable; only now may older ones go. Failing to prune
      * is not a failed save, so errors below are ignored. */
     if (list_ckpts(dir, &e, &ne, &t, &nt, NULL) == KILN_OK) {
@@ -591,8 +560,7 @@ kiln_err kiln_ckpt_save(const char *dir, const kiln_ckpt *ck, unsigned keep, cha
             if (strcmp(e[i].name, name) == 0)
                 continue; /* never the one just written, whatever its rank */
             char *p = join_path(dir, e[i].name);
-            if (p && unlink(p) == 0)
-                removed = 1;
+            if (p && unlink(p) == 0) removed = 1;
             free(p);
         }
         /* Temporaries left by a process that died mid-write. Only one process
@@ -600,12 +568,10 @@ kiln_err kiln_ckpt_save(const char *dir, const kiln_ckpt *ck, unsigned keep, cha
          * committed, so any left now are stale. */
         for (size_t i = 0; i < nt; i++) {
             char *p = join_path(dir, t[i].name);
-            if (p && unlink(p) == 0)
-                removed = 1;
+            if (p && unlink(p) == 0) removed = 1;
             free(p);
         }
-        if (removed)
-            kiln_fsync_dir(dir, NULL);
+        if (removed) kiln_fsync_dir(dir, NULL);
     }
     if (path_out) {
         *path_out = path;
@@ -624,11 +590,9 @@ kiln_err kiln_ckpt_load_latest(const char *dir, kiln_ckpt *out, char **path_out,
     ckpt_entry *e = NULL;
     size_t ne = 0;
     memset(out, 0, sizeof *out);
-    if (path_out)
-        *path_out = NULL;
+    if (path_out) *path_out = NULL;
     kiln_err rc = list_ckpts(dir, &e, &ne, NULL, NULL, err);
-    if (rc != KILN_OK)
-        return rc;
+    if (rc != KILN_OK) return rc;
     rc = KILN_ENOTFOUND;
     size_t skipped = 0;
     for (size_t i = 0; i < ne; i++) {
@@ -688,8 +652,7 @@ kiln_err kiln_ckpt_params_sha256(const kiln_ckpt *ck, char hex[65])
         return KILN_ENOMEM;
     }
     for (size_t i = 0; i < ck->n_tensors; i++)
-        if (ck->tensors[i].kind == KILN_CKPT_PARAM)
-            ts[np++] = &ck->tensors[i];
+        if (ck->tensors[i].kind == KILN_CKPT_PARAM) ts[np++] = &ck->tensors[i];
     /* strcmp order is byte-wise order: the canonical order of the format doc */
     qsort(ts, np, sizeof *ts, tensor_ptr_cmp);
     for (size_t k = 0; k < np; k++) {
@@ -724,8 +687,7 @@ typedef struct sbuf {
 static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_printf(sbuf *b, const char *fmt, ...)
 {
-    if (b->oom)
-        return;
+    if (b->oom) return;
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
@@ -780,23 +742,20 @@ kiln_err kiln_ckpt_inspect_json(const char *path, char **json, kiln_ckpt_warn_fn
     } else {
         rc = kiln_ckpt_read_file(path, &ck, err);
         file = strdup(path);
-        if (rc == KILN_OK && !file)
-            rc = kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+        if (rc == KILN_OK && !file) rc = kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
     }
-    if (rc != KILN_OK)
-        goto out;
+    if (rc != KILN_OK) goto out;
     if ((rc = kiln_ckpt_params_sha256(&ck, hex)) != KILN_OK) {
         kiln_errmsg_set(err, rc, "out of memory");
         goto out;
     }
     uint64_t nparams = 0;
     for (size_t i = 0; i < ck.n_tensors; i++)
-        if (ck.tensors[i].kind == KILN_CKPT_PARAM)
-            nparams += ck.tensors[i].numel;
+        if (ck.tensors[i].kind == KILN_CKPT_PARAM) nparams += ck.tensors[i].numel;
     sb_printf(&b, "{\"path\":");
     sb_json_str(&b, file);
-    sb_printf(&b, ",\"version\":%d,\"step\":%llu,\"epoch\":%llu,\"step_in_epoch\":%llu", KILN_CKPT_VERSION,
-              (unsigned long long)ck.step, (unsigned long long)ck.epoch,
+    sb_printf(&b, ",\"version\":%d,\"step\":%llu,\"epoch\":%llu,\"step_in_epoch\":%llu",
+              KILN_CKPT_VERSION, (unsigned long long)ck.step, (unsigned long long)ck.epoch,
               (unsigned long long)ck.step_in_epoch);
     sb_printf(&b, ",\"sha256\":\"%s\",\"params\":%llu,\"tensors\":[", hex,
               (unsigned long long)nparams);
@@ -804,7 +763,8 @@ kiln_err kiln_ckpt_inspect_json(const char *path, char **json, kiln_ckpt_warn_fn
         const kiln_ckpt_tensor *t = &ck.tensors[i];
         sb_printf(&b, "%s{\"name\":", i ? "," : "");
         sb_json_str(&b, t->name);
-        sb_printf(&b, ",\"kind\":\"%s\",\"shape\":[", t->kind == KILN_CKPT_PARAM ? "param" : "state");
+        sb_printf(&b, ",\"kind\":\"%s\",\"shape\":[",
+                  t->kind == KILN_CKPT_PARAM ? "param" : "state");
         for (uint32_t k = 0; k < t->ndim; k++)
             sb_printf(&b, "%s%llu", k ? "," : "", (unsigned long long)t->shape[k]);
         sb_printf(&b, "]}");

@@ -21,12 +21,12 @@
 extern "C" {
 #endif
 
-#define KILN_CKPT_VERSION 1
+#define KILN_CKPT_VERSION  1
 #define KILN_CKPT_MAX_DIMS 8
 /* Caps on what a file may claim, checked before allocating. */
-#define KILN_CKPT_MAX_NAME    255
-#define KILN_CKPT_MAX_ITEMS   65536            /* tensors + blobs */
-#define KILN_CKPT_MAX_FILE    ((size_t)8 << 30) /* 8 GiB */
+#define KILN_CKPT_MAX_NAME  255
+#define KILN_CKPT_MAX_ITEMS 65536             /* tensors + blobs */
+#define KILN_CKPT_MAX_FILE  ((size_t)8 << 30) /* 8 GiB */
 
 typedef enum kiln_ckpt_kind {
     KILN_CKPT_PARAM = 0, /* model parameter: part of the "sha256" of inspect */
@@ -59,7 +59,9 @@ typedef struct kiln_ckpt {
     int owns_data; /* 1 after loading */
 } kiln_ckpt;
 
+/* clang-format off */
 #define KILN_CKPT_INIT {0}
+/* clang-format on */
 
 /* Adds a tensor (name copied, data borrowed). Fails with KILN_EINVAL on a
  * duplicate or over-long name or ndim > KILN_CKPT_MAX_DIMS. */

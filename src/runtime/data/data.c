@@ -53,8 +53,7 @@ kiln_err kiln_idx_read(const char *path, size_t max_bytes, kiln_idx *out, kiln_e
     uint8_t hdr[4 + 4 * KILN_IDX_MAX_DIMS];
     const char *zmsg = "";
     memset(out, 0, sizeof *out);
-    if (max_bytes == 0)
-        max_bytes = KILN_IDX_MAX_BYTES;
+    if (max_bytes == 0) max_bytes = KILN_IDX_MAX_BYTES;
 
     /* gzopen reads gzip files and passes other files through unchanged, so one
      * path handles both ".gz" and raw IDX. */
@@ -91,8 +90,9 @@ kiln_err kiln_idx_read(const char *path, size_t max_bytes, kiln_idx *out, kiln_e
         goto out;
     }
     if (out->ndim < 1 || out->ndim > KILN_IDX_MAX_DIMS) {
-        rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: IDX file declares %u dimensions (1..%d allowed)",
-                             path, out->ndim, KILN_IDX_MAX_DIMS);
+        rc =
+            kiln_errmsg_set(err, KILN_EINVAL, "%s: IDX file declares %u dimensions (1..%d allowed)",
+                            path, out->ndim, KILN_IDX_MAX_DIMS);
         goto out;
     }
     size_t dbytes = 4u * out->ndim;
@@ -154,32 +154,27 @@ kiln_err kiln_idx_read(const char *path, size_t max_bytes, kiln_idx *out, kiln_e
         goto out;
     }
 out:
-    if (gz)
-        gzclose(gz);
-    if (rc != KILN_OK)
-        kiln_idx_free(out);
+    if (gz) gzclose(gz);
+    if (rc != KILN_OK) kiln_idx_free(out);
     return rc;
 }
 
 void kiln_idx_free(kiln_idx *idx)
 {
-    if (!idx)
-        return;
+    if (!idx) return;
     free(idx->data);
     memset(idx, 0, sizeof *idx);
 }
 
-kiln_err kiln_dataset_load_idx(const char *images_path, const char *labels_path,
-                               kiln_dataset *out, kiln_errmsg *err)
+kiln_err kiln_dataset_load_idx(const char *images_path, const char *labels_path, kiln_dataset *out,
+                               kiln_errmsg *err)
 {
     kiln_err rc = KILN_OK;
     kiln_idx img = {0}, lab = {0};
     memset(out, 0, sizeof *out);
 
-    if ((rc = kiln_idx_read(images_path, 0, &img, err)) != KILN_OK)
-        goto out;
-    if ((rc = kiln_idx_read(labels_path, 0, &lab, err)) != KILN_OK)
-        goto out;
+    if ((rc = kiln_idx_read(images_path, 0, &img, err)) != KILN_OK) goto out;
+    if ((rc = kiln_idx_read(labels_path, 0, &lab, err)) != KILN_OK) goto out;
     if (img.ndim != 3) {
         rc = kiln_errmsg_set(err, KILN_EINVAL,
                              "%s: images file has magic 0x%08x; expected 0x%08x (3 dimensions)",
@@ -193,8 +188,8 @@ kiln_err kiln_dataset_load_idx(const char *images_path, const char *labels_path,
         goto out;
     }
     if (img.dims[0] != lab.dims[0]) {
-        rc = kiln_errmsg_set(err, KILN_EINVAL, "%s has %u images but %s has %u labels",
-                             images_path, img.dims[0], labels_path, lab.dims[0]);
+        rc = kiln_errmsg_set(err, KILN_EINVAL, "%s has %u images but %s has %u labels", images_path,
+                             img.dims[0], labels_path, lab.dims[0]);
         goto out;
     }
     for (size_t i = 0; i < lab.nbytes; i++) {
@@ -222,8 +217,7 @@ kiln_err kiln_dataset_load_idx(const char *images_path, const char *labels_path,
 out:
     kiln_idx_free(&img);
     kiln_idx_free(&lab);
-    if (rc != KILN_OK)
-        kiln_dataset_free(out);
+    if (rc != KILN_OK) kiln_dataset_free(out);
     return rc;
 }
 
@@ -232,11 +226,9 @@ static void pick_file(const char *dir, const char *base, char *out, size_t outsz
 {
     struct stat st;
     snprintf(out, outsz, "%s/%s.gz", dir, base);
-    if (stat(out, &st) == 0)
-        return;
+    if (stat(out, &st) == 0) return;
     snprintf(out, outsz, "%s/%s", dir, base);
-    if (stat(out, &st) == 0)
-        return;
+    if (stat(out, &st) == 0) return;
     snprintf(out, outsz, "%s/%s.gz", dir, base); /* neither: report the usual name */
 }
 
@@ -246,8 +238,7 @@ kiln_err kiln_fashion_mnist_load(const char *dir, kiln_split split, kiln_dataset
     char ip[PATH_MAX], lp[PATH_MAX];
     const char *prefix = split == KILN_SPLIT_TEST ? "t10k" : "train";
     char ib[64], lb[64];
-    if (!dir || !*dir)
-        dir = KILN_FASHION_MNIST_DIR;
+    if (!dir || !*dir) dir = KILN_FASHION_MNIST_DIR;
     snprintf(ib, sizeof ib, "%s-images-idx3-ubyte", prefix);
     snprintf(lb, sizeof lb, "%s-labels-idx1-ubyte", prefix);
     pick_file(dir, ib, ip, sizeof ip);
@@ -255,21 +246,19 @@ kiln_err kiln_fashion_mnist_load(const char *dir, kiln_split split, kiln_dataset
     kiln_err rc = kiln_dataset_load_idx(ip, lp, out, err);
     if (rc == KILN_OK && (out->rows != 28 || out->cols != 28)) {
         /* the built-in models are sized for 28x28; anything else is the wrong file */
-        rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: images are %ux%u; Fashion-MNIST has 28x28",
-                             ip, out->rows, out->cols);
+        rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: images are %ux%u; Fashion-MNIST has 28x28", ip,
+                             out->rows, out->cols);
         kiln_dataset_free(out);
     }
     return rc;
 }
 
-kiln_err kiln_dataset_slice(const kiln_dataset *src, size_t start, size_t count,
-                            kiln_dataset *out, kiln_errmsg *err)
+kiln_err kiln_dataset_slice(const kiln_dataset *src, size_t start, size_t count, kiln_dataset *out,
+                            kiln_errmsg *err)
 {
     memset(out, 0, sizeof *out);
-    if (start > src->n)
-        start = src->n;
-    if (count > src->n - start)
-        count = src->n - start;
+    if (start > src->n) start = src->n;
+    if (count > src->n - start) count = src->n - start;
     *out = *src;
     out->n = count;
     out->images = malloc((count ? count : 1) * src->dim * sizeof(float));
@@ -287,8 +276,7 @@ kiln_err kiln_dataset_slice(const kiln_dataset *src, size_t start, size_t count,
 
 void kiln_dataset_free(kiln_dataset *ds)
 {
-    if (!ds)
-        return;
+    if (!ds) return;
     free(ds->images);
     free(ds->labels);
     memset(ds, 0, sizeof *ds);
@@ -340,24 +328,20 @@ void kiln_epoch_order(uint64_t seed, uint64_t epoch, size_t n, uint32_t *order)
 
 uint64_t kiln_steps_per_epoch(size_t n, size_t batch, int drop_last)
 {
-    if (batch == 0)
-        return 0;
+    if (batch == 0) return 0;
     return drop_last ? n / batch : (n + batch - 1) / batch;
 }
 
 void kiln_shard_range(size_t n, size_t batch, uint64_t step, uint32_t rank, uint32_t world,
                       size_t *begin, size_t *count)
 {
-    if (world == 0)
-        world = 1;
+    if (world == 0) world = 1;
     size_t gb = (size_t)step * batch;
     size_t m = 0;
-    if (gb < n)
-        m = n - gb < batch ? n - gb : batch;
+    if (gb < n) m = n - gb < batch ? n - gb : batch;
     size_t lo = (size_t)(((__uint128_t)rank * m) / world);
     size_t hi = (size_t)(((__uint128_t)(rank + 1) * m) / world);
-    if (rank >= world)
-        lo = hi = m; /* no such replica: empty */
+    if (rank >= world) lo = hi = m; /* no such replica: empty */
     *begin = gb + lo;
     *count = hi - lo;
 }

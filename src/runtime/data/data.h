@@ -62,8 +62,8 @@ typedef enum kiln_split { KILN_SPLIT_TRAIN = 0, KILN_SPLIT_TEST = 1 } kiln_split
 /* Loads an images file (magic 0x00000803, 3 dims) and a labels file (magic
  * 0x00000801, 1 dim) as a pair: counts must match and every label must be
  * < num_classes (10). The caller frees with kiln_dataset_free. */
-kiln_err kiln_dataset_load_idx(const char *images_path, const char *labels_path,
-                               kiln_dataset *out, kiln_errmsg *err);
+kiln_err kiln_dataset_load_idx(const char *images_path, const char *labels_path, kiln_dataset *out,
+                               kiln_errmsg *err);
 
 /* Fashion-MNIST (or MNIST: same file names) from dir (NULL or "" =
  * KILN_FASHION_MNIST_DIR): "train-images-idx3-ubyte[.gz]" + "train-labels-idx1-ubyte[.gz]"
@@ -74,8 +74,8 @@ kiln_err kiln_fashion_mnist_load(const char *dir, kiln_split split, kiln_dataset
 
 /* Copies examples [start, start+count) into a new dataset (clamped to n), for
  * training on a small slice in tests. */
-kiln_err kiln_dataset_slice(const kiln_dataset *src, size_t start, size_t count,
-                            kiln_dataset *out, kiln_errmsg *err);
+kiln_err kiln_dataset_slice(const kiln_dataset *src, size_t start, size_t count, kiln_dataset *out,
+                            kiln_errmsg *err);
 void kiln_dataset_free(kiln_dataset *ds);
 
 /* ---- order, sharding ---- */

@@ -26,9 +26,9 @@ struct kiln_prefetch {
     size_t local_cap; /* the most examples one replica's batch can hold */
     uint64_t steps;   /* per epoch */
     slot *slots;
-    uint32_t *order;     /* order of order_epoch, owned by the producer thread */
-    uint64_t next_take;  /* sequence number of the next batch to hand out */
-    int producer_done;   /* no batches after those already READY */
+    uint32_t *order;    /* order of order_epoch, owned by the producer thread */
+    uint64_t next_take; /* sequence number of the next batch to hand out */
+    int producer_done;  /* no batches after those already READY */
     int stopping;
     pthread_mutex_t mu;
     pthread_cond_t cv; /* one condition for both sides: traffic is tiny */
@@ -44,16 +44,14 @@ static void *producer(void *arg)
     uint64_t order_epoch = UINT64_MAX;
 
     for (uint64_t seq = 0;; seq++) {
-        if (p->o.end_epoch && epoch >= p->o.end_epoch)
-            break;
+        if (p->o.end_epoch && epoch >= p->o.end_epoch) break;
         slot *s = &p->slots[seq % p->o.depth];
         pthread_mutex_lock(&p->mu);
         while (s->state != SLOT_FREE && !p->stopping)
             pthread_cond_wait(&p->cv, &p->mu);
         int stop = p->stopping;
         pthread_mutex_unlock(&p->mu);
-        if (stop)
-            break;
+        if (stop) break;
 
         /* The slot is ours until we mark it READY: fill it without the lock. */
         if (p->o.shuffle && order_epoch != epoch) {
@@ -119,21 +117,18 @@ kiln_err kiln_prefetch_start(const kiln_dataset *ds, const kiln_prefetch_opts *o
     if (ds->n > UINT32_MAX)
         return kiln_errmsg_set(err, KILN_ELIMIT, "prefetch: more than 2^32 examples");
     kiln_prefetch *p = calloc(1, sizeof *p);
-    if (!p)
-        return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+    if (!p) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->ds = ds;
     p->o = *opts;
-    if (p->o.world == 0)
-        p->o.world = 1;
+    if (p->o.world == 0) p->o.world = 1;
     if (p->o.rank >= p->o.world) {
-        rc = kiln_errmsg_set(err, KILN_EINVAL, "prefetch: rank %u is not below world %u",
-                             p->o.rank, p->o.world);
+        rc = kiln_errmsg_set(err, KILN_EINVAL, "prefetch: rank %u is not below world %u", p->o.rank,
+                             p->o.world);
         goto out;
     }
-    if (p->o.depth == 0)
-        p->o.depth = 4;
+    if (p->o.depth == 0) p->o.depth = 4;
     p->steps = kiln_steps_per_epoch(ds->n, p->o.batch_size, p->o.drop_last);
     if (p->steps == 0) {
         rc = kiln_errmsg_set(err, KILN_EINVAL,
@@ -168,8 +163,7 @@ kiln_err kiln_prefetch_start(const kiln_dataset *ds, const kiln_prefetch_opts *o
     *out = p;
     p = NULL;
 out:
-    if (p)
-        prefetch_free(p);
+    if (p) prefetch_free(p);
     return rc;
 }
 
@@ -188,15 +182,13 @@ int kiln_prefetch_next(kiln_prefetch *p, kiln_batch *b)
         got = 1;
     }
     pthread_mutex_unlock(&p->mu);
-    if (!got)
-        memset(b, 0, sizeof *b);
+    if (!got) memset(b, 0, sizeof *b);
     return got;
 }
 
 void kiln_prefetch_release(kiln_prefetch *p, kiln_batch *b)
 {
-    if (!p || !b || !b->slot_)
-        return;
+    if (!p || !b || !b->slot_) return;
     slot *s = b->slot_;
     pthread_mutex_lock(&p->mu);
     s->state = SLOT_FREE;
@@ -209,13 +201,11 @@ void kiln_prefetch_release(kiln_prefetch *p, kiln_batch *b)
 
 void kiln_prefetch_stop(kiln_prefetch *p)
 {
-    if (!p)
-        return;
+    if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stopping = 1;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    if (p->thread_started)
-        pthread_join(p->thread, NULL);
+    if (p->thread_started) pthread_join(p->thread, NULL);
     prefetch_free(p);
 }

@@ -40,8 +40,7 @@ typedef struct pb {
 
 static void pb_byte(pb *b, uint8_t v)
 {
-    if (b->n < b->cap)
-        b->p[b->n] = v;
+    if (b->n < b->cap) b->p[b->n] = v;
     b->n++; /* counts even past cap, so a too-small buffer is detected */
 }
 
@@ -152,21 +151,18 @@ static kiln_err write_event(kiln_summary_writer *w, int64_t step, const char *fi
     kiln_err rc = KILN_OK;
     size_t len = encode_event(NULL, 0, now_wall(), step, file_version, n, tags, values);
     uint8_t *buf = malloc(len + 16);
-    if (!buf)
-        return KILN_ENOMEM;
+    if (!buf) return KILN_ENOMEM;
     /* wall time is read again: the first call only measured the size */
     encode_event(buf + 12, len, now_wall(), step, file_version, n, tags, values);
     /* frame in place: header before, data CRC after */
     kiln_put_u64le(buf, (uint64_t)len);
     kiln_put_u32le(buf + 8, kiln_crc32c_mask(kiln_crc32c(buf, 8)));
     kiln_put_u32le(buf + 12 + len, kiln_crc32c_mask(kiln_crc32c(buf + 12, len)));
-    if (fwrite(buf, 1, len + 16, w->f) != len + 16)
-        rc = KILN_EIO;
+    if (fwrite(buf, 1, len + 16, w->f) != len + 16) rc = KILN_EIO;
     free(buf);
     if (rc == KILN_OK && (w->flush_secs <= 0 || secs_since(&w->last_flush) >= w->flush_secs))
         rc = kiln_summary_flush(w);
-    if (rc != KILN_OK && w->first_err == KILN_OK)
-        w->first_err = rc;
+    if (rc != KILN_OK && w->first_err == KILN_OK) w->first_err = rc;
     return rc;
 }
 
@@ -177,15 +173,12 @@ kiln_err kiln_summary_open(const char *dir, kiln_summary_writer **out, kiln_errm
     char host[256] = "localhost";
     int fd = -1;
     *out = NULL;
-    if ((rc = kiln_mkdir_p(dir, err)) != KILN_OK)
-        return rc;
-    if (gethostname(host, sizeof host - 1) != 0)
-        snprintf(host, sizeof host, "localhost");
+    if ((rc = kiln_mkdir_p(dir, err)) != KILN_OK) return rc;
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = '\0';
     /* a '/' in a host name would change the directory */
     for (char *c = host; *c; c++)
-        if (*c == '/')
-            *c = '_';
+        if (*c == '/') *c = '_';
     w = calloc(1, sizeof *w);
     size_t plen = strlen(dir) + strlen(host) + 64;
     if (!w || !(w->path = malloc(plen))) {
@@ -200,8 +193,7 @@ kiln_err kiln_summary_open(const char *dir, kiln_summary_writer **out, kiln_errm
             snprintf(w->path, plen, "%s/events.out.tfevents.%lld.%s.%d", dir, secs, host, k);
         /* O_EXCL: two writers in one second must not share (or truncate) a file */
         fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd >= 0 || errno != EEXIST)
-            break;
+        if (fd >= 0 || errno != EEXIST) break;
     }
     if (fd < 0) {
         rc = kiln_errmsg_set(err, KILN_EIO, "%s: cannot create: %s", w->path, strerror(errno));
@@ -224,8 +216,7 @@ kiln_err kiln_summary_open(const char *dir, kiln_summary_writer **out, kiln_errm
     w = NULL;
 out:
     if (w) {
-        if (w->f)
-            fclose(w->f);
+        if (w->f) fclose(w->f);
         free(w->path);
         free(w);
     }
@@ -246,8 +237,7 @@ kiln_err kiln_summary_scalars(kiln_summary_writer *w, int64_t step, size_t n,
                               const char *const *tags, const float *values)
 {
     for (size_t i = 0; i < n; i++)
-        if (!tags[i] || strlen(tags[i]) >= KILN_SUMMARY_MAX_TAG)
-            return KILN_EINVAL;
+        if (!tags[i] || strlen(tags[i]) >= KILN_SUMMARY_MAX_TAG) return KILN_EINVAL;
     return write_event(w, step, NULL, n, tags, values);
 }
 
@@ -260,23 +250,19 @@ kiln_err kiln_summary_flush(kiln_summary_writer *w)
 {
     kiln_err rc = fflush(w->f) == 0 ? KILN_OK : KILN_EIO;
     clock_gettime(CLOCK_MONOTONIC, &w->last_flush);
-    if (rc != KILN_OK && w->first_err == KILN_OK)
-        w->first_err = rc;
+    if (rc != KILN_OK && w->first_err == KILN_OK) w->first_err = rc;
     return rc;
 }
 
 kiln_err kiln_summary_close(kiln_summary_writer *w)
 {
-    if (!w)
-        return KILN_OK;
+    if (!w) return KILN_OK;
     kiln_err rc = w->first_err;
     if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
         /* fsync may be unsupported (EINVAL, e.g. a pipe); that loses nothing */
-        if (errno != EINVAL && rc == KILN_OK)
-            rc = KILN_EIO;
+        if (errno != EINVAL && rc == KILN_OK) rc = KILN_EIO;
     }
-    if (fclose(w->f) != 0 && rc == KILN_OK)
-        rc = KILN_EIO;
+    if (fclose(w->f) != 0 && rc == KILN_OK) rc = KILN_EIO;
     free(w->path);
     free(w);
     return rc;
@@ -292,8 +278,7 @@ static int rd_varint(rd *r, uint64_t *v)
 {
     uint64_t x = 0;
     for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end)
-            return -1;
+        if (r->p >= r->end) return -1;
         uint8_t b = *r->p++;
         x |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
@@ -309,29 +294,25 @@ static int rd_varint(rd *r, uint64_t *v)
 static int rd_field(rd *r, uint32_t *field, int *wt, uint64_t *v, rd *sub)
 {
     uint64_t key;
-    if (rd_varint(r, &key))
-        return -1;
+    if (rd_varint(r, &key)) return -1;
     *field = (uint32_t)(key >> 3);
     *wt = (int)(key & 7);
     switch (*wt) {
     case 0:
         return rd_varint(r, v);
     case 1:
-        if (r->end - r->p < 8)
-            return -1;
+        if (r->end - r->p < 8) return -1;
         *v = kiln_get_u64le(r->p);
         r->p += 8;
         return 0;
     case 5:
-        if (r->end - r->p < 4)
-            return -1;
+        if (r->end - r->p < 4) return -1;
         *v = kiln_get_u32le(r->p);
         r->p += 4;
         return 0;
     case 2: {
         uint64_t l;
-        if (rd_varint(r, &l) || l > (uint64_t)(r->end - r->p))
-            return -1;
+        if (rd_varint(r, &l) || l > (uint64_t)(r->end - r->p)) return -1;
         sub->p = r->p;
         sub->end = r->p + l;
         r->p += l;
@@ -345,8 +326,7 @@ static int rd_field(rd *r, uint32_t *field, int *wt, uint64_t *v, rd *sub)
 static void copy_str(char *dst, size_t cap, const rd *s)
 {
     size_t l = (size_t)(s->end - s->p);
-    if (l >= cap)
-        l = cap - 1;
+    if (l >= cap) l = cap - 1;
     memcpy(dst, s->p, l);
     dst[l] = '\0';
 }
@@ -358,8 +338,7 @@ static int decode_value(rd v, kiln_event_scalar *ev)
     uint64_t x = 0;
     rd sub = {0};
     while (v.p < v.end) {
-        if (rd_field(&v, &f, &wt, &x, &sub))
-            return -1;
+        if (rd_field(&v, &f, &wt, &x, &sub)) return -1;
         if (f == 1 && wt == 2)
             copy_str(ev->tag, sizeof ev->tag, &sub);
         else if (f == 2 && wt == 5) {
@@ -382,8 +361,7 @@ static int decode_event(const uint8_t *data, size_t len, kiln_event_fn fn, void 
     uint64_t x = 0;
     rd sub = {0};
     while (r.p < r.end) {
-        if (rd_field(&r, &f, &wt, &x, &sub))
-            return -1;
+        if (rd_field(&r, &f, &wt, &x, &sub)) return -1;
         if (f == 1 && wt == 1)
             memcpy(&base.wall_time, &x, 8);
         else if (f == 2 && wt == 0)
@@ -395,19 +373,14 @@ static int decode_event(const uint8_t *data, size_t len, kiln_event_fn fn, void 
     }
     int delivered = 0;
     while (summary.p && summary.p < summary.end) {
-        if (rd_field(&summary, &f, &wt, &x, &sub))
-            return -1;
-        if (f != 1 || wt != 2)
-            continue;
+        if (rd_field(&summary, &f, &wt, &x, &sub)) return -1;
+        if (f != 1 || wt != 2) continue;
         kiln_event_scalar ev = base;
-        if (decode_value(sub, &ev))
-            return -1;
+        if (decode_value(sub, &ev)) return -1;
         delivered = 1;
-        if (fn(ud, &ev))
-            return 1;
+        if (fn(ud, &ev)) return 1;
     }
-    if (!delivered && fn(ud, &base))
-        return 1;
+    if (!delivered && fn(ud, &base)) return 1;
     return 0;
 }
 
@@ -423,8 +396,7 @@ kiln_err kiln_summary_read(const char *path, kiln_event_fn fn, void *ud, kiln_er
         uint8_t hdr[12], tail[4];
         long off = ftell(f);
         size_t got = fread(hdr, 1, 12, f);
-        if (got == 0)
-            break; /* clean end */
+        if (got == 0) break; /* clean end */
         if (got < 12) {
             rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: record %zu at byte %ld: truncated header",
                                  path, rec, off);
@@ -453,8 +425,8 @@ kiln_err kiln_summary_read(const char *path, kiln_event_fn fn, void *ud, kiln_er
             goto out;
         }
         if (kiln_get_u32le(tail) != kiln_crc32c_mask(kiln_crc32c(data, len))) {
-            rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: record %zu at byte %ld: bad data CRC",
-                                 path, rec, off);
+            rc = kiln_errmsg_set(err, KILN_EINVAL, "%s: record %zu at byte %ld: bad data CRC", path,
+                                 rec, off);
             goto out;
         }
         int r = decode_event(data, len, fn, ud);
@@ -464,8 +436,7 @@ kiln_err kiln_summary_read(const char *path, kiln_event_fn fn, void *ud, kiln_er
                                  off);
             goto out;
         }
-        if (r > 0)
-            break;
+        if (r > 0) break;
     }
 out:
     free(data);

@@ -53,9 +53,8 @@ static uint32_t crc32c_sw(uint32_t c, const uint8_t *p, size_t n)
         uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                            (uint32_t)p[3] << 24);
         c = crc32c_table[7][lo & 0xff] ^ crc32c_table[6][(lo >> 8) & 0xff] ^
-            crc32c_table[5][(lo >> 16) & 0xff] ^ crc32c_table[4][lo >> 24] ^
-            crc32c_table[3][p[4]] ^ crc32c_table[2][p[5]] ^ crc32c_table[1][p[6]] ^
-            crc32c_table[0][p[7]];
+            crc32c_table[5][(lo >> 16) & 0xff] ^ crc32c_table[4][lo >> 24] ^ crc32c_table[3][p[4]] ^
+            crc32c_table[2][p[5]] ^ crc32c_table[1][p[6]] ^ crc32c_table[0][p[7]];
         p += 8;
         n -= 8;
     }
@@ -88,8 +87,7 @@ uint32_t kiln_crc32c_update(uint32_t crc, const void *buf, size_t n)
     const uint8_t *p = buf;
     uint32_t c = ~crc;
 #if defined(__x86_64__)
-    if (crc32c_hw)
-        return ~crc32c_hw_run(c, p, n);
+    if (crc32c_hw) return ~crc32c_hw_run(c, p, n);
 #endif
     return ~crc32c_sw(c, p, n);
 }
@@ -108,8 +106,7 @@ struct kiln_sha256 {
 kiln_sha256 *kiln_sha256_new(void)
 {
     kiln_sha256 *h = calloc(1, sizeof *h);
-    if (!h)
-        return NULL;
+    if (!h) return NULL;
     h->ctx = EVP_MD_CTX_new();
     if (!h->ctx || EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1) {
         EVP_MD_CTX_free(h->ctx);
@@ -121,8 +118,7 @@ kiln_sha256 *kiln_sha256_new(void)
 
 void kiln_sha256_update(kiln_sha256 *h, const void *buf, size_t n)
 {
-    if (n)
-        EVP_DigestUpdate(h->ctx, buf, n);
+    if (n) EVP_DigestUpdate(h->ctx, buf, n);
 }
 
 void kiln_sha256_final(kiln_sha256 *h, uint8_t out[32])
@@ -136,8 +132,7 @@ void kiln_sha256_final(kiln_sha256 *h, uint8_t out[32])
 int kiln_sha256_buf(const void *buf, size_t n, uint8_t out[32])
 {
     kiln_sha256 *h = kiln_sha256_new();
-    if (!h)
-        return -1;
+    if (!h) return -1;
     kiln_sha256_update(h, buf, n);
     kiln_sha256_final(h, out);
     return 0;
@@ -159,13 +154,11 @@ kiln_err kiln_mkdir_p(const char *path, kiln_errmsg *err)
 {
     kiln_err rc = KILN_OK;
     char *p = strdup(path);
-    if (!p)
-        return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+    if (!p) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
     size_t len = strlen(p);
     /* Create each prefix in turn; EEXIST for a directory is fine. */
     for (size_t i = 1; i <= len; i++) {
-        if (p[i] != '/' && p[i] != '\0')
-            continue;
+        if (p[i] != '/' && p[i] != '\0') continue;
         char saved = p[i];
         p[i] = '\0';
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
@@ -242,14 +235,12 @@ kiln_err kiln_read_file(const char *path, size_t max_bytes, uint8_t **data, size
     size_t got = 0;
     while (got < n) {
         ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR)
-            continue;
+        if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             rc = kiln_errmsg_set(err, KILN_EIO, "%s: read: %s", path, strerror(errno));
             goto out;
         }
-        if (r == 0)
-            break; /* shrank while reading: take what is there */
+        if (r == 0) break; /* shrank while reading: take what is there */
         got += (size_t)r;
     }
     buf[got] = '\0';
@@ -273,8 +264,7 @@ kiln_err kiln_atomic_open(const char *path, kiln_atomic_file **out, FILE **f, ki
     kiln_atomic_file *a = calloc(1, sizeof *a);
     *out = NULL;
     *f = NULL;
-    if (!a)
-        return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
+    if (!a) return kiln_errmsg_set(err, KILN_ENOMEM, "out of memory");
     size_t n = strlen(path) + 64;
     a->path = strdup(path);
     a->tmp = malloc(n);
@@ -310,10 +300,8 @@ out:
 
 void kiln_atomic_abort(kiln_atomic_file *a)
 {
-    if (!a)
-        return;
-    if (a->f)
-        fclose(a->f);
+    if (!a) return;
+    if (a->f) fclose(a->f);
     unlink(a->tmp);
     free(a->path);
     free(a->tmp);
@@ -352,8 +340,7 @@ kiln_err kiln_atomic_write(const char *path, const void *data, size_t n, kiln_er
     kiln_atomic_file *a;
     FILE *f;
     kiln_err rc = kiln_atomic_open(path, &a, &f, err);
-    if (rc != KILN_OK)
-        return rc;
+    if (rc != KILN_OK) return rc;
     if (n && fwrite(data, 1, n, f) != n) {
         rc = kiln_errmsg_set(err, KILN_EIO, "%s: write failed: %s", path, strerror(errno));
         kiln_atomic_abort(a);
