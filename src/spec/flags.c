@@ -560,6 +560,8 @@ kiln_err kiln_submit_parse(int argc, char **argv, kiln_submit_args *out, kiln_di
                         arg, out->job_id);
         }
     }
+    if (out->config_path && out->tfjob_path)
+        usage_error(&c, "--tfjob", "cannot be combined with --config: give one input file");
     return c.err;
 }
 

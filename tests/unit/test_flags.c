@@ -420,6 +420,7 @@ static void test_bad_flags(void)
     expect_bad(ARGV("--async=yes"), "--async", "no value", true);
     expect_bad(ARGV("-v"), "", "short options", true);
     expect_bad(ARGV("job1", "job2"), "", "unexpected argument 'job2'", true);
+    expect_bad(ARGV("--config", "a.yaml", "--tfjob=b.yaml"), "--tfjob", "combined", true);
     expect_bad(ARGV("--worker-count", "-1"), "--worker-count", "not a count", false);
     expect_bad(ARGV("--worker-count", "abc"), "--worker-count", "not a count", false);
     expect_bad(ARGV("--evaluator-count", "99999999999999999999"), "--evaluator-count",

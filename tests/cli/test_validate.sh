@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# `kiln validate` and the `kiln` entry point: exit codes 0/1/2, stdout, stderr.
+. "$(dirname "$0")/lib.sh"
+EX=$SRC/examples/tfjob
+
+cat >"$TMP/config.yaml" <<'YAML'
+jobId: census_file
+labels: {team: data}
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-8
+  workerType: n1-standard-8
+  workerCount: 2
+  region: europe-west4
+  pythonModule: trainer.task
+  packageUris: [file:///srv/pkg/trainer.tar.gz]
+  args: [--from-file]
+YAML
+# AI Platform's config.yaml may hold only trainingInput
+cat >"$TMP/only-input.yaml" <<'YAML'
+trainingInput:
+  scaleTier: BASIC
+  region: us-central1
+  pythonModule: trainer.task
+  packageUris: [file:///srv/pkg/trainer.tar.gz]
+YAML
+printf 'trainingInput: [\n' >"$TMP/broken.yaml"
+sed 's#kubeflow.org/v1$#kubeflow.org/v1beta1#' "$EX/cpu.yaml" >"$TMP/old-api.yaml"
+
+# ---- the entry point ----
+run 0 "$KILN" --version;            out_has "kiln "
+run 0 "$KILN" --help;               out_has "validate"; out_has "catalog"
+run 1 "$KILN";                      err_has "usage: kiln"
+run 1 "$KILN" valdate;              err_has "did you mean 'validate'"
+run 0 "$KILN" validate --help;      out_has "usage: kiln validate"; err_empty
+
+# ---- valid input: exit 0, the normalised Job on stdout, nothing on stderr ----
+run 0 "$KILN" validate --tfjob "$EX/dist-gpu.yaml"
+out_has "jobId: mnist_dist_gpu"; out_has "useChiefInTfConfig: true"
+out_has "type: NVIDIA_TESLA_V100"; out_has "parameterServerCount: 2"
+out_has "maxRunningTime: 604800s"    # normalised: the default filled in
+err_empty
+run 0 "$KILN" validate --tfjob "$EX/cpu.yaml" --format json
+out_has '"jobId": "fashion_mnist_cpu"'; out_has '"workerCount": "1"'
+out_has '"region": "us-central1"'   # no annotation: the catalog's default region
+err_empty
+run 0 "$KILN" validate my_job --tfjob "$EX/cpu.yaml" --region europe-west4 --worker-count 3
+out_has "jobId: my_job"; out_has "region: europe-west4"; out_has "workerCount: 3"
+run 0 "$KILN" validate --config "$TMP/config.yaml"
+out_has "jobId: census_file"; out_has "region: europe-west4"; out_has "- --from-file"
+# flags win over the file, field by field; -- args replace the file's, untouched
+run 0 "$KILN" validate renamed --config "$TMP/config.yaml" --region=us-east1 --worker-count 4 \
+    --labels team=ml,owner=ana -- --foo -- --help
+out_has "jobId: renamed"; out_has "region: us-east1"; out_has "workerCount: 4"
+out_has "team: ml"; out_has "owner: ana"; out_has "masterType: n1-standard-8"
+out_has "- --foo"; out_has "- --"; out_has "- --help"; out_lacks "--from-file"
+run 0 "$KILN" validate job_7 --config "$TMP/only-input.yaml"
+out_has "jobId: job_7"; out_has "scaleTier: BASIC"
+run_in 0 "$TMP/config.yaml" "$KILN" validate --config -
+out_has "jobId: census_file"
+run 0 "$KILN" validate flags_only --scale-tier basic --region us-central1 \
+    --module-name trainer.task --package-path "$SRC/examples" --job-dir /srv/jobs/x
+out_has "file://$SRC/examples"; out_has "jobDir: /srv/jobs/x"; err_empty
+
+# ---- unreadable input or bad command line: exit 1 ----
+run 1 "$KILN" validate --config "$TMP/missing.yaml"
+err_has "--config: cannot read '$TMP/missing.yaml'"; out_empty
+run 1 "$KILN" validate --tfjob "$TMP"
+err_has "--tfjob: cannot read '$TMP'"
+run 1 "$KILN" validate --wroker-count 2
+err_has "--wroker-count: unknown flag; did you mean --worker-count?"; out_empty
+run 1 "$KILN" validate --region
+err_has "--region: needs a value"
+run 1 "$KILN" validate a b
+err_has "unexpected argument 'b'"
+run 1 "$KILN" validate --config "$TMP/config.yaml" --tfjob "$EX/cpu.yaml"
+err_has "--tfjob: cannot be combined with --config"
+run 1 "$KILN" validate --tfjob "$EX/cpu.yaml" --format table
+err_has "--format table"
+run 1 "$KILN" validate --tfjob "$EX/cpu.yaml" --catalog "$TMP/missing-site.yaml"
+err_has "missing-site.yaml"
+
+# ---- read but invalid: exit 2, FIELD: DESCRIPTION lines and a summary ----
+run 2 "$KILN" validate j1 --scale-tier custom --master-machine-type n1-standard-4 \
+    --master-accelerator count=3,type=nvidia-tesla-k80 --region us-central1
+err_has "trainingInput.masterConfig.acceleratorConfig.count: "; err_has "kiln validate: 1 problem"
+out_empty
+run 2 "$KILN" validate j1 --master-accelerator count=abc,type=nvidia-tesla-t4
+err_has "--master-accelerator: count=abc"
+run 2 "$KILN" validate j1 --master-accelerator count=2
+err_has "--master-accelerator: 'count=2' has no type"
+run 2 "$KILN" validate j1 --job-dir ../up
+err_has "--job-dir: "
+run 2 "$KILN" validate --config "$TMP/broken.yaml"
+err_has "kiln validate: 1 problem in $TMP/broken.yaml"
+run 2 "$KILN" validate --tfjob "$TMP/old-api.yaml"
+err_has "apiVersion: 'kubeflow.org/v1beta1' is not supported"
+run 2 "$KILN" validate --config "$TMP/only-input.yaml"   # no JOB and no jobId
+err_has "jobId"
+
+finish
