@@ -8,7 +8,6 @@
  * change, with the offending value and what is allowed. Checks that depend on
  * an earlier field (a count on an unknown machine type) are skipped once that
  * field is reported, so one mistake gives one violation. */
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -302,6 +301,13 @@ static void machine_takes(const kiln_catalog *c, const char *machine, char *buf,
     }
 }
 
+/* ceil() without libm, which the catalog library does not link. */
+static int64_t ceil_i64(double x)
+{
+    int64_t i = (int64_t)x;
+    return i + (x > (double)i);
+}
+
 /* Why `count` accelerators of type `a` do not suit machine `m`, from the
  * per-accelerator limits ("" when the limits do not explain it). */
 static void explain_limits(const kiln_machine_type *m, const kiln_accelerator_type *a,
@@ -321,7 +327,7 @@ static void explain_limits(const kiln_machine_type *m, const kiln_accelerator_ty
     if (a->max_vcpus_per_accelerator > 0)
         need = (m->vcpus + a->max_vcpus_per_accelerator - 1) / a->max_vcpus_per_accelerator;
     if (a->max_memory_gb_per_accelerator > 0) {
-        int64_t by_mem = (int64_t)ceil(m->memory_gb / a->max_memory_gb_per_accelerator - 1e-9);
+        int64_t by_mem = ceil_i64(m->memory_gb / a->max_memory_gb_per_accelerator - 1e-9);
         if (by_mem > need) need = by_mem;
     }
     if (need <= 0 || count >= need) return;
