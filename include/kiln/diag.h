@@ -24,6 +24,8 @@ typedef enum kiln_err {
     KILN_ENOTFOUND, /* a named thing does not exist */
     KILN_ELIMIT,    /* input exceeded a size, depth or count cap */
     KILN_EINTERNAL, /* a bug: an invariant did not hold */
+    KILN_EEXIST,    /* the thing to create already exists */
+    KILN_ECONFLICT, /* the thing is not in a state that allows the change */
 } kiln_err;
 
 const char *kiln_err_str(kiln_err e);

@@ -16,6 +16,8 @@ const char *kiln_err_str(kiln_err e)
     case KILN_ENOTFOUND: return "not found";
     case KILN_ELIMIT: return "input exceeds a limit";
     case KILN_EINTERNAL: return "internal error";
+    case KILN_EEXIST: return "already exists";
+    case KILN_ECONFLICT: return "conflicts with the current state";
     }
     return "unknown error";
 }
