@@ -143,7 +143,7 @@ static bool get_int(lctx *x, const json_t *v, const char *path, int64_t min, int
         errno = 0;
         long long n = s ? strtoll(s, &end, 10) : 0;
         if (!s || !*s || *end || errno) {
-            bad(x, path, "expected a whole number");
+            bad(x, path, v ? "expected a whole number" : "required");
             return false;
         }
         *out = n;
@@ -165,7 +165,7 @@ static bool get_num(lctx *x, const json_t *v, const char *path, double *out)
         char *end;
         *out = s ? strtod(s, &end) : 0;
         if (!s || !*s || *end) {
-            bad(x, path, "expected a number");
+            bad(x, path, v ? "expected a number" : "required");
             return false;
         }
     }
