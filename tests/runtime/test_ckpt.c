@@ -186,6 +186,10 @@ static void test_roundtrip_and_retention(void)
     free(path);
     kiln_ckpt_free(&back);
 
+    /* The first save above took the real fsync path; the many saves below
+     * would mostly wait on the disk's fsync latency, so skip it from here. */
+    kiln_durable_set(0);
+
     /* retention: save 124..130 with keep 3 -> 128, 129, 130 remain */
     for (uint64_t s = 124; s <= 130; s++) {
         ck.step = s;
@@ -223,6 +227,9 @@ static void test_roundtrip_and_retention(void)
 
 static void write_bytes(const char *path, const uint8_t *b, size_t n)
 {
+    /* a fresh inode each time: truncating a file that has data makes ext4
+     * flush it (auto_da_alloc), ~10 ms a time */
+    unlink(path);
     FILE *f = fopen(path, "wb");
     if (n) fwrite(b, 1, n, f);
     fclose(f);
@@ -244,10 +251,10 @@ static void test_every_corruption(void)
     uint8_t *buf;
     size_t n;
     CHECK(kiln_read_file(path, 1 << 20, &buf, &n, &e) == KILN_OK);
+    /* in memory: the same validation as a file read, without ~1,600 file writes */
     int accepted = 0, wrong_code = 0;
     for (size_t cut = 0; cut < n; cut++) {
-        write_bytes(bad, buf, cut);
-        kiln_err rc = kiln_ckpt_read_file(bad, &back, &e);
+        kiln_err rc = kiln_ckpt_parse(bad, buf, cut, &back, &e);
         accepted += rc == KILN_OK;
         wrong_code += rc != KILN_EINVAL;
         if (rc == KILN_OK) kiln_ckpt_free(&back);
@@ -256,17 +263,18 @@ static void test_every_corruption(void)
               wrong_code);
     accepted = 0;
     for (size_t i = 0; i < n; i++) {
-        for (int bit = 0; bit < 8; bit += 3) {
+        for (int bit = 0; bit < 8; bit++) {
             buf[i] ^= (uint8_t)(1u << bit);
-            write_bytes(bad, buf, n);
-            kiln_err rc = kiln_ckpt_read_file(bad, &back, &e);
+            kiln_err rc = kiln_ckpt_parse(bad, buf, n, &back, &e);
             accepted += rc == KILN_OK;
             if (rc == KILN_OK) kiln_ckpt_free(&back);
             buf[i] ^= (uint8_t)(1u << bit);
         }
     }
     CHECK_MSG(accepted == 0, "bit flips: %d accepted", accepted);
-    /* a messages names the file and says why */
+    CHECK(kiln_ckpt_parse(bad, buf, n, &back, &e) == KILN_OK); /* the original is fine */
+    kiln_ckpt_free(&back);
+    /* the message names the file and says why */
     buf[n / 2] ^= 1;
     write_bytes(bad, buf, n);
     CHECK(kiln_ckpt_read_file(bad, &back, &e) == KILN_EINVAL);

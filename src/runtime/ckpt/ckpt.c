@@ -276,10 +276,10 @@ static kiln_err cur_name(cursor *c, const char *path, const char *what, size_t i
     return KILN_OK;
 }
 
-/* Parses and validates a whole checkpoint image already in memory. */
-static kiln_err ckpt_parse(const char *path, const uint8_t *buf, size_t len, kiln_ckpt *out,
-                           kiln_errmsg *err)
+kiln_err kiln_ckpt_parse(const char *path, const void *image, size_t len, kiln_ckpt *out,
+                         kiln_errmsg *err)
 {
+    const uint8_t *buf = image;
     kiln_err rc = KILN_OK;
     char *name = NULL;
     memset(out, 0, sizeof *out);
@@ -426,7 +426,7 @@ kiln_err kiln_ckpt_read_file(const char *path, kiln_ckpt *out, kiln_errmsg *err)
     memset(out, 0, sizeof *out);
     kiln_err rc = kiln_read_file(path, KILN_CKPT_MAX_FILE, &buf, &len, err);
     if (rc != KILN_OK) return rc;
-    rc = ckpt_parse(path, buf, len, out, err);
+    rc = kiln_ckpt_parse(path, buf, len, out, err);
     free(buf);
     return rc;
 }

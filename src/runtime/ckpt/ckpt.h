@@ -78,6 +78,10 @@ kiln_err kiln_ckpt_write_file(const char *path, const kiln_ckpt *ck, kiln_errmsg
 /* Reads and fully validates one file (magic, version, length, CRC-32C, every
  * count and size against caps and the file size). On success *out owns its data. */
 kiln_err kiln_ckpt_read_file(const char *path, kiln_ckpt *out, kiln_errmsg *err);
+/* The same validation on an image already in memory (e.g. for fuzzing);
+ * `name` is only used in messages. buf is not retained. */
+kiln_err kiln_ckpt_parse(const char *name, const void *buf, size_t len, kiln_ckpt *out,
+                         kiln_errmsg *err);
 
 /* Saves into dir (created if missing) as ckpt-<ck->step>.kiln, then, once that
  * is durable, deletes all but the newest `keep` checkpoints (0 = keep all) and

@@ -178,8 +178,16 @@ out:
     return rc;
 }
 
+static _Atomic int durable = 1;
+
+void kiln_durable_set(int on)
+{
+    durable = on;
+}
+
 kiln_err kiln_fsync_dir(const char *dir, kiln_errmsg *err)
 {
+    if (!durable) return KILN_OK;
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
         return kiln_errmsg_set(err, KILN_EIO, "%s: cannot open directory: %s", dir,
@@ -273,7 +281,10 @@ kiln_err kiln_atomic_open(const char *path, kiln_atomic_file **out, FILE **f, ki
         goto out;
     }
     /* Same directory as the target, so rename() is atomic (no cross-device move). */
-    snprintf(a->tmp, n, "%s" KILN_TMP_MARKER "%ld", path, (long)getpid());
+    /* pid + a per-process counter: two threads saving the same path never
+     * share a temporary */
+    static _Atomic unsigned long seq;
+    snprintf(a->tmp, n, "%s" KILN_TMP_MARKER "%ld.%lu", path, (long)getpid(), seq++);
     int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         rc = kiln_errmsg_set(err, KILN_EIO, "%s: cannot create: %s", a->tmp, strerror(errno));
@@ -313,7 +324,7 @@ kiln_err kiln_atomic_commit(kiln_atomic_file *a, kiln_errmsg *err)
     kiln_err rc = KILN_OK;
     char dir[4096];
     /* ferror catches earlier fwrite failures the caller did not check. */
-    if (ferror(a->f) || fflush(a->f) != 0 || fsync(fileno(a->f)) != 0) {
+    if (ferror(a->f) || fflush(a->f) != 0 || (durable && fsync(fileno(a->f)) != 0)) {
         rc = kiln_errmsg_set(err, KILN_EIO, "%s: write failed: %s", a->tmp, strerror(errno));
         goto out;
     }

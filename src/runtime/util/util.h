@@ -94,7 +94,7 @@ void kiln_dirname(const char *path, char *out, size_t outsz);
 kiln_err kiln_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *len,
                         kiln_errmsg *err);
 
-/* Durable replacement of `path`: writes to "<path>.tmp.<pid>" in the same
+/* Durable replacement of `path`: writes to "<path>.tmp.<pid>.<n>" in the same
  * directory, fflush + fsync, rename over path, fsync the directory. A reader
  * sees either the old file or the complete new one, never a torn mix.
  * The streaming form: kiln_atomic_open gives a FILE* to write to, then exactly
@@ -105,6 +105,12 @@ kiln_err kiln_atomic_open(const char *path, kiln_atomic_file **a, FILE **f, kiln
 kiln_err kiln_atomic_commit(kiln_atomic_file *a, kiln_errmsg *err);
 void kiln_atomic_abort(kiln_atomic_file *a);
 kiln_err kiln_atomic_write(const char *path, const void *data, size_t n, kiln_errmsg *err);
+
+/* Turns the fsync calls of kiln_atomic_commit and kiln_fsync_dir off (0) or
+ * on (1, the default). For tests that save many files and would otherwise
+ * wait on the disk; the write/rename sequence is unchanged. Never turned off
+ * by the product. */
+void kiln_durable_set(int on);
 
 /* The marker in temporary file names; directory scanners skip (and may delete)
  * files whose name contains it. */
