@@ -77,11 +77,40 @@ kiln_err kiln_catalog_merge_buf(kiln_catalog *c, const char *buf, size_t len, co
 void kiln_catalog_free(kiln_catalog *c);
 
 /* Checks every rule (facts §1-§5) and appends each violation to `d`, with its
- * field path, the offending value and what is allowed. KILN_OK or KILN_EINVAL. */
+ * field path, the offending value and what is allowed. KILN_OK or KILN_EINVAL.
+ * Every violation is reported, not just the first; a check that depends on a
+ * field already reported (a count on an unknown machine type) is skipped.
+ *
+ * Where the service's rules leave a choice, kiln decides:
+ * - the count table is the authority: a count it lists is valid even where a
+ *   per-GPU share is slightly exceeded (8 V100s on n1-highmem-96 = 78 GB each
+ *   against the documented 76 GB); the shares explain rejected counts
+ *   ("n1-standard-32 ... needs at least 4 NVIDIA_TESLA_V100");
+ * - GPU types no single zone offers are reported at trainingInput.region, as is
+ *   a TPU (or GPU) the region does not offer;
+ * - masterConfig.imageUri together with runtimeVersion is reported at
+ *   trainingInput.runtimeVersion;
+ * - preset tiers (BASIC, ...) take images and commands but no machine types,
+ *   counts, acceleratorConfig, or config for a role the tier does not have;
+ * - self-hosted extension: containerCommand without any imageUri runs as a
+ *   plain process on the node; containerArgs then need a containerCommand;
+ *   neither mixes with trainingInput.args;
+ * - a cloud_tpu worker under a Compute Engine master must name its TPU in
+ *   workerConfig.acceleratorConfig; under a legacy master it must not;
+ * - tpuTfVersion is allowed only on the cloud_tpu worker, and required when
+ *   it runs a custom image (its own imageUri or the master's);
+ * - kiln's own fields: restartPolicy (Always|OnFailure|Never|ExitCode),
+ *   runPolicy (non-negative limits, cleanPodPolicy All|Running|None), labels
+ *   (at most 64; keys [a-z][a-z0-9_-]*, values [a-z0-9_-]*, 63 chars each),
+ *   jobId at most 128 characters, jobDir an absolute path or scheme:// URI
+ *   without a ".." segment. The numbers are in data/catalog/service.yaml. */
 kiln_err kiln_catalog_validate(const kiln_catalog *c, const kiln_job *job, kiln_diag *d);
 
-/* Fills defaults the service would apply (scheduling.maxRunningTime = 604800s,
- * worker/ps/evaluator imageUri = master's, ...). Call after a successful validate. */
+/* Fills defaults the service would apply: scheduling.maxRunningTime (604800s)
+ * when unset, the master's imageUri on every other role that runs (count > 0)
+ * without one, and the catalog's default region when the job names none (a
+ * TFJob). Call after a successful validate (or, for the region, before).
+ * KILN_OK or KILN_ENOMEM (the job may then be partly filled). */
 kiln_err kiln_catalog_normalise(const kiln_catalog *c, kiln_job *job);
 
 /* ---- lookups (pointers stay valid while `c` lives) ---- */
@@ -115,8 +144,11 @@ typedef struct kiln_replica_plan {
     double memory_gb;
 } kiln_replica_plan;
 
-/* Fills up to KILN_ROLE_COUNT plans (roles with count 0 are skipped); returns
- * how many. The job must have validated. */
+/* Fills up to KILN_ROLE_COUNT plans, in role order (roles with count 0 are
+ * skipped); returns how many. The job must have validated. The accelerator is
+ * the role's acceleratorConfig (CUSTOM), else the machine's built-in GPUs,
+ * else for cloud_tpu under a legacy master (BASIC_TPU too) TPU_V2 x 8 cores.
+ * The strings point into `c` or `job`: valid while both live, unchanged. */
 size_t kiln_catalog_plan(const kiln_catalog *c, const kiln_job *job,
                          kiln_replica_plan out[KILN_ROLE_COUNT]);
 
