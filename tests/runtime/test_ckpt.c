@@ -312,6 +312,57 @@ static void expect_reject(const char *bad, uint8_t *b, size_t n, const char *wha
     if (rc == KILN_OK) kiln_ckpt_free(&back);
 }
 
+/* A small in-test fuzzer for the parser proper: random edits to a richer
+ * image, resealed so the CRC passes and the structural checks must do the
+ * work. Run under ASan/UBSan, any out-of-bounds read or overflow fails. */
+static void test_parser_mutations(void)
+{
+    char path[512];
+    uint8_t dsb[KILN_DATA_STATE_SIZE];
+    kiln_errmsg e;
+    kiln_ckpt ck, back;
+    build(&ck, 5, dsb);
+    sub(path, sizeof path, "m.kiln");
+    CHECK(kiln_ckpt_write_file(path, &ck, &e) == KILN_OK);
+    kiln_ckpt_free(&ck);
+    uint8_t *orig;
+    size_t n;
+    CHECK(kiln_read_file(path, 1 << 20, &orig, &n, &e) == KILN_OK);
+    uint8_t *b = malloc(n);
+    srand(7);
+    int accepted = 0, odd = 0;
+    for (int trial = 0; trial < 5000; trial++) {
+        memcpy(b, orig, n);
+        int edits = 1 + rand() % 3;
+        for (int k = 0; k < edits; k++) {
+            size_t at =
+                64 + (size_t)rand() % (n - 64 - 16); /* past the header, before the trailer */
+            switch (rand() % 3) {
+            case 0:
+                b[at] = (uint8_t)rand();
+                break;
+            case 1: /* a large little-endian number where a length might be */
+                if (at + 4 <= n - 16) kiln_put_u32le(b + at, (uint32_t)rand() * 65599u);
+                break;
+            default:
+                b[at] ^= 0x80;
+            }
+        }
+        reseal(b, n);
+        kiln_err rc = kiln_ckpt_parse("mutant", b, n, &back, &e);
+        if (rc == KILN_OK) {
+            accepted++; /* e.g. a changed float: still a well-formed file */
+            kiln_ckpt_free(&back);
+        } else if (rc != KILN_EINVAL && rc != KILN_ELIMIT) {
+            odd++;
+        }
+    }
+    CHECK_MSG(odd == 0, "%d unexpected error codes", odd);
+    CHECK(accepted < 5000); /* the edits did reach the structure */
+    free(b);
+    free(orig);
+}
+
 static void test_hostile_headers(void)
 {
     /* one tensor "t" [2] and nothing else: header 64, name 4+1, kind 4, ndim 4,
@@ -535,6 +586,7 @@ int main(void)
     test_roundtrip_and_retention();
     test_every_corruption();
     test_hostile_headers();
+    test_parser_mutations();
     test_fallback();
     test_kill_during_save();
     rm_rf(tmpdir);
