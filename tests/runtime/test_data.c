@@ -515,6 +515,27 @@ static void test_prefetch(void)
     for (int rnk = 0; rnk < 3; rnk++)
         free(parts[rnk]);
 
+    /* a replica can get an empty batch at an epoch's end, and still gets the step */
+    {
+        kiln_dataset tiny;
+        make_synth(&tiny, 5);
+        kiln_prefetch_opts to = {.batch_size = 4, .shuffle = 0, .end_epoch = 1, .world = 3};
+        kiln_prefetch *tp;
+        kiln_errmsg te;
+        kiln_batch tb;
+        CHECK(kiln_prefetch_start(&tiny, &to, &tp, &te) == KILN_OK);
+        CHECK(kiln_prefetch_next(tp, &tb) == 1 && tb.size == 1 && tb.global_size == 4 &&
+              tb.images[0] == 0.0f && !tb.last_in_epoch);
+        kiln_prefetch_release(tp, &tb);
+        CHECK(kiln_prefetch_next(tp, &tb) == 1 && tb.size == 0 && tb.global_size == 1 &&
+              tb.step == 1 && tb.last_in_epoch);
+        kiln_prefetch_release(tp, &tb);
+        CHECK(kiln_prefetch_next(tp, &tb) == 0);
+        CHECK(kiln_prefetch_next(tp, &tb) == 0); /* stays ended */
+        kiln_prefetch_stop(tp);
+        kiln_dataset_free(&tiny);
+    }
+
     /* evaluation order (no shuffle) and drop_last */
     kiln_prefetch_opts ev = {.batch_size = 100, .shuffle = 0, .drop_last = 1, .end_epoch = 1};
     k = drain(&ds, &ev, r2, N, 0, &nb);

@@ -135,7 +135,8 @@ typedef struct kiln_prefetch_opts {
 typedef struct kiln_batch {
     const float *images;   /* size * dim floats, valid until released */
     const uint8_t *labels; /* size labels */
-    size_t size;           /* this replica's examples (may be < B/R at the end of an epoch) */
+    size_t size;           /* this replica's examples: B/R give or take one; fewer in an
+                              epoch's last batch, even 0 there when it has < R examples */
     size_t global_size;    /* examples in the global batch across all replicas */
     uint64_t epoch, step;  /* which batch this is */
     int last_in_epoch;     /* 1 if it is the epoch's final step */
@@ -150,8 +151,9 @@ kiln_err kiln_prefetch_start(const kiln_dataset *ds, const kiln_prefetch_opts *o
                              kiln_prefetch **out, kiln_errmsg *err);
 /* Blocks until the next batch is ready. Returns 1 and fills *b, or 0 when
  * end_epoch has been reached (no more batches). The batch's buffers stay valid
- * until kiln_prefetch_release(p, b); at most depth-1 batches may be held
- * unreleased at once (holding all would stall the producer). */
+ * until kiln_prefetch_release(p, b). Call next with at most depth-1 batches
+ * still held: the batch it waits for goes into the slot of the oldest one, so
+ * holding all depth would wait forever. */
 int kiln_prefetch_next(kiln_prefetch *p, kiln_batch *b);
 void kiln_prefetch_release(kiln_prefetch *p, kiln_batch *b);
 /* Stops and joins the thread and frees everything, released or not. Safe at
