@@ -39,6 +39,18 @@ typedef struct lctx {
     bool nomem;
 } lctx;
 
+/* Formats a field path. Paths only label messages, so truncation is fine;
+ * going through vsnprintf keeps -Wformat-truncation (-O2) quiet about it. */
+static void pathf(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void pathf(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+}
+
 static void bad(lctx *x, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void bad(lctx *x, const char *path, const char *fmt, ...)
@@ -48,7 +60,7 @@ static void bad(lctx *x, const char *path, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    snprintf(field, sizeof field, "%s:%s", x->file, path);
+    pathf(field, sizeof field, "%s:%s", x->file, path);
     kiln_diag_add(x->d, field, "%s", msg);
     x->errors++;
 }
@@ -56,7 +68,7 @@ static void bad(lctx *x, const char *path, const char *fmt, ...)
 /* Joins a path and a key: "machineTypes[3]" + "vcpus". */
 static const char *sub(char *buf, size_t cap, const char *path, const char *key)
 {
-    snprintf(buf, cap, "%s%s%s", path, *path ? "." : "", key);
+    pathf(buf, cap, "%s%s%s", path, *path ? "." : "", key);
     return buf;
 }
 
@@ -221,7 +233,7 @@ static char **get_strs(lctx *x, const json_t *v, const char *path, size_t *n)
     json_array_foreach((json_t *)v, i, e)
     {
         char p[320];
-        snprintf(p, sizeof p, "%s[%zu]", path, i);
+        pathf(p, sizeof p, "%s[%zu]", path, i);
         if (!(out[i] = get_name(x, e, p))) {
             strs_free((const char *const *)out, i);
             return NULL;
@@ -402,7 +414,7 @@ static int64_t *get_counts(lctx *x, const json_t *v, const char *path, size_t *n
     json_array_foreach((json_t *)v, i, e)
     {
         char p[320];
-        snprintf(p, sizeof p, "%s[%zu]", path, i);
+        pathf(p, sizeof p, "%s[%zu]", path, i);
         if (!get_int(x, e, p, 1, 1 << 20, &out[i])) {
             free(out);
             return NULL;
@@ -652,7 +664,7 @@ static void each_entry(lctx *x, const json_t *list, const char *section, entry_f
     json_array_foreach((json_t *)list, i, e)
     {
         char p[320];
-        snprintf(p, sizeof p, "%s[%zu]", section, i);
+        pathf(p, sizeof p, "%s[%zu]", section, i);
         fn(x, e, p);
     }
 }
@@ -837,11 +849,11 @@ static void check_machines_cells(lctx *x)
     char p[320];
     for (size_t i = 0; i < c->n_machines; i++) {
         const kiln_machine_type *m = &c->machines[i];
-        snprintf(p, sizeof p, "machineTypes.%s.accelerator.type", m->name);
+        pathf(p, sizeof p, "machineTypes.%s.accelerator.type", m->name);
         if (m->builtin_accelerator) need_accel(x, p, m->builtin_accelerator, 0);
     }
     for (size_t i = 0; i < c->n_cells; i++) {
-        snprintf(p, sizeof p, "acceleratorCounts.%s.%s", c->cells[i].machine, c->cells[i].accel);
+        pathf(p, sizeof p, "acceleratorCounts.%s.%s", c->cells[i].machine, c->cells[i].accel);
         if (!kiln_catalog_machine(c, c->cells[i].machine))
             bad(x, p, "unknown machine type '%s'", c->cells[i].machine);
         need_accel(x, p, c->cells[i].accel, -1);
@@ -855,11 +867,11 @@ static void check_regions(lctx *x)
     for (size_t i = 0; i < c->n_regions; i++) {
         const kiln_region *r = &c->regions[i];
         for (size_t z = 0; z < r->n_zones; z++) {
-            snprintf(p, sizeof p, "regions.%s.zones.%s", r->name, r->zones[z].name);
+            pathf(p, sizeof p, "regions.%s.zones.%s", r->name, r->zones[z].name);
             for (size_t k = 0; k < r->zones[z].n_accelerators; k++)
                 need_accel(x, p, r->zones[z].accelerators[k], 0);
         }
-        snprintf(p, sizeof p, "regions.%s.tpus", r->name);
+        pathf(p, sizeof p, "regions.%s.tpus", r->name);
         for (size_t k = 0; k < r->n_tpu_types; k++)
             need_accel(x, p, r->tpu_types[k], 1);
     }
@@ -872,8 +884,8 @@ static void check_rest(lctx *x)
     for (size_t i = 0; i < c->n_tiers; i++) {
         for (int r = 0; r < KILN_ROLE_COUNT; r++) {
             const char *t = c->tiers[i].roles[r].type;
-            snprintf(p, sizeof p, "scaleTiers.%s.%s.type", c->tiers[i].name,
-                     kiln_role_field((kiln_role)r));
+            pathf(p, sizeof p, "scaleTiers.%s.%s.type", c->tiers[i].name,
+                  kiln_role_field((kiln_role)r));
             if (t && !kiln_catalog_machine(c, t)) bad(x, p, "unknown machine type '%s'", t);
         }
     }

@@ -38,7 +38,9 @@ static size_t list_yaml(const char *dir, char ***out)
             v = realloc(v, cap * sizeof *v);
             if (!v) abort();
         }
-        if (asprintf(&v[n++], "%s/%s", dir, e->d_name) < 0) abort();
+        size_t size = strlen(dir) + len + 2;
+        if (!(v[n] = malloc(size))) abort();
+        snprintf(v[n++], size, "%s/%s", dir, e->d_name);
     }
     if (dp) closedir(dp);
     if (n) qsort(v, n, sizeof *v, cmp_str);
