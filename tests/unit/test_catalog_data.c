@@ -1,0 +1,212 @@
+/* test_catalog_data.c - the built-in catalog says what the facts say (§2, §4,
+ * §5: machine shapes, families, regions, TPU versions), and the loader
+ * survives damaged site catalogs (mutated overlays under ASan). */
+#include "test.h"
+#include "test_catalog_helpers.h"
+
+#include <stdint.h>
+
+/* facts §2: n1-standard 3.75 GB per vCPU, n1-highmem 6.5, n1-highcpu 0.9;
+ * a2: 12 vCPUs / 85 GB per A100. */
+static void test_machine_shapes(const kiln_catalog *c)
+{
+    static const struct {
+        const char *prefix;
+        double gb_per_vcpu;
+        int sizes[8];
+    } families[] = {
+        {"n1-standard-", 3.75, {4, 8, 16, 32, 64, 96}},
+        {"n1-highmem-", 6.5, {2, 4, 8, 16, 32, 64, 96}},
+        {"n1-highcpu-", 0.9, {16, 32, 64, 96}},
+    };
+    for (size_t f = 0; f < 3; f++) {
+        for (size_t i = 0; i < 8 && families[f].sizes[i]; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s%d", families[f].prefix, families[f].sizes[i]);
+            const kiln_machine_type *m = kiln_catalog_machine(c, name);
+            double want = families[f].sizes[i] * families[f].gb_per_vcpu;
+            CHECK_MSG(m && m->family == KILN_FAMILY_COMPUTE_ENGINE &&
+                          m->vcpus == families[f].sizes[i] && m->memory_gb > want - 0.01 &&
+                          m->memory_gb < want + 0.01,
+                      "%s", name);
+        }
+    }
+    static const struct {
+        const char *name;
+        int gpus;
+    } a2[] = {
+        {"a2-highgpu-1g", 1}, {"a2-highgpu-2g", 2}, {"a2-highgpu-4g", 4}, {"a2-highgpu-8g", 8}};
+    for (size_t i = 0; i < 4; i++) {
+        const kiln_machine_type *m = kiln_catalog_machine(c, a2[i].name);
+        CHECK_MSG(m && m->vcpus == 12 * a2[i].gpus && m->memory_gb == 85.0 * a2[i].gpus &&
+                      m->accelerator_required,
+                  "%s", a2[i].name);
+    }
+    CHECK(kiln_catalog_machine(c, "a2-megagpu-16g") != NULL);
+
+    static const char *const legacy[] = {"standard",        "large_model",     "complex_model_s",
+                                         "complex_model_m", "complex_model_l", "cloud_tpu"};
+    for (size_t i = 0; i < sizeof legacy / sizeof legacy[0]; i++) {
+        const kiln_machine_type *m = kiln_catalog_machine(c, legacy[i]);
+        CHECK_MSG(m && m->family == KILN_FAMILY_LEGACY && !m->builtin_accelerator, "%s", legacy[i]);
+    }
+    CHECK(kiln_catalog_machine(c, "cloud_tpu")->is_tpu_worker);
+    CHECK(kiln_catalog_machine_count(c) == 22 + 5 + 9 + 1);
+
+    static const char *const accels[] = {"NVIDIA_TESLA_K80",
+                                         "NVIDIA_TESLA_P4",
+                                         "NVIDIA_TESLA_P100",
+                                         "NVIDIA_TESLA_T4",
+                                         "NVIDIA_TESLA_V100",
+                                         "NVIDIA_TESLA_A100",
+                                         "TPU_V2",
+                                         "TPU_V3",
+                                         "TPU_V2_POD",
+                                         "TPU_V3_POD"};
+    for (size_t i = 0; i < 10; i++) {
+        const kiln_accelerator_type *a = kiln_catalog_accelerator(c, accels[i]);
+        CHECK_MSG(a && a->is_tpu == (i >= 6) && a->is_pod == (i >= 8), "%s", accels[i]);
+    }
+    CHECK(kiln_catalog_accelerator_count(c) == 10);
+}
+
+/* facts §4: us-central1 offers V100, K80 and P100, no zone all three; TPU
+ * regions are us-central1 and europe-west4. */
+static void test_regions(const kiln_catalog *c)
+{
+    const kiln_region *r = kiln_catalog_region(c, "us-central1");
+    CHECK(r != NULL);
+    if (r) {
+        bool v100 = false, k80 = false, p100 = false, all = false;
+        for (size_t z = 0; z < r->n_zones; z++) {
+            bool zv = false, zk = false, zp = false;
+            for (size_t k = 0; k < r->zones[z].n_accelerators; k++) {
+                const char *a = r->zones[z].accelerators[k];
+                zv = zv || !strcmp(a, "NVIDIA_TESLA_V100");
+                zk = zk || !strcmp(a, "NVIDIA_TESLA_K80");
+                zp = zp || !strcmp(a, "NVIDIA_TESLA_P100");
+            }
+            v100 |= zv, k80 |= zk, p100 |= zp, all |= zv && zk && zp;
+        }
+        CHECK(v100 && k80 && p100 && !all);
+    }
+    size_t tpu_regions = 0;
+    for (size_t i = 0; i < kiln_catalog_region_count(c); i++) {
+        const kiln_region *x = kiln_catalog_region_at(c, i);
+        if (!x->n_tpu_types) continue;
+        tpu_regions++;
+        CHECK_MSG(!strcmp(x->name, "us-central1") || !strcmp(x->name, "europe-west4"), "%s",
+                  x->name);
+    }
+    CHECK(tpu_regions == 2);
+    CHECK_STR(kiln_catalog_default_region(c), "us-central1");
+    CHECK(kiln_catalog_has_scale_tier(c, "BASIC_TPU") && !kiln_catalog_has_scale_tier(c, "GPU"));
+}
+
+/* facts §5: TPU runtime versions 1.15, 2.1-2.9, 2.11; tpuTfVersion pytorch-1.6..1.11. */
+static void test_tpu_versions(const kiln_catalog *c, kiln_diag *d)
+{
+    kiln_job *j = mkcustom("n1-standard-8", NULL, 0);
+    set_role(j, KILN_ROLE_WORKER, "cloud_tpu", 1);
+    set_accel(j, KILN_ROLE_WORKER, "TPU_V2", 8);
+    for (int minor = 0; minor <= 12; minor++) {
+        char v[16];
+        snprintf(v, sizeof v, "2.%d", minor);
+        kiln_set_str(&j->training_input.runtime_version, v);
+        bool want = minor >= 1 && minor != 10 && minor <= 11;
+        CHECK_MSG((run_validate(c, j, d) == 0) == want, "runtimeVersion %s", v);
+    }
+    kiln_set_str(&j->training_input.runtime_version, "1.15");
+    CHECK_VALID(c, j, d);
+    kiln_set_str(&j->training_input.runtime_version, NULL);
+    kiln_set_str(&role_cfg(j, KILN_ROLE_WORKER)->image_uri, "gcr.io/p/xla:1");
+    for (int minor = 5; minor <= 12; minor++) {
+        char v[32];
+        snprintf(v, sizeof v, "pytorch-1.%d", minor);
+        kiln_set_str(&role_cfg(j, KILN_ROLE_WORKER)->tpu_tf_version, v);
+        bool want = minor >= 6 && minor <= 11;
+        CHECK_MSG((run_validate(c, j, d) == 0) == want, "tpuTfVersion %s", v);
+    }
+    kiln_job_free(j);
+}
+
+/* A site catalog is input too: flip, drop and duplicate bytes of a valid
+ * overlay and merge it; every outcome must be a clean OK or error (ASan and
+ * LeakSanitizer watch), and an error must come with a violation. */
+static const char overlay[] =
+    "machineTypes:\n"
+    "  - {name: box, family: compute-engine, vcpus: 8, memoryGb: 64}\n"
+    "  - name: old\n    family: legacy\n    vcpus: 4\n    memoryGb: 15\n"
+    "    accelerator: {type: NVIDIA_TESLA_K80, count: 1}\n"
+    "accelerators:\n  - {name: X1, maxVcpusPerAccelerator: 8, maxMemoryGb: 100}\n"
+    "acceleratorCounts:\n  - machineTypes: [box]\n    counts: {X1: [1, 2], NVIDIA_TESLA_T4: [1]}\n"
+    "regions:\n  - name: lab\n    tpus: [TPU_V2]\n    zones: {lab-a: [X1], lab-b: []}\n"
+    "tpu: {workerCount: 1, runtimeVersions: [\"2.12\"], tfVersions: [pytorch-2.0]}\n"
+    "scaleTiers:\n  - {name: LAB, master: {type: box}, worker: {type: box, count: 2}}\n"
+    "runtimeVersions: [\"2.12\"]\n"
+    "defaults: {region: lab, maxPriority: 10}\n";
+
+static void test_mutated_overlays(void)
+{
+    uint32_t seed = 12345;
+    char buf[sizeof overlay * 2];
+    kiln_diag d = KILN_DIAG_INIT;
+    size_t ok = 0, failed = 0;
+    for (int iter = 0; iter < 1500; iter++) {
+        size_t len = sizeof overlay - 1;
+        memcpy(buf, overlay, len);
+        for (int m = 0; m < 1 + iter % 4; m++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t pos = (seed >> 8) % len;
+            switch ((seed >> 4) % 3) {
+            case 0:
+                buf[pos] = (char)(seed >> 16);
+                break; /* flip */
+            case 1:
+                memmove(buf + pos, buf + pos + 1, len - pos - 1), len--;
+                break; /* drop */
+            default:   /* duplicate */
+                if (len + 1 < sizeof buf) {
+                    memmove(buf + pos + 1, buf + pos, len - pos);
+                    len++;
+                }
+            }
+        }
+        kiln_catalog *c = load_default();
+        kiln_diag_clear(&d);
+        kiln_err e = kiln_catalog_merge_buf(c, buf, len, "site.yaml", &d);
+        if (e == KILN_OK) {
+            ok++;
+        } else {
+            failed++;
+            CHECK_MSG(d.n > 0, "iteration %d failed (%d) without a violation", iter, (int)e);
+        }
+        kiln_catalog_free(c);
+    }
+    CHECK(ok > 0 && failed > 0);
+    kiln_diag_free(&d);
+
+    kiln_catalog *c = load_default();
+    CHECK(kiln_catalog_merge_buf(c, overlay, sizeof overlay - 1, "site.yaml", &d) == KILN_OK);
+    kiln_diag_print(&d, stderr);
+    CHECK(kiln_catalog_has_scale_tier(c, "LAB"));
+    kiln_job *j = mkjob("LAB", "lab");
+    kiln_replica_plan p[KILN_ROLE_COUNT];
+    CHECK(kiln_catalog_plan(c, j, p) == 2 && p[1].count == 2 && !strcmp(p[1].machine_type, "box"));
+    kiln_job_free(j);
+    kiln_diag_free(&d);
+    kiln_catalog_free(c);
+}
+
+int main(void)
+{
+    kiln_catalog *c = load_default();
+    kiln_diag d = KILN_DIAG_INIT;
+    test_machine_shapes(c);
+    test_regions(c);
+    test_tpu_versions(c, &d);
+    test_mutated_overlays();
+    kiln_diag_free(&d);
+    kiln_catalog_free(c);
+    TEST_DONE();
+}
