@@ -329,7 +329,7 @@ static int parse(int argc, char **argv, opts *o)
         }
     }
     if (pos < 1) return bad_usage("%s", "missing subcommand: list");
-    if (!o->what) return bad_usage("%s", "what should be listed?");
+    if (!o->what) return bad_usage("%s", "list what? machine-types, accelerators or regions");
     if (strcmp(o->what, "machine-types") && strcmp(o->what, "accelerators") &&
         strcmp(o->what, "regions"))
         return bad_usage("cannot list '%s' (machine-types, accelerators or regions)", o->what);
