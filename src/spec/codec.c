@@ -12,36 +12,48 @@
 
 /* Caps on what one job may contain, so a hostile file cannot make every
  * later stage (store, scheduler, environment of a process) pay for it. */
-#define MAX_STR_BYTES (64 * 1024)
+#define MAX_STR_BYTES  (64 * 1024)
 #define MAX_LIST_ITEMS 4096
 #define MAX_PATH_BYTES 512
 
 #define AT(base, off, type) ((type *)((char *)(base) + (off)))
 
+/* Field paths are capped; a longer one (only hostile input nests that deep)
+ * ends in "..." rather than being silently cut. */
+static void mark_truncated(char *out, int n)
+{
+    if (n >= MAX_PATH_BYTES) memcpy(out + MAX_PATH_BYTES - 4, "...", 4);
+}
+
 static void join(char *out, const char *path, const char *name)
 {
-    if (path && *path)
-        snprintf(out, MAX_PATH_BYTES, "%s.%s", path, name);
-    else
-        snprintf(out, MAX_PATH_BYTES, "%s", name);
+    int n = path && *path ? snprintf(out, MAX_PATH_BYTES, "%s.%s", path, name)
+                          : snprintf(out, MAX_PATH_BYTES, "%s", name);
+    mark_truncated(out, n);
 }
 
 static void join_index(char *out, const char *path, size_t i)
 {
-    snprintf(out, MAX_PATH_BYTES, "%s[%zu]", path, i);
+    mark_truncated(out, snprintf(out, MAX_PATH_BYTES, "%s[%zu]", path, i));
 }
 
 static const char *type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "a list";
-    case JSON_STRING: return "a string";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "a list";
+    case JSON_STRING:
+        return "a string";
     case JSON_INTEGER:
-    case JSON_REAL: return "a number";
+    case JSON_REAL:
+        return "a number";
     case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
     }
     return "?";
 }
@@ -168,8 +180,8 @@ static bool dec_duration(const json_t *v, kiln_duration *out, const char *path, 
     out->nanos = nanos;
     return true;
 bad:
-    kiln_diag_add(d, path, "expected a duration such as \"3600s\", got %s%.64s%s",
-                  s ? "\"" : "", s ? s : type_name(v), s ? "\"" : "");
+    kiln_diag_add(d, path, "expected a duration such as \"3600s\", got %s%.64s%s", s ? "\"" : "",
+                  s ? s : type_name(v), s ? "\"" : "");
     return false;
 }
 
@@ -295,11 +307,12 @@ static void unknown_field(const kiln__msg *m, const char *key, const char *path,
 {
     const char *names[64];
     size_t n = 0;
-    for (size_t i = 0; i < m->nfields && n < 64; i++) names[n++] = m->fields[i].name;
+    for (size_t i = 0; i < m->nfields && n < 64; i++)
+        names[n++] = m->fields[i].name;
     const char *hint = kiln__suggest(key, names, n);
     if (hint)
-        kiln_diag_add(d, path, "unknown field \"%.64s\" in %s; did you mean \"%s\"?", key,
-                      m->name, hint);
+        kiln_diag_add(d, path, "unknown field \"%.64s\" in %s; did you mean \"%s\"?", key, m->name,
+                      hint);
     else
         kiln_diag_add(d, path, "unknown field \"%.64s\" in %s", key, m->name);
 }
@@ -339,18 +352,36 @@ static bool dec_field(const kiln__field *f, const json_t *v, void *base, const c
 {
     bool ok = false;
     switch (f->kind) {
-    case FK_STR: ok = dec_string(v, AT(base, f->off, char *), path, d); break;
-    case FK_ENUM: ok = dec_enum(v, f->enums, AT(base, f->off, char *), path, d); break;
-    case FK_INT64: ok = dec_int64(v, AT(base, f->off, int64_t), path, d); break;
-    case FK_BOOL: ok = dec_bool(v, AT(base, f->off, bool), path, flags, d); break;
-    case FK_DOUBLE: ok = dec_double(v, AT(base, f->off, double), path, d); break;
-    case FK_DURATION: ok = dec_duration(v, AT(base, f->off, kiln_duration), path, d); break;
-    case FK_STRV: ok = dec_strv(v, AT(base, f->off, kiln_strv), path, d); break;
+    case FK_STR:
+        ok = dec_string(v, AT(base, f->off, char *), path, d);
+        break;
+    case FK_ENUM:
+        ok = dec_enum(v, f->enums, AT(base, f->off, char *), path, d);
+        break;
+    case FK_INT64:
+        ok = dec_int64(v, AT(base, f->off, int64_t), path, d);
+        break;
+    case FK_BOOL:
+        ok = dec_bool(v, AT(base, f->off, bool), path, flags, d);
+        break;
+    case FK_DOUBLE:
+        ok = dec_double(v, AT(base, f->off, double), path, d);
+        break;
+    case FK_DURATION:
+        ok = dec_duration(v, AT(base, f->off, kiln_duration), path, d);
+        break;
+    case FK_STRV:
+        ok = dec_strv(v, AT(base, f->off, kiln_strv), path, d);
+        break;
     case FK_DOUBLEV:
         ok = dec_doublev(v, AT(base, f->off, double *), AT(base, f->count_off, size_t), path, d);
         break;
-    case FK_MAP: ok = dec_map(v, AT(base, f->off, kiln_map), path, d); break;
-    case FK_MSG: ok = kiln__decode(f->msg, v, AT(base, f->off, void), path, flags, d); break;
+    case FK_MAP:
+        ok = dec_map(v, AT(base, f->off, kiln_map), path, d);
+        break;
+    case FK_MSG:
+        ok = kiln__decode(f->msg, v, AT(base, f->off, void), path, flags, d);
+        break;
     case FK_MSGV: {
         size_t i;
         json_t *item;
@@ -422,7 +453,8 @@ static json_t *enc_duration(const kiln_duration *dur)
     char buf[48];
     if (dur->nanos) {
         int len = snprintf(buf, sizeof buf, "%" PRId64 ".%09d", dur->seconds, (int)dur->nanos);
-        while (len > 0 && buf[len - 1] == '0') buf[--len] = 0; /* "1.500000000" -> "1.5" */
+        while (len > 0 && buf[len - 1] == '0')
+            buf[--len] = 0; /* "1.500000000" -> "1.5" */
         snprintf(buf + len, sizeof buf - (size_t)len, "s");
     } else {
         snprintf(buf, sizeof buf, "%" PRId64 "s", dur->seconds);
@@ -444,7 +476,8 @@ static int enc_field(const kiln__field *f, const void *base, json_t *obj, int fl
         int64_t x = *AT(base, f->off, int64_t);
         return x || f->has_off >= 0 ? put(obj, f->name, enc_int64(x, flags)) : 0;
     }
-    case FK_BOOL: return *AT(base, f->off, bool) ? put(obj, f->name, json_true()) : 0;
+    case FK_BOOL:
+        return *AT(base, f->off, bool) ? put(obj, f->name, json_true()) : 0;
     case FK_DOUBLE: {
         double x = *AT(base, f->off, double);
         return x != 0 ? put(obj, f->name, json_real(x)) : 0;
@@ -478,15 +511,15 @@ static int enc_field(const kiln__field *f, const void *base, json_t *obj, int fl
             }
         return put(obj, f->name, o);
     }
-    case FK_MSG: return put(obj, f->name, kiln__encode(f->msg, AT(base, f->off, void), flags));
+    case FK_MSG:
+        return put(obj, f->name, kiln__encode(f->msg, AT(base, f->off, void), flags));
     case FK_MSGV: {
         char *arr = *AT(base, f->off, char *);
         size_t n = *AT(base, f->count_off, size_t);
         if (!n) return 0;
         json_t *a = json_array();
         for (size_t i = 0; a && i < n; i++)
-            if (json_array_append_new(a, kiln__encode(f->msg, arr + i * f->msg->size, flags)) <
-                0) {
+            if (json_array_append_new(a, kiln__encode(f->msg, arr + i * f->msg->size, flags)) < 0) {
                 json_decref(a);
                 a = NULL;
             }
@@ -517,19 +550,31 @@ void kiln__free_fields(const kiln__msg *m, void *base)
         const kiln__field *f = &m->fields[i];
         switch (f->kind) {
         case FK_STR:
-        case FK_ENUM: free(*AT(base, f->off, char *)); break;
-        case FK_STRV: kiln_strv_clear(AT(base, f->off, kiln_strv)); break;
-        case FK_DOUBLEV: free(*AT(base, f->off, double *)); break;
-        case FK_MAP: kiln_map_clear(AT(base, f->off, kiln_map)); break;
-        case FK_MSG: kiln__free_fields(f->msg, AT(base, f->off, void)); break;
+        case FK_ENUM:
+            free(*AT(base, f->off, char *));
+            break;
+        case FK_STRV:
+            kiln_strv_clear(AT(base, f->off, kiln_strv));
+            break;
+        case FK_DOUBLEV:
+            free(*AT(base, f->off, double *));
+            break;
+        case FK_MAP:
+            kiln_map_clear(AT(base, f->off, kiln_map));
+            break;
+        case FK_MSG:
+            kiln__free_fields(f->msg, AT(base, f->off, void));
+            break;
         case FK_MSGV: {
             char *arr = *AT(base, f->off, char *);
             size_t n = *AT(base, f->count_off, size_t);
-            for (size_t j = 0; j < n; j++) kiln__free_fields(f->msg, arr + j * f->msg->size);
+            for (size_t j = 0; j < n; j++)
+                kiln__free_fields(f->msg, arr + j * f->msg->size);
             free(arr);
             break;
         }
-        default: break;
+        default:
+            break;
         }
     }
     memset(base, 0, m->size);
