@@ -1,0 +1,68 @@
+/* kiln/sched.h - gang placement of a job's replicas on the cluster's nodes.
+ *
+ * kiln_sched tracks which devices (and, on nodes with hard resources, how
+ * many CPUs and how much memory) are taken. kiln_sched_place() places ALL
+ * replicas of a job or none: each replica lands on one node, gets exactly
+ * the accelerators it asks for, and each device goes to one replica only.
+ *
+ * Not thread safe: kilnd's supervisor thread is its only user.
+ * Ownership: a kiln_placement owns its slots; the cluster must outlive the
+ * kiln_sched built over it. */
+#ifndef KILN_SCHED_H
+#define KILN_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kiln/catalog.h"
+#include "kiln/devices.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_sched kiln_sched;
+
+#define KILN_MAX_REPLICA_DEVICES 16
+#define KILN_MAX_REPLICAS        256 /* per job */
+
+typedef struct kiln_slot {
+    kiln_role role;
+    int index;                          /* the replica's index within its role */
+    size_t node;                        /* index into the cluster's nodes */
+    int devs[KILN_MAX_REPLICA_DEVICES]; /* indices into the node's devs */
+    int n_devs;
+    int vcpus;
+    double memory_gb;
+} kiln_slot;
+
+typedef struct kiln_placement {
+    kiln_slot *slots; /* master, workers 0.., ps 0.., evaluators 0.. */
+    size_t n;
+} kiln_placement;
+
+kiln_sched *kiln_sched_new(const kiln_cluster *c);
+void kiln_sched_free(kiln_sched *s);
+/* A cordoned node takes no new replicas. */
+void kiln_sched_set_cordon(kiln_sched *s, size_t node, bool cordoned);
+bool kiln_sched_cordoned(const kiln_sched *s, size_t node);
+
+/* Places every replica of `plans` (from kiln_catalog_plan). Returns
+ *   KILN_OK        placed and reserved: *out filled (free with kiln_placement_free);
+ *   KILN_ECONFLICT fits this cluster but not now (devices busy, nodes cordoned);
+ *   KILN_EINVAL    can never fit this cluster: `why` names what is missing;
+ *   KILN_ELIMIT    more replicas or devices per replica than kiln supports. */
+kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
+                          kiln_placement *out, char *why, size_t whylen);
+/* Gives a placement's devices and resources back. */
+void kiln_sched_release(kiln_sched *s, const kiln_placement *p);
+void kiln_placement_free(kiln_placement *p);
+
+/* How many devices of a node are free (for node listings). */
+size_t kiln_sched_free_devices(const kiln_sched *s, size_t node);
+bool kiln_sched_device_busy(const kiln_sched *s, size_t node, size_t dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

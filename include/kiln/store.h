@@ -1,0 +1,120 @@
+/* kiln/store.h - the durable state of kilnd: jobs, their state machine and
+ * node cordons, in one SQLite database (WAL mode, synchronous=FULL).
+ *
+ * A job acknowledged by kiln_store_job_create() has been committed: it
+ * survives kill -9 of the process (and a power cut) from then on. Every
+ * state change is one conditional UPDATE (compare-and-set on the current
+ * state), so the API threads and the supervisor never need a lock of their
+ * own to agree on a job's state: the loser of a race sees KILN_ECONFLICT.
+ *
+ * Thread safety: a kiln_store may be shared by threads; calls are serialised
+ * by a mutex inside it.
+ *
+ * Ownership: records returned are owned by the caller (kiln_job_record_free /
+ * kiln_job_records_free); input pointers are only read during the call. */
+#ifndef KILN_STORE_H
+#define KILN_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/diag.h"
+#include "kiln/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_store kiln_store;
+
+/* One job as stored: the Job resource (output fields filled in) plus what the
+ * service keeps beside it. */
+typedef struct kiln_job_record {
+    int64_t seq; /* insertion order; page tokens are built on it */
+    char *project;
+    kiln_job *job;     /* state, createTime, startTime, endTime, errorMessage, etag set */
+    int64_t create_ns; /* CLOCK_REALTIME, ns */
+    int64_t start_ns;  /* first RUNNING, 0 = never */
+    int64_t priority;
+    int restarts;  /* group restarts of any cause (failures, drains, kilnd restarts) */
+    int failures;  /* restarts charged to the backoff limit */
+    char *runtime; /* supervisor's JSON (replica pids, ...); NULL when none */
+} kiln_job_record;
+
+/* Bit mask of states: KILN_STATE_MASK(QUEUED) | ... */
+#define KILN_STATE_MASK(s) (1u << (KILN_STATE_##s))
+#define KILN_STATES_ACTIVE                                                                         \
+    (KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) |             \
+     KILN_STATE_MASK(CANCELLING))
+#define KILN_STATES_TERMINAL                                                                       \
+    (KILN_STATE_MASK(SUCCEEDED) | KILN_STATE_MASK(FAILED) | KILN_STATE_MASK(CANCELLED))
+
+/* Opens (creating if needed) the database at `path`. */
+kiln_err kiln_store_open(const char *path, kiln_store **out, kiln_diag *d);
+void kiln_store_close(kiln_store *s);
+
+/* Inserts `job` (input fields; output fields are ignored) as QUEUED with
+ * createTime = now. KILN_EEXIST when (project, jobId) exists. When `out` is
+ * non-NULL it receives the stored record. */
+kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_job *job,
+                               int64_t now_ns, kiln_job_record **out);
+
+/* KILN_ENOTFOUND when absent. */
+kiln_err kiln_store_job_get(kiln_store *s, const char *project, const char *job_id,
+                            kiln_job_record **out);
+
+/* Moves a job to `to` if its current state is in `from_mask`; sets startTime
+ * on the first move to RUNNING and endTime on a terminal state. `error` (may
+ * be NULL) replaces errorMessage when non-NULL. KILN_ECONFLICT when the state
+ * was not in the mask (*was, when non-NULL, gets the current state). */
+kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const char *job_id,
+                                   unsigned from_mask, kiln_job_state to, const char *error,
+                                   int64_t now_ns, kiln_job_state *was);
+
+/* Replaces the labels. KILN_ENOTFOUND when absent. `out` as for create. */
+kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const char *job_id,
+                                   const kiln_map *labels, kiln_job_record **out);
+
+/* Supervisor bookkeeping: counters and the runtime JSON (NULL clears it). */
+kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const char *job_id,
+                                    int restarts, int failures, const char *runtime);
+
+/* 1-based position of a QUEUED job in the queue (priority desc, then submit
+ * time); 0 when the job is not QUEUED. */
+kiln_err kiln_store_job_position(kiln_store *s, const kiln_job_record *r, int64_t *pos);
+
+/* Jobs (all projects) whose state is in `mask`, in queue order: priority
+ * desc, then createTime asc. */
+kiln_err kiln_store_jobs_by_state(kiln_store *s, unsigned mask, kiln_job_record ***out, size_t *n);
+
+/* A list filter (facts §1): terms joined by AND, each FIELD:VALUE (VALUE may
+ * end in '*' for a prefix) or FIELD=VALUE / FIELD!=VALUE; fields jobId,
+ * state, labels.KEY. Parse errors go to `d` under field "filter". */
+typedef struct kiln_job_filter kiln_job_filter;
+kiln_err kiln_job_filter_parse(const char *text, kiln_job_filter **out, kiln_diag *d);
+bool kiln_job_filter_match(const kiln_job_filter *f, const kiln_job_record *r);
+void kiln_job_filter_free(kiln_job_filter *f);
+
+/* One page of a project's jobs in creation order, starting after seq
+ * `after` (0 = from the start), at most `limit` that match `f` (NULL = all).
+ * *next is the seq to continue after, 0 when there are no more. */
+kiln_err kiln_store_job_list(kiln_store *s, const char *project, const kiln_job_filter *f,
+                             int64_t after, size_t limit, kiln_job_record ***out, size_t *n,
+                             int64_t *next);
+
+/* Node cordons (drain/uncordon), kept across restarts. */
+kiln_err kiln_store_node_cordoned(kiln_store *s, const char *node, bool *cordoned);
+kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordoned);
+
+void kiln_job_record_free(kiln_job_record *r);
+void kiln_job_records_free(kiln_job_record **v, size_t n);
+
+/* RFC 3339 UTC with milliseconds ("2026-11-22T00:12:45.123Z") into buf[32]. */
+void kiln_format_time(int64_t ns, char buf[32]);
+int64_t kiln_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

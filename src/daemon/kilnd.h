@@ -1,0 +1,77 @@
+/* src/daemon/kilnd.h - what kilnd's parts share (internal to kilnd).
+ *
+ * Threads: libmicrohttpd's threads run the API (src/api); one supervisor
+ * thread (src/daemon/supervisor.c) owns every replica process and every
+ * state change after QUEUED. They meet in three places only:
+ *   - the store (thread safe, state changes are compare-and-set);
+ *   - `mu`, which guards the scheduler's usage and the drain requests (the
+ *     API shows node usage and asks for drains);
+ *   - the wake pipe, which the API writes to after a create, cancel or drain
+ *     so that the supervisor acts at once rather than on its next tick. */
+#ifndef KILND_H
+#define KILND_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kiln/catalog.h"
+#include "kiln/devices.h"
+#include "kiln/sched.h"
+#include "kiln/store.h"
+
+typedef enum kilnd_role { KILND_VIEWER = 1, KILND_EDITOR = 2 } kilnd_role;
+
+typedef struct kilnd_token {
+    char *token;
+    char *project; /* "*" = every project (and node administration) */
+    kilnd_role role;
+} kilnd_token;
+
+typedef struct kilnd {
+    /* configuration (read only once started) */
+    char *listen; /* HOST:PORT */
+    char *data_dir;
+    char *node_config;  /* NULL: this machine */
+    char *catalog_path; /* NULL: built-in only */
+    char *tokens_path;  /* NULL: no auth (loopback only) */
+    char *kiln_train;   /* NULL: not found */
+    int grace_ms;       /* SIGTERM -> SIGKILL */
+    int port_base, port_count;
+    size_t max_body;
+    int threads;
+
+    kiln_store *store;
+    kiln_catalog *catalog;
+    kiln_cluster cluster;
+    kilnd_token *tokens;
+    size_t n_tokens;
+
+    pthread_mutex_t mu; /* guards sched and drain_pending */
+    kiln_sched *sched;
+    bool *drain_pending; /* per node */
+
+    int wake_fd[2];
+    volatile sig_atomic_t stop;
+} kilnd;
+
+void kilnd_wake(kilnd *d);
+/* DATA/jobs/PROJECT/JOB (project and job id are checked by the API first). */
+void kilnd_job_dir(const kilnd *d, const char *project, const char *job_id, char *buf, size_t len);
+/* Appends a service event to the job's log (task "service"). */
+void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *severity,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* mkdir -p */
+int kilnd_mkdirs(const char *path);
+
+/* The supervisor: reconciles what a previous kilnd left, then runs until d->stop. */
+void kilnd_reconcile(kilnd *d);
+void *kilnd_supervisor(void *arg);
+
+/* The API (src/api/api.c) on an already bound, listening socket. */
+struct MHD_Daemon;
+struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd);
+void kiln_api_stop(struct MHD_Daemon *m);
+
+#endif

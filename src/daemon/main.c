@@ -1,0 +1,333 @@
+/* src/daemon/main.c - kilnd: wires store + catalog + nodes + scheduler +
+ * supervisor + API, and runs until SIGTERM/SIGINT.
+ *
+ *   kilnd [--listen 127.0.0.1:8470] [--data-dir ./var] [--node-config FILE]
+ *         [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]
+ *         [--port-range 30000-39999] [--threads N] [--max-body BYTES]
+ *         [--kiln-train PATH]
+ *
+ * The address actually bound (port 0 picks a free one) is printed and also
+ * written to DATA/kilnd.addr (atomically), which is how tests find it. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/kilnd.h"
+
+static const char usage[] =
+    "usage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--node-config FILE]\n"
+    "             [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]\n"
+    "             [--port-range LO-HI] [--threads N] [--max-body BYTES] [--kiln-train PATH]\n"
+    "\n"
+    "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
+    "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
+    "only node. Without --tokens only loopback addresses may be used.\n";
+
+void kilnd_wake(kilnd *d)
+{
+    char b = 1;
+    ssize_t w = write(d->wake_fd[1], &b, 1);
+    (void)w; /* a full pipe already holds a wake-up */
+}
+
+static int load_tokens(kilnd *d, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int lineno = 0;
+    if (!f) {
+        fprintf(stderr, "kilnd: cannot read the tokens file '%s': %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof line, f)) {
+        char tok[512], proj[128], role[32];
+        lineno++;
+        if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line)) continue;
+        if (sscanf(line, "%511s %127s %31s", tok, proj, role) != 3 ||
+            (strcmp(role, "viewer") != 0 && strcmp(role, "editor") != 0) || strlen(tok) < 16) {
+            fprintf(stderr,
+                    "kilnd: %s:%d: expected 'TOKEN PROJECT viewer|editor' with a token of at "
+                    "least 16 characters\n",
+                    path, lineno);
+            fclose(f);
+            return -1;
+        }
+        kilnd_token *nt = realloc(d->tokens, (d->n_tokens + 1) * sizeof *nt);
+        if (!nt) {
+            fclose(f);
+            return -1;
+        }
+        d->tokens = nt;
+        kilnd_token *t = &d->tokens[d->n_tokens++];
+        t->token = strdup(tok);
+        t->project = strdup(proj);
+        t->role = strcmp(role, "editor") == 0 ? KILND_EDITOR : KILND_VIEWER;
+        if (!t->token || !t->project) {
+            fclose(f);
+            return -1;
+        }
+    }
+    fclose(f);
+    if (d->n_tokens == 0) {
+        fprintf(stderr, "kilnd: the tokens file '%s' holds no token\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static bool is_loopback(const char *host)
+{
+    return strcmp(host, "127.0.0.1") == 0 || strcmp(host, "localhost") == 0 ||
+           strcmp(host, "::1") == 0 || strncmp(host, "127.", 4) == 0;
+}
+
+/* Binds HOST:PORT; returns the socket or -1. *bound gets "HOST:PORT". */
+static int bind_listen(const char *spec, char *bound, size_t blen)
+{
+    char host[256];
+    const char *colon = strrchr(spec, ':');
+    if (!colon || (size_t)(colon - spec) >= sizeof host) return -1;
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = '\0';
+    struct addrinfo hints = {
+        .ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0 || !res) return -1;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 1024) < 0) {
+        if (fd >= 0) close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &al);
+    char ip[64];
+    inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+    snprintf(bound, blen, "%s:%d", ip, ntohs(a.sin_port));
+    return fd;
+}
+
+/* temp + fsync + rename: readers see the old file or the whole new one */
+static int write_atomic(const char *path, const char *text)
+{
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    size_t n = strlen(text);
+    bool ok = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp, path) < 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static char *find_kiln_train(void)
+{
+    char self[PATH_MAX], path[PATH_MAX + 16];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return NULL;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash) return NULL;
+    *slash = '\0';
+    snprintf(path, sizeof path, "%s/kiln-train", self);
+    return access(path, X_OK) == 0 ? strdup(path) : NULL;
+}
+
+static void cleanup(kilnd *d)
+{
+    kiln_sched_free(d->sched);
+    kiln_cluster_free(&d->cluster);
+    kiln_catalog_free(d->catalog);
+    kiln_store_close(d->store);
+    for (size_t i = 0; i < d->n_tokens; i++) {
+        free(d->tokens[i].token);
+        free(d->tokens[i].project);
+    }
+    free(d->tokens);
+    free(d->drain_pending);
+    free(d->kiln_train);
+    for (int i = 0; i < 2; i++)
+        if (d->wake_fd[i] >= 0) close(d->wake_fd[i]);
+    pthread_mutex_destroy(&d->mu);
+}
+
+int main(int argc, char **argv)
+{
+    kilnd d = {.listen = "127.0.0.1:8470",
+               .data_dir = "./var",
+               .grace_ms = 10000,
+               .port_base = 30000,
+               .port_count = 10000,
+               .max_body = 1u << 20,
+               .threads = 4,
+               .wake_fd = {-1, -1}};
+    kiln_diag dg = KILN_DIAG_INIT;
+    char path[PATH_MAX + 32], bound[128];
+    const char *kiln_train = NULL;
+    struct MHD_Daemon *api = NULL;
+    pthread_t sup;
+    bool sup_started = false;
+    int lfd = -1, rc = 1;
+
+    pthread_mutex_init(&d.mu, NULL);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage, stdout);
+            rc = 0;
+            goto out;
+        }
+        if (!v) {
+            fprintf(stderr, "kilnd: unknown option or missing value: %s\n%s", a, usage);
+            goto out;
+        }
+        i++;
+        if (strcmp(a, "--listen") == 0)
+            d.listen = (char *)v;
+        else if (strcmp(a, "--data-dir") == 0)
+            d.data_dir = (char *)v;
+        else if (strcmp(a, "--node-config") == 0)
+            d.node_config = (char *)v;
+        else if (strcmp(a, "--catalog") == 0)
+            d.catalog_path = (char *)v;
+        else if (strcmp(a, "--tokens") == 0)
+            d.tokens_path = (char *)v;
+        else if (strcmp(a, "--kiln-train") == 0)
+            kiln_train = v;
+        else if (strcmp(a, "--grace-period") == 0)
+            d.grace_ms = (int)(atof(v) * 1000);
+        else if (strcmp(a, "--threads") == 0)
+            d.threads = atoi(v);
+        else if (strcmp(a, "--max-body") == 0)
+            d.max_body = (size_t)strtoull(v, NULL, 10);
+        else if (strcmp(a, "--port-range") == 0) {
+            int lo, hi;
+            if (sscanf(v, "%d-%d", &lo, &hi) != 2 || lo < 1024 || hi > 65535 || hi < lo) {
+                fprintf(stderr, "kilnd: --port-range wants LO-HI within 1024-65535\n");
+                goto out;
+            }
+            d.port_base = lo;
+            d.port_count = hi - lo + 1;
+        } else {
+            fprintf(stderr, "kilnd: unknown option %s\n%s", a, usage);
+            goto out;
+        }
+    }
+    if (d.grace_ms < 0 || d.threads < 1 || d.threads > 64 || d.max_body < 1024) {
+        fprintf(stderr, "kilnd: --grace-period, --threads (1-64) or --max-body (>= 1024) out "
+                        "of range\n");
+        goto out;
+    }
+    if (d.tokens_path && load_tokens(&d, d.tokens_path) < 0) goto out;
+    {
+        char host[256];
+        const char *colon = strrchr(d.listen, ':');
+        size_t hl = colon ? (size_t)(colon - d.listen) : 0;
+        if (!colon || hl >= sizeof host) {
+            fprintf(stderr, "kilnd: --listen wants HOST:PORT\n");
+            goto out;
+        }
+        memcpy(host, d.listen, hl);
+        host[hl] = '\0';
+        if (!d.tokens_path && !is_loopback(host)) {
+            fprintf(stderr,
+                    "kilnd: refusing to listen on %s without --tokens: anyone who can "
+                    "reach it could run programs on this machine. Give a tokens file "
+                    "or listen on 127.0.0.1.\n",
+                    d.listen);
+            goto out;
+        }
+    }
+    if (kilnd_mkdirs(d.data_dir) < 0) {
+        fprintf(stderr, "kilnd: cannot create the data dir '%s': %s\n", d.data_dir,
+                strerror(errno));
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/kilnd.db", d.data_dir);
+    if (kiln_store_open(path, &d.store, &dg) != KILN_OK) goto diag;
+    if (kiln_catalog_default(&d.catalog, &dg) != KILN_OK) goto diag;
+    if (d.catalog_path && kiln_catalog_merge_file(d.catalog, d.catalog_path, &dg) != KILN_OK)
+        goto diag;
+    if (kiln_cluster_load(d.node_config, &d.cluster, &dg) != KILN_OK) goto diag;
+    d.sched = kiln_sched_new(&d.cluster);
+    d.drain_pending = calloc(d.cluster.n ? d.cluster.n : 1, sizeof(bool));
+    if (!d.sched || !d.drain_pending || pipe2(d.wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+        fprintf(stderr, "kilnd: out of resources\n");
+        goto out;
+    }
+    for (size_t i = 0; i < d.cluster.n; i++) {
+        bool cordoned = false;
+        kiln_store_node_cordoned(d.store, d.cluster.nodes[i].name, &cordoned);
+        kiln_sched_set_cordon(d.sched, i, cordoned);
+    }
+    d.kiln_train = kiln_train ? strdup(kiln_train) : find_kiln_train();
+
+    kilnd_reconcile(&d);
+
+    lfd = bind_listen(d.listen, bound, sizeof bound);
+    if (lfd < 0) {
+        fprintf(stderr, "kilnd: cannot listen on %s: %s\n", d.listen, strerror(errno));
+        goto out;
+    }
+    /* signals go to the main thread only (sigwait below); replicas get a clean mask */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (pthread_create(&sup, NULL, kilnd_supervisor, &d) != 0) goto out;
+    sup_started = true;
+    api = kiln_api_start(&d, lfd);
+    if (!api) {
+        fprintf(stderr, "kilnd: cannot start the HTTP server\n");
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/kilnd.addr", d.data_dir);
+    char line[160];
+    snprintf(line, sizeof line, "%s\n", bound);
+    write_atomic(path, line);
+    fprintf(stderr, "kilnd: listening on http://%s (data %s, %zu node%s%s%s)\n", bound, d.data_dir,
+            d.cluster.n, d.cluster.n == 1 ? "" : "s", d.n_tokens ? ", tokens required" : "",
+            d.kiln_train ? "" : ", no kiln-train");
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) == 0 && sig != SIGHUP) break;
+    }
+    fprintf(stderr, "kilnd: stopping\n");
+    rc = 0;
+    goto out;
+diag:
+    kiln_diag_print(&dg, stderr);
+out:
+    kiln_api_stop(api);
+    if (lfd >= 0) close(lfd);
+    if (sup_started) {
+        d.stop = 1;
+        kilnd_wake(&d);
+        pthread_join(sup, NULL);
+    }
+    cleanup(&d);
+    kiln_diag_free(&dg);
+    return rc;
+}

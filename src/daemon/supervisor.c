@@ -1,0 +1,882 @@
+/* src/daemon/supervisor.c - the one thread that runs jobs.
+ *
+ * Each tick (at most 100 ms, sooner when woken or when a replica writes):
+ *   1. read replica output and turn it into log lines;
+ *   2. reap exited replicas;
+ *   3. per running job: cancel requests, deadlines, exits -> restart policy;
+ *      jobs that are stopping get SIGKILL once their grace period is over,
+ *      and are finished (state written) when their last replica is gone;
+ *   4. drains: jobs with replicas on a drained node stop and are requeued;
+ *   5. the queue: priority then submit time; each job placed whole or not
+ *      at all; a job that can never fit fails at once.
+ * The store's state is the truth: every change is a compare-and-set, so an
+ * API cancel racing with a placement is decided by the store, not by luck. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "daemon/kilnd.h"
+#include "kiln/exec.h"
+
+#define LINE_MAX_BYTES 8192
+#define TICK_MS        100
+
+typedef struct replica {
+    kiln_role role;
+    int index;
+    char task[48];
+    size_t node;
+    int port;
+    int gpus[KILN_MAX_REPLICA_DEVICES];
+    int n_gpus;
+    bool simulated;
+    pid_t pid;
+    int out_fd, err_fd;
+    char obuf[LINE_MAX_BYTES], ebuf[LINE_MAX_BYTES];
+    size_t olen, elen;
+    bool alive;
+    bool handled; /* its exit has been acted on */
+    int status;   /* wait status */
+    int log_fd;   /* the replica's own log file */
+} replica;
+
+typedef enum after_stop {
+    AS_NONE,
+    AS_SUCCEED,
+    AS_FAIL,
+    AS_CANCEL,
+    AS_RESTART,
+    AS_REQUEUE
+} after_stop;
+
+typedef struct rjob {
+    char *project, *job_id;
+    kiln_job *job;
+    int64_t start_ns;
+    int restarts, failures;
+    kiln_placement pl;
+    replica *reps;
+    size_t n;
+    int log_fd;
+    char dir[PATH_MAX];
+    after_stop after; /* AS_NONE while running */
+    char *after_msg;
+    int64_t kill_at_ns;
+    bool killed;
+    struct rjob *next;
+} rjob;
+
+typedef struct sup {
+    kilnd *d;
+    rjob *jobs;
+    bool *port_used;
+    int port_next;
+} sup;
+
+/* ---------- small helpers ---------- */
+
+void kilnd_job_dir(const kilnd *d, const char *project, const char *job_id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/jobs/%s/%s", d->data_dir, project, job_id);
+}
+
+int kilnd_mkdirs(const char *path)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return -1;
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return (mkdir(tmp, 0755) < 0 && errno != EEXIST) ? -1 : 0;
+}
+
+void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *severity,
+                 const char *fmt, ...)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16], *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&msg, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    kilnd_job_dir(d, project, job_id, dir, sizeof dir);
+    kilnd_mkdirs(dir);
+    snprintf(path, sizeof path, "%s/log.tsv", dir);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        kiln_log_write(fd, severity, "service", msg, (size_t)n);
+        close(fd);
+    }
+    free(msg);
+}
+
+static int64_t duration_ns(const kiln_duration *dur)
+{
+    return dur->seconds * 1000000000LL + dur->nanos;
+}
+
+/* ---------- ports: unique across every running job ---------- */
+
+static bool port_bindable(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+static int port_take(sup *s)
+{
+    int n = s->d->port_count;
+    for (int k = 0; k < n; k++) {
+        int i = (s->port_next + k) % n;
+        if (s->port_used[i]) continue;
+        if (!port_bindable(s->d->port_base + i)) continue;
+        s->port_used[i] = true;
+        s->port_next = (i + 1) % n;
+        return s->d->port_base + i;
+    }
+    return -1;
+}
+
+static void port_give(sup *s, int port)
+{
+    int i = port - s->d->port_base;
+    if (i >= 0 && i < s->d->port_count) s->port_used[i] = false;
+}
+
+/* ---------- log pumping ---------- */
+
+static void emit_lines(rjob *j, replica *r, char *buf, size_t *len, const char *sev, bool flush)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < *len; i++)
+        if (buf[i] == '\n') {
+            kiln_log_write(j->log_fd, sev, r->task, buf + start, i - start);
+            kiln_log_write(r->log_fd, sev, r->task, buf + start, i - start);
+            start = i + 1;
+        }
+    if (start == 0 && *len == LINE_MAX_BYTES) flush = true; /* a line too long: cut it */
+    if (flush && start < *len) {
+        kiln_log_write(j->log_fd, sev, r->task, buf + start, *len - start);
+        kiln_log_write(r->log_fd, sev, r->task, buf + start, *len - start);
+        start = *len;
+    }
+    memmove(buf, buf + start, *len - start);
+    *len -= start;
+}
+
+/* Reads what is there; closes the fd at EOF. */
+static void pump(rjob *j, replica *r, int *fd, char *buf, size_t *len, const char *sev)
+{
+    while (*fd >= 0) {
+        ssize_t n = read(*fd, buf + *len, LINE_MAX_BYTES - *len);
+        if (n > 0) {
+            *len += (size_t)n;
+            emit_lines(j, r, buf, len, sev, false);
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        emit_lines(j, r, buf, len, sev, true);
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* ---------- the runtime record (for reconcile and for GET) ---------- */
+
+static void save_runtime(sup *s, rjob *j)
+{
+    json_t *reps = json_array();
+    for (size_t i = 0; reps && i < j->n; i++) {
+        replica *r = &j->reps[i];
+        json_t *g = json_array();
+        for (int k = 0; g && k < r->n_gpus; k++)
+            json_array_append_new(g, json_integer(r->gpus[k]));
+        json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:I,s:o,s:b,s:s}", "task", r->task, "node",
+                              s->d->cluster.nodes[r->node].name, "port", r->port, "pid",
+                              (json_int_t)(r->alive ? r->pid : 0), "startTicks",
+                              (json_int_t)(r->alive ? kiln_proc_start_time(r->pid) : 0), "gpus",
+                              g ? g : json_array(), "simulatedGpus", r->simulated && r->n_gpus,
+                              "state", r->alive ? "RUNNING" : "EXITED");
+        if (o) json_array_append_new(reps, o);
+    }
+    json_t *root = json_pack("{s:o}", "replicas", reps ? reps : json_array());
+    char *txt = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, j->restarts, j->failures, txt);
+    free(txt);
+    json_decref(root);
+}
+
+/* Kills the process groups a runtime record names, when they are still the
+ * same processes (pid + start time), and waits for them to go. */
+static void kill_recorded(const char *runtime)
+{
+    json_t *root = runtime ? json_loads(runtime, 0, NULL) : NULL;
+    json_t *reps = json_object_get(root, "replicas"), *r;
+    size_t i;
+    json_array_foreach(reps, i, r)
+    {
+        pid_t pid = (pid_t)json_integer_value(json_object_get(r, "pid"));
+        uint64_t st = (uint64_t)json_integer_value(json_object_get(r, "startTicks"));
+        if (pid > 0 && st && kiln_proc_start_time(pid) == st) kiln_proc_signal(pid, SIGKILL);
+    }
+    json_decref(root);
+}
+
+/* ---------- starting and stopping a job's replicas ---------- */
+
+static void close_replica(sup *s, rjob *j, replica *r)
+{
+    if (r->out_fd >= 0) close(r->out_fd);
+    if (r->err_fd >= 0) close(r->err_fd);
+    if (r->log_fd >= 0) close(r->log_fd);
+    r->out_fd = r->err_fd = r->log_fd = -1;
+    (void)s;
+    (void)j;
+}
+
+static void rjob_free(sup *s, rjob *j)
+{
+    if (!j) return;
+    for (size_t i = 0; i < j->n; i++) {
+        close_replica(s, j, &j->reps[i]);
+        if (j->reps[i].port > 0) port_give(s, j->reps[i].port);
+    }
+    if (j->pl.n) {
+        pthread_mutex_lock(&s->d->mu);
+        kiln_sched_release(s->d->sched, &j->pl);
+        pthread_mutex_unlock(&s->d->mu);
+    }
+    kiln_placement_free(&j->pl);
+    if (j->log_fd >= 0) close(j->log_fd);
+    free(j->reps);
+    free(j->project);
+    free(j->job_id);
+    free(j->after_msg);
+    kiln_job_free(j->job);
+    free(j);
+}
+
+/* Copies local package directories (file://DIR) to DIR/staging. */
+static kiln_err stage_packages(rjob *j, char *why, size_t whylen, char *staging, size_t slen)
+{
+    const kiln_strv *uris = &j->job->training_input.package_uris;
+    staging[0] = '\0';
+    if (uris->n == 0) return KILN_OK;
+    snprintf(staging, slen, "%s/staging", j->dir);
+    kilnd_mkdirs(staging);
+    for (size_t i = 0; i < uris->n; i++) {
+        const char *u = uris->v[i];
+        const char *path = strncmp(u, "file://", 7) == 0 ? u + 7 : (u[0] == '/' ? u : NULL);
+        struct stat st;
+        if (!path || stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(why, whylen,
+                     "packageUris[%zu] '%s': kilnd stages local package directories only", i, u);
+            return KILN_EINVAL;
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+            execlp("cp", "cp", "-R", path, staging, (char *)NULL);
+            _exit(127);
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            snprintf(why, whylen, "cannot stage package '%s' into the job's directory", path);
+            return KILN_EIO;
+        }
+    }
+    return KILN_OK;
+}
+
+static void stop_all(rjob *j, int sig)
+{
+    for (size_t i = 0; i < j->n; i++)
+        if (j->reps[i].alive) kiln_proc_signal(j->reps[i].pid, sig);
+}
+
+static void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
+{
+    va_list ap;
+    if (j->after != AS_NONE) return; /* already stopping: the first reason stands */
+    j->after = after;
+    free(j->after_msg);
+    j->after_msg = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&j->after_msg, fmt, ap) < 0) j->after_msg = NULL;
+    va_end(ap);
+    j->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
+    j->killed = false;
+    stop_all(j, SIGTERM);
+}
+
+/* Starts every replica of a placed job. */
+static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
+{
+    kiln_exec_task *tasks = calloc(j->n, sizeof *tasks);
+    kiln_strv argv = {0}, env = {0};
+    char staging[PATH_MAX + 16], path[PATH_MAX + 64], work[PATH_MAX + 16];
+    kiln_err err = KILN_ENOMEM;
+
+    if (!tasks) goto out;
+    for (size_t i = 0; i < j->n; i++) {
+        tasks[i].role = j->reps[i].role;
+        tasks[i].index = j->reps[i].index;
+        tasks[i].host = s->d->cluster.nodes[j->reps[i].node].address;
+        tasks[i].port = j->reps[i].port;
+    }
+    if ((err = stage_packages(j, why, whylen, staging, sizeof staging)) != KILN_OK) goto out;
+    snprintf(work, sizeof work, "%s/work", j->dir);
+    kilnd_mkdirs(work);
+    kiln_exec_paths paths = {.kiln_train = s->d->kiln_train,
+                             .python = "python3",
+                             .staging = staging[0] ? staging : NULL};
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
+        if (err != KILN_OK) goto out;
+        err = kiln_exec_replica_env(j->job, tasks, j->n, i, r->gpus, (size_t)r->n_gpus,
+                                    r->simulated, &env);
+        if (err != KILN_OK) goto out;
+        if (paths.staging) {
+            const char *pp = getenv("PYTHONPATH");
+            char *kv = NULL;
+            if (asprintf(&kv, "PYTHONPATH=%s%s%s", paths.staging, pp ? ":" : "", pp ? pp : "") < 0)
+                kv = NULL;
+            err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
+            free(kv);
+            if (err != KILN_OK) goto out;
+        }
+        if (r->log_fd < 0) {
+            snprintf(path, sizeof path, "%s/replicas/%s.log", j->dir, r->task);
+            r->log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        }
+        r->olen = r->elen = 0;
+        r->pid = kiln_proc_spawn(&argv, &env, work, &r->out_fd, &r->err_fd);
+        if (r->pid < 0) {
+            snprintf(why, whylen, "cannot start %s (%s): %s", r->task, argv.v[0], strerror(errno));
+            err = KILN_EIO;
+            goto out;
+        }
+        r->alive = true;
+        r->handled = false;
+        r->status = 0;
+        char gl[128] = "";
+        size_t gn = 0;
+        for (int k = 0; k < r->n_gpus && gn < sizeof gl - 8; k++)
+            gn += (size_t)snprintf(gl + gn, sizeof gl - gn, "%s%d", k ? "," : "", r->gpus[k]);
+        {
+            char *m = NULL;
+            int n = asprintf(&m, "Started %s on node %s (pid %d, port %d, GPUs [%s]%s): %s",
+                             r->task, s->d->cluster.nodes[r->node].name, (int)r->pid, r->port, gl,
+                             r->simulated && r->n_gpus ? ", SIMULATED" : "", argv.v[0]);
+            if (n >= 0) kiln_log_write(j->log_fd, "INFO", "service", m, (size_t)n);
+            free(m);
+        }
+    }
+    err = KILN_OK;
+out:
+    if (err != KILN_OK) stop_all(j, SIGKILL);
+    free(tasks);
+    kiln_strv_clear(&argv);
+    kiln_strv_clear(&env);
+    return err;
+}
+
+/* ---------- the queue ---------- */
+
+static bool is_running(sup *s, const char *project, const char *id)
+{
+    for (rjob *j = s->jobs; j; j = j->next)
+        if (strcmp(j->project, project) == 0 && strcmp(j->job_id, id) == 0) return true;
+    return false;
+}
+
+static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const char *msg)
+{
+    kilnd *d = s->d;
+    if (kiln_store_job_transition(d->store, r->project, r->job->job_id, KILN_STATE_MASK(QUEUED), to,
+                                  msg, kiln_now_ns(), NULL) == KILN_OK)
+        kilnd_event(d, r->project, r->job->job_id, to == KILN_STATE_FAILED ? "ERROR" : "WARNING",
+                    "Job %s: %s", kiln_job_state_name(to), msg);
+}
+
+/* Tries to start one QUEUED job; returns true when it was started or ended. */
+static void try_start(sup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    char why[512];
+    kiln_placement pl = {0};
+    rjob *j = NULL;
+    const kiln_training_input *ti = &rec->job->training_input;
+    int64_t now = kiln_now_ns();
+
+    if (ti->has_scheduling && ti->scheduling.has_max_wait_time &&
+        now - rec->create_ns > duration_ns(&ti->scheduling.max_wait_time)) {
+        snprintf(why, sizeof why, "still queued after maxWaitTime (%llds); cancelled",
+                 (long long)ti->scheduling.max_wait_time.seconds);
+        fail_queued(s, rec, KILN_STATE_CANCELLED, why);
+        return;
+    }
+    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
+    pthread_mutex_lock(&d->mu);
+    kiln_err err = kiln_sched_place(d->sched, plans, np, &pl, why, sizeof why);
+    pthread_mutex_unlock(&d->mu);
+    if (err == KILN_EINVAL || err == KILN_ELIMIT) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "This job can never run on this cluster: %s", why);
+        fail_queued(s, rec, KILN_STATE_FAILED, msg);
+        return;
+    }
+    if (err != KILN_OK) return; /* waits for devices */
+    if (kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(QUEUED),
+                                  KILN_STATE_PREPARING, NULL, now, NULL) != KILN_OK) {
+        /* cancelled meanwhile */
+        pthread_mutex_lock(&d->mu);
+        kiln_sched_release(d->sched, &pl);
+        pthread_mutex_unlock(&d->mu);
+        kiln_placement_free(&pl);
+        return;
+    }
+    j = calloc(1, sizeof *j);
+    if (!j) goto nomem;
+    j->log_fd = -1;
+    j->project = strdup(rec->project);
+    j->job_id = strdup(rec->job->job_id);
+    j->reps = calloc(pl.n ? pl.n : 1, sizeof *j->reps);
+    if (!j->project || !j->job_id || !j->reps) goto nomem;
+    j->pl = pl;
+    pl = (kiln_placement){0};
+    j->n = j->pl.n;
+    j->job = rec->job;
+    rec->job = NULL;
+    j->start_ns = rec->start_ns;
+    j->restarts = rec->restarts;
+    j->failures = rec->failures;
+    j->next = s->jobs;
+    s->jobs = j; /* from here on the job is released through the normal path */
+    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    char sub[PATH_MAX + 16];
+    snprintf(sub, sizeof sub, "%s/replicas", j->dir);
+    kilnd_mkdirs(sub);
+    snprintf(sub, sizeof sub, "%s/log.tsv", j->dir);
+    j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        const kiln_slot *sl = &j->pl.slots[i];
+        const kiln_node *node = &d->cluster.nodes[sl->node];
+        r->role = sl->role;
+        r->index = sl->index;
+        r->node = sl->node;
+        r->out_fd = r->err_fd = r->log_fd = -1;
+        kiln_exec_task_name(r->role, r->index, r->task);
+        r->n_gpus = sl->n_devs;
+        for (int k = 0; k < sl->n_devs; k++) {
+            r->gpus[k] = node->devs[sl->devs[k]].index;
+            r->simulated |= node->devs[sl->devs[k]].simulated;
+        }
+        r->port = port_take(s);
+        if (r->port < 0) {
+            begin_stop(s, j, AS_FAIL, "no free port in %d-%d for the replicas", d->port_base,
+                       d->port_base + d->port_count - 1);
+            return;
+        }
+    }
+    kilnd_event(d, j->project, j->job_id, "INFO", "Job PREPARING: placed %zu replica%s", j->n,
+                j->n == 1 ? "" : "s");
+    err = spawn_all(s, j, why, sizeof why);
+    if (err != KILN_OK) {
+        begin_stop(s, j, AS_FAIL, "%s", why);
+        return;
+    }
+    save_runtime(s, j);
+    if (kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_RUNNING, NULL, kiln_now_ns(), NULL) == KILN_OK) {
+        kiln_job_record *fresh = NULL;
+        if (kiln_store_job_get(d->store, j->project, j->job_id, &fresh) == KILN_OK)
+            j->start_ns = fresh->start_ns;
+        kiln_job_record_free(fresh);
+        kiln_log_write(j->log_fd, "INFO", "service", "Job RUNNING", 11);
+    }
+    return;
+nomem:
+    /* give the job back to the queue; the placement was not handed to j */
+    kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(PREPARING),
+                              KILN_STATE_QUEUED, NULL, now, NULL);
+    rjob_free(s, j);
+    pthread_mutex_lock(&d->mu);
+    kiln_sched_release(d->sched, &pl);
+    pthread_mutex_unlock(&d->mu);
+    kiln_placement_free(&pl);
+}
+
+static void schedule(sup *s)
+{
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    if (kiln_store_jobs_by_state(s->d->store, KILN_STATE_MASK(QUEUED), &v, &n) != KILN_OK) return;
+    for (size_t i = 0; i < n && !s->d->stop; i++)
+        if (!is_running(s, v[i]->project, v[i]->job->job_id)) try_start(s, v[i]);
+    kiln_job_records_free(v, n);
+}
+
+/* ---------- exits and the restart policy ---------- */
+
+static const char *policy_of(const rjob *j, kiln_role role)
+{
+    const kiln_replica_config *c = kiln_job_role_config(j->job, role);
+    if (c && c->restart_policy && *c->restart_policy) return c->restart_policy;
+    return "Never";
+}
+
+static int backoff_limit(const rjob *j)
+{
+    const kiln_training_input *ti = &j->job->training_input;
+    if (ti->has_run_policy && ti->run_policy.has_backoff_limit)
+        return (int)ti->run_policy.backoff_limit;
+    return 3;
+}
+
+/* Exit code as Kubernetes reports it: a signal is 128 + its number. */
+static int exit_code(int status)
+{
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return 255;
+}
+
+static void on_exit_of(sup *s, rjob *j, replica *r)
+{
+    int code = exit_code(r->status);
+    r->handled = true;
+    kilnd_event(s->d, j->project, j->job_id, code ? "WARNING" : "INFO", "%s exited with status %d",
+                r->task, code);
+    if (j->after != AS_NONE) return; /* stopping anyway */
+    const char *pol = policy_of(j, r->role);
+    if (code == 0 && r->role == KILN_ROLE_MASTER) {
+        begin_stop(s, j, AS_SUCCEED, "Job completed successfully.");
+        return;
+    }
+    bool retry;
+    if (strcmp(pol, "Always") == 0)
+        retry = true;
+    else if (code == 0)
+        return; /* a worker or ps that finished: fine */
+    else if (strcmp(pol, "OnFailure") == 0)
+        retry = true;
+    else if (strcmp(pol, "ExitCode") == 0)
+        retry = code >= 128; /* 1-127 permanent, 128-255 retried */
+    else
+        retry = false;
+    if (retry && j->failures < backoff_limit(j)) {
+        /* an all-reduce group cannot lose a member: restart all of it */
+        begin_stop(s, j, AS_RESTART,
+                   "The replica %s exited with status %d; restarting the job's replicas "
+                   "(restart policy %s, restart %d of at most %d)",
+                   r->task, code, pol, j->failures + 1, backoff_limit(j));
+        return;
+    }
+    if (retry)
+        begin_stop(s, j, AS_FAIL,
+                   "The replica %s exited with a non-zero status of %d; the backoff limit (%d "
+                   "restarts) is reached.",
+                   r->task, code, backoff_limit(j));
+    else
+        begin_stop(s, j, AS_FAIL,
+                   "The replica %s exited with a non-zero status of %d (restart policy %s).",
+                   r->task, code, pol);
+}
+
+static void finish(sup *s, rjob *j, rjob **link)
+{
+    kilnd *d = s->d;
+    int64_t now = kiln_now_ns();
+    const char *msg = j->after_msg ? j->after_msg : "";
+    char why[512];
+
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (r->out_fd >= 0) pump(j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
+        if (r->err_fd >= 0) pump(j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
+    }
+    switch (j->after) {
+    case AS_RESTART:
+        j->failures++;
+        j->restarts++;
+        kiln_log_write(j->log_fd, "WARNING", "service", msg, strlen(msg));
+        for (size_t i = 0; i < j->n; i++) {
+            close_replica(s, j, &j->reps[i]);
+            j->reps[i].alive = false;
+        }
+        j->after = AS_NONE;
+        if (spawn_all(s, j, why, sizeof why) != KILN_OK) {
+            begin_stop(s, j, AS_FAIL, "%s", why);
+            return;
+        }
+        save_runtime(s, j);
+        return;
+    case AS_REQUEUE:
+        j->restarts++;
+        kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, NULL);
+        kiln_store_job_transition(d->store, j->project, j->job_id,
+                                  KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_QUEUED, NULL, now, NULL);
+        kiln_log_write(j->log_fd, "WARNING", "service", msg, strlen(msg));
+        break;
+    case AS_SUCCEED:
+        kiln_store_job_transition(d->store, j->project, j->job_id,
+                                  KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING) |
+                                      KILN_STATE_MASK(CANCELLING),
+                                  KILN_STATE_SUCCEEDED, NULL, now, NULL);
+        kiln_log_write(j->log_fd, "INFO", "service", msg, strlen(msg));
+        break;
+    case AS_FAIL:
+        kiln_store_job_transition(d->store, j->project, j->job_id,
+                                  KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_FAILED, msg, now, NULL);
+        kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(CANCELLING),
+                                  KILN_STATE_CANCELLED, NULL, now, NULL);
+        kiln_log_write(j->log_fd, "ERROR", "service", msg, strlen(msg));
+        break;
+    case AS_CANCEL:
+    case AS_NONE:
+        kiln_store_job_transition(d->store, j->project, j->job_id,
+                                  KILN_STATE_MASK(CANCELLING) | KILN_STATE_MASK(RUNNING) |
+                                      KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_CANCELLED, msg[0] ? msg : NULL, now, NULL);
+        kiln_log_write(j->log_fd, "INFO", "service", "Job CANCELLED", 13);
+        break;
+    }
+    if (j->after != AS_REQUEUE) save_runtime(s, j);
+    *link = j->next;
+    rjob_free(s, j);
+}
+
+/* ---------- one tick ---------- */
+
+static void check_job(sup *s, rjob *j, bool woken, int64_t now)
+{
+    kilnd *d = s->d;
+    if (j->after == AS_NONE && woken) {
+        kiln_job_record *r = NULL;
+        if (kiln_store_job_get(d->store, j->project, j->job_id, &r) == KILN_OK &&
+            r->job->state == KILN_STATE_CANCELLING)
+            begin_stop(s, j, AS_CANCEL, "Job cancelled by request");
+        kiln_job_record_free(r);
+    }
+    const kiln_training_input *ti = &j->job->training_input;
+    if (j->after == AS_NONE && j->start_ns && ti->has_scheduling &&
+        ti->scheduling.has_max_running_time &&
+        now - j->start_ns > duration_ns(&ti->scheduling.max_running_time)) {
+        kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(RUNNING),
+                                  KILN_STATE_CANCELLING, NULL, now, NULL);
+        begin_stop(s, j, AS_CANCEL, "The job ran longer than maxRunningTime (%llds); cancelled",
+                   (long long)ti->scheduling.max_running_time.seconds);
+    }
+    for (size_t i = 0; i < j->n; i++)
+        if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].pid > 0)
+            on_exit_of(s, j, &j->reps[i]);
+}
+
+static void reap(sup *s)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (rjob *j = s->jobs; j; j = j->next)
+            for (size_t i = 0; i < j->n; i++)
+                if (j->reps[i].alive && j->reps[i].pid == pid) {
+                    replica *r = &j->reps[i];
+                    r->alive = false;
+                    r->status = status;
+                    /* the group may have children left: they go with it */
+                    kiln_proc_signal(pid, SIGKILL);
+                    if (r->out_fd >= 0) pump(j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
+                    if (r->err_fd >= 0) pump(j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
+                }
+    }
+}
+
+static void drains(sup *s)
+{
+    kilnd *d = s->d;
+    for (size_t n = 0; n < d->cluster.n; n++) {
+        pthread_mutex_lock(&d->mu);
+        bool pending = d->drain_pending[n];
+        d->drain_pending[n] = false;
+        pthread_mutex_unlock(&d->mu);
+        if (!pending) continue;
+        for (rjob *j = s->jobs; j; j = j->next) {
+            bool on = false;
+            for (size_t i = 0; i < j->n; i++)
+                on |= j->reps[i].node == n;
+            if (on && j->after == AS_NONE) {
+                kilnd_event(d, j->project, j->job_id, "WARNING",
+                            "Node %s is being drained (maintenance): stopping replicas with "
+                            "SIGTERM, SIGKILL after %d ms",
+                            d->cluster.nodes[n].name, d->grace_ms);
+                begin_stop(s, j, AS_REQUEUE,
+                           "Replicas stopped for the drain of node %s; the job is queued "
+                           "again and resumes from its newest checkpoint",
+                           d->cluster.nodes[n].name);
+            }
+        }
+    }
+}
+
+static bool tick(sup *s, bool woken)
+{
+    kilnd *d = s->d;
+    int64_t now = kiln_now_ns();
+
+    reap(s);
+    drains(s);
+    for (rjob *j = s->jobs; j; j = j->next)
+        check_job(s, j, woken, now);
+    for (rjob **link = &s->jobs; *link;) {
+        rjob *j = *link;
+        bool any = false;
+        for (size_t i = 0; i < j->n; i++)
+            any |= j->reps[i].alive;
+        if (j->after != AS_NONE && !any) {
+            finish(s, j, link);
+            if (*link == j) link = &j->next; /* restarted in place */
+            continue;
+        }
+        if (j->after != AS_NONE && !j->killed && now >= j->kill_at_ns) {
+            stop_all(j, SIGKILL);
+            j->killed = true;
+        }
+        link = &j->next;
+    }
+    if (!d->stop) schedule(s);
+    return true;
+}
+
+void kilnd_reconcile(kilnd *d)
+{
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    int64_t now = kiln_now_ns();
+    unsigned mask =
+        KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
+    if (kiln_store_jobs_by_state(d->store, mask, &v, &n) != KILN_OK) return;
+    for (size_t i = 0; i < n; i++) {
+        kiln_job_record *r = v[i];
+        const char *id = r->job->job_id;
+        /* replicas die with kilnd (PDEATHSIG); whatever is left of them goes now */
+        kill_recorded(r->runtime);
+        if (r->job->state == KILN_STATE_CANCELLING) {
+            kiln_store_job_transition(d->store, r->project, id, KILN_STATE_MASK(CANCELLING),
+                                      KILN_STATE_CANCELLED, NULL, now, NULL);
+            kilnd_event(d, r->project, id, "INFO", "kilnd restarted; Job CANCELLED");
+            continue;
+        }
+        kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, NULL);
+        kiln_store_job_transition(d->store, r->project, id, mask & ~KILN_STATE_MASK(CANCELLING),
+                                  KILN_STATE_QUEUED, NULL, now, NULL);
+        kilnd_event(d, r->project, id, "WARNING",
+                    "kilnd restarted while the job was %s: its replicas were stopped and the "
+                    "job is queued again (restart %d); it resumes from its newest checkpoint",
+                    kiln_job_state_name(r->job->state), r->restarts + 1);
+    }
+    kiln_job_records_free(v, n);
+}
+
+void *kilnd_supervisor(void *arg)
+{
+    sup s = {.d = arg};
+    kilnd *d = s.d;
+    s.port_used = calloc((size_t)d->port_count, sizeof(bool));
+    if (!s.port_used) {
+        d->stop = 1;
+        return NULL;
+    }
+    bool woken = true;
+    unsigned ticks = 0;
+    while (!d->stop) {
+        tick(&s, woken);
+        /* wait for the wake pipe, replica output or the tick */
+        size_t nfds = 1;
+        for (rjob *j = s.jobs; j; j = j->next)
+            nfds += 2 * j->n;
+        struct pollfd *pf = calloc(nfds, sizeof *pf);
+        if (!pf) {
+            usleep(TICK_MS * 1000);
+            continue;
+        }
+        size_t k = 0;
+        pf[k++] = (struct pollfd){.fd = d->wake_fd[0], .events = POLLIN};
+        for (rjob *j = s.jobs; j; j = j->next)
+            for (size_t i = 0; i < j->n; i++) {
+                pf[k++] = (struct pollfd){.fd = j->reps[i].out_fd, .events = POLLIN};
+                pf[k++] = (struct pollfd){.fd = j->reps[i].err_fd, .events = POLLIN};
+            }
+        int rc = poll(pf, k, TICK_MS);
+        woken = false;
+        if (rc > 0 && (pf[0].revents & POLLIN)) {
+            char buf[256];
+            while (read(d->wake_fd[0], buf, sizeof buf) > 0) {
+            }
+            woken = true;
+        }
+        free(pf);
+        for (rjob *j = s.jobs; j; j = j->next)
+            for (size_t i = 0; i < j->n; i++) {
+                replica *r = &j->reps[i];
+                if (r->out_fd >= 0) pump(j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
+                if (r->err_fd >= 0) pump(j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
+            }
+        if (++ticks % 10 == 0) woken = true; /* re-read cancel requests at least every second */
+    }
+    /* shutting down: replicas stop with kilnd; the next kilnd requeues their jobs */
+    for (rjob *j = s.jobs; j; j = j->next)
+        stop_all(j, SIGTERM);
+    int64_t until = kiln_now_ns() + (int64_t)d->grace_ms * 1000000;
+    for (;;) {
+        reap(&s);
+        bool any = false;
+        for (rjob *j = s.jobs; j; j = j->next)
+            for (size_t i = 0; i < j->n; i++)
+                any |= j->reps[i].alive;
+        if (!any) break;
+        if (kiln_now_ns() > until) {
+            for (rjob *j = s.jobs; j; j = j->next)
+                stop_all(j, SIGKILL);
+            until = INT64_MAX;
+        }
+        usleep(20000);
+    }
+    while (s.jobs) {
+        rjob *j = s.jobs;
+        s.jobs = j->next;
+        rjob_free(&s, j);
+    }
+    free(s.port_used);
+    return NULL;
+}

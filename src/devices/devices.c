@@ -1,0 +1,261 @@
+/* src/devices/devices.c - nodes from a node config or from this machine
+ * (kiln/devices.h). NVML is reached only through dlopen so that kilnd runs,
+ * and builds, where the NVIDIA driver is absent. */
+#include "kiln/devices.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kiln/submit.h" /* kiln_read_input */
+
+void kiln_cluster_free(kiln_cluster *c)
+{
+    if (!c) return;
+    for (size_t i = 0; i < c->n; i++) {
+        kiln_node *n = &c->nodes[i];
+        free(n->name);
+        free(n->address);
+        for (size_t j = 0; j < n->n_devs; j++) {
+            free(n->devs[j].type);
+            free(n->devs[j].uuid);
+        }
+        free(n->devs);
+    }
+    free(c->nodes);
+    c->nodes = NULL;
+    c->n = 0;
+}
+
+long kiln_cluster_find(const kiln_cluster *c, const char *name)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->nodes[i].name, name) == 0) return (long)i;
+    return -1;
+}
+
+const char *kiln_devices_type_of(const char *nvml_name, char *buf, size_t len)
+{
+    static const char *const known[][2] = {
+        {"A100", "NVIDIA_TESLA_A100"}, {"V100", "NVIDIA_TESLA_V100"}, {"P100", "NVIDIA_TESLA_P100"},
+        {"K80", "NVIDIA_TESLA_K80"},   {"T4", "NVIDIA_TESLA_T4"},     {"P4", "NVIDIA_TESLA_P4"},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (strstr(nvml_name, known[i][0])) return known[i][1];
+    /* not a catalog type: NVIDIA_<NAME>, upper case, other characters as '_' */
+    size_t o = (size_t)snprintf(buf, len, "NVIDIA_");
+    for (const char *p = nvml_name; *p && o + 1 < len; p++)
+        buf[o++] = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
+    if (o < len) buf[o] = '\0';
+    return buf;
+}
+
+/* The few NVML entry points used, by their documented signatures. */
+typedef int (*nvml_fn_void)(void);
+typedef int (*nvml_count_fn)(unsigned int *);
+typedef int (*nvml_handle_fn)(unsigned int, void **);
+typedef int (*nvml_str_fn)(void *, char *, unsigned int);
+
+kiln_err kiln_devices_discover(kiln_device **out, size_t *n)
+{
+    kiln_device *v = NULL;
+    unsigned cnt = 0;
+    size_t k = 0;
+    kiln_err err = KILN_OK;
+    bool inited = false;
+    nvml_fn_void shutdown = NULL;
+
+    *out = NULL;
+    *n = 0;
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return KILN_OK; /* no driver: no GPUs */
+    nvml_fn_void init = (nvml_fn_void)dlsym(lib, "nvmlInit_v2");
+    shutdown = (nvml_fn_void)dlsym(lib, "nvmlShutdown");
+    nvml_count_fn count = (nvml_count_fn)dlsym(lib, "nvmlDeviceGetCount_v2");
+    nvml_handle_fn handle = (nvml_handle_fn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    nvml_str_fn name = (nvml_str_fn)dlsym(lib, "nvmlDeviceGetName");
+    nvml_str_fn uuid = (nvml_str_fn)dlsym(lib, "nvmlDeviceGetUUID");
+    if (!init || !shutdown || !count || !handle || !name || !uuid) goto out;
+    if (init() != 0) goto out;
+    inited = true;
+    if (count(&cnt) != 0 || cnt == 0) goto out;
+    if (cnt > KILN_MAX_NODE_DEVICES) cnt = KILN_MAX_NODE_DEVICES;
+    v = calloc(cnt, sizeof *v);
+    if (!v) {
+        err = KILN_ENOMEM;
+        goto out;
+    }
+    for (unsigned i = 0; i < cnt; i++) {
+        void *h = NULL;
+        char nm[96] = "", id[96] = "", tb[96];
+        if (handle(i, &h) != 0) continue;
+        name(h, nm, sizeof nm);
+        uuid(h, id, sizeof id);
+        v[k].type = strdup(kiln_devices_type_of(nm, tb, sizeof tb));
+        v[k].uuid = strdup(id);
+        v[k].index = (int)i;
+        k++;
+        if (!v[k - 1].type || !v[k - 1].uuid) {
+            err = KILN_ENOMEM;
+            goto out;
+        }
+    }
+out:
+    if (inited) shutdown();
+    dlclose(lib);
+    if (err != KILN_OK) {
+        for (size_t i = 0; i < k; i++) {
+            free(v[i].type);
+            free(v[i].uuid);
+        }
+        free(v);
+        v = NULL;
+        k = 0;
+    }
+    *out = v;
+    *n = k;
+    return err;
+}
+
+static void host_resources(int *cpus, double *mem_gb)
+{
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    *cpus = nc > 0 ? (int)nc : 1;
+    *mem_gb = (pages > 0 && psz > 0) ? (double)pages * (double)psz / 1e9 : 1.0;
+}
+
+static kiln_err this_machine(kiln_cluster *out)
+{
+    kiln_node *n = calloc(1, sizeof *n);
+    char host[256] = "localhost";
+
+    if (!n) return KILN_ENOMEM;
+    gethostname(host, sizeof host - 1);
+    n->name = strdup(host);
+    n->address = strdup("127.0.0.1");
+    host_resources(&n->cpus, &n->memory_gb);
+    kiln_err err = kiln_devices_discover(&n->devs, &n->n_devs);
+    out->nodes = n;
+    out->n = 1;
+    if (err == KILN_OK && (!n->name || !n->address)) err = KILN_ENOMEM;
+    if (err != KILN_OK) kiln_cluster_free(out);
+    return err;
+}
+
+kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, kiln_diag *d)
+{
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    kiln_err err = KILN_EINVAL;
+    char f[96];
+
+    memset(out, 0, sizeof *out);
+    if (!root) {
+        kiln_diag_add(d, "", "line %d: %s", je.line, je.text);
+        goto out;
+    }
+    json_t *nodes = json_object_get(root, "nodes");
+    if (!json_is_array(nodes) || json_array_size(nodes) == 0 ||
+        json_array_size(nodes) > KILN_MAX_NODES) {
+        kiln_diag_add(d, "nodes", "must be a list of 1 to %d nodes", KILN_MAX_NODES);
+        goto out;
+    }
+    out->nodes = calloc(json_array_size(nodes), sizeof *out->nodes);
+    if (!out->nodes) {
+        err = KILN_ENOMEM;
+        goto out;
+    }
+    int hcpus;
+    double hmem;
+    host_resources(&hcpus, &hmem);
+    size_t i;
+    json_t *jn;
+    json_array_foreach(nodes, i, jn)
+    {
+        kiln_node *n = &out->nodes[out->n++];
+        const char *name = json_string_value(json_object_get(jn, "name"));
+        const char *addr = json_string_value(json_object_get(jn, "address"));
+        json_t *cpus = json_object_get(jn, "cpus"), *mem = json_object_get(jn, "memoryGb");
+        snprintf(f, sizeof f, "nodes[%zu].name", i);
+        if (!name || !*name || strlen(name) > 63) {
+            kiln_diag_add(d, f, "required: a name of 1 to 63 characters");
+            continue;
+        }
+        if (kiln_cluster_find(&(kiln_cluster){out->nodes, out->n - 1}, name) >= 0)
+            kiln_diag_add(d, f, "node '%s' is declared twice", name);
+        n->name = strdup(name);
+        n->address = strdup(addr ? addr : "127.0.0.1");
+        n->cpus = json_is_integer(cpus) ? (int)json_integer_value(cpus) : hcpus;
+        n->memory_gb = json_is_number(mem) ? json_number_value(mem) : hmem;
+        n->hard_resources = json_is_true(json_object_get(jn, "hardResources"));
+        if (!n->name || !n->address) {
+            err = KILN_ENOMEM;
+            goto out;
+        }
+        if (n->cpus <= 0 || n->memory_gb <= 0) {
+            snprintf(f, sizeof f, "nodes[%zu]", i);
+            kiln_diag_add(d, f, "cpus and memoryGb must be positive");
+        }
+        json_t *accs = json_object_get(jn, "accelerators"), *ja;
+        size_t j;
+        if (accs && !json_is_array(accs)) {
+            snprintf(f, sizeof f, "nodes[%zu].accelerators", i);
+            kiln_diag_add(d, f, "must be a list of {type, count}");
+            continue;
+        }
+        json_array_foreach(accs, j, ja)
+        {
+            const char *type = json_string_value(json_object_get(ja, "type"));
+            json_int_t cnt = json_integer_value(json_object_get(ja, "count"));
+            snprintf(f, sizeof f, "nodes[%zu].accelerators[%zu]", i, j);
+            if (!type || !*type || cnt <= 0 || n->n_devs + (size_t)cnt > KILN_MAX_NODE_DEVICES) {
+                kiln_diag_add(d, f, "needs a type and a count from 1 to %d per node",
+                              KILN_MAX_NODE_DEVICES);
+                continue;
+            }
+            kiln_device *nd = realloc(n->devs, (n->n_devs + (size_t)cnt) * sizeof *nd);
+            if (!nd) {
+                err = KILN_ENOMEM;
+                goto out;
+            }
+            n->devs = nd;
+            for (json_int_t c = 0; c < cnt; c++) {
+                kiln_device *dev = &n->devs[n->n_devs];
+                memset(dev, 0, sizeof *dev);
+                dev->index = (int)n->n_devs;
+                dev->simulated = true;
+                dev->type = strdup(type);
+                if (asprintf(&dev->uuid, "SIMULATED-%s-%d", name, dev->index) < 0) dev->uuid = NULL;
+                n->n_devs++;
+                if (!dev->type || !dev->uuid) {
+                    err = KILN_ENOMEM;
+                    goto out;
+                }
+            }
+        }
+    }
+    err = d->n ? KILN_EINVAL : KILN_OK;
+out:
+    json_decref(root);
+    if (err != KILN_OK) kiln_cluster_free(out);
+    return err;
+}
+
+kiln_err kiln_cluster_load(const char *path, kiln_cluster *out, kiln_diag *d)
+{
+    char *buf = NULL;
+    size_t len = 0;
+
+    memset(out, 0, sizeof *out);
+    if (!path) return this_machine(out);
+    kiln_err err = kiln_read_input(path, "--node-config", &buf, &len, d);
+    if (err != KILN_OK) return err;
+    err = kiln_cluster_from_json(buf, len, out, d);
+    free(buf);
+    return err;
+}

@@ -1,0 +1,170 @@
+/* src/exec/env.c - a replica's program and environment (kiln/exec.h). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/exec.h"
+#include "kiln/submit.h"
+
+void kiln_exec_task_name(kiln_role role, int index, char buf[48])
+{
+    snprintf(buf, 48, "%s-replica-%d", kiln_role_name(role), index);
+}
+
+static const char *tf_type(const kiln_job *job, kiln_role r)
+{
+    if (r == KILN_ROLE_MASTER)
+        return job->training_input.use_chief_in_tf_config ? "chief" : "master";
+    return kiln_role_name(r); /* worker, ps, evaluator */
+}
+
+char *kiln_exec_tf_config(const kiln_job *job, const kiln_exec_task *tasks, size_t n, size_t self)
+{
+    json_t *root = NULL, *ti = NULL, *cluster = json_object();
+    char *job_json = NULL, *out = NULL;
+
+    if (!cluster) goto out;
+    /* cluster: master/chief, worker, ps in that order; evaluators stay outside */
+    for (int r = KILN_ROLE_MASTER; r <= KILN_ROLE_PARAMETER_SERVER; r++) {
+        json_t *list = NULL;
+        for (size_t i = 0; i < n; i++) {
+            if (tasks[i].role != (kiln_role)r) continue;
+            if (!list && (!(list = json_array()) ||
+                          json_object_set_new(cluster, tf_type(job, (kiln_role)r), list) < 0))
+                goto out;
+            char addr[300];
+            snprintf(addr, sizeof addr, "%s:%d", tasks[i].host, tasks[i].port);
+            if (json_array_append_new(list, json_string(addr)) < 0) goto out;
+        }
+    }
+    /* "job": the trainingInput as the API shows it */
+    if (!(job_json = kiln_job_to_json(job, KILN_ENC_COMPACT))) goto out;
+    json_t *whole = json_loads(job_json, 0, NULL);
+    if (!whole) goto out;
+    ti = json_incref(json_object_get(whole, "trainingInput"));
+    json_decref(whole);
+    if (!ti && !(ti = json_object())) goto out;
+    root = json_pack("{s:O,s:{s:s,s:i},s:O,s:s}", "cluster", cluster, "task", "type",
+                     tf_type(job, tasks[self].role), "index", tasks[self].index, "job", ti,
+                     "environment", "cloud");
+    if (!root) goto out;
+    out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+out:
+    json_decref(cluster);
+    json_decref(ti);
+    json_decref(root);
+    free(job_json);
+    return out;
+}
+
+static kiln_err push_kv(kiln_strv *env, const char *name, const char *value)
+{
+    char *s;
+    if (asprintf(&s, "%s=%s", name, value) < 0) return KILN_ENOMEM;
+    kiln_err err = kiln_strv_push(env, s);
+    free(s);
+    return err;
+}
+
+kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks, size_t n,
+                               size_t self, const int *gpus, size_t n_gpus, bool simulated,
+                               kiln_strv *env)
+{
+    kiln_err err = KILN_ENOMEM;
+    char *tf = NULL, *cuda = NULL, buf[64], task[48];
+    size_t cl = 0;
+
+    kiln_strv_clear(env);
+    if (!(tf = kiln_exec_tf_config(job, tasks, n, self))) goto out;
+    if ((err = push_kv(env, "TF_CONFIG", tf)) != KILN_OK) goto out;
+    if ((err = push_kv(env, "CLUSTER_SPEC", tf)) != KILN_OK) goto out;
+
+    /* PyTorchJob convention: the master and the workers form the world */
+    const kiln_exec_task *me = &tasks[self], *master = NULL;
+    int world = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tasks[i].role == KILN_ROLE_MASTER && !master) master = &tasks[i];
+        if (tasks[i].role == KILN_ROLE_MASTER || tasks[i].role == KILN_ROLE_WORKER) world++;
+    }
+    if (master && (me->role == KILN_ROLE_MASTER || me->role == KILN_ROLE_WORKER)) {
+        if ((err = push_kv(env, "MASTER_ADDR", master->host)) != KILN_OK) goto out;
+        snprintf(buf, sizeof buf, "%d", master->port);
+        if ((err = push_kv(env, "MASTER_PORT", buf)) != KILN_OK) goto out;
+        snprintf(buf, sizeof buf, "%d", world);
+        if ((err = push_kv(env, "WORLD_SIZE", buf)) != KILN_OK) goto out;
+        snprintf(buf, sizeof buf, "%d", me->role == KILN_ROLE_MASTER ? 0 : me->index + 1);
+        if ((err = push_kv(env, "RANK", buf)) != KILN_OK) goto out;
+    }
+
+    err = KILN_ENOMEM;
+    if (!(cuda = calloc(n_gpus * 12 + 1, 1))) goto out;
+    for (size_t i = 0; i < n_gpus; i++)
+        cl += (size_t)sprintf(cuda + cl, "%s%d", i ? "," : "", gpus[i]);
+    if ((err = push_kv(env, "CUDA_VISIBLE_DEVICES", cuda)) != KILN_OK) goto out;
+    if (n_gpus && simulated && (err = push_kv(env, "KILN_SIMULATED_DEVICES", "1")) != KILN_OK)
+        goto out;
+    kiln_exec_task_name(me->role, me->index, task);
+    if ((err = push_kv(env, "KILN_TASK_NAME", task)) != KILN_OK) goto out;
+    err = push_kv(env, "KILN_JOB_ID", job->job_id ? job->job_id : "");
+out:
+    free(tf);
+    free(cuda);
+    if (err != KILN_OK) kiln_strv_clear(env);
+    return err;
+}
+
+kiln_err kiln_exec_program(const kiln_job *job, kiln_role role, const kiln_exec_paths *paths,
+                           kiln_strv *argv, char *why, size_t whylen)
+{
+    const kiln_training_input *ti = &job->training_input;
+    const kiln_replica_config *rc = kiln_job_role_config(job, role);
+    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+    kiln_strv pargs = {0};
+    kiln_err err = KILN_ENOMEM;
+
+    kiln_strv_clear(argv);
+    if (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)) rc = mc;
+    if (rc && rc->container_command.n > 0) {
+        /* containerCommand/containerArgs: a plain process (no container runtime) */
+        for (size_t i = 0; i < rc->container_command.n; i++)
+            if (kiln_strv_push(argv, rc->container_command.v[i]) != KILN_OK) goto out;
+        for (size_t i = 0; i < rc->container_args.n; i++)
+            if (kiln_strv_push(argv, rc->container_args.v[i]) != KILN_OK) goto out;
+        err = KILN_OK;
+        goto out;
+    }
+    if (!ti->python_module || !*ti->python_module) {
+        snprintf(why, whylen,
+                 "nothing to run: the job names no pythonModule and the %s has no "
+                 "containerCommand (kiln runs no container images without a container runtime)",
+                 kiln_role_name(role));
+        err = KILN_EINVAL;
+        goto out;
+    }
+    if (strncmp(ti->python_module, "kiln.", 5) == 0) {
+        if (!paths->kiln_train) {
+            snprintf(why, whylen, "module %s needs kiln-train, which this kilnd cannot find",
+                     ti->python_module);
+            err = KILN_EINVAL;
+            goto out;
+        }
+        if (kiln_strv_push(argv, paths->kiln_train) != KILN_OK ||
+            kiln_strv_push(argv, ti->python_module + 5) != KILN_OK)
+            goto out;
+    } else {
+        if (kiln_strv_push(argv, paths->python ? paths->python : "python3") != KILN_OK ||
+            kiln_strv_push(argv, "-m") != KILN_OK ||
+            kiln_strv_push(argv, ti->python_module) != KILN_OK)
+            goto out;
+    }
+    if ((err = kiln_job_program_args(job, &pargs)) != KILN_OK) goto out;
+    err = KILN_ENOMEM;
+    for (size_t i = 0; i < pargs.n; i++)
+        if (kiln_strv_push(argv, pargs.v[i]) != KILN_OK) goto out;
+    err = KILN_OK;
+out:
+    kiln_strv_clear(&pargs);
+    if (err != KILN_OK) kiln_strv_clear(argv);
+    return err;
+}

@@ -1,0 +1,63 @@
+# The service (issue 5): store, scheduler, executor, devices, REST API and
+# kilnd, plus the client half of the `kiln` command (jobs, nodes).
+# Included from the top-level CMakeLists.txt after the core modules.
+pkg_check_modules(SQLITE3 REQUIRED IMPORTED_TARGET sqlite3)
+pkg_check_modules(MHD     REQUIRED IMPORTED_TARGET libmicrohttpd)
+pkg_check_modules(CURL    REQUIRED IMPORTED_TARGET libcurl)
+
+file(GLOB KILN_STORE_SRC   CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/store/*.c)
+file(GLOB KILN_DEVICES_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/devices/*.c)
+file(GLOB KILN_SCHED_SRC   CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/sched/*.c)
+file(GLOB KILN_EXEC_SRC    CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/exec/*.c)
+file(GLOB KILN_API_SRC     CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.c)
+file(GLOB KILN_DAEMON_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/daemon/*.c)
+file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*.c)
+
+add_library(kiln_store STATIC ${KILN_STORE_SRC})
+target_link_libraries(kiln_store PUBLIC kiln_spec kiln_util PkgConfig::SQLITE3 Threads::Threads)
+
+add_library(kiln_devices STATIC ${KILN_DEVICES_SRC})
+target_link_libraries(kiln_devices PUBLIC kiln_spec kiln_util PkgConfig::JANSSON ${CMAKE_DL_LIBS})
+
+add_library(kiln_sched STATIC ${KILN_SCHED_SRC})
+target_link_libraries(kiln_sched PUBLIC kiln_devices kiln_catalog)
+
+add_library(kiln_exec STATIC ${KILN_EXEC_SRC})
+target_link_libraries(kiln_exec PUBLIC kiln_store kiln_spec kiln_util PkgConfig::JANSSON)
+
+# kilnd: the API (libmicrohttpd) and the daemon (supervisor) are one program.
+if(KILN_DAEMON_SRC)
+  add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC})
+  target_link_libraries(kilnd PRIVATE kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
+                        kiln_spec kiln_util PkgConfig::MHD PkgConfig::JANSSON Threads::Threads)
+endif()
+
+# The HTTP client of the `kiln` command (libcurl).
+if(KILN_CLIENT_SRC)
+  add_library(kiln_client STATIC ${KILN_CLIENT_SRC})
+  target_link_libraries(kiln_client PUBLIC kiln_util PkgConfig::CURL PkgConfig::JANSSON)
+endif()
+if(TARGET kiln AND TARGET kiln_client)
+  target_link_libraries(kiln PRIVATE kiln_client kiln_catalog)
+endif()
+
+# ---- tests: tests/service/test_*.c are unit tests of the modules; the
+#      shell tests start a real kilnd on a free loopback port ----
+file(GLOB KILN_SVC_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/service/test_*.c)
+foreach(src ${KILN_SVC_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(svc_${name} ${src})
+  target_include_directories(svc_${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
+  target_link_libraries(svc_${name} PRIVATE kiln_exec kiln_sched kiln_store kiln_devices
+                        kiln_catalog kiln_spec kiln_util)
+  target_compile_definitions(svc_${name} PRIVATE KILN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  add_test(NAME svc_${name} COMMAND svc_${name})
+  set_tests_properties(svc_${name} PROPERTIES LABELS service TIMEOUT 60)
+endforeach()
+file(GLOB KILN_SVC_SH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/service/it_*.sh)
+foreach(sh ${KILN_SVC_SH})
+  get_filename_component(name ${sh} NAME_WE)
+  add_test(NAME svc_${name} COMMAND bash ${sh} ${CMAKE_BINARY_DIR})
+  set_tests_properties(svc_${name} PROPERTIES LABELS "service;integration" TIMEOUT 180
+                       SKIP_RETURN_CODE 77)
+endforeach()
