@@ -1,0 +1,300 @@
+/* comm.c - the generic communicator: argument checks, backend choice,
+ * operation numbering, the sticky error, and the checksum check built on the
+ * backend's broadcast + all-reduce. */
+#include "collective/coll_int.h"
+
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT_S 30.0
+
+void (*kiln__coll_test_step_hook)(int rank, uint64_t step);
+
+uint64_t kiln__fnv1a64(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = p;
+    size_t i = 0;
+    /* a word at a time: this is a debug check over whole models, and the
+     * byte-wise loop would run at about 1 byte per cycle */
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    for (; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+kiln_err kiln__comm_fail(kiln_comm *c, kiln_err e, int peer, const char *fmt, ...)
+{
+    va_list ap;
+    if (c->failed != KILN_OK) return c->failed; /* the first cause is the useful one */
+    c->failed = e;
+    c->failed_peer = peer;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+int kiln_comm_backend_available(kiln_coll_backend b)
+{
+    switch (b) {
+    case KILN_COLL_AUTO:
+    case KILN_COLL_SHM:
+        return 1;
+    case KILN_COLL_MPI:
+#ifdef KILN_HAVE_MPI
+        return 1;
+#else
+        return 0;
+#endif
+    }
+    return 0;
+}
+
+kiln_comm_config kiln_comm_config_from_tf(const kiln_tf_group *g)
+{
+    kiln_comm_config cfg = {0};
+    cfg.rank = g->rank;
+    cfg.world_size = g->world_size;
+    cfg.backend = KILN_COLL_AUTO;
+    cfg.job_key = g->key;
+    cfg.hosts = g->hosts;
+    return cfg;
+}
+
+/* Is `host` (the part before ":port") this machine? Loopback names, this
+ * machine's hostname, and addresses of its interfaces count. */
+static int host_is_local(const char *hostport)
+{
+    char host[256], me[256];
+    const char *colon;
+    struct ifaddrs *ifs = NULL;
+    int local = 0;
+
+    /* [v6]:port, v4:port, name:port, or a bare host */
+    if (hostport[0] == '[') {
+        const char *end = strchr(hostport, ']');
+        size_t n = end ? (size_t)(end - hostport - 1) : strlen(hostport + 1);
+        snprintf(host, sizeof host, "%.*s", (int)n, hostport + 1);
+    } else {
+        colon = strrchr(hostport, ':');
+        size_t n = colon ? (size_t)(colon - hostport) : strlen(hostport);
+        snprintf(host, sizeof host, "%.*s", (int)n, hostport);
+    }
+    if (strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0)
+        return 1;
+    if (gethostname(me, sizeof me) == 0) {
+        me[sizeof me - 1] = '\0';
+        if (strcmp(host, me) == 0) return 1;
+        size_t dot = strcspn(me, ".");
+        if (strlen(host) == dot && strncmp(host, me, dot) == 0) return 1;
+    }
+    /* an address literal: compare with this machine's interfaces (no DNS: a
+     * name lookup here could hang on a broken resolver) */
+    if (getifaddrs(&ifs) != 0) return 0;
+    for (struct ifaddrs *a = ifs; a && !local; a = a->ifa_next) {
+        char buf[NI_MAXHOST];
+        if (!a->ifa_addr) continue;
+        int fam = a->ifa_addr->sa_family;
+        if (fam != AF_INET && fam != AF_INET6) continue;
+        socklen_t len = fam == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+        if (getnameinfo(a->ifa_addr, len, buf, sizeof buf, NULL, 0, NI_NUMERICHOST) != 0) continue;
+        char *pct = strchr(buf, '%'); /* fe80::1%eth0 */
+        if (pct) *pct = '\0';
+        local = strcmp(buf, host) == 0;
+    }
+    freeifaddrs(ifs);
+    return local;
+}
+
+static const kiln__coll_ops *choose(const kiln_comm_config *cfg, char *err, size_t errlen)
+{
+    kiln_coll_backend b = cfg->backend;
+
+    if (b == KILN_COLL_AUTO) {
+        b = KILN_COLL_SHM;
+        if (cfg->hosts)
+            for (int i = 0; i < cfg->world_size; i++)
+                if (!cfg->hosts[i] || !host_is_local(cfg->hosts[i])) {
+                    b = KILN_COLL_MPI;
+                    break;
+                }
+    }
+    if (b == KILN_COLL_SHM) return &kiln__coll_shm;
+    if (b == KILN_COLL_MPI) {
+#ifdef KILN_HAVE_MPI
+        return &kiln__coll_mpi;
+#else
+        snprintf(err, errlen,
+                 "the replicas are on several hosts (or backend mpi was asked for), but kiln "
+                 "was built without MPI (install libopenmpi-dev and rebuild)");
+        return NULL;
+#endif
+    }
+    snprintf(err, errlen, "unknown collective backend %d", (int)cfg->backend);
+    return NULL;
+}
+
+kiln_err kiln_comm_init(const kiln_comm_config *cfg, kiln_comm **out, char *err, size_t errlen)
+{
+    kiln_comm *c = NULL;
+    const kiln__coll_ops *ops;
+    kiln_err e = KILN_OK;
+    char dummy[8];
+
+    if (!err || errlen == 0) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    err[0] = '\0';
+    *out = NULL;
+    if (!(ops = choose(cfg, err, errlen))) return KILN_ENOTFOUND;
+    if (ops == &kiln__coll_shm) {
+        if (cfg->world_size < 1) {
+            snprintf(err, errlen, "world size %d: need at least 1 replica", cfg->world_size);
+            return KILN_EINVAL;
+        }
+        if (cfg->rank < 0 || cfg->rank >= cfg->world_size) {
+            snprintf(err, errlen, "rank %d is outside the group of %d replicas (0..%d)", cfg->rank,
+                     cfg->world_size, cfg->world_size - 1);
+            return KILN_EINVAL;
+        }
+    }
+    if (!(c = calloc(1, sizeof *c))) {
+        snprintf(err, errlen, "out of memory");
+        return KILN_ENOMEM;
+    }
+    c->ops = ops;
+    c->rank = cfg->rank;
+    c->world = cfg->world_size;
+    c->failed_peer = -1;
+    c->op_name = "init";
+    c->timeout_s = cfg->timeout_s;
+    if (c->timeout_s <= 0) {
+        const char *env = getenv("KILN_COLL_TIMEOUT_S");
+        c->timeout_s = env ? strtod(env, NULL) : 0;
+        if (!(c->timeout_s > 0)) c->timeout_s = DEFAULT_TIMEOUT_S;
+    }
+    if ((e = ops->init(c, cfg)) != KILN_OK) {
+        snprintf(err, errlen, "%s: %s", ops->name, c->err[0] ? c->err : kiln_err_str(e));
+        goto out;
+    }
+    *out = c;
+    c = NULL;
+out:
+    if (c) {
+        ops->destroy(c);
+        free(c);
+    }
+    return e;
+}
+
+void kiln_comm_destroy(kiln_comm *c)
+{
+    if (!c) return;
+    c->ops->destroy(c);
+    free(c);
+}
+
+/* Every public operation starts here: a failed communicator stays failed. */
+static kiln_err begin(kiln_comm *c, const char *name)
+{
+    if (c->failed != KILN_OK) return c->failed;
+    c->op_seq++;
+    c->op_name = name;
+    return KILN_OK;
+}
+
+kiln_err kiln_comm_allreduce_sum_f32(kiln_comm *c, float *buf, size_t count)
+{
+    kiln_err e;
+    if ((e = begin(c, "allreduce")) != KILN_OK) return e;
+    if (count && !buf) return kiln__comm_fail(c, KILN_EINVAL, -1, "allreduce: NULL buffer");
+    return c->ops->allreduce_sum_f32(c, buf, count);
+}
+
+kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root)
+{
+    kiln_err e;
+    if ((e = begin(c, "broadcast")) != KILN_OK) return e;
+    if (root < 0 || root >= c->world)
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "broadcast: root %d outside 0..%d", root,
+                               c->world - 1);
+    if (bytes && !buf) return kiln__comm_fail(c, KILN_EINVAL, -1, "broadcast: NULL buffer");
+    return c->ops->broadcast(c, buf, bytes, root);
+}
+
+kiln_err kiln_comm_barrier(kiln_comm *c)
+{
+    kiln_err e;
+    if ((e = begin(c, "barrier")) != KILN_OK) return e;
+    return c->ops->barrier(c);
+}
+
+kiln_err kiln_comm_check_identical(kiln_comm *c, const void *buf, size_t bytes, int *n_diverged,
+                                   int *first_diverged)
+{
+    uint64_t mine, root;
+    float *flags = NULL;
+    kiln_err e;
+    int n = 0, first = -1;
+
+    if (c->failed != KILN_OK) return c->failed;
+    mine = kiln__fnv1a64(buf, bytes, KILN__FNV_OFFSET);
+    /* the length takes part too: replicas with different model sizes differ */
+    mine = kiln__fnv1a64(&bytes, sizeof bytes, mine);
+    root = mine;
+    if ((e = kiln_comm_broadcast(c, &root, sizeof root, 0)) != KILN_OK) goto out;
+    /* one flag per rank, summed: every rank learns who diverged. Sums of 0/1
+     * are exact in float far beyond any world size. */
+    if (!(flags = calloc((size_t)c->world, sizeof *flags))) {
+        e = kiln__comm_fail(c, KILN_ENOMEM, -1, "checksum: out of memory");
+        goto out;
+    }
+    flags[c->rank] = mine != root ? 1.0f : 0.0f;
+    if ((e = kiln_comm_allreduce_sum_f32(c, flags, (size_t)c->world)) != KILN_OK) goto out;
+    for (int r = 0; r < c->world; r++)
+        if (flags[r] != 0.0f) {
+            n++;
+            if (first < 0) first = r;
+        }
+out:
+    free(flags);
+    if (n_diverged) *n_diverged = n;
+    if (first_diverged) *first_diverged = first;
+    return e;
+}
+
+int kiln_comm_rank(const kiln_comm *c)
+{
+    return c->rank;
+}
+
+int kiln_comm_world_size(const kiln_comm *c)
+{
+    return c->world;
+}
+
+const char *kiln_comm_backend_name(const kiln_comm *c)
+{
+    return c->ops->name;
+}
+
+const char *kiln_comm_error(const kiln_comm *c)
+{
+    return c->err;
+}
+
+int kiln_comm_failed_peer(const kiln_comm *c)
+{
+    return c->failed_peer;
+}

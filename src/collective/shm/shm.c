@@ -1,0 +1,712 @@
+/* shm.c - the same-host backend: all-reduce over a POSIX shared-memory segment.
+ *
+ * Layout of the segment "/kiln-coll-<job key>":
+ *   header | one control block per rank | data: 2 slots per rank, chunk_bytes each
+ *
+ * All-reduce runs in pipeline steps of at most one slot (chunk) per rank, so the
+ * segment stays bounded whatever the message size. A step for chunk x of
+ * m floats, on rank r of N (slices: x cut into N 64-byte-aligned pieces):
+ *
+ *   1. copy x, except r's own slice, into r's slot        -> in[r]   = k
+ *   2. wait in[p] for all p; sum slice r over all ranks in rank order (own
+ *      slice read straight from x, the rest from peers' slots); write the
+ *      sum into x and into r's slot                        -> red[r]  = k
+ *   3. for each peer p: wait red[p]; copy p's summed slice into x
+ *                                                          -> done[r] = k
+ *
+ * That is reduce-scatter (2) + all-gather (3). Slots are double-buffered by
+ * step parity, so before writing its slot for step k a rank waits only for
+ * done[p] >= k-2: the next chunk's copy overlaps the peers' gather.
+ *
+ * Determinism: each slice is summed once, by one rank, in rank order, and
+ * copied everywhere, so every rank gets bit-identical output, equal to
+ * sum_ref(rank 0, rank 1, ...) whatever the chunk size.
+ *
+ * Waiting: spin briefly (the peer is usually a few microseconds behind), then
+ * sleep on a futex in slices of 50 ms. Between slices the waiter checks that
+ * the peer it waits for is alive (a robust process-shared mutex each rank holds
+ * while attached: the kernel releases it with EOWNERDEAD when the process dies),
+ * whether another rank has aborted the group, and its own deadline
+ * (timeout_s without progress). So a dead peer is seen within ~50 ms and a
+ * hung one within timeout_s, with the rank named.
+ *
+ * Cleanup: rank 0 creates the segment and unlinks its name as soon as every
+ * rank has attached; from then on the memory lives only as long as the
+ * mappings, so a crash leaves nothing in /dev/shm. A segment left by a job that
+ * crashed during rendezvous is marked abandoned and replaced by the next rank 0
+ * with the same key. */
+#include "collective/coll_int.h"
+#include "collective/shm/sum.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define SHM_MAGIC     0x316c6f636e6c696bull /* "kilncol1" */
+#define SHM_VERSION   1u
+#define DEFAULT_CHUNK (1u << 20)
+#define MAX_WORLD     1024
+#define SLICE_ALIGN   16 /* floats: slices start on 64-byte lines, no false sharing */
+#define SLEEP_SLICE_S 0.05
+#define MAX_KEY       64
+
+enum { ST_EMPTY = 0, ST_ATTACHED = 1, ST_LEFT = 2 };
+enum { PEER_ALIVE, PEER_DEAD, PEER_LEFT, PEER_ABSENT };
+
+/* One per rank. Each counter sits on its own cache line: they are written by
+ * one rank and polled by all the others. */
+struct rank_ctl {
+    _Alignas(64) _Atomic uint32_t in_seq;
+    _Alignas(64) _Atomic uint32_t red_seq;
+    _Alignas(64) _Atomic uint32_t done_seq;
+    _Alignas(64) pthread_mutex_t alive; /* robust, process-shared; held while attached */
+    _Atomic uint32_t state;
+    _Atomic int32_t pid;
+    _Atomic uint64_t op_seq; /* the operation this rank last started (for messages) */
+};
+
+struct shm_hdr {
+    _Atomic uint64_t magic; /* stored last by the creator: the segment is ready */
+    uint32_t version, world;
+    uint64_t slot_bytes, total_bytes;
+    _Atomic uint32_t abandoned;   /* a newer segment with this name replaced this one */
+    _Atomic uint32_t attached;    /* futex word: ranks attached so far */
+    _Atomic uint32_t waiters;     /* ranks asleep on a futex; wakes are skipped when 0 */
+    _Atomic int32_t abort_rank;   /* first rank that gave up, or -1 */
+    _Atomic int32_t abort_peer;   /* the peer it blamed (died, hung, left), or -1 */
+    _Atomic uint32_t abort_ready; /* abort_msg and abort_peer are written */
+    char abort_msg[400];
+};
+
+typedef struct shm {
+    char name[16 + MAX_KEY];
+    void *base;
+    size_t size;
+    struct shm_hdr *h;
+    struct rank_ctl *ctl;
+    char *data;
+    size_t slot_bytes, slot_elems;
+    uint64_t steps; /* pipeline steps run; the futex words hold it mod 2^32 */
+    int locked;     /* own alive mutex held */
+    int creator, unlinked;
+    int spin;
+    kiln__sum_fn sum;
+    const float **srcs; /* world entries, scratch for the sum */
+    /* where we are, for messages */
+    size_t chunk, nchunks;
+} shm;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__)
+    _mm_pause();
+#endif
+}
+
+static size_t align_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static size_t ctl_off(void)
+{
+    return align_up(sizeof(struct shm_hdr), 64);
+}
+
+static size_t data_off(int world)
+{
+    return align_up(ctl_off() + (size_t)world * sizeof(struct rank_ctl), 4096);
+}
+
+static float *slot(shm *s, int rank, unsigned b)
+{
+    return (float *)(s->data + ((size_t)rank * 2 + b) * s->slot_bytes);
+}
+
+/* Has counter value v reached target? Counters wrap at 2^32; peers are never
+ * more than a couple of steps apart, so the signed difference is exact. */
+static inline int reached(uint32_t v, uint32_t target)
+{
+    return (int32_t)(v - target) >= 0;
+}
+
+static void futex_wait(_Atomic uint32_t *w, uint32_t val, double secs)
+{
+    struct timespec ts = {(time_t)secs, (long)((secs - (double)(time_t)secs) * 1e9)};
+    /* not FUTEX_PRIVATE: the word is in memory shared between processes */
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Store then wake. seq_cst on both sides (here and in wait_ge) makes the
+ * "waiters" check safe: a waiter either sees the new value or is counted. */
+static void publish(shm *s, _Atomic uint32_t *w, uint32_t v)
+{
+    atomic_store(w, v);
+    if (atomic_load(&s->h->waiters)) futex_wake(w);
+}
+
+static int peer_status(shm *s, int p)
+{
+    struct rank_ctl *pc = &s->ctl[p];
+    uint32_t st = atomic_load(&pc->state);
+    int rc;
+
+    if (st == ST_LEFT) return PEER_LEFT;
+    if (st == ST_EMPTY) return PEER_ABSENT;
+    rc = pthread_mutex_trylock(&pc->alive);
+    if (rc == EBUSY) return PEER_ALIVE;
+    if (rc == EOWNERDEAD) {
+        /* Unlock without pthread_mutex_consistent: the mutex becomes
+         * ENOTRECOVERABLE, so every later check says "dead" too. */
+        pthread_mutex_unlock(&pc->alive);
+        return PEER_DEAD;
+    }
+    if (rc == ENOTRECOVERABLE) return PEER_DEAD;
+    if (rc == 0) {
+        /* it let go of the mutex: it left (state is set before the unlock) */
+        pthread_mutex_unlock(&pc->alive);
+        return atomic_load(&pc->state) == ST_LEFT ? PEER_LEFT : PEER_DEAD;
+    }
+    return PEER_ALIVE;
+}
+
+/* Fails the communicator and tells the other ranks, so that they stop
+ * waiting for us at once instead of each running into its own timeout. */
+static kiln_err give_up(kiln_comm *c, shm *s, int peer, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static kiln_err give_up(kiln_comm *c, shm *s, int peer, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    int32_t none = -1;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->h && atomic_compare_exchange_strong(&s->h->abort_rank, &none, c->rank)) {
+        memcpy(s->h->abort_msg, msg, sizeof msg);
+        atomic_store(&s->h->abort_peer, peer);
+        atomic_store(&s->h->abort_ready, 1); /* readers look at the message only now */
+    }
+    return kiln__comm_fail(c, KILN_EIO, peer, "%s", msg);
+}
+
+/* Waits until *w reaches target, where *w is written by `peer`. `what` says
+ * what we wait for ("its data", ...), for the message. */
+static kiln_err wait_ge(kiln_comm *c, shm *s, int peer, _Atomic uint32_t *w, uint32_t target,
+                        const char *what)
+{
+    double deadline = 0;
+    uint32_t v;
+
+    for (int i = 0; i < s->spin; i++) {
+        if (reached(atomic_load_explicit(w, memory_order_acquire), target)) return KILN_OK;
+        cpu_relax();
+    }
+    for (int iter = 0;; iter++) {
+        if (reached(atomic_load(w), target)) return KILN_OK;
+        if (iter < 4) {
+            /* oversubscribed cores: let the peer run before sleeping */
+            sched_yield();
+            continue;
+        }
+        double t = now_s();
+        if (deadline == 0) deadline = t + c->timeout_s;
+        int32_t ab = atomic_load(&s->h->abort_ready) ? atomic_load(&s->h->abort_rank) : -1;
+        if (ab >= 0 && ab != c->rank) {
+            char msg[400];
+            memcpy(msg, s->h->abort_msg, sizeof msg);
+            msg[sizeof msg - 1] = '\0';
+            int32_t culprit = atomic_load(&s->h->abort_peer);
+            return kiln__comm_fail(c, KILN_EIO, culprit >= 0 ? culprit : ab,
+                                   "%s #%llu: rank %d gave up on the group: %s", c->op_name,
+                                   (unsigned long long)c->op_seq, (int)ab, msg);
+        }
+        int ps = peer_status(s, peer);
+        if (ps == PEER_DEAD)
+            return give_up(c, s, peer,
+                           "%s #%llu (chunk %zu of %zu): rank %d (pid %d) died while rank %d "
+                           "waited for %s",
+                           c->op_name, (unsigned long long)c->op_seq, s->chunk + 1, s->nchunks,
+                           peer, (int)atomic_load(&s->ctl[peer].pid), c->rank, what);
+        if (ps == PEER_LEFT)
+            return give_up(c, s, peer,
+                           "%s #%llu (chunk %zu of %zu): rank %d left the group (destroyed its "
+                           "communicator) while rank %d waited for %s",
+                           c->op_name, (unsigned long long)c->op_seq, s->chunk + 1, s->nchunks,
+                           peer, c->rank, what);
+        if (t >= deadline)
+            return give_up(c, s, peer,
+                           "%s #%llu (chunk %zu of %zu): no progress from rank %d for %.1f s "
+                           "while rank %d waited for %s; rank %d is alive but hung or not in "
+                           "the same collective (it last started operation #%llu)",
+                           c->op_name, (unsigned long long)c->op_seq, s->chunk + 1, s->nchunks,
+                           peer, c->timeout_s, c->rank, what, peer,
+                           (unsigned long long)atomic_load(&s->ctl[peer].op_seq));
+        atomic_fetch_add(&s->h->waiters, 1);
+        v = atomic_load(w);
+        if (!reached(v, target)) {
+            double left = deadline - t;
+            futex_wait(w, v, left < SLEEP_SLICE_S ? left : SLEEP_SLICE_S);
+        }
+        atomic_fetch_sub(&s->h->waiters, 1);
+    }
+}
+
+/* Before writing our slot of parity b for step k: every peer has finished
+ * reading it in step k-2. */
+static kiln_err wait_slot_free(kiln_comm *c, shm *s, uint64_t k)
+{
+    kiln_err e;
+    if (k < 3) return KILN_OK;
+    for (int p = 0; p < c->world; p++)
+        if (p != c->rank && (e = wait_ge(c, s, p, &s->ctl[p].done_seq, (uint32_t)(k - 2),
+                                         "it to finish reading the previous chunk")) != KILN_OK)
+            return e;
+    return KILN_OK;
+}
+
+static uint64_t next_step(kiln_comm *c, shm *s)
+{
+    uint64_t k = ++s->steps;
+    if (kiln__coll_test_step_hook) kiln__coll_test_step_hook(c->rank, k);
+    return k;
+}
+
+static void slice_of(size_t m, int world, int p, size_t *lo, size_t *hi)
+{
+    size_t per = align_up((m + (size_t)world - 1) / (size_t)world, SLICE_ALIGN);
+    size_t a = (size_t)p * per;
+    *lo = a < m ? a : m;
+    *hi = a + per < m ? a + per : m;
+}
+
+static kiln_err step_allreduce(kiln_comm *c, shm *s, float *x, size_t m)
+{
+    const int r = c->rank, n = c->world;
+    const uint64_t k = next_step(c, s);
+    const unsigned b = (unsigned)(k & 1);
+    const uint32_t k32 = (uint32_t)k;
+    struct rank_ctl *me = &s->ctl[r];
+    float *mine = slot(s, r, b);
+    size_t lo, hi;
+    kiln_err e;
+
+    slice_of(m, n, r, &lo, &hi);
+    if ((e = wait_slot_free(c, s, k)) != KILN_OK) return e;
+    /* 1: share everything but our own slice (we read that one from x directly) */
+    if (lo > 0) memcpy(mine, x, lo * sizeof(float));
+    if (hi < m) memcpy(mine + hi, x + hi, (m - hi) * sizeof(float));
+    publish(s, &me->in_seq, k32);
+
+    /* 2: reduce-scatter: our slice, summed in rank order */
+    for (int p = 0; p < n; p++) {
+        if (p == r) {
+            s->srcs[p] = x + lo;
+            continue;
+        }
+        if ((e = wait_ge(c, s, p, &s->ctl[p].in_seq, k32, "its data")) != KILN_OK) return e;
+        s->srcs[p] = slot(s, p, b) + lo;
+    }
+    if (hi > lo) s->sum(x + lo, mine + lo, s->srcs, n, hi - lo);
+    publish(s, &me->red_seq, k32);
+
+    /* 3: all-gather the other slices */
+    for (int p = 0; p < n; p++) {
+        size_t plo, phi;
+        if (p == r) continue;
+        if ((e = wait_ge(c, s, p, &s->ctl[p].red_seq, k32, "its reduced slice")) != KILN_OK)
+            return e;
+        slice_of(m, n, p, &plo, &phi);
+        if (phi > plo) memcpy(x + plo, slot(s, p, b) + plo, (phi - plo) * sizeof(float));
+    }
+    publish(s, &me->done_seq, k32);
+    return KILN_OK;
+}
+
+static void begin_op(kiln_comm *c, shm *s, size_t nchunks)
+{
+    atomic_store_explicit(&s->ctl[c->rank].op_seq, c->op_seq, memory_order_relaxed);
+    s->chunk = 0;
+    s->nchunks = nchunks;
+}
+
+static kiln_err shm_allreduce(kiln_comm *c, float *buf, size_t count)
+{
+    shm *s = c->impl;
+    kiln_err e = KILN_OK;
+
+    if (c->world == 1) return KILN_OK;
+    begin_op(c, s, count ? (count + s->slot_elems - 1) / s->slot_elems : 1);
+    if (count == 0) return step_allreduce(c, s, NULL, 0);
+    for (size_t off = 0; off < count && e == KILN_OK; off += s->slot_elems, s->chunk++) {
+        size_t m = count - off < s->slot_elems ? count - off : s->slot_elems;
+        e = step_allreduce(c, s, buf + off, m);
+    }
+    return e;
+}
+
+static kiln_err shm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root)
+{
+    shm *s = c->impl;
+    char *p = buf;
+    kiln_err e = KILN_OK;
+
+    if (c->world == 1) return KILN_OK;
+    begin_op(c, s, bytes ? (bytes + s->slot_bytes - 1) / s->slot_bytes : 1);
+    size_t off = 0;
+    do {
+        size_t len = bytes - off < s->slot_bytes ? bytes - off : s->slot_bytes;
+        uint64_t k = next_step(c, s);
+        unsigned b = (unsigned)(k & 1);
+        if (c->rank == root) {
+            if ((e = wait_slot_free(c, s, k)) != KILN_OK) break;
+            if (len) memcpy(slot(s, root, b), p + off, len);
+            publish(s, &s->ctl[root].in_seq, (uint32_t)k);
+        } else {
+            if ((e = wait_ge(c, s, root, &s->ctl[root].in_seq, (uint32_t)k, "its data")) != KILN_OK)
+                break;
+            if (len) memcpy(p + off, slot(s, root, b), len);
+        }
+        publish(s, &s->ctl[c->rank].done_seq, (uint32_t)k);
+        off += len;
+        s->chunk++;
+    } while (off < bytes);
+    return e;
+}
+
+static kiln_err shm_barrier(kiln_comm *c)
+{
+    shm *s = c->impl;
+    if (c->world == 1) return KILN_OK;
+    begin_op(c, s, 1);
+    return step_allreduce(c, s, NULL, 0);
+}
+
+/* ---- rendezvous ---- */
+
+static int valid_key(const char *k)
+{
+    size_t n = 0;
+    if (!k) return 0;
+    for (; k[n]; n++)
+        if (!((k[n] >= 'a' && k[n] <= 'z') || (k[n] >= 'A' && k[n] <= 'Z') ||
+              (k[n] >= '0' && k[n] <= '9') || k[n] == '.' || k[n] == '_' || k[n] == '-'))
+            return 0;
+    return n > 0 && n <= MAX_KEY;
+}
+
+/* Marks a leftover segment of the same name abandoned (so any rank still
+ * attached to it lets go) and unlinks the name. */
+static void retire_stale(const char *name)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    struct stat st;
+    if (fd >= 0) {
+        if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct shm_hdr)) {
+            struct shm_hdr *h = mmap(NULL, sizeof *h, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (h != MAP_FAILED) {
+                atomic_store(&h->abandoned, 1);
+                futex_wake(&h->attached);
+                munmap(h, sizeof *h);
+            }
+        }
+        close(fd);
+    }
+    shm_unlink(name);
+}
+
+static kiln_err map_fd(kiln_comm *c, shm *s, int fd)
+{
+    void *p = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED)
+        return kiln__comm_fail(c, KILN_EIO, -1, "mmap %s (%zu bytes): %s", s->name, s->size,
+                               strerror(errno));
+    s->base = p;
+    s->h = p;
+    s->ctl = (struct rank_ctl *)((char *)p + ctl_off());
+    s->data = (char *)p + data_off(c->world);
+    return KILN_OK;
+}
+
+static void unmap(shm *s)
+{
+    if (s->base) munmap(s->base, s->size);
+    s->base = NULL;
+    s->h = NULL;
+    s->ctl = NULL;
+}
+
+static kiln_err create_segment(kiln_comm *c, shm *s)
+{
+    pthread_mutexattr_t ma;
+    kiln_err e = KILN_OK;
+    int fd = -1, tries = 0, ma_init = 0;
+
+    for (;;) {
+        fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd >= 0) break;
+        if (errno != EEXIST || ++tries > 3) {
+            e = kiln__comm_fail(c, KILN_EIO, -1, "cannot create %s: %s", s->name, strerror(errno));
+            goto out;
+        }
+        retire_stale(s->name); /* a crashed earlier run with this key */
+    }
+    s->creator = 1;
+    if (ftruncate(fd, (off_t)s->size) != 0) {
+        e = kiln__comm_fail(c, KILN_EIO, -1, "cannot size %s to %zu bytes: %s", s->name, s->size,
+                            strerror(errno));
+        goto out;
+    }
+    if ((e = map_fd(c, s, fd)) != KILN_OK) goto out;
+    /* ftruncate zero-filled everything: counters 0, states ST_EMPTY */
+    s->h->version = SHM_VERSION;
+    s->h->world = (uint32_t)c->world;
+    s->h->slot_bytes = s->slot_bytes;
+    s->h->total_bytes = s->size;
+    atomic_store(&s->h->abort_rank, -1);
+    atomic_store(&s->h->abort_peer, -1);
+    if (pthread_mutexattr_init(&ma) != 0) {
+        e = kiln__comm_fail(c, KILN_EIO, -1, "pthread_mutexattr_init failed");
+        goto out;
+    }
+    ma_init = 1;
+    if (pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED) != 0 ||
+        pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST) != 0) {
+        e = kiln__comm_fail(c, KILN_EIO, -1, "robust process-shared mutexes are not supported");
+        goto out;
+    }
+    for (int r = 0; r < c->world; r++)
+        if (pthread_mutex_init(&s->ctl[r].alive, &ma) != 0) {
+            e = kiln__comm_fail(c, KILN_EIO, -1, "pthread_mutex_init failed");
+            goto out;
+        }
+out:
+    if (ma_init) pthread_mutexattr_destroy(&ma);
+    if (fd >= 0) close(fd);
+    return e;
+}
+
+/* Opens the segment rank 0 created. KILN_OK: attached-to and checked;
+ * KILN_ENOTFOUND: not there (yet), or stale: try again. */
+static kiln_err open_segment(kiln_comm *c, shm *s)
+{
+    struct stat st;
+    kiln_err e = KILN_ENOTFOUND;
+    int fd = shm_open(s->name, O_RDWR, 0);
+
+    if (fd < 0) {
+        if (errno == ENOENT) return KILN_ENOTFOUND;
+        return kiln__comm_fail(c, KILN_EIO, -1, "cannot open %s: %s", s->name, strerror(errno));
+    }
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < s->size) goto out; /* being sized */
+    if ((e = map_fd(c, s, fd)) != KILN_OK) goto out;
+    e = KILN_ENOTFOUND;
+    for (int i = 0; i < 100 && atomic_load(&s->h->magic) != SHM_MAGIC; i++)
+        sleep_s(0.0005);
+    if (atomic_load(&s->h->magic) != SHM_MAGIC || atomic_load(&s->h->abandoned)) goto out;
+    /* rank 0 attaches before it marks the segment ready; if it is gone, the
+     * segment is a leftover of an earlier run with this key */
+    if (peer_status(s, 0) != PEER_ALIVE) goto out;
+    if (s->h->version != SHM_VERSION || s->h->world != (uint32_t)c->world ||
+        s->h->slot_bytes != s->slot_bytes) {
+        e = kiln__comm_fail(c, KILN_EINVAL, 0,
+                            "segment %s was made by rank 0 for %u ranks and %llu-byte chunks, "
+                            "but rank %d was configured for %d ranks and %zu-byte chunks: the "
+                            "replicas disagree on the cluster (or two jobs share a key)",
+                            s->name, s->h->world, (unsigned long long)s->h->slot_bytes, c->rank,
+                            c->world, s->slot_bytes);
+        goto out;
+    }
+    if (atomic_load(&s->ctl[c->rank].state) != ST_EMPTY) {
+        e = kiln__comm_fail(c, KILN_EINVAL, c->rank,
+                            "rank %d already joined segment %s: two replicas were given the "
+                            "same rank (or two jobs share a key)",
+                            c->rank, s->name);
+        goto out;
+    }
+    e = KILN_OK;
+out:
+    if (e != KILN_OK) unmap(s);
+    close(fd);
+    return e;
+}
+
+static kiln_err attach_self(kiln_comm *c, shm *s)
+{
+    struct rank_ctl *me = &s->ctl[c->rank];
+    int rc = pthread_mutex_lock(&me->alive);
+    if (rc == EOWNERDEAD) rc = pthread_mutex_consistent(&me->alive);
+    if (rc != 0)
+        return kiln__comm_fail(c, KILN_EIO, -1, "cannot take the liveness lock: %s", strerror(rc));
+    s->locked = 1;
+    atomic_store(&me->pid, (int32_t)getpid());
+    atomic_store(&me->state, ST_ATTACHED);
+    atomic_fetch_add(&s->h->attached, 1);
+    futex_wake(&s->h->attached);
+    return KILN_OK;
+}
+
+static kiln_err wait_all_attached(kiln_comm *c, shm *s, double deadline)
+{
+    for (;;) {
+        uint32_t n = atomic_load(&s->h->attached);
+        if (n >= (uint32_t)c->world) return KILN_OK;
+        if (atomic_load(&s->h->abandoned))
+            return kiln__comm_fail(c, KILN_EIO, -1,
+                                   "segment %s was replaced during rendezvous (a restarted "
+                                   "replica with the same job key?)",
+                                   s->name);
+        for (int p = 0; p < c->world; p++)
+            if (p != c->rank && peer_status(s, p) == PEER_DEAD)
+                return kiln__comm_fail(c, KILN_EIO, p, "rank %d died during rendezvous on %s", p,
+                                       s->name);
+        double t = now_s();
+        if (t >= deadline) {
+            char missing[256] = "";
+            size_t len = 0;
+            int first = -1;
+            for (int p = 0; p < c->world && len + 16 < sizeof missing; p++)
+                if (atomic_load(&s->ctl[p].state) == ST_EMPTY) {
+                    len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d",
+                                            first < 0 ? "" : ", ", p);
+                    if (first < 0) first = p;
+                }
+            return kiln__comm_fail(c, KILN_EIO, first,
+                                   "rank(s) %s did not join %s within %.1f s (%u of %d joined)",
+                                   missing, s->name, c->timeout_s, n, c->world);
+        }
+        double left = deadline - t;
+        futex_wait(&s->h->attached, n, left < SLEEP_SLICE_S ? left : SLEEP_SLICE_S);
+    }
+}
+
+static void shm_destroy(kiln_comm *c);
+
+static kiln_err shm_init(kiln_comm *c, const kiln_comm_config *cfg)
+{
+    shm *s;
+    const char *key = cfg->job_key ? cfg->job_key : getenv("KILN_COLL_KEY");
+    size_t chunk = cfg->chunk_bytes ? cfg->chunk_bytes : DEFAULT_CHUNK;
+    kiln_err e = KILN_OK;
+
+    if (c->world > MAX_WORLD)
+        return kiln__comm_fail(c, KILN_EINVAL, -1,
+                               "world size %d: the shm backend takes at most %d", c->world,
+                               MAX_WORLD);
+    if (!(s = calloc(1, sizeof *s))) return kiln__comm_fail(c, KILN_ENOMEM, -1, "out of memory");
+    c->impl = s;
+    s->sum = kiln__sum_best();
+    if (c->world == 1) return KILN_OK; /* nothing to share */
+    if (!valid_key(key))
+        return kiln__comm_fail(c, KILN_EINVAL, -1,
+                               "job key %s%s%s: need 1..%d characters of [A-Za-z0-9._-], equal "
+                               "on every replica and unique per job",
+                               key ? "'" : "", key ? key : "(none: set job_key or KILN_COLL_KEY)",
+                               key ? "'" : "", MAX_KEY);
+    snprintf(s->name, sizeof s->name, "/kiln-coll-%s", key);
+    if (chunk > ((size_t)1 << 30)) chunk = (size_t)1 << 30;
+    s->slot_bytes = align_up(chunk, 256);
+    s->slot_elems = s->slot_bytes / sizeof(float);
+    s->size = data_off(c->world) + 2 * (size_t)c->world * s->slot_bytes;
+    if (!(s->srcs = calloc((size_t)c->world, sizeof *s->srcs)))
+        return kiln__comm_fail(c, KILN_ENOMEM, -1, "out of memory");
+    {
+        /* Spinning only pays when every rank has a core of its own. */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        const char *env = getenv("KILN_COLL_SPIN");
+        s->spin = c->world <= cpus ? 20000 : 0;
+        if (env) s->spin = atoi(env);
+    }
+
+    double deadline = now_s() + c->timeout_s;
+    if (c->rank == 0) {
+        if ((e = create_segment(c, s)) != KILN_OK) return e;
+        if ((e = attach_self(c, s)) != KILN_OK) return e;
+        atomic_store(&s->h->magic, SHM_MAGIC);
+    } else {
+        double nap = 0.0005;
+        while ((e = open_segment(c, s)) == KILN_ENOTFOUND) {
+            if (now_s() >= deadline)
+                return kiln__comm_fail(c, KILN_EIO, 0,
+                                       "rank 0 did not create %s within %.1f s (is rank 0 "
+                                       "running, with the same job key?)",
+                                       s->name, c->timeout_s);
+            sleep_s(nap);
+            if (nap < 0.01) nap *= 2;
+        }
+        if (e != KILN_OK) return e;
+        if ((e = attach_self(c, s)) != KILN_OK) return e;
+    }
+    if ((e = wait_all_attached(c, s, deadline)) != KILN_OK) return e;
+    if (c->rank == 0) {
+        /* everyone has it mapped: the name is no longer needed, and without it
+         * nothing can leak into /dev/shm whatever happens next */
+        shm_unlink(s->name);
+        s->unlinked = 1;
+    }
+    return KILN_OK;
+}
+
+static void shm_destroy(kiln_comm *c)
+{
+    shm *s = c->impl;
+    if (!s) return;
+    if (s->h) {
+        if (s->locked) {
+            atomic_store(&s->ctl[c->rank].state, ST_LEFT);
+            pthread_mutex_unlock(&s->ctl[c->rank].alive);
+        }
+        /* wake anyone asleep on our counters so they notice at once */
+        futex_wake(&s->ctl[c->rank].in_seq);
+        futex_wake(&s->ctl[c->rank].red_seq);
+        futex_wake(&s->ctl[c->rank].done_seq);
+    }
+    if (s->creator && !s->unlinked) shm_unlink(s->name);
+    unmap(s);
+    free(s->srcs);
+    free(s);
+    c->impl = NULL;
+}
+
+const kiln__coll_ops kiln__coll_shm = {
+    .name = "shm",
+    .init = shm_init,
+    .allreduce_sum_f32 = shm_allreduce,
+    .broadcast = shm_broadcast,
+    .barrier = shm_barrier,
+    .destroy = shm_destroy,
+};
