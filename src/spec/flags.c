@@ -40,6 +40,53 @@ bool kiln__parse_i64(const char *s, int64_t *out)
     return true;
 }
 
+bool kiln__utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        size_t n = c < 0x80             ? 0
+                   : (c & 0xE0) == 0xC0 ? 1
+                   : (c & 0xF0) == 0xE0 ? 2
+                   : (c & 0xF8) == 0xF0 ? 3
+                                        : 9;
+        if (n == 9) return false;
+        uint32_t cp = n == 0 ? c : n == 1 ? (c & 0x1F) : n == 2 ? (c & 0x0F) : (c & 0x07);
+        for (size_t i = 1; i <= n; i++) {
+            if ((p[i] & 0xC0) != 0x80) return false; /* also stops at the NUL */
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        static const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+size_t kiln__utf8_cut(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max);
+    if (s[n] == '\0') return n; /* the whole string fits */
+    /* s[n] is the first byte left out: if it continues a sequence, the cut
+     * is inside that sequence, so back up to before its lead byte */
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+void kiln__utf8_trim(char *s)
+{
+    size_t i = strlen(s), k = 0;
+    while (i > 0 && k < 3 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
+        i--;
+        k++;
+    }
+    if (i == 0) return;
+    unsigned c = (unsigned char)s[i - 1];
+    size_t need = (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 0;
+    if (k < need) s[i - 1] = '\0'; /* a sequence cut short by a buffer's end */
+}
+
 #define ACCEL_NAME_MAX 64
 
 char *kiln__accelerator_enum(const char *name)
@@ -207,6 +254,7 @@ static void bad_value(parse_ctx *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    kiln__utf8_trim(msg);
     kiln_diag_add(c->d, c->flag, "%s", msg);
     fail(c, KILN_EINVAL);
 }
@@ -474,7 +522,8 @@ static const char *closest_flag(const char *name, size_t len)
     char word[FLAG_NAME_MAX + 1];
     for (size_t i = 0; i < NFLAGS; i++)
         names[i] = flags[i].name;
-    snprintf(word, sizeof word, "%.*s", (int)(len > FLAG_NAME_MAX ? FLAG_NAME_MAX : len), name);
+    snprintf(word, sizeof word, "%.*s",
+             (int)kiln__utf8_cut(name, len > FLAG_NAME_MAX ? FLAG_NAME_MAX : len), name);
     return kiln__suggest(word, names, NFLAGS);
 }
 
@@ -488,6 +537,7 @@ static void usage_error(parse_ctx *c, const char *field, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    kiln__utf8_trim(msg);
     kiln_diag_add(c->d, field, "%s", msg);
     c->a->usage_errors++;
     fail(c, KILN_EINVAL);
@@ -501,7 +551,8 @@ static void parse_flag(parse_ctx *c, int argc, char **argv, int *i)
     const char *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     char field[FLAG_NAME_MAX + 8];
-    snprintf(field, sizeof field, "--%.*s", (int)(len > FLAG_NAME_MAX ? FLAG_NAME_MAX : len), name);
+    snprintf(field, sizeof field, "--%.*s",
+             (int)kiln__utf8_cut(name, len > FLAG_NAME_MAX ? FLAG_NAME_MAX : len), name);
 
     const flag_def *f = find_flag(name, len);
     if (f == NULL) {
@@ -532,10 +583,24 @@ static void parse_flag(parse_ctx *c, int argc, char **argv, int *i)
     parse_value(c, f, val);
 }
 
+/* A Job is JSON, so its strings must be UTF-8: reject other bytes up front,
+ * before any of them can reach a message or a field. */
+static bool all_utf8(parse_ctx *c, int argc, char **argv)
+{
+    bool ok = true;
+    for (int i = 0; i < argc; i++)
+        if (argv[i] && !kiln__utf8_valid(argv[i])) {
+            usage_error(c, "", "argument %d is not valid UTF-8", i + 1);
+            ok = false;
+        }
+    return ok;
+}
+
 kiln_err kiln_submit_parse(int argc, char **argv, kiln_submit_args *out, kiln_diag *d)
 {
     *out = (kiln_submit_args){0};
     parse_ctx c = {.a = out, .d = d, .err = KILN_OK};
+    if (!all_utf8(&c, argc, argv)) return c.err;
     for (int i = 0; i < argc && c.err != KILN_ENOMEM; i++) {
         const char *arg = argv[i] ? argv[i] : "";
         if (strcmp(arg, "--") == 0) {
@@ -549,15 +614,16 @@ kiln_err kiln_submit_parse(int argc, char **argv, kiln_submit_args *out, kiln_di
         if (strncmp(arg, "--", 2) == 0) {
             parse_flag(&c, argc, argv, &i);
         } else if (arg[0] == '-' && arg[1] != '\0') {
-            usage_error(&c, "", "'%.64s': short options are not supported; flags start with --",
-                        arg);
+            usage_error(&c, "", "'%.*s': short options are not supported; flags start with --",
+                        (int)kiln__utf8_cut(arg, 64), arg);
         } else if (out->job_id == NULL) {
             put_str(&c, &out->job_id, strdup(arg));
         } else {
             usage_error(&c, "",
-                        "unexpected argument '%.64s': the job ID is already '%.64s' "
+                        "unexpected argument '%.*s': the job ID is already '%.*s' "
                         "(program arguments go after --)",
-                        arg, out->job_id);
+                        (int)kiln__utf8_cut(arg, 64), arg, (int)kiln__utf8_cut(out->job_id, 64),
+                        out->job_id);
         }
     }
     if (out->config_path && out->tfjob_path)

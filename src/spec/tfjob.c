@@ -73,6 +73,7 @@ static void bad(tf_ctx *c, const char *field, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    kiln__utf8_trim(msg);
     c->bad++;
     kiln_diag_add(c->d, field, "%s", msg);
 }

@@ -421,6 +421,10 @@ static void test_bad_flags(void)
     expect_bad(ARGV("-v"), "", "short options", true);
     expect_bad(ARGV("job1", "job2"), "", "unexpected argument 'job2'", true);
     expect_bad(ARGV("--config", "a.yaml", "--tfjob=b.yaml"), "--tfjob", "combined", true);
+    /* a Job is JSON: bytes that are not UTF-8 never get in (found by fuzzing) */
+    expect_bad(ARGV("jjcatalo\x8cg--woak"), "", "argument 1 is not valid UTF-8", true);
+    expect_bad(ARGV("j", "--", "\xff"), "", "argument 3 is not valid UTF-8", true);
+    expect_bad(ARGV("--region", "\xc3"), "", "not valid UTF-8", true);
     expect_bad(ARGV("--worker-count", "-1"), "--worker-count", "not a count", false);
     expect_bad(ARGV("--worker-count", "abc"), "--worker-count", "not a count", false);
     expect_bad(ARGV("--evaluator-count", "99999999999999999999"), "--evaluator-count",
@@ -585,6 +589,20 @@ static void test_helpers(void)
     CHECK_STR(s, "NVIDIA_TESLA_V100");
     free(s);
     CHECK(kiln__accelerator_enum("") == NULL && kiln__accelerator_enum("a/b") == NULL);
+
+    CHECK(kiln__utf8_valid("") && kiln__utf8_valid("abc") && kiln__utf8_valid("caf\xc3\xa9"));
+    CHECK(kiln__utf8_valid("\xf0\x9f\x98\x80"));                   /* U+1F600 */
+    CHECK(!kiln__utf8_valid("\x8c") && !kiln__utf8_valid("\xc3")); /* stray, cut short */
+    CHECK(!kiln__utf8_valid("\xc0\xaf"));                          /* overlong '/' */
+    CHECK(!kiln__utf8_valid("\xed\xa0\x80"));                      /* a surrogate */
+    CHECK(!kiln__utf8_valid("\xf4\x90\x80\x80"));                  /* past U+10FFFF */
+    CHECK(kiln__utf8_cut("ab\xc3\xa9", 3) == 2 && kiln__utf8_cut("ab\xc3\xa9", 4) == 4);
+    CHECK(kiln__utf8_cut("abc", 10) == 3 && kiln__utf8_cut("abc", 2) == 2);
+    char t1[] = "ab\xe2\x82", t2[] = "ab\xe2\x82\xac";
+    kiln__utf8_trim(t1);
+    kiln__utf8_trim(t2);
+    CHECK(strcmp(t1, "ab") == 0);
+    CHECK(strlen(t2) == 5);
 
     CHECK_STR(kiln__default_machine_type(NULL, 0), "n1-standard-4");
     CHECK_STR(kiln__default_machine_type("NVIDIA_TESLA_V100", 8), "n1-standard-4");
