@@ -95,7 +95,9 @@ typedef struct kiln_comm_config {
 } kiln_comm_config;
 
 /* rank, world_size, hosts and key taken from a parsed TF_CONFIG (g must
- * outlive the config); backend AUTO, default timeout and chunk. */
+ * outlive the config); backend AUTO, default timeout and chunk. The key is
+ * $KILN_COLL_KEY when set (an executor can make it unique per attempt), else
+ * g->key. */
 kiln_comm_config kiln_comm_config_from_tf(const kiln_tf_group *g);
 
 typedef struct kiln_comm kiln_comm;

@@ -66,7 +66,9 @@ kiln_comm_config kiln_comm_config_from_tf(const kiln_tf_group *g)
     cfg.rank = g->rank;
     cfg.world_size = g->world_size;
     cfg.backend = KILN_COLL_AUTO;
-    cfg.job_key = g->key;
+    /* the executor may name the job (and attempt) itself; else the cluster hash */
+    const char *env = getenv("KILN_COLL_KEY");
+    cfg.job_key = env && *env ? env : g->key;
     cfg.hosts = g->hosts;
     return cfg;
 }

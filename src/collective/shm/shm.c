@@ -525,6 +525,7 @@ out:
 static kiln_err open_segment(kiln_comm *c, shm *s)
 {
     struct stat st;
+    struct shm_hdr *h = MAP_FAILED;
     kiln_err e = KILN_ENOTFOUND;
     int fd = shm_open(s->name, O_RDWR, 0);
 
@@ -532,25 +533,40 @@ static kiln_err open_segment(kiln_comm *c, shm *s)
         if (errno == ENOENT) return KILN_ENOTFOUND;
         return kiln__comm_fail(c, KILN_EIO, -1, "cannot open %s: %s", s->name, strerror(errno));
     }
-    if (fstat(fd, &st) != 0 || (size_t)st.st_size < s->size) goto out; /* being sized */
-    if ((e = map_fd(c, s, fd)) != KILN_OK) goto out;
-    e = KILN_ENOTFOUND;
-    for (int i = 0; i < 100 && atomic_load(&s->h->magic) != SHM_MAGIC; i++)
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof *h) goto out; /* being sized */
+    /* the header first: it says what rank 0 was configured for */
+    h = mmap(NULL, sizeof *h, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h == MAP_FAILED) goto out;
+    for (int i = 0; i < 100 && atomic_load(&h->magic) != SHM_MAGIC; i++)
         sleep_s(0.0005);
-    if (atomic_load(&s->h->magic) != SHM_MAGIC || atomic_load(&s->h->abandoned)) goto out;
-    /* rank 0 attaches before it marks the segment ready; if it is gone, the
-     * segment is a leftover of an earlier run with this key */
-    if (peer_status(s, 0) != PEER_ALIVE) goto out;
-    if (s->h->version != SHM_VERSION || s->h->world != (uint32_t)c->world ||
-        s->h->slot_bytes != s->slot_bytes) {
+    if (atomic_load(&h->magic) != SHM_MAGIC || atomic_load(&h->abandoned)) goto out;
+    if (h->version != SHM_VERSION || h->world != (uint32_t)c->world ||
+        h->slot_bytes != s->slot_bytes || (size_t)st.st_size != s->size) {
+        /* rank 0 is alive (EBUSY on its lock) only in a segment of this job */
+        struct rank_ctl *ctl0 = NULL;
+        void *whole = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        int live = 0;
+        if (whole != MAP_FAILED && (size_t)st.st_size >= ctl_off() + sizeof *ctl0) {
+            ctl0 = (struct rank_ctl *)((char *)whole + ctl_off());
+            int rc = pthread_mutex_trylock(&ctl0->alive);
+            live = rc == EBUSY;
+            if (rc == 0 || rc == EOWNERDEAD) pthread_mutex_unlock(&ctl0->alive);
+        }
+        if (whole != MAP_FAILED) munmap(whole, (size_t)st.st_size);
+        if (!live) goto out; /* a leftover: rank 0 of this job will replace it */
         e = kiln__comm_fail(c, KILN_EINVAL, 0,
                             "segment %s was made by rank 0 for %u ranks and %llu-byte chunks, "
                             "but rank %d was configured for %d ranks and %zu-byte chunks: the "
                             "replicas disagree on the cluster (or two jobs share a key)",
-                            s->name, s->h->world, (unsigned long long)s->h->slot_bytes, c->rank,
-                            c->world, s->slot_bytes);
+                            s->name, h->world, (unsigned long long)h->slot_bytes, c->rank, c->world,
+                            s->slot_bytes);
         goto out;
     }
+    if ((e = map_fd(c, s, fd)) != KILN_OK) goto out;
+    e = KILN_ENOTFOUND;
+    /* rank 0 attaches before it marks the segment ready; if it is gone, the
+     * segment is a leftover of an earlier run with this key */
+    if (peer_status(s, 0) != PEER_ALIVE) goto out;
     if (atomic_load(&s->ctl[c->rank].state) != ST_EMPTY) {
         e = kiln__comm_fail(c, KILN_EINVAL, c->rank,
                             "rank %d already joined segment %s: two replicas were given the "
@@ -560,6 +576,7 @@ static kiln_err open_segment(kiln_comm *c, shm *s)
     }
     e = KILN_OK;
 out:
+    if (h != MAP_FAILED) munmap(h, sizeof *h);
     if (e != KILN_OK) unmap(s);
     close(fd);
     return e;
@@ -598,16 +615,17 @@ static kiln_err wait_all_attached(kiln_comm *c, shm *s, double deadline)
         if (t >= deadline) {
             char missing[256] = "";
             size_t len = 0;
-            int first = -1;
+            int first = -1, nmiss = 0;
             for (int p = 0; p < c->world && len + 16 < sizeof missing; p++)
                 if (atomic_load(&s->ctl[p].state) == ST_EMPTY) {
                     len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d",
                                             first < 0 ? "" : ", ", p);
                     if (first < 0) first = p;
+                    nmiss++;
                 }
-            return kiln__comm_fail(c, KILN_EIO, first,
-                                   "rank(s) %s did not join %s within %.1f s (%u of %d joined)",
-                                   missing, s->name, c->timeout_s, n, c->world);
+            return kiln__comm_fail(
+                c, KILN_EIO, first, "rank%s %s did not join %s within %.1f s (%u of %d joined)",
+                nmiss > 1 ? "s" : "", missing, s->name, c->timeout_s, n, c->world);
         }
         double left = deadline - t;
         futex_wait(&s->h->attached, n, left < SLEEP_SLICE_S ? left : SLEEP_SLICE_S);
