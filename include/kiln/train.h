@@ -1,0 +1,164 @@
+/* kiln/train.h - build, train and evaluate models with the kiln runtime, in
+ * the spirit of Keras: make a model for an input shape, add layers, compile
+ * with an optimizer, loss and batch size, then fit and evaluate.
+ *
+ *     kiln_model *m = kiln_model_new(28, 28, 1);
+ *     kiln_model_add(m, kiln_conv2d(32, 5, 1, KILN_SAME, KILN_RELU));
+ *     kiln_model_add(m, kiln_maxpool2d(2, 2));
+ *     kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
+ *     kiln_model_compile(m, kiln_sgd(0.01f, 0.9f), KILN_SOFTMAX_XENT, 128, seed);
+ *     kiln_model_fit(m, &train, &opts, &callbacks);
+ *
+ * Ownership: kiln_model_add takes the layer (also when it fails); the model
+ * frees its layers in kiln_model_free. Every function that can fail returns 0
+ * on success and -1 on failure, with a sentence in kiln_model_error(m).
+ *
+ * Determinism: weights are initialised from `seed` with kiln's own RNG
+ * (kiln/tensor.h) and every kernel has a fixed reduction order for a given
+ * thread count (kiln_set_threads), so two runs with the same seed, data
+ * order and thread count produce bit-identical parameters. */
+#ifndef KILN_TRAIN_H
+#define KILN_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kiln/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- layers ---- */
+typedef enum kiln_activation { KILN_LINEAR = 0, KILN_RELU = 1 } kiln_activation;
+#define KILN_SAME  (-1) /* conv padding that keeps H and W (odd kernels, stride 1) */
+#define KILN_VALID 0
+
+typedef struct kiln_layer kiln_layer;
+/* Dense on the flattened input (NHWC order), weights [in, units]. */
+kiln_layer *kiln_dense(int units, kiln_activation act);
+/* Square kernel, stride, padding in pixels or KILN_SAME; weights [k, k, C, filters]. */
+kiln_layer *kiln_conv2d(int filters, int kernel, int stride, int padding, kiln_activation act);
+kiln_layer *kiln_maxpool2d(int size, int stride);
+kiln_layer *kiln_avgpool2d(int size, int stride);
+kiln_layer *kiln_batchnorm(float momentum, float eps); /* per channel (last dim) */
+kiln_layer *kiln_relu(void);
+kiln_layer *kiln_flatten(void); /* a no-op in NHWC; kept for readable model code */
+
+/* ---- model ---- */
+typedef struct kiln_model kiln_model;
+
+typedef enum kiln_opt_kind { KILN_OPT_SGD = 0, KILN_OPT_ADAM = 1 } kiln_opt_kind;
+typedef struct kiln_optimizer {
+    kiln_opt_kind kind;
+    float lr;
+    float momentum;        /* SGD */
+    float beta1, beta2, eps; /* Adam */
+} kiln_optimizer;
+kiln_optimizer kiln_sgd(float lr, float momentum);
+kiln_optimizer kiln_adam(float lr); /* betas 0.9, 0.999, eps 1e-8 (PyTorch defaults) */
+
+typedef enum kiln_loss { KILN_SOFTMAX_XENT = 0 } kiln_loss;
+
+/* Input shape of one example, NHWC without N (an MLP on 784 pixels may use
+ * 28, 28, 1 or 1, 1, 784). NULL on allocation failure. */
+kiln_model *kiln_model_new(int h, int w, int c);
+void kiln_model_free(kiln_model *m);
+int kiln_model_add(kiln_model *m, kiln_layer *layer);
+/* Infers shapes, allocates every buffer for batches of up to batch_size,
+ * and initialises weights from seed (PyTorch's default: U(-1/sqrt(fan_in),
+ * +1/sqrt(fan_in)) for weights and biases). The last layer's outputs are
+ * the class logits. */
+int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int batch_size,
+                       uint64_t seed);
+const char *kiln_model_error(const kiln_model *m);
+void kiln_model_summary(const kiln_model *m, FILE *f);
+int kiln_model_batch_size(const kiln_model *m);
+size_t kiln_model_input_dim(const kiln_model *m);
+int kiln_model_num_classes(const kiln_model *m);
+/* Multiply-adds of one example's forward pass (for FLOP accounting). */
+double kiln_model_forward_macs(const kiln_model *m);
+
+/* One optimizer step on n <= batch_size examples (x: n * input_dim floats,
+ * y: n labels). loss (mean over n) and correct may be NULL. */
+int kiln_model_train_step(kiln_model *m, const float *x, const uint8_t *y, int n, float *loss,
+                          int *correct);
+/* Inference-mode loss and accuracy over n examples, in batches. */
+int kiln_model_evaluate(kiln_model *m, const float *x, const uint8_t *y, size_t n, float *loss,
+                        float *accuracy);
+/* Logits of n <= batch_size examples (n * num_classes floats into out). */
+int kiln_model_predict(kiln_model *m, const float *x, int n, float *out);
+
+/* ---- state, for checkpoints ----
+ * Everything that a bit-exact resume needs is enumerable by name: parameters
+ * ("conv2d_0/kernel", "dense_3/bias", ...), optimizer slots
+ * ("<param>/momentum", "<param>/adam_m", "<param>/adam_v"), batch-norm
+ * running statistics, plus the optimizer step count and the RNG. */
+typedef struct kiln_buffer {
+    const char *name;
+    int is_param; /* 1 = trainable parameter, 0 = other state */
+    int ndim;
+    int shape[KILN_MAX_DIMS];
+    size_t size;
+    float *data; /* owned by the model; restore by writing into it */
+} kiln_buffer;
+size_t kiln_model_num_buffers(const kiln_model *m);
+kiln_buffer kiln_model_buffer(const kiln_model *m, size_t i);
+/* Optimizer steps taken so far (Adam's t); set it when restoring. */
+uint64_t kiln_model_step(const kiln_model *m);
+void kiln_model_set_step(kiln_model *m, uint64_t step);
+/* The model's RNG (seeded by compile; used for initialisation). */
+kiln_rng *kiln_model_rng(kiln_model *m);
+
+/* ---- data and fit ---- */
+typedef struct kiln_data {
+    const float *x;   /* n * dim floats */
+    const uint8_t *y; /* n labels */
+    size_t n, dim;
+} kiln_data;
+
+/* Fashion-MNIST (or MNIST) split from dir (NULL = Debian's
+ * /usr/share/datasets/fashion-mnist), train = 1 or the 10k test set.
+ * Pixels scaled to [0, 1]. Free with kiln_data_free. On failure returns -1
+ * and writes a sentence into err (errlen bytes). */
+int kiln_load_fashion_mnist(const char *dir, int train, kiln_data *out, char *err, size_t errlen);
+void kiln_data_free(kiln_data *d);
+
+typedef struct kiln_fit_info {
+    uint64_t epoch;         /* 0-based */
+    uint64_t step;          /* step within the epoch just finished (0-based) */
+    uint64_t steps_per_epoch;
+    uint64_t global_step;   /* optimizer steps so far, this one included */
+    float loss;             /* this batch's mean loss */
+    int batch;              /* examples in this batch */
+    int correct;            /* of them classified right */
+    double samples_per_sec; /* over the epoch so far */
+    int last_in_epoch;
+} kiln_fit_info;
+
+/* Callbacks return 0 to go on, nonzero to stop training (fit returns 1). */
+typedef struct kiln_callbacks {
+    void *ud;
+    int (*on_epoch_begin)(void *ud, kiln_model *m, uint64_t epoch, uint64_t steps_per_epoch);
+    int (*on_step_end)(void *ud, kiln_model *m, const kiln_fit_info *info);
+    int (*on_epoch_end)(void *ud, kiln_model *m, const kiln_fit_info *info);
+} kiln_callbacks;
+
+typedef struct kiln_fit_opts {
+    int epochs;             /* train until this many epochs are complete */
+    uint64_t shuffle_seed;  /* the order of epoch e is a function of (seed, e) */
+    uint64_t initial_epoch; /* resume point: first epoch ... */
+    uint64_t initial_step;  /* ... and first step within it */
+} kiln_fit_opts;
+
+/* Trains on `data` in batches of the compiled batch size, shuffled per epoch,
+ * with batches assembled on a background thread. Returns 0 when all epochs
+ * are done, 1 when a callback stopped it, -1 on error. */
+int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *opts,
+                   const kiln_callbacks *cb);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,182 @@
+/* core/pool.c - a tiny fork-join pool: the calling thread plus n-1 workers.
+ *
+ * Why our own pool rather than OpenBLAS's threads: the batch sizes of small
+ * models make each GEMM short (tens of microseconds), and splitting work at
+ * the layer level lets bias, ReLU and pooling run on the same core right after
+ * the GEMM that produced the data, while it is still in cache. Workers spin
+ * for a short while after each job (the next one usually comes within
+ * microseconds) and then sleep on a condition variable, so an idle pool does
+ * not steal the core the data prefetch thread needs. */
+#include "core/pool.h"
+
+#include "kiln/tensor.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_ITERS 20000
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int nthreads; /* including the caller */
+    int started;  /* workers running */
+    pthread_t tid[KILN__MAX_THREADS];
+    atomic_uint gen;     /* bumped once per job */
+    atomic_int pending;  /* workers still busy with the current job */
+    atomic_int sleepers; /* workers blocked on cv */
+    int quit;
+    kiln__task_fn fn;
+    void *ctx;
+    int ntasks;
+} P = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void run_share(int tid)
+{
+    for (int t = tid; t < P.ntasks; t += P.nthreads)
+        P.fn(P.ctx, t, tid);
+}
+
+static void *worker(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    unsigned seen = atomic_load(&P.gen); /* jobs posted before we existed are not ours */
+    for (;;) {
+        unsigned g;
+        int spins = 0;
+        while ((g = atomic_load_explicit(&P.gen, memory_order_acquire)) == seen) {
+            if (++spins < SPIN_ITERS) {
+                CPU_RELAX();
+                continue;
+            }
+            pthread_mutex_lock(&P.mu);
+            atomic_fetch_add(&P.sleepers, 1);
+            while (atomic_load(&P.gen) == seen && !P.quit)
+                pthread_cond_wait(&P.cv, &P.mu);
+            atomic_fetch_sub(&P.sleepers, 1);
+            pthread_mutex_unlock(&P.mu);
+            spins = 0;
+        }
+        seen = g;
+        if (P.quit)
+            return NULL;
+        run_share(me);
+        atomic_fetch_sub_explicit(&P.pending, 1, memory_order_release);
+    }
+}
+
+static void stop_workers(void)
+{
+    if (!P.started)
+        return;
+    pthread_mutex_lock(&P.mu);
+    P.quit = 1;
+    atomic_fetch_add(&P.gen, 1);
+    pthread_cond_broadcast(&P.cv);
+    pthread_mutex_unlock(&P.mu);
+    for (int i = 1; i < P.nthreads; i++)
+        pthread_join(P.tid[i], NULL);
+    P.started = 0;
+    P.quit = 0;
+}
+
+static void start_workers(int n)
+{
+    P.nthreads = n;
+    for (int i = 1; i < n; i++) {
+        if (pthread_create(&P.tid[i], NULL, worker, (void *)(intptr_t)i) != 0) {
+            /* Fewer threads is slower, never wrong. */
+            P.nthreads = i;
+            break;
+        }
+    }
+    P.started = P.nthreads > 1;
+}
+
+int kiln_set_threads(int n)
+{
+    kiln_blas_init();
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    if (n > KILN__MAX_THREADS)
+        n = KILN__MAX_THREADS;
+    pthread_mutex_lock(&init_mu);
+    if (n != P.nthreads) {
+        stop_workers();
+        start_workers(n);
+    }
+    pthread_mutex_unlock(&init_mu);
+    return P.nthreads;
+}
+
+int kiln_get_threads(void)
+{
+    if (P.nthreads == 0)
+        kiln_set_threads(0);
+    return P.nthreads;
+}
+
+void kiln__parallel_for(int ntasks, kiln__task_fn fn, void *ctx)
+{
+    int n = kiln_get_threads();
+    if (ntasks <= 0)
+        return;
+    if (n == 1 || ntasks == 1) {
+        for (int t = 0; t < ntasks; t++)
+            fn(ctx, t, 0);
+        return;
+    }
+    P.fn = fn;
+    P.ctx = ctx;
+    P.ntasks = ntasks;
+    atomic_store(&P.pending, n - 1);
+    /* seq_cst, not release: the sleepers load below must not be reordered before
+     * this store (a worker going to sleep checks gen after bumping sleepers). */
+    atomic_fetch_add(&P.gen, 1);
+    if (atomic_load(&P.sleepers) > 0) {
+        pthread_mutex_lock(&P.mu);
+        pthread_cond_broadcast(&P.cv);
+        pthread_mutex_unlock(&P.mu);
+    }
+    run_share(0);
+    while (atomic_load_explicit(&P.pending, memory_order_acquire) > 0)
+        CPU_RELAX();
+}
+
+static struct {
+    float *p;
+    size_t n;
+} scratch[KILN__MAX_THREADS][KILN__SCRATCH_SLOTS];
+
+float *kiln__scratch(int tid, int slot, size_t nfloats)
+{
+    if (scratch[tid][slot].n < nfloats) {
+        kiln_ffree(scratch[tid][slot].p);
+        scratch[tid][slot].p = kiln_falloc(nfloats);
+        scratch[tid][slot].n = scratch[tid][slot].p ? nfloats : 0;
+    }
+    return scratch[tid][slot].p;
+}
+
+void kiln__split(size_t n, int parts, int i, size_t align, size_t *b, size_t *e)
+{
+    size_t units = (n + align - 1) / align;
+    size_t ub = units * (size_t)i / (size_t)parts, ue = units * (size_t)(i + 1) / (size_t)parts;
+    *b = ub * align < n ? ub * align : n;
+    *e = ue * align < n ? ue * align : n;
+}

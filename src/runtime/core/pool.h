@@ -1,0 +1,32 @@
+/* core/pool.h - the runtime's compute threads (internal).
+ *
+ * kiln__parallel_for runs fn(ctx, task, tid) for task = 0..ntasks-1 on the
+ * pool and returns when all are done. Task t always runs on thread
+ * t % nthreads, so which thread touches which data is fixed; kernels that
+ * need a cross-thread reduction give each task its own partial buffer and add
+ * the partials in task order afterwards (deterministic for a fixed count).
+ * Not reentrant: fn must not call kiln__parallel_for. */
+#ifndef KILN_RT_CORE_POOL_H
+#define KILN_RT_CORE_POOL_H
+
+#include <stddef.h>
+
+#include "kiln/tensor.h" /* kiln_get_threads */
+
+typedef void (*kiln__task_fn)(void *ctx, int task, int tid);
+
+void kiln__parallel_for(int ntasks, kiln__task_fn fn, void *ctx);
+
+/* Per-thread scratch memory that grows on demand and is kept for the life of
+ * the process, so the training step loop does not allocate. The pointer is
+ * valid until the next kiln__scratch call with the same (tid, slot). NULL on
+ * allocation failure. slot < KILN__SCRATCH_SLOTS. */
+#define KILN__SCRATCH_SLOTS 4
+#define KILN__MAX_THREADS   64
+float *kiln__scratch(int tid, int slot, size_t nfloats);
+
+/* Splits [0, n) into `parts` ranges whose boundaries are multiples of
+ * `align` (except the end): range i is [*b, *e). */
+void kiln__split(size_t n, int parts, int i, size_t align, size_t *b, size_t *e);
+
+#endif

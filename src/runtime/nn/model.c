@@ -1,0 +1,635 @@
+/* nn/model.c - layers and the sequential model: shapes, buffers, forward,
+ * backward, optimizer step, and the named-state table for checkpoints.
+ *
+ * Memory: compile allocates every activation, gradient, parameter and
+ * optimizer buffer once, for the compiled batch size; a training step
+ * allocates nothing. Layer i reads layer i-1's output (or the caller's input
+ * for i = 0) and writes the gradient w.r.t. that input into layer i-1's
+ * `dout`. Flatten owns no buffers: its out/dout alias its input's. */
+#include "kiln/train.h"
+
+#include "core/pool.h"
+#include "nn/nn.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { L_DENSE, L_CONV, L_MAXPOOL, L_AVGPOOL, L_BN, L_RELU, L_FLATTEN } layer_kind;
+
+struct kiln_layer {
+    layer_kind kind;
+    int units, k, stride, pad, act;
+    float bn_momentum, bn_eps;
+    int ih, iw, ic, oh, ow, oc; /* per-example shapes (dense: 1 x 1 x features) */
+    float *w, *b, *dw, *db;     /* dense/conv: kernel+bias; bn: gamma+beta */
+    size_t nw, nb;
+    float *run_mean, *run_var, *mean, *invstd; /* bn */
+    int32_t *idx;                              /* maxpool arg-max */
+    float *out, *dout;                         /* [B, oh, ow, oc] */
+    int owns_out;
+    char name[32];
+};
+
+#define MAX_BUFS 256
+
+struct kiln_model {
+    int h, w, c;
+    kiln_layer **layers;
+    int nl, cap;
+    int batch, compiled;
+    kiln_optimizer opt;
+    uint64_t step;
+    kiln_rng rng;
+    float *dlogits;
+    const float *in; /* input of the current step (borrowed) */
+    kiln_buffer bufs[MAX_BUFS];
+    char *names[MAX_BUFS];
+    size_t nbufs;
+    kiln_opt_buf obufs[MAX_BUFS];
+    int nobufs;
+    char err[256];
+};
+
+#define fail kiln__model_fail
+
+int kiln__model_fail(kiln_model *m, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, sizeof(m->err), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static kiln_layer *layer_new(layer_kind kind)
+{
+    kiln_layer *l = calloc(1, sizeof(*l));
+    if (l)
+        l->kind = kind;
+    return l;
+}
+
+kiln_layer *kiln_dense(int units, kiln_activation act)
+{
+    kiln_layer *l = layer_new(L_DENSE);
+    if (l) {
+        l->units = units;
+        l->act = act;
+    }
+    return l;
+}
+
+kiln_layer *kiln_conv2d(int filters, int kernel, int stride, int padding, kiln_activation act)
+{
+    kiln_layer *l = layer_new(L_CONV);
+    if (l) {
+        l->units = filters;
+        l->k = kernel;
+        l->stride = stride;
+        l->pad = padding == KILN_SAME ? (kernel - 1) / 2 : padding;
+        l->act = act;
+    }
+    return l;
+}
+
+static kiln_layer *pool_new(layer_kind kind, int size, int stride)
+{
+    kiln_layer *l = layer_new(kind);
+    if (l) {
+        l->k = size;
+        l->stride = stride;
+    }
+    return l;
+}
+
+kiln_layer *kiln_maxpool2d(int size, int stride)
+{
+    return pool_new(L_MAXPOOL, size, stride);
+}
+
+kiln_layer *kiln_avgpool2d(int size, int stride)
+{
+    return pool_new(L_AVGPOOL, size, stride);
+}
+
+kiln_layer *kiln_batchnorm(float momentum, float eps)
+{
+    kiln_layer *l = layer_new(L_BN);
+    if (l) {
+        l->bn_momentum = momentum;
+        l->bn_eps = eps;
+    }
+    return l;
+}
+
+kiln_layer *kiln_relu(void)
+{
+    return layer_new(L_RELU);
+}
+
+kiln_layer *kiln_flatten(void)
+{
+    return layer_new(L_FLATTEN);
+}
+
+kiln_optimizer kiln_sgd(float lr, float momentum)
+{
+    return (kiln_optimizer){.kind = KILN_OPT_SGD, .lr = lr, .momentum = momentum};
+}
+
+kiln_optimizer kiln_adam(float lr)
+{
+    return (kiln_optimizer){
+        .kind = KILN_OPT_ADAM, .lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+}
+
+kiln_model *kiln_model_new(int h, int w, int c)
+{
+    if (h < 1 || w < 1 || c < 1)
+        return NULL;
+    kiln_model *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->h = h;
+    m->w = w;
+    m->c = c;
+    return m;
+}
+
+static void layer_free(kiln_layer *l)
+{
+    if (!l)
+        return;
+    float *f[] = {l->w, l->b, l->dw, l->db, l->run_mean, l->run_var, l->mean, l->invstd};
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        kiln_ffree(f[i]);
+    if (l->owns_out) {
+        kiln_ffree(l->out);
+        kiln_ffree(l->dout);
+    }
+    free(l->idx);
+    free(l);
+}
+
+void kiln_model_free(kiln_model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->nl; i++)
+        layer_free(m->layers[i]);
+    free(m->layers);
+    for (size_t i = 0; i < m->nbufs; i++)
+        free(m->names[i]); /* the data is freed with its layer or optimizer slot */
+    for (int i = 0; i < m->nobufs; i++) {
+        kiln_ffree(m->obufs[i].s1);
+        kiln_ffree(m->obufs[i].s2);
+    }
+    kiln_ffree(m->dlogits);
+    free(m);
+}
+
+int kiln_model_add(kiln_model *m, kiln_layer *layer)
+{
+    if (!layer)
+        return fail(m, "out of memory creating a layer");
+    if (m->compiled) {
+        layer_free(layer);
+        return fail(m, "cannot add layers after compile");
+    }
+    if (m->nl == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 8;
+        kiln_layer **nl = realloc(m->layers, sizeof(*nl) * (size_t)cap);
+        if (!nl) {
+            layer_free(layer);
+            return fail(m, "out of memory adding a layer");
+        }
+        m->layers = nl;
+        m->cap = cap;
+    }
+    m->layers[m->nl++] = layer;
+    return 0;
+}
+
+const char *kiln_model_error(const kiln_model *m)
+{
+    return m->err;
+}
+
+static size_t out_size(const kiln_layer *l)
+{
+    return (size_t)l->oh * l->ow * l->oc;
+}
+
+static int add_buf(kiln_model *m, const char *lname, const char *suffix, int is_param, float *data,
+                   int ndim, const int *shape)
+{
+    if (m->nbufs == MAX_BUFS)
+        return fail(m, "too many state buffers");
+    size_t len = strlen(lname) + strlen(suffix) + 2;
+    char *name = malloc(len);
+    if (!name)
+        return fail(m, "out of memory");
+    snprintf(name, len, "%s/%s", lname, suffix);
+    kiln_buffer *b = &m->bufs[m->nbufs];
+    m->names[m->nbufs++] = name;
+    *b = (kiln_buffer){.name = name, .is_param = is_param, .ndim = ndim, .data = data, .size = 1};
+    for (int i = 0; i < ndim; i++) {
+        b->shape[i] = shape[i];
+        b->size *= (size_t)shape[i];
+    }
+    return 0;
+}
+
+/* A parameter plus its gradient and optimizer slots. */
+static int add_param(kiln_model *m, const char *lname, const char *pname, float *p, float *g,
+                     int ndim, const int *shape)
+{
+    if (add_buf(m, lname, pname, 1, p, ndim, shape))
+        return -1;
+    size_t n = m->bufs[m->nbufs - 1].size;
+    kiln_opt_buf *ob = &m->obufs[m->nobufs++];
+    *ob = (kiln_opt_buf){.p = p, .g = g, .n = n};
+    ob->s1 = kiln_falloc(n);
+    if (m->opt.kind == KILN_OPT_ADAM)
+        ob->s2 = kiln_falloc(n);
+    if (!ob->s1 || (m->opt.kind == KILN_OPT_ADAM && !ob->s2))
+        return fail(m, "out of memory for optimizer state");
+    char full[96];
+    snprintf(full, sizeof(full), "%s/%s", lname, pname);
+    if (m->opt.kind == KILN_OPT_SGD)
+        return add_buf(m, full, "momentum", 0, ob->s1, ndim, shape);
+    if (add_buf(m, full, "adam_m", 0, ob->s1, ndim, shape))
+        return -1;
+    return add_buf(m, full, "adam_v", 0, ob->s2, ndim, shape);
+}
+
+static void init_uniform(kiln_rng *r, float *p, size_t n, float bound)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (2.0f * kiln_rng_uniform(r) - 1.0f) * bound;
+}
+
+int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int batch_size,
+                       uint64_t seed)
+{
+    if (m->compiled)
+        return fail(m, "model already compiled");
+    if (m->nl == 0)
+        return fail(m, "model has no layers");
+    if (batch_size < 1)
+        return fail(m, "batch size must be >= 1, got %d", batch_size);
+    if (loss != KILN_SOFTMAX_XENT)
+        return fail(m, "unknown loss %d", (int)loss);
+    kiln_blas_init();
+    m->opt = opt;
+    m->batch = batch_size;
+    kiln_rng_seed(&m->rng, seed);
+    int h = m->h, w = m->w, c = m->c, B = batch_size;
+    int counts[8] = {0};
+    const char *kname[] = {"dense", "conv2d", "max_pool", "avg_pool", "batch_norm", "relu",
+                           "flatten"};
+    for (int i = 0; i < m->nl; i++) {
+        kiln_layer *l = m->layers[i];
+        l->ih = h;
+        l->iw = w;
+        l->ic = c;
+        snprintf(l->name, sizeof(l->name), "%s_%d", kname[l->kind], i);
+        (void)counts;
+        switch (l->kind) {
+        case L_DENSE:
+            if (l->units < 1)
+                return fail(m, "%s: units must be >= 1", l->name);
+            l->oh = l->ow = 1;
+            l->oc = l->units;
+            break;
+        case L_CONV: {
+            kiln_conv_shape s;
+            if (l->units < 1 || kiln_conv_shape_init(&s, B, h, w, c, l->units, l->k, l->k,
+                                                     l->stride, l->pad))
+                return fail(m, "%s: bad conv shape for input %dx%dx%d", l->name, h, w, c);
+            l->oh = s.oh;
+            l->ow = s.ow;
+            l->oc = l->units;
+            break;
+        }
+        case L_MAXPOOL:
+        case L_AVGPOOL: {
+            kiln_pool_shape s;
+            if (kiln_pool_shape_init(&s, B, h, w, c, l->k, l->stride))
+                return fail(m, "%s: window %d does not fit input %dx%d", l->name, l->k, h, w);
+            l->oh = s.oh;
+            l->ow = s.ow;
+            l->oc = c;
+            break;
+        }
+        case L_BN:
+        case L_RELU:
+            l->oh = h;
+            l->ow = w;
+            l->oc = c;
+            break;
+        case L_FLATTEN:
+            l->oh = l->ow = 1;
+            l->oc = h * w * c;
+            break;
+        }
+        h = l->oh;
+        w = l->ow;
+        c = l->oc;
+        /* buffers */
+        if (l->kind == L_FLATTEN) {
+            l->out = i ? m->layers[i - 1]->out : NULL; /* set per step for i == 0 */
+            l->dout = i ? m->layers[i - 1]->dout : NULL;
+        } else {
+            l->out = kiln_falloc((size_t)B * out_size(l));
+            l->dout = kiln_falloc((size_t)B * out_size(l));
+            l->owns_out = 1;
+            if (!l->out || !l->dout)
+                return fail(m, "out of memory for activations");
+        }
+        if (l->kind == L_MAXPOOL && !(l->idx = malloc(sizeof(int32_t) * (size_t)B * out_size(l))))
+            return fail(m, "out of memory");
+        if (l->kind == L_DENSE || l->kind == L_CONV) {
+            size_t fan_in = l->kind == L_DENSE ? (size_t)l->ih * l->iw * l->ic
+                                               : (size_t)l->k * l->k * l->ic;
+            l->nw = fan_in * l->oc;
+            l->nb = l->oc;
+            l->w = kiln_falloc(l->nw);
+            l->b = kiln_falloc(l->nb);
+            l->dw = kiln_falloc(l->nw);
+            l->db = kiln_falloc(l->nb);
+            if (!l->w || !l->b || !l->dw || !l->db)
+                return fail(m, "out of memory for parameters");
+            float bound = 1.0f / sqrtf((float)fan_in);
+            init_uniform(&m->rng, l->w, l->nw, bound);
+            init_uniform(&m->rng, l->b, l->nb, bound);
+            int wshape[4] = {l->k, l->k, l->ic, l->oc}, dshape[2] = {(int)fan_in, l->oc};
+            if (add_param(m, l->name, "kernel", l->w, l->dw, l->kind == L_CONV ? 4 : 2,
+                          l->kind == L_CONV ? wshape : dshape) ||
+                add_param(m, l->name, "bias", l->b, l->db, 1, &l->oc))
+                return -1;
+        }
+        if (l->kind == L_BN) {
+            l->nw = l->nb = (size_t)c;
+            l->w = kiln_falloc(c);
+            l->b = kiln_falloc(c);
+            l->dw = kiln_falloc(c);
+            l->db = kiln_falloc(c);
+            l->run_mean = kiln_falloc(c);
+            l->run_var = kiln_falloc(c);
+            l->mean = kiln_falloc(c);
+            l->invstd = kiln_falloc(c);
+            if (!l->w || !l->b || !l->dw || !l->db || !l->run_mean || !l->run_var || !l->mean ||
+                !l->invstd)
+                return fail(m, "out of memory for batch norm");
+            for (int j = 0; j < c; j++)
+                l->w[j] = l->run_var[j] = 1.0f;
+            if (add_param(m, l->name, "gamma", l->w, l->dw, 1, &c) ||
+                add_param(m, l->name, "beta", l->b, l->db, 1, &c) ||
+                add_buf(m, l->name, "moving_mean", 0, l->run_mean, 1, &c) ||
+                add_buf(m, l->name, "moving_variance", 0, l->run_var, 1, &c))
+                return -1;
+        }
+    }
+    if (!(m->dlogits = kiln_falloc((size_t)B * c)))
+        return fail(m, "out of memory");
+    m->compiled = 1;
+    return 0;
+}
+
+int kiln_model_batch_size(const kiln_model *m)
+{
+    return m->batch;
+}
+
+size_t kiln_model_input_dim(const kiln_model *m)
+{
+    return (size_t)m->h * m->w * m->c;
+}
+
+int kiln_model_num_classes(const kiln_model *m)
+{
+    return m->nl ? (int)out_size(m->layers[m->nl - 1]) : 0;
+}
+
+double kiln_model_forward_macs(const kiln_model *m)
+{
+    double macs = 0.0;
+    for (int i = 0; i < m->nl; i++) {
+        const kiln_layer *l = m->layers[i];
+        if (l->kind == L_DENSE || l->kind == L_CONV)
+            macs += (double)l->nw * l->oh * l->ow;
+    }
+    return macs;
+}
+
+void kiln_model_summary(const kiln_model *m, FILE *f)
+{
+    size_t total = 0;
+    fprintf(f, "%-16s %-18s %10s\n", "layer", "output (NHWC)", "params");
+    for (int i = 0; i < m->nl; i++) {
+        const kiln_layer *l = m->layers[i];
+        size_t np = l->nw + l->nb;
+        total += np;
+        char shp[48];
+        snprintf(shp, sizeof(shp), "%dx%dx%d", l->oh, l->ow, l->oc);
+        fprintf(f, "%-16s %-18s %10zu\n", l->name, shp, np);
+    }
+    fprintf(f, "total params: %zu\n", total);
+}
+
+static const float *layer_input(const kiln_model *m, int i)
+{
+    return i ? m->layers[i - 1]->out : m->in;
+}
+
+static void forward(kiln_model *m, int n, int training)
+{
+    for (int i = 0; i < m->nl; i++) {
+        kiln_layer *l = m->layers[i];
+        const float *x = layer_input(m, i);
+        switch (l->kind) {
+        case L_DENSE:
+            kiln_dense_fwd(x, l->w, l->b, l->out, n, l->ih * l->iw * l->ic, l->oc, l->act);
+            break;
+        case L_CONV: {
+            kiln_conv_shape s;
+            kiln_conv_shape_init(&s, n, l->ih, l->iw, l->ic, l->oc, l->k, l->k, l->stride, l->pad);
+            kiln_conv2d_fwd(&s, x, l->w, l->b, l->out, l->act);
+            break;
+        }
+        case L_MAXPOOL:
+        case L_AVGPOOL: {
+            kiln_pool_shape s;
+            kiln_pool_shape_init(&s, n, l->ih, l->iw, l->ic, l->k, l->stride);
+            if (l->kind == L_MAXPOOL)
+                kiln_maxpool_fwd(&s, x, l->out, l->idx);
+            else
+                kiln_avgpool_fwd(&s, x, l->out);
+            break;
+        }
+        case L_BN: {
+            int M = n * l->ih * l->iw;
+            if (training)
+                kiln_bn_fwd_train(x, l->w, l->b, l->out, l->mean, l->invstd, l->run_mean,
+                                  l->run_var, l->bn_momentum, l->bn_eps, M, l->ic);
+            else
+                kiln_bn_fwd_infer(x, l->w, l->b, l->run_mean, l->run_var, l->bn_eps, l->out, M,
+                                  l->ic);
+            break;
+        }
+        case L_RELU:
+            kiln_relu_fwd(x, l->out, (size_t)n * out_size(l));
+            break;
+        case L_FLATTEN:
+            if (i == 0)
+                l->out = (float *)m->in; /* never written through: next layer only reads */
+            break;
+        }
+    }
+}
+
+static void backward(kiln_model *m, int n)
+{
+    for (int i = m->nl - 1; i >= 0; i--) {
+        kiln_layer *l = m->layers[i];
+        const float *x = layer_input(m, i);
+        /* no input gradient below the first layer with parameters */
+        float *dx = i ? m->layers[i - 1]->dout : NULL;
+        int need_dx = 0;
+        for (int j = 0; j < i; j++)
+            need_dx |= m->layers[j]->nw > 0;
+        if (!need_dx)
+            dx = NULL;
+        switch (l->kind) {
+        case L_DENSE:
+            kiln_dense_bwd(x, l->w, l->out, l->dout, dx, l->dw, l->db, n, l->ih * l->iw * l->ic,
+                           l->oc, l->act);
+            break;
+        case L_CONV: {
+            kiln_conv_shape s;
+            kiln_conv_shape_init(&s, n, l->ih, l->iw, l->ic, l->oc, l->k, l->k, l->stride, l->pad);
+            kiln_conv2d_bwd(&s, x, l->w, l->out, l->dout, dx, l->dw, l->db, l->act);
+            break;
+        }
+        case L_MAXPOOL:
+        case L_AVGPOOL: {
+            if (!dx)
+                break;
+            kiln_pool_shape s;
+            kiln_pool_shape_init(&s, n, l->ih, l->iw, l->ic, l->k, l->stride);
+            if (l->kind == L_MAXPOOL)
+                kiln_maxpool_bwd(&s, l->dout, l->idx, dx);
+            else
+                kiln_avgpool_bwd(&s, l->dout, dx);
+            break;
+        }
+        case L_BN: {
+            /* BN always needs its own dgamma/dbeta; dx only if something below learns */
+            float *tmp = dx ? dx : kiln__scratch(0, 3, (size_t)n * out_size(l));
+            kiln_bn_bwd(x, l->w, l->mean, l->invstd, l->dout, tmp, l->dw, l->db,
+                        n * l->ih * l->iw, l->ic);
+            break;
+        }
+        case L_RELU:
+            if (dx)
+                kiln_relu_bwd(l->out, l->dout, dx, (size_t)n * out_size(l));
+            break;
+        case L_FLATTEN:
+            break; /* dout aliases the input's dout */
+        }
+    }
+}
+
+int kiln_model_train_step(kiln_model *m, const float *x, const uint8_t *y, int n, float *loss,
+                          int *correct)
+{
+    if (!m->compiled)
+        return fail(m, "model is not compiled");
+    if (n < 1 || n > m->batch)
+        return fail(m, "batch of %d examples, compiled for 1..%d", n, m->batch);
+    m->in = x;
+    forward(m, n, 1);
+    kiln_layer *last = m->layers[m->nl - 1];
+    int K = (int)out_size(last);
+    for (int i = 0; i < n; i++)
+        if (y[i] >= K)
+            return fail(m, "label %d out of range for %d classes", y[i], K);
+    float l = kiln_xent(last->out, y, n, K, last->dout, correct);
+    if (loss)
+        *loss = l;
+    backward(m, n);
+    m->step++;
+    if (m->opt.kind == KILN_OPT_SGD)
+        kiln_sgd_update(m->obufs, m->nobufs, m->opt.lr, m->opt.momentum);
+    else
+        kiln_adam_update(m->obufs, m->nobufs, m->opt.lr, m->opt.beta1, m->opt.beta2, m->opt.eps,
+                         m->step);
+    return 0;
+}
+
+int kiln_model_predict(kiln_model *m, const float *x, int n, float *out)
+{
+    if (!m->compiled)
+        return fail(m, "model is not compiled");
+    if (n < 1 || n > m->batch)
+        return fail(m, "batch of %d examples, compiled for 1..%d", n, m->batch);
+    m->in = x;
+    forward(m, n, 0);
+    kiln_layer *last = m->layers[m->nl - 1];
+    memcpy(out, last->out, sizeof(float) * (size_t)n * out_size(last));
+    return 0;
+}
+
+int kiln_model_evaluate(kiln_model *m, const float *x, const uint8_t *y, size_t n, float *loss,
+                        float *accuracy)
+{
+    if (!m->compiled)
+        return fail(m, "model is not compiled");
+    double tl = 0.0;
+    size_t ok = 0, dim = kiln_model_input_dim(m);
+    kiln_layer *last = m->layers[m->nl - 1];
+    int K = (int)out_size(last);
+    for (size_t i = 0; i < n; i += (size_t)m->batch) {
+        int b = n - i < (size_t)m->batch ? (int)(n - i) : m->batch;
+        m->in = x + i * dim;
+        forward(m, b, 0);
+        int c = 0;
+        tl += (double)kiln_xent(last->out, y + i, b, K, NULL, &c) * b;
+        ok += (size_t)c;
+    }
+    if (loss)
+        *loss = n ? (float)(tl / (double)n) : 0.0f;
+    if (accuracy)
+        *accuracy = n ? (float)((double)ok / (double)n) : 0.0f;
+    return 0;
+}
+
+size_t kiln_model_num_buffers(const kiln_model *m)
+{
+    return m->nbufs;
+}
+
+kiln_buffer kiln_model_buffer(const kiln_model *m, size_t i)
+{
+    return i < m->nbufs ? m->bufs[i] : (kiln_buffer){0};
+}
+
+uint64_t kiln_model_step(const kiln_model *m)
+{
+    return m->step;
+}
+
+void kiln_model_set_step(kiln_model *m, uint64_t step)
+{
+    m->step = step;
+}
+
+kiln_rng *kiln_model_rng(kiln_model *m)
+{
+    return &m->rng;
+}

@@ -1,0 +1,164 @@
+/* ops/dense.c - fully connected layer, reference and fast (SGEMM) paths.
+ *
+ * Fast path threading: each of the pool's threads takes a slice of the
+ * output columns (multiples of 16 floats = one AVX-512 vector) and runs a
+ * single-threaded SGEMM on it, then adds bias and applies ReLU to the slice
+ * while it is still in its cache. No output element is written by two
+ * threads, so no cross-thread reduction exists and results do not depend on
+ * timing. */
+#include "ops/ops.h"
+
+#include "core/pool.h"
+#include "kiln/tensor.h"
+
+#include <cblas.h>
+#include <string.h>
+
+void kiln_dense_fwd_ref(const float *x, const float *w, const float *b, float *y, int B, int in,
+                        int out, int relu)
+{
+    for (int i = 0; i < B; i++)
+        for (int j = 0; j < out; j++) {
+            double acc = b ? b[j] : 0.0;
+            for (int k = 0; k < in; k++)
+                acc += (double)x[(size_t)i * in + k] * w[(size_t)k * out + j];
+            float v = (float)acc;
+            y[(size_t)i * out + j] = relu && v < 0.0f ? 0.0f : v;
+        }
+}
+
+void kiln_dense_bwd_ref(const float *x, const float *w, const float *y, float *dy, float *dx,
+                        float *dw, float *db, int B, int in, int out, int relu)
+{
+    if (relu)
+        for (size_t i = 0; i < (size_t)B * out; i++)
+            if (y[i] <= 0.0f)
+                dy[i] = 0.0f;
+    for (int j = 0; j < out; j++) {
+        double acc = 0.0;
+        for (int i = 0; i < B; i++)
+            acc += dy[(size_t)i * out + j];
+        db[j] = (float)acc;
+    }
+    for (int k = 0; k < in; k++)
+        for (int j = 0; j < out; j++) {
+            double acc = 0.0;
+            for (int i = 0; i < B; i++)
+                acc += (double)x[(size_t)i * in + k] * dy[(size_t)i * out + j];
+            dw[(size_t)k * out + j] = (float)acc;
+        }
+    if (dx)
+        for (int i = 0; i < B; i++)
+            for (int k = 0; k < in; k++) {
+                double acc = 0.0;
+                for (int j = 0; j < out; j++)
+                    acc += (double)dy[(size_t)i * out + j] * w[(size_t)k * out + j];
+                dx[(size_t)i * in + k] = (float)acc;
+            }
+}
+
+typedef struct dense_ctx {
+    const float *x, *w, *b, *y;
+    float *yo, *dy, *dx, *dw, *db;
+    int B, in, out, relu, parts;
+} dense_ctx;
+
+/* Column slices of at least this many floats per thread; below it the
+ * thread hand-off costs more than it saves. */
+#define MIN_COLS 64
+
+static int parts_for(int cols, int rows)
+{
+    int t = kiln_get_threads();
+    while (t > 1 && (cols / t < MIN_COLS || (size_t)cols * rows < 4096))
+        t--;
+    return t;
+}
+
+static void fwd_task(void *p, int task, int tid)
+{
+    dense_ctx *c = p;
+    size_t c0, c1;
+    kiln__split((size_t)c->out, c->parts, task, 16, &c0, &c1);
+    int n = (int)(c1 - c0);
+    if (n <= 0)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->B, n, c->in, 1.0f, c->x, c->in,
+                c->w + c0, c->out, 0.0f, c->yo + c0, c->out);
+    for (int i = 0; i < c->B; i++) {
+        float *row = c->yo + (size_t)i * c->out + c0;
+        const float *bb = c->b ? c->b + c0 : NULL;
+        if (c->relu)
+            for (int j = 0; j < n; j++) {
+                float v = row[j] + (bb ? bb[j] : 0.0f);
+                row[j] = v > 0.0f ? v : 0.0f;
+            }
+        else if (bb)
+            for (int j = 0; j < n; j++)
+                row[j] += bb[j];
+    }
+}
+
+void kiln_dense_fwd(const float *x, const float *w, const float *b, float *y, int B, int in,
+                    int out, int relu)
+{
+    kiln_blas_init();
+    dense_ctx c = {.x = x, .w = w, .b = b, .yo = y, .B = B, .in = in, .out = out, .relu = relu};
+    c.parts = parts_for(out, B);
+    kiln__parallel_for(c.parts, fwd_task, &c);
+}
+
+/* Stage 1, per column slice: ReLU mask of dy, bias gradient, dW = x^T dy. */
+static void bwd_w_task(void *p, int task, int tid)
+{
+    dense_ctx *c = p;
+    size_t c0, c1;
+    kiln__split((size_t)c->out, c->parts, task, 16, &c0, &c1);
+    int n = (int)(c1 - c0);
+    if (n <= 0)
+        return;
+    float *db = c->db + c0;
+    memset(db, 0, sizeof(float) * (size_t)n);
+    for (int i = 0; i < c->B; i++) {
+        float *d = c->dy + (size_t)i * c->out + c0;
+        if (c->relu) {
+            const float *yy = c->y + (size_t)i * c->out + c0;
+            for (int j = 0; j < n; j++) {
+                d[j] = yy[j] > 0.0f ? d[j] : 0.0f;
+                db[j] += d[j];
+            }
+        } else {
+            for (int j = 0; j < n; j++)
+                db[j] += d[j];
+        }
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->in, n, c->B, 1.0f, c->x, c->in,
+                c->dy + c0, c->out, 0.0f, c->dw + c0, c->out);
+}
+
+/* Stage 2, per slice of input features: dx[:, i0:i1] = dy W[i0:i1, :]^T. */
+static void bwd_x_task(void *p, int task, int tid)
+{
+    dense_ctx *c = p;
+    size_t i0, i1;
+    kiln__split((size_t)c->in, c->parts, task, 16, &i0, &i1);
+    int n = (int)(i1 - i0);
+    if (n <= 0)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->B, n, c->out, 1.0f, c->dy, c->out,
+                c->w + i0 * (size_t)c->out, c->out, 0.0f, c->dx + i0, c->in);
+}
+
+void kiln_dense_bwd(const float *x, const float *w, const float *y, float *dy, float *dx, float *dw,
+                    float *db, int B, int in, int out, int relu)
+{
+    kiln_blas_init();
+    dense_ctx c = {.x = x, .w = w, .y = y, .dy = dy, .dx = dx, .dw = dw, .db = db,
+                   .B = B, .in = in, .out = out, .relu = relu};
+    c.parts = parts_for(out, in);
+    kiln__parallel_for(c.parts, bwd_w_task, &c);
+    if (dx) {
+        c.parts = parts_for(in, B);
+        kiln__parallel_for(c.parts, bwd_x_task, &c);
+    }
+}

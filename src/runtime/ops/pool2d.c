@@ -1,0 +1,206 @@
+/* ops/pool2d.c - max and average pooling (NHWC, no padding).
+ * The fast paths run images on the thread pool and keep C innermost, where
+ * the loads are contiguous and vectorise; the arithmetic (a max, or a sum in
+ * window order then one multiply) is the reference's, so results are equal. */
+#include "ops/ops.h"
+
+#include "core/pool.h"
+
+#include <string.h>
+
+int kiln_pool_shape_init(kiln_pool_shape *s, int n, int h, int w, int c, int k, int stride)
+{
+    *s = (kiln_pool_shape){.n = n, .h = h, .w = w, .c = c, .k = k, .stride = stride};
+    if (n < 1 || c < 1 || k < 1 || stride < 1 || h < k || w < k)
+        return -1;
+    s->oh = (h - k) / stride + 1;
+    s->ow = (w - k) / stride + 1;
+    return 0;
+}
+
+#define IN(s, n, y, x)  ((((size_t)(n) * (s)->h + (y)) * (s)->w + (x)) * (s)->c)
+#define OUT(s, n, y, x) ((((size_t)(n) * (s)->oh + (y)) * (s)->ow + (x)) * (s)->c)
+
+void kiln_maxpool_fwd_ref(const kiln_pool_shape *s, const float *x, float *y, int32_t *idx)
+{
+    for (int n = 0; n < s->n; n++)
+        for (int oy = 0; oy < s->oh; oy++)
+            for (int ox = 0; ox < s->ow; ox++)
+                for (int c = 0; c < s->c; c++) {
+                    size_t best = IN(s, n, oy * s->stride, ox * s->stride) + c;
+                    for (int ky = 0; ky < s->k; ky++)
+                        for (int kx = 0; kx < s->k; kx++) {
+                            size_t i = IN(s, n, oy * s->stride + ky, ox * s->stride + kx) + c;
+                            if (x[i] > x[best])
+                                best = i;
+                        }
+                    y[OUT(s, n, oy, ox) + c] = x[best];
+                    idx[OUT(s, n, oy, ox) + c] = (int32_t)best;
+                }
+}
+
+void kiln_maxpool_bwd_ref(const kiln_pool_shape *s, const float *dy, const int32_t *idx, float *dx)
+{
+    memset(dx, 0, sizeof(float) * (size_t)s->n * s->h * s->w * s->c);
+    size_t ny = (size_t)s->n * s->oh * s->ow * s->c;
+    for (size_t j = 0; j < ny; j++)
+        dx[idx[j]] += dy[j];
+}
+
+void kiln_avgpool_fwd_ref(const kiln_pool_shape *s, const float *x, float *y)
+{
+    float inv = 1.0f / (float)(s->k * s->k);
+    for (int n = 0; n < s->n; n++)
+        for (int oy = 0; oy < s->oh; oy++)
+            for (int ox = 0; ox < s->ow; ox++)
+                for (int c = 0; c < s->c; c++) {
+                    float acc = 0.0f;
+                    for (int ky = 0; ky < s->k; ky++)
+                        for (int kx = 0; kx < s->k; kx++)
+                            acc += x[IN(s, n, oy * s->stride + ky, ox * s->stride + kx) + c];
+                    y[OUT(s, n, oy, ox) + c] = acc * inv;
+                }
+}
+
+void kiln_avgpool_bwd_ref(const kiln_pool_shape *s, const float *dy, float *dx)
+{
+    float inv = 1.0f / (float)(s->k * s->k);
+    memset(dx, 0, sizeof(float) * (size_t)s->n * s->h * s->w * s->c);
+    for (int n = 0; n < s->n; n++)
+        for (int oy = 0; oy < s->oh; oy++)
+            for (int ox = 0; ox < s->ow; ox++)
+                for (int c = 0; c < s->c; c++)
+                    for (int ky = 0; ky < s->k; ky++)
+                        for (int kx = 0; kx < s->k; kx++)
+                            dx[IN(s, n, oy * s->stride + ky, ox * s->stride + kx) + c] +=
+                                dy[OUT(s, n, oy, ox) + c] * inv;
+}
+
+typedef struct pool_ctx {
+    const kiln_pool_shape *s;
+    const float *x, *dy;
+    float *y, *dx;
+    const int32_t *cidx;
+    int32_t *idx;
+    int tasks;
+} pool_ctx;
+
+static void maxf_task(void *p, int task, int tid)
+{
+    pool_ctx *q = p;
+    const kiln_pool_shape *s = q->s;
+    size_t n0, n1;
+    kiln__split((size_t)s->n, q->tasks, task, 1, &n0, &n1);
+    int C = s->c;
+    for (int n = (int)n0; n < (int)n1; n++)
+        for (int oy = 0; oy < s->oh; oy++)
+            for (int ox = 0; ox < s->ow; ox++) {
+                float *yo = q->y + OUT(s, n, oy, ox);
+                int32_t *io = q->idx + OUT(s, n, oy, ox);
+                size_t first = IN(s, n, oy * s->stride, ox * s->stride);
+                for (int c = 0; c < C; c++) {
+                    yo[c] = q->x[first + c];
+                    io[c] = (int32_t)(first + c);
+                }
+                for (int ky = 0; ky < s->k; ky++)
+                    for (int kx = 0; kx < s->k; kx++) {
+                        size_t b = IN(s, n, oy * s->stride + ky, ox * s->stride + kx);
+                        const float *xi = q->x + b;
+                        for (int c = 0; c < C; c++) {
+                            int gt = xi[c] > yo[c];
+                            yo[c] = gt ? xi[c] : yo[c];
+                            io[c] = gt ? (int32_t)(b + c) : io[c];
+                        }
+                    }
+            }
+}
+
+static int tasks_for(const kiln_pool_shape *s)
+{
+    int t = kiln_get_threads();
+    return t < s->n ? t : s->n;
+}
+
+void kiln_maxpool_fwd(const kiln_pool_shape *s, const float *x, float *y, int32_t *idx)
+{
+    pool_ctx q = {.s = s, .x = x, .y = y, .idx = idx, .tasks = tasks_for(s)};
+    kiln__parallel_for(q.tasks, maxf_task, &q);
+}
+
+static void maxb_task(void *p, int task, int tid)
+{
+    pool_ctx *q = p;
+    const kiln_pool_shape *s = q->s;
+    size_t n0, n1;
+    kiln__split((size_t)s->n, q->tasks, task, 1, &n0, &n1);
+    size_t in_img = (size_t)s->h * s->w * s->c, out_img = (size_t)s->oh * s->ow * s->c;
+    memset(q->dx + n0 * in_img, 0, sizeof(float) * (n1 - n0) * in_img);
+    for (size_t j = n0 * out_img; j < n1 * out_img; j++)
+        q->dx[q->cidx[j]] += q->dy[j];
+}
+
+void kiln_maxpool_bwd(const kiln_pool_shape *s, const float *dy, const int32_t *idx, float *dx)
+{
+    pool_ctx q = {.s = s, .dy = dy, .cidx = idx, .dx = dx, .tasks = tasks_for(s)};
+    kiln__parallel_for(q.tasks, maxb_task, &q);
+}
+
+static void avgf_task(void *p, int task, int tid)
+{
+    pool_ctx *q = p;
+    const kiln_pool_shape *s = q->s;
+    size_t n0, n1;
+    kiln__split((size_t)s->n, q->tasks, task, 1, &n0, &n1);
+    float inv = 1.0f / (float)(s->k * s->k);
+    int C = s->c;
+    for (int n = (int)n0; n < (int)n1; n++)
+        for (int oy = 0; oy < s->oh; oy++)
+            for (int ox = 0; ox < s->ow; ox++) {
+                float *yo = q->y + OUT(s, n, oy, ox);
+                for (int c = 0; c < C; c++)
+                    yo[c] = 0.0f;
+                for (int ky = 0; ky < s->k; ky++)
+                    for (int kx = 0; kx < s->k; kx++) {
+                        const float *xi = q->x + IN(s, n, oy * s->stride + ky, ox * s->stride + kx);
+                        for (int c = 0; c < C; c++)
+                            yo[c] += xi[c];
+                    }
+                for (int c = 0; c < C; c++)
+                    yo[c] *= inv;
+            }
+}
+
+void kiln_avgpool_fwd(const kiln_pool_shape *s, const float *x, float *y)
+{
+    pool_ctx q = {.s = s, .x = x, .y = y, .tasks = tasks_for(s)};
+    kiln__parallel_for(q.tasks, avgf_task, &q);
+}
+
+static void avgb_task(void *p, int task, int tid)
+{
+    pool_ctx *q = p;
+    const kiln_pool_shape *s = q->s;
+    size_t n0, n1;
+    kiln__split((size_t)s->n, q->tasks, task, 1, &n0, &n1);
+    float inv = 1.0f / (float)(s->k * s->k);
+    int C = s->c;
+    size_t in_img = (size_t)s->h * s->w * s->c;
+    memset(q->dx + n0 * in_img, 0, sizeof(float) * (n1 - n0) * in_img);
+    for (int n = (int)n0; n < (int)n1; n++)
+        for (int oy = 0; oy < s->oh; oy++)
+            for (int ox = 0; ox < s->ow; ox++) {
+                const float *g = q->dy + OUT(s, n, oy, ox);
+                for (int ky = 0; ky < s->k; ky++)
+                    for (int kx = 0; kx < s->k; kx++) {
+                        float *d = q->dx + IN(s, n, oy * s->stride + ky, ox * s->stride + kx);
+                        for (int c = 0; c < C; c++)
+                            d[c] += g[c] * inv;
+                    }
+            }
+}
+
+void kiln_avgpool_bwd(const kiln_pool_shape *s, const float *dy, float *dx)
+{
+    pool_ctx q = {.s = s, .dy = dy, .dx = dx, .tasks = tasks_for(s)};
+    kiln__parallel_for(q.tasks, avgb_task, &q);
+}

@@ -1,0 +1,80 @@
+/* optim/optim.c - SGD with momentum and Adam. */
+#include "optim/optim.h"
+
+#include "core/pool.h"
+
+#include <math.h>
+
+void kiln_sgd_update_ref(float *p, const float *g, float *v, size_t n, float lr, float momentum)
+{
+    for (size_t i = 0; i < n; i++) {
+        v[i] = momentum * v[i] + g[i];
+        p[i] -= lr * v[i];
+    }
+}
+
+/* Bias corrections in double then rounded once, so ref and fast agree. */
+static void adam_consts(float lr, float b1, float b2, uint64_t t, float *step, float *sqrt_bc2)
+{
+    double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
+    *step = (float)(lr / bc1);
+    *sqrt_bc2 = (float)sqrt(bc2);
+}
+
+void kiln_adam_update_ref(float *p, const float *g, float *m, float *v, size_t n, float lr,
+                          float b1, float b2, float eps, uint64_t t)
+{
+    float step, sbc2;
+    adam_consts(lr, b1, b2, t, &step, &sbc2);
+    for (size_t i = 0; i < n; i++) {
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        p[i] -= step * m[i] / (sqrtf(v[i]) / sbc2 + eps);
+    }
+}
+
+typedef struct opt_ctx {
+    const kiln_opt_buf *bufs;
+    int count, parts, adam;
+    float lr, mom, b1, b2, eps, step, sbc2;
+} opt_ctx;
+
+static void opt_task(void *p, int task, int tid)
+{
+    opt_ctx *c = p;
+    for (int k = 0; k < c->count; k++) {
+        const kiln_opt_buf *b = &c->bufs[k];
+        size_t i0, i1;
+        kiln__split(b->n, c->parts, task, 16, &i0, &i1);
+        float *restrict pp = b->p, *restrict m = b->s1, *restrict v = b->s2;
+        const float *restrict g = b->g;
+        if (!c->adam) {
+            for (size_t i = i0; i < i1; i++) {
+                m[i] = c->mom * m[i] + g[i];
+                pp[i] -= c->lr * m[i];
+            }
+        } else {
+            for (size_t i = i0; i < i1; i++) {
+                m[i] = c->b1 * m[i] + (1.0f - c->b1) * g[i];
+                v[i] = c->b2 * v[i] + (1.0f - c->b2) * g[i] * g[i];
+                pp[i] -= c->step * m[i] / (sqrtf(v[i]) / c->sbc2 + c->eps);
+            }
+        }
+    }
+}
+
+void kiln_sgd_update(const kiln_opt_buf *bufs, int count, float lr, float momentum)
+{
+    opt_ctx c = {.bufs = bufs, .count = count, .lr = lr, .mom = momentum};
+    c.parts = kiln_get_threads();
+    kiln__parallel_for(c.parts, opt_task, &c);
+}
+
+void kiln_adam_update(const kiln_opt_buf *bufs, int count, float lr, float b1, float b2, float eps,
+                      uint64_t t)
+{
+    opt_ctx c = {.bufs = bufs, .count = count, .adam = 1, .b1 = b1, .b2 = b2, .eps = eps};
+    adam_consts(lr, b1, b2, t, &c.step, &c.sbc2);
+    c.parts = kiln_get_threads();
+    kiln__parallel_for(c.parts, opt_task, &c);
+}
