@@ -6,7 +6,6 @@
  * row; docs/cli.md lists the same flags for users. */
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
