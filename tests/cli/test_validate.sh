@@ -80,6 +80,14 @@ err_has "--format table"
 run 1 "$KILN" validate --tfjob "$EX/cpu.yaml" --catalog "$TMP/missing-site.yaml"
 err_has "missing-site.yaml"
 
+# ---- a site catalog: its default region applies to a TFJob without one ----
+printf 'defaults:\n  region: europe-west4\n' >"$TMP/site.yaml"
+run 0 "$KILN" validate --tfjob "$EX/cpu.yaml" --catalog "$TMP/site.yaml"
+out_has "region: europe-west4"
+printf 'defaults:\n  region: nowhere-1\n' >"$TMP/bad-site.yaml"
+run 2 "$KILN" validate --tfjob "$EX/cpu.yaml" --catalog "$TMP/bad-site.yaml"
+err_has "nowhere-1"; out_empty
+
 # ---- read but invalid: exit 2, FIELD: DESCRIPTION lines and a summary ----
 run 2 "$KILN" validate j1 --scale-tier custom --master-machine-type n1-standard-4 \
     --master-accelerator count=3,type=nvidia-tesla-k80 --region us-central1
