@@ -43,11 +43,16 @@ static bool wants_help(int argc, char **argv)
     return false;
 }
 
-static void report(const kiln_diag *d, const char *what)
+/* The violations, then one summary line; `err` explains an empty list
+ * (ENOMEM, or a module that failed without saying why). */
+static void report(const kiln_diag *d, kiln_err err, const char *what)
 {
     kiln_diag_print(d, stderr);
     size_t n = d->n + d->dropped;
-    fprintf(stderr, "kiln validate: %zu problem%s %s\n", n, n == 1 ? "" : "s", what);
+    if (n == 0)
+        fprintf(stderr, "kiln validate: failed %s: %s\n", what, kiln_err_str(err));
+    else
+        fprintf(stderr, "kiln validate: %zu problem%s %s\n", n, n == 1 ? "" : "s", what);
 }
 
 /* 1 for input that could not be read (or no memory), 2 for input that broke a rule. */
@@ -83,7 +88,7 @@ static int load_catalog(const kiln_submit_args *a, kiln_catalog **cat, kiln_diag
 {
     kiln_err err = kiln_catalog_default(cat, d);
     if (err != KILN_OK) {
-        report(d, "in kiln's built-in catalog (a bug: please report it)");
+        report(d, err, "in kiln's built-in catalog (a bug: please report it)");
         return 1;
     }
     if (a->catalog_path == NULL) return 0;
@@ -93,7 +98,7 @@ static int load_catalog(const kiln_submit_args *a, kiln_catalog **cat, kiln_diag
         kiln_diag_add(d, "--catalog", "cannot use '%s': %s", a->catalog_path, kiln_err_str(err));
     char what[512];
     snprintf(what, sizeof what, "in the site catalog '%s'", a->catalog_path);
-    report(d, what);
+    report(d, err, what);
     return status_of(err);
 }
 
@@ -123,7 +128,7 @@ int kiln_cli_validate(int argc, char **argv)
     }
     kiln_err err = kiln_submit_parse(argc, argv, &a, &d);
     if (err != KILN_OK) {
-        report(&d, "on the command line (see kiln validate --help)");
+        report(&d, err, "on the command line (see kiln validate --help)");
         rc = a.usage_errors ? 1 : status_of(err);
         goto out;
     }
@@ -134,7 +139,7 @@ int kiln_cli_validate(int argc, char **argv)
     err = kiln_submit_build(&a, &job, &d);
     if (err != KILN_OK) {
         snprintf(what, sizeof what, "%s %s", err == KILN_EINVAL ? "in" : "reading", input_name(&a));
-        report(&d, what);
+        report(&d, err, what);
         rc = status_of(err);
         goto out;
     }
@@ -150,7 +155,7 @@ int kiln_cli_validate(int argc, char **argv)
     if (err != KILN_OK) {
         snprintf(what, sizeof what, "in job '%s' (from %s)", job->job_id ? job->job_id : "",
                  input_name(&a));
-        report(&d, what);
+        report(&d, err, what);
         rc = status_of(err);
         goto out;
     }
