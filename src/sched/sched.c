@@ -204,6 +204,11 @@ static void explain(const kiln_sched *s, const kiln_slot *sl, const char *type, 
     else if (sl->n_devs > 0 && all < total_want)
         snprintf(why, len, "the job needs %zu x %s in all; the cluster has %zu", total_want, type,
                  all);
+    else if (sl->n_devs > 0)
+        snprintf(why, len,
+                 "the %s replica's %d x %s do not fit beside the job's other replicas: the "
+                 "cluster has %zu in all, at most %zu on one node",
+                 role, sl->n_devs, type, all, most);
     else
         snprintf(why, len,
                  "no node has room for the %s replica (%d vCPUs, %.1f GB) and the job's other "

@@ -1,0 +1,113 @@
+/* src/cli/nodes.c - `kiln nodes list|describe|drain|uncordon`.
+ *
+ * Drain is the maintenance event of facts §6: the node takes no new
+ * replicas, and replicas on it get SIGTERM, a grace period, SIGKILL; their
+ * jobs are queued again and resume from their newest checkpoint. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_service.h"
+
+#define PROG "kiln nodes"
+
+static const char usage[] =
+    "usage: kiln nodes list\n"
+    "       kiln nodes describe NODE\n"
+    "       kiln nodes drain NODE      (cordon + stop its replicas; their jobs are requeued)\n"
+    "       kiln nodes uncordon NODE\n"
+    "Common flags: --endpoint URL, --format json|yaml|table (KILN_ENDPOINT, KILN_TOKEN).\n";
+
+/* "NVIDIA_TESLA_V100=4,..." from a {type: count} object */
+static void counts(json_t *o, char *buf, size_t len)
+{
+    const char *k;
+    json_t *v;
+    size_t n = 0;
+    buf[0] = '\0';
+    json_object_foreach(o, k, v)
+    {
+        n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s=%lld", n ? "," : "", k,
+                              (long long)json_integer_value(v));
+        if (n >= len) break;
+    }
+    if (!buf[0]) snprintf(buf, len, "-");
+}
+
+static void table(json_t *nodes)
+{
+    size_t i;
+    json_t *n;
+    printf("%-20s %-5s %-9s %-8s %-36s %s\n", "NAME", "CPUS", "MEMORY_GB", "CORDONED",
+           "ACCELERATORS (allocatable/capacity)", "");
+    json_array_foreach(nodes, i, n)
+    {
+        char cap[256], alloc[256];
+        counts(json_object_get(n, "capacity"), cap, sizeof cap);
+        counts(json_object_get(n, "allocatable"), alloc, sizeof alloc);
+        printf("%-20s %-5lld %-9.1f %-8s %s / %s%s\n",
+               json_string_value(json_object_get(n, "name")),
+               (long long)json_integer_value(json_object_get(n, "cpus")),
+               json_number_value(json_object_get(n, "memoryGb")),
+               json_is_true(json_object_get(n, "cordoned")) ? "yes" : "no", alloc, cap,
+               json_is_true(json_object_get(n, "simulatedAccelerators")) ? " (SIMULATED)" : "");
+    }
+}
+
+int kiln_cli_nodes(int argc, char **argv)
+{
+    kiln_cli_ctx ctx;
+    json_t *v = NULL;
+    char *path = NULL, *ne = NULL;
+    int rc = 1;
+
+    argc--, argv++; /* past "nodes" */
+    if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+        fputs(usage, argc < 1 ? stderr : stdout);
+        return argc < 1 ? 1 : 0;
+    }
+    const char *sub = argv[0];
+    argc--, argv++;
+    if (kiln_cli_ctx_init(&ctx, &argc, argv, PROG) != 0) goto out;
+    if (strcmp(sub, "list") == 0 && argc == 0) {
+        rc = kiln_cli_call(&ctx, "GET", "/v1/nodes", NULL, &v, PROG);
+        if (rc != 0) goto out;
+        json_t *nodes = json_object_get(v, "nodes");
+        if (!ctx.format || strcmp(ctx.format, "table") == 0)
+            table(nodes);
+        else
+            kiln_cli_print(stdout, nodes, ctx.format);
+        goto out;
+    }
+    const char *suffix = strcmp(sub, "describe") == 0   ? ""
+                         : strcmp(sub, "drain") == 0    ? ":drain"
+                         : strcmp(sub, "uncordon") == 0 ? ":uncordon"
+                                                        : NULL;
+    if (!suffix || argc != 1) {
+        fprintf(stderr, "%s", usage);
+        goto out;
+    }
+    if (!(ne = kiln_client_escape(ctx.client, argv[0]))) goto out;
+    if (asprintf(&path, "/v1/nodes/%s%s", ne, suffix) < 0) {
+        path = NULL;
+        goto out;
+    }
+    rc = kiln_cli_call(&ctx, *suffix ? "POST" : "GET", path, *suffix ? "{}" : NULL, &v, PROG);
+    if (rc != 0) goto out;
+    if (*suffix)
+        fprintf(stderr, "Node [%s] %s.\n", argv[0],
+                strcmp(suffix, ":drain") == 0 ? "cordoned and draining" : "uncordoned");
+    if (ctx.format && strcmp(ctx.format, "table") == 0) {
+        json_t *arr = json_pack("[O]", v);
+        table(arr);
+        json_decref(arr);
+    } else {
+        kiln_cli_print(stdout, v, ctx.format ? ctx.format : "yaml");
+    }
+out:
+    json_decref(v);
+    free(path);
+    free(ne);
+    kiln_cli_ctx_free(&ctx);
+    return rc;
+}

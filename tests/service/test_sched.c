@@ -1,0 +1,176 @@
+/* tests/service/test_sched.c - gang placement with exclusive devices on a
+ * simulated cluster (node config), never-fits reasons, hard resources, and
+ * the plans the catalog makes for real jobs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/sched.h"
+#include "test.h"
+
+static const char cluster_json[] =
+    "{\"nodes\": ["
+    " {\"name\": \"a\", \"accelerators\": [{\"type\": \"NVIDIA_TESLA_V100\", \"count\": 4}]},"
+    " {\"name\": \"b\", \"accelerators\": [{\"type\": \"NVIDIA_TESLA_V100\", \"count\": 4},"
+    "                                     {\"type\": \"NVIDIA_TESLA_T4\", \"count\": 2}]},"
+    " {\"name\": \"c\", \"cpus\": 4, \"memoryGb\": 16, \"hardResources\": true}"
+    "]}";
+
+static kiln_replica_plan plan(kiln_role r, int64_t count, const char *acc, int64_t per)
+{
+    kiln_replica_plan p = {.role = r,
+                           .machine_type = "n1-standard-8",
+                           .count = count,
+                           .accelerator_type = acc,
+                           .accelerators_per_replica = per,
+                           .vcpus = 8,
+                           .memory_gb = 30};
+    return p;
+}
+
+/* Every device of the cluster is held by at most one replica of `pls`. */
+static bool exclusive(const kiln_cluster *c, kiln_placement *pls, size_t n)
+{
+    int owner[8][64];
+    memset(owner, 0, sizeof owner);
+    for (size_t p = 0; p < n; p++)
+        for (size_t i = 0; i < pls[p].n; i++)
+            for (int k = 0; k < pls[p].slots[i].n_devs; k++) {
+                int *o = &owner[pls[p].slots[i].node][pls[p].slots[i].devs[k]];
+                if (*o) return false;
+                *o = 1;
+            }
+    (void)c;
+    return true;
+}
+
+int main(void)
+{
+    kiln_cluster c;
+    kiln_diag d = KILN_DIAG_INIT;
+    char why[512];
+
+    CHECK(kiln_cluster_from_json(cluster_json, strlen(cluster_json), &c, &d) == KILN_OK);
+    CHECK(c.n == 3 && c.nodes[0].n_devs == 4 && c.nodes[1].n_devs == 6 && c.nodes[2].n_devs == 0);
+    CHECK(c.nodes[1].devs[5].simulated && strstr(c.nodes[1].devs[5].uuid, "SIMULATED"));
+    CHECK(c.nodes[2].hard_resources && c.nodes[2].cpus == 4);
+    kiln_sched *s = kiln_sched_new(&c);
+    CHECK(s != NULL);
+
+    /* master 1xV100 + 2 workers x 4 V100: needs both GPU nodes, all or none */
+    kiln_replica_plan job1[2] = {plan(KILN_ROLE_MASTER, 1, "NVIDIA_TESLA_V100", 2),
+                                 plan(KILN_ROLE_WORKER, 2, "NVIDIA_TESLA_V100", 3)};
+    kiln_placement pl[4] = {0};
+    /* 2 + 3 + 3 = 8 V100 = the cluster's 8, but 3+3+2 do not pack onto 4+4: never */
+    CHECK(kiln_sched_place(s, job1, 2, &pl[0], why, sizeof why) == KILN_EINVAL);
+    CHECK_MSG(strstr(why, "do not fit beside") && strstr(why, "NVIDIA_TESLA_V100"), "%s", why);
+    CHECK(pl[0].n == 0 && kiln_sched_free_devices(s, 0) == 4);
+
+    kiln_replica_plan job2[2] = {plan(KILN_ROLE_MASTER, 1, "NVIDIA_TESLA_V100", 2),
+                                 plan(KILN_ROLE_WORKER, 3, "NVIDIA_TESLA_V100", 2)};
+    CHECK(kiln_sched_place(s, job2, 2, &pl[0], why, sizeof why) == KILN_OK);
+    CHECK(pl[0].n == 4);
+    CHECK(pl[0].slots[0].role == KILN_ROLE_MASTER && pl[0].slots[1].role == KILN_ROLE_WORKER &&
+          pl[0].slots[1].index == 0 && pl[0].slots[3].index == 2);
+    for (size_t i = 0; i < pl[0].n; i++)
+        CHECK(pl[0].slots[i].n_devs == 2 && pl[0].slots[i].node < 2);
+    CHECK(kiln_sched_free_devices(s, 0) == 0 && kiln_sched_free_devices(s, 1) == 2);
+
+    /* every V100 is taken: a 1-V100 job waits (not never-fits); a T4 job fits */
+    kiln_replica_plan small[1] = {plan(KILN_ROLE_MASTER, 1, "NVIDIA_TESLA_V100", 1)};
+    CHECK(kiln_sched_place(s, small, 1, &pl[1], why, sizeof why) == KILN_ECONFLICT);
+    CHECK(pl[1].n == 0);
+    kiln_replica_plan t4[1] = {plan(KILN_ROLE_MASTER, 1, "NVIDIA_TESLA_T4", 2)};
+    CHECK(kiln_sched_place(s, t4, 1, &pl[1], why, sizeof why) == KILN_OK);
+    CHECK(pl[1].n == 1 && pl[1].slots[0].node == 1);
+    CHECK(exclusive(&c, pl, 2));
+
+    /* gang: 2 workers x 2 T4 when none is free -> nothing is taken at all */
+    size_t free_b = kiln_sched_free_devices(s, 1);
+    kiln_replica_plan cpu_and_gpu[2] = {plan(KILN_ROLE_MASTER, 1, NULL, 0),
+                                        plan(KILN_ROLE_WORKER, 2, "NVIDIA_TESLA_T4", 1)};
+    CHECK(kiln_sched_place(s, cpu_and_gpu, 2, &pl[2], why, sizeof why) == KILN_ECONFLICT);
+    CHECK(kiln_sched_free_devices(s, 1) == free_b);
+
+    /* release: the waiting job now fits, on exactly the freed devices */
+    kiln_sched_release(s, &pl[0]);
+    kiln_placement_free(&pl[0]);
+    CHECK(kiln_sched_place(s, small, 1, &pl[0], why, sizeof why) == KILN_OK);
+    CHECK(exclusive(&c, pl, 2));
+
+    /* never fits: type absent, too many per node, too many in all */
+    kiln_replica_plan a100[1] = {plan(KILN_ROLE_MASTER, 1, "NVIDIA_TESLA_A100", 1)};
+    CHECK(kiln_sched_place(s, a100, 1, &pl[2], why, sizeof why) == KILN_EINVAL);
+    CHECK_MSG(strstr(why, "NVIDIA_TESLA_A100") != NULL, "%s", why);
+    kiln_replica_plan eight[1] = {plan(KILN_ROLE_MASTER, 1, "NVIDIA_TESLA_V100", 8)};
+    CHECK(kiln_sched_place(s, eight, 1, &pl[2], why, sizeof why) == KILN_EINVAL);
+    CHECK_MSG(strstr(why, "8 x NVIDIA_TESLA_V100") && strstr(why, "most any node has is 4"), "%s",
+              why);
+    kiln_replica_plan many[1] = {plan(KILN_ROLE_WORKER, 3, "NVIDIA_TESLA_V100", 3)};
+    CHECK(kiln_sched_place(s, many, 1, &pl[2], why, sizeof why) == KILN_EINVAL);
+
+    /* cordon: the node takes nothing new, but a job that fits elsewhere later is only waiting */
+    kiln_sched_set_cordon(s, 1, true);
+    CHECK(kiln_sched_place(s, t4, 1, &pl[2], why, sizeof why) == KILN_ECONFLICT);
+    kiln_sched_set_cordon(s, 1, false);
+
+    /* CPU-only replicas: soft resources on nodes a/b take any number */
+    kiln_replica_plan cpu[3] = {plan(KILN_ROLE_MASTER, 1, NULL, 0),
+                                plan(KILN_ROLE_WORKER, 8, NULL, 0),
+                                plan(KILN_ROLE_PARAMETER_SERVER, 3, NULL, 0)};
+    CHECK(kiln_sched_place(s, cpu, 3, &pl[2], why, sizeof why) == KILN_OK && pl[2].n == 12);
+    for (size_t i = 0; i < pl[2].n; i++)
+        CHECK(pl[2].slots[i].n_devs == 0);
+    kiln_sched_release(s, &pl[2]);
+    kiln_placement_free(&pl[2]);
+
+    for (int i = 0; i < 4; i++)
+        kiln_placement_free(&pl[i]);
+    kiln_sched_free(s);
+    kiln_cluster_free(&c);
+
+    /* hard resources: one node of 4 CPUs cannot take an 8-vCPU replica, ever */
+    static const char hard[] =
+        "{\"nodes\":[{\"name\":\"h\",\"cpus\":4,\"memoryGb\":16,\"hardResources\":true}]}";
+    CHECK(kiln_cluster_from_json(hard, strlen(hard), &c, &d) == KILN_OK);
+    s = kiln_sched_new(&c);
+    kiln_replica_plan big[1] = {plan(KILN_ROLE_MASTER, 1, NULL, 0)};
+    CHECK(kiln_sched_place(s, big, 1, &pl[0], why, sizeof why) == KILN_EINVAL);
+    CHECK_MSG(strstr(why, "hard") != NULL, "%s", why);
+    kiln_sched_free(s);
+    kiln_cluster_free(&c);
+
+    /* bad node configs are reported with their field */
+    static const char *bad[] = {
+        "{\"nodes\": []}",
+        "{\"nodes\": [{\"name\": \"\"}]}",
+        "{\"nodes\": [{\"name\": \"x\", \"accelerators\": [{\"type\": \"T\", \"count\": 0}]}]}",
+        "{\"nodes\": [{\"name\": \"x\"}, {\"name\": \"x\"}]}",
+        "not json",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        kiln_diag_clear(&d);
+        CHECK_MSG(kiln_cluster_from_json(bad[i], strlen(bad[i]), &c, &d) == KILN_EINVAL &&
+                      d.n > 0 && c.n == 0,
+                  "%s", bad[i]);
+    }
+    kiln_diag_free(&d);
+
+    /* NVML names -> catalog types */
+    char b[64];
+    CHECK_STR(kiln_devices_type_of("Tesla V100-SXM2-16GB", b, sizeof b), "NVIDIA_TESLA_V100");
+    CHECK_STR(kiln_devices_type_of("NVIDIA A100-SXM4-40GB", b, sizeof b), "NVIDIA_TESLA_A100");
+    CHECK_STR(kiln_devices_type_of("NVIDIA H100 80GB HBM3", b, sizeof b),
+              "NVIDIA_NVIDIA_H100_80GB_HBM3");
+    /* this machine: discovery must not fail where NVML is absent */
+    kiln_device *devs = NULL;
+    size_t nd = 0;
+    CHECK(kiln_devices_discover(&devs, &nd) == KILN_OK);
+    for (size_t i = 0; i < nd; i++) {
+        CHECK(!devs[i].simulated && devs[i].type && devs[i].uuid);
+        free(devs[i].type);
+        free(devs[i].uuid);
+    }
+    free(devs);
+    TEST_DONE();
+}
