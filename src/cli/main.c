@@ -8,7 +8,9 @@
 #include "util/suggest.h"
 
 #ifndef KILN_VERSION
-#define KILN_VERSION "0.1.0" /* keep in step with project(VERSION) in CMakeLists.txt */
+#ifndef KILN_VERSION /* set by CMake from project(VERSION) */
+#define KILN_VERSION "unknown"
+#endif
 #endif
 
 typedef struct verb {
