@@ -1,0 +1,122 @@
+/* tools/ckpt_glue.c - maps a kiln_model to and from checkpoint files.
+ *
+ * A checkpoint holds every named buffer of the model (parameters as PARAM,
+ * optimizer slots and batch-norm statistics as STATE), the optimizer step in
+ * the header, and three blobs: "rng" (the model RNG), "data_state" (seed,
+ * epoch, step: the data order is recomputed from it) and "config", the
+ * settings that must match for a bit-exact continuation. The thread count is
+ * one of them: kiln's reductions are fixed-order per thread count, so a
+ * different count would give a different (equally valid) rounding. */
+#include "tools/tool.h"
+
+#include "ckpt/ckpt.h"
+#include "data/data.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void cfg_string(const run_cfg *c, char *out, size_t n)
+{
+    snprintf(out, n, "model=%s optimizer=%s batch_size=%d threads=%d seed=%llu", c->model,
+             c->optimizer, c->batch_size, c->threads, (unsigned long long)c->seed);
+}
+
+int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos *pos,
+                    const run_cfg *cfg, char **path_out, char *err, size_t errlen)
+{
+    kiln_ckpt ck = KILN_CKPT_INIT;
+    kiln_errmsg em = {{0}};
+    int rc = -1;
+    uint8_t rng[KILN_RNG_STATE_SIZE], ds[KILN_DATA_STATE_SIZE];
+    char cs[256];
+    ck.step = kiln_model_step(m);
+    ck.epoch = pos->epoch;
+    ck.step_in_epoch = pos->step_in_epoch;
+    for (size_t i = 0; i < kiln_model_num_buffers(m); i++) {
+        kiln_buffer b = kiln_model_buffer(m, i);
+        uint64_t shape[KILN_MAX_DIMS];
+        for (int d = 0; d < b.ndim; d++)
+            shape[d] = (uint64_t)b.shape[d];
+        if (kiln_ckpt_add_tensor(&ck, b.name, b.is_param ? KILN_CKPT_PARAM : KILN_CKPT_STATE,
+                                 (uint32_t)b.ndim, shape, b.data, &em) != KILN_OK)
+            goto out;
+    }
+    kiln_rng_encode(kiln_model_rng(m), rng);
+    kiln_data_state dst = {.seed = pos->shuffle_seed, .epoch = pos->epoch,
+                           .step = pos->step_in_epoch};
+    kiln_data_state_encode(&dst, ds);
+    cfg_string(cfg, cs, sizeof(cs));
+    if (kiln_ckpt_add_blob(&ck, "rng", rng, sizeof(rng), &em) != KILN_OK ||
+        kiln_ckpt_add_blob(&ck, "data_state", ds, sizeof(ds), &em) != KILN_OK ||
+        kiln_ckpt_add_blob(&ck, "config", cs, strlen(cs), &em) != KILN_OK)
+        goto out;
+    if (kiln_ckpt_save(dir, &ck, keep, path_out, &em) != KILN_OK)
+        goto out;
+    rc = 0;
+out:
+    if (rc)
+        snprintf(err, errlen, "%s", em.msg);
+    kiln_ckpt_free(&ck);
+    return rc;
+}
+
+static void warn_cb(void *ud, const char *path, const char *reason)
+{
+    (void)ud;
+    fprintf(stderr, "kiln-train: skipping checkpoint %s: %s\n", path, reason);
+}
+
+int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_cfg *cfg,
+                       char **path_out, char *err, size_t errlen)
+{
+    kiln_ckpt ck = KILN_CKPT_INIT;
+    kiln_errmsg em = {{0}};
+    int rc = -1;
+    char cs[256];
+    kiln_err e = kiln_ckpt_load_latest(dir, &ck, path_out, warn_cb, NULL, &em);
+    if (e == KILN_ENOTFOUND)
+        return 0;
+    if (e != KILN_OK) {
+        snprintf(err, errlen, "%s", em.msg);
+        return -1;
+    }
+    const kiln_ckpt_blob *cb = kiln_ckpt_find_blob(&ck, "config");
+    const kiln_ckpt_blob *rb = kiln_ckpt_find_blob(&ck, "rng");
+    const kiln_ckpt_blob *db = kiln_ckpt_find_blob(&ck, "data_state");
+    cfg_string(cfg, cs, sizeof(cs));
+    if (!cb || !rb || !db || rb->size != KILN_RNG_STATE_SIZE) {
+        snprintf(err, errlen, "checkpoint lacks the rng, data_state or config record");
+        goto out;
+    }
+    if (cb->size != strlen(cs) || memcmp(cb->data, cs, cb->size) != 0) {
+        snprintf(err, errlen,
+                 "checkpoint was written with \"%.*s\" but this run is \"%s\"; "
+                 "use the same flags or another --model_dir",
+                 (int)(cb->size < 200 ? cb->size : 200), (const char *)cb->data, cs);
+        goto out;
+    }
+    kiln_data_state ds;
+    if (kiln_data_state_decode(db->data, db->size, &ds, &em) != KILN_OK) {
+        snprintf(err, errlen, "%s", em.msg);
+        goto out;
+    }
+    for (size_t i = 0; i < kiln_model_num_buffers(m); i++) {
+        kiln_buffer b = kiln_model_buffer(m, i);
+        const kiln_ckpt_tensor *t = kiln_ckpt_find_tensor(&ck, b.name);
+        if (!t || t->numel != b.size) {
+            snprintf(err, errlen, "checkpoint has no tensor %s of %zu values", b.name, b.size);
+            goto out;
+        }
+        memcpy(b.data, t->data, sizeof(float) * b.size);
+    }
+    kiln_rng_decode(kiln_model_rng(m), rb->data);
+    kiln_model_set_step(m, ck.step);
+    pos->epoch = ck.epoch;
+    pos->step_in_epoch = ck.step_in_epoch;
+    pos->shuffle_seed = ds.seed;
+    rc = 1;
+out:
+    kiln_ckpt_free(&ck);
+    return rc;
+}
