@@ -44,7 +44,10 @@ typedef struct kiln_diag {
     size_t dropped; /* violations past KILN_DIAG_MAX, counted but not kept */
 } kiln_diag;
 
-#define KILN_DIAG_INIT {0}
+#define KILN_DIAG_INIT                                                                             \
+    {                                                                                              \
+        0                                                                                          \
+    }
 
 /* Appends a violation. `field` may be NULL (treated as ""). Formatting follows
  * printf. Allocation failure is swallowed (counted in `dropped`): reporting an

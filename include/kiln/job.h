@@ -47,7 +47,7 @@ typedef struct kiln_accelerator_config {
 } kiln_accelerator_config;
 
 typedef struct kiln_disk_config {
-    char *boot_disk_type;       /* pd-ssd | pd-standard */
+    char *boot_disk_type; /* pd-ssd | pd-standard */
     int64_t boot_disk_size_gb;
 } kiln_disk_config;
 
@@ -61,16 +61,16 @@ typedef struct kiln_replica_config {
     bool has_disk_config;
     kiln_disk_config disk_config;
     /* kiln extensions (from Kubeflow TFJob), not in AI Platform's resource: */
-    char *restart_policy;    /* Always | OnFailure | Never | ExitCode */
-    kiln_map node_selector;  /* pod nodeSelector, kept for placement */
+    char *restart_policy;   /* Always | OnFailure | Never | ExitCode */
+    kiln_map node_selector; /* pod nodeSelector, kept for placement */
 } kiln_replica_config;
 
 typedef struct kiln_scheduling {
     bool has_max_running_time;
     kiln_duration max_running_time; /* default 604800s (7 days) */
     bool has_max_wait_time;
-    kiln_duration max_wait_time;    /* at least 1800s */
-    int64_t priority;               /* 0..1000 */
+    kiln_duration max_wait_time; /* at least 1800s */
+    int64_t priority;            /* 0..1000 */
 } kiln_scheduling;
 
 typedef struct kiln_run_policy { /* kiln extension, from Kubeflow runPolicy */
@@ -212,8 +212,8 @@ char *kiln_job_to_yaml(const kiln_job *job);
 /* ---- helpers for the modules downstream ---- */
 const char *kiln_job_state_name(kiln_job_state s);
 bool kiln_job_state_parse(const char *name, kiln_job_state *out);
-const char *kiln_role_name(kiln_role r);      /* "master", "worker", "ps", "evaluator" */
-const char *kiln_role_field(kiln_role r);     /* "master", "worker", "parameterServer", "evaluator" */
+const char *kiln_role_name(kiln_role r);  /* "master", "worker", "ps", "evaluator" */
+const char *kiln_role_field(kiln_role r); /* "master", "worker", "parameterServer", "evaluator" */
 /* Per-role views of the training input (NULL where the role has no config). */
 const char *kiln_job_role_type(const kiln_job *job, kiln_role r);
 int64_t kiln_job_role_count(const kiln_job *job, kiln_role r); /* master: 1 */

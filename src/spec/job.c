@@ -6,25 +6,37 @@
 #include "spec/schema.h"
 #include "spec/tree.h"
 
-#define NF(a) (sizeof(a) / sizeof((a)[0]))
+#define NF(a)             (sizeof(a) / sizeof((a)[0]))
 #define OFF(type, member) offsetof(type, member)
 /* field helpers: plain, with presence flag, enum, message, list-of */
-#define F(t, json, kind, m) {json, kind, OFF(t, m), -1, NULL, NULL, 0}
-#define FH(t, json, kind, m, has) {json, kind, OFF(t, m), (long)OFF(t, has), NULL, NULL, 0}
-#define FE(t, json, m, en) {json, FK_ENUM, OFF(t, m), -1, NULL, en, 0}
-#define FM(t, json, m, has, sub) {json, FK_MSG, OFF(t, m), (long)OFF(t, has), &sub, NULL, 0}
+#define F(t, json, kind, m)                                                                        \
+    {                                                                                              \
+        json, kind, OFF(t, m), -1, NULL, NULL, 0                                                   \
+    }
+#define FH(t, json, kind, m, has)                                                                  \
+    {                                                                                              \
+        json, kind, OFF(t, m), (long)OFF(t, has), NULL, NULL, 0                                    \
+    }
+#define FE(t, json, m, en)                                                                         \
+    {                                                                                              \
+        json, FK_ENUM, OFF(t, m), -1, NULL, en, 0                                                  \
+    }
+#define FM(t, json, m, has, sub)                                                                   \
+    {                                                                                              \
+        json, FK_MSG, OFF(t, m), (long)OFF(t, has), &sub, NULL, 0                                  \
+    }
 
 static const char *const scale_tiers[] = {"BASIC",     "STANDARD_1", "PREMIUM_1", "BASIC_GPU",
                                           "BASIC_TPU", "CUSTOM",     NULL};
 static const char *const restart_policies[] = {"Always", "OnFailure", "Never", "ExitCode", NULL};
 static const char *const clean_pod_policies[] = {"All", "Running", "None", NULL};
 static const char *const goals[] = {"GOAL_TYPE_UNSPECIFIED", "MAXIMIZE", "MINIMIZE", NULL};
-static const char *const param_types[] = {"PARAMETER_TYPE_UNSPECIFIED", "DOUBLE", "INTEGER",
-                                          "CATEGORICAL", "DISCRETE", NULL};
+static const char *const param_types[] = {
+    "PARAMETER_TYPE_UNSPECIFIED", "DOUBLE", "INTEGER", "CATEGORICAL", "DISCRETE", NULL};
 static const char *const scale_types[] = {"NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE",
                                           "UNIT_REVERSE_LOG_SCALE", NULL};
-static const char *const algorithms[] = {"ALGORITHM_UNSPECIFIED", "GRID_SEARCH",
-                                         "RANDOM_SEARCH", NULL};
+static const char *const algorithms[] = {"ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH",
+                                         NULL};
 
 static const kiln__field accel_fields[] = {
     F(kiln_accelerator_config, "count", FK_INT64, count),
@@ -51,8 +63,8 @@ static const kiln__field replica_fields[] = {
     FE(kiln_replica_config, "restartPolicy", restart_policy, restart_policies),
     F(kiln_replica_config, "nodeSelector", FK_MAP, node_selector),
 };
-static const kiln__msg replica_msg = {"ReplicaConfig", sizeof(kiln_replica_config),
-                                      replica_fields, NF(replica_fields)};
+static const kiln__msg replica_msg = {"ReplicaConfig", sizeof(kiln_replica_config), replica_fields,
+                                      NF(replica_fields)};
 
 static const kiln__field sched_fields[] = {
     FH(kiln_scheduling, "maxRunningTime", FK_DURATION, max_running_time, has_max_running_time),
@@ -95,12 +107,11 @@ static const kiln__field hp_fields[] = {
     F(kiln_hyperparameter_spec, "maxFailedTrials", FK_INT64, max_failed_trials),
     F(kiln_hyperparameter_spec, "hyperparameterMetricTag", FK_STR, hyperparameter_metric_tag),
     F(kiln_hyperparameter_spec, "resumePreviousJobId", FK_STR, resume_previous_job_id),
-    F(kiln_hyperparameter_spec, "enableTrialEarlyStopping", FK_BOOL,
-      enable_trial_early_stopping),
+    F(kiln_hyperparameter_spec, "enableTrialEarlyStopping", FK_BOOL, enable_trial_early_stopping),
     FE(kiln_hyperparameter_spec, "algorithm", algorithm, algorithms),
 };
-static const kiln__msg hp_msg = {"HyperparameterSpec", sizeof(kiln_hyperparameter_spec),
-                                 hp_fields, NF(hp_fields)};
+static const kiln__msg hp_msg = {"HyperparameterSpec", sizeof(kiln_hyperparameter_spec), hp_fields,
+                                 NF(hp_fields)};
 
 #define TI kiln_training_input
 static const kiln__field ti_fields[] = {
@@ -251,9 +262,8 @@ bool kiln_job_equal(const kiln_job *a, const kiln_job *b)
 
 /* ---------- names ---------- */
 
-static const char *const state_names[] = {"STATE_UNSPECIFIED", "QUEUED",    "PREPARING",
-                                          "RUNNING",           "SUCCEEDED", "FAILED",
-                                          "CANCELLING",        "CANCELLED"};
+static const char *const state_names[] = {"STATE_UNSPECIFIED", "QUEUED", "PREPARING",  "RUNNING",
+                                          "SUCCEEDED",         "FAILED", "CANCELLING", "CANCELLED"};
 
 const char *kiln_job_state_name(kiln_job_state s)
 {
@@ -286,11 +296,16 @@ const char *kiln_job_role_type(const kiln_job *job, kiln_role r)
 {
     const kiln_training_input *ti = &job->training_input;
     switch (r) {
-    case KILN_ROLE_MASTER: return ti->master_type;
-    case KILN_ROLE_WORKER: return ti->worker_type;
-    case KILN_ROLE_PARAMETER_SERVER: return ti->parameter_server_type;
-    case KILN_ROLE_EVALUATOR: return ti->evaluator_type;
-    default: return NULL;
+    case KILN_ROLE_MASTER:
+        return ti->master_type;
+    case KILN_ROLE_WORKER:
+        return ti->worker_type;
+    case KILN_ROLE_PARAMETER_SERVER:
+        return ti->parameter_server_type;
+    case KILN_ROLE_EVALUATOR:
+        return ti->evaluator_type;
+    default:
+        return NULL;
     }
 }
 
@@ -298,11 +313,16 @@ int64_t kiln_job_role_count(const kiln_job *job, kiln_role r)
 {
     const kiln_training_input *ti = &job->training_input;
     switch (r) {
-    case KILN_ROLE_MASTER: return 1;
-    case KILN_ROLE_WORKER: return ti->worker_count;
-    case KILN_ROLE_PARAMETER_SERVER: return ti->parameter_server_count;
-    case KILN_ROLE_EVALUATOR: return ti->evaluator_count;
-    default: return 0;
+    case KILN_ROLE_MASTER:
+        return 1;
+    case KILN_ROLE_WORKER:
+        return ti->worker_count;
+    case KILN_ROLE_PARAMETER_SERVER:
+        return ti->parameter_server_count;
+    case KILN_ROLE_EVALUATOR:
+        return ti->evaluator_count;
+    default:
+        return 0;
     }
 }
 
@@ -310,12 +330,16 @@ const kiln_replica_config *kiln_job_role_config(const kiln_job *job, kiln_role r
 {
     const kiln_training_input *ti = &job->training_input;
     switch (r) {
-    case KILN_ROLE_MASTER: return ti->has_master_config ? &ti->master_config : NULL;
-    case KILN_ROLE_WORKER: return ti->has_worker_config ? &ti->worker_config : NULL;
+    case KILN_ROLE_MASTER:
+        return ti->has_master_config ? &ti->master_config : NULL;
+    case KILN_ROLE_WORKER:
+        return ti->has_worker_config ? &ti->worker_config : NULL;
     case KILN_ROLE_PARAMETER_SERVER:
         return ti->has_parameter_server_config ? &ti->parameter_server_config : NULL;
-    case KILN_ROLE_EVALUATOR: return ti->has_evaluator_config ? &ti->evaluator_config : NULL;
-    default: return NULL;
+    case KILN_ROLE_EVALUATOR:
+        return ti->has_evaluator_config ? &ti->evaluator_config : NULL;
+    default:
+        return NULL;
     }
 }
 
@@ -349,7 +373,8 @@ kiln_err kiln_strv_push(kiln_strv *v, const char *s)
 
 void kiln_strv_clear(kiln_strv *v)
 {
-    for (size_t i = 0; i < v->n; i++) free(v->v[i]);
+    for (size_t i = 0; i < v->n; i++)
+        free(v->v[i]);
     free(v->v);
     v->v = NULL;
     v->n = 0;

@@ -41,8 +41,8 @@ static bool is_null_scalar(const yaml_event_t *ev)
 {
     const char *v = (const char *)ev->data.scalar.value;
     if (ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return false;
-    return v[0] == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
-           strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
+    return v[0] == 0 || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+           strcmp(v, "NULL") == 0;
 }
 
 /* Adds `val` (reference stolen) to the container on top of the stack, or makes
@@ -138,7 +138,9 @@ json_t *kiln__yaml_load_err(const char *buf, size_t len, kiln_diag *d, kiln_err 
             break;
         }
         switch (ev.type) {
-        case YAML_STREAM_END_EVENT: done = true; break;
+        case YAML_STREAM_END_EVENT:
+            done = true;
+            break;
         case YAML_DOCUMENT_START_EVENT:
             if (++docs > 1)
                 fail(&l, &ev.start_mark, KILN_EINVAL,
@@ -152,19 +154,26 @@ json_t *kiln__yaml_load_err(const char *buf, size_t len, kiln_diag *d, kiln_err 
             if (is_null_scalar(&ev))
                 attach(&l, json_null(), &ev.start_mark);
             else
-                attach(&l,
-                       json_stringn((const char *)ev.data.scalar.value, ev.data.scalar.length),
+                attach(&l, json_stringn((const char *)ev.data.scalar.value, ev.data.scalar.length),
                        &ev.start_mark);
             break;
-        case YAML_SEQUENCE_START_EVENT: push(&l, json_array(), &ev.start_mark); break;
-        case YAML_MAPPING_START_EVENT: push(&l, json_object(), &ev.start_mark); break;
+        case YAML_SEQUENCE_START_EVENT:
+            push(&l, json_array(), &ev.start_mark);
+            break;
+        case YAML_MAPPING_START_EVENT:
+            push(&l, json_object(), &ev.start_mark);
+            break;
         case YAML_SEQUENCE_END_EVENT:
-        case YAML_MAPPING_END_EVENT: pop(&l); break;
-        default: break;
+        case YAML_MAPPING_END_EVENT:
+            pop(&l);
+            break;
+        default:
+            break;
         }
         yaml_event_delete(&ev);
     }
-    while (l.depth > 0) pop(&l);
+    while (l.depth > 0)
+        pop(&l);
     yaml_parser_delete(&l.parser);
     if (l.err != KILN_OK) {
         json_decref(l.root);
@@ -219,7 +228,8 @@ static int write_handler(void *data, unsigned char *buffer, size_t size)
     outbuf *o = data;
     if (o->n + size + 1 > o->cap) {
         size_t cap = o->cap ? o->cap : 1024;
-        while (cap < o->n + size + 1) cap *= 2;
+        while (cap < o->n + size + 1)
+            cap *= 2;
         char *np = realloc(o->p, cap);
         if (!np) {
             o->oom = true;
@@ -238,7 +248,7 @@ static int write_handler(void *data, unsigned char *buffer, size_t size)
  * a string? Then it must be quoted to survive a round trip through other tools. */
 static bool needs_quotes(const char *s)
 {
-    static const char *const words[] = {"null", "~",   "true", "false", "yes", "no",
+    static const char *const words[] = {"null", "~",   "true", "false", "yes",  "no",
                                         "on",   "off", "y",    "n",     ".inf", ".nan"};
     if (!*s) return true;
     for (size_t i = 0; i < sizeof words / sizeof *words; i++)
@@ -268,8 +278,8 @@ static int emit_node(yaml_emitter_t *e, const json_t *n)
         {
             yaml_scalar_style_t ks =
                 needs_quotes(k) ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_ANY_SCALAR_STYLE;
-            if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)k, (int)strlen(k),
-                                              1, 1, ks) ||
+            if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)k, (int)strlen(k), 1,
+                                              1, ks) ||
                 !yaml_emitter_emit(e, &ev) || !emit_node(e, v))
                 return 0;
         }
@@ -278,8 +288,7 @@ static int emit_node(yaml_emitter_t *e, const json_t *n)
     case JSON_ARRAY: {
         size_t i;
         json_t *v;
-        if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
-                                                  YAML_BLOCK_SEQUENCE_STYLE) ||
+        if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_SEQUENCE_STYLE) ||
             !yaml_emitter_emit(e, &ev))
             return 0;
         json_array_foreach(n, i, v)
@@ -296,10 +305,19 @@ static int emit_node(yaml_emitter_t *e, const json_t *n)
         snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(n));
         s = num;
         break;
-    case JSON_REAL: snprintf(num, sizeof num, "%.17g", json_real_value(n)); s = num; break;
-    case JSON_TRUE: s = "true"; break;
-    case JSON_FALSE: s = "false"; break;
-    case JSON_NULL: s = "null"; break;
+    case JSON_REAL:
+        snprintf(num, sizeof num, "%.17g", json_real_value(n));
+        s = num;
+        break;
+    case JSON_TRUE:
+        s = "true";
+        break;
+    case JSON_FALSE:
+        s = "false";
+        break;
+    case JSON_NULL:
+        s = "null";
+        break;
     }
     return yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)s, (int)strlen(s), 1, 1,
                                         style) &&

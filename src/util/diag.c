@@ -9,15 +9,24 @@
 const char *kiln_err_str(kiln_err e)
 {
     switch (e) {
-    case KILN_OK: return "ok";
-    case KILN_EINVAL: return "invalid input";
-    case KILN_ENOMEM: return "out of memory";
-    case KILN_EIO: return "input/output error";
-    case KILN_ENOTFOUND: return "not found";
-    case KILN_ELIMIT: return "input exceeds a limit";
-    case KILN_EINTERNAL: return "internal error";
-    case KILN_EEXIST: return "already exists";
-    case KILN_ECONFLICT: return "conflicts with the current state";
+    case KILN_OK:
+        return "ok";
+    case KILN_EINVAL:
+        return "invalid input";
+    case KILN_ENOMEM:
+        return "out of memory";
+    case KILN_EIO:
+        return "input/output error";
+    case KILN_ENOTFOUND:
+        return "not found";
+    case KILN_ELIMIT:
+        return "input exceeds a limit";
+    case KILN_EINTERNAL:
+        return "internal error";
+    case KILN_EEXIST:
+        return "already exists";
+    case KILN_ECONFLICT:
+        return "conflicts with the current state";
     }
     return "unknown error";
 }
@@ -99,8 +108,8 @@ char *kiln_diag_to_envelope(const kiln_diag *d, int http_code, const char *statu
 
     if (!viol) goto out;
     for (size_t i = 0; d && i < d->n; i++) {
-        json_t *fv = json_pack("{s:s,s:s}", "field", d->v[i].field, "description",
-                               d->v[i].description);
+        json_t *fv =
+            json_pack("{s:s,s:s}", "field", d->v[i].field, "description", d->v[i].description);
         if (!fv || json_array_append_new(viol, fv) < 0) goto out;
     }
     json_t *details = json_array();

@@ -11,7 +11,8 @@ static size_t distance(const char *a, const char *b)
     size_t la = strlen(a), lb = strlen(b);
     size_t row[65];
     if (la > 64 || lb > 64) return (size_t)-1;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
     for (size_t i = 1; i <= la; i++) {
         size_t diag = row[0];
         row[0] = i;

@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     buf[size] = 0;
     for (char *p = buf, *end = buf + size; p <= end && argc < MAX_ARGS;) {
         char *q = p;
-        while (q < end && *q != 0 && *q != '\n') q++;
+        while (q < end && *q != 0 && *q != '\n')
+            q++;
         *q = 0;
         if (!reads_files(p)) argv[argc++] = p;
         p = q + 1;

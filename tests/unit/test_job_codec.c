@@ -51,8 +51,8 @@ static void test_decode_fields(void)
     CHECK_STR(ti->scale_tier, "CUSTOM");
     CHECK(ti->has_master_config && ti->master_config.has_accelerator_config);
     CHECK(ti->master_config.accelerator_config.count == 2);
-    CHECK(ti->worker_count == 9);             /* int64 as string */
-    CHECK(ti->parameter_server_count == 3);   /* int64 as number */
+    CHECK(ti->worker_count == 9);           /* int64 as string */
+    CHECK(ti->parameter_server_count == 3); /* int64 as number */
     CHECK(ti->master_config.disk_config.boot_disk_size_gb == 200);
     CHECK(ti->master_config.container_command.n == 3);
     CHECK_STR(ti->master_config.restart_policy, "ExitCode");
@@ -216,8 +216,10 @@ static void test_limits(void)
     /* deep nesting: refused by depth cap, no crash */
     size_t depth = 10000;
     char *deep = malloc(depth * 2 + 1);
-    for (size_t i = 0; i < depth; i++) deep[i] = '[';
-    for (size_t i = 0; i < depth; i++) deep[depth + i] = ']';
+    for (size_t i = 0; i < depth; i++)
+        deep[i] = '[';
+    for (size_t i = 0; i < depth; i++)
+        deep[depth + i] = ']';
     deep[depth * 2] = 0;
     kiln_job *job = NULL;
     kiln_diag d = KILN_DIAG_INIT;
@@ -238,7 +240,8 @@ static void test_limits(void)
     kiln_diag_clear(&d);
 
     /* the violation list is capped but counts what it dropped */
-    for (int i = 0; i < KILN_DIAG_MAX + 10; i++) kiln_diag_add(&d, "f", "v%d", i);
+    for (int i = 0; i < KILN_DIAG_MAX + 10; i++)
+        kiln_diag_add(&d, "f", "v%d", i);
     CHECK(d.n == KILN_DIAG_MAX && d.dropped == 10);
     kiln_diag_free(&d);
 }
