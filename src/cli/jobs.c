@@ -142,6 +142,9 @@ static int submit(kiln_cli_ctx *ctx, int argc, char **argv)
             kiln_set_str(&job->training_input.region, r ? r : "us-central1");
         }
     }
+    /* gcloud's default tier when neither the file nor a flag names one */
+    if (!job->training_input.scale_tier || !*job->training_input.scale_tier)
+        kiln_set_str(&job->training_input.scale_tier, "BASIC");
     job->has_training_input = true;
     if (!(body = kiln_job_to_json(job, KILN_ENC_COMPACT))) goto out;
     if (!(pe = kiln_client_escape(ctx->client, ctx->project))) goto out;

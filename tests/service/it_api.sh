@@ -1,0 +1,137 @@
+#!/bin/bash
+# tests/service/it_api.sh - the REST API against a real kilnd: create, get,
+# list (filter, pagination), patch labels, cancel; Google's error envelope
+# with fieldViolations; malformed and oversized input is a 4xx, never a crash.
+. "$(dirname "$0")/lib.sh"
+
+start_kilnd "$T/d"
+
+# create + get
+api POST /v1/projects/p1/jobs "$(job_json census_1 'sleep 30')"
+check_eq "create status" "$STATUS" 200
+check_eq "create state" "$(printf '%s' "$BODY" | jget state)" QUEUED
+check "createTime set" test -n "$(printf '%s' "$BODY" | jget createTime)"
+check "maxRunningTime defaulted" test "$(printf '%s' "$BODY" | jget trainingInput.scheduling.maxRunningTime)" = 604800s
+check "becomes RUNNING" wait_state census_1 RUNNING 10
+api GET /v1/projects/p1/jobs/census_1
+check_eq "get status" "$STATUS" 200
+check "startTime set" test -n "$(printf '%s' "$BODY" | jget startTime)"
+check_eq "replica listed" "$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.task)" master-replica-0
+
+# duplicate -> 409 ALREADY_EXISTS
+api POST /v1/projects/p1/jobs "$(job_json census_1 'true')"
+check_eq "duplicate status" "$STATUS" 409
+check_eq "duplicate envelope" "$(printf '%s' "$BODY" | jget error.status)" ALREADY_EXISTS
+
+# invalid jobs -> 400 with fieldViolations from the validator
+api POST /v1/projects/p1/jobs '{"jobId":"9bad","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","workerCount":"2"}}'
+check_eq "invalid status" "$STATUS" 400
+check_eq "invalid code" "$(printf '%s' "$BODY" | jget error.code)" 400
+check_eq "invalid status name" "$(printf '%s' "$BODY" | jget error.status)" INVALID_ARGUMENT
+check_eq "details type" "$(printf '%s' "$BODY" | jget error.details.0.@type)" type.googleapis.com/google.rpc.BadRequest
+fields=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(" ".join(v["field"] for v in json.load(sys.stdin)["error"]["details"][0]["fieldViolations"]))')
+check "violation names jobId ($fields)" grep -qw jobId <<<"$fields"
+check "violation names masterType ($fields)" grep -q "trainingInput.masterType" <<<"$fields"
+api POST /v1/projects/p1/jobs '{"jobId":"x1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"acceleratorConfig":{"count":"3","type":"NVIDIA_TESLA_K80"}}}}'
+check_eq "accelerator on legacy/basic rejected" "$STATUS" 400
+api POST /v1/projects/p1/jobs '{"jobId":"x2","unknownField":1}'
+check_eq "unknown field" "$STATUS" 400
+check "unknown field named" grep -q unknownField <<<"$BODY"
+
+# malformed JSON and hostile bodies: 400/413, the server keeps serving
+for body in '{' '{"jobId":' 'null' '[]' '"str"' '{"jobId":"a","trainingInput":{"workerCount":"1e999"}}' \
+    "$(printf '\xff\xfe')" '{"labels":{"a":{"b":1}}}'; do
+    api POST /v1/projects/p1/jobs "$body"
+    check "malformed body -> 400 (got $STATUS for $body)" test "$STATUS" = 400
+done
+deep=$(printf '%.0s[' $(seq 1 5000))
+api POST /v1/projects/p1/jobs "$deep"
+check "deep nesting -> 400 ($STATUS)" test "$STATUS" = 400
+head -c 2000000 /dev/zero | tr '\0' 'a' >"$T/big"
+st=$(curl -s -o /dev/null -w '%{http_code}' -m 10 -X POST --data-binary @"$T/big" "$URL/v1/projects/p1/jobs")
+check_eq "2 MB body -> 413" "$st" 413
+st=$(curl -s -o /dev/null -w '%{http_code}' -m 10 -H "X-Big: $(head -c 100000 /dev/zero | tr '\0' b)" "$URL/v1/projects/p1/jobs")
+check "100 kB header refused ($st)" test "$st" -ge 400 -a "$st" -lt 500
+st=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "$URL/v1/projects/..%2F..%2Fetc/jobs")
+check "bad project -> 4xx ($st)" test "$st" -ge 400 -a "$st" -lt 500
+api GET /v1/projects/p1/jobs/nope
+check_eq "missing job" "$STATUS" 404
+check_eq "missing job envelope" "$(printf '%s' "$BODY" | jget error.status)" NOT_FOUND
+api DELETE /v1/projects/p1/jobs/census_1
+check_eq "DELETE not allowed" "$STATUS" 405
+check "kilnd alive after hostile input" kill -0 "$KPID"
+
+# list: pagination and filters
+for i in $(seq -w 1 25); do api POST /v1/projects/p1/jobs "$(job_json "rnn_$i" 'exit 0')"; done
+api POST /v1/projects/p1/jobs "$(job_json other_1 'exit 3')"
+seen=0
+tok=""
+pages=0
+while :; do
+    api GET "/v1/projects/p1/jobs?pageSize=10${tok:+&pageToken=$tok}"
+    n=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin).get("jobs",[])))')
+    seen=$((seen + n))
+    pages=$((pages + 1))
+    tok=$(printf '%s' "$BODY" | jget nextPageToken)
+    [ -z "$tok" ] || [ $pages -gt 10 ] && break
+done
+check_eq "all jobs listed once over pages" "$seen" 27
+check_eq "pages of 10" "$pages" 3
+api GET "/v1/projects/p1/jobs?pageSize=1000"
+n=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin).get("jobs",[])))')
+check_eq "default page size cap is fine" "$n" 27
+api GET "/v1/projects/p1/jobs?pageToken=garbage"
+check_eq "bad page token" "$STATUS" 400
+check "all rnn succeed" wait_state rnn_25 SUCCEEDED 20
+check "other fails" wait_state other_1 FAILED 10
+api GET "/v1/projects/p1/jobs/other_1"
+check "errorMessage names the exit status" grep -q "non-zero status of 3" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
+api GET "/v1/projects/p1/jobs?filter=$(printf 'jobId:rnn_1* AND state:SUCCEEDED' | sed 's/ /%20/g; s/\*/%2A/g')"
+n=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin).get("jobs",[])))')
+check_eq "filter jobId:rnn_1* AND state:SUCCEEDED" "$n" 10
+api GET "/v1/projects/p1/jobs?filter=state:FAILED"
+check_eq "filter state:FAILED" "$(printf '%s' "$BODY" | jget jobs.0.jobId)" other_1
+api GET "/v1/projects/p1/jobs?filter=color:red"
+check_eq "bad filter -> 400" "$STATUS" 400
+check "bad filter violation" grep -q '"field": "filter"' <<<"$BODY"
+api GET "/v1/projects/p2/jobs"
+check_eq "empty project lists nothing" "$(printf '%s' "$BODY" | jget jobs)" ""
+
+# patch labels (and only labels)
+api PATCH "/v1/projects/p1/jobs/census_1?updateMask=labels" '{"labels":{"owner":"alice"}}'
+check_eq "patch status" "$STATUS" 200
+check_eq "patched label" "$(printf '%s' "$BODY" | jget labels.owner)" alice
+api PATCH "/v1/projects/p1/jobs/census_1?updateMask=trainingInput" '{"labels":{"owner":"bob"}}'
+check_eq "patch other field refused" "$STATUS" 400
+api PATCH "/v1/projects/p1/jobs/census_1?updateMask=labels" '{"labels":{"owner":"bob"},"etag":"stale"}'
+check_eq "stale etag refused" "$STATUS" 409
+api GET "/v1/projects/p1/jobs?filter=labels.owner=alice"
+check_eq "filter by label" "$(printf '%s' "$BODY" | jget jobs.0.jobId)" census_1
+
+# cancel: running -> CANCELLING -> CANCELLED; again -> FAILED_PRECONDITION
+api POST /v1/projects/p1/jobs/census_1:cancel '{}'
+check_eq "cancel status" "$STATUS" 200
+check "cancelled" wait_state census_1 CANCELLED 10
+api POST /v1/projects/p1/jobs/census_1:cancel '{}'
+check_eq "cancel twice" "$STATUS" 400
+check_eq "cancel twice status" "$(printf '%s' "$BODY" | jget error.status)" FAILED_PRECONDITION
+api POST /v1/projects/p1/jobs/nope:cancel '{}'
+check_eq "cancel missing" "$STATUS" 404
+
+# the CLI: list table, describe yaml/json, filter
+out=$("$KILN" jobs list --filter 'jobId:rnn_0*')
+check_eq "cli list rows" "$(grep -c '^rnn_0' <<<"$out")" 9
+check "cli list header" grep -q '^JOB_ID' <<<"$out"
+check "cli describe yaml" grep -q '^state: CANCELLED' <<<"$("$KILN" jobs describe census_1)"
+check_eq "cli describe json" "$("$KILN" jobs describe census_1 --format json | jget labels.owner)" alice
+"$KILN" jobs describe nope >/dev/null 2>"$T/err"
+check_eq "cli not found exit" "$?" 3
+check "cli error message" grep -q NOT_FOUND "$T/err"
+"$KILN" jobs submit training bad_one --scale-tier custom --worker-count 2 >/dev/null 2>"$T/err"
+check_eq "cli invalid exit" "$?" 2
+check "cli prints field violations" grep -q "trainingInput.masterType" "$T/err"
+KILN_ENDPOINT=http://127.0.0.1:1 "$KILN" jobs list >/dev/null 2>&1
+check_eq "cli unreachable exit" "$?" 1
+
+check "kilnd alive at the end" kill -0 "$KPID"
+finish

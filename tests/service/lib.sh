@@ -1,0 +1,140 @@
+# tests/service/lib.sh - shared by the service integration tests (it_*.sh).
+# Sourced with the build dir as $1. Starts real kilnd processes on free
+# loopback ports (--listen 127.0.0.1:0), talks to 127.0.0.1 only, bounds
+# every wait, and kills what it started on exit.
+set -u
+
+BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
+KILND=$BUILD/bin/kilnd
+KILN=$BUILD/bin/kiln
+# `kiln` dispatches the service verbs once src/cli/main.c knows them; until
+# then the tests use the same code through kiln-svc-cli.
+if ! "$KILN" jobs --help >/dev/null 2>&1; then KILN=$BUILD/bin/kiln-svc-cli; fi
+PY=${PYTHON:-python3}
+T=$(mktemp -d /tmp/kiln-it.XXXXXX)
+KPIDS=()
+FAILS=0
+PASSES=0
+export KILN_PROJECT=p1
+
+cleanup() {
+    for p in "${KPIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    for p in "${KPIDS[@]}"; do wait "$p" 2>/dev/null; done
+    # replicas die with kilnd (PDEATHSIG); give them a moment, then remove the dir
+    sleep 0.2
+    [ -n "${KEEP:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { PASSES=$((PASSES + 1)); }
+fail() {
+    FAILS=$((FAILS + 1))
+    echo "FAIL: $*" >&2
+}
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    if "$@"; then ok; else fail "$what"; fi
+}
+check_eq() { # check_eq DESCRIPTION GOT WANT
+    if [ "$2" = "$3" ]; then ok; else fail "$1: got '$2', want '$3'"; fi
+}
+finish() {
+    echo "$PASSES passed, $FAILS failed"
+    [ "$FAILS" -eq 0 ]
+    exit $?
+}
+
+# start_kilnd DATA_DIR [kilnd args...]: sets URL and KPID
+start_kilnd() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    rm -f "$dir/kilnd.addr"
+    "$KILND" --listen 127.0.0.1:0 --data-dir "$dir" --grace-period 1 \
+        --port-range "${PORT_RANGE:-41000-41999}" "$@" 2>>"$dir/kilnd.err" &
+    KPID=$!
+    KPIDS+=("$KPID")
+    for _ in $(seq 1 200); do
+        [ -s "$dir/kilnd.addr" ] && break
+        kill -0 "$KPID" 2>/dev/null || break
+        sleep 0.05
+    done
+    if [ ! -s "$dir/kilnd.addr" ]; then
+        echo "kilnd did not start:" >&2
+        cat "$dir/kilnd.err" >&2
+        exit 1
+    fi
+    URL=http://$(cat "$dir/kilnd.addr")
+    export KILN_ENDPOINT=$URL
+}
+
+stop_kilnd() { # graceful
+    kill -TERM "$KPID" 2>/dev/null
+    wait "$KPID" 2>/dev/null
+}
+
+# jget PATH < json: a field by dotted path ("" when absent); lists by index
+jget() {
+    "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+for k in [k for k in sys.argv[1].split(".") if k]:
+    if isinstance(d, list):
+        d = d[int(k)] if int(k) < len(d) else None
+    elif isinstance(d, dict):
+        d = d.get(k)
+    else:
+        d = None
+    if d is None:
+        break
+if d is None:
+    print("")
+elif isinstance(d, (dict, list)):
+    print(json.dumps(d))
+elif isinstance(d, bool):
+    print("true" if d else "false")
+else:
+    print(d)' "$1"
+}
+
+api() { # api METHOD PATH [BODY] -> body on stdout, status in $STATUS
+    local out
+    if [ $# -ge 3 ]; then
+        out=$(curl -s -m 10 -w '\n%{http_code}' -X "$1" -H 'Content-Type: application/json' \
+            ${TOKEN:+-H "Authorization: Bearer $TOKEN"} --data-binary "$3" "$URL$2")
+    else
+        out=$(curl -s -m 10 -w '\n%{http_code}' -X "$1" \
+            ${TOKEN:+-H "Authorization: Bearer $TOKEN"} "$URL$2")
+    fi
+    STATUS=${out##*$'\n'}
+    BODY=${out%$'\n'*}
+}
+
+job_state() { # job_state JOB [PROJECT]
+    api GET "/v1/projects/${2:-p1}/jobs/$1"
+    printf '%s' "$BODY" | jget state
+}
+
+# wait_state JOB STATE [SECONDS]: polls every 50 ms
+wait_state() {
+    local i n=$(( ${3:-20} * 20 )) s=""
+    for i in $(seq 1 "$n"); do
+        s=$(job_state "$1")
+        [ "$s" = "$2" ] && return 0
+        case "$s" in SUCCEEDED | FAILED | CANCELLED) [ "$s" != "$2" ] && break ;; esac
+        sleep 0.05
+    done
+    echo "  job $1 is '$s', waited for '$2'" >&2
+    api GET "/v1/projects/p1/jobs/$1"
+    printf '%s\n' "$BODY" | grep -E 'errorMessage|state' >&2
+    return 1
+}
+
+# A Job JSON: job_json ID COMMAND [extra trainingInput JSON members]
+job_json() {
+    local cmd
+    cmd=$(printf '%s' "$2" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c",%s]}%s}}' \
+        "$1" "$cmd" "${3:-}"
+}
