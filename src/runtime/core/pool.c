@@ -13,6 +13,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +155,14 @@ void kiln__parallel_for(int ntasks, kiln__task_fn fn, void *ctx)
         pthread_mutex_unlock(&P.mu);
     }
     run_share(0);
-    while (atomic_load_explicit(&P.pending, memory_order_acquire) > 0)
-        CPU_RELAX();
+    /* Spin, then yield: on a loaded machine the worker we wait for may be
+     * descheduled, and burning our time slice would only delay it. */
+    for (int spins = 0; atomic_load_explicit(&P.pending, memory_order_acquire) > 0; spins++) {
+        if (spins < SPIN_ITERS)
+            CPU_RELAX();
+        else
+            sched_yield();
+    }
 }
 
 static struct {

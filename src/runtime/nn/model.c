@@ -619,6 +619,16 @@ kiln_buffer kiln_model_buffer(const kiln_model *m, size_t i)
     return i < m->nbufs ? m->bufs[i] : (kiln_buffer){0};
 }
 
+void kiln_model_set_lr(kiln_model *m, float lr)
+{
+    m->opt.lr = lr;
+}
+
+float kiln_model_lr(const kiln_model *m)
+{
+    return m->opt.lr;
+}
+
 uint64_t kiln_model_step(const kiln_model *m)
 {
     return m->step;
