@@ -90,7 +90,7 @@ typedef struct kiln_comm_config {
      * 0: $KILN_COLL_TIMEOUT_S, else 30 s. */
     double timeout_s;
     /* shm: bytes per rank per pipeline stage (the segment is
-     * 2 * world_size * chunk_bytes plus a header). 0: 1 MiB. Rounded up to 256 bytes. */
+     * 2 * world_size * chunk_bytes plus a header). 0: 128 KiB. Rounded up to 256 bytes. */
     size_t chunk_bytes;
 } kiln_comm_config;
 
