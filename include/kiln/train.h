@@ -79,6 +79,9 @@ size_t kiln_model_input_dim(const kiln_model *m);
 int kiln_model_num_classes(const kiln_model *m);
 /* Multiply-adds of one example's forward pass (for FLOP accounting). */
 double kiln_model_forward_macs(const kiln_model *m);
+/* FLOPs of one example's training step in the GEMM-shaped layers: forward,
+ * weight gradient and input gradient (none for the first such layer). */
+double kiln_model_train_flops(const kiln_model *m);
 
 /* One optimizer step on n <= batch_size examples (x: n * input_dim floats,
  * y: n labels). loss (mean over n) and correct may be NULL. */

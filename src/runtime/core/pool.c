@@ -34,10 +34,13 @@ static struct {
     int nthreads; /* including the caller */
     int started;  /* workers running */
     pthread_t tid[KILN__MAX_THREADS];
-    atomic_uint gen;     /* bumped once per job */
-    atomic_int pending;  /* workers still busy with the current job */
+    /* (job generation << 32) | next unclaimed task: one word, so a claim
+     * (compare-and-swap) can only succeed for the job it was meant for. */
+    _Atomic uint64_t work;
+    atomic_int done;     /* tasks of the current job finished */
     atomic_int sleepers; /* workers blocked on cv */
-    int quit;
+    atomic_int quit;
+    uint32_t gen;
     kiln__task_fn fn;
     void *ctx;
     int ntasks;
@@ -45,37 +48,52 @@ static struct {
 
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void run_share(int tid)
+/* Claims and runs tasks of job g until none is left. Tasks are claimed
+ * dynamically, so on a loaded machine a descheduled worker does not hold the
+ * step up: whoever runs takes the work. Results do not depend on who runs a
+ * task: kernels index outputs and partial sums by task, never by thread. */
+static void run_tasks(uint32_t g, int tid)
 {
-    for (int t = tid; t < P.ntasks; t += P.nthreads)
-        P.fn(P.ctx, t, tid);
+    for (;;) {
+        uint64_t w = atomic_load(&P.work);
+        if ((uint32_t)(w >> 32) != g)
+            return;
+        uint32_t t = (uint32_t)w;
+        if ((int)t >= P.ntasks) /* may read a newer job's count: then the CAS fails */
+            return;
+        if (!atomic_compare_exchange_weak(&P.work, &w, w + 1))
+            continue;
+        /* job g cannot finish before this task does, so fn/ctx are still g's */
+        P.fn(P.ctx, (int)t, tid);
+        atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+    }
 }
 
 static void *worker(void *arg)
 {
     int me = (int)(intptr_t)arg;
-    unsigned seen = atomic_load(&P.gen); /* jobs posted before we existed are not ours */
+    /* jobs posted before we existed are not ours */
+    uint32_t seen = (uint32_t)(atomic_load(&P.work) >> 32);
     for (;;) {
-        unsigned g;
+        uint32_t g;
         int spins = 0;
-        while ((g = atomic_load_explicit(&P.gen, memory_order_acquire)) == seen) {
+        while ((g = (uint32_t)(atomic_load(&P.work) >> 32)) == seen && !atomic_load(&P.quit)) {
             if (++spins < SPIN_ITERS) {
                 CPU_RELAX();
                 continue;
             }
             pthread_mutex_lock(&P.mu);
             atomic_fetch_add(&P.sleepers, 1);
-            while (atomic_load(&P.gen) == seen && !P.quit)
+            while ((uint32_t)(atomic_load(&P.work) >> 32) == seen && !atomic_load(&P.quit))
                 pthread_cond_wait(&P.cv, &P.mu);
             atomic_fetch_sub(&P.sleepers, 1);
             pthread_mutex_unlock(&P.mu);
             spins = 0;
         }
-        seen = g;
-        if (P.quit)
+        if (atomic_load(&P.quit))
             return NULL;
-        run_share(me);
-        atomic_fetch_sub_explicit(&P.pending, 1, memory_order_release);
+        seen = g;
+        run_tasks(g, me);
     }
 }
 
@@ -84,14 +102,13 @@ static void stop_workers(void)
     if (!P.started)
         return;
     pthread_mutex_lock(&P.mu);
-    P.quit = 1;
-    atomic_fetch_add(&P.gen, 1);
+    atomic_store(&P.quit, 1);
     pthread_cond_broadcast(&P.cv);
     pthread_mutex_unlock(&P.mu);
     for (int i = 1; i < P.nthreads; i++)
         pthread_join(P.tid[i], NULL);
     P.started = 0;
-    P.quit = 0;
+    atomic_store(&P.quit, 0);
 }
 
 static void start_workers(int n)
@@ -145,19 +162,20 @@ void kiln__parallel_for(int ntasks, kiln__task_fn fn, void *ctx)
     P.fn = fn;
     P.ctx = ctx;
     P.ntasks = ntasks;
-    atomic_store(&P.pending, n - 1);
-    /* seq_cst, not release: the sleepers load below must not be reordered before
-     * this store (a worker going to sleep checks gen after bumping sleepers). */
-    atomic_fetch_add(&P.gen, 1);
+    atomic_store(&P.done, 0);
+    uint32_t g = ++P.gen;
+    /* seq_cst: the sleepers load below must not move before this store (a
+     * worker going to sleep re-checks `work` after bumping sleepers). */
+    atomic_store(&P.work, (uint64_t)g << 32);
     if (atomic_load(&P.sleepers) > 0) {
         pthread_mutex_lock(&P.mu);
         pthread_cond_broadcast(&P.cv);
         pthread_mutex_unlock(&P.mu);
     }
-    run_share(0);
+    run_tasks(g, 0);
     /* Spin, then yield: on a loaded machine the worker we wait for may be
-     * descheduled, and burning our time slice would only delay it. */
-    for (int spins = 0; atomic_load_explicit(&P.pending, memory_order_acquire) > 0; spins++) {
+     * descheduled mid-task, and burning our time slice would only delay it. */
+    for (int spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < ntasks; spins++) {
         if (spins < SPIN_ITERS)
             CPU_RELAX();
         else

@@ -1,10 +1,11 @@
 /* core/pool.h - the runtime's compute threads (internal).
  *
  * kiln__parallel_for runs fn(ctx, task, tid) for task = 0..ntasks-1 on the
- * pool and returns when all are done. Task t always runs on thread
- * t % nthreads, so which thread touches which data is fixed; kernels that
- * need a cross-thread reduction give each task its own partial buffer and add
- * the partials in task order afterwards (deterministic for a fixed count).
+ * pool and returns when all are done. Threads claim tasks dynamically, so
+ * which thread (tid) runs a task varies: use tid only to pick scratch memory.
+ * Kernels that need a cross-thread reduction give each TASK its own partial
+ * buffer and add the partials in task order afterwards, so results depend on
+ * the task split (fixed for a thread count), never on timing.
  * Not reentrant: fn must not call kiln__parallel_for. */
 #ifndef KILN_RT_CORE_POOL_H
 #define KILN_RT_CORE_POOL_H

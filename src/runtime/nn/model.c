@@ -427,6 +427,21 @@ double kiln_model_forward_macs(const kiln_model *m)
     return macs;
 }
 
+double kiln_model_train_flops(const kiln_model *m)
+{
+    double flops = 0.0;
+    int first = 1;
+    for (int i = 0; i < m->nl; i++) {
+        const kiln_layer *l = m->layers[i];
+        if (l->kind != L_DENSE && l->kind != L_CONV)
+            continue;
+        double macs = (double)l->nw * l->oh * l->ow;
+        flops += 2.0 * macs * (first ? 2.0 : 3.0);
+        first = 0;
+    }
+    return flops;
+}
+
 void kiln_model_summary(const kiln_model *m, FILE *f)
 {
     size_t total = 0;

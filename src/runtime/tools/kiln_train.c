@@ -29,7 +29,7 @@
 typedef struct opts {
     const char *model, *data_dir, *model_dir, *optimizer, *log_format, *lr_schedule;
     int epochs, batch, threads, keep;
-    long checkpoint_steps;
+    long checkpoint_steps, max_steps;
     double lr, momentum;
     uint64_t seed;
 } opts;
@@ -47,7 +47,7 @@ typedef struct run {
     double loss_sum;
     size_t correct, seen;
     uint64_t total_steps;
-    int stopped_by_signal, failed;
+    int stopped_by_signal, failed, hit_max_steps;
 } run;
 
 static volatile sig_atomic_t g_term;
@@ -72,7 +72,7 @@ static void usage(FILE *f)
                "                        [--optimizer=sgd|adam] [--seed=N] [--checkpoint_steps=N]\n"
                "                        [--keep_checkpoints=N] [--threads=N]"
                " [--log_format=text|json]\n"
-               "                        [--momentum=F] [--lr_schedule=cosine|constant]\n"
+               "                        [--momentum=F] [--lr_schedule=cosine|constant] [--max_steps=N]\n"
                "       kiln-train inspect FILE|DIR\n");
 }
 
@@ -158,6 +158,10 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (parse_int("checkpoint_steps", v, 0, 1L << 40, &x))
                 return -1;
             o->checkpoint_steps = x;
+        } else if (flag_match(a, "max_steps", &v, &used, next)) {
+            if (parse_int("max_steps", v, 0, 1L << 40, &x))
+                return -1;
+            o->max_steps = x;
         } else if (flag_match(a, "seed", &v, &used, next)) {
             if (parse_int("seed", v, 0, 1L << 62, &x))
                 return -1;
@@ -365,6 +369,12 @@ static int cb_step_end(void *ud, kiln_model *m, const kiln_fit_info *in)
         r->stopped_by_signal = 1;
         return 1;
     }
+    if (r->o.max_steps > 0 && in->global_step >= (uint64_t)r->o.max_steps) {
+        /* benchmarks: stop early, time counted like a finished epoch */
+        r->train_secs += now_s() - r->epoch_t0;
+        r->hit_max_steps = 1;
+        return 1;
+    }
     if (r->sw_train && in->global_step % 50 == 0) {
         const char *tags[] = {"loss", "learning_rate"};
         float vals[] = {in->loss, lr_at(r, in->global_step - 1)};
@@ -506,7 +516,7 @@ static int cmd_mnist(int argc, char **argv)
     kiln_callbacks cb = {.ud = &r, .on_epoch_begin = cb_epoch_begin, .on_step_end = cb_step_end,
                          .on_epoch_end = cb_epoch_end};
     int fr = g_term ? 1 : kiln_model_fit(r.m, &r.train, &fo, &cb);
-    if (fr < 0 || r.failed) {
+    if (fr < 0 || r.failed || (fr == 1 && !g_term && !r.hit_max_steps)) {
         fprintf(stderr, "kiln-train: training failed: %s\n", kiln_model_error(r.m));
         goto out;
     }
@@ -524,8 +534,10 @@ static int cmd_mnist(int argc, char **argv)
     double sps = r.train_secs > 0 ? (double)r.samples / r.train_secs : 0.0;
     if (r.json)
         printf("{\"event\":\"done\",\"test_accuracy\":%.6f,\"test_loss\":%.6f,"
-               "\"samples_per_sec\":%.1f,\"steps\":%llu,\"train_seconds\":%.3f}\n",
-               ta, tl, sps, (unsigned long long)kiln_model_step(r.m), r.train_secs);
+               "\"samples_per_sec\":%.1f,\"steps\":%llu,\"train_seconds\":%.3f,"
+               "\"train_gflops\":%.1f}\n",
+               ta, tl, sps, (unsigned long long)kiln_model_step(r.m), r.train_secs,
+               sps * kiln_model_train_flops(r.m) / 1e9);
     else
         printf("done: test_accuracy %.4f test_loss %.4f %.0f samples/s %llu steps\n", ta, tl, sps,
                (unsigned long long)kiln_model_step(r.m));
