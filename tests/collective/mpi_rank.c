@@ -36,6 +36,10 @@ int main(void)
         cfg = kiln_comm_config_from_tf(&g);
     }
     cfg.timeout_s = 30;
+    /* hang check (mpi_local.sh): rank 1 stalls before the first collective;
+     * rank 0's watchdog must end the job within the short timeout */
+    const char *hang = getenv("KILN_TEST_MPI_HANG");
+    if (hang && *hang) cfg.timeout_s = 1;
     if (kiln_comm_init(&cfg, &c, err, sizeof err) != KILN_OK) {
         fprintf(stderr, "init: %s\n", err);
         goto out;
@@ -46,6 +50,7 @@ int main(void)
         fprintf(stderr, "rank %d: backend %s, expected mpi\n", rank, kiln_comm_backend_name(c));
         goto out;
     }
+    if (hang && *hang && rank == 1) sleep(20);
     static const size_t sizes[] = {0, 1, 17, 1000, 262147};
     buf = malloc(262147 * sizeof(float));
     for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
