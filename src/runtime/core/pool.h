@@ -26,6 +26,19 @@ void kiln__parallel_for(int ntasks, kiln__task_fn fn, void *ctx);
 #define KILN__MAX_THREADS   64
 float *kiln__scratch(int tid, int slot, size_t nfloats);
 
+/* Hot loops are compiled twice, for AVX-512 and for baseline x86-64, and
+ * the loader picks one by CPU (GCC function multi-versioning): the library
+ * needs no -march flag and still uses the vector units where they exist.
+ * The arithmetic is elementwise or sums in a fixed order, and -ffp-contract
+ * is off, so both clones round identically. Off under sanitizers, whose
+ * instrumentation does not mix with ifunc resolvers everywhere. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                            \
+    !defined(__SANITIZE_ADDRESS__)
+#define KILN_HOT __attribute__((target_clones("arch=skylake-avx512", "default")))
+#else
+#define KILN_HOT
+#endif
+
 /* Splits [0, n) into `parts` ranges whose boundaries are multiples of
  * `align` (except the end): range i is [*b, *e). */
 void kiln__split(size_t n, int parts, int i, size_t align, size_t *b, size_t *e);

@@ -16,6 +16,7 @@
 #include "kiln/tensor.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 int kiln_conv_shape_init(kiln_conv_shape *s, int n, int h, int w, int c, int oc, int kh, int kw,
@@ -113,17 +114,27 @@ void kiln_conv2d_bwd_ref(const kiln_conv_shape *s, const float *x, const float *
 
 /* ---- fast path ---- */
 
-#define L2_CHUNK_BYTES (1u << 20)
+static size_t L2_CHUNK_BYTES = 1u << 20;
 
 static int chunk_images(const kiln_conv_shape *s)
 {
     size_t per = (size_t)s->oh * s->ow * s->kh * s->kw * s->c * sizeof(float);
+    if (getenv("KILN_CHUNK"))
+        L2_CHUNK_BYTES = (size_t)atol(getenv("KILN_CHUNK"));
     size_t k = L2_CHUNK_BYTES / (per ? per : 1);
     return k < 1 ? 1 : (int)k;
 }
 
+/* Copies of a few floats: memcpy calls cost more than the data for the
+ * 1-channel first layer (runs of 5 floats). */
+static inline void copy_run(float *restrict d, const float *restrict s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = s[i];
+}
+
 /* col[p][(ky*KW + kx)*C + c] for the output pixels p of images [n0, n0+cnt). */
-static void im2col(const kiln_conv_shape *s, const float *x, int n0, int cnt, float *col)
+KILN_HOT static void im2col(const kiln_conv_shape *s, const float *x, int n0, int cnt, float *col)
 {
     size_t K = (size_t)s->kh * s->kw * s->c, run = (size_t)s->c;
     for (int n = n0; n < n0 + cnt; n++)
@@ -139,7 +150,7 @@ static void im2col(const kiln_conv_shape *s, const float *x, int n0, int cnt, fl
                     }
                     int ix0 = ox * s->stride - s->pad;
                     if (ix0 >= 0 && ix0 + s->kw <= s->w) { /* interior: one copy */
-                        memcpy(dst, &XAT(s, x, n, iy, ix0, 0), sizeof(float) * s->kw * run);
+                        copy_run(dst, &XAT(s, x, n, iy, ix0, 0), s->kw * run);
                         continue;
                     }
                     for (int kx = 0; kx < s->kw; kx++) {
@@ -147,14 +158,14 @@ static void im2col(const kiln_conv_shape *s, const float *x, int n0, int cnt, fl
                         if (ix < 0 || ix >= s->w)
                             memset(dst + kx * run, 0, sizeof(float) * run);
                         else
-                            memcpy(dst + kx * run, &XAT(s, x, n, iy, ix, 0), sizeof(float) * run);
+                            copy_run(dst + kx * run, &XAT(s, x, n, iy, ix, 0), run);
                     }
                 }
             }
 }
 
 /* dx[images n0..] += col2im(dcol) */
-static void col2im_add(const kiln_conv_shape *s, const float *dcol, int n0, int cnt, float *dx)
+KILN_HOT static void col2im_add(const kiln_conv_shape *s, const float *dcol, int n0, int cnt, float *dx)
 {
     size_t K = (size_t)s->kh * s->kw * s->c;
     int C = s->c;
@@ -177,6 +188,34 @@ static void col2im_add(const kiln_conv_shape *s, const float *dcol, int n0, int 
                     }
                 }
             }
+}
+
+/* y[i][o] = act(y[i][o] + b[o]) over an M x OC block */
+KILN_HOT static void bias_act(float *y, int M, int OC, const float *b, int relu)
+{
+    for (int i = 0; i < M; i++) {
+        float *r = y + (size_t)i * OC;
+        if (b)
+            for (int o = 0; o < OC; o++)
+                r[o] += b[o];
+        if (relu)
+            for (int o = 0; o < OC; o++)
+                r[o] = r[o] > 0.0f ? r[o] : 0.0f;
+    }
+}
+
+/* dy[i][o] = 0 where y <= 0 (ReLU), then db[o] += dy[i][o] in row order */
+KILN_HOT static void mask_sum(float *dy, const float *y, int M, int OC, int relu, float *db)
+{
+    for (int i = 0; i < M; i++) {
+        float *r = dy + (size_t)i * OC;
+        const float *ry = y + (size_t)i * OC;
+        if (relu)
+            for (int o = 0; o < OC; o++)
+                r[o] = ry[o] > 0.0f ? r[o] : 0.0f;
+        for (int o = 0; o < OC; o++)
+            db[o] += r[o];
+    }
 }
 
 typedef struct conv_ctx {
@@ -209,13 +248,7 @@ static void fwd_task(void *p, int task, int tid)
         float *out = c->yo + (size_t)n * P1 * s->oc;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, s->oc, (int)K, 1.0f, a, (int)K,
                     c->w, s->oc, 0.0f, out, s->oc);
-        for (int i = 0; i < M; i++) {
-            float *r = out + (size_t)i * s->oc;
-            for (int o = 0; o < s->oc; o++) {
-                float v = r[o] + (c->b ? c->b[o] : 0.0f);
-                r[o] = c->relu && v < 0.0f ? 0.0f : v;
-            }
-        }
+        bias_act(out, M, s->oc, c->b, c->relu);
     }
 }
 
@@ -249,15 +282,7 @@ static void bwd_task(void *p, int task, int tid)
         int M = cnt * (int)P1;
         float *d = c->dy + (size_t)n * P1 * s->oc;
         const float *yy = c->y + (size_t)n * P1 * s->oc;
-        for (int i = 0; i < M; i++) {
-            float *r = d + (size_t)i * s->oc;
-            const float *ry = yy + (size_t)i * s->oc;
-            for (int o = 0; o < s->oc; o++) {
-                float v = c->relu && ry[o] <= 0.0f ? 0.0f : r[o];
-                r[o] = v;
-                db[o] += v;
-            }
-        }
+        mask_sum(d, yy, M, s->oc, c->relu, db);
         const float *a = &XAT(s, c->x, n, 0, 0, 0);
         if (!direct) {
             im2col(s, c->x, n, cnt, col);
