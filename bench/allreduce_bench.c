@@ -2,8 +2,11 @@
  *
  *   kiln-allreduce-bench --world_size N [--backend shm|mpi]
  *                        [--bytes B | --min_bytes B --max_bytes B] [--iters K]
- *                        [--warmup W] [--chunk_bytes C] [--check]
+ *                        [--warmup W] [--chunk_bytes C] [--check] [--registered]
  *
+ * --registered: the buffer comes from kiln_comm_alloc_f32 (shm: shared memory,
+ * all-reduce without copies through the segment), as a training loop's
+ * gradient buffer would; default plain malloc memory, as MPI's peer uses.
  * shm: forks N local ranks. mpi: run it under mpirun (every process is a rank).
  * Prints one JSON object per size (sizes double from min to max):
  *   {"bytes":..,"algbw_gbps":..,"busbw_gbps":..,"time_us":..,...}
@@ -24,7 +27,7 @@ typedef struct opts {
     int world;
     kiln_coll_backend backend;
     size_t min_bytes, max_bytes, chunk;
-    int iters, warmup, check;
+    int iters, warmup, check, registered;
     char key[64];
 } opts;
 
@@ -71,7 +74,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: kiln-allreduce-bench --world_size N [--backend shm|mpi] [--bytes B | "
                     "--min_bytes B --max_bytes B] [--iters K] [--warmup W] [--chunk_bytes C] "
-                    "[--check]\n(sizes take K, M, G suffixes: 4K, 256M)\n");
+                    "[--check] [--registered]\n(sizes take K, M, G suffixes: 4K, 256M)\n");
 }
 
 static int auto_iters(size_t bytes)
@@ -101,7 +104,9 @@ static int run_rank(const opts *o, int rank)
     }
     rank = kiln_comm_rank(c);
     int n = kiln_comm_world_size(c);
-    if (!(buf = malloc((maxn ? maxn : 1) * sizeof(float)))) {
+    buf = o->registered ? kiln_comm_alloc_f32(c, maxn ? maxn : 1)
+                        : malloc((maxn ? maxn : 1) * sizeof(float));
+    if (!buf) {
         fprintf(stderr, "rank %d: out of memory\n", rank);
         goto out;
     }
@@ -134,9 +139,9 @@ static int run_rank(const opts *o, int rank)
             double algbw = (double)(count * sizeof(float)) / t / 1e9;
             double busbw = algbw * 2.0 * (n - 1) / n;
             printf("{\"bytes\":%zu,\"algbw_gbps\":%.3f,\"busbw_gbps\":%.3f,\"time_us\":%.2f,"
-                   "\"world_size\":%d,\"backend\":\"%s\",\"iters\":%d}\n",
+                   "\"world_size\":%d,\"backend\":\"%s\",\"buffer\":\"%s\",\"iters\":%d}\n",
                    count * sizeof(float), algbw, busbw, t * 1e6, n, kiln_comm_backend_name(c),
-                   iters);
+                   o->registered ? "registered" : "plain", iters);
             fflush(stdout);
         }
         if (bytes >= o->max_bytes) break;
@@ -146,7 +151,10 @@ static int run_rank(const opts *o, int rank)
 fail:
     fprintf(stderr, "rank %d: %s\n", rank, kiln_comm_error(c));
 out:
-    free(buf);
+    if (o->registered)
+        kiln_comm_free(c, buf);
+    else
+        free(buf);
     kiln_comm_destroy(c);
     return rc;
 }
@@ -164,6 +172,10 @@ int main(int argc, char **argv)
         int bad = 0;
         if (!strcmp(a, "--check")) {
             o.check = 1;
+            continue;
+        }
+        if (!strcmp(a, "--registered")) {
+            o.registered = 1;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

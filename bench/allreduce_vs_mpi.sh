@@ -2,6 +2,10 @@
 # bench/allreduce_vs_mpi.sh [BUILD_DIR] - kiln's shm all-reduce against
 # OpenMPI's MPI_Allreduce, 2 ranks on this host, 4 KiB .. 256 MiB, in one run.
 #
+# Two kiln columns: "plain" all-reduces malloc'd memory (as the MPI peer does),
+# "registered" a buffer from kiln_comm_alloc_f32 (shared memory, no copies
+# through the segment), as a training loop's gradient buffer would be.
+#
 # Both sides are timed the same way (same sizes, iteration counts, warm-up,
 # in place, barriers around the timed loop; bench/allreduce_bench.c and
 # bench/allreduce_mpi_peer.c), and print nccl-tests' busbw. The two runs are
@@ -26,11 +30,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "# $(date -u +%FT%TZ) $(uname -n) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# kiln: $kiln --world_size $np --backend shm --min_bytes $min --max_bytes $max"
+echo "# kiln: $kiln --world_size $np --backend shm --min_bytes $min --max_bytes $max [--registered]"
 echo "# mpi:  mpirun -np $np --oversubscribe --bind-to none $peer --min_bytes $min --max_bytes $max"
 i=0
 while [ $i -lt "$repeat" ]; do
     "$kiln" --world_size "$np" --backend shm --min_bytes "$min" --max_bytes "$max" >>"$tmp/kiln"
+    "$kiln" --world_size "$np" --backend shm --min_bytes "$min" --max_bytes "$max" --registered \
+        >>"$tmp/kreg"
     mpirun -np "$np" --oversubscribe --bind-to none "$peer" --min_bytes "$min" --max_bytes "$max" \
         >>"$tmp/mpi" 2>"$tmp/mpi.err" || { cat "$tmp/mpi.err" >&2; exit 1; }
     i=$((i + 1))
@@ -50,13 +56,14 @@ function median(list,   n, a, i, j, t) {
 FNR == 1 { side++ }
 {
     b = field($0, "bytes"); bw = field($0, "busbw_gbps")
-    if (side == 1) k[b] = k[b] " " bw; else m[b] = m[b] " " bw
+    if (side == 1) k[b] = k[b] " " bw; else if (side == 2) g[b] = g[b] " " bw; else m[b] = m[b] " " bw
     if (!(b in seen)) { seen[b] = 1; order[++n] = b }
 }
 END {
-    printf "%12s %16s %16s %8s\n", "bytes", "kiln_busbw_GB/s", "mpi_busbw_GB/s", "ratio"
+    printf "# busbw in GB/s (nccl-tests definition), median of %d runs each\n", repeat
+    printf "%11s %11s %11s %11s %8s %8s\n", "bytes", "kiln_plain", "kiln_reg", "mpi", "plain/mpi", "reg/mpi"
     for (i = 1; i <= n; i++) {
-        b = order[i]; kb = median(k[b]); mb = median(m[b])
-        printf "%12d %16.3f %16.3f %7.2fx\n", b, kb, mb, (mb > 0 ? kb / mb : 0)
+        b = order[i]; kb = median(k[b]); gb = median(g[b]); mb = median(m[b])
+        printf "%11d %11.3f %11.3f %11.3f %8.2fx %8.2fx\n", b, kb, gb, mb, (mb > 0 ? kb / mb : 0), (mb > 0 ? gb / mb : 0)
     }
-}' "$tmp/kiln" "$tmp/mpi"
+}' "$tmp/kiln" "$tmp/kreg" "$tmp/mpi"

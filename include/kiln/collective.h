@@ -109,8 +109,22 @@ typedef struct kiln_comm kiln_comm;
 kiln_err kiln_comm_init(const kiln_comm_config *cfg, kiln_comm **out, char *err, size_t errlen);
 
 /* buf[0..count) becomes the element-wise sum over all ranks, in place. Any
- * count, including 0 (then it is a barrier). */
+ * count, including 0 (then it is a barrier). Either every rank passes plain
+ * memory, or every rank passes the same range of a kiln_comm_alloc_f32 buffer. */
 kiln_err kiln_comm_allreduce_sum_f32(kiln_comm *c, float *buf, size_t count);
+/* A buffer for all-reduce that the backend can reach from every rank
+ * (collective: every rank calls it, in the same order, with the same count).
+ * shm: the buffer lives in shared memory, and an all-reduce on it (or on any
+ * range of it, at the same offset on every rank) reads the peers' buffers in
+ * place instead of copying through the segment: about half the memory
+ * traffic for cache-sized buffers. Other backends: plain aligned memory.
+ * 64-byte aligned, zero-filled. NULL on failure (kiln_comm_error says why;
+ * the communicator is then failed). Give the training loop's flat gradient
+ * buffer this way. */
+float *kiln_comm_alloc_f32(kiln_comm *c, size_t count);
+/* Frees a buffer from kiln_comm_alloc_f32 (NULL is fine), before
+ * kiln_comm_destroy. Not collective. */
+void kiln_comm_free(kiln_comm *c, float *buf);
 /* Root's buf[0..bytes) is copied to every rank's buf. */
 kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root);
 kiln_err kiln_comm_barrier(kiln_comm *c);

@@ -22,6 +22,10 @@ typedef struct kiln__coll_ops {
     kiln_err (*allreduce_sum_f32)(kiln_comm *c, float *buf, size_t count);
     kiln_err (*broadcast)(kiln_comm *c, void *buf, size_t bytes, int root);
     kiln_err (*barrier)(kiln_comm *c);
+    /* Optional (NULL: the generic layer uses aligned heap memory). */
+    kiln_err (*alloc_f32)(kiln_comm *c, size_t count, float **out);
+    void (*free_f32)(kiln_comm *c, float *buf);
+    /* Frees the backend's state, including buffers still allocated. */
     void (*destroy)(kiln_comm *c);
 } kiln__coll_ops;
 

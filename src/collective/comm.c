@@ -235,6 +235,35 @@ kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root)
     return c->ops->broadcast(c, buf, bytes, root);
 }
 
+float *kiln_comm_alloc_f32(kiln_comm *c, size_t count)
+{
+    float *p = NULL;
+    size_t bytes;
+
+    if (begin(c, "alloc") != KILN_OK) return NULL;
+    if (count > (SIZE_MAX - 63) / sizeof(float)) {
+        kiln__comm_fail(c, KILN_EINVAL, -1, "alloc: %zu floats is too many", count);
+        return NULL;
+    }
+    if (c->ops->alloc_f32) return c->ops->alloc_f32(c, count, &p) == KILN_OK ? p : NULL;
+    bytes = (count * sizeof(float) + 63) / 64 * 64;
+    if (!(p = aligned_alloc(64, bytes ? bytes : 64))) {
+        kiln__comm_fail(c, KILN_ENOMEM, -1, "alloc: out of memory for %zu floats", count);
+        return NULL;
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+void kiln_comm_free(kiln_comm *c, float *buf)
+{
+    if (!buf) return;
+    if (c->ops->free_f32)
+        c->ops->free_f32(c, buf);
+    else
+        free(buf);
+}
+
 kiln_err kiln_comm_barrier(kiln_comm *c)
 {
     kiln_err e;

@@ -24,7 +24,7 @@ typedef struct scenario {
     ct_result *res;      /* [world], shared */
 } scenario;
 
-enum { DIE, HANG, LEAVE, ABSENT, MISMATCH };
+enum { DIE, HANG, LEAVE, ABSENT, MISMATCH, MIXED };
 
 static int victim_rank = -1, victim_mode;
 static void step_hook(int rank, uint64_t step)
@@ -66,6 +66,20 @@ static int rank_main(int rank, int world, void *arg)
         return 0;
     }
     buf = calloc(COUNT, sizeof(float));
+    if (sc->mode == MIXED) {
+        /* the victim passes plain memory, the others a registered buffer */
+        float *reg = kiln_comm_alloc_f32(c, COUNT);
+        t0 = ct_now();
+        e = kiln_comm_allreduce_sum_f32(c, rank == sc->victim ? buf : reg, COUNT);
+        me->elapsed_s = ct_now() - t0;
+        me->err = e;
+        me->failed_peer = kiln_comm_failed_peer(c);
+        snprintf(me->msg, sizeof me->msg, "%s", kiln_comm_error(c));
+        kiln_comm_free(c, reg);
+        kiln_comm_destroy(c);
+        free(buf);
+        return 0;
+    }
     e = kiln_comm_allreduce_sum_f32(c, buf, COUNT);
     if (e == KILN_OK && rank == sc->victim && sc->mode == LEAVE) {
         kiln_comm_destroy(c); /* leaves between operations */
@@ -170,6 +184,18 @@ int main(void)
         res = run(2, &sc, st);
         CHECK(res[1].err == KILN_EINVAL && strstr(res[1].msg, "disagree"));
         CHECK(res[0].err == KILN_EIO); /* rank 0 times out waiting for rank 1 */
+    }
+    /* 5b. one rank passes plain memory where the others pass a registered
+     * buffer: everyone is told, at once */
+    {
+        scenario sc = {.victim = 1, .mode = MIXED, .timeout_s = 10};
+        res = run(3, &sc, st);
+        for (int r = 0; r < 3; r++) {
+            CHECK_MSG(ct_exited_ok(st[r]) && res[r].err == KILN_EIO &&
+                          strstr(res[r].msg, "every rank must pass") && res[r].elapsed_s < 2.0,
+                      "mixed buffers, rank %d: %d %s", r, res[r].err, res[r].msg);
+        }
+        printf("mixed buffers, rank 0: %s\n", res[0].msg);
     }
     /* 6. a segment left by a crashed run (rank 0 killed during rendezvous) is
      * replaced by the next run with the same key, and nothing is left after */

@@ -14,6 +14,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define NSIZES_MAX 32
 
@@ -132,6 +133,48 @@ static int rank_main(int rank, int world, void *arg)
             goto out;
         }
     }
+    /* registered buffers: the zero-copy path, whole and at an offset, with
+     * the same bit-exact reference; two allocations live at once */
+    {
+        static const size_t rsz[] = {1, 2, 17, 1000, 70001};
+        float *spare = kiln_comm_alloc_f32(c, 5);
+        float *rb = kiln_comm_alloc_f32(c, 70001 + 13);
+        if (!rb || !spare || ((uintptr_t)rb & 63)) {
+            fprintf(stderr, "rank %d: alloc: %s\n", rank, kiln_comm_error(c));
+            goto out;
+        }
+        for (size_t i = 0; i < 70001 + 13; i++)
+            if (rb[i] != 0.0f) {
+                fprintf(stderr, "rank %d: alloc: not zero-filled\n", rank);
+                goto out;
+            }
+        for (int off = 0; off <= 13; off += 13)
+            for (size_t si = 0; si < sizeof rsz / sizeof *rsz; si++) {
+                size_t n = rsz[si];
+                for (int r = 0; r < world; r++) {
+                    for (size_t i = 0; i < n; i++)
+                        in[r][i] = gen(r, i, n + 7);
+                    cin[r] = in[r];
+                }
+                kiln__sum_ref(want, NULL, cin, world, n);
+                memcpy(rb + off, in[rank], n * sizeof(float));
+                if (kiln_comm_allreduce_sum_f32(c, rb + off, n) != KILN_OK ||
+                    memcmp(rb + off, want, n * sizeof(float)) != 0) {
+                    fprintf(stderr, "rank %d world %d: registered all-reduce of %zu at %d: %s\n",
+                            rank, world, n, off,
+                            kiln_comm_error(c)[0] ? kiln_comm_error(c) : "wrong sum");
+                    goto out;
+                }
+            }
+        /* and plain memory again afterwards */
+        float one = 1.0f;
+        if (kiln_comm_allreduce_sum_f32(c, &one, 1) != KILN_OK || one != (float)world) {
+            fprintf(stderr, "rank %d: plain after registered: %s\n", rank, kiln_comm_error(c));
+            goto out;
+        }
+        kiln_comm_free(c, rb);
+        kiln_comm_free(c, spare);
+    }
     rc = 0;
 out:
     kiln_comm_destroy(c);
@@ -159,7 +202,9 @@ static void run_plan(int world, size_t chunk, const size_t *sizes, int nsizes)
             CHECK_MSG(p.hashes[r][si] == p.hashes[0][si],
                       "world %d: rank %d's output of %zu floats differs from rank 0's", world, r,
                       sizes[si]);
-    CHECK_MSG(!ct_segment_exists(key), "segment for %s left in /dev/shm", key);
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "kiln-coll-%s", key);
+    CHECK_MSG(ct_segments_with_prefix(prefix) == 0, "segments for %s left in /dev/shm", key);
     munmap(p.hashes, sizeof(uint64_t) * NSIZES_MAX * CT_MAX_RANKS);
 }
 

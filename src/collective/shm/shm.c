@@ -79,6 +79,10 @@ struct rank_ctl {
     _Atomic uint32_t state;
     _Atomic int32_t pid;
     _Atomic uint64_t op_seq; /* the operation this rank last started (for messages) */
+    /* which memory this rank's current all-reduce works on, so that ranks
+     * mixing registered and plain buffers (or offsets) are caught: 0 = plain,
+     * else (registered buffer id + 1) << 40 | offset in floats */
+    _Atomic uint64_t buf_tag;
 };
 
 struct shm_hdr {
@@ -96,6 +100,15 @@ struct shm_hdr {
 
 typedef struct shm {
     char name[16 + MAX_KEY];
+    /* registered buffers (kiln_comm_alloc_f32): one segment each, holding
+     * every rank's buffer, stride bytes apart */
+    struct reg {
+        char *base;                    /* the whole mapping */
+        size_t map_bytes, stride, cap; /* cap: floats per rank */
+        uint32_t id;                   /* same on every rank: the allocation's number */
+    } * regs;
+    int nregs, capregs;
+    uint32_t reg_seq;
     void *base;
     size_t size;
     struct shm_hdr *h;
@@ -320,6 +333,22 @@ static void slice_of(size_t m, int world, int p, size_t *lo, size_t *hi)
     *hi = a + per < m ? a + per : m;
 }
 
+/* Both sides of a step must work on the same kind of memory. Read right
+ * after in[p] was seen: p cannot change it before we publish red or done. */
+static kiln_err check_tag(kiln_comm *c, shm *s, int p, uint64_t mine)
+{
+    uint64_t theirs = atomic_load(&s->ctl[p].buf_tag);
+    if (theirs == mine) return KILN_OK;
+    return give_up(c, s, p,
+                   "%s #%llu: rank %d passed %s but rank %d passed %s: every rank must pass "
+                   "plain memory, or the same range of a kiln_comm_alloc_f32 buffer",
+                   c->op_name, (unsigned long long)c->op_seq, c->rank,
+                   mine ? "a registered buffer" : "plain memory", p,
+                   theirs == 0                      ? "plain memory"
+                   : (theirs >> 40) == (mine >> 40) ? "another offset of it"
+                                                    : "another registered buffer");
+}
+
 static kiln_err step_allreduce(kiln_comm *c, shm *s, float *x, size_t m)
 {
     const int r = c->rank, n = c->world;
@@ -333,6 +362,7 @@ static kiln_err step_allreduce(kiln_comm *c, shm *s, float *x, size_t m)
 
     slice_of(m, n, r, &lo, &hi);
     if ((e = wait_slot_free(c, s, k)) != KILN_OK) return e;
+    if (s->chunk == 0) atomic_store(&me->buf_tag, 0);
     /* 1: share everything but our own slice (we read that one from x directly) */
     if (lo > 0) memcpy(mine, x, lo * sizeof(float));
     if (hi < m) memcpy(mine + hi, x + hi, (m - hi) * sizeof(float));
@@ -345,6 +375,7 @@ static kiln_err step_allreduce(kiln_comm *c, shm *s, float *x, size_t m)
             continue;
         }
         if ((e = wait_ge(c, s, p, &s->ctl[p].in_seq, k32, "its data")) != KILN_OK) return e;
+        if (s->chunk == 0 && (e = check_tag(c, s, p, 0)) != KILN_OK) return e;
         s->srcs[p] = slot(s, p, b) + lo;
     }
     if (hi > lo) s->sum(x + lo, mine + lo, s->srcs, n, hi - lo);
@@ -363,6 +394,71 @@ static kiln_err step_allreduce(kiln_comm *c, shm *s, float *x, size_t m)
     return KILN_OK;
 }
 
+static float *reg_buf(const struct reg *g, int rank)
+{
+    return (float *)(g->base + (size_t)rank * g->stride);
+}
+
+/* The registered buffer of this rank that holds buf[0..count), if any. */
+static struct reg *find_reg(kiln_comm *c, shm *s, const float *buf, size_t count, size_t *off)
+{
+    for (int i = 0; i < s->nregs; i++) {
+        struct reg *g = &s->regs[i];
+        const float *mine = reg_buf(g, c->rank);
+        if (buf >= mine && buf < mine + g->cap && count <= g->cap - (size_t)(buf - mine)) {
+            *off = (size_t)(buf - mine);
+            return g;
+        }
+    }
+    return NULL;
+}
+
+/* All-reduce on a registered buffer: no copies through the segment. After
+ * every rank has arrived, rank r sums slice r straight from every rank's
+ * buffer (rank order, as in the copy path) and writes the result into every
+ * rank's buffer; then all wait until every slice is written everywhere. Per
+ * rank that is one read and one write of the buffer's size in all. Safe
+ * because slice r of any buffer is read and written only by rank r, element
+ * by element (each element read before it is written). */
+static kiln_err allreduce_registered(kiln_comm *c, shm *s, struct reg *g, size_t off, size_t count)
+{
+    const int r = c->rank, n = c->world;
+    const uint64_t tag = ((uint64_t)g->id + 1) << 40 | off;
+    const uint64_t k = next_step(c, s);
+    const uint32_t k32 = (uint32_t)k;
+    struct rank_ctl *me = &s->ctl[r];
+    size_t lo, hi;
+    kiln_err e;
+
+    atomic_store(&me->buf_tag, tag);
+    publish(s, &me->in_seq, k32);
+    for (int p = 0; p < n; p++) {
+        if (p == r) continue;
+        if ((e = wait_ge(c, s, p, &s->ctl[p].in_seq, k32, "its data")) != KILN_OK) return e;
+        if ((e = check_tag(c, s, p, tag)) != KILN_OK) return e;
+    }
+    slice_of(count, n, r, &lo, &hi);
+    if (hi > lo) {
+        int next = (r + 1) % n;
+        for (int p = 0; p < n; p++)
+            s->srcs[p] = reg_buf(g, p) + off + lo;
+        /* own buffer and the next rank's in one pass, the rest copied */
+        s->sum(reg_buf(g, r) + off + lo, reg_buf(g, next) + off + lo, s->srcs, n, hi - lo);
+        for (int p = 0; p < n; p++)
+            if (p != r && p != next)
+                memcpy(reg_buf(g, p) + off + lo, reg_buf(g, r) + off + lo,
+                       (hi - lo) * sizeof(float));
+    }
+    publish(s, &me->red_seq, k32);
+    publish(s, &me->done_seq, k32);
+    /* our buffer is complete only when every rank has written its slice */
+    for (int p = 0; p < n; p++)
+        if (p != r &&
+            (e = wait_ge(c, s, p, &s->ctl[p].done_seq, k32, "its slice of the result")) != KILN_OK)
+            return e;
+    return KILN_OK;
+}
+
 static void begin_op(kiln_comm *c, shm *s, size_t nchunks)
 {
     atomic_store_explicit(&s->ctl[c->rank].op_seq, c->op_seq, memory_order_relaxed);
@@ -376,6 +472,12 @@ static kiln_err shm_allreduce(kiln_comm *c, float *buf, size_t count)
     kiln_err e = KILN_OK;
 
     if (c->world == 1) return KILN_OK;
+    size_t roff;
+    struct reg *g = count ? find_reg(c, s, buf, count, &roff) : NULL;
+    if (g) {
+        begin_op(c, s, 1);
+        return allreduce_registered(c, s, g, roff, count);
+    }
     begin_op(c, s, count ? (count + s->slot_elems - 1) / s->slot_elems : 1);
     if (count == 0) return step_allreduce(c, s, NULL, 0);
     for (size_t off = 0; off < count && e == KILN_OK; off += s->slot_elems, s->chunk++) {
@@ -420,6 +522,101 @@ static kiln_err shm_barrier(kiln_comm *c)
     if (c->world == 1) return KILN_OK;
     begin_op(c, s, 1);
     return step_allreduce(c, s, NULL, 0);
+}
+
+/* ---- registered buffers ---- */
+
+static kiln_err shm_alloc(kiln_comm *c, size_t count, float **out)
+{
+    shm *s = c->impl;
+    struct reg g = {0};
+    char name[sizeof s->name + 16];
+    size_t bytes = count * sizeof(float);
+    kiln_err e = KILN_OK;
+    int fd = -1;
+
+    g.stride = align_up(bytes ? bytes : 1, 4096); /* whole pages: no false sharing */
+    g.cap = count;
+    g.id = s->reg_seq++;
+    if (c->world > 1 && g.stride > (SIZE_MAX >> 1) / (size_t)c->world)
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "alloc: %zu floats is too many", count);
+    g.map_bytes = g.stride * (size_t)c->world;
+    if (s->nregs == s->capregs) {
+        int cap = s->capregs ? s->capregs * 2 : 4;
+        struct reg *nr = realloc(s->regs, (size_t)cap * sizeof *nr);
+        if (!nr) return kiln__comm_fail(c, KILN_ENOMEM, -1, "alloc: out of memory");
+        s->regs = nr;
+        s->capregs = cap;
+    }
+    if (c->world == 1) {
+        /* nobody to share with: anonymous memory, same rules */
+        g.base =
+            mmap(NULL, g.map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (g.base == MAP_FAILED)
+            return kiln__comm_fail(c, KILN_ENOMEM, -1, "alloc: cannot map %zu bytes", g.map_bytes);
+        goto done;
+    }
+    snprintf(name, sizeof name, "%s-r%u", s->name, g.id);
+    begin_op(c, s, 1);
+    if (c->rank == 0) {
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd < 0 && errno == EEXIST) { /* left by a crashed run with this key */
+            shm_unlink(name);
+            fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        }
+        if (fd < 0 || ftruncate(fd, (off_t)g.map_bytes) != 0) {
+            e = give_up(c, s, -1, "alloc: cannot create %s (%zu bytes): %s", name, g.map_bytes,
+                        strerror(errno));
+            goto out;
+        }
+    } else {
+        /* rank 0 creates it; wait for it at its full size */
+        double deadline = now_s() + c->timeout_s;
+        struct stat st;
+        for (;;) {
+            fd = shm_open(name, O_RDWR, 0);
+            if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == g.map_bytes) break;
+            if (fd >= 0) close(fd);
+            fd = -1;
+            if (peer_status(s, 0) != PEER_ALIVE || now_s() >= deadline) {
+                e = give_up(c, s, 0, "alloc: rank 0 did not create %s within %.1f s", name,
+                            c->timeout_s);
+                goto out;
+            }
+            sleep_s(0.0005);
+        }
+    }
+    g.base = mmap(NULL, g.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (g.base == MAP_FAILED) {
+        g.base = NULL;
+        e = give_up(c, s, -1, "alloc: cannot map %s (%zu bytes): %s", name, g.map_bytes,
+                    strerror(errno));
+        goto out;
+    }
+    /* everyone has it mapped: then the name can go (as for the main segment) */
+    e = step_allreduce(c, s, NULL, 0);
+    if (c->rank == 0) shm_unlink(name);
+    if (e != KILN_OK) goto out;
+done:
+    s->regs[s->nregs++] = g;
+    g.base = NULL;
+    *out = reg_buf(&s->regs[s->nregs - 1], c->rank);
+out:
+    if (g.base) munmap(g.base, g.map_bytes);
+    if (fd >= 0) close(fd);
+    if (e != KILN_OK && c->rank == 0 && c->world > 1) shm_unlink(name);
+    return e;
+}
+
+static void shm_free(kiln_comm *c, float *buf)
+{
+    shm *s = c->impl;
+    for (int i = 0; i < s->nregs; i++)
+        if (reg_buf(&s->regs[i], c->rank) == buf) {
+            munmap(s->regs[i].base, s->regs[i].map_bytes);
+            s->regs[i] = s->regs[--s->nregs];
+            return;
+        }
 }
 
 /* ---- rendezvous ---- */
@@ -726,6 +923,9 @@ static void shm_destroy(kiln_comm *c)
     }
     if (s->creator && !s->unlinked) shm_unlink(s->name);
     unmap(s);
+    for (int i = 0; i < s->nregs; i++)
+        munmap(s->regs[i].base, s->regs[i].map_bytes);
+    free(s->regs);
     free(s->srcs);
     free(s);
     c->impl = NULL;
@@ -737,5 +937,7 @@ const kiln__coll_ops kiln__coll_shm = {
     .allreduce_sum_f32 = shm_allreduce,
     .broadcast = shm_broadcast,
     .barrier = shm_barrier,
+    .alloc_f32 = shm_alloc,
+    .free_f32 = shm_free,
     .destroy = shm_destroy,
 };

@@ -8,8 +8,10 @@
  * paths give results bit-identical to the reference: vectorising runs across
  * elements and never reassociates one element's sum.
  *
- * Aliasing: out may be one of the sources (the reducing rank's own buffer);
- * each element is read before it is written. out2 must not overlap anything. */
+ * Aliasing: out and out2 may each be one of the sources, at the same index
+ * (the all-reduce sums in place, into its own buffer and a peer's): every
+ * path reads all sources of an element before writing it. Otherwise out and
+ * out2 must not overlap anything. */
 #ifndef KILN_COLL_SUM_H
 #define KILN_COLL_SUM_H
 
