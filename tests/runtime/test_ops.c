@@ -37,6 +37,20 @@ static void check_dense(int B, int in, int out, int relu, int with_dx)
     CHECK_MSG((e = rel_err(db2, db1, out)) < 2e-5, "dense db err %g", e);
     if (with_dx)
         CHECK_MSG((e = rel_err(dx2, dx1, (size_t)B * in)) < 2e-5, "dense dx err %g", e);
+    /* accumulating form: dw = 0.9*dw_old + dW (same tolerance) */
+    {
+        float *acc = rand_buf(&R, (size_t)in * out, -1, 1), *accb = rand_buf(&R, out, -1, 1);
+        float *want = kiln_falloc((size_t)in * out), *wantb = kiln_falloc(out);
+        for (size_t i = 0; i < (size_t)in * out; i++)
+            want[i] = 0.9f * acc[i] + dw1[i];
+        for (int j = 0; j < out; j++)
+            wantb[j] = 0.9f * accb[j] + db1[j];
+        memcpy(dy2, dy1, sizeof(float) * (size_t)B * out); /* already masked: mask is idempotent */
+        kiln_dense_bwd_acc(x, w, y1, dy2, NULL, acc, accb, B, in, out, relu, 0.9f);
+        CHECK_MSG((e = rel_err(acc, want, (size_t)in * out)) < 2e-5, "dense dw acc err %g", e);
+        CHECK_MSG((e = rel_err(accb, wantb, out)) < 2e-5, "dense db acc err %g", e);
+        kiln_ffree(acc), kiln_ffree(accb), kiln_ffree(want), kiln_ffree(wantb);
+    }
     float *f[] = {x, w, b, y1, y2, dy1, dy2, dx1, dx2, dw1, dw2, db1, db2};
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         kiln_ffree(f[i]);
@@ -70,6 +84,20 @@ static void check_conv(int n, int h, int w, int c, int oc, int k, int stride, in
     float *dw3 = kiln_falloc(nw);
     kiln_conv2d_bwd(&s, x, wt, y1, dy2, NULL, dw3, db2, relu);
     CHECK(bits_equal(dw3, dw2, nw));
+    /* accumulating form: dw = 0.9*dw_old + dW */
+    {
+        float *acc = rand_buf(&R, nw, -1, 1), *accb = rand_buf(&R, oc, -1, 1);
+        float *want = kiln_falloc(nw), *wantb = kiln_falloc(oc);
+        for (size_t i = 0; i < nw; i++)
+            want[i] = 0.9f * acc[i] + dw1[i];
+        for (int j = 0; j < oc; j++)
+            wantb[j] = 0.9f * accb[j] + db1[j];
+        memcpy(dy2, dy1, ny * sizeof(float));
+        kiln_conv2d_bwd_acc(&s, x, wt, y1, dy2, NULL, acc, accb, relu, 0.9f);
+        CHECK_MSG((e = rel_err(acc, want, nw)) < 2e-5, "conv dw acc err %g", e);
+        CHECK_MSG((e = rel_err(accb, wantb, oc)) < 2e-5, "conv db acc err %g", e);
+        kiln_ffree(acc), kiln_ffree(accb), kiln_ffree(want), kiln_ffree(wantb);
+    }
     float *f[] = {x, wt, b, y1, y2, dy1, dy2, dx1, dx2, dw1, dw2, db1, db2, dw3};
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         kiln_ffree(f[i]);

@@ -26,6 +26,8 @@ struct kiln_layer {
     float bn_momentum, bn_eps;
     int ih, iw, ic, oh, ow, oc; /* per-example shapes (dense: 1 x 1 x features) */
     float *w, *b, *dw, *db;     /* dense/conv: kernel+bias; bn: gamma+beta */
+    float *gw, *gb, gbeta;      /* where backward puts dense/conv gradients: dw/db,
+                                   or SGD's momentum slots with beta = momentum */
     size_t nw, nb;
     float *run_mean, *run_var, *mean, *invstd; /* bn */
     int32_t *idx;                              /* maxpool arg-max */
@@ -246,13 +248,16 @@ static int add_buf(kiln_model *m, const char *lname, const char *suffix, int is_
 
 /* A parameter plus its gradient and optimizer slots. */
 static int add_param(kiln_model *m, const char *lname, const char *pname, float *p, float *g,
-                     int ndim, const int *shape)
+                     int ndim, const int *shape, int fusable)
 {
     if (add_buf(m, lname, pname, 1, p, ndim, shape))
         return -1;
     size_t n = m->bufs[m->nbufs - 1].size;
     kiln_opt_buf *ob = &m->obufs[m->nobufs++];
     *ob = (kiln_opt_buf){.p = p, .g = g, .n = n};
+    /* SGD on dense/conv weights: the backward GEMM accumulates straight into
+     * the momentum buffer (ops.h, kiln_dense_bwd_acc) */
+    ob->fused = m->opt.kind == KILN_OPT_SGD && fusable;
     ob->s1 = kiln_falloc(n);
     if (m->opt.kind == KILN_OPT_ADAM)
         ob->s2 = kiln_falloc(n);
@@ -369,9 +374,17 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
             init_uniform(&m->rng, l->b, l->nb, bound);
             int wshape[4] = {l->k, l->k, l->ic, l->oc}, dshape[2] = {(int)fan_in, l->oc};
             if (add_param(m, l->name, "kernel", l->w, l->dw, l->kind == L_CONV ? 4 : 2,
-                          l->kind == L_CONV ? wshape : dshape) ||
-                add_param(m, l->name, "bias", l->b, l->db, 1, &l->oc))
+                          l->kind == L_CONV ? wshape : dshape, 1) ||
+                add_param(m, l->name, "bias", l->b, l->db, 1, &l->oc, 1))
                 return -1;
+            if (m->opt.kind == KILN_OPT_SGD) { /* gradients land in the momentum slots */
+                l->gw = m->obufs[m->nobufs - 2].s1;
+                l->gb = m->obufs[m->nobufs - 1].s1;
+                l->gbeta = m->opt.momentum;
+            } else {
+                l->gw = l->dw;
+                l->gb = l->db;
+            }
         }
         if (l->kind == L_BN) {
             l->nw = l->nb = (size_t)c;
@@ -388,8 +401,8 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
                 return fail(m, "out of memory for batch norm");
             for (int j = 0; j < c; j++)
                 l->w[j] = l->run_var[j] = 1.0f;
-            if (add_param(m, l->name, "gamma", l->w, l->dw, 1, &c) ||
-                add_param(m, l->name, "beta", l->b, l->db, 1, &c) ||
+            if (add_param(m, l->name, "gamma", l->w, l->dw, 1, &c, 0) ||
+                add_param(m, l->name, "beta", l->b, l->db, 1, &c, 0) ||
                 add_buf(m, l->name, "moving_mean", 0, l->run_mean, 1, &c) ||
                 add_buf(m, l->name, "moving_variance", 0, l->run_var, 1, &c))
                 return -1;
@@ -522,13 +535,14 @@ static void backward(kiln_model *m, int n)
             dx = NULL;
         switch (l->kind) {
         case L_DENSE:
-            kiln_dense_bwd(x, l->w, l->out, l->dout, dx, l->dw, l->db, n, l->ih * l->iw * l->ic,
-                           l->oc, l->act);
+            kiln_dense_bwd_acc(x, l->w, l->out, l->dout, dx, l->gw, l->gb, n,
+                               l->ih * l->iw * l->ic, l->oc, l->act, l->gbeta);
             break;
         case L_CONV: {
             kiln_conv_shape s;
             kiln_conv_shape_init(&s, n, l->ih, l->iw, l->ic, l->oc, l->k, l->k, l->stride, l->pad);
-            kiln_conv2d_bwd(&s, x, l->w, l->out, l->dout, dx, l->dw, l->db, l->act);
+            kiln_conv2d_bwd_acc(&s, x, l->w, l->out, l->dout, dx, l->gw, l->gb, l->act,
+                                l->gbeta);
             break;
         }
         case L_MAXPOOL:

@@ -61,6 +61,7 @@ typedef struct dense_ctx {
     const float *x, *w, *b, *y;
     float *yo, *dy, *dx, *dw, *db;
     int B, in, out, relu, parts;
+    float beta;
 } dense_ctx;
 
 /* Column slices of at least this many floats per thread; below it the
@@ -118,7 +119,11 @@ static void bwd_w_task(void *p, int task, int tid)
     if (n <= 0)
         return;
     float *db = c->db + c0;
-    memset(db, 0, sizeof(float) * (size_t)n);
+    if (c->beta == 0.0f)
+        memset(db, 0, sizeof(float) * (size_t)n);
+    else
+        for (int j = 0; j < n; j++)
+            db[j] *= c->beta;
     for (int i = 0; i < c->B; i++) {
         float *d = c->dy + (size_t)i * c->out + c0;
         if (c->relu) {
@@ -133,7 +138,7 @@ static void bwd_w_task(void *p, int task, int tid)
         }
     }
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->in, n, c->B, 1.0f, c->x, c->in,
-                c->dy + c0, c->out, 0.0f, c->dw + c0, c->out);
+                c->dy + c0, c->out, c->beta, c->dw + c0, c->out);
 }
 
 /* Stage 2, per slice of input features: dx[:, i0:i1] = dy W[i0:i1, :]^T. */
@@ -152,9 +157,15 @@ static void bwd_x_task(void *p, int task, int tid)
 void kiln_dense_bwd(const float *x, const float *w, const float *y, float *dy, float *dx, float *dw,
                     float *db, int B, int in, int out, int relu)
 {
+    kiln_dense_bwd_acc(x, w, y, dy, dx, dw, db, B, in, out, relu, 0.0f);
+}
+
+void kiln_dense_bwd_acc(const float *x, const float *w, const float *y, float *dy, float *dx,
+                        float *dw, float *db, int B, int in, int out, int relu, float beta)
+{
     kiln_blas_init();
     dense_ctx c = {.x = x, .w = w, .y = y, .dy = dy, .dx = dx, .dw = dw, .db = db,
-                   .B = B, .in = in, .out = out, .relu = relu};
+                   .B = B, .in = in, .out = out, .relu = relu, .beta = beta};
     c.parts = parts_for(out, in);
     kiln__parallel_for(c.parts, bwd_w_task, &c);
     if (dx) {

@@ -27,6 +27,14 @@ void kiln_dense_bwd_ref(const float *x, const float *w, const float *y, float *d
 void kiln_dense_bwd(const float *x, const float *w, const float *y, float *dy, float *dx, float *dw,
                     float *db, int B, int in, int out, int relu);
 
+/* Accumulating form for fused optimizers: dw = beta*dw + x^T dy and
+ * db = beta*db + sum(dy) (beta = 0 is kiln_dense_bwd). With dw/db pointing
+ * at SGD's momentum buffers and beta = momentum, the backward pass computes
+ * v = momentum*v + g inside SGEMM, so the gradient never makes its own trip
+ * through memory (see nn/model.c). */
+void kiln_dense_bwd_acc(const float *x, const float *w, const float *y, float *dy, float *dx,
+                        float *dw, float *db, int B, int in, int out, int relu, float beta);
+
 /* ---- conv2d: x[N,H,W,C] w[KH,KW,C,OC] b[OC] -> y[N,OH,OW,OC] ---- */
 typedef struct kiln_conv_shape {
     int n, h, w, c;   /* input */
@@ -45,6 +53,9 @@ void kiln_conv2d_bwd_ref(const kiln_conv_shape *s, const float *x, const float *
                          float *dy, float *dx, float *dw, float *db, int relu);
 void kiln_conv2d_bwd(const kiln_conv_shape *s, const float *x, const float *w, const float *y,
                      float *dy, float *dx, float *dw, float *db, int relu);
+/* dw = beta*dw + dW, db = beta*db + dB (see kiln_dense_bwd_acc) */
+void kiln_conv2d_bwd_acc(const kiln_conv_shape *s, const float *x, const float *w, const float *y,
+                         float *dy, float *dx, float *dw, float *db, int relu, float beta);
 
 /* ---- pooling: x[N,H,W,C] -> y[N,OH,OW,C], window k, stride s, no padding ---- */
 typedef struct kiln_pool_shape {

@@ -85,6 +85,43 @@ typedef struct pool_ctx {
     int tasks;
 } pool_ctx;
 
+/* The common 2x2/stride-2 window, with the four candidates compared in the
+ * reference's order (row-major in the window, strict >, so the first
+ * maximum wins), on whole rows of C channels at a time. */
+KILN_HOT static void max2x2(const kiln_pool_shape *s, const float *x, float *y, int32_t *idx,
+                            int n0, int n1)
+{
+    int C = s->c;
+    size_t rowstride = (size_t)s->w * C;
+    for (int n = n0; n < n1; n++)
+        for (int oy = 0; oy < s->oh; oy++)
+            for (int ox = 0; ox < s->ow; ox++) {
+                size_t b = IN(s, n, 2 * oy, 2 * ox);
+                const float *a0 = x + b, *a1 = a0 + C, *a2 = a0 + rowstride, *a3 = a2 + C;
+                float *yo = y + OUT(s, n, oy, ox);
+                int32_t *io = idx + OUT(s, n, oy, ox);
+                int32_t i0 = (int32_t)b;
+                for (int c = 0; c < C; c++) {
+                    float m = a0[c];
+                    int32_t k = i0 + c;
+                    if (a1[c] > m) {
+                        m = a1[c];
+                        k = i0 + C + c;
+                    }
+                    if (a2[c] > m) {
+                        m = a2[c];
+                        k = i0 + (int32_t)rowstride + c;
+                    }
+                    if (a3[c] > m) {
+                        m = a3[c];
+                        k = i0 + (int32_t)rowstride + C + c;
+                    }
+                    yo[c] = m;
+                    io[c] = k;
+                }
+            }
+}
+
 static void maxf_task(void *p, int task, int tid)
 {
     pool_ctx *q = p;
@@ -92,6 +129,10 @@ static void maxf_task(void *p, int task, int tid)
     size_t n0, n1;
     kiln__split((size_t)s->n, q->tasks, task, 1, &n0, &n1);
     int C = s->c;
+    if (s->k == 2 && s->stride == 2) {
+        max2x2(s, q->x, q->y, q->idx, (int)n0, (int)n1);
+        return;
+    }
     for (int n = (int)n0; n < (int)n1; n++)
         for (int oy = 0; oy < s->oh; oy++)
             for (int ox = 0; ox < s->ow; ox++) {
@@ -127,6 +168,13 @@ void kiln_maxpool_fwd(const kiln_pool_shape *s, const float *x, float *y, int32_
     kiln__parallel_for(q.tasks, maxf_task, &q);
 }
 
+KILN_HOT static void scatter_add(float *dx, const float *dy, const int32_t *idx, size_t b,
+                                 size_t e)
+{
+    for (size_t j = b; j < e; j++)
+        dx[idx[j]] += dy[j];
+}
+
 static void maxb_task(void *p, int task, int tid)
 {
     pool_ctx *q = p;
@@ -135,8 +183,7 @@ static void maxb_task(void *p, int task, int tid)
     kiln__split((size_t)s->n, q->tasks, task, 1, &n0, &n1);
     size_t in_img = (size_t)s->h * s->w * s->c, out_img = (size_t)s->oh * s->ow * s->c;
     memset(q->dx + n0 * in_img, 0, sizeof(float) * (n1 - n0) * in_img);
-    for (size_t j = n0 * out_img; j < n1 * out_img; j++)
-        q->dx[q->cidx[j]] += q->dy[j];
+    scatter_add(q->dx, q->dy, q->cidx, n0 * out_img, n1 * out_img);
 }
 
 void kiln_maxpool_bwd(const kiln_pool_shape *s, const float *dy, const int32_t *idx, float *dx)
