@@ -29,7 +29,7 @@
 typedef struct opts {
     const char *model, *data_dir, *model_dir, *optimizer, *log_format, *lr_schedule;
     int epochs, batch, threads, keep;
-    long checkpoint_steps, max_steps;
+    long checkpoint_steps, max_steps, train_examples;
     double lr, momentum;
     uint64_t seed;
 } opts;
@@ -73,6 +73,7 @@ static void usage(FILE *f)
                "                        [--keep_checkpoints=N] [--threads=N]"
                " [--log_format=text|json]\n"
                "                        [--momentum=F] [--lr_schedule=cosine|constant] [--max_steps=N]\n"
+               "                        [--train_examples=N]\n"
                "       kiln-train inspect FILE|DIR\n");
 }
 
@@ -158,6 +159,10 @@ static int parse_opts(int argc, char **argv, opts *o)
             if (parse_int("checkpoint_steps", v, 0, 1L << 40, &x))
                 return -1;
             o->checkpoint_steps = x;
+        } else if (flag_match(a, "train_examples", &v, &used, next)) {
+            if (parse_int("train_examples", v, 1, 1L << 40, &x))
+                return -1;
+            o->train_examples = x;
         } else if (flag_match(a, "max_steps", &v, &used, next)) {
             if (parse_int("max_steps", v, 0, 1L << 40, &x))
                 return -1;
@@ -465,6 +470,8 @@ static int cmd_mnist(int argc, char **argv)
         fprintf(stderr, "kiln-train: loading data: %s\n", err);
         goto out;
     }
+    if (r.o.train_examples > 0 && (size_t)r.o.train_examples < r.train.n)
+        r.train.n = (size_t)r.o.train_examples; /* a prefix, for tests */
     standardise(&r.train);
     standardise(&r.test);
     if (!(r.m = build_model(&r.o)))
