@@ -30,7 +30,9 @@
  * Errors: functions return a kiln_err (kiln/diag.h). KILN_EIO means a peer
  * failed (died, hung, left); KILN_EINVAL a bad argument or configuration;
  * KILN_ENOTFOUND a backend that is not built in. kiln_comm_error() holds the
- * sentence. Not thread-safe: one thread per communicator at a time. */
+ * sentence. Not thread-safe: one thread per communicator at a time (besides
+ * kiln's own communication thread for the non-blocking calls); read
+ * kiln_comm_error after a wait, not while calls are queued. */
 #ifndef KILN_COLLECTIVE_H
 #define KILN_COLLECTIVE_H
 
@@ -125,6 +127,23 @@ float *kiln_comm_alloc_f32(kiln_comm *c, size_t count);
 /* Frees a buffer from kiln_comm_alloc_f32 (NULL is fine), before
  * kiln_comm_destroy. Not collective. */
 void kiln_comm_free(kiln_comm *c, float *buf);
+/* Non-blocking all-reduce, for gradient buckets overlapped with the backward
+ * pass: queues the call and returns at once with a ticket. A communication
+ * thread (started on first use) runs queued calls in the order they were
+ * made, with the same code as the blocking call. Do not touch buf until
+ * kiln_comm_wait(c, ticket) returns. Every rank must queue the same calls in
+ * the same order. A blocking call (all-reduce, broadcast, barrier, alloc,
+ * check_identical) first waits for everything queued, so calls still run in
+ * program order. Errors are sticky: a failed queued call fails the
+ * communicator, and wait returns that error (for this ticket or any later). */
+typedef uint64_t kiln_comm_ticket;
+kiln_err kiln_comm_iallreduce_sum_f32(kiln_comm *c, float *buf, size_t count,
+                                      kiln_comm_ticket *ticket);
+/* Waits until the call with this ticket (and every earlier one) has run. */
+kiln_err kiln_comm_wait(kiln_comm *c, kiln_comm_ticket ticket);
+kiln_err kiln_comm_wait_all(kiln_comm *c);
+/* Queued calls not finished yet. */
+int kiln_comm_pending(kiln_comm *c);
 /* Root's buf[0..bytes) is copied to every rank's buf. */
 kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root);
 kiln_err kiln_comm_barrier(kiln_comm *c);

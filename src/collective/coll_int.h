@@ -29,9 +29,12 @@ typedef struct kiln__coll_ops {
     void (*destroy)(kiln_comm *c);
 } kiln__coll_ops;
 
+struct kiln__async;
+
 struct kiln_comm {
     const kiln__coll_ops *ops;
     void *impl;
+    struct kiln__async *async; /* the communication thread, once used (comm.c) */
     int rank, world;
     double timeout_s;
     uint64_t op_seq;     /* public operations started, 1-based in messages */

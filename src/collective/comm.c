@@ -6,6 +6,7 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,15 +201,155 @@ out:
     return e;
 }
 
+/* ---- non-blocking all-reduce: a communication thread per communicator ----
+ *
+ * kiln_comm_iallreduce_sum_f32 queues the call; one thread, started on first
+ * use, runs queued calls in order with the same code as the blocking call. A
+ * blocking call (or alloc, or destroy) first waits for the queue to drain, so
+ * the order of operations is the order of the calls, as every rank needs. The
+ * thread is the only one touching the backend while the queue is not empty;
+ * the mutex hands c's state (op numbers, sticky error) between the two. */
+typedef struct async_req {
+    float *buf;
+    size_t count;
+} async_req;
+
+struct kiln__async {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    async_req *q; /* pending requests, q[head..tail) */
+    size_t head, tail, cap;
+    uint64_t submitted, completed; /* tickets: the n-th request is ticket n */
+    int stop;
+};
+
+static kiln_err run_allreduce(kiln_comm *c, float *buf, size_t count);
+
+static void *async_main(void *arg)
+{
+    kiln_comm *c = arg;
+    struct kiln__async *a = c->async;
+
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->stop && a->head == a->tail)
+            pthread_cond_wait(&a->work, &a->mu);
+        if (a->head == a->tail) break; /* stop, and nothing left */
+        async_req r = a->q[a->head];
+        pthread_mutex_unlock(&a->mu);
+        run_allreduce(c, r.buf, r.count); /* a failure is sticky in c */
+        pthread_mutex_lock(&a->mu);
+        a->head++;
+        a->completed++;
+        if (a->head == a->tail) a->head = a->tail = 0;
+        pthread_cond_broadcast(&a->done);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* Waits until request `ticket` (and so every earlier one) has run. */
+static void async_wait(kiln_comm *c, uint64_t ticket)
+{
+    struct kiln__async *a = c->async;
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    while (a->completed < ticket)
+        pthread_cond_wait(&a->done, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void drain(kiln_comm *c)
+{
+    if (c->async) async_wait(c, c->async->submitted);
+}
+
+kiln_err kiln_comm_iallreduce_sum_f32(kiln_comm *c, float *buf, size_t count,
+                                      kiln_comm_ticket *ticket)
+{
+    struct kiln__async *a = c->async;
+    kiln_err e = KILN_OK;
+
+    *ticket = 0;
+    if (!a) {
+        if (!(a = calloc(1, sizeof *a)))
+            return kiln__comm_fail(c, KILN_ENOMEM, -1, "iallreduce: out of memory");
+        pthread_mutex_init(&a->mu, NULL);
+        pthread_cond_init(&a->work, NULL);
+        pthread_cond_init(&a->done, NULL);
+        c->async = a;
+        if (pthread_create(&a->thread, NULL, async_main, c) != 0) {
+            c->async = NULL;
+            pthread_cond_destroy(&a->done);
+            pthread_cond_destroy(&a->work);
+            pthread_mutex_destroy(&a->mu);
+            free(a);
+            return kiln__comm_fail(c, KILN_EIO, -1,
+                                   "iallreduce: cannot start the communication thread");
+        }
+    }
+    pthread_mutex_lock(&a->mu);
+    /* a failed communicator is not checked here: c->failed belongs to the
+     * thread while calls are queued, and it fails queued calls at once */
+    if (a->tail == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        async_req *nq = realloc(a->q, cap * sizeof *nq);
+        if (!nq) {
+            e = kiln__comm_fail(c, KILN_ENOMEM, -1, "iallreduce: out of memory");
+            goto out;
+        }
+        a->q = nq;
+        a->cap = cap;
+    }
+    a->q[a->tail++] = (async_req){buf, count};
+    *ticket = ++a->submitted;
+    pthread_cond_signal(&a->work);
+out:
+    pthread_mutex_unlock(&a->mu);
+    return e;
+}
+
+kiln_err kiln_comm_wait(kiln_comm *c, kiln_comm_ticket ticket)
+{
+    async_wait(c, ticket);
+    return c->failed;
+}
+
+kiln_err kiln_comm_wait_all(kiln_comm *c)
+{
+    drain(c);
+    return c->failed;
+}
+
+static void async_stop(kiln_comm *c)
+{
+    struct kiln__async *a = c->async;
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1; /* the thread runs what is queued (fast once failed), then ends */
+    pthread_cond_signal(&a->work);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->done);
+    pthread_cond_destroy(&a->work);
+    pthread_mutex_destroy(&a->mu);
+    free(a->q);
+    free(a);
+    c->async = NULL;
+}
+
 void kiln_comm_destroy(kiln_comm *c)
 {
     if (!c) return;
+    async_stop(c);
     c->ops->destroy(c);
     free(c);
 }
 
-/* Every public operation starts here: a failed communicator stays failed. */
-static kiln_err begin(kiln_comm *c, const char *name)
+/* Every operation starts here: a failed communicator stays failed. Called
+ * on the caller's thread after drain(), or on the communication thread. */
+static kiln_err begin_nodrain(kiln_comm *c, const char *name)
 {
     if (c->failed != KILN_OK) return c->failed;
     c->op_seq++;
@@ -216,12 +357,24 @@ static kiln_err begin(kiln_comm *c, const char *name)
     return KILN_OK;
 }
 
-kiln_err kiln_comm_allreduce_sum_f32(kiln_comm *c, float *buf, size_t count)
+static kiln_err begin(kiln_comm *c, const char *name)
+{
+    drain(c);
+    return begin_nodrain(c, name);
+}
+
+static kiln_err run_allreduce(kiln_comm *c, float *buf, size_t count)
 {
     kiln_err e;
-    if ((e = begin(c, "allreduce")) != KILN_OK) return e;
+    if ((e = begin_nodrain(c, "allreduce")) != KILN_OK) return e;
     if (count && !buf) return kiln__comm_fail(c, KILN_EINVAL, -1, "allreduce: NULL buffer");
     return c->ops->allreduce_sum_f32(c, buf, count);
+}
+
+kiln_err kiln_comm_allreduce_sum_f32(kiln_comm *c, float *buf, size_t count)
+{
+    drain(c);
+    return run_allreduce(c, buf, count);
 }
 
 kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root)
@@ -279,6 +432,7 @@ kiln_err kiln_comm_check_identical(kiln_comm *c, const void *buf, size_t bytes, 
     kiln_err e;
     int n = 0, first = -1;
 
+    drain(c);
     if (c->failed != KILN_OK) return c->failed;
     mine = kiln__fnv1a64(buf, bytes, KILN__FNV_OFFSET);
     /* the length takes part too: replicas with different model sizes differ */
@@ -323,6 +477,17 @@ const char *kiln_comm_backend_name(const kiln_comm *c)
 const char *kiln_comm_error(const kiln_comm *c)
 {
     return c->err;
+}
+
+int kiln_comm_pending(kiln_comm *c)
+{
+    struct kiln__async *a = c->async;
+    int n;
+    if (!a) return 0;
+    pthread_mutex_lock(&a->mu);
+    n = (int)(a->submitted - a->completed);
+    pthread_mutex_unlock(&a->mu);
+    return n;
 }
 
 int kiln_comm_failed_peer(const kiln_comm *c)

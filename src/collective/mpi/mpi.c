@@ -149,11 +149,17 @@ static kiln_err mpi_init(kiln_comm *c, const kiln_comm_config *cfg)
     pthread_condattr_destroy(&ca);
     MPI_Initialized(&inited);
     if (!inited) {
-        /* FUNNELED: only the calling thread uses MPI (the watchdog's MPI_Abort
-         * is the last thing the process does) */
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        /* SERIALIZED: the caller's thread and kiln's communication thread
+         * (non-blocking calls) both make MPI calls, never at the same time
+         * (comm.c drains the queue before a blocking call). The watchdog's
+         * MPI_Abort is the last thing the process does. */
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
             return kiln__comm_fail(c, KILN_EIO, -1, "MPI_Init_thread failed");
         m->we_initialised = 1;
+        if (provided < MPI_THREAD_SERIALIZED)
+            return kiln__comm_fail(c, KILN_EIO, -1,
+                                   "this MPI library does not allow calls from more than one "
+                                   "thread (MPI_THREAD_SERIALIZED)");
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
