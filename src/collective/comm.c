@@ -125,7 +125,8 @@ static const kiln__coll_ops *choose(const kiln_comm_config *cfg, char *err, size
 
     if (b == KILN_COLL_AUTO) {
         b = KILN_COLL_SHM;
-        if (cfg->hosts)
+        /* one replica never needs a network, whatever its address */
+        if (cfg->hosts && cfg->world_size > 1)
             for (int i = 0; i < cfg->world_size; i++)
                 if (!cfg->hosts[i] || !host_is_local(cfg->hosts[i])) {
                     b = KILN_COLL_MPI;
@@ -166,7 +167,14 @@ kiln_err kiln_comm_init(const kiln_comm_config *cfg, kiln_comm **out, char *err,
             snprintf(err, errlen, "world size %d: need at least 1 replica", cfg->world_size);
             return KILN_EINVAL;
         }
-        if (cfg->rank < 0 || cfg->rank >= cfg->world_size) {
+        if (cfg->rank < 0) {
+            snprintf(err, errlen,
+                     "rank %d: this task is not in the all-reduce group (a ps or evaluator "
+                     "task, or no rank was set)",
+                     cfg->rank);
+            return KILN_EINVAL;
+        }
+        if (cfg->rank >= cfg->world_size) {
             snprintf(err, errlen, "rank %d is outside the group of %d replicas (0..%d)", cfg->rank,
                      cfg->world_size, cfg->world_size - 1);
             return KILN_EINVAL;

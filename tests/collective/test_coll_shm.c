@@ -185,6 +185,32 @@ out:
     return rc;
 }
 
+/* AUTO with every host on this machine (loopback, this hostname, an address
+ * of a local interface) picks shm */
+static int auto_rank(int rank, int world, void *arg)
+{
+    char me[256], host1[300];
+    gethostname(me, sizeof me);
+    me[sizeof me - 1] = '\0';
+    snprintf(host1, sizeof host1, "%s:2223", me);
+    char *hosts[3] = {"localhost:2222", host1, "127.0.0.1:2224"};
+    kiln_comm_config cfg = {.rank = rank,
+                            .world_size = world,
+                            .backend = KILN_COLL_AUTO,
+                            .job_key = arg,
+                            .hosts = hosts,
+                            .timeout_s = 10};
+    kiln_comm *c = NULL;
+    char err[256];
+    float x = 1.0f;
+    int ok = kiln_comm_init(&cfg, &c, err, sizeof err) == KILN_OK &&
+             strcmp(kiln_comm_backend_name(c), "shm") == 0 &&
+             kiln_comm_allreduce_sum_f32(c, &x, 1) == KILN_OK && x == (float)world;
+    if (!ok) fprintf(stderr, "auto rank %d: %s\n", rank, c ? kiln_comm_error(c) : err);
+    kiln_comm_destroy(c);
+    return !ok;
+}
+
 static void run_plan(int world, size_t chunk, const size_t *sizes, int nsizes)
 {
     char key[64];
@@ -222,6 +248,14 @@ int main(void)
         run_plan(world, 0, default_chunk_sizes,
                  (int)(sizeof default_chunk_sizes / sizeof *default_chunk_sizes));
     }
+    {
+        char key[64];
+        int st[CT_MAX_RANKS];
+        ct_key(key, sizeof key, "auto");
+        ct_run(3, auto_rank, key, 30, st);
+        for (int r = 0; r < 3; r++)
+            CHECK_MSG(ct_exited_ok(st[r]), "backend auto with local hosts: rank %d failed", r);
+    }
     /* argument errors */
     {
         kiln_comm *c = NULL;
@@ -229,6 +263,9 @@ int main(void)
         kiln_comm_config cfg = {.rank = 2, .world_size = 2, .job_key = "x"};
         CHECK(kiln_comm_init(&cfg, &c, err, sizeof err) == KILN_EINVAL && c == NULL);
         CHECK(strstr(err, "rank 2") != NULL);
+        cfg.rank = -1;
+        CHECK(kiln_comm_init(&cfg, &c, err, sizeof err) == KILN_EINVAL && c == NULL);
+        CHECK(strstr(err, "not in the all-reduce group") != NULL);
         cfg.rank = 0;
         cfg.job_key = "bad/key";
         CHECK(kiln_comm_init(&cfg, &c, err, sizeof err) == KILN_EINVAL && c == NULL);
