@@ -63,7 +63,7 @@ int main(void)
         CHECK(0);
         TEST_DONE();
     }
-    size_t ntrain = KILN_HEAVY ? 2000 : 600, ntest = KILN_HEAVY ? 1000 : 300;
+    size_t ntrain = KILN_HEAVY ? 2000 : 1000, ntest = KILN_HEAVY ? 1000 : 500;
     train = (kiln_data){.x = full.x, .y = full.y, .n = ntrain, .dim = full.dim};
     test = (kiln_data){.x = full_test.x, .y = full_test.y, .n = ntest, .dim = full_test.dim};
     kiln_set_threads(2);
@@ -128,7 +128,7 @@ int main(void)
     kiln_model_summary(cnn, stdout);
     float cl0, ca0, cl1, ca1;
     kiln_model_evaluate(cnn, test.x, test.y, test.n, &cl0, &ca0);
-    kiln_fit_opts co = {.epochs = KILN_HEAVY ? 2 : 1, .shuffle_seed = 1};
+    kiln_fit_opts co = {.epochs = 2, .shuffle_seed = 1};
     CHECK(kiln_model_fit(cnn, &train, &co, NULL) == 0);
     kiln_model_evaluate(cnn, test.x, test.y, test.n, &cl1, &ca1);
     printf("cnn slice: loss %.3f -> %.3f, accuracy %.3f -> %.3f\n", cl0, cl1, ca0, ca1);
