@@ -1,0 +1,107 @@
+#!/bin/bash
+# tests/service/it_gpu.sh - GPU scheduling on simulated devices (a node
+# config declaring 2 nodes x 2 V100): gang placement, exclusive devices under
+# concurrent jobs, queue order by priority then submit time with jobPosition,
+# never-fits failing at once with a reason, node listings marking SIMULATED.
+. "$(dirname "$0")/lib.sh"
+
+cat >"$T/nodes.json" <<'EOF'
+{"nodes": [
+  {"name": "gpu-a", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]},
+  {"name": "gpu-b", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]}
+]}
+EOF
+start_kilnd "$T/d" --node-config "$T/nodes.json"
+
+# gpu_job ID PRIORITY MASTER_GPUS WORKER_COUNT WORKER_GPUS [TYPE] [CMD]
+gpu_job() {
+    local w=""
+    [ "$4" -gt 0 ] && w=",\"workerType\":\"n1-standard-4\",\"workerCount\":\"$4\",\"workerConfig\":{\"acceleratorConfig\":{\"count\":\"$5\",\"type\":\"${6:-NVIDIA_TESLA_V100}\"},\"containerCommand\":[\"sh\",\"-c\",\"${7:-sleep 30}\"]}"
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","scheduling":{"priority":%s},"masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s","type":"%s"},"containerCommand":["sh","-c","%s"]}%s}}' \
+        "$1" "$2" "$3" "${6:-NVIDIA_TESLA_V100}" "${7:-sleep 30}" "$w"
+}
+
+api GET /v1/nodes
+check_eq "two nodes" "$(printf '%s' "$BODY" | jget nodes.1.name)" gpu-b
+check_eq "capacity" "$(printf '%s' "$BODY" | jget nodes.0.capacity.NVIDIA_TESLA_V100)" 2
+check_eq "simulated marked" "$(printf '%s' "$BODY" | jget nodes.0.devices.0.simulated)" true
+check "cli marks SIMULATED" grep -q SIMULATED <<<"$("$KILN" nodes list)"
+
+# A: master 2 + worker 2 = every GPU, one replica per node
+api POST /v1/projects/p1/jobs "$(gpu_job a_job 0 2 1 2)"
+check_eq "A created" "$STATUS" 200
+check "A running" wait_state a_job RUNNING 10
+api GET /v1/projects/p1/jobs/a_job
+nodes=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; r=json.load(sys.stdin)["kilnStatus"]["replicas"]; print(" ".join(sorted(x["node"]+":"+",".join(map(str,x["gpus"])) for x in r)), all(x["simulatedGpus"] for x in r))')
+check_eq "A placed whole, one node each" "$nodes" "gpu-a:0,1 gpu-b:0,1 True"
+api GET /v1/nodes
+check_eq "no V100 allocatable" "$(printf '%s' "$BODY" | jget nodes.0.allocatable.NVIDIA_TESLA_V100)" 0
+
+# B (priority 0) then C (priority 10): both wait; C is first in the queue
+api POST /v1/projects/p1/jobs "$(gpu_job b_job 0 2 1 2)"
+sleep 0.05
+api POST /v1/projects/p1/jobs "$(gpu_job c_job 10 2 1 2)"
+sleep 0.3
+check_eq "B queued" "$(job_state b_job)" QUEUED
+api GET /v1/projects/p1/jobs/c_job
+check_eq "C position 1" "$(printf '%s' "$BODY" | jget jobPosition)" 1
+api GET /v1/projects/p1/jobs/b_job
+check_eq "B position 2" "$(printf '%s' "$BODY" | jget jobPosition)" 2
+
+# never fits: 4 V100 on one node (nodes have 2); a T4; a TPU-less cluster
+api POST /v1/projects/p1/jobs "$(gpu_job d_job 0 4 0 0)"
+check "D fails at once" wait_state d_job FAILED 3
+api GET /v1/projects/p1/jobs/d_job
+msg=$(printf '%s' "$BODY" | jget errorMessage)
+check "D names what is missing ($msg)" grep -q "4 x NVIDIA_TESLA_V100.*most any node has is 2" <<<"$msg"
+api POST /v1/projects/p1/jobs "$(gpu_job e_job 0 1 0 0 NVIDIA_TESLA_T4)"
+check "E (T4) fails at once" wait_state e_job FAILED 3
+api GET /v1/projects/p1/jobs/e_job
+check "E names T4" grep -q "NVIDIA_TESLA_T4" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
+check_eq "B still queued (not failed)" "$(job_state b_job)" QUEUED
+
+# free A: C (higher priority) runs, B waits
+api POST /v1/projects/p1/jobs/a_job:cancel '{}'
+check "A cancelled" wait_state a_job CANCELLED 10
+check "C runs" wait_state c_job RUNNING 10
+check_eq "B still queued" "$(job_state b_job)" QUEUED
+api GET /v1/projects/p1/jobs/b_job
+check_eq "B now first" "$(printf '%s' "$BODY" | jget jobPosition)" 1
+api POST /v1/projects/p1/jobs/c_job:cancel '{}'
+check "B runs after C" wait_state b_job RUNNING 10
+api POST /v1/projects/p1/jobs/b_job:cancel '{}'
+check "B cancelled" wait_state b_job CANCELLED 10
+
+# exclusivity under concurrency: 8 one-GPU jobs of ~0.6 s submitted at once;
+# at every instant no (node, gpu) is held by two running replicas
+subs=()
+for i in 1 2 3 4 5 6 7 8; do
+    api POST /v1/projects/p1/jobs "$(gpu_job "x_$i" 0 1 0 0 NVIDIA_TESLA_V100 'echo CUDA=$CUDA_VISIBLE_DEVICES SIM=$KILN_SIMULATED_DEVICES; sleep 0.6')" &
+    subs+=($!)
+done
+wait "${subs[@]}" # not a bare `wait`: kilnd is a child too
+viol=0
+max_running=0
+for _ in $(seq 1 200); do
+    api GET "/v1/projects/p1/jobs?filter=jobId:x_*&pageSize=100"
+    r=$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+jobs = json.load(sys.stdin).get("jobs", [])
+held = [ (x["node"], g) for j in jobs if j["state"] == "RUNNING"
+         for x in j.get("kilnStatus", {}).get("replicas", []) if x["state"] == "RUNNING" for g in x["gpus"] ]
+done = sum(j["state"] == "SUCCEEDED" for j in jobs)
+print(len(held) != len(set(held)), len(held), done)')
+    set -- $r
+    [ "$1" = True ] && viol=$((viol + 1))
+    [ "$2" -gt "$max_running" ] && max_running=$2
+    [ "$3" = 8 ] && break
+    sleep 0.05
+done
+check_eq "all 8 finished" "$3" 8
+check_eq "no device held twice" "$viol" 0
+check "never more than 4 GPUs in use ($max_running)" test "$max_running" -le 4
+check "some ran concurrently ($max_running)" test "$max_running" -ge 2
+"$KILN" jobs stream-logs x_1 >"$T/x1"
+check "replica saw one simulated GPU" grep -qE 'CUDA=[01] SIM=1$' "$T/x1"
+
+finish
