@@ -34,7 +34,7 @@ float *kiln__scratch(int tid, int slot, size_t nfloats);
  * instrumentation does not mix with ifunc resolvers everywhere. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                            \
     !defined(__SANITIZE_ADDRESS__)
-#define KILN_HOT __attribute__((target_clones("arch=skylake-avx512", "default")))
+#define KILN_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define KILN_HOT
 #endif
