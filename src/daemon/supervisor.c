@@ -240,7 +240,16 @@ static void kill_recorded(const char *runtime)
     {
         pid_t pid = (pid_t)json_integer_value(json_object_get(r, "pid"));
         uint64_t st = (uint64_t)json_integer_value(json_object_get(r, "startTicks"));
-        if (pid > 0 && st && kiln_proc_start_time(pid) == st) kiln_proc_signal(pid, SIGKILL);
+        if (pid <= 0) continue;
+        uint64_t now_st = kiln_proc_start_time(pid);
+        /* The leader itself died with kilnd (PDEATHSIG); what may be left is
+         * its group (children of a shell). A live process with that pid but
+         * another start time is someone else: leave it. With no process of
+         * that pid, a group of that id can only be the old one (a pid is not
+         * reused while a group carries its number). */
+        if (now_st == st || now_st == 0) {
+            if (kill(-pid, SIGKILL) < 0 && now_st == st) kill(pid, SIGKILL);
+        }
     }
     json_decref(root);
 }

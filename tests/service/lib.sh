@@ -40,6 +40,16 @@ check_eq() { # check_eq DESCRIPTION GOT WANT
     if [ "$2" = "$3" ]; then ok; else fail "$1: got '$2', want '$3'"; fi
 }
 finish() {
+    # stop every kilnd gracefully so that sanitizer reports (leaks included)
+    # land in its log, then fail on any
+    for p in "${KPIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${KPIDS[@]}"; do
+        for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+    done
+    if grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T"/*/kilnd.err 2>/dev/null; then
+        fail "sanitizer report from kilnd"
+        grep -hE -A12 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T"/*/kilnd.err | head -60 >&2
+    fi
     echo "$PASSES passed, $FAILS failed"
     [ "$FAILS" -eq 0 ]
     exit $?
