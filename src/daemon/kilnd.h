@@ -37,6 +37,7 @@ typedef struct kilnd {
     char *catalog_path; /* NULL: built-in only */
     char *tokens_path;  /* NULL: no auth (loopback only) */
     char *kiln_train;   /* NULL: not found */
+    const char *python; /* for pythonModule jobs; default "python3" from PATH */
     int grace_ms;       /* SIGTERM -> SIGKILL */
     int port_base, port_count;
     size_t max_body;

@@ -4,7 +4,7 @@
  *   kilnd [--listen 127.0.0.1:8470] [--data-dir ./var] [--node-config FILE]
  *         [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]
  *         [--port-range 30000-39999] [--threads N] [--max-body BYTES]
- *         [--kiln-train PATH]
+ *         [--kiln-train PATH] [--python PATH]
  *
  * The address actually bound (port 0 picks a free one) is printed and also
  * written to DATA/kilnd.addr (atomically), which is how tests find it. */
@@ -29,6 +29,7 @@ static const char usage[] =
     "usage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--node-config FILE]\n"
     "             [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]\n"
     "             [--port-range LO-HI] [--threads N] [--max-body BYTES] [--kiln-train PATH]\n"
+    "             [--python PATH]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
@@ -179,6 +180,7 @@ int main(int argc, char **argv)
                .port_count = 10000,
                .max_body = 1u << 20,
                .threads = 4,
+               .python = "python3",
                .wake_fd = {-1, -1}};
     kiln_diag dg = KILN_DIAG_INIT;
     char path[PATH_MAX + 32], bound[128];
@@ -211,6 +213,8 @@ int main(int argc, char **argv)
             d.catalog_path = (char *)v;
         else if (strcmp(a, "--tokens") == 0)
             d.tokens_path = (char *)v;
+        else if (strcmp(a, "--python") == 0)
+            d.python = v;
         else if (strcmp(a, "--kiln-train") == 0)
             kiln_train = v;
         else if (strcmp(a, "--grace-period") == 0)

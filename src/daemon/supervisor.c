@@ -362,7 +362,7 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
     snprintf(work, sizeof work, "%s/work", j->dir);
     kilnd_mkdirs(work);
     kiln_exec_paths paths = {.kiln_train = s->d->kiln_train,
-                             .python = "python3",
+                             .python = s->d->python,
                              .staging = staging[0] ? staging : NULL};
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];

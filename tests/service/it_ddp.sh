@@ -1,0 +1,22 @@
+#!/bin/bash
+# tests/service/it_ddp.sh - an unmodified PyTorch DDP script (gloo) runs as a
+# kiln job with a master and two workers: the replicas find each other
+# through MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE and all-reduce.
+# Skipped (77) where Debian's python3-torch is not installed.
+. "$(dirname "$0")/lib.sh"
+SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
+if ! "$SYSPY" -c 'import torch.distributed' 2>/dev/null; then
+    echo "SKIP: $SYSPY cannot import torch (apt install python3-torch)"
+    exit 77
+fi
+start_kilnd "$T/d" --python "$SYSPY"
+"$KILN" jobs submit training ddp_1 --package-path "$(dirname "$0")/ddp" --module-name ddp.train \
+    --scale-tier custom --master-machine-type n1-standard-4 --worker-count 2 \
+    --worker-machine-type n1-standard-4 --region us-central1 >/dev/null 2>&1
+check_eq "submitted" "$?" 0
+check "DDP job SUCCEEDED" wait_state ddp_1 SUCCEEDED 120
+"$KILN" jobs stream-logs ddp_1 >"$T/logs"
+for r in 0 1 2; do
+    check "rank $r in sync" grep -q "rank $r of 3 in sync: True" "$T/logs"
+done
+finish
