@@ -44,6 +44,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,7 @@ typedef struct shm {
     double yield_s; /* how long to yield the CPU before sleeping */
     kiln__sum_fn sum;
     const float **srcs; /* world entries, scratch for the sum */
+    char pending[400];  /* rendezvous: a disagreement to report if nothing better comes */
     /* where we are, for messages */
     size_t chunk, nchunks;
 } shm;
@@ -752,17 +754,22 @@ static kiln_err open_segment(kiln_comm *c, shm *s)
         if (whole != MAP_FAILED && (size_t)st.st_size >= ctl_off() + sizeof *ctl0) {
             ctl0 = (struct rank_ctl *)((char *)whole + ctl_off());
             int rc = pthread_mutex_trylock(&ctl0->alive);
-            live = rc == EBUSY;
+            int32_t pid = atomic_load(&ctl0->pid);
+            /* the lock and, as a second opinion, the process itself */
+            live = rc == EBUSY && pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
             if (rc == 0 || rc == EOWNERDEAD) pthread_mutex_unlock(&ctl0->alive);
         }
         if (whole != MAP_FAILED) munmap(whole, (size_t)st.st_size);
-        if (!live) goto out; /* a leftover: rank 0 of this job will replace it */
-        e = kiln__comm_fail(c, KILN_EINVAL, 0,
-                            "segment %s was made by rank 0 for %u ranks and %llu-byte chunks, "
-                            "but rank %d was configured for %d ranks and %zu-byte chunks: the "
-                            "replicas disagree on the cluster (or two jobs share a key)",
-                            s->name, h->world, (unsigned long long)h->slot_bytes, c->rank, c->world,
-                            s->slot_bytes);
+        /* Either a leftover (rank 0 of this job will replace it) or a real
+         * disagreement. Keep trying until the deadline and report the
+         * disagreement only then: a replacement may be on its way. */
+        if (live)
+            snprintf(s->pending, sizeof s->pending,
+                     "segment %s was made by rank 0 for %u ranks and %llu-byte chunks, but rank "
+                     "%d was configured for %d ranks and %zu-byte chunks: the replicas disagree "
+                     "on the cluster (or two jobs share a key)",
+                     s->name, h->world, (unsigned long long)h->slot_bytes, c->rank, c->world,
+                     s->slot_bytes);
         goto out;
     }
     if ((e = map_fd(c, s, fd)) != KILN_OK) goto out;
@@ -771,10 +778,10 @@ static kiln_err open_segment(kiln_comm *c, shm *s)
      * segment is a leftover of an earlier run with this key */
     if (peer_status(s, 0) != PEER_ALIVE) goto out;
     if (atomic_load(&s->ctl[c->rank].state) != ST_EMPTY) {
-        e = kiln__comm_fail(c, KILN_EINVAL, c->rank,
-                            "rank %d already joined segment %s: two replicas were given the "
-                            "same rank (or two jobs share a key)",
-                            c->rank, s->name);
+        snprintf(s->pending, sizeof s->pending,
+                 "rank %d already joined segment %s: two replicas were given the same rank (or "
+                 "two jobs share a key)",
+                 c->rank, s->name);
         goto out;
     }
     e = KILN_OK;
@@ -886,6 +893,8 @@ static kiln_err shm_init(kiln_comm *c, const kiln_comm_config *cfg)
     } else {
         double nap = 0.0005;
         while ((e = open_segment(c, s)) == KILN_ENOTFOUND) {
+            if (now_s() >= deadline && s->pending[0])
+                return kiln__comm_fail(c, KILN_EINVAL, 0, "%s", s->pending);
             if (now_s() >= deadline)
                 return kiln__comm_fail(c, KILN_EIO, 0,
                                        "rank 0 did not create %s within %.1f s (is rank 0 "
