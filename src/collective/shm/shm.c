@@ -23,6 +23,7 @@
  * sum_ref(rank 0, rank 1, ...) whatever the chunk size.
  *
  * Waiting: spin briefly (the peer is usually a few microseconds behind), then
+ * yield the CPU for up to 200 us (on shared cores the peer may need ours), then
  * sleep on a futex in slices of 50 ms. Between slices the waiter checks that
  * the peer it waits for is alive (a robust process-shared mutex each rank holds
  * while attached: the kernel releases it with EOWNERDEAD when the process dies),
@@ -34,7 +35,10 @@
  * rank has attached; from then on the memory lives only as long as the
  * mappings, so a crash leaves nothing in /dev/shm. A segment left by a job that
  * crashed during rendezvous is marked abandoned and replaced by the next rank 0
- * with the same key. */
+ * with the same key.
+ *
+ * Registered buffers (kiln_comm_alloc_f32) skip the slots altogether; see
+ * allreduce_registered. */
 #include "collective/coll_int.h"
 #include "collective/shm/sum.h"
 
