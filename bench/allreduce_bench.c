@@ -2,7 +2,12 @@
  *
  *   kiln-allreduce-bench --world_size N [--backend shm|mpi]
  *                        [--bytes B | --min_bytes B --max_bytes B] [--iters K]
- *                        [--warmup W] [--chunk_bytes C] [--check] [--registered]
+ *                        [--warmup W] [--chunk_bytes C] [--check] [--registered] [--touch]
+ *
+ * --touch: each rank rewrites its buffer before every all-reduce (untimed, then
+ * a barrier), as a backward pass would; only the all-reduces are timed. Without
+ * it the same buffer is reduced again and again (nccl-tests' way), which on a
+ * CPU leaves each rank's slice hot in the cache of the core that reduces it.
  *
  * --registered: the buffer comes from kiln_comm_alloc_f32 (shm: shared memory,
  * all-reduce without copies through the segment), as a training loop's
@@ -27,7 +32,7 @@ typedef struct opts {
     int world;
     kiln_coll_backend backend;
     size_t min_bytes, max_bytes, chunk;
-    int iters, warmup, check, registered;
+    int iters, warmup, check, registered, touch;
     char key[64];
 } opts;
 
@@ -72,9 +77,10 @@ static int parse_size(const char *s, size_t *out)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: kiln-allreduce-bench --world_size N [--backend shm|mpi] [--bytes B | "
-                    "--min_bytes B --max_bytes B] [--iters K] [--warmup W] [--chunk_bytes C] "
-                    "[--check] [--registered]\n(sizes take K, M, G suffixes: 4K, 256M)\n");
+    fprintf(stderr,
+            "usage: kiln-allreduce-bench --world_size N [--backend shm|mpi] [--bytes B | "
+            "--min_bytes B --max_bytes B] [--iters K] [--warmup W] [--chunk_bytes C] "
+            "[--check] [--registered] [--touch]\n(sizes take K, M, G suffixes: 4K, 256M)\n");
 }
 
 static int auto_iters(size_t bytes)
@@ -129,19 +135,36 @@ static int run_rank(const opts *o, int rank)
         }
         for (int i = 0; i < o->warmup; i++)
             if (kiln_comm_allreduce_sum_f32(c, buf, count) != KILN_OK) goto fail;
-        if (kiln_comm_barrier(c) != KILN_OK) goto fail;
-        double t0 = now_s();
-        for (int i = 0; i < iters; i++)
-            if (kiln_comm_allreduce_sum_f32(c, buf, count) != KILN_OK) goto fail;
-        if (kiln_comm_barrier(c) != KILN_OK) goto fail;
-        double t = (now_s() - t0) / iters;
+        double t = 0;
+        if (!o->touch) {
+            if (kiln_comm_barrier(c) != KILN_OK) goto fail;
+            double t0 = now_s();
+            for (int i = 0; i < iters; i++)
+                if (kiln_comm_allreduce_sum_f32(c, buf, count) != KILN_OK) goto fail;
+            if (kiln_comm_barrier(c) != KILN_OK) goto fail;
+            t = (now_s() - t0) / iters;
+        } else {
+            /* as in training: the buffer was just written by this rank (the
+             * backward pass), so its lines sit in this core's cache, not in
+             * the core that reduces them; only the all-reduce is timed */
+            for (int i = 0; i < iters; i++) {
+                for (size_t j = 0; j < count; j++)
+                    buf[j] = (float)((j + (size_t)i) & 1023) * 1e-3f * (float)(rank + 1);
+                if (kiln_comm_barrier(c) != KILN_OK) goto fail;
+                double t0 = now_s();
+                if (kiln_comm_allreduce_sum_f32(c, buf, count) != KILN_OK) goto fail;
+                t += now_s() - t0;
+            }
+            t /= iters;
+        }
         if (rank == 0) {
             double algbw = (double)(count * sizeof(float)) / t / 1e9;
             double busbw = algbw * 2.0 * (n - 1) / n;
             printf("{\"bytes\":%zu,\"algbw_gbps\":%.3f,\"busbw_gbps\":%.3f,\"time_us\":%.2f,"
-                   "\"world_size\":%d,\"backend\":\"%s\",\"buffer\":\"%s\",\"iters\":%d}\n",
+                   "\"world_size\":%d,\"backend\":\"%s\",\"buffer\":\"%s\",\"touch\":%s,"
+                   "\"iters\":%d}\n",
                    count * sizeof(float), algbw, busbw, t * 1e6, n, kiln_comm_backend_name(c),
-                   o->registered ? "registered" : "plain", iters);
+                   o->registered ? "registered" : "plain", o->touch ? "true" : "false", iters);
             fflush(stdout);
         }
         if (bytes >= o->max_bytes) break;
@@ -176,6 +199,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(a, "--registered")) {
             o.registered = 1;
+            continue;
+        }
+        if (!strcmp(a, "--touch")) {
+            o.touch = 1;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

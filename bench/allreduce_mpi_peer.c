@@ -3,7 +3,7 @@
  * warm-up, barriers, in place, same JSON). Run under mpirun -np N.
  *
  *   mpirun -np 2 kiln-allreduce-mpi-peer [--min_bytes B --max_bytes B | --bytes B]
- *                                        [--iters K] [--warmup W] */
+ *                                        [--iters K] [--warmup W] [--touch] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +28,18 @@ static int auto_iters(size_t bytes)
 int main(int argc, char **argv)
 {
     size_t lo = 4096, hi = (size_t)256 << 20;
-    int iters = 0, warmup = 2, rank, n;
+    int iters = 0, warmup = 2, touch = 0, rank, n;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--touch")) touch = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--touch")) {
+            i--;
+            continue;
+        }
         if (!strcmp(argv[i], "--min_bytes"))
             lo = parse_size(argv[i + 1]);
         else if (!strcmp(argv[i], "--max_bytes"))
@@ -56,12 +62,26 @@ int main(int argc, char **argv)
         int k = iters > 0 ? iters : auto_iters(bytes);
         for (int i = 0; i < warmup; i++)
             MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < k; i++)
-            MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t = (MPI_Wtime() - t0) / k;
+        double t = 0;
+        if (!touch) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            double t0 = MPI_Wtime();
+            for (int i = 0; i < k; i++)
+                MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Barrier(MPI_COMM_WORLD);
+            t = (MPI_Wtime() - t0) / k;
+        } else {
+            /* as kiln-allreduce-bench --touch: rewrite, barrier, time one call */
+            for (int i = 0; i < k; i++) {
+                for (int j = 0; j < count; j++)
+                    buf[j] = (float)((j + i) & 1023) * 1e-3f * (float)(rank + 1);
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t0 = MPI_Wtime();
+                MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                t += MPI_Wtime() - t0;
+            }
+            t /= k;
+        }
         if (rank == 0) {
             double algbw = (double)count * sizeof(float) / t / 1e9;
             printf("{\"bytes\":%zu,\"algbw_gbps\":%.3f,\"busbw_gbps\":%.3f,\"time_us\":%.2f,"
