@@ -32,6 +32,7 @@ typedef struct kiln_store kiln_store;
  * service keeps beside it. */
 typedef struct kiln_job_record {
     int64_t seq; /* insertion order; page tokens are built on it */
+    int64_t version; /* bumped by every write to the job (the etag is seq-version) */
     char *project;
     kiln_job *job;     /* state, createTime, startTime, endTime, errorMessage, etag set */
     int64_t create_ns; /* CLOCK_REALTIME, ns */
@@ -63,6 +64,12 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
 /* KILN_ENOTFOUND when absent. */
 kiln_err kiln_store_job_get(kiln_store *s, const char *project, const char *job_id,
                             kiln_job_record **out);
+
+/* The job's change counter (bumped by every write to it) and state, read on
+ * the calling thread's own read-only connection: cheap and lock-free, for
+ * caches keyed on (seq, version). KILN_ENOTFOUND when absent. */
+kiln_err kiln_store_job_version(kiln_store *s, const char *project, const char *job_id,
+                                int64_t *seq, int64_t *version, kiln_job_state *state);
 
 /* Moves a job to `to` if its current state is in `from_mask`; sets startTime
  * on the first move to RUNNING and endTime on a terminal state. `error` (may

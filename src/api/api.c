@@ -19,6 +19,8 @@
 #include <jansson.h>
 #include <limits.h>
 #include <microhttpd.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +28,35 @@
 
 #include "daemon/kilnd.h"
 
-#define LOG_CHUNK (256u * 1024u)
+#define LOG_CHUNK   (256u * 1024u)
+#define CACHE_SLOTS 4096
+
+/* Rendered GET responses keyed by (project/job, seq, version): a job's
+ * version changes with every write to it, so an entry is either exact or
+ * skipped. QUEUED jobs are never cached (their jobPosition moves without a
+ * write to them). */
+typedef struct centry {
+    char *key;
+    int64_t seq, version;
+    char *body;
+    size_t len;
+} centry;
+
+struct kiln_api_cache {
+    pthread_mutex_t mu;
+    centry slot[CACHE_SLOTS];
+};
+
+static size_t cache_slot(const char *project, const char *id)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = project; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = (h ^ '/') * 1099511628211ull;
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return (size_t)(h % CACHE_SLOTS);
+}
 
 typedef struct req {
     char *body;
@@ -225,17 +255,73 @@ out:
     return rc;
 }
 
+/* A cached response for the job at this version, or NULL. */
+static struct MHD_Response *cache_get(kilnd *d, const char *key, size_t slot, int64_t seq,
+                                      int64_t version)
+{
+    struct kiln_api_cache *c = d->cache;
+    struct MHD_Response *r = NULL;
+    if (!c) return NULL;
+    pthread_mutex_lock(&c->mu);
+    centry *e = &c->slot[slot];
+    if (e->key && e->seq == seq && e->version == version && strcmp(e->key, key) == 0)
+        r = MHD_create_response_from_buffer(e->len, e->body, MHD_RESPMEM_MUST_COPY);
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+static void cache_put(kilnd *d, const char *key, size_t slot, int64_t seq, int64_t version,
+                      const char *body)
+{
+    struct kiln_api_cache *c = d->cache;
+    if (!c) return;
+    char *k = strdup(key), *b = strdup(body);
+    if (!k || !b) {
+        free(k);
+        free(b);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    centry *e = &c->slot[slot];
+    free(e->key);
+    free(e->body);
+    *e = (centry){.key = k, .seq = seq, .version = version, .body = b, .len = strlen(b)};
+    pthread_mutex_unlock(&c->mu);
+}
+
 static enum MHD_Result job_get(kilnd *d, struct MHD_Connection *c, const char *project,
                                const char *id)
 {
     kiln_job_record *rec = NULL;
-    kiln_err err = kiln_store_job_get(d->store, project, id, &rec);
+    int64_t seq = 0, version = 0;
+    kiln_job_state state = KILN_STATE_UNSPECIFIED;
+    char key[256];
+    size_t slot = cache_slot(project, id);
+
+    snprintf(key, sizeof key, "%s/%s", project, id);
+    kiln_err err = kiln_store_job_version(d->store, project, id, &seq, &version, &state);
+    if (err == KILN_ENOTFOUND)
+        return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
+    if (err == KILN_OK && state != KILN_STATE_QUEUED) {
+        struct MHD_Response *r = cache_get(d, key, slot, seq, version);
+        if (r) {
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            enum MHD_Result rc = MHD_queue_response(c, 200, r);
+            MHD_destroy_response(r);
+            return rc;
+        }
+    }
+    err = kiln_store_job_get(d->store, project, id, &rec);
     if (err == KILN_ENOTFOUND)
         return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
     if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
-    enum MHD_Result rc = send_json(c, 200, job_json(d, rec));
+    json_t *o = job_json(d, rec);
+    char *body = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (body && rec->job->state != KILN_STATE_QUEUED)
+        cache_put(d, key, slot, rec->seq, rec->version, body);
     kiln_job_record_free(rec);
-    return rc;
+    return send_text(c, 200, body);
 }
 
 static enum MHD_Result job_list(kilnd *d, struct MHD_Connection *c, const char *project)
@@ -612,6 +698,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd)
 {
+    d->cache = calloc(1, sizeof *d->cache);
+    if (d->cache) pthread_mutex_init(&d->cache->mu, NULL);
     return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handler,
                             d, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
                             (unsigned)(d->threads > 0 ? d->threads : 2),
@@ -620,7 +708,16 @@ struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd)
                             MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
 }
 
-void kiln_api_stop(struct MHD_Daemon *m)
+void kiln_api_stop(kilnd *d, struct MHD_Daemon *m)
 {
     if (m) MHD_stop_daemon(m);
+    if (d->cache) {
+        for (size_t i = 0; i < CACHE_SLOTS; i++) {
+            free(d->cache->slot[i].key);
+            free(d->cache->slot[i].body);
+        }
+        pthread_mutex_destroy(&d->cache->mu);
+        free(d->cache);
+        d->cache = NULL;
+    }
 }

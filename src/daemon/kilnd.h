@@ -53,6 +53,8 @@ typedef struct kilnd {
     kiln_sched *sched;
     bool *drain_pending; /* per node */
 
+    struct kiln_api_cache *cache; /* rendered GET responses (src/api) */
+
     int wake_fd[2];
     volatile sig_atomic_t stop;
 } kilnd;
@@ -73,6 +75,6 @@ void *kilnd_supervisor(void *arg);
 /* The API (src/api/api.c) on an already bound, listening socket. */
 struct MHD_Daemon;
 struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd);
-void kiln_api_stop(struct MHD_Daemon *m);
+void kiln_api_stop(kilnd *d, struct MHD_Daemon *m);
 
 #endif

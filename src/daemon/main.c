@@ -126,7 +126,7 @@ static int bind_listen(const char *spec, char *bound, size_t blen)
 /* temp + fsync + rename: readers see the old file or the whole new one */
 static int write_atomic(const char *path, const char *text)
 {
-    char tmp[PATH_MAX + 8];
+    char tmp[PATH_MAX + 64];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
@@ -324,7 +324,7 @@ int main(int argc, char **argv)
 diag:
     kiln_diag_print(&dg, stderr);
 out:
-    kiln_api_stop(api);
+    kiln_api_stop(&d, api);
     if (lfd >= 0) close(lfd);
     if (sup_started) {
         d.stop = 1;

@@ -12,9 +12,20 @@
 #include <string.h>
 #include <time.h>
 
+/* A read-only connection per reading thread (WAL readers do not block each
+ * other or the writer): the hot GET path needs no lock of the store's. */
+typedef struct reader {
+    sqlite3 *db;
+    sqlite3_stmt *version; /* prepared once */
+} reader;
+
 struct kiln_store {
     sqlite3 *db;
     pthread_mutex_t mu;
+    char *path;
+    pthread_key_t key; /* -> reader of the calling thread */
+    reader **readers;  /* every reader, closed with the store (guarded by mu) */
+    size_t n_readers;
 };
 
 static const char schema[] =
@@ -58,6 +69,11 @@ kiln_err kiln_store_open(const char *path, kiln_store **out, kiln_diag *d)
     *out = NULL;
     if (!s) return KILN_ENOMEM;
     pthread_mutex_init(&s->mu, NULL);
+    if (pthread_key_create(&s->key, NULL) != 0 || !(s->path = strdup(path))) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return KILN_ENOMEM;
+    }
     int rc = sqlite3_open_v2(
         path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
@@ -90,6 +106,14 @@ out:
 void kiln_store_close(kiln_store *s)
 {
     if (!s) return;
+    for (size_t i = 0; i < s->n_readers; i++) {
+        sqlite3_finalize(s->readers[i]->version);
+        sqlite3_close(s->readers[i]->db);
+        free(s->readers[i]);
+    }
+    free(s->readers);
+    pthread_key_delete(s->key);
+    free(s->path);
     sqlite3_close(s->db);
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -156,8 +180,9 @@ static kiln_err row_to_record(sqlite3_stmt *st, kiln_job_record **out)
     }
     const char *emsg = (const char *)sqlite3_column_text(st, 9);
     if (kiln_set_str(&j->error_message, emsg) != KILN_OK) goto out;
+    r->version = sqlite3_column_int64(st, 10);
     snprintf(buf, sizeof buf, "%llx-%llx", (unsigned long long)r->seq,
-             (unsigned long long)sqlite3_column_int64(st, 10));
+             (unsigned long long)r->version);
     if (kiln_set_str(&j->etag, buf) != KILN_OK) goto out;
     r->restarts = sqlite3_column_int(st, 11);
     r->failures = sqlite3_column_int(st, 12);
@@ -542,5 +567,63 @@ kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordon
 out:
     sqlite3_finalize(st);
     pthread_mutex_unlock(&s->mu);
+    return err;
+}
+
+/* The calling thread's reader, opened on first use; NULL on failure. */
+static reader *my_reader(kiln_store *s)
+{
+    reader *r = pthread_getspecific(s->key);
+    if (r) return r;
+    r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    if (sqlite3_open_v2(s->path, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(
+            r->db, "SELECT seq, version, state FROM jobs WHERE project = ?1 AND job_id = ?2", -1,
+            &r->version, NULL) != SQLITE_OK) {
+        sqlite3_finalize(r->version);
+        sqlite3_close(r->db);
+        free(r);
+        return NULL;
+    }
+    sqlite3_busy_timeout(r->db, 5000);
+    pthread_mutex_lock(&s->mu);
+    reader **nv = realloc(s->readers, (s->n_readers + 1) * sizeof *nv);
+    if (nv) {
+        s->readers = nv;
+        s->readers[s->n_readers++] = r;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!nv) {
+        sqlite3_finalize(r->version);
+        sqlite3_close(r->db);
+        free(r);
+        return NULL;
+    }
+    pthread_setspecific(s->key, r);
+    return r;
+}
+
+kiln_err kiln_store_job_version(kiln_store *s, const char *project, const char *job_id,
+                                int64_t *seq, int64_t *version, kiln_job_state *state)
+{
+    reader *r = my_reader(s);
+    kiln_err err = KILN_EIO;
+    if (!r) return KILN_EIO;
+    sqlite3_stmt *st = r->version;
+    sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *seq = sqlite3_column_int64(st, 0);
+        *version = sqlite3_column_int64(st, 1);
+        *state = (kiln_job_state)sqlite3_column_int(st, 2);
+        err = KILN_OK;
+    } else if (rc == SQLITE_DONE) {
+        err = KILN_ENOTFOUND;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
     return err;
 }

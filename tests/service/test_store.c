@@ -79,6 +79,15 @@ int main(void)
     CHECK(kiln_store_job_transition(s, "p1", "nope", KILN_STATES_ACTIVE, KILN_STATE_CANCELLED, NULL,
                                     1, NULL) == KILN_ENOTFOUND);
 
+    /* the version read on a thread's own connection follows every write */
+    int64_t vseq = 0, v1 = 0, v2 = 0;
+    kiln_job_state vst = KILN_STATE_UNSPECIFIED;
+    CHECK(kiln_store_job_version(s, "p1", "census_1", &vseq, &v1, &vst) == KILN_OK);
+    CHECK(vst == KILN_STATE_FAILED && vseq > 0);
+    CHECK(kiln_store_job_set_runtime(s, "p1", "census_1", 0, 0, NULL) == KILN_OK);
+    CHECK(kiln_store_job_version(s, "p1", "census_1", &vseq, &v2, &vst) == KILN_OK && v2 == v1 + 1);
+    CHECK(kiln_store_job_version(s, "p1", "nope", &vseq, &v2, &vst) == KILN_ENOTFOUND);
+
     /* labels (etag changes) */
     kiln_map lab = {0};
     kiln_map_set(&lab, "env", "prod");
