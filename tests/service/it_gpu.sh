@@ -11,7 +11,9 @@ cat >"$T/nodes.json" <<'EOF'
   {"name": "gpu-b", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]}
 ]}
 EOF
-start_kilnd "$T/d" --node-config "$T/nodes.json"
+# a site catalog may lower the maxWaitTime floor (1800 s in the built-in one)
+printf 'defaults:\n  minMaxWaitTimeSeconds: 1\n' >"$T/site.yaml"
+start_kilnd "$T/d" --node-config "$T/nodes.json" --catalog "$T/site.yaml"
 
 # gpu_job ID PRIORITY MASTER_GPUS WORKER_COUNT WORKER_GPUS [TYPE] [CMD]
 gpu_job() {
@@ -47,6 +49,14 @@ api GET /v1/projects/p1/jobs/c_job
 check_eq "C position 1" "$(printf '%s' "$BODY" | jget jobPosition)" 1
 api GET /v1/projects/p1/jobs/b_job
 check_eq "B position 2" "$(printf '%s' "$BODY" | jget jobPosition)" 2
+
+# maxWaitTime: a job still queued when it expires is cancelled, with the reason
+w=$(gpu_job w_job 0 1 0 0)
+api POST /v1/projects/p1/jobs "${w/\"priority\":0/\"priority\":0,\"maxWaitTime\":\"1s\"}"
+check_eq "maxWaitTime job accepted" "$STATUS" 200
+check "maxWaitTime -> CANCELLED" wait_state w_job CANCELLED 5
+api GET /v1/projects/p1/jobs/w_job
+check "maxWaitTime reason" grep -q maxWaitTime <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 
 # never fits: 4 V100 on one node (nodes have 2); a T4; a TPU-less cluster
 api POST /v1/projects/p1/jobs "$(gpu_job d_job 0 4 0 0)"
