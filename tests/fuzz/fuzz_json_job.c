@@ -1,33 +1,3 @@
-/* libFuzzer target: Job JSON. Beyond "no crash, no leak" it checks a property:
- * whatever decodes must survive encode -> decode unchanged (JSON and YAML). */
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "kiln/job.h"
-
-static void round_trip(const kiln_job *job)
-{
-    kiln_diag d = KILN_DIAG_INIT;
-    kiln_job *a = NULL, *b = NULL;
-    char *js = kiln_job_to_json(job, KILN_ENC_COMPACT);
-    char *ys = kiln_job_to_yaml(job);
-    if (!js || !ys) abort();
-    if (kiln_job_from_json(js, strlen(js), &a, &d) != KILN_OK || !kiln_job_equal(job, a)) abort();
-    if (kiln_job_from_yaml(ys, strlen(ys), &b, &d) != KILN_OK || !kiln_job_equal(job, b)) abort();
-    kiln_job_free(a);
-    kiln_job_free(b);
-    free(js);
-    free(ys);
-    kiln_diag_free(&d);
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    kiln_diag d = KILN_DIAG_INIT;
-    kiln_job *job = NULL;
-    if (kiln_job_from_json((const char *)data, size, &job, &d) == KILN_OK) round_trip(job);
-    kiln_job_free(job);
-    kiln_diag_free(&d);
-    return 0;
-}
+/* libFuzzer target: Job JSON, with the round-trip property of roundtrip.h. */
+#define DECODE kiln_job_from_json
+#include "roundtrip.h"
