@@ -15,6 +15,7 @@
 
 #include "kiln/submit.h"
 #include "spec/flags.h"
+#include "util/utf8.h"
 #include "spec/tree.h"
 #include "util/suggest.h"
 
@@ -37,53 +38,6 @@ bool kiln__parse_i64(const char *s, int64_t *out)
     /* -INT64_MIN does not fit an int64, so negate in unsigned arithmetic */
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return true;
-}
-
-bool kiln__utf8_valid(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        size_t n = c < 0x80             ? 0
-                   : (c & 0xE0) == 0xC0 ? 1
-                   : (c & 0xF0) == 0xE0 ? 2
-                   : (c & 0xF8) == 0xF0 ? 3
-                                        : 9;
-        if (n == 9) return false;
-        uint32_t cp = n == 0 ? c : n == 1 ? (c & 0x1F) : n == 2 ? (c & 0x0F) : (c & 0x07);
-        for (size_t i = 1; i <= n; i++) {
-            if ((p[i] & 0xC0) != 0x80) return false; /* also stops at the NUL */
-            cp = (cp << 6) | (p[i] & 0x3F);
-        }
-        static const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
-        if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-        p += n + 1;
-    }
-    return true;
-}
-
-size_t kiln__utf8_cut(const char *s, size_t max)
-{
-    size_t n = strnlen(s, max);
-    if (s[n] == '\0') return n; /* the whole string fits */
-    /* s[n] is the first byte left out: if it continues a sequence, the cut
-     * is inside that sequence, so back up to before its lead byte */
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-        n--;
-    return n;
-}
-
-void kiln__utf8_trim(char *s)
-{
-    size_t i = strlen(s), k = 0;
-    while (i > 0 && k < 3 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
-        i--;
-        k++;
-    }
-    if (i == 0) return;
-    unsigned c = (unsigned char)s[i - 1];
-    size_t need = (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 0;
-    if (k < need) s[i - 1] = '\0'; /* a sequence cut short by a buffer's end */
 }
 
 #define ACCEL_NAME_MAX 64

@@ -24,16 +24,6 @@ char *kiln__accelerator_enum(const char *name);
  * P100, T4 and V100, facts §3), and the a2 type sized for the A100 count. */
 const char *kiln__default_machine_type(const char *accelerator, int64_t count);
 
-/* Is `s` well-formed UTF-8 (no overlong forms, surrogates or code points past
- * U+10FFFF)? A Job travels as JSON, so every string in it must be. */
-bool kiln__utf8_valid(const char *s);
-
-/* The length of the longest prefix of `s`, at most `max` bytes, that does not
- * end inside a multi-byte sequence: for cutting user text into messages. */
-size_t kiln__utf8_cut(const char *s, size_t max);
-
-/* Drops a multi-byte sequence left incomplete at the end of `s` (by a
- * truncating snprintf). */
-void kiln__utf8_trim(char *s);
+#include "util/utf8.h"
 
 #endif

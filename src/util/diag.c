@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/utf8.h"
+
 const char *kiln_err_str(kiln_err e)
 {
     switch (e) {
@@ -54,6 +56,10 @@ void kiln_diag_add(kiln_diag *d, const char *field, const char *fmt, ...)
         free(desc);
         goto drop;
     }
+    /* descriptions quote user text, often cut to a length: keep them valid
+     * UTF-8 so that the JSON error envelope can always be written */
+    kiln__utf8_scrub(desc);
+    kiln__utf8_scrub(fld);
     d->v[d->n].field = fld;
     d->v[d->n].description = desc;
     d->n++;

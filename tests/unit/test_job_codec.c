@@ -5,6 +5,7 @@
 
 #include "kiln/job.h"
 #include "spec/tree.h"
+#include "util/utf8.h"
 #include "test.h"
 
 static const char *full_json =
@@ -211,6 +212,28 @@ static void test_all_errors_reported(void)
     kiln_diag_free(&d);
 }
 
+/* A message that quotes user text cut to a length must stay valid UTF-8, or
+ * the JSON error envelope could not be written at all. */
+static void test_cut_utf8_in_messages(void)
+{
+    char in[256];
+    /* 63 bytes, then a 2-byte character straddling the 64-byte quote limit */
+    snprintf(in, sizeof in, "{\"trainingInput\":{\"workerCount\":\"%s\xc3\xa9x\"}}",
+             "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+    kiln_job *job = NULL;
+    kiln_diag d = KILN_DIAG_INIT;
+    CHECK(kiln_job_from_json(in, strlen(in), &job, &d) == KILN_EINVAL);
+    CHECK(d.n == 1 && kiln__utf8_valid(d.v[0].description));
+    char *env = kiln_diag_to_envelope(&d, 400, "INVALID_ARGUMENT", "bad");
+    CHECK(env != NULL);
+    free(env);
+    kiln_diag_clear(&d);
+    kiln_diag_add(&d, "f\xff", "raw \xc3 byte");
+    CHECK(d.n == 1 && strcmp(d.v[0].field, "f?") == 0 &&
+          strcmp(d.v[0].description, "raw ? byte") == 0);
+    kiln_diag_free(&d);
+}
+
 static void test_limits(void)
 {
     /* deep nesting: refused by depth cap, no crash */
@@ -253,6 +276,7 @@ int main(void)
     test_yaml_config();
     test_shape_errors();
     test_all_errors_reported();
+    test_cut_utf8_in_messages();
     test_limits();
     TEST_DONE();
 }
