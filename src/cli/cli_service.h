@@ -13,6 +13,7 @@
 
 int kiln_cli_jobs(int argc, char **argv);  /* src/cli/jobs.c */
 int kiln_cli_nodes(int argc, char **argv); /* src/cli/nodes.c */
+int kiln_cli_local(int argc, char **argv); /* src/cli/jobs.c: `kiln local train` */
 
 /* What every service verb takes: --project, --endpoint, --format (and the
  * KILN_PROJECT, KILN_ENDPOINT, KILN_TOKEN environment variables). */

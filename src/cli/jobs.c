@@ -8,9 +8,13 @@
  *   kiln jobs update JOB --update-labels k=v[,k=v] | --remove-labels k[,k]
  * Everywhere: --project P (KILN_PROJECT), --endpoint URL (KILN_ENDPOINT),
  * --format json|yaml|table; KILN_TOKEN is sent as a bearer token. */
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -404,5 +408,178 @@ int kiln_cli_jobs(int argc, char **argv)
     }
 out:
     kiln_cli_ctx_free(&ctx);
+    return rc;
+}
+
+/* ---------- kiln local train ---------- */
+
+static const char local_usage[] =
+    "usage: kiln local train [--distributed [--worker-count N] [--parameter-server-count N]]\n"
+    "                        [--module-name M] [--package-path DIR] [--job-dir DIR]\n"
+    "                        [SUBMIT FLAGS] [-- USER_ARGS...]\n"
+    "\n"
+    "Runs one job on this machine without a running kilnd: a private kilnd (loopback,\n"
+    "a temporary data dir) runs it, its logs stream to stdout, and everything but the\n"
+    "job dir is removed at the end. --distributed runs a master, 2 workers and 2\n"
+    "parameter servers (counts adjustable) that find each other through TF_CONFIG and\n"
+    "MASTER_ADDR/RANK/WORLD_SIZE, as they would under kilnd.\n"
+    "Exit status: 0 the job SUCCEEDED, 5 it FAILED, 1 it could not be run.\n";
+
+/* kilnd next to this program, else from PATH. */
+static void find_kilnd(char *buf, size_t len)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(buf, len, "%s/kilnd", self);
+            if (access(buf, X_OK) == 0) return;
+        }
+    }
+    snprintf(buf, len, "kilnd");
+}
+
+/* Starts a private kilnd on a free loopback port; *endpoint gets its URL. */
+static pid_t start_private_kilnd(const char *dir, char *endpoint, size_t len)
+{
+    char kilnd[PATH_MAX + 16], addr_path[PATH_MAX + 32], log_path[PATH_MAX + 32];
+    find_kilnd(kilnd, sizeof kilnd);
+    snprintf(addr_path, sizeof addr_path, "%s/kilnd.addr", dir);
+    snprintf(log_path, sizeof log_path, "%s/kilnd.log", dir);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) dup2(fd, 2);
+        execlp(kilnd, kilnd, "--listen", "127.0.0.1:0", "--data-dir", dir, "--grace-period", "5",
+               (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 400; i++) { /* at most 20 s */
+        FILE *f = fopen(addr_path, "r");
+        char addr[128] = "";
+        if (f) {
+            if (fgets(addr, sizeof addr, f)) addr[strcspn(addr, "\n")] = '\0';
+            fclose(f);
+        }
+        if (addr[0]) {
+            snprintf(endpoint, len, "http://%s", addr);
+            return pid;
+        }
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) break;
+        usleep(50000);
+    }
+    fprintf(stderr, "kiln local: kilnd (%s) did not start; see %s\n", kilnd, log_path);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static void remove_tree(const char *dir)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", "--", dir, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) waitpid(pid, NULL, 0);
+}
+
+int kiln_cli_local(int argc, char **argv)
+{
+    char dir[] = "/tmp/kiln-local.XXXXXX", endpoint[160], id[64];
+    char wc[24] = "2", pc[24] = "2";
+    char **sub = NULL;
+    kiln_cli_ctx ctx = {0};
+    bool distributed = false, have_wc = false, have_pc = false, have_tier = false;
+    pid_t kpid = -1;
+    int rc = 1, n = 0;
+
+    argc--, argv++; /* past "local" */
+    if (argc < 1 || strcmp(argv[0], "train") != 0) {
+        fputs(local_usage, argc >= 1 && strcmp(argv[0], "--help") == 0 ? stdout : stderr);
+        return argc >= 1 && strcmp(argv[0], "--help") == 0 ? 0 : 1;
+    }
+    argc--, argv++;
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(local_usage, stdout);
+            return 0;
+        }
+    /* training JOB [--distributed expansion] flags... --stream-logs */
+    sub = calloc((size_t)argc + 24, sizeof *sub);
+    if (!sub) return 1;
+    snprintf(id, sizeof id, "local_%d", (int)getpid());
+    sub[n++] = "training";
+    sub[n++] = id;
+    int user = argc;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            user = i;
+            break;
+        }
+        if (strcmp(a, "--distributed") == 0) {
+            distributed = true;
+        } else if (strcmp(a, "--worker-count") == 0 && i + 1 < argc) {
+            snprintf(wc, sizeof wc, "%s", argv[++i]);
+            have_wc = true;
+        } else if (strcmp(a, "--parameter-server-count") == 0 && i + 1 < argc) {
+            snprintf(pc, sizeof pc, "%s", argv[++i]);
+            have_pc = true;
+        } else {
+            have_tier |= strncmp(a, "--scale-tier", 12) == 0 || strncmp(a, "--config", 8) == 0;
+            sub[n++] = argv[i];
+        }
+    }
+    if ((have_wc || have_pc) && !distributed) {
+        fprintf(stderr, "kiln local train: --worker-count and --parameter-server-count go with "
+                        "--distributed\n");
+        goto out;
+    }
+    if (distributed && !have_tier) {
+        static char *fixed[] = {"--scale-tier",
+                                "custom",
+                                "--master-machine-type",
+                                "n1-standard-4",
+                                "--worker-machine-type",
+                                "n1-standard-4",
+                                "--parameter-server-machine-type",
+                                "n1-standard-4"};
+        for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++)
+            sub[n++] = fixed[k];
+        sub[n++] = "--worker-count";
+        sub[n++] = wc;
+        if (strcmp(pc, "0") != 0) {
+            sub[n++] = "--parameter-server-count";
+            sub[n++] = pc;
+        }
+    }
+    sub[n++] = "--stream-logs";
+    for (int i = user; i < argc; i++)
+        sub[n++] = argv[i];
+    sub[n] = NULL;
+
+    if (!mkdtemp(dir)) {
+        perror("kiln local train: mkdtemp");
+        goto out;
+    }
+    kpid = start_private_kilnd(dir, endpoint, sizeof endpoint);
+    if (kpid < 0) goto out;
+    if (kiln_client_new(endpoint, NULL, &ctx.client) != KILN_OK) goto out;
+    ctx.project = "local";
+    rc = submit(&ctx, n, sub);
+out:
+    kiln_cli_ctx_free(&ctx);
+    if (kpid > 0) {
+        kill(kpid, SIGTERM);
+        waitpid(kpid, NULL, 0);
+    }
+    if (strcmp(dir, "/tmp/kiln-local.XXXXXX") != 0) remove_tree(dir);
+    free(sub);
     return rc;
 }

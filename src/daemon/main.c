@@ -33,7 +33,8 @@ static const char usage[] =
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
-    "only node. Without --tokens only loopback addresses may be used.\n";
+    "only node, --python $KILN_PYTHON or python3. Without --tokens only loopback\n"
+    "addresses may be used.\n";
 
 void kilnd_wake(kilnd *d)
 {
@@ -191,6 +192,7 @@ int main(int argc, char **argv)
     int lfd = -1, rc = 1;
 
     pthread_mutex_init(&d.mu, NULL);
+    if (getenv("KILN_PYTHON") && *getenv("KILN_PYTHON")) d.python = getenv("KILN_PYTHON");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

@@ -19,4 +19,10 @@ check "DDP job SUCCEEDED" wait_state ddp_1 SUCCEEDED 120
 for r in 0 1 2; do
     check "rank $r in sync" grep -q "rank $r of 3 in sync: True" "$T/logs"
 done
+# the same with no kilnd: kiln local train --distributed
+KILN_PYTHON=$SYSPY timeout 120 "$KILN" local train --distributed --worker-count 1 \
+    --parameter-server-count 0 --package-path "$(dirname "$0")/ddp" --module-name ddp.train \
+    >"$T/local" 2>&1
+check_eq "local train --distributed exit" "$?" 0
+check "local: rank 1 of 2 in sync" grep -q "rank 1 of 2 in sync: True" "$T/local"
 finish

@@ -113,6 +113,16 @@ check_eq "python job succeeds" "$?" 0
 check "user args then --job-dir" grep -qF 'ARGS ["--epochs", "3", "two words", "--job-dir", "'"$T"'/jobdir"]' "$T/pylogs"
 check "runs the staged copy" grep -qF "FROM $T/d/jobs/p1/py_1/staging/trainer" "$T/pylogs"
 
+# kiln local train: the same job with no kilnd running (a private one comes and goes)
+before=$(ls -d /tmp/kiln-local.* 2>/dev/null | wc -l)
+(unset KILN_ENDPOINT; cd "$T" && "$KILN" local train --package-path "$T/src/trainer" \
+    --module-name trainer.task --job-dir "$T/localdir" -- --lr 0.1) >"$T/local.out" 2>&1
+check_eq "local train exit" "$?" 0
+check "local train ran the module with the args" grep -qF 'ARGS ["--lr", "0.1", "--job-dir", "'"$T"'/localdir"]' "$T/local.out"
+check_eq "local train cleaned up its kilnd dir" "$(ls -d /tmp/kiln-local.* 2>/dev/null | wc -l)" "$before"
+(cd "$T" && "$KILN" local train --module-name nosuchmodule_xyz) >/dev/null 2>&1
+check_eq "local train of a failing job exits 5" "$?" 5
+
 # a replica that cannot start fails the job with a reason
 api POST /v1/projects/p1/jobs '{"jobId":"nocmd","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["/nonexistent/prog"]}}}'
 check "missing program -> FAILED" wait_state nocmd FAILED 10
