@@ -82,6 +82,7 @@ typedef struct rjob {
 typedef struct sup {
     kilnd *d;
     rjob *jobs;
+    bool dirty; /* capacity or the queue changed: look at the queue this tick */
     bool *port_used;
     int port_next;
 } sup;
@@ -753,6 +754,15 @@ static void drains(sup *s)
                            "Replicas stopped for the drain of node %s; the job is queued "
                            "again and resumes from its newest checkpoint",
                            d->cluster.nodes[n].name);
+            } else if (on && j->after == AS_RESTART) {
+                /* a group restart would land on the drained node again: requeue instead */
+                j->after = AS_REQUEUE;
+                free(j->after_msg);
+                if (asprintf(&j->after_msg,
+                             "Replicas stopped for a restart and the drain of node %s; the job "
+                             "is queued again",
+                             d->cluster.nodes[n].name) < 0)
+                    j->after_msg = NULL;
             }
         }
     }
@@ -774,6 +784,7 @@ static bool tick(sup *s, bool woken)
             any |= j->reps[i].alive;
         if (j->after != AS_NONE && !any) {
             finish(s, j, link);
+            s->dirty = true;
             if (*link == j) link = &j->next; /* restarted in place */
             continue;
         }
@@ -783,7 +794,10 @@ static bool tick(sup *s, bool woken)
         }
         link = &j->next;
     }
-    if (!d->stop) schedule(s);
+    /* The queue is read when something may have changed (a wake-up from the
+     * API, a job that ended) and every second anyway (maxWaitTime). */
+    if (!d->stop && (woken || s->dirty)) schedule(s);
+    s->dirty = false;
     return true;
 }
 
