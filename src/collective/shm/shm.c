@@ -376,15 +376,15 @@ static kiln_err step_allreduce(kiln_comm *c, shm *s, float *x, size_t m)
 
     /* 2: reduce-scatter: our slice, summed in rank order */
     for (int p = 0; p < n; p++) {
-        if (p == r) {
-            s->srcs[p] = x + lo;
-            continue;
-        }
+        if (p == r) continue;
         if ((e = wait_ge(c, s, p, &s->ctl[p].in_seq, k32, "its data")) != KILN_OK) return e;
         if (s->chunk == 0 && (e = check_tag(c, s, p, 0)) != KILN_OK) return e;
-        s->srcs[p] = slot(s, p, b) + lo;
     }
-    if (hi > lo) s->sum(x + lo, mine + lo, s->srcs, n, hi - lo);
+    if (hi > lo) { /* x is NULL for a barrier (m == 0): no pointer arithmetic on it */
+        for (int p = 0; p < n; p++)
+            s->srcs[p] = p == r ? x + lo : slot(s, p, b) + lo;
+        s->sum(x + lo, mine + lo, s->srcs, n, hi - lo);
+    }
     publish(s, &me->red_seq, k32);
 
     /* 3: all-gather the other slices */

@@ -6,10 +6,19 @@
 #include <string.h>
 
 /* The plain reference: one element at a time, sources in order. Kept free of
- * vectorisation so that it stays the obvious definition. */
-__attribute__((optimize("no-tree-vectorize"))) void
-kiln__sum_ref(float *out, float *out2, const float *const *src, int nsrc, size_t n)
+ * vectorisation so that it stays the obvious definition (GCC: the optimize
+ * attribute; clang: a loop pragma). */
+#if defined(__clang__)
+#define KILN_NO_VECTORIZE
+#else
+#define KILN_NO_VECTORIZE __attribute__((optimize("no-tree-vectorize")))
+#endif
+KILN_NO_VECTORIZE void kiln__sum_ref(float *out, float *out2, const float *const *src, int nsrc,
+                                     size_t n)
 {
+#if defined(__clang__)
+#pragma clang loop vectorize(disable) interleave(disable)
+#endif
     for (size_t i = 0; i < n; i++) {
         float acc = src[0][i];
         for (int s = 1; s < nsrc; s++)
