@@ -53,7 +53,7 @@ typedef enum kiln_opt_kind { KILN_OPT_SGD = 0, KILN_OPT_ADAM = 1 } kiln_opt_kind
 typedef struct kiln_optimizer {
     kiln_opt_kind kind;
     float lr;
-    float momentum;        /* SGD */
+    float momentum;          /* SGD */
     float beta1, beta2, eps; /* Adam */
 } kiln_optimizer;
 kiln_optimizer kiln_sgd(float lr, float momentum);
@@ -132,8 +132,8 @@ int kiln_load_fashion_mnist(const char *dir, int train, kiln_data *out, char *er
 void kiln_data_free(kiln_data *d);
 
 typedef struct kiln_fit_info {
-    uint64_t epoch;         /* 0-based */
-    uint64_t step;          /* step within the epoch just finished (0-based) */
+    uint64_t epoch; /* 0-based */
+    uint64_t step;  /* step within the epoch just finished (0-based) */
     uint64_t steps_per_epoch;
     uint64_t global_step;   /* optimizer steps so far, this one included */
     float loss;             /* this batch's mean loss */

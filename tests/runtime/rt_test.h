@@ -40,10 +40,8 @@ static inline double rel_err(const float *a, const float *b, size_t n)
     double m = 0.0, s = 1.0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
-        if (d > m || d != d)
-            m = d != d ? INFINITY : d;
-        if (fabs(b[i]) > s)
-            s = fabs(b[i]);
+        if (d > m || d != d) m = d != d ? INFINITY : d;
+        if (fabs(b[i]) > s) s = fabs(b[i]);
     }
     return m / s;
 }
@@ -51,8 +49,7 @@ static inline double rel_err(const float *a, const float *b, size_t n)
 static inline int bits_equal(const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (memcmp(&a[i], &b[i], sizeof(float)) != 0)
-            return 0;
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) return 0;
     return 1;
 }
 

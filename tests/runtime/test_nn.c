@@ -28,8 +28,7 @@ static kiln_model *mlp(uint64_t seed, int batch)
 
 static int same_params(kiln_model *a, kiln_model *b)
 {
-    if (kiln_model_num_buffers(a) != kiln_model_num_buffers(b))
-        return 0;
+    if (kiln_model_num_buffers(a) != kiln_model_num_buffers(b)) return 0;
     for (size_t i = 0; i < kiln_model_num_buffers(a); i++) {
         kiln_buffer x = kiln_model_buffer(a, i), y = kiln_model_buffer(b, i);
         if (x.size != y.size || strcmp(x.name, y.name) || !bits_equal(x.data, y.data, x.size))
@@ -47,8 +46,7 @@ static int on_step(void *ud, kiln_model *m, const kiln_fit_info *in)
 {
     stopper *s = ud;
     (void)m;
-    if (in->global_step == 1)
-        s->first_loss = in->loss;
+    if (in->global_step == 1) s->first_loss = in->loss;
     s->last_loss = in->loss;
     return s->stop_at && in->global_step == s->stop_at;
 }

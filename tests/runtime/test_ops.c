@@ -35,8 +35,7 @@ static void check_dense(int B, int in, int out, int relu, int with_dx)
     CHECK(bits_equal(dy1, dy2, (size_t)B * out)); /* the ReLU mask is exact */
     CHECK_MSG((e = rel_err(dw2, dw1, (size_t)in * out)) < 2e-5, "dense dw err %g", e);
     CHECK_MSG((e = rel_err(db2, db1, out)) < 2e-5, "dense db err %g", e);
-    if (with_dx)
-        CHECK_MSG((e = rel_err(dx2, dx1, (size_t)B * in)) < 2e-5, "dense dx err %g", e);
+    if (with_dx) CHECK_MSG((e = rel_err(dx2, dx1, (size_t)B * in)) < 2e-5, "dense dx err %g", e);
     /* accumulating form: dw = 0.9*dw_old + dW (same tolerance) */
     {
         float *acc = rand_buf(&R, (size_t)in * out, -1, 1), *accb = rand_buf(&R, out, -1, 1);
@@ -60,7 +59,8 @@ static void check_conv(int n, int h, int w, int c, int oc, int k, int stride, in
 {
     kiln_conv_shape s;
     CHECK(kiln_conv_shape_init(&s, n, h, w, c, oc, k, k, stride, pad) == 0);
-    size_t nx = (size_t)n * h * w * c, ny = (size_t)n * s.oh * s.ow * oc, nw = (size_t)k * k * c * oc;
+    size_t nx = (size_t)n * h * w * c, ny = (size_t)n * s.oh * s.ow * oc,
+           nw = (size_t)k * k * c * oc;
     float *x = rand_buf(&R, nx, -1, 1), *wt = rand_buf(&R, nw, -0.3f, 0.3f);
     float *b = rand_buf(&R, oc, -0.3f, 0.3f);
     float *y1 = kiln_falloc(ny), *y2 = kiln_falloc(ny);
@@ -123,8 +123,7 @@ static void check_pool(int n, int h, int w, int c, int k, int stride)
     kiln_avgpool_bwd_ref(&s, dy, dx1);
     kiln_avgpool_bwd(&s, dy, dx2);
     CHECK(bits_equal(dx1, dx2, nx));
-    kiln_ffree(x), kiln_ffree(y1), kiln_ffree(y2), kiln_ffree(dy), kiln_ffree(dx1),
-        kiln_ffree(dx2);
+    kiln_ffree(x), kiln_ffree(y1), kiln_ffree(y2), kiln_ffree(dy), kiln_ffree(dx1), kiln_ffree(dx2);
     free(i1), free(i2);
 }
 
@@ -160,7 +159,8 @@ static void check_bn(int M, int C)
     CHECK_MSG((e = rel_err(y2, y1, n)) < 1e-4, "bn fwd err %g", e);
     CHECK(rel_err(rm2, rm1, C) < 1e-5 && rel_err(rv2, rv1, C) < 1e-4);
     float *dy = rand_buf(&R, n, -1, 1), *dx1 = kiln_falloc(n), *dx2 = kiln_falloc(n);
-    float *dg1 = kiln_falloc(C), *dg2 = kiln_falloc(C), *db1 = kiln_falloc(C), *db2 = kiln_falloc(C);
+    float *dg1 = kiln_falloc(C), *dg2 = kiln_falloc(C), *db1 = kiln_falloc(C),
+          *db2 = kiln_falloc(C);
     kiln_bn_bwd_ref(x, g, m1, s1, dy, dx1, dg1, db1, M, C);
     kiln_bn_bwd(x, g, m1, s1, dy, dx2, dg2, db2, M, C);
     CHECK_MSG((e = rel_err(dx2, dx1, n)) < 1e-4, "bn dx err %g", e);
@@ -171,8 +171,8 @@ static void check_bn(int M, int C)
         rv1[c] = 1.0f / (s1[c] * s1[c]) - 1e-5f;
     kiln_bn_fwd_infer(x, g, bt, m1, rv1, 1e-5f, y2, M, C);
     CHECK_MSG((e = rel_err(y2, y1, n)) < 1e-3, "bn infer err %g", e);
-    float *f[] = {x, g, bt, y1, y2, m1, m2, s1, s2, rm1, rm2, rv1, rv2, dy, dx1, dx2, dg1, dg2, db1,
-                  db2};
+    float *f[] = {x,   g,   bt,  y1, y2,  m1,  m2,  s1,  s2,  rm1,
+                  rm2, rv1, rv2, dy, dx1, dx2, dg1, dg2, db1, db2};
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         kiln_ffree(f[i]);
 }
@@ -210,8 +210,7 @@ int main(void)
         check_conv(2, 7, 7, 4, 6, 3, 2, 1, 1);
         check_conv(3, 5, 5, 8, 4, 1, 1, 0, 1); /* 1x1: the no-im2col path */
         check_conv(4, 28, 28, 1, 32, 5, 1, 2, 1);
-        if (KILN_HEAVY)
-            check_conv(5, 14, 14, 32, 64, 5, 1, 2, 1);
+        if (KILN_HEAVY) check_conv(5, 14, 14, 32, 64, 5, 1, 2, 1);
         check_pool(3, 8, 8, 5, 2, 2);
         check_pool(2, 7, 9, 3, 3, 2);
         check_pool(9, 28, 28, 32, 2, 2);

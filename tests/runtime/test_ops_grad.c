@@ -78,9 +78,9 @@ static void grad_dense(int relu)
     loss(&f);
     if (relu) /* keep pre-activations away from 0 so +-h never crosses the kink */
         for (int i = 0; i < 24; i++)
-            if (fabsf(f.y[i]) < 0.05f)
-                f.r[i] = 0.0f;
-    float *dy = copy_buf(f.r, 24), *dx = kiln_falloc(36), *dw = kiln_falloc(54), *db = kiln_falloc(6);
+            if (fabsf(f.y[i]) < 0.05f) f.r[i] = 0.0f;
+    float *dy = copy_buf(f.r, 24), *dx = kiln_falloc(36), *dw = kiln_falloc(54),
+          *db = kiln_falloc(6);
     kiln_dense_bwd_ref(f.x, f.w, f.y, dy, dx, dw, db, 4, 9, 6, relu);
     fd_check(&f, relu ? "dense+relu dx" : "dense dx", f.x, dx, 36, 1e-2f, 20);
     fd_check(&f, "dense dw", f.w, dw, 54, 1e-2f, 20);
@@ -104,7 +104,8 @@ static void grad_conv(int k, int stride, int pad)
     f.x = rand_buf(&R, nx, -1, 1), f.w = rand_buf(&R, nw, -1, 1), f.b = rand_buf(&R, 4, -1, 1);
     f.y = kiln_falloc(ny), f.r = rand_buf(&R, ny, -1, 1);
     loss(&f);
-    float *dy = copy_buf(f.r, ny), *dx = kiln_falloc(nx), *dw = kiln_falloc(nw), *db = kiln_falloc(4);
+    float *dy = copy_buf(f.r, ny), *dx = kiln_falloc(nx), *dw = kiln_falloc(nw),
+          *db = kiln_falloc(4);
     kiln_conv2d_bwd_ref(&s, f.x, f.w, f.y, dy, dx, dw, db, 0);
     fd_check(&f, "conv dx", f.x, dx, nx, 1e-2f, 25);
     fd_check(&f, "conv dw", f.w, dw, nw, 1e-2f, 25);
@@ -146,8 +147,8 @@ static void grad_pool(int max)
 
 static void bn_fwd(fd *f)
 {
-    kiln_bn_fwd_train_ref(f->x, f->g, f->b, f->y, f->mean, f->invstd, NULL, NULL, 0.1f, 1e-5f,
-                          f->M, f->C);
+    kiln_bn_fwd_train_ref(f->x, f->g, f->b, f->y, f->mean, f->invstd, NULL, NULL, 0.1f, 1e-5f, f->M,
+                          f->C);
 }
 
 static void grad_bn(void)
@@ -207,8 +208,7 @@ static void grad_relu_add(void)
     f.x = rand_buf(&R, n, -1, 1), f.w = rand_buf(&R, n, -1, 1), f.y = kiln_falloc(n);
     f.r = rand_buf(&R, n, -1, 1);
     for (size_t i = 0; i < n; i++) /* away from the kink */
-        if (fabsf(f.x[i]) < 0.05f)
-            f.x[i] = 0.5f;
+        if (fabsf(f.x[i]) < 0.05f) f.x[i] = 0.5f;
     loss(&f);
     float *dx = kiln_falloc(n), *dw = kiln_falloc(n);
     kiln_relu_bwd_ref(f.y, f.r, dx, n);

@@ -41,8 +41,7 @@ static int core_is_avx512(const char *c)
 {
     static const char *const ok[] = {"skylakex", "cooperlake", "sapphirerapids"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-        if (c && strcasecmp(c, ok[i]) == 0)
-            return 1;
+        if (c && strcasecmp(c, ok[i]) == 0) return 1;
     return 0;
 }
 

@@ -56,13 +56,11 @@ static void run_tasks(uint32_t g, int tid)
 {
     for (;;) {
         uint64_t w = atomic_load(&P.work);
-        if ((uint32_t)(w >> 32) != g)
-            return;
+        if ((uint32_t)(w >> 32) != g) return;
         uint32_t t = (uint32_t)w;
         if ((int)t >= P.ntasks) /* may read a newer job's count: then the CAS fails */
             return;
-        if (!atomic_compare_exchange_weak(&P.work, &w, w + 1))
-            continue;
+        if (!atomic_compare_exchange_weak(&P.work, &w, w + 1)) continue;
         /* job g cannot finish before this task does, so fn/ctx are still g's */
         P.fn(P.ctx, (int)t, tid);
         atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
@@ -90,8 +88,7 @@ static void *worker(void *arg)
             pthread_mutex_unlock(&P.mu);
             spins = 0;
         }
-        if (atomic_load(&P.quit))
-            return NULL;
+        if (atomic_load(&P.quit)) return NULL;
         seen = g;
         run_tasks(g, me);
     }
@@ -99,8 +96,7 @@ static void *worker(void *arg)
 
 static void stop_workers(void)
 {
-    if (!P.started)
-        return;
+    if (!P.started) return;
     pthread_mutex_lock(&P.mu);
     atomic_store(&P.quit, 1);
     pthread_cond_broadcast(&P.cv);
@@ -131,8 +127,7 @@ int kiln_set_threads(int n)
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         n = c > 0 ? (int)c : 1;
     }
-    if (n > KILN__MAX_THREADS)
-        n = KILN__MAX_THREADS;
+    if (n > KILN__MAX_THREADS) n = KILN__MAX_THREADS;
     pthread_mutex_lock(&init_mu);
     if (n != P.nthreads) {
         stop_workers();
@@ -144,16 +139,14 @@ int kiln_set_threads(int n)
 
 int kiln_get_threads(void)
 {
-    if (P.nthreads == 0)
-        kiln_set_threads(0);
+    if (P.nthreads == 0) kiln_set_threads(0);
     return P.nthreads;
 }
 
 void kiln__parallel_for(int ntasks, kiln__task_fn fn, void *ctx)
 {
     int n = kiln_get_threads();
-    if (ntasks <= 0)
-        return;
+    if (ntasks <= 0) return;
     if (n == 1 || ntasks == 1) {
         for (int t = 0; t < ntasks; t++)
             fn(ctx, t, 0);

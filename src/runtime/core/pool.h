@@ -32,7 +32,7 @@ float *kiln__scratch(int tid, int slot, size_t nfloats);
  * The arithmetic is elementwise or sums in a fixed order, and -ffp-contract
  * is off, so both clones round identically. Off under sanitizers, whose
  * instrumentation does not mix with ifunc resolvers everywhere. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                            \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
     !defined(__SANITIZE_ADDRESS__)
 #define KILN_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

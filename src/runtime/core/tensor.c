@@ -6,12 +6,10 @@
 
 float *kiln_falloc(size_t n)
 {
-    if (n == 0)
-        n = 1;
+    if (n == 0) n = 1;
     size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
     float *p = aligned_alloc(64, bytes);
-    if (p)
-        memset(p, 0, bytes);
+    if (p) memset(p, 0, bytes);
     return p;
 }
 
@@ -22,11 +20,9 @@ void kiln_ffree(float *p)
 
 kiln_tensor *kiln_tensor_new(int ndim, const int *shape)
 {
-    if (ndim < 1 || ndim > KILN_MAX_DIMS)
-        return NULL;
+    if (ndim < 1 || ndim > KILN_MAX_DIMS) return NULL;
     kiln_tensor *t = calloc(1, sizeof(*t));
-    if (!t)
-        return NULL;
+    if (!t) return NULL;
     t->ndim = ndim;
     t->size = 1;
     for (int i = 0; i < ndim; i++) {
@@ -47,8 +43,7 @@ kiln_tensor *kiln_tensor_new(int ndim, const int *shape)
 
 void kiln_tensor_free(kiln_tensor *t)
 {
-    if (!t)
-        return;
+    if (!t) return;
     kiln_ffree(t->data);
     free(t);
 }

@@ -28,8 +28,7 @@ int kiln_load_fashion_mnist(const char *dir, int train, kiln_data *out, char *er
     memset(out, 0, sizeof(*out));
     if (kiln_fashion_mnist_load(dir, train ? KILN_SPLIT_TRAIN : KILN_SPLIT_TEST, &ds, &em) !=
         KILN_OK) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s", em.msg);
+        if (err && errlen) snprintf(err, errlen, "%s", em.msg);
         return -1;
     }
     /* take ownership of the arrays; the struct itself is on our stack */
@@ -42,8 +41,7 @@ int kiln_load_fashion_mnist(const char *dir, int train, kiln_data *out, char *er
 
 void kiln_data_free(kiln_data *d)
 {
-    if (!d)
-        return;
+    if (!d) return;
     free((void *)d->x);
     free((void *)d->y);
     memset(d, 0, sizeof(*d));
@@ -53,23 +51,30 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
                    const kiln_callbacks *cb)
 {
     static const kiln_callbacks none = {0};
-    if (!cb)
-        cb = &none;
+    if (!cb) cb = &none;
     if (data->dim != kiln_model_input_dim(m)) {
         return kiln__model_fail(m, "data has %zu features per example, the model takes %zu",
                                 data->dim, kiln_model_input_dim(m));
     }
     size_t B = (size_t)kiln_model_batch_size(m);
     /* a read-only view: the prefetcher reads images/labels, never frees them */
-    kiln_dataset view = {.n = data->n, .rows = 1, .cols = (uint32_t)data->dim, .dim = data->dim,
+    kiln_dataset view = {.n = data->n,
+                         .rows = 1,
+                         .cols = (uint32_t)data->dim,
+                         .dim = data->dim,
                          .num_classes = (uint32_t)kiln_model_num_classes(m),
-                         .images = (float *)data->x, .labels = (uint8_t *)data->y};
+                         .images = (float *)data->x,
+                         .labels = (uint8_t *)data->y};
     uint64_t spe = kiln_steps_per_epoch(data->n, B, 0);
-    if (opts->initial_epoch >= (uint64_t)opts->epochs)
-        return 0;
-    kiln_prefetch_opts po = {.batch_size = B, .seed = opts->shuffle_seed, .shuffle = 1,
-                             .epoch = opts->initial_epoch, .step = opts->initial_step,
-                             .end_epoch = (uint64_t)opts->epochs, .world = 1, .depth = 4};
+    if (opts->initial_epoch >= (uint64_t)opts->epochs) return 0;
+    kiln_prefetch_opts po = {.batch_size = B,
+                             .seed = opts->shuffle_seed,
+                             .shuffle = 1,
+                             .epoch = opts->initial_epoch,
+                             .step = opts->initial_step,
+                             .end_epoch = (uint64_t)opts->epochs,
+                             .world = 1,
+                             .depth = 4};
     kiln_prefetch *pf = NULL;
     kiln_errmsg em;
     if (kiln_prefetch_start(&view, &po, &pf, &em) != KILN_OK) {
@@ -91,10 +96,13 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
                 break;
             }
         }
-        kiln_fit_info info = {.epoch = b.epoch, .step = b.step, .steps_per_epoch = spe,
-                              .batch = (int)b.size, .last_in_epoch = b.last_in_epoch};
-        int r = kiln_model_train_step(m, b.images, b.labels, (int)b.size, &info.loss,
-                                      &info.correct);
+        kiln_fit_info info = {.epoch = b.epoch,
+                              .step = b.step,
+                              .steps_per_epoch = spe,
+                              .batch = (int)b.size,
+                              .last_in_epoch = b.last_in_epoch};
+        int r =
+            kiln_model_train_step(m, b.images, b.labels, (int)b.size, &info.loss, &info.correct);
         kiln_prefetch_release(pf, &b);
         if (r) {
             rc = -1;

@@ -70,8 +70,7 @@ int kiln__model_fail(kiln_model *m, const char *fmt, ...)
 static kiln_layer *layer_new(layer_kind kind)
 {
     kiln_layer *l = calloc(1, sizeof(*l));
-    if (l)
-        l->kind = kind;
+    if (l) l->kind = kind;
     return l;
 }
 
@@ -151,11 +150,9 @@ kiln_optimizer kiln_adam(float lr)
 
 kiln_model *kiln_model_new(int h, int w, int c)
 {
-    if (h < 1 || w < 1 || c < 1)
-        return NULL;
+    if (h < 1 || w < 1 || c < 1) return NULL;
     kiln_model *m = calloc(1, sizeof(*m));
-    if (!m)
-        return NULL;
+    if (!m) return NULL;
     m->h = h;
     m->w = w;
     m->c = c;
@@ -164,8 +161,7 @@ kiln_model *kiln_model_new(int h, int w, int c)
 
 static void layer_free(kiln_layer *l)
 {
-    if (!l)
-        return;
+    if (!l) return;
     float *f[] = {l->w, l->b, l->dw, l->db, l->run_mean, l->run_var, l->mean, l->invstd};
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         kiln_ffree(f[i]);
@@ -179,8 +175,7 @@ static void layer_free(kiln_layer *l)
 
 void kiln_model_free(kiln_model *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     for (int i = 0; i < m->nl; i++)
         layer_free(m->layers[i]);
     free(m->layers);
@@ -196,8 +191,7 @@ void kiln_model_free(kiln_model *m)
 
 int kiln_model_add(kiln_model *m, kiln_layer *layer)
 {
-    if (!layer)
-        return fail(m, "out of memory creating a layer");
+    if (!layer) return fail(m, "out of memory creating a layer");
     if (m->compiled) {
         layer_free(layer);
         return fail(m, "cannot add layers after compile");
@@ -229,12 +223,10 @@ static size_t out_size(const kiln_layer *l)
 static int add_buf(kiln_model *m, const char *lname, const char *suffix, int is_param, float *data,
                    int ndim, const int *shape)
 {
-    if (m->nbufs == MAX_BUFS)
-        return fail(m, "too many state buffers");
+    if (m->nbufs == MAX_BUFS) return fail(m, "too many state buffers");
     size_t len = strlen(lname) + strlen(suffix) + 2;
     char *name = malloc(len);
-    if (!name)
-        return fail(m, "out of memory");
+    if (!name) return fail(m, "out of memory");
     snprintf(name, len, "%s/%s", lname, suffix);
     kiln_buffer *b = &m->bufs[m->nbufs];
     m->names[m->nbufs++] = name;
@@ -250,8 +242,7 @@ static int add_buf(kiln_model *m, const char *lname, const char *suffix, int is_
 static int add_param(kiln_model *m, const char *lname, const char *pname, float *p, float *g,
                      int ndim, const int *shape, int fusable)
 {
-    if (add_buf(m, lname, pname, 1, p, ndim, shape))
-        return -1;
+    if (add_buf(m, lname, pname, 1, p, ndim, shape)) return -1;
     size_t n = m->bufs[m->nbufs - 1].size;
     kiln_opt_buf *ob = &m->obufs[m->nobufs++];
     *ob = (kiln_opt_buf){.p = p, .g = g, .n = n};
@@ -259,16 +250,13 @@ static int add_param(kiln_model *m, const char *lname, const char *pname, float 
      * the momentum buffer (ops.h, kiln_dense_bwd_acc) */
     ob->fused = m->opt.kind == KILN_OPT_SGD && fusable;
     ob->s1 = kiln_falloc(n);
-    if (m->opt.kind == KILN_OPT_ADAM)
-        ob->s2 = kiln_falloc(n);
+    if (m->opt.kind == KILN_OPT_ADAM) ob->s2 = kiln_falloc(n);
     if (!ob->s1 || (m->opt.kind == KILN_OPT_ADAM && !ob->s2))
         return fail(m, "out of memory for optimizer state");
     char full[96];
     snprintf(full, sizeof(full), "%s/%s", lname, pname);
-    if (m->opt.kind == KILN_OPT_SGD)
-        return add_buf(m, full, "momentum", 0, ob->s1, ndim, shape);
-    if (add_buf(m, full, "adam_m", 0, ob->s1, ndim, shape))
-        return -1;
+    if (m->opt.kind == KILN_OPT_SGD) return add_buf(m, full, "momentum", 0, ob->s1, ndim, shape);
+    if (add_buf(m, full, "adam_m", 0, ob->s1, ndim, shape)) return -1;
     return add_buf(m, full, "adam_v", 0, ob->s2, ndim, shape);
 }
 
@@ -281,22 +269,18 @@ static void init_uniform(kiln_rng *r, float *p, size_t n, float bound)
 int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int batch_size,
                        uint64_t seed)
 {
-    if (m->compiled)
-        return fail(m, "model already compiled");
-    if (m->nl == 0)
-        return fail(m, "model has no layers");
-    if (batch_size < 1)
-        return fail(m, "batch size must be >= 1, got %d", batch_size);
-    if (loss != KILN_SOFTMAX_XENT)
-        return fail(m, "unknown loss %d", (int)loss);
+    if (m->compiled) return fail(m, "model already compiled");
+    if (m->nl == 0) return fail(m, "model has no layers");
+    if (batch_size < 1) return fail(m, "batch size must be >= 1, got %d", batch_size);
+    if (loss != KILN_SOFTMAX_XENT) return fail(m, "unknown loss %d", (int)loss);
     kiln_blas_init();
     m->opt = opt;
     m->batch = batch_size;
     kiln_rng_seed(&m->rng, seed);
     int h = m->h, w = m->w, c = m->c, B = batch_size;
     int counts[8] = {0};
-    const char *kname[] = {"dense", "conv2d", "max_pool", "avg_pool", "batch_norm", "relu",
-                           "flatten"};
+    const char *kname[] = {"dense",      "conv2d", "max_pool", "avg_pool",
+                           "batch_norm", "relu",   "flatten"};
     for (int i = 0; i < m->nl; i++) {
         kiln_layer *l = m->layers[i];
         l->ih = h;
@@ -306,15 +290,14 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
         (void)counts;
         switch (l->kind) {
         case L_DENSE:
-            if (l->units < 1)
-                return fail(m, "%s: units must be >= 1", l->name);
+            if (l->units < 1) return fail(m, "%s: units must be >= 1", l->name);
             l->oh = l->ow = 1;
             l->oc = l->units;
             break;
         case L_CONV: {
             kiln_conv_shape s;
-            if (l->units < 1 || kiln_conv_shape_init(&s, B, h, w, c, l->units, l->k, l->k,
-                                                     l->stride, l->pad))
+            if (l->units < 1 ||
+                kiln_conv_shape_init(&s, B, h, w, c, l->units, l->k, l->k, l->stride, l->pad))
                 return fail(m, "%s: bad conv shape for input %dx%dx%d", l->name, h, w, c);
             l->oh = s.oh;
             l->ow = s.ow;
@@ -353,22 +336,20 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
             l->out = kiln_falloc((size_t)B * out_size(l));
             l->dout = kiln_falloc((size_t)B * out_size(l));
             l->owns_out = 1;
-            if (!l->out || !l->dout)
-                return fail(m, "out of memory for activations");
+            if (!l->out || !l->dout) return fail(m, "out of memory for activations");
         }
         if (l->kind == L_MAXPOOL && !(l->idx = malloc(sizeof(int32_t) * (size_t)B * out_size(l))))
             return fail(m, "out of memory");
         if (l->kind == L_DENSE || l->kind == L_CONV) {
-            size_t fan_in = l->kind == L_DENSE ? (size_t)l->ih * l->iw * l->ic
-                                               : (size_t)l->k * l->k * l->ic;
+            size_t fan_in =
+                l->kind == L_DENSE ? (size_t)l->ih * l->iw * l->ic : (size_t)l->k * l->k * l->ic;
             l->nw = fan_in * l->oc;
             l->nb = l->oc;
             l->w = kiln_falloc(l->nw);
             l->b = kiln_falloc(l->nb);
             l->dw = kiln_falloc(l->nw);
             l->db = kiln_falloc(l->nb);
-            if (!l->w || !l->b || !l->dw || !l->db)
-                return fail(m, "out of memory for parameters");
+            if (!l->w || !l->b || !l->dw || !l->db) return fail(m, "out of memory for parameters");
             float bound = 1.0f / sqrtf((float)fan_in);
             init_uniform(&m->rng, l->w, l->nw, bound);
             init_uniform(&m->rng, l->b, l->nb, bound);
@@ -408,8 +389,7 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
                 return -1;
         }
     }
-    if (!(m->dlogits = kiln_falloc((size_t)B * c)))
-        return fail(m, "out of memory");
+    if (!(m->dlogits = kiln_falloc((size_t)B * c))) return fail(m, "out of memory");
     m->compiled = 1;
     return 0;
 }
@@ -434,8 +414,7 @@ double kiln_model_forward_macs(const kiln_model *m)
     double macs = 0.0;
     for (int i = 0; i < m->nl; i++) {
         const kiln_layer *l = m->layers[i];
-        if (l->kind == L_DENSE || l->kind == L_CONV)
-            macs += (double)l->nw * l->oh * l->ow;
+        if (l->kind == L_DENSE || l->kind == L_CONV) macs += (double)l->nw * l->oh * l->ow;
     }
     return macs;
 }
@@ -446,8 +425,7 @@ double kiln_model_train_flops(const kiln_model *m)
     int first = 1;
     for (int i = 0; i < m->nl; i++) {
         const kiln_layer *l = m->layers[i];
-        if (l->kind != L_DENSE && l->kind != L_CONV)
-            continue;
+        if (l->kind != L_DENSE && l->kind != L_CONV) continue;
         double macs = (double)l->nw * l->oh * l->ow;
         flops += 2.0 * macs * (first ? 2.0 : 3.0);
         first = 0;
@@ -514,8 +492,7 @@ static void forward(kiln_model *m, int n, int training)
             kiln_relu_fwd(x, l->out, (size_t)n * out_size(l));
             break;
         case L_FLATTEN:
-            if (i == 0)
-                l->out = (float *)m->in; /* never written through: next layer only reads */
+            if (i == 0) l->out = (float *)m->in; /* never written through: next layer only reads */
             break;
         }
     }
@@ -531,24 +508,21 @@ static void backward(kiln_model *m, int n)
         int need_dx = 0;
         for (int j = 0; j < i; j++)
             need_dx |= m->layers[j]->nw > 0;
-        if (!need_dx)
-            dx = NULL;
+        if (!need_dx) dx = NULL;
         switch (l->kind) {
         case L_DENSE:
-            kiln_dense_bwd_acc(x, l->w, l->out, l->dout, dx, l->gw, l->gb, n,
-                               l->ih * l->iw * l->ic, l->oc, l->act, l->gbeta);
+            kiln_dense_bwd_acc(x, l->w, l->out, l->dout, dx, l->gw, l->gb, n, l->ih * l->iw * l->ic,
+                               l->oc, l->act, l->gbeta);
             break;
         case L_CONV: {
             kiln_conv_shape s;
             kiln_conv_shape_init(&s, n, l->ih, l->iw, l->ic, l->oc, l->k, l->k, l->stride, l->pad);
-            kiln_conv2d_bwd_acc(&s, x, l->w, l->out, l->dout, dx, l->gw, l->gb, l->act,
-                                l->gbeta);
+            kiln_conv2d_bwd_acc(&s, x, l->w, l->out, l->dout, dx, l->gw, l->gb, l->act, l->gbeta);
             break;
         }
         case L_MAXPOOL:
         case L_AVGPOOL: {
-            if (!dx)
-                break;
+            if (!dx) break;
             kiln_pool_shape s;
             kiln_pool_shape_init(&s, n, l->ih, l->iw, l->ic, l->k, l->stride);
             if (l->kind == L_MAXPOOL)
@@ -560,13 +534,12 @@ static void backward(kiln_model *m, int n)
         case L_BN: {
             /* BN always needs its own dgamma/dbeta; dx only if something below learns */
             float *tmp = dx ? dx : kiln__scratch(0, 3, (size_t)n * out_size(l));
-            kiln_bn_bwd(x, l->w, l->mean, l->invstd, l->dout, tmp, l->dw, l->db,
-                        n * l->ih * l->iw, l->ic);
+            kiln_bn_bwd(x, l->w, l->mean, l->invstd, l->dout, tmp, l->dw, l->db, n * l->ih * l->iw,
+                        l->ic);
             break;
         }
         case L_RELU:
-            if (dx)
-                kiln_relu_bwd(l->out, l->dout, dx, (size_t)n * out_size(l));
+            if (dx) kiln_relu_bwd(l->out, l->dout, dx, (size_t)n * out_size(l));
             break;
         case L_FLATTEN:
             break; /* dout aliases the input's dout */
@@ -577,8 +550,7 @@ static void backward(kiln_model *m, int n)
 int kiln_model_train_step(kiln_model *m, const float *x, const uint8_t *y, int n, float *loss,
                           int *correct)
 {
-    if (!m->compiled)
-        return fail(m, "model is not compiled");
+    if (!m->compiled) return fail(m, "model is not compiled");
     if (n < 1 || n > m->batch)
         return fail(m, "batch of %d examples, compiled for 1..%d", n, m->batch);
     m->in = x;
@@ -586,11 +558,9 @@ int kiln_model_train_step(kiln_model *m, const float *x, const uint8_t *y, int n
     kiln_layer *last = m->layers[m->nl - 1];
     int K = (int)out_size(last);
     for (int i = 0; i < n; i++)
-        if (y[i] >= K)
-            return fail(m, "label %d out of range for %d classes", y[i], K);
+        if (y[i] >= K) return fail(m, "label %d out of range for %d classes", y[i], K);
     float l = kiln_xent(last->out, y, n, K, last->dout, correct);
-    if (loss)
-        *loss = l;
+    if (loss) *loss = l;
     backward(m, n);
     m->step++;
     if (m->opt.kind == KILN_OPT_SGD)
@@ -603,8 +573,7 @@ int kiln_model_train_step(kiln_model *m, const float *x, const uint8_t *y, int n
 
 int kiln_model_predict(kiln_model *m, const float *x, int n, float *out)
 {
-    if (!m->compiled)
-        return fail(m, "model is not compiled");
+    if (!m->compiled) return fail(m, "model is not compiled");
     if (n < 1 || n > m->batch)
         return fail(m, "batch of %d examples, compiled for 1..%d", n, m->batch);
     m->in = x;
@@ -617,8 +586,7 @@ int kiln_model_predict(kiln_model *m, const float *x, int n, float *out)
 int kiln_model_evaluate(kiln_model *m, const float *x, const uint8_t *y, size_t n, float *loss,
                         float *accuracy)
 {
-    if (!m->compiled)
-        return fail(m, "model is not compiled");
+    if (!m->compiled) return fail(m, "model is not compiled");
     double tl = 0.0;
     size_t ok = 0, dim = kiln_model_input_dim(m);
     kiln_layer *last = m->layers[m->nl - 1];
@@ -631,10 +599,8 @@ int kiln_model_evaluate(kiln_model *m, const float *x, const uint8_t *y, size_t 
         tl += (double)kiln_xent(last->out, y + i, b, K, NULL, &c) * b;
         ok += (size_t)c;
     }
-    if (loss)
-        *loss = n ? (float)(tl / (double)n) : 0.0f;
-    if (accuracy)
-        *accuracy = n ? (float)((double)ok / (double)n) : 0.0f;
+    if (loss) *loss = n ? (float)(tl / (double)n) : 0.0f;
+    if (accuracy) *accuracy = n ? (float)((double)ok / (double)n) : 0.0f;
     return 0;
 }
 

@@ -27,8 +27,7 @@ void kiln_bn_fwd_train_ref(const float *x, const float *gamma, const float *beta
         mean[c] = (float)mu;
         invstd[c] = (float)is;
         for (int i = 0; i < M; i++)
-            y[(size_t)i * C + c] =
-                (float)((x[(size_t)i * C + c] - mu) * is * gamma[c] + beta[c]);
+            y[(size_t)i * C + c] = (float)((x[(size_t)i * C + c] - mu) * is * gamma[c] + beta[c]);
         if (run_mean) {
             double unb = M > 1 ? v / (M - 1) : var;
             run_mean[c] = (float)((1.0 - momentum) * run_mean[c] + momentum * mu);

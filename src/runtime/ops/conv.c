@@ -22,16 +22,15 @@
 int kiln_conv_shape_init(kiln_conv_shape *s, int n, int h, int w, int c, int oc, int kh, int kw,
                          int stride, int pad)
 {
-    *s = (kiln_conv_shape){.n = n, .h = h, .w = w, .c = c, .oc = oc, .kh = kh, .kw = kw,
-                           .stride = stride, .pad = pad};
-    if (stride < 1 || n < 1 || c < 1 || oc < 1 || kh < 1 || kw < 1 || pad < 0)
-        return -1;
+    *s = (kiln_conv_shape){
+        .n = n, .h = h, .w = w, .c = c, .oc = oc, .kh = kh, .kw = kw, .stride = stride, .pad = pad};
+    if (stride < 1 || n < 1 || c < 1 || oc < 1 || kh < 1 || kw < 1 || pad < 0) return -1;
     s->oh = (h + 2 * pad - kh) / stride + 1;
     s->ow = (w + 2 * pad - kw) / stride + 1;
     return s->oh > 0 && s->ow > 0 ? 0 : -1;
 }
 
-#define XAT(S_, P_, N_, Y_, X_, C_)                                                               \
+#define XAT(S_, P_, N_, Y_, X_, C_)                                                                \
     (P_)[(((size_t)(N_) * (S_)->h + (Y_)) * (S_)->w + (X_)) * (S_)->c + (C_)]
 
 void kiln_conv2d_fwd_ref(const kiln_conv_shape *s, const float *x, const float *w, const float *b,
@@ -44,9 +43,9 @@ void kiln_conv2d_fwd_ref(const kiln_conv_shape *s, const float *x, const float *
                     double acc = b ? b[o] : 0.0;
                     for (int ky = 0; ky < s->kh; ky++)
                         for (int kx = 0; kx < s->kw; kx++) {
-                            int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
-                            if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
-                                continue;
+                            int iy = oy * s->stride - s->pad + ky,
+                                ix = ox * s->stride - s->pad + kx;
+                            if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w) continue;
                             for (int c = 0; c < s->c; c++)
                                 acc += (double)XAT(s, x, n, iy, ix, c) *
                                        w[(((size_t)ky * s->kw + kx) * s->c + c) * s->oc + o];
@@ -64,8 +63,7 @@ void kiln_conv2d_bwd_ref(const kiln_conv_shape *s, const float *x, const float *
     size_t kk = (size_t)s->kh * s->kw * s->c * s->oc;
     if (relu)
         for (size_t i = 0; i < ny; i++)
-            if (y[i] <= 0.0f)
-                dy[i] = 0.0f;
+            if (y[i] <= 0.0f) dy[i] = 0.0f;
     for (int o = 0; o < s->oc; o++) {
         double acc = 0.0;
         for (size_t i = (size_t)o; i < ny; i += (size_t)s->oc)
@@ -82,15 +80,13 @@ void kiln_conv2d_bwd_ref(const kiln_conv_shape *s, const float *x, const float *
             for (int oy = 0; oy < s->oh; oy++)
                 for (int ox = 0; ox < s->ow; ox++) {
                     int iy = oy * s->stride - s->pad + ky, ix = ox * s->stride - s->pad + kx;
-                    if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w)
-                        continue;
+                    if (iy < 0 || iy >= s->h || ix < 0 || ix >= s->w) continue;
                     acc += (double)XAT(s, x, n, iy, ix, c) *
                            dy[(((size_t)n * s->oh + oy) * s->ow + ox) * s->oc + o];
                 }
         dw[i] = (float)acc;
     }
-    if (!dx)
-        return;
+    if (!dx) return;
     for (int n = 0; n < s->n; n++)
         for (int iy = 0; iy < s->h; iy++)
             for (int ix = 0; ix < s->w; ix++)
@@ -99,13 +95,12 @@ void kiln_conv2d_bwd_ref(const kiln_conv_shape *s, const float *x, const float *
                     for (int ky = 0; ky < s->kh; ky++)
                         for (int kx = 0; kx < s->kw; kx++) {
                             int ty = iy + s->pad - ky, tx = ix + s->pad - kx;
-                            if (ty < 0 || tx < 0 || ty % s->stride || tx % s->stride)
-                                continue;
+                            if (ty < 0 || tx < 0 || ty % s->stride || tx % s->stride) continue;
                             int oy = ty / s->stride, ox = tx / s->stride;
-                            if (oy >= s->oh || ox >= s->ow)
-                                continue;
+                            if (oy >= s->oh || ox >= s->ow) continue;
                             for (int o = 0; o < s->oc; o++)
-                                acc += (double)dy[(((size_t)n * s->oh + oy) * s->ow + ox) * s->oc + o] *
+                                acc += (double)
+                                           dy[(((size_t)n * s->oh + oy) * s->ow + ox) * s->oc + o] *
                                        w[(((size_t)ky * s->kw + kx) * s->c + c) * s->oc + o];
                         }
                     XAT(s, dx, n, iy, ix, c) = (float)acc;
@@ -165,7 +160,8 @@ KILN_HOT static void im2col(const kiln_conv_shape *s, const float *x, int n0, in
 }
 
 /* dx[images n0..] += col2im(dcol) */
-KILN_HOT static void col2im_add(const kiln_conv_shape *s, const float *dcol, int n0, int cnt, float *dx)
+KILN_HOT static void col2im_add(const kiln_conv_shape *s, const float *dcol, int n0, int cnt,
+                                float *dx)
 {
     size_t K = (size_t)s->kh * s->kw * s->c;
     int C = s->c;
@@ -175,12 +171,10 @@ KILN_HOT static void col2im_add(const kiln_conv_shape *s, const float *dcol, int
                 const float *row = dcol + ((((size_t)(n - n0) * s->oh) + oy) * s->ow + ox) * K;
                 for (int ky = 0; ky < s->kh; ky++) {
                     int iy = oy * s->stride - s->pad + ky;
-                    if (iy < 0 || iy >= s->h)
-                        continue;
+                    if (iy < 0 || iy >= s->h) continue;
                     for (int kx = 0; kx < s->kw; kx++) {
                         int ix = ox * s->stride - s->pad + kx;
-                        if (ix < 0 || ix >= s->w)
-                            continue;
+                        if (ix < 0 || ix >= s->w) continue;
                         float *d = &XAT(s, dx, n, iy, ix, 0);
                         const float *src = row + ((size_t)ky * s->kw + kx) * C;
                         for (int c = 0; c < C; c++)
@@ -223,7 +217,7 @@ typedef struct conv_ctx {
     const float *x, *w, *b, *y;
     float *yo, *dy, *dx, *dw, *db;
     int relu, tasks;
-    float beta; /* task 0 accumulates into dw/db scaled by beta */
+    float beta;                        /* task 0 accumulates into dw/db scaled by beta */
     float *dw_part[KILN__MAX_THREADS]; /* task 0 writes dw/db directly */
     float *db_part[KILN__MAX_THREADS];
 } conv_ctx;

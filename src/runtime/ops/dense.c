@@ -32,8 +32,7 @@ void kiln_dense_bwd_ref(const float *x, const float *w, const float *y, float *d
 {
     if (relu)
         for (size_t i = 0; i < (size_t)B * out; i++)
-            if (y[i] <= 0.0f)
-                dy[i] = 0.0f;
+            if (y[i] <= 0.0f) dy[i] = 0.0f;
     for (int j = 0; j < out; j++) {
         double acc = 0.0;
         for (int i = 0; i < B; i++)
@@ -82,8 +81,7 @@ static void fwd_task(void *p, int task, int tid)
     size_t c0, c1;
     kiln__split((size_t)c->out, c->parts, task, 16, &c0, &c1);
     int n = (int)(c1 - c0);
-    if (n <= 0)
-        return;
+    if (n <= 0) return;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->B, n, c->in, 1.0f, c->x, c->in,
                 c->w + c0, c->out, 0.0f, c->yo + c0, c->out);
     for (int i = 0; i < c->B; i++) {
@@ -116,8 +114,7 @@ static void bwd_w_task(void *p, int task, int tid)
     size_t c0, c1;
     kiln__split((size_t)c->out, c->parts, task, 16, &c0, &c1);
     int n = (int)(c1 - c0);
-    if (n <= 0)
-        return;
+    if (n <= 0) return;
     float *db = c->db + c0;
     if (c->beta == 0.0f)
         memset(db, 0, sizeof(float) * (size_t)n);
@@ -148,8 +145,7 @@ static void bwd_x_task(void *p, int task, int tid)
     size_t i0, i1;
     kiln__split((size_t)c->in, c->parts, task, 16, &i0, &i1);
     int n = (int)(i1 - i0);
-    if (n <= 0)
-        return;
+    if (n <= 0) return;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->B, n, c->out, 1.0f, c->dy, c->out,
                 c->w + i0 * (size_t)c->out, c->out, 0.0f, c->dx + i0, c->in);
 }
@@ -164,8 +160,18 @@ void kiln_dense_bwd_acc(const float *x, const float *w, const float *y, float *d
                         float *dw, float *db, int B, int in, int out, int relu, float beta)
 {
     kiln_blas_init();
-    dense_ctx c = {.x = x, .w = w, .y = y, .dy = dy, .dx = dx, .dw = dw, .db = db,
-                   .B = B, .in = in, .out = out, .relu = relu, .beta = beta};
+    dense_ctx c = {.x = x,
+                   .w = w,
+                   .y = y,
+                   .dy = dy,
+                   .dx = dx,
+                   .dw = dw,
+                   .db = db,
+                   .B = B,
+                   .in = in,
+                   .out = out,
+                   .relu = relu,
+                   .beta = beta};
     c.parts = parts_for(out, in);
     kiln__parallel_for(c.parts, bwd_w_task, &c);
     if (dx) {

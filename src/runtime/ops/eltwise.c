@@ -28,10 +28,8 @@ void kiln_add_fwd_ref(const float *a, const float *b, float *y, size_t n)
 void kiln_add_bwd_ref(const float *dy, float *da, float *db, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (da)
-            da[i] = dy[i];
-        if (db)
-            db[i] = dy[i];
+        if (da) da[i] = dy[i];
+        if (db) db[i] = dy[i];
     }
 }
 
@@ -66,10 +64,8 @@ static void ew_task(void *p, int task, int tid)
         break;
     case ADD_B:
         for (size_t i = b; i < e; i++) {
-            if (c->y)
-                c->y[i] = a[i];
-            if (c->y2)
-                c->y2[i] = a[i];
+            if (c->y) c->y[i] = a[i];
+            if (c->y2) c->y2[i] = a[i];
         }
         break;
     }

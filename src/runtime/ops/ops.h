@@ -37,10 +37,10 @@ void kiln_dense_bwd_acc(const float *x, const float *w, const float *y, float *d
 
 /* ---- conv2d: x[N,H,W,C] w[KH,KW,C,OC] b[OC] -> y[N,OH,OW,OC] ---- */
 typedef struct kiln_conv_shape {
-    int n, h, w, c;   /* input */
-    int oc, kh, kw;   /* filters */
-    int stride, pad;  /* same in both directions; zero padding */
-    int oh, ow;       /* output, derived */
+    int n, h, w, c;  /* input */
+    int oc, kh, kw;  /* filters */
+    int stride, pad; /* same in both directions; zero padding */
+    int oh, ow;      /* output, derived */
 } kiln_conv_shape;
 /* Fills oh/ow; returns 0, or -1 when the output would be empty. */
 int kiln_conv_shape_init(kiln_conv_shape *s, int n, int h, int w, int c, int oc, int kh, int kw,
@@ -66,8 +66,7 @@ int kiln_pool_shape_init(kiln_pool_shape *s, int n, int h, int w, int c, int k, 
 /* idx[j] = flat input index of the maximum of window j (first one on ties). */
 void kiln_maxpool_fwd_ref(const kiln_pool_shape *s, const float *x, float *y, int32_t *idx);
 void kiln_maxpool_fwd(const kiln_pool_shape *s, const float *x, float *y, int32_t *idx);
-void kiln_maxpool_bwd_ref(const kiln_pool_shape *s, const float *dy, const int32_t *idx,
-                          float *dx);
+void kiln_maxpool_bwd_ref(const kiln_pool_shape *s, const float *dy, const int32_t *idx, float *dx);
 void kiln_maxpool_bwd(const kiln_pool_shape *s, const float *dy, const int32_t *idx, float *dx);
 void kiln_avgpool_fwd_ref(const kiln_pool_shape *s, const float *x, float *y);
 void kiln_avgpool_fwd(const kiln_pool_shape *s, const float *x, float *y);

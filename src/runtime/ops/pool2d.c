@@ -11,8 +11,7 @@
 int kiln_pool_shape_init(kiln_pool_shape *s, int n, int h, int w, int c, int k, int stride)
 {
     *s = (kiln_pool_shape){.n = n, .h = h, .w = w, .c = c, .k = k, .stride = stride};
-    if (n < 1 || c < 1 || k < 1 || stride < 1 || h < k || w < k)
-        return -1;
+    if (n < 1 || c < 1 || k < 1 || stride < 1 || h < k || w < k) return -1;
     s->oh = (h - k) / stride + 1;
     s->ow = (w - k) / stride + 1;
     return 0;
@@ -31,8 +30,7 @@ void kiln_maxpool_fwd_ref(const kiln_pool_shape *s, const float *x, float *y, in
                     for (int ky = 0; ky < s->k; ky++)
                         for (int kx = 0; kx < s->k; kx++) {
                             size_t i = IN(s, n, oy * s->stride + ky, ox * s->stride + kx) + c;
-                            if (x[i] > x[best])
-                                best = i;
+                            if (x[i] > x[best]) best = i;
                         }
                     y[OUT(s, n, oy, ox) + c] = x[best];
                     idx[OUT(s, n, oy, ox) + c] = (int32_t)best;
@@ -168,8 +166,7 @@ void kiln_maxpool_fwd(const kiln_pool_shape *s, const float *x, float *y, int32_
     kiln__parallel_for(q.tasks, maxf_task, &q);
 }
 
-KILN_HOT static void scatter_add(float *dx, const float *dy, const int32_t *idx, size_t b,
-                                 size_t e)
+KILN_HOT static void scatter_add(float *dx, const float *dy, const int32_t *idx, size_t b, size_t e)
 {
     for (size_t j = b; j < e; j++)
         dx[idx[j]] += dy[j];

@@ -14,8 +14,7 @@ float kiln_xent_ref(const float *logits, const uint8_t *labels, int B, int K, fl
         const float *z = logits + (size_t)i * K;
         int am = 0;
         for (int k = 1; k < K; k++)
-            if (z[k] > z[am])
-                am = k;
+            if (z[k] > z[am]) am = k;
         ok += am == labels[i];
         double s = 0.0;
         for (int k = 0; k < K; k++)
@@ -26,8 +25,7 @@ float kiln_xent_ref(const float *logits, const uint8_t *labels, int B, int K, fl
                 dlogits[(size_t)i * K + k] =
                     (float)((exp((double)z[k] - z[am]) / s - (k == labels[i])) / B);
     }
-    if (correct)
-        *correct = ok;
+    if (correct) *correct = ok;
     return (float)(loss / B);
 }
 
@@ -40,16 +38,14 @@ float kiln_xent(const float *logits, const uint8_t *labels, int B, int K, float 
         const float *z = logits + (size_t)i * K;
         int am = 0;
         for (int k = 1; k < K; k++)
-            if (z[k] > z[am])
-                am = k;
+            if (z[k] > z[am]) am = k;
         ok += am == labels[i];
         float mx = z[am], s = 0.0f;
         float *d = dlogits ? dlogits + (size_t)i * K : NULL;
         for (int k = 0; k < K; k++) {
             float e = expf(z[k] - mx);
             s += e;
-            if (d)
-                d[k] = e;
+            if (d) d[k] = e;
         }
         loss += logf(s) - (z[labels[i]] - mx);
         if (d) {
@@ -58,7 +54,6 @@ float kiln_xent(const float *logits, const uint8_t *labels, int B, int K, float 
                 d[k] = (d[k] * is - (k == labels[i] ? 1.0f : 0.0f)) * invb;
         }
     }
-    if (correct)
-        *correct = ok;
+    if (correct) *correct = ok;
     return loss * invb;
 }

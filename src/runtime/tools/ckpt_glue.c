@@ -43,20 +43,18 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
             goto out;
     }
     kiln_rng_encode(kiln_model_rng(m), rng);
-    kiln_data_state dst = {.seed = pos->shuffle_seed, .epoch = pos->epoch,
-                           .step = pos->step_in_epoch};
+    kiln_data_state dst = {
+        .seed = pos->shuffle_seed, .epoch = pos->epoch, .step = pos->step_in_epoch};
     kiln_data_state_encode(&dst, ds);
     cfg_string(cfg, cs, sizeof(cs));
     if (kiln_ckpt_add_blob(&ck, "rng", rng, sizeof(rng), &em) != KILN_OK ||
         kiln_ckpt_add_blob(&ck, "data_state", ds, sizeof(ds), &em) != KILN_OK ||
         kiln_ckpt_add_blob(&ck, "config", cs, strlen(cs), &em) != KILN_OK)
         goto out;
-    if (kiln_ckpt_save(dir, &ck, keep, path_out, &em) != KILN_OK)
-        goto out;
+    if (kiln_ckpt_save(dir, &ck, keep, path_out, &em) != KILN_OK) goto out;
     rc = 0;
 out:
-    if (rc)
-        snprintf(err, errlen, "%s", em.msg);
+    if (rc) snprintf(err, errlen, "%s", em.msg);
     kiln_ckpt_free(&ck);
     return rc;
 }
@@ -75,8 +73,7 @@ int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_c
     int rc = -1;
     char cs[256];
     kiln_err e = kiln_ckpt_load_latest(dir, &ck, path_out, warn_cb, NULL, &em);
-    if (e == KILN_ENOTFOUND)
-        return 0;
+    if (e == KILN_ENOTFOUND) return 0;
     if (e != KILN_OK) {
         snprintf(err, errlen, "%s", em.msg);
         return -1;
