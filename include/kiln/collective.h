@@ -155,6 +155,12 @@ kiln_err kiln_comm_barrier(kiln_comm *c);
 kiln_err kiln_comm_check_identical(kiln_comm *c, const void *buf, size_t bytes, int *n_diverged,
                                    int *first_diverged);
 
+/* Labels the following calls with the training step, so that a failure
+ * says which step it happened in ("step 1234: allreduce #5 ...: rank 2 died
+ * ..."). Queued non-blocking calls keep the label they were queued with.
+ * -1 removes the label. */
+void kiln_comm_set_step(kiln_comm *c, int64_t step);
+
 int kiln_comm_rank(const kiln_comm *c);
 int kiln_comm_world_size(const kiln_comm *c);
 const char *kiln_comm_backend_name(const kiln_comm *c); /* "shm", "mpi" */

@@ -39,6 +39,8 @@ struct kiln_comm {
     double timeout_s;
     uint64_t op_seq;     /* public operations started, 1-based in messages */
     const char *op_name; /* the operation in progress, for messages */
+    int64_t user_step;   /* kiln_comm_set_step, -1 = none (caller's thread) */
+    int64_t step;        /* the label of the operation running now (messages) */
     kiln_err failed;     /* sticky: once set every call returns it */
     int failed_peer;
     char err[512];

@@ -39,8 +39,12 @@ kiln_err kiln__comm_fail(kiln_comm *c, kiln_err e, int peer, const char *fmt, ..
     if (c->failed != KILN_OK) return c->failed; /* the first cause is the useful one */
     c->failed = e;
     c->failed_peer = peer;
+    size_t n = 0;
+    if (c->step >= 0) /* the caller's label: which training step */
+        n = (size_t)snprintf(c->err, sizeof c->err, "step %lld: ", (long long)c->step);
+    if (n >= sizeof c->err) n = 0;
     va_start(ap, fmt);
-    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    vsnprintf(c->err + n, sizeof c->err - n, fmt, ap);
     va_end(ap);
     return e;
 }
@@ -188,6 +192,7 @@ kiln_err kiln_comm_init(const kiln_comm_config *cfg, kiln_comm **out, char *err,
     c->rank = cfg->rank;
     c->world = cfg->world_size;
     c->failed_peer = -1;
+    c->step = c->user_step = -1;
     c->op_name = "init";
     c->timeout_s = cfg->timeout_s;
     if (c->timeout_s <= 0) {
@@ -220,6 +225,7 @@ out:
 typedef struct async_req {
     float *buf;
     size_t count;
+    int64_t step; /* the step label when the call was queued */
 } async_req;
 
 struct kiln__async {
@@ -246,6 +252,7 @@ static void *async_main(void *arg)
         if (a->head == a->tail) break; /* stop, and nothing left */
         async_req r = a->q[a->head];
         pthread_mutex_unlock(&a->mu);
+        c->step = r.step;
         run_allreduce(c, r.buf, r.count); /* a failure is sticky in c */
         pthread_mutex_lock(&a->mu);
         a->head++;
@@ -310,7 +317,7 @@ kiln_err kiln_comm_iallreduce_sum_f32(kiln_comm *c, float *buf, size_t count,
         a->q = nq;
         a->cap = cap;
     }
-    a->q[a->tail++] = (async_req){buf, count};
+    a->q[a->tail++] = (async_req){buf, count, c->user_step};
     *ticket = ++a->submitted;
     pthread_cond_signal(&a->work);
 out:
@@ -368,7 +375,13 @@ static kiln_err begin_nodrain(kiln_comm *c, const char *name)
 static kiln_err begin(kiln_comm *c, const char *name)
 {
     drain(c);
+    c->step = c->user_step; /* the thread may have left a queued call's label */
     return begin_nodrain(c, name);
+}
+
+void kiln_comm_set_step(kiln_comm *c, int64_t step)
+{
+    c->user_step = step < 0 ? -1 : step;
 }
 
 static kiln_err run_allreduce(kiln_comm *c, float *buf, size_t count)
@@ -382,6 +395,7 @@ static kiln_err run_allreduce(kiln_comm *c, float *buf, size_t count)
 kiln_err kiln_comm_allreduce_sum_f32(kiln_comm *c, float *buf, size_t count)
 {
     drain(c);
+    c->step = c->user_step;
     return run_allreduce(c, buf, count);
 }
 

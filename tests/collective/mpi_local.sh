@@ -19,7 +19,7 @@ took=$(( $(date +%s) - start ))
 if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then
     cat "$out"; echo "mpi hang: expected the watchdog to abort the job (rc $rc)"; exit 1
 fi
-grep -q "kiln: mpi allreduce #1 on rank 0 did not complete within 1.0 s" "$out" ||
+grep -q "kiln: step 7: mpi allreduce #1 on rank 0 did not complete within 1.0 s" "$out" ||
     { cat "$out"; echo "mpi hang: no watchdog message"; exit 1; }
 [ $took -le 15 ] || { echo "mpi hang: took $took s"; exit 1; }
-echo "mpi hang: job aborted after ${took}s: $(grep 'kiln: mpi' "$out")"
+echo "mpi hang: job aborted after ${took}s: $(grep 'kiln: step 7: mpi' "$out")"

@@ -50,6 +50,7 @@ int main(void)
         fprintf(stderr, "rank %d: backend %s, expected mpi\n", rank, kiln_comm_backend_name(c));
         goto out;
     }
+    if (hang && *hang) kiln_comm_set_step(c, 7); /* the message names the step */
     if (hang && *hang && rank == 1) sleep(20);
     static const size_t sizes[] = {0, 1, 17, 1000, 262147};
     buf = malloc(262147 * sizeof(float));

@@ -87,6 +87,7 @@ static int rank_main(int rank, int world, void *arg)
         return 0;
     }
     t0 = ct_now();
+    kiln_comm_set_step(c, 1234); /* the training loop's label, in every message */
     if (e == KILN_OK) e = kiln_comm_allreduce_sum_f32(c, buf, COUNT);
     me->elapsed_s = ct_now() - t0;
     me->err = e;
@@ -146,8 +147,10 @@ int main(void)
         CHECK(WIFSIGNALED(st[2]) && WTERMSIG(st[2]) == SIGKILL);
         expect_failure("peer death", 3, &sc, res, st, 0, 2.0, "allreduce #2");
         int saw_died = 0;
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 2; r++) {
             saw_died |= strstr(res[r].msg, "died") != NULL;
+            CHECK_MSG(strncmp(res[r].msg, "step 1234: ", 11) == 0, "no step label: %s", res[r].msg);
+        }
         CHECK(saw_died);
     }
     /* 2. a rank hangs (alive, no progress): the others give up after the 1 s

@@ -30,6 +30,7 @@ typedef struct mpi_impl {
     int armed, stop;
     struct timespec deadline;
     char what[96];
+    char prefix[32]; /* "step N: " when the caller labelled the step */
     double timeout_s;
     int rank;
 } mpi_impl;
@@ -49,9 +50,9 @@ static void *watchdog(void *arg)
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (now.tv_sec > dl.tv_sec || (now.tv_sec == dl.tv_sec && now.tv_nsec >= dl.tv_nsec)) {
             fprintf(stderr,
-                    "kiln: mpi %s on rank %d did not complete within %.1f s: a peer hung or "
+                    "kiln: %smpi %s on rank %d did not complete within %.1f s: a peer hung or "
                     "is not calling the same collective; aborting the job\n",
-                    m->what, m->rank, m->timeout_s);
+                    m->prefix, m->what, m->rank, m->timeout_s);
             fflush(stderr);
             MPI_Abort(MPI_COMM_WORLD, 70);
         }
@@ -71,6 +72,8 @@ static void arm(kiln_comm *c, mpi_impl *m)
         t.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&m->mu);
+    m->prefix[0] = '\0';
+    if (c->step >= 0) snprintf(m->prefix, sizeof m->prefix, "step %lld: ", (long long)c->step);
     snprintf(m->what, sizeof m->what, "%s #%llu", c->op_name, (unsigned long long)c->op_seq);
     m->deadline = t;
     m->armed = 1;
