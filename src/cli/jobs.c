@@ -491,7 +491,7 @@ static void remove_tree(const char *dir)
 
 int kiln_cli_local(int argc, char **argv)
 {
-    char dir[] = "/tmp/kiln-local.XXXXXX", endpoint[160], id[64];
+    char dir[PATH_MAX] = "", endpoint[160], id[64];
     char wc[24] = "2", pc[24] = "2";
     char **sub = NULL;
     kiln_cli_ctx ctx = {0};
@@ -564,7 +564,10 @@ int kiln_cli_local(int argc, char **argv)
         sub[n++] = argv[i];
     sub[n] = NULL;
 
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/kiln-local.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
+        dir[0] = '\0';
         perror("kiln local train: mkdtemp");
         goto out;
     }
@@ -579,7 +582,7 @@ out:
         kill(kpid, SIGTERM);
         waitpid(kpid, NULL, 0);
     }
-    if (strcmp(dir, "/tmp/kiln-local.XXXXXX") != 0) remove_tree(dir);
+    if (dir[0] && !strstr(dir, "XXXXXX")) remove_tree(dir);
     free(sub);
     return rc;
 }

@@ -114,12 +114,12 @@ check "user args then --job-dir" grep -qF 'ARGS ["--epochs", "3", "two words", "
 check "runs the staged copy" grep -qF "FROM $T/d/jobs/p1/py_1/staging/trainer" "$T/pylogs"
 
 # kiln local train: the same job with no kilnd running (a private one comes and goes)
-before=$(ls -d /tmp/kiln-local.* 2>/dev/null | wc -l)
-(unset KILN_ENDPOINT; cd "$T" && "$KILN" local train --package-path "$T/src/trainer" \
+mkdir -p "$T/tmp"
+(unset KILN_ENDPOINT; export TMPDIR=$T/tmp; cd "$T" && "$KILN" local train --package-path "$T/src/trainer" \
     --module-name trainer.task --job-dir "$T/localdir" -- --lr 0.1) >"$T/local.out" 2>&1
 check_eq "local train exit" "$?" 0
 check "local train ran the module with the args" grep -qF 'ARGS ["--lr", "0.1", "--job-dir", "'"$T"'/localdir"]' "$T/local.out"
-check_eq "local train cleaned up its kilnd dir" "$(ls -d /tmp/kiln-local.* 2>/dev/null | wc -l)" "$before"
+check_eq "local train cleaned up its kilnd dir" "$(ls -A "$T/tmp")" ""
 (cd "$T" && "$KILN" local train --module-name nosuchmodule_xyz) >/dev/null 2>&1
 check_eq "local train of a failing job exits 5" "$?" 5
 

@@ -23,7 +23,8 @@ restarts() {
 
 # OnFailure: the worker fails once; the whole group restarts; then success
 m="echo start >> $W/of.master; for i in \$(seq 1 100); do [ -e $W/of.ok ] && exit 0; sleep 0.05; done; exit 9"
-w="if [ -e $W/of.failed ]; then touch $W/of.ok; exit 0; fi; touch $W/of.failed; exit 1"
+# (the worker fails only once the master is up, so that the restart has a master to stop)
+w="if [ -e $W/of.failed ]; then touch $W/of.ok; exit 0; fi; for i in \$(seq 1 100); do [ -e $W/of.master ] && break; sleep 0.05; done; touch $W/of.failed; exit 1"
 api POST /v1/projects/p1/jobs "$(two_role onfail_1 "$m" "$w" OnFailure)"
 check "OnFailure: SUCCEEDED after a restart" wait_state onfail_1 SUCCEEDED 20
 check_eq "OnFailure: one restart counted" "$(restarts onfail_1)" 1
