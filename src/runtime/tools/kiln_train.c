@@ -48,6 +48,7 @@ typedef struct run {
     size_t correct, seen;
     uint64_t total_steps;
     int stopped_by_signal, failed, hit_max_steps;
+    uint64_t next_epoch, next_step; /* position of the next step to take */
 } run;
 
 static volatile sig_atomic_t g_term;
@@ -359,6 +360,8 @@ static int cb_step_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     kiln_model_set_lr(m, lr_at(r, in->global_step));
     uint64_t next_epoch = in->last_in_epoch ? in->epoch + 1 : in->epoch;
     uint64_t next_step = in->last_in_epoch ? 0 : in->step + 1;
+    r->next_epoch = next_epoch;
+    r->next_step = next_step;
     if (g_term) {
         r->train_secs += now_s() - r->epoch_t0;
         if (r->tty) fputc('\n', stderr);
@@ -513,6 +516,8 @@ static int cmd_mnist(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 
+    r.next_epoch = pos.epoch;
+    r.next_step = pos.step_in_epoch;
     kiln_fit_opts fo = {.epochs = r.o.epochs,
                         .shuffle_seed = pos.shuffle_seed,
                         .initial_epoch = pos.epoch,
@@ -527,7 +532,9 @@ static int cmd_mnist(int argc, char **argv)
         goto out;
     }
     if (g_term) {
-        if (!r.stopped_by_signal && save_ckpt(&r, fo.initial_epoch, fo.initial_step)) goto out;
+        /* stopped between steps (e.g. during the epoch-end evaluation): save
+         * the state after the last step taken, at the position that follows it */
+        if (!r.stopped_by_signal && save_ckpt(&r, r.next_epoch, r.next_step)) goto out;
         if (r.json)
             printf("{\"event\":\"terminated\",\"step\":%llu}\n",
                    (unsigned long long)kiln_model_step(r.m));
