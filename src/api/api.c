@@ -659,7 +659,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!rq) return MHD_NO;
         *con_cls = rq;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > d->max_body) rq->too_big = true;
+        if (cl && strtoull(cl, NULL, 10) > d->max_body) {
+            /* refused before reading it: MHD drops the rest and closes */
+            rq->too_big = true;
+            return send_error(c, 413, NULL, "The request body is larger than %zu bytes",
+                              d->max_body);
+        }
         return MHD_YES;
     }
     if (*upload_size) {

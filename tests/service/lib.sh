@@ -11,6 +11,12 @@ KILN=$BUILD/bin/kiln
 # then the tests use the same code through kiln-svc-cli.
 if ! "$KILN" jobs --help >/dev/null 2>&1; then KILN=$BUILD/bin/kiln-svc-cli; fi
 PY=${PYTHON:-python3}
+for tool in curl "$PY"; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "SKIP: the service integration tests need $tool"
+        exit 77
+    fi
+done
 T=$(mktemp -d /tmp/kiln-it.XXXXXX)
 KPIDS=()
 FAILS=0
