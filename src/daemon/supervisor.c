@@ -708,6 +708,14 @@ static void check_job(sup *s, rjob *j, bool woken, int64_t now)
         begin_stop(s, j, AS_CANCEL, "The job ran longer than maxRunningTime (%llds); cancelled",
                    (long long)ti->scheduling.max_running_time.seconds);
     }
+    /* Kubeflow's runPolicy.activeDeadlineSeconds: the job fails (DeadlineExceeded) */
+    if (j->after == AS_NONE && j->start_ns && ti->has_run_policy &&
+        ti->run_policy.has_active_deadline_seconds &&
+        now - j->start_ns > ti->run_policy.active_deadline_seconds * 1000000000LL)
+        begin_stop(s, j, AS_FAIL,
+                   "DeadlineExceeded: the job was active longer than "
+                   "runPolicy.activeDeadlineSeconds (%llds)",
+                   (long long)ti->run_policy.active_deadline_seconds);
     for (size_t i = 0; i < j->n; i++)
         if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].pid > 0)
             on_exit_of(s, j, &j->reps[i]);

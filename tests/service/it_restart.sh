@@ -51,6 +51,12 @@ check_eq "backoff: 2 restarts" "$(restarts backoff_1)" 2
 api GET /v1/projects/p1/jobs/backoff_1
 check "backoff: reason" grep -q "backoff limit" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 
+# runPolicy.activeDeadlineSeconds (Kubeflow): FAILED with DeadlineExceeded
+api POST /v1/projects/p1/jobs "$(two_role deadline_1 'sleep 30' 'sleep 30' Never ',"runPolicy":{"activeDeadlineSeconds":"1"}')"
+check "deadline: FAILED" wait_state deadline_1 FAILED 10
+api GET /v1/projects/p1/jobs/deadline_1
+check "deadline: reason" grep -q DeadlineExceeded <<<"$(printf '%s' "$BODY" | jget errorMessage)"
+
 # Never (the default): the first failure fails the job
 api POST /v1/projects/p1/jobs "$(job_json never_1 'exit 1')"
 check "Never: FAILED" wait_state never_1 FAILED 10
