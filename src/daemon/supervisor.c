@@ -454,6 +454,10 @@ static void try_start(sup *s, kiln_job_record *rec)
         return;
     }
     size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
+    if (np == 0) { /* validated jobs always have a master; a catalog change could break that */
+        fail_queued(s, rec, KILN_STATE_FAILED, "the job has no replicas to run in this catalog");
+        return;
+    }
     pthread_mutex_lock(&d->mu);
     kiln_err err = kiln_sched_place(d->sched, plans, np, &pl, why, sizeof why);
     pthread_mutex_unlock(&d->mu);
