@@ -134,6 +134,14 @@ kiln_err kiln_exec_program(const kiln_job *job, kiln_role role, const kiln_exec_
         err = KILN_OK;
         goto out;
     }
+    if ((!ti->python_module || !*ti->python_module) && rc && rc->image_uri && *rc->image_uri) {
+        snprintf(why, whylen,
+                 "the %s replica runs the image %s by its entrypoint, and this kilnd has no "
+                 "container runtime: give a containerCommand to run it as a plain process",
+                 kiln_role_name(role), rc->image_uri);
+        err = KILN_EINVAL;
+        goto out;
+    }
     if (!ti->python_module || !*ti->python_module) {
         snprintf(why, whylen,
                  "nothing to run: the job names no pythonModule and the %s has no "

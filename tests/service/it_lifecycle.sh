@@ -129,6 +129,14 @@ check "missing program -> FAILED" wait_state nocmd FAILED 10
 api GET /v1/projects/p1/jobs/nocmd
 check "reason given" grep -q "status of 127" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 
+# a Kubeflow TFJob through the CLI: image + args only, no container runtime here
+"$KILN" jobs submit training tfj_1 --tfjob "$(dirname "$0")/../../examples/tfjob/cpu.yaml" >/dev/null 2>&1
+check_eq "TFJob accepted" "$?" 0
+check "TFJob with only an image fails" wait_state tfj_1 FAILED 10
+api GET /v1/projects/p1/jobs/tfj_1
+check "reason names the image and the missing runtime" grep -q "registry.local/fashion-mnist:1.0.*no container runtime" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
+check_eq "TFJob restart policy kept" "$(printf '%s' "$BODY" | jget trainingInput.masterConfig.restartPolicy)" OnFailure
+
 # maxRunningTime: cancelled when exceeded
 api POST /v1/projects/p1/jobs "$(job_json slow_1 'sleep 30' ',"scheduling":{"maxRunningTime":"1s"}')"
 check "maxRunningTime -> CANCELLED" wait_state slow_1 CANCELLED 10
