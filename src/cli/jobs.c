@@ -179,6 +179,14 @@ out:
     return rc;
 }
 
+static void table_row(json_t *j)
+{
+    const char *id = json_string_value(json_object_get(j, "jobId"));
+    const char *st = json_string_value(json_object_get(j, "state"));
+    const char *ct = json_string_value(json_object_get(j, "createTime"));
+    printf("%-32s %-11s %s\n", id ? id : "", st ? st : "", ct ? ct : "");
+}
+
 static int describe(kiln_cli_ctx *ctx, int argc, char **argv)
 {
     if (argc != 1) {
@@ -188,18 +196,15 @@ static int describe(kiln_cli_ctx *ctx, int argc, char **argv)
     char *path = job_path(ctx, argv[0], NULL);
     json_t *v = NULL;
     int rc = path ? kiln_cli_call(ctx, "GET", path, NULL, &v, PROG) : 1;
-    if (rc == 0) kiln_cli_print(stdout, v, ctx->format ? ctx->format : "yaml");
+    if (rc == 0 && ctx->format && strcmp(ctx->format, "table") == 0) {
+        printf("%-32s %-11s %s\n", "JOB_ID", "STATUS", "CREATED");
+        table_row(v);
+    } else if (rc == 0) {
+        kiln_cli_print(stdout, v, ctx->format ? ctx->format : "yaml");
+    }
     json_decref(v);
     free(path);
     return rc;
-}
-
-static void table_row(json_t *j)
-{
-    const char *id = json_string_value(json_object_get(j, "jobId"));
-    const char *st = json_string_value(json_object_get(j, "state"));
-    const char *ct = json_string_value(json_object_get(j, "createTime"));
-    printf("%-32s %-11s %s\n", id ? id : "", st ? st : "", ct ? ct : "");
 }
 
 static int list(kiln_cli_ctx *ctx, int argc, char **argv)

@@ -123,6 +123,8 @@ out=$("$KILN" jobs list --filter 'jobId:rnn_0*')
 check_eq "cli list rows" "$(grep -c '^rnn_0' <<<"$out")" 9
 check "cli list header" grep -q '^JOB_ID' <<<"$out"
 check "cli describe yaml" grep -q '^state: CANCELLED' <<<"$("$KILN" jobs describe census_1)"
+check "cli describe table" grep -qE '^census_1 +CANCELLED' <<<"$("$KILN" jobs describe census_1 --format table)"
+check "cli list yaml" grep -q '^- jobId: census_1' <<<"$("$KILN" jobs list --format yaml)"
 check_eq "cli describe json" "$("$KILN" jobs describe census_1 --format json | jget labels.owner)" alice
 "$KILN" jobs describe nope >/dev/null 2>"$T/err"
 check_eq "cli not found exit" "$?" 3

@@ -97,10 +97,12 @@ for _ in $(seq 1 200); do
     r=$(printf '%s' "$BODY" | "$PY" -c '
 import json, sys
 jobs = json.load(sys.stdin).get("jobs", [])
-held = [ (x["node"], g) for j in jobs if j["state"] == "RUNNING"
-         for x in j.get("kilnStatus", {}).get("replicas", []) if x["state"] == "RUNNING" for g in x["gpus"] ]
+reps = [x for j in jobs if j["state"] == "RUNNING"
+        for x in j.get("kilnStatus", {}).get("replicas", []) if x["state"] == "RUNNING"]
+held = [(x["node"], g) for x in reps for g in x["gpus"]]
+ports = [x["port"] for x in reps]
 done = sum(j["state"] == "SUCCEEDED" for j in jobs)
-print(len(held) != len(set(held)), len(held), done)')
+print(len(held) != len(set(held)) or len(ports) != len(set(ports)), len(held), done)')
     set -- $r
     [ "$1" = True ] && viol=$((viol + 1))
     [ "$2" -gt "$max_running" ] && max_running=$2
@@ -108,7 +110,7 @@ print(len(held) != len(set(held)), len(held), done)')
     sleep 0.05
 done
 check_eq "all 8 finished" "$3" 8
-check_eq "no device held twice" "$viol" 0
+check_eq "no device (or port) held twice" "$viol" 0
 check "never more than 4 GPUs in use ($max_running)" test "$max_running" -le 4
 check "some ran concurrently ($max_running)" test "$max_running" -ge 2
 "$KILN" jobs stream-logs x_1 >"$T/x1"
