@@ -14,6 +14,7 @@ mkdir -p "$T/acks"
 for i in $(seq -w 1 "$N"); do echo "$i"; done >"$T/ids"
 submit_one() { # ID: writes the HTTP status (000 = no answer) to acks/ID
     local body
+    sleep "0.$((RANDOM % 4))" # spread the submissions so that the kill lands among them
     body=$(printf '{"jobId":"crash_%s","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]}}}' "$1")
     curl -s -o /dev/null -w '%{http_code}' -m 20 -X POST -H 'Content-Type: application/json' \
         --data-binary "$body" "$URL/v1/projects/p1/jobs" >"$T/acks/$1" 2>/dev/null

@@ -54,18 +54,18 @@ check_eq "B position 2" "$(printf '%s' "$BODY" | jget jobPosition)" 2
 w=$(gpu_job w_job 0 1 0 0)
 api POST /v1/projects/p1/jobs "${w/\"priority\":0/\"priority\":0,\"maxWaitTime\":\"1s\"}"
 check_eq "maxWaitTime job accepted" "$STATUS" 200
-check "maxWaitTime -> CANCELLED" wait_state w_job CANCELLED 5
+check "maxWaitTime -> CANCELLED" wait_state w_job CANCELLED 15
 api GET /v1/projects/p1/jobs/w_job
 check "maxWaitTime reason" grep -q maxWaitTime <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 
 # never fits: 4 V100 on one node (nodes have 2); a T4; a TPU-less cluster
 api POST /v1/projects/p1/jobs "$(gpu_job d_job 0 4 0 0)"
-check "D fails at once" wait_state d_job FAILED 3
+check "D fails at once" wait_state d_job FAILED 10
 api GET /v1/projects/p1/jobs/d_job
 msg=$(printf '%s' "$BODY" | jget errorMessage)
 check "D names what is missing ($msg)" grep -q "4 x NVIDIA_TESLA_V100.*most any node has is 2" <<<"$msg"
 api POST /v1/projects/p1/jobs "$(gpu_job e_job 0 1 0 0 NVIDIA_TESLA_T4)"
-check "E (T4) fails at once" wait_state e_job FAILED 3
+check "E (T4) fails at once" wait_state e_job FAILED 10
 api GET /v1/projects/p1/jobs/e_job
 check "E names T4" grep -q "NVIDIA_TESLA_T4" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 check_eq "B still queued (not failed)" "$(job_state b_job)" QUEUED

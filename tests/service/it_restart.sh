@@ -85,7 +85,7 @@ for _ in $(seq 1 100); do [ -s "$W/stubborn.pid" ] && break; sleep 0.05; done
 api POST /v1/projects/p1/jobs/polite:cancel '{}'
 api POST /v1/projects/p1/jobs/stubborn:cancel '{}'
 check_eq "cancel -> CANCELLING" "$(job_state stubborn)" CANCELLING
-check "polite CANCELLED" wait_state polite CANCELLED 5
+check "polite CANCELLED" wait_state polite CANCELLED 10
 check "stubborn CANCELLED after the grace period" wait_state stubborn CANCELLED 10
 check "stubborn process gone" bash -c "! kill -0 $(cat "$W/stubborn.pid") 2>/dev/null"
 "$KILN" jobs stream-logs polite >"$T/polite.log"
