@@ -182,7 +182,13 @@ out:
     return rc;
 }
 
-int main(int argc, char **argv)
+/* The whole program as a function, so that kiln-train can offer it as
+ * `kiln-train allreduce-bench ...` by compiling this file with
+ * -DKILN_ALLREDUCE_BENCH_NO_MAIN and calling this with its own argv (argv[0]
+ * the subcommand's name). */
+int kiln_allreduce_bench_main(int argc, char **argv);
+
+int kiln_allreduce_bench_main(int argc, char **argv)
 {
     opts o = {.world = 0, .backend = KILN_COLL_SHM, .warmup = 2};
     size_t bytes = 0;
@@ -282,3 +288,10 @@ int main(int argc, char **argv)
     free(kids);
     return failed;
 }
+
+#ifndef KILN_ALLREDUCE_BENCH_NO_MAIN
+int main(int argc, char **argv)
+{
+    return kiln_allreduce_bench_main(argc, argv);
+}
+#endif
