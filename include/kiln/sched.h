@@ -61,6 +61,8 @@ void kiln_placement_free(kiln_placement *p);
 /* How many devices of a node are free (for node listings). */
 size_t kiln_sched_free_devices(const kiln_sched *s, size_t node);
 bool kiln_sched_device_busy(const kiln_sched *s, size_t node, size_t dev);
+/* vCPUs and memory (GB) the placed replicas of a node asked for (machine-type sizes). */
+void kiln_sched_usage(const kiln_sched *s, size_t node, int *vcpus, double *memory_gb);
 
 #ifdef __cplusplus
 }

@@ -531,6 +531,16 @@ static json_t *node_json(kilnd *d, size_t i)
     const kiln_node *n = &d->cluster.nodes[i];
     json_t *cap = json_object(), *alloc = json_object(), *devs = json_array();
     bool any_sim = false;
+    int used_cpus;
+    double used_mem;
+    /* CPUs and memory as Kubernetes shows them; allocatable counts what placed
+     * replicas' machine types asked for (soft limits may overcommit it to 0) */
+    kiln_sched_usage(d->sched, i, &used_cpus, &used_mem);
+    json_object_set_new(cap, "cpu", json_integer(n->cpus));
+    json_object_set_new(cap, "memoryGb", json_real(n->memory_gb));
+    json_object_set_new(alloc, "cpu", json_integer(used_cpus < n->cpus ? n->cpus - used_cpus : 0));
+    json_object_set_new(alloc, "memoryGb",
+                        json_real(used_mem < n->memory_gb ? n->memory_gb - used_mem : 0.0));
     for (size_t j = 0; j < n->n_devs; j++) {
         const kiln_device *dv = &n->devs[j];
         bool busy = kiln_sched_device_busy(d->sched, i, j);

@@ -27,6 +27,7 @@ static void counts(json_t *o, char *buf, size_t len)
     buf[0] = '\0';
     json_object_foreach(o, k, v)
     {
+        if (!json_is_integer(v) || strcmp(k, "cpu") == 0) continue; /* accelerators only */
         n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s=%lld", n ? "," : "", k,
                               (long long)json_integer_value(v));
         if (n >= len) break;

@@ -73,6 +73,12 @@ bool kiln_sched_device_busy(const kiln_sched *s, size_t node, size_t dev)
     return s->u[node].busy[dev];
 }
 
+void kiln_sched_usage(const kiln_sched *s, size_t node, int *vcpus, double *memory_gb)
+{
+    *vcpus = s->u[node].cpus;
+    *memory_gb = s->u[node].mem;
+}
+
 void kiln_placement_free(kiln_placement *p)
 {
     if (!p) return;
