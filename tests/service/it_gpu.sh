@@ -38,8 +38,8 @@ nodes=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; r=json.load(sys.stdin)[
 check_eq "A placed whole, one node each" "$nodes" "gpu-a:0,1 gpu-b:0,1 True"
 api GET /v1/nodes
 check_eq "no V100 allocatable" "$(printf '%s' "$BODY" | jget nodes.0.allocatable.NVIDIA_TESLA_V100)" 0
-check_eq "CPU capacity advertised" "$(printf '%s' "$BODY" | jget nodes.0.capacity.cpu)" "$(nproc)"
-check_eq "CPUs taken by the n1-standard-4 replica" "$(printf '%s' "$BODY" | jget nodes.0.allocatable.cpu)" "$(( $(nproc) > 4 ? $(nproc) - 4 : 0 ))"
+check_eq "CPU capacity advertised" "$(printf '%s' "$BODY" | jget nodes.0.capacity.cpu)" "$(getconf _NPROCESSORS_ONLN)"
+check_eq "CPUs taken by the n1-standard-4 replica" "$(printf '%s' "$BODY" | jget nodes.0.allocatable.cpu)" "$(( $(getconf _NPROCESSORS_ONLN) > 4 ? $(getconf _NPROCESSORS_ONLN) - 4 : 0 ))"
 
 # B (priority 0) then C (priority 10): both wait; C is first in the queue
 api POST /v1/projects/p1/jobs "$(gpu_job b_job 0 2 1 2)"
