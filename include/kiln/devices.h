@@ -8,7 +8,7 @@
  *
  * A node config (JSON) declares nodes instead:
  *   {"nodes": [{"name": "sim-a", "address": "127.0.0.1", "cpus": 8,
- *               "memoryGb": 32, "hardResources": false,
+ *               "memoryGb": 32, "hardResources": false, "labels": {"zone": "a"},
  *               "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 4}]}]}
  * Declared accelerators are SIMULATED: nothing checks that they exist. They
  * are marked simulated everywhere they appear (node listings, the replica's
@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "kiln/diag.h"
+#include "kiln/job.h" /* kiln_map */
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,9 @@ typedef struct kiln_node {
     int cpus;
     double memory_gb;
     bool hard_resources; /* CPUs and memory are hard limits for placement */
+    kiln_map labels;     /* for nodeSelector: the config's, plus kubernetes.io/hostname
+                          * and kiln.dev/node (the name) and, on a node with one GPU
+                          * type, cloud.google.com/gke-accelerator (nvidia-tesla-v100) */
     kiln_device *devs;
     size_t n_devs;
 } kiln_node;

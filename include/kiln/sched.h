@@ -54,6 +54,12 @@ bool kiln_sched_cordoned(const kiln_sched *s, size_t node);
  *   KILN_ELIMIT    more replicas or devices per replica than kiln supports. */
 kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
                           kiln_placement *out, char *why, size_t whylen);
+/* The same, where a replica of role r may only land on a node whose labels
+ * include every key=value of selectors[r] (Kubernetes nodeSelector; NULL or
+ * empty = any node). A selector no node satisfies is a never-fits reason. */
+kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
+                              const kiln_map *const selectors[KILN_ROLE_COUNT], kiln_placement *out,
+                              char *why, size_t whylen);
 /* Gives a placement's devices and resources back. */
 void kiln_sched_release(kiln_sched *s, const kiln_placement *p);
 void kiln_placement_free(kiln_placement *p);

@@ -553,11 +553,14 @@ static json_t *node_json(kilnd *d, size_t i)
                                               dv->simulated, "assigned", busy));
         any_sim |= dv->simulated;
     }
-    return json_pack("{s:s,s:s,s:i,s:f,s:b,s:b,s:b,s:o,s:o,s:o}", "name", n->name, "address",
+    json_t *labels = json_object();
+    for (size_t k = 0; labels && k < n->labels.n; k++)
+        json_object_set_new(labels, n->labels.keys[k], json_string(n->labels.vals[k]));
+    return json_pack("{s:s,s:s,s:i,s:f,s:b,s:b,s:b,s:o,s:o,s:o,s:o}", "name", n->name, "address",
                      n->address, "cpus", n->cpus, "memoryGb", n->memory_gb, "hardResources",
                      n->hard_resources, "cordoned", kiln_sched_cordoned(d->sched, i),
-                     "simulatedAccelerators", any_sim, "capacity", cap, "allocatable", alloc,
-                     "devices", devs);
+                     "simulatedAccelerators", any_sim, "labels", labels ? labels : json_object(),
+                     "capacity", cap, "allocatable", alloc, "devices", devs);
 }
 
 static enum MHD_Result nodes(kilnd *d, struct MHD_Connection *c, const char *method,

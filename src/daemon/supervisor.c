@@ -459,7 +459,12 @@ static void try_start(sup *s, kiln_job_record *rec)
         return;
     }
     pthread_mutex_lock(&d->mu);
-    kiln_err err = kiln_sched_place(d->sched, plans, np, &pl, why, sizeof why);
+    const kiln_map *sel[KILN_ROLE_COUNT];
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
+        sel[r] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
+    }
+    kiln_err err = kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
     pthread_mutex_unlock(&d->mu);
     if (err == KILN_EINVAL || err == KILN_ELIMIT) {
         char msg[600];

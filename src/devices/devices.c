@@ -25,6 +25,7 @@ void kiln_cluster_free(kiln_cluster *c)
             free(n->devs[j].uuid);
         }
         free(n->devs);
+        kiln_map_clear(&n->labels);
     }
     free(c->nodes);
     c->nodes = NULL;
@@ -121,6 +122,25 @@ out:
     return err;
 }
 
+/* The labels every node carries (see kiln/devices.h). */
+static kiln_err implicit_labels(kiln_node *n)
+{
+    if (kiln_map_set(&n->labels, "kubernetes.io/hostname", n->name) != KILN_OK ||
+        kiln_map_set(&n->labels, "kiln.dev/node", n->name) != KILN_OK)
+        return KILN_ENOMEM;
+    const char *type = n->n_devs ? n->devs[0].type : NULL;
+    for (size_t j = 1; type && j < n->n_devs; j++)
+        if (strcmp(n->devs[j].type, type) != 0) type = NULL;
+    if (!type || kiln_map_get(&n->labels, "cloud.google.com/gke-accelerator")) return KILN_OK;
+    /* NVIDIA_TESLA_V100 -> nvidia-tesla-v100 */
+    char v[96];
+    size_t k = 0;
+    for (; type[k] && k < sizeof v - 1; k++)
+        v[k] = type[k] == '_' ? '-' : (char)tolower((unsigned char)type[k]);
+    v[k] = '\0';
+    return kiln_map_set(&n->labels, "cloud.google.com/gke-accelerator", v);
+}
+
 static void host_resources(int *cpus, double *mem_gb)
 {
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
@@ -143,6 +163,7 @@ static kiln_err this_machine(kiln_cluster *out)
     out->nodes = n;
     out->n = 1;
     if (err == KILN_OK && (!n->name || !n->address)) err = KILN_ENOMEM;
+    if (err == KILN_OK) err = implicit_labels(n);
     if (err != KILN_OK) kiln_cluster_free(out);
     return err;
 }
@@ -201,6 +222,24 @@ kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, 
             snprintf(f, sizeof f, "nodes[%zu]", i);
             kiln_diag_add(d, f, "cpus and memoryGb must be positive");
         }
+        json_t *labels = json_object_get(jn, "labels"), *lv;
+        const char *lk;
+        if (labels && !json_is_object(labels)) {
+            snprintf(f, sizeof f, "nodes[%zu].labels", i);
+            kiln_diag_add(d, f, "must be a map of strings");
+        }
+        json_object_foreach(labels, lk, lv)
+        {
+            if (!json_is_string(lv)) {
+                snprintf(f, sizeof f, "nodes[%zu].labels.%.40s", i, lk);
+                kiln_diag_add(d, f, "must be a string");
+                continue;
+            }
+            if (kiln_map_set(&n->labels, lk, json_string_value(lv)) != KILN_OK) {
+                err = KILN_ENOMEM;
+                goto out;
+            }
+        }
         json_t *accs = json_object_get(jn, "accelerators"), *ja;
         size_t j;
         if (accs && !json_is_array(accs)) {
@@ -239,6 +278,11 @@ kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, 
             }
         }
     }
+    for (size_t k = 0; !d->n && k < out->n; k++)
+        if (implicit_labels(&out->nodes[k]) != KILN_OK) {
+            err = KILN_ENOMEM;
+            goto out;
+        }
     err = d->n ? KILN_EINVAL : KILN_OK;
 out:
     json_decref(root);

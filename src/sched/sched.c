@@ -149,8 +149,17 @@ static int by_order(const void *a, const void *b)
 }
 
 /* Tries to place every slot (n_devs = wanted count, devs filled here). */
+static bool selects(const kiln_map *sel, const kiln_node *nd)
+{
+    for (size_t i = 0; sel && i < sel->n; i++) {
+        const char *have = kiln_map_get(&nd->labels, sel->keys[i]);
+        if (!have || strcmp(have, sel->vals[i]) != 0) return false;
+    }
+    return true;
+}
+
 static bool try_place(const kiln_sched *s, scratch *w, bool ignore_cordon, kiln_slot *slots,
-                      const char **types, size_t n, size_t *failed)
+                      const char **types, const kiln_map *const *sels, size_t n, size_t *failed)
 {
     for (size_t k = 0; k < n; k++) {
         kiln_slot *sl = &slots[k];
@@ -160,6 +169,7 @@ static bool try_place(const kiln_sched *s, scratch *w, bool ignore_cordon, kiln_
         for (size_t i = 0; i < s->c->n; i++) {
             const kiln_node *nd = &s->c->nodes[i];
             if (!ignore_cordon && s->u[i].cordoned) continue;
+            if (!selects(sels[sl->role], nd)) continue;
             if (nd->hard_resources && (w->cpus[i] + sl->vcpus > nd->cpus ||
                                        w->mem[i] + sl->memory_gb > nd->memory_gb + 1e-9))
                 continue;
@@ -225,6 +235,14 @@ static void explain(const kiln_sched *s, const kiln_slot *sl, const char *type, 
 kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
                           kiln_placement *out, char *why, size_t whylen)
 {
+    const kiln_map *none[KILN_ROLE_COUNT] = {0};
+    return kiln_sched_place_sel(s, plans, n_plans, none, out, why, whylen);
+}
+
+kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
+                              const kiln_map *const selectors[KILN_ROLE_COUNT], kiln_placement *out,
+                              char *why, size_t whylen)
+{
     kiln_slot *slots = NULL;
     const char **types = NULL;
     scratch w = {0};
@@ -271,7 +289,22 @@ kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t 
 
     /* First: could it ever fit? */
     if (scratch_init(&w, s, true) != KILN_OK) goto out;
-    if (!try_place(s, &w, true, slots, types, n, &failed)) {
+    for (size_t i = 0; i < n; i++) {
+        const kiln_map *sel = selectors[slots[i].role];
+        bool any = false;
+        for (size_t nd = 0; nd < s->c->n && !any; nd++)
+            any = selects(sel, &s->c->nodes[nd]);
+        if (!any) {
+            snprintf(why, whylen,
+                     "no node has the labels the %s replica's nodeSelector asks for "
+                     "(%s=%s%s)",
+                     kiln_role_name(slots[i].role), sel->keys[0], sel->vals[0],
+                     sel->n > 1 ? ", ..." : "");
+            err = KILN_EINVAL;
+            goto out;
+        }
+    }
+    if (!try_place(s, &w, true, slots, types, selectors, n, &failed)) {
         size_t want = 0;
         for (size_t i = 0; i < n; i++)
             if (types[i] && types[failed] && strcmp(types[i], types[failed]) == 0)
@@ -282,7 +315,7 @@ kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t 
     }
     scratch_free(&w, s->c->n);
     if (scratch_init(&w, s, false) != KILN_OK) goto out;
-    if (!try_place(s, &w, false, slots, types, n, &failed)) {
+    if (!try_place(s, &w, false, slots, types, selectors, n, &failed)) {
         snprintf(why, whylen, "waiting for %s: the %s replica needs %d x %s",
                  slots[failed].n_devs ? "free accelerators" : "a node",
                  kiln_role_name(slots[failed].role), slots[failed].n_devs,

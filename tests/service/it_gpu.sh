@@ -84,6 +84,25 @@ check "B runs after C" wait_state b_job RUNNING 10
 api POST /v1/projects/p1/jobs/b_job:cancel '{}'
 check "B cancelled" wait_state b_job CANCELLED 10
 
+# nodeSelector (Kubeflow): a replica lands only on nodes with those labels
+sel_job() { # ID KEY VALUE
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"nodeSelector":{"%s":"%s"},"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_V100"},"containerCommand":["sh","-c","sleep 30"]}}}' "$1" "$2" "$3"
+}
+api POST /v1/projects/p1/jobs "$(sel_job sel_b kiln.dev/node gpu-b)"
+check "selector job runs" wait_state sel_b RUNNING 10
+api GET /v1/projects/p1/jobs/sel_b
+check_eq "on the selected node" "$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.node)" gpu-b
+api POST /v1/projects/p1/jobs "$(sel_job sel_v100 cloud.google.com/gke-accelerator nvidia-tesla-v100)"
+check "GKE accelerator label matches the V100 nodes" wait_state sel_v100 RUNNING 10
+api POST /v1/projects/p1/jobs "$(sel_job sel_t4 cloud.google.com/gke-accelerator nvidia-tesla-t4)"
+check "unsatisfiable selector fails at once" wait_state sel_t4 FAILED 10
+api GET /v1/projects/p1/jobs/sel_t4
+check "reason names the selector" grep -q "nodeSelector.*nvidia-tesla-t4" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
+api POST /v1/projects/p1/jobs/sel_b:cancel '{}'
+api POST /v1/projects/p1/jobs/sel_v100:cancel '{}'
+check "sel_b cancelled" wait_state sel_b CANCELLED 10
+check "sel_v100 cancelled" wait_state sel_v100 CANCELLED 10
+
 # exclusivity under concurrency: 8 one-GPU jobs of ~0.6 s submitted at once;
 # at every instant no (node, gpu) is held by two running replicas
 subs=()

@@ -10,7 +10,8 @@
 
 static const char cluster_json[] =
     "{\"nodes\": ["
-    " {\"name\": \"a\", \"accelerators\": [{\"type\": \"NVIDIA_TESLA_V100\", \"count\": 4}]},"
+    " {\"name\": \"a\", \"labels\": {\"zone\": \"z1\"},"
+    "  \"accelerators\": [{\"type\": \"NVIDIA_TESLA_V100\", \"count\": 4}]},"
     " {\"name\": \"b\", \"accelerators\": [{\"type\": \"NVIDIA_TESLA_V100\", \"count\": 4},"
     "                                     {\"type\": \"NVIDIA_TESLA_T4\", \"count\": 2}]},"
     " {\"name\": \"c\", \"cpus\": 4, \"memoryGb\": 16, \"hardResources\": true}"
@@ -113,6 +114,34 @@ int main(void)
     kiln_sched_set_cordon(s, 1, true);
     CHECK(kiln_sched_place(s, t4, 1, &pl[2], why, sizeof why) == KILN_ECONFLICT);
     kiln_sched_set_cordon(s, 1, false);
+
+    /* nodeSelector: explicit labels and the implicit ones */
+    CHECK_STR(kiln_map_get(&c.nodes[0].labels, "zone"), "z1");
+    CHECK_STR(kiln_map_get(&c.nodes[0].labels, "cloud.google.com/gke-accelerator"),
+              "nvidia-tesla-v100");
+    CHECK(kiln_map_get(&c.nodes[1].labels, "cloud.google.com/gke-accelerator") == NULL);
+    CHECK_STR(kiln_map_get(&c.nodes[1].labels, "kubernetes.io/hostname"), "b");
+    {
+        kiln_map zone = {0}, host_c = {0}, nowhere = {0};
+        kiln_map_set(&zone, "zone", "z1");
+        kiln_map_set(&host_c, "kiln.dev/node", "c");
+        kiln_map_set(&nowhere, "zone", "mars");
+        const kiln_map *sel[KILN_ROLE_COUNT] = {&zone, &host_c, NULL, NULL};
+        kiln_replica_plan mixed[2] = {plan(KILN_ROLE_MASTER, 1, NULL, 0),
+                                      plan(KILN_ROLE_WORKER, 1, NULL, 0)};
+        mixed[1].vcpus = 2, mixed[1].memory_gb = 4; /* fits node c's hard 4 CPUs */
+        kiln_placement sp = {0};
+        CHECK(kiln_sched_place_sel(s, mixed, 2, sel, &sp, why, sizeof why) == KILN_OK);
+        CHECK(sp.n == 2 && sp.slots[0].node == 0 && sp.slots[1].node == 2);
+        kiln_sched_release(s, &sp);
+        kiln_placement_free(&sp);
+        const kiln_map *sel2[KILN_ROLE_COUNT] = {&nowhere, NULL, NULL, NULL};
+        CHECK(kiln_sched_place_sel(s, mixed, 2, sel2, &sp, why, sizeof why) == KILN_EINVAL);
+        CHECK_MSG(strstr(why, "nodeSelector") && strstr(why, "zone=mars"), "%s", why);
+        kiln_map_clear(&zone);
+        kiln_map_clear(&host_c);
+        kiln_map_clear(&nowhere);
+    }
 
     /* CPU-only replicas: soft resources on nodes a/b take any number */
     kiln_replica_plan cpu[3] = {plan(KILN_ROLE_MASTER, 1, NULL, 0),
