@@ -10,6 +10,18 @@ check_eq "non-loopback without tokens refused" "$?" 1
 check "refusal says why" grep -q "without --tokens" "$T/refused.err"
 check "nothing served" test ! -e "$T/refused/kilnd.addr"
 
+# other start-up refusals: bad node config (named field), bad catalog, unknown flag
+printf '{"nodes":[{"name":"x","accelerators":[{"type":"NVIDIA_TESLA_V100","count":0}]}]}' >"$T/badnodes.json"
+"$KILND" --listen 127.0.0.1:0 --data-dir "$T/bn" --node-config "$T/badnodes.json" 2>"$T/bn.err"
+check_eq "bad node config refused" "$?" 1
+check "bad node config names the field" grep -q 'nodes\[0\].accelerators\[0\]' "$T/bn.err"
+"$KILND" --listen 127.0.0.1:0 --data-dir "$T/bn" --node-config "$T/missing.json" 2>/dev/null
+check_eq "missing node config refused" "$?" 1
+"$KILND" --bogus 1 2>/dev/null
+check_eq "unknown flag refused" "$?" 1
+"$KILND" --help >/dev/null
+check_eq "--help" "$?" 0
+
 E1=editor-p1-0123456789abcdef
 V1=viewer-p1-0123456789abcdef
 E2=editor-p2-0123456789abcdef
