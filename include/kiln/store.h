@@ -1,8 +1,10 @@
 /* kiln/store.h - the durable state of kilnd: jobs, their state machine and
- * node cordons, in one SQLite database (WAL mode, synchronous=FULL).
+ * node cordons, in one SQLite database (WAL mode).
  *
- * A job acknowledged by kiln_store_job_create() has been committed: it
- * survives kill -9 of the process (and a power cut) from then on. Every
+ * A job acknowledged by kiln_store_job_create() has been committed and
+ * fsynced: it survives kill -9 of the process and a power cut from then on.
+ * Other writes survive kill -9; after a power cut the newest state changes
+ * may be lost (kilnd's reconcile requeues such jobs, as after any crash). Every
  * state change is one conditional UPDATE (compare-and-set on the current
  * state), so the API threads and the supervisor never need a lock of their
  * own to agree on a job's state: the loser of a race sees KILN_ECONFLICT.

@@ -82,9 +82,13 @@ kiln_err kiln_store_open(const char *path, kiln_store **out, kiln_diag *d)
         goto out;
     }
     sqlite3_busy_timeout(s->db, 5000);
-    /* WAL + FULL: a committed create is on disk before the API answers. */
+    /* WAL. Every commit is in the OS before the call returns, so it survives
+     * kill -9 of kilnd; creates are also fsynced (synchronous=FULL around
+     * them) so an acknowledged job survives a power cut too. The supervisor's
+     * state changes run with NORMAL: after a power cut the newest of them may
+     * be lost, which reconcile treats like any crash (the job is requeued). */
     rc = sqlite3_exec(s->db,
-                      "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+                      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
                       NULL, NULL, &msg);
     if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, schema, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
@@ -253,6 +257,7 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
     if (!spec) return KILN_ENOMEM;
     pthread_mutex_lock(&s->mu);
     err = KILN_EIO;
+    if (sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) goto out;
     if (sqlite3_prepare_v2(s->db,
                            "INSERT INTO jobs(project, job_id, spec, state, priority, create_ns)"
                            " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -273,6 +278,7 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
     err = out ? get_locked(s, project, job->job_id, out) : KILN_OK;
 out:
     sqlite3_finalize(st);
+    sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
     pthread_mutex_unlock(&s->mu);
     free(spec);
     return err;
