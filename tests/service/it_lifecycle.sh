@@ -129,6 +129,26 @@ check "missing program -> FAILED" wait_state nocmd FAILED 10
 api GET /v1/projects/p1/jobs/nocmd
 check "reason given" grep -q "status of 127" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 
+# --config FILE (AI Platform config.yaml) with flags over it
+cat >"$T/config.yaml" <<'EOF2'
+labels:
+  team: vision
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: n1-standard-4
+  workerType: n1-standard-4
+  workerCount: 3
+  masterConfig:
+    containerCommand: [sh, -c, "echo from-config $WORLD_SIZE"]
+  workerConfig:
+    containerCommand: ["true"]
+EOF2
+"$KILN" jobs submit training cfg_1 --config "$T/config.yaml" --worker-count 1 --labels team=speech \
+    --stream-logs >"$T/cfg.out" 2>&1
+check_eq "config job succeeds" "$?" 0
+check "flag overrides the file (workerCount 1 -> world 2)" grep -q "from-config 2" "$T/cfg.out"
+check_eq "label flag overrides the file" "$("$KILN" jobs describe cfg_1 --format json | jget labels.team)" speech
+
 # a Kubeflow TFJob through the CLI: image + args only, no container runtime here
 "$KILN" jobs submit training tfj_1 --tfjob "$(dirname "$0")/../../examples/tfjob/cpu.yaml" >/dev/null 2>&1
 check_eq "TFJob accepted" "$?" 0
