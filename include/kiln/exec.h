@@ -9,7 +9,8 @@
  *   CLUSTER_SPEC  the same document;
  *   MASTER_ADDR, MASTER_PORT, WORLD_SIZE (master + workers), RANK (master 0,
  *                  worker i -> i+1) for the master and workers (PyTorchJob);
- *   CUDA_VISIBLE_DEVICES  exactly the replica's GPUs, "" without any;
+ *   CUDA_VISIBLE_DEVICES  exactly the replica's GPUs, "" without any (NVML
+ *                  indices, with CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees);
  *   KILN_SIMULATED_DEVICES=1 when those GPUs are simulated (node config);
  *   KILN_TASK_NAME, KILN_JOB_ID.
  *

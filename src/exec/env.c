@@ -102,6 +102,9 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
     for (size_t i = 0; i < n_gpus; i++)
         cl += (size_t)sprintf(cuda + cl, "%s%d", i ? "," : "", gpus[i]);
     if ((err = push_kv(env, "CUDA_VISIBLE_DEVICES", cuda)) != KILN_OK) goto out;
+    /* the indices are NVML's, which count in PCI bus order; CUDA's default
+     * order is fastest-first, so it must be told to count the same way */
+    if ((err = push_kv(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID")) != KILN_OK) goto out;
     if (n_gpus && simulated && (err = push_kv(env, "KILN_SIMULATED_DEVICES", "1")) != KILN_OK)
         goto out;
     kiln_exec_task_name(me->role, me->index, task);

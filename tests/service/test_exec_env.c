@@ -112,6 +112,7 @@ int main(void)
     CHECK_STR(env_get(&env, "WORLD_SIZE"), "3");
     CHECK_STR(env_get(&env, "RANK"), "0");
     CHECK_STR(env_get(&env, "CUDA_VISIBLE_DEVICES"), "2,3");
+    CHECK_STR(env_get(&env, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
     CHECK_STR(env_get(&env, "KILN_SIMULATED_DEVICES"), "1");
     CHECK_STR(env_get(&env, "KILN_TASK_NAME"), "master-replica-0");
 
