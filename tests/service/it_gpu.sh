@@ -103,6 +103,25 @@ api POST /v1/projects/p1/jobs/sel_v100:cancel '{}'
 check "sel_b cancelled" wait_state sel_b CANCELLED 10
 check "sel_v100 cancelled" wait_state sel_v100 CANCELLED 10
 
+# drain moves a job to another node: requeued, placed on gpu-b, restart counted
+api POST /v1/projects/p1/jobs "$(sel_job mover kiln.dev/node gpu-a | sed 's/"nodeSelector":{"kiln.dev\/node":"gpu-a"},//')"
+check "mover runs" wait_state mover RUNNING 10
+api GET /v1/projects/p1/jobs/mover
+first=$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.node)
+api POST "/v1/nodes/$first:drain" '{}'
+check_eq "drain accepted" "$STATUS" 200
+for _ in $(seq 1 200); do
+    api GET /v1/projects/p1/jobs/mover
+    [ "$(printf '%s' "$BODY" | jget kilnStatus.restarts)" = 1 ] && [ "$(printf '%s' "$BODY" | jget state)" = RUNNING ] && break
+    sleep 0.05
+done
+check_eq "mover running again" "$(printf '%s' "$BODY" | jget state)" RUNNING
+check_eq "restart counted" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)" 1
+check "moved off the drained node ($first)" test "$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.node)" != "$first"
+api POST "/v1/nodes/$first:uncordon" '{}'
+api POST /v1/projects/p1/jobs/mover:cancel '{}'
+check "mover cancelled" wait_state mover CANCELLED 10
+
 # exclusivity under concurrency: 8 one-GPU jobs of ~0.6 s submitted at once;
 # at every instant no (node, gpu) is held by two running replicas
 subs=()
