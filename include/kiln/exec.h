@@ -58,7 +58,7 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
 typedef struct kiln_exec_paths {
     const char *kiln_train; /* the kiln-train binary (for pythonModule kiln.NAME) */
     const char *python;     /* python3 */
-    const char *staging;    /* the job's staged package dir (PYTHONPATH), or NULL */
+    const char *staging;    /* PYTHONPATH entries of the staged packages, or NULL */
 } kiln_exec_paths;
 
 /* The argv of a replica of `role`:

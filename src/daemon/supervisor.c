@@ -11,6 +11,7 @@
  *      at all; a job that can never fit fails at once.
  * The store's state is the truth: every change is a compare-and-set, so an
  * API cancel racing with a placement is decided by the store, not by luck. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -289,35 +290,93 @@ static void rjob_free(sup *s, rjob *j)
     free(j);
 }
 
-/* Copies local package directories (file://DIR) to DIR/staging. */
-static kiln_err stage_packages(rjob *j, char *why, size_t whylen, char *staging, size_t slen)
+/* Runs a helper (cp, tar) to completion; true when it exited 0. */
+static bool run_helper(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+           WEXITSTATUS(status) == 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static void path_add(char *pp, size_t len, const char *dir)
+{
+    size_t n = strlen(pp);
+    snprintf(pp + n, len - n, "%s%s", n ? ":" : "", dir);
+}
+
+/* Stages packageUris (local only: file:// or absolute paths) under
+ * DIR/staging and builds the PYTHONPATH that finds them:
+ *   a directory (--package-path)  copied; staging/ goes on the path;
+ *   NAME.whl (pure Python)        copied; the wheel itself goes on the path;
+ *   NAME.tar.gz / .tgz (an sdist) unpacked into staging/sdistN; its top-level
+ *                                 directories go on the path. */
+static kiln_err stage_packages(rjob *j, char *why, size_t whylen, char *pypath, size_t plen)
 {
     const kiln_strv *uris = &j->job->training_input.package_uris;
-    staging[0] = '\0';
+    char staging[PATH_MAX + 16], dst[PATH_MAX + 64];
+    bool dirs = false;
+
+    pypath[0] = '\0';
     if (uris->n == 0) return KILN_OK;
-    snprintf(staging, slen, "%s/staging", j->dir);
+    snprintf(staging, sizeof staging, "%s/staging", j->dir);
     kilnd_mkdirs(staging);
     for (size_t i = 0; i < uris->n; i++) {
         const char *u = uris->v[i];
         const char *path = strncmp(u, "file://", 7) == 0 ? u + 7 : (u[0] == '/' ? u : NULL);
         struct stat st;
-        if (!path || stat(path, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        if (!path || stat(path, &st) < 0) {
             snprintf(why, whylen,
-                     "packageUris[%zu] '%s': kilnd stages local package directories only", i, u);
+                     "packageUris[%zu] '%s': kilnd stages local packages only (a directory, "
+                     ".whl or .tar.gz on this machine)",
+                     i, u);
             return KILN_EINVAL;
         }
-        pid_t pid = fork();
-        if (pid == 0) {
-            execlp("cp", "cp", "-R", path, staging, (char *)NULL);
-            _exit(127);
+        bool ok;
+        if (S_ISDIR(st.st_mode)) {
+            ok = run_helper((char *[]){"cp", "-R", (char *)path, staging, NULL});
+            dirs = true;
+        } else if (ends_with(path, ".whl")) {
+            const char *base = strrchr(path, '/');
+            snprintf(dst, sizeof dst, "%s/%s", staging, base ? base + 1 : path);
+            ok = run_helper((char *[]){"cp", (char *)path, dst, NULL});
+            if (ok) path_add(pypath, plen, dst);
+        } else if (ends_with(path, ".tar.gz") || ends_with(path, ".tgz")) {
+            snprintf(dst, sizeof dst, "%s/sdist%zu", staging, i);
+            kilnd_mkdirs(dst);
+            ok = run_helper((char *[]){"tar", "-xzf", (char *)path, "-C", dst, NULL});
+            DIR *dd = ok ? opendir(dst) : NULL;
+            struct dirent *e;
+            while (dd && (e = readdir(dd))) {
+                char sub[PATH_MAX + 320];
+                struct stat ss;
+                if (e->d_name[0] == '.') continue;
+                snprintf(sub, sizeof sub, "%s/%s", dst, e->d_name);
+                if (stat(sub, &ss) == 0 && S_ISDIR(ss.st_mode)) path_add(pypath, plen, sub);
+            }
+            if (dd) closedir(dd);
+        } else {
+            snprintf(why, whylen, "packageUris[%zu] '%s': not a directory, .whl or .tar.gz", i, u);
+            return KILN_EINVAL;
         }
-        int status = 0;
-        if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-            WEXITSTATUS(status) != 0) {
+        if (!ok) {
             snprintf(why, whylen, "cannot stage package '%s' into the job's directory", path);
             return KILN_EIO;
         }
     }
+    if (dirs) path_add(pypath, plen, staging);
     return KILN_OK;
 }
 
@@ -349,7 +408,7 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
 {
     kiln_exec_task *tasks = calloc(j->n, sizeof *tasks);
     kiln_strv argv = {0}, env = {0};
-    char staging[PATH_MAX + 16], path[PATH_MAX + 64], work[PATH_MAX + 16];
+    char pypath[4 * PATH_MAX], path[PATH_MAX + 64], work[PATH_MAX + 16];
     kiln_err err = KILN_ENOMEM;
 
     if (!tasks) goto out;
@@ -359,12 +418,12 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
         tasks[i].host = s->d->cluster.nodes[j->reps[i].node].address;
         tasks[i].port = j->reps[i].port;
     }
-    if ((err = stage_packages(j, why, whylen, staging, sizeof staging)) != KILN_OK) goto out;
+    if ((err = stage_packages(j, why, whylen, pypath, sizeof pypath)) != KILN_OK) goto out;
     snprintf(work, sizeof work, "%s/work", j->dir);
     kilnd_mkdirs(work);
     kiln_exec_paths paths = {.kiln_train = s->d->kiln_train,
                              .python = s->d->python,
-                             .staging = staging[0] ? staging : NULL};
+                             .staging = pypath[0] ? pypath : NULL};
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
         err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);

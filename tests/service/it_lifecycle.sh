@@ -113,6 +113,20 @@ check_eq "python job succeeds" "$?" 0
 check "user args then --job-dir" grep -qF 'ARGS ["--epochs", "3", "two words", "--job-dir", "'"$T"'/jobdir"]' "$T/pylogs"
 check "runs the staged copy" grep -qF "FROM $T/d/jobs/p1/py_1/staging/trainer" "$T/pylogs"
 
+# packages as an sdist (.tar.gz) and as a wheel (.whl), through --packages
+mkdir -p "$T/sd/trainer-0.1"
+cp -R "$T/src/trainer" "$T/sd/trainer-0.1/"
+tar -czf "$T/trainer-0.1.tar.gz" -C "$T/sd" trainer-0.1
+(cd "$T/src" && "$PY" -c 'import zipfile; z = zipfile.ZipFile("../trainer-0.1-py3-none-any.whl", "w"); [z.write(f) for f in ("trainer/__init__.py", "trainer/task.py")]; z.close()')
+"$KILN" jobs submit training sd_1 --packages "$T/trainer-0.1.tar.gz" --module-name trainer.task \
+    --stream-logs >"$T/sd.out" 2>&1
+check_eq "sdist job succeeds" "$?" 0
+check "runs from the unpacked sdist" grep -qF "FROM $T/d/jobs/p1/sd_1/staging/sdist0/trainer-0.1/trainer" "$T/sd.out"
+"$KILN" jobs submit training wh_1 --packages "$T/trainer-0.1-py3-none-any.whl" --module-name trainer.task \
+    --stream-logs >"$T/wh.out" 2>&1
+check_eq "wheel job succeeds" "$?" 0
+check "runs from the wheel" grep -qF "FROM $T/d/jobs/p1/wh_1/staging/trainer-0.1-py3-none-any.whl/trainer" "$T/wh.out"
+
 # kiln local train: the same job with no kilnd running (a private one comes and goes)
 mkdir -p "$T/tmp"
 (unset KILN_ENDPOINT; export TMPDIR=$T/tmp; cd "$T" && "$KILN" local train --package-path "$T/src/trainer" \
