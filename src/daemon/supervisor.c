@@ -424,10 +424,22 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
     kiln_exec_paths paths = {.kiln_train = s->d->kiln_train,
                              .python = s->d->python,
                              .staging = pypath[0] ? pypath : NULL};
+    bool warned = false;
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
         err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
         if (err != KILN_OK) goto out;
+        const kiln_replica_config *rc = kiln_job_role_config(j->job, r->role);
+        if (!warned && rc && rc->image_uri && *rc->image_uri && rc->container_command.n) {
+            char *m = NULL;
+            int n = asprintf(&m,
+                             "imageUri %s is not pulled: this kilnd has no container runtime, "
+                             "so containerCommand runs as a plain process on the node",
+                             rc->image_uri);
+            if (n >= 0) kiln_log_write(j->log_fd, "WARNING", "service", m, (size_t)n);
+            free(m);
+            warned = true;
+        }
         err = kiln_exec_replica_env(j->job, tasks, j->n, i, r->gpus, (size_t)r->n_gpus,
                                     r->simulated, &env);
         if (err != KILN_OK) goto out;

@@ -171,6 +171,11 @@ api GET /v1/projects/p1/jobs/tfj_1
 check "reason names the image and the missing runtime" grep -q "registry.local/fashion-mnist:1.0.*no container runtime" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 check_eq "TFJob restart policy kept" "$(printf '%s' "$BODY" | jget trainingInput.masterConfig.restartPolicy)" OnFailure
 
+# an image with a command: run as a plain process, with a warning that the image is not used
+api POST /v1/projects/p1/jobs '{"jobId":"img_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"registry.local/x:1","containerCommand":["sh","-c","echo plain"]}}}'
+check "image + command runs" wait_state img_1 SUCCEEDED 10
+check "image warning logged" grep -q "imageUri registry.local/x:1 is not pulled" "$T/d/jobs/p1/img_1/log.tsv"
+
 # maxRunningTime: cancelled when exceeded
 api POST /v1/projects/p1/jobs "$(job_json slow_1 'sleep 30' ',"scheduling":{"maxRunningTime":"1s"}')"
 check "maxRunningTime -> CANCELLED" wait_state slow_1 CANCELLED 10
