@@ -48,10 +48,14 @@ static int load_tokens(kilnd *d, const char *path)
     FILE *f = fopen(path, "r");
     char line[1024];
     int lineno = 0;
+    struct stat st;
     if (!f) {
         fprintf(stderr, "kilnd: cannot read the tokens file '%s': %s\n", path, strerror(errno));
         return -1;
     }
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 0077))
+        fprintf(stderr, "kilnd: warning: the tokens file '%s' is readable by others (chmod 600)\n",
+                path);
     while (fgets(line, sizeof line, f)) {
         char tok[512], proj[128], role[32];
         lineno++;
