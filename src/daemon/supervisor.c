@@ -507,7 +507,24 @@ static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const cha
 }
 
 /* Tries to start one QUEUED job; returns true when it was started or ended. */
-static void try_start(sup *s, kiln_job_record *rec)
+/* Accelerator types that a job earlier in the queue is waiting for. */
+typedef struct blocked {
+    const char *types[16]; /* catalog-owned names */
+    size_t n;
+} blocked;
+
+static bool is_blocked(const blocked *b, const char *type)
+{
+    for (size_t i = 0; type && i < b->n; i++)
+        if (strcmp(b->types[i], type) == 0) return true;
+    return false;
+}
+
+/* Tries to start one QUEUED job. Queue order is kept per accelerator type: a
+ * job waiting for busy V100s holds back the later jobs that want V100s (so a
+ * big job is not starved by small ones arriving after it), while jobs wanting
+ * other types, or none, may start past it. */
+static void try_start(sup *s, kiln_job_record *rec, blocked *b)
 {
     kilnd *d = s->d;
     kiln_replica_plan plans[KILN_ROLE_COUNT];
@@ -543,7 +560,23 @@ static void try_start(sup *s, kiln_job_record *rec)
         fail_queued(s, rec, KILN_STATE_FAILED, msg);
         return;
     }
-    if (err != KILN_OK) return; /* waits for devices */
+    bool held = false;
+    for (size_t p = 0; p < np; p++)
+        held |= is_blocked(b, plans[p].accelerator_type);
+    if (err == KILN_OK && held) { /* it fits, but an earlier job waits for these devices */
+        pthread_mutex_lock(&d->mu);
+        kiln_sched_release(d->sched, &pl);
+        pthread_mutex_unlock(&d->mu);
+        kiln_placement_free(&pl);
+        return;
+    }
+    if (err != KILN_OK) { /* waits for devices: later jobs wanting them wait behind it */
+        for (size_t p = 0; p < np; p++)
+            if (plans[p].accelerator_type && !is_blocked(b, plans[p].accelerator_type) &&
+                b->n < sizeof b->types / sizeof *b->types)
+                b->types[b->n++] = plans[p].accelerator_type;
+        return;
+    }
     if (kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(QUEUED),
                                   KILN_STATE_PREPARING, NULL, now, NULL) != KILN_OK) {
         /* cancelled meanwhile */
@@ -630,8 +663,9 @@ static void schedule(sup *s)
     kiln_job_record **v = NULL;
     size_t n = 0;
     if (kiln_store_jobs_by_state(s->d->store, KILN_STATE_MASK(QUEUED), &v, &n) != KILN_OK) return;
+    blocked b = {0};
     for (size_t i = 0; i < n && !s->d->stop; i++)
-        if (!is_running(s, v[i]->project, v[i]->job->job_id)) try_start(s, v[i]);
+        if (!is_running(s, v[i]->project, v[i]->job->job_id)) try_start(s, v[i], &b);
     kiln_job_records_free(v, n);
 }
 

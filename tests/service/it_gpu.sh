@@ -122,6 +122,26 @@ api POST "/v1/nodes/$first:uncordon" '{}'
 api POST /v1/projects/p1/jobs/mover:cancel '{}'
 check "mover cancelled" wait_state mover CANCELLED 10
 
+# queue order per accelerator type: a small V100 job submitted after a big
+# waiting one does not jump ahead of it; a CPU-only job does
+api POST /v1/projects/p1/jobs "$(gpu_job hold2 0 2 0 0)"
+check "hold2 runs" wait_state hold2 RUNNING 10
+api POST /v1/projects/p1/jobs "$(gpu_job big4 0 2 1 2)"
+sleep 0.05
+api POST /v1/projects/p1/jobs "$(gpu_job small2 0 2 0 0)"
+api POST /v1/projects/p1/jobs '{"jobId":"cpu_only","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","sleep 30"]}}}'
+check "a CPU-only job runs past the waiting GPU jobs" wait_state cpu_only RUNNING 10
+sleep 0.3
+check_eq "big4 waits" "$(job_state big4)" QUEUED
+check_eq "small2 does not jump ahead of big4" "$(job_state small2)" QUEUED
+api POST /v1/projects/p1/jobs/hold2:cancel '{}'
+check "big4 runs once hold2 is gone" wait_state big4 RUNNING 10
+check_eq "small2 still waits" "$(job_state small2)" QUEUED
+api POST /v1/projects/p1/jobs/big4:cancel '{}'
+check "small2 runs last" wait_state small2 RUNNING 10
+for j in small2 cpu_only; do api POST "/v1/projects/p1/jobs/$j:cancel" '{}'; done
+check "small2 cancelled" wait_state small2 CANCELLED 10
+
 # exclusivity under concurrency: 8 one-GPU jobs of ~0.6 s submitted at once;
 # at every instant no (node, gpu) is held by two running replicas
 subs=()
