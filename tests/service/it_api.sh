@@ -52,6 +52,10 @@ st=$(curl -s -o /dev/null -w '%{http_code}' -m 10 -X POST --data-binary @"$T/big
 check_eq "2 MB body -> 413" "$st" 413
 st=$(curl -s -o /dev/null -w '%{http_code}' -m 10 -H "X-Big: $(head -c 100000 /dev/zero | tr '\0' b)" "$URL/v1/projects/p1/jobs")
 check "100 kB header refused ($st)" test "$st" -ge 400 -a "$st" -lt 500
+st=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "$URL/v1/nodes/%FF%FE")
+check_eq "non-UTF-8 node name -> 404 (not 500)" "$st" 404
+st=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "$URL/v1/projects/p1/jobs/census_1:%FF")
+check_eq "non-UTF-8 method -> 404 (not 500)" "$st" 404
 st=$(curl -s -o /dev/null -w '%{http_code}' -m 10 "$URL/v1/projects/..%2F..%2Fetc/jobs")
 check "bad project -> 4xx ($st)" test "$st" -ge 400 -a "$st" -lt 500
 api GET /v1/projects/p1/jobs/nope

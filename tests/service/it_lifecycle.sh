@@ -171,6 +171,13 @@ api GET /v1/projects/p1/jobs/tfj_1
 check "reason names the image and the missing runtime" grep -q "registry.local/fashion-mnist:1.0.*no container runtime" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 check_eq "TFJob restart policy kept" "$(printf '%s' "$BODY" | jget trainingInput.masterConfig.restartPolicy)" OnFailure
 
+# output that is not UTF-8 still reaches the logs (bytes replaced by '?')
+api POST /v1/projects/p1/jobs "$(job_json bin_1 "printf 'a\\377\\376b\\n'; printf 'caf\\303\\251\\n'")"
+check "binary-output job succeeds" wait_state bin_1 SUCCEEDED 10
+"$KILN" jobs stream-logs bin_1 --task-name master-replica-0 >"$T/bin.out"
+check "invalid bytes replaced" grep -qP '\ta\?\?b$' "$T/bin.out"
+check "valid UTF-8 kept" grep -q 'café' "$T/bin.out"
+
 # an image with a command: run as a plain process, with a warning that the image is not used
 api POST /v1/projects/p1/jobs '{"jobId":"img_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"registry.local/x:1","containerCommand":["sh","-c","echo plain"]}}}'
 check "image + command runs" wait_state img_1 SUCCEEDED 10
