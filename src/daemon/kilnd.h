@@ -41,6 +41,7 @@ typedef struct kilnd {
     int grace_ms;       /* SIGTERM -> SIGKILL */
     int port_base, port_count;
     size_t max_body;
+    size_t log_cap; /* bytes of replica output kept per job (and run) */
     int threads;
 
     kiln_store *store;

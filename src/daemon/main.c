@@ -4,7 +4,7 @@
  *   kilnd [--listen 127.0.0.1:8470] [--data-dir ./var] [--node-config FILE]
  *         [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]
  *         [--port-range 30000-39999] [--threads N] [--max-body BYTES]
- *         [--kiln-train PATH] [--python PATH]
+ *         [--kiln-train PATH] [--python PATH] [--log-cap BYTES]
  *
  * The address actually bound (port 0 picks a free one) is printed and also
  * written to DATA/kilnd.addr (atomically), which is how tests find it. */
@@ -29,7 +29,7 @@ static const char usage[] =
     "usage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--node-config FILE]\n"
     "             [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]\n"
     "             [--port-range LO-HI] [--threads N] [--max-body BYTES] [--kiln-train PATH]\n"
-    "             [--python PATH]\n"
+    "             [--python PATH] [--log-cap BYTES]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
@@ -184,6 +184,7 @@ int main(int argc, char **argv)
                .port_base = 30000,
                .port_count = 10000,
                .max_body = 1u << 20,
+               .log_cap = (size_t)1 << 30,
                .threads = 4,
                .python = "python3",
                .wake_fd = {-1, -1}};
@@ -227,6 +228,8 @@ int main(int argc, char **argv)
             d.grace_ms = (int)(atof(v) * 1000);
         else if (strcmp(a, "--threads") == 0)
             d.threads = atoi(v);
+        else if (strcmp(a, "--log-cap") == 0)
+            d.log_cap = (size_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--max-body") == 0)
             d.max_body = (size_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--port-range") == 0) {
@@ -242,9 +245,10 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    if (d.grace_ms < 0 || d.threads < 1 || d.threads > 64 || d.max_body < 1024) {
-        fprintf(stderr, "kilnd: --grace-period, --threads (1-64) or --max-body (>= 1024) out "
-                        "of range\n");
+    if (d.grace_ms < 0 || d.threads < 1 || d.threads > 64 || d.max_body < 1024 ||
+        d.log_cap < 1024) {
+        fprintf(stderr, "kilnd: --grace-period, --threads (1-64), --max-body or --log-cap "
+                        "(>= 1024) out of range\n");
         goto out;
     }
     if (d.tokens_path && load_tokens(&d, d.tokens_path) < 0) goto out;

@@ -72,6 +72,8 @@ typedef struct rjob {
     replica *reps;
     size_t n;
     int log_fd;
+    size_t log_bytes; /* written to the job's log by replicas (an estimate) */
+    bool log_capped;
     char dir[PATH_MAX];
     after_stop after; /* AS_NONE while running */
     char *after_msg;
@@ -170,19 +172,39 @@ static void port_give(sup *s, int port)
 
 /* ---------- log pumping ---------- */
 
-static void emit_lines(rjob *j, replica *r, char *buf, size_t *len, const char *sev, bool flush)
+/* One replica line to the job's log and the replica's own. Past the job's
+ * log cap (--log-cap) lines are dropped, with one warning saying so: a
+ * chatty program must not fill the disk kilnd and other jobs live on. */
+static void log_line(sup *s, rjob *j, replica *r, const char *sev, const char *m, size_t n)
+{
+    if (j->log_bytes >= s->d->log_cap) {
+        if (!j->log_capped) {
+            char w[160];
+            int wn = snprintf(w, sizeof w,
+                              "log cap of %zu bytes reached: further replica output is dropped",
+                              s->d->log_cap);
+            kiln_log_write(j->log_fd, "WARNING", "service", w, (size_t)wn);
+            j->log_capped = true;
+        }
+        return;
+    }
+    j->log_bytes += n + 64; /* the line plus its severity, time and task */
+    kiln_log_write(j->log_fd, sev, r->task, m, n);
+    kiln_log_write(r->log_fd, sev, r->task, m, n);
+}
+
+static void emit_lines(sup *s, rjob *j, replica *r, char *buf, size_t *len, const char *sev,
+                       bool flush)
 {
     size_t start = 0;
     for (size_t i = 0; i < *len; i++)
         if (buf[i] == '\n') {
-            kiln_log_write(j->log_fd, sev, r->task, buf + start, i - start);
-            kiln_log_write(r->log_fd, sev, r->task, buf + start, i - start);
+            log_line(s, j, r, sev, buf + start, i - start);
             start = i + 1;
         }
     if (start == 0 && *len == LINE_MAX_BYTES) flush = true; /* a line too long: cut it */
     if (flush && start < *len) {
-        kiln_log_write(j->log_fd, sev, r->task, buf + start, *len - start);
-        kiln_log_write(r->log_fd, sev, r->task, buf + start, *len - start);
+        log_line(s, j, r, sev, buf + start, *len - start);
         start = *len;
     }
     memmove(buf, buf + start, *len - start);
@@ -190,17 +212,17 @@ static void emit_lines(rjob *j, replica *r, char *buf, size_t *len, const char *
 }
 
 /* Reads what is there; closes the fd at EOF. */
-static void pump(rjob *j, replica *r, int *fd, char *buf, size_t *len, const char *sev)
+static void pump(sup *s, rjob *j, replica *r, int *fd, char *buf, size_t *len, const char *sev)
 {
     while (*fd >= 0) {
         ssize_t n = read(*fd, buf + *len, LINE_MAX_BYTES - *len);
         if (n > 0) {
             *len += (size_t)n;
-            emit_lines(j, r, buf, len, sev, false);
+            emit_lines(s, j, r, buf, len, sev, false);
             continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        emit_lines(j, r, buf, len, sev, true);
+        emit_lines(s, j, r, buf, len, sev, true);
         close(*fd);
         *fd = -1;
     }
@@ -745,8 +767,8 @@ static void finish(sup *s, rjob *j, rjob **link)
 
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
-        if (r->out_fd >= 0) pump(j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
-        if (r->err_fd >= 0) pump(j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
+        if (r->out_fd >= 0) pump(s, j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
+        if (r->err_fd >= 0) pump(s, j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
     }
     switch (j->after) {
     case AS_RESTART:
@@ -848,8 +870,8 @@ static void reap(sup *s)
                     r->status = status;
                     /* the group may have children left: they go with it */
                     kiln_proc_signal(pid, SIGKILL);
-                    if (r->out_fd >= 0) pump(j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
-                    if (r->err_fd >= 0) pump(j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
+                    if (r->out_fd >= 0) pump(s, j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
+                    if (r->err_fd >= 0) pump(s, j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
                 }
     }
 }
@@ -994,8 +1016,8 @@ void *kilnd_supervisor(void *arg)
         for (rjob *j = s.jobs; j; j = j->next)
             for (size_t i = 0; i < j->n; i++) {
                 replica *r = &j->reps[i];
-                if (r->out_fd >= 0) pump(j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
-                if (r->err_fd >= 0) pump(j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
+                if (r->out_fd >= 0) pump(&s, j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
+                if (r->err_fd >= 0) pump(&s, j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
             }
         if (++ticks % 10 == 0) woken = true; /* re-read cancel requests at least every second */
     }

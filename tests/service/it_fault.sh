@@ -111,4 +111,15 @@ api POST /v1/projects/p1/jobs "$(job_json fulldisk 'for i in $(seq 1 2000); do e
 check "job with an unwritable log still succeeds" wait_state fulldisk SUCCEEDED 20
 check "kilnd alive" kill -0 "$KPID"
 
+# 4. a chatty program cannot fill the disk: --log-cap bounds a job's log
+OLDURL=$URL
+start_kilnd "$T/capped" --log-cap 20000
+api POST /v1/projects/p1/jobs "$(job_json chatty 'i=0; while [ $i -lt 5000 ]; do echo "line $i of chatter"; i=$((i+1)); done')"
+check "chatty job succeeds" wait_state chatty SUCCEEDED 30
+size=$(wc -c <"$T/capped/jobs/p1/chatty/log.tsv")
+check "log stays near the cap ($size bytes)" test "$size" -lt 30000
+check "cap announced" grep -q "log cap of 20000 bytes reached" "$T/capped/jobs/p1/chatty/log.tsv"
+check "job end still logged" grep -q "completed successfully" "$T/capped/jobs/p1/chatty/log.tsv"
+URL=$OLDURL
+
 finish
