@@ -358,6 +358,8 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
                           l->kind == L_CONV ? wshape : dshape, 1) ||
                 add_param(m, l->name, "bias", l->b, l->db, 1, &l->oc, 1))
                 return -1;
+            if (m->opt.kind == KILN_OPT_SGD && l->kind == L_DENSE) /* step in backward */
+                m->obufs[m->nobufs - 2].fused = m->obufs[m->nobufs - 1].fused = 2;
             if (m->opt.kind == KILN_OPT_SGD) { /* gradients land in the momentum slots */
                 l->gw = m->obufs[m->nobufs - 2].s1;
                 l->gb = m->obufs[m->nobufs - 1].s1;
@@ -511,8 +513,12 @@ static void backward(kiln_model *m, int n)
         if (!need_dx) dx = NULL;
         switch (l->kind) {
         case L_DENSE:
-            kiln_dense_bwd_acc(x, l->w, l->out, l->dout, dx, l->gw, l->gb, n, l->ih * l->iw * l->ic,
-                               l->oc, l->act, l->gbeta);
+            if (m->opt.kind == KILN_OPT_SGD) /* the step happens inside (fused == 2) */
+                kiln_dense_bwd_sgd(x, l->w, l->b, l->out, l->dout, dx, l->gw, l->gb, n,
+                                   l->ih * l->iw * l->ic, l->oc, l->act, l->gbeta, m->opt.lr);
+            else
+                kiln_dense_bwd_acc(x, l->w, l->out, l->dout, dx, l->gw, l->gb, n,
+                                   l->ih * l->iw * l->ic, l->oc, l->act, l->gbeta);
             break;
         case L_CONV: {
             kiln_conv_shape s;

@@ -61,6 +61,8 @@ typedef struct dense_ctx {
     float *yo, *dy, *dx, *dw, *db;
     int B, in, out, relu, parts;
     float beta;
+    float *uw, *ub; /* if set: SGD step on these with lr after the gradient */
+    float lr;
 } dense_ctx;
 
 /* Column slices of at least this many floats per thread; below it the
@@ -134,6 +136,9 @@ static void bwd_mask_task(void *p, int task, int tid)
                 db[j] += d[j];
         }
     }
+    if (c->ub)
+        for (int j = 0; j < n; j++)
+            c->ub[c0 + j] -= c->lr * db[j];
 }
 
 /* Stage 2, per slice [i0, i1) of the input features: the rows i0..i1 of
@@ -153,6 +158,12 @@ static void bwd_wx_task(void *p, int task, int tid)
     if (c->dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->B, n, c->out, 1.0f, c->dy, c->out,
                     c->w + i0 * (size_t)c->out, c->out, 0.0f, c->dx + i0, c->in);
+    if (c->uw) { /* rows i0..i1 of w: only this task reads or writes them */
+        float *restrict wr = c->uw + i0 * (size_t)c->out;
+        const float *restrict g = c->dw + i0 * (size_t)c->out;
+        for (size_t i = 0; i < (size_t)n * c->out; i++)
+            wr[i] -= c->lr * g[i];
+    }
 }
 
 void kiln_dense_bwd(const float *x, const float *w, const float *y, float *dy, float *dx, float *dw,
@@ -177,6 +188,32 @@ void kiln_dense_bwd_acc(const float *x, const float *w, const float *y, float *d
                    .out = out,
                    .relu = relu,
                    .beta = beta};
+    c.parts = (size_t)B * out < 32768 ? 1 : kiln_get_threads();
+    kiln__parallel_for(c.parts, bwd_mask_task, &c);
+    c.parts = parts_for(in, out);
+    kiln__parallel_for(c.parts, bwd_wx_task, &c);
+}
+
+void kiln_dense_bwd_sgd(const float *x, float *w, float *b, const float *y, float *dy, float *dx,
+                        float *dw, float *db, int B, int in, int out, int relu, float beta,
+                        float lr)
+{
+    kiln_blas_init();
+    dense_ctx c = {.x = x,
+                   .w = w,
+                   .y = y,
+                   .dy = dy,
+                   .dx = dx,
+                   .dw = dw,
+                   .db = db,
+                   .B = B,
+                   .in = in,
+                   .out = out,
+                   .relu = relu,
+                   .beta = beta,
+                   .uw = w,
+                   .ub = b,
+                   .lr = lr};
     c.parts = (size_t)B * out < 32768 ? 1 : kiln_get_threads();
     kiln__parallel_for(c.parts, bwd_mask_task, &c);
     c.parts = parts_for(in, out);

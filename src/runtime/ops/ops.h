@@ -34,6 +34,12 @@ void kiln_dense_bwd(const float *x, const float *w, const float *y, float *dy, f
  * through memory (see nn/model.c). */
 void kiln_dense_bwd_acc(const float *x, const float *w, const float *y, float *dy, float *dx,
                         float *dw, float *db, int B, int in, int out, int relu, float beta);
+/* kiln_dense_bwd_acc followed by the SGD step w -= lr*dw, b -= lr*db done
+ * slice by slice inside the same tasks, while each slice of dw is still in
+ * cache (w is not const here). dx is computed from the old weights. */
+void kiln_dense_bwd_sgd(const float *x, float *w, float *b, const float *y, float *dy, float *dx,
+                        float *dw, float *db, int B, int in, int out, int relu, float beta,
+                        float lr);
 
 /* ---- conv2d: x[N,H,W,C] w[KH,KW,C,OC] b[OC] -> y[N,OH,OW,OC] ---- */
 typedef struct kiln_conv_shape {

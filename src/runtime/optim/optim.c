@@ -48,6 +48,7 @@ static void opt_task(void *p, int task, int tid)
         kiln__split(b->n, c->parts, task, 16, &i0, &i1);
         float *restrict pp = b->p, *restrict m = b->s1, *restrict v = b->s2;
         const float *restrict g = b->g;
+        if (b->fused == 2) continue;
         if (!c->adam && b->fused) {
             for (size_t i = i0; i < i1; i++)
                 pp[i] -= c->lr * m[i];

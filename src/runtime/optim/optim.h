@@ -24,8 +24,9 @@ typedef struct kiln_opt_buf {
     const float *g;
     float *s1, *s2;
     size_t n;
-    int fused; /* SGD: s1 already holds momentum*v + g (fused into the backward
-                  GEMM): only p -= lr * s1 is left */
+    int fused; /* SGD: 1 = s1 already holds momentum*v + g (fused into the
+                  backward GEMM): only p -= lr * s1 is left; 2 = the backward
+                  pass did that too (dense layers): nothing left */
 } kiln_opt_buf;
 
 void kiln_sgd_update(const kiln_opt_buf *bufs, int count, float lr, float momentum);
