@@ -146,7 +146,9 @@ static void host_resources(int *cpus, double *mem_gb)
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     *cpus = nc > 0 ? (int)nc : 1;
-    *mem_gb = (pages > 0 && psz > 0) ? (double)pages * (double)psz / 1e9 : 1.0;
+    /* GB to one decimal, as machine types are described */
+    *mem_gb =
+        (pages > 0 && psz > 0) ? (double)(long)((double)pages * (double)psz / 1e8) / 10.0 : 1.0;
 }
 
 static kiln_err this_machine(kiln_cluster *out)
