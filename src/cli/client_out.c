@@ -158,6 +158,23 @@ static void y_scalar(FILE *f, json_t *v)
     }
 }
 
+/* A mapping key: plain when it is a simple word, else a quoted string. */
+static void y_key(FILE *f, const char *k)
+{
+    bool plain = *k && !strchr("-?:,[]{}#&*!|>'\"%@`", *k);
+    for (const char *p = k; plain && *p; p++)
+        plain = isalnum((unsigned char)*p) || strchr("_-./@", *p);
+    if (plain) {
+        fprintf(f, "%s:", k);
+        return;
+    }
+    json_t *s = json_string(k);
+    char *q = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL;
+    fprintf(f, "%s:", q ? q : "\"\"");
+    free(q);
+    json_decref(s);
+}
+
 static bool complex_value(json_t *v)
 {
     return (json_is_object(v) && json_object_size(v)) || (json_is_array(v) && json_array_size(v));
@@ -173,7 +190,7 @@ static void y_emit(FILE *f, json_t *v, int ind, bool first_inline)
         {
             if (!(first && first_inline)) fprintf(f, "%*s", ind, "");
             first = false;
-            fprintf(f, "%s:", k);
+            y_key(f, k);
             if (complex_value(x)) {
                 fputc('\n', f);
                 y_emit(f, x, json_is_array(x) ? ind : ind + 2, false);

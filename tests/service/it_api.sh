@@ -129,6 +129,19 @@ check "cli list header" grep -q '^JOB_ID' <<<"$out"
 check "cli describe yaml" grep -q '^state: CANCELLED' <<<"$("$KILN" jobs describe census_1)"
 check "cli describe table" grep -qE '^census_1 +CANCELLED' <<<"$("$KILN" jobs describe census_1 --format table)"
 check "cli list yaml" grep -q '^- jobId: census_1' <<<"$("$KILN" jobs list --format yaml)"
+if "$PY" -c 'import yaml' 2>/dev/null; then
+    # the YAML printer and the JSON one say the same thing (quoting, nesting, lists)
+    "$KILN" jobs list --format yaml >"$T/list.yaml"
+    "$KILN" jobs list --format json >"$T/list.json"
+    "$KILN" nodes list --format yaml >"$T/nodes.yaml"
+    "$KILN" nodes list --format json >"$T/nodes.json"
+    check "yaml == json for jobs and nodes" "$PY" -c '
+import json, sys, yaml
+for y, j in (("list", "list"), ("nodes", "nodes")):
+    a = yaml.safe_load(open(sys.argv[1] + "/" + y + ".yaml"))
+    b = json.load(open(sys.argv[1] + "/" + j + ".json"))
+    assert a == b, (y, a, b)' "$T"
+fi
 check_eq "cli describe json" "$("$KILN" jobs describe census_1 --format json | jget labels.owner)" alice
 "$KILN" jobs describe nope >/dev/null 2>"$T/err"
 check_eq "cli not found exit" "$?" 3
