@@ -18,6 +18,20 @@ for tool in curl "$PY"; do
     fi
 done
 T=$(mktemp -d /tmp/kiln-it.XXXXXX)
+# each test script its own replica port range, so that tests running in
+# parallel (ctest -j) never hand the same port to two replicas
+case $(basename "$0") in
+it_api.sh) port_base=21000 ;;
+it_auth.sh) port_base=22000 ;;
+it_ddp.sh) port_base=23000 ;;
+it_fault.sh) port_base=24000 ;;
+it_gpu.sh) port_base=25000 ;;
+it_lifecycle.sh) port_base=26000 ;;
+it_mnist.sh) port_base=27000 ;;
+it_restart.sh) port_base=28000 ;;
+*) port_base=29000 ;;
+esac
+PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}
 KPIDS=()
 FAILS=0
 PASSES=0
