@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_service.h"
 #include "util/suggest.h"
 
 #ifndef KILN_VERSION
@@ -22,6 +23,9 @@ typedef struct verb {
 static const verb verbs[] = {
     {"validate", kiln_cli_validate, "check a job (file, TFJob, flags) and print it normalised"},
     {"catalog", kiln_cli_catalog, "list machine types, accelerators and regions"},
+    {"jobs", kiln_cli_jobs, "submit, describe, list, cancel jobs and stream their logs (kilnd)"},
+    {"nodes", kiln_cli_nodes, "list, describe, drain and uncordon kilnd's nodes"},
+    {"local", kiln_cli_local, "local train: run one job on this machine without a kilnd"},
 };
 #define NVERBS (sizeof verbs / sizeof *verbs)
 
