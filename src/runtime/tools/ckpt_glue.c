@@ -114,6 +114,10 @@ int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_c
     pos->shuffle_seed = ds.seed;
     rc = 1;
 out:
+    if (rc < 0) { /* *path_out is the caller's only on success */
+        free(*path_out);
+        *path_out = NULL;
+    }
     kiln_ckpt_free(&ck);
     return rc;
 }

@@ -25,7 +25,8 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
                     const run_cfg *cfg, char **path_out, char *err, size_t errlen);
 /* Restores the newest valid checkpoint of dir. Returns 1 when one was
  * restored, 0 when there is none (fresh start), -1 on error (incompatible
- * checkpoint: different model, optimizer, batch size, seed or thread count). */
+ * checkpoint: different model, optimizer, batch size, seed or thread count).
+ * *path_out (the file restored) is set, for the caller to free, only on 1. */
 int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_cfg *cfg,
                        char **path_out, char *err, size_t errlen);
 
