@@ -198,7 +198,17 @@ int kiln_allreduce_bench_main(int argc, char **argv)
     o.max_bytes = (size_t)256 << 20;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
+        char name[64];
+        int bad = 0, inline_value = 0;
+        /* --name=value as well as --name value, like kiln-train's own flags */
+        const char *eq = strchr(a, '=');
+        if (a[0] == '-' && eq && (size_t)(eq - a) < sizeof name) {
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = 0;
+            v = eq + 1;
+            a = name;
+            inline_value = 1;
+        }
         if (!strcmp(a, "--check")) {
             o.check = 1;
             continue;
@@ -247,7 +257,7 @@ int kiln_allreduce_bench_main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
+        if (!inline_value) i++;
     }
     if (have_bytes && have_range) {
         fprintf(stderr, "kiln-allreduce-bench: --bytes or --min_bytes/--max_bytes, not both\n");

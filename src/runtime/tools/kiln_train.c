@@ -77,7 +77,9 @@ static void usage(FILE *f)
         " [--log_format=text|json]\n"
         "                        [--momentum=F] [--lr_schedule=cosine|constant] [--max_steps=N]\n"
         "                        [--train_examples=N]\n"
-        "       kiln-train inspect FILE|DIR\n");
+        "       kiln-train inspect FILE|DIR\n"
+        "       kiln-train allreduce-bench --world_size=N [--backend=shm|mpi] [--bytes=B]"
+        " [--iters=K]\n");
 }
 
 /* Accepts --name=value and --name value; '-' and '_' are interchangeable. */
@@ -587,6 +589,11 @@ static int cmd_inspect(int argc, char **argv)
     return 0;
 }
 
+#ifdef KILN_HAVE_ALLREDUCE_BENCH
+/* bench/allreduce_bench.c: argv[0] is the subcommand's name */
+int kiln_allreduce_bench_main(int argc, char **argv);
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -595,6 +602,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "mnist") == 0) return cmd_mnist(argc - 2, argv + 2);
     if (strcmp(argv[1], "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
+#ifdef KILN_HAVE_ALLREDUCE_BENCH
+    if (strcmp(argv[1], "allreduce-bench") == 0)
+        return kiln_allreduce_bench_main(argc - 1, argv + 1);
+#endif
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         usage(stdout);
         return 0;
