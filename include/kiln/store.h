@@ -33,7 +33,7 @@ typedef struct kiln_store kiln_store;
 /* One job as stored: the Job resource (output fields filled in) plus what the
  * service keeps beside it. */
 typedef struct kiln_job_record {
-    int64_t seq; /* insertion order; page tokens are built on it */
+    int64_t seq;     /* insertion order; page tokens are built on it */
     int64_t version; /* bumped by every write to the job (the etag is seq-version) */
     char *project;
     kiln_job *job;     /* state, createTime, startTime, endTime, errorMessage, etag set */
