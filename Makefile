@@ -3,7 +3,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all bootstrap configure build check demo asan fuzz format clean
+.PHONY: all bootstrap configure build check demo asan fuzz format format-check clean
 
 all: build
 
@@ -37,6 +37,10 @@ fuzz: bootstrap
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+# Fails if any C file differs from .clang-format's style.
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
 	rm -rf build build-asan build-fuzz
