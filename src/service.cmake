@@ -61,6 +61,11 @@ foreach(sh ${KILN_SVC_SH})
   set_tests_properties(svc_${name} PROPERTIES LABELS "service;integration" TIMEOUT 180
                        SKIP_RETURN_CODE 77)
 endforeach()
+# TensorFlow (from scripts/bootstrap's venv) is slow to start on a small box:
+# the MWMS job waits up to 240 s, so the test gets more than the default 180
+if(TEST svc_it_tf_mwms)
+  set_tests_properties(svc_it_tf_mwms PROPERTIES TIMEOUT 300)
+endif()
 
 # The service verbs without src/cli/main.c's dispatcher (used by the tests).
 if(TARGET kiln_client)
