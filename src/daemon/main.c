@@ -195,6 +195,7 @@ int main(int argc, char **argv)
     pthread_t sup;
     bool sup_started = false;
     int lfd = -1, rc = 1;
+    char *data_abs = NULL;
 
     pthread_mutex_init(&d.mu, NULL);
     if (getenv("KILN_PYTHON") && *getenv("KILN_PYTHON")) d.python = getenv("KILN_PYTHON");
@@ -276,6 +277,9 @@ int main(int argc, char **argv)
                 strerror(errno));
         goto out;
     }
+    /* absolute, because replicas run in their own work dirs: a relative data
+     * dir (the default ./var) would leave them a PYTHONPATH that finds nothing */
+    if ((data_abs = realpath(d.data_dir, NULL))) d.data_dir = data_abs;
     snprintf(path, sizeof path, "%s/kilnd.db", d.data_dir);
     if (kiln_store_open(path, &d.store, &dg) != KILN_OK) goto diag;
     if (kiln_catalog_default(&d.catalog, &dg) != KILN_OK) goto diag;
@@ -343,5 +347,6 @@ out:
     }
     cleanup(&d);
     kiln_diag_free(&dg);
+    free(data_abs);
     return rc;
 }
