@@ -20,7 +20,10 @@ fi
 WAIT=${KILN_TF_WAIT:-240}
 # gcloud's --package-path names the package directory itself
 EX=$(cd "$(dirname "$0")/../../examples/tf_mwms/trainer" && pwd)
-start_kilnd "$T/d" --python "$TFPY"
+# a relative --data-dir, as with the embedded default ./var: the staged
+# package must still be found from the replicas' work dirs
+cd "$T" || exit 1
+start_kilnd d --python "$TFPY"
 
 # TF 2's MultiWorkerMirroredStrategy accepts "chief" but not "master" in the
 # cluster: the master is the chief through useChiefInTfConfig, as on AI Platform
