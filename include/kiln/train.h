@@ -158,9 +158,11 @@ typedef struct kiln_fit_opts {
     uint64_t initial_step;  /* ... and first step within it */
 } kiln_fit_opts;
 
-/* Trains on `data` in batches of the compiled batch size, shuffled per epoch,
- * with batches assembled on a background thread. Returns 0 when all epochs
- * are done, 1 when a callback stopped it, -1 on error. */
+/* Trains on `data` in batches of the compiled batch size, shuffled per epoch.
+ * Batches are assembled on a background thread when a core is spare, else on
+ * kiln's own thread pool between steps (a prefetch thread with no core of its
+ * own only steals time from the compute threads); both give the same batches.
+ * Returns 0 when all epochs are done, 1 when a callback stopped it, -1 on error. */
 int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *opts,
                    const kiln_callbacks *cb);
 
