@@ -9,6 +9,7 @@
 #ifndef KILN_DIAG_H
 #define KILN_DIAG_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -54,6 +55,9 @@ typedef struct kiln_diag {
  * error must never itself fail. */
 void kiln_diag_add(kiln_diag *d, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same with a va_list, for wrappers that add context of their own. */
+void kiln_diag_addv(kiln_diag *d, const char *field, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 /* Is there a violation whose field equals `field` (exact match)? For tests and callers. */
 int kiln_diag_has(const kiln_diag *d, const char *field);
 /* Prints "FIELD: DESCRIPTION" lines, one per violation. */

@@ -202,13 +202,10 @@ static void bad_value(parse_ctx *c, const char *fmt, ...) __attribute__((format(
 
 static void bad_value(parse_ctx *c, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    kiln_diag_addv(c->d, c->flag, fmt, ap);
     va_end(ap);
-    kiln__utf8_trim(msg);
-    kiln_diag_add(c->d, c->flag, "%s", msg);
     fail(c, KILN_EINVAL);
 }
 
@@ -485,13 +482,10 @@ static void usage_error(parse_ctx *c, const char *field, const char *fmt, ...)
 
 static void usage_error(parse_ctx *c, const char *field, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    kiln_diag_addv(c->d, field, fmt, ap);
     va_end(ap);
-    kiln__utf8_trim(msg);
-    kiln_diag_add(c->d, field, "%s", msg);
     c->a->usage_errors++;
     fail(c, KILN_EINVAL);
 }

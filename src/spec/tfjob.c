@@ -68,14 +68,11 @@ static void bad(tf_ctx *c, const char *field, const char *fmt, ...)
 
 static void bad(tf_ctx *c, const char *field, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    kiln_diag_addv(c->d, field, fmt, ap);
     va_end(ap);
-    kiln__utf8_trim(msg);
     c->bad++;
-    kiln_diag_add(c->d, field, "%s", msg);
 }
 
 static void nomem(tf_ctx *c, kiln_err e)

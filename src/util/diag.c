@@ -35,8 +35,15 @@ const char *kiln_err_str(kiln_err e)
 
 void kiln_diag_add(kiln_diag *d, const char *field, const char *fmt, ...)
 {
-    char *desc = NULL, *fld = NULL;
     va_list ap;
+    va_start(ap, fmt);
+    kiln_diag_addv(d, field, fmt, ap);
+    va_end(ap);
+}
+
+void kiln_diag_addv(kiln_diag *d, const char *field, const char *fmt, va_list ap)
+{
+    char *desc = NULL, *fld = NULL;
 
     if (!d) return;
     if (d->n >= KILN_DIAG_MAX) goto drop;
@@ -47,9 +54,7 @@ void kiln_diag_add(kiln_diag *d, const char *field, const char *fmt, ...)
         d->v = nv;
         d->cap = cap;
     }
-    va_start(ap, fmt);
     int rc = vasprintf(&desc, fmt, ap);
-    va_end(ap);
     if (rc < 0) goto drop;
     fld = strdup(field ? field : "");
     if (!fld) {
