@@ -172,31 +172,12 @@ void kiln_dense_bwd(const float *x, const float *w, const float *y, float *dy, f
     kiln_dense_bwd_acc(x, w, y, dy, dx, dw, db, B, in, out, relu, 0.0f);
 }
 
-void kiln_dense_bwd_acc(const float *x, const float *w, const float *y, float *dy, float *dx,
-                        float *dw, float *db, int B, int in, int out, int relu, float beta)
-{
-    kiln_blas_init();
-    dense_ctx c = {.x = x,
-                   .w = w,
-                   .y = y,
-                   .dy = dy,
-                   .dx = dx,
-                   .dw = dw,
-                   .db = db,
-                   .B = B,
-                   .in = in,
-                   .out = out,
-                   .relu = relu,
-                   .beta = beta};
-    c.parts = (size_t)B * out < 32768 ? 1 : kiln_get_threads();
-    kiln__parallel_for(c.parts, bwd_mask_task, &c);
-    c.parts = parts_for(in, out);
-    kiln__parallel_for(c.parts, bwd_wx_task, &c);
-}
-
-void kiln_dense_bwd_sgd(const float *x, float *w, float *b, const float *y, float *dy, float *dx,
-                        float *dw, float *db, int B, int in, int out, int relu, float beta,
-                        float lr)
+/* The backward pass both public entry points share. With uw/ub set, the SGD
+ * step on them is done inside the weight-gradient tasks, while those rows are
+ * still in cache. */
+static void dense_bwd(const float *x, const float *w, float *uw, float *ub, const float *y,
+                      float *dy, float *dx, float *dw, float *db, int B, int in, int out, int relu,
+                      float beta, float lr)
 {
     kiln_blas_init();
     dense_ctx c = {.x = x,
@@ -211,11 +192,24 @@ void kiln_dense_bwd_sgd(const float *x, float *w, float *b, const float *y, floa
                    .out = out,
                    .relu = relu,
                    .beta = beta,
-                   .uw = w,
-                   .ub = b,
+                   .uw = uw,
+                   .ub = ub,
                    .lr = lr};
     c.parts = (size_t)B * out < 32768 ? 1 : kiln_get_threads();
     kiln__parallel_for(c.parts, bwd_mask_task, &c);
     c.parts = parts_for(in, out);
     kiln__parallel_for(c.parts, bwd_wx_task, &c);
+}
+
+void kiln_dense_bwd_acc(const float *x, const float *w, const float *y, float *dy, float *dx,
+                        float *dw, float *db, int B, int in, int out, int relu, float beta)
+{
+    dense_bwd(x, w, NULL, NULL, y, dy, dx, dw, db, B, in, out, relu, beta, 0.0f);
+}
+
+void kiln_dense_bwd_sgd(const float *x, float *w, float *b, const float *y, float *dy, float *dx,
+                        float *dw, float *db, int B, int in, int out, int relu, float beta,
+                        float lr)
+{
+    dense_bwd(x, w, w, b, y, dy, dx, dw, db, B, in, out, relu, beta, lr);
 }
