@@ -214,6 +214,16 @@ const char *kiln_job_state_name(kiln_job_state s);
 bool kiln_job_state_parse(const char *name, kiln_job_state *out);
 const char *kiln_role_name(kiln_role r);  /* "master", "worker", "ps", "evaluator" */
 const char *kiln_role_field(kiln_role r); /* "master", "worker", "parameterServer", "evaluator" */
+/* The fields of one role in the training input, for code that fills them
+ * (front ends, normalisation). `count` is NULL for the master (always one). */
+typedef struct kiln_role_fields {
+    char **type;
+    int64_t *count;
+    bool *has_config;
+    kiln_replica_config *config;
+} kiln_role_fields;
+kiln_role_fields kiln_job_role_fields(kiln_training_input *ti, kiln_role r);
+
 /* Per-role views of the training input (NULL where the role has no config). */
 const char *kiln_job_role_type(const kiln_job *job, kiln_role r);
 int64_t kiln_job_role_count(const kiln_job *job, kiln_role r); /* master: 1 */

@@ -118,24 +118,6 @@ bool kiln__region_offers_tpu(const kiln_region *r, const char *accel)
 
 /* ---------- normalise ---------- */
 
-static kiln_replica_config *role_config_mut(kiln_training_input *ti, kiln_role r, bool **has)
-{
-    switch (r) {
-    case KILN_ROLE_WORKER:
-        *has = &ti->has_worker_config;
-        return &ti->worker_config;
-    case KILN_ROLE_PARAMETER_SERVER:
-        *has = &ti->has_parameter_server_config;
-        return &ti->parameter_server_config;
-    case KILN_ROLE_EVALUATOR:
-        *has = &ti->has_evaluator_config;
-        return &ti->evaluator_config;
-    default:
-        *has = &ti->has_master_config;
-        return &ti->master_config;
-    }
-}
-
 /* Fills what the service fills: the default region (inputs without one, such
  * as a TFJob), scheduling.maxRunningTime, and the master's imageUri on every
  * other role that runs and names no image of its own. */
@@ -155,11 +137,10 @@ kiln_err kiln_catalog_normalise(const kiln_catalog *c, kiln_job *job)
         ti->scheduling.max_running_time.nanos = 0;
     }
     for (int r = KILN_ROLE_WORKER; image && *image && r < KILN_ROLE_COUNT; r++) {
-        bool *has;
-        kiln_replica_config *rc = role_config_mut(ti, (kiln_role)r, &has);
-        if (kiln_job_role_count(job, (kiln_role)r) <= 0 || (*has && rc->image_uri)) continue;
-        if (kiln_set_str(&rc->image_uri, image)) return KILN_ENOMEM;
-        *has = true;
+        kiln_role_fields f = kiln_job_role_fields(ti, (kiln_role)r);
+        if (*f.count <= 0 || (*f.has_config && f.config->image_uri)) continue;
+        if (kiln_set_str(&f.config->image_uri, image)) return KILN_ENOMEM;
+        *f.has_config = true;
     }
     return KILN_OK;
 }

@@ -627,40 +627,21 @@ kiln_err kiln_read_input(const char *path, const char *field, char **buf, size_t
 
 /* ---- flags over the job ---- */
 
-typedef struct role_cfg {
-    bool *has;
-    kiln_replica_config *cfg;
-} role_cfg;
-
-static role_cfg role_config(kiln_training_input *ti, kiln_role r)
-{
-    switch (r) {
-    case KILN_ROLE_WORKER:
-        return (role_cfg){&ti->has_worker_config, &ti->worker_config};
-    case KILN_ROLE_PARAMETER_SERVER:
-        return (role_cfg){&ti->has_parameter_server_config, &ti->parameter_server_config};
-    case KILN_ROLE_EVALUATOR:
-        return (role_cfg){&ti->has_evaluator_config, &ti->evaluator_config};
-    default:
-        return (role_cfg){&ti->has_master_config, &ti->master_config};
-    }
-}
-
 static kiln_err apply_accel(const kiln_accelerator_config *src, kiln_training_input *ti,
                             kiln_role role)
 {
-    role_cfg rc = role_config(ti, role);
-    *rc.has = true;
-    rc.cfg->has_accelerator_config = true;
-    rc.cfg->accelerator_config.count = src->count;
-    return kiln_set_str(&rc.cfg->accelerator_config.type, src->type);
+    kiln_role_fields f = kiln_job_role_fields(ti, role);
+    *f.has_config = true;
+    f.config->has_accelerator_config = true;
+    f.config->accelerator_config.count = src->count;
+    return kiln_set_str(&f.config->accelerator_config.type, src->type);
 }
 
 static kiln_err apply_image(const char *uri, kiln_training_input *ti, kiln_role role)
 {
-    role_cfg rc = role_config(ti, role);
-    *rc.has = true;
-    return kiln_set_str(&rc.cfg->image_uri, uri);
+    kiln_role_fields f = kiln_job_role_fields(ti, role);
+    *f.has_config = true;
+    return kiln_set_str(&f.config->image_uri, uri);
 }
 
 static kiln_err apply_labels(const kiln_map *src, kiln_job *job)

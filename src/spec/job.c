@@ -292,55 +292,48 @@ const char *kiln_role_field(kiln_role r)
     return (unsigned)r < KILN_ROLE_COUNT ? n[r] : "?";
 }
 
+kiln_role_fields kiln_job_role_fields(kiln_training_input *ti, kiln_role r)
+{
+    switch (r) {
+    case KILN_ROLE_WORKER:
+        return (kiln_role_fields){&ti->worker_type, &ti->worker_count, &ti->has_worker_config,
+                                  &ti->worker_config};
+    case KILN_ROLE_PARAMETER_SERVER:
+        return (kiln_role_fields){&ti->parameter_server_type, &ti->parameter_server_count,
+                                  &ti->has_parameter_server_config, &ti->parameter_server_config};
+    case KILN_ROLE_EVALUATOR:
+        return (kiln_role_fields){&ti->evaluator_type, &ti->evaluator_count,
+                                  &ti->has_evaluator_config, &ti->evaluator_config};
+    default:
+        return (kiln_role_fields){&ti->master_type, NULL, &ti->has_master_config,
+                                  &ti->master_config};
+    }
+}
+
+/* The read-only views go through the same table; the cast is safe because
+ * nothing is written through the pointers here. */
+static kiln_role_fields role_view(const kiln_job *job, kiln_role r)
+{
+    return kiln_job_role_fields((kiln_training_input *)&job->training_input, r);
+}
+
 const char *kiln_job_role_type(const kiln_job *job, kiln_role r)
 {
-    const kiln_training_input *ti = &job->training_input;
-    switch (r) {
-    case KILN_ROLE_MASTER:
-        return ti->master_type;
-    case KILN_ROLE_WORKER:
-        return ti->worker_type;
-    case KILN_ROLE_PARAMETER_SERVER:
-        return ti->parameter_server_type;
-    case KILN_ROLE_EVALUATOR:
-        return ti->evaluator_type;
-    default:
-        return NULL;
-    }
+    return (unsigned)r < KILN_ROLE_COUNT ? *role_view(job, r).type : NULL;
 }
 
 int64_t kiln_job_role_count(const kiln_job *job, kiln_role r)
 {
-    const kiln_training_input *ti = &job->training_input;
-    switch (r) {
-    case KILN_ROLE_MASTER:
-        return 1;
-    case KILN_ROLE_WORKER:
-        return ti->worker_count;
-    case KILN_ROLE_PARAMETER_SERVER:
-        return ti->parameter_server_count;
-    case KILN_ROLE_EVALUATOR:
-        return ti->evaluator_count;
-    default:
-        return 0;
-    }
+    if ((unsigned)r >= KILN_ROLE_COUNT) return 0;
+    kiln_role_fields f = role_view(job, r);
+    return f.count ? *f.count : 1;
 }
 
 const kiln_replica_config *kiln_job_role_config(const kiln_job *job, kiln_role r)
 {
-    const kiln_training_input *ti = &job->training_input;
-    switch (r) {
-    case KILN_ROLE_MASTER:
-        return ti->has_master_config ? &ti->master_config : NULL;
-    case KILN_ROLE_WORKER:
-        return ti->has_worker_config ? &ti->worker_config : NULL;
-    case KILN_ROLE_PARAMETER_SERVER:
-        return ti->has_parameter_server_config ? &ti->parameter_server_config : NULL;
-    case KILN_ROLE_EVALUATOR:
-        return ti->has_evaluator_config ? &ti->evaluator_config : NULL;
-    default:
-        return NULL;
-    }
+    if ((unsigned)r >= KILN_ROLE_COUNT) return NULL;
+    kiln_role_fields f = role_view(job, r);
+    return *f.has_config ? f.config : NULL;
 }
 
 /* ---------- ownership helpers ---------- */

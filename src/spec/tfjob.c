@@ -362,36 +362,12 @@ static int64_t map_replicas(tf_ctx *c, const json_t *spec, const char *rpath, bo
 
 /* ---- replica specs -> roles ---- */
 
-typedef struct tf_role_slot {
-    char **type;
-    int64_t *count; /* NULL for the master */
-    bool *has_config;
-    kiln_replica_config *config;
-} tf_role_slot;
-
-static tf_role_slot role_slot(kiln_training_input *ti, kiln_role r)
-{
-    switch (r) {
-    case KILN_ROLE_WORKER:
-        return (tf_role_slot){&ti->worker_type, &ti->worker_count, &ti->has_worker_config,
-                              &ti->worker_config};
-    case KILN_ROLE_PARAMETER_SERVER:
-        return (tf_role_slot){&ti->parameter_server_type, &ti->parameter_server_count,
-                              &ti->has_parameter_server_config, &ti->parameter_server_config};
-    case KILN_ROLE_EVALUATOR:
-        return (tf_role_slot){&ti->evaluator_type, &ti->evaluator_count, &ti->has_evaluator_config,
-                              &ti->evaluator_config};
-    default:
-        return (tf_role_slot){&ti->master_type, NULL, &ti->has_master_config, &ti->master_config};
-    }
-}
-
 /* Decodes one replica spec into `role` with `count` replicas. `quiet` drops
  * violations (used when the same spec is decoded a second time). */
 static void fill_role(tf_ctx *c, const json_t *spec, const char *rpath, kiln_training_input *ti,
                       kiln_role role, int64_t count)
 {
-    tf_role_slot s = role_slot(ti, role);
+    kiln_role_fields s = kiln_job_role_fields(ti, role);
     const char *machine = NULL;
     map_replica_config(c, spec, rpath, s.config, &machine);
     *s.has_config = true;
