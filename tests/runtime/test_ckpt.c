@@ -223,6 +223,8 @@ static void test_roundtrip_and_retention(void)
     sub(empty, sizeof empty, "emptydir");
     mkdir(empty, 0755);
     CHECK(kiln_ckpt_load_latest(empty, &back, NULL, on_warn, &w, &e) == KILN_ENOTFOUND);
+    /* nothing there is not "all invalid": the message must not say so */
+    CHECK(strstr(e.msg, "no checkpoint files") && !strstr(e.msg, "invalid"));
     sub(empty, sizeof empty, "no/such/dir");
     CHECK(kiln_ckpt_load_latest(empty, &back, NULL, on_warn, &w, &e) == KILN_ENOTFOUND);
     CHECK(kiln_ckpt_inspect_json(empty, &json, NULL, NULL, &e) != KILN_OK && json == NULL);

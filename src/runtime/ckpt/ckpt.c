@@ -622,7 +622,9 @@ kiln_err kiln_ckpt_load_latest(const char *dir, kiln_ckpt *out, char **path_out,
             break;
         }
     }
-    if (rc == KILN_ENOTFOUND)
+    if (rc == KILN_ENOTFOUND && skipped == 0)
+        kiln_errmsg_set(err, rc, "%s: no checkpoint files (ckpt-*.kiln) in this directory", dir);
+    else if (rc == KILN_ENOTFOUND)
         kiln_errmsg_set(err, rc, "%s: no valid checkpoint (%zu found, all invalid)", dir, skipped);
     free_entries(e, ne);
     return rc;

@@ -581,7 +581,7 @@ static int cmd_inspect(int argc, char **argv)
     char *json = NULL;
     kiln_errmsg em = {{0}};
     if (kiln_ckpt_inspect_json(argv[0], &json, inspect_warn, NULL, &em) != KILN_OK) {
-        fprintf(stderr, "kiln-train: inspect %s: %s\n", argv[0], em.msg);
+        fprintf(stderr, "kiln-train inspect: %s\n", em.msg); /* em names the file */
         return 1;
     }
     printf("%s\n", json);
