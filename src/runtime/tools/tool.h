@@ -30,4 +30,7 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
 int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_cfg *cfg,
                        char **path_out, char *err, size_t errlen);
 
+/* `kiln-train devices` (tools/devices.c); argv[0] is the subcommand's name. */
+int kiln_train_devices_main(int argc, char **argv);
+
 #endif

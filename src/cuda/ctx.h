@@ -1,0 +1,77 @@
+/* cuda/ctx.h - the CUDA context's insides and the status checks every file
+ * of the backend uses (private to src/cuda). */
+#ifndef KILN_CUDA_CTX_H
+#define KILN_CUDA_CTX_H
+
+#include "cuda/cuda_ops.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kiln_cuda_ctx {
+    int device;
+    cudaStream_t stream;      /* compute */
+    cudaStream_t copy_stream; /* host -> device input batches */
+    cudaEvent_t copied;       /* recorded after each async upload */
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    void *ws; /* cuDNN workspace, grown on demand, never shrunk */
+    size_t ws_bytes;
+    float *scratch; /* conv weights in cuDNN's layout; xent per-row losses */
+    size_t scratch_bytes;
+    int tf32;
+    char err[512];
+};
+
+/* Records "<call>: <reason>" in c->err (call cut at its '(') and returns
+ * KILN_EIO. */
+kiln_err kiln_cu__fail(kiln_cuda_ctx *c, const char *call, const char *reason);
+/* Records a bad-argument message and returns KILN_EINVAL. */
+kiln_err kiln_cu__invalid(kiln_cuda_ctx *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+const char *kiln_cu__cublas_str(cublasStatus_t s);
+/* Makes the workspace (or scratch) at least `bytes` large. */
+kiln_err kiln_cu__ensure_ws(kiln_cuda_ctx *c, size_t bytes);
+kiln_err kiln_cu__ensure_scratch(kiln_cuda_ctx *c, size_t bytes);
+
+/* The checks: each jumps to the function's one cleanup label `out` with rc
+ * set, so no path leaks a descriptor. */
+#define CK_CUDA(c, call)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            rc = kiln_cu__fail((c), #call, cudaGetErrorString(e_));                                \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+#define CK_BLAS(c, call)                                                                           \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            rc = kiln_cu__fail((c), #call, kiln_cu__cublas_str(s_));                               \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+#define CK_DNN(c, call)                                                                            \
+    do {                                                                                           \
+        cudnnStatus_t s_ = (call);                                                                 \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                          \
+            rc = kiln_cu__fail((c), #call, cudnnGetErrorString(s_));                               \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+#define CK_KILN(call)                                                                              \
+    do {                                                                                           \
+        rc = (call);                                                                               \
+        if (rc != KILN_OK) goto out;                                                               \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

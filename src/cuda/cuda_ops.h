@@ -1,0 +1,164 @@
+/* cuda/cuda_ops.h - the CUDA backend's ops (internal; tests use it).
+ *
+ * Each op computes what its CPU namesake in ops/ops.h (or optim/optim.h)
+ * computes, on device memory, with the same layouts: row-major, NHWC
+ * activations, dense weights [in, out], conv weights [KH, KW, C, OC] (HWIO).
+ * Backward functions overwrite dx (NULL skips it); dw/db are
+ * dw = beta*dw + grad (beta 0: overwrite, like kiln_*_bwd; beta = momentum:
+ * the CPU's kiln_*_bwd_acc). With relu set, backward first masks dy IN PLACE
+ * (dy = 0 where y <= 0), exactly as on the CPU.
+ *
+ * Engines: cuBLAS for GEMMs (sgemm; cublasGemmEx with fp32 accumulation for
+ * bf16/fp16), cuDNN for convolution, pooling, batch norm and ReLU (NHWC
+ * fp32, v7 "Get" heuristics, one growing workspace), own kernels for the
+ * rest (cuda/kernels.cu). TF32 is off unless kiln_cu_set_tf32 turns it on:
+ * the tests compare fp32 results with the CPU reference.
+ *
+ * All work is queued on the context's compute stream; functions return when
+ * it is queued, except those that say they synchronise. Every CUDA, cuBLAS
+ * and cuDNN status is checked; on failure the function returns KILN_EIO (or
+ * KILN_EINVAL / KILN_ENOMEM) and kiln_cu_error() names the call, e.g.
+ * "cudnnConvolutionForward: CUDNN_STATUS_BAD_PARAM". Errors of kernels
+ * surface at the next synchronising call. One thread per context. */
+#ifndef KILN_CUDA_OPS_H
+#define KILN_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/diag.h"
+#include "ops/ops.h" /* kiln_conv_shape, kiln_pool_shape */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_cuda_ctx kiln_cuda_ctx;
+
+/* Low-precision element types for mixed precision (2 bytes each). */
+typedef enum kiln_cu_dtype { KILN_CU_BF16 = 0, KILN_CU_FP16 = 1 } kiln_cu_dtype;
+
+/* ---- context: device, streams, cuBLAS and cuDNN handles, workspace ---- */
+/* Selects visible device `device` (see kiln/cuda.h for CUDA_VISIBLE_DEVICES)
+ * and creates a compute stream, a copy stream and the library handles. On
+ * failure *out is NULL and err says which call failed. */
+kiln_err kiln_cu_ctx_create(int device, kiln_cuda_ctx **out, char *err, size_t errlen);
+void kiln_cu_ctx_destroy(kiln_cuda_ctx *c); /* NULL is fine; synchronises first */
+const char *kiln_cu_error(const kiln_cuda_ctx *c);
+int kiln_cu_device(const kiln_cuda_ctx *c);
+/* Allow TF32 tensor cores for fp32 GEMMs and convolutions (off by default). */
+kiln_err kiln_cu_set_tf32(kiln_cuda_ctx *c, int allow);
+/* Waits for all queued work; reports errors of earlier kernels. */
+kiln_err kiln_cu_sync(kiln_cuda_ctx *c);
+
+/* ---- memory ---- */
+/* Device allocation, zero-filled (synchronously, so it is ready at return). */
+kiln_err kiln_cu_alloc(kiln_cuda_ctx *c, size_t bytes, void **out);
+void kiln_cu_free(kiln_cuda_ctx *c, void *p); /* NULL is fine */
+/* Synchronous copies (checkpoints, tests). */
+kiln_err kiln_cu_upload(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes);
+kiln_err kiln_cu_download(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes);
+/* Pinned host memory for input batches: copies from it overlap compute. */
+kiln_err kiln_cu_host_alloc(kiln_cuda_ctx *c, size_t bytes, void **out);
+void kiln_cu_host_free(kiln_cuda_ctx *c, void *p);
+/* Queues src (pinned) -> dst on the copy stream and makes the compute stream
+ * wait for it: work queued afterwards sees the data, work queued before runs
+ * alongside the copy. With two pinned buffers the caller fills one while the
+ * other is in flight (double buffering); kiln_cu_copy_wait before reusing src. */
+kiln_err kiln_cu_upload_async(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes);
+kiln_err kiln_cu_copy_wait(kiln_cuda_ctx *c);
+
+/* ---- dense (cuBLAS) ---- */
+kiln_err kiln_cu_dense_fwd(kiln_cuda_ctx *c, const float *x, const float *w, const float *b,
+                           float *y, int B, int in, int out, int relu);
+kiln_err kiln_cu_dense_bwd(kiln_cuda_ctx *c, const float *x, const float *w, const float *y,
+                           float *dy, float *dx, float *dw, float *db, int B, int in, int out,
+                           int relu, float beta);
+/* Mixed precision forward: x and w in bf16/fp16 (cast copies of fp32 master
+ * weights), products accumulated in fp32, y = act(x w + b) in fp32. */
+kiln_err kiln_cu_dense_fwd_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, const void *x, const void *w,
+                                const float *b, float *y, int B, int in, int out, int relu);
+
+/* ---- conv2d (cuDNN; weights HWIO as on the CPU, transposed on the device
+ *      to cuDNN's KRSC per call) ---- */
+kiln_err kiln_cu_conv2d_fwd(kiln_cuda_ctx *c, const kiln_conv_shape *s, const float *x,
+                            const float *w, const float *b, float *y, int relu);
+kiln_err kiln_cu_conv2d_bwd(kiln_cuda_ctx *c, const kiln_conv_shape *s, const float *x,
+                            const float *w, const float *y, float *dy, float *dx, float *dw,
+                            float *db, int relu, float beta);
+
+/* ---- pooling (cuDNN). No arg-max indices: backward recomputes the window
+ *      maxima from x and y (on ties cuDNN may pick another element than the
+ *      CPU's first maximum; the tests use tie-free inputs). ---- */
+kiln_err kiln_cu_maxpool_fwd(kiln_cuda_ctx *c, const kiln_pool_shape *s, const float *x, float *y);
+kiln_err kiln_cu_maxpool_bwd(kiln_cuda_ctx *c, const kiln_pool_shape *s, const float *x,
+                             const float *y, const float *dy, float *dx);
+kiln_err kiln_cu_avgpool_fwd(kiln_cuda_ctx *c, const kiln_pool_shape *s, const float *x, float *y);
+kiln_err kiln_cu_avgpool_bwd(kiln_cuda_ctx *c, const kiln_pool_shape *s, const float *x,
+                             const float *y, const float *dy, float *dx);
+
+/* ---- batch norm over rows of x[M, C] (cuDNN spatial mode) ----
+ * Same outputs as the CPU: saved mean and 1/sqrt(var+eps), running stats
+ * r = (1-momentum)*r + momentum*batch (unbiased variance); run_mean and
+ * run_var may both be NULL. Backward needs the forward's eps. */
+kiln_err kiln_cu_bn_fwd_train(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                              const float *beta, float *y, float *mean, float *invstd,
+                              float *run_mean, float *run_var, float momentum, float eps, int M,
+                              int C);
+kiln_err kiln_cu_bn_fwd_infer(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                              const float *beta, const float *run_mean, const float *run_var,
+                              float eps, float *y, int M, int C);
+kiln_err kiln_cu_bn_bwd(kiln_cuda_ctx *c, const float *x, const float *gamma, const float *mean,
+                        const float *invstd, const float *dy, float *dx, float *dgamma,
+                        float *dbeta, float eps, int M, int C);
+
+/* ---- elementwise: ReLU via cuDNN, add via an own kernel ---- */
+kiln_err kiln_cu_relu_fwd(kiln_cuda_ctx *c, const float *x, float *y, size_t n);
+kiln_err kiln_cu_relu_bwd(kiln_cuda_ctx *c, const float *y, const float *dy, float *dx, size_t n);
+kiln_err kiln_cu_add_fwd(kiln_cuda_ctx *c, const float *a, const float *b, float *y, size_t n);
+kiln_err kiln_cu_add_bwd(kiln_cuda_ctx *c, const float *dy, float *da, float *db, size_t n);
+
+/* ---- own kernels (cuda/kernels.cu) ---- */
+/* y[i][j] = act(y[i][j] + b[j]) over y[M, N]; b may be NULL. */
+kiln_err kiln_cu_bias_act(kiln_cuda_ctx *c, float *y, const float *b, int M, int N, int relu);
+/* With relu: dy = 0 where y <= 0 (in place). Then db = beta*db + column sums
+ * of dy[M, N] (db may be NULL). */
+kiln_err kiln_cu_mask_colsum(kiln_cuda_ctx *c, float *dy, const float *y, int relu, float *db,
+                             float beta, int M, int N);
+
+/* Softmax cross-entropy over logits[B, K] with int32 labels (device memory;
+ * the CPU takes uint8 labels, which cannot name 1000 classes). Writes the
+ * mean loss to *loss and the number of rows whose label is the first arg-max
+ * to *correct (both device pointers, either may be NULL) and, if dlogits is
+ * not NULL, (softmax - onehot) * grad_scale / B. The row max is subtracted
+ * before exp. A label outside 0..K-1 makes the loss NaN, so it cannot pass
+ * unnoticed. grad_scale is the loss scale of fp16 training (1 otherwise). */
+kiln_err kiln_cu_xent(kiln_cuda_ctx *c, const float *logits, const int32_t *labels, int B, int K,
+                      float *dlogits, float grad_scale, float *loss, int *correct);
+
+/* Optimizer updates, the CPU's arithmetic (optim/optim.h). */
+kiln_err kiln_cu_sgd_update(kiln_cuda_ctx *c, float *p, const float *g, float *v, size_t n,
+                            float lr, float momentum);
+kiln_err kiln_cu_adam_update(kiln_cuda_ctx *c, float *p, const float *g, float *m, float *v,
+                             size_t n, float lr, float b1, float b2, float eps, uint64_t t);
+
+/* Casts for mixed precision (round to nearest even). */
+kiln_err kiln_cu_cast_to_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, void *dst, const float *src,
+                              size_t n);
+kiln_err kiln_cu_cast_from_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, float *dst, const void *src,
+                                size_t n);
+
+/* g *= factor, and *found (device int) is set to 1 if any result is inf or
+ * NaN (never cleared here: zero it once per step, check all gradients, read
+ * it back, then kiln_loss_scaler_update). factor = 1/scale unscales. */
+kiln_err kiln_cu_scale_check(kiln_cuda_ctx *c, float *g, size_t n, float factor, int *found);
+
+/* Host-side helpers for tests and tools: round-to-nearest-even conversions
+ * that match the device casts bit for bit. */
+uint16_t kiln_cu_f32_to_bf16_host(float f);
+float kiln_cu_bf16_to_f32_host(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

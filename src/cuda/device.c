@@ -1,0 +1,304 @@
+/* cuda/device.c - device enumeration (kiln/cuda.h), the context (streams,
+ * cuBLAS and cuDNN handles, workspace) and device memory. Host code only:
+ * it calls the CUDA runtime and the libraries, so gcc compiles it with the
+ * project's warnings; the kernels are in kernels.cu. */
+#include "cuda/ctx.h"
+#include "kiln/cuda.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ---- */
+
+kiln_err kiln_cu__fail(kiln_cuda_ctx *c, const char *call, const char *reason)
+{
+    size_t n = strcspn(call, "(");
+    snprintf(c->err, sizeof c->err, "%.*s: %s", (int)n, call, reason);
+    return KILN_EIO;
+}
+
+kiln_err kiln_cu__invalid(kiln_cuda_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    return KILN_EINVAL;
+}
+
+const char *kiln_cu__cublas_str(cublasStatus_t s)
+{
+    return cublasGetStatusName(s);
+}
+
+const char *kiln_cu_error(const kiln_cuda_ctx *c)
+{
+    return c->err;
+}
+
+int kiln_cu_device(const kiln_cuda_ctx *c)
+{
+    return c->device;
+}
+
+/* ---- kiln/cuda.h ---- */
+
+int kiln_cuda_built(void)
+{
+    return 1;
+}
+
+const char *kiln_cuda_runtime_version(void)
+{
+    /* CUDART_VERSION is 13000 for 13.0: major*1000 + minor*10 */
+    static char v[16];
+    if (!v[0]) snprintf(v, sizeof v, "%d.%d", CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    return v;
+}
+
+const char *kiln_cuda_driver_version(char *buf, size_t len)
+{
+    int v = 0;
+    if (len) buf[0] = '\0';
+    if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0)
+        snprintf(buf, len, "%d.%d", v / 1000, v % 1000 / 10);
+    return buf;
+}
+
+kiln_err kiln_cuda_device_count(int *count, char *err, size_t errlen)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    *count = 0;
+    if (e != cudaSuccess) {
+        int drv = 0;
+        cudaDriverGetVersion(&drv);
+        /* without libcuda the runtime says "driver version is insufficient" */
+        snprintf(err, errlen, "cudaGetDeviceCount: %s%s", cudaGetErrorString(e),
+                 drv == 0 ? " (no NVIDIA driver is loaded)" : "");
+        cudaGetLastError(); /* the failure is not sticky; clear it for later calls */
+        return KILN_ENOTFOUND;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "cudaGetDeviceCount: 0 devices");
+        return KILN_ENOTFOUND;
+    }
+    *count = n;
+    return KILN_OK;
+}
+
+kiln_err kiln_cuda_device_info_get(int index, kiln_cuda_device_info *out, char *err, size_t errlen)
+{
+    int n = 0, clock_khz = 0;
+    struct cudaDeviceProp p;
+    kiln_err rc = kiln_cuda_device_count(&n, err, errlen);
+    cudaError_t e;
+
+    if (rc != KILN_OK) return rc;
+    if (index < 0 || index >= n) {
+        snprintf(err, errlen, "/gpu:%d does not exist: this process sees %d GPU%s", index, n,
+                 n == 1 ? "" : "s");
+        return KILN_EINVAL;
+    }
+    if ((e = cudaGetDeviceProperties(&p, index)) != cudaSuccess) {
+        snprintf(err, errlen, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
+        return KILN_EIO;
+    }
+    memset(out, 0, sizeof *out);
+    out->index = index;
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->memory_bytes = p.totalGlobalMem;
+    out->multiprocessors = p.multiProcessorCount;
+    out->cc_major = p.major;
+    out->cc_minor = p.minor;
+    if ((e = cudaDeviceGetPCIBusId(out->pci_bus_id, (int)sizeof out->pci_bus_id, index)) !=
+        cudaSuccess) {
+        snprintf(err, errlen, "cudaDeviceGetPCIBusId: %s", cudaGetErrorString(e));
+        return KILN_EIO;
+    }
+    /* cudaDeviceProp lost clockRate in CUDA 13; the attribute remains */
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, index) == cudaSuccess)
+        out->clock_ghz = clock_khz / 1e6;
+    return KILN_OK;
+}
+
+/* ---- context ---- */
+
+kiln_err kiln_cu_ctx_create(int device, kiln_cuda_ctx **out, char *err, size_t errlen)
+{
+    kiln_err rc = KILN_OK;
+    kiln_cuda_ctx *c = calloc(1, sizeof *c);
+    int n = 0;
+
+    *out = NULL;
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return KILN_ENOMEM;
+    }
+    c->device = device;
+    rc = kiln_cuda_device_count(&n, c->err, sizeof c->err);
+    if (rc != KILN_OK) goto out;
+    if (device < 0 || device >= n) {
+        rc = kiln_cu__invalid(c, "/gpu:%d does not exist: this process sees %d GPU%s", device, n,
+                              n == 1 ? "" : "s");
+        goto out;
+    }
+    CK_CUDA(c, cudaSetDevice(device));
+    CK_CUDA(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CK_CUDA(c, cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+    CK_CUDA(c, cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming));
+    CK_BLAS(c, cublasCreate(&c->blas));
+    CK_BLAS(c, cublasSetStream(c->blas, c->stream));
+    CK_DNN(c, cudnnCreate(&c->dnn));
+    CK_DNN(c, cudnnSetStream(c->dnn, c->stream));
+    CK_KILN(kiln_cu_set_tf32(c, 0));
+out:
+    if (rc != KILN_OK) {
+        snprintf(err, errlen, "%s", c->err);
+        kiln_cu_ctx_destroy(c);
+        return rc;
+    }
+    *out = c;
+    return KILN_OK;
+}
+
+void kiln_cu_ctx_destroy(kiln_cuda_ctx *c)
+{
+    if (!c) return;
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->copy_stream) cudaStreamSynchronize(c->copy_stream);
+    cudaFree(c->ws);
+    cudaFree(c->scratch);
+    if (c->dnn) cudnnDestroy(c->dnn);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->copied) cudaEventDestroy(c->copied);
+    if (c->copy_stream) cudaStreamDestroy(c->copy_stream);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+kiln_err kiln_cu_set_tf32(kiln_cuda_ctx *c, int allow)
+{
+    kiln_err rc = KILN_OK;
+    /* CUBLAS_DEFAULT_MATH keeps sgemm in fp32 FMA (TF32 needs an explicit opt-in
+     * since CUDA 11); NVIDIA_TF32_OVERRIDE=0 in the environment also wins. */
+    CK_BLAS(c,
+            cublasSetMathMode(c->blas, allow ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    c->tf32 = allow;
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_sync(kiln_cuda_ctx *c)
+{
+    kiln_err rc = KILN_OK;
+    CK_CUDA(c, cudaStreamSynchronize(c->stream));
+    CK_CUDA(c, cudaGetLastError());
+out:
+    return rc;
+}
+
+static kiln_err grow(kiln_cuda_ctx *c, void **buf, size_t *have, size_t bytes)
+{
+    kiln_err rc = KILN_OK;
+    void *p = NULL;
+    if (bytes <= *have) return KILN_OK;
+    /* the old buffer may still be read by queued work */
+    CK_CUDA(c, cudaStreamSynchronize(c->stream));
+    CK_CUDA(c, cudaFree(*buf));
+    *buf = NULL;
+    *have = 0;
+    CK_CUDA(c, cudaMalloc(&p, bytes));
+    *buf = p;
+    *have = bytes;
+out:
+    return rc;
+}
+
+kiln_err kiln_cu__ensure_ws(kiln_cuda_ctx *c, size_t bytes)
+{
+    return grow(c, &c->ws, &c->ws_bytes, bytes);
+}
+
+kiln_err kiln_cu__ensure_scratch(kiln_cuda_ctx *c, size_t bytes)
+{
+    void *p = c->scratch;
+    kiln_err rc = grow(c, &p, &c->scratch_bytes, bytes);
+    c->scratch = p;
+    return rc;
+}
+
+/* ---- memory ---- */
+
+kiln_err kiln_cu_alloc(kiln_cuda_ctx *c, size_t bytes, void **out)
+{
+    kiln_err rc = KILN_OK;
+    void *p = NULL;
+    *out = NULL;
+    CK_CUDA(c, cudaMalloc(&p, bytes ? bytes : 1));
+    CK_CUDA(c, cudaMemsetAsync(p, 0, bytes, c->stream));
+    CK_CUDA(c, cudaStreamSynchronize(c->stream));
+    *out = p;
+    p = NULL;
+out:
+    cudaFree(p);
+    return rc;
+}
+
+void kiln_cu_free(kiln_cuda_ctx *c, void *p)
+{
+    /* cudaFree synchronises the device: queued work using p finishes first */
+    if (p) cudaFree(p);
+}
+
+kiln_err kiln_cu_upload(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    kiln_err rc = KILN_OK;
+    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+    CK_CUDA(c, cudaStreamSynchronize(c->stream));
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_download(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    kiln_err rc = KILN_OK;
+    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CK_CUDA(c, cudaStreamSynchronize(c->stream));
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_host_alloc(kiln_cuda_ctx *c, size_t bytes, void **out)
+{
+    kiln_err rc = KILN_OK;
+    *out = NULL;
+    CK_CUDA(c, cudaMallocHost(out, bytes ? bytes : 1));
+out:
+    return rc;
+}
+
+void kiln_cu_host_free(kiln_cuda_ctx *c, void *p)
+{
+    if (p) cudaFreeHost(p);
+}
+
+kiln_err kiln_cu_upload_async(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    kiln_err rc = KILN_OK;
+    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
+    CK_CUDA(c, cudaEventRecord(c->copied, c->copy_stream));
+    CK_CUDA(c, cudaStreamWaitEvent(c->stream, c->copied, 0));
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_copy_wait(kiln_cuda_ctx *c)
+{
+    kiln_err rc = KILN_OK;
+    CK_CUDA(c, cudaStreamSynchronize(c->copy_stream));
+out:
+    return rc;
+}

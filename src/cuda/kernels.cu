@@ -1,0 +1,401 @@
+/* cuda/kernels.cu - the backend's own kernels, for what cuBLAS and cuDNN do
+ * not serve: bias + ReLU, the ReLU mask fused with the bias gradient, add,
+ * softmax cross-entropy, SGD and Adam updates, fp32 <-> bf16/fp16 casts and
+ * the loss-scaling check.
+ *
+ * Arithmetic that the CPU does with -ffp-contract=off is written here with
+ * __fmul_rn/__fadd_rn (never contracted into an FMA), and sqrtf and '/' are
+ * IEEE-rounded (nvcc's default -prec-sqrt/-prec-div), so the elementwise
+ * updates compute the CPU's exact operations. Reductions (column sums, the
+ * softmax sum) run in a fixed order per launch configuration, so results do
+ * not change from run to run, but their order differs from the CPU's. */
+#include "cuda/ctx.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <string.h>
+
+#define THREADS 256
+
+/* Enough blocks to fill any current GPU; grid-stride loops do the rest. */
+static unsigned blocks_for(size_t n)
+{
+    size_t b = (n + THREADS - 1) / THREADS;
+    return b < 1 ? 1u : b > 8192 ? 8192u : (unsigned)b;
+}
+
+#define FOR_EACH(i, n)                                                                             \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Launch errors (bad configuration, no kernel image for this GPU) show at
+ * once; faults inside kernels show at the next synchronising call. */
+#define CK_LAUNCH(c, what)                                                                         \
+    do {                                                                                           \
+        cudaError_t e_ = cudaGetLastError();                                                       \
+        if (e_ != cudaSuccess) {                                                                   \
+            rc = kiln_cu__fail((c), what, cudaGetErrorString(e_));                                 \
+            goto out;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* ---- bias + ReLU ---- */
+
+__global__ void bias_act_k(float *y, const float *b, size_t total, int N, int relu)
+{
+    FOR_EACH(i, total)
+    {
+        float v = y[i];
+        if (b) v = __fadd_rn(v, b[i % (size_t)N]);
+        y[i] = relu && v < 0.0f ? 0.0f : v;
+    }
+}
+
+extern "C" kiln_err kiln_cu_bias_act(kiln_cuda_ctx *c, float *y, const float *b, int M, int N,
+                                     int relu)
+{
+    kiln_err rc = KILN_OK;
+    size_t total = (size_t)M * (size_t)N;
+    if (total == 0) return KILN_OK;
+    bias_act_k<<<blocks_for(total), THREADS, 0, c->stream>>>(y, b, total, N, relu);
+    CK_LAUNCH(c, "bias_act kernel");
+out:
+    return rc;
+}
+
+/* ---- ReLU mask + column sums (bias gradient) ----
+ * Block (32, 16): the 32 threads of a warp take 32 adjacent columns (loads
+ * coalesce); the 16 rows of threads stride down the rows; a fixed-order
+ * reduction over the 16 partial sums follows. */
+#define CS_COLS 32
+#define CS_ROWS 16
+
+__global__ void mask_colsum_k(float *dy, const float *y, int relu, float *db, float beta, int M,
+                              int N)
+{
+    __shared__ float part[CS_ROWS][CS_COLS];
+    int j = blockIdx.x * CS_COLS + threadIdx.x;
+    float acc = 0.0f;
+    if (j < N)
+        for (int i = threadIdx.y; i < M; i += CS_ROWS) {
+            size_t k = (size_t)i * N + j;
+            float g = dy[k];
+            if (relu && y[k] <= 0.0f) {
+                g = 0.0f;
+                dy[k] = 0.0f;
+            }
+            acc = __fadd_rn(acc, g);
+        }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < N && db) {
+        float s = 0.0f;
+        for (int r = 0; r < CS_ROWS; r++)
+            s = __fadd_rn(s, part[r][threadIdx.x]);
+        /* beta 0 overwrites: db may hold garbage (0 * NaN is NaN) */
+        db[j] = beta == 0.0f ? s : __fadd_rn(__fmul_rn(beta, db[j]), s);
+    }
+}
+
+extern "C" kiln_err kiln_cu_mask_colsum(kiln_cuda_ctx *c, float *dy, const float *y, int relu,
+                                        float *db, float beta, int M, int N)
+{
+    kiln_err rc = KILN_OK;
+    dim3 block(CS_COLS, CS_ROWS), grid((unsigned)((N + CS_COLS - 1) / CS_COLS));
+    if (M < 1 || N < 1) return kiln_cu__invalid(c, "mask_colsum: bad shape %dx%d", M, N);
+    if (!relu && !db) return KILN_OK;
+    mask_colsum_k<<<grid, block, 0, c->stream>>>(dy, y, relu, db, beta, M, N);
+    CK_LAUNCH(c, "mask_colsum kernel");
+out:
+    return rc;
+}
+
+/* ---- add ---- */
+
+__global__ void add_k(const float *a, const float *b, float *y, size_t n)
+{
+    FOR_EACH(i, n) y[i] = __fadd_rn(a[i], b[i]);
+}
+
+extern "C" kiln_err kiln_cu_add_fwd(kiln_cuda_ctx *c, const float *a, const float *b, float *y,
+                                    size_t n)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    add_k<<<blocks_for(n), THREADS, 0, c->stream>>>(a, b, y, n);
+    CK_LAUNCH(c, "add kernel");
+out:
+    return rc;
+}
+
+extern "C" kiln_err kiln_cu_add_bwd(kiln_cuda_ctx *c, const float *dy, float *da, float *db,
+                                    size_t n)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    if (da && da != dy)
+        CK_CUDA(c, cudaMemcpyAsync(da, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
+    if (db && db != dy)
+        CK_CUDA(c, cudaMemcpyAsync(db, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
+out:
+    return rc;
+}
+
+/* ---- softmax cross-entropy: one block per row, then one block sums the
+ *      per-row losses in a fixed order ---- */
+
+__global__ void xent_rows_k(const float *logits, const int32_t *labels, int K, float *dlogits,
+                            float gscale, float *row_loss, int *row_ok)
+{
+    __shared__ float sv[THREADS];
+    __shared__ int si[THREADS];
+    const float *z = logits + (size_t)blockIdx.x * K;
+    int t = threadIdx.x, lab = labels[blockIdx.x];
+    int B = gridDim.x;
+
+    /* arg-max, the first one on ties (the CPU's rule) */
+    float best = -INFINITY;
+    int bi = K;
+    for (int k = t; k < K; k += THREADS)
+        if (bi == K || z[k] > best) {
+            best = z[k];
+            bi = k;
+        }
+    sv[t] = best;
+    si[t] = bi;
+    __syncthreads();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            float ov = sv[t + s];
+            int oi = si[t + s];
+            if (oi < K && (si[t] == K || ov > sv[t] || (ov == sv[t] && oi < si[t]))) {
+                sv[t] = ov;
+                si[t] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    float mx = sv[0];
+    int am = si[0];
+    __syncthreads();
+
+    float acc = 0.0f;
+    for (int k = t; k < K; k += THREADS)
+        acc += expf(z[k] - mx);
+    sv[t] = acc;
+    __syncthreads();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) sv[t] += sv[t + s];
+        __syncthreads();
+    }
+    float sum = sv[0];
+    int bad = lab < 0 || lab >= K;
+
+    if (dlogits) {
+        float *d = dlogits + (size_t)blockIdx.x * K;
+        float f = gscale / (float)B;
+        for (int k = t; k < K; k += THREADS)
+            d[k] = bad ? NAN : (expf(z[k] - mx) / sum - (k == lab ? 1.0f : 0.0f)) * f;
+    }
+    if (t == 0) {
+        row_loss[blockIdx.x] = bad ? NAN : logf(sum) - (z[lab] - mx);
+        row_ok[blockIdx.x] = !bad && am == lab;
+    }
+}
+
+__global__ void xent_sum_k(const float *row_loss, const int *row_ok, int B, float *loss,
+                           int *correct)
+{
+    __shared__ float sv[THREADS];
+    __shared__ int si[THREADS];
+    int t = threadIdx.x;
+    float a = 0.0f;
+    int ok = 0;
+    for (int i = t; i < B; i += THREADS) {
+        a += row_loss[i];
+        ok += row_ok[i];
+    }
+    sv[t] = a;
+    si[t] = ok;
+    __syncthreads();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            sv[t] += sv[t + s];
+            si[t] += si[t + s];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        if (loss) *loss = sv[0] / (float)B;
+        if (correct) *correct = si[0];
+    }
+}
+
+extern "C" kiln_err kiln_cu_xent(kiln_cuda_ctx *c, const float *logits, const int32_t *labels,
+                                 int B, int K, float *dlogits, float grad_scale, float *loss,
+                                 int *correct)
+{
+    kiln_err rc = KILN_OK;
+    float *row_loss;
+    int *row_ok;
+    if (B < 1 || K < 1 || B > 65535 * 1024)
+        return kiln_cu__invalid(c, "xent: bad shape B=%d K=%d", B, K);
+    CK_KILN(kiln_cu__ensure_scratch(c, 2 * sizeof(float) * (size_t)B));
+    row_loss = c->scratch;
+    row_ok = (int *)(c->scratch + B);
+    xent_rows_k<<<(unsigned)B, THREADS, 0, c->stream>>>(logits, labels, K, dlogits, grad_scale,
+                                                        row_loss, row_ok);
+    CK_LAUNCH(c, "xent_rows kernel");
+    xent_sum_k<<<1, THREADS, 0, c->stream>>>(row_loss, row_ok, B, loss, correct);
+    CK_LAUNCH(c, "xent_sum kernel");
+out:
+    return rc;
+}
+
+/* ---- optimizers: the CPU's per-element operations, uncontracted ---- */
+
+__global__ void sgd_k(float *p, const float *g, float *v, size_t n, float lr, float mom)
+{
+    FOR_EACH(i, n)
+    {
+        float vi = __fadd_rn(__fmul_rn(mom, v[i]), g[i]);
+        v[i] = vi;
+        p[i] = __fsub_rn(p[i], __fmul_rn(lr, vi));
+    }
+}
+
+extern "C" kiln_err kiln_cu_sgd_update(kiln_cuda_ctx *c, float *p, const float *g, float *v,
+                                       size_t n, float lr, float momentum)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    sgd_k<<<blocks_for(n), THREADS, 0, c->stream>>>(p, g, v, n, lr, momentum);
+    CK_LAUNCH(c, "sgd kernel");
+out:
+    return rc;
+}
+
+__global__ void adam_k(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2,
+                       float eps, float step, float sbc2)
+{
+    FOR_EACH(i, n)
+    {
+        float gi = g[i];
+        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(__fsub_rn(1.0f, b1), gi));
+        float vi =
+            __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
+        m[i] = mi;
+        v[i] = vi;
+        float den = __fadd_rn(__fdiv_rn(sqrtf(vi), sbc2), eps);
+        p[i] = __fsub_rn(p[i], __fdiv_rn(__fmul_rn(step, mi), den));
+    }
+}
+
+extern "C" kiln_err kiln_cu_adam_update(kiln_cuda_ctx *c, float *p, const float *g, float *m,
+                                        float *v, size_t n, float lr, float b1, float b2, float eps,
+                                        uint64_t t)
+{
+    kiln_err rc = KILN_OK;
+    /* bias corrections in double, rounded once: optim.c's adam_consts */
+    double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
+    float step = (float)(lr / bc1), sbc2 = (float)sqrt(bc2);
+    if (n == 0) return KILN_OK;
+    if (t < 1) return kiln_cu__invalid(c, "adam: step number t starts at 1");
+    adam_k<<<blocks_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, b1, b2, eps, step, sbc2);
+    CK_LAUNCH(c, "adam kernel");
+out:
+    return rc;
+}
+
+/* ---- casts ---- */
+
+__global__ void to_bf16_k(__nv_bfloat16 *d, const float *s, size_t n)
+{
+    FOR_EACH(i, n) d[i] = __float2bfloat16_rn(s[i]);
+}
+__global__ void to_fp16_k(__half *d, const float *s, size_t n)
+{
+    FOR_EACH(i, n) d[i] = __float2half_rn(s[i]);
+}
+__global__ void from_bf16_k(float *d, const __nv_bfloat16 *s, size_t n)
+{
+    FOR_EACH(i, n) d[i] = __bfloat162float(s[i]);
+}
+__global__ void from_fp16_k(float *d, const __half *s, size_t n)
+{
+    FOR_EACH(i, n) d[i] = __half2float(s[i]);
+}
+
+extern "C" kiln_err kiln_cu_cast_to_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, void *dst,
+                                         const float *src, size_t n)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    if (t == KILN_CU_BF16)
+        to_bf16_k<<<blocks_for(n), THREADS, 0, c->stream>>>((__nv_bfloat16 *)dst, src, n);
+    else
+        to_fp16_k<<<blocks_for(n), THREADS, 0, c->stream>>>((__half *)dst, src, n);
+    CK_LAUNCH(c, "cast kernel");
+out:
+    return rc;
+}
+
+extern "C" kiln_err kiln_cu_cast_from_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, float *dst,
+                                           const void *src, size_t n)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    if (t == KILN_CU_BF16)
+        from_bf16_k<<<blocks_for(n), THREADS, 0, c->stream>>>(dst, (const __nv_bfloat16 *)src, n);
+    else
+        from_fp16_k<<<blocks_for(n), THREADS, 0, c->stream>>>(dst, (const __half *)src, n);
+    CK_LAUNCH(c, "cast kernel");
+out:
+    return rc;
+}
+
+/* ---- loss scaling ---- */
+
+__global__ void scale_check_k(float *g, size_t n, float factor, int *found)
+{
+    int bad = 0;
+    FOR_EACH(i, n)
+    {
+        float v = __fmul_rn(g[i], factor);
+        g[i] = v;
+        bad |= !isfinite(v);
+    }
+    /* one store per warp at most; any non-zero value means "found" */
+    if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) *found = 1;
+}
+
+extern "C" kiln_err kiln_cu_scale_check(kiln_cuda_ctx *c, float *g, size_t n, float factor,
+                                        int *found)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    scale_check_k<<<blocks_for(n), THREADS, 0, c->stream>>>(g, n, factor, found);
+    CK_LAUNCH(c, "scale_check kernel");
+out:
+    return rc;
+}
+
+/* ---- host helpers ---- */
+
+extern "C" uint16_t kiln_cu_f32_to_bf16_host(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even */
+    return (uint16_t)(u >> 16);
+}
+
+extern "C" float kiln_cu_bf16_to_f32_host(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
