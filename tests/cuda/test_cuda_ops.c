@@ -1,0 +1,498 @@
+/* tests/cuda/test_cuda_ops.c - every CUDA op against the CPU reference
+ * (ops/ops.h, optim/optim.h), on random inputs.
+ *
+ * Tolerances, as max |gpu - cpu| / max(1, max |cpu|) (rel_err in rt_test.h);
+ * TF32 is off (kiln_cu_set_tf32(0): cuBLAS default math, cuDNN FMA math):
+ *  - dense (cuBLAS sgemm):                      1e-4
+ *  - conv2d (cuDNN; the heuristics may choose
+ *    Winograd or FFT, which round differently):  3e-4
+ *  - batch norm (outputs, saved stats, running
+ *    stats, gradients):                         1e-4
+ *  - softmax cross-entropy (loss, dlogits):      1e-5; arg-max count exact
+ *  - avg pool 1e-6; max pool, ReLU, add, the ReLU mask, casts to bf16 (vs a
+ *    host round-to-nearest-even) and loss scaling: exact
+ *  - SGD and Adam: 1e-6 (the kernels use the CPU's uncontracted operations,
+ *    so they should be bit-identical; the test prints whether they are)
+ *  - bf16/fp16 GEMM (fp32 accumulation on tensor cores) vs the CPU on the
+ *    same rounded inputs: 1e-3; vs the unrounded fp32 result: 2e-2
+ *  - fp16 round trip: within half an fp16 ulp (2^-11 relative)
+ * Without a GPU (or a build without the backend) it prints why and exits 77. */
+#include "rt_test.h"
+#include "test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#if KILN_CUDA_BUILT
+#include "cuda/cuda_ops.h"
+#include "kiln/cuda.h"
+#include "ops/ops.h"
+#include "optim/optim.h"
+
+static kiln_rng R;
+static kiln_cuda_ctx *C;
+
+#define MAX_DEV 256
+static void *devs[MAX_DEV];
+static int ndevs;
+
+/* Device copy of n floats of h (or zeros when h is NULL); freed at exit. */
+static void *dbuf(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    if (kiln_cu_alloc(C, bytes, &d) != KILN_OK || ndevs == MAX_DEV) {
+        fprintf(stderr, "FATAL: device allocation of %zu bytes: %s\n", bytes, kiln_cu_error(C));
+        exit(1);
+    }
+    if (h && kiln_cu_upload(C, d, h, bytes) != KILN_OK) {
+        fprintf(stderr, "FATAL: upload: %s\n", kiln_cu_error(C));
+        exit(1);
+    }
+    devs[ndevs++] = d;
+    return d;
+}
+
+static float *dcopy(const float *h, size_t n)
+{
+    return dbuf(h, n * sizeof(float));
+}
+
+/* Host copy of a device buffer (synchronises: kernel errors show here). */
+static float *hcopy(const float *d, size_t n)
+{
+    float *h = kiln_falloc(n);
+    if (kiln_cu_download(C, h, d, n * sizeof(float)) != KILN_OK) {
+        fprintf(stderr, "FATAL: download: %s\n", kiln_cu_error(C));
+        exit(1);
+    }
+    return h;
+}
+
+#define OK(call) CHECK_MSG((call) == KILN_OK, "%s: %s", #call, kiln_cu_error(C))
+
+/* got is a device buffer, want a host one */
+static void near(const char *what, const float *got_dev, const float *want, size_t n, double tol)
+{
+    float *got = hcopy(got_dev, n);
+    double e = rel_err(got, want, n);
+    CHECK_MSG(e <= tol, "%s: error %g > %g", what, e, tol);
+    printf("  %-34s err %.3g (tol %.0e)\n", what, e, tol);
+    kiln_ffree(got);
+}
+
+static void same(const char *what, const float *got_dev, const float *want, size_t n)
+{
+    float *got = hcopy(got_dev, n);
+    CHECK_MSG(bits_equal(got, want, n), "%s: not bit-identical", what);
+    kiln_ffree(got);
+}
+
+static void check_dense(int B, int in, int out, int relu)
+{
+    size_t nx = (size_t)B * in, nw = (size_t)in * out, ny = (size_t)B * out;
+    float *x = rand_buf(&R, nx, -1, 1), *w = rand_buf(&R, nw, -0.5, 0.5);
+    float *b = rand_buf(&R, out, -0.5, 0.5), *y = kiln_falloc(ny);
+    float *dy = rand_buf(&R, ny, -1, 1), *dyc = copy_buf(dy, ny);
+    float *dx = kiln_falloc(nx), *dw = kiln_falloc(nw), *db = kiln_falloc(out);
+    float *acc = rand_buf(&R, nw, -1, 1), *accb = rand_buf(&R, out, -1, 1);
+    float *dX = dcopy(x, nx), *dW = dcopy(w, nw), *dB = dcopy(b, out), *dY = dcopy(NULL, ny);
+    float *dDY = dcopy(dy, ny), *dDX = dcopy(NULL, nx), *dDW = dcopy(NULL, nw);
+    float *dDB = dcopy(NULL, out), *dACC = dcopy(acc, nw), *dACCB = dcopy(accb, out);
+    char what[96];
+
+    printf("dense %dx%dx%d relu=%d\n", B, in, out, relu);
+    kiln_dense_fwd_ref(x, w, b, y, B, in, out, relu);
+    OK(kiln_cu_dense_fwd(C, dX, dW, dB, dY, B, in, out, relu));
+    near("fwd", dY, y, ny, 1e-4);
+
+    kiln_dense_bwd_ref(x, w, y, dyc, dx, dw, db, B, in, out, relu);
+    OK(kiln_cu_dense_bwd(C, dX, dW, dY, dDY, dDX, dDW, dDB, B, in, out, relu, 0.0f));
+    same("relu mask of dy", dDY, dyc, ny);
+    near("bwd dx", dDX, dx, nx, 1e-4);
+    near("bwd dw", dDW, dw, nw, 1e-4);
+    near("bwd db", dDB, db, out, 1e-4);
+
+    /* accumulating form: dw = 0.9*dw_old + dW (dy is already masked) */
+    for (size_t i = 0; i < nw; i++)
+        acc[i] = 0.9f * acc[i] + dw[i];
+    for (int j = 0; j < out; j++)
+        accb[j] = 0.9f * accb[j] + db[j];
+    OK(kiln_cu_dense_bwd(C, dX, dW, dY, dDY, NULL, dACC, dACCB, B, in, out, relu, 0.9f));
+    snprintf(what, sizeof what, "bwd_acc dw (beta 0.9)");
+    near(what, dACC, acc, nw, 1e-4);
+    near("bwd_acc db (beta 0.9)", dACCB, accb, out, 1e-4);
+
+    float *f[] = {x, w, b, y, dy, dyc, dx, dw, db, acc, accb};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        kiln_ffree(f[i]);
+}
+
+/* bf16/fp16 inputs, fp32 accumulation and output */
+static void check_dense_lowp(kiln_cu_dtype t, int B, int in, int out)
+{
+    size_t nx = (size_t)B * in, nw = (size_t)in * out, ny = (size_t)B * out;
+    float *x = rand_buf(&R, nx, -1, 1), *w = rand_buf(&R, nw, -0.5, 0.5);
+    float *b = rand_buf(&R, out, -0.5, 0.5), *y = kiln_falloc(ny), *y32 = kiln_falloc(ny);
+    float *dX = dcopy(x, nx), *dW = dcopy(w, nw), *dB = dcopy(b, out), *dY = dcopy(NULL, ny);
+    void *hX = dbuf(NULL, nx * 2), *hW = dbuf(NULL, nw * 2);
+    float *xr, *wr;
+    const char *name = t == KILN_CU_BF16 ? "bf16" : "fp16";
+
+    printf("dense %s %dx%dx%d\n", name, B, in, out);
+    OK(kiln_cu_cast_to_lowp(C, t, hX, dX, nx));
+    OK(kiln_cu_cast_to_lowp(C, t, hW, dW, nw));
+    /* the CPU reference on exactly the rounded inputs */
+    OK(kiln_cu_cast_from_lowp(C, t, dX, hX, nx));
+    OK(kiln_cu_cast_from_lowp(C, t, dW, hW, nw));
+    xr = hcopy(dX, nx);
+    wr = hcopy(dW, nw);
+    kiln_dense_fwd_ref(xr, wr, b, y, B, in, out, 1);
+    kiln_dense_fwd_ref(x, w, b, y32, B, in, out, 1);
+    OK(kiln_cu_dense_fwd_lowp(C, t, hX, hW, dB, dY, B, in, out, 1));
+    near("fwd vs cpu on rounded inputs", dY, y, ny, 1e-3);
+    near("fwd vs fp32 inputs", dY, y32, ny, 2e-2);
+    float *f[] = {x, w, b, y, y32, xr, wr};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        kiln_ffree(f[i]);
+}
+
+static void check_conv(int n, int h, int w, int c, int oc, int k, int stride, int pad, int relu)
+{
+    kiln_conv_shape s;
+    if (kiln_conv_shape_init(&s, n, h, w, c, oc, k, k, stride, pad)) {
+        CHECK(!"bad conv shape in test");
+        return;
+    }
+    size_t nx = (size_t)n * h * w * c, nw = (size_t)k * k * c * oc;
+    size_t ny = (size_t)n * s.oh * s.ow * oc;
+    float *x = rand_buf(&R, nx, -1, 1), *wt = rand_buf(&R, nw, -0.5, 0.5);
+    float *b = rand_buf(&R, oc, -0.5, 0.5), *y = kiln_falloc(ny);
+    float *dy = rand_buf(&R, ny, -1, 1), *dyc = copy_buf(dy, ny);
+    float *dx = kiln_falloc(nx), *dw = kiln_falloc(nw), *db = kiln_falloc(oc);
+    float *acc = rand_buf(&R, nw, -1, 1);
+    float *dX = dcopy(x, nx), *dW = dcopy(wt, nw), *dB = dcopy(b, oc), *dY = dcopy(NULL, ny);
+    float *dDY = dcopy(dy, ny), *dDX = dcopy(NULL, nx), *dDW = dcopy(NULL, nw);
+    float *dDB = dcopy(NULL, oc), *dACC = dcopy(acc, nw), *dACCB = dcopy(NULL, oc);
+
+    printf("conv n=%d %dx%dx%d -> %d, k=%d s=%d p=%d relu=%d\n", n, h, w, c, oc, k, stride, pad,
+           relu);
+    kiln_conv2d_fwd_ref(&s, x, wt, b, y, relu);
+    OK(kiln_cu_conv2d_fwd(C, &s, dX, dW, dB, dY, relu));
+    near("fwd", dY, y, ny, 3e-4);
+
+    kiln_conv2d_bwd_ref(&s, x, wt, y, dyc, dx, dw, db, relu);
+    OK(kiln_cu_conv2d_bwd(C, &s, dX, dW, dY, dDY, dDX, dDW, dDB, relu, 0.0f));
+    same("relu mask of dy", dDY, dyc, ny);
+    near("bwd dx", dDX, dx, nx, 3e-4);
+    near("bwd dw", dDW, dw, nw, 3e-4);
+    near("bwd db", dDB, db, oc, 1e-4);
+
+    for (size_t i = 0; i < nw; i++)
+        acc[i] = 0.5f * acc[i] + dw[i];
+    OK(kiln_cu_conv2d_bwd(C, &s, dX, dW, dY, dDY, NULL, dACC, dACCB, relu, 0.5f));
+    near("bwd_acc dw (beta 0.5)", dACC, acc, nw, 3e-4);
+    near("bwd_acc db (beta 0.5, from 0)", dACCB, db, oc, 1e-4);
+
+    float *f[] = {x, wt, b, y, dy, dyc, dx, dw, db, acc};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        kiln_ffree(f[i]);
+}
+
+static void check_pool(int n, int h, int w, int c, int k, int stride)
+{
+    kiln_pool_shape s;
+    if (kiln_pool_shape_init(&s, n, h, w, c, k, stride)) {
+        CHECK(!"bad pool shape in test");
+        return;
+    }
+    size_t nx = (size_t)n * h * w * c, ny = (size_t)n * s.oh * s.ow * c;
+    /* a shuffled ramp: no ties, so the arg-max is the same on both sides */
+    float *x = kiln_falloc(nx), *y = kiln_falloc(ny), *dy = rand_buf(&R, ny, -1, 1);
+    float *dx = kiln_falloc(nx);
+    int32_t *idx = malloc(ny * sizeof *idx);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = (float)i / (float)nx - 0.5f;
+    for (size_t i = nx - 1; i > 0; i--) {
+        size_t j = kiln_rng_next(&R) % (i + 1);
+        float t = x[i];
+        x[i] = x[j];
+        x[j] = t;
+    }
+    float *dX = dcopy(x, nx), *dY = dcopy(NULL, ny), *dDY = dcopy(dy, ny), *dDX = dcopy(NULL, nx);
+
+    printf("pool n=%d %dx%dx%d k=%d s=%d\n", n, h, w, c, k, stride);
+    kiln_maxpool_fwd_ref(&s, x, y, idx);
+    OK(kiln_cu_maxpool_fwd(C, &s, dX, dY));
+    same("maxpool fwd", dY, y, ny);
+    kiln_maxpool_bwd_ref(&s, dy, idx, dx);
+    OK(kiln_cu_maxpool_bwd(C, &s, dX, dY, dDY, dDX));
+    near("maxpool bwd", dDX, dx, nx, 1e-6);
+
+    kiln_avgpool_fwd_ref(&s, x, y);
+    OK(kiln_cu_avgpool_fwd(C, &s, dX, dY));
+    near("avgpool fwd", dY, y, ny, 1e-6);
+    kiln_avgpool_bwd_ref(&s, dy, dx);
+    OK(kiln_cu_avgpool_bwd(C, &s, dX, dY, dDY, dDX));
+    near("avgpool bwd", dDX, dx, nx, 1e-6);
+    kiln_ffree(x), kiln_ffree(y), kiln_ffree(dy), kiln_ffree(dx);
+    free(idx);
+}
+
+static void check_bn(int M, int Cn)
+{
+    size_t n = (size_t)M * Cn;
+    const float mom = 0.1f, eps = 1e-5f;
+    float *x = rand_buf(&R, n, -2, 3), *g = rand_buf(&R, Cn, 0.5, 1.5);
+    float *be = rand_buf(&R, Cn, -0.5, 0.5), *y = kiln_falloc(n), *mean = kiln_falloc(Cn);
+    float *istd = kiln_falloc(Cn), *rm = rand_buf(&R, Cn, -0.1, 0.1);
+    float *rv = rand_buf(&R, Cn, 0.9, 1.1), *dy = rand_buf(&R, n, -1, 1), *dx = kiln_falloc(n);
+    float *dg = kiln_falloc(Cn), *dbe = kiln_falloc(Cn);
+    float *dX = dcopy(x, n), *dG = dcopy(g, Cn), *dBE = dcopy(be, Cn), *dY = dcopy(NULL, n);
+    float *dM = dcopy(NULL, Cn), *dI = dcopy(NULL, Cn), *dRM = dcopy(rm, Cn), *dRV = dcopy(rv, Cn);
+    float *dDY = dcopy(dy, n), *dDX = dcopy(NULL, n), *dDG = dcopy(NULL, Cn);
+    float *dDBE = dcopy(NULL, Cn);
+
+    printf("batch norm M=%d C=%d\n", M, Cn);
+    kiln_bn_fwd_train_ref(x, g, be, y, mean, istd, rm, rv, mom, eps, M, Cn);
+    OK(kiln_cu_bn_fwd_train(C, dX, dG, dBE, dY, dM, dI, dRM, dRV, mom, eps, M, Cn));
+    near("fwd train y", dY, y, n, 1e-4);
+    near("saved mean", dM, mean, Cn, 1e-4);
+    near("saved invstd", dI, istd, Cn, 1e-4);
+    near("running mean", dRM, rm, Cn, 1e-4);
+    near("running var (unbiased)", dRV, rv, Cn, 1e-4);
+
+    kiln_bn_bwd_ref(x, g, mean, istd, dy, dx, dg, dbe, M, Cn);
+    OK(kiln_cu_bn_bwd(C, dX, dG, dM, dI, dDY, dDX, dDG, dDBE, eps, M, Cn));
+    near("bwd dx", dDX, dx, n, 1e-4);
+    near("bwd dgamma", dDG, dg, Cn, 1e-4);
+    near("bwd dbeta", dDBE, dbe, Cn, 1e-4);
+
+    kiln_bn_fwd_infer(x, g, be, rm, rv, eps, y, M, Cn);
+    OK(kiln_cu_bn_fwd_infer(C, dX, dG, dBE, dRM, dRV, eps, dY, M, Cn));
+    near("fwd infer", dY, y, n, 1e-4);
+
+    /* the documented refusal: training statistics need two rows */
+    CHECK(kiln_cu_bn_fwd_train(C, dX, dG, dBE, dY, dM, dI, NULL, NULL, mom, eps, 1, Cn) ==
+          KILN_EINVAL);
+    float *f[] = {x, g, be, y, mean, istd, rm, rv, dy, dx, dg, dbe};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        kiln_ffree(f[i]);
+}
+
+static void check_eltwise(size_t n)
+{
+    float *a = rand_buf(&R, n, -1, 1), *b = rand_buf(&R, n, -1, 1), *y = kiln_falloc(n);
+    float *dx = kiln_falloc(n);
+    float *dA = dcopy(a, n), *dB = dcopy(b, n), *dY = dcopy(NULL, n), *dDX = dcopy(NULL, n);
+    float *dDB = dcopy(NULL, n);
+
+    printf("elementwise n=%zu\n", n);
+    kiln_relu_fwd_ref(a, y, n);
+    OK(kiln_cu_relu_fwd(C, dA, dY, n));
+    same("relu fwd", dY, y, n);
+    kiln_relu_bwd_ref(y, b, dx, n);
+    OK(kiln_cu_relu_bwd(C, dY, dB, dDX, n));
+    same("relu bwd", dDX, dx, n);
+    /* in place (dx aliases dy), as the CPU allows */
+    OK(kiln_cu_relu_bwd(C, dY, dB, dB, n));
+    same("relu bwd in place", dB, dx, n);
+
+    OK(kiln_cu_upload(C, dB, b, n * sizeof(float)));
+    kiln_add_fwd_ref(a, b, y, n);
+    OK(kiln_cu_add_fwd(C, dA, dB, dY, n));
+    same("add fwd", dY, y, n);
+    OK(kiln_cu_add_bwd(C, dA, dDX, dDB, n));
+    same("add bwd da", dDX, a, n);
+    same("add bwd db", dDB, a, n);
+    kiln_ffree(a), kiln_ffree(b), kiln_ffree(y), kiln_ffree(dx);
+}
+
+static void check_xent(int B, int K)
+{
+    size_t n = (size_t)B * K;
+    float *z = rand_buf(&R, n, -8, 8), *dz = kiln_falloc(n), loss_g = 0;
+    uint8_t *lab8 = malloc((size_t)B);
+    int32_t *lab = malloc((size_t)B * sizeof *lab);
+    int ok_c = 0, ok_g = -1;
+    int kmax = K < 256 ? K : 256; /* the CPU's labels are uint8 */
+    for (int i = 0; i < B; i++) {
+        lab8[i] = (uint8_t)(kiln_rng_next(&R) % (uint64_t)kmax);
+        lab[i] = lab8[i];
+    }
+    /* make some rows right so the arg-max count is not trivially 0 */
+    for (int i = 0; i < B; i += 3)
+        z[(size_t)i * K + lab[i]] = 20.0f;
+    float *dZ = dcopy(z, n), *dDZ = dcopy(NULL, n), *dL = dcopy(NULL, 1);
+    int32_t *dLab = dbuf(lab, (size_t)B * sizeof *lab);
+    int *dOk = dbuf(NULL, sizeof(int));
+
+    printf("softmax xent B=%d K=%d\n", B, K);
+    float loss_c = kiln_xent_ref(z, lab8, B, K, dz, &ok_c);
+    OK(kiln_cu_xent(C, dZ, dLab, B, K, dDZ, 1.0f, dL, dOk));
+    near("dlogits", dDZ, dz, n, 1e-5);
+    OK(kiln_cu_download(C, &loss_g, dL, sizeof loss_g));
+    OK(kiln_cu_download(C, &ok_g, dOk, sizeof ok_g));
+    CHECK_MSG(fabs(loss_g - loss_c) <= 1e-5 * fmax(1.0, fabs(loss_c)), "loss %g vs %g", loss_g,
+              loss_c);
+    CHECK_MSG(ok_g == ok_c, "correct %d vs %d", ok_g, ok_c);
+    printf("  loss %.7g vs cpu %.7g, correct %d vs %d\n", loss_g, loss_c, ok_g, ok_c);
+
+    /* a label out of range must not pass silently */
+    lab[0] = K;
+    OK(kiln_cu_upload(C, dLab, lab, (size_t)B * sizeof *lab));
+    OK(kiln_cu_xent(C, dZ, dLab, B, K, NULL, 1.0f, dL, NULL));
+    OK(kiln_cu_download(C, &loss_g, dL, sizeof loss_g));
+    CHECK_MSG(isnan(loss_g), "bad label gave loss %g, want NaN", loss_g);
+    kiln_ffree(z), kiln_ffree(dz);
+    free(lab8), free(lab);
+}
+
+static void check_optim(size_t n)
+{
+    float *p = rand_buf(&R, n, -1, 1), *g = rand_buf(&R, n, -1, 1), *v = rand_buf(&R, n, -1, 1);
+    float *m = rand_buf(&R, n, -1, 1), *v2 = rand_buf(&R, n, 0, 1);
+    float *dP = dcopy(p, n), *dG = dcopy(g, n), *dV = dcopy(v, n), *dM = dcopy(m, n);
+    float *dV2 = dcopy(v2, n), *got;
+
+    printf("optimizers n=%zu\n", n);
+    kiln_sgd_update_ref(p, g, v, n, 0.05f, 0.9f);
+    OK(kiln_cu_sgd_update(C, dP, dG, dV, n, 0.05f, 0.9f));
+    near("sgd p", dP, p, n, 1e-6);
+    near("sgd v", dV, v, n, 1e-6);
+    got = hcopy(dP, n);
+    printf("  sgd bit-identical to the CPU: %s\n", bits_equal(got, p, n) ? "yes" : "no");
+    kiln_ffree(got);
+
+    for (uint64_t t = 1; t <= 3; t++) {
+        kiln_adam_update_ref(p, g, m, v2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t);
+        OK(kiln_cu_adam_update(C, dP, dG, dM, dV2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t));
+    }
+    near("adam p (3 steps)", dP, p, n, 1e-6);
+    near("adam m", dM, m, n, 1e-6);
+    near("adam v", dV2, v2, n, 1e-6);
+    got = hcopy(dP, n);
+    printf("  adam bit-identical to the CPU: %s\n", bits_equal(got, p, n) ? "yes" : "no");
+    kiln_ffree(got);
+    kiln_ffree(p), kiln_ffree(g), kiln_ffree(v), kiln_ffree(m), kiln_ffree(v2);
+}
+
+static void check_casts_and_scaling(size_t n)
+{
+    float *x = rand_buf(&R, n, -1000, 1000), *back;
+    uint16_t *h16 = malloc(n * sizeof *h16);
+    float *dX = dcopy(x, n), *dBack = dcopy(NULL, n);
+    void *dH = dbuf(NULL, n * 2);
+    int *dFound = dbuf(NULL, sizeof(int)), found = -1, bad_bf16 = 0;
+    double worst = 0;
+
+    printf("casts and loss scaling n=%zu\n", n);
+    OK(kiln_cu_cast_to_lowp(C, KILN_CU_BF16, dH, dX, n));
+    OK(kiln_cu_download(C, h16, dH, n * 2));
+    for (size_t i = 0; i < n; i++)
+        bad_bf16 += h16[i] != kiln_cu_f32_to_bf16_host(x[i]);
+    CHECK_MSG(bad_bf16 == 0, "%d bf16 values differ from round-to-nearest-even", bad_bf16);
+    OK(kiln_cu_cast_from_lowp(C, KILN_CU_BF16, dBack, dH, n));
+    back = hcopy(dBack, n);
+    for (size_t i = 0; i < n; i++)
+        bad_bf16 += back[i] != kiln_cu_bf16_to_f32_host(h16[i]);
+    CHECK_MSG(bad_bf16 == 0, "bf16 -> f32 differs from the host");
+    kiln_ffree(back);
+
+    OK(kiln_cu_cast_to_lowp(C, KILN_CU_FP16, dH, dX, n));
+    OK(kiln_cu_cast_from_lowp(C, KILN_CU_FP16, dBack, dH, n));
+    back = hcopy(dBack, n);
+    for (size_t i = 0; i < n; i++) {
+        /* below 2^-14 fp16 is subnormal: absolute spacing 2^-24 */
+        double e = fabs((double)back[i] - x[i]) / fmax(fabs(x[i]), ldexp(1.0, -14));
+        if (e > worst) worst = e;
+    }
+    CHECK_MSG(worst <= 1.0 / 2048, "fp16 round trip error %g > 2^-11", worst);
+    kiln_ffree(back);
+
+    /* scaling: exact products, flag only for non-finite results */
+    for (size_t i = 0; i < n; i++)
+        x[i] *= 0.25f;
+    OK(kiln_cu_scale_check(C, dX, n, 0.25f, dFound));
+    same("scale by 1/4", dX, x, n);
+    OK(kiln_cu_download(C, &found, dFound, sizeof found));
+    CHECK_MSG(found == 0, "finite gradients flagged (%d)", found);
+    OK(kiln_cu_scale_check(C, dX, n, 3e38f, dFound)); /* overflows to inf */
+    OK(kiln_cu_download(C, &found, dFound, sizeof found));
+    CHECK_MSG(found == 1, "overflow not flagged (%d)", found);
+    kiln_ffree(x);
+    free(h16);
+}
+
+static void check_async_upload(size_t n)
+{
+    float *pin = NULL, *dst = dcopy(NULL, n);
+    printf("pinned async upload n=%zu\n", n);
+    OK(kiln_cu_host_alloc(C, n * sizeof(float), (void **)&pin));
+    if (!pin) return;
+    for (size_t i = 0; i < n; i++)
+        pin[i] = (float)i * 0.5f;
+    OK(kiln_cu_upload_async(C, dst, pin, n * sizeof(float)));
+    /* queued after the upload on the compute stream: sees the data */
+    OK(kiln_cu_relu_fwd(C, dst, dst, n));
+    OK(kiln_cu_copy_wait(C));
+    float *got = hcopy(dst, n);
+    CHECK(bits_equal(got, pin, n)); /* all >= 0: relu is the identity */
+    kiln_ffree(got);
+    kiln_cu_host_free(C, pin);
+}
+
+int main(void)
+{
+    char err[512];
+    int n = 0;
+    if (kiln_cuda_device_count(&n, err, sizeof err) != KILN_OK) {
+        printf("SKIP: no CUDA device: %s\n", err);
+        return 77;
+    }
+    if (kiln_cu_ctx_create(0, &C, err, sizeof err) != KILN_OK) {
+        fprintf(stderr, "context on /gpu:0: %s\n", err);
+        return 1;
+    }
+    kiln_rng_seed(&R, 6);
+    {
+        kiln_cuda_ctx *bad = NULL;
+        CHECK(kiln_cu_ctx_create(n, &bad, err, sizeof err) == KILN_EINVAL && bad == NULL);
+    }
+    check_dense(32, 100, 70, 0);
+    check_dense(17, 64, 10, 1);
+    check_dense_lowp(KILN_CU_BF16, 64, 128, 96);
+    check_dense_lowp(KILN_CU_FP16, 64, 128, 96);
+    check_conv(4, 12, 12, 5, 8, 3, 1, 1, 1);   /* 3x3 same padding + ReLU */
+    check_conv(2, 14, 14, 16, 32, 1, 2, 0, 0); /* ResNet's 1x1 stride-2 projection */
+    check_conv(2, 32, 32, 3, 16, 7, 2, 3, 1);  /* ResNet's 7x7 stride-2 stem */
+    check_conv(3, 9, 7, 4, 6, 3, 2, 1, 0);     /* odd sizes */
+    check_pool(3, 8, 8, 5, 2, 2);
+    check_pool(2, 9, 9, 4, 3, 2); /* overlapping windows */
+    check_bn(4 * 8 * 8, 16);
+    check_bn(7, 3);
+    check_eltwise(100003);
+    check_xent(37, 10);
+    check_xent(8, 1000);
+    check_optim(100003);
+    check_casts_and_scaling(50021);
+    check_async_upload(1 << 20);
+    {
+        kiln_conv_shape s = {0}; /* never initialised: refused, not run */
+        CHECK(kiln_cu_conv2d_fwd(C, &s, NULL, NULL, NULL, NULL, 0) == KILN_EINVAL);
+    }
+    CHECK_MSG(kiln_cu_sync(C) == KILN_OK, "sync: %s", kiln_cu_error(C));
+    for (int i = 0; i < ndevs; i++)
+        kiln_cu_free(C, devs[i]);
+    kiln_cu_ctx_destroy(C);
+    TEST_DONE();
+}
+
+#else /* the backend is not in this build */
+
+int main(void)
+{
+    printf("SKIP: no CUDA device: the CUDA backend is not built in this configuration "
+           "(nvcc not found, KILN_CUDA=OFF or a sanitized build)\n");
+    return 77;
+}
+#endif
