@@ -12,7 +12,7 @@ static kiln_err check_dims(kiln_cuda_ctx *c, int B, int in, int out)
 {
     if (B < 1 || in < 1 || out < 1)
         return kiln_cu__invalid(c, "dense: bad shape B=%d in=%d out=%d", B, in, out);
-    return KILN_OK;
+    return kiln_cu__enter(c);
 }
 
 kiln_err kiln_cu_dense_fwd(kiln_cuda_ctx *c, const float *x, const float *w, const float *b,

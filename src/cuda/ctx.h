@@ -35,6 +35,11 @@ kiln_err kiln_cu__fail(kiln_cuda_ctx *c, const char *call, const char *reason);
 kiln_err kiln_cu__invalid(kiln_cuda_ctx *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 const char *kiln_cu__cublas_str(cublasStatus_t s);
+/* Makes c's GPU the calling thread's current device. Every entry point
+ * calls it first: one thread may drive several contexts (mirrored), and
+ * cudaMalloc, kernel launches and the cuBLAS/cuDNN handles all act on the
+ * current device. cudaSetDevice to the current device costs next to nothing. */
+kiln_err kiln_cu__enter(kiln_cuda_ctx *c);
 /* Makes the workspace (or scratch) at least `bytes` large. */
 kiln_err kiln_cu__ensure_ws(kiln_cuda_ctx *c, size_t bytes);
 kiln_err kiln_cu__ensure_scratch(kiln_cuda_ctx *c, size_t bytes);

@@ -28,6 +28,12 @@ kiln_err kiln_cu__invalid(kiln_cuda_ctx *c, const char *fmt, ...)
     return KILN_EINVAL;
 }
 
+kiln_err kiln_cu__enter(kiln_cuda_ctx *c)
+{
+    cudaError_t e = cudaSetDevice(c->device);
+    return e == cudaSuccess ? KILN_OK : kiln_cu__fail(c, "cudaSetDevice", cudaGetErrorString(e));
+}
+
 const char *kiln_cu__cublas_str(cublasStatus_t s)
 {
     return cublasGetStatusName(s);
@@ -167,6 +173,7 @@ out:
 void kiln_cu_ctx_destroy(kiln_cuda_ctx *c)
 {
     if (!c) return;
+    cudaSetDevice(c->device); /* handles and streams are freed on their device */
     if (c->stream) cudaStreamSynchronize(c->stream);
     if (c->copy_stream) cudaStreamSynchronize(c->copy_stream);
     cudaFree(c->ws);
@@ -182,6 +189,7 @@ void kiln_cu_ctx_destroy(kiln_cuda_ctx *c)
 kiln_err kiln_cu_set_tf32(kiln_cuda_ctx *c, int allow)
 {
     kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     /* CUBLAS_DEFAULT_MATH keeps sgemm in fp32 FMA (TF32 needs an explicit opt-in
      * since CUDA 11); NVIDIA_TF32_OVERRIDE=0 in the environment also wins. */
     CK_BLAS(c,
@@ -194,6 +202,7 @@ out:
 kiln_err kiln_cu_sync(kiln_cuda_ctx *c)
 {
     kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaStreamSynchronize(c->stream));
     CK_CUDA(c, cudaGetLastError());
 out:
@@ -237,6 +246,7 @@ kiln_err kiln_cu_alloc(kiln_cuda_ctx *c, size_t bytes, void **out)
     kiln_err rc = KILN_OK;
     void *p = NULL;
     *out = NULL;
+    CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaMalloc(&p, bytes ? bytes : 1));
     CK_CUDA(c, cudaMemsetAsync(p, 0, bytes, c->stream));
     CK_CUDA(c, cudaStreamSynchronize(c->stream));
@@ -250,12 +260,13 @@ out:
 void kiln_cu_free(kiln_cuda_ctx *c, void *p)
 {
     /* cudaFree synchronises the device: queued work using p finishes first */
-    if (p) cudaFree(p);
+    if (p && kiln_cu__enter(c) == KILN_OK) cudaFree(p);
 }
 
 kiln_err kiln_cu_upload(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
 {
     kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
     CK_CUDA(c, cudaStreamSynchronize(c->stream));
 out:
@@ -265,6 +276,7 @@ out:
 kiln_err kiln_cu_download(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
 {
     kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
     CK_CUDA(c, cudaStreamSynchronize(c->stream));
 out:
@@ -275,6 +287,7 @@ kiln_err kiln_cu_host_alloc(kiln_cuda_ctx *c, size_t bytes, void **out)
 {
     kiln_err rc = KILN_OK;
     *out = NULL;
+    CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaMallocHost(out, bytes ? bytes : 1));
 out:
     return rc;
@@ -282,12 +295,13 @@ out:
 
 void kiln_cu_host_free(kiln_cuda_ctx *c, void *p)
 {
-    if (p) cudaFreeHost(p);
+    if (p && kiln_cu__enter(c) == KILN_OK) cudaFreeHost(p);
 }
 
 kiln_err kiln_cu_upload_async(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
 {
     kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
     CK_CUDA(c, cudaEventRecord(c->copied, c->copy_stream));
     CK_CUDA(c, cudaStreamWaitEvent(c->stream, c->copied, 0));
@@ -298,6 +312,7 @@ out:
 kiln_err kiln_cu_copy_wait(kiln_cuda_ctx *c)
 {
     kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaStreamSynchronize(c->copy_stream));
 out:
     return rc;

@@ -64,7 +64,7 @@ static kiln_err check_conv(kiln_cuda_ctx *c, const kiln_conv_shape *s)
     size_t nx = (size_t)s->n * s->h * s->w * s->c, ny = (size_t)s->n * s->oh * s->ow * s->oc;
     if (s->n < 1 || s->c < 1 || s->oc < 1 || s->oh < 1 || s->ow < 1 || nx > INT_MAX || ny > INT_MAX)
         return kiln_cu__invalid(c, "conv2d: bad or too large shape (run kiln_conv_shape_init)");
-    return KILN_OK;
+    return kiln_cu__enter(c);
 }
 
 /* The heuristics list candidates best first; take the first that can run
@@ -207,6 +207,7 @@ static kiln_err pool_desc_make(kiln_cuda_ctx *c, const kiln_pool_shape *s, int m
         rc = kiln_cu__invalid(c, "pool: bad or too large shape (run kiln_pool_shape_init)");
         goto out;
     }
+    CK_KILN(kiln_cu__enter(c));
     CK_DNN(c, cudnnCreateTensorDescriptor(&d->x));
     CK_DNN(c, cudnnCreateTensorDescriptor(&d->y));
     CK_DNN(c, cudnnCreatePoolingDescriptor(&d->pool));
@@ -274,7 +275,7 @@ kiln_err kiln_cu_avgpool_bwd(kiln_cuda_ctx *c, const kiln_pool_shape *s, const f
     return pool_bwd(c, s, 0, x, y, dy, dx);
 }
 
-/* ---- batch norm: x[M, C] as an NHWC tensor of M images of 1x1 pixels;
+/* ---- batch norm: x[M, C] as a tensor of M images of 1x1 pixels;
  *      spatial mode normalises each channel over N*H*W = M ---- */
 
 typedef struct bn_desc {
@@ -299,9 +300,12 @@ static kiln_err bn_desc_make(kiln_cuda_ctx *c, int M, int C, float eps, bn_desc 
                               CUDNN_BN_MIN_EPSILON);
         goto out;
     }
+    CK_KILN(kiln_cu__enter(c));
     CK_DNN(c, cudnnCreateTensorDescriptor(&d->x));
     CK_DNN(c, cudnnCreateTensorDescriptor(&d->p));
-    CK_DNN(c, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, M, C, 1, 1));
+    /* with H = W = 1, NCHW and NHWC are the same bytes; NCHW is the layout
+     * every legacy batch-norm kernel takes */
+    CK_DNN(c, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, M, C, 1, 1));
     CK_DNN(c, cudnnDeriveBNTensorDescriptor(d->p, d->x, CUDNN_BATCHNORM_SPATIAL));
 out:
     return rc;
@@ -372,6 +376,7 @@ static kiln_err relu(kiln_cuda_ctx *c, const float *y, const float *dy, const fl
     const float one = 1.0f, zero = 0.0f;
     if (n == 0) return KILN_OK;
     if (n > INT_MAX) return kiln_cu__invalid(c, "relu: %zu elements is more than cuDNN takes", n);
+    CK_KILN(kiln_cu__enter(c));
     CK_DNN(c, cudnnCreateTensorDescriptor(&t));
     CK_DNN(c, cudnnCreateActivationDescriptor(&a));
     CK_DNN(c, cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 1, (int)n));

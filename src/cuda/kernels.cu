@@ -58,6 +58,7 @@ extern "C" kiln_err kiln_cu_bias_act(kiln_cuda_ctx *c, float *y, const float *b,
     kiln_err rc = KILN_OK;
     size_t total = (size_t)M * (size_t)N;
     if (total == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     bias_act_k<<<blocks_for(total), THREADS, 0, c->stream>>>(y, b, total, N, relu);
     CK_LAUNCH(c, "bias_act kernel");
 out:
@@ -105,6 +106,7 @@ extern "C" kiln_err kiln_cu_mask_colsum(kiln_cuda_ctx *c, float *dy, const float
     dim3 block(CS_COLS, CS_ROWS), grid((unsigned)((N + CS_COLS - 1) / CS_COLS));
     if (M < 1 || N < 1) return kiln_cu__invalid(c, "mask_colsum: bad shape %dx%d", M, N);
     if (!relu && !db) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     mask_colsum_k<<<grid, block, 0, c->stream>>>(dy, y, relu, db, beta, M, N);
     CK_LAUNCH(c, "mask_colsum kernel");
 out:
@@ -123,6 +125,7 @@ extern "C" kiln_err kiln_cu_add_fwd(kiln_cuda_ctx *c, const float *a, const floa
 {
     kiln_err rc = KILN_OK;
     if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     add_k<<<blocks_for(n), THREADS, 0, c->stream>>>(a, b, y, n);
     CK_LAUNCH(c, "add kernel");
 out:
@@ -134,6 +137,7 @@ extern "C" kiln_err kiln_cu_add_bwd(kiln_cuda_ctx *c, const float *dy, float *da
 {
     kiln_err rc = KILN_OK;
     if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     if (da && da != dy)
         CK_CUDA(c, cudaMemcpyAsync(da, dy, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
     if (db && db != dy)
@@ -241,6 +245,7 @@ extern "C" kiln_err kiln_cu_xent(kiln_cuda_ctx *c, const float *logits, const in
     int *row_ok;
     if (B < 1 || K < 1 || B > 65535 * 1024)
         return kiln_cu__invalid(c, "xent: bad shape B=%d K=%d", B, K);
+    CK_KILN(kiln_cu__enter(c));
     CK_KILN(kiln_cu__ensure_scratch(c, 2 * sizeof(float) * (size_t)B));
     row_loss = c->scratch;
     row_ok = (int *)(c->scratch + B);
@@ -270,6 +275,7 @@ extern "C" kiln_err kiln_cu_sgd_update(kiln_cuda_ctx *c, float *p, const float *
 {
     kiln_err rc = KILN_OK;
     if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     sgd_k<<<blocks_for(n), THREADS, 0, c->stream>>>(p, g, v, n, lr, momentum);
     CK_LAUNCH(c, "sgd kernel");
 out:
@@ -302,6 +308,7 @@ extern "C" kiln_err kiln_cu_adam_update(kiln_cuda_ctx *c, float *p, const float 
     float step = (float)(lr / bc1), sbc2 = (float)sqrt(bc2);
     if (n == 0) return KILN_OK;
     if (t < 1) return kiln_cu__invalid(c, "adam: step number t starts at 1");
+    CK_KILN(kiln_cu__enter(c));
     adam_k<<<blocks_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, b1, b2, eps, step, sbc2);
     CK_LAUNCH(c, "adam kernel");
 out:
@@ -332,6 +339,7 @@ extern "C" kiln_err kiln_cu_cast_to_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, void
 {
     kiln_err rc = KILN_OK;
     if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     if (t == KILN_CU_BF16)
         to_bf16_k<<<blocks_for(n), THREADS, 0, c->stream>>>((__nv_bfloat16 *)dst, src, n);
     else
@@ -346,6 +354,7 @@ extern "C" kiln_err kiln_cu_cast_from_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, fl
 {
     kiln_err rc = KILN_OK;
     if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     if (t == KILN_CU_BF16)
         from_bf16_k<<<blocks_for(n), THREADS, 0, c->stream>>>(dst, (const __nv_bfloat16 *)src, n);
     else
@@ -375,6 +384,7 @@ extern "C" kiln_err kiln_cu_scale_check(kiln_cuda_ctx *c, float *g, size_t n, fl
 {
     kiln_err rc = KILN_OK;
     if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
     scale_check_k<<<blocks_for(n), THREADS, 0, c->stream>>>(g, n, factor, found);
     CK_LAUNCH(c, "scale_check kernel");
 out:
