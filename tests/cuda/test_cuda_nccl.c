@@ -10,13 +10,14 @@
  * Every CUDA call happens in forked children: the CUDA driver does not
  * survive fork(), so the parent never touches it. Without a GPU, a build
  * without the backend or without NCCL, it prints why and exits 77. */
+#include <stdio.h>
+
+#if KILN_CUDA_BUILT
 #include "coll_test.h"
 #include "test.h"
 
 #include <math.h>
-#include <stdio.h>
 
-#if KILN_CUDA_BUILT
 #include "cuda/cuda_ops.h"
 #include "cuda/nccl.h"
 #include "kiln/cuda.h"

@@ -17,13 +17,13 @@
  *    same rounded inputs: 1e-3; vs the unrounded fp32 result: 2e-2
  *  - fp16 round trip: within half an fp16 ulp (2^-11 relative)
  * Without a GPU (or a build without the backend) it prints why and exits 77. */
-#include "rt_test.h"
-#include "test.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 
 #if KILN_CUDA_BUILT
+#include "rt_test.h"
+#include "test.h"
+
 #include "cuda/cuda_ops.h"
 #include "kiln/cuda.h"
 #include "ops/ops.h"
