@@ -1,0 +1,65 @@
+/* models/resnet.h - ResNet-50 v1.5 (He et al. 2015, with the stride in the
+ * 3x3 conv of each bottleneck: the "v1.5" of NVIDIA's and TensorFlow's
+ * reference implementations) on the runtime's ops layer (internal).
+ *
+ * The runtime's public model API (kiln/train.h) is a sequential stack and
+ * cannot express residual connections yet, so this module drives the ops
+ * (ops/ops.h) itself: forward, backward and an SGD-momentum step, on the CPU.
+ * It is the model `kiln-train resnet50` will run once the runtime has a
+ * backend table; the CUDA ops (src/cuda) take the same shapes and layouts.
+ *
+ * Layout: NHWC input [N, H, W, 3] (H = W; 224 for ImageNet), conv weights
+ * HWIO without bias, batch norm after every conv (PyTorch's momentum 0.1 and
+ * eps 1e-5), ReLU, 3x3/2 max pool with padding 1, four stages of
+ * {3, 4, 6, 3} bottlenecks (widths 64, 128, 256, 512; expansion 4; 1x1
+ * stride-2 projections where the shape changes), global average pool, dense
+ * [2048, classes] with bias. With width 64 and 1000 classes it has
+ * 25,557,032 trainable parameters (PyTorch's count; running statistics are
+ * not parameters). `width` scales every stage, so tests can train the same
+ * topology at a fraction of the cost. */
+#ifndef KILN_RT_RESNET_H
+#define KILN_RT_RESNET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/diag.h"
+
+typedef struct kiln_resnet_cfg {
+    int width;   /* channels of the first stage's bottleneck: 64 for ResNet-50 */
+    int classes; /* 1000 for ImageNet; at most 256 for training here (uint8 labels) */
+    uint64_t seed;
+    int use_ref; /* run the _ref ops instead of the fast ones (tests) */
+} kiln_resnet_cfg;
+
+typedef struct kiln_resnet kiln_resnet;
+
+/* Builds the model and initialises it (He-uniform convs, BN gamma 1 beta 0,
+ * the dense layer uniform in +-1/sqrt(fan_in)). NULL with err on failure. */
+kiln_resnet *kiln_resnet_create(const kiln_resnet_cfg *cfg, char *err, size_t errlen);
+void kiln_resnet_destroy(kiln_resnet *r);
+
+size_t kiln_resnet_param_count(const kiln_resnet *r);
+/* The trainable buffers in a fixed order (stem w, gamma, beta; each block's
+ * units; fc w, b) and their gradients from the last train step: for
+ * checkpoints, optimizers and gradient checks. Returns the count, or fills
+ * buffer i (0 <= i < count) and returns 0; -1 for a bad index. */
+int kiln_resnet_buffer(kiln_resnet *r, int i, float **p, const float **g, size_t *n);
+/* Spatial size after the stem (conv + pool) and after each stage for an
+ * image of `size` pixels square: out[0] = after the max pool, out[1..4] =
+ * stages 1..4. Returns -1 when the image is too small (< 32 pixels). */
+int kiln_resnet_spatial(int size, int out[5]);
+
+/* Forward pass of n images x[n, size, size, 3] to logits[n, classes].
+ * training: batch statistics (and running statistics updated), activations
+ * kept for kiln_resnet_backward; otherwise running statistics. */
+kiln_err kiln_resnet_forward(kiln_resnet *r, const float *x, int n, int size, float *logits,
+                             int training, char *err, size_t errlen);
+/* Softmax cross-entropy of the last training forward pass against labels,
+ * gradients of every parameter, then SGD with momentum (PyTorch's form).
+ * Returns the mean loss before the step in *loss. */
+kiln_err kiln_resnet_train_step(kiln_resnet *r, const float *x, const uint8_t *labels, int n,
+                                int size, float lr, float momentum, float *loss, char *err,
+                                size_t errlen);
+
+#endif
