@@ -443,10 +443,6 @@ kiln_err kiln_resnet_train_step(kiln_resnet *r, const float *x, const uint8_t *l
                                 size_t errlen)
 {
     kiln_err e;
-    if (r->cfg.classes > 256) {
-        snprintf(err, errlen, "resnet: training here takes uint8 labels (at most 256 classes)");
-        return KILN_EINVAL;
-    }
     for (int i = 0; i < n; i++)
         if (labels[i] >= r->cfg.classes) {
             snprintf(err, errlen, "resnet: label %d of row %d is not below %d classes", labels[i],

@@ -27,7 +27,8 @@
 
 typedef struct kiln_resnet_cfg {
     int width;   /* channels of the first stage's bottleneck: 64 for ResNet-50 */
-    int classes; /* 1000 for ImageNet; at most 256 for training here (uint8 labels) */
+    int classes; /* 1000 for ImageNet (training labels are uint8, so only the
+                  * first 256 classes can be targets on the CPU path) */
     uint64_t seed;
     int use_ref; /* run the _ref ops instead of the fast ones (tests) */
 } kiln_resnet_cfg;

@@ -79,6 +79,8 @@ static void usage(FILE *f)
         "                        [--train_examples=N]\n"
         "       kiln-train inspect FILE|DIR\n"
         "       kiln-train devices [--format=text|json] [--device=/gpu:N|/cpu:0]\n"
+        "       kiln-train resnet50 --synthetic [--batch_size=N] [--image_size=N]"
+        " [--num_batches=N]\n"
         "       kiln-train allreduce-bench --world_size=N [--backend=shm|mpi] [--bytes=B]"
         " [--iters=K]\n");
 }
@@ -604,6 +606,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "mnist") == 0) return cmd_mnist(argc - 2, argv + 2);
     if (strcmp(argv[1], "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
     if (strcmp(argv[1], "devices") == 0) return kiln_train_devices_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "resnet50") == 0) return kiln_train_resnet50_main(argc - 1, argv + 1);
 #ifdef KILN_HAVE_ALLREDUCE_BENCH
     if (strcmp(argv[1], "allreduce-bench") == 0)
         return kiln_allreduce_bench_main(argc - 1, argv + 1);

@@ -32,5 +32,7 @@ int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_c
 
 /* `kiln-train devices` (tools/devices.c); argv[0] is the subcommand's name. */
 int kiln_train_devices_main(int argc, char **argv);
+/* `kiln-train resnet50 --synthetic` (tools/resnet50.c); argv[0] as above. */
+int kiln_train_resnet50_main(int argc, char **argv);
 
 #endif

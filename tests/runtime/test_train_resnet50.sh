@@ -1,0 +1,38 @@
+#!/bin/sh
+# tests/runtime/test_train_resnet50.sh KILN_TRAIN - `kiln-train resnet50
+# --synthetic`: a small run (width 4, 64x64 images) prints tf_cnn_benchmarks'
+# lines with finite, positive rates and a falling loss; bad flags and devices
+# the CPU path cannot use exit 2 with a message.
+set -u
+KT=$1
+fail=0
+out=$(mktemp) || exit 1
+trap 'rm -f "$out"' EXIT
+
+"$KT" resnet50 --synthetic --batch_size=2 --image_size=64 --width=4 --num_batches=4 \
+    --num_warmup_batches=1 >"$out" 2>&1 || { cat "$out"; echo "run failed"; exit 1; }
+cat "$out"
+grep -q '^Model: *resnet50 (v1.5, width 4' "$out" || { echo "no model line"; fail=1; }
+[ "$(grep -c 'images/sec: [0-9.]* +/- ' "$out")" -eq 4 ] || { echo "want 4 step lines"; fail=1; }
+awk '/^total images\/sec: / { if ($3 + 0 > 0) ok = 1 } END { exit !ok }' "$out" ||
+    { echo "no positive total images/sec"; fail=1; }
+# the loss of the last step is below the first's (the same batch every step)
+awk -F'\t' '/^[0-9]+\t/ { if (!n++) first = $3; last = $3 }
+            END { exit !(n == 4 && last + 0 < first + 0) }' "$out" ||
+    { echo "loss did not fall"; fail=1; }
+
+expect2() {
+    "$KT" resnet50 "$@" >/dev/null 2>"$out.err"
+    rc=$?
+    [ $rc -eq 2 ] || { echo "resnet50 $*: exit $rc, want 2"; fail=1; }
+    grep -q "$EXPECT" "$out.err" || { echo "resnet50 $*: no '$EXPECT' in: $(cat "$out.err")"; fail=1; }
+    rm -f "$out.err"
+}
+EXPECT='only --synthetic' expect2 --batch_size=2
+EXPECT='expected an integer' expect2 --synthetic --batch_size=0
+EXPECT='unknown or incomplete' expect2 --synthetic --bogus=1
+EXPECT='not wired' expect2 --synthetic --device=/gpu:0
+EXPECT='index must be a decimal' expect2 --synthetic --device=/gpu:x
+EXPECT='fp32 only' expect2 --synthetic --precision=bf16
+[ $fail -eq 0 ] && echo "resnet50: all checks passed"
+exit $fail
