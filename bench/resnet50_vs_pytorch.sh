@@ -56,7 +56,9 @@ done
 K=$(best < /tmp/r50.kiln.$$)
 P=$(best < /tmp/r50.pt.$$)
 rm -f /tmp/r50.kiln.$$ /tmp/r50.pt.$$
-echo "== best: kiln $K images/sec, pytorch $P images/sec"
 if [ "$DEVICE" = cpu ]; then
+    echo "== best: kiln $K images/sec, pytorch $P images/sec"
     echo "== ratio kiln/pytorch: $(awk -v k="$K" -v p="$P" 'BEGIN{printf "%.2f", k / p}')"
+else
+    echo "== best: pytorch $P images/sec on $DEVICE (kiln has no GPU path yet: docs/gpu.md)"
 fi
