@@ -408,8 +408,9 @@ int dist_check_identical(dist_ctx *d, kiln_model *m)
         if (nd > 0) {
             fprintf(stderr,
                     "kiln-train: replicas diverged after step %llu: rank %d's %s differs from "
-                    "rank 0's (%d replica%s differ)\n",
-                    (unsigned long long)kiln_model_step(m), first, b.name, nd, nd > 1 ? "s" : "");
+                    "rank 0's (%d replica%s)\n",
+                    (unsigned long long)kiln_model_step(m), first, b.name, nd,
+                    nd > 1 ? "s differ" : " differs");
             return 1;
         }
     }

@@ -58,6 +58,10 @@ typedef struct run {
     dist_plan plan;
     dist_ctx *d; /* NULL: one replica, the fused single-replica step */
     int rank, world;
+    /* tests: $KILN_TRAIN_TEST_DIVERGE="RANK:STEP" nudges one parameter of that
+     * replica after that step, so that the identity check has something to find */
+    int diverge_rank;
+    uint64_t diverge_step;
 } run;
 
 static volatile sig_atomic_t g_term;
@@ -421,6 +425,10 @@ static int cb_step_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     uint64_t next_step = in->last_in_epoch ? 0 : in->step + 1;
     r->next_epoch = next_epoch;
     r->next_step = next_step;
+    if (r->d && r->diverge_step == in->global_step && r->diverge_rank == r->rank) {
+        kiln_buffer b = kiln_model_buffer(m, 0);
+        b.data[0] = nextafterf(b.data[0], INFINITY);
+    }
     if (r->d && r->o.check_identical > 0 && in->global_step % (uint64_t)r->o.check_identical == 0 &&
         dist_check_identical(r->d, m)) {
         r->failed = 1;
@@ -572,6 +580,9 @@ static int cmd_mnist(int argc, char **argv)
         }
     }
     r.rank = r.plan.rank;
+    const char *dv = getenv("KILN_TRAIN_TEST_DIVERGE");
+    unsigned long long dstep = 0;
+    if (dv && sscanf(dv, "%d:%llu", &r.diverge_rank, &dstep) == 2) r.diverge_step = dstep;
     r.json = r.o.log_format && strcmp(r.o.log_format, "json") == 0;
     r.tty = !r.json && r.rank == 0 && isatty(STDERR_FILENO);
     int threads = kiln_set_threads(r.o.threads);
