@@ -252,25 +252,43 @@ struct dist_ctx {
     int inline_ar, nbuckets;
     kiln_comm_ticket tickets[MAX_BUCKETS];
     volatile sig_atomic_t *term;
-    char err[512];
+    /* $KILN_DIST_PROFILE: seconds spent in the sync callbacks, printed at close */
+    int profile;
+    double t_ready, t_wait;
+    uint64_t steps;
 };
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 static int on_bucket_ready(void *ud, int b, float *data, size_t count)
 {
     dist_ctx *d = ud;
-    if (b == 0) /* failures name the step being computed (1-based, as logged) */
+    double t0 = d->profile ? mono_s() : 0;
+    if (b == 0) { /* failures name the step being computed (1-based, as logged) */
         kiln_comm_set_step(d->c, (int64_t)kiln_model_step(d->m) + 1);
+        d->steps++;
+    }
     if (b == d->nbuckets - 1) /* the stop flag rides in the last bucket */
         d->sync.grads[d->ngrad] = *d->term ? 1.0f : 0.0f;
-    if (d->inline_ar) return kiln_comm_allreduce_sum_f32(d->c, data, count) != KILN_OK;
-    return kiln_comm_iallreduce_sum_f32(d->c, data, count, &d->tickets[b]) != KILN_OK;
+    kiln_err e = d->inline_ar ? kiln_comm_allreduce_sum_f32(d->c, data, count)
+                              : kiln_comm_iallreduce_sum_f32(d->c, data, count, &d->tickets[b]);
+    if (d->profile) d->t_ready += mono_s() - t0;
+    return e != KILN_OK;
 }
 
 static int on_bucket_wait(void *ud, int b)
 {
     dist_ctx *d = ud;
     if (d->inline_ar) return 0;
-    return kiln_comm_wait(d->c, d->tickets[b]) != KILN_OK;
+    double t0 = d->profile ? mono_s() : 0;
+    kiln_err e = kiln_comm_wait(d->c, d->tickets[b]);
+    if (d->profile) d->t_wait += mono_s() - t0;
+    return e != KILN_OK;
 }
 
 dist_ctx *dist_open(const dist_plan *p, kiln_model *m, size_t bucket_bytes, int inline_ar,
@@ -284,6 +302,8 @@ dist_ctx *dist_open(const dist_plan *p, kiln_model *m, size_t bucket_bytes, int 
     }
     d->m = m;
     d->term = term;
+    const char *pe = getenv("KILN_DIST_PROFILE");
+    d->profile = pe && *pe && strcmp(pe, "0") != 0;
     d->inline_ar = inline_ar;
     kiln_comm_config cfg;
     if (p->have_tf) {
@@ -327,6 +347,13 @@ void dist_close(dist_ctx *d)
 {
     if (!d) return;
     if (d->c) kiln_comm_wait_all(d->c); /* nothing may still read the buffer */
+    if (d->profile && d->steps)
+        fprintf(stderr,
+                "kiln-train: replica %d: %llu steps, %d bucket(s): %.3f ms/step in all-reduce "
+                "calls (%s), %.3f ms/step waiting before the update\n",
+                kiln_comm_rank(d->c), (unsigned long long)d->steps, d->nbuckets,
+                1e3 * d->t_ready / (double)d->steps, d->inline_ar ? "inline" : "queued",
+                1e3 * d->t_wait / (double)d->steps);
     kiln_comm_free(d->c, d->sync.grads);
     kiln_comm_destroy(d->c);
     free(d);
@@ -340,6 +367,11 @@ const kiln_grad_sync *dist_sync(dist_ctx *d)
 int dist_stop_requested(const dist_ctx *d)
 {
     return d->sync.grads[d->ngrad] > 0.5f;
+}
+
+int dist_one_host(const dist_ctx *d)
+{
+    return strcmp(kiln_comm_backend_name(d->c), "shm") == 0;
 }
 
 const char *dist_error(const dist_ctx *d)

@@ -69,6 +69,8 @@ void dist_close(dist_ctx *d);
 const kiln_grad_sync *dist_sync(dist_ctx *d);
 /* After a step: did any replica ask to stop (SIGTERM) in it? */
 int dist_stop_requested(const dist_ctx *d);
+/* Do all replicas run on this machine (the shm backend)? */
+int dist_one_host(const dist_ctx *d);
 /* The reason the last collective failed ("step 12: allreduce #40: rank 1 died ..."). */
 const char *dist_error(const dist_ctx *d);
 

@@ -14,6 +14,7 @@
 #include "kiln/train.h"
 
 #include "ckpt/ckpt.h"
+#include "nn/nn.h"
 #include "summary/summary.h"
 #include "tools/dist.h"
 #include "tools/tool.h"
@@ -574,10 +575,15 @@ static int cmd_mnist(int argc, char **argv)
         }
         rc = 1;
         /* replicas of one machine share its cores */
-        if (r.o.threads == 0) {
-            long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-            r.o.threads = ncpu > r.world ? (int)(ncpu / r.world) : 1;
-        }
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        if (r.o.threads == 0) r.o.threads = ncpu > r.world ? (int)(ncpu / r.world) : 1;
+        /* and no core is spare for a prefetch thread when their compute
+         * threads take them all (nn/fit.c); $KILN_TRAIN_PREFETCH=1|0 forces */
+        const char *pf = getenv("KILN_TRAIN_PREFETCH");
+        if (pf && *pf)
+            kiln__fit_batches_on_pool = strcmp(pf, "0") == 0;
+        else if ((long)r.o.threads * r.world >= ncpu)
+            kiln__fit_batches_on_pool = 1;
     }
     r.rank = r.plan.rank;
     const char *dv = getenv("KILN_TRAIN_TEST_DIVERGE");
@@ -612,6 +618,14 @@ static int cmd_mnist(int argc, char **argv)
     if (r.world > 1 &&
         !(r.d = dist_open(&r.plan, r.m, (size_t)r.o.bucket_bytes, r.o.allreduce_inline, &g_term)))
         goto out;
+    if (r.d && !r.plan.local && dist_one_host(r.d) && r.o.threads == 0) {
+        /* TF_CONFIG replicas that all run on this machine share its cores,
+         * as --world_size replicas do */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = kiln_set_threads(ncpu > r.world ? (int)(ncpu / r.world) : 1);
+        r.cfg.threads = threads;
+        if ((long)threads * r.world >= ncpu) kiln__fit_batches_on_pool = 1;
+    }
     run_pos pos = {.shuffle_seed = r.shuffle_seed};
     int got = 0;
     if (r.o.model_dir && r.rank == 0) { /* the chief restores; the others get its state */
