@@ -550,7 +550,10 @@ static int cmd_mnist(int argc, char **argv)
     run r = {0};
     int rc = 1;
     if (parse_opts(argc, argv, &r.o)) return 2;
-    if (dist_plan_make((dist_strategy)r.o.strategy, r.o.world_size, &r.plan)) return 2;
+    if (dist_plan_make((dist_strategy)r.o.strategy, r.o.world_size, &r.plan)) {
+        dist_plan_free(&r.plan);
+        return 2;
+    }
     if (r.plan.ps) {
         rc = kiln_train_ps_main(r.plan.have_tf ? &r.plan.tf : NULL, argc, argv);
         dist_plan_free(&r.plan);
@@ -615,7 +618,7 @@ static int cmd_mnist(int argc, char **argv)
         rc = run_evaluator(&r);
         goto out;
     }
-    if (r.world > 1 &&
+    if ((r.world > 1 || getenv("KILN_TRAIN_SYNC_PATH")) &&
         !(r.d = dist_open(&r.plan, r.m, (size_t)r.o.bucket_bytes, r.o.allreduce_inline, &g_term)))
         goto out;
     if (r.d && !r.plan.local && dist_one_host(r.d) && r.o.threads == 0) {
