@@ -7,6 +7,9 @@
 #    k2w     kiln, 2 replicas (--world_size=2), 1 thread each, global batch 256
 #            (128 per replica: the usual weak-scaling figure)
 #    k2s     kiln, 2 replicas, global batch 128 (64 per replica: strong scaling)
+#    k2x     k2w with the all-reduce skipped (KILN_DIST_PROFILE=nocomm: wrong
+#            training, for measuring only): what two processes get from this
+#            machine at that moment, the bound for k2w
 #    ddp     PyTorch DDP (gloo), 2 processes, 1 thread each, global batch 256
 #    ddp1    PyTorch, 1 process, 1 thread, batch 128 (DDP's own baseline)
 #  for ROUNDS rounds; best of each. Ratios: k2w/k1 (weak), k2s/k1 (strong),
@@ -27,6 +30,7 @@ BUILD=${BUILD:-build-rel}
 ROUNDS=${ROUNDS:-5}
 DATA_DIR=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
 KILN_EXTRA=${KILN_EXTRA:-}
+KENV=
 KT="$BUILD/bin/kiln-train"
 PY=/usr/bin/python3
 HERE=$(dirname "$0")
@@ -39,7 +43,7 @@ ratio() { awk "BEGIN{printf \"%.2f\", $1 / $2}"; }
 kiln() { # model, steps, extra flags...
     m=$1; s=$2; shift 2
     # shellcheck disable=SC2086
-    env -u OPENBLAS_CORETYPE "$KT" mnist --model="$m" --data_dir="$DATA_DIR" --max_steps="$s" \
+    env -u OPENBLAS_CORETYPE $KENV "$KT" mnist --model="$m" --data_dir="$DATA_DIR" --max_steps="$s" \
         --threads=1 --log_format=json $KILN_EXTRA "$@" | tail -1 | num samples_per_sec
 }
 ddp() { # model, steps, world, global batch
@@ -57,21 +61,24 @@ speed() {
     M=$1
     if [ "$M" = cnn ]; then S=${STEPS:-40}; else S=${STEPS:-300}; fi
     echo "== speed: $M, $S steps, $ROUNDS rounds (samples/s of all replicas)"
-    for k in k1 k2w k2s ddp ddp1; do : > "$T/$M.$k"; done
+    for k in k1 k2w k2s k2x ddp ddp1; do : > "$T/$M.$k"; done
     r=0
     while [ $r -lt "$ROUNDS" ]; do
         r=$((r + 1))
         kiln "$M" "$S" --batch_size=128 >> "$T/$M.k1"
         kiln "$M" "$S" --batch_size=256 --world_size=2 >> "$T/$M.k2w"
         kiln "$M" "$S" --batch_size=128 --world_size=2 >> "$T/$M.k2s"
+        KENV=KILN_DIST_PROFILE=nocomm
+        kiln "$M" "$S" --batch_size=256 --world_size=2 >> "$T/$M.k2x"
+        KENV=
         ddp "$M" "$S" 2 256 >> "$T/$M.ddp"
         pt1 "$M" "$S" >> "$T/$M.ddp1"
-        echo "   round $r: kiln 1x128 $(tail -1 "$T/$M.k1")  kiln 2x128 $(tail -1 "$T/$M.k2w")  kiln 2x64 $(tail -1 "$T/$M.k2s")  ddp 2x128 $(tail -1 "$T/$M.ddp")  torch 1x128 $(tail -1 "$T/$M.ddp1")"
+        echo "   round $r: kiln 1x128 $(tail -1 "$T/$M.k1")  kiln 2x128 $(tail -1 "$T/$M.k2w")  kiln 2x64 $(tail -1 "$T/$M.k2s")  (no all-reduce $(tail -1 "$T/$M.k2x"))  ddp 2x128 $(tail -1 "$T/$M.ddp")  torch 1x128 $(tail -1 "$T/$M.ddp1")"
     done
-    K1=$(best "$T/$M.k1"); K2W=$(best "$T/$M.k2w"); K2S=$(best "$T/$M.k2s")
+    K1=$(best "$T/$M.k1"); K2W=$(best "$T/$M.k2w"); K2S=$(best "$T/$M.k2s"); K2X=$(best "$T/$M.k2x")
     D2=$(best "$T/$M.ddp"); D1=$(best "$T/$M.ddp1")
     echo "RESULT $M best of $ROUNDS: kiln 1 replica $K1, 2 replicas x128 $K2W, 2 replicas x64 $K2S; DDP 2x128 $D2, PyTorch 1x128 $D1 samples/s"
-    echo "RESULT $M kiln scaling: weak (2x128 vs 1x128) $(ratio "$K2W" "$K1")x, strong (global 128) $(ratio "$K2S" "$K1")x"
+    echo "RESULT $M kiln scaling: weak (2x128 vs 1x128) $(ratio "$K2W" "$K1")x, strong (global 128) $(ratio "$K2S" "$K1")x; two processes without all-reduce $(ratio "$K2X" "$K1")x (the machine's bound now)"
     echo "RESULT $M kiln 2 replicas / PyTorch DDP 2 processes: $(ratio "$K2W" "$D2")x (DDP's own weak scaling $(ratio "$D2" "$D1")x)"
 }
 
