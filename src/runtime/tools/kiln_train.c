@@ -155,7 +155,7 @@ static int parse_opts(int argc, char **argv, opts *o)
                 .lr = -1,
                 .momentum = 0.9,
                 .seed = 0,
-                .allreduce_inline = 1,
+                .allreduce_inline = 0,
                 .bucket_bytes = 1 << 20,
                 .eval_timeout_s = 3600};
     for (int i = 0; i < argc;) {
