@@ -105,6 +105,13 @@ ok "the launcher names replica 1 ($(cat "$TMP/kill.err"))" \
     'grep -q "replica 1 of 2 was killed by signal 9" "$TMP/kill.err"'
 ok "within 15 s (took $dt s)" '[ $dt -le 15 ]'
 
+# mirrored on this CPU-only build: one replica on the CPU
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --train_examples=500 --distribution_strategy=mirrored > "$TMP/mir.log" 2>&1
+rc=$?
+ok "mirrored: one replica, exit 0 (got $rc)" \
+    '[ $rc = 0 ] && grep -q "\"strategy\":\"mirrored\",\"replicas\":1" "$TMP/mir.log"'
+
 # bad input: clear messages, exit 2
 # shellcheck disable=SC2086
 "$KT" mnist $ARGS --world_size=3 > /dev/null 2> "$TMP/e1"; rc=$?

@@ -8,6 +8,8 @@
 #    the final one;
 #  - a worker killed mid-run makes the chief fail within a bounded time with
 #    a message that names rank 1 and the step;
+#  - SIGTERM to the worker: both stop after the same step (exit 143), the
+#    chief writes the checkpoint;
 #  - a ps task goes to the parameter_server hook.
 # Usage: test_train_dist_tfconfig.sh KILN_TRAIN  (env KILN_TEST_SANITIZED=1: smaller)
 set -u
@@ -80,6 +82,30 @@ ok "chief fails when the worker dies (got $rc)" '[ $rc != 0 ] && [ $rc != 143 ]'
 ok "within 15 s (took $dt s)" '[ $dt -le 15 ]'
 ok "the message names rank 1 and the step ($(tail -1 "$TMP/c2.err"))" \
     'grep -q "step [0-9]*: .*rank 1" "$TMP/c2.err"'
+
+# SIGTERM to the worker: both replicas stop after the same step, exit 143,
+# and the chief's checkpoint is at that step
+rm -rf "$TMP/m3"
+export KILN_COLL_KEY="test-tfconfig-term-$$"
+# shellcheck disable=SC2086
+TF_CONFIG=$(tf chief 0) "$KT" mnist $ARGS2 --model_dir="$TMP/m3" > "$TMP/c3.log" 2> "$TMP/c3.err" &
+ch=$!; PIDS="$PIDS $ch"
+# shellcheck disable=SC2086
+TF_CONFIG=$(tf worker 0) "$KT" mnist $ARGS2 --model_dir="$TMP/m3" > "$TMP/w3.log" 2> "$TMP/w3.err" &
+wk=$!; PIDS="$PIDS $wk"
+i=0
+while ! grep -q '"event":"start"' "$TMP/w3.log" 2> /dev/null && [ $i -lt 100 ]; do
+    sleep 0.1; i=$((i + 1)); done
+sleep 0.5
+kill -TERM $wk
+wait $wk; wrc=$?
+wait $ch; rc=$?
+ok "SIGTERM to the worker: both exit 143 (chief $rc, worker $wrc)" '[ $rc = 143 ] && [ $wrc = 143 ]'
+cs=$(sed -n 's/.*"event":"terminated","step":\([0-9]*\).*/\1/p' "$TMP/c3.log")
+ws=$(sed -n 's/.*"event":"terminated","step":\([0-9]*\).*/\1/p' "$TMP/w3.log")
+ok "both stopped after the same step (chief $cs, worker $ws)" '[ -n "$cs" ] && [ "$cs" = "$ws" ]'
+ok "the chief's checkpoint is at that step" '[ -f "$TMP/m3/$(printf "ckpt-%012d.kiln" "${cs:-0}")" ]'
+ok "only the chief wrote it" '! grep -q "\"event\":\"checkpoint\"" "$TMP/w3.log"'
 
 # a ps task goes to the parameter_server hook
 # shellcheck disable=SC2086
