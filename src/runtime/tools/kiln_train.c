@@ -10,7 +10,13 @@
  * checkpoints every --checkpoint_steps steps and at each epoch end, and
  * TensorBoard events under <model_dir>/train and <model_dir>/eval. SIGTERM
  * (what a drain sends) finishes the current step, writes a checkpoint and
- * exits with 143. */
+ * exits with 143.
+ *
+ * Data parallelism (docs/distributed.md, tools/dist.c): --distribution_strategy
+ * with TensorFlow's names; the replicas come from TF_CONFIG (chief/master and
+ * workers train, an evaluator evaluates checkpoints, ps tasks go to
+ * kiln_train_ps_main) or from --world_size=N, which forks N local replicas.
+ * --batch_size is the global batch; the chief restores, checkpoints and logs. */
 #include "kiln/train.h"
 
 #include "ckpt/ckpt.h"
