@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -234,6 +235,17 @@ int dist_launch(dist_plan *p)
     }
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGINT, &old_int, NULL);
+    /* the shm backend unlinks its segments once every rank has mapped them;
+     * replicas killed before that (SIGKILL while joining) leave them in
+     * /dev/shm. Every replica is gone now and the key was this launcher's
+     * alone, so remove what may be left (names: src/collective/shm/shm.c) */
+    char seg[128];
+    snprintf(seg, sizeof seg, "/kiln-coll-%s", p->key);
+    shm_unlink(seg);
+    for (int i = 0; i < 8; i++) {
+        snprintf(seg, sizeof seg, "/kiln-coll-%s-r%d", p->key, i);
+        shm_unlink(seg);
+    }
 out:
     free(pids);
     free(status);
