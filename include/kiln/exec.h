@@ -54,6 +54,14 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
                                size_t self, const int *gpus, size_t n_gpus, bool simulated,
                                kiln_strv *env);
 
+/* KILN_COLL_KEY for every replica of one attempt of a job: names the shared
+ * memory of kiln's collectives (kiln/collective.h), so a restarted attempt
+ * never meets the segment of the one before, and two jobs never meet.
+ * "kiln-<hash of project/jobId>-<instance>-a<attempt>" ([A-Za-z0-9.-], < 64
+ * characters); `instance` tells two kilnd lives apart (its pid). */
+void kiln_exec_coll_key(const char *project, const char *job_id, long instance, int attempt,
+                        char out[64]);
+
 /* Where the program comes from and what it is. */
 typedef struct kiln_exec_paths {
     const char *kiln_train; /* the kiln-train binary (for pythonModule kiln.NAME) */

@@ -465,6 +465,12 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
         err = kiln_exec_replica_env(j->job, tasks, j->n, i, r->gpus, (size_t)r->n_gpus,
                                     r->simulated, &env);
         if (err != KILN_OK) goto out;
+        char key[64], *kkv = NULL;
+        kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), j->restarts, key);
+        if (asprintf(&kkv, "KILN_COLL_KEY=%s", key) < 0) kkv = NULL;
+        err = kkv ? kiln_strv_push(&env, kkv) : KILN_ENOMEM;
+        free(kkv);
+        if (err != KILN_OK) goto out;
         if (paths.staging) {
             const char *pp = getenv("PYTHONPATH");
             char *kv = NULL;

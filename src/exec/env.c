@@ -1,5 +1,6 @@
 /* src/exec/env.c - a replica's program and environment (kiln/exec.h). */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,18 @@ out:
     json_decref(root);
     free(job_json);
     return out;
+}
+
+void kiln_exec_coll_key(const char *project, const char *job_id, long instance, int attempt,
+                        char out[64])
+{
+    /* FNV-1a over "project/jobId": job ids may be long, the key may not */
+    uint64_t h = 0xcbf29ce484222325ull;
+    const char *parts[] = {project ? project : "", "/", job_id ? job_id : ""};
+    for (int k = 0; k < 3; k++)
+        for (const unsigned char *p = (const unsigned char *)parts[k]; *p; p++)
+            h = (h ^ *p) * 0x100000001b3ull;
+    snprintf(out, 64, "kiln-%016llx-%ld-a%d", (unsigned long long)h, instance, attempt);
 }
 
 static kiln_err push_kv(kiln_strv *env, const char *name, const char *value)

@@ -130,6 +130,18 @@ int main(void)
     CHECK(kiln_exec_replica_env(job, tasks, NT, 4, NULL, 0, false, &env) == KILN_OK);
     check_tf_config(env_get(&env, "TF_CONFIG"), "master", "evaluator", 0);
 
+    /* the collectives' key: one per job and attempt, a valid shm name */
+    char k1[64], k2[64], k3[64], k4[64];
+    kiln_exec_coll_key("p", "job_1", 77, 0, k1);
+    kiln_exec_coll_key("p", "job_1", 77, 0, k2);
+    kiln_exec_coll_key("p", "job_1", 77, 1, k3);
+    kiln_exec_coll_key("q", "job_1", 77, 0, k4);
+    CHECK(strcmp(k1, k2) == 0);
+    CHECK(strcmp(k1, k3) != 0 && strcmp(k1, k4) != 0);
+    CHECK(strspn(k1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
+          strlen(k1));
+    CHECK(strlen(k1) > 8 && strlen(k1) <= 64);
+
     /* useChiefInTfConfig */
     kiln_job *cj = mkjob(true);
     CHECK(kiln_exec_replica_env(cj, tasks, NT, 0, NULL, 0, false, &env) == KILN_OK);

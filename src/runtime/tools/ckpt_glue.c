@@ -18,8 +18,12 @@
 
 static void cfg_string(const run_cfg *c, char *out, size_t n)
 {
-    snprintf(out, n, "model=%s optimizer=%s batch_size=%d threads=%d seed=%llu", c->model,
-             c->optimizer, c->batch_size, c->threads, (unsigned long long)c->seed);
+    int k = snprintf(out, n, "model=%s optimizer=%s batch_size=%d threads=%d seed=%llu", c->model,
+                     c->optimizer, c->batch_size, c->threads, (unsigned long long)c->seed);
+    /* another replica count sums gradients in another order: a bit-exact
+     * resume needs the same one (one replica keeps the older string) */
+    if (c->replicas > 1 && k > 0 && (size_t)k < n)
+        snprintf(out + k, n - (size_t)k, " replicas=%d", c->replicas);
 }
 
 int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos *pos,
@@ -118,6 +122,33 @@ out:
         free(*path_out);
         *path_out = NULL;
     }
+    kiln_ckpt_free(&ck);
+    return rc;
+}
+
+int ckpt_load_params(const char *path, kiln_model *m, uint64_t *step, char *err, size_t errlen)
+{
+    kiln_ckpt ck = KILN_CKPT_INIT;
+    kiln_errmsg em = {{0}};
+    int rc = -1;
+    if (kiln_ckpt_read_file(path, &ck, &em) != KILN_OK) {
+        snprintf(err, errlen, "%s", em.msg);
+        return -1;
+    }
+    for (size_t i = 0; i < kiln_model_num_buffers(m); i++) {
+        kiln_buffer b = kiln_model_buffer(m, i);
+        if (!b.is_param && strstr(b.name, "moving_") == NULL) continue; /* optimizer slots */
+        const kiln_ckpt_tensor *t = kiln_ckpt_find_tensor(&ck, b.name);
+        if (!t || t->numel != b.size) {
+            snprintf(err, errlen, "%s has no tensor %s of %zu values (another model?)", path,
+                     b.name, b.size);
+            goto out;
+        }
+        memcpy(b.data, t->data, sizeof(float) * b.size);
+    }
+    *step = ck.step;
+    rc = 0;
+out:
     kiln_ckpt_free(&ck);
     return rc;
 }

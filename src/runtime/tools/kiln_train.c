@@ -10,13 +10,22 @@
  * checkpoints every --checkpoint_steps steps and at each epoch end, and
  * TensorBoard events under <model_dir>/train and <model_dir>/eval. SIGTERM
  * (what a drain sends) finishes the current step, writes a checkpoint and
- * exits with 143. */
+ * exits with 143.
+ *
+ * Data parallelism (docs/distributed.md, tools/dist.c): --distribution_strategy
+ * with TensorFlow's names; the replicas come from TF_CONFIG (chief/master and
+ * workers train, an evaluator evaluates checkpoints, ps tasks go to
+ * kiln_train_ps_main) or from --world_size=N, which forks N local replicas.
+ * --batch_size is the global batch; the chief restores, checkpoints and logs. */
 #include "kiln/train.h"
 
 #include "ckpt/ckpt.h"
+#include "nn/nn.h"
 #include "summary/summary.h"
+#include "tools/dist.h"
 #include "tools/tool.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -32,6 +41,10 @@ typedef struct opts {
     long checkpoint_steps, max_steps, train_examples;
     double lr, momentum;
     uint64_t seed;
+    /* distribution (tools/dist.h) */
+    int strategy, world_size, allreduce_inline;
+    long check_identical, bucket_bytes;
+    double eval_timeout_s;
 } opts;
 
 typedef struct run {
@@ -49,6 +62,13 @@ typedef struct run {
     uint64_t total_steps;
     int stopped_by_signal, failed, hit_max_steps;
     uint64_t next_epoch, next_step; /* position of the next step to take */
+    dist_plan plan;
+    dist_ctx *d; /* NULL: one replica, the fused single-replica step */
+    int rank, world;
+    /* tests: $KILN_TRAIN_TEST_DIVERGE="RANK:STEP" nudges one parameter of that
+     * replica after that step, so that the identity check has something to find */
+    int diverge_rank;
+    uint64_t diverge_step;
 } run;
 
 static volatile sig_atomic_t g_term;
@@ -77,6 +97,11 @@ static void usage(FILE *f)
         " [--log_format=text|json]\n"
         "                        [--momentum=F] [--lr_schedule=cosine|constant] [--max_steps=N]\n"
         "                        [--train_examples=N]\n"
+        "                        [--distribution_strategy=one_device|mirrored|"
+        "multi_worker_mirrored|parameter_server]\n"
+        "                        [--world_size=N] [--check_replicas_identical[=STEPS]]\n"
+        "                        [--bucket_bytes=N] [--allreduce=inline|thread]"
+        " [--eval_timeout_s=S]\n"
         "       kiln-train inspect FILE|DIR\n"
         "       kiln-train devices [--format=text|json] [--device=/gpu:N|/cpu:0]\n"
         "       kiln-train resnet50 --synthetic [--batch_size=N] [--image_size=N]"
@@ -138,7 +163,10 @@ static int parse_opts(int argc, char **argv, opts *o)
                 .checkpoint_steps = 0,
                 .lr = -1,
                 .momentum = 0.9,
-                .seed = 0};
+                .seed = 0,
+                .allreduce_inline = 0,
+                .bucket_bytes = 1 << 20,
+                .eval_timeout_s = 3600};
     for (int i = 0; i < argc;) {
         const char *a = argv[i], *v = NULL, *next = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 0;
@@ -146,6 +174,38 @@ static int parse_opts(int argc, char **argv, opts *o)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
+        } else if (strcmp(a, "--check_replicas_identical") == 0 ||
+                   strcmp(a, "--check-replicas-identical") == 0) {
+            o->check_identical = 1; /* bare: after every step */
+            used = 1;
+        } else if (flag_match(a, "check_replicas_identical", &v, &used, NULL)) {
+            if (parse_int("check_replicas_identical", v, 0, 1L << 40, &x)) return -1;
+            o->check_identical = x;
+        } else if (flag_match(a, "distribution_strategy", &v, &used, next)) {
+            int st = dist_strategy_parse(v);
+            if (st < 0) {
+                fprintf(stderr,
+                        "kiln-train: --distribution_strategy=%s: expected one_device, mirrored, "
+                        "multi_worker_mirrored or parameter_server\n",
+                        v);
+                return -1;
+            }
+            o->strategy = st;
+        } else if (flag_match(a, "world_size", &v, &used, next)) {
+            if (parse_int("world_size", v, 1, 64, &x)) return -1;
+            o->world_size = (int)x;
+        } else if (flag_match(a, "bucket_bytes", &v, &used, next)) {
+            if (parse_int("bucket_bytes", v, 0, 1L << 34, &x)) return -1;
+            o->bucket_bytes = x;
+        } else if (flag_match(a, "allreduce", &v, &used, next)) {
+            if (strcmp(v, "inline") && strcmp(v, "thread")) {
+                fprintf(stderr, "kiln-train: --allreduce=%s: expected inline or thread\n", v);
+                return -1;
+            }
+            o->allreduce_inline = strcmp(v, "inline") == 0;
+        } else if (flag_match(a, "eval_timeout_s", &v, &used, next)) {
+            if (parse_int("eval_timeout_s", v, 1, 1L << 30, &x)) return -1;
+            o->eval_timeout_s = (double)x;
         } else if (flag_match(a, "model", &v, &used, next)) {
             if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
                 fprintf(stderr, "kiln-train: --model=%s: expected mlp or cnn\n", v);
@@ -235,7 +295,8 @@ static void standardise(kiln_data *d)
         x[i] = (x[i] - FMNIST_MEAN) / FMNIST_STD;
 }
 
-static kiln_model *build_model(const opts *o)
+/* batch: the per-replica batch (the global --batch_size over the replicas) */
+static kiln_model *build_model(const opts *o, int batch)
 {
     kiln_model *m = kiln_model_new(28, 28, 1);
     if (!m) return NULL;
@@ -258,7 +319,7 @@ static kiln_model *build_model(const opts *o)
     kiln_optimizer opt = strcmp(o->optimizer, "adam") == 0
                              ? kiln_adam((float)o->lr)
                              : kiln_sgd((float)o->lr, (float)o->momentum);
-    if (bad || kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, o->batch, o->seed)) {
+    if (bad || kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, batch, o->seed)) {
         fprintf(stderr, "kiln-train: building the model: %s\n", kiln_model_error(m));
         kiln_model_free(m);
         return NULL;
@@ -283,7 +344,7 @@ static void json_str(FILE *f, const char *s)
 
 static int save_ckpt(run *r, uint64_t epoch, uint64_t step_in_epoch)
 {
-    if (!r->o.model_dir) return 0;
+    if (!r->o.model_dir || r->rank != 0) return 0; /* the chief writes checkpoints */
     run_pos pos = {.epoch = epoch, .step_in_epoch = step_in_epoch, .shuffle_seed = r->shuffle_seed};
     char err[512], *path = NULL;
     if (ckpt_save_model(r->o.model_dir, (unsigned)r->o.keep, r->m, &pos, &r->cfg, &path, err,
@@ -354,10 +415,17 @@ static int cb_epoch_begin(void *ud, kiln_model *m, uint64_t epoch, uint64_t spe)
     return 0;
 }
 
+/* Examples in global batch `step` of an epoch (all replicas together). */
+static size_t global_batch(const run *r, uint64_t step)
+{
+    size_t B = (size_t)r->o.batch, begin = (size_t)step * B;
+    return r->train.n - begin < B ? r->train.n - begin : B;
+}
+
 static int cb_step_end(void *ud, kiln_model *m, const kiln_fit_info *in)
 {
     run *r = ud;
-    r->samples += (size_t)in->batch;
+    r->samples += r->d ? global_batch(r, in->step) : (size_t)in->batch;
     r->loss_sum += (double)in->loss * in->batch;
     r->correct += (size_t)in->correct;
     r->seen += (size_t)in->batch;
@@ -367,7 +435,18 @@ static int cb_step_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     uint64_t next_step = in->last_in_epoch ? 0 : in->step + 1;
     r->next_epoch = next_epoch;
     r->next_step = next_step;
-    if (g_term) {
+    if (r->d && r->diverge_step == in->global_step && r->diverge_rank == r->rank) {
+        kiln_buffer b = kiln_model_buffer(m, 0);
+        b.data[0] = nextafterf(b.data[0], INFINITY);
+    }
+    if (r->d && r->o.check_identical > 0 && in->global_step % (uint64_t)r->o.check_identical == 0 &&
+        dist_check_identical(r->d, m)) {
+        r->failed = 1;
+        return 1;
+    }
+    /* several replicas: any one's SIGTERM reached all of them in this step's
+     * all-reduce, so they all stop here, after the same step */
+    if (r->d ? dist_stop_requested(r->d) : g_term) {
         r->train_secs += now_s() - r->epoch_t0;
         if (r->tty) fputc('\n', stderr);
         if (save_ckpt(r, next_epoch, next_step)) r->failed = 1;
@@ -406,15 +485,32 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     double secs = now_s() - r->epoch_t0;
     r->train_secs += secs;
     if (r->tty) progress(r, in, 1);
+    double sums[3] = {r->loss_sum, (double)r->correct, (double)r->seen};
+    if (r->d && dist_sum(r->d, sums, 3)) { /* the epoch over all replicas' slices */
+        r->failed = 1;
+        return 1;
+    }
     if (save_ckpt(r, in->epoch + 1, 0)) {
         r->failed = 1;
         return 1;
     }
+    double loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
+    double acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
+    if (r->rank != 0) { /* workers: the chief evaluates and writes TensorBoard */
+        if (r->json)
+            printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%.6f,"
+                   "\"accuracy\":%.6f,\"rank\":%d}\n",
+                   (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step, loss,
+                   acc, r->rank);
+        else
+            printf("epoch %llu/%d: loss %.4f accuracy %.4f (replica %d of %d)\n",
+                   (unsigned long long)in->epoch + 1, r->o.epochs, loss, acc, r->rank, r->world);
+        fflush(stdout);
+        return 0;
+    }
     float tl = 0, ta = 0;
     kiln_model_evaluate(m, r->test.x, r->test.y, r->test.n, &tl, &ta);
-    double loss = r->seen ? r->loss_sum / (double)r->seen : 0.0;
-    double acc = r->seen ? (double)r->correct / (double)r->seen : 0.0;
-    double sps = secs > 0 ? (double)r->seen / secs : 0.0;
+    double sps = secs > 0 ? sums[2] / secs : 0.0;
     if (r->sw_train) {
         const char *tags[] = {"epoch_loss", "epoch_accuracy", "samples_per_sec"};
         float vals[] = {(float)loss, (float)acc, (float)sps};
@@ -438,7 +534,8 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
                "%.0f samples/s (%.1fs)\n",
                (unsigned long long)in->epoch + 1, r->o.epochs, loss, acc, tl, ta, sps, secs);
     fflush(stdout);
-    return g_term ? 1 : 0;
+    /* several replicas stop together through the next step's all-reduce */
+    return g_term && !r->d ? 1 : 0;
 }
 
 static int open_summaries(run *r)
@@ -455,19 +552,64 @@ fail:
     return -1;
 }
 
+static int run_evaluator(run *r);
+
 static int cmd_mnist(int argc, char **argv)
 {
     run r = {0};
     int rc = 1;
     if (parse_opts(argc, argv, &r.o)) return 2;
+    if (dist_plan_make((dist_strategy)r.o.strategy, r.o.world_size, &r.plan)) {
+        dist_plan_free(&r.plan);
+        return 2;
+    }
+    if (r.plan.ps) {
+        rc = kiln_train_ps_main(r.plan.have_tf ? &r.plan.tf : NULL, argc, argv);
+        dist_plan_free(&r.plan);
+        return rc;
+    }
+    r.world = r.plan.world;
+    if (r.o.batch % r.world != 0) {
+        fprintf(stderr,
+                "kiln-train: --batch_size=%d is the global batch and must split evenly over the "
+                "%d replicas (try %d)\n",
+                r.o.batch, r.world, (r.o.batch / r.world + 1) * r.world);
+        dist_plan_free(&r.plan);
+        return 2;
+    }
+    if (r.plan.local) {
+        /* before any thread exists: the launcher forks the replicas, and
+         * returns here in each of them with its rank */
+        rc = dist_launch(&r.plan);
+        if (rc >= 0) {
+            dist_plan_free(&r.plan);
+            return rc;
+        }
+        rc = 1;
+        /* replicas of one machine share its cores */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        if (r.o.threads == 0) r.o.threads = ncpu > r.world ? (int)(ncpu / r.world) : 1;
+        /* and no core is spare for a prefetch thread when their compute
+         * threads take them all (nn/fit.c); $KILN_TRAIN_PREFETCH=1|0 forces */
+        const char *pf = getenv("KILN_TRAIN_PREFETCH");
+        if (pf && *pf)
+            kiln__fit_batches_on_pool = strcmp(pf, "0") == 0;
+        else if ((long)r.o.threads * r.world >= ncpu)
+            kiln__fit_batches_on_pool = 1;
+    }
+    r.rank = r.plan.rank;
+    const char *dv = getenv("KILN_TRAIN_TEST_DIVERGE");
+    unsigned long long dstep = 0;
+    if (dv && sscanf(dv, "%d:%llu", &r.diverge_rank, &dstep) == 2) r.diverge_step = dstep;
     r.json = r.o.log_format && strcmp(r.o.log_format, "json") == 0;
-    r.tty = !r.json && isatty(STDERR_FILENO);
+    r.tty = !r.json && r.rank == 0 && isatty(STDERR_FILENO);
     int threads = kiln_set_threads(r.o.threads);
     r.cfg = (run_cfg){.model = r.o.model,
                       .optimizer = r.o.optimizer,
                       .batch_size = r.o.batch,
                       .threads = threads,
-                      .seed = r.o.seed};
+                      .seed = r.o.seed,
+                      .replicas = r.world};
     /* the shuffle stream is separate from the init stream but fixed by --seed */
     r.shuffle_seed = r.o.seed ^ 0x5eed5eed5eed5eedULL;
     char err[512];
@@ -480,14 +622,30 @@ static int cmd_mnist(int argc, char **argv)
         r.train.n = (size_t)r.o.train_examples; /* a prefix, for tests */
     standardise(&r.train);
     standardise(&r.test);
-    if (!(r.m = build_model(&r.o))) goto out;
+    if (!(r.m = build_model(&r.o, r.o.batch / r.world))) goto out;
+    if (r.plan.evaluator) {
+        rc = run_evaluator(&r);
+        goto out;
+    }
+    if ((r.world > 1 || getenv("KILN_TRAIN_SYNC_PATH")) &&
+        !(r.d = dist_open(&r.plan, r.m, (size_t)r.o.bucket_bytes, r.o.allreduce_inline, &g_term)))
+        goto out;
+    if (r.d && !r.plan.local && dist_one_host(r.d) && r.o.threads == 0) {
+        /* TF_CONFIG replicas that all run on this machine share its cores,
+         * as --world_size replicas do */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = kiln_set_threads(ncpu > r.world ? (int)(ncpu / r.world) : 1);
+        r.cfg.threads = threads;
+        if ((long)threads * r.world >= ncpu) kiln__fit_batches_on_pool = 1;
+    }
     run_pos pos = {.shuffle_seed = r.shuffle_seed};
-    if (r.o.model_dir) {
+    int got = 0;
+    if (r.o.model_dir && r.rank == 0) { /* the chief restores; the others get its state */
         char *path = NULL;
-        int got = ckpt_restore_model(r.o.model_dir, r.m, &pos, &r.cfg, &path, err, sizeof(err));
+        got = ckpt_restore_model(r.o.model_dir, r.m, &pos, &r.cfg, &path, err, sizeof(err));
         if (got < 0) {
             fprintf(stderr, "kiln-train: restoring from %s: %s\n", r.o.model_dir, err);
-            goto out;
+            if (!r.d) goto out; /* else the replicas hear of it below */
         }
         if (got > 0) {
             if (r.json) {
@@ -502,17 +660,33 @@ static int cmd_mnist(int argc, char **argv)
             }
         }
         free(path);
-        if (open_summaries(&r)) goto out;
     }
+    if (r.d) {
+        /* the flags every replica must share, then the chief's state */
+        char cs[512];
+        snprintf(cs, sizeof cs,
+                 "model=%s optimizer=%s batch_size=%d seed=%llu lr=%g momentum=%g epochs=%d "
+                 "examples=%zu schedule=%s max_steps=%ld",
+                 r.o.model, r.o.optimizer, r.o.batch, (unsigned long long)r.o.seed, r.o.lr,
+                 r.o.momentum, r.o.epochs, r.train.n, r.o.lr_schedule, r.o.max_steps);
+        if (dist_share_state(r.d, r.m, &got, &pos, cs)) goto out;
+    }
+    if (r.o.model_dir && r.rank == 0 && open_summaries(&r)) goto out;
     if (r.json) {
         printf("{\"event\":\"start\",\"model\":\"%s\",\"optimizer\":\"%s\",\"batch_size\":%d,"
                "\"learning_rate\":%g,\"train_epochs\":%d,\"threads\":%d,\"seed\":%llu,"
-               "\"train_examples\":%zu,\"test_examples\":%zu,\"blas_core\":\"%s\"}\n",
+               "\"train_examples\":%zu,\"test_examples\":%zu,\"blas_core\":\"%s\","
+               "\"strategy\":\"%s\",\"replicas\":%d,\"rank\":%d}\n",
                r.o.model, r.o.optimizer, r.o.batch, r.o.lr, r.o.epochs, threads,
-               (unsigned long long)r.o.seed, r.train.n, r.test.n, kiln_blas_init());
+               (unsigned long long)r.o.seed, r.train.n, r.test.n, kiln_blas_init(),
+               dist_strategy_name(r.plan.strategy), r.world, r.rank);
     } else {
-        printf("kiln-train mnist: model=%s optimizer=%s lr=%g batch=%d epochs=%d threads=%d\n",
+        printf("kiln-train mnist: model=%s optimizer=%s lr=%g batch=%d epochs=%d threads=%d",
                r.o.model, r.o.optimizer, r.o.lr, r.o.batch, r.o.epochs, threads);
+        if (r.world > 1)
+            printf(" strategy=%s replicas=%d rank=%d (per-replica batch %d)",
+                   dist_strategy_name(r.plan.strategy), r.world, r.rank, r.o.batch / r.world);
+        printf("\n");
     }
     fflush(stdout);
     struct sigaction sa = {0};
@@ -526,17 +700,35 @@ static int cmd_mnist(int argc, char **argv)
     kiln_fit_opts fo = {.epochs = r.o.epochs,
                         .shuffle_seed = pos.shuffle_seed,
                         .initial_epoch = pos.epoch,
-                        .initial_step = pos.step_in_epoch};
+                        .initial_step = pos.step_in_epoch,
+                        .rank = (uint32_t)r.rank,
+                        .world = (uint32_t)r.world,
+                        .sync = r.d ? dist_sync(r.d) : NULL};
     kiln_callbacks cb = {.ud = &r,
                          .on_epoch_begin = cb_epoch_begin,
                          .on_step_end = cb_step_end,
                          .on_epoch_end = cb_epoch_end};
-    int fr = g_term ? 1 : kiln_model_fit(r.m, &r.train, &fo, &cb);
-    if (fr < 0 || r.failed || (fr == 1 && !g_term && !r.hit_max_steps)) {
-        fprintf(stderr, "kiln-train: training failed: %s\n", kiln_model_error(r.m));
+    /* one replica may stop before the first step; several decide in a step */
+    int fr = g_term && !r.d ? 1 : kiln_model_fit(r.m, &r.train, &fo, &cb);
+    if (fr < 0 || r.failed || (fr == 1 && !g_term && !r.hit_max_steps && !r.stopped_by_signal)) {
+        if (r.d && fr < 0)
+            fprintf(stderr, "kiln-train: replica %d of %d: training failed: %s\n", r.rank, r.world,
+                    dist_error(r.d));
+        else if (!r.failed || fr < 0)
+            fprintf(stderr, "kiln-train: training failed: %s\n", kiln_model_error(r.m));
         goto out;
     }
-    if (g_term) {
+    int terminated = g_term;
+    if (r.d && !r.stopped_by_signal) {
+        /* training ended on every replica after the same step: a SIGTERM
+         * that came in the meantime (epoch-end evaluation) stops them all */
+        double t = g_term ? 1.0 : 0.0;
+        if (dist_sum(r.d, &t, 1)) goto out;
+        terminated = t > 0.5;
+    } else if (r.d) {
+        terminated = 1;
+    }
+    if (terminated) {
         /* stopped between steps (e.g. during the epoch-end evaluation): save
          * the state after the last step taken, at the position that follows it */
         if (!r.stopped_by_signal && save_ckpt(&r, r.next_epoch, r.next_step)) goto out;
@@ -552,9 +744,9 @@ static int cmd_mnist(int argc, char **argv)
     if (r.json)
         printf("{\"event\":\"done\",\"test_accuracy\":%.6f,\"test_loss\":%.6f,"
                "\"samples_per_sec\":%.1f,\"steps\":%llu,\"train_seconds\":%.3f,"
-               "\"train_gflops\":%.1f}\n",
+               "\"train_gflops\":%.1f,\"replicas\":%d}\n",
                ta, tl, sps, (unsigned long long)kiln_model_step(r.m), r.train_secs,
-               sps * kiln_model_train_flops(r.m) / 1e9);
+               sps * kiln_model_train_flops(r.m) / 1e9, r.world);
     else
         printf("done: test_accuracy %.4f test_loss %.4f %.0f samples/s %llu steps\n", ta, tl, sps,
                (unsigned long long)kiln_model_step(r.m));
@@ -563,10 +755,116 @@ out:
     fflush(stdout);
     if (kiln_summary_close(r.sw_train) != KILN_OK || kiln_summary_close(r.sw_eval) != KILN_OK)
         fprintf(stderr, "kiln-train: warning: TensorBoard events could not all be written\n");
+    dist_close(r.d);
+    dist_plan_free(&r.plan);
     kiln_model_free(r.m);
     kiln_data_free(&r.train);
     kiln_data_free(&r.test);
     return rc;
+}
+
+/* The newest checkpoint file in dir by its name (ckpt-<step>.kiln); 0 when
+ * there is none. The writer renames finished files into place, so a name
+ * that is there is a whole file (it may be deleted by --keep_checkpoints
+ * before we read it: then the next poll finds a newer one). */
+static int newest_ckpt(const char *dir, uint64_t *step, char *path, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        unsigned long long st;
+        char tail[8];
+        if (sscanf(e->d_name, "ckpt-%llu.%7s", &st, tail) != 2 || strcmp(tail, "kiln")) continue;
+        if (!found || st > *step) {
+            *step = st;
+            snprintf(path, n, "%s/%s", dir, e->d_name);
+            found = 1;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* TF_CONFIG task "evaluator": not in the all-reduce group; evaluates each
+ * new checkpoint of the model dir on the test set (TensorBoard under
+ * <model_dir>/eval), and exits 0 after the final one (the step the flags
+ * say training ends at), 143 on SIGTERM, 1 when no new checkpoint came
+ * for --eval_timeout_s. */
+static int run_evaluator(run *r)
+{
+    if (!r->o.model_dir) {
+        fprintf(stderr, "kiln-train: the evaluator task needs --model_dir (or --job-dir)\n");
+        return 2;
+    }
+    char path[4096], err[512];
+    kiln_errmsg em;
+    snprintf(path, sizeof path, "%s/eval", r->o.model_dir);
+    if (kiln_summary_open(path, &r->sw_eval, &em) != KILN_OK) {
+        fprintf(stderr, "kiln-train: TensorBoard events: %s\n", em.msg);
+        return 1;
+    }
+    uint64_t spe = ((uint64_t)r->train.n + (uint64_t)r->o.batch - 1) / (uint64_t)r->o.batch;
+    uint64_t final = spe * (uint64_t)r->o.epochs;
+    if (r->o.max_steps > 0 && (uint64_t)r->o.max_steps < final) final = (uint64_t)r->o.max_steps;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    if (r->json)
+        printf("{\"event\":\"evaluator\",\"model_dir\":\"%s\",\"final_step\":%llu}\n",
+               r->o.model_dir, (unsigned long long) final);
+    else
+        printf("kiln-train evaluator: watching %s until step %llu\n", r->o.model_dir,
+               (unsigned long long) final);
+    fflush(stdout);
+    int have = 0;
+    uint64_t last = 0;
+    double t_new = now_s();
+    for (;;) {
+        uint64_t st = 0;
+        if (newest_ckpt(r->o.model_dir, &st, path, sizeof path) && (!have || st > last)) {
+            uint64_t step = 0;
+            if (ckpt_load_params(path, r->m, &step, err, sizeof err) == 0) {
+                float tl = 0, ta = 0;
+                kiln_model_evaluate(r->m, r->test.x, r->test.y, r->test.n, &tl, &ta);
+                const char *tags[] = {"loss", "accuracy"};
+                float vals[] = {tl, ta};
+                kiln_summary_scalars(r->sw_eval, (int64_t)step, 2, tags, vals);
+                kiln_summary_flush(r->sw_eval);
+                if (r->json) {
+                    printf("{\"event\":\"eval\",\"step\":%llu,\"test_loss\":%.6f,"
+                           "\"test_accuracy\":%.6f,\"path\":",
+                           (unsigned long long)step, tl, ta);
+                    json_str(stdout, path);
+                    printf("}\n");
+                } else {
+                    printf("eval step %llu: test_loss %.4f test_accuracy %.4f\n",
+                           (unsigned long long)step, tl, ta);
+                }
+                fflush(stdout);
+                have = 1;
+                last = step;
+                t_new = now_s();
+                if (step >= final) return 0;
+            } else {
+                fprintf(stderr, "kiln-train: evaluator: %s (trying again)\n", err);
+            }
+        }
+        if (g_term) return 143;
+        if (now_s() - t_new > r->o.eval_timeout_s) {
+            fprintf(stderr,
+                    "kiln-train: evaluator: no new checkpoint in %s for %.0f s (last: step %llu "
+                    "of %llu); giving up\n",
+                    r->o.model_dir, r->o.eval_timeout_s, (unsigned long long)last,
+                    (unsigned long long) final);
+            return 1;
+        }
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void inspect_warn(void *ud, const char *path, const char *reason)

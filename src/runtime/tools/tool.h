@@ -6,6 +6,19 @@
 
 #include <stdint.h>
 
+/* The parameter_server strategy (--distribution_strategy=parameter_server,
+ * or a TF_CONFIG task of type "ps", or no flag and ps tasks in TF_CONFIG's
+ * cluster) is built elsewhere: kiln-train mnist calls this hook with the
+ * parsed TF_CONFIG (NULL when there is none) and its own arguments (those
+ * after "mnist"), and exits with the return value. tools/dist.c holds a weak
+ * default that says the strategy is not built in and returns 2. A source
+ * file in tools/ (say tools/ps_main.c) that defines it replaces the default
+ * at link time: the .c files of tools/ are compiled into kiln-train itself,
+ * not archived, so the strong definition wins. TF_CONFIG evaluator tasks
+ * never come here. */
+struct kiln_tf_group;
+int kiln_train_ps_main(const struct kiln_tf_group *tf, int argc, char **argv);
+
 /* Where a run is: what a checkpoint records besides the model's buffers. */
 typedef struct run_pos {
     uint64_t epoch;         /* epoch of the next step */
@@ -18,6 +31,7 @@ typedef struct run_cfg {
     const char *model, *optimizer;
     int batch_size, threads;
     uint64_t seed;
+    int replicas; /* data-parallel replicas; 0 or 1 = one (older checkpoints) */
 } run_cfg;
 
 /* Saves the model state + pos into dir (keep newest `keep`). 0 or -1 (msg in err). */
@@ -34,5 +48,9 @@ int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_c
 int kiln_train_devices_main(int argc, char **argv);
 /* `kiln-train resnet50 --synthetic` (tools/resnet50.c); argv[0] as above. */
 int kiln_train_resnet50_main(int argc, char **argv);
+/* Loads the trainable parameters (by name) and the step of one checkpoint
+ * file into m, whatever flags wrote it: for the evaluator, which only
+ * evaluates. 0 or -1 (msg in err). */
+int ckpt_load_params(const char *path, kiln_model *m, uint64_t *step, char *err, size_t errlen);
 
 #endif

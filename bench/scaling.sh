@@ -1,0 +1,105 @@
+#!/bin/sh
+# bench/scaling.sh - data-parallel scaling of kiln-train, and kiln against
+# PyTorch DDP, in the same run. Usage: bench/scaling.sh [mlp|cnn|both] [speed|full]
+#
+#  speed (default): each round runs, one after the other,
+#    k1      kiln, 1 replica, 1 thread, batch 128
+#    k2w     kiln, 2 replicas (--world_size=2), 1 thread each, global batch 256
+#            (128 per replica: the usual weak-scaling figure)
+#    k2s     kiln, 2 replicas, global batch 128 (64 per replica: strong scaling)
+#    k2x     k2w with the all-reduce skipped (KILN_DIST_PROFILE=nocomm: wrong
+#            training, for measuring only): what two processes get from this
+#            machine at that moment, the bound for k2w
+#    ddp     PyTorch DDP (gloo), 2 processes, 1 thread each, global batch 256
+#    ddp1    PyTorch, 1 process, 1 thread, batch 128 (DDP's own baseline)
+#  for ROUNDS rounds; best of each. Ratios: k2w/k1 (weak), k2s/k1 (strong),
+#  k2w/ddp (kiln's 2 replicas against DDP's), ddp/ddp1 (DDP's weak scaling).
+#  full: 5 epochs of the MLP at global batch 128, 1 replica vs 2 replicas, and
+#  DDP 2 processes: test accuracy (convergence at the same global batch).
+#
+# samples/s count all replicas' examples, after the first 10 steps (warm-up),
+# training steps only. PyTorch gets OPENBLAS_CORETYPE=SkylakeX (Debian's
+# OpenBLAS otherwise picks generic kernels on this CPU); kiln gets nothing (it
+# fixes the core choice itself). Env: BUILD (default build-rel), ROUNDS (5),
+# STEPS (mlp 300, cnn 40), DATA_DIR, KILN_EXTRA (more kiln-train flags).
+# The machine's 2 cores are shared: only ratios from the same run mean much.
+set -eu
+WHICH=${1:-both}
+MODE=${2:-speed}
+BUILD=${BUILD:-build-rel}
+ROUNDS=${ROUNDS:-5}
+DATA_DIR=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
+KILN_EXTRA=${KILN_EXTRA:-}
+KENV=
+KT="$BUILD/bin/kiln-train"
+PY=/usr/bin/python3
+HERE=$(dirname "$0")
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+num() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | tail -1; }
+best() { awk 'BEGIN{m=0} {if ($1+0 > m) m=$1+0} END{printf "%.1f", m}' "$1"; }
+ratio() { awk "BEGIN{printf \"%.2f\", $1 / $2}"; }
+
+kiln() { # model, steps, extra flags...
+    m=$1; s=$2; shift 2
+    # shellcheck disable=SC2086
+    env -u OPENBLAS_CORETYPE $KENV "$KT" mnist --model="$m" --data_dir="$DATA_DIR" --max_steps="$s" \
+        --threads=1 --log_format=json $KILN_EXTRA "$@" | tail -1 | num samples_per_sec
+}
+ddp() { # model, steps, world, global batch
+    OPENBLAS_CORETYPE=SkylakeX $PY "$HERE/pytorch_ddp_mnist.py" --model="$1" --max_steps="$2" \
+        --world_size="$3" --batch_size="$4" --threads=1 --data_dir="$DATA_DIR" | num samples_per_sec
+}
+pt1() { # model, steps: one process, batch 128
+    OPENBLAS_CORETYPE=SkylakeX $PY "$HERE/pytorch_mnist.py" --model="$1" --max_steps="$2" \
+        --threads=1 --data_dir="$DATA_DIR" | num samples_per_sec
+}
+
+echo "== machine: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== kiln: $KT $KILN_EXTRA"
+speed() {
+    M=$1
+    if [ "$M" = cnn ]; then S=${STEPS:-40}; else S=${STEPS:-300}; fi
+    echo "== speed: $M, $S steps, $ROUNDS rounds (samples/s of all replicas)"
+    for k in k1 k2w k2s k2x ddp ddp1; do : > "$T/$M.$k"; done
+    r=0
+    while [ $r -lt "$ROUNDS" ]; do
+        r=$((r + 1))
+        kiln "$M" "$S" --batch_size=128 >> "$T/$M.k1"
+        kiln "$M" "$S" --batch_size=256 --world_size=2 >> "$T/$M.k2w"
+        kiln "$M" "$S" --batch_size=128 --world_size=2 >> "$T/$M.k2s"
+        KENV=KILN_DIST_PROFILE=nocomm # (its per-replica timing lines go to /dev/null)
+        kiln "$M" "$S" --batch_size=256 --world_size=2 2> /dev/null >> "$T/$M.k2x"
+        KENV=
+        ddp "$M" "$S" 2 256 >> "$T/$M.ddp"
+        pt1 "$M" "$S" >> "$T/$M.ddp1"
+        echo "   round $r: kiln 1x128 $(tail -1 "$T/$M.k1")  kiln 2x128 $(tail -1 "$T/$M.k2w")  kiln 2x64 $(tail -1 "$T/$M.k2s")  (no all-reduce $(tail -1 "$T/$M.k2x"))  ddp 2x128 $(tail -1 "$T/$M.ddp")  torch 1x128 $(tail -1 "$T/$M.ddp1")"
+    done
+    K1=$(best "$T/$M.k1"); K2W=$(best "$T/$M.k2w"); K2S=$(best "$T/$M.k2s"); K2X=$(best "$T/$M.k2x")
+    D2=$(best "$T/$M.ddp"); D1=$(best "$T/$M.ddp1")
+    echo "RESULT $M best of $ROUNDS: kiln 1 replica $K1, 2 replicas x128 $K2W, 2 replicas x64 $K2S; DDP 2x128 $D2, PyTorch 1x128 $D1 samples/s"
+    echo "RESULT $M kiln scaling: weak (2x128 vs 1x128) $(ratio "$K2W" "$K1")x, strong (global 128) $(ratio "$K2S" "$K1")x; two processes without all-reduce $(ratio "$K2X" "$K1")x (the machine's bound now)"
+    echo "RESULT $M kiln 2 replicas / PyTorch DDP 2 processes: $(ratio "$K2W" "$D2")x (DDP's own weak scaling $(ratio "$D2" "$D1")x)"
+}
+
+full() {
+    echo "== convergence: MLP, 5 epochs, global batch 128"
+    A1=$(env -u OPENBLAS_CORETYPE "$KT" mnist --model=mlp --data_dir="$DATA_DIR" --train_epochs=5 \
+        --threads=1 --batch_size=128 --log_format=json | tail -1)
+    A2=$(env -u OPENBLAS_CORETYPE "$KT" mnist --model=mlp --data_dir="$DATA_DIR" --train_epochs=5 \
+        --world_size=2 --batch_size=128 --log_format=json | tail -1)
+    AD=$(OPENBLAS_CORETYPE=SkylakeX $PY "$HERE/pytorch_ddp_mnist.py" --model=mlp --epochs=5 \
+        --world_size=2 --batch_size=128 --threads=1 --data_dir="$DATA_DIR")
+    echo "   kiln 1 replica:  $A1"
+    echo "   kiln 2 replicas: $A2"
+    echo "   pytorch ddp 2:   $AD"
+    echo "RESULT MLP 5 epochs, global batch 128: test accuracy kiln 1 replica $(echo "$A1" | num test_accuracy), kiln 2 replicas $(echo "$A2" | num test_accuracy), DDP 2 processes $(echo "$AD" | num test_accuracy)"
+}
+
+case "$WHICH" in
+mlp | cnn) [ "$MODE" = full ] || speed "$WHICH" ;;
+both) [ "$MODE" = full ] || { speed mlp; speed cnn; } ;;
+*) echo "usage: bench/scaling.sh [mlp|cnn|both] [speed|full]" >&2; exit 2 ;;
+esac
+[ "$MODE" = full ] && full
+exit 0
