@@ -117,6 +117,83 @@ void kiln_model_set_step(kiln_model *m, uint64_t step);
 /* The model's RNG (seeded by compile; used for initialisation). */
 kiln_rng *kiln_model_rng(kiln_model *m);
 
+/* ---- gradient sync, for data-parallel training ----
+ * The single-replica kiln_model_train_step fuses the optimizer into the
+ * backward pass (SGD's momentum update happens inside the weight-gradient
+ * GEMM), so a gradient never exists on its own there. Data parallelism needs
+ * the gradient itself, summed over replicas before the update, so it takes
+ * two calls instead:
+ *
+ *   kiln_model_compute_grads  forward + loss + backward, writing this
+ *                             replica's gradient (times `scale`) into ONE flat
+ *                             caller-owned buffer; bucket_ready(b) is called
+ *                             as soon as bucket b is final, during the backward
+ *                             pass, so the caller can start summing it across
+ *                             replicas (kiln_comm_iallreduce_sum_f32) while
+ *                             the layers below are still being differentiated;
+ *   kiln_model_apply_grads    for each bucket in order: bucket_wait(b), then
+ *                             the optimizer step (SGD momentum or Adam, the
+ *                             same per-element math as train_step) on the
+ *                             parameters of that bucket with the gradients now
+ *                             in the buffer.
+ *
+ * Flat layout: every trainable parameter's gradient, layers in REVERSE order
+ * (the order the backward pass finishes them), and within a layer kernel then
+ * bias (batch norm: gamma then beta). kiln_model_grad_count floats, followed
+ * by `extra` floats that belong to the caller (a stop flag, loss sums: they
+ * travel in the last bucket, so they cost no extra all-reduce; the model never
+ * reads or writes them).
+ *
+ * Buckets: layer-granular, in that same order. A bucket closes once it holds
+ * at least bucket_bytes of gradients (0: one bucket for the whole model), and
+ * the last one also covers the extra floats. Bucket b is
+ * grads[off_b, off_b + count_b), with off_0 = 0 and contiguous buckets.
+ *
+ * Averaging: with n_r examples on replica r and N = sum n_r in the global
+ * batch, pass scale = n_r / N; the SUM over replicas of the scaled gradients
+ * is then the gradient of the global batch's mean loss, what one process
+ * training on the whole batch would compute (up to the summation order of
+ * floats). A replica with n = 0 (an epoch's last, short batch) contributes
+ * zeros and still calls every bucket_ready.
+ *
+ * Equivalence: with 1 replica, scale 1 and a sum that is the identity, the
+ * parameters after compute + apply equal those of kiln_model_train_step:
+ * bit-identical for Adam; for SGD within rounding of the fused update (the
+ * fused GEMM adds momentum*v inside the kernel; tests/runtime/test_gradsync.c
+ * states the tolerance). Batch-norm moving statistics are per replica (they
+ * are state, not parameters, and only the chief's are checkpointed).
+ * This API does not depend on kiln's collectives: the caller brings them. */
+typedef struct kiln_grad_sync {
+    float *grads;        /* kiln_model_grad_count(m) + extra floats, caller-owned
+                          * (e.g. kiln_comm_alloc_f32), must stay valid across
+                          * compute and apply */
+    size_t extra;        /* caller floats after the gradients (in the last bucket) */
+    size_t bucket_bytes; /* bucket size target; 0 = a single bucket */
+    void *ud;
+    /* Bucket b (0-based; nbuckets from kiln_model_grad_buckets) is final:
+     * data = grads + offset, count floats. Nonzero return fails the step. */
+    int (*bucket_ready)(void *ud, int b, float *data, size_t count);
+    /* Called by apply before bucket b's gradients are read (may be NULL:
+     * nothing to wait for). Nonzero return fails the step. */
+    int (*bucket_wait)(void *ud, int b);
+} kiln_grad_sync;
+
+/* Floats of gradient in the flat buffer (all trainable parameters). */
+size_t kiln_model_grad_count(const kiln_model *m);
+/* The bucket plan for bucket_bytes and extra: returns the number of buckets
+ * and, when offsets/counts are not NULL, fills up to max entries of each. */
+int kiln_model_grad_buckets(const kiln_model *m, size_t bucket_bytes, size_t extra, size_t *offsets,
+                            size_t *counts, int max);
+/* Forward, loss and backward on n (0 <= n <= batch_size) examples; writes
+ * scale * gradient into s->grads and calls s->bucket_ready for every bucket,
+ * in order. loss (local mean) and correct may be NULL. Does not change the
+ * parameters or the step count. */
+int kiln_model_compute_grads(kiln_model *m, const float *x, const uint8_t *y, int n, float scale,
+                             const kiln_grad_sync *s, float *loss, int *correct);
+/* One optimizer step with the gradients in s->grads (after the caller's sum),
+ * bucket by bucket, each after s->bucket_wait(b). Counts the step. */
+int kiln_model_apply_grads(kiln_model *m, const kiln_grad_sync *s);
+
 /* ---- data and fit ---- */
 typedef struct kiln_data {
     const float *x;   /* n * dim floats */
@@ -156,6 +233,17 @@ typedef struct kiln_fit_opts {
     uint64_t shuffle_seed;  /* the order of epoch e is a function of (seed, e) */
     uint64_t initial_epoch; /* resume point: first epoch ... */
     uint64_t initial_step;  /* ... and first step within it */
+    /* Data parallelism: replica `rank` of `world` (0 or 1: one replica). The
+     * compiled batch size is then the per-replica batch, the global batch is
+     * world * batch_size, and each replica trains on its slice of every
+     * global batch (same seeded order everywhere; see kiln_shard_range).
+     * Steps go through kiln_model_compute_grads / apply_grads with `sync`
+     * (required when world > 1; scale = local / global examples), and the
+     * kiln_fit_info of a step describes this replica's slice (loss, batch,
+     * correct); steps_per_epoch counts global batches. sync NULL and world
+     * <= 1: the single-replica fused step. */
+    uint32_t rank, world;
+    const kiln_grad_sync *sync;
 } kiln_fit_opts;
 
 /* Trains on `data` in batches of the compiled batch size, shuffled per epoch.

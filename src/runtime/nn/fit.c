@@ -63,7 +63,8 @@ void kiln_data_free(kiln_data *d)
 typedef struct batch_src {
     kiln_prefetch *pf;
     const kiln_data *data;
-    size_t batch;
+    size_t batch; /* global */
+    uint32_t rank, world;
     uint64_t seed, epoch, step, end_epoch, spe;
     uint32_t *order; /* of order_epoch */
     uint64_t order_epoch;
@@ -100,15 +101,16 @@ static int src_next(batch_src *s, kiln_batch *b)
         kiln_epoch_order(s->seed, s->epoch, s->data->n, s->order);
         s->order_epoch = s->epoch;
     }
-    size_t begin, count;
-    kiln_shard_range(s->data->n, s->batch, s->step, 0, 1, &begin, &count);
+    size_t begin, count, gbegin = (size_t)s->step * s->batch;
+    kiln_shard_range(s->data->n, s->batch, s->step, s->rank, s->world, &begin, &count);
     gather_ctx g = {.data = s->data, .idx = s->order + begin, .count = count, .x = s->x, .y = s->y};
     g.parts = kiln_get_threads() < (int)count ? kiln_get_threads() : (int)count;
-    kiln__parallel_for(g.parts, gather_task, &g);
+    if (g.parts > 0) kiln__parallel_for(g.parts, gather_task, &g);
+    size_t gsize = s->data->n - gbegin < s->batch ? s->data->n - gbegin : s->batch;
     *b = (kiln_batch){.images = s->x,
                       .labels = s->y,
                       .size = count,
-                      .global_size = count,
+                      .global_size = gsize,
                       .epoch = s->epoch,
                       .step = s->step,
                       .last_in_epoch = s->step + 1 == s->spe};
@@ -152,6 +154,11 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
                                 data->dim, kiln_model_input_dim(m));
     }
     size_t B = (size_t)kiln_model_batch_size(m);
+    uint32_t world = opts->world > 1 ? opts->world : 1;
+    if ((world > 1 && !opts->sync) || opts->rank >= world)
+        return kiln__model_fail(m, "replica %u of %u: data parallelism needs a gradient sync",
+                                opts->rank, world);
+    size_t Bg = B * world; /* the global batch */
     /* a read-only view: the prefetcher reads images/labels, never frees them */
     kiln_dataset view = {.n = data->n,
                          .rows = 1,
@@ -160,10 +167,12 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
                          .num_classes = (uint32_t)kiln_model_num_classes(m),
                          .images = (float *)data->x,
                          .labels = (uint8_t *)data->y};
-    uint64_t spe = kiln_steps_per_epoch(data->n, B, 0);
+    uint64_t spe = kiln_steps_per_epoch(data->n, Bg, 0);
     if (opts->initial_epoch >= (uint64_t)opts->epochs) return 0;
     batch_src src = {.data = data,
-                     .batch = B,
+                     .batch = Bg,
+                     .rank = opts->rank,
+                     .world = world,
                      .seed = opts->shuffle_seed,
                      .epoch = opts->initial_epoch,
                      .step = opts->initial_step,
@@ -171,13 +180,14 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
                      .spe = spe,
                      .order_epoch = UINT64_MAX};
     if (use_prefetch_thread()) {
-        kiln_prefetch_opts po = {.batch_size = B,
+        kiln_prefetch_opts po = {.batch_size = Bg,
                                  .seed = opts->shuffle_seed,
                                  .shuffle = 1,
                                  .epoch = opts->initial_epoch,
                                  .step = opts->initial_step,
                                  .end_epoch = (uint64_t)opts->epochs,
-                                 .world = 1,
+                                 .rank = opts->rank,
+                                 .world = world,
                                  .depth = 4};
         kiln_errmsg em;
         if (kiln_prefetch_start(&view, &po, &src.pf, &em) != KILN_OK) {
@@ -218,8 +228,17 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
                               .steps_per_epoch = spe,
                               .batch = (int)b.size,
                               .last_in_epoch = b.last_in_epoch};
-        int r =
-            kiln_model_train_step(m, b.images, b.labels, (int)b.size, &info.loss, &info.correct);
+        int r;
+        if (opts->sync) {
+            /* this slice's weight in the global batch's mean loss */
+            float scale = b.global_size ? (float)b.size / (float)b.global_size : 0.0f;
+            r = kiln_model_compute_grads(m, b.images, b.labels, (int)b.size, scale, opts->sync,
+                                         &info.loss, &info.correct);
+            if (!r) r = kiln_model_apply_grads(m, opts->sync);
+        } else {
+            r = kiln_model_train_step(m, b.images, b.labels, (int)b.size, &info.loss,
+                                      &info.correct);
+        }
         src_release(&src, &b);
         if (r) {
             rc = -1;

@@ -33,6 +33,9 @@ struct kiln_layer {
     int32_t *idx;                              /* maxpool arg-max */
     float *out, *dout;                         /* [B, oh, ow, oc] */
     int owns_out;
+    int ob;      /* first of this layer's two entries in the model's obufs, or -1 */
+    size_t goff; /* its kernel's (gamma's) offset in the flat gradient buffer */
+    int close_b; /* gradient sync: bucket completed by this layer's backward, or -1 */
     char name[32];
 };
 
@@ -53,6 +56,8 @@ struct kiln_model {
     size_t nbufs;
     kiln_opt_buf obufs[MAX_BUFS];
     int nobufs;
+    kiln_opt_buf sbufs[MAX_BUFS]; /* apply_grads: one bucket's slots, g in the flat buffer */
+    size_t grad_count;
     char err[256];
 };
 
@@ -286,6 +291,7 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
         l->ih = h;
         l->iw = w;
         l->ic = c;
+        l->ob = -1;
         snprintf(l->name, sizeof(l->name), "%s_%d", kname[l->kind], i);
         (void)counts;
         switch (l->kind) {
@@ -354,6 +360,7 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
             init_uniform(&m->rng, l->w, l->nw, bound);
             init_uniform(&m->rng, l->b, l->nb, bound);
             int wshape[4] = {l->k, l->k, l->ic, l->oc}, dshape[2] = {(int)fan_in, l->oc};
+            l->ob = m->nobufs;
             if (add_param(m, l->name, "kernel", l->w, l->dw, l->kind == L_CONV ? 4 : 2,
                           l->kind == L_CONV ? wshape : dshape, 1) ||
                 add_param(m, l->name, "bias", l->b, l->db, 1, &l->oc, 1))
@@ -384,6 +391,7 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
                 return fail(m, "out of memory for batch norm");
             for (int j = 0; j < c; j++)
                 l->w[j] = l->run_var[j] = 1.0f;
+            l->ob = m->nobufs;
             if (add_param(m, l->name, "gamma", l->w, l->dw, 1, &c, 0) ||
                 add_param(m, l->name, "beta", l->b, l->db, 1, &c, 0) ||
                 add_buf(m, l->name, "moving_mean", 0, l->run_mean, 1, &c) ||
@@ -392,6 +400,14 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
         }
     }
     if (!(m->dlogits = kiln_falloc((size_t)B * c))) return fail(m, "out of memory");
+    /* the flat gradient layout of kiln_grad_sync: reverse layer order */
+    m->grad_count = 0;
+    for (int i = m->nl - 1; i >= 0; i--) {
+        kiln_layer *l = m->layers[i];
+        if (l->ob < 0) continue;
+        l->goff = m->grad_count;
+        m->grad_count += l->nw + l->nb;
+    }
     m->compiled = 1;
     return 0;
 }
@@ -500,8 +516,26 @@ static void forward(kiln_model *m, int n, int training)
     }
 }
 
-static void backward(kiln_model *m, int n)
+/* Where backward writes gradients. NULL: the single-replica step (gradients
+ * into dw/db or fused into the optimizer slots). Otherwise: plain gradients
+ * (beta 0) into the flat buffer, and each completed bucket is announced. */
+typedef struct grad_dst {
+    const kiln_grad_sync *s;
+    size_t *offsets, *counts;
+    int failed;
+} grad_dst;
+
+static void bucket_done(const grad_dst *g, int b)
 {
+    if (b < 0 || !g->s->bucket_ready) return;
+    grad_dst *gm = (grad_dst *)g;
+    if (!gm->failed && g->s->bucket_ready(g->s->ud, b, g->s->grads + g->offsets[b], g->counts[b]))
+        gm->failed = 1;
+}
+
+static void backward(kiln_model *m, int n, const grad_dst *g)
+{
+    float *G = g ? g->s->grads : NULL;
     for (int i = m->nl - 1; i >= 0; i--) {
         kiln_layer *l = m->layers[i];
         const float *x = layer_input(m, i);
@@ -513,7 +547,10 @@ static void backward(kiln_model *m, int n)
         if (!need_dx) dx = NULL;
         switch (l->kind) {
         case L_DENSE:
-            if (m->opt.kind == KILN_OPT_SGD) /* the step happens inside (fused == 2) */
+            if (G)
+                kiln_dense_bwd_acc(x, l->w, l->out, l->dout, dx, G + l->goff, G + l->goff + l->nw,
+                                   n, l->ih * l->iw * l->ic, l->oc, l->act, 0.0f);
+            else if (m->opt.kind == KILN_OPT_SGD) /* the step happens inside (fused == 2) */
                 kiln_dense_bwd_sgd(x, l->w, l->b, l->out, l->dout, dx, l->gw, l->gb, n,
                                    l->ih * l->iw * l->ic, l->oc, l->act, l->gbeta, m->opt.lr);
             else
@@ -523,7 +560,12 @@ static void backward(kiln_model *m, int n)
         case L_CONV: {
             kiln_conv_shape s;
             kiln_conv_shape_init(&s, n, l->ih, l->iw, l->ic, l->oc, l->k, l->k, l->stride, l->pad);
-            kiln_conv2d_bwd_acc(&s, x, l->w, l->out, l->dout, dx, l->gw, l->gb, l->act, l->gbeta);
+            if (G)
+                kiln_conv2d_bwd_acc(&s, x, l->w, l->out, l->dout, dx, G + l->goff,
+                                    G + l->goff + l->nw, l->act, 0.0f);
+            else
+                kiln_conv2d_bwd_acc(&s, x, l->w, l->out, l->dout, dx, l->gw, l->gb, l->act,
+                                    l->gbeta);
             break;
         }
         case L_MAXPOOL:
@@ -540,8 +582,8 @@ static void backward(kiln_model *m, int n)
         case L_BN: {
             /* BN always needs its own dgamma/dbeta; dx only if something below learns */
             float *tmp = dx ? dx : kiln__scratch(0, 3, (size_t)n * out_size(l));
-            kiln_bn_bwd(x, l->w, l->mean, l->invstd, l->dout, tmp, l->dw, l->db, n * l->ih * l->iw,
-                        l->ic);
+            kiln_bn_bwd(x, l->w, l->mean, l->invstd, l->dout, tmp, G ? G + l->goff : l->dw,
+                        G ? G + l->goff + l->nw : l->db, n * l->ih * l->iw, l->ic);
             break;
         }
         case L_RELU:
@@ -550,6 +592,7 @@ static void backward(kiln_model *m, int n)
         case L_FLATTEN:
             break; /* dout aliases the input's dout */
         }
+        if (g) bucket_done(g, l->close_b);
     }
 }
 
@@ -567,13 +610,144 @@ int kiln_model_train_step(kiln_model *m, const float *x, const uint8_t *y, int n
         if (y[i] >= K) return fail(m, "label %d out of range for %d classes", y[i], K);
     float l = kiln_xent(last->out, y, n, K, last->dout, correct);
     if (loss) *loss = l;
-    backward(m, n);
+    backward(m, n, NULL);
     m->step++;
     if (m->opt.kind == KILN_OPT_SGD)
         kiln_sgd_update(m->obufs, m->nobufs, m->opt.lr, m->opt.momentum);
     else
         kiln_adam_update(m->obufs, m->nobufs, m->opt.lr, m->opt.beta1, m->opt.beta2, m->opt.eps,
                          m->step);
+    return 0;
+}
+
+/* ---- gradient sync (train.h) ---- */
+
+size_t kiln_model_grad_count(const kiln_model *m)
+{
+    return m->grad_count;
+}
+
+/* Layer-granular buckets in reverse layer order: a bucket closes after the
+ * layer that brings it to bucket_bytes, and the first layer with parameters
+ * (the last one differentiated) always closes the final bucket, which also
+ * carries the caller's extra floats. Sets every layer's close_b when `set`. */
+static int plan_buckets(kiln_model *m, size_t bucket_bytes, size_t extra, size_t *offsets,
+                        size_t *counts, int max, int set)
+{
+    int first = -1; /* lowest layer index with parameters */
+    for (int i = 0; i < m->nl && first < 0; i++)
+        if (m->layers[i]->ob >= 0) first = i;
+    int nb = 0;
+    size_t off = 0, cur = 0;
+    for (int i = m->nl - 1; i >= 0; i--) {
+        kiln_layer *l = m->layers[i];
+        if (set) l->close_b = -1;
+        if (l->ob < 0) continue;
+        cur += l->nw + l->nb;
+        int close = i == first || (bucket_bytes > 0 && cur * sizeof(float) >= bucket_bytes);
+        if (!close) continue;
+        if (i == first) cur += extra;
+        if (nb < max && offsets) offsets[nb] = off;
+        if (nb < max && counts) counts[nb] = cur;
+        if (set) l->close_b = nb;
+        nb++;
+        off += cur;
+        cur = 0;
+    }
+    if (first < 0) { /* no parameters: one bucket of just the extra floats */
+        if (max > 0 && offsets) offsets[0] = 0;
+        if (max > 0 && counts) counts[0] = extra;
+        nb = 1;
+    }
+    return nb;
+}
+
+int kiln_model_grad_buckets(const kiln_model *m, size_t bucket_bytes, size_t extra, size_t *offsets,
+                            size_t *counts, int max)
+{
+    return plan_buckets((kiln_model *)m, bucket_bytes, extra, offsets, counts, max, 0);
+}
+
+#define MAX_BUCKETS 256
+
+int kiln_model_compute_grads(kiln_model *m, const float *x, const uint8_t *y, int n, float scale,
+                             const kiln_grad_sync *s, float *loss, int *correct)
+{
+    if (!m->compiled) return fail(m, "model is not compiled");
+    if (!s || !s->grads) return fail(m, "gradient sync without a gradient buffer");
+    if (n < 0 || n > m->batch)
+        return fail(m, "batch of %d examples, compiled for 0..%d", n, m->batch);
+    size_t offsets[MAX_BUCKETS], counts[MAX_BUCKETS];
+    int nb = plan_buckets(m, s->bucket_bytes, s->extra, offsets, counts, MAX_BUCKETS, 1);
+    if (nb > MAX_BUCKETS)
+        return fail(m, "%d gradient buckets, at most %d: use a larger bucket size", nb,
+                    MAX_BUCKETS);
+    grad_dst g = {.s = s, .offsets = offsets, .counts = counts};
+    if (loss) *loss = 0.0f;
+    if (correct) *correct = 0;
+    if (n == 0) {
+        /* nothing of the global batch landed here: contribute zeros, but
+         * take part in every bucket's sum like the others */
+        memset(s->grads, 0, sizeof(float) * m->grad_count);
+        for (int b = 0; b < nb; b++)
+            bucket_done(&g, b);
+        return g.failed ? fail(m, "gradient sync failed") : 0;
+    }
+    m->in = x;
+    forward(m, n, 1);
+    kiln_layer *last = m->layers[m->nl - 1];
+    int K = (int)out_size(last);
+    for (int i = 0; i < n; i++)
+        if (y[i] >= K) return fail(m, "label %d out of range for %d classes", y[i], K);
+    float l = kiln_xent(last->out, y, n, K, last->dout, correct);
+    if (loss) *loss = l;
+    if (scale != 1.0f) { /* the weight of this replica's slice in the global mean */
+        size_t nd = (size_t)n * (size_t)K;
+        for (size_t i = 0; i < nd; i++)
+            last->dout[i] *= scale;
+    }
+    backward(m, n, &g);
+    return g.failed ? fail(m, "gradient sync failed") : 0;
+}
+
+int kiln_model_apply_grads(kiln_model *m, const kiln_grad_sync *s)
+{
+    if (!m->compiled) return fail(m, "model is not compiled");
+    if (!s || !s->grads) return fail(m, "gradient sync without a gradient buffer");
+    size_t offsets[MAX_BUCKETS], counts[MAX_BUCKETS];
+    int nb = plan_buckets(m, s->bucket_bytes, s->extra, offsets, counts, MAX_BUCKETS, 1);
+    if (nb > MAX_BUCKETS) return fail(m, "too many gradient buckets");
+    m->step++;
+    /* walk the layers in the buffer's (reverse) order, one bucket at a time,
+     * so the update of an early bucket overlaps the sums still running */
+    int i = m->nl - 1;
+    for (int b = 0; b < nb; b++) {
+        if (s->bucket_wait && s->bucket_wait(s->ud, b)) {
+            m->step--;
+            return fail(m, "gradient sync failed");
+        }
+        int cnt = 0;
+        for (; i >= 0; i--) {
+            kiln_layer *l = m->layers[i];
+            if (l->ob < 0) continue;
+            for (int k = 0; k < 2; k++) {
+                kiln_opt_buf ob = m->obufs[l->ob + k];
+                ob.g = s->grads + l->goff + (k ? l->nw : 0);
+                ob.fused = 0;
+                m->sbufs[cnt++] = ob;
+            }
+            if (l->close_b == b) {
+                i--;
+                break;
+            }
+        }
+        if (cnt == 0) continue;
+        if (m->opt.kind == KILN_OPT_SGD)
+            kiln_sgd_update(m->sbufs, cnt, m->opt.lr, m->opt.momentum);
+        else
+            kiln_adam_update(m->sbufs, cnt, m->opt.lr, m->opt.beta1, m->opt.beta2, m->opt.eps,
+                             m->step);
+    }
     return 0;
 }
 
