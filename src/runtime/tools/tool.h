@@ -30,4 +30,9 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
 int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_cfg *cfg,
                        char **path_out, char *err, size_t errlen);
 
+/* The parameter_server strategy (tools/ps_*.c; built when ZeroMQ is found,
+ * then KILN_HAVE_PS is defined): whether argv asks for it, and its main. */
+int kiln_train_ps_requested(int argc, char **argv);
+int kiln_train_ps_main(int argc, char **argv);
+
 #endif
