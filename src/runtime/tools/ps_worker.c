@@ -51,6 +51,7 @@ typedef struct wk {
     size_t seen, ep_seen, ep_correct, samples;
     uint64_t st_sum, st_max, st_n, dropped, total_dropped, total_st_sum, total_st_max, pushes;
     double train_secs;
+    uint64_t ckpt_version; /* shard 0's version in the last checkpoint */
 } wk;
 
 static double now_s(void)
@@ -116,6 +117,7 @@ static int checkpoint(wk *w, uint64_t epoch, uint64_t step_in_epoch)
         free(st);
     }
     kiln_model_set_step(j->m, v0);
+    w->ckpt_version = v0;
     run_cfg cfg = {.model = j->o.model,
                    .optimizer = j->o.optimizer,
                    .batch_size = j->o.batch,
@@ -322,6 +324,12 @@ static int finish_job(wk *w, uint64_t epochs)
         }
         usleep(100 * 1000);
     }
+    /* the final parameters, for the evaluation (and without a model dir) */
+    if (kiln_ps_pull(w->c, w->sh_params) != 0) {
+        fprintf(stderr, "kiln-train: %s\n", kiln_ps_client_error(w->c));
+        return -1;
+    }
+    scatter_params(w);
     if (checkpoint(w, epochs, 0) != 0) return -1;
     if (kiln_ps_shutdown(w->c) != 0)
         fprintf(stderr, "kiln-train: warning: shutting the ps tasks down: %s\n",
@@ -438,6 +446,10 @@ int ps_work(ps_job *j)
     if (w.chief && finish_job(&w, (uint64_t)j->o.epochs) != 0) goto out;
     double sps = w.train_secs > 0 ? (double)w.samples / w.train_secs : 0.0;
     double smean = w.pushes ? (double)w.total_st_sum / (double)w.pushes : 0.0;
+    /* the chief's final state is its final checkpoint's (pulled after every
+     * replica was done); the others report the version of their last push */
+    uint64_t final_version =
+        w.chief && j->o.model_dir ? w.ckpt_version : kiln_ps_client_version(w.c, 0);
     float tl = 0, ta = 0;
     if (w.chief) kiln_model_evaluate(j->m, w.test.x, w.test.y, w.test.n, &tl, &ta);
     if (j->json) {
@@ -445,7 +457,7 @@ int ps_work(ps_job *j)
                "\"samples_per_sec\":%.1f,\"train_seconds\":%.3f,\"staleness_mean\":%.3f,"
                "\"staleness_max\":%llu,\"dropped\":%llu",
                j->rank, (unsigned long long)(t - start), (unsigned long long)w.pushes,
-               (unsigned long long)kiln_ps_client_version(w.c, 0), sps, w.train_secs, smean,
+               (unsigned long long)final_version, sps, w.train_secs, smean,
                (unsigned long long)w.total_st_max, (unsigned long long)w.total_dropped);
         if (w.chief) printf(",\"test_accuracy\":%.6f,\"test_loss\":%.6f", ta, tl);
         printf("}\n");
