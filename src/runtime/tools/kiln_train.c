@@ -602,7 +602,7 @@ int main(int argc, char **argv)
     }
 #ifdef KILN_HAVE_PS /* branch ps: stand-in until --distribution_strategy parsing routes here */
     if (strcmp(argv[1], "mnist") == 0 && kiln_train_ps_requested(argc - 2, argv + 2))
-        return kiln_train_ps_main(argc - 2, argv + 2);
+        return kiln_train_ps_main(NULL, argc - 2, argv + 2);
 #endif
     if (strcmp(argv[1], "mnist") == 0) return cmd_mnist(argc - 2, argv + 2);
     if (strcmp(argv[1], "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);

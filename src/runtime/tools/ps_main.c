@@ -319,7 +319,7 @@ long ps_train_count(const ps_job *j)
     return -1;
 }
 
-int kiln_train_ps_main(int argc, char **argv)
+int kiln_train_ps_main(const struct kiln_tf_group *tfg, int argc, char **argv)
 {
     ps_job j = {0};
     kiln_tf_group g = {0};
@@ -327,18 +327,28 @@ int kiln_train_ps_main(int argc, char **argv)
     int rc = 2;
     if (parse(argc, argv, &j.o)) return 2;
     j.json = j.o.log_format && strcmp(j.o.log_format, "json") == 0;
+    /* the group parser does not keep cluster.ps's addresses: the text is
+     * read here in any case (the same variables the caller parsed) */
     const char *tf = getenv("TF_CONFIG");
     if (!tf || !*tf) tf = getenv("CLUSTER_SPEC");
-    kiln_err e = kiln_tf_config_parse(tf, &g, err, sizeof(err));
-    if (e != KILN_OK) {
-        fprintf(stderr, "kiln-train: the parameter_server strategy needs TF_CONFIG: %s\n",
-                e == KILN_ENOTFOUND ? "it is not set" : err);
+    if (!tfg) {
+        kiln_err e = kiln_tf_config_parse(tf, &g, err, sizeof(err));
+        if (e != KILN_OK) {
+            fprintf(stderr, "kiln-train: the parameter_server strategy needs TF_CONFIG: %s\n",
+                    e == KILN_ENOTFOUND ? "it is not set" : err);
+            goto out;
+        }
+        tfg = &g;
+    }
+    snprintf(j.role, sizeof(j.role), "%s", tfg->task_type);
+    j.task_index = tfg->task_index;
+    j.world = tfg->world_size;
+    j.rank = tfg->rank;
+    if (!tf || !*tf) {
+        fprintf(stderr, "kiln-train: the parameter_server strategy needs TF_CONFIG: it is not "
+                        "set\n");
         goto out;
     }
-    snprintf(j.role, sizeof(j.role), "%s", g.task_type);
-    j.task_index = g.task_index;
-    j.world = g.world_size;
-    j.rank = g.rank;
     if (strcmp(j.role, "evaluator") == 0) {
         fprintf(stderr, "kiln-train: an evaluator task has no part in parameter_server "
                         "training\n");

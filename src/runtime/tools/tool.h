@@ -31,8 +31,11 @@ int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_c
                        char **path_out, char *err, size_t errlen);
 
 /* The parameter_server strategy (tools/ps_*.c; built when ZeroMQ is found,
- * then KILN_HAVE_PS is defined): whether argv asks for it, and its main. */
+ * then KILN_HAVE_PS is defined). kiln_train_ps_main gets the parsed TF_CONFIG
+ * (NULL: it reads TF_CONFIG / CLUSTER_SPEC itself) and the arguments after
+ * "mnist"; the same signature as the hook of branch dist. */
+struct kiln_tf_group;
 int kiln_train_ps_requested(int argc, char **argv);
-int kiln_train_ps_main(int argc, char **argv);
+int kiln_train_ps_main(const struct kiln_tf_group *tf, int argc, char **argv);
 
 #endif
