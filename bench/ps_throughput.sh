@@ -37,7 +37,9 @@ r=0
 while [ $r -lt "$ROUNDS" ]; do
     r=$((r + 1))
     # shellcheck disable=SC2086
-    ONE=$("$KT" mnist $COMMON | tail -1 | num samples_per_sec)
+    "$KT" mnist $COMMON > "$TMP/one.log" 2>&1
+    ONE=$(tail -1 "$TMP/one.log" | num samples_per_sec)
+    ONE_ACC=$(tail -1 "$TMP/one.log" | num test_accuracy)
     echo "$ONE" >> "$TMP/one"
     # shellcheck disable=SC2086
     TF_CONFIG=$(tf ps) "$KT" mnist --distribution_strategy=parameter_server $COMMON \
@@ -58,7 +60,7 @@ while [ $r -lt "$ROUNDS" ]; do
     ACC=$(grep '"event":"done"' "$TMP/c.log" | num test_accuracy)
     SUM=$(awk "BEGIN{printf \"%.1f\", $C + $W}")
     echo "$SUM" >> "$TMP/ps"
-    echo "   round $r: 1 replica $ONE  ps (chief $C + worker $W) $SUM samples/s" \
+    echo "   round $r: 1 replica $ONE (test_accuracy $ONE_ACC)  ps (chief $C + worker $W) $SUM samples/s" \
          "(chief staleness mean $ST, test_accuracy $ACC)"
 done
 B1=$(best < "$TMP/one")
