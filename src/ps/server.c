@@ -24,9 +24,8 @@ struct kiln_ps_server {
     float *p, *s1, *s2;
     int nslots;
     kiln_ps_stats st;
-    uint8_t *done; /* MAX_WORKERS flags */
-    uint8_t *reply;
-    size_t reply_cap;
+    uint8_t *done;  /* MAX_WORKERS flags */
+    float *scratch; /* n floats, for a misaligned gradient */
 };
 
 float kiln_ps_lr_at(const kiln_ps_opt *o, uint64_t v)
@@ -46,7 +45,7 @@ void kiln_ps_server_free(kiln_ps_server *s)
     free(s->s1);
     free(s->s2);
     free(s->done);
-    free(s->reply);
+    free(s->scratch);
     free(s);
 }
 
@@ -61,10 +60,8 @@ kiln_ps_server *kiln_ps_server_new(const kiln_ps_server_config *cfg, char *err, 
     s->s1 = calloc(n + 1, sizeof(float));
     s->s2 = cfg->opt.adam ? calloc(n + 1, sizeof(float)) : NULL;
     s->done = calloc(MAX_WORKERS, 1);
-    /* the biggest reply: params + slots */
-    s->reply_cap = KILN_PS_HEADER_SIZE + n * sizeof(float) * (size_t)(1 + s->nslots) + 4096;
-    s->reply = malloc(s->reply_cap);
-    if (!s->p || !s->s1 || (cfg->opt.adam && !s->s2) || !s->done || !s->reply) goto oom;
+    s->scratch = malloc(n * sizeof(float) + 1);
+    if (!s->p || !s->s1 || (cfg->opt.adam && !s->s2) || !s->done || !s->scratch) goto oom;
     memcpy(s->p, cfg->params, n * sizeof(float));
     if (cfg->slot1) memcpy(s->s1, cfg->slot1, n * sizeof(float));
     if (cfg->slot2 && s->s2) memcpy(s->s2, cfg->slot2, n * sizeof(float));
@@ -114,20 +111,27 @@ const float *kiln_ps_server_params(const kiln_ps_server *s)
     return s->p;
 }
 
-/* Sends [identity][reply] back to the peer that asked. */
+/* Sends [identity][reply] back to the peer that asked. The reply is built
+ * straight in a ZeroMQ message (no second copy of a shard per step). */
 static int send_reply(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, const void *a,
                       size_t alen, const void *b, size_t blen, const void *c, size_t clen)
 {
     kiln_ps_hdr r = *h;
+    zmq_msg_t m;
     r.payload_len = alen + blen + clen;
-    kiln_ps_hdr_encode(&r, s->reply);
-    uint8_t *q = s->reply + KILN_PS_HEADER_SIZE;
+    if (zmq_msg_init_size(&m, KILN_PS_HEADER_SIZE + (size_t)r.payload_len) != 0) return -1;
+    uint8_t *q = zmq_msg_data(&m);
+    kiln_ps_hdr_encode(&r, q);
+    q += KILN_PS_HEADER_SIZE;
     if (alen) memcpy(q, a, alen);
     if (blen) memcpy(q + alen, b, blen);
     if (clen) memcpy(q + alen + blen, c, clen);
-    if (zmq_msg_send(id, s->sock, ZMQ_SNDMORE) < 0) return -1;
     /* a peer that went away is not our error: ROUTER drops silently */
-    return zmq_send(s->sock, s->reply, KILN_PS_HEADER_SIZE + (size_t)r.payload_len, 0) < 0 ? -1 : 0;
+    if (zmq_msg_send(id, s->sock, ZMQ_SNDMORE) < 0 || zmq_msg_send(&m, s->sock, 0) < 0) {
+        zmq_msg_close(&m);
+        return -1;
+    }
+    return 0;
 }
 
 static int send_error(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *req, uint32_t status,
@@ -200,9 +204,13 @@ static int handle(kiln_ps_server *s, zmq_msg_t *id, const uint8_t *buf, size_t l
             s->st.dropped++;
             r.aux |= KILN_PS_AUX_DROPPED;
         } else {
-            /* the payload is not float-aligned inside the message: copy */
-            float *g = (float *)(s->reply + KILN_PS_HEADER_SIZE);
-            memcpy(g, pl, nbytes);
+            /* ZeroMQ's buffers are malloc'd, so the payload at offset 56 is
+             * float-aligned; should it ever not be, go through a copy */
+            const float *g = (const float *)(const void *)pl;
+            if ((uintptr_t)pl % _Alignof(float) != 0) {
+                memcpy(s->scratch, pl, nbytes);
+                g = s->scratch;
+            }
             apply(s, g);
         }
         r.version_p = s->st.version;
