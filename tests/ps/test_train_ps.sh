@@ -8,7 +8,9 @@
 #  2. a ps is killed with SIGKILL and restarted: it restores its shard from the
 #     newest checkpoint (the version it reports = that checkpoint's step) and
 #     the job finishes; a worker of another model is refused with a clear error;
-#  3. bad TF_CONFIGs fail with a message.
+#  3. one replica through one ps trains like a plain single-process run
+#     (same data order and update math: test accuracy within 0.01);
+#  4. bad TF_CONFIGs fail with a message.
 # Usage: test_train_ps.sh KILN_TRAIN   (env KILN_TEST_SANITIZED=1: smaller)
 set -u
 KT=${1:?usage: test_train_ps.sh path/to/kiln-train}
@@ -129,7 +131,28 @@ ACC2=$(jnum "$TMP/chief.log" test_accuracy)
 awk "BEGIN{exit !($ACC2 >= $ACC - 0.05)}" || fail "test accuracy after a ps restart $ACC2"
 echo "2: ps 1 killed, restored version $NEWEST from the newest checkpoint; test_accuracy $ACC2"
 
-# ---- 3. bad cluster descriptions ----
+# ---- 3. one replica through a ps = a plain run ----
+CL1="\"cluster\":{\"chief\":[\"127.0.0.1:$1\"],\"ps\":[\"127.0.0.1:$3\"]}"
+ONE="--model=mlp --train_epochs=1 --train_examples=$N --batch_size=64 --threads=1 --seed=5 \
+     --log_format=json"
+# shellcheck disable=SC2086
+TF_CONFIG="{$CL1,\"task\":{\"type\":\"ps\",\"index\":0}}" "$KT" mnist \
+    --distribution_strategy=parameter_server $ONE > "$TMP/one_ps.log" 2>&1 &
+P=$!
+PIDS="$PIDS $P"
+# shellcheck disable=SC2086
+TF_CONFIG="{$CL1,\"task\":{\"type\":\"chief\",\"index\":0}}" "$KT" mnist \
+    --distribution_strategy=parameter_server $ONE > "$TMP/one_chief.log" 2>&1 || fail "1-replica chief"
+wait "$P" || fail "1-replica ps"
+# shellcheck disable=SC2086
+"$KT" mnist $ONE > "$TMP/one_plain.log" 2>&1 || fail "plain run"
+A1=$(jnum "$TMP/one_chief.log" test_accuracy)
+A2=$(jnum "$TMP/one_plain.log" test_accuracy)
+awk "BEGIN{d = $A1 - $A2; if (d < 0) d = -d; exit !(d <= 0.01)}" ||
+    fail "1 replica via ps: test accuracy $A1, plain run $A2"
+echo "3: 1 replica via ps $A1, plain run $A2"
+
+# ---- 4. bad cluster descriptions ----
 TF_CONFIG='{"cluster":{"chief":["a:1"]},"task":{"type":"chief","index":0}}' "$KT" mnist $ARGS \
     > "$TMP/bad.log" 2>&1 && fail "no ps tasks was accepted"
 grep -q "cluster.ps" "$TMP/bad.log" || fail "no-ps message: $(cat "$TMP/bad.log")"
