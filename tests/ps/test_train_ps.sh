@@ -27,8 +27,8 @@ fail() {
     exit 1
 }
 
-N=6000; EPOCHS=3; ACC=0.70
-if [ "${KILN_TEST_SANITIZED:-0}" = 1 ]; then N=3000; EPOCHS=2; ACC=0.60; fi
+N=6000; EPOCHS=3; ACC=0.70; CKPT2=40
+if [ "${KILN_TEST_SANITIZED:-0}" = 1 ]; then N=3000; EPOCHS=2; ACC=0.60; CKPT2=16; fi
 
 # four free ports (bound once and released: good enough on a test machine)
 PORTS=$(/usr/bin/python3 -c '
@@ -108,7 +108,10 @@ wait_for "$TMP/ps0.log" ps_start 30 && wait_for "$TMP/ps1.log" ps_start 30 || fa
 TF_CONFIG=$(tf worker 0) "$KT" mnist $ARGS --model=cnn --ps_timeout=10 > "$TMP/foreign.log" 2>&1 &&
     fail "a worker of another model was accepted"
 grep -q "refused.*another model" "$TMP/foreign.log" || fail "foreign worker: $(cat "$TMP/foreign.log")"
-start chief 0 chief.log "$MD"; CH=$!
+# checkpoints CKPT2 chief steps apart: far more than the moment between seeing
+# one and the kill, so no checkpoint can have pulled ps 1's state before the
+# kill and be written after the listing below
+start chief 0 chief.log "$MD" --checkpoint_steps=$CKPT2; CH=$!
 start worker 0 worker.log "$MD"; WK=$!
 PIDS="$PIDS $CH $WK"
 wait_for "$TMP/chief.log" '"event":"checkpoint"' 60 || fail "no checkpoint from the chief"
