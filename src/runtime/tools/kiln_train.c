@@ -45,6 +45,7 @@ typedef struct opts {
     int strategy, world_size, allreduce_inline;
     long check_identical, bucket_bytes;
     double eval_timeout_s;
+    const char *ps_flag; /* a parameter_server-only flag that was given */
 } opts;
 
 typedef struct run {
@@ -203,6 +204,11 @@ static int parse_opts(int argc, char **argv, opts *o)
                 return -1;
             }
             o->allreduce_inline = strcmp(v, "inline") == 0;
+        } else if (flag_match(a, "max_staleness", &v, &used, next) ||
+                   flag_match(a, "ps_timeout", &v, &used, next)) {
+            /* the parameter_server strategy's own flags: its parser
+             * (tools/ps_main.c) checks their values */
+            o->ps_flag = a;
         } else if (flag_match(a, "eval_timeout_s", &v, &used, next)) {
             if (parse_int("eval_timeout_s", v, 1, 1L << 30, &x)) return -1;
             o->eval_timeout_s = (double)x;
@@ -567,6 +573,12 @@ static int cmd_mnist(int argc, char **argv)
         rc = kiln_train_ps_main(r.plan.have_tf ? &r.plan.tf : NULL, argc, argv);
         dist_plan_free(&r.plan);
         return rc;
+    }
+    if (r.o.ps_flag) {
+        fprintf(stderr, "kiln-train: %s applies to the parameter_server strategy only\n",
+                r.o.ps_flag);
+        dist_plan_free(&r.plan);
+        return 2;
     }
     r.world = r.plan.world;
     if (r.o.batch % r.world != 0) {

@@ -1,0 +1,285 @@
+/* ps/server.c - one ps task: a shard of the parameters, its optimizer slots,
+ * and a ZeroMQ ROUTER socket answering workers one request at a time.
+ *
+ * One thread, one request at a time: each gradient is applied whole before
+ * the next request is read, so a pull never sees half an update and the
+ * version is exactly the number of updates applied (no locks needed). */
+#include "kiln/ps.h"
+
+#include "optim/optim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define MAX_WORKERS 4096 /* DONE is remembered per worker id below this */
+
+struct kiln_ps_server {
+    void *ctx, *sock;
+    kiln_ps_server_config cfg;
+    char endpoint[256];
+    float *p, *s1, *s2;
+    int nslots;
+    kiln_ps_stats st;
+    uint8_t *done;  /* MAX_WORKERS flags */
+    float *scratch; /* n floats, for a misaligned gradient */
+};
+
+float kiln_ps_lr_at(const kiln_ps_opt *o, uint64_t v)
+{
+    if (!o->cosine || o->total_updates == 0) return o->lr;
+    double f = (double)v / (double)o->total_updates;
+    if (f > 1.0) f = 1.0;
+    return (float)(o->lr * 0.5 * (1.0 + cos(3.14159265358979323846 * f)));
+}
+
+void kiln_ps_server_free(kiln_ps_server *s)
+{
+    if (!s) return;
+    if (s->sock) zmq_close(s->sock);
+    if (s->ctx) zmq_ctx_term(s->ctx);
+    free(s->p);
+    free(s->s1);
+    free(s->s2);
+    free(s->done);
+    free(s->scratch);
+    free(s);
+}
+
+kiln_ps_server *kiln_ps_server_new(const kiln_ps_server_config *cfg, char *err, size_t errlen)
+{
+    kiln_ps_server *s = calloc(1, sizeof(*s));
+    size_t n = cfg->n;
+    if (!s) goto oom;
+    s->cfg = *cfg;
+    s->nslots = cfg->opt.adam ? 2 : 1;
+    s->p = malloc(n * sizeof(float) + 1);
+    s->s1 = calloc(n + 1, sizeof(float));
+    s->s2 = cfg->opt.adam ? calloc(n + 1, sizeof(float)) : NULL;
+    s->done = calloc(MAX_WORKERS, 1);
+    s->scratch = malloc(n * sizeof(float) + 1);
+    if (!s->p || !s->s1 || (cfg->opt.adam && !s->s2) || !s->done || !s->scratch) goto oom;
+    memcpy(s->p, cfg->params, n * sizeof(float));
+    if (cfg->slot1) memcpy(s->s1, cfg->slot1, n * sizeof(float));
+    if (cfg->slot2 && s->s2) memcpy(s->s2, cfg->slot2, n * sizeof(float));
+    s->st.version = cfg->version;
+    s->cfg.params = s->cfg.slot1 = s->cfg.slot2 = NULL; /* not ours to keep */
+
+    s->ctx = zmq_ctx_new();
+    s->sock = s->ctx ? zmq_socket(s->ctx, ZMQ_ROUTER) : NULL;
+    if (!s->sock) {
+        snprintf(err, errlen, "ZeroMQ: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    /* ZeroMQ refuses (and disconnects) a peer whose message exceeds this, so
+     * no request can make the ps allocate more than a gradient's worth */
+    int64_t maxmsg = (int64_t)(KILN_PS_HEADER_SIZE + n * sizeof(float));
+    int linger = 0;
+    zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof(linger));
+    if (zmq_bind(s->sock, cfg->endpoint) != 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", cfg->endpoint, zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    size_t len = sizeof(s->endpoint);
+    if (zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0)
+        snprintf(s->endpoint, sizeof(s->endpoint), "%s", cfg->endpoint);
+    s->cfg.endpoint = s->endpoint;
+    return s;
+oom:
+    snprintf(err, errlen, "out of memory for a shard of %zu floats", n);
+fail:
+    kiln_ps_server_free(s);
+    return NULL;
+}
+
+const char *kiln_ps_server_endpoint(const kiln_ps_server *s)
+{
+    return s->endpoint;
+}
+
+void kiln_ps_server_stats(const kiln_ps_server *s, kiln_ps_stats *st)
+{
+    *st = s->st;
+}
+
+const float *kiln_ps_server_params(const kiln_ps_server *s)
+{
+    return s->p;
+}
+
+/* Sends [identity][reply] back to the peer that asked. The reply is built
+ * straight in a ZeroMQ message (no second copy of a shard per step). */
+static int send_reply(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, const void *a,
+                      size_t alen, const void *b, size_t blen, const void *c, size_t clen)
+{
+    kiln_ps_hdr r = *h;
+    zmq_msg_t m;
+    r.payload_len = alen + blen + clen;
+    if (zmq_msg_init_size(&m, KILN_PS_HEADER_SIZE + (size_t)r.payload_len) != 0) return -1;
+    uint8_t *q = zmq_msg_data(&m);
+    kiln_ps_hdr_encode(&r, q);
+    q += KILN_PS_HEADER_SIZE;
+    if (alen) memcpy(q, a, alen);
+    if (blen) memcpy(q + alen, b, blen);
+    if (clen) memcpy(q + alen + blen, c, clen);
+    /* a peer that went away is not our error: ROUTER drops silently */
+    if (zmq_msg_send(id, s->sock, ZMQ_SNDMORE) < 0 || zmq_msg_send(&m, s->sock, 0) < 0) {
+        zmq_msg_close(&m);
+        return -1;
+    }
+    return 0;
+}
+
+static int send_error(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *req, uint32_t status,
+                      const char *text)
+{
+    kiln_ps_hdr r = {.op = req->op,
+                     .shard = s->cfg.shard,
+                     .worker = req->worker,
+                     .model_sig = s->cfg.model_sig,
+                     .version_p = s->st.version,
+                     .seq = req->seq,
+                     .status = status};
+    s->st.rejected++;
+    return send_reply(s, id, &r, text, strlen(text), NULL, 0, NULL, 0);
+}
+
+static void apply(kiln_ps_server *s, const float *g)
+{
+    const kiln_ps_opt *o = &s->cfg.opt;
+    float lr = kiln_ps_lr_at(o, s->st.version);
+    if (o->adam)
+        kiln_adam_update_ref(s->p, g, s->s1, s->s2, s->cfg.n, lr, o->beta1, o->beta2, o->eps,
+                             s->st.version + 1);
+    else
+        kiln_sgd_update_ref(s->p, g, s->s1, s->cfg.n, lr, o->momentum);
+    s->st.version++;
+}
+
+/* Returns 1 when the request was SHUTDOWN, 0 otherwise, -1 on send failure. */
+static int handle(kiln_ps_server *s, zmq_msg_t *id, const uint8_t *buf, size_t len)
+{
+    kiln_ps_hdr h;
+    const uint8_t *pl;
+    char err[256];
+    size_t nbytes = s->cfg.n * sizeof(float);
+    if (kiln_ps_msg_decode(buf, len, nbytes, &h, &pl, err, sizeof(err)) != 0) {
+        fprintf(stderr, "kiln ps %u: refused a request: %s\n", s->cfg.shard, err);
+        h.op = KILN_PS_OP_ERROR;
+        return send_error(s, id, &h, KILN_PS_EBADMSG, err);
+    }
+    if (h.model_sig != s->cfg.model_sig || h.shard != s->cfg.shard) {
+        snprintf(err, sizeof(err),
+                 "request for shard %u of model %016llx, but this ps serves shard %u of model "
+                 "%016llx (another model, or another ps list or optimizer)",
+                 h.shard, (unsigned long long)h.model_sig, s->cfg.shard,
+                 (unsigned long long)s->cfg.model_sig);
+        fprintf(stderr, "kiln ps %u: refused worker %u: %s\n", s->cfg.shard, h.worker, err);
+        return send_error(s, id, &h, KILN_PS_EMODEL, err);
+    }
+    size_t want = h.op == KILN_PS_OP_PUSH ? nbytes : 0;
+    if (h.payload_len != want) {
+        snprintf(err, sizeof(err), "%s request with %llu payload bytes; this shard expects %zu",
+                 kiln_ps_op_name(h.op), (unsigned long long)h.payload_len, want);
+        fprintf(stderr, "kiln ps %u: refused worker %u: %s\n", s->cfg.shard, h.worker, err);
+        return send_error(s, id, &h, KILN_PS_ESIZE, err);
+    }
+    kiln_ps_hdr r = {.op = h.op,
+                     .shard = s->cfg.shard,
+                     .worker = h.worker,
+                     .model_sig = s->cfg.model_sig,
+                     .seq = h.seq};
+    switch (h.op) {
+    case KILN_PS_OP_PUSH: {
+        uint64_t stale = s->st.version > h.version_p ? s->st.version - h.version_p : 0;
+        s->st.pushes++;
+        s->st.staleness_sum += stale;
+        if (stale > s->st.staleness_max) s->st.staleness_max = stale;
+        r.aux = stale > 0x7fffffff ? 0x7fffffff : (uint32_t)stale;
+        if (s->cfg.max_staleness != KILN_PS_UNBOUNDED && stale > s->cfg.max_staleness) {
+            s->st.dropped++;
+            r.aux |= KILN_PS_AUX_DROPPED;
+        } else {
+            /* ZeroMQ's buffers are malloc'd, so the payload at offset 56 is
+             * float-aligned; should it ever not be, go through a copy */
+            const float *g = (const float *)(const void *)pl;
+            if ((uintptr_t)pl % _Alignof(float) != 0) {
+                memcpy(s->scratch, pl, nbytes);
+                g = s->scratch;
+            }
+            apply(s, g);
+        }
+        r.version_p = s->st.version;
+        return send_reply(s, id, &r, s->p, nbytes, NULL, 0, NULL, 0);
+    }
+    case KILN_PS_OP_PULL:
+        r.version_p = s->st.version;
+        return send_reply(s, id, &r, s->p, nbytes, NULL, 0, NULL, 0);
+    case KILN_PS_OP_PULL_STATE:
+        r.version_p = s->st.version;
+        r.aux = (uint32_t)s->nslots;
+        return send_reply(s, id, &r, s->p, nbytes, s->s1, nbytes, s->s2, s->s2 ? nbytes : 0);
+    case KILN_PS_OP_STATS: {
+        uint8_t w[KILN_PS_STATS_WORDS * 8];
+        kiln_ps_stats_encode(&s->st, w);
+        r.version_p = s->st.version;
+        return send_reply(s, id, &r, w, sizeof(w), NULL, 0, NULL, 0);
+    }
+    case KILN_PS_OP_DONE:
+        if (h.worker < MAX_WORKERS && !s->done[h.worker]) {
+            s->done[h.worker] = 1;
+            s->st.workers_done++;
+        }
+        r.version_p = s->st.version;
+        return send_reply(s, id, &r, NULL, 0, NULL, 0, NULL, 0);
+    case KILN_PS_OP_SHUTDOWN:
+        r.version_p = s->st.version;
+        return send_reply(s, id, &r, NULL, 0, NULL, 0, NULL, 0) < 0 ? -1 : 1;
+    default:
+        return send_error(s, id, &h, KILN_PS_EBADMSG, "unknown op");
+    }
+}
+
+int kiln_ps_server_run(kiln_ps_server *s, volatile sig_atomic_t *stop)
+{
+    for (;;) {
+        if (stop && *stop) return 1;
+        zmq_pollitem_t it = {.socket = s->sock, .events = ZMQ_POLLIN};
+        int pr = zmq_poll(&it, 1, 100);
+        if (pr < 0) {
+            if (zmq_errno() == EINTR) continue;
+            fprintf(stderr, "kiln ps %u: poll: %s\n", s->cfg.shard, zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        if (pr == 0) continue;
+        zmq_msg_t id, body;
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        int more = 0, extra = 0, hr = 0;
+        size_t ml = sizeof(more);
+        if (zmq_msg_recv(&id, s->sock, ZMQ_DONTWAIT) < 0) goto next;
+        if (zmq_msg_recv(&body, s->sock, 0) < 0) goto next;
+        /* one frame per request: drain and refuse anything longer */
+        while (zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml) == 0 && more) {
+            zmq_msg_t x;
+            zmq_msg_init(&x);
+            zmq_msg_recv(&x, s->sock, 0);
+            zmq_msg_close(&x);
+            extra = 1;
+        }
+        if (extra) {
+            kiln_ps_hdr h = {.op = KILN_PS_OP_ERROR};
+            hr = send_error(s, &id, &h, KILN_PS_EBADMSG, "a request is one ZeroMQ frame");
+        } else {
+            hr = handle(s, &id, zmq_msg_data(&body), zmq_msg_size(&body));
+        }
+    next:
+        zmq_msg_close(&id);
+        zmq_msg_close(&body);
+        if (hr == 1) return 0;
+    }
+}

@@ -1,0 +1,384 @@
+/* tools/ps_main.c - `kiln-train mnist --distribution_strategy=parameter_server`.
+ *
+ * The cluster comes from TF_CONFIG (or CLUSTER_SPEC) as the platform writes it
+ * (docs/parameter-server.md): cluster.ps lists the ps tasks' host:port, and
+ * chief/master + workers are the training replicas (chief/master is rank 0
+ * and trains too, as in TF1 between-graph replication). The task type decides
+ * the role of this process. Every role builds the same model from the same
+ * flags: the ps tasks take their initial values and the variable list from
+ * it, so a fresh job starts exactly where a single-process run would. */
+#include "tools/ps_tool.h"
+
+#include "data/data.h"
+#include "kiln/collective.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+volatile sig_atomic_t ps_g_term;
+
+void ps_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void on_term(int sig)
+{
+    (void)sig;
+    ps_g_term = 1;
+}
+
+/* Accepts --name=value and --name value; '-' and '_' are interchangeable. */
+static int flag(const char *arg, const char *name, const char **val, int *used, const char *next)
+{
+    if (strncmp(arg, "--", 2) != 0) return 0;
+    arg += 2;
+    size_t i = 0;
+    for (; name[i]; i++)
+        if ((arg[i] == '-' ? '_' : arg[i]) != name[i]) return 0;
+    if (arg[i] == '=') {
+        *val = arg + i + 1;
+        *used = 1;
+        return 1;
+    }
+    if (arg[i] == '\0' && next) {
+        *val = next;
+        *used = 2;
+        return 1;
+    }
+    return 0;
+}
+
+static int int_flag(const char *name, const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || !*v || *end || x < lo || x > hi) {
+        fprintf(stderr, "kiln-train: --%s=%s: expected an integer in [%ld, %ld]\n", name, v, lo,
+                hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse(int argc, char **argv, ps_opts *o)
+{
+    *o = (ps_opts){.model = "mlp",
+                   .optimizer = "sgd",
+                   .lr_schedule = "cosine",
+                   .epochs = 5,
+                   .batch = 128,
+                   .threads = 0,
+                   .keep = 5,
+                   .lr = -1,
+                   .momentum = 0.9,
+                   .max_staleness = -1,
+                   .timeout_s = 60};
+    for (int i = 0; i < argc;) {
+        const char *a = argv[i], *v = NULL, *next = i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 0;
+        long x = 0;
+        if (flag(a, "distribution_strategy", &v, &used, next)) {
+            if (strcmp(v, "parameter_server") != 0) {
+                fprintf(stderr, "kiln-train: --distribution_strategy=%s: not parameter_server\n",
+                        v);
+                return -1;
+            }
+        } else if (flag(a, "model", &v, &used, next)) {
+            if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
+                fprintf(stderr, "kiln-train: --model=%s: expected mlp or cnn\n", v);
+                return -1;
+            }
+            o->model = v;
+        } else if (flag(a, "data_dir", &v, &used, next)) {
+            o->data_dir = v;
+        } else if (flag(a, "model_dir", &v, &used, next) || flag(a, "job_dir", &v, &used, next)) {
+            o->model_dir = v;
+        } else if (flag(a, "optimizer", &v, &used, next)) {
+            if (strcmp(v, "sgd") && strcmp(v, "adam")) {
+                fprintf(stderr, "kiln-train: --optimizer=%s: expected sgd or adam\n", v);
+                return -1;
+            }
+            o->optimizer = v;
+        } else if (flag(a, "lr_schedule", &v, &used, next)) {
+            if (strcmp(v, "constant") && strcmp(v, "cosine")) {
+                fprintf(stderr, "kiln-train: --lr_schedule=%s: expected constant or cosine\n", v);
+                return -1;
+            }
+            o->lr_schedule = v;
+        } else if (flag(a, "log_format", &v, &used, next)) {
+            if (strcmp(v, "text") && strcmp(v, "json")) {
+                fprintf(stderr, "kiln-train: --log_format=%s: expected text or json\n", v);
+                return -1;
+            }
+            o->log_format = v;
+        } else if (flag(a, "learning_rate", &v, &used, next) ||
+                   flag(a, "momentum", &v, &used, next)) {
+            char *end;
+            double d = strtod(v, &end);
+            if (!*v || *end || !(d >= 0.0) || d > 1e6) {
+                fprintf(stderr, "kiln-train: %s: expected a non-negative number\n", a);
+                return -1;
+            }
+            *(strstr(a, "momentum") ? &o->momentum : &o->lr) = d;
+        } else if (flag(a, "train_epochs", &v, &used, next)) {
+            if (int_flag("train_epochs", v, 1, 1000000, &x)) return -1;
+            o->epochs = (int)x;
+        } else if (flag(a, "batch_size", &v, &used, next)) {
+            if (int_flag("batch_size", v, 1, 65536, &x)) return -1;
+            o->batch = (int)x;
+        } else if (flag(a, "threads", &v, &used, next)) {
+            if (int_flag("threads", v, 0, 64, &x)) return -1;
+            o->threads = (int)x;
+        } else if (flag(a, "keep_checkpoints", &v, &used, next)) {
+            if (int_flag("keep_checkpoints", v, 0, 1000000, &x)) return -1;
+            o->keep = (int)x;
+        } else if (flag(a, "checkpoint_steps", &v, &used, next)) {
+            if (int_flag("checkpoint_steps", v, 0, 1L << 40, &o->checkpoint_steps)) return -1;
+        } else if (flag(a, "train_examples", &v, &used, next)) {
+            if (int_flag("train_examples", v, 1, 1L << 40, &o->train_examples)) return -1;
+        } else if (flag(a, "max_staleness", &v, &used, next)) {
+            if (int_flag("max_staleness", v, -1, 1L << 30, &o->max_staleness)) return -1;
+        } else if (flag(a, "ps_timeout", &v, &used, next)) {
+            if (int_flag("ps_timeout", v, 1, 86400, &o->timeout_s)) return -1;
+        } else if (flag(a, "seed", &v, &used, next)) {
+            if (int_flag("seed", v, 0, 1L << 62, &x)) return -1;
+            o->seed = (uint64_t)x;
+        } else {
+            fprintf(stderr,
+                    "kiln-train: unknown argument '%s' (parameter_server strategy: --model "
+                    "--data_dir --model_dir --train_epochs --batch_size --learning_rate "
+                    "--momentum --optimizer --lr_schedule --seed --threads --log_format "
+                    "--checkpoint_steps --keep_checkpoints --train_examples --max_staleness "
+                    "--ps_timeout)\n",
+                    a);
+            return -1;
+        }
+        i += used;
+    }
+    if (o->lr < 0) o->lr = strcmp(o->optimizer, "adam") == 0 ? 0.001 : 0.05;
+    return 0;
+}
+
+/* cluster.ps, which kiln_tf_config_parse counts but does not list */
+static int ps_addresses(const char *tf, ps_job *j)
+{
+    json_error_t je;
+    json_t *root = json_loads(tf, 0, &je), *ps = NULL;
+    int rc = -1;
+    if (root) ps = json_object_get(json_object_get(root, "cluster"), "ps");
+    if (!json_is_array(ps) || json_array_size(ps) == 0) {
+        fprintf(stderr, "kiln-train: the parameter_server strategy needs ps tasks: TF_CONFIG "
+                        "has no cluster.ps list\n");
+        goto out;
+    }
+    j->num_ps = (int)json_array_size(ps);
+    j->ps_addrs = calloc((size_t)j->num_ps, sizeof(char *));
+    for (int i = 0; j->ps_addrs && i < j->num_ps; i++) {
+        const char *s = json_string_value(json_array_get(ps, (size_t)i));
+        const char *colon = s ? strrchr(s, ':') : NULL;
+        if (!colon || colon == s || !colon[1] || strlen(s) > 255) {
+            fprintf(stderr, "kiln-train: TF_CONFIG cluster.ps[%d]: expected \"host:port\"\n", i);
+            goto out;
+        }
+        j->ps_addrs[i] = strdup(s);
+        if (!j->ps_addrs[i]) goto out;
+    }
+    rc = j->ps_addrs ? 0 : -1;
+out:
+    json_decref(root);
+    return rc;
+}
+
+static kiln_model *build_model(const ps_opts *o)
+{
+    kiln_model *m = kiln_model_new(28, 28, 1);
+    if (!m) return NULL;
+    int bad = 0;
+    if (strcmp(o->model, "cnn") == 0) { /* kiln_train.c's networks */
+        bad |= kiln_model_add(m, kiln_conv2d(32, 5, 1, KILN_SAME, KILN_RELU));
+        bad |= kiln_model_add(m, kiln_maxpool2d(2, 2));
+        bad |= kiln_model_add(m, kiln_conv2d(64, 5, 1, KILN_SAME, KILN_RELU));
+        bad |= kiln_model_add(m, kiln_maxpool2d(2, 2));
+        bad |= kiln_model_add(m, kiln_flatten());
+        bad |= kiln_model_add(m, kiln_dense(1024, KILN_RELU));
+        bad |= kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
+    } else {
+        bad |= kiln_model_add(m, kiln_flatten());
+        bad |= kiln_model_add(m, kiln_dense(512, KILN_RELU));
+        bad |= kiln_model_add(m, kiln_dense(512, KILN_RELU));
+        bad |= kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
+    }
+    kiln_optimizer opt = strcmp(o->optimizer, "adam") == 0
+                             ? kiln_adam((float)o->lr)
+                             : kiln_sgd((float)o->lr, (float)o->momentum);
+    if (bad || kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, o->batch, o->seed)) {
+        fprintf(stderr, "kiln-train: building the model: %s\n", kiln_model_error(m));
+        kiln_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* The trainable parameters, and where each one's gradient lies in the flat
+ * buffer of kiln_model_compute_grads: layers in reverse order, kernel then
+ * bias within a layer (kiln/train.h). Parameters are listed layer by layer
+ * in model order, named "<layer>/<param>". */
+static int model_vars(ps_job *j)
+{
+    size_t nb = kiln_model_num_buffers(j->m);
+    j->var_names = calloc(nb, sizeof(char *));
+    j->var_sizes = calloc(nb, sizeof(size_t));
+    j->var_data = calloc(nb, sizeof(float *));
+    j->var_grad_off = calloc(nb, sizeof(size_t));
+    int *layer = calloc(nb, sizeof(int));
+    int rc = -1, nl = 0;
+    if (!j->var_names || !j->var_sizes || !j->var_data || !j->var_grad_off || !layer) goto out;
+    for (size_t i = 0; i < nb; i++) {
+        kiln_buffer b = kiln_model_buffer(j->m, i);
+        if (b.is_param) {
+            int v = j->nvars++;
+            j->var_names[v] = b.name;
+            j->var_sizes[v] = b.size;
+            j->var_data[v] = b.data;
+            const char *sl = strrchr(b.name, '/');
+            size_t pl = sl ? (size_t)(sl - b.name) : strlen(b.name);
+            const char *prev = v ? j->var_names[v - 1] : NULL;
+            if (v == 0 || strncmp(prev, b.name, pl) != 0 || prev[pl] != '/') nl++;
+            layer[v] = nl - 1;
+        }
+    }
+    size_t off = 0;
+    for (int l = nl - 1; l >= 0; l--)
+        for (int v = 0; v < j->nvars; v++)
+            if (layer[v] == l) {
+                j->var_grad_off[v] = off;
+                off += j->var_sizes[v];
+            }
+    if (off != kiln_model_grad_count(j->m)) {
+        fprintf(stderr,
+                "kiln-train: the model's %zu gradient floats do not match its %zu "
+                "parameters\n",
+                kiln_model_grad_count(j->m), off);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(layer);
+    return rc;
+}
+
+uint64_t ps_steps_per_epoch(const ps_job *j, size_t n)
+{
+    return kiln_steps_per_epoch(n, (size_t)j->o.batch * (size_t)j->world, 0);
+}
+
+long ps_train_count(const ps_job *j)
+{
+    const char *dir = j->o.data_dir && *j->o.data_dir ? j->o.data_dir : KILN_FASHION_MNIST_DIR;
+    const char *names[] = {"train-labels-idx1-ubyte.gz", "train-labels-idx1-ubyte"};
+    kiln_errmsg em = {{0}};
+    for (int k = 0; k < 2; k++) {
+        char path[4096];
+        kiln_idx idx;
+        snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
+        if (kiln_idx_read(path, 0, &idx, &em) != KILN_OK) continue;
+        long n = (long)idx.dims[0];
+        kiln_idx_free(&idx);
+        if (j->o.train_examples > 0 && j->o.train_examples < n) n = j->o.train_examples;
+        return n;
+    }
+    fprintf(stderr, "kiln-train: counting the training examples in %s: %s\n", dir, em.msg);
+    return -1;
+}
+
+int kiln_train_ps_main(const struct kiln_tf_group *tfg, int argc, char **argv)
+{
+    ps_job j = {0};
+    kiln_tf_group g = {0};
+    char err[512];
+    int rc = 2;
+    if (parse(argc, argv, &j.o)) return 2;
+    j.json = j.o.log_format && strcmp(j.o.log_format, "json") == 0;
+    /* the group parser does not keep cluster.ps's addresses: the text is
+     * read here in any case (the same variables the caller parsed) */
+    const char *tf = getenv("TF_CONFIG");
+    if (!tf || !*tf) tf = getenv("CLUSTER_SPEC");
+    if (!tfg) {
+        kiln_err e = kiln_tf_config_parse(tf, &g, err, sizeof(err));
+        if (e != KILN_OK) {
+            fprintf(stderr, "kiln-train: the parameter_server strategy needs TF_CONFIG: %s\n",
+                    e == KILN_ENOTFOUND ? "it is not set" : err);
+            goto out;
+        }
+        tfg = &g;
+    }
+    snprintf(j.role, sizeof(j.role), "%s", tfg->task_type);
+    j.task_index = tfg->task_index;
+    j.world = tfg->world_size;
+    j.rank = tfg->rank;
+    if (!tf || !*tf) {
+        fprintf(stderr, "kiln-train: the parameter_server strategy needs TF_CONFIG: it is not "
+                        "set\n");
+        goto out;
+    }
+    if (strcmp(j.role, "evaluator") == 0) {
+        fprintf(stderr, "kiln-train: an evaluator task has no part in parameter_server "
+                        "training\n");
+        goto out;
+    }
+    if (ps_addresses(tf, &j)) goto out;
+    if (strcmp(j.role, "ps") == 0 && (j.task_index < 0 || j.task_index >= j.num_ps)) {
+        fprintf(stderr, "kiln-train: task ps %d is not in cluster.ps (%d tasks)\n", j.task_index,
+                j.num_ps);
+        goto out;
+    }
+    kiln_set_threads(j.o.threads);
+    if (!(j.m = build_model(&j.o)) || model_vars(&j)) goto out;
+    if (kiln_ps_layout_init(&j.layout, j.nvars, j.var_names, j.var_sizes, j.num_ps, j.o.optimizer,
+                            err, sizeof(err))) {
+        fprintf(stderr, "kiln-train: sharding the model: %s\n", err);
+        goto out;
+    }
+    j.opt = (kiln_ps_opt){.adam = strcmp(j.o.optimizer, "adam") == 0,
+                          .lr = (float)j.o.lr,
+                          .momentum = (float)j.o.momentum,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.999f,
+                          .eps = 1e-8f,
+                          .cosine = strcmp(j.o.lr_schedule, "cosine") == 0};
+    struct sigaction sa = {0};
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    rc = strcmp(j.role, "ps") == 0 ? ps_serve(&j) : ps_work(&j);
+out:
+    fflush(stdout);
+    kiln_ps_layout_free(&j.layout);
+    for (int i = 0; j.ps_addrs && i < j.num_ps; i++)
+        free(j.ps_addrs[i]);
+    free(j.ps_addrs);
+    free(j.var_names);
+    free(j.var_sizes);
+    free(j.var_data);
+    free(j.var_grad_off);
+    kiln_model_free(j.m);
+    kiln_tf_group_free(&g);
+    return rc;
+}
