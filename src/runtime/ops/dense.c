@@ -2,16 +2,16 @@
  *
  * Fast path threading: each of the pool's threads takes a slice of the
  * output columns (multiples of 16 floats = one AVX-512 vector) and runs a
- * single-threaded SGEMM on it, then adds bias and applies ReLU to the slice
+ * single-threaded SGEMM (core/gemm.h) on it, then adds bias and applies ReLU to the slice
  * while it is still in its cache. No output element is written by two
  * threads, so no cross-thread reduction exists and results do not depend on
  * timing. */
 #include "ops/ops.h"
 
+#include "core/gemm.h"
 #include "core/pool.h"
 #include "kiln/tensor.h"
 
-#include <cblas.h>
 #include <string.h>
 
 void kiln_dense_fwd_ref(const float *x, const float *w, const float *b, float *y, int B, int in,
@@ -84,8 +84,8 @@ static void fwd_task(void *p, int task, int tid)
     kiln__split((size_t)c->out, c->parts, task, 16, &c0, &c1);
     int n = (int)(c1 - c0);
     if (n <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->B, n, c->in, 1.0f, c->x, c->in,
-                c->w + c0, c->out, 0.0f, c->yo + c0, c->out);
+    kiln__sgemm(0, 0, c->B, n, c->in, 1.0f, c->x, c->in, c->w + c0, c->out, 0.0f, c->yo + c0,
+                c->out);
     for (int i = 0; i < c->B; i++) {
         float *row = c->yo + (size_t)i * c->out + c0;
         const float *bb = c->b ? c->b + c0 : NULL;
@@ -153,11 +153,11 @@ static void bwd_wx_task(void *p, int task, int tid)
     kiln__split((size_t)c->in, c->parts, task, 16, &i0, &i1);
     int n = (int)(i1 - i0);
     if (n <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, c->out, c->B, 1.0f, c->x + i0, c->in,
-                c->dy, c->out, c->beta, c->dw + i0 * (size_t)c->out, c->out);
+    kiln__sgemm(1, 0, n, c->out, c->B, 1.0f, c->x + i0, c->in, c->dy, c->out, c->beta,
+                c->dw + i0 * (size_t)c->out, c->out);
     if (c->dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->B, n, c->out, 1.0f, c->dy, c->out,
-                    c->w + i0 * (size_t)c->out, c->out, 0.0f, c->dx + i0, c->in);
+        kiln__sgemm(0, 1, c->B, n, c->out, 1.0f, c->dy, c->out, c->w + i0 * (size_t)c->out, c->out,
+                    0.0f, c->dx + i0, c->in);
     if (c->uw) { /* rows i0..i1 of w: only this task reads or writes them */
         float *restrict wr = c->uw + i0 * (size_t)c->out;
         const float *restrict g = c->dw + i0 * (size_t)c->out;
