@@ -124,7 +124,25 @@ static void check_dense(int B, int in, int out, int relu, int with_dx)
         kiln_dense_bwd_acc(x, w, y1, dy2, NULL, acc, accb, B, in, out, relu, 0.9f);
         CHECK_MSG((e = rel_err(acc, want, (size_t)in * out)) < 2e-5, "dense dw acc err %g", e);
         CHECK_MSG((e = rel_err(accb, wantb, out)) < 2e-5, "dense db acc err %g", e);
+        /* with the SGD step fused in: v = 0.9 v + dW, then w -= lr v (and for b) */
+        float *w2 = copy_buf(w, (size_t)in * out), *b2 = copy_buf(b, out);
+        float *v = copy_buf(acc, (size_t)in * out), *vb = copy_buf(accb, out);
+        for (size_t i = 0; i < (size_t)in * out; i++) {
+            want[i] = 0.9f * v[i] + dw1[i];
+            v[i] = w[i] - 0.1f * want[i]; /* v now holds the expected weights */
+        }
+        for (int j = 0; j < out; j++) {
+            wantb[j] = 0.9f * vb[j] + db1[j];
+            vb[j] = b[j] - 0.1f * wantb[j];
+        }
+        memcpy(dy2, dy1, sizeof(float) * (size_t)B * out);
+        kiln_dense_bwd_sgd(x, w2, b2, y1, dy2, NULL, acc, accb, B, in, out, relu, 0.9f, 0.1f);
+        CHECK_MSG((e = rel_err(acc, want, (size_t)in * out)) < 2e-5, "dense sgd v err %g", e);
+        CHECK_MSG((e = rel_err(accb, wantb, out)) < 2e-5, "dense sgd vb err %g", e);
+        CHECK_MSG((e = rel_err(w2, v, (size_t)in * out)) < 2e-5, "dense sgd w err %g", e);
+        CHECK_MSG((e = rel_err(b2, vb, out)) < 2e-5, "dense sgd b err %g", e);
         kiln_ffree(acc), kiln_ffree(accb), kiln_ffree(want), kiln_ffree(wantb);
+        kiln_ffree(w2), kiln_ffree(b2), kiln_ffree(v), kiln_ffree(vb);
     }
     float *f[] = {x, w, b, y1, y2, dy1, dy2, dx1, dx2, dw1, dw2, db1, db2};
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
