@@ -6,7 +6,7 @@
  * JIT SGEMM (2.6, AVX-512) reaches 165-215 on the same calls, and 1.3-1.8x on
  * the im2col shapes of the CNN (bench/README.md, gemm shapes table). For
  * outputs narrower than one vector (the 10-class layers) OpenBLAS is as fast
- * or faster (dW of 512x10: 142 against 73 GFLOP/s), so those stay with it.
+ * or faster (their 256x10 dW: 142 against 73 GFLOP/s), so those stay with it.
  *
  * Threads: Debian's libdnnl uses OpenMP (libgomp). Each of kiln's threads
  * sets its own OpenMP thread count to 1 once (the count is per thread), so a
