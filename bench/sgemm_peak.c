@@ -1,7 +1,9 @@
 /* bench/sgemm_peak.c - the machine's measured SGEMM peak, the yardstick for
  * "what fraction of the machine does training reach". Square 2048^3 SGEMM
  * through OpenBLAS after kiln's core fix-up (kiln_blas_init), with 1 thread
- * and with every core; best of several 1-second runs. Prints JSON. */
+ * and with every core; best of several 1-second runs. Prints JSON, with the
+ * library that serves the training step's small GEMMs (core/gemm.h). */
+#include "core/gemm.h"
 #include "kiln/tensor.h"
 
 #include <cblas.h>
@@ -44,8 +46,8 @@ int main(void)
     const char *core = kiln_blas_init();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     double one = measure(1, 2048), all = measure((int)ncpu, 2048);
-    printf("{\"core\":\"%s\",\"cpus\":%ld,\"sgemm_gflops_1thread\":%.1f,"
+    printf("{\"core\":\"%s\",\"step_gemm\":\"%s\",\"cpus\":%ld,\"sgemm_gflops_1thread\":%.1f,"
            "\"sgemm_gflops_all\":%.1f}\n",
-           core, ncpu, one, all);
+           core, kiln__gemm_backend(), ncpu, one, all);
     return 0;
 }

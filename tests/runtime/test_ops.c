@@ -1,6 +1,9 @@
 /* tests/runtime/test_ops.c - every op's fast path against its reference.
  *
  * Tolerances (relative to the largest output magnitude, see rel_err):
+ *  - kiln__sgemm (oneDNN or OpenBLAS, core/gemm.h) against its double loop:
+ *    2e-5, the same bound and reason as below. Results must also be the same
+ *    bits when computed twice, and when two pool threads compute them at once.
  *  - GEMM-based ops (dense, conv): 2e-5. The reference sums in double, the
  *    fast path in float through SGEMM in a different order; for the K <= 800
  *    term sums here, float rounding stays around 1e-6..1e-5 of the scale.
@@ -8,6 +11,8 @@
  *    cross-entropy 1e-5 (expf/logf vs exp/log).
  *  - pooling, ReLU, add: bit-identical (same arithmetic, nothing to round
  *    differently). */
+#include "core/gemm.h"
+#include "core/pool.h"
 #include "ops/ops.h"
 #include "rt_test.h"
 #include "test.h"
@@ -16,6 +21,77 @@
 #include <string.h>
 
 static kiln_rng R;
+
+typedef struct gemm_case {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    const float *A, *B;
+    float *C[2]; /* one output per pool task */
+} gemm_case;
+
+static void gemm_task(void *p, int task, int tid)
+{
+    gemm_case *g = p;
+    kiln__sgemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->A, g->lda, g->B, g->ldb, g->beta,
+                g->C[task], g->ldc);
+}
+
+/* C = alpha op(A) op(B) + beta C with padded leading dimensions (pad floats
+ * past each row, which must stay untouched). */
+static void check_gemm(int ta, int tb, int M, int N, int K, float alpha, float beta, int pad)
+{
+    int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    gemm_case g = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta};
+    g.lda = ac + pad, g.ldb = bc + pad, g.ldc = N + pad;
+    size_t na = (size_t)ar * g.lda, nb = (size_t)br * g.ldb, nc = (size_t)M * g.ldc;
+    float *A = rand_buf(&R, na, -1, 1), *B = rand_buf(&R, nb, -1, 1);
+    float *c0 = rand_buf(&R, nc, -1, 1), *want = copy_buf(c0, nc);
+    if (beta == 0.0f) /* BLAS semantics: C is not read when beta is 0 */
+        for (size_t i = 0; i < nc; i++)
+            c0[i] = NAN;
+    float *got = copy_buf(c0, nc), *again = copy_buf(c0, nc);
+    g.A = A, g.B = B;
+    g.C[0] = copy_buf(c0, nc), g.C[1] = copy_buf(c0, nc);
+    kiln__sgemm_ref(ta, tb, M, N, K, alpha, A, g.lda, B, g.ldb, beta, want, g.ldc);
+    kiln__sgemm(ta, tb, M, N, K, alpha, A, g.lda, B, g.ldb, beta, got, g.ldc);
+    kiln__sgemm(ta, tb, M, N, K, alpha, A, g.lda, B, g.ldb, beta, again, g.ldc);
+    kiln__parallel_for(2, gemm_task, &g);
+    double e = 0.0;
+    for (int i = 0; i < M; i++) { /* the padding is compared too: bits_equal below */
+        double ei = rel_err(got + (size_t)i * g.ldc, want + (size_t)i * g.ldc, (size_t)N);
+        e = ei > e || ei != ei ? ei : e;
+    }
+    CHECK_MSG(e < 2e-5, "sgemm %c%c %dx%dx%d alpha %g beta %g pad %d (%s) err %g", ta ? 'T' : 'N',
+              tb ? 'T' : 'N', M, N, K, alpha, beta, pad, kiln__gemm_backend(), e);
+    int pad_ok = 1;
+    for (int i = 0; i < M; i++)
+        pad_ok &= bits_equal(got + (size_t)i * g.ldc + N, c0 + (size_t)i * g.ldc + N, (size_t)pad);
+    CHECK_MSG(pad_ok, "sgemm wrote past N columns (%dx%dx%d)", M, N, K);
+    CHECK(bits_equal(got, again, nc));
+    CHECK(bits_equal(got, g.C[0], nc) && bits_equal(got, g.C[1], nc));
+    float *f[] = {A, B, c0, want, got, again, g.C[0], g.C[1]};
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        kiln_ffree(f[i]);
+}
+
+static void check_gemms(void)
+{
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++) {
+            check_gemm(ta, tb, 7, 10, 13, 1.0f, 0.0f, 0);  /* narrow: OpenBLAS */
+            check_gemm(ta, tb, 33, 48, 21, 1.0f, 0.0f, 3); /* wide: oneDNN if built with it */
+            check_gemm(ta, tb, 20, 70, 40, 0.5f, 0.9f, 5);
+            check_gemm(ta, tb, 1, 16, 1, 1.0f, 1.0f, 0);
+        }
+    /* the MLP step's shapes (per pool thread) and the CNN's im2col ones */
+    int s = KILN_HEAVY ? 1 : 4;
+    check_gemm(0, 0, 128 / s, 256 / s, 784 / s, 1.0f, 0.0f, 256 / s); /* forward, ldb 512 */
+    check_gemm(1, 0, 392 / s, 512 / s, 128 / s, 1.0f, 0.9f, 392 / s); /* dW, lda 784 */
+    check_gemm(0, 1, 128 / s, 256 / s, 512 / s, 1.0f, 0.0f, 256 / s); /* dx */
+    check_gemm(1, 0, 256 / s, 10, 128 / s, 1.0f, 0.9f, 0);            /* 10-class dW */
+    check_gemm(0, 0, 196 * 4 / s, 64, 800 / s, 1.0f, 0.0f, 0);        /* conv2 forward */
+    check_gemm(1, 0, 25, 32, 10192 / s, 1.0f, 1.0f, 0);               /* conv1 dW */
+}
 
 static void check_dense(int B, int in, int out, int relu, int with_dx)
 {
@@ -48,7 +124,25 @@ static void check_dense(int B, int in, int out, int relu, int with_dx)
         kiln_dense_bwd_acc(x, w, y1, dy2, NULL, acc, accb, B, in, out, relu, 0.9f);
         CHECK_MSG((e = rel_err(acc, want, (size_t)in * out)) < 2e-5, "dense dw acc err %g", e);
         CHECK_MSG((e = rel_err(accb, wantb, out)) < 2e-5, "dense db acc err %g", e);
+        /* with the SGD step fused in: v = 0.9 v + dW, then w -= lr v (and for b) */
+        float *w2 = copy_buf(w, (size_t)in * out), *b2 = copy_buf(b, out);
+        float *v = copy_buf(acc, (size_t)in * out), *vb = copy_buf(accb, out);
+        for (size_t i = 0; i < (size_t)in * out; i++) {
+            want[i] = 0.9f * v[i] + dw1[i];
+            v[i] = w[i] - 0.1f * want[i]; /* v now holds the expected weights */
+        }
+        for (int j = 0; j < out; j++) {
+            wantb[j] = 0.9f * vb[j] + db1[j];
+            vb[j] = b[j] - 0.1f * wantb[j];
+        }
+        memcpy(dy2, dy1, sizeof(float) * (size_t)B * out);
+        kiln_dense_bwd_sgd(x, w2, b2, y1, dy2, NULL, acc, accb, B, in, out, relu, 0.9f, 0.1f);
+        CHECK_MSG((e = rel_err(acc, want, (size_t)in * out)) < 2e-5, "dense sgd v err %g", e);
+        CHECK_MSG((e = rel_err(accb, wantb, out)) < 2e-5, "dense sgd vb err %g", e);
+        CHECK_MSG((e = rel_err(w2, v, (size_t)in * out)) < 2e-5, "dense sgd w err %g", e);
+        CHECK_MSG((e = rel_err(b2, vb, out)) < 2e-5, "dense sgd b err %g", e);
         kiln_ffree(acc), kiln_ffree(accb), kiln_ffree(want), kiln_ffree(wantb);
+        kiln_ffree(w2), kiln_ffree(b2), kiln_ffree(v), kiln_ffree(vb);
     }
     float *f[] = {x, w, b, y1, y2, dy1, dy2, dx1, dx2, dw1, dw2, db1, db2};
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
@@ -202,6 +296,7 @@ int main(void)
     kiln_rng_seed(&R, 42);
     for (int threads = 1; threads <= 2; threads++) {
         kiln_set_threads(threads);
+        check_gemms();
         check_dense(7, 33, 70, 0, 1);
         check_dense(5, 130, 200, 1, 1);
         check_dense(3, 20, 10, 1, 0);

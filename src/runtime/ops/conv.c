@@ -12,10 +12,10 @@
  * result is the same on every run with the same thread count. */
 #include "ops/ops.h"
 
+#include "core/gemm.h"
 #include "core/pool.h"
 #include "kiln/tensor.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,8 +242,7 @@ static void fwd_task(void *p, int task, int tid)
         }
         int M = cnt * (int)P1;
         float *out = c->yo + (size_t)n * P1 * s->oc;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, s->oc, (int)K, 1.0f, a, (int)K,
-                    c->w, s->oc, 0.0f, out, s->oc);
+        kiln__sgemm(0, 0, M, s->oc, (int)K, 1.0f, a, (int)K, c->w, s->oc, 0.0f, out, s->oc);
         bias_act(out, M, s->oc, c->b, c->relu);
     }
 }
@@ -287,17 +286,15 @@ static void bwd_task(void *p, int task, int tid)
             im2col(s, c->x, n, cnt, col);
             a = col;
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, s->oc, M, 1.0f, a, (int)K, d,
-                    s->oc, beta, dw, s->oc);
+        kiln__sgemm(1, 0, (int)K, s->oc, M, 1.0f, a, (int)K, d, s->oc, beta, dw, s->oc);
         beta = 1.0f;
         if (c->dx) {
             float *dxn = &XAT(s, c->dx, n, 0, 0, 0);
             if (direct) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, (int)K, s->oc, 1.0f, d,
-                            s->oc, c->w, s->oc, 0.0f, dxn, (int)K);
+                kiln__sgemm(0, 1, M, (int)K, s->oc, 1.0f, d, s->oc, c->w, s->oc, 0.0f, dxn, (int)K);
             } else {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, (int)K, s->oc, 1.0f, d,
-                            s->oc, c->w, s->oc, 0.0f, dcol, (int)K);
+                kiln__sgemm(0, 1, M, (int)K, s->oc, 1.0f, d, s->oc, c->w, s->oc, 0.0f, dcol,
+                            (int)K);
                 memset(dxn, 0, sizeof(float) * cnt * s->h * s->w * s->c);
                 col2im_add(s, dcol, n, cnt, c->dx);
             }

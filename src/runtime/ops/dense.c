@@ -2,16 +2,16 @@
  *
  * Fast path threading: each of the pool's threads takes a slice of the
  * output columns (multiples of 16 floats = one AVX-512 vector) and runs a
- * single-threaded SGEMM on it, then adds bias and applies ReLU to the slice
+ * single-threaded SGEMM (core/gemm.h) on it, then adds bias and applies ReLU to the slice
  * while it is still in its cache. No output element is written by two
  * threads, so no cross-thread reduction exists and results do not depend on
  * timing. */
 #include "ops/ops.h"
 
+#include "core/gemm.h"
 #include "core/pool.h"
 #include "kiln/tensor.h"
 
-#include <cblas.h>
 #include <string.h>
 
 void kiln_dense_fwd_ref(const float *x, const float *w, const float *b, float *y, int B, int in,
@@ -77,6 +77,51 @@ static int parts_for(int cols, int rows)
     return t;
 }
 
+/* The elementwise passes around the GEMMs, compiled for AVX-512 where the
+ * CPU has it (KILN_HOT, core/pool.h): same operations in the same order in
+ * every clone, so the bits do not depend on which one runs. Over B rows of
+ * n columns with row stride ld. */
+KILN_HOT static void bias_act(float *y, int B, int n, int ld, const float *b, int relu)
+{
+    for (int i = 0; i < B; i++) {
+        float *restrict row = y + (size_t)i * ld;
+        if (relu)
+            for (int j = 0; j < n; j++) {
+                float v = row[j] + (b ? b[j] : 0.0f);
+                row[j] = v > 0.0f ? v : 0.0f;
+            }
+        else if (b)
+            for (int j = 0; j < n; j++)
+                row[j] += b[j];
+    }
+}
+
+/* dy = 0 where y <= 0 (if relu), then db[j] += dy[i][j] in row order */
+KILN_HOT static void mask_bias_grad(float *dy, const float *y, int B, int n, int ld, int relu,
+                                    float *restrict db)
+{
+    for (int i = 0; i < B; i++) {
+        float *restrict d = dy + (size_t)i * ld;
+        if (relu) {
+            const float *restrict yy = y + (size_t)i * ld;
+            for (int j = 0; j < n; j++) {
+                d[j] = yy[j] > 0.0f ? d[j] : 0.0f;
+                db[j] += d[j];
+            }
+        } else {
+            for (int j = 0; j < n; j++)
+                db[j] += d[j];
+        }
+    }
+}
+
+/* w -= lr * g: the SGD step on parameters whose momentum is g */
+KILN_HOT static void sgd_step(float *restrict w, const float *restrict g, size_t n, float lr)
+{
+    for (size_t i = 0; i < n; i++)
+        w[i] -= lr * g[i];
+}
+
 static void fwd_task(void *p, int task, int tid)
 {
     dense_ctx *c = p;
@@ -84,20 +129,9 @@ static void fwd_task(void *p, int task, int tid)
     kiln__split((size_t)c->out, c->parts, task, 16, &c0, &c1);
     int n = (int)(c1 - c0);
     if (n <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->B, n, c->in, 1.0f, c->x, c->in,
-                c->w + c0, c->out, 0.0f, c->yo + c0, c->out);
-    for (int i = 0; i < c->B; i++) {
-        float *row = c->yo + (size_t)i * c->out + c0;
-        const float *bb = c->b ? c->b + c0 : NULL;
-        if (c->relu)
-            for (int j = 0; j < n; j++) {
-                float v = row[j] + (bb ? bb[j] : 0.0f);
-                row[j] = v > 0.0f ? v : 0.0f;
-            }
-        else if (bb)
-            for (int j = 0; j < n; j++)
-                row[j] += bb[j];
-    }
+    kiln__sgemm(0, 0, c->B, n, c->in, 1.0f, c->x, c->in, c->w + c0, c->out, 0.0f, c->yo + c0,
+                c->out);
+    bias_act(c->yo + c0, c->B, n, c->out, c->b ? c->b + c0 : NULL, c->relu);
 }
 
 void kiln_dense_fwd(const float *x, const float *w, const float *b, float *y, int B, int in,
@@ -123,22 +157,8 @@ static void bwd_mask_task(void *p, int task, int tid)
     else
         for (int j = 0; j < n; j++)
             db[j] *= c->beta;
-    for (int i = 0; i < c->B; i++) {
-        float *d = c->dy + (size_t)i * c->out + c0;
-        if (c->relu) {
-            const float *yy = c->y + (size_t)i * c->out + c0;
-            for (int j = 0; j < n; j++) {
-                d[j] = yy[j] > 0.0f ? d[j] : 0.0f;
-                db[j] += d[j];
-            }
-        } else {
-            for (int j = 0; j < n; j++)
-                db[j] += d[j];
-        }
-    }
-    if (c->ub)
-        for (int j = 0; j < n; j++)
-            c->ub[c0 + j] -= c->lr * db[j];
+    mask_bias_grad(c->dy + c0, c->y ? c->y + c0 : NULL, c->B, n, c->out, c->relu, db);
+    if (c->ub) sgd_step(c->ub + c0, db, (size_t)n, c->lr);
 }
 
 /* Stage 2, per slice [i0, i1) of the input features: the rows i0..i1 of
@@ -153,17 +173,14 @@ static void bwd_wx_task(void *p, int task, int tid)
     kiln__split((size_t)c->in, c->parts, task, 16, &i0, &i1);
     int n = (int)(i1 - i0);
     if (n <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, c->out, c->B, 1.0f, c->x + i0, c->in,
-                c->dy, c->out, c->beta, c->dw + i0 * (size_t)c->out, c->out);
+    kiln__sgemm(1, 0, n, c->out, c->B, 1.0f, c->x + i0, c->in, c->dy, c->out, c->beta,
+                c->dw + i0 * (size_t)c->out, c->out);
     if (c->dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->B, n, c->out, 1.0f, c->dy, c->out,
-                    c->w + i0 * (size_t)c->out, c->out, 0.0f, c->dx + i0, c->in);
-    if (c->uw) { /* rows i0..i1 of w: only this task reads or writes them */
-        float *restrict wr = c->uw + i0 * (size_t)c->out;
-        const float *restrict g = c->dw + i0 * (size_t)c->out;
-        for (size_t i = 0; i < (size_t)n * c->out; i++)
-            wr[i] -= c->lr * g[i];
-    }
+        kiln__sgemm(0, 1, c->B, n, c->out, 1.0f, c->dy, c->out, c->w + i0 * (size_t)c->out, c->out,
+                    0.0f, c->dx + i0, c->in);
+    if (c->uw) /* rows i0..i1 of w: only this task reads or writes them */
+        sgd_step(c->uw + i0 * (size_t)c->out, c->dw + i0 * (size_t)c->out, (size_t)n * c->out,
+                 c->lr);
 }
 
 void kiln_dense_bwd(const float *x, const float *w, const float *y, float *dy, float *dx, float *dw,
