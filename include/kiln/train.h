@@ -13,6 +13,14 @@
  * frees its layers in kiln_model_free. Every function that can fail returns 0
  * on success and -1 on failure, with a sentence in kiln_model_error(m).
  *
+ * Signals: oneDNN's JIT GEMM, which serves the training step when libkiln is
+ * built with it, keeps data below its stack pointer, so an asynchronous
+ * signal handler that runs on a thread inside a kiln call can corrupt that
+ * thread's work. A program with handlers should block its signals in the
+ * threads that call kiln (before kiln starts its own threads, which inherit
+ * the mask) and take them on a thread of its own with sigwait, as kiln-train
+ * does (src/runtime/tools/signals.c).
+ *
  * Determinism: weights are initialised from `seed` with kiln's own RNG
  * (kiln/tensor.h) and every kernel has a fixed reduction order for a given
  * thread count (kiln_set_threads), so two runs with the same seed, data

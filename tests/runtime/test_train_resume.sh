@@ -33,8 +33,12 @@ START=$(date +%s%N)
 DUR_MS=$(( ($(date +%s%N) - START) / 1000000 ))
 [ "$DUR_MS" -gt 50 ] || DUR_MS=50
 
-seed=12345
-rand() { seed=$(( (seed * 1103515245 + 12345) % 2147483648 )); echo $(( seed % $1 )); }
+# kill times from an LCG; KILN_TEST_SEED varies them (printed, so a failure
+# can be replayed). rand sets R in this shell: $(rand) would run in a
+# subshell and never advance the seed, putting every kill at the same moment.
+seed=${KILN_TEST_SEED:-12345}
+echo "kill-time seed $seed (KILN_TEST_SEED)"
+rand() { seed=$(( (seed * 1103515245 + 12345) % 2147483648 )); R=$(( seed % $1 )); }
 
 i=0; finished=0; termed=0; truncated=0
 while [ $i -lt 200 ]; do
@@ -43,7 +47,8 @@ while [ $i -lt 200 ]; do
     "$KT" mnist $ARGS --model_dir="$TMP/run" >> "$TMP/run.log" 2>&1 &
     pid=$!
     if [ $i -le "$KILLS" ]; then
-        ms=$(( $(rand $((DUR_MS / 3))) + 20 ))
+        rand $((DUR_MS / 3))
+        ms=$(( R + 20 ))
         # the second start gets a SIGTERM once it is past loading the data
         [ $i = 2 ] && ms=$(( DUR_MS / 2 ))
         sleep "$(awk "BEGIN{print $ms/1000}")"

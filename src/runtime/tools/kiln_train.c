@@ -74,12 +74,6 @@ typedef struct run {
 
 static volatile sig_atomic_t g_term;
 
-static void on_term(int sig)
-{
-    (void)sig;
-    g_term = 1;
-}
-
 static double now_s(void)
 {
     struct timespec t;
@@ -609,6 +603,9 @@ static int cmd_mnist(int argc, char **argv)
         else if ((long)r.o.threads * r.world >= ncpu)
             kiln__fit_batches_on_pool = 1;
     }
+    /* a drain's SIGTERM: from here on it only raises g_term (before any
+     * thread exists, so that every thread inherits the blocked mask) */
+    kt_signals_take(&g_term);
     r.rank = r.plan.rank;
     const char *dv = getenv("KILN_TRAIN_TEST_DIVERGE");
     unsigned long long dstep = 0;
@@ -701,11 +698,6 @@ static int cmd_mnist(int argc, char **argv)
         printf("\n");
     }
     fflush(stdout);
-    struct sigaction sa = {0};
-    sa.sa_handler = on_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
 
     r.next_epoch = pos.epoch;
     r.next_step = pos.step_in_epoch;
@@ -820,11 +812,6 @@ static int run_evaluator(run *r)
     uint64_t spe = ((uint64_t)r->train.n + (uint64_t)r->o.batch - 1) / (uint64_t)r->o.batch;
     uint64_t final = spe * (uint64_t)r->o.epochs;
     if (r->o.max_steps > 0 && (uint64_t)r->o.max_steps < final) final = (uint64_t)r->o.max_steps;
-    struct sigaction sa = {0};
-    sa.sa_handler = on_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
     if (r->json)
         printf("{\"event\":\"evaluator\",\"model_dir\":\"%s\",\"final_step\":%llu}\n",
                r->o.model_dir, (unsigned long long) final);

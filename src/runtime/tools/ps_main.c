@@ -8,6 +8,7 @@
  * flags: the ps tasks take their initial values and the variable list from
  * it, so a fresh job starts exactly where a single-process run would. */
 #include "tools/ps_tool.h"
+#include "tools/tool.h"
 
 #include "data/data.h"
 #include "kiln/collective.h"
@@ -33,12 +34,6 @@ void ps_json_str(FILE *f, const char *s)
             fputc(c, f);
     }
     fputc('"', f);
-}
-
-static void on_term(int sig)
-{
-    (void)sig;
-    ps_g_term = 1;
 }
 
 /* Accepts --name=value and --name value; '-' and '_' are interchangeable. */
@@ -314,6 +309,7 @@ int kiln_train_ps_main(const struct kiln_tf_group *tfg, int argc, char **argv)
     char err[512];
     int rc = 2;
     if (parse(argc, argv, &j.o)) return 2;
+    kt_signals_take(&ps_g_term); /* before any thread: see tools/signals.c */
     j.json = j.o.log_format && strcmp(j.o.log_format, "json") == 0;
     /* the group parser does not keep cluster.ps's addresses: the text is
      * read here in any case (the same variables the caller parsed) */
@@ -362,11 +358,6 @@ int kiln_train_ps_main(const struct kiln_tf_group *tfg, int argc, char **argv)
                           .beta2 = 0.999f,
                           .eps = 1e-8f,
                           .cosine = strcmp(j.o.lr_schedule, "cosine") == 0};
-    struct sigaction sa = {0};
-    sa.sa_handler = on_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
     rc = strcmp(j.role, "ps") == 0 ? ps_serve(&j) : ps_work(&j);
 out:
     fflush(stdout);

@@ -44,6 +44,13 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
 int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_cfg *cfg,
                        char **path_out, char *err, size_t errlen);
 
+/* SIGTERM and SIGINT raise *flag, taken by a thread of their own with the
+ * signals blocked everywhere else (tools/signals.c says why). Call before
+ * kiln starts any thread; again later only to change the flag. 0, or -1 when
+ * only a plain handler could be installed (a warning is printed). */
+#include <signal.h>
+int kt_signals_take(volatile sig_atomic_t *flag);
+
 /* `kiln-train devices` (tools/devices.c); argv[0] is the subcommand's name. */
 int kiln_train_devices_main(int argc, char **argv);
 /* `kiln-train resnet50 --synthetic` (tools/resnet50.c); argv[0] as above. */
