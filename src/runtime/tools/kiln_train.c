@@ -105,44 +105,6 @@ static void usage(FILE *f)
         " [--iters=K]\n");
 }
 
-/* Accepts --name=value and --name value; '-' and '_' are interchangeable. */
-static int flag_match(const char *arg, const char *name, const char **val, int *consumed,
-                      const char *next)
-{
-    if (strncmp(arg, "--", 2) != 0) return 0;
-    arg += 2;
-    size_t i = 0;
-    for (; name[i]; i++) {
-        char a = arg[i] == '-' ? '_' : arg[i];
-        if (a != name[i]) return 0;
-    }
-    if (arg[i] == '=') {
-        *val = arg + i + 1;
-        *consumed = 1;
-        return 1;
-    }
-    if (arg[i] == '\0' && next) {
-        *val = next;
-        *consumed = 2;
-        return 1;
-    }
-    return 0;
-}
-
-static int parse_int(const char *flag, const char *v, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *v == '\0' || *end || x < lo || x > hi) {
-        fprintf(stderr, "kiln-train: --%s=%s: expected an integer in [%ld, %ld]\n", flag, v, lo,
-                hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
 static int parse_opts(int argc, char **argv, opts *o)
 {
     *o = (opts){.model = "mlp",
@@ -173,10 +135,10 @@ static int parse_opts(int argc, char **argv, opts *o)
                    strcmp(a, "--check-replicas-identical") == 0) {
             o->check_identical = 1; /* bare: after every step */
             used = 1;
-        } else if (flag_match(a, "check_replicas_identical", &v, &used, NULL)) {
-            if (parse_int("check_replicas_identical", v, 0, 1L << 40, &x)) return -1;
+        } else if (kt_flag(a, "check_replicas_identical", &v, &used, NULL)) {
+            if (kt_parse_int("check_replicas_identical", v, 0, 1L << 40, &x)) return -1;
             o->check_identical = x;
-        } else if (flag_match(a, "distribution_strategy", &v, &used, next)) {
+        } else if (kt_flag(a, "distribution_strategy", &v, &used, next)) {
             int st = dist_strategy_parse(v);
             if (st < 0) {
                 fprintf(stderr,
@@ -186,63 +148,63 @@ static int parse_opts(int argc, char **argv, opts *o)
                 return -1;
             }
             o->strategy = st;
-        } else if (flag_match(a, "world_size", &v, &used, next)) {
-            if (parse_int("world_size", v, 1, 64, &x)) return -1;
+        } else if (kt_flag(a, "world_size", &v, &used, next)) {
+            if (kt_parse_int("world_size", v, 1, 64, &x)) return -1;
             o->world_size = (int)x;
-        } else if (flag_match(a, "bucket_bytes", &v, &used, next)) {
-            if (parse_int("bucket_bytes", v, 0, 1L << 34, &x)) return -1;
+        } else if (kt_flag(a, "bucket_bytes", &v, &used, next)) {
+            if (kt_parse_int("bucket_bytes", v, 0, 1L << 34, &x)) return -1;
             o->bucket_bytes = x;
-        } else if (flag_match(a, "allreduce", &v, &used, next)) {
+        } else if (kt_flag(a, "allreduce", &v, &used, next)) {
             if (strcmp(v, "inline") && strcmp(v, "thread")) {
                 fprintf(stderr, "kiln-train: --allreduce=%s: expected inline or thread\n", v);
                 return -1;
             }
             o->allreduce_inline = strcmp(v, "inline") == 0;
-        } else if (flag_match(a, "max_staleness", &v, &used, next) ||
-                   flag_match(a, "ps_timeout", &v, &used, next)) {
+        } else if (kt_flag(a, "max_staleness", &v, &used, next) ||
+                   kt_flag(a, "ps_timeout", &v, &used, next)) {
             /* the parameter_server strategy's own flags: its parser
              * (tools/ps_main.c) checks their values */
             o->ps_flag = a;
-        } else if (flag_match(a, "eval_timeout_s", &v, &used, next)) {
-            if (parse_int("eval_timeout_s", v, 1, 1L << 30, &x)) return -1;
+        } else if (kt_flag(a, "eval_timeout_s", &v, &used, next)) {
+            if (kt_parse_int("eval_timeout_s", v, 1, 1L << 30, &x)) return -1;
             o->eval_timeout_s = (double)x;
-        } else if (flag_match(a, "model", &v, &used, next)) {
+        } else if (kt_flag(a, "model", &v, &used, next)) {
             if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
                 fprintf(stderr, "kiln-train: --model=%s: expected mlp or cnn\n", v);
                 return -1;
             }
             o->model = v;
-        } else if (flag_match(a, "data_dir", &v, &used, next)) {
+        } else if (kt_flag(a, "data_dir", &v, &used, next)) {
             o->data_dir = v;
-        } else if (flag_match(a, "model_dir", &v, &used, next) ||
-                   flag_match(a, "job_dir", &v, &used, next)) {
+        } else if (kt_flag(a, "model_dir", &v, &used, next) ||
+                   kt_flag(a, "job_dir", &v, &used, next)) {
             o->model_dir = v;
-        } else if (flag_match(a, "train_epochs", &v, &used, next)) {
-            if (parse_int("train_epochs", v, 1, 1000000, &x)) return -1;
+        } else if (kt_flag(a, "train_epochs", &v, &used, next)) {
+            if (kt_parse_int("train_epochs", v, 1, 1000000, &x)) return -1;
             o->epochs = (int)x;
-        } else if (flag_match(a, "batch_size", &v, &used, next)) {
-            if (parse_int("batch_size", v, 1, 65536, &x)) return -1;
+        } else if (kt_flag(a, "batch_size", &v, &used, next)) {
+            if (kt_parse_int("batch_size", v, 1, 65536, &x)) return -1;
             o->batch = (int)x;
-        } else if (flag_match(a, "threads", &v, &used, next)) {
-            if (parse_int("threads", v, 0, 64, &x)) return -1;
+        } else if (kt_flag(a, "threads", &v, &used, next)) {
+            if (kt_parse_int("threads", v, 0, 64, &x)) return -1;
             o->threads = (int)x;
-        } else if (flag_match(a, "keep_checkpoints", &v, &used, next)) {
-            if (parse_int("keep_checkpoints", v, 0, 1000000, &x)) return -1;
+        } else if (kt_flag(a, "keep_checkpoints", &v, &used, next)) {
+            if (kt_parse_int("keep_checkpoints", v, 0, 1000000, &x)) return -1;
             o->keep = (int)x;
-        } else if (flag_match(a, "checkpoint_steps", &v, &used, next)) {
-            if (parse_int("checkpoint_steps", v, 0, 1L << 40, &x)) return -1;
+        } else if (kt_flag(a, "checkpoint_steps", &v, &used, next)) {
+            if (kt_parse_int("checkpoint_steps", v, 0, 1L << 40, &x)) return -1;
             o->checkpoint_steps = x;
-        } else if (flag_match(a, "train_examples", &v, &used, next)) {
-            if (parse_int("train_examples", v, 1, 1L << 40, &x)) return -1;
+        } else if (kt_flag(a, "train_examples", &v, &used, next)) {
+            if (kt_parse_int("train_examples", v, 1, 1L << 40, &x)) return -1;
             o->train_examples = x;
-        } else if (flag_match(a, "max_steps", &v, &used, next)) {
-            if (parse_int("max_steps", v, 0, 1L << 40, &x)) return -1;
+        } else if (kt_flag(a, "max_steps", &v, &used, next)) {
+            if (kt_parse_int("max_steps", v, 0, 1L << 40, &x)) return -1;
             o->max_steps = x;
-        } else if (flag_match(a, "seed", &v, &used, next)) {
-            if (parse_int("seed", v, 0, 1L << 62, &x)) return -1;
+        } else if (kt_flag(a, "seed", &v, &used, next)) {
+            if (kt_parse_int("seed", v, 0, 1L << 62, &x)) return -1;
             o->seed = (uint64_t)x;
-        } else if (flag_match(a, "learning_rate", &v, &used, next) ||
-                   flag_match(a, "momentum", &v, &used, next)) {
+        } else if (kt_flag(a, "learning_rate", &v, &used, next) ||
+                   kt_flag(a, "momentum", &v, &used, next)) {
             char *end;
             double d = strtod(v, &end);
             if (*v == '\0' || *end || !(d >= 0.0) || d > 1e6) {
@@ -253,19 +215,19 @@ static int parse_opts(int argc, char **argv, opts *o)
                 o->momentum = d;
             else
                 o->lr = d;
-        } else if (flag_match(a, "optimizer", &v, &used, next)) {
+        } else if (kt_flag(a, "optimizer", &v, &used, next)) {
             if (strcmp(v, "sgd") && strcmp(v, "adam")) {
                 fprintf(stderr, "kiln-train: --optimizer=%s: expected sgd or adam\n", v);
                 return -1;
             }
             o->optimizer = v;
-        } else if (flag_match(a, "lr_schedule", &v, &used, next)) {
+        } else if (kt_flag(a, "lr_schedule", &v, &used, next)) {
             if (strcmp(v, "constant") && strcmp(v, "cosine")) {
                 fprintf(stderr, "kiln-train: --lr_schedule=%s: expected constant or cosine\n", v);
                 return -1;
             }
             o->lr_schedule = v;
-        } else if (flag_match(a, "log_format", &v, &used, next)) {
+        } else if (kt_flag(a, "log_format", &v, &used, next)) {
             if (strcmp(v, "text") && strcmp(v, "json")) {
                 fprintf(stderr, "kiln-train: --log_format=%s: expected text or json\n", v);
                 return -1;
@@ -282,66 +244,6 @@ static int parse_opts(int argc, char **argv, opts *o)
     return 0;
 }
 
-/* Fashion-MNIST's pixel mean and standard deviation over the training set:
- * standardised inputs let SGD use one learning rate for every layer (the
- * PyTorch peer in bench/ applies the same transform). */
-#define FMNIST_MEAN 0.2860f
-#define FMNIST_STD  0.3530f
-
-static void standardise(kiln_data *d)
-{
-    float *x = (float *)d->x;
-    for (size_t i = 0; i < d->n * d->dim; i++)
-        x[i] = (x[i] - FMNIST_MEAN) / FMNIST_STD;
-}
-
-/* batch: the per-replica batch (the global --batch_size over the replicas) */
-static kiln_model *build_model(const opts *o, int batch)
-{
-    kiln_model *m = kiln_model_new(28, 28, 1);
-    if (!m) return NULL;
-    int bad = 0;
-    if (strcmp(o->model, "cnn") == 0) {
-        /* TensorFlow's MNIST tutorial network */
-        bad |= kiln_model_add(m, kiln_conv2d(32, 5, 1, KILN_SAME, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_maxpool2d(2, 2));
-        bad |= kiln_model_add(m, kiln_conv2d(64, 5, 1, KILN_SAME, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_maxpool2d(2, 2));
-        bad |= kiln_model_add(m, kiln_flatten());
-        bad |= kiln_model_add(m, kiln_dense(1024, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    } else {
-        bad |= kiln_model_add(m, kiln_flatten());
-        bad |= kiln_model_add(m, kiln_dense(512, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_dense(512, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    }
-    kiln_optimizer opt = strcmp(o->optimizer, "adam") == 0
-                             ? kiln_adam((float)o->lr)
-                             : kiln_sgd((float)o->lr, (float)o->momentum);
-    if (bad || kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, batch, o->seed)) {
-        fprintf(stderr, "kiln-train: building the model: %s\n", kiln_model_error(m));
-        kiln_model_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static int save_ckpt(run *r, uint64_t epoch, uint64_t step_in_epoch)
 {
     if (!r->o.model_dir || r->rank != 0) return 0; /* the chief writes checkpoints */
@@ -355,7 +257,7 @@ static int save_ckpt(run *r, uint64_t epoch, uint64_t step_in_epoch)
     if (r->json) {
         printf("{\"event\":\"checkpoint\",\"step\":%llu,\"epoch\":%llu,\"path\":",
                (unsigned long long)kiln_model_step(r->m), (unsigned long long)epoch);
-        json_str(stdout, path);
+        kt_json_str(stdout, path);
         printf("}\n");
         fflush(stdout);
     }
@@ -629,9 +531,11 @@ static int cmd_mnist(int argc, char **argv)
     }
     if (r.o.train_examples > 0 && (size_t)r.o.train_examples < r.train.n)
         r.train.n = (size_t)r.o.train_examples; /* a prefix, for tests */
-    standardise(&r.train);
-    standardise(&r.test);
-    if (!(r.m = build_model(&r.o, r.o.batch / r.world))) goto out;
+    kt_fmnist_standardise(&r.train);
+    kt_fmnist_standardise(&r.test);
+    if (!(r.m = kt_mnist_model(r.o.model, r.o.optimizer, r.o.lr, r.o.momentum, r.o.batch / r.world,
+                               r.o.seed)))
+        goto out;
     if (r.plan.evaluator) {
         rc = run_evaluator(&r);
         goto out;
@@ -659,7 +563,7 @@ static int cmd_mnist(int argc, char **argv)
         if (got > 0) {
             if (r.json) {
                 printf("{\"event\":\"restored\",\"path\":");
-                json_str(stdout, path);
+                kt_json_str(stdout, path);
                 printf(",\"step\":%llu,\"epoch\":%llu,\"step_in_epoch\":%llu}\n",
                        (unsigned long long)kiln_model_step(r.m), (unsigned long long)pos.epoch,
                        (unsigned long long)pos.step_in_epoch);
@@ -837,7 +741,7 @@ static int run_evaluator(run *r)
                     printf("{\"event\":\"eval\",\"step\":%llu,\"test_loss\":%.6f,"
                            "\"test_accuracy\":%.6f,\"path\":",
                            (unsigned long long)step, tl, ta);
-                    json_str(stdout, path);
+                    kt_json_str(stdout, path);
                     printf("}\n");
                 } else {
                     printf("eval step %llu: test_loss %.4f test_accuracy %.4f\n",

@@ -21,56 +21,6 @@
 
 volatile sig_atomic_t ps_g_term;
 
-void ps_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-/* Accepts --name=value and --name value; '-' and '_' are interchangeable. */
-static int flag(const char *arg, const char *name, const char **val, int *used, const char *next)
-{
-    if (strncmp(arg, "--", 2) != 0) return 0;
-    arg += 2;
-    size_t i = 0;
-    for (; name[i]; i++)
-        if ((arg[i] == '-' ? '_' : arg[i]) != name[i]) return 0;
-    if (arg[i] == '=') {
-        *val = arg + i + 1;
-        *used = 1;
-        return 1;
-    }
-    if (arg[i] == '\0' && next) {
-        *val = next;
-        *used = 2;
-        return 1;
-    }
-    return 0;
-}
-
-static int int_flag(const char *name, const char *v, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || !*v || *end || x < lo || x > hi) {
-        fprintf(stderr, "kiln-train: --%s=%s: expected an integer in [%ld, %ld]\n", name, v, lo,
-                hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
 static int parse(int argc, char **argv, ps_opts *o)
 {
     *o = (ps_opts){.model = "mlp",
@@ -88,42 +38,43 @@ static int parse(int argc, char **argv, ps_opts *o)
         const char *a = argv[i], *v = NULL, *next = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 0;
         long x = 0;
-        if (flag(a, "distribution_strategy", &v, &used, next)) {
+        if (kt_flag(a, "distribution_strategy", &v, &used, next)) {
             if (strcmp(v, "parameter_server") != 0) {
                 fprintf(stderr, "kiln-train: --distribution_strategy=%s: not parameter_server\n",
                         v);
                 return -1;
             }
-        } else if (flag(a, "model", &v, &used, next)) {
+        } else if (kt_flag(a, "model", &v, &used, next)) {
             if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
                 fprintf(stderr, "kiln-train: --model=%s: expected mlp or cnn\n", v);
                 return -1;
             }
             o->model = v;
-        } else if (flag(a, "data_dir", &v, &used, next)) {
+        } else if (kt_flag(a, "data_dir", &v, &used, next)) {
             o->data_dir = v;
-        } else if (flag(a, "model_dir", &v, &used, next) || flag(a, "job_dir", &v, &used, next)) {
+        } else if (kt_flag(a, "model_dir", &v, &used, next) ||
+                   kt_flag(a, "job_dir", &v, &used, next)) {
             o->model_dir = v;
-        } else if (flag(a, "optimizer", &v, &used, next)) {
+        } else if (kt_flag(a, "optimizer", &v, &used, next)) {
             if (strcmp(v, "sgd") && strcmp(v, "adam")) {
                 fprintf(stderr, "kiln-train: --optimizer=%s: expected sgd or adam\n", v);
                 return -1;
             }
             o->optimizer = v;
-        } else if (flag(a, "lr_schedule", &v, &used, next)) {
+        } else if (kt_flag(a, "lr_schedule", &v, &used, next)) {
             if (strcmp(v, "constant") && strcmp(v, "cosine")) {
                 fprintf(stderr, "kiln-train: --lr_schedule=%s: expected constant or cosine\n", v);
                 return -1;
             }
             o->lr_schedule = v;
-        } else if (flag(a, "log_format", &v, &used, next)) {
+        } else if (kt_flag(a, "log_format", &v, &used, next)) {
             if (strcmp(v, "text") && strcmp(v, "json")) {
                 fprintf(stderr, "kiln-train: --log_format=%s: expected text or json\n", v);
                 return -1;
             }
             o->log_format = v;
-        } else if (flag(a, "learning_rate", &v, &used, next) ||
-                   flag(a, "momentum", &v, &used, next)) {
+        } else if (kt_flag(a, "learning_rate", &v, &used, next) ||
+                   kt_flag(a, "momentum", &v, &used, next)) {
             char *end;
             double d = strtod(v, &end);
             if (!*v || *end || !(d >= 0.0) || d > 1e6) {
@@ -131,28 +82,28 @@ static int parse(int argc, char **argv, ps_opts *o)
                 return -1;
             }
             *(strstr(a, "momentum") ? &o->momentum : &o->lr) = d;
-        } else if (flag(a, "train_epochs", &v, &used, next)) {
-            if (int_flag("train_epochs", v, 1, 1000000, &x)) return -1;
+        } else if (kt_flag(a, "train_epochs", &v, &used, next)) {
+            if (kt_parse_int("train_epochs", v, 1, 1000000, &x)) return -1;
             o->epochs = (int)x;
-        } else if (flag(a, "batch_size", &v, &used, next)) {
-            if (int_flag("batch_size", v, 1, 65536, &x)) return -1;
+        } else if (kt_flag(a, "batch_size", &v, &used, next)) {
+            if (kt_parse_int("batch_size", v, 1, 65536, &x)) return -1;
             o->batch = (int)x;
-        } else if (flag(a, "threads", &v, &used, next)) {
-            if (int_flag("threads", v, 0, 64, &x)) return -1;
+        } else if (kt_flag(a, "threads", &v, &used, next)) {
+            if (kt_parse_int("threads", v, 0, 64, &x)) return -1;
             o->threads = (int)x;
-        } else if (flag(a, "keep_checkpoints", &v, &used, next)) {
-            if (int_flag("keep_checkpoints", v, 0, 1000000, &x)) return -1;
+        } else if (kt_flag(a, "keep_checkpoints", &v, &used, next)) {
+            if (kt_parse_int("keep_checkpoints", v, 0, 1000000, &x)) return -1;
             o->keep = (int)x;
-        } else if (flag(a, "checkpoint_steps", &v, &used, next)) {
-            if (int_flag("checkpoint_steps", v, 0, 1L << 40, &o->checkpoint_steps)) return -1;
-        } else if (flag(a, "train_examples", &v, &used, next)) {
-            if (int_flag("train_examples", v, 1, 1L << 40, &o->train_examples)) return -1;
-        } else if (flag(a, "max_staleness", &v, &used, next)) {
-            if (int_flag("max_staleness", v, -1, 1L << 30, &o->max_staleness)) return -1;
-        } else if (flag(a, "ps_timeout", &v, &used, next)) {
-            if (int_flag("ps_timeout", v, 1, 86400, &o->timeout_s)) return -1;
-        } else if (flag(a, "seed", &v, &used, next)) {
-            if (int_flag("seed", v, 0, 1L << 62, &x)) return -1;
+        } else if (kt_flag(a, "checkpoint_steps", &v, &used, next)) {
+            if (kt_parse_int("checkpoint_steps", v, 0, 1L << 40, &o->checkpoint_steps)) return -1;
+        } else if (kt_flag(a, "train_examples", &v, &used, next)) {
+            if (kt_parse_int("train_examples", v, 1, 1L << 40, &o->train_examples)) return -1;
+        } else if (kt_flag(a, "max_staleness", &v, &used, next)) {
+            if (kt_parse_int("max_staleness", v, -1, 1L << 30, &o->max_staleness)) return -1;
+        } else if (kt_flag(a, "ps_timeout", &v, &used, next)) {
+            if (kt_parse_int("ps_timeout", v, 1, 86400, &o->timeout_s)) return -1;
+        } else if (kt_flag(a, "seed", &v, &used, next)) {
+            if (kt_parse_int("seed", v, 0, 1L << 62, &x)) return -1;
             o->seed = (uint64_t)x;
         } else {
             fprintf(stderr,
@@ -198,36 +149,6 @@ static int ps_addresses(const char *tf, ps_job *j)
 out:
     json_decref(root);
     return rc;
-}
-
-static kiln_model *build_model(const ps_opts *o)
-{
-    kiln_model *m = kiln_model_new(28, 28, 1);
-    if (!m) return NULL;
-    int bad = 0;
-    if (strcmp(o->model, "cnn") == 0) { /* kiln_train.c's networks */
-        bad |= kiln_model_add(m, kiln_conv2d(32, 5, 1, KILN_SAME, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_maxpool2d(2, 2));
-        bad |= kiln_model_add(m, kiln_conv2d(64, 5, 1, KILN_SAME, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_maxpool2d(2, 2));
-        bad |= kiln_model_add(m, kiln_flatten());
-        bad |= kiln_model_add(m, kiln_dense(1024, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    } else {
-        bad |= kiln_model_add(m, kiln_flatten());
-        bad |= kiln_model_add(m, kiln_dense(512, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_dense(512, KILN_RELU));
-        bad |= kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    }
-    kiln_optimizer opt = strcmp(o->optimizer, "adam") == 0
-                             ? kiln_adam((float)o->lr)
-                             : kiln_sgd((float)o->lr, (float)o->momentum);
-    if (bad || kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, o->batch, o->seed)) {
-        fprintf(stderr, "kiln-train: building the model: %s\n", kiln_model_error(m));
-        kiln_model_free(m);
-        return NULL;
-    }
-    return m;
 }
 
 /* The trainable parameters, and where each one's gradient lies in the flat
@@ -345,7 +266,10 @@ int kiln_train_ps_main(const struct kiln_tf_group *tfg, int argc, char **argv)
         goto out;
     }
     kiln_set_threads(j.o.threads);
-    if (!(j.m = build_model(&j.o)) || model_vars(&j)) goto out;
+    if (!(j.m = kt_mnist_model(j.o.model, j.o.optimizer, j.o.lr, j.o.momentum, j.o.batch,
+                               j.o.seed)) ||
+        model_vars(&j))
+        goto out;
     if (kiln_ps_layout_init(&j.layout, j.nvars, j.var_names, j.var_sizes, j.num_ps, j.o.optimizer,
                             err, sizeof(err))) {
         fprintf(stderr, "kiln-train: sharding the model: %s\n", err);

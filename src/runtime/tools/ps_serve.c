@@ -4,6 +4,7 @@
  * applied after that checkpoint are lost, which asynchronous training
  * tolerates), then serve until the chief ends the job or SIGTERM. */
 #include "tools/ps_tool.h"
+#include "tools/tool.h"
 
 #include "ckpt/ckpt.h"
 
@@ -111,7 +112,7 @@ int ps_serve(ps_job *j)
                got > 0 ? "true" : "false");
         if (got > 0) {
             printf(",\"path\":");
-            ps_json_str(stdout, path);
+            kt_json_str(stdout, path);
         }
         printf(",\"total_updates\":%llu}\n", (unsigned long long)j->opt.total_updates);
     } else {

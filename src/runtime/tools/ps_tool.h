@@ -41,9 +41,6 @@ typedef struct ps_job {
 
 extern volatile sig_atomic_t ps_g_term;
 
-/* s as a JSON string literal */
-void ps_json_str(FILE *f, const char *s);
-
 /* Steps per epoch of one replica: global batches of world * batch. */
 uint64_t ps_steps_per_epoch(const ps_job *j, size_t n);
 /* Training examples in the data dir (the labels file's count), capped by

@@ -28,9 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FMNIST_MEAN 0.2860f /* kiln_train.c's standardisation */
-#define FMNIST_STD  0.3530f
-#define LOG_EVERY   20 /* steps between step log lines and TensorBoard scalars */
+#define LOG_EVERY 20 /* steps between step log lines and TensorBoard scalars */
 
 typedef struct wk {
     ps_job *j;
@@ -59,13 +57,6 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void standardise(kiln_data *d)
-{
-    float *x = (float *)d->x;
-    for (size_t i = 0; i < d->n * d->dim; i++)
-        x[i] = (x[i] - FMNIST_MEAN) / FMNIST_STD;
 }
 
 static int no_wait(void *ud, int b, float *data, size_t count)
@@ -133,7 +124,7 @@ static int checkpoint(wk *w, uint64_t epoch, uint64_t step_in_epoch)
     if (j->json) {
         printf("{\"event\":\"checkpoint\",\"step\":%llu,\"epoch\":%llu,\"path\":",
                (unsigned long long)v0, (unsigned long long)epoch);
-        ps_json_str(stdout, path);
+        kt_json_str(stdout, path);
         printf("}\n");
     } else {
         printf("checkpoint %s (version %llu)\n", path, (unsigned long long)v0);
@@ -233,8 +224,8 @@ static int setup(wk *w)
     }
     if (j->o.train_examples > 0 && (size_t)j->o.train_examples < w->train.n)
         w->train.n = (size_t)j->o.train_examples;
-    standardise(&w->train);
-    if (w->chief) standardise(&w->test);
+    kt_fmnist_standardise(&w->train);
+    if (w->chief) kt_fmnist_standardise(&w->test);
     size_t dim = kiln_model_input_dim(j->m), B = (size_t)j->o.batch;
     w->grads = calloc(kiln_model_grad_count(j->m) + 1, sizeof(float));
     w->sh_params = calloc((size_t)np, sizeof(float *));

@@ -44,6 +44,21 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
 int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_cfg *cfg,
                        char **path_out, char *err, size_t errlen);
 
+/* Shared by every `kiln-train mnist` role (tools/mnist_common.c). */
+/* --name=value or --name value ('-' and '_' alike): 1 and *val, *used (1 or 2
+ * arguments) when arg is that flag. */
+int kt_flag(const char *arg, const char *name, const char **val, int *used, const char *next);
+/* v as an integer in [lo, hi] into *out: 0, or -1 with a message naming --flag. */
+int kt_parse_int(const char *flag, const char *v, long lo, long hi, long *out);
+/* s as a JSON string, quoted and escaped. */
+void kt_json_str(FILE *f, const char *s);
+/* Pixels to (x - mean) / std with Fashion-MNIST's training-set statistics. */
+void kt_fmnist_standardise(kiln_data *d);
+/* The built-in networks (mlp or cnn), compiled for `batch` examples per step;
+ * NULL after printing why. */
+kiln_model *kt_mnist_model(const char *model, const char *optimizer, double lr, double momentum,
+                           int batch, uint64_t seed);
+
 /* SIGTERM and SIGINT raise *flag, taken by a thread of their own with the
  * signals blocked everywhere else (tools/signals.c says why). Call before
  * kiln starts any thread; again later only to change the flag. 0, or -1 when
