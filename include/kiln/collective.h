@@ -58,6 +58,8 @@ typedef struct kiln_tf_group {
     char task_type[16]; /* "chief", "master", "worker", "ps" or "evaluator" */
     int task_index;     /* task.index */
     int num_ps;         /* ps tasks in the cluster (served variables; not in the group) */
+    char **ps_hosts;    /* num_ps "host:port" strings, cluster.ps in index order
+                         * (NULL when num_ps is 0) */
     char key[24];       /* job-unique rendezvous key: a hash of the cluster, equal
                          * on every replica of one job (used to name the shm segment) */
 } kiln_tf_group;

@@ -74,15 +74,33 @@ static kiln_err check_role(const json_t *cluster, const char *role, size_t *n, c
     return KILN_OK;
 }
 
+static void free_hosts(char **hosts, int n)
+{
+    for (int i = 0; hosts && i < n; i++)
+        free(hosts[i]);
+    free(hosts);
+}
+
 void kiln_tf_group_free(kiln_tf_group *g)
 {
     if (!g) return;
-    if (g->hosts)
-        for (int i = 0; i < g->world_size; i++)
-            free(g->hosts[i]);
-    free(g->hosts);
+    free_hosts(g->hosts, g->world_size);
+    free_hosts(g->ps_hosts, g->num_ps);
     memset(g, 0, sizeof *g);
     g->rank = -1;
+}
+
+/* A copy of cluster.<role>[0..n) (checked by check_role) into out[at..at+n). */
+static kiln_err copy_hosts(const json_t *cluster, const char *role, size_t n, char **out, size_t at,
+                           char *err, size_t errlen)
+{
+    const json_t *a = json_object_get(cluster, role);
+    for (size_t i = 0; i < n; i++)
+        if (!(out[at + i] = strdup(json_string_value(json_array_get(a, i))))) {
+            if (err && errlen) snprintf(err, errlen, "out of memory");
+            return KILN_ENOMEM;
+        }
+    return KILN_OK;
 }
 
 kiln_err kiln_tf_config_parse(const char *text, kiln_tf_group *g, char *err, size_t errlen)
@@ -207,24 +225,18 @@ kiln_err kiln_tf_config_parse(const char *text, kiln_tf_group *g, char *err, siz
     }
     snprintf(g->task_type, sizeof g->task_type, "%s", t);
     g->task_index = (int)idx;
-    g->num_ps = (int)n_ps;
-
-    if (!(g->hosts = calloc(n_lead + n_worker, sizeof *g->hosts))) {
+    if (!(g->hosts = calloc(n_lead + n_worker, sizeof *g->hosts)) ||
+        (n_ps && !(g->ps_hosts = calloc(n_ps, sizeof *g->ps_hosts)))) {
         e = KILN_ENOMEM;
         if (err && errlen) snprintf(err, errlen, "out of memory");
         goto out;
     }
     g->world_size = (int)(n_lead + n_worker);
-    for (size_t i = 0; i < (size_t)g->world_size; i++) {
-        const json_t *h = i < n_lead
-                              ? json_array_get(json_object_get(cluster, lead), 0)
-                              : json_array_get(json_object_get(cluster, "worker"), i - n_lead);
-        if (!(g->hosts[i] = strdup(json_string_value(h)))) {
-            e = KILN_ENOMEM;
-            if (err && errlen) snprintf(err, errlen, "out of memory");
-            goto out;
-        }
-    }
+    g->num_ps = (int)n_ps;
+    if ((lead && (e = copy_hosts(cluster, lead, n_lead, g->hosts, 0, err, errlen))) ||
+        (e = copy_hosts(cluster, "worker", n_worker, g->hosts, n_lead, err, errlen)) ||
+        (e = copy_hosts(cluster, "ps", n_ps, g->ps_hosts, 0, err, errlen)))
+        goto out;
     /* Every replica of a job sees the same cluster, and the platform gives
      * each job its own addresses: a hash of the canonical cluster text is a
      * rendezvous key all replicas agree on without talking. */

@@ -23,6 +23,7 @@ static void bad(const char *json, const char *needle)
     CHECK_MSG(strstr(err, needle) != NULL, "error for %s is \"%s\", wanted \"%s\"", json, err,
               needle);
     CHECK(g.world_size == 0 && g.hosts == NULL && g.rank == -1);
+    CHECK(g.num_ps == 0 && g.ps_hosts == NULL);
 }
 
 int main(void)
@@ -38,6 +39,7 @@ int main(void)
     CHECK_STR(g.hosts[0], "10.0.0.1:2222");
     CHECK_STR(g.hosts[1], "10.0.0.2:2222");
     CHECK_STR(g.hosts[2], "10.0.0.3:2222");
+    CHECK_STR(g.ps_hosts[0], "10.0.0.4:2222");
     CHECK(strlen(g.key) == 18 && strncmp(g.key, "tf", 2) == 0);
     char key1buf[24];
     const char *key1 = key1buf;
@@ -63,6 +65,7 @@ int main(void)
     CHECK(parse("{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:1\"]},\"task\":{\"type\":"
                 "\"chief\",\"index\":0}}") == KILN_OK);
     CHECK(g.rank == 0 && g.world_size == 2);
+    CHECK(g.num_ps == 0 && g.ps_hosts == NULL);
     CHECK_STR(g.task_type, "chief");
     CHECK(parse("{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:1\"]},\"task\":{\"type\":"
                 "\"worker\",\"index\":0}}") == KILN_OK);
@@ -83,6 +86,8 @@ int main(void)
     CHECK(parse("{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:1\"],\"ps\":[\"p:1\",\"q:1\"]}"
                 ",\"task\":{\"type\":\"ps\",\"index\":1}}") == KILN_OK);
     CHECK(g.rank == -1 && g.world_size == 2 && g.num_ps == 2);
+    CHECK_STR(g.ps_hosts[0], "p:1");
+    CHECK_STR(g.ps_hosts[1], "q:1");
     /* evaluator: a task outside the cluster, no rank */
     CHECK(parse("{\"cluster\":{\"chief\":[\"a:1\"],\"worker\":[\"b:1\"]},\"task\":{\"type\":"
                 "\"evaluator\",\"index\":0}}") == KILN_OK);

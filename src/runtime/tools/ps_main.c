@@ -121,34 +121,26 @@ static int parse(int argc, char **argv, ps_opts *o)
     return 0;
 }
 
-/* cluster.ps, which kiln_tf_config_parse counts but does not list */
-static int ps_addresses(const char *tf, ps_job *j)
+/* cluster.ps's addresses (kiln_tf_config_parse checked they are non-empty
+ * strings), copied and checked for the "host:port" the client dials */
+static int ps_addresses(const kiln_tf_group *g, ps_job *j)
 {
-    json_error_t je;
-    json_t *root = json_loads(tf, 0, &je), *ps = NULL;
-    int rc = -1;
-    if (root) ps = json_object_get(json_object_get(root, "cluster"), "ps");
-    if (!json_is_array(ps) || json_array_size(ps) == 0) {
+    if (g->num_ps == 0) {
         fprintf(stderr, "kiln-train: the parameter_server strategy needs ps tasks: TF_CONFIG "
                         "has no cluster.ps list\n");
-        goto out;
+        return -1;
     }
-    j->num_ps = (int)json_array_size(ps);
-    j->ps_addrs = calloc((size_t)j->num_ps, sizeof(char *));
-    for (int i = 0; j->ps_addrs && i < j->num_ps; i++) {
-        const char *s = json_string_value(json_array_get(ps, (size_t)i));
-        const char *colon = s ? strrchr(s, ':') : NULL;
+    j->num_ps = g->num_ps;
+    if (!(j->ps_addrs = calloc((size_t)j->num_ps, sizeof(char *)))) return -1;
+    for (int i = 0; i < j->num_ps; i++) {
+        const char *s = g->ps_hosts[i], *colon = strrchr(s, ':');
         if (!colon || colon == s || !colon[1] || strlen(s) > 255) {
             fprintf(stderr, "kiln-train: TF_CONFIG cluster.ps[%d]: expected \"host:port\"\n", i);
-            goto out;
+            return -1;
         }
-        j->ps_addrs[i] = strdup(s);
-        if (!j->ps_addrs[i]) goto out;
+        if (!(j->ps_addrs[i] = strdup(s))) return -1;
     }
-    rc = j->ps_addrs ? 0 : -1;
-out:
-    json_decref(root);
-    return rc;
+    return 0;
 }
 
 /* The trainable parameters, and where each one's gradient lies in the flat
@@ -259,7 +251,7 @@ int kiln_train_ps_main(const struct kiln_tf_group *tfg, int argc, char **argv)
                         "training\n");
         goto out;
     }
-    if (ps_addresses(tf, &j)) goto out;
+    if (ps_addresses(tfg, &j)) goto out;
     if (strcmp(j.role, "ps") == 0 && (j.task_index < 0 || j.task_index >= j.num_ps)) {
         fprintf(stderr, "kiln-train: task ps %d is not in cluster.ps (%d tasks)\n", j.task_index,
                 j.num_ps);
