@@ -181,8 +181,10 @@ static int request(kiln_ps_client *c, int lo, int hi, unsigned op, const void *c
         if (t - t0 > c->cfg.timeout_ms) {
             for (int i = lo; i < hi; i++)
                 if (c->conn[i].pending) {
-                    set_err(c, "ps task %d (%s): no reply to %s within %d s", i, c->conn[i].addr,
-                            kiln_ps_op_name(op), c->cfg.timeout_ms / 1000);
+                    set_err(c,
+                            "ps task %d (%s): no reply to %s within %g s (is that ps task "
+                            "running, and is the address in cluster.ps reachable from here?)",
+                            i, c->conn[i].addr, kiln_ps_op_name(op), c->cfg.timeout_ms / 1000.0);
                     break;
                 }
             goto out;

@@ -345,6 +345,8 @@ static void test_absent(void)
     if (c) {
         const char *e = kiln_ps_client_error(c);
         CHECK_MSG(strstr(e, "ps task 0") && strstr(e, addr) && strstr(e, "no reply"), "%s", e);
+        /* the timeout as given, not rounded down to whole seconds */
+        CHECK_MSG(strstr(e, "within 0.6 s") != NULL, "%s", e);
     }
     kiln_ps_client_free(c);
 }
