@@ -149,9 +149,10 @@ typedef int (*reply_fn)(kiln_ps_client *c, int i, const kiln_ps_hdr *h, const ui
                         void *ud);
 
 /* Sends op to every shard in [lo, hi) (payload[i] or none) and waits for all
- * replies, calling fn for each. */
+ * replies, calling fn for each. A push carries the version of the parameters
+ * its gradient was computed from: the one last received from that shard. */
 static int request(kiln_ps_client *c, int lo, int hi, unsigned op, const void *const *payloads,
-                   const uint64_t *versions, reply_fn fn, void *ud)
+                   reply_fn fn, void *ud)
 {
     int n = hi - lo, left = n, rc = -1;
     double t0 = now_ms();
@@ -169,7 +170,7 @@ static int request(kiln_ps_client *c, int lo, int hi, unsigned op, const void *c
                          .shard = (uint32_t)i,
                          .worker = c->cfg.worker,
                          .model_sig = c->cfg.model_sig,
-                         .version_p = versions ? versions[i] : 0,
+                         .version_p = op == KILN_PS_OP_PUSH ? p->version : 0,
                          .seq = p->seq,
                          .payload_len = p->payload_len};
         kiln_ps_hdr_encode(&h, p->hdr);
@@ -278,25 +279,15 @@ static int on_params(kiln_ps_client *c, int i, const kiln_ps_hdr *h, const uint8
 int kiln_ps_pull(kiln_ps_client *c, float *const *params)
 {
     params_ud u = {.params = params};
-    return request(c, 0, c->cfg.num_ps, KILN_PS_OP_PULL, NULL, NULL, on_params, &u);
+    return request(c, 0, c->cfg.num_ps, KILN_PS_OP_PULL, NULL, on_params, &u);
 }
 
 int kiln_ps_push(kiln_ps_client *c, const float *const *grads, float *const *params,
                  kiln_ps_push_info *info)
 {
-    uint64_t *v = malloc((size_t)c->cfg.num_ps * sizeof(uint64_t));
-    if (!v) {
-        set_err(c, "out of memory");
-        return -1;
-    }
-    for (int i = 0; i < c->cfg.num_ps; i++)
-        v[i] = c->conn[i].version;
     if (info) memset(info, 0, sizeof(*info));
     params_ud u = {.params = params, .info = info};
-    int rc =
-        request(c, 0, c->cfg.num_ps, KILN_PS_OP_PUSH, (const void *const *)grads, v, on_params, &u);
-    free(v);
-    return rc;
+    return request(c, 0, c->cfg.num_ps, KILN_PS_OP_PUSH, (const void *const *)grads, on_params, &u);
 }
 
 typedef struct state_ud {
@@ -328,7 +319,7 @@ static int on_state(kiln_ps_client *c, int i, const kiln_ps_hdr *h, const uint8_
 int kiln_ps_pull_state(kiln_ps_client *c, int shard, float **out, int *nslots, uint64_t *version)
 {
     state_ud u = {0};
-    if (request(c, shard, shard + 1, KILN_PS_OP_PULL_STATE, NULL, NULL, on_state, &u) != 0) {
+    if (request(c, shard, shard + 1, KILN_PS_OP_PULL_STATE, NULL, on_state, &u) != 0) {
         free(u.out);
         return -1;
     }
@@ -351,15 +342,15 @@ static int on_stats(kiln_ps_client *c, int i, const kiln_ps_hdr *h, const uint8_
 
 int kiln_ps_get_stats(kiln_ps_client *c, int shard, kiln_ps_stats *st)
 {
-    return request(c, shard, shard + 1, KILN_PS_OP_STATS, NULL, NULL, on_stats, st);
+    return request(c, shard, shard + 1, KILN_PS_OP_STATS, NULL, on_stats, st);
 }
 
 int kiln_ps_done(kiln_ps_client *c)
 {
-    return request(c, 0, c->cfg.num_ps, KILN_PS_OP_DONE, NULL, NULL, NULL, NULL);
+    return request(c, 0, c->cfg.num_ps, KILN_PS_OP_DONE, NULL, NULL, NULL);
 }
 
 int kiln_ps_shutdown(kiln_ps_client *c)
 {
-    return request(c, 0, c->cfg.num_ps, KILN_PS_OP_SHUTDOWN, NULL, NULL, NULL, NULL);
+    return request(c, 0, c->cfg.num_ps, KILN_PS_OP_SHUTDOWN, NULL, NULL, NULL);
 }
