@@ -25,6 +25,12 @@ static kiln_err fail(char *err, size_t errlen, const char *fmt, ...)
     return KILN_EINVAL;
 }
 
+static kiln_err oom(char *err, size_t errlen)
+{
+    if (err && errlen) snprintf(err, errlen, "out of memory");
+    return KILN_ENOMEM;
+}
+
 static const char *jtype(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -96,10 +102,8 @@ static kiln_err copy_hosts(const json_t *cluster, const char *role, size_t n, ch
 {
     const json_t *a = json_object_get(cluster, role);
     for (size_t i = 0; i < n; i++)
-        if (!(out[at + i] = strdup(json_string_value(json_array_get(a, i))))) {
-            if (err && errlen) snprintf(err, errlen, "out of memory");
-            return KILN_ENOMEM;
-        }
+        if (!(out[at + i] = strdup(json_string_value(json_array_get(a, i)))))
+            return oom(err, errlen);
     return KILN_OK;
 }
 
@@ -227,8 +231,7 @@ kiln_err kiln_tf_config_parse(const char *text, kiln_tf_group *g, char *err, siz
     g->task_index = (int)idx;
     if (!(g->hosts = calloc(n_lead + n_worker, sizeof *g->hosts)) ||
         (n_ps && !(g->ps_hosts = calloc(n_ps, sizeof *g->ps_hosts)))) {
-        e = KILN_ENOMEM;
-        if (err && errlen) snprintf(err, errlen, "out of memory");
+        e = oom(err, errlen);
         goto out;
     }
     g->world_size = (int)(n_lead + n_worker);
@@ -241,8 +244,7 @@ kiln_err kiln_tf_config_parse(const char *text, kiln_tf_group *g, char *err, siz
      * each job its own addresses: a hash of the canonical cluster text is a
      * rendezvous key all replicas agree on without talking. */
     if (!(canon = json_dumps(cluster, JSON_SORT_KEYS | JSON_COMPACT))) {
-        e = KILN_ENOMEM;
-        if (err && errlen) snprintf(err, errlen, "out of memory");
+        e = oom(err, errlen);
         goto out;
     }
     snprintf(g->key, sizeof g->key, "tf%016llx",
