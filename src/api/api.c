@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
+#include "util/utf8.h"
 
 #define LOG_CHUNK   (256u * 1024u)
 #define CACHE_SLOTS 4096
@@ -465,34 +466,6 @@ out:
     return rc;
 }
 
-/* Replaces, in place, every byte that is not part of valid UTF-8 with '?':
- * programs print what they like, JSON strings must be UTF-8. */
-static void utf8_scrub(char *s)
-{
-    unsigned char *p = (unsigned char *)s;
-    while (*p) {
-        size_t n = *p < 0x80         ? 1
-                   : (*p >> 5) == 6  ? 2
-                   : (*p >> 4) == 14 ? 3
-                   : (*p >> 3) == 30 ? 4
-                                     : 0;
-        bool ok = n > 0;
-        for (size_t k = 1; ok && k < n; k++)
-            ok = (p[k] & 0xC0) == 0x80;
-        if (ok && n == 2 && *p < 0xC2) ok = false;                  /* overlong */
-        if (ok && n == 3 && *p == 0xE0 && p[1] < 0xA0) ok = false;  /* overlong */
-        if (ok && n == 3 && *p == 0xED && p[1] >= 0xA0) ok = false; /* surrogates */
-        if (ok && n == 4 &&
-            ((*p == 0xF0 && p[1] < 0x90) || *p > 0xF4 || (*p == 0xF4 && p[1] >= 0x90)))
-            ok = false;
-        if (!ok) {
-            *p++ = '?';
-            continue;
-        }
-        p += n;
-    }
-}
-
 /* Log lines from byte `offset` of the job's log: whole lines only. */
 static enum MHD_Result job_logs(kilnd *d, struct MHD_Connection *c, const char *project,
                                 const char *id)
@@ -537,8 +510,9 @@ static enum MHD_Result job_logs(kilnd *d, struct MHD_Connection *c, const char *
             f[3] = f[2] ? strtok_r(NULL, "", &save) : NULL;
             if (!f[2]) continue;
             if (task && *task && strcmp(task, f[2]) != 0) continue;
-            utf8_scrub(f[2]);
-            if (f[3]) utf8_scrub(f[3]);
+            /* programs print what they like, JSON strings must be UTF-8 */
+            kiln__utf8_scrub(f[2]);
+            if (f[3]) kiln__utf8_scrub(f[3]);
             json_t *e = json_pack("{s:s,s:s,s:s,s:s}", "severity", f[0], "timestamp", f[1],
                                   "taskName", f[2], "message", f[3] ? f[3] : "");
             if (e) json_array_append_new(entries, e);
