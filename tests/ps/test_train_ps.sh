@@ -159,6 +159,9 @@ echo "3: 1 replica via ps $A1, plain run $A2"
 TF_CONFIG='{"cluster":{"chief":["a:1"]},"task":{"type":"chief","index":0}}' "$KT" mnist $ARGS \
     > "$TMP/bad.log" 2>&1 && fail "no ps tasks was accepted"
 grep -q "cluster.ps" "$TMP/bad.log" || fail "no-ps message: $(cat "$TMP/bad.log")"
+TF_CONFIG='{"cluster":{"chief":["a:1"],"ps":["a:1","nocolon"]},"task":{"type":"chief","index":0}}' \
+    "$KT" mnist $ARGS > "$TMP/bad.log" 2>&1 && fail "a ps address without a port was accepted"
+grep -q 'cluster.ps\[1\].*got "nocolon"' "$TMP/bad.log" || fail "bad ps address message: $(cat "$TMP/bad.log")"
 TF_CONFIG='{"cluster":' "$KT" mnist $ARGS > "$TMP/bad.log" 2>&1 && fail "broken TF_CONFIG accepted"
 grep -q "TF_CONFIG" "$TMP/bad.log" || fail "broken TF_CONFIG message: $(cat "$TMP/bad.log")"
 env -u TF_CONFIG -u CLUSTER_SPEC "$KT" mnist $ARGS > "$TMP/bad.log" 2>&1 && fail "no TF_CONFIG accepted"

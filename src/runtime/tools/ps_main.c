@@ -135,7 +135,10 @@ static int ps_addresses(const kiln_tf_group *g, ps_job *j)
     for (int i = 0; i < j->num_ps; i++) {
         const char *s = g->ps_hosts[i], *colon = strrchr(s, ':');
         if (!colon || colon == s || !colon[1] || strlen(s) > 255) {
-            fprintf(stderr, "kiln-train: TF_CONFIG cluster.ps[%d]: expected \"host:port\"\n", i);
+            fprintf(stderr,
+                    "kiln-train: TF_CONFIG cluster.ps[%d]: expected \"host:port\" (at most 255 "
+                    "characters), got \"%.64s%s\"\n",
+                    i, s, strlen(s) > 64 ? "..." : "");
             return -1;
         }
         if (!(j->ps_addrs[i] = strdup(s))) return -1;
