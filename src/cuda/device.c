@@ -15,7 +15,9 @@
 kiln_err kiln_cu__fail(kiln_cuda_ctx *c, const char *call, const char *reason)
 {
     size_t n = strcspn(call, "(");
-    snprintf(c->err, sizeof c->err, "%.*s: %s", (int)n, call, reason);
+    /* the device too: one process may drive several GPUs (mirrored), and
+     * "out of memory" means nothing until the user knows which one */
+    snprintf(c->err, sizeof c->err, "/gpu:%d: %.*s: %s", c->device, (int)n, call, reason);
     return KILN_EIO;
 }
 

@@ -19,6 +19,7 @@
  * Without a GPU (or a build without the backend) it prints why and exits 77. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if KILN_CUDA_BUILT
 #include "rt_test.h"
@@ -481,6 +482,14 @@ int main(void)
         CHECK(kiln_cu_conv2d_fwd(C, &s, NULL, NULL, NULL, NULL, 0) == KILN_EINVAL);
     }
     CHECK_MSG(kiln_cu_sync(C) == KILN_OK, "sync: %s", kiln_cu_error(C));
+    {
+        /* a failed CUDA call names the device and the call. Last: the
+         * runtime keeps the failure for cudaGetLastError (kiln_cu_sync). */
+        void *huge = NULL;
+        CHECK(kiln_cu_alloc(C, (size_t)1 << 62, &huge) != KILN_OK && huge == NULL);
+        CHECK_MSG(strncmp(kiln_cu_error(C), "/gpu:0: cudaMalloc: ", 20) == 0,
+                  "message '%s' does not name the device and the call", kiln_cu_error(C));
+    }
     for (int i = 0; i < ndevs; i++)
         kiln_cu_free(C, devs[i]);
     kiln_cu_ctx_destroy(C);
