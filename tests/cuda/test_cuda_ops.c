@@ -426,18 +426,23 @@ static void check_casts_and_scaling(size_t n)
 
 static void check_async_upload(size_t n)
 {
-    float *pin = NULL, *dst = dcopy(NULL, n);
+    float *pin = NULL, *dst = dcopy(NULL, n), *out = dcopy(NULL, n);
     printf("pinned async upload n=%zu\n", n);
     OK(kiln_cu_host_alloc(C, n * sizeof(float), (void **)&pin));
     if (!pin) return;
     for (size_t i = 0; i < n; i++)
-        pin[i] = (float)i * 0.5f;
+        pin[i] = (float)i * 0.5f + 1.0f;
     OK(kiln_cu_upload_async(C, dst, pin, n * sizeof(float)));
-    /* queued after the upload on the compute stream: sees the data */
-    OK(kiln_cu_relu_fwd(C, dst, dst, n));
+    /* queued after the upload on the compute stream: must see the data. Into
+     * another buffer (all > 0: relu is the identity), so that a relu run
+     * before the copy leaves zeros in `out` instead of being overwritten. */
+    OK(kiln_cu_relu_fwd(C, dst, out, n));
     OK(kiln_cu_copy_wait(C));
     float *got = hcopy(dst, n);
-    CHECK(bits_equal(got, pin, n)); /* all >= 0: relu is the identity */
+    CHECK(bits_equal(got, pin, n));
+    kiln_ffree(got);
+    got = hcopy(out, n);
+    CHECK_MSG(bits_equal(got, pin, n), "relu queued after the upload did not see its data");
     kiln_ffree(got);
     kiln_cu_host_free(C, pin);
 }
