@@ -24,7 +24,8 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_mnist import CNN, MLP, load  # noqa: E402  (the same models and data)
+# the same models, data, optimizer, schedule and evaluation
+from pytorch_mnist import CNN, MLP, load, sgd_cosine, test_accuracy  # noqa: E402
 
 
 def worker(rank, a, port, out):
@@ -38,12 +39,9 @@ def worker(rank, a, port, out):
         xtr, ytr = xtr[:a.train_examples], ytr[:a.train_examples]
     model = MLP() if a.model == "mlp" else CNN()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
     B, W = a.batch_size, a.world_size
     spe = math.ceil(len(xtr) / B)
-    total = spe * a.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    opt, sched = sgd_cosine(ddp.parameters(), a.lr, spe * a.epochs)
     g = torch.Generator().manual_seed(a.seed)
     steps, samples, train_s = 0, 0, 0.0
     done = False
@@ -74,13 +72,7 @@ def worker(rank, a, port, out):
             break
     acc = None
     if not a.max_steps and rank == 0:
-        xte, yte = load(a.data_dir, "t10k")
-        model.eval()
-        correct = 0
-        with torch.no_grad():
-            for i in range(0, len(xte), 1000):
-                correct += (model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item()
-        acc = correct / len(xte)
+        acc = test_accuracy(model, *load(a.data_dir, "t10k"))
     if rank == 0:
         out.put({"framework": "pytorch-ddp", "torch": torch.__version__, "model": a.model,
                  "backend": "gloo", "world_size": W, "threads": a.threads,

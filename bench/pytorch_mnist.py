@@ -50,6 +50,24 @@ class CNN(nn.Module):
         return self.f2(F.relu(self.f1(x.flatten(1))))
 
 
+def sgd_cosine(params, lr, total):
+    """SGD momentum 0.9 (no dampening) and kiln's per-step cosine decay from lr
+    over `total` steps (the first step at the base rate)."""
+    opt = torch.optim.SGD(params, lr=lr, momentum=0.9)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    return opt, sched
+
+
+def test_accuracy(model, xte, yte):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, len(xte), 1000):
+            correct += (model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item()
+    return correct / len(xte)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mlp")
@@ -66,11 +84,8 @@ def main():
     xtr, ytr = load(a.data_dir, "train")
     xte, yte = load(a.data_dir, "t10k")
     model = MLP() if a.model == "mlp" else CNN()
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     spe = math.ceil(len(xtr) / a.batch_size)
-    total = spe * a.epochs
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    opt, sched = sgd_cosine(model.parameters(), a.lr, spe * a.epochs)
     g = torch.Generator().manual_seed(a.seed)
     steps, samples, train_s = 0, 0, 0.0
     for ep in range(a.epochs):
@@ -88,21 +103,13 @@ def main():
             steps += 1
             samples += len(idx)
             if a.max_steps and steps == 10:  # warm-up excluded from the timing
-                train_s += time.perf_counter() - t0
                 t0, samples, train_s = time.perf_counter(), 0, 0.0
             if a.max_steps and steps >= a.max_steps:
                 break
         train_s += time.perf_counter() - t0
         if a.max_steps and steps >= a.max_steps:
             break
-    acc = None
-    if not a.max_steps:
-        model.eval()
-        correct = 0
-        with torch.no_grad():
-            for i in range(0, len(xte), 1000):
-                correct += (model(xte[i:i + 1000]).argmax(1) == yte[i:i + 1000]).sum().item()
-        acc = correct / len(xte)
+    acc = None if a.max_steps else test_accuracy(model, xte, yte)
     print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "model": a.model,
                       "threads": a.threads, "epochs": a.epochs, "steps": steps,
                       "samples_per_sec": samples / train_s, "test_accuracy": acc}))

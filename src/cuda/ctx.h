@@ -28,8 +28,8 @@ struct kiln_cuda_ctx {
     char err[512];
 };
 
-/* Records "<call>: <reason>" in c->err (call cut at its '(') and returns
- * KILN_EIO. */
+/* Records "/gpu:<device>: <call>: <reason>" in c->err (call cut at its '(')
+ * and returns KILN_EIO. */
 kiln_err kiln_cu__fail(kiln_cuda_ctx *c, const char *call, const char *reason);
 /* Records a bad-argument message and returns KILN_EINVAL. */
 kiln_err kiln_cu__invalid(kiln_cuda_ctx *c, const char *fmt, ...)

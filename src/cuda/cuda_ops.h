@@ -17,8 +17,8 @@
  * All work is queued on the context's compute stream; functions return when
  * it is queued, except those that say they synchronise. Every CUDA, cuBLAS
  * and cuDNN status is checked; on failure the function returns KILN_EIO (or
- * KILN_EINVAL / KILN_ENOMEM) and kiln_cu_error() names the call, e.g.
- * "cudnnConvolutionForward: CUDNN_STATUS_BAD_PARAM". Errors of kernels
+ * KILN_EINVAL / KILN_ENOMEM) and kiln_cu_error() names the device and the
+ * call, e.g. "/gpu:1: cudnnConvolutionForward: CUDNN_STATUS_BAD_PARAM". Errors of kernels
  * surface at the next synchronising call. One thread per context. */
 #ifndef KILN_CUDA_OPS_H
 #define KILN_CUDA_OPS_H

@@ -15,7 +15,9 @@
 kiln_err kiln_cu__fail(kiln_cuda_ctx *c, const char *call, const char *reason)
 {
     size_t n = strcspn(call, "(");
-    snprintf(c->err, sizeof c->err, "%.*s: %s", (int)n, call, reason);
+    /* the device too: one process may drive several GPUs (mirrored), and
+     * "out of memory" means nothing until the user knows which one */
+    snprintf(c->err, sizeof c->err, "/gpu:%d: %.*s: %s", c->device, (int)n, call, reason);
     return KILN_EIO;
 }
 
@@ -182,24 +184,26 @@ void kiln_cu_free(kiln_cuda_ctx *c, void *p)
     if (p && kiln_cu__enter(c) == KILN_OK) cudaFree(p);
 }
 
-kiln_err kiln_cu_upload(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+/* On the compute stream, so the copy is ordered after queued work. */
+static kiln_err copy_sync(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes,
+                          enum cudaMemcpyKind kind)
 {
     kiln_err rc = KILN_OK;
     CK_KILN(kiln_cu__enter(c));
-    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, kind, c->stream));
     CK_CUDA(c, cudaStreamSynchronize(c->stream));
 out:
     return rc;
 }
 
+kiln_err kiln_cu_upload(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    return copy_sync(c, dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
 kiln_err kiln_cu_download(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
 {
-    kiln_err rc = KILN_OK;
-    CK_KILN(kiln_cu__enter(c));
-    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    CK_CUDA(c, cudaStreamSynchronize(c->stream));
-out:
-    return rc;
+    return copy_sync(c, dst, src, bytes, cudaMemcpyDeviceToHost);
 }
 
 kiln_err kiln_cu_host_alloc(kiln_cuda_ctx *c, size_t bytes, void **out)

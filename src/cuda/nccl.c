@@ -18,12 +18,23 @@ struct kiln_nccl {
     char err[512];
 };
 
-#define CK_NCCL(errbuf, errlen, call)                                                              \
+/* "/gpu:<device>: <call>: <reason>" (call cut at its '('); device < 0 for
+ * calls that span several GPUs. Like the CUDA backend's kiln_cu__fail: with
+ * several GPUs in one process the user must learn which one failed. */
+static void nccl_msg(char *buf, size_t len, int device, const char *call, ncclResult_t r)
+{
+    int n = (int)strcspn(call, "(");
+    if (device >= 0)
+        snprintf(buf, len, "/gpu:%d: %.*s: %s", device, n, call, ncclGetErrorString(r));
+    else
+        snprintf(buf, len, "%.*s: %s", n, call, ncclGetErrorString(r));
+}
+
+#define CK_NCCL(errbuf, errlen, device, call)                                                      \
     do {                                                                                           \
         ncclResult_t r_ = (call);                                                                  \
         if (r_ != ncclSuccess) {                                                                   \
-            snprintf((errbuf), (errlen), "%.*s: %s", (int)strcspn(#call, "("), #call,              \
-                     ncclGetErrorString(r_));                                                      \
+            nccl_msg((errbuf), (errlen), (device), #call, r_);                                     \
             rc = KILN_EIO;                                                                         \
             goto out;                                                                              \
         }                                                                                          \
@@ -74,11 +85,12 @@ kiln_err kiln_nccl_init_comm(kiln_comm *cpu, kiln_cuda_ctx *ctx, kiln_nccl **out
         goto out;
     }
     if ((e = cudaSetDevice(kiln_cu_device(ctx))) != cudaSuccess) {
-        snprintf(err, errlen, "cudaSetDevice: %s", cudaGetErrorString(e));
+        snprintf(err, errlen, "/gpu:%d: cudaSetDevice: %s", kiln_cu_device(ctx),
+                 cudaGetErrorString(e));
         rc = KILN_EIO;
         goto out;
     }
-    CK_NCCL(err, errlen, ncclCommInitRank(&c->comm, c->world, m.id, c->rank));
+    CK_NCCL(err, errlen, kiln_cu_device(ctx), ncclCommInitRank(&c->comm, c->world, m.id, c->rank));
 out:
     if (rc != KILN_OK) {
         kiln_nccl_destroy(c);
@@ -110,7 +122,7 @@ kiln_err kiln_nccl_init_local(kiln_cuda_ctx *const *ctxs, int n, kiln_nccl **out
     }
     for (int i = 0; i < n; i++)
         devs[i] = kiln_cu_device(ctxs[i]);
-    CK_NCCL(err, errlen, ncclCommInitAll(comms, n, devs));
+    CK_NCCL(err, errlen, -1, ncclCommInitAll(comms, n, devs));
     made = 1;
     for (int i = 0; i < n; i++) {
         out[i] = calloc(1, sizeof *out[i]);
@@ -138,7 +150,7 @@ out:
 kiln_err kiln_nccl_allreduce_sum_f32(kiln_nccl *c, float *buf, size_t count)
 {
     kiln_err rc = KILN_OK;
-    CK_NCCL(c->err, sizeof c->err,
+    CK_NCCL(c->err, sizeof c->err, kiln_cu_device(c->ctx),
             ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c->comm, c->ctx->stream));
 out:
     return rc;
@@ -157,7 +169,7 @@ kiln_err kiln_nccl_allreduce_group(kiln_nccl *const *cs, float *const *bufs, siz
         r = ncclAllReduce(bufs[i], bufs[i], count, ncclFloat, ncclSum, cs[i]->comm,
                           cs[i]->ctx->stream);
         if (r != ncclSuccess) {
-            snprintf(cs[i]->err, sizeof cs[i]->err, "ncclAllReduce: %s", ncclGetErrorString(r));
+            nccl_msg(cs[i]->err, sizeof cs[i]->err, kiln_cu_device(cs[i]->ctx), "ncclAllReduce", r);
             failed = i;
         }
     }

@@ -19,6 +19,7 @@
  * Without a GPU (or a build without the backend) it prints why and exits 77. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if KILN_CUDA_BUILT
 #include "rt_test.h"
@@ -425,18 +426,23 @@ static void check_casts_and_scaling(size_t n)
 
 static void check_async_upload(size_t n)
 {
-    float *pin = NULL, *dst = dcopy(NULL, n);
+    float *pin = NULL, *dst = dcopy(NULL, n), *out = dcopy(NULL, n);
     printf("pinned async upload n=%zu\n", n);
     OK(kiln_cu_host_alloc(C, n * sizeof(float), (void **)&pin));
     if (!pin) return;
     for (size_t i = 0; i < n; i++)
-        pin[i] = (float)i * 0.5f;
+        pin[i] = (float)i * 0.5f + 1.0f;
     OK(kiln_cu_upload_async(C, dst, pin, n * sizeof(float)));
-    /* queued after the upload on the compute stream: sees the data */
-    OK(kiln_cu_relu_fwd(C, dst, dst, n));
+    /* queued after the upload on the compute stream: must see the data. Into
+     * another buffer (all > 0: relu is the identity), so that a relu run
+     * before the copy leaves zeros in `out` instead of being overwritten. */
+    OK(kiln_cu_relu_fwd(C, dst, out, n));
     OK(kiln_cu_copy_wait(C));
     float *got = hcopy(dst, n);
-    CHECK(bits_equal(got, pin, n)); /* all >= 0: relu is the identity */
+    CHECK(bits_equal(got, pin, n));
+    kiln_ffree(got);
+    got = hcopy(out, n);
+    CHECK_MSG(bits_equal(got, pin, n), "relu queued after the upload did not see its data");
     kiln_ffree(got);
     kiln_cu_host_free(C, pin);
 }
@@ -481,6 +487,14 @@ int main(void)
         CHECK(kiln_cu_conv2d_fwd(C, &s, NULL, NULL, NULL, NULL, 0) == KILN_EINVAL);
     }
     CHECK_MSG(kiln_cu_sync(C) == KILN_OK, "sync: %s", kiln_cu_error(C));
+    {
+        /* a failed CUDA call names the device and the call. Last: the
+         * runtime keeps the failure for cudaGetLastError (kiln_cu_sync). */
+        void *huge = NULL;
+        CHECK(kiln_cu_alloc(C, (size_t)1 << 62, &huge) != KILN_OK && huge == NULL);
+        CHECK_MSG(strncmp(kiln_cu_error(C), "/gpu:0: cudaMalloc: ", 20) == 0,
+                  "message '%s' does not name the device and the call", kiln_cu_error(C));
+    }
     for (int i = 0; i < ndevs; i++)
         kiln_cu_free(C, devs[i]);
     kiln_cu_ctx_destroy(C);
