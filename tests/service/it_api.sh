@@ -7,7 +7,9 @@
 start_kilnd "$T/d"
 
 # create + get
-api POST /v1/projects/p1/jobs "$(job_json census_1 'sleep 30')"
+# a job that stays RUNNING until the cancel below, however slow the machine
+# (under ASan on a loaded 2-core box the requests before it took over 30 s)
+api POST /v1/projects/p1/jobs "$(job_json census_1 'sleep 600')"
 check_eq "create status" "$STATUS" 200
 check_eq "create state" "$(printf '%s' "$BODY" | jget state)" QUEUED
 check "createTime set" test -n "$(printf '%s' "$BODY" | jget createTime)"
