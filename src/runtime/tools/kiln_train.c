@@ -35,21 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct opts {
-    const char *model, *data_dir, *model_dir, *optimizer, *log_format, *lr_schedule;
-    int epochs, batch, threads, keep;
-    long checkpoint_steps, max_steps, train_examples;
-    double lr, momentum;
-    uint64_t seed;
-    /* distribution (tools/dist.h) */
-    int strategy, world_size, allreduce_inline;
-    long check_identical, bucket_bytes;
-    double eval_timeout_s;
-    const char *ps_flag; /* a parameter_server-only flag that was given */
-} opts;
-
 typedef struct run {
-    opts o;
+    kt_opts o;
     run_cfg cfg;
     int json, tty;
     kiln_model *m;
@@ -105,25 +92,27 @@ static void usage(FILE *f)
         " [--iters=K]\n");
 }
 
-static int parse_opts(int argc, char **argv, opts *o)
+static int parse_opts(int argc, char **argv, kt_opts *o)
 {
-    *o = (opts){.model = "mlp",
-                .data_dir = NULL,
-                .model_dir = NULL,
-                .optimizer = "sgd",
-                .log_format = NULL,
-                .lr_schedule = "cosine",
-                .epochs = 5,
-                .batch = 128,
-                .threads = 0,
-                .keep = 5,
-                .checkpoint_steps = 0,
-                .lr = -1,
-                .momentum = 0.9,
-                .seed = 0,
-                .allreduce_inline = 0,
-                .bucket_bytes = 1 << 20,
-                .eval_timeout_s = 3600};
+    *o = (kt_opts){.model = "mlp",
+                   .data_dir = NULL,
+                   .model_dir = NULL,
+                   .optimizer = "sgd",
+                   .log_format = NULL,
+                   .lr_schedule = "cosine",
+                   .epochs = 5,
+                   .batch = 128,
+                   .threads = 0,
+                   .keep = 5,
+                   .checkpoint_steps = 0,
+                   .lr = -1,
+                   .momentum = 0.9,
+                   .seed = 0,
+                   .allreduce_inline = 0,
+                   .bucket_bytes = 1 << 20,
+                   .eval_timeout_s = 3600,
+                   .max_staleness = -1,
+                   .timeout_s = 60};
     for (int i = 0; i < argc;) {
         const char *a = argv[i], *v = NULL, *next = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 0;
@@ -134,10 +123,12 @@ static int parse_opts(int argc, char **argv, opts *o)
         } else if (strcmp(a, "--check_replicas_identical") == 0 ||
                    strcmp(a, "--check-replicas-identical") == 0) {
             o->check_identical = 1; /* bare: after every step */
+            o->non_ps_flag = a;
             used = 1;
         } else if (kt_flag(a, "check_replicas_identical", &v, &used, NULL)) {
             if (kt_parse_int("check_replicas_identical", v, 0, 1L << 40, &x)) return -1;
             o->check_identical = x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "distribution_strategy", &v, &used, next)) {
             int st = dist_strategy_parse(v);
             if (st < 0) {
@@ -148,26 +139,32 @@ static int parse_opts(int argc, char **argv, opts *o)
                 return -1;
             }
             o->strategy = st;
+            o->strategy_arg = v;
         } else if (kt_flag(a, "world_size", &v, &used, next)) {
             if (kt_parse_int("world_size", v, 1, 64, &x)) return -1;
             o->world_size = (int)x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "bucket_bytes", &v, &used, next)) {
             if (kt_parse_int("bucket_bytes", v, 0, 1L << 34, &x)) return -1;
             o->bucket_bytes = x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "allreduce", &v, &used, next)) {
             if (strcmp(v, "inline") && strcmp(v, "thread")) {
                 fprintf(stderr, "kiln-train: --allreduce=%s: expected inline or thread\n", v);
                 return -1;
             }
             o->allreduce_inline = strcmp(v, "inline") == 0;
-        } else if (kt_flag(a, "max_staleness", &v, &used, next) ||
-                   kt_flag(a, "ps_timeout", &v, &used, next)) {
-            /* the parameter_server strategy's own flags: its parser
-             * (tools/ps_main.c) checks their values */
+            o->non_ps_flag = a;
+        } else if (kt_flag(a, "max_staleness", &v, &used, next)) {
+            if (kt_parse_int("max_staleness", v, -1, 1L << 30, &o->max_staleness)) return -1;
+            o->ps_flag = a;
+        } else if (kt_flag(a, "ps_timeout", &v, &used, next)) {
+            if (kt_parse_int("ps_timeout", v, 1, 86400, &o->timeout_s)) return -1;
             o->ps_flag = a;
         } else if (kt_flag(a, "eval_timeout_s", &v, &used, next)) {
             if (kt_parse_int("eval_timeout_s", v, 1, 1L << 30, &x)) return -1;
             o->eval_timeout_s = (double)x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "model", &v, &used, next)) {
             if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
                 fprintf(stderr, "kiln-train: --model=%s: expected mlp or cnn\n", v);
@@ -200,6 +197,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         } else if (kt_flag(a, "max_steps", &v, &used, next)) {
             if (kt_parse_int("max_steps", v, 0, 1L << 40, &x)) return -1;
             o->max_steps = x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "seed", &v, &used, next)) {
             if (kt_parse_int("seed", v, 0, 1L << 62, &x)) return -1;
             o->seed = (uint64_t)x;
@@ -466,7 +464,7 @@ static int cmd_mnist(int argc, char **argv)
         return 2;
     }
     if (r.plan.ps) {
-        rc = kiln_train_ps_main(r.plan.have_tf ? &r.plan.tf : NULL, argc, argv);
+        rc = kiln_train_ps_main(r.plan.have_tf ? &r.plan.tf : NULL, &r.o);
         dist_plan_free(&r.plan);
         return rc;
     }

@@ -6,18 +6,36 @@
 
 #include <stdint.h>
 
+/* The flags of `kiln-train mnist`, parsed once (tools/kiln_train.c) for
+ * every role, so that a flag added for one is there for the others too. */
+typedef struct kt_opts {
+    const char *model, *data_dir, *model_dir, *optimizer, *log_format, *lr_schedule;
+    int epochs, batch, threads, keep;
+    long checkpoint_steps, max_steps, train_examples;
+    double lr, momentum;
+    uint64_t seed;
+    /* distribution (tools/dist.h) */
+    int strategy, world_size, allreduce_inline;
+    const char *strategy_arg; /* --distribution_strategy's value as given */
+    long check_identical, bucket_bytes;
+    double eval_timeout_s;
+    /* the parameter_server strategy's own */
+    long max_staleness, timeout_s;
+    const char *ps_flag;     /* a parameter_server-only flag that was given */
+    const char *non_ps_flag; /* a flag the parameter_server strategy does not take */
+} kt_opts;
+
 /* The parameter_server strategy (--distribution_strategy=parameter_server,
  * or a TF_CONFIG task of type "ps", or no flag and ps tasks in TF_CONFIG's
  * cluster) is built elsewhere: kiln-train mnist calls this hook with the
- * parsed TF_CONFIG (NULL when there is none) and its own arguments (those
- * after "mnist"), and exits with the return value. tools/dist.c holds a weak
- * default that says the strategy is not built in and returns 2. A source
- * file in tools/ (say tools/ps_main.c) that defines it replaces the default
- * at link time: the .c files of tools/ are compiled into kiln-train itself,
- * not archived, so the strong definition wins. TF_CONFIG evaluator tasks
- * never come here. */
+ * parsed TF_CONFIG (NULL when there is none) and its parsed flags, and exits
+ * with the return value. tools/dist.c holds a weak default that says the
+ * strategy is not built in and returns 2. A source file in tools/ (say
+ * tools/ps_main.c) that defines it replaces the default at link time: the .c
+ * files of tools/ are compiled into kiln-train itself, not archived, so the
+ * strong definition wins. TF_CONFIG evaluator tasks never come here. */
 struct kiln_tf_group;
-int kiln_train_ps_main(const struct kiln_tf_group *tf, int argc, char **argv);
+int kiln_train_ps_main(const struct kiln_tf_group *tf, const kt_opts *o);
 
 /* Where a run is: what a checkpoint records besides the model's buffers. */
 typedef struct run_pos {
