@@ -246,21 +246,8 @@ static int save_ckpt(run *r, uint64_t epoch, uint64_t step_in_epoch)
 {
     if (!r->o.model_dir || r->rank != 0) return 0; /* the chief writes checkpoints */
     run_pos pos = {.epoch = epoch, .step_in_epoch = step_in_epoch, .shuffle_seed = r->shuffle_seed};
-    char err[512], *path = NULL;
-    if (ckpt_save_model(r->o.model_dir, (unsigned)r->o.keep, r->m, &pos, &r->cfg, &path, err,
-                        sizeof(err))) {
-        fprintf(stderr, "kiln-train: writing a checkpoint: %s\n", err);
-        return -1;
-    }
-    if (r->json) {
-        printf("{\"event\":\"checkpoint\",\"step\":%llu,\"epoch\":%llu,\"path\":",
-               (unsigned long long)kiln_model_step(r->m), (unsigned long long)epoch);
-        kt_json_str(stdout, path);
-        printf("}\n");
-        fflush(stdout);
-    }
-    free(path);
-    return 0;
+    return kt_save_checkpoint(r->o.model_dir, (unsigned)r->o.keep, r->m, &pos, &r->cfg, r->json,
+                              NULL);
 }
 
 static void fmt_rate(double v, char *out, size_t n)

@@ -115,20 +115,10 @@ static int checkpoint(wk *w, uint64_t epoch, uint64_t step_in_epoch)
                    .threads = w->threads,
                    .seed = j->o.seed};
     run_pos pos = {.epoch = epoch, .step_in_epoch = step_in_epoch, .shuffle_seed = w->shuffle_seed};
-    char err[512], *path = NULL;
-    if (ckpt_save_model(j->o.model_dir, (unsigned)j->o.keep, j->m, &pos, &cfg, &path, err,
-                        sizeof(err))) {
-        fprintf(stderr, "kiln-train: writing a checkpoint: %s\n", err);
+    char *path = NULL;
+    if (kt_save_checkpoint(j->o.model_dir, (unsigned)j->o.keep, j->m, &pos, &cfg, j->json, &path))
         return -1;
-    }
-    if (j->json) {
-        printf("{\"event\":\"checkpoint\",\"step\":%llu,\"epoch\":%llu,\"path\":",
-               (unsigned long long)v0, (unsigned long long)epoch);
-        kt_json_str(stdout, path);
-        printf("}\n");
-    } else {
-        printf("checkpoint %s (version %llu)\n", path, (unsigned long long)v0);
-    }
+    if (!j->json) printf("checkpoint %s (version %llu)\n", path, (unsigned long long)v0);
     fflush(stdout);
     free(path);
     return 0;

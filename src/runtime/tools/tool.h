@@ -55,6 +55,11 @@ typedef struct run_cfg {
 /* Saves the model state + pos into dir (keep newest `keep`). 0 or -1 (msg in err). */
 int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos *pos,
                     const run_cfg *cfg, char **path_out, char *err, size_t errlen);
+/* ckpt_save_model for kiln-train's roles: a failure is printed, and with
+ * json the {"event":"checkpoint",...} line is. The path goes to *path_out
+ * (the caller frees it) when path_out is set. 0 or -1. */
+int kt_save_checkpoint(const char *dir, unsigned keep, kiln_model *m, const run_pos *pos,
+                       const run_cfg *cfg, int json, char **path_out);
 /* Restores the newest valid checkpoint of dir. Returns 1 when one was
  * restored, 0 when there is none (fresh start), -1 on error (incompatible
  * checkpoint: different model, optimizer, batch size, seed or thread count).
