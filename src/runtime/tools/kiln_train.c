@@ -425,20 +425,6 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     return g_term && !r->d ? 1 : 0;
 }
 
-static int open_summaries(run *r)
-{
-    char path[4096];
-    kiln_errmsg em;
-    snprintf(path, sizeof(path), "%s/train", r->o.model_dir);
-    if (kiln_summary_open(path, &r->sw_train, &em) != KILN_OK) goto fail;
-    snprintf(path, sizeof(path), "%s/eval", r->o.model_dir);
-    if (kiln_summary_open(path, &r->sw_eval, &em) != KILN_OK) goto fail;
-    return 0;
-fail:
-    fprintf(stderr, "kiln-train: TensorBoard events: %s\n", em.msg);
-    return -1;
-}
-
 static int run_evaluator(run *r);
 
 static int cmd_mnist(int argc, char **argv)
@@ -569,7 +555,9 @@ static int cmd_mnist(int argc, char **argv)
                  r.o.momentum, r.o.epochs, r.train.n, r.o.lr_schedule, r.o.max_steps);
         if (dist_share_state(r.d, r.m, &got, &pos, cs)) goto out;
     }
-    if (r.o.model_dir && r.rank == 0 && open_summaries(&r)) goto out;
+    if (r.o.model_dir && r.rank == 0 &&
+        kt_open_summaries(r.o.model_dir, "train", &r.sw_train, &r.sw_eval))
+        goto out;
     if (r.json) {
         printf("{\"event\":\"start\",\"model\":\"%s\",\"optimizer\":\"%s\",\"batch_size\":%d,"
                "\"learning_rate\":%g,\"train_epochs\":%d,\"threads\":%d,\"seed\":%llu,"
@@ -692,12 +680,7 @@ static int run_evaluator(run *r)
         return 2;
     }
     char path[4096], err[512];
-    kiln_errmsg em;
-    snprintf(path, sizeof path, "%s/eval", r->o.model_dir);
-    if (kiln_summary_open(path, &r->sw_eval, &em) != KILN_OK) {
-        fprintf(stderr, "kiln-train: TensorBoard events: %s\n", em.msg);
-        return 1;
-    }
+    if (kt_open_summaries(r->o.model_dir, "eval", &r->sw_eval, NULL)) return 1;
     uint64_t spe = ((uint64_t)r->train.n + (uint64_t)r->o.batch - 1) / (uint64_t)r->o.batch;
     uint64_t final = spe * (uint64_t)r->o.epochs;
     if (r->o.max_steps > 0 && (uint64_t)r->o.max_steps < final) final = (uint64_t)r->o.max_steps;

@@ -182,24 +182,12 @@ static void log_epoch(wk *w, uint64_t epoch, double secs)
 
 static int open_summaries(wk *w)
 {
-    char path[4096];
-    kiln_errmsg em;
     ps_job *j = w->j;
     if (!j->o.model_dir) return 0;
     /* the chief's under train/ and eval/ like a single run; the others apart */
-    if (w->chief)
-        snprintf(path, sizeof(path), "%s/train", j->o.model_dir);
-    else
-        snprintf(path, sizeof(path), "%s/train_rank%d", j->o.model_dir, j->rank);
-    if (kiln_summary_open(path, &w->sw, &em) != KILN_OK) goto fail;
-    if (w->chief) {
-        snprintf(path, sizeof(path), "%s/eval", j->o.model_dir);
-        if (kiln_summary_open(path, &w->swe, &em) != KILN_OK) goto fail;
-    }
-    return 0;
-fail:
-    fprintf(stderr, "kiln-train: TensorBoard events: %s\n", em.msg);
-    return -1;
+    char sub[32] = "train";
+    if (!w->chief) snprintf(sub, sizeof(sub), "train_rank%d", j->rank);
+    return kt_open_summaries(j->o.model_dir, sub, &w->sw, w->chief ? &w->swe : NULL);
 }
 
 static int setup(wk *w)

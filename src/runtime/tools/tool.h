@@ -82,6 +82,12 @@ void kt_fmnist_standardise(kiln_data *d);
 kiln_model *kt_mnist_model(const char *model, const char *optimizer, double lr, double momentum,
                            int batch, uint64_t seed);
 
+/* TensorBoard writers: *sw under model_dir/train_sub and, when swe is set,
+ * *swe under model_dir/eval. 0, or -1 after printing why. */
+struct kiln_summary_writer;
+int kt_open_summaries(const char *model_dir, const char *train_sub, struct kiln_summary_writer **sw,
+                      struct kiln_summary_writer **swe);
+
 /* SIGTERM and SIGINT raise *flag, taken by a thread of their own with the
  * signals blocked everywhere else (tools/signals.c says why). Call before
  * kiln starts any thread; again later only to change the flag. 0, or -1 when
