@@ -21,6 +21,7 @@
 
 #include "ckpt/ckpt.h"
 #include "nn/nn.h"
+#include "optim/optim.h"
 #include "summary/summary.h"
 #include "tools/dist.h"
 #include "tools/tool.h"
@@ -279,15 +280,12 @@ static void progress(run *r, const kiln_fit_info *in, int final)
     if (final) fputc('\n', stderr);
 }
 
-/* The learning rate of optimizer step `step` (0-based). Cosine decay from
- * the base rate to 0 over the whole run; a pure function of the step, so a
- * resumed run needs no extra state for it. */
+/* The learning rate of optimizer step `step` (0-based): cosine decay from
+ * the base rate to 0 over the whole run (optim/optim.h). */
 static float lr_at(const run *r, uint64_t step)
 {
-    if (strcmp(r->o.lr_schedule, "cosine") != 0 || r->total_steps == 0) return (float)r->o.lr;
-    double f = (double)step / (double)r->total_steps;
-    if (f > 1.0) f = 1.0;
-    return (float)(r->o.lr * 0.5 * (1.0 + cos(3.14159265358979323846 * f)));
+    if (strcmp(r->o.lr_schedule, "cosine") != 0) return (float)r->o.lr;
+    return kiln_lr_cosine(r->o.lr, step, r->total_steps);
 }
 
 static int cb_epoch_begin(void *ud, kiln_model *m, uint64_t epoch, uint64_t spe)
