@@ -1,6 +1,6 @@
-/* tests/runtime/test_optim.c - optimizer updates against values worked out
- * by hand, and the fast (threaded, multi-buffer) updates against the plain
- * loops: those must be bit-identical (same per-element arithmetic). */
+/* tests/runtime/test_optim.c - optimizer updates and the cosine learning
+ * rate schedule against values worked out by hand, and the fast (threaded, multi-buffer) updates
+ * against the plain loops: those must be bit-identical (same per-element arithmetic). */
 #include "optim/optim.h"
 #include "rt_test.h"
 #include "test.h"
@@ -17,6 +17,15 @@ int main(void)
     /* SGD momentum 0.9, lr 0.1: p=1, g=0.5 twice.
      * step 1: v = 0.5, p = 1 - 0.05 = 0.95
      * step 2: v = 0.9*0.5 + 0.5 = 0.95, p = 0.95 - 0.095 = 0.855 */
+    /* the cosine schedule: base at step 0 and with no total, base/2 half
+     * way, (1 + cos(pi/3)) / 2 = 3/4 of base a third of the way, 0 at the
+     * end and after it */
+    CHECK(kiln_lr_cosine(0.05, 0, 100) == 0.05f);
+    CHECK(kiln_lr_cosine(0.05, 7, 0) == 0.05f);
+    CHECK(near(kiln_lr_cosine(0.05, 50, 100), 0.025));
+    CHECK(near(kiln_lr_cosine(0.08, 1, 3), 0.06));
+    CHECK(kiln_lr_cosine(0.05, 100, 100) == 0.0f && kiln_lr_cosine(0.05, 250, 100) == 0.0f);
+
     float p = 1.0f, g = 0.5f, v = 0.0f;
     kiln_sgd_update_ref(&p, &g, &v, 1, 0.1f, 0.9f);
     CHECK(near(v, 0.5) && near(p, 0.95));

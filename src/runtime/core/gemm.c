@@ -56,6 +56,8 @@ void kiln__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *
             return;
     }
 #endif
+    /* the one call into BLAS in kiln, so its start-up is done here and not
+     * by the callers (after the first call, a pthread_once check) */
     kiln_blas_init();
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
                 K, alpha, A, lda, B, ldb, beta, C, ldc);

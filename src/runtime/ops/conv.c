@@ -250,7 +250,6 @@ static void fwd_task(void *p, int task, int tid)
 void kiln_conv2d_fwd(const kiln_conv_shape *s, const float *x, const float *w, const float *b,
                      float *y, int relu)
 {
-    kiln_blas_init();
     conv_ctx c = {.s = s, .x = x, .w = w, .b = b, .yo = y, .relu = relu};
     c.tasks = kiln_get_threads() < s->n ? kiln_get_threads() : s->n;
     kiln__parallel_for(c.tasks, fwd_task, &c);
@@ -311,7 +310,6 @@ void kiln_conv2d_bwd(const kiln_conv_shape *s, const float *x, const float *w, c
 void kiln_conv2d_bwd_acc(const kiln_conv_shape *s, const float *x, const float *w, const float *y,
                          float *dy, float *dx, float *dw, float *db, int relu, float beta)
 {
-    kiln_blas_init();
     conv_ctx c = {.s = s, .x = x, .w = w, .y = y, .dy = dy, .dx = dx, .relu = relu, .beta = beta};
     size_t K = (size_t)s->kh * s->kw * s->c, nw = K * s->oc;
     c.tasks = kiln_get_threads() < s->n ? kiln_get_threads() : s->n;

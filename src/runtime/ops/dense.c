@@ -137,7 +137,6 @@ static void fwd_task(void *p, int task, int tid)
 void kiln_dense_fwd(const float *x, const float *w, const float *b, float *y, int B, int in,
                     int out, int relu)
 {
-    kiln_blas_init();
     dense_ctx c = {.x = x, .w = w, .b = b, .yo = y, .B = B, .in = in, .out = out, .relu = relu};
     c.parts = parts_for(out, B);
     kiln__parallel_for(c.parts, fwd_task, &c);
@@ -196,7 +195,6 @@ static void dense_bwd(const float *x, const float *w, float *uw, float *ub, cons
                       float *dy, float *dx, float *dw, float *db, int B, int in, int out, int relu,
                       float beta, float lr)
 {
-    kiln_blas_init();
     dense_ctx c = {.x = x,
                    .w = w,
                    .y = y,

@@ -82,3 +82,11 @@ void kiln_adam_update(const kiln_opt_buf *bufs, int count, float lr, float b1, f
     c.parts = kiln_get_threads();
     kiln__parallel_for(c.parts, opt_task, &c);
 }
+
+float kiln_lr_cosine(double base, uint64_t step, uint64_t total)
+{
+    if (total == 0) return (float)base;
+    double f = (double)step / (double)total;
+    if (f > 1.0) f = 1.0;
+    return (float)(base * 0.5 * (1.0 + cos(3.14159265358979323846 * f)));
+}

@@ -33,4 +33,10 @@ void kiln_sgd_update(const kiln_opt_buf *bufs, int count, float lr, float moment
 void kiln_adam_update(const kiln_opt_buf *bufs, int count, float lr, float b1, float b2, float eps,
                       uint64_t t);
 
+/* The cosine schedule of kiln-train (single run, replicas and parameter
+ * servers alike): base * (1 + cos(pi * step / total)) / 2, step capped at
+ * total; base when total is 0. A pure function of the step, so a resumed run
+ * needs no extra state for it. */
+float kiln_lr_cosine(double base, uint64_t step, uint64_t total);
+
 #endif

@@ -63,6 +63,28 @@ out:
     return rc;
 }
 
+int kt_save_checkpoint(const char *dir, unsigned keep, kiln_model *m, const run_pos *pos,
+                       const run_cfg *cfg, int json, char **path_out)
+{
+    char err[512], *path = NULL;
+    if (ckpt_save_model(dir, keep, m, pos, cfg, &path, err, sizeof(err))) {
+        fprintf(stderr, "kiln-train: writing a checkpoint: %s\n", err);
+        return -1;
+    }
+    if (json) {
+        printf("{\"event\":\"checkpoint\",\"step\":%llu,\"epoch\":%llu,\"path\":",
+               (unsigned long long)kiln_model_step(m), (unsigned long long)pos->epoch);
+        kt_json_str(stdout, path);
+        printf("}\n");
+        fflush(stdout);
+    }
+    if (path_out)
+        *path_out = path;
+    else
+        free(path);
+    return 0;
+}
+
 static void warn_cb(void *ud, const char *path, const char *reason)
 {
     (void)ud;

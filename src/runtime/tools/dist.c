@@ -479,11 +479,10 @@ int dist_sum(dist_ctx *d, double *v, int n)
 
 /* ---- the parameter_server hook's default ---- */
 
-__attribute__((weak)) int kiln_train_ps_main(const struct kiln_tf_group *tf, int argc, char **argv)
+__attribute__((weak)) int kiln_train_ps_main(const struct kiln_tf_group *tf, const kt_opts *o)
 {
     (void)tf;
-    (void)argc;
-    (void)argv;
+    (void)o;
     fprintf(stderr, "kiln-train: the parameter_server strategy is not built in\n");
     return 2;
 }

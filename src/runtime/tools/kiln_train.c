@@ -21,6 +21,7 @@
 
 #include "ckpt/ckpt.h"
 #include "nn/nn.h"
+#include "optim/optim.h"
 #include "summary/summary.h"
 #include "tools/dist.h"
 #include "tools/tool.h"
@@ -35,21 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct opts {
-    const char *model, *data_dir, *model_dir, *optimizer, *log_format, *lr_schedule;
-    int epochs, batch, threads, keep;
-    long checkpoint_steps, max_steps, train_examples;
-    double lr, momentum;
-    uint64_t seed;
-    /* distribution (tools/dist.h) */
-    int strategy, world_size, allreduce_inline;
-    long check_identical, bucket_bytes;
-    double eval_timeout_s;
-    const char *ps_flag; /* a parameter_server-only flag that was given */
-} opts;
-
 typedef struct run {
-    opts o;
+    kt_opts o;
     run_cfg cfg;
     int json, tty;
     kiln_model *m;
@@ -105,25 +93,27 @@ static void usage(FILE *f)
         " [--iters=K]\n");
 }
 
-static int parse_opts(int argc, char **argv, opts *o)
+static int parse_opts(int argc, char **argv, kt_opts *o)
 {
-    *o = (opts){.model = "mlp",
-                .data_dir = NULL,
-                .model_dir = NULL,
-                .optimizer = "sgd",
-                .log_format = NULL,
-                .lr_schedule = "cosine",
-                .epochs = 5,
-                .batch = 128,
-                .threads = 0,
-                .keep = 5,
-                .checkpoint_steps = 0,
-                .lr = -1,
-                .momentum = 0.9,
-                .seed = 0,
-                .allreduce_inline = 0,
-                .bucket_bytes = 1 << 20,
-                .eval_timeout_s = 3600};
+    *o = (kt_opts){.model = "mlp",
+                   .data_dir = NULL,
+                   .model_dir = NULL,
+                   .optimizer = "sgd",
+                   .log_format = NULL,
+                   .lr_schedule = "cosine",
+                   .epochs = 5,
+                   .batch = 128,
+                   .threads = 0,
+                   .keep = 5,
+                   .checkpoint_steps = 0,
+                   .lr = -1,
+                   .momentum = 0.9,
+                   .seed = 0,
+                   .allreduce_inline = 0,
+                   .bucket_bytes = 1 << 20,
+                   .eval_timeout_s = 3600,
+                   .max_staleness = -1,
+                   .timeout_s = 60};
     for (int i = 0; i < argc;) {
         const char *a = argv[i], *v = NULL, *next = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 0;
@@ -134,10 +124,12 @@ static int parse_opts(int argc, char **argv, opts *o)
         } else if (strcmp(a, "--check_replicas_identical") == 0 ||
                    strcmp(a, "--check-replicas-identical") == 0) {
             o->check_identical = 1; /* bare: after every step */
+            o->non_ps_flag = a;
             used = 1;
         } else if (kt_flag(a, "check_replicas_identical", &v, &used, NULL)) {
             if (kt_parse_int("check_replicas_identical", v, 0, 1L << 40, &x)) return -1;
             o->check_identical = x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "distribution_strategy", &v, &used, next)) {
             int st = dist_strategy_parse(v);
             if (st < 0) {
@@ -148,26 +140,32 @@ static int parse_opts(int argc, char **argv, opts *o)
                 return -1;
             }
             o->strategy = st;
+            o->strategy_arg = v;
         } else if (kt_flag(a, "world_size", &v, &used, next)) {
             if (kt_parse_int("world_size", v, 1, 64, &x)) return -1;
             o->world_size = (int)x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "bucket_bytes", &v, &used, next)) {
             if (kt_parse_int("bucket_bytes", v, 0, 1L << 34, &x)) return -1;
             o->bucket_bytes = x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "allreduce", &v, &used, next)) {
             if (strcmp(v, "inline") && strcmp(v, "thread")) {
                 fprintf(stderr, "kiln-train: --allreduce=%s: expected inline or thread\n", v);
                 return -1;
             }
             o->allreduce_inline = strcmp(v, "inline") == 0;
-        } else if (kt_flag(a, "max_staleness", &v, &used, next) ||
-                   kt_flag(a, "ps_timeout", &v, &used, next)) {
-            /* the parameter_server strategy's own flags: its parser
-             * (tools/ps_main.c) checks their values */
+            o->non_ps_flag = a;
+        } else if (kt_flag(a, "max_staleness", &v, &used, next)) {
+            if (kt_parse_int("max_staleness", v, -1, 1L << 30, &o->max_staleness)) return -1;
+            o->ps_flag = a;
+        } else if (kt_flag(a, "ps_timeout", &v, &used, next)) {
+            if (kt_parse_int("ps_timeout", v, 1, 86400, &o->timeout_s)) return -1;
             o->ps_flag = a;
         } else if (kt_flag(a, "eval_timeout_s", &v, &used, next)) {
             if (kt_parse_int("eval_timeout_s", v, 1, 1L << 30, &x)) return -1;
             o->eval_timeout_s = (double)x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "model", &v, &used, next)) {
             if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
                 fprintf(stderr, "kiln-train: --model=%s: expected mlp or cnn\n", v);
@@ -200,6 +198,7 @@ static int parse_opts(int argc, char **argv, opts *o)
         } else if (kt_flag(a, "max_steps", &v, &used, next)) {
             if (kt_parse_int("max_steps", v, 0, 1L << 40, &x)) return -1;
             o->max_steps = x;
+            o->non_ps_flag = a;
         } else if (kt_flag(a, "seed", &v, &used, next)) {
             if (kt_parse_int("seed", v, 0, 1L << 62, &x)) return -1;
             o->seed = (uint64_t)x;
@@ -248,21 +247,8 @@ static int save_ckpt(run *r, uint64_t epoch, uint64_t step_in_epoch)
 {
     if (!r->o.model_dir || r->rank != 0) return 0; /* the chief writes checkpoints */
     run_pos pos = {.epoch = epoch, .step_in_epoch = step_in_epoch, .shuffle_seed = r->shuffle_seed};
-    char err[512], *path = NULL;
-    if (ckpt_save_model(r->o.model_dir, (unsigned)r->o.keep, r->m, &pos, &r->cfg, &path, err,
-                        sizeof(err))) {
-        fprintf(stderr, "kiln-train: writing a checkpoint: %s\n", err);
-        return -1;
-    }
-    if (r->json) {
-        printf("{\"event\":\"checkpoint\",\"step\":%llu,\"epoch\":%llu,\"path\":",
-               (unsigned long long)kiln_model_step(r->m), (unsigned long long)epoch);
-        kt_json_str(stdout, path);
-        printf("}\n");
-        fflush(stdout);
-    }
-    free(path);
-    return 0;
+    return kt_save_checkpoint(r->o.model_dir, (unsigned)r->o.keep, r->m, &pos, &r->cfg, r->json,
+                              NULL);
 }
 
 static void fmt_rate(double v, char *out, size_t n)
@@ -294,15 +280,12 @@ static void progress(run *r, const kiln_fit_info *in, int final)
     if (final) fputc('\n', stderr);
 }
 
-/* The learning rate of optimizer step `step` (0-based). Cosine decay from
- * the base rate to 0 over the whole run; a pure function of the step, so a
- * resumed run needs no extra state for it. */
+/* The learning rate of optimizer step `step` (0-based): cosine decay from
+ * the base rate to 0 over the whole run (optim/optim.h). */
 static float lr_at(const run *r, uint64_t step)
 {
-    if (strcmp(r->o.lr_schedule, "cosine") != 0 || r->total_steps == 0) return (float)r->o.lr;
-    double f = (double)step / (double)r->total_steps;
-    if (f > 1.0) f = 1.0;
-    return (float)(r->o.lr * 0.5 * (1.0 + cos(3.14159265358979323846 * f)));
+    if (strcmp(r->o.lr_schedule, "cosine") != 0) return (float)r->o.lr;
+    return kiln_lr_cosine(r->o.lr, step, r->total_steps);
 }
 
 static int cb_epoch_begin(void *ud, kiln_model *m, uint64_t epoch, uint64_t spe)
@@ -440,20 +423,6 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     return g_term && !r->d ? 1 : 0;
 }
 
-static int open_summaries(run *r)
-{
-    char path[4096];
-    kiln_errmsg em;
-    snprintf(path, sizeof(path), "%s/train", r->o.model_dir);
-    if (kiln_summary_open(path, &r->sw_train, &em) != KILN_OK) goto fail;
-    snprintf(path, sizeof(path), "%s/eval", r->o.model_dir);
-    if (kiln_summary_open(path, &r->sw_eval, &em) != KILN_OK) goto fail;
-    return 0;
-fail:
-    fprintf(stderr, "kiln-train: TensorBoard events: %s\n", em.msg);
-    return -1;
-}
-
 static int run_evaluator(run *r);
 
 static int cmd_mnist(int argc, char **argv)
@@ -466,7 +435,7 @@ static int cmd_mnist(int argc, char **argv)
         return 2;
     }
     if (r.plan.ps) {
-        rc = kiln_train_ps_main(r.plan.have_tf ? &r.plan.tf : NULL, argc, argv);
+        rc = kiln_train_ps_main(r.plan.have_tf ? &r.plan.tf : NULL, &r.o);
         dist_plan_free(&r.plan);
         return rc;
     }
@@ -584,7 +553,9 @@ static int cmd_mnist(int argc, char **argv)
                  r.o.momentum, r.o.epochs, r.train.n, r.o.lr_schedule, r.o.max_steps);
         if (dist_share_state(r.d, r.m, &got, &pos, cs)) goto out;
     }
-    if (r.o.model_dir && r.rank == 0 && open_summaries(&r)) goto out;
+    if (r.o.model_dir && r.rank == 0 &&
+        kt_open_summaries(r.o.model_dir, "train", &r.sw_train, &r.sw_eval))
+        goto out;
     if (r.json) {
         printf("{\"event\":\"start\",\"model\":\"%s\",\"optimizer\":\"%s\",\"batch_size\":%d,"
                "\"learning_rate\":%g,\"train_epochs\":%d,\"threads\":%d,\"seed\":%llu,"
@@ -707,12 +678,7 @@ static int run_evaluator(run *r)
         return 2;
     }
     char path[4096], err[512];
-    kiln_errmsg em;
-    snprintf(path, sizeof path, "%s/eval", r->o.model_dir);
-    if (kiln_summary_open(path, &r->sw_eval, &em) != KILN_OK) {
-        fprintf(stderr, "kiln-train: TensorBoard events: %s\n", em.msg);
-        return 1;
-    }
+    if (kt_open_summaries(r->o.model_dir, "eval", &r->sw_eval, NULL)) return 1;
     uint64_t spe = ((uint64_t)r->train.n + (uint64_t)r->o.batch - 1) / (uint64_t)r->o.batch;
     uint64_t final = spe * (uint64_t)r->o.epochs;
     if (r->o.max_steps > 0 && (uint64_t)r->o.max_steps < final) final = (uint64_t)r->o.max_steps;

@@ -2,8 +2,11 @@
  * flag syntax, the built-in networks, the input standardisation and JSON
  * string output. One copy, so that a parameter-server replica, a
  * multi_worker_mirrored replica and a single run build the same model from
- * the same flags (the ps tasks take their initial values from it). */
+ * the same flags (the ps tasks take their initial values from it), and
+ * writes TensorBoard events to the same places. */
 #include "tools/tool.h"
+
+#include "summary/summary.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -100,4 +103,21 @@ kiln_model *kt_mnist_model(const char *model, const char *optimizer, double lr, 
         return NULL;
     }
     return m;
+}
+
+int kt_open_summaries(const char *model_dir, const char *train_sub, struct kiln_summary_writer **sw,
+                      struct kiln_summary_writer **swe)
+{
+    char path[4096];
+    kiln_errmsg em;
+    snprintf(path, sizeof(path), "%s/%s", model_dir, train_sub);
+    if (kiln_summary_open(path, sw, &em) != KILN_OK) goto fail;
+    if (swe) {
+        snprintf(path, sizeof(path), "%s/eval", model_dir);
+        if (kiln_summary_open(path, swe, &em) != KILN_OK) goto fail;
+    }
+    return 0;
+fail:
+    fprintf(stderr, "kiln-train: TensorBoard events: %s\n", em.msg);
+    return -1;
 }

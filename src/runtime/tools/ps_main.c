@@ -21,103 +21,25 @@
 
 volatile sig_atomic_t ps_g_term;
 
-static int parse(int argc, char **argv, ps_opts *o)
+/* kiln-train's parser (tools/kiln_train.c) has read and checked every flag;
+ * what is left here is to refuse those that this strategy has no use for. */
+static int check_flags(const kt_opts *o)
 {
-    *o = (ps_opts){.model = "mlp",
-                   .optimizer = "sgd",
-                   .lr_schedule = "cosine",
-                   .epochs = 5,
-                   .batch = 128,
-                   .threads = 0,
-                   .keep = 5,
-                   .lr = -1,
-                   .momentum = 0.9,
-                   .max_staleness = -1,
-                   .timeout_s = 60};
-    for (int i = 0; i < argc;) {
-        const char *a = argv[i], *v = NULL, *next = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 0;
-        long x = 0;
-        if (kt_flag(a, "distribution_strategy", &v, &used, next)) {
-            if (strcmp(v, "parameter_server") != 0) {
-                fprintf(stderr, "kiln-train: --distribution_strategy=%s: not parameter_server\n",
-                        v);
-                return -1;
-            }
-        } else if (kt_flag(a, "model", &v, &used, next)) {
-            if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
-                fprintf(stderr, "kiln-train: --model=%s: expected mlp or cnn\n", v);
-                return -1;
-            }
-            o->model = v;
-        } else if (kt_flag(a, "data_dir", &v, &used, next)) {
-            o->data_dir = v;
-        } else if (kt_flag(a, "model_dir", &v, &used, next) ||
-                   kt_flag(a, "job_dir", &v, &used, next)) {
-            o->model_dir = v;
-        } else if (kt_flag(a, "optimizer", &v, &used, next)) {
-            if (strcmp(v, "sgd") && strcmp(v, "adam")) {
-                fprintf(stderr, "kiln-train: --optimizer=%s: expected sgd or adam\n", v);
-                return -1;
-            }
-            o->optimizer = v;
-        } else if (kt_flag(a, "lr_schedule", &v, &used, next)) {
-            if (strcmp(v, "constant") && strcmp(v, "cosine")) {
-                fprintf(stderr, "kiln-train: --lr_schedule=%s: expected constant or cosine\n", v);
-                return -1;
-            }
-            o->lr_schedule = v;
-        } else if (kt_flag(a, "log_format", &v, &used, next)) {
-            if (strcmp(v, "text") && strcmp(v, "json")) {
-                fprintf(stderr, "kiln-train: --log_format=%s: expected text or json\n", v);
-                return -1;
-            }
-            o->log_format = v;
-        } else if (kt_flag(a, "learning_rate", &v, &used, next) ||
-                   kt_flag(a, "momentum", &v, &used, next)) {
-            char *end;
-            double d = strtod(v, &end);
-            if (!*v || *end || !(d >= 0.0) || d > 1e6) {
-                fprintf(stderr, "kiln-train: %s: expected a non-negative number\n", a);
-                return -1;
-            }
-            *(strstr(a, "momentum") ? &o->momentum : &o->lr) = d;
-        } else if (kt_flag(a, "train_epochs", &v, &used, next)) {
-            if (kt_parse_int("train_epochs", v, 1, 1000000, &x)) return -1;
-            o->epochs = (int)x;
-        } else if (kt_flag(a, "batch_size", &v, &used, next)) {
-            if (kt_parse_int("batch_size", v, 1, 65536, &x)) return -1;
-            o->batch = (int)x;
-        } else if (kt_flag(a, "threads", &v, &used, next)) {
-            if (kt_parse_int("threads", v, 0, 64, &x)) return -1;
-            o->threads = (int)x;
-        } else if (kt_flag(a, "keep_checkpoints", &v, &used, next)) {
-            if (kt_parse_int("keep_checkpoints", v, 0, 1000000, &x)) return -1;
-            o->keep = (int)x;
-        } else if (kt_flag(a, "checkpoint_steps", &v, &used, next)) {
-            if (kt_parse_int("checkpoint_steps", v, 0, 1L << 40, &o->checkpoint_steps)) return -1;
-        } else if (kt_flag(a, "train_examples", &v, &used, next)) {
-            if (kt_parse_int("train_examples", v, 1, 1L << 40, &o->train_examples)) return -1;
-        } else if (kt_flag(a, "max_staleness", &v, &used, next)) {
-            if (kt_parse_int("max_staleness", v, -1, 1L << 30, &o->max_staleness)) return -1;
-        } else if (kt_flag(a, "ps_timeout", &v, &used, next)) {
-            if (kt_parse_int("ps_timeout", v, 1, 86400, &o->timeout_s)) return -1;
-        } else if (kt_flag(a, "seed", &v, &used, next)) {
-            if (kt_parse_int("seed", v, 0, 1L << 62, &x)) return -1;
-            o->seed = (uint64_t)x;
-        } else {
-            fprintf(stderr,
-                    "kiln-train: unknown argument '%s' (parameter_server strategy: --model "
-                    "--data_dir --model_dir --train_epochs --batch_size --learning_rate "
-                    "--momentum --optimizer --lr_schedule --seed --threads --log_format "
-                    "--checkpoint_steps --keep_checkpoints --train_examples --max_staleness "
-                    "--ps_timeout)\n",
-                    a);
-            return -1;
-        }
-        i += used;
+    if (o->strategy_arg && strcmp(o->strategy_arg, "parameter_server") != 0) {
+        fprintf(stderr, "kiln-train: --distribution_strategy=%s: not parameter_server\n",
+                o->strategy_arg);
+        return -1;
     }
-    if (o->lr < 0) o->lr = strcmp(o->optimizer, "adam") == 0 ? 0.001 : 0.05;
+    if (o->non_ps_flag) {
+        fprintf(stderr,
+                "kiln-train: unknown argument '%s' (parameter_server strategy: --model "
+                "--data_dir --model_dir --train_epochs --batch_size --learning_rate "
+                "--momentum --optimizer --lr_schedule --seed --threads --log_format "
+                "--checkpoint_steps --keep_checkpoints --train_examples --max_staleness "
+                "--ps_timeout)\n",
+                o->non_ps_flag);
+        return -1;
+    }
     return 0;
 }
 
@@ -218,13 +140,13 @@ long ps_train_count(const ps_job *j)
     return -1;
 }
 
-int kiln_train_ps_main(const struct kiln_tf_group *tfg, int argc, char **argv)
+int kiln_train_ps_main(const struct kiln_tf_group *tfg, const kt_opts *o)
 {
-    ps_job j = {0};
+    ps_job j = {.o = *o};
     kiln_tf_group g = {0};
     char err[512];
     int rc = 2;
-    if (parse(argc, argv, &j.o)) return 2;
+    if (check_flags(o)) return 2;
     kt_signals_take(&ps_g_term); /* before any thread: see tools/signals.c */
     j.json = j.o.log_format && strcmp(j.o.log_format, "json") == 0;
     /* the group parser does not keep cluster.ps's addresses: the text is

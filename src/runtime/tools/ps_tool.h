@@ -1,6 +1,6 @@
 /* tools/ps_tool.h - kiln-train's parameter_server strategy (internal).
  *
- *   ps_main.c    flags, TF_CONFIG, the model and its sharding; picks the role
+ *   ps_main.c    the flags it takes, TF_CONFIG, the model and its sharding; picks the role
  *   ps_serve.c   a ps task: restore its shard from the newest checkpoint, serve
  *   ps_worker.c  chief/master/worker: compute gradients, push, pull; the chief
  *                also checkpoints and ends the job */
@@ -9,20 +9,13 @@
 
 #include "kiln/ps.h"
 #include "kiln/train.h"
+#include "tools/tool.h"
 
 #include <signal.h>
 #include <stdio.h>
 
-typedef struct ps_opts {
-    const char *model, *data_dir, *model_dir, *optimizer, *log_format, *lr_schedule;
-    int epochs, batch, threads, keep;
-    long checkpoint_steps, train_examples, max_staleness, timeout_s;
-    double lr, momentum;
-    uint64_t seed;
-} ps_opts;
-
 typedef struct ps_job {
-    ps_opts o;
+    kt_opts o; /* kiln-train mnist's flags (tools/tool.h) */
     int json;
     char role[16];   /* "ps", "chief", "master" or "worker" */
     int task_index;  /* TF_CONFIG task.index */

@@ -115,20 +115,10 @@ static int checkpoint(wk *w, uint64_t epoch, uint64_t step_in_epoch)
                    .threads = w->threads,
                    .seed = j->o.seed};
     run_pos pos = {.epoch = epoch, .step_in_epoch = step_in_epoch, .shuffle_seed = w->shuffle_seed};
-    char err[512], *path = NULL;
-    if (ckpt_save_model(j->o.model_dir, (unsigned)j->o.keep, j->m, &pos, &cfg, &path, err,
-                        sizeof(err))) {
-        fprintf(stderr, "kiln-train: writing a checkpoint: %s\n", err);
+    char *path = NULL;
+    if (kt_save_checkpoint(j->o.model_dir, (unsigned)j->o.keep, j->m, &pos, &cfg, j->json, &path))
         return -1;
-    }
-    if (j->json) {
-        printf("{\"event\":\"checkpoint\",\"step\":%llu,\"epoch\":%llu,\"path\":",
-               (unsigned long long)v0, (unsigned long long)epoch);
-        kt_json_str(stdout, path);
-        printf("}\n");
-    } else {
-        printf("checkpoint %s (version %llu)\n", path, (unsigned long long)v0);
-    }
+    if (!j->json) printf("checkpoint %s (version %llu)\n", path, (unsigned long long)v0);
     fflush(stdout);
     free(path);
     return 0;
@@ -192,24 +182,12 @@ static void log_epoch(wk *w, uint64_t epoch, double secs)
 
 static int open_summaries(wk *w)
 {
-    char path[4096];
-    kiln_errmsg em;
     ps_job *j = w->j;
     if (!j->o.model_dir) return 0;
     /* the chief's under train/ and eval/ like a single run; the others apart */
-    if (w->chief)
-        snprintf(path, sizeof(path), "%s/train", j->o.model_dir);
-    else
-        snprintf(path, sizeof(path), "%s/train_rank%d", j->o.model_dir, j->rank);
-    if (kiln_summary_open(path, &w->sw, &em) != KILN_OK) goto fail;
-    if (w->chief) {
-        snprintf(path, sizeof(path), "%s/eval", j->o.model_dir);
-        if (kiln_summary_open(path, &w->swe, &em) != KILN_OK) goto fail;
-    }
-    return 0;
-fail:
-    fprintf(stderr, "kiln-train: TensorBoard events: %s\n", em.msg);
-    return -1;
+    char sub[32] = "train";
+    if (!w->chief) snprintf(sub, sizeof(sub), "train_rank%d", j->rank);
+    return kt_open_summaries(j->o.model_dir, sub, &w->sw, w->chief ? &w->swe : NULL);
 }
 
 static int setup(wk *w)

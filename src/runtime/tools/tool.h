@@ -6,18 +6,36 @@
 
 #include <stdint.h>
 
+/* The flags of `kiln-train mnist`, parsed once (tools/kiln_train.c) for
+ * every role, so that a flag added for one is there for the others too. */
+typedef struct kt_opts {
+    const char *model, *data_dir, *model_dir, *optimizer, *log_format, *lr_schedule;
+    int epochs, batch, threads, keep;
+    long checkpoint_steps, max_steps, train_examples;
+    double lr, momentum;
+    uint64_t seed;
+    /* distribution (tools/dist.h) */
+    int strategy, world_size, allreduce_inline;
+    const char *strategy_arg; /* --distribution_strategy's value as given */
+    long check_identical, bucket_bytes;
+    double eval_timeout_s;
+    /* the parameter_server strategy's own */
+    long max_staleness, timeout_s;
+    const char *ps_flag;     /* a parameter_server-only flag that was given */
+    const char *non_ps_flag; /* a flag the parameter_server strategy does not take */
+} kt_opts;
+
 /* The parameter_server strategy (--distribution_strategy=parameter_server,
  * or a TF_CONFIG task of type "ps", or no flag and ps tasks in TF_CONFIG's
  * cluster) is built elsewhere: kiln-train mnist calls this hook with the
- * parsed TF_CONFIG (NULL when there is none) and its own arguments (those
- * after "mnist"), and exits with the return value. tools/dist.c holds a weak
- * default that says the strategy is not built in and returns 2. A source
- * file in tools/ (say tools/ps_main.c) that defines it replaces the default
- * at link time: the .c files of tools/ are compiled into kiln-train itself,
- * not archived, so the strong definition wins. TF_CONFIG evaluator tasks
- * never come here. */
+ * parsed TF_CONFIG (NULL when there is none) and its parsed flags, and exits
+ * with the return value. tools/dist.c holds a weak default that says the
+ * strategy is not built in and returns 2. A source file in tools/ (say
+ * tools/ps_main.c) that defines it replaces the default at link time: the .c
+ * files of tools/ are compiled into kiln-train itself, not archived, so the
+ * strong definition wins. TF_CONFIG evaluator tasks never come here. */
 struct kiln_tf_group;
-int kiln_train_ps_main(const struct kiln_tf_group *tf, int argc, char **argv);
+int kiln_train_ps_main(const struct kiln_tf_group *tf, const kt_opts *o);
 
 /* Where a run is: what a checkpoint records besides the model's buffers. */
 typedef struct run_pos {
@@ -37,6 +55,11 @@ typedef struct run_cfg {
 /* Saves the model state + pos into dir (keep newest `keep`). 0 or -1 (msg in err). */
 int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos *pos,
                     const run_cfg *cfg, char **path_out, char *err, size_t errlen);
+/* ckpt_save_model for kiln-train's roles: a failure is printed, and with
+ * json the {"event":"checkpoint",...} line is. The path goes to *path_out
+ * (the caller frees it) when path_out is set. 0 or -1. */
+int kt_save_checkpoint(const char *dir, unsigned keep, kiln_model *m, const run_pos *pos,
+                       const run_cfg *cfg, int json, char **path_out);
 /* Restores the newest valid checkpoint of dir. Returns 1 when one was
  * restored, 0 when there is none (fresh start), -1 on error (incompatible
  * checkpoint: different model, optimizer, batch size, seed or thread count).
@@ -58,6 +81,12 @@ void kt_fmnist_standardise(kiln_data *d);
  * NULL after printing why. */
 kiln_model *kt_mnist_model(const char *model, const char *optimizer, double lr, double momentum,
                            int batch, uint64_t seed);
+
+/* TensorBoard writers: *sw under model_dir/train_sub and, when swe is set,
+ * *swe under model_dir/eval. 0, or -1 after printing why. */
+struct kiln_summary_writer;
+int kt_open_summaries(const char *model_dir, const char *train_sub, struct kiln_summary_writer **sw,
+                      struct kiln_summary_writer **swe);
 
 /* SIGTERM and SIGINT raise *flag, taken by a thread of their own with the
  * signals blocked everywhere else (tools/signals.c says why). Call before
