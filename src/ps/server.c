@@ -9,7 +9,6 @@
 #include "optim/optim.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +29,8 @@ struct kiln_ps_server {
 
 float kiln_ps_lr_at(const kiln_ps_opt *o, uint64_t v)
 {
-    if (!o->cosine || o->total_updates == 0) return o->lr;
-    double f = (double)v / (double)o->total_updates;
-    if (f > 1.0) f = 1.0;
-    return (float)(o->lr * 0.5 * (1.0 + cos(3.14159265358979323846 * f)));
+    /* the same schedule as a single replica's (kiln-train's lr_at) */
+    return o->cosine ? kiln_lr_cosine(o->lr, v, o->total_updates) : o->lr;
 }
 
 void kiln_ps_server_free(kiln_ps_server *s)

@@ -14,7 +14,6 @@
 #include "kiln/collective.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,11 +148,9 @@ int kiln_train_ps_main(const struct kiln_tf_group *tfg, const kt_opts *o)
     if (check_flags(o)) return 2;
     kt_signals_take(&ps_g_term); /* before any thread: see tools/signals.c */
     j.json = j.o.log_format && strcmp(j.o.log_format, "json") == 0;
-    /* the group parser does not keep cluster.ps's addresses: the text is
-     * read here in any case (the same variables the caller parsed) */
-    const char *tf = getenv("TF_CONFIG");
-    if (!tf || !*tf) tf = getenv("CLUSTER_SPEC");
-    if (!tfg) {
+    if (!tfg) { /* not parsed by the caller: TF_CONFIG, or its other name CLUSTER_SPEC */
+        const char *tf = getenv("TF_CONFIG");
+        if (!tf || !*tf) tf = getenv("CLUSTER_SPEC");
         kiln_err e = kiln_tf_config_parse(tf, &g, err, sizeof(err));
         if (e != KILN_OK) {
             fprintf(stderr, "kiln-train: the parameter_server strategy needs TF_CONFIG: %s\n",
@@ -166,11 +163,6 @@ int kiln_train_ps_main(const struct kiln_tf_group *tfg, const kt_opts *o)
     j.task_index = tfg->task_index;
     j.world = tfg->world_size;
     j.rank = tfg->rank;
-    if (!tf || !*tf) {
-        fprintf(stderr, "kiln-train: the parameter_server strategy needs TF_CONFIG: it is not "
-                        "set\n");
-        goto out;
-    }
     if (strcmp(j.role, "evaluator") == 0) {
         fprintf(stderr, "kiln-train: an evaluator task has no part in parameter_server "
                         "training\n");
