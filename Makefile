@@ -10,10 +10,12 @@ all: build
 bootstrap:
 	@scripts/bootstrap
 
-$(BUILD)/CMakeCache.txt:
+# build/Makefile, not CMakeCache.txt: a configure that failed (a package
+# missing) leaves the cache behind, and the next make must configure again.
+$(BUILD)/Makefile:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
 
-configure: $(BUILD)/CMakeCache.txt
+configure: $(BUILD)/Makefile
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)

@@ -1,0 +1,72 @@
+/* src/api/api_int.h - what the API's surfaces share (internal to src/api).
+ *
+ * api.c owns the libmicrohttpd daemon, request bodies, authentication and
+ * routing; each API surface lives in a file of its own and is reached from
+ * route() by its URL prefix:
+ *   jobs.c     the ml API's projects.jobs (/v1/projects/P/jobs...)
+ *   nodes.c    kiln's nodes (/v1/nodes...)
+ * Every surface answers with the helpers below, so that every error is
+ * Google's envelope and every body is JSON. */
+#ifndef KILN_API_INT_H
+#define KILN_API_INT_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "daemon/kilnd.h"
+
+/* A request's body, read whole before routing (capped at d->max_body). */
+typedef struct kiln_api_req {
+    char *body;
+    size_t len;
+    bool too_big;
+} kiln_api_req;
+
+/* Who is calling: with no tokens file, project is NULL and everything is
+ * allowed. */
+typedef struct kiln_api_auth {
+    bool ok;
+    const char *project; /* NULL = no auth configured; "*" = every project */
+    kilnd_role role;
+} kiln_api_auth;
+
+/* Queues `body` (taken over, freed by libmicrohttpd) as application/json;
+ * body NULL answers 500 "out of memory". */
+enum MHD_Result kiln__api_send_text(struct MHD_Connection *c, unsigned code, char *body);
+/* Serialises and releases v (NULL: 500). */
+enum MHD_Result kiln__api_send_json(struct MHD_Connection *c, unsigned code, json_t *v);
+/* Google's error envelope with this status word (e.g. "ABORTED"); dg may be NULL. */
+enum MHD_Result kiln__api_send_error_st(struct MHD_Connection *c, unsigned code, const char *status,
+                                        const kiln_diag *dg, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* The canonical status word of an HTTP code (400 INVALID_ARGUMENT, ...). */
+const char *kiln__api_status_of(unsigned code);
+/* A project or job id: [A-Za-z0-9][A-Za-z0-9_-]{0,62}. */
+bool kiln__api_valid_name(const char *s, size_t len);
+/* Whether this caller may see the project's resources. */
+bool kiln__api_sees(const kiln_api_auth *a, const char *project);
+
+#define send_text     kiln__api_send_text
+#define send_json     kiln__api_send_json
+#define send_error_st kiln__api_send_error_st
+#define send_error(c, code, dg, ...)                                                               \
+    kiln__api_send_error_st(c, code, kiln__api_status_of(code), dg, __VA_ARGS__)
+
+/* ---- the surfaces ---- */
+
+/* /v1/projects/PROJECT/jobs + rest ("", "/", "/ID", "/ID:verb"); the project
+ * is already checked (name, visibility). */
+enum MHD_Result kiln__api_jobs(kilnd *d, struct MHD_Connection *c, const char *method,
+                               const char *project, const char *rest, const kiln_api_req *rq,
+                               const kiln_api_auth *a);
+/* The GET cache of jobs.c. */
+void kiln__api_jobs_cache_init(kilnd *d);
+void kiln__api_jobs_cache_free(kilnd *d);
+
+/* /v1/nodes + rest ("" or "NAME" or "NAME:verb"). */
+enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *method,
+                                const char *rest, const kiln_api_auth *a);
+
+#endif

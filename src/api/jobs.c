@@ -1,0 +1,446 @@
+/* src/api/jobs.c - the ml API's projects.jobs resource. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api_int.h"
+#include "util/utf8.h"
+
+#define LOG_CHUNK   (256u * 1024u)
+#define CACHE_SLOTS 4096
+
+/* Rendered GET responses keyed by (project/job, seq, version): a job's
+ * version changes with every write to it, so an entry is either exact or
+ * skipped. QUEUED jobs are never cached (their jobPosition moves without a
+ * write to them). */
+typedef struct centry {
+    char *key;
+    int64_t seq, version;
+    char *body;
+    size_t len;
+} centry;
+
+struct kiln_api_cache {
+    pthread_mutex_t mu;
+    centry slot[CACHE_SLOTS];
+};
+
+static size_t cache_slot(const char *project, const char *id)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = project; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = (h ^ '/') * 1099511628211ull;
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return (size_t)(h % CACHE_SLOTS);
+}
+
+/* ---------- the Job resource as the API shows it ---------- */
+
+static json_t *job_json(kilnd *d, const kiln_job_record *r)
+{
+    char *s = kiln_job_to_json(r->job, KILN_ENC_COMPACT);
+    json_t *o = s ? json_loads(s, 0, NULL) : NULL;
+    free(s);
+    if (!o) return NULL;
+    if (r->job->state == KILN_STATE_QUEUED) {
+        int64_t pos = 0;
+        char b[32];
+        if (kiln_store_job_position(d->store, r, &pos) == KILN_OK && pos > 0) {
+            snprintf(b, sizeof b, "%lld", (long long)pos);
+            json_object_set_new(o, "jobPosition", json_string(b));
+        }
+    }
+    /* kiln's own status: restarts and where the replicas are */
+    json_t *ks = json_pack("{s:i,s:i}", "restarts", r->restarts, "failures", r->failures);
+    if (ks && r->runtime) {
+        json_t *rt = json_loads(r->runtime, 0, NULL);
+        json_t *reps = json_object_get(rt, "replicas");
+        if (reps) json_object_set(ks, "replicas", reps);
+        json_decref(rt);
+    }
+    if (ks) json_object_set_new(o, "kilnStatus", ks);
+    return o;
+}
+
+/* ---------- jobs ---------- */
+
+static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char *project,
+                                  const kiln_api_req *rq)
+{
+    kiln_diag dg = KILN_DIAG_INIT;
+    kiln_job *job = NULL;
+    kiln_job_record *rec = NULL;
+    enum MHD_Result rc;
+
+    kiln_err err = kiln_job_from_json(rq->body ? rq->body : "", rq->len, &job, &dg);
+    if (err != KILN_OK) {
+        rc = send_error(c, 400, &dg, "The request body is not a valid Job: %s", kiln_err_str(err));
+        goto out;
+    }
+    /* output-only fields are the service's to set */
+    job->state = KILN_STATE_UNSPECIFIED;
+    err = kiln_catalog_validate(d->catalog, job, &dg);
+    if (err != KILN_OK) {
+        rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.n ? dg.v[0].field : "",
+                        dg.n ? dg.v[0].description : "invalid job");
+        goto out;
+    }
+    if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
+        rc = send_error(c, 500, NULL, "cannot normalise the job");
+        goto out;
+    }
+    err = kiln_store_job_create(d->store, project, job, kiln_now_ns(), &rec);
+    if (err == KILN_EEXIST) {
+        rc = send_error(c, 409, NULL, "Resource projects/%s/jobs/%s already exists", project,
+                        job->job_id);
+        goto out;
+    }
+    if (err != KILN_OK) {
+        rc = send_error(c, 500, NULL, "cannot store the job: %s", kiln_err_str(err));
+        goto out;
+    }
+    kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
+    kilnd_wake(d);
+    rc = send_json(c, 200, job_json(d, rec));
+out:
+    kiln_job_record_free(rec);
+    kiln_job_free(job);
+    kiln_diag_free(&dg);
+    return rc;
+}
+
+/* A cached response for the job at this version, or NULL. */
+static struct MHD_Response *cache_get(kilnd *d, const char *key, size_t slot, int64_t seq,
+                                      int64_t version)
+{
+    struct kiln_api_cache *c = d->cache;
+    struct MHD_Response *r = NULL;
+    if (!c) return NULL;
+    pthread_mutex_lock(&c->mu);
+    centry *e = &c->slot[slot];
+    if (e->key && e->seq == seq && e->version == version && strcmp(e->key, key) == 0)
+        r = MHD_create_response_from_buffer(e->len, e->body, MHD_RESPMEM_MUST_COPY);
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+static void cache_put(kilnd *d, const char *key, size_t slot, int64_t seq, int64_t version,
+                      const char *body)
+{
+    struct kiln_api_cache *c = d->cache;
+    if (!c) return;
+    char *k = strdup(key), *b = strdup(body);
+    if (!k || !b) {
+        free(k);
+        free(b);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    centry *e = &c->slot[slot];
+    free(e->key);
+    free(e->body);
+    *e = (centry){.key = k, .seq = seq, .version = version, .body = b, .len = strlen(b)};
+    pthread_mutex_unlock(&c->mu);
+}
+
+static enum MHD_Result job_get(kilnd *d, struct MHD_Connection *c, const char *project,
+                               const char *id)
+{
+    kiln_job_record *rec = NULL;
+    int64_t seq = 0, version = 0;
+    kiln_job_state state = KILN_STATE_UNSPECIFIED;
+    char key[256];
+    size_t slot = cache_slot(project, id);
+
+    snprintf(key, sizeof key, "%s/%s", project, id);
+    kiln_err err = kiln_store_job_version(d->store, project, id, &seq, &version, &state);
+    if (err == KILN_ENOTFOUND)
+        return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
+    if (err == KILN_OK && state != KILN_STATE_QUEUED) {
+        struct MHD_Response *r = cache_get(d, key, slot, seq, version);
+        if (r) {
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            enum MHD_Result rc = MHD_queue_response(c, 200, r);
+            MHD_destroy_response(r);
+            return rc;
+        }
+    }
+    err = kiln_store_job_get(d->store, project, id, &rec);
+    if (err == KILN_ENOTFOUND)
+        return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
+    if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
+    json_t *o = job_json(d, rec);
+    char *body = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (body && rec->job->state != KILN_STATE_QUEUED)
+        cache_put(d, key, slot, rec->seq, rec->version, body);
+    kiln_job_record_free(rec);
+    return send_text(c, 200, body);
+}
+
+static enum MHD_Result job_list(kilnd *d, struct MHD_Connection *c, const char *project)
+{
+    kiln_diag dg = KILN_DIAG_INIT;
+    kiln_job_filter *f = NULL;
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    int64_t after = 0, next = 0, size = 20;
+    enum MHD_Result rc;
+    char *end;
+
+    const char *ps = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pageSize");
+    const char *pt = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "pageToken");
+    const char *ft = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "filter");
+    if (ps && *ps) {
+        errno = 0;
+        size = strtoll(ps, &end, 10);
+        if (errno || *end || size < 0)
+            kiln_diag_add(&dg, "pageSize", "'%.32s' is not a page size (0 to 100)", ps);
+        if (size == 0) size = 20;
+        if (size > 100) size = 100; /* the documented maximum */
+    }
+    if (pt && *pt) {
+        errno = 0;
+        after = (pt[0] == 's') ? strtoll(pt + 1, &end, 10) : -1;
+        if (pt[0] != 's' || errno || *end || after <= 0)
+            kiln_diag_add(&dg, "pageToken", "not a page token this server returned");
+    }
+    if (ft && *ft) kiln_job_filter_parse(ft, &f, &dg);
+    if (dg.n) {
+        rc = send_error(c, 400, &dg, "Invalid list request: %s", dg.v[0].description);
+        goto out;
+    }
+    kiln_err err = kiln_store_job_list(d->store, project, f, after, (size_t)size, &v, &n, &next);
+    if (err != KILN_OK) {
+        rc = send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
+        goto out;
+    }
+    json_t *o = json_object(), *jobs = json_array();
+    for (size_t i = 0; o && jobs && i < n; i++) {
+        json_t *jj = job_json(d, v[i]);
+        if (jj) json_array_append_new(jobs, jj);
+    }
+    if (o && jobs && json_array_size(jobs)) json_object_set(o, "jobs", jobs);
+    json_decref(jobs);
+    if (o && next) {
+        char tok[32];
+        snprintf(tok, sizeof tok, "s%lld", (long long)next);
+        json_object_set_new(o, "nextPageToken", json_string(tok));
+    }
+    rc = send_json(c, 200, o);
+out:
+    kiln_job_records_free(v, n);
+    kiln_job_filter_free(f);
+    kiln_diag_free(&dg);
+    return rc;
+}
+
+static enum MHD_Result job_cancel(kilnd *d, struct MHD_Connection *c, const char *project,
+                                  const char *id)
+{
+    int64_t now = kiln_now_ns();
+    kiln_job_state was = KILN_STATE_UNSPECIFIED;
+    kiln_err err = kiln_store_job_transition(d->store, project, id, KILN_STATE_MASK(QUEUED),
+                                             KILN_STATE_CANCELLED, NULL, now, &was);
+    if (err == KILN_OK) {
+        kilnd_event(d, project, id, "INFO", "Job CANCELLED while queued");
+    } else if (err == KILN_ECONFLICT) {
+        err = kiln_store_job_transition(d->store, project, id,
+                                        KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) |
+                                            KILN_STATE_MASK(CANCELLING),
+                                        KILN_STATE_CANCELLING, NULL, now, &was);
+        if (err == KILN_OK) kilnd_event(d, project, id, "INFO", "Job CANCELLING (requested)");
+    }
+    if (err == KILN_ENOTFOUND)
+        return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
+    if (err == KILN_ECONFLICT)
+        return send_error_st(c, 400, "FAILED_PRECONDITION", NULL,
+                             "Job projects/%s/jobs/%s is already %s and cannot be cancelled",
+                             project, id, kiln_job_state_name(was));
+    if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
+    kilnd_wake(d);
+    return send_json(c, 200, json_object());
+}
+
+static enum MHD_Result job_patch(kilnd *d, struct MHD_Connection *c, const char *project,
+                                 const char *id, const kiln_api_req *rq)
+{
+    kiln_diag dg = KILN_DIAG_INIT;
+    kiln_job *job = NULL;
+    kiln_job_record *cur = NULL, *rec = NULL;
+    enum MHD_Result rc;
+
+    const char *mask = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "updateMask");
+    if (!mask || strcmp(mask, "labels") != 0) {
+        kiln_diag_add(&dg, "updateMask", "only 'labels' can be updated (got '%.64s')",
+                      mask ? mask : "");
+        rc = send_error(c, 400, &dg, "Only labels can be changed on a job");
+        goto out;
+    }
+    kiln_err err = kiln_job_from_json(rq->body ? rq->body : "", rq->len, &job, &dg);
+    if (err != KILN_OK) {
+        rc = send_error(c, 400, &dg, "The request body is not a valid Job");
+        goto out;
+    }
+    err = kiln_store_job_get(d->store, project, id, &cur);
+    if (err == KILN_ENOTFOUND) {
+        rc = send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
+        goto out;
+    }
+    if (err == KILN_OK && job->etag && *job->etag && strcmp(job->etag, cur->job->etag) != 0) {
+        rc = send_error_st(c, 409, "ABORTED", NULL,
+                           "etag mismatch: the job changed since it was read");
+        goto out;
+    }
+    /* the labels are checked by the same rules as on create */
+    kiln_map_clear(&cur->job->labels);
+    for (size_t i = 0; i < job->labels.n; i++)
+        kiln_map_set(&cur->job->labels, job->labels.keys[i], job->labels.vals[i]);
+    if (kiln_catalog_validate(d->catalog, cur->job, &dg) != KILN_OK) {
+        rc = send_error(c, 400, &dg, "Invalid labels");
+        goto out;
+    }
+    err = kiln_store_job_set_labels(d->store, project, id, &job->labels, &rec);
+    if (err != KILN_OK) {
+        rc = send_error(c, err == KILN_ENOTFOUND ? 404 : 500, NULL, "cannot update labels: %s",
+                        kiln_err_str(err));
+        goto out;
+    }
+    rc = send_json(c, 200, job_json(d, rec));
+out:
+    kiln_job_record_free(cur);
+    kiln_job_record_free(rec);
+    kiln_job_free(job);
+    kiln_diag_free(&dg);
+    return rc;
+}
+
+/* Log lines from byte `offset` of the job's log: whole lines only. */
+static enum MHD_Result job_logs(kilnd *d, struct MHD_Connection *c, const char *project,
+                                const char *id)
+{
+    kiln_job_record *rec = NULL;
+    char dir[PATH_MAX], path[PATH_MAX + 16], *buf = NULL, *end;
+    enum MHD_Result rc;
+    int fd = -1;
+
+    kiln_err err = kiln_store_job_get(d->store, project, id, &rec);
+    if (err == KILN_ENOTFOUND)
+        return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
+    if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
+    const char *os = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
+    const char *task = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "taskName");
+    long long off = 0;
+    if (os && *os) {
+        errno = 0;
+        off = strtoll(os, &end, 10);
+        if (errno || *end || off < 0) {
+            rc = send_error(c, 400, NULL, "offset must be a byte offset from nextOffset");
+            goto out;
+        }
+    }
+    kilnd_job_dir(d, project, id, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/log.tsv", dir);
+    json_t *o = json_object(), *entries = json_array();
+    long long next = off;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    buf = malloc(LOG_CHUNK + 1);
+    if (fd >= 0 && buf) {
+        ssize_t n = pread(fd, buf, LOG_CHUNK, (off_t)off);
+        size_t used = 0;
+        for (ssize_t i = 0; n > 0 && i < n; i++) {
+            if (buf[i] != '\n') continue;
+            buf[i] = '\0';
+            char *line = buf + used, *f[4] = {0}, *save = NULL;
+            used = (size_t)i + 1;
+            f[0] = strtok_r(line, "\t", &save);
+            f[1] = f[0] ? strtok_r(NULL, "\t", &save) : NULL;
+            f[2] = f[1] ? strtok_r(NULL, "\t", &save) : NULL;
+            f[3] = f[2] ? strtok_r(NULL, "", &save) : NULL;
+            if (!f[2]) continue;
+            if (task && *task && strcmp(task, f[2]) != 0) continue;
+            /* programs print what they like, JSON strings must be UTF-8 */
+            kiln__utf8_scrub(f[2]);
+            if (f[3]) kiln__utf8_scrub(f[3]);
+            json_t *e = json_pack("{s:s,s:s,s:s,s:s}", "severity", f[0], "timestamp", f[1],
+                                  "taskName", f[2], "message", f[3] ? f[3] : "");
+            if (e) json_array_append_new(entries, e);
+        }
+        next = off + (long long)used;
+    }
+    char nb[32];
+    snprintf(nb, sizeof nb, "%lld", next);
+    json_object_set_new(o, "entries", entries);
+    json_object_set_new(o, "nextOffset", json_string(nb));
+    json_object_set_new(o, "jobState", json_string(kiln_job_state_name(rec->job->state)));
+    rc = send_json(c, 200, o);
+out:
+    if (fd >= 0) close(fd);
+    free(buf);
+    kiln_job_record_free(rec);
+    return rc;
+}
+
+/* ---------- dispatch ---------- */
+
+enum MHD_Result kiln__api_jobs(kilnd *d, struct MHD_Connection *c, const char *method,
+                               const char *project, const char *rest, const kiln_api_req *rq,
+                               const kiln_api_auth *a)
+{
+    char id[160];
+    bool write = strcmp(method, "GET") != 0;
+    if (write && a->role != KILND_EDITOR)
+        return send_error(c, 403, NULL, "Permission denied: a viewer token cannot change jobs");
+    const char *j = rest;
+    if (!*j || strcmp(j, "/") == 0) {
+        if (strcmp(method, "POST") == 0) return job_create(d, c, project, rq);
+        if (strcmp(method, "GET") == 0) return job_list(d, c, project);
+        return send_error(c, 405, NULL, "use GET or POST on a job collection");
+    }
+    j++;
+    const char *colon = strchr(j, ':');
+    size_t il = colon ? (size_t)(colon - j) : strlen(j);
+    if (il >= sizeof id || !kiln__api_valid_name(j, il))
+        return send_error(c, 404, NULL, "Job projects/%s/jobs/%.*s not found", project,
+                          (int)(il > 128 ? 128 : il), j);
+    memcpy(id, j, il);
+    id[il] = '\0';
+    if (!colon) {
+        if (strcmp(method, "GET") == 0) return job_get(d, c, project, id);
+        if (strcmp(method, "PATCH") == 0) return job_patch(d, c, project, id, rq);
+        return send_error(c, 405, NULL, "use GET or PATCH on a job");
+    }
+    if (strcmp(colon, ":cancel") == 0 && strcmp(method, "POST") == 0)
+        return job_cancel(d, c, project, id);
+    if (strcmp(colon, ":logs") == 0 && strcmp(method, "GET") == 0)
+        return job_logs(d, c, project, id);
+    return send_error(c, 404, NULL, "unknown job method '%.40s' for %s", colon, method);
+}
+
+void kiln__api_jobs_cache_init(kilnd *d)
+{
+    d->cache = calloc(1, sizeof *d->cache);
+    if (d->cache) pthread_mutex_init(&d->cache->mu, NULL);
+}
+
+void kiln__api_jobs_cache_free(kilnd *d)
+{
+    if (!d->cache) return;
+    for (size_t i = 0; i < CACHE_SLOTS; i++) {
+        free(d->cache->slot[i].key);
+        free(d->cache->slot[i].body);
+    }
+    pthread_mutex_destroy(&d->cache->mu);
+    free(d->cache);
+    d->cache = NULL;
+}

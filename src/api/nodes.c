@@ -1,0 +1,96 @@
+/* src/api/nodes.c - kiln's nodes: capacity, devices, cordon and drain. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api_int.h"
+#include "util/utf8.h"
+
+/* ---------- nodes ---------- */
+
+static json_t *node_json(kilnd *d, size_t i)
+{
+    const kiln_node *n = &d->cluster.nodes[i];
+    json_t *cap = json_object(), *alloc = json_object(), *devs = json_array();
+    bool any_sim = false;
+    int used_cpus;
+    double used_mem;
+    /* CPUs and memory as Kubernetes shows them; allocatable counts what placed
+     * replicas' machine types asked for (soft limits may overcommit it to 0) */
+    kiln_sched_usage(d->sched, i, &used_cpus, &used_mem);
+    json_object_set_new(cap, "cpu", json_integer(n->cpus));
+    json_object_set_new(cap, "memoryGb", json_real(n->memory_gb));
+    json_object_set_new(alloc, "cpu", json_integer(used_cpus < n->cpus ? n->cpus - used_cpus : 0));
+    json_object_set_new(alloc, "memoryGb",
+                        json_real(used_mem < n->memory_gb ? n->memory_gb - used_mem : 0.0));
+    for (size_t j = 0; j < n->n_devs; j++) {
+        const kiln_device *dv = &n->devs[j];
+        bool busy = kiln_sched_device_busy(d->sched, i, j);
+        json_int_t c = json_integer_value(json_object_get(cap, dv->type));
+        json_object_set_new(cap, dv->type, json_integer(c + 1));
+        json_int_t a = json_integer_value(json_object_get(alloc, dv->type));
+        json_object_set_new(alloc, dv->type, json_integer(a + !busy));
+        json_array_append_new(devs, json_pack("{s:i,s:s,s:s,s:b,s:b}", "index", dv->index, "type",
+                                              dv->type, "uuid", dv->uuid, "simulated",
+                                              dv->simulated, "assigned", busy));
+        any_sim |= dv->simulated;
+    }
+    json_t *labels = json_object();
+    for (size_t k = 0; labels && k < n->labels.n; k++)
+        json_object_set_new(labels, n->labels.keys[k], json_string(n->labels.vals[k]));
+    return json_pack("{s:s,s:s,s:i,s:f,s:b,s:b,s:b,s:o,s:o,s:o,s:o}", "name", n->name, "address",
+                     n->address, "cpus", n->cpus, "memoryGb", n->memory_gb, "hardResources",
+                     n->hard_resources, "cordoned", kiln_sched_cordoned(d->sched, i),
+                     "simulatedAccelerators", any_sim, "labels", labels ? labels : json_object(),
+                     "capacity", cap, "allocatable", alloc, "devices", devs);
+}
+
+enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *method,
+                                const char *rest, const kiln_api_auth *a)
+{
+    if (!*rest) {
+        if (strcmp(method, "GET") != 0) return send_error(c, 405, NULL, "use GET");
+        json_t *arr = json_array();
+        pthread_mutex_lock(&d->mu);
+        for (size_t i = 0; i < d->cluster.n; i++)
+            json_array_append_new(arr, node_json(d, i));
+        pthread_mutex_unlock(&d->mu);
+        return send_json(c, 200, json_pack("{s:o}", "nodes", arr));
+    }
+    char name[128];
+    const char *colon = strchr(rest, ':');
+    size_t nl = colon ? (size_t)(colon - rest) : strlen(rest);
+    if (nl >= sizeof name) nl = sizeof name - 1;
+    memcpy(name, rest, nl);
+    name[nl] = '\0';
+    long idx = kiln_cluster_find(&d->cluster, name);
+    if (idx < 0) return send_error(c, 404, NULL, "Node %s not found", name);
+    if (!colon) {
+        pthread_mutex_lock(&d->mu);
+        json_t *o = node_json(d, (size_t)idx);
+        pthread_mutex_unlock(&d->mu);
+        return send_json(c, 200, o);
+    }
+    bool drain = strcmp(colon, ":drain") == 0, uncordon = strcmp(colon, ":uncordon") == 0;
+    if ((!drain && !uncordon) || strcmp(method, "POST") != 0)
+        return send_error(c, 404, NULL, "unknown node method '%s'", colon);
+    if (a->project && (strcmp(a->project, "*") != 0 || a->role != KILND_EDITOR))
+        return send_error(c, 403, NULL, "draining nodes needs an editor token for project '*'");
+    if (kiln_store_node_set_cordon(d->store, name, drain) != KILN_OK)
+        return send_error(c, 500, NULL, "cannot record the cordon");
+    pthread_mutex_lock(&d->mu);
+    kiln_sched_set_cordon(d->sched, (size_t)idx, drain);
+    if (drain) d->drain_pending[idx] = true;
+    json_t *o = node_json(d, (size_t)idx);
+    pthread_mutex_unlock(&d->mu);
+    kilnd_wake(d);
+    return send_json(c, 200, o);
+}
