@@ -66,6 +66,12 @@ endforeach()
 if(TEST svc_it_tf_mwms)
   set_tests_properties(svc_it_tf_mwms PROPERTIES TIMEOUT 300)
 endif()
+if(TEST svc_it_tf_mwms)
+  kiln_test_needs(svc_it_tf_mwms tensorflow)
+endif()
+if(TEST svc_it_ddp)
+  kiln_test_needs(svc_it_ddp torch)
+endif()
 
 # The service verbs without src/cli/main.c's dispatcher (used by the tests).
 if(TARGET kiln_client)

@@ -8,14 +8,14 @@
 #
 # Addresses are private 10.x ones inside namespaces this script creates; nothing
 # outside this machine is contacted. Everything is removed on exit.
-# Exit 77 (skipped) with the reason when namespaces cannot be made.
+# Exit 77 (skipped) with the reason when the netns probe (tests/lib/probe.sh)
+# says namespaces cannot be made here; once it says they can, any failure to
+# make them is a failure of the test.
 set -u
 mpirun=$1 prog=$2
-skip() { echo "SKIP coll_mpi_netns: $*"; exit 77; }
-
-[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
-command -v ip >/dev/null 2>&1 || skip "iproute2 (ip) is not installed"
-command -v unshare >/dev/null 2>&1 || skip "unshare (util-linux) is not installed"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need netns
+fail() { echo "FAIL coll_mpi_netns: $*"; exit 1; }
 
 tag=kc$$
 nsa=${tag}a nsb=${tag}b
@@ -30,17 +30,17 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-ip netns add "$nsa" 2>"$dir/err" || skip "ip netns add failed: $(cat "$dir/err")"
-ip netns add "$nsb" || skip "ip netns add failed"
+ip netns add "$nsa" 2>"$dir/err" || fail "ip netns add failed: $(cat "$dir/err")"
+ip netns add "$nsb" || fail "ip netns add failed"
 ip link add "${tag}va" type veth peer name "${tag}vb" 2>"$dir/err" ||
-    skip "cannot create a veth pair: $(cat "$dir/err")"
+    fail "cannot create a veth pair: $(cat "$dir/err")"
 ip link set "${tag}va" netns "$nsa" && ip link set "${tag}vb" netns "$nsb" || exit 1
 ip -n "$nsa" addr add "$ipa/24" dev "${tag}va" && ip -n "$nsb" addr add "$ipb/24" dev "${tag}vb" || exit 1
 for ns in "$nsa" "$nsb"; do
     ip -n "$ns" link set lo up && ip -n "$ns" link set "${tag}v${ns#$tag}" up || exit 1
 done
 if command -v ping >/dev/null 2>&1; then
-    ip netns exec "$nsa" ping -c1 -W2 "$ipb" >/dev/null 2>&1 || skip "the veth link does not carry traffic"
+    ip netns exec "$nsa" ping -c1 -W2 "$ipb" >/dev/null 2>&1 || fail "the veth link does not carry traffic"
 fi
 
 # The rsh agent: mpirun calls it as `agent [options] HOST COMMAND...` to start

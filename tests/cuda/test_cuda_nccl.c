@@ -178,7 +178,7 @@ int main(void)
     int st[CT_MAX_RANKS], world;
 
     if (!kiln_nccl_available()) {
-        printf("SKIP: kiln was built without NCCL (libnccl not found at configure time)\n");
+        printf("SKIP [gpu]: kiln was built without NCCL (libnccl not found at configure time)\n");
         return 77;
     }
     ct_run(1, probe, s, 60, st);
@@ -187,7 +187,7 @@ int main(void)
         return 1;
     }
     if (s->ndev < 1) {
-        printf("SKIP: no CUDA device: %s\n", s->why);
+        printf("SKIP [gpu]: no CUDA device: %s\n", s->why);
         return 77;
     }
     world = s->ndev > 4 ? 4 : s->ndev;
@@ -210,7 +210,7 @@ int main(void)
 
 int main(void)
 {
-    printf("SKIP: no CUDA device: the CUDA backend is not built in this configuration "
+    printf("SKIP [gpu]: no CUDA device: the CUDA backend is not built in this configuration "
            "(nvcc not found, KILN_CUDA=OFF or a sanitized build)\n");
     return 77;
 }

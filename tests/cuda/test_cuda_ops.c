@@ -452,7 +452,7 @@ int main(void)
     char err[512];
     int n = 0;
     if (kiln_cuda_device_count(&n, err, sizeof err) != KILN_OK) {
-        printf("SKIP: no CUDA device: %s\n", err);
+        printf("SKIP [gpu]: no CUDA device: %s\n", err);
         return 77;
     }
     if (kiln_cu_ctx_create(0, &C, err, sizeof err) != KILN_OK) {
@@ -505,7 +505,7 @@ int main(void)
 
 int main(void)
 {
-    printf("SKIP: no CUDA device: the CUDA backend is not built in this configuration "
+    printf("SKIP [gpu]: no CUDA device: the CUDA backend is not built in this configuration "
            "(nvcc not found, KILN_CUDA=OFF or a sanitized build)\n");
     return 77;
 }

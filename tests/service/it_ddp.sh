@@ -4,11 +4,9 @@
 # through MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE and all-reduce.
 # Skipped (77) where Debian's python3-torch is not installed.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need torch
 SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
-if ! "$SYSPY" -c 'import torch.distributed' 2>/dev/null; then
-    echo "SKIP: $SYSPY cannot import torch (apt install python3-torch)"
-    exit 77
-fi
 start_kilnd "$T/d" --python "$SYSPY"
 "$KILN" jobs submit training ddp_1 --package-path "$(dirname "$0")/ddp" --module-name ddp.train \
     --scale-tier custom --master-machine-type n1-standard-4 --worker-count 2 \

@@ -7,16 +7,10 @@
 # (${KILN_PYENV:-$HOME/.cache/kiln/tf-venv}); skipped (77) where it cannot be
 # imported there.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need tensorflow
 VENV=${KILN_PYENV:-$HOME/.cache/kiln/tf-venv}
 TFPY=${KILN_TEST_TF_PYTHON:-$VENV/bin/python}
-if [ ! -x "$TFPY" ]; then
-    echo "SKIP: no TensorFlow venv python at $TFPY (scripts/bootstrap makes it)"
-    exit 77
-fi
-if ! why=$("$TFPY" -c 'import tensorflow' 2>&1); then
-    echo "SKIP: $TFPY cannot import tensorflow ($(printf '%s' "$why" | tail -1))"
-    exit 77
-fi
 WAIT=${KILN_TF_WAIT:-240}
 # gcloud's --package-path names the package directory itself
 EX=$(cd "$(dirname "$0")/../../examples/tf_mwms/trainer" && pwd)

@@ -1,0 +1,269 @@
+#!/bin/sh
+# tests/lib/probe.sh - what this environment can do, probed once per test run.
+#
+# A test that needs something a build environment may not give (network
+# namespaces, device nodes, podman, a Slurm daemon, a browser, a GPU, a Python
+# package) says so with
+#
+#     . tests/lib/probe.sh
+#     kiln_need netns torch        # exits 77 with the reason if one is missing
+#
+# and a C test with kiln_test_need("tensorboard") from tests/lib/probe.h. The
+# skip line always reads
+#
+#     SKIP [PROBE]: what failed; to run it: what would make it run
+#
+# which scripts/test-summary collects at the end of `make check`, and which
+# .ci/run refuses on the project's own machines (see --strict there).
+#
+# Results are cached in $KILN_PROBE_DIR (CTest sets it to BUILD/probes and
+# fills it once per run through the `probes` fixture); without it each call
+# probes afresh. Cached files: DIR/NAME with "ok" or "no" on line 1, the
+# reason on line 2 and the remedy on line 3.
+#
+# As a command:
+#     probe.sh all DIR         probe everything into DIR (the fixture), print a table
+#     probe.sh check NAME...   exit 0 if all are present, else 77 with the skip line
+#     probe.sh list            the probe names and classes
+#
+# Classes: "privileged" probes need root and a real root file system (not a
+# chroot): the CI of this project runs on such machines and must never skip
+# them. "hardware" probes (gpu) may legitimately be absent anywhere.
+# "software" probes are satisfied by scripts/bootstrap.
+
+KILN_PROBES="netns mknod userns podman slurm chromium gpu torch tensorboard tensorflow gcloud"
+
+kiln_probe_class() {
+    case $1 in
+    netns | mknod | userns | podman | slurm) echo privileged ;;
+    gpu) echo hardware ;;
+    *) echo software ;;
+    esac
+}
+
+# ---- the probes: each prints the reason and returns 1 when missing ----
+
+_kp_tmp() { mktemp -d "${TMPDIR:-/tmp}/kiln-probe.XXXXXX"; }
+
+probe_netns() {
+    [ "$(id -u)" = 0 ] || { echo "not root (uid $(id -u))"; return 1; }
+    command -v ip >/dev/null 2>&1 || { echo "ip (iproute2) is not installed"; return 1; }
+    command -v unshare >/dev/null 2>&1 || { echo "unshare (util-linux) is not installed"; return 1; }
+    _ns=kiln-probe-$$
+    # `ip netns add` can succeed where `ip netns exec` cannot (a chroot, where
+    # / is no mount point: "mount --make-rslave /" fails), so do both, and a
+    # veth pair, which is what the tests build
+    if ! _e=$(ip netns add "$_ns" 2>&1); then
+        echo "ip netns add failed: $_e"
+        return 1
+    fi
+    _rc=0
+    if ! _e=$(ip netns exec "$_ns" true 2>&1); then
+        echo "ip netns exec failed: $_e"
+        _rc=1
+    elif ! _e=$(ip link add "${_ns#kiln-}a" type veth peer name "${_ns#kiln-}b" 2>&1); then
+        echo "cannot create a veth pair: $_e"
+        _rc=1
+    fi
+    ip link del "${_ns#kiln-}a" >/dev/null 2>&1
+    ip netns del "$_ns" >/dev/null 2>&1
+    return $_rc
+}
+fix_netns() { echo "run as root outside a chroot (a VM, or a container with --privileged)"; }
+
+probe_mknod() {
+    [ "$(id -u)" = 0 ] || { echo "not root (uid $(id -u))"; return 1; }
+    _d=$(_kp_tmp) || { echo "cannot make a temporary directory"; return 1; }
+    _rc=0
+    # a character device like the fake GPUs of the Slurm tests (1,3 is
+    # /dev/null): it must be creatable and openable (nodev mounts refuse that)
+    if ! _e=$(mknod "$_d/dev" c 1 3 2>&1); then
+        echo "mknod failed: $_e"
+        _rc=1
+    elif ! (: <"$_d/dev") 2>/dev/null; then
+        echo "a device node made in ${TMPDIR:-/tmp} cannot be opened (nodev mount?)"
+        _rc=1
+    fi
+    rm -rf "$_d"
+    return $_rc
+}
+fix_mknod() { echo "run as root with CAP_MKNOD, with TMPDIR on a file system mounted without nodev"; }
+
+probe_userns() {
+    command -v unshare >/dev/null 2>&1 || { echo "unshare (util-linux) is not installed"; return 1; }
+    if ! _e=$(unshare --user --map-root-user true 2>&1); then
+        echo "unshare --user --map-root-user failed: $_e"
+        return 1
+    fi
+}
+fix_userns() { echo "a kernel that allows user namespaces (kernel.unprivileged_userns_clone=1)"; }
+
+probe_podman() {
+    command -v podman >/dev/null 2>&1 || { echo "podman is not installed"; return 1; }
+    command -v runc >/dev/null 2>&1 || { echo "runc is not installed"; return 1; }
+    # runc, as the executor uses it: crun refuses hybrid cgroups on these machines
+    if ! _e=$(podman --runtime runc info 2>&1 >/dev/null); then
+        echo "podman info failed: $(printf '%s' "$_e" | tail -1)"
+        return 1
+    fi
+}
+fix_podman() { echo "apt-get install podman runc, as root outside a chroot"; }
+
+probe_slurm() {
+    for _t in munged slurmctld slurmd sbatch; do
+        command -v "$_t" >/dev/null 2>&1 || { echo "$_t is not installed"; return 1; }
+    done
+    [ "$(id -u)" = 0 ] || { echo "not root: slurmd must run as root (uid $(id -u))"; return 1; }
+    id munge >/dev/null 2>&1 || { echo "there is no munge user"; return 1; }
+}
+fix_slurm() { echo "apt-get install slurm-wlm munge, as root outside a chroot"; }
+
+probe_chromium() {
+    command -v chromium >/dev/null 2>&1 || { echo "chromium is not installed"; return 1; }
+    _d=$(_kp_tmp) || return 1
+    _out=$(timeout 60 chromium --headless=new --no-sandbox --disable-gpu \
+        --user-data-dir="$_d" --dump-dom 'data:text/html,<p>kiln-probe-ok</p>' 2>"$_d/err")
+    _rc=0
+    case $_out in
+    *kiln-probe-ok*) ;;
+    *)
+        echo "headless chromium did not render a page: $(tail -1 "$_d/err")"
+        _rc=1
+        ;;
+    esac
+    rm -rf "$_d"
+    return $_rc
+}
+fix_chromium() { echo "apt-get install chromium chromium-driver"; }
+
+probe_gpu() {
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+        return 0
+    fi
+    echo "no NVIDIA GPU visible (nvidia-smi -L lists none)"
+    return 1
+}
+fix_gpu() { echo "a machine with an NVIDIA GPU and its driver"; }
+
+_kp_py() {
+    _py=$1
+    shift
+    command -v "$_py" >/dev/null 2>&1 || { echo "$_py is not installed"; return 1; }
+    if ! _e=$("$_py" -c "$@" 2>&1); then
+        echo "$_py: $(printf '%s' "$_e" | tail -1)"
+        return 1
+    fi
+}
+probe_torch() { _kp_py "${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}" 'import torch.distributed'; }
+fix_torch() { echo "apt-get install python3-torch"; }
+# the interpreters test_summary_tb tries, in its order (a pyenv python3 on
+# PATH may lack what Debian's /usr/bin/python3 has)
+probe_tensorboard() {
+    for _py in ${KILN_PYTHON:-} python3 /usr/bin/python3; do
+        _kp_py "$_py" 'import tensorboard' >/dev/null && return 0
+    done
+    _kp_py "${KILN_PYTHON:-/usr/bin/python3}" 'import tensorboard'
+}
+fix_tensorboard() { echo "pip install tensorboard (scripts/bootstrap does)"; }
+probe_tensorflow() {
+    _kp_py "${KILN_TEST_TF_PYTHON:-${KILN_PYENV:-$HOME/.cache/kiln/tf-venv}/bin/python}" \
+        'import tensorflow'
+}
+fix_tensorflow() { echo "scripts/bootstrap makes the venv with tensorflow-cpu"; }
+probe_gcloud() {
+    command -v gcloud >/dev/null 2>&1 || { echo "gcloud (google-cloud-cli) is not installed"; return 1; }
+    if ! _e=$(gcloud --version 2>&1 >/dev/null); then
+        echo "gcloud --version failed: $(printf '%s' "$_e" | tail -1)"
+        return 1
+    fi
+}
+fix_gcloud() { echo "install Google's google-cloud-cli package"; }
+
+# ---- the cache and the public functions ----
+
+# kiln_probe NAME: prints nothing; returns 0 if present. Sets KILN_PROBE_WHY
+# and KILN_PROBE_FIX otherwise.
+kiln_probe() {
+    KILN_PROBE_WHY= KILN_PROBE_FIX=
+    case " $KILN_PROBES " in
+    *" $1 "*) ;;
+    *)
+        KILN_PROBE_WHY="unknown probe '$1' (known: $KILN_PROBES)"
+        return 2
+        ;;
+    esac
+    _f=${KILN_PROBE_DIR:+$KILN_PROBE_DIR/$1}
+    if [ -z "$_f" ] || [ ! -f "$_f" ]; then
+        _why=$("probe_$1" 2>&1)
+        _st=$?
+        if [ $_st = 0 ]; then _res=ok; else _res=no; fi
+        _fix=$("fix_$1")
+        if [ -n "$_f" ] && mkdir -p "$KILN_PROBE_DIR" 2>/dev/null; then
+            # atomic: a parallel test reads the whole file or none
+            printf '%s\n%s\n%s\n' "$_res" "$(printf '%s' "$_why" | tr '\n' ' ')" "$_fix" \
+                >"$_f.$$" && mv -f "$_f.$$" "$_f"
+        fi
+    else
+        _res=$(sed -n 1p "$_f")
+        _why=$(sed -n 2p "$_f")
+        _fix=$(sed -n 3p "$_f")
+    fi
+    [ "$_res" = ok ] && return 0
+    KILN_PROBE_WHY=$(printf '%s' "$_why" | tr '\n' ' ')
+    KILN_PROBE_FIX=$_fix
+    return 1
+}
+
+# kiln_need NAME...: returns if all are present; else prints the skip line
+# of the first missing one and exits 77 (CTest's skip). A name that is no
+# probe is a bug in the test: exit 1, never a skip.
+kiln_need() {
+    for _n in "$@"; do
+        kiln_probe "$_n"
+        case $? in
+        0) ;;
+        1)
+            echo "SKIP [$_n]: $KILN_PROBE_WHY; to run it: $KILN_PROBE_FIX"
+            exit 77
+            ;;
+        *)
+            echo "FAIL: $KILN_PROBE_WHY"
+            exit 1
+            ;;
+        esac
+    done
+}
+
+_kp_main() {
+    case ${1:-} in
+    all)
+        [ -n "${2:-}" ] || { echo "usage: probe.sh all DIR" >&2; return 2; }
+        KILN_PROBE_DIR=$2
+        rm -rf "$KILN_PROBE_DIR"
+        mkdir -p "$KILN_PROBE_DIR" || return 1
+        for _p in $KILN_PROBES; do
+            if kiln_probe "$_p"; then
+                printf '%-12s %-10s yes\n' "$_p" "$(kiln_probe_class "$_p")"
+            else
+                printf '%-12s %-10s no: %s\n' "$_p" "$(kiln_probe_class "$_p")" "$KILN_PROBE_WHY"
+            fi
+        done
+        ;;
+    check)
+        shift
+        (kiln_need "$@")
+        ;;
+    list)
+        for _p in $KILN_PROBES; do echo "$_p $(kiln_probe_class "$_p")"; done
+        ;;
+    *)
+        echo "usage: probe.sh all DIR | check NAME... | list" >&2
+        return 2
+        ;;
+    esac
+}
+
+# run as a command (not sourced)
+case ${0##*/} in
+probe.sh) _kp_main "$@" ;;
+esac

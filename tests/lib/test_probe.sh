@@ -1,0 +1,116 @@
+#!/bin/sh
+# tests/lib/test_probe.sh MPIRUN RANK_PROGRAM - the probes and the skip
+# machinery themselves:
+#  1. every probe answers yes or no, and the cache (`probe.sh all`) says what
+#     a fresh probe says;
+#  2. a test naming an unknown probe fails (exit 1), it never skips;
+#  3. in a user namespace (root mapped, no real privileges: what an
+#     unprivileged build container gives) the privileged probes say no with a
+#     reason, and the real coll_mpi_netns script skips (77) with its
+#     "SKIP [netns]:" line instead of failing;
+#  4. scripts/test-summary --strict refuses a skipped software test, an
+#     untagged skip and (where this is real root) a skipped privileged test,
+#     and allows a skipped [gpu] test.
+set -u
+MPIRUN=${1:-mpirun}
+RANK=${2:-/nonexistent}
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PROBE=$SRC/tests/lib/probe.sh
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# 1. the cache agrees with fresh probes
+sh "$PROBE" all "$T/cache" >"$T/table" || bad "probe.sh all exited $?"
+cat "$T/table"
+for p in $(sh "$PROBE" list | cut -d' ' -f1); do
+    [ -f "$T/cache/$p" ] || { bad "no cache file for $p"; continue; }
+    cached=$(sed -n 1p "$T/cache/$p")
+    KILN_PROBE_DIR= sh "$PROBE" check "$p" >"$T/out" 2>&1
+    rc=$?
+    case "$cached:$rc" in
+    ok:0) ok "$p: cached yes, fresh yes" ;;
+    no:77)
+        if grep -q "^SKIP \[$p\]: .*; to run it: ." "$T/out"; then
+            ok "$p: cached no, fresh skip line: $(cat "$T/out")"
+        else
+            bad "$p: the skip line is malformed: $(cat "$T/out")"
+        fi
+        ;;
+    *) bad "$p: cached '$cached' but a fresh check exited $rc: $(cat "$T/out")" ;;
+    esac
+done
+
+# 2. a typo in a test's needs is a failure
+(. "$PROBE" && kiln_need no-such-probe) >"$T/out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "unknown probe" "$T/out" && ok "an unknown probe fails the test" ||
+    bad "an unknown probe gave exit $rc: $(cat "$T/out")"
+
+# 3. an unprivileged container, as far as one can be made here (a new
+#    environment: the cache of this run does not describe it)
+. "$PROBE"
+kiln_need userns
+for p in netns mknod; do
+    env -u KILN_PROBE_DIR unshare --user --map-root-user sh "$PROBE" check "$p" >"$T/out" 2>&1
+    rc=$?
+    [ $rc = 77 ] && grep -q "^SKIP \[$p\]: ..*; to run it: " "$T/out" &&
+        ok "$p in a user namespace: $(cat "$T/out")" ||
+        bad "$p in a user namespace: exit $rc: $(cat "$T/out")"
+done
+if [ -x "$RANK" ]; then
+    env -u KILN_PROBE_DIR unshare --user --map-root-user sh "$SRC/tests/collective/mpi_netns.sh" "$MPIRUN" "$RANK" \
+        >"$T/out" 2>&1
+    rc=$?
+    [ $rc = 77 ] && grep -q "^SKIP \[netns\]: " "$T/out" &&
+        ok "coll_mpi_netns skips in a user namespace" ||
+        bad "coll_mpi_netns in a user namespace: exit $rc (want 77): $(tail -3 "$T/out")"
+else
+    echo "note: no MPI rank program given, coll_mpi_netns's skip not checked"
+fi
+
+# 4. the strict summary
+junit() { # NAME SKIPLINE -> $T/j.xml with one skipped and one passed test
+    cat >"$T/j.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="t" tests="2">
+<testcase name="a_test" status="run"><system-out>1 passed, 0 failed</system-out></testcase>
+<testcase name="$1" status="notrun"><skipped message="SKIP_RETURN_CODE=77"/>
+<system-out>some output
+$2
+</system-out></testcase>
+</testsuite>
+EOF
+}
+strict() { # WANT_RC NAME SKIPLINE
+    junit "$2" "$3"
+    python3 "$SRC/scripts/test-summary" "$T/j.xml" --strict >"$T/out" 2>&1
+    rc=$?
+    if [ $rc = "$1" ] && grep -q "2 tests, 1 skipped: $2" "$T/out"; then
+        ok "strict summary of '$3': exit $rc"
+    else
+        bad "strict summary of '$3': exit $rc, want $1: $(cat "$T/out")"
+    fi
+}
+strict 0 t_gpu "SKIP [gpu]: no CUDA device: none"
+strict 1 t_tb "SKIP [tensorboard]: python3: no module; to run it: pip install tensorboard"
+strict 1 t_untagged "SKIP: something is missing"
+uidmap=$(awk 'NR == 1 { print $1, $2, $3 }' /proc/self/uid_map 2>/dev/null)
+if [ "$(id -u)" = 0 ] && mountpoint -q / && [ "$uidmap" = "0 0 4294967295" ]; then
+    strict 1 t_netns "SKIP [netns]: ip netns add failed: x; to run it: be root"
+    # the same skip inside a user namespace is the honest answer
+    junit t_netns "SKIP [netns]: ip netns add failed: x; to run it: be root"
+    unshare --user --map-root-user python3 "$SRC/scripts/test-summary" "$T/j.xml" --strict \
+        >"$T/out" 2>&1 && grep -q "allowed here: in a user namespace" "$T/out" &&
+        ok "a privileged skip in a user namespace is allowed" ||
+        bad "a privileged skip in a user namespace: $(cat "$T/out")"
+else
+    strict 0 t_netns "SKIP [netns]: ip netns add failed: x; to run it: be root"
+fi
+python3 "$SRC/scripts/test-summary" /nonexistent.xml >/dev/null 2>&1
+[ $? = 2 ] && ok "an unreadable JUnit file is exit 2" || bad "an unreadable JUnit file"
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
