@@ -56,7 +56,7 @@ int main(void)
     for (int threads = 1; threads <= 2; threads++) {
         kiln_set_threads(threads);
         for (int adam = 0; adam <= 1; adam++) {
-            kiln_opt_buf fast[4];
+            kiln_opt_buf fast[4] = {0}; /* .fused = 0: the plain update */
             float *pr[4], *s1r[4], *s2r[4];
             for (int i = 0; i < 4; i++) {
                 size_t n = sizes[i];
