@@ -2,7 +2,11 @@
 # tests/service/it_pytorchjob.sh - Kubeflow PyTorchJob files run on a real
 # kilnd with Debian's python3-torch: a Master + 2 Workers job whose program
 # calls init_process_group("gloo") from the environment all-reduces across
-# the three ranks and SUCCEEDS. The containers name images that cannot be
+# the three ranks and SUCCEEDS; an elastic job (min 1, max 2) forms a group
+# of two through torchrun's c10d rendezvous; killing one worker of a running
+# elastic job: kilnd starts it again alone, torchrun re-forms the group and
+# the job SUCCEEDS. Debian 12's torchrun is launched through
+# pytorchjob/torchrun.py (see there). The containers name images that cannot be
 # pulled here, so they carry a command (run as a plain process, as for TFJob).
 # Skipped (77) where python3-torch is not installed.
 . "$(dirname "$0")/lib.sh"
@@ -51,5 +55,66 @@ for r in 0 1 2; do
         grep -q "rank $r of 3: sum 6 (PET_NODE_RANK=$r PET_NNODES=3 PYTHONUNBUFFERED=1)" "$T/gloo.logs"
 done
 check "the unpulled image is said" grep -q "is not pulled" "$T/gloo.logs"
+
+# ---- elastic: torchrun's c10d rendezvous forms the group ----
+# elastic_job NAME STEPS: Workers only (min 1, max 2), each runs torchrun
+elastic_job() {
+    mkdir -p "$T/$1"
+    cat >"$T/$1.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: $1
+spec:
+  elasticPolicy:
+    rdzvBackend: c10d
+    minReplicas: 1
+    maxReplicas: 2
+    maxRestarts: 3
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: kubeflow/pytorch-elastic-example-echo:1.0.0
+              command: ["env", "KILN_ELASTIC_STATE=$T/$1", "$SYSPY", "$HERE/pytorchjob/torchrun.py",
+                        "$HERE/pytorchjob/elastic.py", "$2"]
+YAML
+}
+elastic_job el-two 6
+"$KILN" jobs submit training --kubeflow-job "$T/el-two.yaml" >/dev/null 2>&1
+check_eq "elastic job submitted" "$?" 0
+check "elastic job SUCCEEDED" wait_state el_two SUCCEEDED 120
+"$KILN" jobs stream-logs el_two >"$T/el-two.logs" 2>&1
+check "torchrun formed a group of two" grep -q "rank 1 done in a group of 2" "$T/el-two.logs"
+check "both agents took part" test "$(grep -c 'done in a group of 2' "$T/el-two.logs")" -eq 2
+
+# ---- elastic: a worker killed mid-run is started again; the group re-forms ----
+elastic_job el-kill 40
+"$KILN" jobs submit training --kubeflow-job "$T/el-kill.yaml" >/dev/null 2>&1
+check "elastic job RUNNING" wait_state el_kill RUNNING 30
+for _ in $(seq 1 600); do # until the group of two has taken steps
+    "$KILN" jobs stream-logs el_kill 2>/dev/null | grep -q "step 3: all-reduced across 2" && break
+    sleep 0.1
+done
+api GET /v1/projects/p1/jobs/el_kill
+check_eq "current workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 2
+check_eq "wanted workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.wanted)" 2
+# worker-replica-0 is PyTorch's Worker 1 (Worker 0, the rendezvous host, is kiln's master)
+victim=$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+for r in json.load(sys.stdin)["kilnStatus"]["replicas"]:
+    if r["task"] == "worker-replica-0": print(r["pid"])')
+check "found the worker's pid ($victim)" test -n "$victim"
+kill -9 "$victim"
+check "elastic job SUCCEEDED after the kill" wait_state el_kill SUCCEEDED 180
+"$KILN" jobs stream-logs el_kill >"$T/el-kill.logs" 2>&1
+check "the worker was started again alone" grep -q "worker-replica-0 exited with status 137: starting it again alone" "$T/el-kill.logs"
+check "the group re-formed (restart count 1)" grep -q "joined a group of 2 at step [1-9][0-9]* (restart 1)" "$T/el-kill.logs"
+check "it finished in a group of two" test "$(grep -c 'done in a group of 2' "$T/el-kill.logs")" -eq 2
+"$KILN" jobs describe el_kill >"$T/el-kill.describe" 2>&1
+check "describe shows the worker counts" grep -q "elasticWorkers" "$T/el-kill.describe"
 
 finish
