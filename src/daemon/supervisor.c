@@ -935,7 +935,7 @@ static void grow(sup *s, rjob *j, int64_t now)
     }
     kiln_placement_free(&pl);
     kilnd_event(d, j->project, j->job_id, "INFO",
-                "Adding %s: devices are free and the job has %d of at most %d workers", r->task,
+                "Adding %s: devices are free; the job now has %d of at most %d workers", r->task,
                 live_workers(j), j->el_max);
     if (spawn_one(s, j, j->n - 1, false, why, sizeof why) != KILN_OK)
         begin_stop(s, j, AS_FAIL, "%s", why);

@@ -5,7 +5,9 @@
 # the three ranks and SUCCEEDS; an elastic job (min 1, max 2) forms a group
 # of two through torchrun's c10d rendezvous; killing one worker of a running
 # elastic job: kilnd starts it again alone, torchrun re-forms the group and
-# the job SUCCEEDS. Debian 12's torchrun is launched through
+# the job SUCCEEDS; on a node with 2 simulated GPUs, one held by another job,
+# an elastic job starts with 1 worker and gets its 2nd when that GPU frees up.
+# Debian 12's torchrun is launched through
 # pytorchjob/torchrun.py (see there). The containers name images that cannot be
 # pulled here, so they carry a command (run as a plain process, as for TFJob).
 # Skipped (77) where python3-torch is not installed.
@@ -116,5 +118,49 @@ check "the group re-formed (restart count 1)" grep -q "joined a group of 2 at st
 check "it finished in a group of two" test "$(grep -c 'done in a group of 2' "$T/el-kill.logs")" -eq 2
 "$KILN" jobs describe el_kill >"$T/el-kill.describe" 2>&1
 check "describe shows the worker counts" grep -q "elasticWorkers" "$T/el-kill.describe"
+
+# ---- elastic on scarce devices: start with what fits, grow when devices free up ----
+printf '%s\n' '{"nodes": [{"name": "gpu-a", "address": "127.0.0.1",' \
+    '  "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]}]}' >"$T/nodes.json"
+start_kilnd "$T/g" --node-config "$T/nodes.json" --python "$SYSPY"
+api POST /v1/projects/p1/jobs '{"jobId":"blocker","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_V100"},"containerCommand":["sleep","60"]}}}'
+check_eq "blocker created" "$STATUS" 200
+check "blocker holds one of the two GPUs" wait_state blocker RUNNING 20
+cat >"$T/grow.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: el-grow}
+spec:
+  elasticPolicy: {minReplicas: 1, maxReplicas: 2}
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          nodeSelector: {cloud.google.com/gke-accelerator: nvidia-tesla-v100}
+          containers:
+            - name: pytorch
+              image: pytorch/pytorch
+              command: ["sh", "-c", "echo nnodes=\$PET_NNODES; sleep 12"]
+              resources: {limits: {nvidia.com/gpu: 1}}
+YAML
+"$KILN" jobs submit training --kubeflow-job "$T/grow.yaml" >/dev/null 2>&1
+check "elastic job RUNNING with the one free GPU" wait_state el_grow RUNNING 20
+api GET /v1/projects/p1/jobs/el_grow
+check_eq "started with 1 worker" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 1
+check_eq "wants 2" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.wanted)" 2
+api POST /v1/projects/p1/jobs/blocker:cancel '{}'
+grown=""
+for _ in $(seq 1 100); do
+    api GET /v1/projects/p1/jobs/el_grow
+    grown=$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)
+    [ "$grown" = 2 ] && break
+    sleep 0.1
+done
+check_eq "a worker was added when the GPU freed up" "$grown" 2
+check "elastic job SUCCEEDED" wait_state el_grow SUCCEEDED 60
+"$KILN" jobs stream-logs el_grow >"$T/grow.logs" 2>&1
+check "the added worker was told min:max" grep -q "worker-replica-0.nnodes=1:2" "$T/grow.logs"
+check "the addition is logged" grep -q "Adding worker-replica-0" "$T/grow.logs"
 
 finish
