@@ -80,7 +80,7 @@ spec:
         spec:
           containers:
             - name: pytorch
-              image: kubeflow/pytorch-elastic-example-echo:1.0.0
+              image: localhost/kiln-examples/elastic-hello:0.1
               command: ["env", "KILN_ELASTIC_STATE=$T/$1", "$SYSPY", "$HERE/pytorchjob/torchrun.py",
                         "$HERE/pytorchjob/elastic.py", "$2"]
 YAML

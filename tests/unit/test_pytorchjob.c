@@ -1,5 +1,6 @@
 /* test_pytorchjob.c - Kubeflow PyTorchJob -> kiln_job (kiln_job_from_kubeflow):
- * the training operator's own examples, the operator's validation rules with
+ * kiln's own test files in the shape of the training operator's examples, the
+ * operator's validation rules with
  * their field paths, elasticPolicy, and the refusals (other kinds, several
  * YAML documents, metrics). */
 #include <stdio.h>
@@ -44,7 +45,7 @@ static char *example(const char *name)
     return buf;
 }
 
-/* The operator's examples read unchanged. */
+/* kiln's files in the shape of the operator's examples all decode. */
 static void test_examples(void)
 {
     static const char *const ok[] = {
@@ -71,11 +72,11 @@ static void test_simple(void)
     CHECK(job != NULL);
     if (job) {
         const kiln_training_input *ti = &job->training_input;
-        CHECK_STR(job->job_id, "pytorch_dist_basic_sendrecv");
+        CHECK_STR(job->job_id, "kiln_ring_token");
         CHECK_STR(ti->scale_tier, "CUSTOM");
         CHECK(ti->worker_count == 3);
         CHECK(!ti->pytorch_job.workers_only && !ti->pytorch_job.has_elastic_policy);
-        CHECK_STR(ti->master_config.image_uri, "gcr.io/kubeflow-ci/pytorch-dist-sendrecv-test:1.0");
+        CHECK_STR(ti->master_config.image_uri, "localhost/kiln-examples/ring-token:1.1");
         CHECK_STR(ti->worker_config.restart_policy, "OnFailure");
         CHECK(!ti->use_chief_in_tf_config);
     }
@@ -92,7 +93,7 @@ static void test_simple(void)
     buf = example("mnist2-sample.yaml"); /* a Kubernetes label key with a DNS prefix */
     job = decode(buf, &(kiln_diag)KILN_DIAG_INIT, NULL);
     CHECK(job && kiln_map_get(&job->labels, "kueue_x-k8s_io_queue-name") &&
-          strcmp(kiln_map_get(&job->labels, "kueue_x-k8s_io_queue-name"), "user-queue") == 0);
+          strcmp(kiln_map_get(&job->labels, "kueue_x-k8s_io_queue-name"), "kiln-queue") == 0);
     kiln_job_free(job);
     free(buf);
 }
@@ -204,7 +205,7 @@ static void test_refusals(void)
     buf = example("elastic-etcd.yaml");
     job = decode(buf, &d, NULL);
     CHECK(job == NULL && d.n == 1 && strstr(d.v[0].description, "3 YAML documents") &&
-          strstr(d.v[0].description, "2: Pod 'etcd-server'") &&
+          strstr(d.v[0].description, "2: Pod 'rdzv-store'") &&
           strstr(d.v[0].description, "none is a job"));
     kiln_job_free(job);
     kiln_diag_free(&d);
