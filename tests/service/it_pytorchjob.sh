@@ -36,7 +36,7 @@ spec:
         spec:
           containers:
             - name: pytorch
-              image: docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727
+              image: localhost/kiln-examples/allreduce:0.1
               command: ["$SYSPY", "$HERE/pytorchjob/allreduce.py"]
     Worker:
       replicas: 2
@@ -45,7 +45,7 @@ spec:
         spec:
           containers:
             - name: pytorch
-              image: docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727
+              image: localhost/kiln-examples/allreduce:0.1
               command: ["$SYSPY", "$HERE/pytorchjob/allreduce.py"]
 YAML
 "$KILN" jobs submit training --kubeflow-job "$T/gloo.yaml" >"$T/submit.out" 2>&1
