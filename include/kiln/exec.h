@@ -8,7 +8,10 @@
  *                  not in the cluster; useChiefInTfConfig picks "chief";
  *   CLUSTER_SPEC  the same document;
  *   MASTER_ADDR, MASTER_PORT, WORLD_SIZE (master + workers), RANK (master 0,
- *                  worker i -> i+1) for the master and workers (PyTorchJob);
+ *                  worker i -> i+1) for the master and workers; a job read
+ *                  from a PyTorchJob gets the training operator's variables
+ *                  instead (PYTHONUNBUFFERED, PET_*, torchrun's rendezvous for
+ *                  elastic jobs: docs/job-model.md);
  *   CUDA_VISIBLE_DEVICES  exactly the replica's GPUs, "" without any (NVML
  *                  indices, with CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees);
  *   KILN_SIMULATED_DEVICES=1 when those GPUs are simulated (node config);

@@ -83,6 +83,32 @@ typedef struct kiln_run_policy { /* kiln extension, from Kubeflow runPolicy */
     char *clean_pod_policy; /* All | Running | None */
 } kiln_run_policy;
 
+/* kiln extension, from a Kubeflow PyTorchJob's spec.elasticPolicy: the
+ * workers form their group through torchrun's rendezvous, so their number
+ * may change while the job runs (docs/job-model.md, "Elastic PyTorch jobs"). */
+typedef struct kiln_elastic_policy {
+    int64_t min_replicas; /* workers needed to run (0: the Worker replicas) */
+    int64_t max_replicas; /* workers wanted at most (0: the Worker replicas) */
+    char *rdzv_backend;   /* c10d (default), etcd, etcd-v2, static */
+    char *rdzv_host;      /* unset: worker 0's address */
+    int64_t rdzv_port;    /* unset: worker 0's port */
+    char *rdzv_id;        /* unset: the jobId */
+    kiln_map rdzv_conf;   /* torchrun --rdzv_conf key=value pairs */
+    bool has_max_restarts;
+    int64_t max_restarts; /* restarts per worker; the others carry on */
+    bool standalone;
+    char *n_proc_per_node; /* auto | cpu | gpu | N (not with spec.nprocPerNode) */
+} kiln_elastic_policy;
+
+/* kiln extension: the job came from a Kubeflow PyTorchJob, whose replicas get
+ * PyTorch's environment (kiln/exec.h) besides TF_CONFIG. */
+typedef struct kiln_pytorch_job {
+    char *nproc_per_node; /* spec.nprocPerNode: auto | cpu | gpu | N */
+    bool workers_only;    /* no Master: kiln's master is Worker 0 */
+    bool has_elastic_policy;
+    kiln_elastic_policy elastic_policy;
+} kiln_pytorch_job;
+
 typedef struct kiln_parameter_spec {
     char *parameter_name;
     char *type; /* DOUBLE | INTEGER | CATEGORICAL | DISCRETE */
@@ -138,6 +164,8 @@ typedef struct kiln_training_input {
     bool enable_web_access;
     bool has_run_policy; /* kiln extension */
     kiln_run_policy run_policy;
+    bool has_pytorch_job; /* kiln extension */
+    kiln_pytorch_job pytorch_job;
 } kiln_training_input;
 
 typedef struct kiln_training_output {
@@ -201,7 +229,11 @@ bool kiln_job_equal(const kiln_job *a, const kiln_job *b);
 kiln_err kiln_job_from_json(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
 /* AI Platform config.yaml: a Job in YAML (top-level trainingInput, jobId, labels). */
 kiln_err kiln_job_from_yaml(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
-/* Kubeflow TFJob (apiVersion kubeflow.org/v1, kind TFJob), YAML or JSON. */
+/* A Kubeflow training job (apiVersion kubeflow.org/v1), YAML or JSON, read by
+ * its kind: TFJob or PyTorchJob. Other kinds (MPIJob, XGBoostJob...) and files
+ * of several YAML documents are refused with an error that says why. */
+kiln_err kiln_job_from_kubeflow(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* The same (the name from before PyTorchJob): a TFJob or a PyTorchJob. */
 kiln_err kiln_job_from_tfjob(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
 
 /* ---- encoding ---- (caller frees the string; NULL on ENOMEM) */

@@ -3,7 +3,8 @@
  * The command line of `gcloud ai-platform jobs submit training` (facts §7),
  * shared by `kiln validate` and `kiln submit`:
  *
- *   JOB [--config FILE | --tfjob FILE] [--scale-tier T] [--master-machine-type T]
+ *   JOB [--config FILE | --kubeflow-job FILE (alias --tfjob)] [--scale-tier T]
+ * [--master-machine-type T]
  *       [--master-accelerator count=N,type=nvidia-tesla-t4] [--worker-count N] ...
  *       -- USER_ARGS...
  *
@@ -33,7 +34,7 @@ typedef struct kiln_submit_args {
 
     /* inputs and output, not job fields */
     char *config_path;  /* --config: a Job (or config.yaml) in YAML or JSON; "-" = stdin */
-    char *tfjob_path;   /* --tfjob: a Kubeflow TFJob; "-" = stdin */
+    char *tfjob_path;   /* --kubeflow-job or --tfjob: a TFJob or PyTorchJob; "-" = stdin */
     char *catalog_path; /* --catalog: a site catalog laid over the built-in one */
     char *format;       /* --format: "json" | "yaml" | "table" */
     bool stream_logs;   /* --stream-logs */
@@ -81,7 +82,7 @@ kiln_err kiln_submit_parse(int argc, char **argv, kiln_submit_args *out, kiln_di
 void kiln_submit_args_free(kiln_submit_args *a);
 
 /* Builds the job: reads --config (kiln_job_from_yaml) or --tfjob
- * (kiln_job_from_tfjob), else starts from an empty job; then applies every
+ * (kiln_job_from_kubeflow), else starts from an empty job; then applies every
  * flag that was given over it, sets jobId from JOB (when given) and, when `--`
  * was given, replaces trainingInput.args with the user args. --labels adds to
  * (and overrides keys of) the file's labels; --package-path and --packages

@@ -66,6 +66,9 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
         json_t *rt = json_loads(r->runtime, 0, NULL);
         json_t *reps = json_object_get(rt, "replicas");
         if (reps) json_object_set(ks, "replicas", reps);
+        /* elastic PyTorchJobs: workers running now, and wanted (maxReplicas) */
+        json_t *ew = json_object_get(rt, "elasticWorkers");
+        if (ew) json_object_set(ks, "elasticWorkers", ew);
         json_decref(rt);
     }
     if (ks) json_object_set_new(o, "kilnStatus", ks);

@@ -24,7 +24,7 @@
 #include "kiln/submit.h"
 
 static const char usage[] =
-    "usage: kiln jobs submit training JOB [--config FILE | --tfjob FILE] [SUBMIT FLAGS]\n"
+    "usage: kiln jobs submit training JOB [--config FILE | --kubeflow-job FILE] [SUBMIT FLAGS]\n"
     "                 [--stream-logs] [-- USER_ARGS...]\n"
     "       kiln jobs describe JOB\n"
     "       kiln jobs list [--filter FILTER] [--page-size N] [--limit N]\n"

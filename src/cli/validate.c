@@ -1,5 +1,5 @@
 /* src/cli/validate.c - `kiln validate`: read a job the way `kiln submit`
- * would (config file, TFJob, flags), check it against the catalog, and print
+ * would (config file, TFJob/PyTorchJob, flags), check it against the catalog, and print
  * the normalised Job. Nothing is submitted.
  *
  * Exit status (src/cli/cli.h): 0 valid, the Job is on stdout; 1 a file could
@@ -16,11 +16,12 @@
 #include "kiln/submit.h"
 
 static const char usage[] =
-    "usage: kiln validate [JOB] [--config FILE | --tfjob FILE] [--catalog FILE]\n"
+    "usage: kiln validate [JOB] [--config FILE | --kubeflow-job FILE] [--catalog FILE]\n"
     "                     [--format yaml|json] [SUBMIT FLAGS...] [-- USER_ARGS...]\n"
     "\n"
     "Reads a job as `kiln submit` would - a Job/config.yaml (--config) or a Kubeflow\n"
-    "TFJob (--tfjob), with every flag laid over the file - checks it against the\n"
+    "TFJob or PyTorchJob (--kubeflow-job, or its older name --tfjob), with every flag\n"
+    "laid over the file - checks it against the\n"
     "built-in catalog (plus a site catalog given with --catalog) and prints the\n"
     "normalised Job. JOB sets the jobId (default: the file's).\n"
     "\n"

@@ -50,6 +50,9 @@ typedef struct replica {
     size_t olen, elen;
     bool alive;
     bool handled; /* its exit has been acted on */
+    bool dropped; /* elastic: left the job (drained, out of restarts); its slot is released */
+    bool leaving; /* elastic: stopped for a drain, leaves the job when it exits */
+    int restarts; /* elastic: times this replica alone was started again */
     int status;   /* wait status */
     int log_fd;   /* the replica's own log file */
 } replica;
@@ -79,6 +82,12 @@ typedef struct rjob {
     char *after_msg;
     int64_t kill_at_ns;
     bool killed;
+    char pypath[4 * PATH_MAX]; /* PYTHONPATH of the staged packages ("" = none) */
+    /* elastic PyTorchJobs: bounds on the PyTorch workers (kiln's master is
+     * one of them when the PyTorchJob has Workers only: `wo`) */
+    bool elastic;
+    int el_min, el_max, wo;
+    int64_t grow_at_ns; /* next attempt to add a worker */
     struct rjob *next;
 } rjob;
 
@@ -247,6 +256,16 @@ static void save_runtime(sup *s, rjob *j)
         if (o) json_array_append_new(reps, o);
     }
     json_t *root = json_pack("{s:o}", "replicas", reps ? reps : json_array());
+    if (root && j->elastic) {
+        int cur = 0;
+        for (size_t i = 0; i < j->n; i++)
+            cur += !j->reps[i].dropped && j->reps[i].alive &&
+                   (j->reps[i].role == KILN_ROLE_WORKER ||
+                    (j->wo && j->reps[i].role == KILN_ROLE_MASTER));
+        json_object_set_new(
+            root, "elasticWorkers",
+            json_pack("{s:i,s:i,s:i}", "current", cur, "wanted", j->el_max, "min", j->el_min));
+    }
     char *txt = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, j->restarts, j->failures, txt);
     free(txt);
@@ -425,94 +444,111 @@ static void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
     stop_all(j, SIGTERM);
 }
 
-/* Starts every replica of a placed job. */
-static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
+/* The cluster as the replicas see it; NULL on ENOMEM. Dropped replicas are
+ * out of it. */
+static kiln_exec_task *job_tasks(sup *s, rjob *j, size_t *n)
 {
-    kiln_exec_task *tasks = calloc(j->n, sizeof *tasks);
+    kiln_exec_task *tasks = calloc(j->n ? j->n : 1, sizeof *tasks);
+    *n = 0;
+    for (size_t i = 0; tasks && i < j->n; i++) {
+        if (j->reps[i].dropped) continue;
+        tasks[*n].role = j->reps[i].role;
+        tasks[*n].index = j->reps[i].index;
+        tasks[*n].host = s->d->cluster.nodes[j->reps[i].node].address;
+        tasks[*n].port = j->reps[i].port;
+        ++*n;
+    }
+    return tasks;
+}
+
+/* Starts replica `i` of a running job (every replica at first; one alone
+ * when an elastic worker is restarted or added). */
+static kiln_err spawn_one(sup *s, rjob *j, size_t i, bool warn_image, char *why, size_t whylen)
+{
     kiln_strv argv = {0}, env = {0};
-    char pypath[4 * PATH_MAX], path[PATH_MAX + 64], work[PATH_MAX + 16];
+    char path[PATH_MAX + 64], work[PATH_MAX + 16];
+    size_t nt = 0, self = 0;
+    kiln_exec_task *tasks = job_tasks(s, j, &nt);
+    replica *r = &j->reps[i];
     kiln_err err = KILN_ENOMEM;
 
     if (!tasks) goto out;
-    for (size_t i = 0; i < j->n; i++) {
-        tasks[i].role = j->reps[i].role;
-        tasks[i].index = j->reps[i].index;
-        tasks[i].host = s->d->cluster.nodes[j->reps[i].node].address;
-        tasks[i].port = j->reps[i].port;
-    }
-    if ((err = stage_packages(j, why, whylen, pypath, sizeof pypath)) != KILN_OK) goto out;
+    for (size_t k = 0; k < nt; k++)
+        if (tasks[k].role == r->role && tasks[k].index == r->index) self = k;
     snprintf(work, sizeof work, "%s/work", j->dir);
     kilnd_mkdirs(work);
     kiln_exec_paths paths = {.kiln_train = s->d->kiln_train,
                              .python = s->d->python,
-                             .staging = pypath[0] ? pypath : NULL};
-    bool warned = false;
-    for (size_t i = 0; i < j->n; i++) {
-        replica *r = &j->reps[i];
-        err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
-        if (err != KILN_OK) goto out;
-        const kiln_replica_config *rc = kiln_job_role_config(j->job, r->role);
-        if (!warned && rc && rc->image_uri && *rc->image_uri && rc->container_command.n) {
-            char *m = NULL;
-            int n = asprintf(&m,
-                             "imageUri %s is not pulled: this kilnd has no container runtime, "
-                             "so containerCommand runs as a plain process on the node",
-                             rc->image_uri);
-            if (n >= 0) kiln_log_write(j->log_fd, "WARNING", "service", m, (size_t)n);
-            free(m);
-            warned = true;
-        }
-        err = kiln_exec_replica_env(j->job, tasks, j->n, i, r->gpus, (size_t)r->n_gpus,
-                                    r->simulated, &env);
-        if (err != KILN_OK) goto out;
-        char key[64], *kkv = NULL;
-        kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), j->restarts, key);
-        if (asprintf(&kkv, "KILN_COLL_KEY=%s", key) < 0) kkv = NULL;
-        err = kkv ? kiln_strv_push(&env, kkv) : KILN_ENOMEM;
-        free(kkv);
-        if (err != KILN_OK) goto out;
-        if (paths.staging) {
-            const char *pp = getenv("PYTHONPATH");
-            char *kv = NULL;
-            if (asprintf(&kv, "PYTHONPATH=%s%s%s", paths.staging, pp ? ":" : "", pp ? pp : "") < 0)
-                kv = NULL;
-            err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
-            free(kv);
-            if (err != KILN_OK) goto out;
-        }
-        if (r->log_fd < 0) {
-            snprintf(path, sizeof path, "%s/replicas/%s.log", j->dir, r->task);
-            r->log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        }
-        r->olen = r->elen = 0;
-        r->pid = kiln_proc_spawn(&argv, &env, work, &r->out_fd, &r->err_fd);
-        if (r->pid < 0) {
-            snprintf(why, whylen, "cannot start %s (%s): %s", r->task, argv.v[0], strerror(errno));
-            err = KILN_EIO;
-            goto out;
-        }
-        r->alive = true;
-        r->handled = false;
-        r->status = 0;
-        char gl[128] = "";
-        size_t gn = 0;
-        for (int k = 0; k < r->n_gpus && gn < sizeof gl - 8; k++)
-            gn += (size_t)snprintf(gl + gn, sizeof gl - gn, "%s%d", k ? "," : "", r->gpus[k]);
-        {
-            char *m = NULL;
-            int n = asprintf(&m, "Started %s on node %s (pid %d, port %d, GPUs [%s]%s): %s",
-                             r->task, s->d->cluster.nodes[r->node].name, (int)r->pid, r->port, gl,
-                             r->simulated && r->n_gpus ? ", SIMULATED" : "", argv.v[0]);
-            if (n >= 0) kiln_log_write(j->log_fd, "INFO", "service", m, (size_t)n);
-            free(m);
-        }
+                             .staging = j->pypath[0] ? j->pypath : NULL};
+    err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
+    if (err != KILN_OK) goto out;
+    const kiln_replica_config *rc = kiln_job_role_config(j->job, r->role);
+    if (warn_image && rc && rc->image_uri && *rc->image_uri && rc->container_command.n) {
+        char *m = NULL;
+        int n = asprintf(&m,
+                         "imageUri %s is not pulled: this kilnd has no container runtime, "
+                         "so containerCommand runs as a plain process on the node",
+                         rc->image_uri);
+        if (n >= 0) kiln_log_write(j->log_fd, "WARNING", "service", m, (size_t)n);
+        free(m);
     }
+    err = kiln_exec_replica_env(j->job, tasks, nt, self, r->gpus, (size_t)r->n_gpus, r->simulated,
+                                &env);
+    if (err != KILN_OK) goto out;
+    char key[64], *kkv = NULL;
+    kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), j->restarts, key);
+    if (asprintf(&kkv, "KILN_COLL_KEY=%s", key) < 0) kkv = NULL;
+    err = kkv ? kiln_strv_push(&env, kkv) : KILN_ENOMEM;
+    free(kkv);
+    if (err != KILN_OK) goto out;
+    if (paths.staging) {
+        const char *pp = getenv("PYTHONPATH");
+        char *kv = NULL;
+        if (asprintf(&kv, "PYTHONPATH=%s%s%s", paths.staging, pp ? ":" : "", pp ? pp : "") < 0)
+            kv = NULL;
+        err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
+        free(kv);
+        if (err != KILN_OK) goto out;
+    }
+    if (r->log_fd < 0) {
+        snprintf(path, sizeof path, "%s/replicas/%s.log", j->dir, r->task);
+        r->log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    }
+    r->olen = r->elen = 0;
+    r->pid = kiln_proc_spawn(&argv, &env, work, &r->out_fd, &r->err_fd);
+    if (r->pid < 0) {
+        snprintf(why, whylen, "cannot start %s (%s): %s", r->task, argv.v[0], strerror(errno));
+        err = KILN_EIO;
+        goto out;
+    }
+    r->alive = true;
+    r->handled = false;
+    r->status = 0;
+    char gl[128] = "";
+    size_t gn = 0;
+    for (int k = 0; k < r->n_gpus && gn < sizeof gl - 8; k++)
+        gn += (size_t)snprintf(gl + gn, sizeof gl - gn, "%s%d", k ? "," : "", r->gpus[k]);
+    char *m = NULL;
+    int n = asprintf(&m, "Started %s on node %s (pid %d, port %d, GPUs [%s]%s): %s", r->task,
+                     s->d->cluster.nodes[r->node].name, (int)r->pid, r->port, gl,
+                     r->simulated && r->n_gpus ? ", SIMULATED" : "", argv.v[0]);
+    if (n >= 0) kiln_log_write(j->log_fd, "INFO", "service", m, (size_t)n);
+    free(m);
     err = KILN_OK;
 out:
-    if (err != KILN_OK) stop_all(j, SIGKILL);
     free(tasks);
     kiln_strv_clear(&argv);
     kiln_strv_clear(&env);
+    return err;
+}
+
+/* Starts every replica of a placed job. */
+static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
+{
+    kiln_err err = stage_packages(j, why, whylen, j->pypath, sizeof j->pypath);
+    for (size_t i = 0; err == KILN_OK && i < j->n; i++)
+        if (!j->reps[i].dropped) err = spawn_one(s, j, i, i == 0, why, whylen);
+    if (err != KILN_OK) stop_all(j, SIGKILL);
     return err;
 }
 
@@ -534,7 +570,37 @@ static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const cha
                     "Job %s: %s", kiln_job_state_name(to), msg);
 }
 
-/* Tries to start one QUEUED job; returns true when it was started or ended. */
+/* Elastic PyTorchJobs start with as many workers as fit now, from maxReplicas
+ * down to minReplicas (the rest are added when devices free up: grow()).
+ * `plans` has room for KILN_ROLE_COUNT; *np is updated. Called under d->mu. */
+static kiln_err place_elastic(kilnd *d, const kiln_job *job, kiln_replica_plan *plans, size_t *np,
+                              const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl,
+                              char *why, size_t whylen)
+{
+    const kiln_elastic_policy *ep = &job->training_input.pytorch_job.elastic_policy;
+    int64_t wo = job->training_input.pytorch_job.workers_only ? 1 : 0;
+    size_t w = *np;
+    for (size_t p = 0; p < *np; p++)
+        if (plans[p].role == KILN_ROLE_WORKER) w = p;
+    if (w == *np) { /* one Worker only: the others have the master's shape (worker 0's) */
+        if (*np == 0 || *np >= KILN_ROLE_COUNT || !wo)
+            return kiln_sched_place_sel(d->sched, plans, *np, sel, pl, why, whylen);
+        plans[w] = plans[0];
+        plans[w].role = KILN_ROLE_WORKER;
+    }
+    kiln_err err = KILN_EINVAL;
+    for (int64_t want = ep->max_replicas; want >= ep->min_replicas && want >= 1; want--) {
+        plans[w].count = want - wo;
+        size_t n = plans[w].count > 0 ? w + 1 : w; /* a PyTorchJob has no roles past Worker */
+        err = kiln_sched_place_sel(d->sched, plans, n, sel, pl, why, whylen);
+        if (err == KILN_OK) {
+            *np = n;
+            break;
+        }
+    }
+    return err;
+}
+
 /* Accelerator types that a job earlier in the queue is waiting for. */
 typedef struct blocked {
     const char *types[16]; /* catalog-owned names */
@@ -580,7 +646,9 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
         const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
         sel[r] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
     }
-    kiln_err err = kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
+    kiln_err err = rec->job->training_input.pytorch_job.has_elastic_policy
+                       ? place_elastic(d, rec->job, plans, &np, sel, &pl, why, sizeof why)
+                       : kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
     pthread_mutex_unlock(&d->mu);
     if (err == KILN_EINVAL || err == KILN_ELIMIT) {
         char msg[600];
@@ -626,6 +694,14 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
     j->n = j->pl.n;
     j->job = rec->job;
     rec->job = NULL;
+    const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
+    if (j->job->training_input.has_pytorch_job && pt->has_elastic_policy) {
+        j->elastic = true;
+        j->wo = pt->workers_only ? 1 : 0;
+        j->el_min = (int)pt->elastic_policy.min_replicas;
+        j->el_max = (int)pt->elastic_policy.max_replicas;
+        j->grow_at_ns = now + 1000000000LL;
+    }
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
@@ -722,6 +798,150 @@ static int exit_code(int status)
     return 255;
 }
 
+/* ---------- elastic PyTorchJobs: workers come and go ---------- */
+
+/* A PyTorch worker of an elastic job (kiln's master is Worker 0 when the
+ * PyTorchJob has Workers only). */
+static bool elastic_worker(const rjob *j, const replica *r)
+{
+    return j->elastic && (r->role == KILN_ROLE_WORKER || (j->wo && r->role == KILN_ROLE_MASTER));
+}
+
+static int live_workers(const rjob *j)
+{
+    int n = 0;
+    for (size_t i = 0; i < j->n; i++)
+        n += elastic_worker(j, &j->reps[i]) && !j->reps[i].dropped && !j->reps[i].leaving;
+    return n;
+}
+
+/* Takes replica `r` out of the job: its slot and port go back. */
+static void drop_replica(sup *s, rjob *j, replica *r)
+{
+    size_t i = (size_t)(r - j->reps);
+    kiln_placement one = {.slots = &j->pl.slots[i], .n = 1};
+    pthread_mutex_lock(&s->d->mu);
+    kiln_sched_release(s->d->sched, &one);
+    pthread_mutex_unlock(&s->d->mu);
+    j->pl.slots[i].node = (size_t)-1; /* released: kiln_sched_release skips it */
+    if (r->port > 0) port_give(s, r->port);
+    r->port = 0;
+    r->dropped = true;
+    r->leaving = false;
+    s->dirty = true; /* its devices may start a queued job */
+}
+
+static void close_pipes(replica *r)
+{
+    if (r->out_fd >= 0) close(r->out_fd);
+    if (r->err_fd >= 0) close(r->err_fd);
+    r->out_fd = r->err_fd = -1;
+}
+
+/* An elastic worker ended. One that failed is started again alone, up to
+ * maxRestarts, while the others carry on (torchrun's rendezvous re-forms
+ * the group with it); one leaving for a drain, or out of restarts, leaves
+ * the job, which goes on while minReplicas workers remain. Returns false
+ * when the ordinary rules decide (success, or too few workers left). */
+static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
+{
+    if (!elastic_worker(j, r) || (code == 0 && !r->leaving)) return false;
+    const kiln_elastic_policy *ep = &j->job->training_input.pytorch_job.elastic_policy;
+    int max = ep->has_max_restarts ? (int)ep->max_restarts : backoff_limit(j);
+    bool rdzv_host = j->wo ? r->role == KILN_ROLE_MASTER : r->index == 0;
+    char why[512];
+    if (!r->leaving && r->restarts < max) {
+        r->restarts++;
+        kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                    "%s exited with status %d: starting it again alone (restart %d of at most %d, "
+                    "elasticPolicy.maxRestarts); the other workers carry on",
+                    r->task, code, r->restarts, max);
+        close_pipes(r);
+        if (spawn_one(s, j, (size_t)(r - j->reps), false, why, sizeof why) != KILN_OK)
+            begin_stop(s, j, AS_FAIL, "%s", why);
+        save_runtime(s, j);
+        return true;
+    }
+    bool was_leaving = r->leaving;
+    r->leaving = true; /* not counted below */
+    if (rdzv_host || live_workers(j) < j->el_min) {
+        r->leaving = was_leaving;
+        return false;
+    }
+    drop_replica(s, j, r);
+    close_pipes(r);
+    kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                "%s left the job (%s); %d workers carry on (minReplicas %d, maxReplicas %d)",
+                r->task, was_leaving ? "its node is drained" : "out of restarts", live_workers(j),
+                j->el_min, j->el_max);
+    save_runtime(s, j);
+    return true;
+}
+
+/* Adds one worker to an elastic job below maxReplicas when one fits now:
+ * torchrun's agents see it waiting and re-form the group with it. */
+static void grow(sup *s, rjob *j, int64_t now)
+{
+    kilnd *d = s->d;
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    kiln_placement pl = {0};
+    char why[512];
+    if (!j->elastic || j->after != AS_NONE || now < j->grow_at_ns || live_workers(j) >= j->el_max)
+        return;
+    j->grow_at_ns = now + 1000000000LL; /* a try a second at most */
+    size_t np = kiln_catalog_plan(d->catalog, j->job, plans), w = 0;
+    while (w < np && plans[w].role != KILN_ROLE_WORKER)
+        w++;
+    if (np == 0) return;
+    if (w == np) w = 0; /* Workers only, one of them: the others have worker 0's shape */
+    plans[w].role = KILN_ROLE_WORKER;
+    plans[w].count = 1;
+    const kiln_replica_config *rc = kiln_job_role_config(j->job, KILN_ROLE_WORKER);
+    if (!rc) rc = kiln_job_role_config(j->job, KILN_ROLE_MASTER);
+    const kiln_map *sel[KILN_ROLE_COUNT] = {0};
+    sel[KILN_ROLE_WORKER] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
+    pthread_mutex_lock(&d->mu);
+    kiln_err err = kiln_sched_place_sel(d->sched, &plans[w], 1, sel, &pl, why, sizeof why);
+    pthread_mutex_unlock(&d->mu);
+    if (err != KILN_OK) return;
+    replica *reps = realloc(j->reps, (j->n + 1) * sizeof *reps);
+    if (reps) j->reps = reps;
+    kiln_slot *slots = reps ? realloc(j->pl.slots, (j->pl.n + 1) * sizeof *slots) : NULL;
+    if (slots) j->pl.slots = slots;
+    int port = slots ? port_take(s) : -1;
+    if (port < 0) {
+        pthread_mutex_lock(&d->mu);
+        kiln_sched_release(d->sched, &pl);
+        pthread_mutex_unlock(&d->mu);
+        kiln_placement_free(&pl);
+        return;
+    }
+    int index = 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (j->reps[i].role == KILN_ROLE_WORKER && j->reps[i].index >= index)
+            index = j->reps[i].index + 1;
+    j->pl.slots[j->pl.n++] = pl.slots[0];
+    j->pl.slots[j->pl.n - 1].index = index;
+    replica *r = &j->reps[j->n++];
+    *r =
+        (replica){.role = KILN_ROLE_WORKER, .index = index, .node = pl.slots[0].node, .port = port};
+    r->out_fd = r->err_fd = r->log_fd = -1;
+    kiln_exec_task_name(r->role, r->index, r->task);
+    const kiln_node *node = &d->cluster.nodes[r->node];
+    r->n_gpus = pl.slots[0].n_devs;
+    for (int k = 0; k < r->n_gpus; k++) {
+        r->gpus[k] = node->devs[pl.slots[0].devs[k]].index;
+        r->simulated |= node->devs[pl.slots[0].devs[k]].simulated;
+    }
+    kiln_placement_free(&pl);
+    kilnd_event(d, j->project, j->job_id, "INFO",
+                "Adding %s: devices are free; the job now has %d of at most %d workers", r->task,
+                live_workers(j), j->el_max);
+    if (spawn_one(s, j, j->n - 1, false, why, sizeof why) != KILN_OK)
+        begin_stop(s, j, AS_FAIL, "%s", why);
+    save_runtime(s, j);
+}
+
 static void on_exit_of(sup *s, rjob *j, replica *r)
 {
     int code = exit_code(r->status);
@@ -729,6 +949,7 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
     kilnd_event(s->d, j->project, j->job_id, code ? "WARNING" : "INFO", "%s exited with status %d",
                 r->task, code);
     if (j->after != AS_NONE) return; /* stopping anyway */
+    if (elastic_exit(s, j, r, code)) return;
     const char *pol = policy_of(j, r->role);
     if (code == 0 && r->role == KILN_ROLE_MASTER) {
         begin_stop(s, j, AS_SUCCEED, "Job completed successfully.");
@@ -882,6 +1103,35 @@ static void reap(sup *s)
     }
 }
 
+/* A drain takes the elastic workers on node `n` out of the job, which
+ * carries on while minReplicas workers remain and the rendezvous host (worker
+ * 0) is elsewhere. Returns false when the whole job must stop instead. */
+static bool drain_elastic(sup *s, rjob *j, size_t n)
+{
+    int leaving = 0;
+    if (!j->elastic) return false;
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (r->dropped || r->node != n) continue;
+        bool rdzv_host = j->wo ? r->role == KILN_ROLE_MASTER : r->index == 0;
+        if (!elastic_worker(j, r) || rdzv_host) return false;
+        leaving++;
+    }
+    if (live_workers(j) - leaving < j->el_min) return false;
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (r->dropped || r->node != n) continue;
+        r->leaving = true;
+        if (r->alive) kiln_proc_signal(r->pid, SIGTERM);
+    }
+    kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                "Node %s is being drained (maintenance): %d worker%s leave%s the job; %d carry on "
+                "(minReplicas %d)",
+                s->d->cluster.nodes[n].name, leaving, leaving == 1 ? "" : "s",
+                leaving == 1 ? "s" : "", live_workers(j), j->el_min);
+    return true;
+}
+
 static void drains(sup *s)
 {
     kilnd *d = s->d;
@@ -895,7 +1145,9 @@ static void drains(sup *s)
             bool on = false;
             for (size_t i = 0; i < j->n; i++)
                 on |= j->reps[i].node == n;
-            if (on && j->after == AS_NONE) {
+            if (on && j->after == AS_NONE && drain_elastic(s, j, n)) {
+                continue;
+            } else if (on && j->after == AS_NONE) {
                 kilnd_event(d, j->project, j->job_id, "WARNING",
                             "Node %s is being drained (maintenance): stopping replicas with "
                             "SIGTERM, SIGKILL after %d ms",
@@ -925,8 +1177,10 @@ static bool tick(sup *s, bool woken)
 
     reap(s);
     drains(s);
-    for (rjob *j = s->jobs; j; j = j->next)
+    for (rjob *j = s->jobs; j; j = j->next) {
         check_job(s, j, woken, now);
+        grow(s, j, now);
+    }
     for (rjob **link = &s->jobs; *link;) {
         rjob *j = *link;
         bool any = false;

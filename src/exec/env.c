@@ -80,6 +80,120 @@ static kiln_err push_kv(kiln_strv *env, const char *name, const char *value)
     return err;
 }
 
+/* nprocPerNode as a count: auto, cpu and gpu are decided by torchrun on the
+ * node, so they count as 1 (what the operator does for WORLD_SIZE). */
+static long nproc_count(const char *v)
+{
+    char *end = NULL;
+    long n = v && *v ? strtol(v, &end, 10) : 0;
+    return n >= 1 && end && *end == '\0' ? n : 1;
+}
+
+/* The node rank: master 0, worker i is i + 1; -1 for the other roles. */
+static int node_rank(const kiln_exec_task *t)
+{
+    if (t->role == KILN_ROLE_MASTER) return 0;
+    return t->role == KILN_ROLE_WORKER ? t->index + 1 : -1;
+}
+
+static kiln_err push_int(kiln_strv *env, const char *name, long long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", v);
+    return push_kv(env, name, buf);
+}
+
+/* Worker 0's task: the rendezvous host of an elastic job (kiln's master when
+ * the PyTorchJob has Workers only). */
+static const kiln_exec_task *worker0(const kiln_job *job, const kiln_exec_task *tasks, size_t n)
+{
+    kiln_role r =
+        job->training_input.pytorch_job.workers_only ? KILN_ROLE_MASTER : KILN_ROLE_WORKER;
+    for (size_t i = 0; i < n; i++)
+        if (tasks[i].role == r && tasks[i].index == 0) return &tasks[i];
+    return NULL;
+}
+
+/* torchrun's rendezvous (PET_ variables are its flags): the endpoint is worker
+ * 0's address unless rdzvHost/rdzvPort say otherwise. With kiln's own endpoint
+ * and c10d, is_host says which agent serves the store, so that it is worker
+ * 0's (the address in the endpoint) rather than whichever agent binds first. */
+static kiln_err elastic_env(const kiln_job *job, const kiln_exec_task *tasks, size_t n, size_t self,
+                            kiln_strv *env)
+{
+    const kiln_pytorch_job *pt = &job->training_input.pytorch_job;
+    const kiln_elastic_policy *ep = &pt->elastic_policy;
+    const kiln_exec_task *w0 = worker0(job, tasks, n);
+    const char *backend = ep->rdzv_backend && *ep->rdzv_backend ? ep->rdzv_backend : "c10d";
+    char buf[512];
+    size_t len = 0;
+    kiln_err err;
+
+    snprintf(buf, sizeof buf, "%lld:%lld", (long long)ep->min_replicas,
+             (long long)ep->max_replicas);
+    if ((err = push_kv(env, "PET_NNODES", buf)) != KILN_OK) return err;
+    snprintf(buf, sizeof buf, "%s:%lld",
+             ep->rdzv_host && *ep->rdzv_host ? ep->rdzv_host : (w0 ? w0->host : "127.0.0.1"),
+             ep->rdzv_port ? (long long)ep->rdzv_port : (long long)(w0 ? w0->port : 29400));
+    if ((err = push_kv(env, "PET_RDZV_ENDPOINT", buf)) != KILN_OK) return err;
+    if ((err = push_kv(env, "PET_RDZV_BACKEND", backend)) != KILN_OK) return err;
+    const char *id = ep->rdzv_id && *ep->rdzv_id ? ep->rdzv_id : job->job_id;
+    if ((err = push_kv(env, "PET_RDZV_ID", id ? id : "kiln")) != KILN_OK) return err;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ep->rdzv_conf.n && len < sizeof buf; i++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s=%s", i ? "," : "",
+                                ep->rdzv_conf.keys[i], ep->rdzv_conf.vals[i]);
+    bool own = !(ep->rdzv_host && *ep->rdzv_host) && !ep->rdzv_port &&
+               strcmp(backend, "c10d") == 0 && !kiln_map_get(&ep->rdzv_conf, "is_host");
+    if (own && len < sizeof buf)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%sis_host=%s", len ? "," : "",
+                                &tasks[self] == w0 ? "true" : "false");
+    if (len && (err = push_kv(env, "PET_RDZV_CONF", buf)) != KILN_OK) return err;
+    if (ep->has_max_restarts &&
+        (err = push_int(env, "PET_MAX_RESTARTS", (long long)ep->max_restarts)) != KILN_OK)
+        return err;
+    if (ep->standalone && (err = push_kv(env, "PET_STANDALONE", "1")) != KILN_OK) return err;
+    if (ep->n_proc_per_node && *ep->n_proc_per_node)
+        return push_kv(env, "PET_NPROC_PER_NODE", ep->n_proc_per_node);
+    return KILN_OK;
+}
+
+/* What the training operator gives every replica of a PyTorchJob
+ * (docs/job-model.md, "What a PyTorchJob replica sees"). */
+static kiln_err pytorch_env(const kiln_job *job, const kiln_exec_task *tasks, size_t n, size_t self,
+                            kiln_strv *env)
+{
+    const kiln_pytorch_job *pt = &job->training_input.pytorch_job;
+    const kiln_exec_task *me = &tasks[self], *master = NULL;
+    long long nodes = 0;
+    kiln_err err;
+
+    if ((err = push_kv(env, "PYTHONUNBUFFERED", "1")) != KILN_OK) return err;
+    for (size_t i = 0; i < n; i++) {
+        if (tasks[i].role == KILN_ROLE_MASTER && !master) master = &tasks[i];
+        if (node_rank(&tasks[i]) >= 0) nodes++;
+    }
+    /* the Master's variables only where the PyTorchJob has a Master */
+    if (master && !pt->workers_only && node_rank(me) >= 0) {
+        const char *np = pt->nproc_per_node;
+        if ((err = push_kv(env, "MASTER_ADDR", master->host)) != KILN_OK ||
+            (err = push_kv(env, "PET_MASTER_ADDR", master->host)) != KILN_OK ||
+            (err = push_int(env, "MASTER_PORT", master->port)) != KILN_OK ||
+            (err = push_int(env, "PET_MASTER_PORT", master->port)) != KILN_OK ||
+            (err = push_int(env, "WORLD_SIZE", nodes * nproc_count(np))) != KILN_OK ||
+            (err = push_int(env, "RANK", node_rank(me))) != KILN_OK ||
+            (err = push_int(env, "PET_NODE_RANK", node_rank(me))) != KILN_OK)
+            return err;
+        if (np && *np && (err = push_kv(env, "PET_NPROC_PER_NODE", np)) != KILN_OK) return err;
+        if (!pt->has_elastic_policy && (err = push_int(env, "PET_NNODES", nodes)) != KILN_OK)
+            return err;
+    } else if (pt->nproc_per_node && *pt->nproc_per_node) {
+        if ((err = push_kv(env, "PET_NPROC_PER_NODE", pt->nproc_per_node)) != KILN_OK) return err;
+    }
+    if (pt->has_elastic_policy && node_rank(me) >= 0) return elastic_env(job, tasks, n, self, env);
+    return KILN_OK;
+}
+
 kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks, size_t n,
                                size_t self, const int *gpus, size_t n_gpus, bool simulated,
                                kiln_strv *env)
@@ -100,7 +214,9 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
         if (tasks[i].role == KILN_ROLE_MASTER && !master) master = &tasks[i];
         if (tasks[i].role == KILN_ROLE_MASTER || tasks[i].role == KILN_ROLE_WORKER) world++;
     }
-    if (master && (me->role == KILN_ROLE_MASTER || me->role == KILN_ROLE_WORKER)) {
+    if (job->training_input.has_pytorch_job) {
+        if ((err = pytorch_env(job, tasks, n, self, env)) != KILN_OK) goto out;
+    } else if (master && (me->role == KILN_ROLE_MASTER || me->role == KILN_ROLE_WORKER)) {
         if ((err = push_kv(env, "MASTER_ADDR", master->host)) != KILN_OK) goto out;
         snprintf(buf, sizeof buf, "%d", master->port);
         if ((err = push_kv(env, "MASTER_PORT", buf)) != KILN_OK) goto out;

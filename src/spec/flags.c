@@ -141,6 +141,8 @@ typedef struct flag_def {
 static const flag_def flags[] = {
     ARG("config", FK_STRING, config_path),
     ARG("tfjob", FK_STRING, tfjob_path),
+    /* the clearer name: the file may hold a TFJob or a PyTorchJob */
+    ARG("kubeflow-job", FK_STRING, tfjob_path),
     ARG("catalog", FK_STRING, catalog_path),
     ARG("format", FK_FORMAT, format),
     {"stream-logs", FK_BOOL, A(stream_logs), NO_OFF, FT_NONE, NO_OFF, KILN_ROLE_MASTER},
@@ -597,9 +599,13 @@ void kiln_submit_args_free(kiln_submit_args *a)
         case FK_LIST:
             kiln_strv_clear(SLOT(a, f->arg_off, kiln_strv));
             break;
-        default:
-            free(*SLOT(a, f->arg_off, char *));
+        default: {
+            /* NULL after: --tfjob and --kubeflow-job share one slot */
+            char **slot = SLOT(a, f->arg_off, char *);
+            free(*slot);
+            *slot = NULL;
             break;
+        }
         }
     }
     kiln_strv_clear(&a->user_args);

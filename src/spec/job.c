@@ -85,6 +85,29 @@ static const kiln__field run_policy_fields[] = {
 static const kiln__msg run_policy_msg = {"RunPolicy", sizeof(kiln_run_policy), run_policy_fields,
                                          NF(run_policy_fields)};
 
+static const kiln__field elastic_fields[] = {
+    F(kiln_elastic_policy, "minReplicas", FK_INT64, min_replicas),
+    F(kiln_elastic_policy, "maxReplicas", FK_INT64, max_replicas),
+    F(kiln_elastic_policy, "rdzvBackend", FK_STR, rdzv_backend),
+    F(kiln_elastic_policy, "rdzvHost", FK_STR, rdzv_host),
+    F(kiln_elastic_policy, "rdzvPort", FK_INT64, rdzv_port),
+    F(kiln_elastic_policy, "rdzvId", FK_STR, rdzv_id),
+    F(kiln_elastic_policy, "rdzvConf", FK_MAP, rdzv_conf),
+    FH(kiln_elastic_policy, "maxRestarts", FK_INT64, max_restarts, has_max_restarts),
+    F(kiln_elastic_policy, "standalone", FK_BOOL, standalone),
+    F(kiln_elastic_policy, "nProcPerNode", FK_STR, n_proc_per_node),
+};
+static const kiln__msg elastic_msg = {"ElasticPolicy", sizeof(kiln_elastic_policy), elastic_fields,
+                                      NF(elastic_fields)};
+
+static const kiln__field pytorch_fields[] = {
+    F(kiln_pytorch_job, "nprocPerNode", FK_STR, nproc_per_node),
+    F(kiln_pytorch_job, "workersOnly", FK_BOOL, workers_only),
+    FM(kiln_pytorch_job, "elasticPolicy", elastic_policy, has_elastic_policy, elastic_msg),
+};
+static const kiln__msg pytorch_msg = {"PyTorchJob", sizeof(kiln_pytorch_job), pytorch_fields,
+                                      NF(pytorch_fields)};
+
 static const kiln__field param_fields[] = {
     F(kiln_parameter_spec, "parameterName", FK_STR, parameter_name),
     FE(kiln_parameter_spec, "type", type, param_types),
@@ -142,6 +165,7 @@ static const kiln__field ti_fields[] = {
     F(TI, "useChiefInTfConfig", FK_BOOL, use_chief_in_tf_config),
     F(TI, "enableWebAccess", FK_BOOL, enable_web_access),
     FM(TI, "runPolicy", run_policy, has_run_policy, run_policy_msg),
+    FM(TI, "pytorchJob", pytorch_job, has_pytorch_job, pytorch_msg),
 };
 #undef TI
 static const kiln__msg ti_msg = {"TrainingInput", sizeof(kiln_training_input), ti_fields,

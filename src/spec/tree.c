@@ -111,12 +111,25 @@ static void pop(loader *l)
     json_decref(f->node);
 }
 
-json_t *kiln__yaml_load_err(const char *buf, size_t len, kiln_diag *d, kiln_err *errp)
+/* Ends one document: in `all` mode its tree joins l->docs (an empty document,
+ * such as the one after a trailing "---", is skipped). */
+static void end_document(loader *l, json_t *docs, const yaml_mark_t *m)
+{
+    if (!docs || !l->root) return;
+    if (!json_is_null(l->root) && json_array_append(docs, l->root) < 0)
+        fail(l, m, KILN_ENOMEM, "out of memory");
+    json_decref(l->root);
+    l->root = NULL;
+}
+
+/* The loader behind both entry points: with `docs` (an array), every document
+ * is appended to it; without, a second document is an error. */
+static json_t *load(const char *buf, size_t len, kiln_diag *d, kiln_err *errp, json_t *docs)
 {
     loader l = {.d = d, .err = KILN_OK};
     yaml_event_t ev;
     bool done = false;
-    int docs = 0;
+    int n_docs = 0;
 
     if (len > KILN_SPEC_MAX_BYTES) {
         kiln_diag_add(d, "", "input is %zu bytes; kiln accepts at most %u", len,
@@ -142,9 +155,14 @@ json_t *kiln__yaml_load_err(const char *buf, size_t len, kiln_diag *d, kiln_err 
             done = true;
             break;
         case YAML_DOCUMENT_START_EVENT:
-            if (++docs > 1)
+            if (++n_docs > 1 && !docs)
                 fail(&l, &ev.start_mark, KILN_EINVAL,
                      "expected one YAML document, found several (---)");
+            if (n_docs > KILN_SPEC_MAX_DOCS)
+                fail(&l, &ev.start_mark, KILN_ELIMIT, "more YAML documents than kiln reads (64)");
+            break;
+        case YAML_DOCUMENT_END_EVENT:
+            end_document(&l, docs, &ev.start_mark);
             break;
         case YAML_ALIAS_EVENT:
             fail(&l, &ev.start_mark, KILN_EINVAL,
@@ -180,12 +198,33 @@ json_t *kiln__yaml_load_err(const char *buf, size_t len, kiln_diag *d, kiln_err 
         if (errp) *errp = l.err;
         return NULL;
     }
+    if (docs) {
+        if (errp) *errp = KILN_OK;
+        return docs;
+    }
     if (!l.root || json_is_null(l.root)) {
         json_decref(l.root);
         l.root = json_object(); /* an empty file is an empty job */
     }
     if (errp) *errp = l.root ? KILN_OK : KILN_ENOMEM;
     return l.root;
+}
+
+json_t *kiln__yaml_load_err(const char *buf, size_t len, kiln_diag *d, kiln_err *errp)
+{
+    return load(buf, len, d, errp, NULL);
+}
+
+json_t *kiln__yaml_load_all(const char *buf, size_t len, kiln_diag *d, kiln_err *errp)
+{
+    json_t *docs = json_array();
+    if (!docs) {
+        if (errp) *errp = KILN_ENOMEM;
+        return NULL;
+    }
+    json_t *out = load(buf, len, d, errp, docs);
+    if (!out) json_decref(docs);
+    return out;
 }
 
 json_t *kiln__yaml_load(const char *buf, size_t len, kiln_diag *d)

@@ -19,6 +19,11 @@
 json_t *kiln__yaml_load(const char *buf, size_t len, kiln_diag *d);
 json_t *kiln__yaml_load_err(const char *buf, size_t len, kiln_diag *d, kiln_err *err);
 
+/* Parses every document of a YAML stream (at most KILN_SPEC_MAX_DOCS): a new
+ * array of their trees, empty documents left out. Same caps and errors. */
+#define KILN_SPEC_MAX_DOCS 64
+json_t *kiln__yaml_load_all(const char *buf, size_t len, kiln_diag *d, kiln_err *errp);
+
 /* Parses JSON with the same caps and error style. */
 json_t *kiln__json_load(const char *buf, size_t len, kiln_diag *d, kiln_err *err);
 

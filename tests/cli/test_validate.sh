@@ -106,4 +106,21 @@ err_has "apiVersion: 'kubeflow.org/v1beta1' is not supported"
 run 2 "$KILN" validate --config "$TMP/only-input.yaml"   # no JOB and no jobId
 err_has "jobId"
 
+# ---- Kubeflow PyTorchJob: kiln's files in the shape of the training operator's examples ----
+PT=$SRC/tests/data/pytorchjob
+for f in simple cpu-demo elastic-echo mnist-gloo mnist-nccl mnist-mpi smoke-sendrecv \
+    mnist2-sample deepspeed-demo; do
+    run 0 "$KILN" validate --kubeflow-job "$PT/$f.yaml"
+    out_has "scaleTier: CUSTOM"
+done
+run 0 "$KILN" validate --tfjob "$PT/elastic-echo.yaml" --format json
+out_has '"elasticPolicy"'
+run 2 "$KILN" validate --kubeflow-job "$PT/elastic-imagenet.yaml"
+err_has "spec.elasticPolicy.metrics: autoscaling on metrics"
+run 2 "$KILN" validate --kubeflow-job "$PT/elastic-etcd.yaml"
+err_has "the file holds 3 YAML documents (1: Service 'rdzv-store-client'; 2: Pod 'rdzv-store'"
+sed 's/kind: PyTorchJob/kind: MPIJob/' "$PT/simple.yaml" >"$TMP/mpi.yaml"
+run 2 "$KILN" validate --kubeflow-job "$TMP/mpi.yaml"
+err_has "kind: 'MPIJob' is a Kubeflow training job kiln does not run; kiln reads TFJob and PyTorchJob"
+
 finish

@@ -29,6 +29,7 @@ it_gpu.sh) port_base=25000 ;;
 it_lifecycle.sh) port_base=26000 ;;
 it_mnist.sh) port_base=27000 ;;
 it_restart.sh) port_base=28000 ;;
+it_pytorchjob.sh) port_base=30000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}

@@ -91,6 +91,94 @@ static void check_tf_config(const char *text, const char *master_key, const char
     json_decref(tf);
 }
 
+static kiln_job *from_kubeflow(const char *yaml)
+{
+    kiln_job *job = NULL;
+    kiln_diag d = KILN_DIAG_INIT;
+    CHECK(kiln_job_from_kubeflow(yaml, strlen(yaml), &job, &d) == KILN_OK);
+    if (!job) kiln_diag_print(&d, stderr);
+    kiln_diag_free(&d);
+    return job;
+}
+
+#define PT_HEAD "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: pt-1}\nspec:\n"
+#define PT_ROLE(role, n)                                                                           \
+    "    " role ":\n      replicas: " n "\n"                                                       \
+    "      template: {spec: {containers: [{name: pytorch, image: i, command: [x]}]}}\n"
+
+/* A PyTorchJob's replicas get the operator's environment (docs/job-model.md). */
+static void test_pytorch_env(void)
+{
+    kiln_strv env = {0};
+    kiln_job *job = from_kubeflow(PT_HEAD "  nprocPerNode: '2'\n  pytorchReplicaSpecs:\n" PT_ROLE(
+        "Master", "1") PT_ROLE("Worker", "2"));
+    if (!job) return;
+    /* tasks 0..2: master, worker 0, worker 1 */
+    const char *want[3][2] = {{"0", "0"}, {"1", "1"}, {"2", "2"}};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(kiln_exec_replica_env(job, tasks, 3, i, NULL, 0, false, &env) == KILN_OK);
+        CHECK_STR(env_get(&env, "PYTHONUNBUFFERED"), "1");
+        CHECK_STR(env_get(&env, "MASTER_ADDR"), "10.0.0.1");
+        CHECK_STR(env_get(&env, "PET_MASTER_ADDR"), "10.0.0.1");
+        CHECK_STR(env_get(&env, "MASTER_PORT"), "30000");
+        CHECK_STR(env_get(&env, "PET_MASTER_PORT"), "30000");
+        CHECK_STR(env_get(&env, "WORLD_SIZE"), "6"); /* 3 replicas x 2 processes */
+        CHECK_STR(env_get(&env, "RANK"), want[i][0]);
+        CHECK_STR(env_get(&env, "PET_NODE_RANK"), want[i][1]);
+        CHECK_STR(env_get(&env, "PET_NPROC_PER_NODE"), "2");
+        CHECK_STR(env_get(&env, "PET_NNODES"), "3");
+        CHECK(env_get(&env, "PET_RDZV_ENDPOINT") == NULL);
+        CHECK(env_get(&env, "TF_CONFIG") != NULL); /* kiln's own, as for every job */
+    }
+    kiln_job_free(job);
+
+    /* nprocPerNode auto counts as 1; without it no PET_NPROC_PER_NODE */
+    job = from_kubeflow(PT_HEAD "  nprocPerNode: auto\n  pytorchReplicaSpecs:\n" PT_ROLE(
+        "Master", "1") PT_ROLE("Worker", "1"));
+    CHECK(job && kiln_exec_replica_env(job, tasks, 2, 1, NULL, 0, false, &env) == KILN_OK);
+    CHECK_STR(env_get(&env, "WORLD_SIZE"), "2");
+    CHECK_STR(env_get(&env, "PET_NPROC_PER_NODE"), "auto");
+    kiln_job_free(job);
+    job = from_kubeflow(PT_HEAD "  pytorchReplicaSpecs:\n" PT_ROLE("Master", "1"));
+    CHECK(job && kiln_exec_replica_env(job, tasks, 1, 0, NULL, 0, false, &env) == KILN_OK);
+    CHECK(env_get(&env, "PET_NPROC_PER_NODE") == NULL);
+    CHECK_STR(env_get(&env, "WORLD_SIZE"), "1");
+    kiln_job_free(job);
+
+    /* elastic, Workers only: kiln's master is Worker 0, the rendezvous host */
+    job = from_kubeflow(PT_HEAD "  elasticPolicy: {minReplicas: 1, maxReplicas: 3, maxRestarts: "
+                                "5,\n    rdzvConf: [{key: timeout, value: '90'}]}\n"
+                                "  pytorchReplicaSpecs:\n" PT_ROLE("Worker", "2"));
+    const kiln_exec_task et[] = {{KILN_ROLE_MASTER, 0, "10.0.0.1", 30000},
+                                 {KILN_ROLE_WORKER, 0, "10.0.0.2", 30001}};
+    for (size_t i = 0; job && i < 2; i++) {
+        CHECK(kiln_exec_replica_env(job, et, 2, i, NULL, 0, false, &env) == KILN_OK);
+        CHECK_STR(env_get(&env, "PYTHONUNBUFFERED"), "1");
+        CHECK(env_get(&env, "MASTER_ADDR") == NULL && env_get(&env, "RANK") == NULL);
+        CHECK_STR(env_get(&env, "PET_NNODES"), "1:3");
+        CHECK_STR(env_get(&env, "PET_RDZV_ENDPOINT"), "10.0.0.1:30000");
+        CHECK_STR(env_get(&env, "PET_RDZV_BACKEND"), "c10d");
+        CHECK_STR(env_get(&env, "PET_RDZV_ID"), "pt_1");
+        CHECK_STR(env_get(&env, "PET_MAX_RESTARTS"), "5");
+        CHECK_STR(env_get(&env, "PET_RDZV_CONF"),
+                  i == 0 ? "timeout=90,is_host=true" : "timeout=90,is_host=false");
+    }
+    kiln_job_free(job);
+    /* rdzvHost/rdzvPort given: the endpoint is theirs, is_host left to torchrun */
+    job = from_kubeflow(PT_HEAD "  elasticPolicy: {rdzvHost: etcd-1, rdzvPort: 2379, "
+                                "rdzvBackend: etcd, rdzvId: r9, nProcPerNode: 4}\n"
+                                "  pytorchReplicaSpecs:\n" PT_ROLE("Worker", "2"));
+    CHECK(job && kiln_exec_replica_env(job, et, 2, 1, NULL, 0, false, &env) == KILN_OK);
+    CHECK_STR(env_get(&env, "PET_RDZV_ENDPOINT"), "etcd-1:2379");
+    CHECK_STR(env_get(&env, "PET_RDZV_BACKEND"), "etcd");
+    CHECK_STR(env_get(&env, "PET_RDZV_ID"), "r9");
+    CHECK_STR(env_get(&env, "PET_NNODES"), "2:2");
+    CHECK_STR(env_get(&env, "PET_NPROC_PER_NODE"), "4");
+    CHECK(env_get(&env, "PET_RDZV_CONF") == NULL && env_get(&env, "PET_MAX_RESTARTS") == NULL);
+    kiln_job_free(job);
+    kiln_strv_clear(&env);
+}
+
 int main(void)
 {
     kiln_strv env = {0}, argv = {0};
@@ -223,5 +311,6 @@ int main(void)
     kiln_strv_clear(&env);
     kiln_strv_clear(&argv);
     kiln_job_free(job);
+    test_pytorch_env();
     TEST_DONE();
 }

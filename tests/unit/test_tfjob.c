@@ -228,7 +228,7 @@ static void test_no_chief(void)
 static void test_header_errors(void)
 {
     expect_bad("apiVersion: kubeflow.org/v1beta2\nkind: TFJob\n", "apiVersion", "v1beta2");
-    expect_bad("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\n", "kind", "PyTorchJob");
+    expect_bad("apiVersion: kubeflow.org/v1\nkind: MPIJob\n", "kind", "PyTorchJob");
     expect_bad("kind: TFJob\n", "apiVersion", "required");
     expect_bad("apiVersion: kubeflow.org/v1\n", "kind", "required");
     expect_bad("- a\n- b\n", "", "map");

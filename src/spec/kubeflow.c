@@ -1,0 +1,566 @@
+/* src/spec/kubeflow.c - the parts of a Kubeflow training job (kubeflow.org/v1)
+ * that TFJob and PyTorchJob share, and the entry point that reads a file by
+ * its kind (see kubeflow.h).
+ *
+ * The shared mapping (docs/cli.md has the user-facing version):
+ *   metadata.name                      -> jobId, with '-' and '.' turned into '_'
+ *   metadata.labels                    -> labels ('.' and '/' in keys become '_')
+ *   metadata.annotations[kiln.dev/region]  -> trainingInput.region (else unset: the
+ *                                         CLI uses the catalog's default region)
+ *   metadata.annotations[kiln.dev/job-dir] -> trainingInput.jobDir
+ *   the program's container (by name, see pick_container): image, command, args,
+ *   resources.limits["nvidia.com/gpu"], nodeSelector -> the role's ReplicaConfig
+ *   restartPolicy                       -> the role's restartPolicy
+ *   spec.runPolicy (or the older fields directly under spec) -> runPolicy
+ * Machine types come from the pod template annotation kiln.dev/machine-type,
+ * else kiln__default_machine_type().
+ *
+ * Only shape is checked here (with field paths into the Kubeflow file);
+ * catalog rules (machine types, GPU counts, regions) are kiln/catalog.h's
+ * business. Fields that belong to Kubernetes (volumes, env, probes,
+ * tolerations...) are not read. */
+#include "spec/kubeflow.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec/flags.h"
+#include "spec/tree.h"
+
+#define KF_GPU_RESOURCE  "nvidia.com/gpu"
+#define KF_DEFAULT_GPU   "NVIDIA_TESLA_K80" /* what BASIC_GPU uses */
+#define ANN_REGION       "kiln.dev/region"
+#define ANN_JOB_DIR      "kiln.dev/job-dir"
+#define ANN_MACHINE_TYPE "kiln.dev/machine-type"
+#define CTR_PATH_MAX     192
+
+/* Node-selector keys that name the GPU model, most specific first. */
+static const char *const gpu_selector_keys[] = {"cloud.google.com/gke-accelerator",
+                                                "kiln.dev/accelerator", "accelerator"};
+
+void kiln__kf_bad(kiln__kf *c, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    kiln_diag_addv(c->d, field, fmt, ap);
+    va_end(ap);
+    c->bad++;
+}
+
+void kiln__kf_nomem(kiln__kf *c, kiln_err e)
+{
+    if (e != KILN_OK && c->err == KILN_OK) c->err = e;
+}
+
+json_t *kiln__kf_get(const json_t *obj, const char *key)
+{
+    return json_is_object(obj) ? json_object_get(obj, key) : NULL;
+}
+
+const char *kiln__kf_scalar(const json_t *v)
+{
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+bool kiln__kf_present(const json_t *v)
+{
+    return v != NULL && !json_is_null(v);
+}
+
+bool kiln__kf_get_int(const json_t *v, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return true;
+    }
+    const char *s = kiln__kf_scalar(v);
+    return s != NULL && kiln__parse_i64(s, out);
+}
+
+bool kiln__kf_opt_count(kiln__kf *c, const json_t *obj, const char *key, const char *path,
+                        bool *has, int64_t *out)
+{
+    const json_t *v = kiln__kf_get(obj, key);
+    if (!kiln__kf_present(v)) return true;
+    int64_t n;
+    if (!kiln__kf_get_int(v, &n) || n < 0) {
+        const char *s = kiln__kf_scalar(v);
+        kiln__kf_bad(c, path, "%s must be a whole number, 0 or more", s ? s : "value");
+        return false;
+    }
+    *has = true;
+    *out = n;
+    return true;
+}
+
+/* ---- metadata ---- */
+
+/* Kubernetes names allow lowercase letters, digits, '-' and '.'; jobIds allow
+ * letters, digits and '_' and start with a letter. */
+static void map_name(kiln__kf *c, const json_t *meta, kiln_job *job)
+{
+    const char *name = kiln__kf_scalar(kiln__kf_get(meta, "name"));
+    if (name == NULL || *name == '\0') {
+        kiln__kf_bad(c, "metadata.name", "required: the %s's name becomes the kiln jobId", c->kind);
+        return;
+    }
+    char *id = strdup(name);
+    if (id == NULL) {
+        kiln__kf_nomem(c, KILN_ENOMEM);
+        return;
+    }
+    for (char *p = id; *p; p++)
+        if (*p == '-' || *p == '.') *p = '_';
+    bool ok = (id[0] >= 'a' && id[0] <= 'z') || (id[0] >= 'A' && id[0] <= 'Z');
+    for (const char *p = id; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+             *p == '_';
+    if (!ok)
+        kiln__kf_bad(c, "metadata.name",
+                     "'%s' cannot become a jobId: after '-' and '.' become '_', it must start "
+                     "with a letter and hold only letters, digits and '_'",
+                     name);
+    else
+        kiln__kf_nomem(c, kiln_set_str(&job->job_id, id));
+    free(id);
+}
+
+static void map_string_map(kiln__kf *c, const json_t *obj, const char *path, kiln_map *out)
+{
+    if (!kiln__kf_present(obj)) return;
+    if (!json_is_object(obj)) {
+        kiln__kf_bad(c, path, "must be a map of strings");
+        return;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)obj, key, val)
+    {
+        const char *s = json_is_null(val) ? "" : kiln__kf_scalar(val);
+        if (s == NULL) {
+            kiln__kf_bad(c, path, "the value of '%s' must be a string", key);
+            continue;
+        }
+        kiln__kf_nomem(c, kiln_map_set(out, key, s));
+    }
+}
+
+/* Kubernetes label keys may carry a DNS prefix ("kueue.x-k8s.io/queue-name");
+ * a job's label keys hold only lowercase letters, digits, '-' and '_', so '.'
+ * and '/' become '_' (kueue_x-k8s_io_queue-name), as in the jobId. */
+static void map_labels(kiln__kf *c, const json_t *labels, kiln_map *out)
+{
+    kiln_map raw = {0};
+    map_string_map(c, labels, "metadata.labels", &raw);
+    for (size_t i = 0; i < raw.n; i++) {
+        for (char *p = raw.keys[i]; *p; p++)
+            if (*p == '.' || *p == '/') *p = '_';
+        kiln__kf_nomem(c, kiln_map_set(out, raw.keys[i], raw.vals[i]));
+    }
+    kiln_map_clear(&raw);
+}
+
+void kiln__kf_metadata(kiln__kf *c, const json_t *root, kiln_job *job)
+{
+    const json_t *meta = kiln__kf_get(root, "metadata");
+    if (!json_is_object(meta)) {
+        kiln__kf_bad(c, "metadata", "required: a %s needs metadata.name", c->kind);
+        return;
+    }
+    map_name(c, meta, job);
+    map_labels(c, kiln__kf_get(meta, "labels"), &job->labels);
+
+    const json_t *ann = kiln__kf_get(meta, "annotations");
+    const char *region = kiln__kf_scalar(kiln__kf_get(ann, ANN_REGION));
+    const char *job_dir = kiln__kf_scalar(kiln__kf_get(ann, ANN_JOB_DIR));
+    /* no annotation: region stays unset, and the CLI fills in the catalog's
+     * default region (kiln_catalog_default_region) - a Kubeflow job has no region */
+    if (region) kiln__kf_nomem(c, kiln_set_str(&job->training_input.region, region));
+    if (job_dir) kiln__kf_nomem(c, kiln_set_str(&job->training_input.job_dir, job_dir));
+}
+
+/* ---- one replica spec ---- */
+
+static void map_strv(kiln__kf *c, const json_t *arr, const char *path, kiln_strv *out)
+{
+    if (!kiln__kf_present(arr)) return;
+    if (!json_is_array(arr)) {
+        kiln__kf_bad(c, path, "must be a list of strings");
+        return;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        const char *s = kiln__kf_scalar(v);
+        if (s == NULL) {
+            char p[KILN__KF_PATH];
+            snprintf(p, sizeof p, "%s[%zu]", path, i);
+            kiln__kf_bad(c, p, "must be a string");
+            continue;
+        }
+        kiln__kf_nomem(c, kiln_strv_push(out, s));
+    }
+}
+
+/* The container that runs the program: the one named c->container; else the
+ * first (TFJob), or an error (PyTorchJob: the operator requires the name). */
+static const json_t *pick_container(kiln__kf *c, const json_t *containers, const char *path,
+                                    size_t *index)
+{
+    if (!json_is_array(containers) || json_array_size(containers) == 0) {
+        kiln__kf_bad(c, path, "required: a list with the '%s' container", c->container);
+        return NULL;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(containers, i, v)
+    {
+        const char *name = kiln__kf_scalar(kiln__kf_get(v, "name"));
+        if (name && strcmp(name, c->container) == 0) {
+            *index = i;
+            return v;
+        }
+    }
+    if (c->container_required) {
+        kiln__kf_bad(c, path,
+                     "a %s needs a container named '%s' in every replica type: it is the one "
+                     "that runs the program",
+                     c->kind, c->container);
+        return NULL;
+    }
+    *index = 0;
+    return json_array_get(containers, 0);
+}
+
+/* GPUs: resources.limits["nvidia.com/gpu"] (Kubernetes wants GPUs in limits);
+ * the model from a node-selector label, else KF_DEFAULT_GPU. */
+static void map_gpus(kiln__kf *c, const json_t *ctr, const json_t *selector, const char *cpath,
+                     kiln_replica_config *rc)
+{
+    const json_t *gpu =
+        kiln__kf_get(kiln__kf_get(kiln__kf_get(ctr, "resources"), "limits"), KF_GPU_RESOURCE);
+    if (!kiln__kf_present(gpu)) return;
+    char p[KILN__KF_PATH];
+    snprintf(p, sizeof p, "%s.resources.limits[\"" KF_GPU_RESOURCE "\"]", cpath);
+    int64_t n;
+    if (!kiln__kf_get_int(gpu, &n) || n < 0) {
+        const char *s = kiln__kf_scalar(gpu);
+        kiln__kf_bad(c, p, "%s is not a whole number of GPUs", s ? s : "value");
+        return;
+    }
+    if (n == 0) return;
+    const char *model = NULL;
+    for (size_t i = 0; model == NULL && i < sizeof gpu_selector_keys / sizeof *gpu_selector_keys;
+         i++)
+        model = kiln__kf_scalar(kiln__kf_get(selector, gpu_selector_keys[i]));
+    char *type = kiln__accelerator_enum(model ? model : KF_DEFAULT_GPU);
+    if (type == NULL) {
+        kiln__kf_bad(c, p,
+                     "the node selector names GPU model '%s', which is not an accelerator "
+                     "name",
+                     model);
+        return;
+    }
+    rc->has_accelerator_config = true;
+    rc->accelerator_config.count = n;
+    free(rc->accelerator_config.type);
+    rc->accelerator_config.type = type;
+}
+
+static void map_restart_policy(kiln__kf *c, const json_t *spec, const char *rpath,
+                               kiln_replica_config *rc)
+{
+    static const char *const ok[] = {"Always", "OnFailure", "Never", "ExitCode"};
+    const json_t *v = kiln__kf_get(spec, "restartPolicy");
+    if (!kiln__kf_present(v)) return; /* unset: left to the executor's default */
+    const char *s = kiln__kf_scalar(v);
+    char p[KILN__KF_PATH];
+    snprintf(p, sizeof p, "%s.restartPolicy", rpath);
+    for (size_t i = 0; s && i < sizeof ok / sizeof *ok; i++)
+        if (strcmp(s, ok[i]) == 0) {
+            kiln__kf_nomem(c, kiln_set_str(&rc->restart_policy, s));
+            return;
+        }
+    kiln__kf_bad(c, p, "'%s' is not a restart policy; use Always, OnFailure, Never or ExitCode",
+                 s ? s : "value");
+}
+
+/* Fills `rc` and `*machine` from one replica spec (path `rpath`). */
+static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpath,
+                               kiln_replica_config *rc, const char **machine)
+{
+    char p[KILN__KF_PATH];
+    const json_t *tmpl = kiln__kf_get(spec, "template");
+    const json_t *pod = kiln__kf_get(tmpl, "spec");
+    snprintf(p, sizeof p, "%s.template.spec.containers", rpath);
+    size_t idx = 0;
+    const json_t *ctr = pick_container(c, kiln__kf_get(pod, "containers"), p, &idx);
+
+    map_restart_policy(c, spec, rpath, rc);
+    snprintf(p, sizeof p, "%s.template.spec.nodeSelector", rpath);
+    const json_t *selector = kiln__kf_get(pod, "nodeSelector");
+    map_string_map(c, selector, p, &rc->node_selector);
+    *machine = kiln__kf_scalar(kiln__kf_get(
+        kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "annotations"), ANN_MACHINE_TYPE));
+    if (ctr == NULL) return;
+
+    char cpath[CTR_PATH_MAX];
+    snprintf(cpath, sizeof cpath, "%s.template.spec.containers[%zu]", rpath, idx);
+    if (!json_is_object(ctr)) {
+        kiln__kf_bad(c, cpath, "must be a container");
+        return;
+    }
+    const char *image = kiln__kf_scalar(kiln__kf_get(ctr, "image"));
+    snprintf(p, sizeof p, "%s.image", cpath);
+    if (image == NULL || *image == '\0')
+        kiln__kf_bad(c, p, "required: the container image to run");
+    else
+        kiln__kf_nomem(c, kiln_set_str(&rc->image_uri, image));
+    snprintf(p, sizeof p, "%s.command", cpath);
+    map_strv(c, kiln__kf_get(ctr, "command"), p, &rc->container_command);
+    snprintf(p, sizeof p, "%s.args", cpath);
+    map_strv(c, kiln__kf_get(ctr, "args"), p, &rc->container_args);
+    map_gpus(c, ctr, selector, cpath, rc);
+}
+
+int64_t kiln__kf_replicas(kiln__kf *c, const json_t *spec, const char *rpath, bool master)
+{
+    char p[KILN__KF_PATH];
+    snprintf(p, sizeof p, "%s.replicas", rpath);
+    const json_t *v = kiln__kf_get(spec, "replicas");
+    const char *s = kiln__kf_scalar(v);
+    int64_t n = 1; /* the operators' default */
+    if (kiln__kf_present(v) && (!kiln__kf_get_int(v, &n) || n < 0)) {
+        kiln__kf_bad(c, p, "%s is not a whole number of replicas (0 or more)", s ? s : "value");
+        return -1;
+    }
+    if (master && n != 1) {
+        kiln__kf_bad(c, p, "%s: a %s has exactly one %s replica", s ? s : "value", c->kind,
+                     strcmp(c->kind, "TFJob") == 0 ? "Chief or Master" : "Master");
+        return -1;
+    }
+    return n;
+}
+
+void kiln__kf_fill_role(kiln__kf *c, const json_t *spec, const char *rpath, kiln_training_input *ti,
+                        kiln_role role, int64_t count)
+{
+    kiln_role_fields s = kiln_job_role_fields(ti, role);
+    const char *machine = NULL;
+    map_replica_config(c, spec, rpath, s.config, &machine);
+    *s.has_config = true;
+    if (machine == NULL || *machine == '\0') {
+        const kiln_accelerator_config *ac = &s.config->accelerator_config;
+        machine = kiln__default_machine_type(s.config->has_accelerator_config ? ac->type : NULL,
+                                             ac->count);
+    }
+    kiln__kf_nomem(c, kiln_set_str(s.type, machine));
+    if (s.count) *s.count = count;
+}
+
+int64_t kiln__kf_promote_worker(kiln__kf *c, const json_t *worker, const char *rpath,
+                                kiln_training_input *ti)
+{
+    int64_t n = kiln__kf_replicas(c, worker, rpath, false);
+    if (n < 0) return -1;
+    if (n == 0) {
+        char p[KILN__KF_PATH];
+        snprintf(p, sizeof p, "%s.replicas", rpath);
+        kiln__kf_bad(c, p,
+                     "0: without a Master, worker 0 takes the master's part, so at least 1 "
+                     "replica is needed");
+        return -1;
+    }
+    kiln__kf_fill_role(c, worker, rpath, ti, KILN_ROLE_MASTER, 1);
+    ti->use_chief_in_tf_config = true;
+    if (n == 1) return n;
+    /* same spec again for the remaining workers; its problems are already reported */
+    kiln_diag quiet = KILN_DIAG_INIT;
+    kiln__kf qc = *c;
+    qc.d = &quiet;
+    qc.err = KILN_OK;
+    kiln__kf_fill_role(&qc, worker, rpath, ti, KILN_ROLE_WORKER, n - 1);
+    kiln__kf_nomem(c, qc.err);
+    kiln_diag_free(&quiet);
+    return n;
+}
+
+/* ---- runPolicy ---- */
+
+/* spec.runPolicy, or for jobs written before runPolicy existed, the same
+ * fields directly under spec (runPolicy wins where both are given). */
+void kiln__kf_run_policy(kiln__kf *c, const json_t *spec, kiln_training_input *ti)
+{
+    static const char *const clean_ok[] = {"All", "Running", "None"};
+    const json_t *rp = kiln__kf_get(spec, "runPolicy");
+    if (kiln__kf_present(rp) && !json_is_object(rp)) {
+        kiln__kf_bad(c, "spec.runPolicy", "must be a map (backoffLimit, activeDeadlineSeconds...)");
+        return;
+    }
+    kiln_run_policy *out = &ti->run_policy;
+    const json_t *srcs[2] = {spec, rp}; /* later wins */
+    const char *prefix[2] = {"spec.", "spec.runPolicy."};
+    for (int i = 0; i < 2; i++) {
+        const json_t *s = srcs[i];
+        char p[KILN__KF_PATH];
+        snprintf(p, sizeof p, "%sbackoffLimit", prefix[i]);
+        kiln__kf_opt_count(c, s, "backoffLimit", p, &out->has_backoff_limit, &out->backoff_limit);
+        snprintf(p, sizeof p, "%sactiveDeadlineSeconds", prefix[i]);
+        kiln__kf_opt_count(c, s, "activeDeadlineSeconds", p, &out->has_active_deadline_seconds,
+                           &out->active_deadline_seconds);
+        snprintf(p, sizeof p, "%sttlSecondsAfterFinished", prefix[i]);
+        kiln__kf_opt_count(c, s, "ttlSecondsAfterFinished", p, &out->has_ttl_seconds_after_finished,
+                           &out->ttl_seconds_after_finished);
+        const json_t *cp = kiln__kf_get(s, "cleanPodPolicy");
+        if (!kiln__kf_present(cp)) continue;
+        snprintf(p, sizeof p, "%scleanPodPolicy", prefix[i]);
+        const char *v = kiln__kf_scalar(cp);
+        size_t k = 0;
+        while (v && k < 3 && strcmp(v, clean_ok[k]) != 0)
+            k++;
+        if (v == NULL || k == 3)
+            kiln__kf_bad(c, p, "'%s' is not a clean-pod policy; use All, Running or None",
+                         v ? v : "value");
+        else
+            kiln__kf_nomem(c, kiln_set_str(&out->clean_pod_policy, v));
+    }
+    if (out->has_active_deadline_seconds && out->active_deadline_seconds == 0)
+        kiln__kf_bad(c,
+                     kiln__kf_present(kiln__kf_get(rp, "activeDeadlineSeconds"))
+                         ? "spec.runPolicy.activeDeadlineSeconds"
+                         : "spec.activeDeadlineSeconds",
+                     "must be at least 1 second");
+    ti->has_run_policy = out->has_backoff_limit || out->has_active_deadline_seconds ||
+                         out->has_ttl_seconds_after_finished || out->clean_pod_policy != NULL;
+    const char *suspend = kiln__kf_scalar(kiln__kf_get(rp, "suspend"));
+    if (suspend && strcmp(suspend, "true") == 0)
+        kiln__kf_bad(c, "spec.runPolicy.suspend", "suspended %ss are not supported", c->kind);
+}
+
+/* ---- the entry point: one document, read by its kind ---- */
+
+/* The training-operator's other kinds: named in the refusal so that a user
+ * sees kiln knows them and does not run them (yet). */
+static const char *const other_kinds[] = {"MPIJob", "XGBoostJob",      "PaddleJob", "MXJob",
+                                          "JAXJob", "PaddlePaddleJob", "TrainJob"};
+
+#define KINDS_READ "TFJob and PyTorchJob (apiVersion " KILN__KF_API_VERSION ")"
+
+static bool known_other(const char *kind)
+{
+    for (size_t i = 0; i < sizeof other_kinds / sizeof *other_kinds; i++)
+        if (strcmp(kind, other_kinds[i]) == 0) return true;
+    return false;
+}
+
+static bool kind_read(const char *kind)
+{
+    return kind && (strcmp(kind, "TFJob") == 0 || strcmp(kind, "PyTorchJob") == 0);
+}
+
+/* A file of several documents (a Service, a PVC and the job, say): kiln reads
+ * one job per file, and says which documents it found and which it would read. */
+static void several_documents(kiln_diag *d, const json_t *docs)
+{
+    char list[1024] = "";
+    size_t used = 0, pick = 0, n_jobs = 0;
+    for (size_t i = 0; i < json_array_size(docs); i++) {
+        const json_t *doc = json_array_get(docs, i);
+        const char *kind = kiln__kf_scalar(kiln__kf_get(doc, "kind"));
+        const char *name = kiln__kf_scalar(kiln__kf_get(kiln__kf_get(doc, "metadata"), "name"));
+        if (kind_read(kind) && n_jobs++ == 0) pick = i + 1;
+        if (used < sizeof list)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%zu: %.64s%s%.64s%s",
+                                     i ? "; " : "", i + 1, kind ? kind : "(no kind)",
+                                     name ? " '" : "", name ? name : "", name ? "'" : "");
+    }
+    if (pick)
+        kiln_diag_add(d, "",
+                      "the file holds %zu YAML documents (%s); kiln reads one job per file: it "
+                      "would read document %zu, so put that one in a file of its own",
+                      json_array_size(docs), list, pick);
+    else
+        kiln_diag_add(d, "",
+                      "the file holds %zu YAML documents (%s) and none is a job kiln reads: "
+                      "kiln reads " KINDS_READ ", one per file",
+                      json_array_size(docs), list);
+}
+
+/* Checks apiVersion and kind; NULL (after reporting) when kiln does not read it. */
+static const char *check_header(kiln__kf *c, const json_t *root)
+{
+    const char *api = kiln__kf_scalar(kiln__kf_get(root, "apiVersion"));
+    const char *kind = kiln__kf_scalar(kiln__kf_get(root, "kind"));
+    if (kind == NULL)
+        kiln__kf_bad(c, "kind", "required: kiln reads kind " KINDS_READ);
+    else if (known_other(kind))
+        kiln__kf_bad(c, "kind",
+                     "'%s' is a Kubeflow training job kiln does not run; kiln reads " KINDS_READ,
+                     kind);
+    else if (!kind_read(kind))
+        kiln__kf_bad(c, "kind", "'%s' is not a training job kiln reads; kiln reads " KINDS_READ,
+                     kind);
+    if (api == NULL)
+        kiln__kf_bad(c, "apiVersion",
+                     "required: a Kubeflow job has apiVersion " KILN__KF_API_VERSION);
+    else if (strcmp(api, KILN__KF_API_VERSION) != 0)
+        kiln__kf_bad(c, "apiVersion",
+                     "'%s' is not supported; kiln reads apiVersion " KILN__KF_API_VERSION, api);
+    return c->bad ? NULL : kind;
+}
+
+kiln_err kiln_job_from_kubeflow(const char *buf, size_t len, kiln_job **out, kiln_diag *d)
+{
+    kiln_err err = KILN_OK;
+    json_t *docs = NULL;
+    kiln_job *job = NULL;
+    kiln__kf c = {.d = d};
+
+    *out = NULL;
+    if (len > KILN_SPEC_MAX_BYTES) {
+        kiln_diag_add(d, "", "the file is %zu bytes; the limit is %u", len,
+                      (unsigned)KILN_SPEC_MAX_BYTES);
+        return KILN_ELIMIT;
+    }
+    docs = kiln__yaml_load_all(buf, len, d, &err);
+    if (docs == NULL) goto out;
+    if (json_array_size(docs) > 1) {
+        several_documents(d, docs);
+        err = KILN_EINVAL;
+        goto out;
+    }
+    const json_t *root = json_array_get(docs, 0);
+    if (!json_is_object(root)) {
+        kiln_diag_add(d, "", "a Kubeflow job must be a YAML or JSON map");
+        err = KILN_EINVAL;
+        goto out;
+    }
+    const char *kind = check_header(&c, root);
+    if (kind == NULL) { /* not a job kiln reads: the rest would be noise */
+        err = KILN_EINVAL;
+        goto out;
+    }
+    job = kiln_job_new();
+    if (job == NULL) {
+        err = KILN_ENOMEM;
+        goto out;
+    }
+    err = strcmp(kind, "PyTorchJob") == 0 ? kiln__pytorchjob_decode(&c, root, job)
+                                          : kiln__tfjob_decode(&c, root, job);
+    if (err == KILN_OK) {
+        *out = job;
+        job = NULL;
+    }
+out:
+    kiln_job_free(job);
+    json_decref(docs);
+    return err;
+}
+
+kiln_err kiln_job_from_tfjob(const char *buf, size_t len, kiln_job **out, kiln_diag *d)
+{
+    return kiln_job_from_kubeflow(buf, len, out, d);
+}

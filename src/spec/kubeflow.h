@@ -1,0 +1,75 @@
+/* kubeflow.h - what the Kubeflow front ends (tfjob.c, pytorchjob.c) share:
+ * the decoding context, the reading of metadata, replica specs, pod
+ * containers and runPolicy, and the dispatch by kind (kubeflow.c).
+ * Internal to src/spec.
+ *
+ * The two kinds differ only in their replica types, the name of the
+ * container that runs the program, and a few spec fields of their own; the
+ * rest of a Kubeflow job is one format, so it is read by one piece of code
+ * and gets the same field paths and the same errors in both. */
+#ifndef KILN_SPEC_KUBEFLOW_H
+#define KILN_SPEC_KUBEFLOW_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiln/job.h"
+
+#define KILN__KF_API_VERSION "kubeflow.org/v1"
+
+/* Path prefixes are built from known names only ("spec.pytorchReplicaSpecs.Worker"
+ * plus a container index), so these sizes never truncate. */
+#define KILN__KF_ROLE_PATH 64
+#define KILN__KF_PATH      256
+
+typedef struct kiln__kf {
+    kiln_diag *d;
+    kiln_err err; /* first hard error (ENOMEM); EINVAL is counted through d */
+    size_t bad;   /* violations reported by this decoder */
+    /* set by the front end before the shared readers run: */
+    const char *kind;        /* "TFJob" | "PyTorchJob", for messages */
+    const char *container;   /* the container that runs the program */
+    bool container_required; /* PyTorchJob: every replica type must have it */
+} kiln__kf;
+
+void kiln__kf_bad(kiln__kf *c, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void kiln__kf_nomem(kiln__kf *c, kiln_err e);
+
+/* Tree access: YAML hands every scalar over as a string, JSON may not. */
+json_t *kiln__kf_get(const json_t *obj, const char *key);
+const char *kiln__kf_scalar(const json_t *v);
+bool kiln__kf_present(const json_t *v);
+bool kiln__kf_get_int(const json_t *v, int64_t *out);
+/* An optional whole number >= 0; reports at `path` and returns false when set but bad. */
+bool kiln__kf_opt_count(kiln__kf *c, const json_t *obj, const char *key, const char *path,
+                        bool *has, int64_t *out);
+
+/* metadata: name -> jobId, labels, kiln.dev/region and kiln.dev/job-dir annotations. */
+void kiln__kf_metadata(kiln__kf *c, const json_t *root, kiln_job *job);
+
+/* `<rpath>.replicas` (default 1); -1 after reporting a bad value. With `master`,
+ * anything but 1 is refused (both operators allow exactly one). */
+int64_t kiln__kf_replicas(kiln__kf *c, const json_t *spec, const char *rpath, bool master);
+
+/* Decodes one replica spec (restartPolicy, template: container, nodeSelector,
+ * GPUs, machine-type annotation) into `role` with `count` replicas. */
+void kiln__kf_fill_role(kiln__kf *c, const json_t *spec, const char *rpath, kiln_training_input *ti,
+                        kiln_role role, int64_t count);
+
+/* Without a master replica the job succeeds when worker 0 does: worker 0
+ * becomes kiln's master ("chief" in TF_CONFIG) and the rest stay workers.
+ * Returns the Worker replica count, or -1 after reporting. */
+int64_t kiln__kf_promote_worker(kiln__kf *c, const json_t *worker, const char *rpath,
+                                kiln_training_input *ti);
+
+/* spec.runPolicy (or its older fields directly under spec), and refusals of
+ * what kiln cannot honour there (suspend). */
+void kiln__kf_run_policy(kiln__kf *c, const json_t *spec, kiln_training_input *ti);
+
+/* The front ends: `root` is one document whose kind is theirs. */
+kiln_err kiln__tfjob_decode(kiln__kf *c, const json_t *root, kiln_job *job);
+kiln_err kiln__pytorchjob_decode(kiln__kf *c, const json_t *root, kiln_job *job);
+
+#endif

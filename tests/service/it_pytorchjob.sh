@@ -1,0 +1,166 @@
+#!/bin/bash
+# tests/service/it_pytorchjob.sh - Kubeflow PyTorchJob files run on a real
+# kilnd with Debian's python3-torch: a Master + 2 Workers job whose program
+# calls init_process_group("gloo") from the environment all-reduces across
+# the three ranks and SUCCEEDS; an elastic job (min 1, max 2) forms a group
+# of two through torchrun's c10d rendezvous; killing one worker of a running
+# elastic job: kilnd starts it again alone, torchrun re-forms the group and
+# the job SUCCEEDS; on a node with 2 simulated GPUs, one held by another job,
+# an elastic job starts with 1 worker and gets its 2nd when that GPU frees up.
+# Debian 12's torchrun is launched through
+# pytorchjob/torchrun.py (see there). The containers name images that cannot be
+# pulled here, so they carry a command (run as a plain process, as for TFJob).
+# Skipped (77) where python3-torch is not installed.
+. "$(dirname "$0")/lib.sh"
+SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
+if ! "$SYSPY" -c 'import torch.distributed' 2>/dev/null; then
+    echo "SKIP: $SYSPY cannot import torch (apt install python3-torch)"
+    exit 77
+fi
+HERE=$(cd "$(dirname "$0")" && pwd)
+start_kilnd "$T/d" --python "$SYSPY"
+
+# ---- Master + 2 Workers, gloo, from the environment ----
+cat >"$T/gloo.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: pt-gloo
+spec:
+  runPolicy: {backoffLimit: 0}
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: localhost/kiln-examples/allreduce:0.1
+              command: ["$SYSPY", "$HERE/pytorchjob/allreduce.py"]
+    Worker:
+      replicas: 2
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: localhost/kiln-examples/allreduce:0.1
+              command: ["$SYSPY", "$HERE/pytorchjob/allreduce.py"]
+YAML
+"$KILN" jobs submit training --kubeflow-job "$T/gloo.yaml" >"$T/submit.out" 2>&1
+check_eq "PyTorchJob submitted" "$?" 0
+check "PyTorchJob SUCCEEDED" wait_state pt_gloo SUCCEEDED 120
+"$KILN" jobs stream-logs pt_gloo >"$T/gloo.logs" 2>&1
+for r in 0 1 2; do
+    check "rank $r all-reduced across 3" \
+        grep -q "rank $r of 3: sum 6 (PET_NODE_RANK=$r PET_NNODES=3 PYTHONUNBUFFERED=1)" "$T/gloo.logs"
+done
+check "the unpulled image is said" grep -q "is not pulled" "$T/gloo.logs"
+
+# ---- elastic: torchrun's c10d rendezvous forms the group ----
+# elastic_job NAME STEPS: Workers only (min 1, max 2), each runs torchrun
+elastic_job() {
+    mkdir -p "$T/$1"
+    cat >"$T/$1.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: $1
+spec:
+  elasticPolicy:
+    rdzvBackend: c10d
+    minReplicas: 1
+    maxReplicas: 2
+    maxRestarts: 3
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: localhost/kiln-examples/elastic-hello:0.1
+              command: ["env", "KILN_ELASTIC_STATE=$T/$1", "$SYSPY", "$HERE/pytorchjob/torchrun.py",
+                        "$HERE/pytorchjob/elastic.py", "$2"]
+YAML
+}
+elastic_job el-two 6
+"$KILN" jobs submit training --kubeflow-job "$T/el-two.yaml" >/dev/null 2>&1
+check_eq "elastic job submitted" "$?" 0
+check "elastic job SUCCEEDED" wait_state el_two SUCCEEDED 120
+"$KILN" jobs stream-logs el_two >"$T/el-two.logs" 2>&1
+check "torchrun formed a group of two" grep -q "rank 1 done in a group of 2" "$T/el-two.logs"
+check "both agents took part" test "$(grep -c 'done in a group of 2' "$T/el-two.logs")" -eq 2
+
+# ---- elastic: a worker killed mid-run is started again; the group re-forms ----
+elastic_job el-kill 40
+"$KILN" jobs submit training --kubeflow-job "$T/el-kill.yaml" >/dev/null 2>&1
+check "elastic job RUNNING" wait_state el_kill RUNNING 30
+for _ in $(seq 1 600); do # until the group of two has taken steps
+    "$KILN" jobs stream-logs el_kill 2>/dev/null | grep -q "step 3: all-reduced across 2" && break
+    sleep 0.1
+done
+api GET /v1/projects/p1/jobs/el_kill
+check_eq "current workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 2
+check_eq "wanted workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.wanted)" 2
+# worker-replica-0 is PyTorch's Worker 1 (Worker 0, the rendezvous host, is kiln's master)
+victim=$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+for r in json.load(sys.stdin)["kilnStatus"]["replicas"]:
+    if r["task"] == "worker-replica-0": print(r["pid"])')
+check "found the worker's pid ($victim)" test -n "$victim"
+kill -9 "$victim"
+check "elastic job SUCCEEDED after the kill" wait_state el_kill SUCCEEDED 180
+"$KILN" jobs stream-logs el_kill >"$T/el-kill.logs" 2>&1
+check "the worker was started again alone" grep -q "worker-replica-0 exited with status 137: starting it again alone" "$T/el-kill.logs"
+check "the group re-formed (restart count 1)" grep -q "joined a group of 2 at step [1-9][0-9]* (restart 1)" "$T/el-kill.logs"
+check "it finished in a group of two" test "$(grep -c 'done in a group of 2' "$T/el-kill.logs")" -eq 2
+"$KILN" jobs describe el_kill >"$T/el-kill.describe" 2>&1
+check "describe shows the worker counts" grep -q "elasticWorkers" "$T/el-kill.describe"
+
+# ---- elastic on scarce devices: start with what fits, grow when devices free up ----
+printf '%s\n' '{"nodes": [{"name": "gpu-a", "address": "127.0.0.1",' \
+    '  "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]}]}' >"$T/nodes.json"
+start_kilnd "$T/g" --node-config "$T/nodes.json" --python "$SYSPY"
+api POST /v1/projects/p1/jobs '{"jobId":"blocker","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_V100"},"containerCommand":["sleep","60"]}}}'
+check_eq "blocker created" "$STATUS" 200
+check "blocker holds one of the two GPUs" wait_state blocker RUNNING 20
+cat >"$T/grow.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: el-grow}
+spec:
+  elasticPolicy: {minReplicas: 1, maxReplicas: 2}
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          nodeSelector: {cloud.google.com/gke-accelerator: nvidia-tesla-v100}
+          containers:
+            - name: pytorch
+              image: pytorch/pytorch
+              command: ["sh", "-c", "echo nnodes=\$PET_NNODES; sleep 12"]
+              resources: {limits: {nvidia.com/gpu: 1}}
+YAML
+"$KILN" jobs submit training --kubeflow-job "$T/grow.yaml" >/dev/null 2>&1
+check "elastic job RUNNING with the one free GPU" wait_state el_grow RUNNING 20
+api GET /v1/projects/p1/jobs/el_grow
+check_eq "started with 1 worker" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 1
+check_eq "wants 2" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.wanted)" 2
+api POST /v1/projects/p1/jobs/blocker:cancel '{}'
+grown=""
+for _ in $(seq 1 100); do
+    api GET /v1/projects/p1/jobs/el_grow
+    grown=$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)
+    [ "$grown" = 2 ] && break
+    sleep 0.1
+done
+check_eq "a worker was added when the GPU freed up" "$grown" 2
+check "elastic job SUCCEEDED" wait_state el_grow SUCCEEDED 60
+"$KILN" jobs stream-logs el_grow >"$T/grow.logs" 2>&1
+check "the added worker was told min:max" grep -q "worker-replica-0.nnodes=1:2" "$T/grow.logs"
+check "the addition is logged" grep -q "Adding worker-replica-0" "$T/grow.logs"
+
+finish
