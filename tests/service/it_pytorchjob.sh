@@ -12,11 +12,9 @@
 # pulled here, so they carry a command (run as a plain process, as for TFJob).
 # Skipped (77) where python3-torch is not installed.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need torch
 SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
-if ! "$SYSPY" -c 'import torch.distributed' 2>/dev/null; then
-    echo "SKIP: $SYSPY cannot import torch (apt install python3-torch)"
-    exit 77
-fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 start_kilnd "$T/d" --python "$SYSPY"
 
