@@ -66,6 +66,11 @@ endforeach()
 if(TEST svc_it_tf_mwms)
   set_tests_properties(svc_it_tf_mwms PROPERTIES TIMEOUT 300)
 endif()
+# gcloud's log streaming polls every 5 s and stops after two empty polls:
+# the test streams five times (about 100 s, more under ASan)
+if(TEST svc_it_gcloud)
+  set_tests_properties(svc_it_gcloud PROPERTIES TIMEOUT 300)
+endif()
 
 # The service verbs without src/cli/main.c's dispatcher (used by the tests).
 if(TARGET kiln_client)
