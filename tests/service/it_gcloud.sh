@@ -79,6 +79,9 @@ api PATCH "/v1/projects/p1/jobs/run_1?updateMask=labels" "{\"labels\":{\"env\":\
 check_eq "raw etag -> 200" "$STATUS" 200
 api PATCH "/v1/projects/p1/jobs/run_1?updateMask=labels" "{\"labels\":{\"env\":\"prod\"},\"etag\":\"$raw\"}"
 check_eq "stale raw etag -> 409" "$STATUS" 409
+# kiln's own CLI echoes the (now base64) etag it read
+check "kiln jobs update" "$KILN" jobs update run_1 --update-labels via=kiln
+check_eq "kiln's update landed" "$(gc ai-platform jobs describe run_1 --format 'value(labels.via)' 2>&1)" kiln
 
 # stream-logs of a finished job: every line once, in order, then it returns
 out=$(gc ai-platform jobs stream-logs fin_1 2>&1)
