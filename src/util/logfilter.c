@@ -115,7 +115,14 @@ bool kiln_rfc3339_parse(const char *s, int64_t *ns)
                     .tm_min = mi,
                     .tm_sec = se};
     int64_t t = (int64_t)timegm(&tm) - off;
-    *ns = t * 1000000000LL + frac;
+    /* int64 nanoseconds end in 1677 and 2262: a time beyond compares as the
+     * end (a filter may well say "until 9999-12-31") */
+    if (t >= INT64_MAX / 1000000000LL)
+        *ns = INT64_MAX;
+    else if (t <= INT64_MIN / 1000000000LL)
+        *ns = INT64_MIN;
+    else
+        *ns = t * 1000000000LL + frac;
     return true;
 }
 
