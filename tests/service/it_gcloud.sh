@@ -186,7 +186,8 @@ check_eq "other Logging methods -> 404" "$STATUS" 404
 # auth: a kiln token through auth/access_token_file; other projects are 404
 E1=editor-p1-0123456789abcdef
 E2=editor-p2-0123456789abcdef
-printf '%s p1 editor\n%s p2 editor\n' "$E1" "$E2" >"$T/tokens"
+V1=viewer-p1-0123456789abcdef
+printf '%s p1 editor\n%s p2 editor\n%s p1 viewer\n' "$E1" "$E2" "$V1" >"$T/tokens"
 chmod 600 "$T/tokens"
 start_kilnd "$T/auth" --tokens "$T/tokens"
 TOKEN=$E1 api POST /v1/projects/p1/jobs "$(job_json sec_1 'echo secret line')"
@@ -196,6 +197,8 @@ printf '%s\n' "$E1" >"$T/tok1"
 printf '%s\n' "$E2" >"$T/tok2"
 gc_config "$T/ga1" "$URL" p1 auth/access_token_file "$T/tok1"
 gc_config "$T/ga2" "$URL" p1 auth/access_token_file "$T/tok2"
+printf '%s\n' "$V1" >"$T/tokv"
+gc_config "$T/gav" "$URL" p1 auth/access_token_file "$T/tokv"
 gc_config "$T/ga0" "$URL" p1 auth/disable_credentials true
 out=$(CLOUDSDK_CONFIG=$T/ga1 timeout 60 gcloud ai-platform jobs list --format 'value(jobId)' 2>&1)
 check_eq "token: list" "$out" sec_1
@@ -205,6 +208,10 @@ out=$(CLOUDSDK_CONFIG=$T/ga2 timeout 60 gcloud ai-platform jobs describe sec_1 2
 check "other project's token: NOT_FOUND ($out)" grep -q NOT_FOUND <<<"$out"
 out=$(CLOUDSDK_CONFIG=$T/ga2 timeout 60 gcloud logging read 'resource.labels.job_id=sec_1' 2>&1)
 check "other project's token: logs NOT_FOUND ($out)" grep -q NOT_FOUND <<<"$out"
+out=$(CLOUDSDK_CONFIG=$T/gav timeout 60 gcloud logging read 'resource.labels.job_id=sec_1' --format 'value(jsonPayload.message)' 2>&1)
+check "viewer token: logging read ($out)" grep -q "secret line" <<<"$out"
+out=$(CLOUDSDK_CONFIG=$T/gav timeout 60 gcloud ai-platform jobs update sec_1 --update-labels a=b 2>&1)
+check "viewer token: update PERMISSION_DENIED ($out)" grep -q PERMISSION_DENIED <<<"$out"
 out=$(CLOUDSDK_CONFIG=$T/ga0 timeout 60 gcloud ai-platform jobs list 2>&1)
 check "no token: UNAUTHENTICATED ($out)" grep -q UNAUTHENTICATED <<<"$out"
 
