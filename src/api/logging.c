@@ -175,8 +175,7 @@ static json_t *entry_json(const char *project, const ent *e)
 }
 
 /* The request's fields, each checked; the first problem goes to dg. */
-static bool parse_request(json_t *body, const kiln_api_auth *a, char project[64], const char **ft,
-                          page *pg, kiln_diag *dg)
+static bool parse_request(json_t *body, char project[64], const char **ft, page *pg, kiln_diag *dg)
 {
     const char *key;
     json_t *v;
@@ -245,7 +244,6 @@ static bool parse_request(json_t *body, const kiln_api_auth *a, char project[64]
     }
     if (!dg->n && !project[0])
         kiln_diag_add(dg, "resourceNames", "must list one 'projects/PROJECT'");
-    (void)a;
     return dg->n == 0;
 }
 
@@ -266,7 +264,7 @@ static enum MHD_Result entries_list(kilnd *d, struct MHD_Connection *c, const ki
         goto out;
     }
     body = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, NULL);
-    if (!parse_request(body, a, project, &ft, &pg, &dg)) {
+    if (!parse_request(body, project, &ft, &pg, &dg)) {
         rc = send_error(c, 400, &dg, "Invalid entries.list request: %s: %s", dg.v[0].field,
                         dg.v[0].description);
         goto out;
