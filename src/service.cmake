@@ -74,6 +74,12 @@ foreach(t svc_it_ddp svc_it_pytorchjob)
     kiln_test_needs(${t} torch)
   endif()
 endforeach()
+# gcloud's log streaming polls every 5 s and stops after two empty polls:
+# the test streams five times (about 100 s, more under ASan)
+if(TEST svc_it_gcloud)
+  set_tests_properties(svc_it_gcloud PROPERTIES TIMEOUT 300)
+  kiln_test_needs(svc_it_gcloud gcloud)
+endif()
 
 # The service verbs without src/cli/main.c's dispatcher (used by the tests).
 if(TARGET kiln_client)

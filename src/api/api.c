@@ -9,6 +9,7 @@
  *   PATCH /v1/projects/P/jobs/J?updateMask=labels             labels only
  *   GET   /v1/projects/P/jobs/J:logs?offset=&taskName=        kiln: log lines
  *   GET   /v1/nodes, /v1/nodes/N; POST /v1/nodes/N:drain, N:uncordon
+ *   POST  /v2/entries:list                    Logging: the jobs' log lines
  *   GET   /healthz
  * Errors use Google's envelope (kiln_diag_to_envelope). Bodies are capped
  * (d->max_body), headers by libmicrohttpd's per-connection memory limit.
@@ -152,6 +153,7 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
                           "expected 'Authorization: Bearer TOKEN'");
     if (strncmp(url, "/v1/nodes", 9) == 0 && (url[9] == '\0' || url[9] == '/'))
         return kiln__api_nodes(d, c, method, url[9] ? url + 10 : "", &a);
+    if (strncmp(url, "/v2/", 4) == 0) return kiln__api_logging(d, c, method, url + 4, rq, &a);
     if (strncmp(url, "/v1/projects/", 13) != 0)
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
     const char *p = url + 13, *slash = strchr(p, '/');

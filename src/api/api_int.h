@@ -5,6 +5,7 @@
  * route() by its URL prefix:
  *   jobs.c     the ml API's projects.jobs (/v1/projects/P/jobs...)
  *   nodes.c    kiln's nodes (/v1/nodes...)
+ *   logging.c  the Logging API's entries.list over the jobs' logs (/v2/...)
  * Every surface answers with the helpers below, so that every error is
  * Google's envelope and every body is JSON. */
 #ifndef KILN_API_INT_H
@@ -68,5 +69,10 @@ void kiln__api_jobs_cache_free(kilnd *d);
 /* /v1/nodes + rest ("" or "NAME" or "NAME:verb"). */
 enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *method,
                                 const char *rest, const kiln_api_auth *a);
+
+/* /v2/ + rest ("entries:list"): the Logging API subset gcloud reads job logs
+ * with; the project comes from the body's resourceNames and is checked there. */
+enum MHD_Result kiln__api_logging(kilnd *d, struct MHD_Connection *c, const char *method,
+                                  const char *rest, const kiln_api_req *rq, const kiln_api_auth *a);
 
 #endif

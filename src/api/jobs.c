@@ -46,12 +46,53 @@ static size_t cache_slot(const char *project, const char *id)
 
 /* ---------- the Job resource as the API shows it ---------- */
 
+/* The etag is a `bytes` field in the ml v1 API: on the wire it is base64, and
+ * gcloud (apitools) decodes it, failing on kiln's raw "seq-version". The
+ * bytes are that string; the encoding is base64url with padding, what
+ * apitools writes back and what Google's JSON mapping accepts. */
+static void etag_encode(const char *raw, char *out, size_t cap)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    size_t n = strlen(raw), o = 0;
+    const unsigned char *s = (const unsigned char *)raw;
+    for (size_t i = 0; i < n && o + 5 <= cap; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        if (i + 1 < n) v |= (uint32_t)s[i + 1] << 8;
+        if (i + 2 < n) v |= s[i + 2];
+        out[o++] = b64[(v >> 18) & 63];
+        out[o++] = b64[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < n ? b64[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+/* Whether a client's etag names this version: the base64 form (standard or
+ * url-safe alphabet), or the raw "seq-version" that kiln sent before it
+ * encoded etags, still accepted so that older `kiln` clients keep working. */
+static bool etag_matches(const char *sent, const char *raw)
+{
+    char enc[96], norm[96];
+    if (strcmp(sent, raw) == 0) return true;
+    etag_encode(raw, enc, sizeof enc);
+    size_t n = strlen(sent);
+    if (n >= sizeof norm) return false;
+    for (size_t i = 0; i <= n; i++)
+        norm[i] = sent[i] == '+' ? '-' : sent[i] == '/' ? '_' : sent[i];
+    return strcmp(norm, enc) == 0;
+}
+
 static json_t *job_json(kilnd *d, const kiln_job_record *r)
 {
     char *s = kiln_job_to_json(r->job, KILN_ENC_COMPACT);
     json_t *o = s ? json_loads(s, 0, NULL) : NULL;
     free(s);
     if (!o) return NULL;
+    if (r->job->etag) {
+        char enc[96];
+        etag_encode(r->job->etag, enc, sizeof enc);
+        json_object_set_new(o, "etag", json_string(enc));
+    }
     if (r->job->state == KILN_STATE_QUEUED) {
         int64_t pos = 0;
         char b[32];
@@ -300,7 +341,8 @@ static enum MHD_Result job_patch(kilnd *d, struct MHD_Connection *c, const char 
         rc = send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
         goto out;
     }
-    if (err == KILN_OK && job->etag && *job->etag && strcmp(job->etag, cur->job->etag) != 0) {
+    if (err == KILN_OK && job->etag && *job->etag &&
+        !etag_matches(job->etag, cur->job->etag ? cur->job->etag : "")) {
         rc = send_error_st(c, 409, "ABORTED", NULL,
                            "etag mismatch: the job changed since it was read");
         goto out;

@@ -361,6 +361,15 @@ static bool dec_field(const kiln__field *f, const json_t *v, void *base, const c
     case FK_INT64:
         ok = dec_int64(v, AT(base, f->off, int64_t), path, d);
         break;
+    case FK_INT32:
+        ok = dec_int64(v, AT(base, f->off, int64_t), path, d);
+        if (ok &&
+            (*AT(base, f->off, int64_t) > INT32_MAX || *AT(base, f->off, int64_t) < INT32_MIN)) {
+            kiln_diag_add(d, path, "%" PRId64 " is out of range for an int32",
+                          *AT(base, f->off, int64_t));
+            ok = false;
+        }
+        break;
     case FK_BOOL:
         ok = dec_bool(v, AT(base, f->off, bool), path, flags, d);
         break;
@@ -475,6 +484,10 @@ static int enc_field(const kiln__field *f, const void *base, json_t *obj, int fl
     case FK_INT64: {
         int64_t x = *AT(base, f->off, int64_t);
         return x || f->has_off >= 0 ? put(obj, f->name, enc_int64(x, flags)) : 0;
+    }
+    case FK_INT32: {
+        int64_t x = *AT(base, f->off, int64_t);
+        return x || f->has_off >= 0 ? put(obj, f->name, json_integer(x)) : 0;
     }
     case FK_BOOL:
         return *AT(base, f->off, bool) ? put(obj, f->name, json_true()) : 0;

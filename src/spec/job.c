@@ -47,7 +47,7 @@ static const kiln__msg accel_msg = {"AcceleratorConfig", sizeof(kiln_accelerator
 
 static const kiln__field disk_fields[] = {
     F(kiln_disk_config, "bootDiskType", FK_STR, boot_disk_type),
-    F(kiln_disk_config, "bootDiskSizeGb", FK_INT64, boot_disk_size_gb),
+    F(kiln_disk_config, "bootDiskSizeGb", FK_INT32, boot_disk_size_gb),
 };
 static const kiln__msg disk_msg = {"DiskConfig", sizeof(kiln_disk_config), disk_fields,
                                    NF(disk_fields)};
@@ -69,7 +69,7 @@ static const kiln__msg replica_msg = {"ReplicaConfig", sizeof(kiln_replica_confi
 static const kiln__field sched_fields[] = {
     FH(kiln_scheduling, "maxRunningTime", FK_DURATION, max_running_time, has_max_running_time),
     FH(kiln_scheduling, "maxWaitTime", FK_DURATION, max_wait_time, has_max_wait_time),
-    F(kiln_scheduling, "priority", FK_INT64, priority),
+    F(kiln_scheduling, "priority", FK_INT32, priority),
 };
 static const kiln__msg sched_msg = {"Scheduling", sizeof(kiln_scheduling), sched_fields,
                                     NF(sched_fields)};
@@ -125,9 +125,9 @@ static const kiln__field hp_fields[] = {
     FE(kiln_hyperparameter_spec, "goal", goal, goals),
     {"params", FK_MSGV, OFF(kiln_hyperparameter_spec, params), -1, &param_msg, NULL,
      OFF(kiln_hyperparameter_spec, n_params)},
-    F(kiln_hyperparameter_spec, "maxTrials", FK_INT64, max_trials),
-    F(kiln_hyperparameter_spec, "maxParallelTrials", FK_INT64, max_parallel_trials),
-    F(kiln_hyperparameter_spec, "maxFailedTrials", FK_INT64, max_failed_trials),
+    F(kiln_hyperparameter_spec, "maxTrials", FK_INT32, max_trials),
+    F(kiln_hyperparameter_spec, "maxParallelTrials", FK_INT32, max_parallel_trials),
+    F(kiln_hyperparameter_spec, "maxFailedTrials", FK_INT32, max_failed_trials),
     F(kiln_hyperparameter_spec, "hyperparameterMetricTag", FK_STR, hyperparameter_metric_tag),
     F(kiln_hyperparameter_spec, "resumePreviousJobId", FK_STR, resume_previous_job_id),
     F(kiln_hyperparameter_spec, "enableTrialEarlyStopping", FK_BOOL, enable_trial_early_stopping),

@@ -16,7 +16,9 @@
 typedef enum kiln__kind {
     FK_STR,      /* char* */
     FK_ENUM,     /* char*, value must be in .enums */
-    FK_INT64,    /* int64_t; JSON number or decimal string */
+    FK_INT64,    /* int64_t; JSON number or decimal string; written as a string */
+    FK_INT32,    /* int64_t holding an int32: read as FK_INT64, range-checked; written
+                  * as a JSON number, as proto3's JSON mapping (and gcloud) has it */
     FK_BOOL,     /* bool */
     FK_DOUBLE,   /* double */
     FK_DURATION, /* kiln_duration, JSON "3600s" */

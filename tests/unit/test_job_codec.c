@@ -269,6 +269,24 @@ static void test_limits(void)
     kiln_diag_free(&d);
 }
 
+/* The ml v1 API's int32 fields are JSON numbers, its int64 fields strings
+ * (proto3's JSON mapping, which gcloud decodes); both are read either way. */
+static void test_int_wire_types(void)
+{
+    kiln_job *job = must_json("{\"jobId\":\"a\",\"trainingInput\":{\"workerCount\":3,"
+                              "\"scheduling\":{\"priority\":\"5\"},\"masterConfig\":{"
+                              "\"diskConfig\":{\"bootDiskSizeGb\":\"100\"}}}}");
+    CHECK(job != NULL);
+    char *js = job ? kiln_job_to_json(job, KILN_ENC_COMPACT) : NULL;
+    CHECK(js && strstr(js, "\"workerCount\":\"3\""));
+    CHECK(js && strstr(js, "\"priority\":5"));
+    CHECK(js && strstr(js, "\"bootDiskSizeGb\":100"));
+    free(js);
+    kiln_job_free(job);
+    expect_error(0, "{\"trainingInput\":{\"scheduling\":{\"priority\":4294967296}}}",
+                 "trainingInput.scheduling.priority", "int32");
+}
+
 int main(void)
 {
     test_decode_fields();
@@ -278,5 +296,6 @@ int main(void)
     test_all_errors_reported();
     test_cut_utf8_in_messages();
     test_limits();
+    test_int_wire_types();
     TEST_DONE();
 }
