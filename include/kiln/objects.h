@@ -66,6 +66,9 @@ kiln_err kiln_objects_add_bucket(kiln_objects *o, const char *bucket, const char
 /* Whether the bucket is held; *project (may be NULL) gets its project or NULL. */
 bool kiln_objects_holds(const kiln_objects *o, const char *bucket, const char **project);
 
+/* The i-th held bucket's name, or NULL past the last. */
+const char *kiln_objects_bucket_at(const kiln_objects *o, size_t i);
+
 /* Checks an object name; on false, *why (a static sentence) says which rule. */
 bool kiln_objects_valid_name(const char *name, size_t len, const char **why);
 

@@ -16,9 +16,9 @@
 #include "kiln/objects.h"
 #include "util/utf8.h"
 
-#define MAX_BUCKETS  64
-#define WALK_MAX     1000000 /* names one list may look at: a bound, not a goal */
-#define SIDECAR_MAX  65536
+#define MAX_BUCKETS 64
+#define WALK_MAX    1000000 /* names one list may look at: a bound, not a goal */
+#define SIDECAR_MAX 65536
 
 typedef struct held {
     char name[64];
@@ -190,6 +190,11 @@ bool kiln_objects_holds(const kiln_objects *o, const char *bucket, const char **
     return false;
 }
 
+const char *kiln_objects_bucket_at(const kiln_objects *o, size_t i)
+{
+    return i < o->n_buckets ? o->buckets[i].name : NULL;
+}
+
 bool kiln_objects_valid_name(const char *name, size_t len, const char **why)
 {
     static const char *w;
@@ -319,12 +324,11 @@ void kiln_objects_writer_abort(kiln_object_writer *w)
 
 static char *sidecar_text(const kiln_object_meta *m, int64_t file_mtime)
 {
-    json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "contentType", m->content_type,
-                          "md5Hash", m->md5, "crc32c", m->crc32c, "size", (json_int_t)m->size,
-                          "generation", (json_int_t)m->generation, "metageneration",
-                          (json_int_t)m->metageneration, "createdNs", (json_int_t)m->created_ns,
-                          "updatedNs", (json_int_t)m->updated_ns, "mtimeNs",
-                          (json_int_t)file_mtime);
+    json_t *j = json_pack(
+        "{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "contentType", m->content_type, "md5Hash", m->md5,
+        "crc32c", m->crc32c, "size", (json_int_t)m->size, "generation", (json_int_t)m->generation,
+        "metageneration", (json_int_t)m->metageneration, "createdNs", (json_int_t)m->created_ns,
+        "updatedNs", (json_int_t)m->updated_ns, "mtimeNs", (json_int_t)file_mtime);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return s;
@@ -475,9 +479,9 @@ static bool read_sidecar(const char *path, const struct stat *st, kiln_object_me
     const char *ct = NULL, *md5 = NULL, *crc = NULL;
     json_int_t size = -1, gen = 0, mgen = 0, cns = 0, uns = 0, mt = 0;
     if (!j) return false;
-    if (json_unpack(j, "{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "contentType", &ct, "md5Hash",
-                    &md5, "crc32c", &crc, "size", &size, "generation", &gen, "metageneration",
-                    &mgen, "createdNs", &cns, "updatedNs", &uns, "mtimeNs", &mt) == 0 &&
+    if (json_unpack(j, "{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "contentType", &ct, "md5Hash", &md5,
+                    "crc32c", &crc, "size", &size, "generation", &gen, "metageneration", &mgen,
+                    "createdNs", &cns, "updatedNs", &uns, "mtimeNs", &mt) == 0 &&
         size == (json_int_t)st->st_size && mt == mtime_ns(st) && strlen(md5) < sizeof m->md5 &&
         strlen(crc) < sizeof m->crc32c) {
         m->content_type = strdup(ct);
@@ -672,8 +676,7 @@ kiln_err kiln_objects_list(kiln_objects *o, const char *bucket, const char *pref
             continue;
         }
         if (out->n + out->n_prefixes == max) {
-            if (asprintf(&out->next_token, "%c%s", last_is_prefix ? 'p' : 'n', last) < 0)
-                goto out;
+            if (asprintf(&out->next_token, "%c%s", last_is_prefix ? 'p' : 'n', last) < 0) goto out;
             break;
         }
         kiln_err se = kiln_objects_stat(o, bucket, n, &out->items[out->n]);
