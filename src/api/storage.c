@@ -11,6 +11,7 @@
  *   POST   /upload/storage/v1/b/B/o?uploadType=media&name=N             objects.insert
  *   POST   /upload/storage/v1/b/B/o?uploadType=multipart                metadata + bytes
  *   POST   /upload/storage/v1/b/B/o?uploadType=resumable[&name=N]       starts a session
+ *          (also under /resumable/upload/storage/v1/, where apitools posts)
  *   PUT    /upload/storage/v1/b/B/o?uploadType=resumable&upload_id=ID   its bytes
  *
  * Buckets are kilnd's --bucket NAME[:PROJECT]: a bucket with a project is seen
@@ -94,12 +95,14 @@ static bool has_prefix(const char *s, const char *p)
 bool kiln__api_storage_owns(const char *url)
 {
     return has_prefix(url, "/storage/v1/") || has_prefix(url, "/upload/storage/v1/") ||
+           has_prefix(url, "/resumable/upload/storage/v1/") ||
            has_prefix(url, "/download/storage/v1/");
 }
 
 bool kiln__api_storage_spools(const char *url, const char *method)
 {
-    return has_prefix(url, "/upload/storage/v1/") &&
+    return (has_prefix(url, "/upload/storage/v1/") ||
+            has_prefix(url, "/resumable/upload/storage/v1/")) &&
            (strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0);
 }
 
@@ -292,8 +295,14 @@ static enum MHD_Result bucket_list(kilnd *d, struct MHD_Connection *c, const kil
 
 static enum MHD_Result object_list(kilnd *d, struct MHD_Connection *c, const char *b)
 {
-    static const char *const ok[] = {"prefix",   "delimiter",   "pageToken", "maxResults",
-                                     "versions", "userProject", NULL};
+    static const char *const ok[] = {"prefix",
+                                     "delimiter",
+                                     "pageToken",
+                                     "maxResults",
+                                     "versions",
+                                     "userProject",
+                                     "includeFoldersAsPrefixes",
+                                     NULL};
     char bad[80], *end;
     kiln_object_list l = {0};
     size_t max = KILN_OBJECTS_LIST_MAX;
@@ -302,6 +311,11 @@ static enum MHD_Result object_list(kilnd *d, struct MHD_Connection *c, const cha
     const char *v = arg(c, "versions");
     if (v && strcmp(v, "false") != 0)
         return send_error(c, 400, NULL, "versions=true: kilnd keeps no object versions");
+    /* kilnd has no managed folders: either value lists what GCS lists for a
+     * bucket without them */
+    const char *ifp = arg(c, "includeFoldersAsPrefixes");
+    if (ifp && strcasecmp(ifp, "true") != 0 && strcasecmp(ifp, "false") != 0)
+        return send_error(c, 400, NULL, "includeFoldersAsPrefixes is true or false");
     const char *up = arg(c, "userProject");
     if (up && *up) return send_error(c, 400, NULL, "userProject: kilnd has no requester pays");
     const char *ms = arg(c, "maxResults");
@@ -943,6 +957,8 @@ enum MHD_Result kiln__api_storage(kilnd *d, struct MHD_Connection *c, const char
                                   const char *url, const kiln_api_req *rq, const kiln_api_auth *a)
 {
     char bucket[64];
+    /* apitools starts resumable uploads at /resumable/upload/... */
+    if (has_prefix(url, "/resumable/upload/")) url += 10;
     bool up = has_prefix(url, "/upload/"), down = has_prefix(url, "/download/");
     const char *p = url + (up ? 19 : down ? 21 : 12); /* past ".../storage/v1/" */
     bool read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
