@@ -409,8 +409,9 @@ static kiln_err stage_packages(kilnd *d, rjob *j, char *why, size_t whylen, char
             dirs = true;
         } else if (ends_with(path, ".whl")) {
             const char *base = strrchr(path, '/');
-            snprintf(dst, sizeof dst, "%s/%s", staging, base ? base + 1 : path);
-            ok = run_helper((char *[]){"cp", (char *)path, dst, NULL});
+            ok = snprintf(dst, sizeof dst, "%s/%s", staging, base ? base + 1 : path) <
+                 (int)sizeof dst;
+            ok = ok && run_helper((char *[]){"cp", (char *)path, dst, NULL});
             if (ok) path_add(pypath, plen, dst);
         } else if (ends_with(path, ".tar.gz") || ends_with(path, ".tgz")) {
             snprintf(dst, sizeof dst, "%s/sdist%zu", staging, i);
