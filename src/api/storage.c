@@ -401,7 +401,7 @@ static enum MHD_Result object_media(kilnd *d, struct MHD_Connection *c, const ch
     }
     if (kiln_objects_path(d->objects, b, name, path, sizeof path) != KILN_OK)
         return not_found(c, b, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return not_found(c, b, name);
     uint64_t n = m->size ? to - from + 1 : 0;
     struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(n, fd, from);
@@ -649,8 +649,8 @@ static enum MHD_Result upload_simple(kilnd *d, struct MHD_Connection *c, const c
     enum MHD_Result rc;
 
     ctype = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    kiln_multipart mp; /* ctype may point into it */
     if (multipart) {
-        kiln_multipart mp;
         size_t hn = n < HEAD_BYTES ? (size_t)n : HEAD_BYTES,
                tn = n < TAIL_BYTES ? (size_t)n : TAIL_BYTES;
         head = malloc(hn + 1);

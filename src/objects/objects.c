@@ -451,7 +451,7 @@ static kiln_err hash_file(const char *path, unsigned char md5[16], uint32_t *crc
     char *buf = malloc(1 << 16);
     unsigned int mdlen = 0;
     kiln_err err = KILN_EIO;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     *crc = 0;
     if (fd < 0 || !ctx || !buf || !EVP_DigestInit_ex(ctx, EVP_md5(), NULL)) goto out;
     for (;;) {
@@ -508,7 +508,9 @@ kiln_err kiln_objects_stat(kiln_objects *o, const char *bucket, const char *name
     memset(out, 0, sizeof *out);
     if ((err = paths(o, bucket, name, data, meta)) != KILN_OK)
         return err == KILN_EINVAL ? KILN_ENOTFOUND : err;
-    if (stat(data, &st) < 0 || !S_ISREG(st.st_mode)) return KILN_ENOTFOUND;
+    /* lstat: a symlink a program left in a job dir is not an object (it
+     * could point anywhere kilnd can read) */
+    if (lstat(data, &st) < 0 || !S_ISREG(st.st_mode)) return KILN_ENOTFOUND;
     snprintf(m.bucket, sizeof m.bucket, "%s", bucket);
     m.name = strdup(name);
     m.size = (uint64_t)st.st_size;
@@ -543,7 +545,7 @@ kiln_err kiln_objects_delete(kiln_objects *o, const char *bucket, const char *na
     kiln_err err = paths(o, bucket, name, data, meta);
     if (err != KILN_OK) return err == KILN_EINVAL ? KILN_ENOTFOUND : err;
     pthread_mutex_lock(&o->mu);
-    if (stat(data, &st) < 0 || !S_ISREG(st.st_mode))
+    if (lstat(data, &st) < 0 || !S_ISREG(st.st_mode))
         err = KILN_ENOTFOUND;
     else if (unlink(data) < 0)
         err = KILN_EIO;

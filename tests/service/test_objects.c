@@ -160,6 +160,10 @@ int main(void)
     CHECK(m.size == 6);
     kiln_object_meta_clear(&m);
     CHECK(kiln_objects_stat(o, "stage", "dir/sub", &m) == KILN_ENOTFOUND);
+    /* a symlink is not an object */
+    snprintf(path, sizeof path, "%s/stage/dir/sub/link", root);
+    CHECK(symlink("/etc/passwd", path) == 0);
+    CHECK(kiln_objects_stat(o, "stage", "dir/sub/link", &m) == KILN_ENOTFOUND);
     CHECK(kiln_objects_stat(o, "stage", "nope", &m) == KILN_ENOTFOUND);
 
     /* list: all, with a prefix, with a delimiter, in pages */
