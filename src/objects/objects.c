@@ -648,7 +648,7 @@ kiln_err kiln_objects_list(kiln_objects *o, const char *bucket, const char *pref
         err = ns.over ? KILN_ELIMIT : KILN_EIO;
         goto out;
     }
-    qsort(ns.v, ns.n, sizeof *ns.v, cmp_names);
+    if (ns.n) qsort(ns.v, ns.n, sizeof *ns.v, cmp_names); /* NULL with none: UB for qsort */
     out->items = calloc(max, sizeof *out->items);
     out->prefixes = calloc(max, sizeof *out->prefixes);
     if (!out->items || !out->prefixes) goto out;

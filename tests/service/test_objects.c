@@ -212,6 +212,12 @@ int main(void)
     CHECK_MSG(seen == 4, "seen %zu", seen);
     free(tok);
 
+    /* nothing matches: an empty list, not an error */
+    CHECK(kiln_objects_list(o, "team", NULL, NULL, NULL, 0, &l) == KILN_OK && l.n == 0);
+    kiln_object_list_free(&l);
+    CHECK(kiln_objects_list(o, "stage", "zzz", "/", NULL, 0, &l) == KILN_OK && l.n == 0);
+    kiln_object_list_free(&l);
+
     /* delete */
     CHECK(kiln_objects_delete(o, "stage", "dir/a") == KILN_OK);
     CHECK(kiln_objects_stat(o, "stage", "dir/a", &m) == KILN_ENOTFOUND);
