@@ -70,6 +70,10 @@ foreach(sh ${KILN_SVC_SH})
 endforeach()
 # TensorFlow (from scripts/bootstrap's venv) is slow to start on a small box:
 # the MWMS job waits up to 240 s, so the test gets more than the default 180
+# it_storage runs the real gcloud a few times (each start takes seconds)
+if(TEST svc_it_storage)
+  set_tests_properties(svc_it_storage PROPERTIES TIMEOUT 420)
+endif()
 if(TEST svc_it_tf_mwms)
   set_tests_properties(svc_it_tf_mwms PROPERTIES TIMEOUT 300)
 endif()

@@ -194,6 +194,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             return send_error(c, 413, NULL, "The request body is larger than %llu bytes",
                               (unsigned long long)cap);
         }
+        /* no disk for a caller without a valid token */
+        if (spool && !authenticate(d, c).ok) {
+            rq->too_big = true; /* the body is not read */
+            return send_error(c, 401, NULL,
+                              "Request had invalid authentication credentials: "
+                              "expected 'Authorization: Bearer TOKEN'");
+        }
         if (spool && (rq->spool_fd = kiln__api_storage_spool_open(d)) < 0)
             return send_error(c, 500, NULL, "cannot open a temp file for the upload");
         return MHD_YES;
@@ -253,7 +260,6 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd)
 {
     kiln__api_jobs_cache_init(d);
-    kiln__api_storage_init(d);
     return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handler,
                             d, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
                             (unsigned)(d->threads > 0 ? d->threads : 2),

@@ -85,7 +85,7 @@ uint64_t kiln__api_storage_cap(const kilnd *d);
 int kiln__api_storage_spool_open(kilnd *d); /* an unlinked temp file, or -1 */
 enum MHD_Result kiln__api_storage(kilnd *d, struct MHD_Connection *c, const char *method,
                                   const char *url, const kiln_api_req *rq, const kiln_api_auth *a);
-void kiln__api_storage_init(kilnd *d);
+/* Ends the resumable sessions still open (at kiln_api_stop). */
 void kiln__api_storage_free(kilnd *d);
 /* At job create: every gs:// URI of the job (packageUris, jobDir) must name
  * a bucket this kilnd holds for the project, and a package an object in it.

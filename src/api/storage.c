@@ -71,11 +71,6 @@ static void session_clear(session *s)
     memset(s, 0, sizeof *s);
 }
 
-void kiln__api_storage_init(kilnd *d)
-{
-    (void)d;
-}
-
 void kiln__api_storage_free(kilnd *d)
 {
     (void)d;

@@ -8,6 +8,8 @@
 # `gcloud ai-platform jobs submit training --staging-bucket` with a tiny
 # trainer package, run to SUCCEEDED, its output in the log API and its job
 # dir listed through the storage API.
+# replica ports of its own (lib.sh gives unknown scripts 29000-29999)
+PORT_RANGE=${PORT_RANGE:-29200-29399}
 . "$(dirname "$0")/lib.sh"
 
 MAXOBJ=3000000
@@ -171,6 +173,24 @@ api POST /v1/projects/p1/jobs '{"jobId":"gs_dir","trainingInput":{"scaleTier":"B
 check_eq "jobDir in an unheld bucket -> 400" "$STATUS" 400
 check "jobDir named" grep -q "jobDir" <<<"$BODY"
 
+# ---- tokens: a bucket of project p2 is p2's alone ----
+URL1=$URL
+printf 'tok-p1-0123456789abcdef p1 editor\ntok-p2-0123456789abcdef p2 editor\ntok-p2v-0123456789abcdef p2 viewer\n' >"$T/tokens"
+chmod 600 "$T/tokens"
+start_kilnd "$T/d2" --tokens "$T/tokens" --bucket team-b:p2
+st=$(curl -s -o /dev/null -w '%{http_code}' -m 30 -X POST --data-binary @"$T/mid" "$URL/upload/storage/v1/b/team-b/o?uploadType=media&name=x")
+check_eq "upload without a token -> 401 (before any byte is kept)" "$st" 401
+TOKEN=tok-p2-0123456789abcdef up POST "/upload/storage/v1/b/team-b/o?uploadType=media&name=x" "$T/small" -H 'Authorization: Bearer tok-p2-0123456789abcdef'
+check_eq "p2's editor uploads" "$STATUS" 200
+TOKEN=tok-p1-0123456789abcdef api GET /storage/v1/b/team-b/o/x
+check_eq "p1 does not see p2's bucket -> 404" "$STATUS" 404
+TOKEN=tok-p2v-0123456789abcdef api GET /storage/v1/b/team-b/o/x
+check_eq "p2's viewer reads" "$STATUS" 200
+TOKEN=tok-p2v-0123456789abcdef api DELETE /storage/v1/b/team-b/o/x
+check_eq "p2's viewer cannot delete -> 403" "$STATUS" 403
+URL=$URL1
+export KILN_ENDPOINT=$URL
+
 # ---- the real gcloud ----
 if ! command -v gcloud >/dev/null; then
     echo "gcloud not installed: its part is skipped" >&2
@@ -184,7 +204,8 @@ for kv in "api_endpoint_overrides/storage $URL/" "api_endpoint_overrides/ml $URL
     # shellcheck disable=SC2086
     gcloud config set $kv >/dev/null 2>&1
 done
-G() { timeout 120 gcloud "$@"; }
+# gcloud starts slowly on a loaded machine
+G() { timeout 180 gcloud "$@"; }
 
 G storage cp "$T/small" gs://stage-b/g/small.txt >"$T/g1" 2>&1
 check "gcloud storage cp (multipart)" test $? -eq 0
