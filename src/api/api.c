@@ -11,6 +11,8 @@
  *   GET   /v1/nodes, /v1/nodes/N; POST /v1/nodes/N:drain, N:uncordon
  *   POST  /v2/entries:list                    Logging: the jobs' log lines
  *   GET   /healthz
+ *   /storage/v1/b/B/o..., /upload/storage/v1/..., /download/storage/v1/...
+ *         the Cloud Storage subset (storage.c, docs/service.md "Storage")
  * Errors use Google's envelope (kiln_diag_to_envelope). Bodies are capped
  * (d->max_body), headers by libmicrohttpd's per-connection memory limit.
  *
@@ -151,6 +153,7 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
         return send_error(c, 401, NULL,
                           "Request had invalid authentication credentials: "
                           "expected 'Authorization: Bearer TOKEN'");
+    if (kiln__api_storage_owns(url)) return kiln__api_storage(d, c, method, url, rq, &a);
     if (strncmp(url, "/v1/nodes", 9) == 0 && (url[9] == '\0' || url[9] == '/'))
         return kiln__api_nodes(d, c, method, url[9] ? url + 10 : "", &a);
     if (strncmp(url, "/v2/", 4) == 0) return kiln__api_logging(d, c, method, url + 4, rq, &a);
@@ -180,14 +183,41 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (!rq) {
         rq = calloc(1, sizeof *rq);
         if (!rq) return MHD_NO;
+        rq->spool_fd = -1;
         *con_cls = rq;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > d->max_body) {
+        /* storage uploads stream to a temp file under their own cap; every
+         * other body keeps max_body */
+        bool spool = kiln__api_storage_spools(url, method);
+        uint64_t cap = spool ? kiln__api_storage_cap(d) : d->max_body;
+        if (cl && strtoull(cl, NULL, 10) > cap) {
             /* refused before reading it: MHD drops the rest and closes */
             rq->too_big = true;
-            return send_error(c, 413, NULL, "The request body is larger than %zu bytes",
-                              d->max_body);
+            return send_error(c, 413, NULL, "The request body is larger than %llu bytes",
+                              (unsigned long long)cap);
         }
+        /* no disk for a caller without a valid token */
+        if (spool && !authenticate(d, c).ok) {
+            rq->too_big = true; /* the body is not read */
+            return send_error(c, 401, NULL,
+                              "Request had invalid authentication credentials: "
+                              "expected 'Authorization: Bearer TOKEN'");
+        }
+        if (spool && (rq->spool_fd = kiln__api_storage_spool_open(d)) < 0)
+            return send_error(c, 500, NULL, "cannot open a temp file for the upload");
+        return MHD_YES;
+    }
+    if (*upload_size && rq->spool_fd >= 0) {
+        if (!rq->too_big && rq->spool_len + *upload_size > kiln__api_storage_cap(d))
+            rq->too_big = true;
+        for (size_t done = 0; !rq->too_big && !rq->spool_err && done < *upload_size;) {
+            ssize_t k = write(rq->spool_fd, upload + done, *upload_size - done);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) rq->spool_err = true;
+            if (k > 0) done += (size_t)k;
+        }
+        if (!rq->too_big && !rq->spool_err) rq->spool_len += *upload_size;
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -208,8 +238,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *upload_size = 0;
         return MHD_YES;
     }
+    if (rq->too_big && rq->spool_fd >= 0)
+        return send_error(c, 413, NULL, "The upload is larger than %llu bytes",
+                          (unsigned long long)kiln__api_storage_cap(d));
     if (rq->too_big)
         return send_error(c, 413, NULL, "The request body is larger than %zu bytes", d->max_body);
+    if (rq->spool_err) return send_error(c, 500, NULL, "cannot write the upload to a temp file");
     return route(d, c, url, method, rq);
 }
 
@@ -219,6 +253,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     kiln_api_req *rq = *con_cls;
     (void)cls, (void)c, (void)toe;
     if (!rq) return;
+    if (rq->spool_fd >= 0) close(rq->spool_fd);
     free(rq->body);
     free(rq);
     *con_cls = NULL;
@@ -239,4 +274,5 @@ void kiln_api_stop(kilnd *d, struct MHD_Daemon *m)
 {
     if (m) MHD_stop_daemon(m);
     kiln__api_jobs_cache_free(d);
+    kiln__api_storage_free(d);
 }

@@ -6,6 +6,8 @@
  *   jobs.c     the ml API's projects.jobs (/v1/projects/P/jobs...)
  *   nodes.c    kiln's nodes (/v1/nodes...)
  *   logging.c  the Logging API's entries.list over the jobs' logs (/v2/...)
+ *   storage.c  the Cloud Storage JSON API subset (/storage/v1/, /upload/storage/v1/,
+ *              /download/storage/v1/) over the staging store (kiln/objects.h)
  * Every surface answers with the helpers below, so that every error is
  * Google's envelope and every body is JSON. */
 #ifndef KILN_API_INT_H
@@ -18,11 +20,17 @@
 
 #include "daemon/kilnd.h"
 
-/* A request's body, read whole before routing (capped at d->max_body). */
+/* A request's body, read whole before routing (capped at d->max_body).
+ * Storage uploads (kiln__api_storage_spools) are larger: their body goes to
+ * an unlinked temp file instead (spool_fd, spool_len; body stays NULL),
+ * capped by kiln__api_storage_cap. */
 typedef struct kiln_api_req {
     char *body;
     size_t len;
     bool too_big;
+    int spool_fd; /* -1: the body is in memory */
+    uint64_t spool_len;
+    bool spool_err;
 } kiln_api_req;
 
 /* Who is calling: with no tokens file, project is NULL and everything is
@@ -74,5 +82,20 @@ enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *
  * with; the project comes from the body's resourceNames and is checked there. */
 enum MHD_Result kiln__api_logging(kilnd *d, struct MHD_Connection *c, const char *method,
                                   const char *rest, const kiln_api_req *rq, const kiln_api_auth *a);
+
+/* The storage subset: the URLs it owns (prefixes above), their handler,
+ * and the spooling of upload bodies. */
+bool kiln__api_storage_owns(const char *url);
+bool kiln__api_storage_spools(const char *url, const char *method);
+uint64_t kiln__api_storage_cap(const kilnd *d);
+int kiln__api_storage_spool_open(kilnd *d); /* an unlinked temp file, or -1 */
+enum MHD_Result kiln__api_storage(kilnd *d, struct MHD_Connection *c, const char *method,
+                                  const char *url, const kiln_api_req *rq, const kiln_api_auth *a);
+/* Ends the resumable sessions still open (at kiln_api_stop). */
+void kiln__api_storage_free(kilnd *d);
+/* At job create: every gs:// URI of the job (packageUris, jobDir) must name
+ * a bucket this kilnd holds for the project, and a package an object in it.
+ * Adds a violation per problem to dg. */
+void kiln__api_storage_check_job(kilnd *d, const char *project, const kiln_job *job, kiln_diag *dg);
 
 #endif

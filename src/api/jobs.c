@@ -139,6 +139,12 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
                         dg.n ? dg.v[0].description : "invalid job");
         goto out;
     }
+    /* gs:// URIs must name what this kilnd's staging store holds (storage.c) */
+    kiln__api_storage_check_job(d, project, job, &dg);
+    if (dg.n) {
+        rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
+        goto out;
+    }
     if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
         rc = send_error(c, 500, NULL, "cannot normalise the job");
         goto out;

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kiln/catalog.h"
 #include "kiln/devices.h"
@@ -41,7 +42,8 @@ typedef struct kilnd {
     int grace_ms;       /* SIGTERM -> SIGKILL */
     int port_base, port_count;
     size_t max_body;
-    size_t log_cap; /* bytes of replica output kept per job (and run) */
+    uint64_t max_object; /* bytes per storage object (--max-object) */
+    size_t log_cap;      /* bytes of replica output kept per job (and run) */
     int threads;
 
     kiln_store *store;
@@ -55,6 +57,7 @@ typedef struct kilnd {
     bool *drain_pending; /* per node */
 
     struct kiln_api_cache *cache; /* rendered GET responses (src/api) */
+    struct kiln_objects *objects; /* the staging store (--bucket); never NULL once started */
 
     int wake_fd[2];
     volatile sig_atomic_t stop;

@@ -5,6 +5,7 @@
  *         [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]
  *         [--port-range 30000-39999] [--threads N] [--max-body BYTES]
  *         [--kiln-train PATH] [--python PATH] [--log-cap BYTES]
+ *         [--bucket NAME[:PROJECT]]... [--max-object BYTES]
  *
  * The address actually bound (port 0 picks a free one) is printed and also
  * written to DATA/kilnd.addr (atomically), which is how tests find it. */
@@ -24,17 +25,21 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
+#include "kiln/objects.h"
 
 static const char usage[] =
     "usage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--node-config FILE]\n"
     "             [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]\n"
     "             [--port-range LO-HI] [--threads N] [--max-body BYTES] [--kiln-train PATH]\n"
-    "             [--python PATH] [--log-cap BYTES]\n"
+    "             [--python PATH] [--log-cap BYTES] [--bucket NAME[:PROJECT]]...\n"
+    "             [--max-object BYTES]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
     "only node, --python $KILN_PYTHON or python3. Without --tokens only loopback\n"
-    "addresses may be used.\n";
+    "addresses may be used. Each --bucket is a gs:// bucket kilnd holds under\n"
+    "DATA/objects (for PROJECT only, or every project); --max-object caps one\n"
+    "object (default 1 GiB).\n";
 
 void kilnd_wake(kilnd *d)
 {
@@ -164,6 +169,7 @@ static void cleanup(kilnd *d)
     kiln_cluster_free(&d->cluster);
     kiln_catalog_free(d->catalog);
     kiln_store_close(d->store);
+    kiln_objects_close(d->objects);
     for (size_t i = 0; i < d->n_tokens; i++) {
         free(d->tokens[i].token);
         free(d->tokens[i].project);
@@ -184,6 +190,7 @@ int main(int argc, char **argv)
                .port_base = 30000,
                .port_count = 10000,
                .max_body = 1u << 20,
+               .max_object = (uint64_t)1 << 30,
                .log_cap = (size_t)1 << 30,
                .threads = 4,
                .python = "python3",
@@ -196,6 +203,8 @@ int main(int argc, char **argv)
     bool sup_started = false;
     int lfd = -1, rc = 1;
     char *data_abs = NULL;
+    const char *buckets[64];
+    size_t n_buckets = 0;
 
     pthread_mutex_init(&d.mu, NULL);
     if (getenv("KILN_PYTHON") && *getenv("KILN_PYTHON")) d.python = getenv("KILN_PYTHON");
@@ -231,7 +240,15 @@ int main(int argc, char **argv)
             d.threads = atoi(v);
         else if (strcmp(a, "--log-cap") == 0)
             d.log_cap = (size_t)strtoull(v, NULL, 10);
-        else if (strcmp(a, "--max-body") == 0)
+        else if (strcmp(a, "--max-object") == 0)
+            d.max_object = (uint64_t)strtoull(v, NULL, 10);
+        else if (strcmp(a, "--bucket") == 0) {
+            if (n_buckets == sizeof buckets / sizeof *buckets) {
+                fprintf(stderr, "kilnd: at most 64 --bucket flags\n");
+                goto out;
+            }
+            buckets[n_buckets++] = v;
+        } else if (strcmp(a, "--max-body") == 0)
             d.max_body = (size_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--port-range") == 0) {
             int lo, hi;
@@ -247,9 +264,9 @@ int main(int argc, char **argv)
         }
     }
     if (d.grace_ms < 0 || d.threads < 1 || d.threads > 64 || d.max_body < 1024 ||
-        d.log_cap < 1024) {
+        d.log_cap < 1024 || d.max_object < 1 || d.max_object > ((uint64_t)1 << 40)) {
         fprintf(stderr, "kilnd: --grace-period, --threads (1-64), --max-body or --log-cap "
-                        "(>= 1024) out of range\n");
+                        "(>= 1024), --max-object (1 to 2^40) out of range\n");
         goto out;
     }
     if (d.tokens_path && load_tokens(&d, d.tokens_path) < 0) goto out;
@@ -282,6 +299,28 @@ int main(int argc, char **argv)
     if ((data_abs = realpath(d.data_dir, NULL))) d.data_dir = data_abs;
     snprintf(path, sizeof path, "%s/kilnd.db", d.data_dir);
     if (kiln_store_open(path, &d.store, &dg) != KILN_OK) goto diag;
+    snprintf(path, sizeof path, "%s/objects", d.data_dir);
+    if (kiln_objects_open(path, d.max_object, &d.objects) != KILN_OK) {
+        fprintf(stderr, "kilnd: cannot open the staging store '%s': %s\n", path, strerror(errno));
+        goto out;
+    }
+    for (size_t i = 0; i < n_buckets; i++) {
+        /* NAME or NAME:PROJECT */
+        char name[128];
+        const char *colon = strchr(buckets[i], ':'), *proj = colon ? colon + 1 : NULL;
+        size_t nl = colon ? (size_t)(colon - buckets[i]) : strlen(buckets[i]);
+        snprintf(name, sizeof name, "%.*s", (int)(nl < sizeof name ? nl : sizeof name - 1),
+                 buckets[i]);
+        if (proj && !*proj) proj = NULL;
+        kiln_err be = kiln_objects_add_bucket(d.objects, name, proj);
+        if (be != KILN_OK) {
+            fprintf(stderr, "kilnd: --bucket %s: %s\n", buckets[i],
+                    be == KILN_EINVAL   ? "not a bucket name (3-63 of a-z 0-9 . _ -)"
+                    : be == KILN_EEXIST ? "given twice"
+                                        : "cannot create its directory");
+            goto out;
+        }
+    }
     if (kiln_catalog_default(&d.catalog, &dg) != KILN_OK) goto diag;
     if (d.catalog_path && kiln_catalog_merge_file(d.catalog, d.catalog_path, &dg) != KILN_OK)
         goto diag;

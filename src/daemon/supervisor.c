@@ -31,6 +31,7 @@
 
 #include "daemon/kilnd.h"
 #include "kiln/exec.h"
+#include "kiln/objects.h"
 
 #define LINE_MAX_BYTES 8192
 #define TICK_MS        100
@@ -358,13 +359,47 @@ static void path_add(char *pp, size_t len, const char *dir)
     snprintf(pp + n, len - n, "%s%s", n ? ":" : "", dir);
 }
 
-/* Stages packageUris (local only: file:// or absolute paths) under
+/* The file behind gs://BUCKET/NAME in kilnd's staging store (the API
+ * refused, at create, any gs:// URI the store does not hold). */
+static bool gs_path(kilnd *d, const char *uri, char *buf, size_t len)
+{
+    char bucket[64];
+    const char *p = uri + 5, *sl = strchr(p, '/');
+    if (strncmp(uri, "gs://", 5) != 0 || !sl || (size_t)(sl - p) >= sizeof bucket) return false;
+    memcpy(bucket, p, (size_t)(sl - p));
+    bucket[sl - p] = '\0';
+    return kiln_objects_holds(d->objects, bucket, NULL) &&
+           kiln_objects_path(d->objects, bucket, sl + 1, buf, len) == KILN_OK;
+}
+
+/* --job-dir gs://BUCKET/PATH on a held bucket: the replicas get the local
+ * directory DATA/objects/BUCKET/PATH (made here), so that what they write
+ * there is readable back as objects BUCKET/PATH/... */
+static kiln_err map_job_dir(kilnd *d, rjob *j, char *why, size_t whylen)
+{
+    char *jd = j->job->training_input.job_dir, local[PATH_MAX], name[PATH_MAX];
+    if (!jd || strncmp(jd, "gs://", 5) != 0) return KILN_OK;
+    snprintf(name, sizeof name, "%s", jd);
+    size_t n = strlen(name);
+    while (n > 5 && name[n - 1] == '/')
+        name[--n] = '\0';
+    if (!gs_path(d, name, local, sizeof local) || kilnd_mkdirs(local) < 0) {
+        snprintf(why, whylen, "jobDir '%s': cannot make its directory in kilnd's staging store",
+                 jd);
+        return KILN_EIO;
+    }
+    return kiln_set_str(&j->job->training_input.job_dir, local);
+}
+
+/* Stages packageUris (local: file:// or absolute paths; gs:// URIs of
+ * kilnd's staging store, which are files under DATA/objects) under
  * DIR/staging and builds the PYTHONPATH that finds them:
  *   a directory (--package-path)  copied; staging/ goes on the path;
  *   NAME.whl (pure Python)        copied; the wheel itself goes on the path;
  *   NAME.tar.gz / .tgz (an sdist) unpacked into staging/sdistN; its top-level
  *                                 directories go on the path. */
-static kiln_err stage_packages(rjob *j, char *why, size_t whylen, char *pypath, size_t plen)
+static kiln_err stage_packages(kilnd *d, rjob *j, char *why, size_t whylen, char *pypath,
+                               size_t plen)
 {
     const kiln_strv *uris = &j->job->training_input.package_uris;
     char staging[PATH_MAX + 16], dst[PATH_MAX + 64];
@@ -377,11 +412,13 @@ static kiln_err stage_packages(rjob *j, char *why, size_t whylen, char *pypath, 
     for (size_t i = 0; i < uris->n; i++) {
         const char *u = uris->v[i];
         const char *path = strncmp(u, "file://", 7) == 0 ? u + 7 : (u[0] == '/' ? u : NULL);
+        char gs[PATH_MAX];
+        if (gs_path(d, u, gs, sizeof gs)) path = gs;
         struct stat st;
         if (!path || stat(path, &st) < 0) {
             snprintf(why, whylen,
-                     "packageUris[%zu] '%s': kilnd stages local packages only (a directory, "
-                     ".whl or .tar.gz on this machine)",
+                     "packageUris[%zu] '%s': kilnd stages local packages (a directory, .whl "
+                     "or .tar.gz on this machine) and the gs:// objects it holds",
                      i, u);
             return KILN_EINVAL;
         }
@@ -391,8 +428,9 @@ static kiln_err stage_packages(rjob *j, char *why, size_t whylen, char *pypath, 
             dirs = true;
         } else if (ends_with(path, ".whl")) {
             const char *base = strrchr(path, '/');
-            snprintf(dst, sizeof dst, "%s/%s", staging, base ? base + 1 : path);
-            ok = run_helper((char *[]){"cp", (char *)path, dst, NULL});
+            ok = snprintf(dst, sizeof dst, "%s/%s", staging, base ? base + 1 : path) <
+                 (int)sizeof dst;
+            ok = ok && run_helper((char *[]){"cp", (char *)path, dst, NULL});
             if (ok) path_add(pypath, plen, dst);
         } else if (ends_with(path, ".tar.gz") || ends_with(path, ".tgz")) {
             snprintf(dst, sizeof dst, "%s/sdist%zu", staging, i);
@@ -545,7 +583,8 @@ out:
 /* Starts every replica of a placed job. */
 static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
 {
-    kiln_err err = stage_packages(j, why, whylen, j->pypath, sizeof j->pypath);
+    kiln_err err = stage_packages(s->d, j, why, whylen, j->pypath, sizeof j->pypath);
+    if (err == KILN_OK) err = map_job_dir(s->d, j, why, whylen);
     for (size_t i = 0; err == KILN_OK && i < j->n; i++)
         if (!j->reps[i].dropped) err = spawn_one(s, j, i, i == 0, why, whylen);
     if (err != KILN_OK) stop_all(j, SIGKILL);
