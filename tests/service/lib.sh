@@ -30,6 +30,8 @@ it_lifecycle.sh) port_base=26000 ;;
 it_mnist.sh) port_base=27000 ;;
 it_restart.sh) port_base=28000 ;;
 it_pytorchjob.sh) port_base=30000 ;;
+it_metrics.sh) port_base=31000 ;;
+it_dashboard.sh) port_base=32000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}
