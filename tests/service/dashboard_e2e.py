@@ -230,6 +230,7 @@ try:
     driver.find_element(By.ID, "next").click()
     WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-job="bulk_0100"]'))
     check("paging: page 2 starts at bulk_0100", text("#page-no") == "page 2", text("#page-no"))
+    driver.execute_script("window.scrollTo(0, 0)")
     shot(driver, "jobs-1000")
     fresh("/#/queue")
     WebDriverWait(driver, 20).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-job]")) >= 999)

@@ -281,8 +281,10 @@ function pageNodes() {
           h('tbody', {}, n.devices.map((d) => h('tr', { 'data-gpu': d.index },
             h('td', {}, `GPU ${d.index}`, d.simulated ? h('span', { class: 'muted' }, ' (simulated)') : null),
             h('td', {}, d.type), h('td', { class: 'muted' }, d.uuid),
+            // d.job is projects/P/jobs/J: the link switches to the job's project
             h('td', { class: 'held-by' }, d.job ? h('a', { href: '#/jobs/' +
-              encodeURIComponent(d.job.split('/').pop()) }, d.job.split('/').pop())
+              encodeURIComponent(d.job.split('/')[3]), title: d.job,
+              onclick: () => store.setItem('kiln.project', d.job.split('/')[1]) }, d.job.split('/')[3])
               : d.assigned ? 'another project' : h('span', { class: 'muted' }, 'free')),
             h('td', {}, d.task || ''))))) : null);
     }));
