@@ -65,6 +65,12 @@ foreach(src ${KILN_SVC_TESTS})
   add_test(NAME svc_${name} COMMAND svc_${name})
   set_tests_properties(svc_${name} PROPERTIES LABELS service TIMEOUT 60)
 endforeach()
+# the metrics protocol parser lives in kilnd itself (src/daemon): its test
+# compiles that one file in
+if(TARGET svc_test_trainmetrics)
+  target_sources(svc_test_trainmetrics PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon/trainmetrics.c)
+  target_link_libraries(svc_test_trainmetrics PRIVATE PkgConfig::JANSSON m)
+endif()
 file(GLOB KILN_SVC_SH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/service/it_*.sh)
 foreach(sh ${KILN_SVC_SH})
   get_filename_component(name ${sh} NAME_WE)
