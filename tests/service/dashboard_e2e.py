@@ -158,8 +158,27 @@ try:
     check("replica table: exit code 0", "0" in text('#replicas-table tr[data-task="master-replica-0"]'))
     check("trials: says it is not a tuning job", "Not a hyperparameter tuning job" in text("#trials"))
     check("cancel disabled once ended", not driver.find_element(By.ID, "cancel").is_enabled())
+    shown = " ".join(text(c) for c in ("#summary", "#replicas", "#metrics", "#trials"))
+    check("no 'null' or 'undefined' on the job page", "null" not in shown and "undefined" not in shown, shown)
     driver.execute_script("window.scrollTo(0, 0)")
     shot(driver, "job-succeeded")
+
+    # ---- a tuning job: the trials section says tuning is not built yet ----
+    tune = container_job("tune_1", "echo '{\"event\":\"epoch\",\"epoch\":1,\"loss\":0.5}'")
+    tune["trainingInput"]["hyperparameters"] = {
+        "goal": "MAXIMIZE", "maxTrials": "4", "hyperparameterMetricTag": "accuracy",
+        "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1}]}
+    st, body = call("POST", f"/v1/projects/{PROJECT}/jobs", tune)
+    check("tune_1 submitted", st == 200, body)
+    fresh("/#/jobs/tune_1")
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, 'h1 .state[data-state="SUCCEEDED"]'))
+    WebDriverWait(driver, 10).until(lambda d: "not built yet" in text("#trials"))
+    _, job = call("GET", f"/v1/projects/{PROJECT}/jobs/tune_1")
+    to = job.get("trainingOutput", {})
+    check("tuning job's trainingOutput", to.get("isHyperparameterTuningJob") is True and
+          to.get("trials") == [] and to.get("completedTrialCount") == "0" and
+          to.get("hyperparameterMetricTag") == "accuracy", to)
+    shot(driver, "job-tuning")
 
     # ---- nodes: the simulated GPUs held by the right job ----
     st, _ = call("POST", f"/v1/projects/{PROJECT}/jobs",
@@ -199,6 +218,8 @@ try:
     fresh("/#/jobs/gpu_hold")
     WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, 'h1 .state[data-state="RUNNING"]'))
     WebDriverWait(driver, 10).until(lambda d: "GPU" in text("#replicas-table"))
+    shown = " ".join(text(c) for c in ("#summary", "#replicas", "#metrics", "#trials"))
+    check("no 'null' or 'undefined' on the job page", "null" not in shown and "undefined" not in shown, shown)
     shot(driver, "job-running")
     driver.find_element(By.ID, "cancel").click()
     driver.find_element(By.ID, "cancel-confirm").click()

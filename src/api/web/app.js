@@ -364,9 +364,9 @@ function renderMetrics(box, points) {
         h('td', { class: 'num' }, num(p.loss, 4)), h('td', { class: 'num' }, num(p.accuracy, 4)),
         h('td', { class: 'num' }, num(p.testAccuracy, 4)), h('td', { class: 'num' }, num(p.samplesPerSecond, 0)),
         h('td', {}, p.task || ''), h('td', {}, fmtTime(p.time)))))));
-  box.replaceChildren(eps.length ? h('div', { class: 'charts' }, charts)
-    : h('p', { class: 'muted' }, 'No training metrics reported (yet). kiln-train reports one point per epoch.'),
-  eps.length ? table : null);
+  if (eps.length) box.replaceChildren(h('div', { class: 'charts' }, charts), table);
+  else box.replaceChildren(h('p', { class: 'muted' },
+    'No training metrics reported (yet). kiln-train reports one point per epoch.'));
 }
 
 function renderTrials(box, job) {
@@ -445,7 +445,7 @@ function pageJob(id) {
     summary.replaceChildren(h('dl', { class: 'kv' },
       h('dt', {}, 'created'), h('dd', {}, fmtTime(j.createTime)),
       h('dt', {}, 'started'), h('dd', {}, fmtTime(j.startTime)),
-      h('dt', {}, 'ended'), h('dd', {}, fmtTime(j.endTime)),
+      j.endTime ? [h('dt', {}, 'ended'), h('dd', {}, fmtTime(j.endTime))] : null,
       h('dt', {}, 'duration'), h('dd', {}, fmtDuration(j)),
       j.jobPosition ? [h('dt', {}, 'queue position'), h('dd', { id: 'position' }, j.jobPosition)] : null,
       h('dt', {}, 'accelerators'), h('dd', {}, accelerators(j) || 'none'),
