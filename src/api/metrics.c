@@ -252,11 +252,11 @@ static void jobs_part(kilnd *d, out *o)
                     v[i]->job->job_id, json_number_value(x));
         }
     }
+    if (!rt) o->oom = true;
     for (size_t i = 0; rt && i < n; i++)
         json_decref(rt[i]);
     free(rt);
     kiln_job_records_free(v, n);
-    if (!rt) o->oom = true;
 
     head(o, "kiln_restarts_total", "counter",
          "Times a job's replicas were started again, by reason (since kilnd started).");

@@ -127,7 +127,7 @@ try:
         "args": ["--model=mlp", "--train_epochs=3", "--train_examples=3000", "--batch_size=100"]}}
     st, _ = call("POST", f"/v1/projects/{PROJECT}/jobs", mnist)
     check("mnist_1 submitted", st == 200, st)
-    WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-job="mnist_1"]'))
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-job="mnist_1"]'))
     check("the submitted job appears in the list without a reload", True)
     shot(driver, "jobs")
 

@@ -137,6 +137,10 @@ function showLogin(msg) {
   timers = [];
   $('page').replaceChildren();
   $('status').hidden = true;
+  // a refused token is forgotten: the header must not say "signed in"
+  store.removeItem('kiln.token');
+  $('who').textContent = '';
+  $('logout').hidden = true;
   $('login').hidden = false;
   $('login-error').textContent = msg || '';
   $('login-error').hidden = !msg;
@@ -175,7 +179,7 @@ function jobRow(j, showPos) {
     h('td', {}, stateBadge(j.state)),
     h('td', {}, fmtTime(j.createTime)),
     h('td', { class: 'num' }, fmtDuration(j)),
-    h('td', {}, accelerators(j)),
+    h('td', {}, accelerators(j) || h('span', { class: 'muted' }, 'CPU only')),
     showPos ? h('td', { class: 'num' }, j.jobPosition || '') : null);
 }
 
