@@ -242,6 +242,11 @@ function pageQueue() {
   $('page').replaceChildren(h('h1', {}, 'Queue ', h('span', { class: 'muted' }, project())),
     h('p', { class: 'muted' }, 'QUEUED jobs in the order they will be placed: priority, then submit time.'),
     body);
+  const show = (all, gen) => {
+    if (gen !== generation) return;
+    all.sort((a, b) => Number(a.jobPosition || 1e9) - Number(b.jobPosition || 1e9));
+    body.replaceChildren(jobTable(all, true, 'The queue is empty.'));
+  };
   poll(async (gen) => {
     let all = [], tok = '';
     for (let i = 0; i < 20; i++) { // at most 2,000 queued jobs shown
@@ -251,11 +256,16 @@ function pageQueue() {
       all = all.concat(r.jobs || []);
       tok = r.nextPageToken;
       if (!tok) break;
+      // a long queue: show the first 100 (the oldest, the head of the queue
+      // unless priorities say otherwise) while the rest come in
+      if (i === 0 && !performance.getEntriesByName('kiln-queue-rendered').length) {
+        show(all.slice(), gen);
+        performance.mark('kiln-queue-rendered');
+      }
     }
-    if (gen !== generation) return;
-    all.sort((a, b) => Number(a.jobPosition || 1e9) - Number(b.jobPosition || 1e9));
-    body.replaceChildren(jobTable(all, true, 'The queue is empty.'));
+    show(all, gen);
     if (!performance.getEntriesByName('kiln-queue-rendered').length) performance.mark('kiln-queue-rendered');
+    if (!performance.getEntriesByName('kiln-queue-complete').length) performance.mark('kiln-queue-complete');
   }, POLL_MS * 2);
 }
 
