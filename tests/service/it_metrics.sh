@@ -96,6 +96,21 @@ check_eq "history: 2 chief reports" "$(printf '%s' "$BODY" | "$PY" -c 'import js
 api GET /v1/projects/p1/jobs/bad_job
 check_eq "replica exit code recorded" "$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.exitCode)" 3
 
+# a drain: the running GPU job is requeued (a restart by drain), the node cordoned
+api POST /v1/nodes/gpu-a:drain '{}'
+check_eq "drain accepted" "$STATUS" 200
+check "gpu_job requeued by the drain" wait_state gpu_job QUEUED 20
+curl -s -m 10 -o "$T/metrics2" "$URL/metrics"
+m2() { grep -E "^$1 " "$T/metrics2" | awk '{print $2}'; }
+check_eq "restart by drain" "$(m2 'kiln_restarts_total\{reason="drain"\}')" 1
+check_eq "node cordoned" "$(m2 'kiln_node_cordoned\{node="gpu-a"\}')" 1
+check_eq "cordoned: nothing allocatable" "$(m2 'kiln_accelerators_allocatable\{node="gpu-a",type="NVIDIA_TESLA_V100"\}')" 0
+check_eq "drained: nothing allocated" "$(m2 'kiln_accelerators_allocated\{node="gpu-a",type="NVIDIA_TESLA_V100"\}')" 0
+check_eq "queue length 2" "$(m2 kiln_queue_length)" 2
+check "no training gauges for a job no longer running" \
+    test -z "$(m2 'kiln_job_training_loss\{project="p1",job="gpu_job"\}')"
+check "promtool again" promtool check metrics <"$T/metrics2"
+
 # a tokens file: /metrics names every project's jobs, so only a '*' token reads it
 printf 'all-projects-token-0001 * viewer\np1-project-token-00001 p1 editor\n' >"$T/tokens"
 start_kilnd "$T/d2" --tokens "$T/tokens"
