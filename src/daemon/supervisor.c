@@ -322,6 +322,29 @@ static void save_runtime(sup *s, rjob *j)
     json_decref(root);
 }
 
+/* The runtime record of a job that is requeued (drain, kilnd restart): no
+ * replicas, but the last training metrics report stays, so that the job's
+ * trainingOutput keeps it until the job reports again. NULL when there is
+ * none; the caller frees the text. */
+static char *runtime_for_requeue(json_t *metrics)
+{
+    if (!metrics) return NULL;
+    json_t *o = json_pack("{s:O}", "metrics", metrics);
+    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return txt;
+}
+
+/* The metrics report kept in a runtime record (new reference), or NULL. */
+static json_t *kept_metrics(const char *runtime)
+{
+    json_t *rt = runtime ? json_loads(runtime, 0, NULL) : NULL;
+    json_t *m = json_object_get(rt, "metrics");
+    m = json_is_object(m) ? json_incref(m) : NULL;
+    json_decref(rt);
+    return m;
+}
+
 /* Kills the process groups a runtime record names, when they are still the
  * same processes (pid + start time), and waits for them to go. */
 static void kill_recorded(const char *runtime)
@@ -758,6 +781,7 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
+    j->metrics = kept_metrics(rec->runtime); /* a requeued job's last report */
     j->next = s->jobs;
     s->jobs = j; /* from here on the job is released through the normal path */
     kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
@@ -1068,15 +1092,18 @@ static void finish(sup *s, rjob *j, rjob **link)
         }
         save_runtime(s, j);
         return;
-    case AS_REQUEUE:
+    case AS_REQUEUE: {
         j->restarts++;
         d->restarts_total[KILND_RESTART_DRAIN]++;
-        kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, NULL);
+        char *keep = runtime_for_requeue(j->metrics);
+        kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, keep);
+        free(keep);
         kiln_store_job_transition(d->store, j->project, j->job_id,
                                   KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
                                   KILN_STATE_QUEUED, NULL, now, NULL);
         kiln_log_write(j->log_fd, "WARNING", "service", msg, strlen(msg));
         break;
+    }
     case AS_SUCCEED:
         kiln_store_job_transition(d->store, j->project, j->job_id,
                                   KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING) |
@@ -1283,7 +1310,11 @@ void kilnd_reconcile(kilnd *d)
             kilnd_event(d, r->project, id, "INFO", "kilnd restarted; Job CANCELLED");
             continue;
         }
-        kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, NULL);
+        json_t *m = kept_metrics(r->runtime);
+        char *keep = runtime_for_requeue(m);
+        kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, keep);
+        free(keep);
+        json_decref(m);
         d->restarts_total[KILND_RESTART_KILND]++;
         kiln_store_job_transition(d->store, r->project, id, mask & ~KILN_STATE_MASK(CANCELLING),
                                   KILN_STATE_QUEUED, NULL, now, NULL);

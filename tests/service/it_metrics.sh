@@ -110,6 +110,9 @@ check_eq "queue length 2" "$(m2 kiln_queue_length)" 2
 check "no training gauges for a job no longer running" \
     test -z "$(m2 'kiln_job_training_loss\{project="p1",job="gpu_job"\}')"
 check "promtool again" promtool check metrics <"$T/metrics2"
+api GET /v1/projects/p1/jobs/gpu_job
+check_eq "requeued job keeps its last report" "$(printf '%s' "$BODY" | jget trainingOutput.metrics.loss)" 0.5
+check_eq "requeued job has no replicas" "$(printf '%s' "$BODY" | jget kilnStatus.replicas)" ""
 
 # a tokens file: /metrics names every project's jobs, so only a '*' token reads it
 printf 'all-projects-token-0001 * viewer\np1-project-token-00001 p1 editor\n' >"$T/tokens"
