@@ -6,7 +6,7 @@ kiln-train): Debian's chromium + chromedriver, driven by Debian's
 python3-selenium. Prints one line per failed check and "N passed, N failed";
 exits 1 on any failure. Screenshots of each page go to SHOTS_DIR.
 
-usage: dashboard_e2e.py URL TOKEN SHOTS_DIR
+usage: dashboard_e2e.py URL TOKEN SHOTS_DIR [URL_WITHOUT_TOKENS]
 """
 import json
 import os
@@ -21,6 +21,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 URL, TOKEN, SHOTS = sys.argv[1], sys.argv[2], sys.argv[3]
+URL_OPEN = sys.argv[4] if len(sys.argv) > 4 else ""
 PROJECT = "p1"
 passes = fails = 0
 
@@ -267,6 +268,17 @@ try:
     WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-job]"))
     ids = [r.get_attribute("data-job") for r in driver.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-job]")]
     check("filter like the API's", ids and all(int(i[5:]) % 7 == 3 for i in ids), ids[:5])
+
+    # ---- a kilnd without a tokens file (loopback only): no sign-in ----
+    if URL_OPEN:
+        driver.get("about:blank")
+        driver.get(URL_OPEN + "/#/nodes")
+        driver.execute_script("sessionStorage.clear()")
+        driver.get("about:blank")
+        driver.get(URL_OPEN + "/#/nodes")
+        WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".node"))
+        check("no tokens file: data without signing in", not driver.find_element(By.ID, "login").is_displayed())
+        shot(driver, "nodes-no-auth")
 except Exception as e:  # a timeout or a missing element is a failed check, with a screenshot
     check("the browser session", False, f"{type(e).__name__}: {e}")
     print("  screenshot: " + shot(driver, "failure"), flush=True)

@@ -35,11 +35,16 @@ check_eq "GET /ui/app.js" "$(curl -s -o /dev/null -w '%{http_code} %{content_typ
 check_eq "no such file" "$(curl -s --path-as-is -o /dev/null -w '%{http_code}' "$URL/ui/../kilnd.db")" 404
 check_eq "API without a token" "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/projects/p1/jobs")" 401
 
+# and one without a tokens file (loopback only): the page needs no sign-in
+URL_TOKENS=$URL
+start_kilnd "$T/open" --port-range 32900-32999 # runs no job
+URL_OPEN=$URL
+URL=$URL_TOKENS
 SHOTS=$BUILD/dashboard-screenshots
 rm -rf "$SHOTS"
 mkdir -p "$SHOTS"
 check "dashboard in chromium" timeout 280 /usr/bin/python3 "$(dirname "$0")/dashboard_e2e.py" \
-    "$URL" "$TOKEN" "$SHOTS"
+    "$URL" "$TOKEN" "$SHOTS" "$URL_OPEN"
 check "screenshots kept" test -s "$SHOTS/jobs.png" -a -s "$SHOTS/job-succeeded.png" -a \
     -s "$SHOTS/nodes.png" -a -s "$SHOTS/queue.png"
 finish
