@@ -32,9 +32,20 @@ target_link_libraries(kiln_sched PUBLIC kiln_devices kiln_catalog)
 add_library(kiln_exec STATIC ${KILN_EXEC_SRC})
 target_link_libraries(kiln_exec PUBLIC kiln_store kiln_spec kiln_util PkgConfig::JANSSON)
 
+# The dashboard's static files (src/api/web/), embedded into kilnd at build
+# time like the catalog: no build step beyond CMake, nothing fetched.
+file(GLOB KILN_WEB_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/web/*)
+add_custom_command(
+  OUTPUT ${CMAKE_BINARY_DIR}/gen/web_data.c
+  COMMAND ${CMAKE_COMMAND} -DOUT=${CMAKE_BINARY_DIR}/gen/web_data.c
+          -DDIR=${CMAKE_SOURCE_DIR}/src/api/web -DPATTERNS=*
+          -DSYMBOL=kiln__web_files -P ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
+  DEPENDS ${KILN_WEB_FILES} ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
+  COMMENT "Embedding src/api/web" VERBATIM)
+
 # kilnd: the API (libmicrohttpd) and the daemon (supervisor) are one program.
 if(KILN_DAEMON_SRC)
-  add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC})
+  add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC} ${CMAKE_BINARY_DIR}/gen/web_data.c)
   target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
                         kiln_spec kiln_util PkgConfig::MHD PkgConfig::JANSSON Threads::Threads)
 endif()
@@ -61,6 +72,12 @@ foreach(src ${KILN_SVC_TESTS})
   add_test(NAME svc_${name} COMMAND svc_${name})
   set_tests_properties(svc_${name} PROPERTIES LABELS service TIMEOUT 60)
 endforeach()
+# the metrics protocol parser lives in kilnd itself (src/daemon): its test
+# compiles that one file in
+if(TARGET svc_test_trainmetrics)
+  target_sources(svc_test_trainmetrics PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon/trainmetrics.c)
+  target_link_libraries(svc_test_trainmetrics PRIVATE PkgConfig::JANSSON m)
+endif()
 file(GLOB KILN_SVC_SH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/service/it_*.sh)
 foreach(sh ${KILN_SVC_SH})
   get_filename_component(name ${sh} NAME_WE)
@@ -79,6 +96,13 @@ if(TEST svc_it_tf_mwms)
 endif()
 if(TEST svc_it_tf_mwms)
   kiln_test_needs(svc_it_tf_mwms tensorflow)
+endif()
+if(TEST svc_it_metrics)
+  kiln_test_needs(svc_it_metrics promtool)
+endif()
+if(TEST svc_it_dashboard)
+  kiln_test_needs(svc_it_dashboard chromium selenium)
+  set_tests_properties(svc_it_dashboard PROPERTIES TIMEOUT 300)
 endif()
 foreach(t svc_it_ddp svc_it_pytorchjob)
   if(TEST ${t})

@@ -39,6 +39,7 @@ typedef struct kiln_job_record {
     kiln_job *job;     /* state, createTime, startTime, endTime, errorMessage, etag set */
     int64_t create_ns; /* CLOCK_REALTIME, ns */
     int64_t start_ns;  /* first RUNNING, 0 = never */
+    int64_t end_ns;    /* terminal state reached, 0 = not yet */
     int64_t priority;
     int restarts;  /* group restarts of any cause (failures, drains, kilnd restarts) */
     int failures;  /* restarts charged to the backoff limit */
@@ -111,6 +112,22 @@ void kiln_job_filter_free(kiln_job_filter *f);
 kiln_err kiln_store_job_list(kiln_store *s, const char *project, const kiln_job_filter *f,
                              int64_t after, size_t limit, kiln_job_record ***out, size_t *n,
                              int64_t *next);
+
+/* How many jobs (all projects) are in each state: counts[state]. */
+#define KILN_STORE_STATES (KILN_STATE_CANCELLED + 1)
+kiln_err kiln_store_job_counts(kiln_store *s, int64_t counts[KILN_STORE_STATES]);
+
+/* Time spent in the store's write statements (create, transition, labels,
+ * runtime, cordon), lock wait excluded, as a cumulative histogram over
+ * KILN_STORE_WRITE_BUCKETS upper bounds in seconds (kiln_store_write_bounds). */
+#define KILN_STORE_WRITE_BUCKETS 10
+typedef struct kiln_store_write_stats {
+    uint64_t count;
+    double sum_seconds;
+    uint64_t le[KILN_STORE_WRITE_BUCKETS]; /* writes that took <= bound i (cumulative) */
+} kiln_store_write_stats;
+extern const double kiln_store_write_bounds[KILN_STORE_WRITE_BUCKETS];
+void kiln_store_write_stats_get(kiln_store *s, kiln_store_write_stats *out);
 
 /* Node cordons (drain/uncordon), kept across restarts. */
 kiln_err kiln_store_node_cordoned(kiln_store *s, const char *node, bool *cordoned);

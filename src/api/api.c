@@ -13,6 +13,7 @@
  *   GET   /healthz
  *   /storage/v1/b/B/o..., /upload/storage/v1/..., /download/storage/v1/...
  *         the Cloud Storage subset (storage.c, docs/service.md "Storage")
+ *   GET   /metrics (Prometheus), / and /ui/... (the dashboard)
  * Errors use Google's envelope (kiln_diag_to_envelope). Bodies are capped
  * (d->max_body), headers by libmicrohttpd's per-connection memory limit.
  *
@@ -28,12 +29,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/api_int.h"
 #include "util/utf8.h"
 
 /* ---------- responses ---------- */
+
+/* The status of the response this thread queued last: libmicrohttpd runs a
+ * request's handler on one thread of its pool and does not tell the
+ * completion callback the code, so the handler reads it here after route(). */
+static _Thread_local unsigned last_code;
+
+unsigned kiln__api_last_code(bool reset)
+{
+    unsigned c = last_code;
+    if (reset) last_code = 0;
+    return c;
+}
+
+int64_t kiln__api_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+enum MHD_Result kiln__api_queue(struct MHD_Connection *c, unsigned code, struct MHD_Response *r)
+{
+    last_code = code;
+    enum MHD_Result rc = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return rc;
+}
 
 enum MHD_Result kiln__api_send_text(struct MHD_Connection *c, unsigned code, char *body)
 {
@@ -44,9 +73,7 @@ enum MHD_Result kiln__api_send_text(struct MHD_Connection *c, unsigned code, cha
             MHD_create_response_from_buffer(sizeof oom - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
         if (!r) return MHD_NO;
         MHD_add_response_header(r, "Content-Type", "application/json");
-        enum MHD_Result rc = MHD_queue_response(c, 500, r);
-        MHD_destroy_response(r);
-        return rc;
+        return kiln__api_queue(c, 500, r);
     }
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
@@ -55,9 +82,7 @@ enum MHD_Result kiln__api_send_text(struct MHD_Connection *c, unsigned code, cha
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", "application/json");
-    enum MHD_Result rc = MHD_queue_response(c, code, r);
-    MHD_destroy_response(r);
-    return rc;
+    return kiln__api_queue(c, code, r);
 }
 
 enum MHD_Result kiln__api_send_json(struct MHD_Connection *c, unsigned code, json_t *v)
@@ -148,12 +173,14 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
                              const char *method, const kiln_api_req *rq)
 {
     if (strcmp(url, "/healthz") == 0) return send_text(c, 200, strdup("{\"status\":\"ok\"}"));
+    if (kiln__api_is_web(url)) return kiln__api_web(c, method, url);
     kiln_api_auth a = authenticate(d, c);
     if (!a.ok)
         return send_error(c, 401, NULL,
                           "Request had invalid authentication credentials: "
                           "expected 'Authorization: Bearer TOKEN'");
     if (kiln__api_storage_owns(url)) return kiln__api_storage(d, c, method, url, rq, &a);
+    if (strcmp(url, "/metrics") == 0) return kiln__api_metrics(d, c, method, &a);
     if (strncmp(url, "/v1/nodes", 9) == 0 && (url[9] == '\0' || url[9] == '/'))
         return kiln__api_nodes(d, c, method, url[9] ? url + 10 : "", &a);
     if (strncmp(url, "/v2/", 4) == 0) return kiln__api_logging(d, c, method, url + 4, rq, &a);
@@ -184,6 +211,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         rq = calloc(1, sizeof *rq);
         if (!rq) return MHD_NO;
         rq->spool_fd = -1;
+        rq->t0_ns = kiln__api_mono_ns();
         *con_cls = rq;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         /* storage uploads stream to a temp file under their own cap; every
@@ -238,13 +266,19 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *upload_size = 0;
         return MHD_YES;
     }
+    enum MHD_Result rc;
+    kiln__api_last_code(true);
     if (rq->too_big && rq->spool_fd >= 0)
-        return send_error(c, 413, NULL, "The upload is larger than %llu bytes",
-                          (unsigned long long)kiln__api_storage_cap(d));
-    if (rq->too_big)
-        return send_error(c, 413, NULL, "The request body is larger than %zu bytes", d->max_body);
-    if (rq->spool_err) return send_error(c, 500, NULL, "cannot write the upload to a temp file");
-    return route(d, c, url, method, rq);
+        rc = send_error(c, 413, NULL, "The upload is larger than %llu bytes",
+                        (unsigned long long)kiln__api_storage_cap(d));
+    else if (rq->too_big)
+        rc = send_error(c, 413, NULL, "The request body is larger than %zu bytes", d->max_body);
+    else if (rq->spool_err)
+        rc = send_error(c, 500, NULL, "cannot write the upload to a temp file");
+    else
+        rc = route(d, c, url, method, rq);
+    kiln__api_metrics_observe(d, method, url, kiln__api_last_code(true), rq->t0_ns);
+    return rc;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -262,6 +296,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd)
 {
     kiln__api_jobs_cache_init(d);
+    kiln__api_metrics_init(d);
     return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handler,
                             d, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
                             (unsigned)(d->threads > 0 ? d->threads : 2),
@@ -275,4 +310,5 @@ void kiln_api_stop(kilnd *d, struct MHD_Daemon *m)
     if (m) MHD_stop_daemon(m);
     kiln__api_jobs_cache_free(d);
     kiln__api_storage_free(d);
+    kiln__api_metrics_free(d);
 }

@@ -8,6 +8,8 @@
  *   logging.c  the Logging API's entries.list over the jobs' logs (/v2/...)
  *   storage.c  the Cloud Storage JSON API subset (/storage/v1/, /upload/storage/v1/,
  *              /download/storage/v1/) over the staging store (kiln/objects.h)
+ *   metrics.c  /metrics (Prometheus) and the request counters behind it
+ *   web.c      the dashboard's static files (/ and /ui/...)
  * Every surface answers with the helpers below, so that every error is
  * Google's envelope and every body is JSON. */
 #ifndef KILN_API_INT_H
@@ -17,6 +19,7 @@
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "daemon/kilnd.h"
 
@@ -31,6 +34,7 @@ typedef struct kiln_api_req {
     int spool_fd; /* -1: the body is in memory */
     uint64_t spool_len;
     bool spool_err;
+    int64_t t0_ns; /* arrival (CLOCK_MONOTONIC), for the latency histogram */
 } kiln_api_req;
 
 /* Who is calling: with no tokens file, project is NULL and everything is
@@ -44,6 +48,9 @@ typedef struct kiln_api_auth {
 /* Queues `body` (taken over, freed by libmicrohttpd) as application/json;
  * body NULL answers 500 "out of memory". */
 enum MHD_Result kiln__api_send_text(struct MHD_Connection *c, unsigned code, char *body);
+/* Queues and releases r with this status; every response goes through here
+ * (or send_text), which notes the code for the request metrics. */
+enum MHD_Result kiln__api_queue(struct MHD_Connection *c, unsigned code, struct MHD_Response *r);
 /* Serialises and releases v (NULL: 500). */
 enum MHD_Result kiln__api_send_json(struct MHD_Connection *c, unsigned code, json_t *v);
 /* Google's error envelope with this status word (e.g. "ABORTED"); dg may be NULL. */
@@ -97,5 +104,24 @@ void kiln__api_storage_free(kilnd *d);
  * a bucket this kilnd holds for the project, and a package an object in it.
  * Adds a violation per problem to dg. */
 void kiln__api_storage_check_job(kilnd *d, const char *project, const kiln_job *job, kiln_diag *dg);
+/* GET /metrics; the caller is authenticated (metrics.c decides who may see). */
+enum MHD_Result kiln__api_metrics(kilnd *d, struct MHD_Connection *c, const char *method,
+                                  const kiln_api_auth *a);
+/* Request counters: init/free with the daemon; observe() after each request
+ * with the code its response was queued with (0: none, the connection
+ * failed). Thread safe. */
+void kiln__api_metrics_init(kilnd *d);
+void kiln__api_metrics_free(kilnd *d);
+void kiln__api_metrics_observe(kilnd *d, const char *method, const char *url, unsigned code,
+                               int64_t t0_ns);
+/* The code of the response this thread queued last (0 = none since reset). */
+unsigned kiln__api_last_code(bool reset);
+int64_t kiln__api_mono_ns(void);
+
+/* GET / and /ui/FILE: the dashboard, served without auth (it holds no data;
+ * its pages call the API with the token the user gives them). Returns false
+ * when url is not the dashboard's. */
+bool kiln__api_is_web(const char *url);
+enum MHD_Result kiln__api_web(struct MHD_Connection *c, const char *method, const char *url);
 
 #endif

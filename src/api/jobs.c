@@ -82,6 +82,47 @@ static bool etag_matches(const char *sent, const char *raw)
     return strcmp(norm, enc) == 0;
 }
 
+/* trainingOutput as AI Platform shows it, from the runtime record `rt`
+ * (may be NULL). consumedMLUnits is kiln's own measure (docs/service.md):
+ * every replica counts 1 unit per hour, plus 1 per accelerator it holds,
+ * from the job's startTime to its endTime (or now), over the replicas of its
+ * current placement. For a job that reports training metrics, kiln's
+ * extension `metrics` holds the last report (src/daemon/trainmetrics.h). */
+static json_t *training_output(const kiln_job_record *r, json_t *rt)
+{
+    const kiln_training_input *ti = &r->job->training_input;
+    bool tuning = r->job->has_training_input && ti->has_hyperparameters;
+    double units = 0.0;
+    json_t *reps = json_object_get(rt, "replicas"), *rep;
+    size_t i;
+
+    if (r->start_ns) {
+        int64_t end = r->end_ns ? r->end_ns : kiln_now_ns();
+        double hours = end > r->start_ns ? (double)(end - r->start_ns) / 3.6e12 : 0.0;
+        json_array_foreach(reps, i, rep)
+        {
+            units += hours * (1.0 + (double)json_array_size(json_object_get(rep, "gpus")));
+        }
+    }
+    json_t *o = json_object();
+    if (!o) return NULL;
+    /* round to what a person reads; the API's 1e-6 keeps short jobs non-zero */
+    json_object_set_new(o, "consumedMLUnits", json_real((double)(int64_t)(units * 1e6) / 1e6));
+    json_object_set_new(o, "isHyperparameterTuningJob", json_boolean(tuning));
+    if (tuning) {
+        /* trials are not run yet (one trial, see docs/service.md's limits):
+         * the fields are there, empty, for clients that read them */
+        json_object_set_new(o, "completedTrialCount", json_string("0"));
+        json_object_set_new(o, "trials", json_array());
+        const char *tag = ti->hyperparameters.hyperparameter_metric_tag;
+        json_object_set_new(o, "hyperparameterMetricTag",
+                            json_string(tag && *tag ? tag : "training/hptuning/metric"));
+    }
+    json_t *m = json_object_get(rt, "metrics");
+    if (json_is_object(m)) json_object_set(o, "metrics", m);
+    return o;
+}
+
 static json_t *job_json(kilnd *d, const kiln_job_record *r)
 {
     char *s = kiln_job_to_json(r->job, KILN_ENC_COMPACT);
@@ -103,15 +144,17 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
     }
     /* kiln's own status: restarts and where the replicas are */
     json_t *ks = json_pack("{s:i,s:i}", "restarts", r->restarts, "failures", r->failures);
-    if (ks && r->runtime) {
-        json_t *rt = json_loads(r->runtime, 0, NULL);
+    json_t *rt = r->runtime ? json_loads(r->runtime, 0, NULL) : NULL;
+    json_t *to = training_output(r, rt);
+    if (to) json_object_set_new(o, "trainingOutput", to);
+    if (ks && rt) {
         json_t *reps = json_object_get(rt, "replicas");
         if (reps) json_object_set(ks, "replicas", reps);
         /* elastic PyTorchJobs: workers running now, and wanted (maxReplicas) */
         json_t *ew = json_object_get(rt, "elasticWorkers");
         if (ew) json_object_set(ks, "elasticWorkers", ew);
-        json_decref(rt);
     }
+    json_decref(rt);
     if (ks) json_object_set_new(o, "kilnStatus", ks);
     return o;
 }
@@ -220,9 +263,7 @@ static enum MHD_Result job_get(kilnd *d, struct MHD_Connection *c, const char *p
         struct MHD_Response *r = cache_get(d, key, slot, seq, version);
         if (r) {
             MHD_add_response_header(r, "Content-Type", "application/json");
-            enum MHD_Result rc = MHD_queue_response(c, 200, r);
-            MHD_destroy_response(r);
-            return rc;
+            return kiln__api_queue(c, 200, r);
         }
     }
     err = kiln_store_job_get(d->store, project, id, &rec);
@@ -442,6 +483,58 @@ out:
     return rc;
 }
 
+/* The job's training metrics reports (metrics.jsonl, written by the
+ * supervisor: see src/daemon/trainmetrics.h), oldest first: the history the
+ * dashboard's chart draws. At most the last METRICS_MAX bytes are read. */
+#define METRICS_MAX (1024u * 1024u)
+static enum MHD_Result job_metrics(kilnd *d, struct MHD_Connection *c, const char *project,
+                                   const char *id)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16], *buf = NULL;
+    json_t *points = NULL;
+    enum MHD_Result rc;
+    int fd = -1;
+    int64_t seq, version;
+    kiln_job_state state;
+
+    kiln_err err = kiln_store_job_version(d->store, project, id, &seq, &version, &state);
+    if (err == KILN_ENOTFOUND)
+        return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
+    if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
+    kilnd_job_dir(d, project, id, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    points = json_array();
+    buf = malloc(METRICS_MAX + 1);
+    if (!points || !buf) {
+        rc = send_error(c, 500, NULL, "out of memory");
+        goto out;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        off_t size = lseek(fd, 0, SEEK_END);
+        off_t from = size > (off_t)METRICS_MAX ? size - (off_t)METRICS_MAX : 0;
+        ssize_t n = size > 0 ? pread(fd, buf, (size_t)(size - from), from) : 0;
+        size_t start = 0;
+        if (from > 0) /* began mid-line: skip to the next whole one */
+            while (n > 0 && start < (size_t)n && buf[start++] != '\n') {
+            }
+        for (ssize_t i = (ssize_t)start; n > 0 && i < n; i++) {
+            if (buf[i] != '\n') continue;
+            json_t *p = json_loadb(buf + start, (size_t)i - start, 0, NULL);
+            if (json_is_object(p)) json_array_append(points, p);
+            json_decref(p);
+            start = (size_t)i + 1;
+        }
+    }
+    rc = send_json(
+        c, 200, json_pack("{s:O,s:s}", "points", points, "jobState", kiln_job_state_name(state)));
+out:
+    if (fd >= 0) close(fd);
+    free(buf);
+    json_decref(points);
+    return rc;
+}
+
 /* ---------- dispatch ---------- */
 
 enum MHD_Result kiln__api_jobs(kilnd *d, struct MHD_Connection *c, const char *method,
@@ -475,6 +568,8 @@ enum MHD_Result kiln__api_jobs(kilnd *d, struct MHD_Connection *c, const char *m
         return job_cancel(d, c, project, id);
     if (strcmp(colon, ":logs") == 0 && strcmp(method, "GET") == 0)
         return job_logs(d, c, project, id);
+    if (strcmp(colon, ":metrics") == 0 && strcmp(method, "GET") == 0)
+        return job_metrics(d, c, project, id);
     return send_error(c, 404, NULL, "unknown job method '%.40s' for %s", colon, method);
 }
 

@@ -16,7 +16,43 @@
 
 /* ---------- nodes ---------- */
 
-static json_t *node_json(kilnd *d, size_t i)
+/* Who holds which device: {"NODE/INDEX": {"job": "projects/P/jobs/J", "task":
+ * T}} from the runtime records of the active jobs this caller may see (the
+ * supervisor writes them; the scheduler itself only knows busy or free). */
+static json_t *holders(kilnd *d, const kiln_api_auth *a)
+{
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    json_t *h = json_object();
+    unsigned mask =
+        KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
+    if (!h || kiln_store_jobs_by_state(d->store, mask, &v, &n) != KILN_OK) goto out;
+    for (size_t k = 0; k < n; k++) {
+        if (!v[k]->runtime || !kiln__api_sees(a, v[k]->project)) continue;
+        json_t *rt = json_loads(v[k]->runtime, 0, NULL), *rep, *g;
+        size_t ri, gi;
+        char name[256], key[200];
+        snprintf(name, sizeof name, "projects/%s/jobs/%s", v[k]->project, v[k]->job->job_id);
+        json_array_foreach(json_object_get(rt, "replicas"), ri, rep)
+        {
+            const char *node = json_string_value(json_object_get(rep, "node"));
+            const char *task = json_string_value(json_object_get(rep, "task"));
+            json_array_foreach(json_object_get(rep, "gpus"), gi, g)
+            {
+                snprintf(key, sizeof key, "%.150s/%lld", node ? node : "",
+                         (long long)json_integer_value(g));
+                json_object_set_new(h, key,
+                                    json_pack("{s:s,s:s}", "job", name, "task", task ? task : ""));
+            }
+        }
+        json_decref(rt);
+    }
+out:
+    kiln_job_records_free(v, n);
+    return h;
+}
+
+static json_t *node_json(kilnd *d, size_t i, json_t *held)
 {
     const kiln_node *n = &d->cluster.nodes[i];
     json_t *cap = json_object(), *alloc = json_object(), *devs = json_array();
@@ -38,9 +74,13 @@ static json_t *node_json(kilnd *d, size_t i)
         json_object_set_new(cap, dv->type, json_integer(c + 1));
         json_int_t a = json_integer_value(json_object_get(alloc, dv->type));
         json_object_set_new(alloc, dv->type, json_integer(a + !busy));
-        json_array_append_new(devs, json_pack("{s:i,s:s,s:s,s:b,s:b}", "index", dv->index, "type",
-                                              dv->type, "uuid", dv->uuid, "simulated",
-                                              dv->simulated, "assigned", busy));
+        json_t *dj = json_pack("{s:i,s:s,s:s,s:b,s:b}", "index", dv->index, "type", dv->type,
+                               "uuid", dv->uuid, "simulated", dv->simulated, "assigned", busy);
+        char key[200];
+        snprintf(key, sizeof key, "%.150s/%d", n->name, dv->index);
+        json_t *who = busy ? json_object_get(held, key) : NULL;
+        if (dj && who) json_object_update(dj, who); /* + job, task */
+        if (dj) json_array_append_new(devs, dj);
         any_sim |= dv->simulated;
     }
     json_t *labels = json_object();
@@ -58,11 +98,12 @@ enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *
 {
     if (!*rest) {
         if (strcmp(method, "GET") != 0) return send_error(c, 405, NULL, "use GET");
-        json_t *arr = json_array();
+        json_t *arr = json_array(), *held = holders(d, a);
         pthread_mutex_lock(&d->mu);
         for (size_t i = 0; i < d->cluster.n; i++)
-            json_array_append_new(arr, node_json(d, i));
+            json_array_append_new(arr, node_json(d, i, held));
         pthread_mutex_unlock(&d->mu);
+        json_decref(held);
         return send_json(c, 200, json_pack("{s:o}", "nodes", arr));
     }
     char name[128];
@@ -74,9 +115,11 @@ enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *
     long idx = kiln_cluster_find(&d->cluster, name);
     if (idx < 0) return send_error(c, 404, NULL, "Node %s not found", name);
     if (!colon) {
+        json_t *held = holders(d, a);
         pthread_mutex_lock(&d->mu);
-        json_t *o = node_json(d, (size_t)idx);
+        json_t *o = node_json(d, (size_t)idx, held);
         pthread_mutex_unlock(&d->mu);
+        json_decref(held);
         return send_json(c, 200, o);
     }
     bool drain = strcmp(colon, ":drain") == 0, uncordon = strcmp(colon, ":uncordon") == 0;
@@ -89,7 +132,7 @@ enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *
     pthread_mutex_lock(&d->mu);
     kiln_sched_set_cordon(d->sched, (size_t)idx, drain);
     if (drain) d->drain_pending[idx] = true;
-    json_t *o = node_json(d, (size_t)idx);
+    json_t *o = node_json(d, (size_t)idx, NULL);
     pthread_mutex_unlock(&d->mu);
     kilnd_wake(d);
     return send_json(c, 200, o);

@@ -419,8 +419,7 @@ static enum MHD_Result object_media(kilnd *d, struct MHD_Connection *c, const ch
                  (unsigned long long)to, (unsigned long long)m->size);
         MHD_add_response_header(r, "Content-Range", cr);
     }
-    enum MHD_Result rc = MHD_queue_response(c, partial ? 206 : 200, r);
-    MHD_destroy_response(r);
+    enum MHD_Result rc = kiln__api_queue(c, partial ? 206 : 200, r);
     return rc;
 }
 
@@ -472,8 +471,7 @@ static enum MHD_Result object_delete(kilnd *d, struct MHD_Connection *c, const c
     if (err != KILN_OK) return send_error(c, 500, NULL, "cannot delete: %s", kiln_err_str(err));
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    enum MHD_Result rc = MHD_queue_response(c, 204, r);
-    MHD_destroy_response(r);
+    enum MHD_Result rc = kiln__api_queue(c, 204, r);
     return rc;
 }
 
@@ -787,8 +785,7 @@ static enum MHD_Result resumable_start(kilnd *d, struct MHD_Connection *c, const
     }
     MHD_add_response_header(r, "Location", loc);
     MHD_add_response_header(r, "X-GUploader-UploadID", s->id);
-    rc = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
+    rc = kiln__api_queue(c, 200, r);
 out:
     free(loc);
     free(body);
@@ -805,8 +802,7 @@ static enum MHD_Result send_308(struct MHD_Connection *c, uint64_t have)
         snprintf(range, sizeof range, "bytes=0-%llu", (unsigned long long)have - 1);
         MHD_add_response_header(r, "Range", range);
     }
-    enum MHD_Result rc = MHD_queue_response(c, 308, r);
-    MHD_destroy_response(r);
+    enum MHD_Result rc = kiln__api_queue(c, 308, r);
     return rc;
 }
 

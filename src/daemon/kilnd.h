@@ -24,6 +24,24 @@
 
 typedef enum kilnd_role { KILND_VIEWER = 1, KILND_EDITOR = 2 } kilnd_role;
 
+/* Why a job's replicas were started again (kiln_restarts_total{reason}). */
+typedef enum kilnd_restart_reason {
+    KILND_RESTART_FAILURE, /* a replica failed and its restart policy retries */
+    KILND_RESTART_DRAIN,   /* its node was drained: requeued */
+    KILND_RESTART_KILND,   /* kilnd restarted while the job ran: requeued */
+    KILND_RESTART_REASONS
+} kilnd_restart_reason;
+
+/* Why a job FAILED (kiln_job_failures_total{reason}). */
+typedef enum kilnd_fail_reason {
+    KILND_FAIL_START,         /* its replicas could not be started (ports, packages, exec) */
+    KILND_FAIL_REPLICA_EXIT,  /* a replica failed and its restart policy does not retry */
+    KILND_FAIL_BACKOFF_LIMIT, /* retried runPolicy.backoffLimit times already */
+    KILND_FAIL_DEADLINE,      /* runPolicy.activeDeadlineSeconds */
+    KILND_FAIL_UNSCHEDULABLE, /* can never fit this cluster */
+    KILND_FAIL_REASONS
+} kilnd_fail_reason;
+
 typedef struct kilnd_token {
     char *token;
     char *project; /* "*" = every project (and node administration) */
@@ -56,8 +74,13 @@ typedef struct kilnd {
     kiln_sched *sched;
     bool *drain_pending; /* per node */
 
-    struct kiln_api_cache *cache; /* rendered GET responses (src/api) */
-    struct kiln_objects *objects; /* the staging store (--bucket); never NULL once started */
+    struct kiln_api_cache *cache;     /* rendered GET responses (src/api) */
+    struct kiln_objects *objects;     /* the staging store (--bucket); never NULL once started */
+    struct kiln_api_metrics *metrics; /* request counters for /metrics (src/api) */
+
+    /* counters for /metrics: the supervisor adds, API threads read */
+    _Atomic unsigned long long restarts_total[KILND_RESTART_REASONS];
+    _Atomic unsigned long long failures_total[KILND_FAIL_REASONS];
 
     int wake_fd[2];
     volatile sig_atomic_t stop;

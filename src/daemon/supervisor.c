@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
+#include "daemon/trainmetrics.h"
 #include "kiln/exec.h"
 #include "kiln/objects.h"
 
@@ -88,7 +89,9 @@ typedef struct rjob {
      * one of them when the PyTorchJob has Workers only: `wo`) */
     bool elastic;
     int el_min, el_max, wo;
-    int64_t grow_at_ns; /* next attempt to add a worker */
+    int64_t grow_at_ns;            /* next attempt to add a worker */
+    json_t *metrics;               /* the chief's last training metrics report (trainmetrics.h) */
+    kilnd_fail_reason fail_reason; /* counted when AS_FAIL ends the job FAILED */
     struct rjob *next;
 } rjob;
 
@@ -99,6 +102,9 @@ typedef struct sup {
     bool *port_used;
     int port_next;
 } sup;
+
+static void save_runtime(sup *s, rjob *j);
+static int exit_code(int status);
 
 /* ---------- small helpers ---------- */
 
@@ -182,11 +188,49 @@ static void port_give(sup *s, int port)
 
 /* ---------- log pumping ---------- */
 
+/* A training metrics report on stdout (trainmetrics.h): appended with its
+ * time and task to DATA/jobs/P/J/metrics.jsonl (the history the dashboard's
+ * chart reads) and kept as the job's last report in the runtime record (what
+ * trainingOutput and /metrics show). Reports arrive once per epoch, so a
+ * store write for each costs nothing that matters. */
+static void note_metrics(sup *s, rjob *j, replica *r, const char *m, size_t n)
+{
+    char path[PATH_MAX + 16], when[32];
+    char *txt = NULL;
+    int fd = -1;
+    json_t *p = kilnd_train_metrics_parse(m, n);
+
+    if (!p) return;
+    kiln_format_time(kiln_now_ns(), when);
+    json_object_set_new(p, "time", json_string(when));
+    json_object_set_new(p, "task", json_string(r->task));
+    txt = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", j->dir);
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || !txt) goto out;
+    size_t len = strlen(txt);
+    txt[len] = '\n'; /* json_dumps' NUL becomes the line end: one write per line */
+    if (write(fd, txt, len + 1) < 0) goto out;
+out:
+    if (fd >= 0) close(fd);
+    free(txt);
+    /* a "done" line carries the final numbers but not the last epoch's loss:
+     * merge into what is there rather than replace it */
+    if (!j->metrics) {
+        j->metrics = p;
+    } else {
+        json_object_update(j->metrics, p);
+        json_decref(p);
+    }
+    save_runtime(s, j);
+}
+
 /* One replica line to the job's log and the replica's own. Past the job's
  * log cap (--log-cap) lines are dropped, with one warning saying so: a
  * chatty program must not fill the disk kilnd and other jobs live on. */
 static void log_line(sup *s, rjob *j, replica *r, const char *sev, const char *m, size_t n)
 {
+    if (strcmp(sev, "INFO") == 0) note_metrics(s, j, r, m, n);
     if (j->log_bytes >= s->d->log_cap) {
         if (!j->log_capped) {
             char w[160];
@@ -254,9 +298,15 @@ static void save_runtime(sup *s, rjob *j)
                               (json_int_t)(r->alive ? kiln_proc_start_time(r->pid) : 0), "gpus",
                               g ? g : json_array(), "simulatedGpus", r->simulated && r->n_gpus,
                               "state", r->alive ? "RUNNING" : "EXITED");
+        /* for the dashboard: how this replica ended, and how often it alone
+         * was started again (group restarts are the job's kilnStatus.restarts) */
+        if (o && !r->alive && r->pid > 0)
+            json_object_set_new(o, "exitCode", json_integer(exit_code(r->status)));
+        if (o) json_object_set_new(o, "restarts", json_integer(r->restarts));
         if (o) json_array_append_new(reps, o);
     }
     json_t *root = json_pack("{s:o}", "replicas", reps ? reps : json_array());
+    if (root && j->metrics) json_object_set(root, "metrics", j->metrics);
     if (root && j->elastic) {
         int cur = 0;
         for (size_t i = 0; i < j->n; i++)
@@ -271,6 +321,29 @@ static void save_runtime(sup *s, rjob *j)
     kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, j->restarts, j->failures, txt);
     free(txt);
     json_decref(root);
+}
+
+/* The runtime record of a job that is requeued (drain, kilnd restart): no
+ * replicas, but the last training metrics report stays, so that the job's
+ * trainingOutput keeps it until the job reports again. NULL when there is
+ * none; the caller frees the text. */
+static char *runtime_for_requeue(json_t *metrics)
+{
+    if (!metrics) return NULL;
+    json_t *o = json_pack("{s:O}", "metrics", metrics);
+    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return txt;
+}
+
+/* The metrics report kept in a runtime record (new reference), or NULL. */
+static json_t *kept_metrics(const char *runtime)
+{
+    json_t *rt = runtime ? json_loads(runtime, 0, NULL) : NULL;
+    json_t *m = json_object_get(rt, "metrics");
+    m = json_is_object(m) ? json_incref(m) : NULL;
+    json_decref(rt);
+    return m;
 }
 
 /* Kills the process groups a runtime record names, when they are still the
@@ -328,6 +401,7 @@ static void rjob_free(sup *s, rjob *j)
     free(j->project);
     free(j->job_id);
     free(j->after_msg);
+    json_decref(j->metrics);
     kiln_job_free(j->job);
     free(j);
 }
@@ -604,9 +678,11 @@ static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const cha
 {
     kilnd *d = s->d;
     if (kiln_store_job_transition(d->store, r->project, r->job->job_id, KILN_STATE_MASK(QUEUED), to,
-                                  msg, kiln_now_ns(), NULL) == KILN_OK)
-        kilnd_event(d, r->project, r->job->job_id, to == KILN_STATE_FAILED ? "ERROR" : "WARNING",
-                    "Job %s: %s", kiln_job_state_name(to), msg);
+                                  msg, kiln_now_ns(), NULL) != KILN_OK)
+        return;
+    if (to == KILN_STATE_FAILED) d->failures_total[KILND_FAIL_UNSCHEDULABLE]++;
+    kilnd_event(d, r->project, r->job->job_id, to == KILN_STATE_FAILED ? "ERROR" : "WARNING",
+                "Job %s: %s", kiln_job_state_name(to), msg);
 }
 
 /* Elastic PyTorchJobs start with as many workers as fit now, from maxReplicas
@@ -744,6 +820,7 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
+    j->metrics = kept_metrics(rec->runtime); /* a requeued job's last report */
     j->next = s->jobs;
     s->jobs = j; /* from here on the job is released through the normal path */
     kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
@@ -1013,6 +1090,7 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
                    r->task, code, pol, j->failures + 1, backoff_limit(j));
         return;
     }
+    j->fail_reason = retry ? KILND_FAIL_BACKOFF_LIMIT : KILND_FAIL_REPLICA_EXIT;
     if (retry)
         begin_stop(s, j, AS_FAIL,
                    "The replica %s exited with a non-zero status of %d; the backoff limit (%d "
@@ -1040,6 +1118,7 @@ static void finish(sup *s, rjob *j, rjob **link)
     case AS_RESTART:
         j->failures++;
         j->restarts++;
+        d->restarts_total[KILND_RESTART_FAILURE]++;
         kiln_log_write(j->log_fd, "WARNING", "service", msg, strlen(msg));
         for (size_t i = 0; i < j->n; i++) {
             close_replica(s, j, &j->reps[i]);
@@ -1052,14 +1131,18 @@ static void finish(sup *s, rjob *j, rjob **link)
         }
         save_runtime(s, j);
         return;
-    case AS_REQUEUE:
+    case AS_REQUEUE: {
         j->restarts++;
-        kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, NULL);
+        d->restarts_total[KILND_RESTART_DRAIN]++;
+        char *keep = runtime_for_requeue(j->metrics);
+        kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, keep);
+        free(keep);
         kiln_store_job_transition(d->store, j->project, j->job_id,
                                   KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
                                   KILN_STATE_QUEUED, NULL, now, NULL);
         kiln_log_write(j->log_fd, "WARNING", "service", msg, strlen(msg));
         break;
+    }
     case AS_SUCCEED:
         kiln_store_job_transition(d->store, j->project, j->job_id,
                                   KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING) |
@@ -1068,9 +1151,10 @@ static void finish(sup *s, rjob *j, rjob **link)
         kiln_log_write(j->log_fd, "INFO", "service", msg, strlen(msg));
         break;
     case AS_FAIL:
-        kiln_store_job_transition(d->store, j->project, j->job_id,
-                                  KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
-                                  KILN_STATE_FAILED, msg, now, NULL);
+        if (kiln_store_job_transition(d->store, j->project, j->job_id,
+                                      KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
+                                      KILN_STATE_FAILED, msg, now, NULL) == KILN_OK)
+            d->failures_total[j->fail_reason]++;
         kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(CANCELLING),
                                   KILN_STATE_CANCELLED, NULL, now, NULL);
         kiln_log_write(j->log_fd, "ERROR", "service", msg, strlen(msg));
@@ -1113,11 +1197,13 @@ static void check_job(sup *s, rjob *j, bool woken, int64_t now)
     /* Kubeflow's runPolicy.activeDeadlineSeconds: the job fails (DeadlineExceeded) */
     if (j->after == AS_NONE && j->start_ns && ti->has_run_policy &&
         ti->run_policy.has_active_deadline_seconds &&
-        now - j->start_ns > ti->run_policy.active_deadline_seconds * 1000000000LL)
+        now - j->start_ns > ti->run_policy.active_deadline_seconds * 1000000000LL) {
+        j->fail_reason = KILND_FAIL_DEADLINE;
         begin_stop(s, j, AS_FAIL,
                    "DeadlineExceeded: the job was active longer than "
                    "runPolicy.activeDeadlineSeconds (%llds)",
                    (long long)ti->run_policy.active_deadline_seconds);
+    }
     for (size_t i = 0; i < j->n; i++)
         if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].pid > 0)
             on_exit_of(s, j, &j->reps[i]);
@@ -1263,7 +1349,12 @@ void kilnd_reconcile(kilnd *d)
             kilnd_event(d, r->project, id, "INFO", "kilnd restarted; Job CANCELLED");
             continue;
         }
-        kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, NULL);
+        json_t *m = kept_metrics(r->runtime);
+        char *keep = runtime_for_requeue(m);
+        kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, keep);
+        free(keep);
+        json_decref(m);
+        d->restarts_total[KILND_RESTART_KILND]++;
         kiln_store_job_transition(d->store, r->project, id, mask & ~KILN_STATE_MASK(CANCELLING),
                                   KILN_STATE_QUEUED, NULL, now, NULL);
         kilnd_event(d, r->project, id, "WARNING",

@@ -26,7 +26,57 @@ struct kiln_store {
     pthread_key_t key; /* -> reader of the calling thread */
     reader **readers;  /* every reader, closed with the store (guarded by mu) */
     size_t n_readers;
+    kiln_store_write_stats wstats; /* guarded by mu */
 };
+
+const double kiln_store_write_bounds[KILN_STORE_WRITE_BUCKETS] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Counts one write that started at t0 (mono_ns); called with mu held. */
+static void note_write(kiln_store *s, int64_t t0)
+{
+    double secs = (double)(mono_ns() - t0) / 1e9;
+    s->wstats.count++;
+    s->wstats.sum_seconds += secs;
+    for (int i = 0; i < KILN_STORE_WRITE_BUCKETS; i++)
+        if (secs <= kiln_store_write_bounds[i]) s->wstats.le[i]++;
+}
+
+void kiln_store_write_stats_get(kiln_store *s, kiln_store_write_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->wstats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+kiln_err kiln_store_job_counts(kiln_store *s, int64_t counts[KILN_STORE_STATES])
+{
+    sqlite3_stmt *st = NULL;
+    kiln_err err = KILN_EIO;
+    int rc;
+
+    memset(counts, 0, sizeof(int64_t) * KILN_STORE_STATES);
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db, "SELECT state, COUNT(*) FROM jobs GROUP BY state", -1, &st,
+                           NULL) != SQLITE_OK)
+        goto out;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int state = sqlite3_column_int(st, 0);
+        if (state >= 0 && state < KILN_STORE_STATES) counts[state] = sqlite3_column_int64(st, 1);
+    }
+    if (rc == SQLITE_DONE) err = KILN_OK;
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    return err;
+}
 
 static const char schema[] =
     "CREATE TABLE IF NOT EXISTS jobs("
@@ -172,6 +222,7 @@ static kiln_err row_to_record(sqlite3_stmt *st, kiln_job_record **out)
     r->create_ns = sqlite3_column_int64(st, 6);
     r->start_ns = sqlite3_column_int64(st, 7);
     int64_t end_ns = sqlite3_column_int64(st, 8);
+    r->end_ns = end_ns;
     kiln_format_time(r->create_ns, buf);
     if (kiln_set_str(&j->create_time, buf) != KILN_OK) goto out;
     if (r->start_ns) {
@@ -256,6 +307,7 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
     if (out) *out = NULL;
     if (!spec) return KILN_ENOMEM;
     pthread_mutex_lock(&s->mu);
+    int64_t t0 = mono_ns();
     err = KILN_EIO;
     if (sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) goto out;
     if (sqlite3_prepare_v2(s->db,
@@ -279,6 +331,7 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
 out:
     sqlite3_finalize(st);
     sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
     free(spec);
     return err;
@@ -302,6 +355,7 @@ kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const cha
     bool terminal = (KILN_STATES_TERMINAL >> to) & 1u;
 
     pthread_mutex_lock(&s->mu);
+    int64_t t0 = mono_ns();
     /* The state test is in the WHERE clause: compare-and-set in one statement. */
     if (sqlite3_prepare_v2(
             s->db,
@@ -344,6 +398,7 @@ kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const cha
     }
 out:
     sqlite3_finalize(st);
+    note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
     return err;
 }
@@ -358,6 +413,7 @@ kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const cha
 
     if (out) *out = NULL;
     pthread_mutex_lock(&s->mu);
+    int64_t t0 = mono_ns();
     err = get_locked(s, project, job_id, &r);
     if (err != KILN_OK) goto out;
     err = KILN_ENOMEM;
@@ -378,6 +434,7 @@ kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const cha
     err = out ? get_locked(s, project, job_id, out) : KILN_OK;
 out:
     sqlite3_finalize(st);
+    note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
     kiln_job_record_free(r);
     free(spec);
@@ -391,6 +448,7 @@ kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const ch
     kiln_err err = KILN_EIO;
 
     pthread_mutex_lock(&s->mu);
+    int64_t t0 = mono_ns();
     if (sqlite3_prepare_v2(s->db,
                            "UPDATE jobs SET restarts = ?3, failures = ?4, runtime = ?5,"
                            " version = version + 1 WHERE project = ?1 AND job_id = ?2",
@@ -408,6 +466,7 @@ kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const ch
     err = sqlite3_changes(s->db) == 1 ? KILN_OK : KILN_ENOTFOUND;
 out:
     sqlite3_finalize(st);
+    note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
     return err;
 }
@@ -564,6 +623,7 @@ kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordon
     kiln_err err = KILN_EIO;
 
     pthread_mutex_lock(&s->mu);
+    int64_t t0 = mono_ns();
     if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO nodes(name, cordoned) VALUES (?1, ?2)",
                            -1, &st, NULL) != SQLITE_OK)
         goto out;
@@ -572,6 +632,7 @@ kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordon
     if (sqlite3_step(st) == SQLITE_DONE) err = KILN_OK;
 out:
     sqlite3_finalize(st);
+    note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
     return err;
 }

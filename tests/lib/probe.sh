@@ -31,7 +31,7 @@
 # them. "hardware" probes (gpu) may legitimately be absent anywhere.
 # "software" probes are satisfied by scripts/bootstrap.
 
-KILN_PROBES="netns mknod userns podman slurm chromium gpu torch tensorboard tensorflow gcloud"
+KILN_PROBES="netns mknod userns podman slurm chromium selenium promtool gpu torch tensorboard tensorflow gcloud"
 
 kiln_probe_class() {
     case $1 in
@@ -135,6 +135,22 @@ probe_chromium() {
     return $_rc
 }
 fix_chromium() { echo "apt-get install chromium chromium-driver"; }
+
+# the dashboard test drives chromium through Debian's selenium and chromedriver
+probe_selenium() {
+    command -v chromedriver >/dev/null 2>&1 || { echo "chromedriver (chromium-driver) is not installed"; return 1; }
+    _kp_py /usr/bin/python3 'import selenium.webdriver'
+}
+fix_selenium() { echo "apt-get install chromium-driver python3-selenium"; }
+
+probe_promtool() {
+    command -v promtool >/dev/null 2>&1 || { echo "promtool (prometheus) is not installed"; return 1; }
+    if ! _e=$(printf '# HELP kiln_probe x\n# TYPE kiln_probe gauge\nkiln_probe 1\n' | promtool check metrics 2>&1); then
+        echo "promtool check metrics failed: $(printf '%s' "$_e" | tail -1)"
+        return 1
+    fi
+}
+fix_promtool() { echo "apt-get install prometheus"; }
 
 probe_gpu() {
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then

@@ -32,6 +32,8 @@ it_restart.sh) port_base=28000 ;;
 it_pytorchjob.sh) port_base=30000 ;;
 it_gcloud.sh) port_base=31000 ;;
 it_storage.sh) port_base=32000 ;;
+it_metrics.sh) port_base=33000 ;;
+it_dashboard.sh) port_base=34000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}

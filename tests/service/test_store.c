@@ -73,6 +73,7 @@ int main(void)
     CHECK_STR(r->job->start_time, "1970-01-01T00:00:03.000Z");
     CHECK_STR(r->job->end_time, "1970-01-01T00:00:04.000Z");
     CHECK(r->start_ns == 3000000000);
+    CHECK(r->end_ns == 4000000000);
     char *etag1 = strdup(r->job->etag);
     kiln_job_record_free(r);
     r = NULL;
@@ -87,6 +88,21 @@ int main(void)
     CHECK(kiln_store_job_set_runtime(s, "p1", "census_1", 0, 0, NULL) == KILN_OK);
     CHECK(kiln_store_job_version(s, "p1", "census_1", &vseq, &v2, &vst) == KILN_OK && v2 == v1 + 1);
     CHECK(kiln_store_job_version(s, "p1", "nope", &vseq, &v2, &vst) == KILN_ENOTFOUND);
+
+    /* counts by state (/metrics): census_1 FAILED in p1, QUEUED in p2 */
+    int64_t counts[KILN_STORE_STATES];
+    CHECK(kiln_store_job_counts(s, counts) == KILN_OK);
+    CHECK(counts[KILN_STATE_FAILED] == 1 && counts[KILN_STATE_QUEUED] == 1);
+    CHECK(counts[KILN_STATE_RUNNING] == 0 && counts[KILN_STATE_SUCCEEDED] == 0);
+    /* every write so far was timed: 2 creates (and a refused one), 3 transitions
+     * (and a refused one), a runtime; the histogram is cumulative */
+    kiln_store_write_stats ws;
+    kiln_store_write_stats_get(s, &ws);
+    CHECK_MSG(ws.count >= 7, "%llu writes", (unsigned long long)ws.count);
+    CHECK(ws.sum_seconds > 0.0 && ws.le[KILN_STORE_WRITE_BUCKETS - 1] <= ws.count);
+    for (int b = 1; b < KILN_STORE_WRITE_BUCKETS; b++)
+        CHECK(ws.le[b] >= ws.le[b - 1] &&
+              kiln_store_write_bounds[b] > kiln_store_write_bounds[b - 1]);
 
     /* labels (etag changes) */
     kiln_map lab = {0};

@@ -481,7 +481,9 @@ static int cmd_mnist(int argc, char **argv)
     const char *dv = getenv("KILN_TRAIN_TEST_DIVERGE");
     unsigned long long dstep = 0;
     if (dv && sscanf(dv, "%d:%llu", &r.diverge_rank, &dstep) == 2) r.diverge_step = dstep;
-    r.json = r.o.log_format && strcmp(r.o.log_format, "json") == 0;
+    /* under kilnd (KILN_JOB_ID set) stdout is read by a machine: JSON lines are
+     * the default there, and kilnd takes its training metrics from them */
+    r.json = r.o.log_format ? strcmp(r.o.log_format, "json") == 0 : getenv("KILN_JOB_ID") != NULL;
     r.tty = !r.json && r.rank == 0 && isatty(STDERR_FILENO);
     int threads = kiln_set_threads(r.o.threads);
     r.cfg = (run_cfg){.model = r.o.model,
