@@ -51,12 +51,13 @@ typedef struct replica {
     char obuf[LINE_MAX_BYTES], ebuf[LINE_MAX_BYTES];
     size_t olen, elen;
     bool alive;
-    bool handled; /* its exit has been acted on */
-    bool dropped; /* elastic: left the job (drained, out of restarts); its slot is released */
-    bool leaving; /* elastic: stopped for a drain, leaves the job when it exits */
-    int restarts; /* elastic: times this replica alone was started again */
-    int status;   /* wait status */
-    int log_fd;   /* the replica's own log file */
+    bool handled;       /* its exit has been acted on */
+    bool dropped;       /* elastic: left the job (drained, out of restarts); its slot is released */
+    bool leaving;       /* elastic: stopped for a drain, leaves the job when it exits */
+    int64_t kill_at_ns; /* elastic: a leaving worker gets SIGKILL then (0 = not due) */
+    int restarts;       /* elastic: times this replica alone was started again */
+    int status;         /* wait status */
+    int log_fd;         /* the replica's own log file */
 } replica;
 
 typedef enum after_stop {
@@ -944,6 +945,7 @@ static void drop_replica(sup *s, rjob *j, replica *r)
     r->port = 0;
     r->dropped = true;
     r->leaving = false;
+    r->kill_at_ns = 0;
     s->dirty = true; /* its devices may start a queued job */
 }
 
@@ -1247,14 +1249,29 @@ static bool drain_elastic(sup *s, rjob *j, size_t n)
         replica *r = &j->reps[i];
         if (r->dropped || r->node != n) continue;
         r->leaving = true;
-        if (r->alive) kiln_proc_signal(r->pid, SIGTERM);
+        if (r->alive) {
+            kiln_proc_signal(r->pid, SIGTERM);
+            r->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
+        }
     }
     kilnd_event(s->d, j->project, j->job_id, "WARNING",
-                "Node %s is being drained (maintenance): %d worker%s leave%s the job; %d carry on "
-                "(minReplicas %d)",
+                "Node %s is being drained (maintenance): %d worker%s leave%s the job "
+                "(SIGTERM, SIGKILL after %d ms); %d carry on (minReplicas %d)",
                 s->d->cluster.nodes[n].name, leaving, leaving == 1 ? "" : "s",
-                leaving == 1 ? "s" : "", live_workers(j), j->el_min);
+                leaving == 1 ? "s" : "", s->d->grace_ms, live_workers(j), j->el_min);
     return true;
+}
+
+/* Elastic workers leaving for a drain that outlive the grace period after
+ * their SIGTERM get SIGKILL, as a stopping job's replicas do. */
+static void kill_leavers(rjob *j, int64_t now)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (!r->alive || !r->leaving || !r->kill_at_ns || now < r->kill_at_ns) continue;
+        kiln_proc_signal(r->pid, SIGKILL);
+        r->kill_at_ns = 0;
+    }
 }
 
 static void drains(sup *s)
@@ -1304,6 +1321,7 @@ static bool tick(sup *s, bool woken)
     drains(s);
     for (rjob *j = s->jobs; j; j = j->next) {
         check_job(s, j, woken, now);
+        kill_leavers(j, now);
         grow(s, j, now);
     }
     for (rjob **link = &s->jobs; *link;) {

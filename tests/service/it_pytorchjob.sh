@@ -161,4 +161,118 @@ check "elastic job SUCCEEDED" wait_state el_grow SUCCEEDED 60
 check "the added worker was told min:max" grep -q "worker-replica-0.nnodes=1:2" "$T/grow.logs"
 check "the addition is logged" grep -q "Adding worker-replica-0" "$T/grow.logs"
 
+# ---- elastic and drains: two workers on two nodes, one node drained ----
+stop_kilnd
+printf '%s\n' '{"nodes": [' \
+    '  {"name": "gpu-a", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 1}]},' \
+    '  {"name": "gpu-b", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 1}]}]}' \
+    >"$T/two-nodes.json"
+start_kilnd "$T/n" --node-config "$T/two-nodes.json" --python "$SYSPY"
+# two_node_job NAME MIN MAX COMMAND-JSON-LIST: one V100 per Worker, so each on its own node
+two_node_job() {
+    mkdir -p "$T/$1"
+    cat >"$T/$1.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: $1}
+spec:
+  elasticPolicy:
+    minReplicas: $2
+    maxReplicas: $3
+    maxRestarts: 3
+    rdzvConf: [{key: last_call_timeout, value: "3"}]
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          nodeSelector: {cloud.google.com/gke-accelerator: nvidia-tesla-v100}
+          containers:
+            - name: pytorch
+              image: localhost/kiln-examples/elastic-hello:0.1
+              command: $4
+              resources: {limits: {nvidia.com/gpu: 1}}
+YAML
+}
+# rep_field TASK FIELD: a replica's field from $BODY (a GET of the job)
+rep_field() {
+    printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+for r in json.load(sys.stdin)["kilnStatus"]["replicas"]:
+    if r["task"] == sys.argv[1]: print(r.get(sys.argv[2], ""))' "$1" "$2"
+}
+# wait_current JOB N [SECONDS]: until kilnStatus.elasticWorkers.current is N
+wait_current() {
+    local cur=""
+    for _ in $(seq 1 $((${3:-10} * 10))); do
+        api GET "/v1/projects/p1/jobs/$1"
+        cur=$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)
+        [ "$cur" = "$2" ] && return 0
+        sleep 0.1
+    done
+    echo "  $1: elasticWorkers.current is '$cur', waited for $2" >&2
+    return 1
+}
+
+# min 1: the drained node's worker leaves; the job goes on with Worker 0 and SUCCEEDS
+two_node_job el-drain 1 2 "[\"env\", \"KILN_ELASTIC_STATE=$T/el-drain\", \"$SYSPY\", \"$HERE/pytorchjob/torchrun.py\", \"$HERE/pytorchjob/elastic.py\", \"30\"]"
+"$KILN" jobs submit training --kubeflow-job "$T/el-drain.yaml" >/dev/null 2>&1
+check "el-drain RUNNING" wait_state el_drain RUNNING 30
+for _ in $(seq 1 600); do # until the group of two has taken steps
+    "$KILN" jobs stream-logs el_drain 2>/dev/null | grep -q "step 3: all-reduced across 2" && break
+    sleep 0.1
+done
+api GET /v1/projects/p1/jobs/el_drain
+check_eq "el-drain: 2 workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 2
+m_node=$(rep_field master-replica-0 node)
+w_node=$(rep_field worker-replica-0 node)
+check "the workers are on two nodes ($m_node, $w_node)" test -n "$w_node" -a "$m_node" != "$w_node"
+"$KILN" nodes drain "$w_node" >/dev/null 2>&1
+check_eq "drain exit" "$?" 0
+check "the drained worker left: 1 worker" wait_current el_drain 1 15
+check_eq "el-drain still RUNNING (not requeued)" "$(printf '%s' "$BODY" | jget state)" RUNNING
+check_eq "el-drain: no restart counted" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)" 0
+check "el-drain SUCCEEDED after the drain" wait_state el_drain SUCCEEDED 90
+"$KILN" jobs stream-logs el_drain >"$T/el-drain.logs" 2>&1
+check "the drain is logged" grep -q "Node $w_node is being drained (maintenance): 1 worker leaves the job" "$T/el-drain.logs"
+check "the worker's leaving is logged" grep -q "worker-replica-0 left the job (its node is drained); 1 workers carry on" "$T/el-drain.logs"
+check "torchrun re-formed a group of one" grep -q "rank 0 joined a group of 1 at step [1-9][0-9]* (restart [1-9])" "$T/el-drain.logs"
+check "it finished in a group of one" grep -q "rank 0 done in a group of 1" "$T/el-drain.logs"
+api GET /v1/projects/p1/jobs/el_drain
+check_eq "el-drain: restarts still 0" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)" 0
+api POST "/v1/nodes/$w_node:uncordon" '{}'
+check_eq "uncordon" "$STATUS" 200
+
+# a leaving worker that ignores SIGTERM gets SIGKILL after the grace period (1 s)
+two_node_job el-stubborn 1 2 '["sh", "-c", "trap \"\" TERM; sleep 10"]'
+"$KILN" jobs submit training --kubeflow-job "$T/el-stubborn.yaml" >/dev/null 2>&1
+check "el-stubborn RUNNING with 2 workers" wait_current el_stubborn 2 20
+w_node=$(rep_field worker-replica-0 node)
+w_pid=$(rep_field worker-replica-0 pid)
+api POST "/v1/nodes/$w_node:drain" '{}'
+check_eq "drain accepted" "$STATUS" 200
+check "the stubborn worker was killed within the grace period" wait_current el_stubborn 1 4
+check "its process is gone" sh -c "! kill -0 $w_pid 2>/dev/null"
+check_eq "el-stubborn still RUNNING" "$(printf '%s' "$BODY" | jget state)" RUNNING
+check "el-stubborn SUCCEEDED" wait_state el_stubborn SUCCEEDED 20
+"$KILN" jobs stream-logs el_stubborn >"$T/el-stubborn.logs" 2>&1
+check "the SIGKILL is announced" grep -q "SIGKILL after 1000 ms" "$T/el-stubborn.logs"
+check "it left with status 137" grep -q "worker-replica-0 left the job (its node is drained)" "$T/el-stubborn.logs"
+api POST "/v1/nodes/$w_node:uncordon" '{}'
+
+# min 2: a drain would leave too few workers, so the job is requeued as any job
+two_node_job el-min2 2 2 '["sleep", "30"]'
+"$KILN" jobs submit training --kubeflow-job "$T/el-min2.yaml" >/dev/null 2>&1
+check "el-min2 RUNNING with 2 workers" wait_current el_min2 2 20
+w_node=$(rep_field worker-replica-0 node)
+api POST "/v1/nodes/$w_node:drain" '{}'
+check "el-min2 requeued by the drain" wait_state el_min2 QUEUED 10
+api GET /v1/projects/p1/jobs/el_min2
+check_eq "el-min2: restart counted" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)" 1
+check "el-min2: the requeue is logged" grep -q "Replicas stopped for the drain of node $w_node" "$T/n/jobs/p1/el_min2/log.tsv"
+api POST "/v1/nodes/$w_node:uncordon" '{}'
+check "el-min2 placed again after the uncordon" wait_state el_min2 RUNNING 20
+api POST /v1/projects/p1/jobs/el_min2:cancel '{}'
+check "el-min2 cancelled" wait_state el_min2 CANCELLED 10
+
 finish
