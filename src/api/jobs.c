@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "kiln/tune.h"
 #include "util/utf8.h"
 
 #define LOG_CHUNK   (256u * 1024u)
@@ -110,10 +111,13 @@ static json_t *training_output(const kiln_job_record *r, json_t *rt)
     json_object_set_new(o, "consumedMLUnits", json_real((double)(int64_t)(units * 1e6) / 1e6));
     json_object_set_new(o, "isHyperparameterTuningJob", json_boolean(tuning));
     if (tuning) {
-        /* trials are not run yet (one trial, see docs/service.md's limits):
-         * the fields are there, empty, for clients that read them */
-        json_object_set_new(o, "completedTrialCount", json_string("0"));
-        json_object_set_new(o, "trials", json_array());
+        /* the study kilnd keeps in the runtime record (src/daemon/trials.inc) */
+        kiln_study *st = kiln_study_from_json(&ti->hyperparameters, json_object_get(rt, "study"));
+        char done[24];
+        snprintf(done, sizeof done, "%zu", st ? kiln_study_count(st, KILN_TRIAL_SUCCEEDED) : 0);
+        json_object_set_new(o, "completedTrialCount", json_string(done));
+        json_object_set_new(o, "trials", st ? kiln_study_output_trials(st) : json_array());
+        kiln_study_free(st);
         const char *tag = ti->hyperparameters.hyperparameter_metric_tag;
         json_object_set_new(o, "hyperparameterMetricTag",
                             json_string(tag && *tag ? tag : "training/hptuning/metric"));

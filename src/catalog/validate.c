@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "catalog/catalog_int.h"
+#include "kiln/tune.h"
 #include "util/suggest.h"
 
 #define MSG_MAX 2048
@@ -759,5 +760,6 @@ kiln_err kiln_catalog_validate(const kiln_catalog *c, const kiln_job *job, kiln_
     check_scheduling(&v);
     check_job_dir(&v);
     check_policies(&v);
+    if (v.ti->has_hyperparameters) v.n += kiln_tune_check(&v.ti->hyperparameters, d);
     return v.n ? KILN_EINVAL : KILN_OK;
 }

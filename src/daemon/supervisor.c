@@ -33,6 +33,7 @@
 #include "daemon/trainmetrics.h"
 #include "kiln/exec.h"
 #include "kiln/objects.h"
+#include "kiln/tune.h"
 
 #define LINE_MAX_BYTES 8192
 #define TICK_MS        100
@@ -93,8 +94,22 @@ typedef struct rjob {
     int64_t grow_at_ns;            /* next attempt to add a worker */
     json_t *metrics;               /* the chief's last training metrics report (trainmetrics.h) */
     kilnd_fail_reason fail_reason; /* counted when AS_FAIL ends the job FAILED */
+    struct tstudy *study;          /* a tuning job's trial: its study (NULL: a plain job) */
+    int trial;                     /* the trial's id */
     struct rjob *next;
 } rjob;
+
+/* A tuning job while it runs: its study (src/tune) and the trials running
+ * now, each an rjob of the same job with `trial` set. */
+typedef struct tstudy {
+    char *project, *job_id;
+    kiln_job *job; /* the spec the study points into */
+    kiln_study *st;
+    int running;
+    bool cancelling;
+    int64_t start_ns;
+    struct tstudy *next;
+} tstudy;
 
 typedef struct sup {
     kilnd *d;
@@ -102,10 +117,14 @@ typedef struct sup {
     bool dirty; /* capacity or the queue changed: look at the queue this tick */
     bool *port_used;
     int port_next;
+    tstudy *studies;
 } sup;
 
 static void save_runtime(sup *s, rjob *j);
 static int exit_code(int status);
+static kiln_err trial_args(rjob *j, kiln_strv *argv);
+static kiln_err trial_env(rjob *j, kiln_strv *env);
+static void trial_metrics(rjob *j, json_t *report);
 
 /* ---------- small helpers ---------- */
 
@@ -217,6 +236,7 @@ out:
     free(txt);
     /* a "done" line carries the final numbers but not the last epoch's loss:
      * merge into what is there rather than replace it */
+    if (j->study) trial_metrics(j, p);
     if (!j->metrics) {
         j->metrics = p;
     } else {
@@ -308,6 +328,7 @@ static void save_runtime(sup *s, rjob *j)
     }
     json_t *root = json_pack("{s:o}", "replicas", reps ? reps : json_array());
     if (root && j->metrics) json_object_set(root, "metrics", j->metrics);
+    if (root && j->study) json_object_set_new(root, "study", kiln_study_to_json(j->study->st));
     if (root && j->elastic) {
         int cur = 0;
         for (size_t i = 0; i < j->n; i++)
@@ -328,10 +349,12 @@ static void save_runtime(sup *s, rjob *j)
  * replicas, but the last training metrics report stays, so that the job's
  * trainingOutput keeps it until the job reports again. NULL when there is
  * none; the caller frees the text. */
-static char *runtime_for_requeue(json_t *metrics)
+static char *runtime_for_requeue(json_t *metrics, json_t *study)
 {
-    if (!metrics) return NULL;
-    json_t *o = json_pack("{s:O}", "metrics", metrics);
+    if (!metrics && !study) return NULL;
+    json_t *o = json_object();
+    if (o && metrics) json_object_set(o, "metrics", metrics);
+    if (o && study) json_object_set(o, "study", study); /* the trials so far stay */
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return txt;
@@ -342,6 +365,16 @@ static json_t *kept_metrics(const char *runtime)
 {
     json_t *rt = runtime ? json_loads(runtime, 0, NULL) : NULL;
     json_t *m = json_object_get(rt, "metrics");
+    m = json_is_object(m) ? json_incref(m) : NULL;
+    json_decref(rt);
+    return m;
+}
+
+/* The study kept in a runtime record (new reference), or NULL. */
+static json_t *kept_study(const char *runtime)
+{
+    json_t *rt = runtime ? json_loads(runtime, 0, NULL) : NULL;
+    json_t *m = json_object_get(rt, "study");
     m = json_is_object(m) ? json_incref(m) : NULL;
     json_decref(rt);
     return m;
@@ -588,12 +621,16 @@ static kiln_err spawn_one(sup *s, rjob *j, size_t i, bool warn_image, char *why,
     if (!tasks) goto out;
     for (size_t k = 0; k < nt; k++)
         if (tasks[k].role == r->role && tasks[k].index == r->index) self = k;
-    snprintf(work, sizeof work, "%s/work", j->dir);
+    if (j->study)
+        snprintf(work, sizeof work, "%s/%d", j->dir, j->trial); /* the trial's own directory */
+    else
+        snprintf(work, sizeof work, "%s/work", j->dir);
     kilnd_mkdirs(work);
     kiln_exec_paths paths = {.kiln_train = s->d->kiln_train,
                              .python = s->d->python,
                              .staging = j->pypath[0] ? j->pypath : NULL};
     err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
+    if (err == KILN_OK && j->study) err = trial_args(j, &argv);
     if (err != KILN_OK) goto out;
     const kiln_replica_config *rc = kiln_job_role_config(j->job, r->role);
     if (warn_image && rc && rc->image_uri && *rc->image_uri && rc->container_command.n) {
@@ -607,6 +644,7 @@ static kiln_err spawn_one(sup *s, rjob *j, size_t i, bool warn_image, char *why,
     }
     err = kiln_exec_replica_env(j->job, tasks, nt, self, r->gpus, (size_t)r->n_gpus, r->simulated,
                                 &env);
+    if (err == KILN_OK && j->study) err = trial_env(j, &env);
     if (err != KILN_OK) goto out;
     char key[64], *kkv = NULL;
     kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), j->restarts, key);
@@ -667,6 +705,8 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
 }
 
 /* ---------- the queue ---------- */
+
+static void study_begin(sup *s, kiln_job_record *rec);
 
 static bool is_running(sup *s, const char *project, const char *id)
 {
@@ -790,8 +830,11 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
         return;
     }
     if (kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(QUEUED),
-                                  KILN_STATE_PREPARING, NULL, now, NULL) != KILN_OK) {
-        /* cancelled meanwhile */
+                                  KILN_STATE_PREPARING, NULL, now, NULL) != KILN_OK ||
+        rec->job->training_input.has_hyperparameters) {
+        /* cancelled meanwhile; or a tuning job, which fits: its trials are
+         * placed one by one (start_trials) */
+        if (rec->job->training_input.has_hyperparameters) study_begin(s, rec);
         pthread_mutex_lock(&d->mu);
         kiln_sched_release(d->sched, &pl);
         pthread_mutex_unlock(&d->mu);
@@ -889,6 +932,8 @@ static void schedule(sup *s)
         if (!is_running(s, v[i]->project, v[i]->job->job_id)) try_start(s, v[i], &b);
     kiln_job_records_free(v, n);
 }
+
+#include "daemon/trials.inc"
 
 /* ---------- exits and the restart policy ---------- */
 
@@ -1116,6 +1161,12 @@ static void finish(sup *s, rjob *j, rjob **link)
         if (r->out_fd >= 0) pump(s, j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
         if (r->err_fd >= 0) pump(s, j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
     }
+    if (j->study && j->after != AS_RESTART) {
+        trial_finish(s, j);
+        *link = j->next;
+        rjob_free(s, j);
+        return;
+    }
     switch (j->after) {
     case AS_RESTART:
         j->failures++;
@@ -1136,7 +1187,7 @@ static void finish(sup *s, rjob *j, rjob **link)
     case AS_REQUEUE: {
         j->restarts++;
         d->restarts_total[KILND_RESTART_DRAIN]++;
-        char *keep = runtime_for_requeue(j->metrics);
+        char *keep = runtime_for_requeue(j->metrics, NULL);
         kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, keep);
         free(keep);
         kiln_store_job_transition(d->store, j->project, j->job_id,
@@ -1323,6 +1374,7 @@ static bool tick(sup *s, bool woken)
         check_job(s, j, woken, now);
         kill_leavers(j, now);
         grow(s, j, now);
+        trial_check(s, j);
     }
     for (rjob **link = &s->jobs; *link;) {
         rjob *j = *link;
@@ -1344,6 +1396,7 @@ static bool tick(sup *s, bool woken)
     /* The queue is read when something may have changed (a wake-up from the
      * API, a job that ended) and every second anyway (maxWaitTime). */
     if (!d->stop && (woken || s->dirty)) schedule(s);
+    if (!d->stop) start_trials(s);
     s->dirty = false;
     return true;
 }
@@ -1367,8 +1420,9 @@ void kilnd_reconcile(kilnd *d)
             kilnd_event(d, r->project, id, "INFO", "kilnd restarted; Job CANCELLED");
             continue;
         }
-        json_t *m = kept_metrics(r->runtime);
-        char *keep = runtime_for_requeue(m);
+        json_t *m = kept_metrics(r->runtime), *st = kept_study(r->runtime);
+        char *keep = runtime_for_requeue(m, st);
+        json_decref(st);
         kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, keep);
         free(keep);
         json_decref(m);

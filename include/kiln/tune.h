@@ -1,0 +1,135 @@
+/* kiln/tune.h - hyperparameter studies: the rules of a tuning spec, the
+ * trials of a study and the algorithms that choose their values.
+ *
+ * A tuning job (trainingInput.hyperparameters) runs as trials: each trial is
+ * one run of the job's whole replica set with the trial's values appended to
+ * its arguments (--NAME=VALUE). This module knows nothing of processes: kilnd
+ * asks a study for the next trial, tells it what the trial reported and how
+ * it ended, and keeps the study's JSON form in its store.
+ *
+ * Algorithms (trainingInput.hyperparameters.algorithm):
+ *   GRID_SEARCH           every combination, in order (the last parameter
+ *                         varies fastest), capped by maxTrials;
+ *   RANDOM_SEARCH         values drawn uniformly in each parameter's scaled
+ *                         space; trial N's values depend only on the
+ *                         study's seed and N (reproducible);
+ *   ALGORITHM_UNSPECIFIED a tree-structured Parzen estimator (TPE) once a few
+ *                         trials have a metric, random before that.
+ *
+ * Ownership: a kiln_study owns its trials; pointers returned by
+ * kiln_study_trial() stay valid until the next call that adds a trial. */
+#ifndef KILN_TUNE_H
+#define KILN_TUNE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/diag.h"
+#include "kiln/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* kiln's limits on a study (AI Platform's own are per project quota). */
+#define KILN_TUNE_MAX_TRIALS  1000
+#define KILN_TUNE_MAX_PARAMS  64
+#define KILN_TUNE_MAX_CHOICES 1000 /* categoricalValues / discreteValues */
+#define KILN_TUNE_DEFAULT_TAG "training/hptuning/metric"
+#define KILN_TUNE_CURVE_MAX   1000 /* intermediate reports kept per trial */
+
+/* Checks every rule of a tuning spec; each violation goes to `d` at its field
+ * path (trainingInput.hyperparameters.params[2].maxValue, ...). Returns the
+ * number of violations. */
+int kiln_tune_check(const kiln_hyperparameter_spec *hp, kiln_diag *d);
+
+/* The scalings, between the unit interval and a parameter's value:
+ * UNIT_LINEAR_SCALE (or none) is affine; UNIT_LOG_SCALE is affine in log(x);
+ * UNIT_REVERSE_LOG_SCALE mirrors the log scale, so that resolution is finest
+ * near maxValue (1 - x near 1 for a momentum). u is clamped to [0, 1]. */
+double kiln_tune_from_unit(const char *scale_type, double min, double max, double u);
+double kiln_tune_to_unit(const char *scale_type, double min, double max, double x);
+
+typedef enum kiln_trial_state {
+    KILN_TRIAL_QUEUED = 0, /* chosen, waiting to (re)start */
+    KILN_TRIAL_RUNNING,
+    KILN_TRIAL_SUCCEEDED,
+    KILN_TRIAL_FAILED,
+    KILN_TRIAL_CANCELLED,
+} kiln_trial_state;
+
+typedef struct kiln_trial {
+    int id;         /* 1, 2, ... */
+    double *values; /* per parameter: the value, or the category's index */
+    kiln_trial_state state;
+    bool has_metric; /* objective and step hold the last report */
+    double objective;
+    int64_t step;
+    bool stopped_early;
+    int64_t start_ns, end_ns;
+    size_t n_curve; /* intermediate reports: (step, value) */
+    int64_t *curve_steps;
+    double *curve_values;
+    long file_offset; /* how far the hypertune file was read (not persisted) */
+} kiln_trial;
+
+typedef struct kiln_study kiln_study;
+
+/* A study of `hp` (which must have passed kiln_tune_check and outlive the
+ * study). The seed makes RANDOM_SEARCH and the model-based search
+ * reproducible. NULL on ENOMEM. */
+kiln_study *kiln_study_new(const kiln_hyperparameter_spec *hp, uint64_t seed);
+void kiln_study_free(kiln_study *s);
+/* The persisted form (new reference) and back. from_json returns NULL on a
+ * record that does not fit `hp` (a changed spec) or on ENOMEM; trials that
+ * were RUNNING come back QUEUED, to run again with the same values. */
+json_t *kiln_study_to_json(const kiln_study *s);
+kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_t *j);
+
+size_t kiln_study_trial_count(const kiln_study *s);
+kiln_trial *kiln_study_trial(kiln_study *s, size_t i);
+kiln_trial *kiln_study_find(kiln_study *s, int id);
+/* Trials in a given state. */
+size_t kiln_study_count(const kiln_study *s, kiln_trial_state st);
+
+/* The next trial to start, marked RUNNING at `now_ns`: a QUEUED one first,
+ * else a new one from the algorithm. NULL when there is nothing to start:
+ * maxTrials reached, the grid is exhausted, or maxFailedTrials trials failed. */
+kiln_trial *kiln_study_next(kiln_study *s, int64_t now_ns);
+/* An intermediate or final report: the objective is the last reported value. */
+void kiln_study_report(kiln_study *s, kiln_trial *t, int64_t step, double value);
+/* A trial's end. QUEUED puts it back to run again later (a drain). */
+void kiln_study_end(kiln_study *s, kiln_trial *t, kiln_trial_state st, int64_t now_ns);
+/* True when no trial runs or waits and none will be started. */
+bool kiln_study_finished(const kiln_study *s);
+/* The study's failure limit (maxFailedTrials; 0 means maxTrials). */
+bool kiln_study_failed_out(const kiln_study *s);
+
+/* The median stopping rule (as Vizier): a running trial whose best value so
+ * far is worse than the median, over the SUCCEEDED trials, of their running
+ * averages up to the same step. Needs 3 such trials. */
+bool kiln_study_should_stop(const kiln_study *s, const kiln_trial *t);
+
+/* "--NAME=VALUE" for each parameter, appended to `args`. */
+kiln_err kiln_trial_args(const kiln_study *s, const kiln_trial *t, kiln_strv *args);
+/* Adds what a trial's replicas see to `env` (KEY=VALUE strings): TF_CONFIG's
+ * task gets "trial", and CLOUD_ML_TRIAL_ID, CLOUD_ML_HP_METRIC_TAG and
+ * CLOUD_ML_HP_METRIC_FILE are set. */
+kiln_err kiln_trial_env(const kiln_study *s, const kiln_trial *t, const char *metric_file,
+                        kiln_strv *env);
+
+/* Reads the cloudml-hypertune JSON lines that `t`'s program appended to
+ * `path` since the last call and reports those for the study's tag. */
+void kiln_study_read_hypertune(kiln_study *s, kiln_trial *t, const char *path);
+
+/* trainingOutput.trials as AI Platform shows them, best first by the goal
+ * (new reference). */
+json_t *kiln_study_output_trials(const kiln_study *s);
+const char *kiln_study_metric_tag(const kiln_study *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

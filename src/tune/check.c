@@ -1,0 +1,199 @@
+/* check.c - the rules of a tuning spec (AI Platform's HyperparameterSpec).
+ *
+ * The decoder already refused unknown fields and enum values; what is left
+ * are the rules between fields. Every accepted field is acted on by the study
+ * or kilnd, so a spec that passes here runs as written. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kiln/tune.h"
+
+#define HP "trainingInput.hyperparameters"
+
+typedef struct ctx {
+    kiln_diag *d;
+    int n;
+} ctx;
+
+static void viol(ctx *c, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void viol(ctx *c, const char *field, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kiln_diag_add(c->d, field, "%s", msg);
+    c->n++;
+}
+
+static bool set(const char *s)
+{
+    return s && *s;
+}
+
+static bool is(const char *s, const char *want)
+{
+    return s && strcmp(s, want) == 0;
+}
+
+/* A name that reads as a flag: --NAME=VALUE must parse back to NAME. */
+static bool flag_name_ok(const char *s)
+{
+    if (!set(s) || !((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '-' || *s == '.'))
+            return false;
+    return true;
+}
+
+static bool log_scale(const char *scale)
+{
+    return is(scale, "UNIT_LOG_SCALE") || is(scale, "UNIT_REVERSE_LOG_SCALE");
+}
+
+/* Fields that belong to other types must be absent (proto3: zero = unset). */
+static void check_absent(ctx *c, const char *base, const kiln_parameter_spec *p, bool range,
+                         bool cats, bool discrete, bool scale)
+{
+    char f[160];
+    if (!range && (p->min_value != 0 || p->max_value != 0)) {
+        snprintf(f, sizeof f, "%s.%s", base, p->min_value != 0 ? "minValue" : "maxValue");
+        viol(c, f, "a %s parameter takes no minValue/maxValue", p->type);
+    }
+    if (!cats && p->categorical_values.n) {
+        snprintf(f, sizeof f, "%s.categoricalValues", base);
+        viol(c, f, "only a CATEGORICAL parameter takes categoricalValues");
+    }
+    if (!discrete && p->n_discrete_values) {
+        snprintf(f, sizeof f, "%s.discreteValues", base);
+        viol(c, f, "only a DISCRETE parameter takes discreteValues");
+    }
+    if (!scale && set(p->scale_type) && !is(p->scale_type, "NONE")) {
+        snprintf(f, sizeof f, "%s.scaleType", base);
+        viol(c, f, "%s: scale types apply to numeric parameters (DOUBLE, INTEGER, DISCRETE) only",
+             p->scale_type);
+    }
+}
+
+static void check_param(ctx *c, const kiln_hyperparameter_spec *hp, size_t i)
+{
+    const kiln_parameter_spec *p = &hp->params[i];
+    char base[96], f[160];
+    snprintf(base, sizeof base, HP ".params[%zu]", i);
+
+    if (!flag_name_ok(p->parameter_name)) {
+        snprintf(f, sizeof f, "%s.parameterName", base);
+        viol(c, f,
+             "'%.64s': required, a letter or '_' then letters, digits, '_', '-' or '.' (it "
+             "becomes the flag --NAME=VALUE)",
+             p->parameter_name ? p->parameter_name : "");
+    }
+    for (size_t k = 0; k < i && set(p->parameter_name); k++)
+        if (is(hp->params[k].parameter_name, p->parameter_name)) {
+            snprintf(f, sizeof f, "%s.parameterName", base);
+            viol(c, f, "'%.64s' is also params[%zu]: names must be unique", p->parameter_name, k);
+            break;
+        }
+    if (!set(p->type)) {
+        snprintf(f, sizeof f, "%s.type", base);
+        viol(c, f, "required: DOUBLE, INTEGER, CATEGORICAL or DISCRETE");
+        return;
+    }
+    bool dbl = is(p->type, "DOUBLE"), integer = is(p->type, "INTEGER");
+    if (dbl || integer) {
+        check_absent(c, base, p, true, false, false, true);
+        snprintf(f, sizeof f, "%s.maxValue", base);
+        if (!(p->min_value < p->max_value))
+            viol(c, f, "%g is not above minValue %g", p->max_value, p->min_value);
+        if (integer && (p->min_value != floor(p->min_value) || p->max_value != floor(p->max_value)))
+            viol(c, f, "an INTEGER parameter's minValue and maxValue are whole numbers");
+        if (integer && p->max_value - p->min_value >= 1e9)
+            viol(c, f, "the range of an INTEGER parameter is at most 1e9 values");
+        if (log_scale(p->scale_type) && p->min_value <= 0) {
+            snprintf(f, sizeof f, "%s.minValue", base);
+            viol(c, f, "%g: %s needs positive bounds", p->min_value, p->scale_type);
+        }
+    } else if (is(p->type, "CATEGORICAL")) {
+        check_absent(c, base, p, false, true, false, false);
+        snprintf(f, sizeof f, "%s.categoricalValues", base);
+        if (p->categorical_values.n == 0) viol(c, f, "required: at least one value");
+        if (p->categorical_values.n > KILN_TUNE_MAX_CHOICES)
+            viol(c, f, "%zu values: at most %d", p->categorical_values.n, KILN_TUNE_MAX_CHOICES);
+        for (size_t a = 0; a < p->categorical_values.n; a++)
+            for (size_t b = 0; b < a; b++)
+                if (strcmp(p->categorical_values.v[a], p->categorical_values.v[b]) == 0) {
+                    snprintf(f, sizeof f, "%s.categoricalValues[%zu]", base, a);
+                    viol(c, f, "'%.64s' is listed twice", p->categorical_values.v[a]);
+                }
+    } else if (is(p->type, "DISCRETE")) {
+        check_absent(c, base, p, false, false, true, true);
+        snprintf(f, sizeof f, "%s.discreteValues", base);
+        if (p->n_discrete_values == 0) viol(c, f, "required: at least one value");
+        if (p->n_discrete_values > KILN_TUNE_MAX_CHOICES)
+            viol(c, f, "%zu values: at most %d", p->n_discrete_values, KILN_TUNE_MAX_CHOICES);
+        for (size_t k = 1; k < p->n_discrete_values; k++)
+            if (!(p->discrete_values[k] > p->discrete_values[k - 1])) {
+                snprintf(f, sizeof f, "%s.discreteValues[%zu]", base, k);
+                viol(c, f, "%g does not increase on %g: discreteValues are in increasing order",
+                     p->discrete_values[k], p->discrete_values[k - 1]);
+                break;
+            }
+        if (log_scale(p->scale_type) && p->n_discrete_values && p->discrete_values[0] <= 0) {
+            snprintf(f, sizeof f, "%s.discreteValues[0]", base);
+            viol(c, f, "%g: %s needs positive values", p->discrete_values[0], p->scale_type);
+        }
+    } else {
+        snprintf(f, sizeof f, "%s.type", base);
+        viol(c, f, "'%.32s': one of DOUBLE, INTEGER, CATEGORICAL, DISCRETE", p->type);
+        return;
+    }
+    if (is(hp->algorithm, "GRID_SEARCH") && dbl) {
+        snprintf(f, sizeof f, "%s.type", base);
+        viol(c, f,
+             "GRID_SEARCH takes INTEGER, CATEGORICAL and DISCRETE parameters only: give a "
+             "DOUBLE as DISCRETE values, or choose RANDOM_SEARCH or ALGORITHM_UNSPECIFIED");
+    }
+}
+
+int kiln_tune_check(const kiln_hyperparameter_spec *hp, kiln_diag *d)
+{
+    ctx c = {.d = d};
+    if (!is(hp->goal, "MAXIMIZE") && !is(hp->goal, "MINIMIZE"))
+        viol(&c, HP ".goal", "required: MAXIMIZE or MINIMIZE");
+    if (hp->n_params == 0) viol(&c, HP ".params", "required: at least one parameter to tune");
+    if (hp->n_params > KILN_TUNE_MAX_PARAMS)
+        viol(&c, HP ".params", "%zu parameters: at most %d", hp->n_params, KILN_TUNE_MAX_PARAMS);
+    for (size_t i = 0; i < hp->n_params && i < KILN_TUNE_MAX_PARAMS; i++)
+        check_param(&c, hp, i);
+    if (hp->max_trials < 0 || hp->max_trials > KILN_TUNE_MAX_TRIALS)
+        viol(&c, HP ".maxTrials", "%lld is outside 1..%d (0 or unset: 1)",
+             (long long)hp->max_trials, KILN_TUNE_MAX_TRIALS);
+    int64_t trials = hp->max_trials > 0 ? hp->max_trials : 1;
+    if (hp->max_parallel_trials < 0)
+        viol(&c, HP ".maxParallelTrials", "%lld: must not be negative (0 or unset: 1)",
+             (long long)hp->max_parallel_trials);
+    else if (hp->max_parallel_trials > trials)
+        viol(&c, HP ".maxParallelTrials", "%lld is above maxTrials (%lld)",
+             (long long)hp->max_parallel_trials, (long long)trials);
+    if (hp->max_failed_trials < 0)
+        viol(&c, HP ".maxFailedTrials", "%lld: must not be negative (0 or unset: maxTrials)",
+             (long long)hp->max_failed_trials);
+    const char *tag = hp->hyperparameter_metric_tag;
+    for (const char *p = tag; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\') {
+            viol(&c, HP ".hyperparameterMetricTag",
+                 "control characters, '\"' and '\\' are not "
+                 "allowed in a metric tag");
+            break;
+        }
+    if (set(hp->resume_previous_job_id))
+        viol(&c, HP ".resumePreviousJobId",
+             "not supported by this kilnd yet: submit a new study (its trials start afresh)");
+    return c.n;
+}

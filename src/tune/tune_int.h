@@ -1,0 +1,22 @@
+/* tune_int.h - what the files of src/tune share (internal). */
+#ifndef KILN_TUNE_INT_H
+#define KILN_TUNE_INT_H
+
+#include "kiln/tune.h"
+
+uint64_t kiln__tune_rng_next(uint64_t *st);
+double kiln__tune_uniform(uint64_t *st); /* [0, 1) */
+/* How many values a parameter takes (0: continuous). */
+size_t kiln__tune_choices(const kiln_parameter_spec *p);
+/* A parameter's value for u in [0, 1] (categorical: the index), and back. */
+double kiln__tune_value(const kiln_parameter_spec *p, double u);
+double kiln__tune_unit(const kiln_parameter_spec *p, double v);
+/* Grid point k (0-based); false past the end of the grid. */
+bool kiln__tune_grid(const kiln_hyperparameter_spec *hp, uint64_t k, double *out);
+void kiln__tune_random(const kiln_hyperparameter_spec *hp, uint64_t *rng, double *out);
+/* TPE over the trials in `done` (each with a metric); false while there are
+ * too few of them. */
+bool kiln__tune_tpe(const kiln_hyperparameter_spec *hp, const kiln_trial *const *done, size_t n,
+                    bool maximize, uint64_t *rng, double *out);
+
+#endif

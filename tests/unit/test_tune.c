@@ -1,0 +1,384 @@
+/* test_tune.c - the tuning spec's rules (through the validator, with field
+ * paths), the scalings, grid order, random reproducibility, the model-based
+ * search against random search, the median stopping rule, the hypertune
+ * reader and a study's persisted form. Jobs are Job JSON so that each case
+ * reads as a user writes it. */
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "kiln/tune.h"
+#include "test.h"
+#include "test_catalog_helpers.h"
+
+/* A valid job around a hyperparameters object given as JSON text. */
+static kiln_job *hpjob(const char *hp)
+{
+    char buf[4096];
+    kiln_job *j = NULL;
+    kiln_diag d = KILN_DIAG_INIT;
+    snprintf(buf, sizeof buf,
+             "{\"jobId\":\"t1\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
+             "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
+             "\"hyperparameters\":%s}}",
+             hp);
+    if (kiln_job_from_json(buf, strlen(buf), &j, &d) != KILN_OK) {
+        kiln_diag_print(&d, stderr);
+        fprintf(stderr, "does not decode: %s\n", hp);
+        exit(1);
+    }
+    kiln_diag_free(&d);
+    return j;
+}
+
+#define LR                                                                                         \
+    "{\"parameterName\":\"lr\",\"type\":\"DOUBLE\",\"minValue\":0.0001,\"maxValue\":0.1,"          \
+    "\"scaleType\":\"UNIT_LOG_SCALE\"}"
+
+/* One violation, at `field`, for the hyperparameters `hp`. */
+static void bad(const kiln_catalog *c, kiln_diag *d, const char *hp, const char *field)
+{
+    kiln_job *j = hpjob(hp);
+    size_t n = run_validate(c, j, d);
+    CHECK_MSG(n == 1 && kiln_diag_has(d, field), "%s: expected one violation at %s", hp, field);
+    if (n != 1 || !kiln_diag_has(d, field)) kiln_diag_print(d, stderr);
+    kiln_job_free(j);
+}
+
+static void good(const kiln_catalog *c, kiln_diag *d, const char *hp)
+{
+    kiln_job *j = hpjob(hp);
+    size_t n = run_validate(c, j, d);
+    CHECK_MSG(n == 0, "%s: expected valid", hp);
+    if (n) kiln_diag_print(d, stderr);
+    kiln_job_free(j);
+}
+
+#define P "trainingInput.hyperparameters."
+
+static void test_rules(const kiln_catalog *c, kiln_diag *d)
+{
+    good(c, d,
+         "{\"goal\":\"MAXIMIZE\",\"maxTrials\":4,\"maxParallelTrials\":2,\"params\":[" LR "]}");
+    good(c, d,
+         "{\"goal\":\"MINIMIZE\",\"algorithm\":\"GRID_SEARCH\",\"enableTrialEarlyStopping\":true,"
+         "\"params\":[{\"parameterName\":\"opt\",\"type\":\"CATEGORICAL\",\"categoricalValues\":"
+         "[\"sgd\",\"adam\"]},{\"parameterName\":\"units\",\"type\":\"INTEGER\",\"minValue\":1,"
+         "\"maxValue\":3},{\"parameterName\":\"d\",\"type\":\"DISCRETE\",\"discreteValues\":[0.1,"
+         "0.5],\"scaleType\":\"UNIT_LOG_SCALE\"}]}");
+    bad(c, d, "{\"params\":[" LR "]}", P "goal");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\"}", P "params");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"params\":[" LR "," LR "]}", P "params[1].parameterName");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a=b\",\"type\":\"DOUBLE\","
+        "\"minValue\":0,\"maxValue\":1}]}",
+        P "params[0].parameterName");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"minValue\":0,"
+        "\"maxValue\":1}]}",
+        P "params[0].type");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":\"DOUBLE\","
+        "\"minValue\":2,\"maxValue\":1}]}",
+        P "params[0].maxValue");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":\"INTEGER\","
+        "\"minValue\":1,\"maxValue\":2.5}]}",
+        P "params[0].maxValue");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":\"DOUBLE\","
+        "\"minValue\":0,\"maxValue\":1,\"scaleType\":\"UNIT_LOG_SCALE\"}]}",
+        P "params[0].minValue");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":\"DOUBLE\","
+        "\"minValue\":0,\"maxValue\":1,\"categoricalValues\":[\"x\"]}]}",
+        P "params[0].categoricalValues");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":"
+        "\"CATEGORICAL\",\"categoricalValues\":[\"x\"],\"scaleType\":\"UNIT_LINEAR_SCALE\"}]}",
+        P "params[0].scaleType");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":"
+        "\"CATEGORICAL\",\"categoricalValues\":[\"x\",\"x\"]}]}",
+        P "params[0].categoricalValues[1]");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":"
+        "\"CATEGORICAL\"}]}",
+        P "params[0].categoricalValues");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":"
+        "\"CATEGORICAL\",\"categoricalValues\":[\"x\"],\"minValue\":1}]}",
+        P "params[0].minValue");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":\"DISCRETE\","
+        "\"discreteValues\":[1,3,2]}]}",
+        P "params[0].discreteValues[2]");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":\"DISCRETE\","
+        "\"discreteValues\":[0,1],\"scaleType\":\"UNIT_REVERSE_LOG_SCALE\"}]}",
+        P "params[0].discreteValues[0]");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"params\":[{\"parameterName\":\"a\",\"type\":\"INTEGER\","
+        "\"minValue\":1,\"maxValue\":3,\"discreteValues\":[1]}]}",
+        P "params[0].discreteValues");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"algorithm\":\"GRID_SEARCH\",\"params\":[" LR "]}",
+        P "params[0].type");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"maxTrials\":1001,\"params\":[" LR "]}", P "maxTrials");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"maxTrials\":-1,\"params\":[" LR "]}", P "maxTrials");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"maxTrials\":2,\"maxParallelTrials\":3,\"params\":[" LR "]}",
+        P "maxParallelTrials");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"maxFailedTrials\":-2,\"params\":[" LR "]}",
+        P "maxFailedTrials");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"resumePreviousJobId\":\"old\",\"params\":[" LR "]}",
+        P "resumePreviousJobId");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"hyperparameterMetricTag\":\"a\\nb\",\"params\":[" LR "]}",
+        P "hyperparameterMetricTag");
+    kiln_job *j =
+        hpjob("{\"goal\":\"MAXIMIZE\",\"algorithm\":\"GRID_SEARCH\",\"params\":[" LR "]}");
+    run_validate(c, j, d);
+    CHECK_SAYS(d, P "params[0].type", "GRID_SEARCH takes INTEGER, CATEGORICAL and DISCRETE");
+    kiln_job_free(j);
+}
+
+static void test_scales(void)
+{
+    CHECK(fabs(kiln_tune_from_unit("UNIT_LINEAR_SCALE", 2, 4, 0.5) - 3) < 1e-12);
+    CHECK(fabs(kiln_tune_from_unit("UNIT_LOG_SCALE", 1e-4, 1e-2, 0.5) - 1e-3) < 1e-15);
+    CHECK(fabs(kiln_tune_from_unit("UNIT_REVERSE_LOG_SCALE", 1, 100, 0) - 1) < 1e-12);
+    CHECK(fabs(kiln_tune_from_unit("UNIT_REVERSE_LOG_SCALE", 1, 100, 1) - 100) < 1e-12);
+    /* reverse log: half of u covers only the top part of the range (fine near max) */
+    CHECK(kiln_tune_from_unit("UNIT_REVERSE_LOG_SCALE", 1, 100, 0.5) > 80);
+    CHECK(kiln_tune_from_unit("UNIT_LOG_SCALE", 1, 100, 0.5) < 20);
+    static const char *const sc[] = {"UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE",
+                                     "UNIT_REVERSE_LOG_SCALE"};
+    for (int s = 0; s < 3; s++)
+        for (double u = 0; u <= 1.0; u += 0.125) {
+            double x = kiln_tune_from_unit(sc[s], 0.001, 0.999, u);
+            CHECK(fabs(kiln_tune_to_unit(sc[s], 0.001, 0.999, x) - u) < 1e-9);
+        }
+}
+
+static kiln_study *study_of(kiln_job *j, uint64_t seed)
+{
+    return kiln_study_new(&j->training_input.hyperparameters, seed);
+}
+
+static void test_grid(void)
+{
+    kiln_job *j = hpjob(
+        "{\"goal\":\"MAXIMIZE\",\"algorithm\":\"GRID_SEARCH\",\"maxTrials\":10,"
+        "\"maxParallelTrials\""
+        ":10,\"params\":[{\"parameterName\":\"opt\",\"type\":\"CATEGORICAL\",\"categoricalValues\":"
+        "[\"sgd\",\"adam\"]},{\"parameterName\":\"units\",\"type\":\"INTEGER\",\"minValue\":1,"
+        "\"maxValue\":3}]}");
+    kiln_study *s = study_of(j, 1);
+    static const char *const want[] = {"--opt=sgd --units=1",  "--opt=sgd --units=2",
+                                       "--opt=sgd --units=3",  "--opt=adam --units=1",
+                                       "--opt=adam --units=2", "--opt=adam --units=3"};
+    for (int k = 0; k < 6; k++) {
+        kiln_trial *t = kiln_study_next(s, 1);
+        CHECK(t && t->id == k + 1);
+        if (!t) break;
+        kiln_strv a = {0};
+        kiln_trial_args(s, t, &a);
+        char got[64];
+        snprintf(got, sizeof got, "%s %s", a.n > 0 ? a.v[0] : "", a.n > 1 ? a.v[1] : "");
+        CHECK_MSG(strcmp(got, want[k]) == 0, "trial %d: %s, want %s", k + 1, got, want[k]);
+        kiln_strv_clear(&a);
+    }
+    CHECK(kiln_study_next(s, 1) == NULL); /* 6 combinations, though maxTrials is 10 */
+    CHECK(!kiln_study_finished(s));       /* 6 still run */
+    for (size_t i = 0; i < kiln_study_trial_count(s); i++)
+        kiln_study_end(s, kiln_study_trial(s, i), KILN_TRIAL_SUCCEEDED, 2);
+    CHECK(kiln_study_finished(s));
+    kiln_study_free(s);
+    kiln_job_free(j);
+    /* capped by maxTrials */
+    j = hpjob("{\"goal\":\"MAXIMIZE\",\"algorithm\":\"GRID_SEARCH\",\"maxTrials\":2,\"params\":["
+              "{\"parameterName\":\"d\",\"type\":\"DISCRETE\",\"discreteValues\":[1,2.5,4]}]}");
+    s = study_of(j, 1);
+    kiln_trial *t = kiln_study_next(s, 1);
+    kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, 2);
+    t = kiln_study_next(s, 1);
+    CHECK(t && t->values[0] == 2.5);
+    if (t) kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, 2);
+    CHECK(kiln_study_next(s, 1) == NULL && kiln_study_finished(s));
+    kiln_study_free(s);
+    kiln_job_free(j);
+}
+
+static void test_random(void)
+{
+    kiln_job *j = hpjob("{\"goal\":\"MAXIMIZE\",\"algorithm\":\"RANDOM_SEARCH\",\"maxTrials\":20,"
+                        "\"maxParallelTrials\":20,\"params\":[" LR
+                        ",{\"parameterName\":\"n\",\"type\":\"INTEGER\",\"minValue\":1,"
+                        "\"maxValue\":4}]}");
+    kiln_study *a = study_of(j, 42), *b = study_of(j, 42), *c = study_of(j, 43);
+    bool same = true, differ = false, in_range = true;
+    int seen[5] = {0};
+    for (int k = 0; k < 20; k++) {
+        kiln_trial *x = kiln_study_next(a, 1), *y = kiln_study_next(b, 1),
+                   *z = kiln_study_next(c, 1);
+        same &= x->values[0] == y->values[0] && x->values[1] == y->values[1];
+        differ |= x->values[0] != z->values[0];
+        in_range &= x->values[0] >= 1e-4 && x->values[0] <= 0.1;
+        seen[(int)x->values[1]]++;
+    }
+    CHECK(same);
+    CHECK(differ);
+    CHECK(in_range);
+    CHECK(seen[0] == 0 && seen[1] && seen[2] && seen[3] && seen[4]);
+    kiln_study_free(a);
+    kiln_study_free(b);
+    kiln_study_free(c);
+    kiln_job_free(j);
+}
+
+/* Branin's minimum is 0.397887; the model-based search must get closer in 30
+ * trials than random search does, in the median over seeds. */
+static double branin(double x1, double x2)
+{
+    double a = x2 - 5.1 / (4 * M_PI * M_PI) * x1 * x1 + 5 / M_PI * x1 - 6;
+    return a * a + 10 * (1 - 1 / (8 * M_PI)) * cos(x1) + 10;
+}
+
+static double run_branin(const char *algo, uint64_t seed, int n)
+{
+    char hp[512];
+    snprintf(hp, sizeof hp,
+             "{\"goal\":\"MINIMIZE\",\"algorithm\":\"%s\",\"maxTrials\":%d,\"params\":[{"
+             "\"parameterName\":\"x1\",\"type\":\"DOUBLE\",\"minValue\":-5,\"maxValue\":10},{"
+             "\"parameterName\":\"x2\",\"type\":\"DOUBLE\",\"minValue\":0,\"maxValue\":15}]}",
+             algo, n);
+    kiln_job *j = hpjob(hp);
+    kiln_study *s = study_of(j, seed);
+    double best = INFINITY;
+    kiln_trial *t;
+    while ((t = kiln_study_next(s, 1))) {
+        double y = branin(t->values[0], t->values[1]);
+        kiln_study_report(s, t, 1, y);
+        kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, 2);
+        best = fmin(best, y);
+    }
+    kiln_study_free(s);
+    kiln_job_free(j);
+    return best;
+}
+
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_model_beats_random(void)
+{
+    double tpe[9], rnd[9];
+    for (int k = 0; k < 9; k++) {
+        tpe[k] = run_branin("ALGORITHM_UNSPECIFIED", (uint64_t)k + 1, 30) - 0.397887;
+        rnd[k] = run_branin("RANDOM_SEARCH", (uint64_t)k + 1, 30) - 0.397887;
+    }
+    qsort(tpe, 9, sizeof *tpe, cmpd);
+    qsort(rnd, 9, sizeof *rnd, cmpd);
+    CHECK_MSG(tpe[4] < rnd[4], "median regret TPE %g, random %g", tpe[4], rnd[4]);
+}
+
+static void test_median_stop(void)
+{
+    kiln_job *j = hpjob("{\"goal\":\"MAXIMIZE\",\"maxTrials\":5,\"enableTrialEarlyStopping\":true,"
+                        "\"params\":[" LR "]}");
+    kiln_study *s = study_of(j, 7);
+    for (int k = 0; k < 3; k++) { /* three good ones: 0.5, 0.6, 0.7 at steps 1..3 */
+        kiln_trial *t = kiln_study_next(s, 1);
+        for (int st = 1; st <= 3; st++)
+            kiln_study_report(s, t, st, 0.4 + 0.1 * st);
+        CHECK(!kiln_study_should_stop(s, t)); /* no 3 completed trials yet */
+        kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, 2);
+    }
+    kiln_trial *t = kiln_study_next(s, 1);
+    kiln_study_report(s, t, 1, 0.6);
+    CHECK(!kiln_study_should_stop(s, t)); /* 0.6 beats the median of 0.5 at step 1 */
+    kiln_study_report(s, t, 2, 0.5);
+    CHECK(!kiln_study_should_stop(s, t)); /* best so far 0.6 >= 0.55 */
+    t = kiln_study_next(s, 1);
+    kiln_study_report(s, t, 1, 0.1);
+    CHECK(kiln_study_should_stop(s, t));
+    /* the persisted form keeps the curves; a running trial comes back QUEUED */
+    json_t *js = kiln_study_to_json(s);
+    kiln_study *r = kiln_study_from_json(&j->training_input.hyperparameters, js);
+    CHECK(r && kiln_study_trial_count(r) == 5);
+    CHECK(r && kiln_study_count(r, KILN_TRIAL_SUCCEEDED) == 3);
+    CHECK(r && kiln_study_count(r, KILN_TRIAL_QUEUED) == 2);
+    CHECK(r && kiln_study_trial(r, 1)->n_curve == 3 &&
+          kiln_study_trial(r, 1)->values[0] == kiln_study_trial(s, 1)->values[0]);
+    json_decref(js);
+    kiln_study_free(r);
+    kiln_study_free(s);
+    kiln_job_free(j);
+}
+
+static void test_hypertune_and_output(void)
+{
+    kiln_job *j = hpjob("{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":\"loss\",\"maxTrials\":"
+                        "2,\"params\":[" LR "]}");
+    kiln_study *s = study_of(j, 7);
+    kiln_trial *t1 = kiln_study_next(s, 1000000000LL);
+    char path[] = "/tmp/test_tune_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"timestamp\": 1.7e9, \"trial\": \"1\", \"loss\": 0.9, \"global_step\": \"10\"}\n", f);
+    fputs("{\"timestamp\": 1.7e9, \"trial\": \"1\", \"other\": 5, \"global_step\": \"15\"}\n", f);
+    fputs("{\"timestamp\": 1.7e9, \"trial\": \"1\", \"loss\": \"0.5\", \"global_step\": 20}\n{\"lo",
+          f);
+    fflush(f);
+    kiln_study_read_hypertune(s, t1, path);
+    CHECK(t1->has_metric && t1->objective == 0.5 && t1->step == 20 && t1->n_curve == 2);
+    fputs("ss\": 0.25, \"global_step\": \"30\"}\n", f); /* the half line, finished */
+    fclose(f);
+    kiln_study_read_hypertune(s, t1, path);
+    CHECK(t1->objective == 0.25 && t1->step == 30 && t1->n_curve == 3);
+    unlink(path);
+    kiln_study_end(s, t1, KILN_TRIAL_SUCCEEDED, 2000000000LL);
+    kiln_trial *t2 = kiln_study_next(s, 1);
+    kiln_study_report(s, t2, 5, 0.1);
+    kiln_study_end(s, t2, KILN_TRIAL_SUCCEEDED, 2000000000LL);
+    json_t *o = kiln_study_output_trials(s);
+    CHECK(json_array_size(o) == 2);
+    json_t *first = json_array_get(o, 0);
+    CHECK_STR(json_string_value(json_object_get(first, "trialId")), "2"); /* minimise: 0.1 first */
+    CHECK_STR(
+        json_string_value(json_object_get(json_object_get(first, "finalMetric"), "trainingStep")),
+        "5");
+    CHECK_STR(json_string_value(json_object_get(first, "state")), "SUCCEEDED");
+    CHECK(json_is_string(json_object_get(json_object_get(first, "hyperparameters"), "lr")));
+    CHECK_STR(json_string_value(json_object_get(json_array_get(o, 1), "startTime")),
+              "1970-01-01T00:00:01.000Z");
+    json_decref(o);
+    /* what the replicas see */
+    kiln_strv env = {0};
+    kiln_strv_push(&env, "TF_CONFIG={\"cluster\":{},\"task\":{\"type\":\"master\",\"index\":0}}");
+    CHECK(kiln_trial_env(s, t2, "/d/2/hypertune.metrics", &env) == KILN_OK);
+    CHECK(env.n == 4 && strstr(env.v[0], "\"trial\":\"2\""));
+    CHECK(env.n == 4 && strcmp(env.v[1], "CLOUD_ML_TRIAL_ID=2") == 0);
+    CHECK(env.n == 4 && strcmp(env.v[2], "CLOUD_ML_HP_METRIC_TAG=loss") == 0);
+    CHECK(env.n == 4 && strcmp(env.v[3], "CLOUD_ML_HP_METRIC_FILE=/d/2/hypertune.metrics") == 0);
+    kiln_strv_clear(&env);
+    kiln_study_free(s);
+    kiln_job_free(j);
+}
+
+int main(void)
+{
+    kiln_catalog *c = load_default();
+    kiln_diag d = KILN_DIAG_INIT;
+    test_rules(c, &d);
+    test_scales();
+    test_grid();
+    test_random();
+    test_model_beats_random();
+    test_median_stop();
+    test_hypertune_and_output();
+    kiln_diag_free(&d);
+    kiln_catalog_free(c);
+    TEST_DONE();
+}
