@@ -83,8 +83,9 @@ typedef struct kiln_study kiln_study;
 kiln_study *kiln_study_new(const kiln_hyperparameter_spec *hp, uint64_t seed);
 void kiln_study_free(kiln_study *s);
 /* The persisted form (new reference) and back. from_json returns NULL on a
- * record that does not fit `hp` (a changed spec) or on ENOMEM; trials that
- * were RUNNING come back QUEUED, to run again with the same values. */
+ * record that does not fit `hp` (a changed spec) or on ENOMEM. Trials come
+ * back in their state (trainingOutput shows a running trial RUNNING); kilnd
+ * resuming a study ends its RUNNING ones QUEUED, to run again. */
 json_t *kiln_study_to_json(const kiln_study *s);
 kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_t *j);
 

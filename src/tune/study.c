@@ -408,8 +408,6 @@ kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_
             t->objective = json_number_value(json_object_get(o, "objective"));
             t->step = json_integer_value(json_object_get(o, "step"));
         }
-        /* a trial that was running when kilnd stopped runs again */
-        if (t->state == KILN_TRIAL_RUNNING) kiln_study_end(s, t, KILN_TRIAL_QUEUED, 0);
     }
     return s;
 bad:

@@ -80,6 +80,8 @@ for _ in $(seq 1 100); do
 done
 pids="$(cat "$T/data/jobs/p1/cancel1/1/pid" "$T/data/jobs/p1/cancel1/2/pid" 2>/dev/null | tr '\n' ' ')"
 check "cancel: two trials running ($pids)" test "$(echo $pids | wc -w)" = 2
+check_eq "cancel: trainingOutput shows the running trials RUNNING" \
+    "$(out_of cancel1 '[(x["trialId"], x["state"], "startTime" in x) for x in t]')" "[('1', 'RUNNING', True), ('2', 'RUNNING', True)]"
 api POST /v1/projects/p1/jobs/cancel1:cancel '{}'
 check_eq "cancel: accepted" "$STATUS" 200
 check "cancel: CANCELLED" wait_state cancel1 CANCELLED 10

@@ -303,12 +303,12 @@ static void test_median_stop(void)
     t = kiln_study_next(s, 1);
     kiln_study_report(s, t, 1, 0.1);
     CHECK(kiln_study_should_stop(s, t));
-    /* the persisted form keeps the curves; a running trial comes back QUEUED */
+    /* the persisted form keeps the curves and states (kilnd requeues running ones) */
     json_t *js = kiln_study_to_json(s);
     kiln_study *r = kiln_study_from_json(&j->training_input.hyperparameters, js);
     CHECK(r && kiln_study_trial_count(r) == 5);
     CHECK(r && kiln_study_count(r, KILN_TRIAL_SUCCEEDED) == 3);
-    CHECK(r && kiln_study_count(r, KILN_TRIAL_QUEUED) == 2);
+    CHECK(r && kiln_study_count(r, KILN_TRIAL_RUNNING) == 2);
     CHECK(r && kiln_study_trial(r, 1)->n_curve == 3 &&
           kiln_study_trial(r, 1)->values[0] == kiln_study_trial(s, 1)->values[0]);
     json_decref(js);
