@@ -331,6 +331,7 @@ static enum MHD_Result begin(kilnd *d, struct MHD_Connection *c, const char *url
     if (!admit(d, rq)) {
         rq->limited = true; /* never queued: answered now, the body dropped */
         enum MHD_Result rc = send_429(c);
+        kiln__api_metrics_observe(d, method, url, 429, rq->t0_ns);
         audit(d, c, method, url, rq, 429);
         return rc;
     }
@@ -569,7 +570,9 @@ struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd)
         tls_daemon = d;
         flags |= MHD_USE_TLS;
     }
-    /* TLS 1.2 and 1.3 only; the options are ignored without MHD_USE_TLS */
+    /* TLS 1.2 and 1.3 only. Without TLS the option list ends before the
+     * certificate callback (MHD_OPTION_END in its place): libmicrohttpd
+     * refuses TLS options on a plain daemon. */
     return MHD_start_daemon(
         flags, 0, NULL, NULL, handler, d, MHD_OPTION_LISTEN_SOCKET, listen_fd,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(d->threads > 0 ? d->threads : 2),
