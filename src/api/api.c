@@ -38,6 +38,7 @@
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 
 #include "api/api_int.h"
 #include "api/audit.h"
@@ -166,6 +167,21 @@ bool kiln__api_valid_name(const char *s, size_t len)
                   (ch >= '0' && ch <= '9') || ((ch == '-' || ch == '_') && i > 0);
         if (!ok) return false;
     }
+    return true;
+}
+
+/* ---------- disk ---------- */
+
+bool kiln__api_disk_low(kilnd *d, char *why, size_t len)
+{
+    struct statvfs vs;
+    if (statvfs(d->data_dir, &vs) != 0) return false; /* unknown: let the write say */
+    unsigned long long avail = (unsigned long long)vs.f_bavail * vs.f_frsize;
+    if (avail >= d->min_free) return false;
+    snprintf(why, len,
+             "The data dir's file system is full (%llu bytes free, under --min-free-bytes "
+             "%llu): kilnd takes no new job until space returns",
+             avail, (unsigned long long)d->min_free);
     return true;
 }
 

@@ -121,6 +121,12 @@ void kiln__api_metrics_init(kilnd *d);
 void kiln__api_metrics_free(kilnd *d);
 void kiln__api_metrics_observe(kilnd *d, const char *method, const char *url, unsigned code,
                                int64_t t0_ns);
+/* Whether the data dir's file system has less than --min-free-bytes free;
+ * why gets the sentence a 503 says. Creates check it first, so that kilnd
+ * refuses new work before SQLite or a log write meets ENOSPC, and takes it
+ * again by itself once space returns. */
+bool kiln__api_disk_low(kilnd *d, char *why, size_t len);
+
 /* A surface answering 404 to hide another project's resource calls this,
  * so that the audit log records the request as denied; hidden(true) reads
  * and clears it (per thread, like last_code). */

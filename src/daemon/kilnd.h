@@ -62,6 +62,7 @@ typedef struct kilnd {
     int audit_keep;           /* rotated files kept (audit.log.1 ...) */
     int max_inflight;         /* requests in flight at once; past it 429 */
     int max_inflight_token;   /* the same per token */
+    uint64_t min_free;        /* creates answer 503 below this many free bytes */
     const char *tls_cert;     /* PEM files; NULL: plain HTTP */
     const char *tls_key;
 

@@ -37,6 +37,7 @@ static const char usage[] =
     "             [--max-object BYTES] [--tls-cert FILE --tls-key FILE]\n"
     "             [--insecure-plain-http] [--audit-log FILE] [--audit-log-max-bytes N]\n"
     "             [--audit-log-keep N] [--max-inflight N] [--max-inflight-per-token N]\n"
+    "             [--min-free-bytes N]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
@@ -45,7 +46,8 @@ static const char usage[] =
     "DATA/objects (for PROJECT only, or every project); --max-object caps one\n"
     "object (default 1 GiB). A non-loopback --listen also needs --tls-cert and\n"
     "--tls-key (PEM), or --insecure-plain-http. SIGHUP reloads the tokens file and\n"
-    "the certificate.\n";
+    "the certificate. Below --min-free-bytes free in the data dir's file system\n"
+    "(default 64 MiB) creates answer 503.\n";
 
 void kilnd_wake(kilnd *d)
 {
@@ -177,6 +179,7 @@ int main(int argc, char **argv)
                .audit_keep = 5,
                .max_inflight = 512,
                .max_inflight_token = 64,
+               .min_free = (uint64_t)64 << 20,
                .wake_fd = {-1, -1}};
     kiln_diag dg = KILN_DIAG_INIT;
     char path[PATH_MAX + 32], bound[128];
@@ -235,6 +238,8 @@ int main(int argc, char **argv)
             d.max_inflight = atoi(v);
         else if (strcmp(a, "--max-inflight-per-token") == 0)
             d.max_inflight_token = atoi(v);
+        else if (strcmp(a, "--min-free-bytes") == 0)
+            d.min_free = (uint64_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--kiln-train") == 0)
             kiln_train = v;
         else if (strcmp(a, "--grace-period") == 0)
