@@ -348,7 +348,6 @@ static enum MHD_Result begin(kilnd *d, struct MHD_Connection *c, const char *url
         rq->limited = true; /* never queued: answered now, the body dropped */
         enum MHD_Result rc = send_429(c);
         kiln__api_metrics_observe(d, method, url, 429, rq->t0_ns);
-        audit(d, c, method, url, rq, 429);
         return rc;
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -365,11 +364,9 @@ static enum MHD_Result begin(kilnd *d, struct MHD_Connection *c, const char *url
     /* no disk for a caller without a valid token */
     if (spool && !rq->auth.ok) {
         rq->too_big = true; /* the body is not read */
-        enum MHD_Result rc = send_error(c, 401, NULL,
-                                        "Request had invalid authentication credentials: "
-                                        "expected 'Authorization: Bearer TOKEN'");
-        audit(d, c, method, url, rq, 401);
-        return rc;
+        return send_error(c, 401, NULL,
+                          "Request had invalid authentication credentials: "
+                          "expected 'Authorization: Bearer TOKEN'");
     }
     if (spool && (rq->spool_fd = kiln__api_storage_spool_open(d)) < 0)
         return send_error(c, 500, NULL, "cannot open a temp file for the upload");
@@ -390,7 +387,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         rq->slot = -1;
         rq->t0_ns = kiln__api_mono_ns();
         *con_cls = rq;
-        return begin(d, c, url, method, rq);
+        kiln__api_last_code(true);
+        enum MHD_Result rc = begin(d, c, url, method, rq);
+        unsigned code = kiln__api_last_code(true);
+        /* answered before the body (429, 413, 401 for an upload): audited
+         * here, since the handler is not called again */
+        if (code) audit(d, c, method, url, rq, code);
+        return rc;
     }
     if (rq->limited) { /* answered already */
         *upload_size = 0;
