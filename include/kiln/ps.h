@@ -73,6 +73,12 @@ typedef struct kiln_ps_server_config {
     uint64_t version;           /* updates already applied (restored checkpoint) */
     kiln_ps_opt opt;
     uint32_t max_staleness; /* KILN_PS_UNBOUNDED: apply every gradient */
+    /* ZeroMQ CURVE (Z85 keys, 40 characters): with curve_secret the port
+     * speaks CURVE only and admits only the client whose public key is
+     * curve_client; every other client fails its handshake and is counted
+     * in kiln_ps_stats.rejected. NULL: plain ZeroMQ, any client that can
+     * reach the port. */
+    const char *curve_secret, *curve_client;
 } kiln_ps_server_config;
 
 typedef struct kiln_ps_server kiln_ps_server;
@@ -100,6 +106,8 @@ typedef struct kiln_ps_client_config {
     int timeout_ms; /* give up on a request after this long (a ps that stays away) */
     int retry_ms;   /* resend on a fresh socket after this long without a reply
                      * (a ps that restarted lost the request) */
+    /* CURVE (Z85): the ps's public key and this client's pair; NULL: plain */
+    const char *curve_server, *curve_public, *curve_secret;
 } kiln_ps_client_config;
 
 typedef struct kiln_ps_push_info {
