@@ -96,6 +96,15 @@ void kiln_ps_server_free(kiln_ps_server *s);
 /* The learning rate the server uses for the update that makes version v+1. */
 float kiln_ps_lr_at(const kiln_ps_opt *o, uint64_t v);
 
+/* ---- CURVE keys of a job attempt (kilnd writes them, KILN_PS_KEYS names
+ *      the file; src/daemon/pskeys.h) ---- */
+typedef struct kiln_ps_keys {
+    char server_public[41], server_secret[41], client_public[41], client_secret[41];
+} kiln_ps_keys;
+/* Reads the file (refused when group or others may read it). 0, or -1 with
+ * the reason in err. */
+int kiln_ps_keys_load(const char *path, kiln_ps_keys *k, char *err, size_t errlen);
+
 /* ---- client (one per worker) ---- */
 typedef struct kiln_ps_client_config {
     int num_ps;

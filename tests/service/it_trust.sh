@@ -191,6 +191,14 @@ check "kilnd is alive" kill -0 "$KPID"
 TOKEN=$E1 api POST /v1/projects/p1/jobs/long_1:cancel '{}'
 check_eq "cancel" "$STATUS" 200
 
+# ---- the parameter servers' CURVE keys: a 0600 file per attempt, named in
+#      KILN_PS_KEYS (never argv) ----
+TOKEN=$E1 api POST /v1/projects/p1/jobs "$(job_json keys_1 'echo "keys=$KILN_PS_KEYS mode=$(stat -c %a "$KILN_PS_KEYS") lines=$(grep -c "^[a-z_]* [^ ]\{40\}$" "$KILN_PS_KEYS")"')"
+check_eq "create keys_1" "$STATUS" 200
+TOKEN=$E1 check "keys_1 done" wait_state keys_1 SUCCEEDED 20
+TOKEN=$E1 api GET /v1/projects/p1/jobs/keys_1:logs
+check "the replica got a private key file of four keys" grep -q "keys=$T/d/jobs/p1/keys_1/ps.keys mode=600 lines=4" <<<"$BODY"
+
 # ---- no file under the data dir, or kilnd's log, holds a token ----
 leaks=$(grep -rlF -e "$E1" -e "$V1" -e "$E2" -e "$E3TOK" "$T/d" 2>/dev/null)
 check_eq "no token in any file kilnd wrote" "$leaks" ""
