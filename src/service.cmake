@@ -5,6 +5,9 @@ pkg_check_modules(SQLITE3 REQUIRED IMPORTED_TARGET sqlite3)
 pkg_check_modules(MHD     REQUIRED IMPORTED_TARGET libmicrohttpd)
 pkg_check_modules(CURL    REQUIRED IMPORTED_TARGET libcurl)
 pkg_check_modules(CRYPTO  REQUIRED IMPORTED_TARGET libcrypto)
+# kilnd's HTTPS: libmicrohttpd's GnuTLS, whose certificate callback kilnd
+# fills (src/api/api.c) so that SIGHUP can swap the pair
+pkg_check_modules(GNUTLS  REQUIRED IMPORTED_TARGET gnutls)
 
 file(GLOB KILN_STORE_SRC   CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/store/*.c)
 file(GLOB KILN_DEVICES_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/devices/*.c)
@@ -47,7 +50,8 @@ add_custom_command(
 if(KILN_DAEMON_SRC)
   add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC} ${CMAKE_BINARY_DIR}/gen/web_data.c)
   target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
-                        kiln_spec kiln_util PkgConfig::MHD PkgConfig::JANSSON Threads::Threads)
+                        kiln_spec kiln_util PkgConfig::MHD PkgConfig::GNUTLS PkgConfig::CRYPTO PkgConfig::JANSSON
+                        Threads::Threads)
 endif()
 
 # The HTTP client of the `kiln` command (libcurl).
@@ -56,7 +60,7 @@ if(KILN_CLIENT_SRC)
   target_link_libraries(kiln_client PUBLIC kiln_util PkgConfig::CURL PkgConfig::JANSSON)
 endif()
 if(TARGET kiln AND TARGET kiln_client)
-  target_link_libraries(kiln PRIVATE kiln_client kiln_catalog)
+  target_link_libraries(kiln PRIVATE kiln_client kiln_catalog PkgConfig::CRYPTO)
 endif()
 
 # ---- tests: tests/service/test_*.c are unit tests of the modules; the
@@ -99,6 +103,12 @@ if(TEST svc_it_tf_mwms)
 endif()
 if(TEST svc_it_metrics)
   kiln_test_needs(svc_it_metrics promtool)
+endif()
+if(TEST svc_it_trust)
+  kiln_test_needs(svc_it_trust openssl)
+endif()
+if(TEST svc_it_fulldisk)
+  kiln_test_needs(svc_it_fulldisk tmpfs)
 endif()
 if(TEST svc_it_dashboard)
   kiln_test_needs(svc_it_dashboard chromium selenium)

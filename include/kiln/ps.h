@@ -73,6 +73,12 @@ typedef struct kiln_ps_server_config {
     uint64_t version;           /* updates already applied (restored checkpoint) */
     kiln_ps_opt opt;
     uint32_t max_staleness; /* KILN_PS_UNBOUNDED: apply every gradient */
+    /* ZeroMQ CURVE (Z85 keys, 40 characters): with curve_secret the port
+     * speaks CURVE only and admits only the client whose public key is
+     * curve_client; every other client fails its handshake and is counted
+     * in kiln_ps_stats.rejected. NULL: plain ZeroMQ, any client that can
+     * reach the port. */
+    const char *curve_secret, *curve_client;
 } kiln_ps_server_config;
 
 typedef struct kiln_ps_server kiln_ps_server;
@@ -90,6 +96,15 @@ void kiln_ps_server_free(kiln_ps_server *s);
 /* The learning rate the server uses for the update that makes version v+1. */
 float kiln_ps_lr_at(const kiln_ps_opt *o, uint64_t v);
 
+/* ---- CURVE keys of a job attempt (kilnd writes them, KILN_PS_KEYS names
+ *      the file; src/daemon/pskeys.h) ---- */
+typedef struct kiln_ps_keys {
+    char server_public[41], server_secret[41], client_public[41], client_secret[41];
+} kiln_ps_keys;
+/* Reads the file (refused when group or others may read it). 0, or -1 with
+ * the reason in err. */
+int kiln_ps_keys_load(const char *path, kiln_ps_keys *k, char *err, size_t errlen);
+
 /* ---- client (one per worker) ---- */
 typedef struct kiln_ps_client_config {
     int num_ps;
@@ -100,6 +115,8 @@ typedef struct kiln_ps_client_config {
     int timeout_ms; /* give up on a request after this long (a ps that stays away) */
     int retry_ms;   /* resend on a fresh socket after this long without a reply
                      * (a ps that restarted lost the request) */
+    /* CURVE (Z85): the ps's public key and this client's pair; NULL: plain */
+    const char *curve_server, *curve_public, *curve_secret;
 } kiln_ps_client_config;
 
 typedef struct kiln_ps_push_info {

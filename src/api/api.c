@@ -32,7 +32,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+
 #include "api/api_int.h"
+#include "api/audit.h"
+#include "daemon/tokens.h"
 #include "util/utf8.h"
 
 /* ---------- responses ---------- */
@@ -41,6 +51,19 @@
  * request's handler on one thread of its pool and does not tell the
  * completion callback the code, so the handler reads it here after route(). */
 static _Thread_local unsigned last_code;
+static _Thread_local bool hidden;
+
+void kiln__api_note_hidden(void)
+{
+    hidden = true;
+}
+
+bool kiln__api_hidden(bool reset)
+{
+    bool h = hidden;
+    if (reset) hidden = false;
+    return h;
+}
 
 unsigned kiln__api_last_code(bool reset)
 {
@@ -109,6 +132,10 @@ const char *kiln__api_status_of(unsigned code)
         return "ALREADY_EXISTS";
     case 413:
         return "INVALID_ARGUMENT";
+    case 429:
+        return "RESOURCE_EXHAUSTED";
+    case 503:
+        return "UNAVAILABLE";
     default:
         return "INTERNAL";
     }
@@ -143,23 +170,46 @@ bool kiln__api_valid_name(const char *s, size_t len)
     return true;
 }
 
+/* ---------- disk ---------- */
+
+bool kiln__api_disk_low(kilnd *d, char *why, size_t len)
+{
+    struct statvfs vs;
+    if (statvfs(d->data_dir, &vs) != 0) return false; /* unknown: let the write say */
+    unsigned long long avail = (unsigned long long)vs.f_bavail * vs.f_frsize;
+    if (avail >= d->min_free) return false;
+    snprintf(why, len,
+             "The data dir's file system is full (%llu bytes free, under --min-free-bytes "
+             "%llu): kilnd takes no new job until space returns",
+             avail, (unsigned long long)d->min_free);
+    return true;
+}
+
 /* ---------- auth ---------- */
 
-static kiln_api_auth authenticate(kilnd *d, struct MHD_Connection *c)
+/* Decides who is calling into rq->auth (rq->project holds its project, a
+ * copy: a SIGHUP may replace the tokens while the request runs). */
+static void authenticate(kilnd *d, struct MHD_Connection *c, kiln_api_req *rq)
 {
-    kiln_api_auth a = {.ok = true, .project = NULL, .role = KILND_EDITOR};
-    if (d->n_tokens == 0) return a;
-    a.ok = false;
+    kiln_api_auth *a = &rq->auth;
+    kilnd_token_match m;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return a;
-    h += 7;
-    for (size_t i = 0; i < d->n_tokens; i++)
-        if (strcmp(d->tokens[i].token, h) == 0) {
-            a.ok = true;
-            a.project = d->tokens[i].project;
-            a.role = d->tokens[i].role;
+
+    *a = (kiln_api_auth){.ok = true, .project = NULL, .role = KILND_EDITOR};
+    if (h && strncmp(h, "Bearer ", 7) == 0) {
+        kilnd_token_id(h + 7, m.id);
+        snprintf(rq->token_id, sizeof rq->token_id, "%s", m.id);
+    }
+    pthread_rwlock_rdlock(&d->tokens_mu);
+    if (d->tokens) {
+        a->ok = h && strncmp(h, "Bearer ", 7) == 0 && kilnd_tokens_match(d->tokens, h + 7, &m);
+        if (a->ok) {
+            snprintf(rq->project, sizeof rq->project, "%s", m.project);
+            a->project = rq->project;
+            a->role = m.role;
         }
-    return a;
+    }
+    pthread_rwlock_unlock(&d->tokens_mu);
 }
 
 bool kiln__api_sees(const kiln_api_auth *a, const char *project)
@@ -174,7 +224,7 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
 {
     if (strcmp(url, "/healthz") == 0) return send_text(c, 200, strdup("{\"status\":\"ok\"}"));
     if (kiln__api_is_web(url)) return kiln__api_web(c, method, url);
-    kiln_api_auth a = authenticate(d, c);
+    kiln_api_auth a = rq->auth;
     if (!a.ok)
         return send_error(c, 401, NULL,
                           "Request had invalid authentication credentials: "
@@ -195,9 +245,132 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
     char project[64];
     memcpy(project, p, pl);
     project[pl] = '\0';
-    if (!kiln__api_sees(&a, project)) /* 404, not 403: a token learns nothing of other projects */
+    if (!kiln__api_sees(&a, project)) { /* 404, not 403: a token learns nothing of other projects */
+        kiln__api_note_hidden();
         return send_error(c, 404, NULL, "Project %s not found", project);
+    }
     return kiln__api_jobs(d, c, method, project, slash + 5, rq, &a);
+}
+
+/* ---------- requests in flight ---------- */
+
+/* Per-token counters live in KILN_API_SLOTS buckets keyed by the token id:
+ * two tokens whose ids share a bucket share its limit (rare with a few
+ * hundred tokens; it only ever makes the limit stricter). */
+#define KILN_API_SLOTS 4096
+
+struct kiln_api_limits {
+    atomic_int total;
+    atomic_int per[KILN_API_SLOTS];
+};
+
+static int slot_of(const char *token_id)
+{
+    return (int)(strtoul((char[]){token_id[0], token_id[1], token_id[2], 0}, NULL, 16) %
+                 KILN_API_SLOTS);
+}
+
+/* Takes a place for the request; false when it is over a limit (what it
+ * took is noted in rq and given back in completed()). */
+static bool admit(kilnd *d, kiln_api_req *rq)
+{
+    struct kiln_api_limits *l = d->limits;
+    rq->counted = true;
+    if (atomic_fetch_add(&l->total, 1) >= d->max_inflight) return false;
+    if (!rq->auth.ok || !rq->auth.project || !rq->token_id[0]) return true;
+    rq->slot = slot_of(rq->token_id);
+    return atomic_fetch_add(&l->per[rq->slot], 1) < d->max_inflight_token;
+}
+
+static void release(kilnd *d, kiln_api_req *rq)
+{
+    if (rq->counted) atomic_fetch_sub(&d->limits->total, 1);
+    if (rq->slot >= 0) atomic_fetch_sub(&d->limits->per[rq->slot], 1);
+    rq->counted = false;
+    rq->slot = -1;
+}
+
+static enum MHD_Result send_429(struct MHD_Connection *c)
+{
+    char *body = kiln_diag_to_envelope(NULL, 429, "RESOURCE_EXHAUSTED",
+                                       "Too many requests in flight; retry after 1 second");
+    struct MHD_Response *r =
+        body ? MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Retry-After", "1");
+    return kiln__api_queue(c, 429, r);
+}
+
+/* ---------- the audit log ---------- */
+
+/* Appends the request to the audit log when it changed state (any method
+ * but GET/HEAD/OPTIONS) or was denied. A line that cannot be written is
+ * said on stderr, never dropped in silence. */
+static void audit(kilnd *d, struct MHD_Connection *c, const char *method, const char *url,
+                  const kiln_api_req *rq, unsigned code)
+{
+    bool denied = kiln__api_hidden(true) || code == 401 || code == 403;
+    bool mutating =
+        strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 && strcmp(method, "OPTIONS") != 0;
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (!d->audit || (!denied && !mutating)) return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof ip);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof ip);
+    kiln_audit_event e = {.token_id = rq->token_id[0] ? rq->token_id : NULL,
+                          .project = rq->auth.ok ? rq->auth.project : NULL,
+                          .verb = method,
+                          .resource = url,
+                          .code = code,
+                          .source = ip[0] ? ip : NULL,
+                          .denied = denied};
+    if (kiln_audit_write(d->audit, &e) < 0)
+        fprintf(stderr, "kilnd: cannot append to the audit log: %s\n", strerror(errno));
+}
+
+/* ---------- the handler ---------- */
+
+/* The first call, headers in: who is calling, whether there is room, and
+ * whether the body is refused before it is read. */
+static enum MHD_Result begin(kilnd *d, struct MHD_Connection *c, const char *url,
+                             const char *method, kiln_api_req *rq)
+{
+    authenticate(d, c, rq);
+    if (!admit(d, rq)) {
+        rq->limited = true; /* never queued: answered now, the body dropped */
+        enum MHD_Result rc = send_429(c);
+        kiln__api_metrics_observe(d, method, url, 429, rq->t0_ns);
+        return rc;
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    /* storage uploads stream to a temp file under their own cap; every
+     * other body keeps max_body */
+    bool spool = kiln__api_storage_spools(url, method);
+    uint64_t cap = spool ? kiln__api_storage_cap(d) : d->max_body;
+    if (cl && strtoull(cl, NULL, 10) > cap) {
+        /* refused before reading it: MHD drops the rest and closes */
+        rq->too_big = true;
+        return send_error(c, 413, NULL, "The request body is larger than %llu bytes",
+                          (unsigned long long)cap);
+    }
+    /* no disk for a caller without a valid token */
+    if (spool && !rq->auth.ok) {
+        rq->too_big = true; /* the body is not read */
+        return send_error(c, 401, NULL,
+                          "Request had invalid authentication credentials: "
+                          "expected 'Authorization: Bearer TOKEN'");
+    }
+    if (spool && (rq->spool_fd = kiln__api_storage_spool_open(d)) < 0)
+        return send_error(c, 500, NULL, "cannot open a temp file for the upload");
+    return MHD_YES;
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
@@ -211,28 +384,19 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         rq = calloc(1, sizeof *rq);
         if (!rq) return MHD_NO;
         rq->spool_fd = -1;
+        rq->slot = -1;
         rq->t0_ns = kiln__api_mono_ns();
         *con_cls = rq;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        /* storage uploads stream to a temp file under their own cap; every
-         * other body keeps max_body */
-        bool spool = kiln__api_storage_spools(url, method);
-        uint64_t cap = spool ? kiln__api_storage_cap(d) : d->max_body;
-        if (cl && strtoull(cl, NULL, 10) > cap) {
-            /* refused before reading it: MHD drops the rest and closes */
-            rq->too_big = true;
-            return send_error(c, 413, NULL, "The request body is larger than %llu bytes",
-                              (unsigned long long)cap);
-        }
-        /* no disk for a caller without a valid token */
-        if (spool && !authenticate(d, c).ok) {
-            rq->too_big = true; /* the body is not read */
-            return send_error(c, 401, NULL,
-                              "Request had invalid authentication credentials: "
-                              "expected 'Authorization: Bearer TOKEN'");
-        }
-        if (spool && (rq->spool_fd = kiln__api_storage_spool_open(d)) < 0)
-            return send_error(c, 500, NULL, "cannot open a temp file for the upload");
+        kiln__api_last_code(true);
+        enum MHD_Result rc = begin(d, c, url, method, rq);
+        unsigned code = kiln__api_last_code(true);
+        /* answered before the body (429, 413, 401 for an upload): audited
+         * here, since the handler is not called again */
+        if (code) audit(d, c, method, url, rq, code);
+        return rc;
+    }
+    if (rq->limited) { /* answered already */
+        *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size && rq->spool_fd >= 0) {
@@ -268,6 +432,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     enum MHD_Result rc;
     kiln__api_last_code(true);
+    kiln__api_hidden(true);
     if (rq->too_big && rq->spool_fd >= 0)
         rc = send_error(c, 413, NULL, "The upload is larger than %llu bytes",
                         (unsigned long long)kiln__api_storage_cap(d));
@@ -277,7 +442,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         rc = send_error(c, 500, NULL, "cannot write the upload to a temp file");
     else
         rc = route(d, c, url, method, rq);
-    kiln__api_metrics_observe(d, method, url, kiln__api_last_code(true), rq->t0_ns);
+    unsigned code = kiln__api_last_code(true);
+    kiln__api_metrics_observe(d, method, url, code, rq->t0_ns);
+    audit(d, c, method, url, rq, code);
     return rc;
 }
 
@@ -285,24 +452,153 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode toe)
 {
     kiln_api_req *rq = *con_cls;
-    (void)cls, (void)c, (void)toe;
+    (void)c, (void)toe;
     if (!rq) return;
+    release(cls, rq);
     if (rq->spool_fd >= 0) close(rq->spool_fd);
     free(rq->body);
     free(rq);
     *con_cls = NULL;
 }
 
+/* ---------- TLS ---------- */
+
+/* The certificate chain and key GnuTLS hands out, one generation per
+ * (re)load. A handshake in progress may still use an older one, and GnuTLS
+ * does not say when it is done with it, so every generation lives until
+ * kilnd stops (a SIGHUP costs a few KiB). */
+typedef struct tls_gen {
+    gnutls_pcert_st pcert[8];
+    unsigned n;
+    gnutls_privkey_t key;
+    struct tls_gen *older;
+} tls_gen;
+
+struct kiln_api_tls {
+    pthread_mutex_t mu;
+    tls_gen *cur;
+};
+
+static int read_file(const char *path, gnutls_datum_t *out)
+{
+    FILE *f = fopen(path, "rb");
+    long n = -1;
+    out->data = NULL;
+    if (f && fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    if (n < 0 || n > (1 << 20) || fseek(f, 0, SEEK_SET) != 0) goto fail;
+    out->data = gnutls_malloc((size_t)n + 1);
+    if (!out->data || fread(out->data, 1, (size_t)n, f) != (size_t)n) goto fail;
+    out->size = (unsigned)n;
+    fclose(f);
+    return 0;
+fail:
+    if (f) fclose(f);
+    gnutls_free(out->data);
+    out->data = NULL;
+    return -1;
+}
+
+static void gen_free(tls_gen *g)
+{
+    while (g) {
+        tls_gen *o = g->older;
+        for (unsigned i = 0; i < g->n; i++)
+            gnutls_pcert_deinit(&g->pcert[i]);
+        if (g->key) gnutls_privkey_deinit(g->key);
+        free(g);
+        g = o;
+    }
+}
+
+/* Reads the PEM pair into a new generation, or NULL after printing why. */
+static tls_gen *gen_load(const char *cert, const char *key)
+{
+    gnutls_datum_t c = {0}, k = {0};
+    tls_gen *g = calloc(1, sizeof *g);
+    int e = 0;
+    const char *what = "out of memory";
+    if (!g) goto fail;
+    what = "cannot read --tls-cert or --tls-key";
+    if (read_file(cert, &c) < 0 || read_file(key, &k) < 0) goto fail;
+    g->n = 8;
+    what = "--tls-cert";
+    if ((e = gnutls_pcert_list_import_x509_raw(g->pcert, &g->n, &c, GNUTLS_X509_FMT_PEM, 0)) < 0) {
+        g->n = 0;
+        goto fail;
+    }
+    what = "--tls-key";
+    if ((e = gnutls_privkey_init(&g->key)) < 0 ||
+        (e = gnutls_privkey_import_x509_raw(g->key, &k, GNUTLS_X509_FMT_PEM, NULL, 0)) < 0)
+        goto fail;
+    gnutls_free(c.data);
+    gnutls_free(k.data);
+    return g;
+fail:
+    fprintf(stderr, "kilnd: TLS: %s%s%s\n", what, e ? ": " : "", e ? gnutls_strerror(e) : "");
+    gnutls_free(c.data);
+    gnutls_free(k.data);
+    gen_free(g);
+    return NULL;
+}
+
+static kilnd *tls_daemon; /* the one kilnd of this process, for the callback */
+
+static int tls_pick(gnutls_session_t s, const gnutls_datum_t *req_ca, int n_req,
+                    const gnutls_pk_algorithm_t *algos, int n_algos, gnutls_pcert_st **pcert,
+                    unsigned int *n_pcert, gnutls_privkey_t *key)
+{
+    struct kiln_api_tls *t = tls_daemon->tls;
+    (void)s, (void)req_ca, (void)n_req, (void)algos, (void)n_algos;
+    pthread_mutex_lock(&t->mu);
+    *pcert = t->cur->pcert;
+    *n_pcert = t->cur->n;
+    *key = t->cur->key;
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+int kiln_api_tls_reload(kilnd *d)
+{
+    if (!d->tls) return 0;
+    tls_gen *g = gen_load(d->tls_cert, d->tls_key);
+    if (!g) return -1;
+    pthread_mutex_lock(&d->tls->mu);
+    g->older = d->tls->cur;
+    d->tls->cur = g;
+    pthread_mutex_unlock(&d->tls->mu);
+    return 0;
+}
+
 struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd)
 {
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     kiln__api_jobs_cache_init(d);
     kiln__api_metrics_init(d);
-    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handler,
-                            d, MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
-                            (unsigned)(d->threads > 0 ? d->threads : 2),
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-                            MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_END);
+    d->limits = calloc(1, sizeof *d->limits);
+    if (!d->limits) return NULL;
+    if (d->tls_cert) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES ||
+            MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK) != MHD_YES) {
+            fprintf(stderr, "kilnd: this libmicrohttpd was built without TLS (GnuTLS)\n");
+            return NULL;
+        }
+        d->tls = calloc(1, sizeof *d->tls);
+        if (!d->tls) return NULL;
+        pthread_mutex_init(&d->tls->mu, NULL);
+        if (!(d->tls->cur = gen_load(d->tls_cert, d->tls_key))) return NULL;
+        tls_daemon = d;
+        flags |= MHD_USE_TLS;
+    }
+    /* TLS 1.2 and 1.3 only. Without TLS the option list ends before the
+     * certificate callback (MHD_OPTION_END in its place): libmicrohttpd
+     * refuses TLS options on a plain daemon. */
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, handler, d, MHD_OPTION_LISTEN_SOCKET, listen_fd,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(d->threads > 0 ? d->threads : 2),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, 1024u,
+        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED, completed, d,
+        d->tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, tls_pick,
+        MHD_OPTION_HTTPS_PRIORITIES, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
 }
 
 void kiln_api_stop(kilnd *d, struct MHD_Daemon *m)
@@ -311,4 +607,12 @@ void kiln_api_stop(kilnd *d, struct MHD_Daemon *m)
     kiln__api_jobs_cache_free(d);
     kiln__api_storage_free(d);
     kiln__api_metrics_free(d);
+    free(d->limits);
+    d->limits = NULL;
+    if (d->tls) {
+        gen_free(d->tls->cur);
+        pthread_mutex_destroy(&d->tls->mu);
+        free(d->tls);
+        d->tls = NULL;
+    }
 }

@@ -23,6 +23,14 @@
 
 #include "daemon/kilnd.h"
 
+/* Who is calling: with no tokens file, project is NULL and everything is
+ * allowed. */
+typedef struct kiln_api_auth {
+    bool ok;
+    const char *project; /* NULL = no auth configured; "*" = every project */
+    kilnd_role role;
+} kiln_api_auth;
+
 /* A request's body, read whole before routing (capped at d->max_body).
  * Storage uploads (kiln__api_storage_spools) are larger: their body goes to
  * an unlinked temp file instead (spool_fd, spool_len; body stays NULL),
@@ -35,15 +43,14 @@ typedef struct kiln_api_req {
     uint64_t spool_len;
     bool spool_err;
     int64_t t0_ns; /* arrival (CLOCK_MONOTONIC), for the latency histogram */
+    /* who is calling, decided once when the headers are in */
+    kiln_api_auth auth;
+    char project[128]; /* auth.project points here */
+    char token_id[16]; /* the presented token's id ("": none presented) */
+    bool limited;      /* answered 429 at once; the body is dropped */
+    int slot;          /* the per-token counter it holds (-1: none) */
+    bool counted;      /* holds one of the overall in-flight count */
 } kiln_api_req;
-
-/* Who is calling: with no tokens file, project is NULL and everything is
- * allowed. */
-typedef struct kiln_api_auth {
-    bool ok;
-    const char *project; /* NULL = no auth configured; "*" = every project */
-    kilnd_role role;
-} kiln_api_auth;
 
 /* Queues `body` (taken over, freed by libmicrohttpd) as application/json;
  * body NULL answers 500 "out of memory". */
@@ -114,6 +121,17 @@ void kiln__api_metrics_init(kilnd *d);
 void kiln__api_metrics_free(kilnd *d);
 void kiln__api_metrics_observe(kilnd *d, const char *method, const char *url, unsigned code,
                                int64_t t0_ns);
+/* Whether the data dir's file system has less than --min-free-bytes free;
+ * why gets the sentence a 503 says. Creates check it first, so that kilnd
+ * refuses new work before SQLite or a log write meets ENOSPC, and takes it
+ * again by itself once space returns. */
+bool kiln__api_disk_low(kilnd *d, char *why, size_t len);
+
+/* A surface answering 404 to hide another project's resource calls this,
+ * so that the audit log records the request as denied; hidden(true) reads
+ * and clears it (per thread, like last_code). */
+void kiln__api_note_hidden(void);
+bool kiln__api_hidden(bool reset);
 /* The code of the response this thread queued last (0 = none since reset). */
 unsigned kiln__api_last_code(bool reset);
 int64_t kiln__api_mono_ns(void);

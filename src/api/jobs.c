@@ -172,8 +172,15 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     kiln_job *job = NULL;
     kiln_job_record *rec = NULL;
     enum MHD_Result rc;
+    char why[256];
+    kiln_err err;
 
-    kiln_err err = kiln_job_from_json(rq->body ? rq->body : "", rq->len, &job, &dg);
+    /* nothing accepted that could not be kept: refuse before the store */
+    if (kiln__api_disk_low(d, why, sizeof why)) {
+        rc = send_error(c, 503, NULL, "%s", why);
+        goto out;
+    }
+    err = kiln_job_from_json(rq->body ? rq->body : "", rq->len, &job, &dg);
     if (err != KILN_OK) {
         rc = send_error(c, 400, &dg, "The request body is not a valid Job: %s", kiln_err_str(err));
         goto out;
@@ -200,6 +207,10 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     if (err == KILN_EEXIST) {
         rc = send_error(c, 409, NULL, "Resource projects/%s/jobs/%s already exists", project,
                         job->job_id);
+        goto out;
+    }
+    if (err != KILN_OK && kiln__api_disk_low(d, why, sizeof why)) {
+        rc = send_error(c, 503, NULL, "%s", why); /* filled up between the check and the write */
         goto out;
     }
     if (err != KILN_OK) {

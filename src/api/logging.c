@@ -270,6 +270,7 @@ static enum MHD_Result entries_list(kilnd *d, struct MHD_Connection *c, const ki
         goto out;
     }
     if (!kiln__api_sees(a, project)) { /* as for jobs: nothing about other projects */
+        kiln__api_note_hidden();
         rc = send_error(c, 404, NULL, "Project %s not found", project);
         goto out;
     }

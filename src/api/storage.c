@@ -964,7 +964,12 @@ enum MHD_Result kiln__api_storage(kilnd *d, struct MHD_Connection *c, const char
                           (int)(bl > 80 ? 80 : bl), p);
     memcpy(bucket, p, bl);
     bucket[bl] = '\0';
-    if (!sees_bucket(d, a, bucket)) return no_bucket(c, bucket);
+    if (!sees_bucket(d, a, bucket)) {
+        const char *owner = NULL;
+        /* held for another project: the 404 hides it, audited as denied */
+        if (kiln_objects_holds(d->objects, bucket, &owner)) kiln__api_note_hidden();
+        return no_bucket(c, bucket);
+    }
     p += bl;
     if (!*p && !up && !down) {
         static const char *const ok[] = {NULL};

@@ -6,5 +6,6 @@
 
 int kiln_cli_validate(int argc, char **argv); /* src/cli/validate.c */
 int kiln_cli_catalog(int argc, char **argv);  /* src/cli/catalog.c */
+int kiln_cli_tokens(int argc, char **argv);   /* src/cli/tokens.c */
 
 #endif

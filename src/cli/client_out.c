@@ -11,6 +11,7 @@ int kiln_cli_ctx_init(kiln_cli_ctx *ctx, int *argc, char **argv, const char *pro
 {
     const char *endpoint = getenv("KILN_ENDPOINT");
     const char *token = getenv("KILN_TOKEN");
+    const char *ca_file = getenv("KILN_CA_FILE");
     int k = 0;
     bool user = false;
 
@@ -23,10 +24,10 @@ int kiln_cli_ctx_init(kiln_cli_ctx *ctx, int *argc, char **argv, const char *pro
             argv[k++] = argv[i];
             continue;
         }
-        const char *names[] = {"--project", "--endpoint", "--format"};
-        const char **slots[] = {&ctx->project, &endpoint, &ctx->format};
+        const char *names[] = {"--project", "--endpoint", "--format", "--ca-file"};
+        const char **slots[] = {&ctx->project, &endpoint, &ctx->format, &ca_file};
         bool taken = false;
-        for (int n = 0; n < 3 && !taken; n++) {
+        for (int n = 0; n < 4 && !taken; n++) {
             size_t l = strlen(names[n]);
             if (strncmp(a, names[n], l) != 0) continue;
             if (a[l] == '=') {
@@ -51,7 +52,8 @@ int kiln_cli_ctx_init(kiln_cli_ctx *ctx, int *argc, char **argv, const char *pro
         fprintf(stderr, "%s: --format must be json, yaml or table\n", prog);
         return 1;
     }
-    if (kiln_client_new(endpoint, token, &ctx->client) != KILN_OK) {
+    if (kiln_client_new(endpoint, token, &ctx->client) != KILN_OK ||
+        (ca_file && *ca_file && kiln_client_set_ca_file(ctx->client, ca_file) != KILN_OK)) {
         fprintf(stderr, "%s: out of memory\n", prog);
         return 1;
     }

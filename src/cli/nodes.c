@@ -16,7 +16,8 @@ static const char usage[] =
     "       kiln nodes describe NODE\n"
     "       kiln nodes drain NODE      (cordon + stop its replicas; their jobs are requeued)\n"
     "       kiln nodes uncordon NODE\n"
-    "Common flags: --endpoint URL, --format json|yaml|table (KILN_ENDPOINT, KILN_TOKEN).\n";
+    "Common flags: --endpoint URL, --format json|yaml|table, --ca-file FILE\n"
+    "(KILN_ENDPOINT, KILN_TOKEN, KILN_CA_FILE).\n";
 
 /* "NVIDIA_TESLA_V100=4,..." from a {type: count} object */
 static void counts(json_t *o, char *buf, size_t len)

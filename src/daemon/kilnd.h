@@ -42,12 +42,6 @@ typedef enum kilnd_fail_reason {
     KILND_FAIL_REASONS
 } kilnd_fail_reason;
 
-typedef struct kilnd_token {
-    char *token;
-    char *project; /* "*" = every project (and node administration) */
-    kilnd_role role;
-} kilnd_token;
-
 typedef struct kilnd {
     /* configuration (read only once started) */
     char *listen; /* HOST:PORT */
@@ -63,12 +57,22 @@ typedef struct kilnd {
     uint64_t max_object; /* bytes per storage object (--max-object) */
     size_t log_cap;      /* bytes of replica output kept per job (and run) */
     int threads;
+    char *audit_path;         /* DATA/audit.log unless --audit-log */
+    uint64_t audit_max_bytes; /* rotate past this size */
+    int audit_keep;           /* rotated files kept (audit.log.1 ...) */
+    int max_inflight;         /* requests in flight at once; past it 429 */
+    int max_inflight_token;   /* the same per token */
+    uint64_t min_free;        /* creates answer 503 below this many free bytes */
+    const char *tls_cert;     /* PEM files; NULL: plain HTTP */
+    const char *tls_key;
 
     kiln_store *store;
     kiln_catalog *catalog;
     kiln_cluster cluster;
-    kilnd_token *tokens;
-    size_t n_tokens;
+    /* the tokens file (src/daemon/tokens.h); NULL: no auth. SIGHUP swaps
+     * it under tokens_mu (writer); the API reads under it (reader). */
+    struct kilnd_tokens *tokens;
+    pthread_rwlock_t tokens_mu;
 
     pthread_mutex_t mu; /* guards sched and drain_pending */
     kiln_sched *sched;
@@ -77,6 +81,9 @@ typedef struct kilnd {
     struct kiln_api_cache *cache;     /* rendered GET responses (src/api) */
     struct kiln_objects *objects;     /* the staging store (--bucket); never NULL once started */
     struct kiln_api_metrics *metrics; /* request counters for /metrics (src/api) */
+    struct kiln_audit *audit;         /* the audit log (src/api/audit.h) */
+    struct kiln_api_limits *limits;   /* requests in flight (src/api) */
+    struct kiln_api_tls *tls;         /* certificate and key (src/api), NULL: plain */
 
     /* counters for /metrics: the supervisor adds, API threads read */
     _Atomic unsigned long long restarts_total[KILND_RESTART_REASONS];
@@ -103,5 +110,8 @@ void *kilnd_supervisor(void *arg);
 struct MHD_Daemon;
 struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd);
 void kiln_api_stop(kilnd *d, struct MHD_Daemon *m);
+/* SIGHUP: reads the certificate and key again (with --tls-cert). Returns 0,
+ * or -1 after printing why (the old pair stays in use). */
+int kiln_api_tls_reload(kilnd *d);
 
 #endif

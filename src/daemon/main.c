@@ -24,7 +24,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/audit.h"
 #include "daemon/kilnd.h"
+#include "daemon/tokens.h"
 #include "kiln/objects.h"
 
 static const char usage[] =
@@ -32,14 +34,20 @@ static const char usage[] =
     "             [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]\n"
     "             [--port-range LO-HI] [--threads N] [--max-body BYTES] [--kiln-train PATH]\n"
     "             [--python PATH] [--log-cap BYTES] [--bucket NAME[:PROJECT]]...\n"
-    "             [--max-object BYTES]\n"
+    "             [--max-object BYTES] [--tls-cert FILE --tls-key FILE]\n"
+    "             [--insecure-plain-http] [--audit-log FILE] [--audit-log-max-bytes N]\n"
+    "             [--audit-log-keep N] [--max-inflight N] [--max-inflight-per-token N]\n"
+    "             [--min-free-bytes N]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
     "only node, --python $KILN_PYTHON or python3. Without --tokens only loopback\n"
     "addresses may be used. Each --bucket is a gs:// bucket kilnd holds under\n"
     "DATA/objects (for PROJECT only, or every project); --max-object caps one\n"
-    "object (default 1 GiB).\n";
+    "object (default 1 GiB). A non-loopback --listen also needs --tls-cert and\n"
+    "--tls-key (PEM), or --insecure-plain-http. SIGHUP reloads the tokens file and\n"
+    "the certificate. Below --min-free-bytes free in the data dir's file system\n"
+    "(default 64 MiB) creates answer 503.\n";
 
 void kilnd_wake(kilnd *d)
 {
@@ -48,52 +56,27 @@ void kilnd_wake(kilnd *d)
     (void)w; /* a full pipe already holds a wake-up */
 }
 
+/* Reads the tokens file into d->tokens (the old table, if any, is freed
+ * once no request reads it). Returns 0, or -1 after printing why. */
 static int load_tokens(kilnd *d, const char *path)
 {
-    FILE *f = fopen(path, "r");
-    char line[1024];
-    int lineno = 0;
-    struct stat st;
-    if (!f) {
-        fprintf(stderr, "kilnd: cannot read the tokens file '%s': %s\n", path, strerror(errno));
+    char err[PATH_MAX + 256];
+    size_t n_plain = 0;
+    kilnd_tokens *t = kilnd_tokens_load(path, &n_plain, err, sizeof err);
+    if (!t) {
+        fprintf(stderr, "kilnd: %s\n", err);
         return -1;
     }
-    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 0077))
-        fprintf(stderr, "kilnd: warning: the tokens file '%s' is readable by others (chmod 600)\n",
-                path);
-    while (fgets(line, sizeof line, f)) {
-        char tok[512], proj[128], role[32];
-        lineno++;
-        if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line)) continue;
-        if (sscanf(line, "%511s %127s %31s", tok, proj, role) != 3 ||
-            (strcmp(role, "viewer") != 0 && strcmp(role, "editor") != 0) || strlen(tok) < 16) {
-            fprintf(stderr,
-                    "kilnd: %s:%d: expected 'TOKEN PROJECT viewer|editor' with a token of at "
-                    "least 16 characters\n",
-                    path, lineno);
-            fclose(f);
-            return -1;
-        }
-        kilnd_token *nt = realloc(d->tokens, (d->n_tokens + 1) * sizeof *nt);
-        if (!nt) {
-            fclose(f);
-            return -1;
-        }
-        d->tokens = nt;
-        kilnd_token *t = &d->tokens[d->n_tokens++];
-        t->token = strdup(tok);
-        t->project = strdup(proj);
-        t->role = strcmp(role, "editor") == 0 ? KILND_EDITOR : KILND_VIEWER;
-        if (!t->token || !t->project) {
-            fclose(f);
-            return -1;
-        }
-    }
-    fclose(f);
-    if (d->n_tokens == 0) {
-        fprintf(stderr, "kilnd: the tokens file '%s' holds no token\n", path);
-        return -1;
-    }
+    if (n_plain)
+        fprintf(stderr,
+                "kilnd: warning: %zu line%s of '%s' hold%s a token in clear; 'sha256:HEX' "
+                "lines keep a copy of the file from being a key (docs/service.md)\n",
+                n_plain, n_plain == 1 ? "" : "s", path, n_plain == 1 ? "s" : "");
+    pthread_rwlock_wrlock(&d->tokens_mu);
+    kilnd_tokens *old = d->tokens;
+    d->tokens = t;
+    pthread_rwlock_unlock(&d->tokens_mu);
+    kilnd_tokens_free(old);
     return 0;
 }
 
@@ -170,16 +153,14 @@ static void cleanup(kilnd *d)
     kiln_catalog_free(d->catalog);
     kiln_store_close(d->store);
     kiln_objects_close(d->objects);
-    for (size_t i = 0; i < d->n_tokens; i++) {
-        free(d->tokens[i].token);
-        free(d->tokens[i].project);
-    }
-    free(d->tokens);
+    kilnd_tokens_free(d->tokens);
+    kiln_audit_close(d->audit);
     free(d->drain_pending);
     free(d->kiln_train);
     for (int i = 0; i < 2; i++)
         if (d->wake_fd[i] >= 0) close(d->wake_fd[i]);
     pthread_mutex_destroy(&d->mu);
+    pthread_rwlock_destroy(&d->tokens_mu);
 }
 
 int main(int argc, char **argv)
@@ -194,6 +175,11 @@ int main(int argc, char **argv)
                .log_cap = (size_t)1 << 30,
                .threads = 4,
                .python = "python3",
+               .audit_max_bytes = (uint64_t)100 << 20,
+               .audit_keep = 5,
+               .max_inflight = 512,
+               .max_inflight_token = 64,
+               .min_free = (uint64_t)64 << 20,
                .wake_fd = {-1, -1}};
     kiln_diag dg = KILN_DIAG_INIT;
     char path[PATH_MAX + 32], bound[128];
@@ -202,11 +188,13 @@ int main(int argc, char **argv)
     pthread_t sup;
     bool sup_started = false;
     int lfd = -1, rc = 1;
-    char *data_abs = NULL;
+    char *data_abs = NULL, *audit_default = NULL;
+    bool insecure_plain = false;
     const char *buckets[64];
     size_t n_buckets = 0;
 
     pthread_mutex_init(&d.mu, NULL);
+    pthread_rwlock_init(&d.tokens_mu, NULL);
     if (getenv("KILN_PYTHON") && *getenv("KILN_PYTHON")) d.python = getenv("KILN_PYTHON");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -214,6 +202,10 @@ int main(int argc, char **argv)
             fputs(usage, stdout);
             rc = 0;
             goto out;
+        }
+        if (strcmp(a, "--insecure-plain-http") == 0) {
+            insecure_plain = true;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "kilnd: unknown option or missing value: %s\n%s", a, usage);
@@ -232,6 +224,22 @@ int main(int argc, char **argv)
             d.tokens_path = (char *)v;
         else if (strcmp(a, "--python") == 0)
             d.python = v;
+        else if (strcmp(a, "--tls-cert") == 0)
+            d.tls_cert = v;
+        else if (strcmp(a, "--tls-key") == 0)
+            d.tls_key = v;
+        else if (strcmp(a, "--audit-log") == 0)
+            d.audit_path = (char *)v;
+        else if (strcmp(a, "--audit-log-max-bytes") == 0)
+            d.audit_max_bytes = (uint64_t)strtoull(v, NULL, 10);
+        else if (strcmp(a, "--audit-log-keep") == 0)
+            d.audit_keep = atoi(v);
+        else if (strcmp(a, "--max-inflight") == 0)
+            d.max_inflight = atoi(v);
+        else if (strcmp(a, "--max-inflight-per-token") == 0)
+            d.max_inflight_token = atoi(v);
+        else if (strcmp(a, "--min-free-bytes") == 0)
+            d.min_free = (uint64_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--kiln-train") == 0)
             kiln_train = v;
         else if (strcmp(a, "--grace-period") == 0)
@@ -264,9 +272,17 @@ int main(int argc, char **argv)
         }
     }
     if (d.grace_ms < 0 || d.threads < 1 || d.threads > 64 || d.max_body < 1024 ||
-        d.log_cap < 1024 || d.max_object < 1 || d.max_object > ((uint64_t)1 << 40)) {
+        d.log_cap < 1024 || d.max_object < 1 || d.max_object > ((uint64_t)1 << 40) ||
+        d.audit_max_bytes < 4096 || d.audit_keep < 0 || d.audit_keep > 100 || d.max_inflight < 1 ||
+        d.max_inflight_token < 1) {
         fprintf(stderr, "kilnd: --grace-period, --threads (1-64), --max-body or --log-cap "
-                        "(>= 1024), --max-object (1 to 2^40) out of range\n");
+                        "(>= 1024), --max-object (1 to 2^40), --audit-log-max-bytes (>= 4096), "
+                        "--audit-log-keep (0-100), --max-inflight or --max-inflight-per-token "
+                        "(>= 1) out of range\n");
+        goto out;
+    }
+    if (!d.tls_cert != !d.tls_key) {
+        fprintf(stderr, "kilnd: --tls-cert and --tls-key go together\n");
         goto out;
     }
     if (d.tokens_path && load_tokens(&d, d.tokens_path) < 0) goto out;
@@ -288,6 +304,15 @@ int main(int argc, char **argv)
                     d.listen);
             goto out;
         }
+        if (!d.tls_cert && !insecure_plain && !is_loopback(host)) {
+            fprintf(stderr,
+                    "kilnd: refusing to listen on %s over plain HTTP: every bearer token "
+                    "would cross the network in clear. Give --tls-cert FILE --tls-key FILE "
+                    "(docs/service.md, HTTPS), or --insecure-plain-http on a network you "
+                    "trust.\n",
+                    d.listen);
+            goto out;
+        }
     }
     if (kilnd_mkdirs(d.data_dir) < 0) {
         fprintf(stderr, "kilnd: cannot create the data dir '%s': %s\n", d.data_dir,
@@ -297,6 +322,14 @@ int main(int argc, char **argv)
     /* absolute, because replicas run in their own work dirs: a relative data
      * dir (the default ./var) would leave them a PYTHONPATH that finds nothing */
     if ((data_abs = realpath(d.data_dir, NULL))) d.data_dir = data_abs;
+    if (!d.audit_path && asprintf(&audit_default, "%s/audit.log", d.data_dir) > 0)
+        d.audit_path = audit_default;
+    if (!d.audit_path ||
+        !(d.audit = kiln_audit_open(d.audit_path, d.audit_max_bytes, d.audit_keep))) {
+        fprintf(stderr, "kilnd: cannot open the audit log '%s': %s\n",
+                d.audit_path ? d.audit_path : "", strerror(errno));
+        goto out;
+    }
     snprintf(path, sizeof path, "%s/kilnd.db", d.data_dir);
     if (kiln_store_open(path, &d.store, &dg) != KILN_OK) goto diag;
     snprintf(path, sizeof path, "%s/objects", d.data_dir);
@@ -364,12 +397,20 @@ int main(int argc, char **argv)
     char line[160];
     snprintf(line, sizeof line, "%s\n", bound);
     write_atomic(path, line);
-    fprintf(stderr, "kilnd: listening on http://%s (data %s, %zu node%s%s%s)\n", bound, d.data_dir,
-            d.cluster.n, d.cluster.n == 1 ? "" : "s", d.n_tokens ? ", tokens required" : "",
-            d.kiln_train ? "" : ", no kiln-train");
+    fprintf(stderr, "kilnd: listening on %s://%s (data %s, %zu node%s%s%s)\n",
+            d.tls ? "https" : "http", bound, d.data_dir, d.cluster.n, d.cluster.n == 1 ? "" : "s",
+            d.tokens ? ", tokens required" : "", d.kiln_train ? "" : ", no kiln-train");
     for (;;) {
         int sig = 0;
-        if (sigwait(&set, &sig) == 0 && sig != SIGHUP) break;
+        if (sigwait(&set, &sig) != 0) continue;
+        if (sig != SIGHUP) break;
+        /* SIGHUP: the tokens file and the certificate again; what fails to
+         * load leaves the old one in use, and says so */
+        bool reloaded =
+            (!d.tokens_path || load_tokens(&d, d.tokens_path) == 0) && kiln_api_tls_reload(&d) == 0;
+        fprintf(stderr, "kilnd: SIGHUP: %s\n",
+                reloaded ? "reloaded the tokens file and the certificate"
+                         : "reload failed (above); still serving with the old ones");
     }
     fprintf(stderr, "kilnd: stopping\n");
     rc = 0;
@@ -387,5 +428,6 @@ out:
     cleanup(&d);
     kiln_diag_free(&dg);
     free(data_abs);
+    free(audit_default);
     return rc;
 }

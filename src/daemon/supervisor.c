@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
+#include "daemon/pskeys.h"
 #include "daemon/trainmetrics.h"
 #include "kiln/exec.h"
 #include "kiln/objects.h"
@@ -82,7 +83,8 @@ typedef struct rjob {
     size_t log_bytes; /* written to the job's log by replicas (an estimate) */
     bool log_capped;
     char dir[PATH_MAX];
-    after_stop after; /* AS_NONE while running */
+    char ps_keys[PATH_MAX + 16]; /* this attempt's CURVE keys (pskeys.h) */
+    after_stop after;            /* AS_NONE while running */
     char *after_msg;
     int64_t kill_at_ns;
     bool killed;
@@ -652,6 +654,13 @@ static kiln_err spawn_one(sup *s, rjob *j, size_t i, bool warn_image, char *why,
     err = kkv ? kiln_strv_push(&env, kkv) : KILN_ENOMEM;
     free(kkv);
     if (err != KILN_OK) goto out;
+    if (j->ps_keys[0]) { /* a path, never the keys themselves: argv and env are visible */
+        char *kv = NULL;
+        if (asprintf(&kv, "KILN_PS_KEYS=%s", j->ps_keys) < 0) kv = NULL;
+        err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
+        free(kv);
+        if (err != KILN_OK) goto out;
+    }
     if (paths.staging) {
         const char *pp = getenv("PYTHONPATH");
         char *kv = NULL;
@@ -698,6 +707,12 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
 {
     kiln_err err = stage_packages(s->d, j, why, whylen, j->pypath, sizeof j->pypath);
     if (err == KILN_OK) err = map_job_dir(s->d, j, why, whylen);
+    /* new parameter-server keys for every attempt */
+    if (err == KILN_OK && kilnd_ps_keys_write(j->dir, j->ps_keys, sizeof j->ps_keys) != 0) {
+        snprintf(why, whylen, "cannot write the job's ps keys: %s", strerror(errno));
+        j->ps_keys[0] = '\0';
+        err = KILN_EIO;
+    }
     for (size_t i = 0; err == KILN_OK && i < j->n; i++)
         if (!j->reps[i].dropped) err = spawn_one(s, j, i, i == 0, why, whylen);
     if (err != KILN_OK) stop_all(j, SIGKILL);

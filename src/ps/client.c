@@ -34,6 +34,7 @@ struct kiln_ps_client {
     ps_conn *conn;
     size_t *shard_size;
     uint64_t next_seq;
+    char curve[3][41]; /* server, public, secret (Z85), when cfg.curve_server */
     char err[512];
 };
 
@@ -67,6 +68,10 @@ static int conn_open(kiln_ps_client *c, ps_conn *p, size_t shard_floats)
     int64_t maxmsg = (int64_t)(KILN_PS_HEADER_SIZE + 3 * shard_floats * sizeof(float) + 4096);
     zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof(linger));
     zmq_setsockopt(p->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+    if (c->curve[0][0] && (zmq_setsockopt(p->sock, ZMQ_CURVE_SERVERKEY, c->curve[0], 41) != 0 ||
+                           zmq_setsockopt(p->sock, ZMQ_CURVE_PUBLICKEY, c->curve[1], 41) != 0 ||
+                           zmq_setsockopt(p->sock, ZMQ_CURVE_SECRETKEY, c->curve[2], 41) != 0))
+        return -1;
     return zmq_connect(p->sock, p->endpoint);
 }
 
@@ -99,6 +104,18 @@ kiln_ps_client *kiln_ps_client_new(const kiln_ps_client_config *cfg, char *err, 
     }
     c->cfg.addrs = NULL;
     c->cfg.shard_size = c->shard_size;
+    if (cfg->curve_server) {
+        /* kept, since a retry opens a fresh socket */
+        const char *k[3] = {cfg->curve_server, cfg->curve_public, cfg->curve_secret};
+        for (int i = 0; i < 3; i++) {
+            if (!k[i] || strlen(k[i]) != 40) {
+                snprintf(err, errlen, "CURVE keys are 40 Z85 characters each");
+                goto fail;
+            }
+            memcpy(c->curve[i], k[i], 41);
+        }
+        c->cfg.curve_public = c->cfg.curve_secret = c->cfg.curve_server = NULL;
+    }
     if (c->cfg.timeout_ms <= 0) c->cfg.timeout_ms = 60000;
     if (c->cfg.retry_ms <= 0) c->cfg.retry_ms = 2000;
     /* a random start, so a restarted worker's ids differ from its last life's */

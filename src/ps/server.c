@@ -9,6 +9,7 @@
 #include "optim/optim.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,8 @@
 
 struct kiln_ps_server {
     void *ctx, *sock;
+    void *zap, *mon;        /* with CURVE: the ZAP handler, the handshake monitor */
+    uint8_t client_key[32]; /* the one client public key admitted */
     kiln_ps_server_config cfg;
     char endpoint[256];
     float *p, *s1, *s2;
@@ -36,6 +39,8 @@ float kiln_ps_lr_at(const kiln_ps_opt *o, uint64_t v)
 void kiln_ps_server_free(kiln_ps_server *s)
 {
     if (!s) return;
+    if (s->mon) zmq_close(s->mon);
+    if (s->zap) zmq_close(s->zap);
     if (s->sock) zmq_close(s->sock);
     if (s->ctx) zmq_ctx_term(s->ctx);
     free(s->p);
@@ -44,6 +49,105 @@ void kiln_ps_server_free(kiln_ps_server *s)
     free(s->done);
     free(s->scratch);
     free(s);
+}
+
+/* CURVE on the ROUTER, a ZAP handler (ZeroMQ asks it about each client that
+ * completes the CURVE handshake: only the job's client key passes) and a
+ * monitor that counts every failed handshake (no CURVE, another server key,
+ * another client key) in st.rejected. Both are served by kiln_ps_server_run
+ * on the server's own thread. */
+static int curve_setup(kiln_ps_server *s, const kiln_ps_server_config *cfg, char *err,
+                       size_t errlen)
+{
+    int one = 1;
+    char sec[41];
+    const int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    char mon_ep[64];
+    if (!zmq_has("curve")) {
+        snprintf(err, errlen, "this libzmq has no CURVE");
+        return -1;
+    }
+    if (strlen(cfg->curve_secret) != 40 || !cfg->curve_client || strlen(cfg->curve_client) != 40 ||
+        !zmq_z85_decode(s->client_key, cfg->curve_client)) {
+        snprintf(err, errlen, "CURVE keys are 40 Z85 characters each");
+        return -1;
+    }
+    memcpy(sec, cfg->curve_secret, 41);
+    snprintf(mon_ep, sizeof(mon_ep), "inproc://kiln-ps-monitor-%p", (void *)s);
+    s->zap = zmq_socket(s->ctx, ZMQ_REP);
+    if (!s->zap || zmq_bind(s->zap, "inproc://zeromq.zap.01") != 0 ||
+        zmq_socket_monitor(s->sock, mon_ep, events) != 0 ||
+        !(s->mon = zmq_socket(s->ctx, ZMQ_PAIR)) || zmq_connect(s->mon, mon_ep) != 0 ||
+        zmq_setsockopt(s->sock, ZMQ_CURVE_SERVER, &one, sizeof(one)) != 0 ||
+        zmq_setsockopt(s->sock, ZMQ_CURVE_SECRETKEY, sec, 41) != 0) {
+        snprintf(err, errlen, "ZeroMQ CURVE: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
+}
+
+/* One ZAP request (RFC 27): version, request id, domain, address, routing
+ * id, mechanism, then the client's 32-byte public key for CURVE. */
+static void zap_answer(kiln_ps_server *s)
+{
+    zmq_msg_t f[7];
+    int n = 0, more = 1;
+    bool extra = false;
+    size_t ml = sizeof(more);
+    while (more && n < 7) {
+        zmq_msg_init(&f[n]);
+        if (zmq_msg_recv(&f[n], s->zap, n ? 0 : ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f[n]);
+            break;
+        }
+        n++;
+        zmq_getsockopt(s->zap, ZMQ_RCVMORE, &more, &ml);
+    }
+    if (n == 0) return; /* nothing to answer */
+    while (more) {      /* more frames than RFC 27 has: drop them, refuse */
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        if (zmq_msg_recv(&x, s->zap, 0) < 0)
+            more = 0;
+        else
+            zmq_getsockopt(s->zap, ZMQ_RCVMORE, &more, &ml);
+        zmq_msg_close(&x);
+        extra = true;
+    }
+    bool ok = !extra && n == 7 && zmq_msg_size(&f[6]) == 32 &&
+              memcmp(zmq_msg_data(&f[6]), s->client_key, 32) == 0;
+    /* the failed handshake that follows a refusal is counted by the monitor */
+    const char *req_id = n >= 2 ? zmq_msg_data(&f[1]) : "";
+    size_t req_len = n >= 2 ? zmq_msg_size(&f[1]) : 0;
+    zmq_send(s->zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(s->zap, req_id, req_len, ZMQ_SNDMORE);
+    zmq_send(s->zap, ok ? "200" : "400", 3, ZMQ_SNDMORE);
+    zmq_send(s->zap, ok ? "OK" : "not this job's key", ok ? 2 : 18, ZMQ_SNDMORE);
+    zmq_send(s->zap, "", 0, ZMQ_SNDMORE);
+    zmq_send(s->zap, "", 0, 0);
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&f[i]);
+}
+
+/* A monitor event (two frames): a failed handshake, counted. */
+static void monitor_event(kiln_ps_server *s)
+{
+    int more = 1;
+    size_t ml = sizeof(more);
+    bool first = true;
+    while (more) {
+        zmq_msg_t x;
+        zmq_msg_init(&x);
+        if (zmq_msg_recv(&x, s->mon, first ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close(&x);
+            return;
+        }
+        first = false;
+        zmq_getsockopt(s->mon, ZMQ_RCVMORE, &more, &ml);
+        zmq_msg_close(&x);
+    }
+    s->st.rejected++;
 }
 
 kiln_ps_server *kiln_ps_server_new(const kiln_ps_server_config *cfg, char *err, size_t errlen)
@@ -74,9 +178,14 @@ kiln_ps_server *kiln_ps_server_new(const kiln_ps_server_config *cfg, char *err, 
     /* ZeroMQ refuses (and disconnects) a peer whose message exceeds this, so
      * no request can make the ps allocate more than a gradient's worth */
     int64_t maxmsg = (int64_t)(KILN_PS_HEADER_SIZE + n * sizeof(float));
+    /* CURVE: its handshake commands (INITIATE carries the client's metadata)
+     * and each message's box (nonce, MAC) count against the cap too */
+    if (cfg->curve_secret) maxmsg += 1024;
     int linger = 0;
     zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof(linger));
+    s->cfg.curve_secret = s->cfg.curve_client = NULL; /* not ours to keep */
+    if (cfg->curve_secret && curve_setup(s, cfg, err, errlen) < 0) goto fail;
     if (zmq_bind(s->sock, cfg->endpoint) != 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", cfg->endpoint, zmq_strerror(zmq_errno()));
         goto fail;
@@ -245,14 +354,19 @@ int kiln_ps_server_run(kiln_ps_server *s, volatile sig_atomic_t *stop)
 {
     for (;;) {
         if (stop && *stop) return 1;
-        zmq_pollitem_t it = {.socket = s->sock, .events = ZMQ_POLLIN};
-        int pr = zmq_poll(&it, 1, 100);
+        zmq_pollitem_t its[3] = {{.socket = s->sock, .events = ZMQ_POLLIN},
+                                 {.socket = s->zap, .events = ZMQ_POLLIN},
+                                 {.socket = s->mon, .events = ZMQ_POLLIN}};
+        int pr = zmq_poll(its, s->zap ? 3 : 1, 100);
         if (pr < 0) {
             if (zmq_errno() == EINTR) continue;
             fprintf(stderr, "kiln ps %u: poll: %s\n", s->cfg.shard, zmq_strerror(zmq_errno()));
             return -1;
         }
         if (pr == 0) continue;
+        if (s->zap && (its[1].revents & ZMQ_POLLIN)) zap_answer(s);
+        if (s->mon && (its[2].revents & ZMQ_POLLIN)) monitor_event(s);
+        if (!(its[0].revents & ZMQ_POLLIN)) continue;
         zmq_msg_t id, body;
         zmq_msg_init(&id);
         zmq_msg_init(&body);

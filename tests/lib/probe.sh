@@ -31,11 +31,11 @@
 # them. "hardware" probes (gpu) may legitimately be absent anywhere.
 # "software" probes are satisfied by scripts/bootstrap.
 
-KILN_PROBES="netns mknod userns podman slurm chromium selenium promtool gpu torch tensorboard tensorflow gcloud"
+KILN_PROBES="netns mknod tmpfs userns podman slurm chromium selenium promtool openssl gpu torch tensorboard tensorflow gcloud"
 
 kiln_probe_class() {
     case $1 in
-    netns | mknod | userns | podman | slurm) echo privileged ;;
+    netns | mknod | tmpfs | userns | podman | slurm) echo privileged ;;
     gpu) echo hardware ;;
     *) echo software ;;
     esac
@@ -87,6 +87,20 @@ probe_mknod() {
     rm -rf "$_d"
     return $_rc
 }
+# a small tmpfs mounted over a test's data dir (the full-disk test)
+probe_tmpfs() {
+    [ "$(id -u)" = 0 ] || { echo "not root (uid $(id -u))"; return 1; }
+    _d=$(_kp_tmp) || { echo "cannot make a temporary directory"; return 1; }
+    if ! _e=$(mount -t tmpfs -o size=1m tmpfs "$_d" 2>&1); then
+        rmdir "$_d"
+        echo "mount -t tmpfs failed: $_e"
+        return 1
+    fi
+    umount "$_d"
+    rmdir "$_d"
+}
+fix_tmpfs() { echo "run as root with CAP_SYS_ADMIN (mounts allowed)"; }
+
 fix_mknod() { echo "run as root with CAP_MKNOD, with TMPDIR on a file system mounted without nodev"; }
 
 probe_userns() {
@@ -151,6 +165,20 @@ probe_promtool() {
     fi
 }
 fix_promtool() { echo "apt-get install prometheus"; }
+
+# the TLS tests make their certificates with the openssl command
+probe_openssl() {
+    command -v openssl >/dev/null 2>&1 || { echo "openssl is not installed"; return 1; }
+    _d=$(_kp_tmp)
+    if ! _e=$(openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$_d/k" -out "$_d/c" -days 1 -subj /CN=probe 2>&1); then
+        rm -rf "$_d"
+        echo "openssl cannot make a certificate: $(printf '%s' "$_e" | tail -1)"
+        return 1
+    fi
+    rm -rf "$_d"
+}
+fix_openssl() { echo "apt-get install openssl"; }
 
 probe_gpu() {
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then

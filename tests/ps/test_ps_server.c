@@ -10,7 +10,10 @@
  *    staleness and is dropped when staler than max_staleness;
  *  - refusals: another model's signature, a wrong size, garbage, and an
  *    oversized message are refused and the server keeps serving;
- *  - a ps that is not there: the client's error names the task and address. */
+ *  - a ps that is not there: the client's error names the task and address;
+ *  - CURVE: a ps with keys serves the client holding the job's key pair, and
+ *    refuses (and counts) a plain client, one with another client key and one
+ *    that expects another server key. */
 #include "kiln/ps.h"
 #include "test.h"
 
@@ -351,8 +354,73 @@ static void test_absent(void)
     kiln_ps_client_free(c);
 }
 
+/* a client of srv v with these CURVE keys (NULL: plain) and a short timeout */
+static int curve_pull(const srv *v, const char *server_pub, const char *pub, const char *sec)
+{
+    const char *addr = hostport(v);
+    size_t n = 4;
+    kiln_ps_client_config cc = {.num_ps = 1,
+                                .addrs = &addr,
+                                .shard_size = &n,
+                                .timeout_ms = 500,
+                                .retry_ms = 250,
+                                .curve_server = server_pub,
+                                .curve_public = pub,
+                                .curve_secret = sec};
+    char err[256];
+    float out[4] = {0}, *pp = out;
+    kiln_ps_client *c = kiln_ps_client_new(&cc, err, sizeof(err));
+    if (!c) {
+        fprintf(stderr, "client: %s\n", err);
+        return -2;
+    }
+    int rc = kiln_ps_pull(c, &pp);
+    if (rc == 0) rc = out[2] == 3.0f ? 0 : -3;
+    kiln_ps_client_free(c);
+    return rc;
+}
+
+static void test_curve(void)
+{
+    char spub[41], ssec[41], cpub[41], csec[41], xpub[41], xsec[41];
+    if (!zmq_has("curve")) {
+        printf("SKIP curve: this libzmq has no CURVE\n");
+        return;
+    }
+    CHECK(zmq_curve_keypair(spub, ssec) == 0 && zmq_curve_keypair(cpub, csec) == 0 &&
+          zmq_curve_keypair(xpub, xsec) == 0);
+    float p0[4] = {1, 2, 3, 4};
+    kiln_ps_server_config sc = {.endpoint = "tcp://127.0.0.1:*",
+                                .n = 4,
+                                .params = p0,
+                                .max_staleness = KILN_PS_UNBOUNDED,
+                                .curve_secret = ssec,
+                                .curve_client = cpub};
+    srv v;
+    CHECK(start(&v, &sc) == 0);
+    CHECK_MSG(curve_pull(&v, spub, cpub, csec) == 0, "the job's client is served");
+    kiln_ps_stats st;
+    kiln_ps_server_stats(v.s, &st);
+    CHECK(st.rejected == 0);
+    CHECK_MSG(curve_pull(&v, NULL, NULL, NULL) != 0, "a plain client is refused");
+    CHECK_MSG(curve_pull(&v, spub, xpub, xsec) != 0, "another client key is refused");
+    CHECK_MSG(curve_pull(&v, xpub, cpub, csec) != 0, "another server key is refused");
+    kiln_ps_server_stats(v.s, &st);
+    CHECK_MSG(st.rejected >= 3, "every refused handshake is counted (%llu)",
+              (unsigned long long)st.rejected);
+    CHECK_MSG(curve_pull(&v, spub, cpub, csec) == 0, "and the job's client is still served");
+    stop(&v);
+    /* a bad key is refused at start */
+    sc.curve_client = "short";
+    char err[256];
+    kiln_ps_server *bad = kiln_ps_server_new(&sc, err, sizeof(err));
+    CHECK(bad == NULL && strstr(err, "Z85") != NULL);
+    kiln_ps_server_free(bad);
+}
+
 int main(void)
 {
+    test_curve();
     test_layout();
     test_math(0);
     test_math(1);

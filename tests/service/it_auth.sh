@@ -34,13 +34,10 @@ $E2 p2 editor
 $ADM * editor
 EOF
 chmod 644 "$T/tokens"
-"$KILND" --listen 127.0.0.1:0 --data-dir "$T/warn" --tokens "$T/tokens" 2>"$T/warn.err" &
-wpid=$!
-KPIDS+=("$wpid")
-for _ in $(seq 1 100); do [ -s "$T/warn/kilnd.addr" ] && break; sleep 0.05; done
-check "world-readable tokens file warned about" grep -q "readable by others" "$T/warn.err"
-kill -TERM "$wpid"
-wait "$wpid" 2>/dev/null
+"$KILND" --listen 127.0.0.1:0 --data-dir "$T/warn" --tokens "$T/tokens" 2>"$T/warn.err"
+check_eq "world-readable tokens file refused" "$?" 1
+check "refusal names the fix" grep -q "chmod 600" "$T/warn.err"
+check "nothing served" test ! -e "$T/warn/kilnd.addr"
 chmod 600 "$T/tokens"
 printf 'short p1 editor\n' >"$T/badtokens"
 "$KILND" --listen 127.0.0.1:0 --data-dir "$T/bad" --tokens "$T/badtokens" 2>"$T/bad.err"

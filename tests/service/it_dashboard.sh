@@ -22,6 +22,7 @@ cat >"$T/nodes.json" <<'JSON'
 ]}
 JSON
 printf 'dashboard-test-token-0001 * editor\n' >"$T/tokens"
+chmod 600 "$T/tokens"
 start_kilnd "$T/d" --node-config "$T/nodes.json" --tokens "$T/tokens" \
     --kiln-train "$BUILD/bin/kiln-train"
 TOKEN=dashboard-test-token-0001

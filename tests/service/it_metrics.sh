@@ -116,6 +116,7 @@ check_eq "requeued job has no replicas" "$(printf '%s' "$BODY" | jget kilnStatus
 
 # a tokens file: /metrics names every project's jobs, so only a '*' token reads it
 printf 'all-projects-token-0001 * viewer\np1-project-token-00001 p1 editor\n' >"$T/tokens"
+chmod 600 "$T/tokens"
 start_kilnd "$T/d2" --tokens "$T/tokens"
 check_eq "no token: 401" "$(curl -s -o /dev/null -w '%{http_code}' "$URL/metrics")" 401
 check_eq "project token: 403" "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer p1-project-token-00001' "$URL/metrics")" 403

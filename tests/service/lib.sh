@@ -35,6 +35,8 @@ it_storage.sh) port_base=32000 ;;
 it_metrics.sh) port_base=33000 ;;
 it_dashboard.sh) port_base=34000 ;;
 it_tuning.sh) port_base=35000 ;;
+it_trust.sh) port_base=36000 ;;
+it_fulldisk.sh) port_base=38000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}

@@ -98,6 +98,17 @@ int ps_serve(ps_job *j)
         .version = version,
         .opt = j->opt,
         .max_staleness = j->o.max_staleness < 0 ? KILN_PS_UNBOUNDED : (uint32_t)j->o.max_staleness};
+    /* kilnd's keys for this attempt: CURVE, and only the job's workers */
+    kiln_ps_keys keys;
+    const char *kp = getenv("KILN_PS_KEYS");
+    if (kp && *kp) {
+        if (kiln_ps_keys_load(kp, &keys, err, sizeof(err)) != 0) {
+            fprintf(stderr, "kiln-train: ps %d: %s\n", shard, err);
+            goto out;
+        }
+        sc.curve_secret = keys.server_secret;
+        sc.curve_client = keys.client_public;
+    }
     if (!(s = kiln_ps_server_new(&sc, err, sizeof(err)))) {
         fprintf(stderr, "kiln-train: ps %d (%s): %s\n", shard, j->ps_addrs[shard], err);
         goto out;

@@ -1,0 +1,176 @@
+/* src/daemon/tokens.c - the tokens file (tokens.h): hashed at rest and in
+ * memory, compared in constant time. */
+#include "daemon/tokens.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct entry {
+    unsigned char hash[32];
+    char project[128];
+    kilnd_role role;
+} entry;
+
+struct kilnd_tokens {
+    entry *v;
+    size_t n;
+};
+
+static void sha256(const char *s, unsigned char out[32])
+{
+    unsigned int len = 32;
+    if (!EVP_Digest(s, strlen(s), out, &len, EVP_sha256(), NULL)) memset(out, 0, 32);
+}
+
+static void hex(const unsigned char *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int unhex(char ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    return -1;
+}
+
+/* "sha256:" and 64 lowercase hex digits */
+static bool parse_hash(const char *s, unsigned char out[32])
+{
+    if (strncmp(s, "sha256:", 7) != 0 || strlen(s + 7) != 64) return false;
+    for (size_t i = 0; i < 32; i++) {
+        int hi = unhex(s[7 + 2 * i]), lo = unhex(s[8 + 2 * i]);
+        if (hi < 0 || lo < 0) return false;
+        out[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return true;
+}
+
+void kilnd_token_id(const char *token, char id[KILND_TOKEN_ID_LEN + 1])
+{
+    unsigned char h[32];
+    char full[65];
+    sha256(token, h);
+    hex(h, 32, full);
+    memcpy(id, full, KILND_TOKEN_ID_LEN);
+    id[KILND_TOKEN_ID_LEN] = '\0';
+}
+
+kilnd_tokens *kilnd_tokens_load(const char *path, size_t *n_plain, char *err, size_t errlen)
+{
+    kilnd_tokens *t = calloc(1, sizeof *t);
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int lineno = 0;
+    struct stat st;
+    bool ok = false;
+
+    *n_plain = 0;
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    if (!f) {
+        snprintf(err, errlen, "cannot read the tokens file '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    /* as ssh with a private key: a file others can read has leaked already */
+    if (fstat(fileno(f), &st) < 0 || (st.st_mode & 0077)) {
+        snprintf(err, errlen,
+                 "the tokens file '%s' is accessible by group or others (mode %03o): "
+                 "run 'chmod 600 %s'",
+                 path, (unsigned)(st.st_mode & 0777), path);
+        goto out;
+    }
+    while (fgets(line, sizeof line, f)) {
+        char tok[512], proj[128], role[32];
+        entry e = {0};
+        lineno++;
+        if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line)) continue;
+        if (sscanf(line, "%511s %127s %31s", tok, proj, role) != 3 ||
+            (strcmp(role, "viewer") != 0 && strcmp(role, "editor") != 0)) {
+            snprintf(err, errlen, "%s:%d: expected 'TOKEN PROJECT viewer|editor'", path, lineno);
+            goto out;
+        }
+        if (strncmp(tok, "sha256:", 7) == 0) {
+            if (!parse_hash(tok, e.hash)) {
+                snprintf(
+                    err, errlen,
+                    "%s:%d: 'sha256:' wants the 64 lowercase hex digits of the token's SHA-256",
+                    path, lineno);
+                goto out;
+            }
+        } else if (strlen(tok) < 16) {
+            snprintf(err, errlen, "%s:%d: a token of at least 16 characters", path, lineno);
+            goto out;
+        } else {
+            sha256(tok, e.hash);
+            (*n_plain)++;
+        }
+        OPENSSL_cleanse(tok, sizeof tok);
+        snprintf(e.project, sizeof e.project, "%s", proj);
+        e.role = strcmp(role, "editor") == 0 ? KILND_EDITOR : KILND_VIEWER;
+        entry *nv = realloc(t->v, (t->n + 1) * sizeof *nv);
+        if (!nv) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        t->v = nv;
+        t->v[t->n++] = e;
+    }
+    if (t->n == 0) {
+        snprintf(err, errlen, "the tokens file '%s' holds no token", path);
+        goto out;
+    }
+    ok = true;
+out:
+    OPENSSL_cleanse(line, sizeof line);
+    if (f) fclose(f);
+    if (!ok) {
+        kilnd_tokens_free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+void kilnd_tokens_free(kilnd_tokens *t)
+{
+    if (!t) return;
+    free(t->v);
+    free(t);
+}
+
+size_t kilnd_tokens_count(const kilnd_tokens *t)
+{
+    return t ? t->n : 0;
+}
+
+bool kilnd_tokens_match(const kilnd_tokens *t, const char *token, kilnd_token_match *m)
+{
+    unsigned char h[32];
+    char full[65];
+    size_t hit = (size_t)-1;
+
+    sha256(token, h);
+    hex(h, 32, full);
+    memcpy(m->id, full, KILND_TOKEN_ID_LEN);
+    m->id[KILND_TOKEN_ID_LEN] = '\0';
+    /* every line compared in full, no early exit: the time taken says
+     * nothing of which line (if any) matched */
+    for (size_t i = 0; t && i < t->n; i++)
+        if (CRYPTO_memcmp(t->v[i].hash, h, 32) == 0) hit = i;
+    if (hit == (size_t)-1) return false;
+    snprintf(m->project, sizeof m->project, "%s", t->v[hit].project);
+    m->role = t->v[hit].role;
+    return true;
+}
