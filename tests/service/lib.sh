@@ -38,10 +38,30 @@ FAILS=0
 PASSES=0
 export KILN_PROJECT=p1
 
+# kill_monitors DIR: replicas outlive kilnd under their monitors
+# (kiln-monitor); stop the monitors and replica groups that run under DIR,
+# found by the state files the monitors write (pid + start time).
+kill_monitors() {
+    local f pid st kind
+    for f in "$1"/*/jobs/*/*/replicas/*.state "$1"/jobs/*/*/replicas/*.state; do
+        [ -e "$f" ] || continue
+        while read -r kind pid st; do
+            [ -n "$pid" ] || continue
+            [ "$(awk '{sub(/.*\) /, ""); print $20}' "/proc/$pid/stat" 2>/dev/null)" = "$st" ] || continue
+            if [ "$kind" = child ]; then kill -9 -- "-$pid" 2>/dev/null; else kill -9 "$pid" 2>/dev/null; fi
+        done <"$f"
+    done
+    # containers of this test's kilnds are named kiln-PROJECT-JOB-TASK
+    if command -v podman >/dev/null 2>&1 && [ -n "${KILN_CONTAINERS:-}" ]; then
+        podman --runtime runc ps -aq --filter "label=kiln-test=$KILN_CONTAINERS" 2>/dev/null |
+            xargs -r podman --runtime runc rm -f >/dev/null 2>&1
+    fi
+}
+
 cleanup() {
     for p in "${KPIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
     for p in "${KPIDS[@]}"; do wait "$p" 2>/dev/null; done
-    # replicas die with kilnd (PDEATHSIG); give them a moment, then remove the dir
+    kill_monitors "$T"
     sleep 0.2
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
@@ -82,8 +102,12 @@ start_kilnd() {
     shift
     mkdir -p "$dir"
     rm -f "$dir/kilnd.addr"
+    # the tests run as root where the CI does: they allow root replicas
+    # unless a test names its projects' users itself
+    local root_ok=()
+    [ "$(id -u)" = 0 ] && [ -z "${NO_ROOT_OK:-}" ] && root_ok=(--allow-root-replicas yes)
     "$KILND" --listen 127.0.0.1:0 --data-dir "$dir" --grace-period 1 \
-        --port-range "${PORT_RANGE:-41000-41999}" "$@" 2>>"$dir/kilnd.err" &
+        --port-range "${PORT_RANGE:-41000-41999}" "${root_ok[@]}" "$@" 2>>"$dir/kilnd.err" &
     KPID=$!
     KPIDS+=("$KPID")
     for _ in $(seq 1 200); do
