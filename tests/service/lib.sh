@@ -30,6 +30,9 @@ it_lifecycle.sh) port_base=26000 ;;
 it_mnist.sh) port_base=27000 ;;
 it_restart.sh) port_base=28000 ;;
 it_pytorchjob.sh) port_base=30000 ;;
+it_container.sh) port_base=31000 ;;
+it_adopt.sh) port_base=32000 ;;
+it_runas.sh) port_base=33000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}
@@ -51,17 +54,13 @@ kill_monitors() {
             if [ "$kind" = child ]; then kill -9 -- "-$pid" 2>/dev/null; else kill -9 "$pid" 2>/dev/null; fi
         done <"$f"
     done
-    # containers of this test's kilnds are named kiln-PROJECT-JOB-TASK
-    if command -v podman >/dev/null 2>&1 && [ -n "${KILN_CONTAINERS:-}" ]; then
-        podman --runtime runc ps -aq --filter "label=kiln-test=$KILN_CONTAINERS" 2>/dev/null |
-            xargs -r podman --runtime runc rm -f >/dev/null 2>&1
-    fi
 }
 
 cleanup() {
     for p in "${KPIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
     for p in "${KPIDS[@]}"; do wait "$p" 2>/dev/null; done
     kill_monitors "$T"
+    eval "${AT_EXIT:-}" # a test's own cleanup (images, users)
     sleep 0.2
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
@@ -192,4 +191,17 @@ job_json() {
     cmd=$(printf '%s' "$2" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
     printf '{"jobId":"%s","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c",%s]}%s}}' \
         "$1" "$cmd" "${3:-}"
+}
+
+# make_image NAME: a container image from a directory holding busybox
+# (busybox-static) and its applets; nothing is pulled. Removed at exit.
+make_image() {
+    local root=$T/img-$1 a
+    mkdir -p "$root/bin" "$root/tmp" "$root/run"
+    cp "$(command -v busybox)" "$root/bin/busybox"
+    for a in sh cat echo env sleep touch test seq printf kill ls id stat grep tr sed wc true false; do
+        ln -sf busybox "$root/bin/$a"
+    done
+    tar -C "$root" -c . | podman import -q - "localhost/$1" >/dev/null || return 1
+    AT_EXIT="${AT_EXIT:-:}; podman rmi -f localhost/$1 >/dev/null 2>&1"
 }

@@ -11,6 +11,7 @@
  * `podman run` runs under the replica's monitor like any program; the image
  * is checked (and pulled when missing) by the monitor before it. */
 #include <dirent.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,26 +72,18 @@ static kiln_err runtime_prefix(const kiln_exec_config *cfg, kiln_strv *v)
     return err;
 }
 
-/* The JSON array form of --entrypoint, which keeps arguments with spaces whole. */
+/* The JSON array form of --entrypoint, which keeps arguments with spaces
+ * and newlines whole (the plain form would be split by podman). */
 static char *entrypoint_json(const kiln_strv *cmd)
 {
-    size_t cap = 3;
-    for (size_t i = 0; i < cmd->n; i++)
-        cap += 2 * strlen(cmd->v[i]) + 4;
-    char *s = malloc(cap), *p = s;
-    if (!s) return NULL;
-    *p++ = '[';
-    for (size_t i = 0; i < cmd->n; i++) {
-        if (i) *p++ = ',';
-        *p++ = '"';
-        for (const char *c = cmd->v[i]; *c; c++) {
-            if (*c == '"' || *c == '\\') *p++ = '\\';
-            *p++ = *c;
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < cmd->n; i++)
+        if (json_array_append_new(a, json_string(cmd->v[i])) < 0) {
+            json_decref(a);
+            return NULL;
         }
-        *p++ = '"';
-    }
-    *p++ = ']';
-    *p = '\0';
+    char *s = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
     return s;
 }
 
