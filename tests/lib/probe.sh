@@ -31,11 +31,11 @@
 # them. "hardware" probes (gpu) may legitimately be absent anywhere.
 # "software" probes are satisfied by scripts/bootstrap.
 
-KILN_PROBES="netns mknod userns podman slurm chromium gpu torch tensorboard tensorflow gcloud"
+KILN_PROBES="netns mknod userns podman runas slurm chromium gpu torch tensorboard tensorflow gcloud"
 
 kiln_probe_class() {
     case $1 in
-    netns | mknod | userns | podman | slurm) echo privileged ;;
+    netns | mknod | userns | podman | runas | slurm) echo privileged ;;
     gpu) echo hardware ;;
     *) echo software ;;
     esac
@@ -131,6 +131,15 @@ probe_podman() {
     return $_rc
 }
 fix_podman() { echo "apt-get install podman runc catatonit busybox-static, as root outside a chroot"; }
+
+# run-as-user tests: root, and a user they can create and remove
+probe_runas() {
+    [ "$(id -u)" = 0 ] || { echo "not root (uid $(id -u))"; return 1; }
+    for _t in useradd userdel; do
+        command -v "$_t" >/dev/null 2>&1 || { echo "$_t (passwd) is not installed"; return 1; }
+    done
+}
+fix_runas() { echo "run as root with passwd (useradd) installed"; }
 
 probe_slurm() {
     for _t in munged slurmctld slurmd sbatch; do
