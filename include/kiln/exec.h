@@ -17,9 +17,9 @@
  *   KILN_SIMULATED_DEVICES=1 when those GPUs are simulated (node config);
  *   KILN_TASK_NAME, KILN_JOB_ID.
  *
- * Process parts: spawn in a new process group (so a replica's children are
- * signalled with it) with stdout/stderr on pipes, and die-with-kilnd
- * (PR_SET_PDEATHSIG) so that no replica outlives a crashed kilnd unnoticed.
+ * Process parts: kiln_proc_spawn starts a helper that dies with its caller
+ * (PR_SET_PDEATHSIG). Replicas go through the executor instead (below): each
+ * under a monitor, so that they outlive kilnd and are adopted again.
  *
  * Ownership: kiln_strv outputs are cleared first and owned by the caller. */
 #ifndef KILN_EXEC_H
