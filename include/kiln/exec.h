@@ -136,6 +136,9 @@ typedef struct kiln_exec_spec {
     const char *name;          /* container: its name (unique per replica) */
     const char *const *mounts; /* container: directories mounted at the same path */
     size_t n_mounts;
+    const char *const *hosts; /* container: "NAME:ADDRESS" of the job's replicas, so that
+                                 their hostnames resolve as a pod's do */
+    size_t n_hosts;
     const int *gpus; /* the replica's GPUs (NVML indices) */
     size_t n_gpus;
     bool simulated; /* simulated GPUs: only CUDA_VISIBLE_DEVICES */

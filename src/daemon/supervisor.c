@@ -54,7 +54,8 @@ typedef struct replica {
     bool simulated;
     kiln_exec_kind kind;
     kiln_exec_handle h;
-    bool started;  /* it was alive once: its exit is acted on */
+    bool spawned;  /* its monitor was started (or adopted): its end is acted on */
+    bool started;  /* its program runs (after any image pull) */
     bool alive;    /* its monitor runs */
     bool handled;  /* its exit has been acted on */
     bool dropped;  /* elastic: left the job (drained, out of restarts); its slot is released */
@@ -471,7 +472,7 @@ static void container_name(const rjob *j, const replica *r, char *buf, size_t le
  * when an elastic worker is restarted or added). */
 static kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
 {
-    kiln_strv argv = {0}, env = {0}, cargs = {0};
+    kiln_strv argv = {0}, env = {0}, cargs = {0}, hosts = {0};
     char state[PATH_MAX + 64], rlog[PATH_MAX + 64], jlog[PATH_MAX + 16], work[PATH_MAX + 16];
     char name[160] = "";
     size_t nt = 0, self = 0;
@@ -521,6 +522,20 @@ static kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     const char *mounts[2] = {j->dir, jd};
     size_t n_mounts = jd && jd[0] == '/' ? 2 : 1;
     if (n_mounts == 2) kilnd_mkdirs(jd);
+    /* every replica's hostname (its container's name) resolves to its node,
+     * as pod names do: torchrun hands its peers the host agent's hostname */
+    for (size_t k = 0; image && k < j->n; k++) {
+        char hn[160], *kv = NULL;
+        if (j->reps[k].dropped) continue;
+        container_name(j, &j->reps[k], hn, sizeof hn);
+        if (asprintf(&kv, "%s:%s", hn, s->d->cluster.nodes[j->reps[k].node].address) < 0 ||
+            kiln_strv_push(&hosts, kv) != KILN_OK) {
+            free(kv);
+            err = KILN_ENOMEM;
+            goto out;
+        }
+        free(kv);
+    }
     long uid = -1, gid = -1;
     if (kilnd_project_user(s->d, j->project, &uid, &gid, why, whylen) != KILN_OK) {
         err = KILN_EINVAL;
@@ -549,6 +564,8 @@ static kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .name = name,
                            .mounts = mounts,
                            .n_mounts = n_mounts,
+                           .hosts = (const char *const *)hosts.v,
+                           .n_hosts = hosts.n,
                            .gpus = r->gpus,
                            .n_gpus = (size_t)r->n_gpus,
                            .simulated = r->simulated,
@@ -558,6 +575,7 @@ static kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     err = kiln_exec_start(&s->d->exec, &spec, &r->h, why, whylen);
     if (err != KILN_OK) goto out;
     r->alive = true;
+    r->spawned = true;
     r->started = false;
     r->handled = false;
     r->lost = r->failed = false;
@@ -584,6 +602,7 @@ out:
     free(tasks);
     kiln_strv_clear(&argv);
     kiln_strv_clear(&cargs);
+    kiln_strv_clear(&hosts);
     kiln_strv_clear(&env);
     return err;
 }
@@ -1121,7 +1140,7 @@ static void check_job(sup *s, rjob *j, bool woken, int64_t now)
                    "runPolicy.activeDeadlineSeconds (%llds)",
                    (long long)ti->run_policy.active_deadline_seconds);
     for (size_t i = 0; i < j->n; i++)
-        if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].h.monitor > 0)
+        if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].spawned)
             on_exit_of(s, j, &j->reps[i]);
 }
 
@@ -1462,13 +1481,13 @@ static void adopt_job(sup *s, kiln_job_record *rec)
             !r->dropped)
             s->port_used[r->port - d->port_base] = true;
         if (mon > 0 && !r->dropped) {
-            r->alive = true; /* the first tick's watch() says whether it still runs */
+            r->alive = r->spawned = true; /* the first tick's watch() says if it still runs */
             adopted++;
         } else {
             /* it had ended before kilnd went: judged again unless it was a
              * finished worker (its exit decided nothing) */
             r->handled = r->dropped || (r->code == 0 && r->role != KILN_ROLE_MASTER);
-            r->h.monitor = r->handled ? 0 : 1;
+            r->spawned = !r->handled;
             away += !r->handled;
         }
     }
@@ -1497,9 +1516,8 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     s->jobs = j;
     kilnd_event(d, j->project, j->job_id, "INFO",
                 "kilnd restarted: adopted the job's %d running replica%s through their monitors "
-                "(restarts stay %d)",
-                adopted, adopted == 1 ? "" : "s", j->restarts);
-    (void)away;
+                "(restarts stay %d); %d that had ended before are judged again",
+                adopted, adopted == 1 ? "" : "s", j->restarts, away);
     json_decref(root);
     return;
 fail:

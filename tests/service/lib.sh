@@ -62,7 +62,7 @@ cleanup() {
     kill_monitors "$T"
     eval "${AT_EXIT:-}" # a test's own cleanup (images, users)
     sleep 0.2
-    [ -n "${KEEP:-}" ] || rm -rf "$T"
+    if [ -n "${KEEP:-}" ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 
@@ -204,4 +204,25 @@ make_image() {
     done
     tar -C "$root" -c . | podman import -q - "localhost/$1" >/dev/null || return 1
     AT_EXIT="${AT_EXIT:-:}; podman rmi -f localhost/$1 >/dev/null 2>&1"
+}
+
+# host_image NAME: an image of nothing but the merged-/usr links of Debian
+# (bin, lib, lib64, sbin -> usr/...): with the host's /usr and /etc mounted
+# read-only (host_runtime_config) its containers run the host's programs,
+# Python and torch included, without copying them into an image.
+host_image() {
+    local root=$T/hostimg-${1//[^A-Za-z0-9]/_} d
+    mkdir -p "$root"
+    for d in bin lib lib64 sbin; do ln -sfn "usr/$d" "$root/$d"; done
+    mkdir -p "$root/tmp" "$root/run" "$root/var/tmp" "$root/root" "$root/home"
+    tar -C "$root" -c . | podman import -q - "$1" >/dev/null || return 1
+    AT_EXIT="${AT_EXIT:-:}; podman rmi -f $1 >/dev/null 2>&1"
+}
+
+# host_runtime_config DIR...: the node config's containerRuntime that mounts
+# /usr, /etc and each DIR at the same paths (JSON members, no braces)
+host_runtime_config() {
+    local args='"--ulimit","nofile=4096:4096","--ulimit","nproc=4096:4096","--network","host","-v","/usr:/usr:ro","-v","/etc:/etc:ro"' d
+    for d in "$@"; do args="$args,\"-v\",\"$d:$d\""; done
+    printf '"containerRuntime": {"globalArgs": ["--runtime", "runc"], "runArgs": [%s]}' "$args"
 }

@@ -7,7 +7,11 @@
  *   addresses work unchanged; the job's directories at the same paths;
  *   --init (catatonit) as PID 1, so SIGTERM reaches the program and grace
  *   periods behave as for processes; exit codes pass through (podman run
- *   exits with the container's code).
+ *   exits with the container's code); a hostname of its own (the container's
+ *   name), as a pod has: with host networking and --init every replica's
+ *   program would otherwise be PID 2 on one hostname, and torchrun's
+ *   rendezvous, which names nodes by hostname and pid, would take two
+ *   replicas for one node.
  * `podman run` runs under the replica's monitor like any program; the image
  * is checked (and pulled when missing) by the monitor before it. */
 #include <dirent.h>
@@ -97,8 +101,9 @@ static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *
     err = KILN_ENOMEM;
     if (runtime_prefix(cfg, &prog) || kiln_strv_push(&prog, "run") ||
         kiln_strv_push(&prog, "--rm") || kiln_strv_push(&prog, "--replace") ||
-        push2(&prog, "--name", spec->name) || kiln_strv_push(&prog, "--init") ||
-        push2(&prog, "--pull", "never") || push2(&prog, "-w", spec->work_dir))
+        push2(&prog, "--name", spec->name) || push2(&prog, "--hostname", spec->name) ||
+        kiln_strv_push(&prog, "--init") || push2(&prog, "--pull", "never") ||
+        push2(&prog, "-w", spec->work_dir))
         goto out;
     for (size_t i = 0; i < cfg->run_args.n; i++)
         if (kiln_strv_push(&prog, cfg->run_args.v[i]) != KILN_OK) goto out;
@@ -110,6 +115,8 @@ static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *
         if (err != KILN_OK) goto out;
         err = KILN_ENOMEM;
     }
+    for (size_t i = 0; i < spec->n_hosts; i++)
+        if (push2(&prog, "--add-host", spec->hosts[i]) != KILN_OK) goto out;
     for (size_t i = 0; spec->env && i < spec->env->n; i++) {
         size_t nl = strcspn(spec->env->v[i], "=");
         char name[256];
