@@ -19,6 +19,7 @@
 
 #include "kiln/catalog.h"
 #include "kiln/devices.h"
+#include "kiln/exec.h"
 #include "kiln/sched.h"
 #include "kiln/store.h"
 
@@ -48,6 +49,14 @@ typedef struct kilnd_token {
     kilnd_role role;
 } kilnd_token;
 
+/* The Unix user (and group) a project's replicas run as ("project P user U
+ * [group G]" lines of the tokens file). */
+typedef struct kilnd_user {
+    char *project;
+    long uid, gid;
+    char *user; /* for messages */
+} kilnd_user;
+
 typedef struct kilnd {
     /* configuration (read only once started) */
     char *listen; /* HOST:PORT */
@@ -63,6 +72,10 @@ typedef struct kilnd {
     uint64_t max_object; /* bytes per storage object (--max-object) */
     size_t log_cap;      /* bytes of replica output kept per job (and run) */
     int threads;
+    kiln_exec_config exec;    /* monitor, container runtime and its args, log cap */
+    bool allow_root_replicas; /* kilnd as root may run replicas as root */
+    kilnd_user *users;
+    size_t n_users;
 
     kiln_store *store;
     kiln_catalog *catalog;
@@ -94,6 +107,18 @@ void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* mkdir -p */
 int kilnd_mkdirs(const char *path);
+
+/* The user a project's replicas run as: uid and gid -1 for kilnd's own.
+ * KILN_EINVAL with a sentence when that would be root and the site did not
+ * allow it (src/daemon/users.c). */
+kiln_err kilnd_project_user(const kilnd *d, const char *project, long *uid, long *gid, char *why,
+                            size_t whylen);
+/* Gives a job's directory, its replicas/ and log files to uid:gid (the
+ * monitor's own files stay kilnd's). */
+void kilnd_chown_job(const char *job_dir, long uid, long gid);
+/* Parses a "project P user U [group G]" line into d->users; -1 with a
+ * message on stderr when it is malformed or names an unknown user. */
+int kilnd_parse_project_line(kilnd *d, const char *path, int lineno, const char *line);
 
 /* The supervisor: reconciles what a previous kilnd left, then runs until d->stop. */
 void kilnd_reconcile(kilnd *d);
