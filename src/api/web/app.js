@@ -392,7 +392,7 @@ function renderTrials(box, job) {
   const trials = to.trials || [];
   if (!trials.length) {
     box.replaceChildren(h('p', { class: 'muted', id: 'trials-empty' },
-      'No trials: this kilnd runs a tuning job as one plain run (hyperparameter tuning is not built yet).'));
+      'No trials yet.'));
     return;
   }
   const c = h('canvas', { id: 'chart-trials' });
