@@ -57,17 +57,17 @@ typedef struct replica {
     bool simulated;
     kiln_exec_kind kind;
     kiln_exec_handle h;
-    bool spawned;  /* its monitor was started (or adopted): its end is acted on */
-    bool started;  /* its program runs (after any image pull) */
-    bool alive;    /* its monitor runs */
-    bool handled;  /* its exit has been acted on */
-    bool dropped;  /* elastic: left the job (drained, out of restarts); its slot is released */
-    bool leaving;  /* elastic: stopped for a drain, leaves the job when it exits */
-    int restarts;  /* elastic: times this replica alone was started again */
-    int code;      /* exit code (a signal is 128 + its number) */
-    char why[512]; /* it could never run (image pull), or its monitor is gone */
-    bool lost;     /* its monitor is gone without an exit status */
-    bool failed;   /* it could never run */
+    bool spawned;       /* its monitor was started (or adopted): its end is acted on */
+    bool started;       /* its program runs (after any image pull) */
+    bool alive;         /* its monitor runs */
+    bool handled;       /* its exit has been acted on */
+    bool dropped;       /* elastic: left the job (drained, out of restarts); its slot is released */
+    bool leaving;       /* elastic: stopped for a drain, leaves the job when it exits */
+    int restarts;       /* elastic: times this replica alone was started again */
+    int code;           /* exit code (a signal is 128 + its number) */
+    char why[512];      /* it could never run (image pull), or its monitor is gone */
+    bool lost;          /* its monitor is gone without an exit status */
+    bool failed;        /* it could never run */
     int64_t kill_at_ns; /* elastic: a leaving worker gets SIGKILL then (0 = not due) */
     long long moff;     /* bytes of its monitor's metrics file (TASK.metrics) read */
 } replica;
