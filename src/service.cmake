@@ -12,7 +12,9 @@ pkg_check_modules(GNUTLS  REQUIRED IMPORTED_TARGET gnutls)
 file(GLOB KILN_STORE_SRC   CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/store/*.c)
 file(GLOB KILN_DEVICES_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/devices/*.c)
 file(GLOB KILN_SCHED_SRC   CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/sched/*.c)
-file(GLOB KILN_EXEC_SRC    CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/exec/*.c)
+# the executor: src/exec/*.c above a backend table, one folder per backend
+file(GLOB KILN_EXEC_SRC    CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/exec/*.c
+     ${CMAKE_SOURCE_DIR}/src/exec/local/*.c ${CMAKE_SOURCE_DIR}/src/exec/container/*.c)
 file(GLOB KILN_API_SRC     CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.c)
 file(GLOB KILN_DAEMON_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/daemon/*.c)
 file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*.c)
@@ -35,6 +37,10 @@ target_link_libraries(kiln_sched PUBLIC kiln_devices kiln_catalog)
 add_library(kiln_exec STATIC ${KILN_EXEC_SRC})
 target_link_libraries(kiln_exec PUBLIC kiln_store kiln_spec kiln_util PkgConfig::JANSSON)
 
+# The per-replica monitor (src/exec/monitor): kilnd finds it next to itself.
+add_executable(kiln-monitor ${CMAKE_SOURCE_DIR}/src/exec/monitor/kiln-monitor.c)
+target_link_libraries(kiln-monitor PRIVATE kiln_exec)
+
 # The dashboard's static files (src/api/web/), embedded into kilnd at build
 # time like the catalog: no build step beyond CMake, nothing fetched.
 file(GLOB KILN_WEB_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/web/*)
@@ -49,6 +55,7 @@ add_custom_command(
 # kilnd: the API (libmicrohttpd) and the daemon (supervisor) are one program.
 if(KILN_DAEMON_SRC)
   add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC} ${CMAKE_BINARY_DIR}/gen/web_data.c)
+  add_dependencies(kilnd kiln-monitor)
   target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
                         kiln_spec kiln_util PkgConfig::MHD PkgConfig::GNUTLS PkgConfig::CRYPTO PkgConfig::JANSSON
                         Threads::Threads)
@@ -114,6 +121,12 @@ if(TEST svc_it_dashboard)
   kiln_test_needs(svc_it_dashboard chromium selenium)
   set_tests_properties(svc_it_dashboard PROPERTIES TIMEOUT 300)
 endif()
+if(TEST svc_it_container)
+  kiln_test_needs(svc_it_container podman)
+endif()
+if(TEST svc_it_runas)
+  kiln_test_needs(svc_it_runas runas)
+endif()
 foreach(t svc_it_ddp svc_it_pytorchjob)
   if(TEST ${t})
     kiln_test_needs(${t} torch)
@@ -123,7 +136,7 @@ endforeach()
 # the test streams five times (about 100 s, more under ASan)
 if(TEST svc_it_gcloud)
   set_tests_properties(svc_it_gcloud PROPERTIES TIMEOUT 300)
-  kiln_test_needs(svc_it_gcloud gcloud)
+  kiln_test_needs(svc_it_gcloud gcloud podman)
 endif()
 
 # The service verbs without src/cli/main.c's dispatcher (used by the tests).

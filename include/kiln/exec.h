@@ -17,9 +17,9 @@
  *   KILN_SIMULATED_DEVICES=1 when those GPUs are simulated (node config);
  *   KILN_TASK_NAME, KILN_JOB_ID.
  *
- * Process parts: spawn in a new process group (so a replica's children are
- * signalled with it) with stdout/stderr on pipes, and die-with-kilnd
- * (PR_SET_PDEATHSIG) so that no replica outlives a crashed kilnd unnoticed.
+ * Process parts: kiln_proc_spawn starts a helper that dies with its caller
+ * (PR_SET_PDEATHSIG). Replicas go through the executor instead (below): each
+ * under a monitor, so that they outlive kilnd and are adopted again.
  *
  * Ownership: kiln_strv outputs are cleared first and owned by the caller. */
 #ifndef KILN_EXEC_H
@@ -84,7 +84,8 @@ kiln_err kiln_exec_program(const kiln_job *job, kiln_role role, const kiln_exec_
 /* Starts argv[0] (searched in PATH) with the current environment overlaid by
  * `env`, in `cwd`, in its own process group. *out_fd and *err_fd get the read
  * ends (non-blocking, close-on-exec) of its stdout and stderr. Returns the
- * pid, or -1 with errno set. */
+ * pid, or -1 with errno set. (Replicas go through the executor below; this
+ * stays for programs that must die with their caller.) */
 pid_t kiln_proc_spawn(const kiln_strv *argv, const kiln_strv *env, const char *cwd, int *out_fd,
                       int *err_fd);
 /* Signals the process group of `pid` (the replica and its children). */
@@ -92,6 +93,107 @@ void kiln_proc_signal(pid_t pid, int sig);
 /* The start time of a process (/proc/PID/stat field 22) or 0: with the pid
  * it identifies a process across pid reuse. */
 uint64_t kiln_proc_start_time(pid_t pid);
+
+/* ---------- the executor: where and how a replica runs ----------
+ *
+ * Backends sit behind one table (src/exec/exec_int.h): "local" runs the
+ * program as a process on this machine, "container" runs an image through
+ * podman; a Slurm backend joins the same table later. Restart policy, drain,
+ * cancel, gang failure and logs stay above it, in kilnd's supervisor.
+ *
+ * Both backends start every replica under a monitor (kiln-monitor, like
+ * podman's conmon) that holds its output, writes its log lines and records
+ * its exit status in a file, so replicas outlive kilnd and a new kilnd adopts
+ * them (kiln_exec_adopt). */
+typedef enum kiln_exec_kind {
+    KILN_EXEC_LOCAL,
+    KILN_EXEC_CONTAINER,
+    KILN_EXEC_KINDS
+} kiln_exec_kind;
+
+/* The node's executor settings (kilnd's command line and node config). */
+typedef struct kiln_exec_config {
+    const char *monitor;           /* the kiln-monitor binary */
+    const char *container_runtime; /* podman; NULL: this node runs no images */
+    kiln_strv runtime_args;        /* global runtime args: "--runtime runc" */
+    kiln_strv run_args;            /* podman run args: "--ulimit ...", "--network host" */
+    const char *cdi_dirs;          /* where NVIDIA's CDI spec would be (":"-separated) */
+    unsigned long long log_cap;    /* bytes of replica output per job log */
+} kiln_exec_config;
+
+/* What to start. Strings are borrowed for the call. */
+typedef struct kiln_exec_spec {
+    kiln_exec_kind kind;
+    const char *task;          /* master-replica-0 */
+    const char *state;         /* path prefix of the monitor's files (DIR/replicas/TASK) */
+    const char *job_log;       /* the job's log.tsv */
+    const char *rep_log;       /* the replica's own log */
+    const char *work_dir;      /* its working directory */
+    const kiln_strv *argv;     /* local: the program; container: containerCommand (may be empty) */
+    const kiln_strv *args;     /* container: what replaces the image's CMD (may be empty) */
+    const kiln_strv *env;      /* the complete environment ("NAME=VALUE") */
+    const char *image;         /* container: the image */
+    const char *name;          /* container: its name (unique per replica) */
+    const char *const *mounts; /* container: directories mounted at the same path */
+    size_t n_mounts;
+    const char *const *hosts; /* container: "NAME:ADDRESS" of the job's replicas, so that
+                                 their hostnames resolve as a pod's do */
+    size_t n_hosts;
+    const int *gpus; /* the replica's GPUs (NVML indices) */
+    size_t n_gpus;
+    bool simulated; /* simulated GPUs: only CUDA_VISIBLE_DEVICES */
+    long uid, gid;  /* run as (-1: the monitor's own) */
+} kiln_exec_spec;
+
+/* What kilnd keeps of a started (or adopted) replica. */
+typedef struct kiln_exec_handle {
+    kiln_exec_kind kind;
+    pid_t monitor;
+    uint64_t monitor_start;
+    pid_t pid; /* the program (local) or `podman run` (container); 0 until known */
+    uint64_t pid_start;
+    int life_fd; /* read end of the monitor's life pipe; -1 when adopted */
+    char state[4096];
+    char name[160]; /* container name */
+    char lbuf[64];  /* a partial "S PID START" line */
+    size_t llen;
+} kiln_exec_handle;
+
+/* Can a replica of this kind with these GPUs run on this node? KILN_EINVAL
+ * with a sentence (no container runtime, no CDI spec for real GPUs). */
+kiln_err kiln_exec_check(const kiln_exec_config *cfg, kiln_exec_kind kind, size_t n_gpus,
+                         bool simulated, char *why, size_t whylen);
+/* Starts a replica under its monitor; `h` is filled (h->pid may still be 0:
+ * kiln_exec_poll learns it). KILN_EIO with a sentence when it cannot start. */
+kiln_err kiln_exec_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
+                         kiln_exec_handle *h, char *why, size_t whylen);
+/* Signals the replica (and what it started). SIGKILL also reaches a
+ * container that its `podman run` left behind. */
+void kiln_exec_signal(const kiln_exec_config *cfg, const kiln_exec_handle *h, int sig);
+
+typedef enum kiln_exec_status {
+    KILN_EXEC_STARTING, /* the monitor runs; the program not yet (pulling the image) */
+    KILN_EXEC_RUNNING,
+    KILN_EXEC_EXITED, /* *code is its exit code (a signal is 128 + its number) */
+    KILN_EXEC_FAILED, /* it could never run (the image pull failed): `why` says why */
+    KILN_EXEC_LOST    /* the monitor is gone without an exit status */
+} kiln_exec_status;
+
+/* Where the replica is now (reads the life pipe without blocking, then the
+ * monitor's files). Closes h->life_fd once the monitor is gone. */
+kiln_exec_status kiln_exec_poll(const kiln_exec_config *cfg, kiln_exec_handle *h, int *code,
+                                char *why, size_t whylen);
+/* Takes a replica over from a previous kilnd: its monitor (pid + start time
+ * from the runtime record) and the monitor's files under `state`. */
+void kiln_exec_adopt(kiln_exec_kind kind, const char *state, const char *name, pid_t monitor,
+                     uint64_t monitor_start, kiln_exec_handle *h);
+/* The tasks whose monitors still run under a job's replicas/ directory
+ * (`DIR/replicas`), one name per entry of *tasks (caller clears). */
+kiln_err kiln_exec_list(const char *replicas_dir, kiln_strv *tasks);
+/* Removes a previous run's monitor files before a start. */
+void kiln_exec_forget(const char *state);
+/* The backend's name ("local", "container"). */
+const char *kiln_exec_kind_name(kiln_exec_kind kind);
 
 /* Appends one log line "SEVERITY\tTIMESTAMP\tTASK\tMESSAGE\n" to fd
  * (O_APPEND; one write, so concurrent writers do not interleave). */

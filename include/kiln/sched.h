@@ -60,6 +60,10 @@ kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t 
 kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
                               const kiln_map *const selectors[KILN_ROLE_COUNT], kiln_placement *out,
                               char *why, size_t whylen);
+/* Reserves exactly the slots of `p`: a placement a previous kilnd made,
+ * whose replicas this kilnd adopts. Slots whose node is out of range (a
+ * replica that left the job) are skipped. */
+void kiln_sched_claim(kiln_sched *s, const kiln_placement *p);
 /* Gives a placement's devices and resources back. */
 void kiln_sched_release(kiln_sched *s, const kiln_placement *p);
 void kiln_placement_free(kiln_placement *p);

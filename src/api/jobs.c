@@ -199,6 +199,27 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
         goto out;
     }
+    /* a job that can never run is refused now, not failed after queueing:
+     * an image with no container runtime on any node */
+    if (!d->exec.container_runtime) {
+        static const char *const fields[KILN_ROLE_COUNT] = {
+            "trainingInput.masterConfig.imageUri", "trainingInput.workerConfig.imageUri",
+            "trainingInput.parameterServerConfig.imageUri",
+            "trainingInput.evaluatorConfig.imageUri"};
+        for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+            const kiln_replica_config *rc_ = kiln_job_role_config(job, (kiln_role)r);
+            if (rc_ && rc_->image_uri && *rc_->image_uri)
+                kiln_diag_add(&dg, fields[r],
+                              "the image %s cannot run: no node of this kilnd has a container "
+                              "runtime (install podman, or start kilnd with --container-runtime "
+                              "PATH)",
+                              rc_->image_uri);
+        }
+        if (dg.n) {
+            rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
+            goto out;
+        }
+    }
     if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
         rc = send_error(c, 500, NULL, "cannot normalise the job");
         goto out;

@@ -19,6 +19,7 @@
 
 #include "kiln/catalog.h"
 #include "kiln/devices.h"
+#include "kiln/exec.h"
 #include "kiln/sched.h"
 #include "kiln/store.h"
 
@@ -41,6 +42,14 @@ typedef enum kilnd_fail_reason {
     KILND_FAIL_UNSCHEDULABLE, /* can never fit this cluster */
     KILND_FAIL_REASONS
 } kilnd_fail_reason;
+
+/* The Unix user (and group) a project's replicas run as ("project P user U
+ * [group G]" lines of the tokens file). */
+typedef struct kilnd_user {
+    char *project;
+    long uid, gid;
+    char *user; /* for messages */
+} kilnd_user;
 
 typedef struct kilnd {
     /* configuration (read only once started) */
@@ -65,6 +74,10 @@ typedef struct kilnd {
     uint64_t min_free;        /* creates answer 503 below this many free bytes */
     const char *tls_cert;     /* PEM files; NULL: plain HTTP */
     const char *tls_key;
+    kiln_exec_config exec;    /* monitor, container runtime and its args, log cap */
+    bool allow_root_replicas; /* kilnd as root may run replicas as root */
+    kilnd_user *users;
+    size_t n_users;
 
     kiln_store *store;
     kiln_catalog *catalog;
@@ -101,6 +114,18 @@ void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* mkdir -p */
 int kilnd_mkdirs(const char *path);
+
+/* The user a project's replicas run as: uid and gid -1 for kilnd's own.
+ * KILN_EINVAL with a sentence when that would be root and the site did not
+ * allow it (src/daemon/users.c). */
+kiln_err kilnd_project_user(const kilnd *d, const char *project, long *uid, long *gid, char *why,
+                            size_t whylen);
+/* Gives a job's directory, its replicas/ and log files to uid:gid (the
+ * monitor's own files stay kilnd's). */
+void kilnd_chown_job(const char *job_dir, long uid, long gid);
+/* Parses a "project P user U [group G]" line into d->users; -1 with a
+ * message on stderr when it is malformed or names an unknown user. */
+int kilnd_parse_project_line(kilnd *d, const char *path, int lineno, const char *line);
 
 /* The supervisor: reconciles what a previous kilnd left, then runs until d->stop. */
 void kilnd_reconcile(kilnd *d);

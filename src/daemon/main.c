@@ -6,6 +6,7 @@
  *         [--port-range 30000-39999] [--threads N] [--max-body BYTES]
  *         [--kiln-train PATH] [--python PATH] [--log-cap BYTES]
  *         [--bucket NAME[:PROJECT]]... [--max-object BYTES]
+ *         [--container-runtime PATH] [--monitor PATH] [--allow-root-replicas yes]
  *
  * The address actually bound (port 0 picks a free one) is printed and also
  * written to DATA/kilnd.addr (atomically), which is how tests find it. */
@@ -25,6 +26,8 @@
 #include <unistd.h>
 
 #include "api/audit.h"
+#include <jansson.h>
+
 #include "daemon/kilnd.h"
 #include "daemon/tokens.h"
 #include "kiln/objects.h"
@@ -37,7 +40,8 @@ static const char usage[] =
     "             [--max-object BYTES] [--tls-cert FILE --tls-key FILE]\n"
     "             [--insecure-plain-http] [--audit-log FILE] [--audit-log-max-bytes N]\n"
     "             [--audit-log-keep N] [--max-inflight N] [--max-inflight-per-token N]\n"
-    "             [--min-free-bytes N]\n"
+    "             [--min-free-bytes N] [--container-runtime PATH] [--monitor PATH]\n"
+    "             [--allow-root-replicas yes|no]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
@@ -54,6 +58,27 @@ void kilnd_wake(kilnd *d)
     char b = 1;
     ssize_t w = write(d->wake_fd[1], &b, 1);
     (void)w; /* a full pipe already holds a wake-up */
+}
+
+/* Reads the "project P user U [group G]" lines of the tokens file into
+ * d->users, once at start: the supervisor reads d->users without a lock, so
+ * a SIGHUP reloads the tokens but not the run-as users (docs/service.md).
+ * Returns 0, or -1 after printing why. */
+static int load_users(kilnd *d, const char *path)
+{
+    char line[1024];
+    int lineno = 0, rc = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "kilnd: cannot read the tokens file '%s': %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (strncmp(line, "project ", 8) == 0) rc = kilnd_parse_project_line(d, path, lineno, line);
+    }
+    fclose(f);
+    return rc;
 }
 
 /* Reads the tokens file into d->tokens (the old table, if any, is freed
@@ -133,6 +158,108 @@ static int write_atomic(const char *path, const char *text)
     return 0;
 }
 
+/* The runtime defaults that work on Debian 12 machines like the project's
+ * (docs/service.md, "Containers"): crun refuses hybrid cgroups, and the
+ * default container rlimits are above what root may raise here. */
+static const char *const default_runtime_args[] = {"--runtime", "runc", NULL};
+static const char *const default_run_args[] = {
+    "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "--network", "host", NULL};
+
+static int strv_from(kiln_strv *v, const char *const *src)
+{
+    kiln_strv_clear(v);
+    for (size_t i = 0; src[i]; i++)
+        if (kiln_strv_push(v, src[i]) != KILN_OK) return -1;
+    return 0;
+}
+
+static int strv_from_json(kiln_strv *v, json_t *a)
+{
+    size_t i;
+    json_t *x;
+    kiln_strv_clear(v);
+    json_array_foreach(a, i, x)
+    {
+        if (!json_is_string(x) || kiln_strv_push(v, json_string_value(x)) != KILN_OK) return -1;
+    }
+    return 0;
+}
+
+/* The node config's "containerRuntime": {"path", "globalArgs", "runArgs",
+ * "cdiDirs"}; anything else in it is an error, not ignored. Returns -1 with
+ * a message. *path_out gets a malloc'd path when the file names one. */
+static int load_container_config(kilnd *d, char **path_out)
+{
+    json_error_t je;
+    json_t *root = json_load_file(d->node_config, 0, &je), *cr, *v;
+    const char *k;
+    int rc = -1;
+    if (!root) return 0; /* kiln_cluster_load reports a broken file */
+    cr = json_object_get(root, "containerRuntime");
+    if (!cr) {
+        rc = 0;
+        goto out;
+    }
+    if (!json_is_object(cr)) goto bad;
+    json_object_foreach(cr, k, v)
+    {
+        if (strcmp(k, "path") == 0 && json_is_string(v)) {
+            free(*path_out);
+            *path_out = strdup(json_string_value(v));
+        } else if (strcmp(k, "globalArgs") == 0 && json_is_array(v)) {
+            if (strv_from_json(&d->exec.runtime_args, v) < 0) goto bad;
+        } else if (strcmp(k, "runArgs") == 0 && json_is_array(v)) {
+            if (strv_from_json(&d->exec.run_args, v) < 0) goto bad;
+        } else if (strcmp(k, "cdiDirs") == 0 && json_is_string(v)) {
+            d->exec.cdi_dirs = strdup(json_string_value(v));
+        } else {
+            fprintf(stderr, "kilnd: %s: containerRuntime.%s: unknown, or not of its type\n",
+                    d->node_config, k);
+            goto out;
+        }
+    }
+    rc = 0;
+    goto out;
+bad:
+    fprintf(stderr,
+            "kilnd: %s: containerRuntime wants {\"path\": STRING, \"globalArgs\": [STRING], "
+            "\"runArgs\": [STRING], \"cdiDirs\": STRING}\n",
+            d->node_config);
+out:
+    json_decref(root);
+    return rc;
+}
+
+/* PATH lookup of an executable name (a name with a slash is taken as is). */
+static char *which(const char *name)
+{
+    if (strchr(name, '/')) return access(name, X_OK) == 0 ? strdup(name) : NULL;
+    const char *path = getenv("PATH");
+    char buf[PATH_MAX];
+    char *dirs = strdup(path ? path : "/usr/local/bin:/usr/bin:/bin"), *save = NULL;
+    char *found = NULL;
+    for (char *dir = dirs ? strtok_r(dirs, ":", &save) : NULL; dir && !found;
+         dir = strtok_r(NULL, ":", &save)) {
+        snprintf(buf, sizeof buf, "%s/%s", dir, name);
+        if (access(buf, X_OK) == 0) found = strdup(buf);
+    }
+    free(dirs);
+    return found;
+}
+
+static char *find_next_to_self(const char *name)
+{
+    char self[PATH_MAX], path[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return NULL;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash) return NULL;
+    *slash = '\0';
+    snprintf(path, sizeof path, "%s/%s", self, name);
+    return access(path, X_OK) == 0 ? strdup(path) : NULL;
+}
+
 static char *find_kiln_train(void)
 {
     char self[PATH_MAX], path[PATH_MAX + 16];
@@ -157,6 +284,16 @@ static void cleanup(kilnd *d)
     kiln_audit_close(d->audit);
     free(d->drain_pending);
     free(d->kiln_train);
+    free((char *)d->exec.monitor);
+    free((char *)d->exec.container_runtime);
+    free((char *)d->exec.cdi_dirs);
+    kiln_strv_clear(&d->exec.runtime_args);
+    kiln_strv_clear(&d->exec.run_args);
+    for (size_t i = 0; i < d->n_users; i++) {
+        free(d->users[i].project);
+        free(d->users[i].user);
+    }
+    free(d->users);
     for (int i = 0; i < 2; i++)
         if (d->wake_fd[i] >= 0) close(d->wake_fd[i]);
     pthread_mutex_destroy(&d->mu);
@@ -183,7 +320,8 @@ int main(int argc, char **argv)
                .wake_fd = {-1, -1}};
     kiln_diag dg = KILN_DIAG_INIT;
     char path[PATH_MAX + 32], bound[128];
-    const char *kiln_train = NULL;
+    const char *kiln_train = NULL, *monitor = NULL, *runtime = NULL;
+    char *cfg_runtime = NULL;
     struct MHD_Daemon *api = NULL;
     pthread_t sup;
     bool sup_started = false;
@@ -242,7 +380,17 @@ int main(int argc, char **argv)
             d.min_free = (uint64_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--kiln-train") == 0)
             kiln_train = v;
-        else if (strcmp(a, "--grace-period") == 0)
+        else if (strcmp(a, "--monitor") == 0)
+            monitor = v;
+        else if (strcmp(a, "--container-runtime") == 0)
+            runtime = v;
+        else if (strcmp(a, "--allow-root-replicas") == 0) {
+            if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0) {
+                fprintf(stderr, "kilnd: --allow-root-replicas wants yes or no\n");
+                goto out;
+            }
+            d.allow_root_replicas = strcmp(v, "yes") == 0;
+        } else if (strcmp(a, "--grace-period") == 0)
             d.grace_ms = (int)(atof(v) * 1000);
         else if (strcmp(a, "--threads") == 0)
             d.threads = atoi(v);
@@ -285,7 +433,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "kilnd: --tls-cert and --tls-key go together\n");
         goto out;
     }
-    if (d.tokens_path && load_tokens(&d, d.tokens_path) < 0) goto out;
+    if (d.tokens_path && (load_tokens(&d, d.tokens_path) < 0 || load_users(&d, d.tokens_path) < 0))
+        goto out;
     {
         char host[256];
         const char *colon = strrchr(d.listen, ':');
@@ -370,6 +519,23 @@ int main(int argc, char **argv)
         kiln_sched_set_cordon(d.sched, i, cordoned);
     }
     d.kiln_train = kiln_train ? strdup(kiln_train) : find_kiln_train();
+    d.exec.log_cap = d.log_cap;
+    d.exec.monitor = monitor ? strdup(monitor) : find_next_to_self("kiln-monitor");
+    if (!d.exec.monitor) {
+        fprintf(stderr, "kilnd: cannot find kiln-monitor next to kilnd (give --monitor PATH)\n");
+        goto out;
+    }
+    if (strv_from(&d.exec.runtime_args, default_runtime_args) < 0 ||
+        strv_from(&d.exec.run_args, default_run_args) < 0)
+        goto out;
+    if (d.node_config && load_container_config(&d, &cfg_runtime) < 0) goto out;
+    /* --container-runtime, else the node config's, else podman on PATH */
+    d.exec.container_runtime = which(runtime ? runtime : cfg_runtime ? cfg_runtime : "podman");
+    if ((runtime || cfg_runtime) && !d.exec.container_runtime) {
+        fprintf(stderr, "kilnd: the container runtime '%s' is not an executable\n",
+                runtime ? runtime : cfg_runtime);
+        goto out;
+    }
 
     kilnd_reconcile(&d);
 
@@ -400,6 +566,8 @@ int main(int argc, char **argv)
     fprintf(stderr, "kilnd: listening on %s://%s (data %s, %zu node%s%s%s)\n",
             d.tls ? "https" : "http", bound, d.data_dir, d.cluster.n, d.cluster.n == 1 ? "" : "s",
             d.tokens ? ", tokens required" : "", d.kiln_train ? "" : ", no kiln-train");
+    fprintf(stderr, "kilnd: containers: %s\n",
+            d.exec.container_runtime ? d.exec.container_runtime : "none (no podman on PATH)");
     for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) != 0) continue;
@@ -429,5 +597,6 @@ out:
     kiln_diag_free(&dg);
     free(data_abs);
     free(audit_default);
+    free(cfg_runtime);
     return rc;
 }

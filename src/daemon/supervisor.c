@@ -1,8 +1,15 @@
 /* src/daemon/supervisor.c - the one thread that runs jobs.
  *
- * Each tick (at most 100 ms, sooner when woken or when a replica writes):
- *   1. read replica output and turn it into log lines;
- *   2. reap exited replicas;
+ * Replicas run through the executor (kiln/exec.h): a backend table (local
+ * processes, podman containers) where each replica runs under a monitor that
+ * writes its log lines and records its exit, so replicas outlive kilnd and
+ * are adopted by the next one. Everything that decides stays here, above the
+ * backends: restart policy, drain, cancel, gang failure.
+ *
+ * Each tick (at most 100 ms, sooner when woken or when a monitor reports):
+ *   1. poll every replica's monitor (started, exited, gone);
+ *   2. reap exited monitors and helpers (zombies only: exits come from the
+ *      monitors' files);
  *   3. per running job: cancel requests, deadlines, exits -> restart policy;
  *      jobs that are stopping get SIGKILL once their grace period is over,
  *      and are finished (state written) when their last replica is gone;
@@ -35,6 +42,7 @@
 #include "kiln/exec.h"
 #include "kiln/objects.h"
 #include "kiln/tune.h"
+#include "kiln/submit.h" /* kiln_job_program_args */
 
 #define LINE_MAX_BYTES 8192
 #define TICK_MS        100
@@ -48,18 +56,21 @@ typedef struct replica {
     int gpus[KILN_MAX_REPLICA_DEVICES];
     int n_gpus;
     bool simulated;
-    pid_t pid;
-    int out_fd, err_fd;
-    char obuf[LINE_MAX_BYTES], ebuf[LINE_MAX_BYTES];
-    size_t olen, elen;
-    bool alive;
+    kiln_exec_kind kind;
+    kiln_exec_handle h;
+    bool spawned;       /* its monitor was started (or adopted): its end is acted on */
+    bool started;       /* its program runs (after any image pull) */
+    bool alive;         /* its monitor runs */
     bool handled;       /* its exit has been acted on */
     bool dropped;       /* elastic: left the job (drained, out of restarts); its slot is released */
     bool leaving;       /* elastic: stopped for a drain, leaves the job when it exits */
-    int64_t kill_at_ns; /* elastic: a leaving worker gets SIGKILL then (0 = not due) */
     int restarts;       /* elastic: times this replica alone was started again */
-    int status;         /* wait status */
-    int log_fd;         /* the replica's own log file */
+    int code;           /* exit code (a signal is 128 + its number) */
+    char why[512];      /* it could never run (image pull), or its monitor is gone */
+    bool lost;          /* its monitor is gone without an exit status */
+    bool failed;        /* it could never run */
+    int64_t kill_at_ns; /* elastic: a leaving worker gets SIGKILL then (0 = not due) */
+    long long moff;     /* bytes of its monitor's metrics file (TASK.metrics) read */
 } replica;
 
 typedef enum after_stop {
@@ -75,6 +86,7 @@ typedef struct rjob {
     char *project, *job_id;
     kiln_job *job;
     int64_t start_ns;
+    bool running; /* RUNNING written (PREPARING until every replica runs) */
     int restarts, failures;
     kiln_placement pl;
     replica *reps;
@@ -123,7 +135,6 @@ typedef struct sup {
 } sup;
 
 static void save_runtime(sup *s, rjob *j);
-static int exit_code(int status);
 static kiln_err trial_args(rjob *j, kiln_strv *argv);
 static kiln_err trial_env(rjob *j, kiln_strv *env);
 static void trial_metrics(rjob *j, json_t *report);
@@ -208,7 +219,7 @@ static void port_give(sup *s, int port)
     if (i >= 0 && i < s->d->port_count) s->port_used[i] = false;
 }
 
-/* ---------- log pumping ---------- */
+/* ---------- training metrics ---------- */
 
 /* A training metrics report on stdout (trainmetrics.h): appended with its
  * time and task to DATA/jobs/P/J/metrics.jsonl (the history the dashboard's
@@ -248,61 +259,36 @@ out:
     save_runtime(s, j);
 }
 
-/* One replica line to the job's log and the replica's own. Past the job's
- * log cap (--log-cap) lines are dropped, with one warning saying so: a
- * chatty program must not fill the disk kilnd and other jobs live on. */
-static void log_line(sup *s, rjob *j, replica *r, const char *sev, const char *m, size_t n)
+/* The monitor writes the replica's stdout lines that may be training metrics
+ * reports to STATE.metrics (kiln-monitor.c); kilnd reads what is new there
+ * each tick (and once more when the replica has ended). The offset read so
+ * far is in the runtime record, so an adopting kilnd neither repeats nor
+ * loses a report. The file is the monitor's own, apart from the job's log
+ * and its cap: a report past the log cap still counts. */
+static void pump_metrics(sup *s, rjob *j, replica *r)
 {
-    if (strcmp(sev, "INFO") == 0) note_metrics(s, j, r, m, n);
-    if (j->log_bytes >= s->d->log_cap) {
-        if (!j->log_capped) {
-            char w[160];
-            int wn = snprintf(w, sizeof w,
-                              "log cap of %zu bytes reached: further replica output is dropped",
-                              s->d->log_cap);
-            kiln_log_write(j->log_fd, "WARNING", "service", w, (size_t)wn);
-            j->log_capped = true;
+    char path[PATH_MAX + 80], buf[LINE_MAX_BYTES + 1];
+    if (!r->spawned) return;
+    snprintf(path, sizeof path, "%s/replicas/%s.metrics", j->dir, r->task);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    for (;;) {
+        ssize_t n = pread(fd, buf, LINE_MAX_BYTES, (off_t)r->moff);
+        if (n <= 0) break;
+        size_t start = 0;
+        for (size_t i = 0; i < (size_t)n; i++)
+            if (buf[i] == '\n') {
+                note_metrics(s, j, r, buf + start, i - start);
+                start = i + 1;
+            }
+        if (start == 0) {
+            if ((size_t)n < LINE_MAX_BYTES) break; /* a partial line: the rest comes later */
+            start = (size_t)n;                     /* longer than any report: skipped */
         }
-        return;
+        r->moff += (long long)start;
+        if (start < (size_t)n && (size_t)n < LINE_MAX_BYTES) break; /* a partial last line */
     }
-    j->log_bytes += n + 64; /* the line plus its severity, time and task */
-    kiln_log_write(j->log_fd, sev, r->task, m, n);
-    kiln_log_write(r->log_fd, sev, r->task, m, n);
-}
-
-static void emit_lines(sup *s, rjob *j, replica *r, char *buf, size_t *len, const char *sev,
-                       bool flush)
-{
-    size_t start = 0;
-    for (size_t i = 0; i < *len; i++)
-        if (buf[i] == '\n') {
-            log_line(s, j, r, sev, buf + start, i - start);
-            start = i + 1;
-        }
-    if (start == 0 && *len == LINE_MAX_BYTES) flush = true; /* a line too long: cut it */
-    if (flush && start < *len) {
-        log_line(s, j, r, sev, buf + start, *len - start);
-        start = *len;
-    }
-    memmove(buf, buf + start, *len - start);
-    *len -= start;
-}
-
-/* Reads what is there; closes the fd at EOF. */
-static void pump(sup *s, rjob *j, replica *r, int *fd, char *buf, size_t *len, const char *sev)
-{
-    while (*fd >= 0) {
-        ssize_t n = read(*fd, buf + *len, LINE_MAX_BYTES - *len);
-        if (n > 0) {
-            *len += (size_t)n;
-            emit_lines(s, j, r, buf, len, sev, false);
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-        emit_lines(s, j, r, buf, len, sev, true);
-        close(*fd);
-        *fd = -1;
-    }
+    close(fd);
 }
 
 /* ---------- the runtime record (for reconcile and for GET) ---------- */
@@ -317,18 +303,35 @@ static void save_runtime(sup *s, rjob *j)
             json_array_append_new(g, json_integer(r->gpus[k]));
         json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:I,s:o,s:b,s:s}", "task", r->task, "node",
                               s->d->cluster.nodes[r->node].name, "port", r->port, "pid",
-                              (json_int_t)(r->alive ? r->pid : 0), "startTicks",
-                              (json_int_t)(r->alive ? kiln_proc_start_time(r->pid) : 0), "gpus",
+                              (json_int_t)(r->alive ? r->h.pid : 0), "startTicks",
+                              (json_int_t)(r->alive ? r->h.pid_start : 0), "gpus",
                               g ? g : json_array(), "simulatedGpus", r->simulated && r->n_gpus,
                               "state", r->alive ? "RUNNING" : "EXITED");
-        /* for the dashboard: how this replica ended, and how often it alone
-         * was started again (group restarts are the job's kilnStatus.restarts) */
-        if (o && !r->alive && r->pid > 0)
-            json_object_set_new(o, "exitCode", json_integer(exit_code(r->status)));
-        if (o) json_object_set_new(o, "restarts", json_integer(r->restarts));
+        /* what the next kilnd needs to adopt the replica (monitor, slot) */
+        const kiln_slot *sl = &j->pl.slots[i];
+        json_t *devs = json_array();
+        for (int k = 0; devs && k < sl->n_devs; k++)
+            json_array_append_new(devs, json_integer(sl->devs[k]));
+        json_t *a = json_pack(
+            "{s:s,s:i,s:s,s:I,s:I,s:s,s:o,s:i,s:f,s:b,s:b,s:i}", "role", kiln_role_name(r->role),
+            "index", r->index, "executor", kiln_exec_kind_name(r->kind), "monitor",
+            (json_int_t)(r->alive ? r->h.monitor : 0), "monitorStart",
+            (json_int_t)(r->alive ? r->h.monitor_start : 0), "container", r->h.name, "devs",
+            devs ? devs : json_array(), "vcpus", sl->vcpus, "memoryGb", sl->memory_gb, "dropped",
+            r->dropped, "started", r->started, "restarts", r->restarts);
+        if (a && r->leaving) json_object_set_new(a, "leaving", json_true());
+        if (a) json_object_set_new(a, "code", json_integer(r->code));
+        if (a) json_object_set_new(a, "metricsOffset", json_integer(r->moff));
+        /* for the dashboard: how this replica ended (its restarts alone are
+         * "restarts"; group restarts are the job's kilnStatus.restarts) */
+        if (a && !r->alive && r->spawned && !r->failed)
+            json_object_set_new(a, "exitCode", json_integer(r->code));
+        if (o && a) json_object_update(o, a);
+        json_decref(a);
         if (o) json_array_append_new(reps, o);
     }
-    json_t *root = json_pack("{s:o}", "replicas", reps ? reps : json_array());
+    json_t *root =
+        json_pack("{s:o,s:b}", "replicas", reps ? reps : json_array(), "running", j->running);
     if (root && j->metrics) json_object_set(root, "metrics", j->metrics);
     if (root && j->study) json_object_set_new(root, "study", kiln_study_to_json(j->study->st));
     if (root && j->elastic) {
@@ -409,12 +412,11 @@ static void kill_recorded(const char *runtime)
 
 /* ---------- starting and stopping a job's replicas ---------- */
 
+/* Lets go of a replica's monitor (its life pipe); the monitor runs on. */
 static void close_replica(sup *s, rjob *j, replica *r)
 {
-    if (r->out_fd >= 0) close(r->out_fd);
-    if (r->err_fd >= 0) close(r->err_fd);
-    if (r->log_fd >= 0) close(r->log_fd);
-    r->out_fd = r->err_fd = r->log_fd = -1;
+    if (r->h.life_fd >= 0) close(r->h.life_fd);
+    r->h.life_fd = -1;
     (void)s;
     (void)j;
 }
@@ -569,10 +571,10 @@ static kiln_err stage_packages(kilnd *d, rjob *j, char *why, size_t whylen, char
     return KILN_OK;
 }
 
-static void stop_all(rjob *j, int sig)
+static void stop_all(sup *s, rjob *j, int sig)
 {
     for (size_t i = 0; i < j->n; i++)
-        if (j->reps[i].alive) kiln_proc_signal(j->reps[i].pid, sig);
+        if (j->reps[i].alive) kiln_exec_signal(&s->d->exec, &j->reps[i].h, sig);
 }
 
 static void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
@@ -589,7 +591,7 @@ static void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
     va_end(ap);
     j->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
     j->killed = false;
-    stop_all(j, SIGTERM);
+    stop_all(s, j, SIGTERM);
 }
 
 /* The cluster as the replicas see it; NULL on ENOMEM. Dropped replicas are
@@ -609,15 +611,56 @@ static kiln_exec_task *job_tasks(sup *s, rjob *j, size_t *n)
     return tasks;
 }
 
+/* The image a replica of `role` runs (its own imageUri, else the master's,
+ * as AI Platform defaults it), or NULL: it runs as a process. */
+static const char *image_of(const kiln_job *job, kiln_role role)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, role);
+    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+    if (rc && rc->image_uri && *rc->image_uri) return rc->image_uri;
+    if (mc && mc->image_uri && *mc->image_uri) return mc->image_uri;
+    return NULL;
+}
+
+/* A container's ENTRYPOINT override (containerCommand) and CMD override
+ * (containerArgs, then the program args: user args after `--` and
+ * --job-dir), each the role's, else the master's. */
+static kiln_err container_program(const kiln_job *job, kiln_role role, kiln_strv *cmd,
+                                  kiln_strv *args)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, role);
+    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+    kiln_strv pargs = {0};
+    if (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)) rc = mc;
+    kiln_err err = kiln_job_program_args(job, &pargs);
+    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_command.n; i++)
+        err = kiln_strv_push(cmd, rc->container_command.v[i]);
+    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_args.n; i++)
+        err = kiln_strv_push(args, rc->container_args.v[i]);
+    for (size_t i = 0; err == KILN_OK && i < pargs.n; i++)
+        err = kiln_strv_push(args, pargs.v[i]);
+    kiln_strv_clear(&pargs);
+    return err;
+}
+
+/* "kiln-P-J-TASK": a container name unique per replica (P and J are
+ * [A-Za-z0-9_-], the API checked them). */
+static void container_name(const rjob *j, const replica *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "kiln-%s-%s-%s", j->project, j->job_id, r->task);
+}
+
 /* Starts replica `i` of a running job (every replica at first; one alone
  * when an elastic worker is restarted or added). */
-static kiln_err spawn_one(sup *s, rjob *j, size_t i, bool warn_image, char *why, size_t whylen)
+static kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
 {
-    kiln_strv argv = {0}, env = {0};
-    char path[PATH_MAX + 64], work[PATH_MAX + 16];
+    kiln_strv argv = {0}, env = {0}, cargs = {0}, hosts = {0};
+    char state[PATH_MAX + 64], rlog[PATH_MAX + 64], jlog[PATH_MAX + 16], work[PATH_MAX + 16];
+    char name[160] = "";
     size_t nt = 0, self = 0;
     kiln_exec_task *tasks = job_tasks(s, j, &nt);
     replica *r = &j->reps[i];
+    const char *image = image_of(j->job, r->role);
     kiln_err err = KILN_ENOMEM;
 
     if (!tasks) goto out;
@@ -631,19 +674,14 @@ static kiln_err spawn_one(sup *s, rjob *j, size_t i, bool warn_image, char *why,
     kiln_exec_paths paths = {.kiln_train = s->d->kiln_train,
                              .python = s->d->python,
                              .staging = j->pypath[0] ? j->pypath : NULL};
-    err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
-    if (err == KILN_OK && j->study) err = trial_args(j, &argv);
+    r->kind = image ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
+    if (image)
+        err = container_program(j->job, r->role, &argv, &cargs);
+    else
+        err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
+    /* a trial's --NAME=VALUE flags follow the program's own args */
+    if (err == KILN_OK && j->study) err = trial_args(j, image ? &cargs : &argv);
     if (err != KILN_OK) goto out;
-    const kiln_replica_config *rc = kiln_job_role_config(j->job, r->role);
-    if (warn_image && rc && rc->image_uri && *rc->image_uri && rc->container_command.n) {
-        char *m = NULL;
-        int n = asprintf(&m,
-                         "imageUri %s is not pulled: this kilnd has no container runtime, "
-                         "so containerCommand runs as a plain process on the node",
-                         rc->image_uri);
-        if (n >= 0) kiln_log_write(j->log_fd, "WARNING", "service", m, (size_t)n);
-        free(m);
-    }
     err = kiln_exec_replica_env(j->job, tasks, nt, self, r->gpus, (size_t)r->n_gpus, r->simulated,
                                 &env);
     if (err == KILN_OK && j->study) err = trial_env(j, &env);
@@ -662,42 +700,105 @@ static kiln_err spawn_one(sup *s, rjob *j, size_t i, bool warn_image, char *why,
         if (err != KILN_OK) goto out;
     }
     if (paths.staging) {
-        const char *pp = getenv("PYTHONPATH");
+        /* only the staged packages: kilnd's own PYTHONPATH is not the replica's */
         char *kv = NULL;
-        if (asprintf(&kv, "PYTHONPATH=%s%s%s", paths.staging, pp ? ":" : "", pp ? pp : "") < 0)
-            kv = NULL;
+        if (asprintf(&kv, "PYTHONPATH=%s", paths.staging) < 0) kv = NULL;
         err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
         free(kv);
         if (err != KILN_OK) goto out;
     }
-    if (r->log_fd < 0) {
-        snprintf(path, sizeof path, "%s/replicas/%s.log", j->dir, r->task);
-        r->log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    snprintf(state, sizeof state, "%s/replicas/%s", j->dir, r->task);
+    snprintf(rlog, sizeof rlog, "%s/replicas/%s.log", j->dir, r->task);
+    snprintf(jlog, sizeof jlog, "%s/log.tsv", j->dir);
+    if (image) container_name(j, r, name, sizeof name);
+    /* a container sees the job's directories at the same paths: kiln's
+     * (working dir, staged packages) and the user's jobDir */
+    const char *jd = j->job->training_input.job_dir;
+    const char *mounts[2] = {j->dir, jd};
+    size_t n_mounts = jd && jd[0] == '/' ? 2 : 1;
+    if (n_mounts == 2) kilnd_mkdirs(jd);
+    /* every replica's hostname (its container's name) resolves to its node,
+     * as pod names do: torchrun hands its peers the host agent's hostname */
+    for (size_t k = 0; image && k < j->n; k++) {
+        char hn[160], *kv = NULL;
+        if (j->reps[k].dropped) continue;
+        container_name(j, &j->reps[k], hn, sizeof hn);
+        if (asprintf(&kv, "%s:%s", hn, s->d->cluster.nodes[j->reps[k].node].address) < 0 ||
+            kiln_strv_push(&hosts, kv) != KILN_OK) {
+            free(kv);
+            err = KILN_ENOMEM;
+            goto out;
+        }
+        free(kv);
     }
-    r->olen = r->elen = 0;
-    r->pid = kiln_proc_spawn(&argv, &env, work, &r->out_fd, &r->err_fd);
-    if (r->pid < 0) {
-        snprintf(why, whylen, "cannot start %s (%s): %s", r->task, argv.v[0], strerror(errno));
-        err = KILN_EIO;
+    long uid = -1, gid = -1;
+    if (kilnd_project_user(s->d, j->project, &uid, &gid, why, whylen) != KILN_OK) {
+        err = KILN_EINVAL;
         goto out;
     }
+    if (uid >= 0) {
+        /* the replica's files are its user's: the job dir, its log, work dir */
+        int fd = open(rlog, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) close(fd);
+        kilnd_chown_job(j->dir, uid, gid);
+        if (chown(rlog, (uid_t)uid, (gid_t)gid) < 0) { /* reported by the monitor's writes */
+        }
+        if (n_mounts == 2 && chown(jd, (uid_t)uid, (gid_t)gid) < 0) {
+        }
+    }
+    kiln_exec_spec spec = {.kind = r->kind,
+                           .task = r->task,
+                           .state = state,
+                           .job_log = jlog,
+                           .rep_log = rlog,
+                           .work_dir = work,
+                           .argv = &argv,
+                           .args = &cargs,
+                           .env = &env,
+                           .image = image,
+                           .name = name,
+                           .mounts = mounts,
+                           .n_mounts = n_mounts,
+                           .hosts = (const char *const *)hosts.v,
+                           .n_hosts = hosts.n,
+                           .gpus = r->gpus,
+                           .n_gpus = (size_t)r->n_gpus,
+                           .simulated = r->simulated,
+                           .uid = uid,
+                           .gid = gid};
+    close_replica(s, j, r);
+    r->moff = 0; /* kiln_exec_start forgets the previous run's metrics file */
+    err = kiln_exec_start(&s->d->exec, &spec, &r->h, why, whylen);
+    if (err != KILN_OK) goto out;
     r->alive = true;
+    r->spawned = true;
+    r->started = false;
     r->handled = false;
-    r->status = 0;
+    r->lost = r->failed = false;
+    r->code = 0;
+    r->why[0] = '\0';
     char gl[128] = "";
     size_t gn = 0;
     for (int k = 0; k < r->n_gpus && gn < sizeof gl - 8; k++)
         gn += (size_t)snprintf(gl + gn, sizeof gl - gn, "%s%d", k ? "," : "", r->gpus[k]);
     char *m = NULL;
-    int n = asprintf(&m, "Started %s on node %s (pid %d, port %d, GPUs [%s]%s): %s", r->task,
-                     s->d->cluster.nodes[r->node].name, (int)r->pid, r->port, gl,
-                     r->simulated && r->n_gpus ? ", SIMULATED" : "", argv.v[0]);
+    int n =
+        image ? asprintf(&m,
+                         "Started %s on node %s (container %s of image %s, monitor %d, port "
+                         "%d, GPUs [%s]%s)",
+                         r->task, s->d->cluster.nodes[r->node].name, name, image, (int)r->h.monitor,
+                         r->port, gl, r->simulated && r->n_gpus ? ", SIMULATED" : "")
+              : asprintf(&m, "Started %s on node %s (monitor %d, port %d, GPUs [%s]%s): %s",
+                         r->task, s->d->cluster.nodes[r->node].name, (int)r->h.monitor, r->port, gl,
+                         r->simulated && r->n_gpus ? ", SIMULATED" : "", argv.v[0]);
     if (n >= 0) kiln_log_write(j->log_fd, "INFO", "service", m, (size_t)n);
     free(m);
     err = KILN_OK;
 out:
     free(tasks);
     kiln_strv_clear(&argv);
+    kiln_strv_clear(&cargs);
+    kiln_strv_clear(&hosts);
     kiln_strv_clear(&env);
     return err;
 }
@@ -714,8 +815,8 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
         err = KILN_EIO;
     }
     for (size_t i = 0; err == KILN_OK && i < j->n; i++)
-        if (!j->reps[i].dropped) err = spawn_one(s, j, i, i == 0, why, whylen);
-    if (err != KILN_OK) stop_all(j, SIGKILL);
+        if (!j->reps[i].dropped) err = spawn_one(s, j, i, why, whylen);
+    if (err != KILN_OK) stop_all(s, j, SIGKILL);
     return err;
 }
 
@@ -895,7 +996,7 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
         r->role = sl->role;
         r->index = sl->index;
         r->node = sl->node;
-        r->out_fd = r->err_fd = r->log_fd = -1;
+        r->h.life_fd = -1;
         kiln_exec_task_name(r->role, r->index, r->task);
         r->n_gpus = sl->n_devs;
         for (int k = 0; k < sl->n_devs; k++) {
@@ -911,20 +1012,25 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
     }
     kilnd_event(d, j->project, j->job_id, "INFO", "Job PREPARING: placed %zu replica%s", j->n,
                 j->n == 1 ? "" : "s");
+    /* what the placement cannot see: a container runtime, a CDI spec for
+     * real GPUs in a container. Not now means never here. */
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        kiln_exec_kind kind = image_of(j->job, r->role) ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
+        if (kiln_exec_check(&d->exec, kind, (size_t)r->n_gpus, r->simulated, why, sizeof why) !=
+            KILN_OK) {
+            begin_stop(s, j, AS_FAIL, "This job can never run on node %s: the %s replica: %s",
+                       d->cluster.nodes[r->node].name, r->task, why);
+            return;
+        }
+    }
     err = spawn_all(s, j, why, sizeof why);
     if (err != KILN_OK) {
         begin_stop(s, j, AS_FAIL, "%s", why);
         return;
     }
+    /* RUNNING once every replica's program runs (an image may be pulled first) */
     save_runtime(s, j);
-    if (kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(PREPARING),
-                                  KILN_STATE_RUNNING, NULL, kiln_now_ns(), NULL) == KILN_OK) {
-        kiln_job_record *fresh = NULL;
-        if (kiln_store_job_get(d->store, j->project, j->job_id, &fresh) == KILN_OK)
-            j->start_ns = fresh->start_ns;
-        kiln_job_record_free(fresh);
-        kiln_log_write(j->log_fd, "INFO", "service", "Job RUNNING", 11);
-    }
     return;
 nomem:
     /* give the job back to the queue; the placement was not handed to j */
@@ -967,14 +1073,6 @@ static int backoff_limit(const rjob *j)
     return 3;
 }
 
-/* Exit code as Kubernetes reports it: a signal is 128 + its number. */
-static int exit_code(int status)
-{
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return 255;
-}
-
 /* ---------- elastic PyTorchJobs: workers come and go ---------- */
 
 /* A PyTorch worker of an elastic job (kiln's master is Worker 0 when the
@@ -1009,13 +1107,6 @@ static void drop_replica(sup *s, rjob *j, replica *r)
     s->dirty = true; /* its devices may start a queued job */
 }
 
-static void close_pipes(replica *r)
-{
-    if (r->out_fd >= 0) close(r->out_fd);
-    if (r->err_fd >= 0) close(r->err_fd);
-    r->out_fd = r->err_fd = -1;
-}
-
 /* An elastic worker ended. One that failed is started again alone, up to
  * maxRestarts, while the others carry on (torchrun's rendezvous re-forms
  * the group with it); one leaving for a drain, or out of restarts, leaves
@@ -1034,8 +1125,8 @@ static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
                     "%s exited with status %d: starting it again alone (restart %d of at most %d, "
                     "elasticPolicy.maxRestarts); the other workers carry on",
                     r->task, code, r->restarts, max);
-        close_pipes(r);
-        if (spawn_one(s, j, (size_t)(r - j->reps), false, why, sizeof why) != KILN_OK)
+        close_replica(s, j, r);
+        if (spawn_one(s, j, (size_t)(r - j->reps), why, sizeof why) != KILN_OK)
             begin_stop(s, j, AS_FAIL, "%s", why);
         save_runtime(s, j);
         return true;
@@ -1047,7 +1138,7 @@ static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
         return false;
     }
     drop_replica(s, j, r);
-    close_pipes(r);
+    close_replica(s, j, r);
     kilnd_event(s->d, j->project, j->job_id, "WARNING",
                 "%s left the job (%s); %d workers carry on (minReplicas %d, maxReplicas %d)",
                 r->task, was_leaving ? "its node is drained" : "out of restarts", live_workers(j),
@@ -1103,7 +1194,7 @@ static void grow(sup *s, rjob *j, int64_t now)
     replica *r = &j->reps[j->n++];
     *r =
         (replica){.role = KILN_ROLE_WORKER, .index = index, .node = pl.slots[0].node, .port = port};
-    r->out_fd = r->err_fd = r->log_fd = -1;
+    r->h.life_fd = -1;
     kiln_exec_task_name(r->role, r->index, r->task);
     const kiln_node *node = &d->cluster.nodes[r->node];
     r->n_gpus = pl.slots[0].n_devs;
@@ -1115,17 +1206,26 @@ static void grow(sup *s, rjob *j, int64_t now)
     kilnd_event(d, j->project, j->job_id, "INFO",
                 "Adding %s: devices are free; the job now has %d of at most %d workers", r->task,
                 live_workers(j), j->el_max);
-    if (spawn_one(s, j, j->n - 1, false, why, sizeof why) != KILN_OK)
-        begin_stop(s, j, AS_FAIL, "%s", why);
+    if (spawn_one(s, j, j->n - 1, why, sizeof why) != KILN_OK) begin_stop(s, j, AS_FAIL, "%s", why);
     save_runtime(s, j);
 }
 
 static void on_exit_of(sup *s, rjob *j, replica *r)
 {
-    int code = exit_code(r->status);
+    int code = r->code;
     r->handled = true;
-    kilnd_event(s->d, j->project, j->job_id, code ? "WARNING" : "INFO", "%s exited with status %d",
-                r->task, code);
+    if (r->failed) { /* it could never run: no restart policy can help */
+        kilnd_event(s->d, j->project, j->job_id, "ERROR", "%s", r->why);
+        begin_stop(s, j, AS_FAIL, "%s", r->why);
+        return;
+    }
+    if (r->lost)
+        kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                    "%s: %s; counted as killed (status %d) for its restart policy", r->task, r->why,
+                    code);
+    else
+        kilnd_event(s->d, j->project, j->job_id, code ? "WARNING" : "INFO",
+                    "%s exited with status %d", r->task, code);
     if (j->after != AS_NONE) return; /* stopping anyway */
     if (elastic_exit(s, j, r, code)) return;
     const char *pol = policy_of(j, r->role);
@@ -1147,9 +1247,10 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
     if (retry && j->failures < backoff_limit(j)) {
         /* an all-reduce group cannot lose a member: restart all of it */
         begin_stop(s, j, AS_RESTART,
-                   "The replica %s exited with status %d; restarting the job's replicas "
+                   "The replica %s exited with status %d%s; restarting the job's replicas "
                    "(restart policy %s, restart %d of at most %d)",
-                   r->task, code, pol, j->failures + 1, backoff_limit(j));
+                   r->task, code, r->lost ? " (its monitor is gone)" : "", pol, j->failures + 1,
+                   backoff_limit(j));
         return;
     }
     j->fail_reason = retry ? KILND_FAIL_BACKOFF_LIMIT : KILND_FAIL_REPLICA_EXIT;
@@ -1160,8 +1261,8 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
                    r->task, code, backoff_limit(j));
     else
         begin_stop(s, j, AS_FAIL,
-                   "The replica %s exited with a non-zero status of %d (restart policy %s).",
-                   r->task, code, pol);
+                   "The replica %s exited with a non-zero status of %d (restart policy %s)%s%s.",
+                   r->task, code, pol, r->lost ? ": " : "", r->lost ? r->why : "");
 }
 
 static void finish(sup *s, rjob *j, rjob **link)
@@ -1171,11 +1272,8 @@ static void finish(sup *s, rjob *j, rjob **link)
     const char *msg = j->after_msg ? j->after_msg : "";
     char why[512];
 
-    for (size_t i = 0; i < j->n; i++) {
-        replica *r = &j->reps[i];
-        if (r->out_fd >= 0) pump(s, j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
-        if (r->err_fd >= 0) pump(s, j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
-    }
+    for (size_t i = 0; i < j->n; i++)
+        pump_metrics(s, j, &j->reps[i]); /* the last reports before the end */
     if (j->study && j->after != AS_RESTART) {
         trial_finish(s, j);
         *link = j->next;
@@ -1273,27 +1371,80 @@ static void check_job(sup *s, rjob *j, bool woken, int64_t now)
                    (long long)ti->run_policy.active_deadline_seconds);
     }
     for (size_t i = 0; i < j->n; i++)
-        if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].pid > 0)
+        if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].spawned)
             on_exit_of(s, j, &j->reps[i]);
 }
 
+/* Collects exited monitors and helpers (`podman kill`): their exits are
+ * learnt from the monitors' files, so this only keeps zombies away. */
 static void reap(sup *s)
 {
     int status;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (rjob *j = s->jobs; j; j = j->next)
-            for (size_t i = 0; i < j->n; i++)
-                if (j->reps[i].alive && j->reps[i].pid == pid) {
-                    replica *r = &j->reps[i];
-                    r->alive = false;
-                    r->status = status;
-                    /* the group may have children left: they go with it */
-                    kiln_proc_signal(pid, SIGKILL);
-                    if (r->out_fd >= 0) pump(s, j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
-                    if (r->err_fd >= 0) pump(s, j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
-                }
+    (void)s;
+    while (waitpid(-1, &status, WNOHANG) > 0) {
     }
+}
+
+/* Asks every replica's monitor where it is. */
+static void watch(sup *s)
+{
+    for (rjob *j = s->jobs; j; j = j->next) {
+        bool changed = false;
+        for (size_t i = 0; i < j->n; i++) {
+            replica *r = &j->reps[i];
+            if (!r->alive) continue;
+            int code = 0;
+            kiln_exec_status st = kiln_exec_poll(&s->d->exec, &r->h, &code, r->why, sizeof r->why);
+            switch (st) {
+            case KILN_EXEC_STARTING:
+                break;
+            case KILN_EXEC_RUNNING:
+                changed |= !r->started;
+                r->started = true;
+                break;
+            case KILN_EXEC_EXITED:
+                r->alive = false;
+                r->code = code;
+                changed = true;
+                break;
+            case KILN_EXEC_FAILED:
+                r->alive = false;
+                r->failed = true;
+                r->code = 255;
+                changed = true;
+                break;
+            case KILN_EXEC_LOST:
+                r->alive = false;
+                r->lost = true;
+                r->code = 128 + SIGKILL;
+                snprintf(r->why, sizeof r->why,
+                         "its monitor is gone without recording an exit status (killed?)");
+                /* whatever the monitor left running goes: never a replica unseen */
+                kiln_exec_signal(&s->d->exec, &r->h, SIGKILL);
+                changed = true;
+                break;
+            }
+        }
+        if (changed) save_runtime(s, j);
+    }
+}
+
+/* PREPARING -> RUNNING once every replica of the job runs its program. */
+static void mark_running(sup *s, rjob *j)
+{
+    if (j->running || j->after != AS_NONE) return;
+    for (size_t i = 0; i < j->n; i++)
+        if (!j->reps[i].dropped && !j->reps[i].started) return;
+    j->running = true;
+    if (kiln_store_job_transition(s->d->store, j->project, j->job_id, KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_RUNNING, NULL, kiln_now_ns(), NULL) == KILN_OK) {
+        kiln_job_record *fresh = NULL;
+        if (kiln_store_job_get(s->d->store, j->project, j->job_id, &fresh) == KILN_OK)
+            j->start_ns = fresh->start_ns;
+        kiln_job_record_free(fresh);
+        kiln_log_write(j->log_fd, "INFO", "service", "Job RUNNING", 11);
+    }
+    save_runtime(s, j);
 }
 
 /* A drain takes the elastic workers on node `n` out of the job, which
@@ -1316,7 +1467,7 @@ static bool drain_elastic(sup *s, rjob *j, size_t n)
         if (r->dropped || r->node != n) continue;
         r->leaving = true;
         if (r->alive) {
-            kiln_proc_signal(r->pid, SIGTERM);
+            kiln_exec_signal(&s->d->exec, &r->h, SIGTERM);
             r->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
         }
     }
@@ -1330,12 +1481,12 @@ static bool drain_elastic(sup *s, rjob *j, size_t n)
 
 /* Elastic workers leaving for a drain that outlive the grace period after
  * their SIGTERM get SIGKILL, as a stopping job's replicas do. */
-static void kill_leavers(rjob *j, int64_t now)
+static void kill_leavers(sup *s, rjob *j, int64_t now)
 {
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
         if (!r->alive || !r->leaving || !r->kill_at_ns || now < r->kill_at_ns) continue;
-        kiln_proc_signal(r->pid, SIGKILL);
+        kiln_exec_signal(&s->d->exec, &r->h, SIGKILL);
         r->kill_at_ns = 0;
     }
 }
@@ -1383,11 +1534,15 @@ static bool tick(sup *s, bool woken)
     kilnd *d = s->d;
     int64_t now = kiln_now_ns();
 
+    watch(s);
     reap(s);
     drains(s);
     for (rjob *j = s->jobs; j; j = j->next) {
+        mark_running(s, j);
+        for (size_t i = 0; i < j->n; i++)
+            pump_metrics(s, j, &j->reps[i]);
         check_job(s, j, woken, now);
-        kill_leavers(j, now);
+        kill_leavers(s, j, now);
         grow(s, j, now);
         trial_check(s, j);
     }
@@ -1403,7 +1558,7 @@ static bool tick(sup *s, bool woken)
             continue;
         }
         if (j->after != AS_NONE && !j->killed && now >= j->kill_at_ns) {
-            stop_all(j, SIGKILL);
+            stop_all(s, j, SIGKILL);
             j->killed = true;
         }
         link = &j->next;
@@ -1416,6 +1571,64 @@ static bool tick(sup *s, bool woken)
     return true;
 }
 
+/* A runtime record that names monitors: its replicas can be adopted. */
+static bool adoptable(const char *runtime)
+{
+    json_t *root = runtime ? json_loads(runtime, 0, NULL) : NULL;
+    json_t *reps = json_object_get(root, "replicas"), *r;
+    size_t i;
+    bool any = false;
+    /* a tuning job's trials are not adopted: the study resumes and runs
+     * them again (kill_monitors stops what is left of them) */
+    if (json_object_get(root, "study")) {
+        json_decref(root);
+        return false;
+    }
+    json_array_foreach(reps, i, r)
+    {
+        any |= json_integer_value(json_object_get(r, "monitor")) > 0 ||
+               json_object_get(r, "executor") != NULL;
+    }
+    json_decref(root);
+    return any;
+}
+
+/* Stops the monitors (and their programs) that run under a job's
+ * replicas/ directory: a job that cannot be adopted leaves none unseen. */
+static void kill_monitors(kilnd *d, const char *project, const char *id)
+{
+    char dir[PATH_MAX], rdir[PATH_MAX + 16];
+    kiln_strv tasks = {0};
+    kilnd_job_dir(d, project, id, dir, sizeof dir);
+    snprintf(rdir, sizeof rdir, "%s/replicas", dir);
+    if (kiln_exec_list(rdir, &tasks) != KILN_OK) return;
+    for (size_t i = 0; i < tasks.n; i++) {
+        char state[PATH_MAX + 200];
+        kiln_exec_handle h;
+        snprintf(state, sizeof state, "%s/%s", rdir, tasks.v[i]);
+        kiln_exec_adopt(KILN_EXEC_LOCAL, state, NULL, 0, 0, &h);
+        FILE *f = NULL;
+        char path[PATH_MAX + 220], buf[256];
+        int mpid = 0;
+        unsigned long long mst = 0;
+        snprintf(path, sizeof path, "%s.state", state);
+        if ((f = fopen(path, "re"))) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = '\0';
+            fclose(f);
+            if (sscanf(buf, "monitor %d %llu", &mpid, &mst) == 2 &&
+                kiln_proc_start_time(mpid) == mst)
+                kill(mpid, SIGKILL);
+        }
+        kiln_exec_signal(&d->exec, &h, SIGKILL);
+    }
+    kiln_strv_clear(&tasks);
+}
+
+/* Jobs a previous kilnd left PREPARING, RUNNING or CANCELLING. Those whose
+ * runtime record names monitors are adopted by the supervisor when it
+ * starts (adopt_all). The others (a kilnd that died before it recorded
+ * them) lose what runs of them, and are requeued or cancelled. */
 void kilnd_reconcile(kilnd *d)
 {
     kiln_job_record **v = NULL;
@@ -1427,8 +1640,9 @@ void kilnd_reconcile(kilnd *d)
     for (size_t i = 0; i < n; i++) {
         kiln_job_record *r = v[i];
         const char *id = r->job->job_id;
-        /* replicas die with kilnd (PDEATHSIG); whatever is left of them goes now */
+        if (adoptable(r->runtime)) continue;
         kill_recorded(r->runtime);
+        kill_monitors(d, r->project, id);
         if (r->job->state == KILN_STATE_CANCELLING) {
             kiln_store_job_transition(d->store, r->project, id, KILN_STATE_MASK(CANCELLING),
                                       KILN_STATE_CANCELLED, NULL, now, NULL);
@@ -1445,10 +1659,171 @@ void kilnd_reconcile(kilnd *d)
         kiln_store_job_transition(d->store, r->project, id, mask & ~KILN_STATE_MASK(CANCELLING),
                                   KILN_STATE_QUEUED, NULL, now, NULL);
         kilnd_event(d, r->project, id, "WARNING",
-                    "kilnd restarted while the job was %s: its replicas were stopped and the "
-                    "job is queued again (restart %d); it resumes from its newest checkpoint",
+                    "kilnd restarted while the job was %s, before its replicas were recorded: "
+                    "they were stopped and the job is queued again (restart %d)",
                     kiln_job_state_name(r->job->state), r->restarts + 1);
     }
+    kiln_job_records_free(v, n);
+}
+
+static bool role_by_name(const char *name, kiln_role *out)
+{
+    for (int k = 0; name && k < KILN_ROLE_COUNT; k++)
+        if (strcmp(kiln_role_name((kiln_role)k), name) == 0) {
+            *out = (kiln_role)k;
+            return true;
+        }
+    return false;
+}
+
+static size_t node_by_name(const kilnd *d, const char *name)
+{
+    for (size_t i = 0; name && i < d->cluster.n; i++)
+        if (strcmp(d->cluster.nodes[i].name, name) == 0) return i;
+    return (size_t)-1;
+}
+
+/* Takes over one job a previous kilnd ran: its placement, ports and
+ * replicas, each through its monitor. Exits that happened while kilnd was
+ * away are in the monitors' files and are judged on the first tick, with
+ * their real codes; a replica whose monitor is gone is judged as killed. */
+static void adopt_job(sup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
+    json_t *root = json_loads(rec->runtime, 0, NULL);
+    json_t *reps = json_object_get(root, "replicas"), *o;
+    size_t n = json_array_size(reps), idx;
+    rjob *j = calloc(1, sizeof *j);
+    int adopted = 0, away = 0;
+    if (!j || !n) goto fail;
+    j->log_fd = -1;
+    j->project = strdup(rec->project);
+    j->job_id = strdup(rec->job->job_id);
+    j->reps = calloc(n, sizeof *j->reps);
+    j->pl.slots = calloc(n, sizeof *j->pl.slots);
+    if (!j->project || !j->job_id || !j->reps || !j->pl.slots) goto fail;
+    j->pl.n = j->n = n;
+    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    json_array_foreach(reps, idx, o)
+    {
+        replica *r = &j->reps[idx];
+        kiln_slot *sl = &j->pl.slots[idx];
+        if (!role_by_name(json_string_value(json_object_get(o, "role")), &r->role)) goto fail;
+        r->index = (int)json_integer_value(json_object_get(o, "index"));
+        r->node = node_by_name(d, json_string_value(json_object_get(o, "node")));
+        if (r->node == (size_t)-1) goto fail; /* the node config changed */
+        r->port = (int)json_integer_value(json_object_get(o, "port"));
+        r->dropped = json_is_true(json_object_get(o, "dropped"));
+        r->restarts = (int)json_integer_value(json_object_get(o, "restarts"));
+        r->simulated = json_is_true(json_object_get(o, "simulatedGpus"));
+        r->code = (int)json_integer_value(json_object_get(o, "code"));
+        r->moff = (long long)json_integer_value(json_object_get(o, "metricsOffset"));
+        kiln_exec_task_name(r->role, r->index, r->task);
+        json_t *g = json_object_get(o, "gpus"), *devs = json_object_get(o, "devs");
+        r->n_gpus = (int)json_array_size(g);
+        if (r->n_gpus > KILN_MAX_REPLICA_DEVICES) goto fail;
+        for (int k = 0; k < r->n_gpus; k++) {
+            r->gpus[k] = (int)json_integer_value(json_array_get(g, (size_t)k));
+            sl->devs[k] = (int)json_integer_value(json_array_get(devs, (size_t)k));
+        }
+        sl->n_devs = r->n_gpus;
+        sl->role = r->role;
+        sl->index = r->index;
+        sl->node = r->dropped ? (size_t)-1 : r->node;
+        sl->vcpus = (int)json_integer_value(json_object_get(o, "vcpus"));
+        sl->memory_gb = json_number_value(json_object_get(o, "memoryGb"));
+        const char *ex = json_string_value(json_object_get(o, "executor"));
+        r->kind = ex && strcmp(ex, "container") == 0 ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
+        pid_t mon = (pid_t)json_integer_value(json_object_get(o, "monitor"));
+        uint64_t mst = (uint64_t)json_integer_value(json_object_get(o, "monitorStart"));
+        char state[PATH_MAX + 64];
+        snprintf(state, sizeof state, "%s/replicas/%s", j->dir, r->task);
+        kiln_exec_adopt(r->kind, state, json_string_value(json_object_get(o, "container")), mon,
+                        mst, &r->h);
+        r->started = json_is_true(json_object_get(o, "started"));
+        /* a drain's leaver keeps its SIGKILL, one grace period from now */
+        r->leaving = json_is_true(json_object_get(o, "leaving"));
+        if (r->leaving) r->kill_at_ns = kiln_now_ns() + (int64_t)d->grace_ms * 1000000;
+        if (r->port > 0 && r->port - d->port_base >= 0 && r->port - d->port_base < d->port_count &&
+            !r->dropped)
+            s->port_used[r->port - d->port_base] = true;
+        if (mon > 0 && !r->dropped) {
+            r->alive = r->spawned = true; /* the first tick's watch() says if it still runs */
+            adopted++;
+        } else {
+            /* it had ended before kilnd went: judged again unless it was a
+             * finished worker (its exit decided nothing) */
+            r->handled = r->dropped || (r->code == 0 && r->role != KILN_ROLE_MASTER);
+            r->spawned = !r->handled;
+            away += !r->handled;
+        }
+    }
+    j->job = rec->job;
+    rec->job = NULL;
+    const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
+    if (j->job->training_input.has_pytorch_job && pt->has_elastic_policy) {
+        j->elastic = true;
+        j->wo = pt->workers_only ? 1 : 0;
+        j->el_min = (int)pt->elastic_policy.min_replicas;
+        j->el_max = (int)pt->elastic_policy.max_replicas;
+        j->grow_at_ns = kiln_now_ns() + 1000000000LL;
+    }
+    j->running =
+        json_is_true(json_object_get(root, "running")) || j->job->state == KILN_STATE_RUNNING;
+    j->metrics = kept_metrics(rec->runtime); /* trainingOutput keeps the last report */
+    j->start_ns = rec->start_ns;
+    j->restarts = rec->restarts;
+    j->failures = rec->failures;
+    pthread_mutex_lock(&d->mu);
+    kiln_sched_claim(d->sched, &j->pl);
+    pthread_mutex_unlock(&d->mu);
+    char sub[PATH_MAX + 16];
+    snprintf(sub, sizeof sub, "%s/log.tsv", j->dir);
+    j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    j->next = s->jobs;
+    s->jobs = j;
+    kilnd_event(d, j->project, j->job_id, "INFO",
+                "kilnd restarted: adopted the job's %d running replica%s through their monitors "
+                "(restarts stay %d); %d that had ended before are judged again",
+                adopted, adopted == 1 ? "" : "s", j->restarts, away);
+    json_decref(root);
+    return;
+fail:
+    /* cannot be adopted: stop what runs, requeue (restart counted) */
+    json_decref(root);
+    if (j) {
+        for (size_t i = 0; i < j->n; i++)
+            if (j->reps[i].alive) kiln_exec_signal(&d->exec, &j->reps[i].h, SIGKILL);
+        free(j->reps);
+        free(j->pl.slots);
+        free(j->project);
+        free(j->job_id);
+        free(j);
+    }
+    kill_recorded(rec->runtime);
+    kill_monitors(d, rec->project, rec->job->job_id);
+    int64_t now = kiln_now_ns();
+    kiln_store_job_set_runtime(d->store, rec->project, rec->job->job_id, rec->restarts + 1,
+                               rec->failures, NULL);
+    kiln_store_job_transition(d->store, rec->project, rec->job->job_id,
+                              KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING),
+                              KILN_STATE_QUEUED, NULL, now, NULL);
+    kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(CANCELLING),
+                              KILN_STATE_CANCELLED, NULL, now, NULL);
+    kilnd_event(d, rec->project, rec->job->job_id, "WARNING",
+                "kilnd restarted and could not adopt the job's replicas (its runtime record or "
+                "the node config changed): they were stopped and the job is queued again");
+}
+
+static void adopt_all(sup *s)
+{
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    unsigned mask =
+        KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
+    if (kiln_store_jobs_by_state(s->d->store, mask, &v, &n) != KILN_OK) return;
+    for (size_t i = 0; i < n; i++)
+        if (adoptable(v[i]->runtime)) adopt_job(s, v[i]);
     kiln_job_records_free(v, n);
 }
 
@@ -1461,6 +1836,7 @@ void *kilnd_supervisor(void *arg)
         d->stop = 1;
         return NULL;
     }
+    adopt_all(&s);
     bool woken = true;
     unsigned ticks = 0;
     while (!d->stop) {
@@ -1468,7 +1844,7 @@ void *kilnd_supervisor(void *arg)
         /* wait for the wake pipe, replica output or the tick */
         size_t nfds = 1;
         for (rjob *j = s.jobs; j; j = j->next)
-            nfds += 2 * j->n;
+            nfds += j->n;
         struct pollfd *pf = calloc(nfds, sizeof *pf);
         if (!pf) {
             usleep(TICK_MS * 1000);
@@ -1477,10 +1853,8 @@ void *kilnd_supervisor(void *arg)
         size_t k = 0;
         pf[k++] = (struct pollfd){.fd = d->wake_fd[0], .events = POLLIN};
         for (rjob *j = s.jobs; j; j = j->next)
-            for (size_t i = 0; i < j->n; i++) {
-                pf[k++] = (struct pollfd){.fd = j->reps[i].out_fd, .events = POLLIN};
-                pf[k++] = (struct pollfd){.fd = j->reps[i].err_fd, .events = POLLIN};
-            }
+            for (size_t i = 0; i < j->n; i++)
+                pf[k++] = (struct pollfd){.fd = j->reps[i].h.life_fd, .events = POLLIN};
         int rc = poll(pf, k, TICK_MS);
         woken = false;
         if (rc > 0 && (pf[0].revents & POLLIN)) {
@@ -1490,32 +1864,11 @@ void *kilnd_supervisor(void *arg)
             woken = true;
         }
         free(pf);
-        for (rjob *j = s.jobs; j; j = j->next)
-            for (size_t i = 0; i < j->n; i++) {
-                replica *r = &j->reps[i];
-                if (r->out_fd >= 0) pump(&s, j, r, &r->out_fd, r->obuf, &r->olen, "INFO");
-                if (r->err_fd >= 0) pump(&s, j, r, &r->err_fd, r->ebuf, &r->elen, "ERROR");
-            }
         if (++ticks % 10 == 0) woken = true; /* re-read cancel requests at least every second */
     }
-    /* shutting down: replicas stop with kilnd; the next kilnd requeues their jobs */
-    for (rjob *j = s.jobs; j; j = j->next)
-        stop_all(j, SIGTERM);
-    int64_t until = kiln_now_ns() + (int64_t)d->grace_ms * 1000000;
-    for (;;) {
-        reap(&s);
-        bool any = false;
-        for (rjob *j = s.jobs; j; j = j->next)
-            for (size_t i = 0; i < j->n; i++)
-                any |= j->reps[i].alive;
-        if (!any) break;
-        if (kiln_now_ns() > until) {
-            for (rjob *j = s.jobs; j; j = j->next)
-                stop_all(j, SIGKILL);
-            until = INT64_MAX;
-        }
-        usleep(20000);
-    }
+    /* shutting down: the replicas run on under their monitors, and the next
+     * kilnd adopts them (an upgrade stops nothing) */
+    reap(&s);
     while (s.jobs) {
         rjob *j = s.jobs;
         s.jobs = j->next;

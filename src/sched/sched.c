@@ -343,6 +343,20 @@ out:
     return err;
 }
 
+void kiln_sched_claim(kiln_sched *s, const kiln_placement *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const kiln_slot *sl = &p->slots[i];
+        if (sl->node >= s->c->n) continue;
+        usage *u = &s->u[sl->node];
+        for (int j = 0; j < sl->n_devs; j++)
+            if (sl->devs[j] >= 0 && (size_t)sl->devs[j] < s->c->nodes[sl->node].n_devs)
+                u->busy[sl->devs[j]] = true;
+        u->cpus += sl->vcpus;
+        u->mem += sl->memory_gb;
+    }
+}
+
 void kiln_sched_release(kiln_sched *s, const kiln_placement *p)
 {
     for (size_t i = 0; i < p->n; i++) {

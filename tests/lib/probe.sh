@@ -31,11 +31,11 @@
 # them. "hardware" probes (gpu) may legitimately be absent anywhere.
 # "software" probes are satisfied by scripts/bootstrap.
 
-KILN_PROBES="netns mknod tmpfs userns podman slurm chromium selenium promtool openssl gpu torch tensorboard tensorflow gcloud"
+KILN_PROBES="netns mknod tmpfs userns podman runas slurm chromium selenium promtool openssl gpu torch tensorboard tensorflow gcloud"
 
 kiln_probe_class() {
     case $1 in
-    netns | mknod | tmpfs | userns | podman | slurm) echo privileged ;;
+    netns | mknod | tmpfs | userns | podman | runas | slurm) echo privileged ;;
     gpu) echo hardware ;;
     *) echo software ;;
     esac
@@ -120,8 +120,40 @@ probe_podman() {
         echo "podman info failed: $(printf '%s' "$_e" | tail -1)"
         return 1
     fi
+    # and a container really runs, as kilnd's executor starts one (an image
+    # imported from a directory with busybox: nothing is pulled)
+    _bb=$(command -v busybox 2>/dev/null)
+    [ -n "$_bb" ] || { echo "busybox (busybox-static) is not installed"; return 1; }
+    _d=$(_kp_tmp) || return 1
+    mkdir -p "$_d/root/bin" && cp "$_bb" "$_d/root/bin/busybox" && ln -s busybox "$_d/root/bin/sh"
+    _img=localhost/kiln-probe:$$
+    _rc=0
+    if ! _e=$(tar -C "$_d/root" -c . | podman import -q - "$_img" 2>&1); then
+        echo "podman import failed: $(printf '%s' "$_e" | tail -1)"
+        _rc=1
+    else
+        # exit codes must pass through: 7 in, 7 out
+        _e=$(podman --runtime runc run --rm --init --ulimit nofile=4096:4096 \
+            --ulimit nproc=4096:4096 --network host "$_img" sh -c 'exit 7' 2>&1)
+        if [ $? -ne 7 ]; then
+            echo "podman run of a local image failed: $(printf '%s' "$_e" | tail -1)"
+            _rc=1
+        fi
+    fi
+    podman rmi -f "$_img" >/dev/null 2>&1
+    rm -rf "$_d"
+    return $_rc
 }
-fix_podman() { echo "apt-get install podman runc, as root outside a chroot"; }
+fix_podman() { echo "apt-get install podman runc catatonit busybox-static, as root outside a chroot"; }
+
+# run-as-user tests: root, and a user they can create and remove
+probe_runas() {
+    [ "$(id -u)" = 0 ] || { echo "not root (uid $(id -u))"; return 1; }
+    for _t in useradd userdel; do
+        command -v "$_t" >/dev/null 2>&1 || { echo "$_t (passwd) is not installed"; return 1; }
+    done
+}
+fix_runas() { echo "run as root with passwd (useradd) installed"; }
 
 probe_slurm() {
     for _t in munged slurmctld slurmd sbatch; do

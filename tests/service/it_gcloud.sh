@@ -6,9 +6,18 @@
 # auth/access_token_file with a kiln token.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
-kiln_need gcloud
+kiln_need gcloud podman
+# the submitted job's image runs as a container (kiln's container executor):
+# one built here from the host's /usr, nothing pulled (lib.sh host_image)
+IMG=localhost/kiln-examples/trainer:1
+host_image "$IMG" || {
+    fail "cannot build the image $IMG"
+    finish
+}
+printf '{"nodes": [{"name": "vm", "address": "127.0.0.1"}], %s}\n' \
+    "$(host_runtime_config "$T")" >"$T/host.json"
 
-start_kilnd "$T/d"
+start_kilnd "$T/d" --node-config "$T/host.json"
 
 # a throwaway gcloud configuration pointed at this kilnd
 gc_config() { # gc_config DIR URL PROJECT [auth lines as PROPERTY VALUE pairs...]
@@ -107,7 +116,7 @@ trainingInput:
     containerArgs: ["--epochs", "2"]
 EOF
 out=$(gc ai-platform jobs submit training sub_1 --region us-central1 --config "$T/config.yaml" \
-    --master-image-uri example.com/trainer:1 --labels team=ml --stream-logs 2>&1)
+    --master-image-uri "$IMG" --labels team=ml --stream-logs 2>&1)
 rc=$?
 check_eq "submit --stream-logs exit ($(tail -3 <<<"$out"))" "$rc" 0
 check "submit printed the job's lines" grep -q "hello from gcloud" <<<"$out"
@@ -115,7 +124,7 @@ check "user args reached the program" grep -q "args: --epochs 2" <<<"$out"
 check_eq "submitted job" "$(gc ai-platform jobs describe sub_1 --format 'value(state,labels.team)' 2>&1)" "SUCCEEDED	ml"
 # user args after -- do not mix with containerCommand: a 400 that says so
 out=$(gc ai-platform jobs submit training sub_2 --region us-central1 --config "$T/config.yaml" \
-    --master-image-uri example.com/trainer:1 -- --epochs 3 2>&1)
+    --master-image-uri "$IMG" -- --epochs 3 2>&1)
 check "submit -- ARGS with containerCommand refused" test $? -ne 0
 check "... saying why ($out)" grep -q containerArgs <<<"$out"
 

@@ -36,7 +36,10 @@ it_metrics.sh) port_base=33000 ;;
 it_dashboard.sh) port_base=34000 ;;
 it_tuning.sh) port_base=35000 ;;
 it_trust.sh) port_base=36000 ;;
-it_fulldisk.sh) port_base=38000 ;;
+it_container.sh) port_base=37000 ;;
+it_adopt.sh) port_base=38000 ;;
+it_runas.sh) port_base=39000 ;;
+it_fulldisk.sh) port_base=40000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}
@@ -45,12 +48,28 @@ FAILS=0
 PASSES=0
 export KILN_PROJECT=p1
 
+# kill_monitors DIR: replicas outlive kilnd under their monitors
+# (kiln-monitor); stop the monitors and replica groups that run under DIR,
+# found by the state files the monitors write (pid + start time).
+kill_monitors() {
+    local f pid st kind
+    for f in "$1"/*/jobs/*/*/replicas/*.state "$1"/jobs/*/*/replicas/*.state; do
+        [ -e "$f" ] || continue
+        while read -r kind pid st; do
+            [ -n "$pid" ] || continue
+            [ "$(awk '{sub(/.*\) /, ""); print $20}' "/proc/$pid/stat" 2>/dev/null)" = "$st" ] || continue
+            if [ "$kind" = child ]; then kill -9 -- "-$pid" 2>/dev/null; else kill -9 "$pid" 2>/dev/null; fi
+        done <"$f"
+    done
+}
+
 cleanup() {
     for p in "${KPIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
     for p in "${KPIDS[@]}"; do wait "$p" 2>/dev/null; done
-    # replicas die with kilnd (PDEATHSIG); give them a moment, then remove the dir
+    kill_monitors "$T"
+    eval "${AT_EXIT:-}" # a test's own cleanup (images, users)
     sleep 0.2
-    [ -n "${KEEP:-}" ] || rm -rf "$T"
+    if [ -n "${KEEP:-}" ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 
@@ -89,8 +108,12 @@ start_kilnd() {
     shift
     mkdir -p "$dir"
     rm -f "$dir/kilnd.addr"
+    # the tests run as root where the CI does: they allow root replicas
+    # unless a test names its projects' users itself
+    local root_ok=()
+    [ "$(id -u)" = 0 ] && [ -z "${NO_ROOT_OK:-}" ] && root_ok=(--allow-root-replicas yes)
     "$KILND" --listen 127.0.0.1:0 --data-dir "$dir" --grace-period 1 \
-        --port-range "${PORT_RANGE:-41000-41999}" "$@" 2>>"$dir/kilnd.err" &
+        --port-range "${PORT_RANGE:-41000-41999}" "${root_ok[@]}" "$@" 2>>"$dir/kilnd.err" &
     KPID=$!
     KPIDS+=("$KPID")
     for _ in $(seq 1 200); do
@@ -175,4 +198,38 @@ job_json() {
     cmd=$(printf '%s' "$2" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
     printf '{"jobId":"%s","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c",%s]}%s}}' \
         "$1" "$cmd" "${3:-}"
+}
+
+# make_image NAME: a container image from a directory holding busybox
+# (busybox-static) and its applets; nothing is pulled. Removed at exit.
+make_image() {
+    local root=$T/img-$1 a
+    mkdir -p "$root/bin" "$root/tmp" "$root/run"
+    cp "$(command -v busybox)" "$root/bin/busybox"
+    for a in sh cat echo env sleep touch test seq printf kill ls id stat grep tr sed wc true false; do
+        ln -sf busybox "$root/bin/$a"
+    done
+    tar -C "$root" -c . | podman import -q - "localhost/$1" >/dev/null || return 1
+    AT_EXIT="${AT_EXIT:-:}; podman rmi -f localhost/$1 >/dev/null 2>&1"
+}
+
+# host_image NAME: an image of nothing but the merged-/usr links of Debian
+# (bin, lib, lib64, sbin -> usr/...): with the host's /usr and /etc mounted
+# read-only (host_runtime_config) its containers run the host's programs,
+# Python and torch included, without copying them into an image.
+host_image() {
+    local root=$T/hostimg-${1//[^A-Za-z0-9]/_} d
+    mkdir -p "$root"
+    for d in bin lib lib64 sbin; do ln -sfn "usr/$d" "$root/$d"; done
+    mkdir -p "$root/tmp" "$root/run" "$root/var/tmp" "$root/root" "$root/home"
+    tar -C "$root" -c . | podman import -q - "$1" >/dev/null || return 1
+    AT_EXIT="${AT_EXIT:-:}; podman rmi -f $1 >/dev/null 2>&1"
+}
+
+# host_runtime_config DIR...: the node config's containerRuntime that mounts
+# /usr, /etc and each DIR at the same paths (JSON members, no braces)
+host_runtime_config() {
+    local args='"--ulimit","nofile=4096:4096","--ulimit","nproc=4096:4096","--network","host","-v","/usr:/usr:ro","-v","/etc:/etc:ro"' d
+    for d in "$@"; do args="$args,\"-v\",\"$d:$d\""; done
+    printf '"containerRuntime": {"globalArgs": ["--runtime", "runc"], "runArgs": [%s]}' "$args"
 }

@@ -1,0 +1,198 @@
+/* src/exec/container/podman.c - the container backend: the replica runs an
+ * image through podman, with AI Platform's and Kubernetes' semantics:
+ *   containerCommand replaces the image's ENTRYPOINT, containerArgs (and the
+ *   user args after them) its CMD; the replica's environment is passed in
+ *   (-e NAME: podman takes the value from its own environment, so TF_CONFIG
+ *   never shows on a command line); host networking, so the cluster's
+ *   addresses work unchanged; the job's directories at the same paths;
+ *   --init (catatonit) as PID 1, so SIGTERM reaches the program and grace
+ *   periods behave as for processes; exit codes pass through (podman run
+ *   exits with the container's code); a hostname of its own (the container's
+ *   name), as a pod has: with host networking and --init every replica's
+ *   program would otherwise be PID 2 on one hostname, and torchrun's
+ *   rendezvous, which names nodes by hostname and pid, would take two
+ *   replicas for one node.
+ * `podman run` runs under the replica's monitor like any program; the image
+ * is checked (and pulled when missing) by the monitor before it. */
+#include <dirent.h>
+#include <jansson.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/exec_int.h"
+
+/* An NVIDIA CDI spec (nvidia-ctk cdi generate) in one of cfg->cdi_dirs. */
+static bool have_nvidia_cdi(const kiln_exec_config *cfg)
+{
+    char dirs[1024];
+    snprintf(dirs, sizeof dirs, "%s", cfg->cdi_dirs ? cfg->cdi_dirs : "/etc/cdi:/var/run/cdi");
+    char *save = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        DIR *dd = opendir(d);
+        struct dirent *e;
+        bool found = false;
+        while (dd && !found && (e = readdir(dd)))
+            found = strncmp(e->d_name, "nvidia", 6) == 0;
+        if (dd) closedir(dd);
+        if (found) return true;
+    }
+    return false;
+}
+
+static kiln_err podman_check(const kiln_exec_config *cfg, size_t n_gpus, bool simulated, char *why,
+                             size_t whylen)
+{
+    if (!cfg->container_runtime) {
+        snprintf(why, whylen,
+                 "this node has no container runtime (kilnd found no podman on its PATH; give "
+                 "--container-runtime PATH)");
+        return KILN_EINVAL;
+    }
+    if (n_gpus && !simulated && !have_nvidia_cdi(cfg)) {
+        snprintf(why, whylen,
+                 "a container with GPUs needs an NVIDIA CDI spec on the node (none in %s; "
+                 "generate one with nvidia-ctk cdi generate)",
+                 cfg->cdi_dirs ? cfg->cdi_dirs : "/etc/cdi:/var/run/cdi");
+        return KILN_EINVAL;
+    }
+    return KILN_OK;
+}
+
+static kiln_err push2(kiln_strv *v, const char *a, const char *b)
+{
+    kiln_err err = kiln_strv_push(v, a);
+    return err == KILN_OK ? kiln_strv_push(v, b) : err;
+}
+
+static kiln_err runtime_prefix(const kiln_exec_config *cfg, kiln_strv *v)
+{
+    kiln_err err = kiln_strv_push(v, cfg->container_runtime);
+    for (size_t i = 0; err == KILN_OK && i < cfg->runtime_args.n; i++)
+        err = kiln_strv_push(v, cfg->runtime_args.v[i]);
+    return err;
+}
+
+/* The JSON array form of --entrypoint, which keeps arguments with spaces
+ * and newlines whole (the plain form would be split by podman). */
+static char *entrypoint_json(const kiln_strv *cmd)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < cmd->n; i++)
+        if (json_array_append_new(a, json_string(cmd->v[i])) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    char *s = a ? json_dumps(a, JSON_COMPACT) : NULL;
+    json_decref(a);
+    return s;
+}
+
+static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
+                             kiln_exec_handle *h, char *why, size_t whylen)
+{
+    kiln_strv prog = {0}, pull = {0}, exists = {0};
+    char *ep = NULL, buf[64];
+    kiln_err err = podman_check(cfg, spec->n_gpus, spec->simulated, why, whylen);
+    if (err != KILN_OK) return err;
+    err = KILN_ENOMEM;
+    if (runtime_prefix(cfg, &prog) || kiln_strv_push(&prog, "run") ||
+        kiln_strv_push(&prog, "--rm") || kiln_strv_push(&prog, "--replace") ||
+        push2(&prog, "--name", spec->name) || push2(&prog, "--hostname", spec->name) ||
+        kiln_strv_push(&prog, "--init") || push2(&prog, "--pull", "never") ||
+        push2(&prog, "-w", spec->work_dir))
+        goto out;
+    for (size_t i = 0; i < cfg->run_args.n; i++)
+        if (kiln_strv_push(&prog, cfg->run_args.v[i]) != KILN_OK) goto out;
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        char *m = NULL;
+        if (asprintf(&m, "%s:%s", spec->mounts[i], spec->mounts[i]) < 0) goto out;
+        err = push2(&prog, "-v", m);
+        free(m);
+        if (err != KILN_OK) goto out;
+        err = KILN_ENOMEM;
+    }
+    for (size_t i = 0; i < spec->n_hosts; i++)
+        if (push2(&prog, "--add-host", spec->hosts[i]) != KILN_OK) goto out;
+    for (size_t i = 0; spec->env && i < spec->env->n; i++) {
+        size_t nl = strcspn(spec->env->v[i], "=");
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)nl, spec->env->v[i]);
+        if (push2(&prog, "-e", name) != KILN_OK) goto out;
+    }
+    /* simulated GPUs are only CUDA_VISIBLE_DEVICES; real ones come through CDI */
+    for (size_t i = 0; !spec->simulated && i < spec->n_gpus; i++) {
+        snprintf(buf, sizeof buf, "nvidia.com/gpu=%d", spec->gpus[i]);
+        if (push2(&prog, "--device", buf) != KILN_OK) goto out;
+    }
+    if (spec->uid >= 0) {
+        snprintf(buf, sizeof buf, "%ld:%ld", spec->uid, spec->gid >= 0 ? spec->gid : spec->uid);
+        if (push2(&prog, "--user", buf) != KILN_OK) goto out;
+    }
+    if (spec->argv && spec->argv->n) {
+        if (!(ep = entrypoint_json(spec->argv))) goto out;
+        if (push2(&prog, "--entrypoint", ep) != KILN_OK) goto out;
+    }
+    if (kiln_strv_push(&prog, spec->image) != KILN_OK) goto out;
+    for (size_t i = 0; spec->args && i < spec->args->n; i++)
+        if (kiln_strv_push(&prog, spec->args->v[i]) != KILN_OK) goto out;
+    if (runtime_prefix(cfg, &pull) || push2(&pull, "pull", spec->image) ||
+        runtime_prefix(cfg, &exists) || kiln_strv_push(&exists, "image") ||
+        push2(&exists, "exists", spec->image))
+        goto out;
+    /* the monitor runs as root and podman drops to the user (--user): the
+     * monitor itself must not */
+    kiln_exec_spec s = *spec;
+    s.uid = s.gid = -1;
+    err = kiln__mon_start(cfg, &s, &prog, &pull, &exists, h, why, whylen);
+    h->kind = KILN_EXEC_CONTAINER;
+out:
+    if (err == KILN_ENOMEM) snprintf(why, whylen, "out of memory starting %s", spec->task);
+    free(ep);
+    kiln_strv_clear(&prog);
+    kiln_strv_clear(&pull);
+    kiln_strv_clear(&exists);
+    return err;
+}
+
+/* SIGTERM goes to `podman run`, which passes it on to the container (its
+ * --sig-proxy default), where catatonit hands it to the program. SIGKILL
+ * cannot be passed on: `podman kill` kills the container itself, started
+ * without waiting (the supervisor must not block; kilnd reaps it). */
+static void podman_signal(const kiln_exec_config *cfg, const kiln_exec_handle *h, int sig)
+{
+    if (h->pid > 0 && kiln__alive(h->pid, h->pid_start)) kill(h->pid, sig);
+    if (h->pid <= 0 && kiln__alive(h->monitor, h->monitor_start)) kill(h->monitor, sig);
+    if (sig != SIGKILL || !cfg->container_runtime || !h->name[0]) return;
+    kiln_strv av = {0};
+    char **avp = NULL;
+    if (runtime_prefix(cfg, &av) == KILN_OK && kiln_strv_push(&av, "kill") == KILN_OK &&
+        push2(&av, "--signal", "KILL") == KILN_OK && kiln_strv_push(&av, h->name) == KILN_OK &&
+        (avp = calloc(av.n + 1, sizeof *avp))) {
+        memcpy(avp, av.v, av.n * sizeof *avp);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int fd = open("/dev/null", 2);
+            if (fd >= 0) {
+                dup2(fd, 1);
+                dup2(fd, 2);
+            }
+            execvp(avp[0], avp);
+            _exit(127);
+        }
+    }
+    free(avp);
+    kiln_strv_clear(&av);
+}
+
+const kiln__exec_backend kiln__exec_container = {
+    .name = "container",
+    .check = podman_check,
+    .start = podman_start,
+    .signal = podman_signal,
+    .poll = kiln__mon_poll,
+    .adopt = kiln__mon_adopt,
+};

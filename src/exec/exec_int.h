@@ -1,0 +1,43 @@
+/* src/exec/exec_int.h - the executor's backend table (internal to src/exec).
+ *
+ * Like curl's vtls: one table of function pointers per backend, picked by
+ * kind in exec.c; kiln/exec.h is the only public face. A backend says how a
+ * replica is checked, started, signalled, watched and adopted. The monitor
+ * helpers below (kiln__mon_*) are what the local and container backends
+ * share: both run their program under kiln-monitor. A Slurm backend fills
+ * the same slots with sbatch/scancel/sacct. */
+#ifndef KILN_EXEC_INT_H
+#define KILN_EXEC_INT_H
+
+#include "kiln/exec.h"
+
+typedef struct kiln__exec_backend {
+    const char *name;
+    kiln_err (*check)(const kiln_exec_config *cfg, size_t n_gpus, bool simulated, char *why,
+                      size_t whylen);
+    kiln_err (*start)(const kiln_exec_config *cfg, const kiln_exec_spec *spec, kiln_exec_handle *h,
+                      char *why, size_t whylen);
+    void (*signal)(const kiln_exec_config *cfg, const kiln_exec_handle *h, int sig);
+    kiln_exec_status (*poll)(const kiln_exec_config *cfg, kiln_exec_handle *h, int *code, char *why,
+                             size_t whylen);
+    void (*adopt)(const char *state, const char *name, pid_t monitor, uint64_t monitor_start,
+                  kiln_exec_handle *h);
+} kiln__exec_backend;
+
+extern const kiln__exec_backend kiln__exec_local;
+extern const kiln__exec_backend kiln__exec_container;
+
+/* Starts `prog` under kiln-monitor (a session of its own, so it outlives
+ * kilnd), with exactly spec->env as its environment. pull/exists: the image
+ * pull and check the monitor runs first (NULL for none). */
+kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
+                         const kiln_strv *prog, const kiln_strv *pull, const kiln_strv *exists,
+                         kiln_exec_handle *h, char *why, size_t whylen);
+kiln_exec_status kiln__mon_poll(const kiln_exec_config *cfg, kiln_exec_handle *h, int *code,
+                                char *why, size_t whylen);
+void kiln__mon_adopt(const char *state, const char *name, pid_t monitor, uint64_t monitor_start,
+                     kiln_exec_handle *h);
+/* True while the process (pid, start time) still runs. */
+bool kiln__alive(pid_t pid, uint64_t start);
+
+#endif

@@ -1,0 +1,370 @@
+/* src/exec/monitor/kiln-monitor.c - the per-replica monitor (like podman's
+ * conmon or Slurm's slurmstepd).
+ *
+ * kilnd starts one monitor per replica, in a session of its own, and the
+ * monitor starts the replica. The monitor, not kilnd, holds the replica's
+ * stdout and stderr and writes its log lines, and it records the exit status
+ * in a file, so that a kilnd that crashes, is killed with -9 or is upgraded
+ * stops nothing: the next kilnd adopts the replica from the files below.
+ * Being the only writer of the replica's lines is what makes the logs have
+ * no gap and no duplicate line across a kilnd restart.
+ *
+ *   kiln-monitor STATE JOBLOG REPLOG TASK LOGCAP CWD UID GID NPULL [PULL...]
+ *                NEXISTS [EXISTS...] -- PROGRAM [ARGS...]
+ *
+ * STATE is a path prefix: STATE.state gets "monitor PID START\nchild PID
+ * START\n" once the program runs, STATE.exit "code N\nreason TEXT\n" when it
+ * ended (both written atomically: temp file, fsync, rename). UID/GID -1 keep
+ * the monitor's own. NEXISTS/NPULL count the argv of an optional image check
+ * ("podman image exists IMG") and pull ("podman pull IMG"), run before the
+ * program; the pull's output goes to the job's log. The program gets the
+ * monitor's environment, which kilnd built (nothing of kilnd's own).
+ *
+ * fd 3, when open, is the life pipe: "S PID START\n" is written to it once
+ * the program runs, and it closes when the monitor exits (after the exit
+ * file is written), which kilnd sees at once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kiln/exec.h"
+
+#define LINE_MAX_BYTES 8192
+
+typedef struct mon {
+    const char *state, *job_log_path, *task;
+    int job_log, rep_log;
+    int metrics;                     /* STATE.metrics: stdout lines that may be reports */
+    unsigned long long metrics_size; /* bytes written there (capped as the log is) */
+    unsigned long long cap;
+    bool capped;
+    char *last; /* when set, gets each line written (the pull's last words) */
+    size_t lastlen;
+} mon;
+
+typedef struct stream {
+    int fd;
+    const char *sev;
+    char buf[LINE_MAX_BYTES];
+    size_t len;
+} stream;
+
+/* Past the job's log cap (kilnd --log-cap) replica lines are dropped. The
+ * cap is on the job's log file as a whole, which every monitor of the job
+ * appends to; the first monitor to cross it creates "log.capped" next to it
+ * and writes the one warning. */
+static void line(mon *m, const char *sev, const char *msg, size_t n)
+{
+    struct stat st;
+    if (m->capped) return;
+    if (fstat(m->job_log, &st) == 0 && S_ISREG(st.st_mode) &&
+        (unsigned long long)st.st_size >= m->cap) {
+        char marker[PATH_MAX + 16], w[160];
+        m->capped = true;
+        snprintf(marker, sizeof marker, "%s.capped", m->job_log_path);
+        int fd = open(marker, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            close(fd);
+            int wn = snprintf(w, sizeof w,
+                              "log cap of %llu bytes reached: further replica output is dropped",
+                              m->cap);
+            kiln_log_write(m->job_log, "WARNING", "service", w, (size_t)wn);
+        }
+        return;
+    }
+    if (m->last && n) snprintf(m->last, m->lastlen, "%.*s", (int)n, msg);
+    kiln_log_write(m->job_log, sev, m->task, msg, n);
+    kiln_log_write(m->rep_log, sev, m->task, msg, n);
+}
+
+/* A stdout line that may be a training metrics report (one JSON object with
+ * an "event": kilnd's trainmetrics.h decides) also goes, whole, to
+ * STATE.metrics, which kilnd reads each tick: kilnd no longer sees replica
+ * output, and a report must count even past the job's log cap. */
+static void metrics_line(mon *m, const stream *s, const char *msg, size_t n)
+{
+    size_t k = 0;
+    if (m->metrics < 0 || strcmp(s->sev, "INFO") != 0) return;
+    while (k < n && (msg[k] == ' ' || msg[k] == '\t'))
+        k++;
+    if (k >= n || msg[k] != '{' || !memmem(msg, n, "\"event\"", 7)) return;
+    if (m->metrics_size + n + 1 > m->cap) return;
+    char buf[LINE_MAX_BYTES + 1];
+    memcpy(buf, msg, n);
+    buf[n] = '\n';
+    if (write(m->metrics, buf, n + 1) == (ssize_t)(n + 1)) m->metrics_size += n + 1;
+}
+
+static void emit(mon *m, stream *s, bool flush)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < s->len; i++)
+        if (s->buf[i] == '\n') {
+            metrics_line(m, s, s->buf + start, i - start);
+            line(m, s->sev, s->buf + start, i - start);
+            start = i + 1;
+        }
+    if (start == 0 && s->len == LINE_MAX_BYTES) flush = true; /* a line too long: cut it */
+    if (flush && start < s->len) {
+        metrics_line(m, s, s->buf + start, s->len - start);
+        line(m, s->sev, s->buf + start, s->len - start);
+        start = s->len;
+    }
+    memmove(s->buf, s->buf + start, s->len - start);
+    s->len -= start;
+}
+
+/* Reads what is there; closes the fd at EOF. */
+static void pump(mon *m, stream *s)
+{
+    while (s->fd >= 0) {
+        ssize_t n = read(s->fd, s->buf + s->len, LINE_MAX_BYTES - s->len);
+        if (n > 0) {
+            s->len += (size_t)n;
+            emit(m, s, false);
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        emit(m, s, true);
+        close(s->fd);
+        s->fd = -1;
+    }
+}
+
+static int write_atomic(const char *path, const char *text)
+{
+    char tmp[PATH_MAX + 16], dir[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    size_t n = strlen(text);
+    bool ok = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
+    close(fd);
+    if (!ok || rename(tmp, path) < 0) {
+        unlink(tmp);
+        return -1;
+    }
+    /* the rename itself must survive a power cut too */
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+static void write_exit(const mon *m, int code, const char *reason)
+{
+    char path[PATH_MAX + 16], text[1200];
+    snprintf(path, sizeof path, "%s.exit", m->state);
+    snprintf(text, sizeof text, "code %d\nreason %s\n", code, reason ? reason : "");
+    write_atomic(path, text);
+}
+
+static int pipe_nb(int p[2])
+{
+    if (pipe2(p, O_CLOEXEC) < 0) return -1;
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
+/* Runs argv with its output as lines of task "service" in the job's log (the
+ * image pull); `last` keeps its last stderr line for the failure reason.
+ * Returns the exit code (127 when it cannot start). */
+static int run_logged(mon *m, char **argv, char *last, size_t lastlen)
+{
+    int p[2];
+    if (pipe_nb(p) < 0) return 127;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(p[1]);
+    mon sm = *m;
+    sm.task = "service";
+    sm.last = last; /* the last line is podman's "Error: ..." */
+    sm.lastlen = lastlen;
+    stream s = {.fd = p[0], .sev = "INFO"};
+    last[0] = '\0';
+    while (s.fd >= 0) {
+        struct pollfd pf = {.fd = s.fd, .events = POLLIN};
+        poll(&pf, 1, 1000);
+        pump(&sm, &s);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return 127;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int take_argv(int argc, char **argv, int *i, char ***out)
+{
+    if (*i >= argc) return -1;
+    int n = atoi(argv[(*i)++]);
+    if (n < 0 || *i + n > argc) return -1;
+    *out = n ? &argv[*i] : NULL;
+    *i += n;
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    mon m = {.job_log = -1, .rep_log = -1, .metrics = -1};
+    char **pull = NULL, **exists = NULL;
+    int i = 1;
+    if (argc < 12) {
+        fprintf(stderr, "kiln-monitor: started by kilnd only (see the source's header)\n");
+        return 2;
+    }
+    m.state = argv[i++];
+    m.job_log_path = argv[i++];
+    const char *rep_log = argv[i++];
+    m.task = argv[i++];
+    m.cap = strtoull(argv[i++], NULL, 10);
+    const char *cwd = argv[i++];
+    long uid = strtol(argv[i++], NULL, 10), gid = strtol(argv[i++], NULL, 10);
+    int npull = take_argv(argc, argv, &i, &pull);
+    int nexists = npull < 0 ? -1 : take_argv(argc, argv, &i, &exists);
+    if (nexists < 0 || i >= argc || strcmp(argv[i], "--") != 0 || i + 1 >= argc) {
+        fprintf(stderr, "kiln-monitor: bad arguments\n");
+        return 2;
+    }
+    char **prog = &argv[i + 1];
+    /* terminate the argv groups in place: "--" and the counts follow them */
+    char **pull_v = NULL, **exists_v = NULL;
+    if (npull) {
+        pull_v = calloc((size_t)npull + 1, sizeof *pull_v);
+        if (pull_v) memcpy(pull_v, pull, (size_t)npull * sizeof *pull_v);
+    }
+    if (nexists) {
+        exists_v = calloc((size_t)nexists + 1, sizeof *exists_v);
+        if (exists_v) memcpy(exists_v, exists, (size_t)nexists * sizeof *exists_v);
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    int life = fcntl(3, F_GETFD) >= 0 ? 3 : -1;
+    if (life >= 0) fcntl(life, F_SETFD, FD_CLOEXEC);
+    m.job_log = open(m.job_log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    m.rep_log = open(rep_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    {
+        char mpath[PATH_MAX + 16];
+        snprintf(mpath, sizeof mpath, "%s.metrics", m.state);
+        m.metrics = open(mpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    }
+
+    /* the image: from local storage when there, else pulled (progress in the log) */
+    if (exists_v && pull_v) {
+        char last[1024];
+        const char *image = pull_v[npull - 1];
+        if (run_logged(&m, exists_v, last, sizeof last) != 0) {
+            char msg[PATH_MAX];
+            int n = snprintf(msg, sizeof msg,
+                             "%s: the image %s is not in local storage: pulling it", m.task, image);
+            kiln_log_write(m.job_log, "INFO", "service", msg, (size_t)n);
+            int rc = run_logged(&m, pull_v, last, sizeof last);
+            if (rc != 0) {
+                snprintf(msg, sizeof msg,
+                         "cannot pull the image %s of %s (podman pull exit %d): %s", image, m.task,
+                         rc, last[0] ? last : "no output");
+                write_exit(&m, -1, msg);
+                return 1;
+            }
+        }
+    }
+
+    stream out = {.fd = -1, .sev = "INFO"}, err = {.fd = -1, .sev = "ERROR"};
+    int po[2], pe[2];
+    if (pipe_nb(po) < 0 || pipe_nb(pe) < 0) {
+        write_exit(&m, -1, "the monitor cannot make pipes");
+        return 1;
+    }
+    pid_t child = fork();
+    if (child < 0) {
+        write_exit(&m, -1, "the monitor cannot fork");
+        return 1;
+    }
+    if (child == 0) {
+        setpgid(0, 0);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        signal(SIGPIPE, SIG_DFL);
+        /* the project's user: groups first, while still allowed to set them */
+        if (gid >= 0 && (setgroups(1, &(gid_t){(gid_t)gid}) < 0 || setgid((gid_t)gid) < 0)) {
+            fprintf(stderr, "kiln: cannot become group %ld: %s\n", gid, strerror(errno));
+            _exit(127);
+        }
+        if (uid >= 0 && setuid((uid_t)uid) < 0) {
+            fprintf(stderr, "kiln: cannot become user %ld: %s\n", uid, strerror(errno));
+            _exit(127);
+        }
+        if (chdir(cwd) < 0) {
+            fprintf(stderr, "kiln: cannot enter the job's working directory %s: %s\n", cwd,
+                    strerror(errno));
+            _exit(127);
+        }
+        execvp(prog[0], prog);
+        fprintf(stderr, "kiln: cannot execute the replica's program: %s\n", strerror(errno));
+        _exit(127);
+    }
+    setpgid(child, child);
+    close(po[1]);
+    close(pe[1]);
+    out.fd = po[0];
+    err.fd = pe[0];
+    uint64_t mst = kiln_proc_start_time(getpid()), cst = kiln_proc_start_time(child);
+    char text[256], path[PATH_MAX + 16];
+    snprintf(text, sizeof text, "monitor %d %llu\nchild %d %llu\n", (int)getpid(),
+             (unsigned long long)mst, (int)child, (unsigned long long)cst);
+    snprintf(path, sizeof path, "%s.state", m.state);
+    write_atomic(path, text);
+    if (life >= 0) {
+        int n = snprintf(text, sizeof text, "S %d %llu\n", (int)child, (unsigned long long)cst);
+        if (write(life, text, (size_t)n) != n) {
+            /* kilnd is gone already: it adopts from the state file */
+        }
+    }
+
+    int status = 0;
+    bool exited = false;
+    int64_t give_up = 0;
+    for (;;) {
+        struct pollfd pf[2] = {{.fd = out.fd, .events = POLLIN}, {.fd = err.fd, .events = POLLIN}};
+        poll(pf, 2, exited ? 50 : 200);
+        pump(&m, &out);
+        pump(&m, &err);
+        if (!exited && waitpid(child, &status, WNOHANG) == child) {
+            exited = true;
+            /* what the program left of its group goes with it, as the pipes'
+             * other holders; their last output is still read below */
+            kill(-child, SIGKILL);
+            give_up = 20; /* at most a second more of reading */
+        }
+        if (exited && ((out.fd < 0 && err.fd < 0) || --give_up <= 0)) break;
+    }
+    emit(&m, &out, true);
+    emit(&m, &err, true);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                 : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255);
+    write_exit(&m, code, NULL);
+    free(pull_v);
+    free(exists_v);
+    return 0;
+}

@@ -1,0 +1,66 @@
+#!/bin/bash
+# tests/service/it_runas.sh - replicas run as their project's Unix user:
+#   - "project P user U" in the tokens file: the replica's uid/gid are U's,
+#     the job dir and log files are U's, the tokens file is out of its reach,
+#     and nothing of kilnd's environment beyond the allow-list reaches it
+#     (processes, and containers where podman runs);
+#   - kilnd as root refuses to run a project's replicas as root when the
+#     project names no user and the site did not allow it.
+# Creates a user with useradd (as root) and removes it at the end.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need runas
+
+U=kilnrun$$
+useradd -r -M -s /usr/sbin/nologin "$U" || {
+    fail "useradd $U"
+    finish
+}
+AT_EXIT="userdel $U >/dev/null 2>&1"
+uid=$(id -u "$U")
+gid=$(id -g "$U")
+chmod 755 "$T"
+TOKEN=tok-editor-0123456789abcdef
+printf '%s * editor\nproject p1 user %s\n' "$TOKEN" "$U" >"$T/tokens"
+chmod 600 "$T/tokens"
+export TOKEN
+CTR=""
+if sh "$(dirname "$0")/../lib/probe.sh" check podman >/dev/null 2>&1; then
+    IMG=kiln-it-runas-$$:1
+    make_image "$IMG" && CTR=1
+fi
+# a secret in kilnd's environment must not reach a replica
+KILN_IT_SECRET=hush NO_ROOT_OK=1 start_kilnd "$T/d" --tokens "$T/tokens"
+
+script="echo \"IDS \$(id -u) \$(id -g)\"; echo \"SECRET=\${KILN_IT_SECRET:-none}\"; if cat $T/tokens >/dev/null 2>&1; then echo TOKENS_READABLE; else echo TOKENS_HIDDEN; fi; echo \"HOME=\$HOME USER=\$USER\""
+api POST /v1/projects/p1/jobs "$(job_json as_user "$script")"
+check_eq "job accepted" "$STATUS" 200
+check "as_user SUCCEEDED" wait_state as_user SUCCEEDED 20
+LOG=$T/d/jobs/p1/as_user/log.tsv
+check "the replica ran as the project's user" grep -q "	IDS $uid $gid$" "$LOG"
+check "kilnd's environment did not reach it" grep -q "	SECRET=none$" "$LOG"
+check "the tokens file is out of its reach" grep -q "	TOKENS_HIDDEN$" "$LOG"
+check "USER is the project's user" grep -q "USER=$U$" "$LOG"
+check_eq "the job dir is the user's" "$(stat -c %u "$T/d/jobs/p1/as_user")" "$uid"
+check_eq "the work dir is the user's" "$(stat -c %u "$T/d/jobs/p1/as_user/work")" "$uid"
+check_eq "the replica's log is the user's" "$(stat -c %u "$T/d/jobs/p1/as_user/replicas/master-replica-0.log")" "$uid"
+
+if [ -n "$CTR" ]; then
+    api POST /v1/projects/p1/jobs '{"jobId":"ctr_user","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/'"$IMG"'","containerCommand":["sh","-c","echo IDS $(id -u) $(id -g)"]}}}'
+    check "ctr_user SUCCEEDED" wait_state ctr_user SUCCEEDED 30
+    check "the container ran as the project's user" grep -q "	IDS $uid $gid$" "$T/d/jobs/p1/ctr_user/log.tsv"
+fi
+
+# a project with no user: kilnd (root) refuses to run its replicas as root
+api POST /v1/projects/p2/jobs "$(job_json as_root 'id -u')"
+check_eq "p2 job accepted" "$STATUS" 200
+api GET /v1/projects/p2/jobs/as_root
+for _ in $(seq 1 100); do
+    api GET /v1/projects/p2/jobs/as_root
+    [ "$(printf '%s' "$BODY" | jget state)" = FAILED ] && break
+    sleep 0.05
+done
+check_eq "as_root FAILED" "$(printf '%s' "$BODY" | jget state)" FAILED
+check "the reason says why and what to do" grep -q "would run project p2's replicas as root.*--allow-root-replicas" <<<"$(printf '%s' "$BODY" | jget errorMessage)"
+
+finish
