@@ -308,7 +308,16 @@ two_node_job el-stubborn 1 2 '["sh", "-c", "trap \"\" TERM; sleep 10"]'
 submit_as_processes "$T/el-stubborn.yaml" >/dev/null 2>&1
 check "el-stubborn RUNNING with 2 workers" wait_current el_stubborn 2 20
 w_node=$(rep_field worker-replica-0 node)
-w_pid=$(rep_field worker-replica-0 pid)
+# the program's pid is in the runtime record once its monitor has reported it
+# (0 before: and `kill -0 0` would always succeed below)
+w_pid=0
+for _ in $(seq 1 100); do
+    api GET /v1/projects/p1/jobs/el_stubborn
+    w_pid=$(rep_field worker-replica-0 pid)
+    [ "${w_pid:-0}" -gt 0 ] 2>/dev/null && break
+    sleep 0.1
+done
+check "the stubborn worker's pid is known" [ "${w_pid:-0}" -gt 0 ]
 api POST "/v1/nodes/$w_node:drain" '{}'
 check_eq "drain accepted" "$STATUS" 200
 check "the stubborn worker was killed within the grace period" wait_current el_stubborn 1 4
