@@ -29,6 +29,7 @@
 #include <jansson.h>
 
 #include "daemon/kilnd.h"
+#include "util/atomic.h"
 #include "daemon/tokens.h"
 #include "kiln/objects.h"
 
@@ -139,23 +140,6 @@ static int bind_listen(const char *spec, char *bound, size_t blen)
     inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
     snprintf(bound, blen, "%s:%d", ip, ntohs(a.sin_port));
     return fd;
-}
-
-/* temp + fsync + rename: readers see the old file or the whole new one */
-static int write_atomic(const char *path, const char *text)
-{
-    char tmp[PATH_MAX + 64];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return -1;
-    size_t n = strlen(text);
-    bool ok = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
-    close(fd);
-    if (!ok || rename(tmp, path) < 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
 }
 
 /* The runtime defaults that work on Debian 12 machines like the project's
@@ -562,7 +546,7 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/kilnd.addr", d.data_dir);
     char line[160];
     snprintf(line, sizeof line, "%s\n", bound);
-    write_atomic(path, line);
+    kiln__write_atomic(path, line, strlen(line), 0644);
     fprintf(stderr, "kilnd: listening on %s://%s (data %s, %zu node%s%s%s)\n",
             d.tls ? "https" : "http", bound, d.data_dir, d.cluster.n, d.cluster.n == 1 ? "" : "s",
             d.tokens ? ", tokens required" : "", d.kiln_train ? "" : ", no kiln-train");

@@ -2,6 +2,7 @@
  * libcrypto's X25519: the same Curve25519 keys as libsodium's crypto_box,
  * which ZeroMQ's CURVE uses. */
 #include "daemon/pskeys.h"
+#include "util/atomic.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,8 +56,8 @@ out:
 
 int kilnd_ps_keys_write(const char *dir, char *path, size_t len)
 {
-    char sp[41], ss[41], cp[41], cs[41], text[256], tmp[PATH_MAX + 32];
-    int fd = -1, rc = -1;
+    char sp[41], ss[41], cp[41], cs[41], text[256];
+    int rc = -1;
     if (keypair(sp, ss) < 0 || keypair(cp, cs) < 0) {
         errno = EIO;
         goto out;
@@ -65,22 +66,11 @@ int kilnd_ps_keys_write(const char *dir, char *path, size_t len)
                      "server_public %s\nserver_secret %s\nclient_public %s\nclient_secret %s\n", sp,
                      ss, cp, cs);
     snprintf(path, len, "%s/ps.keys", dir);
-    snprintf(tmp, sizeof tmp, "%s/.ps.keys.tmp", dir);
     /* 0600 from the start: the secret is never readable by others, even
      * for a moment */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) goto out;
-    if (write(fd, text, (size_t)n) != n || fsync(fd) != 0) goto out;
-    if (close(fd) != 0) {
-        fd = -1;
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) goto out;
+    if (kiln__write_atomic(path, text, (size_t)n, 0600) != 0) goto out;
     rc = 0;
 out:
-    if (fd >= 0) close(fd);
-    if (rc != 0) unlink(tmp);
     OPENSSL_cleanse(text, sizeof text);
     OPENSSL_cleanse(ss, sizeof ss);
     OPENSSL_cleanse(cs, sizeof cs);

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "kiln/exec.h"
+#include "util/atomic.h"
 
 #define LINE_MAX_BYTES 8192
 
@@ -142,37 +143,12 @@ static void pump(mon *m, stream *s)
     }
 }
 
-static int write_atomic(const char *path, const char *text)
-{
-    char tmp[PATH_MAX + 16], dir[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return -1;
-    size_t n = strlen(text);
-    bool ok = write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
-    close(fd);
-    if (!ok || rename(tmp, path) < 0) {
-        unlink(tmp);
-        return -1;
-    }
-    /* the rename itself must survive a power cut too */
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
-}
-
 static void write_exit(const mon *m, int code, const char *reason)
 {
     char path[PATH_MAX + 16], text[1200];
     snprintf(path, sizeof path, "%s.exit", m->state);
     snprintf(text, sizeof text, "code %d\nreason %s\n", code, reason ? reason : "");
-    write_atomic(path, text);
+    kiln__write_atomic(path, text, strlen(text), 0644);
 }
 
 static int pipe_nb(int p[2])
@@ -334,7 +310,7 @@ int main(int argc, char **argv)
     snprintf(text, sizeof text, "monitor %d %llu\nchild %d %llu\n", (int)getpid(),
              (unsigned long long)mst, (int)child, (unsigned long long)cst);
     snprintf(path, sizeof path, "%s.state", m.state);
-    write_atomic(path, text);
+    kiln__write_atomic(path, text, strlen(text), 0644);
     if (life >= 0) {
         int n = snprintf(text, sizeof text, "S %d %llu\n", (int)child, (unsigned long long)cst);
         if (write(life, text, (size_t)n) != n) {
