@@ -365,21 +365,12 @@ static char *runtime_for_requeue(json_t *metrics, json_t *study)
     return txt;
 }
 
-/* The metrics report kept in a runtime record (new reference), or NULL. */
-static json_t *kept_metrics(const char *runtime)
+/* The object a runtime record keeps under `key` ("metrics": the last report,
+ * "study": the trials so far) as a new reference, or NULL. */
+static json_t *runtime_kept(const char *runtime, const char *key)
 {
     json_t *rt = runtime ? json_loads(runtime, 0, NULL) : NULL;
-    json_t *m = json_object_get(rt, "metrics");
-    m = json_is_object(m) ? json_incref(m) : NULL;
-    json_decref(rt);
-    return m;
-}
-
-/* The study kept in a runtime record (new reference), or NULL. */
-static json_t *kept_study(const char *runtime)
-{
-    json_t *rt = runtime ? json_loads(runtime, 0, NULL) : NULL;
-    json_t *m = json_object_get(rt, "study");
+    json_t *m = json_object_get(rt, key);
     m = json_is_object(m) ? json_incref(m) : NULL;
     json_decref(rt);
     return m;
@@ -980,7 +971,7 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
-    j->metrics = kept_metrics(rec->runtime); /* a requeued job's last report */
+    j->metrics = runtime_kept(rec->runtime, "metrics"); /* a requeued job's last report */
     j->next = s->jobs;
     s->jobs = j; /* from here on the job is released through the normal path */
     kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
@@ -1649,7 +1640,7 @@ void kilnd_reconcile(kilnd *d)
             kilnd_event(d, r->project, id, "INFO", "kilnd restarted; Job CANCELLED");
             continue;
         }
-        json_t *m = kept_metrics(r->runtime), *st = kept_study(r->runtime);
+        json_t *m = runtime_kept(r->runtime, "metrics"), *st = runtime_kept(r->runtime, "study");
         char *keep = runtime_for_requeue(m, st);
         json_decref(st);
         kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, keep);
@@ -1770,7 +1761,7 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     }
     j->running =
         json_is_true(json_object_get(root, "running")) || j->job->state == KILN_STATE_RUNNING;
-    j->metrics = kept_metrics(rec->runtime); /* trainingOutput keeps the last report */
+    j->metrics = runtime_kept(rec->runtime, "metrics"); /* trainingOutput keeps the last report */
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
