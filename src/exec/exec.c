@@ -334,12 +334,7 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
         dup2(life[1], 3);
         /* no descriptor of kilnd's (the store, client sockets) survives */
         syscall(SYS_close_range, 4U, ~0U, 0U);
-        signal(SIGPIPE, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        kiln__child_default_signals();
         execve(avp[0], avp, envp);
         _exit(127);
     }

@@ -35,6 +35,11 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
                          kiln_exec_handle *h, char *why, size_t whylen);
 kiln_exec_status kiln__mon_poll(const kiln_exec_config *cfg, kiln_exec_handle *h, int *code,
                                 char *why, size_t whylen);
+/* In a forked child before exec: the default dispositions of the signals
+ * kilnd changes (SIGPIPE, SIGTERM, SIGINT) and an empty signal mask, so the
+ * program starts as from a shell (src/exec/proc.c). */
+void kiln__child_default_signals(void);
+
 void kiln__mon_adopt(const char *state, const char *name, pid_t monitor, uint64_t monitor_start,
                      kiln_exec_handle *h);
 /* True while the process (pid, start time) still runs. */

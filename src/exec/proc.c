@@ -10,6 +10,17 @@
 
 #include "kiln/exec.h"
 #include "kiln/store.h" /* kiln_format_time, kiln_now_ns */
+#include "exec/exec_int.h"
+
+void kiln__child_default_signals(void)
+{
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
 
 extern char **environ;
 
@@ -77,13 +88,7 @@ pid_t kiln_proc_spawn(const kiln_strv *argv, const kiln_strv *env, const char *c
         if (devnull >= 0) dup2(devnull, 0);
         dup2(po[1], 1);
         dup2(pe[1], 2);
-        /* restore default signal dispositions kilnd may have changed */
-        signal(SIGPIPE, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGINT, SIG_DFL);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        kiln__child_default_signals();
         if (cwd && chdir(cwd) < 0) {
             static const char msg[] = "kiln: cannot enter the job's working directory\n";
             ssize_t w = write(2, msg, sizeof msg - 1);
