@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "spec/flags.h"
 #include "spec/tree.h"
@@ -286,6 +287,40 @@ static void map_restart_policy(kiln__kf *c, const json_t *spec, const char *rpat
         }
     kiln__kf_bad(c, p, "'%s' is not a restart policy; use Always, OnFailure, Never or ExitCode",
                  s ? s : "value");
+}
+
+void kiln__kf_find_specs(kiln__kf *c, const json_t *specs, const char *path, const char *kind,
+                         const char *const *names, size_t n, const json_t **found)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)specs, key, val)
+    {
+        size_t t = 0;
+        while (t < n && strcasecmp(key, names[t]) != 0)
+            t++;
+        char p[KILN__KF_PATH], list[128] = "";
+        if (t == n) {
+            /* "use A, B or C" from the names themselves */
+            for (size_t k = 0; k < n; k++) {
+                size_t l = strlen(list);
+                snprintf(list + l, sizeof list - l, "%s%s",
+                         k == 0       ? ""
+                         : k + 1 == n ? " or "
+                                      : ", ",
+                         names[k]);
+            }
+            kiln__kf_bad(c, path, "'%s' is not a %s replica type; use %s", key, kind, list);
+            continue;
+        }
+        snprintf(p, sizeof p, "%s.%s", path, names[t]);
+        if (found[t] != NULL)
+            kiln__kf_bad(c, p, "given twice (names differ only in letter case)");
+        else if (!json_is_object(val))
+            kiln__kf_bad(c, p, "must be a replica spec (replicas, restartPolicy, template)");
+        else
+            found[t] = val;
+    }
 }
 
 /* Fills `rc` and `*machine` from one replica spec (path `rpath`). */

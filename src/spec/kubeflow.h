@@ -49,6 +49,13 @@ bool kiln__kf_opt_count(kiln__kf *c, const json_t *obj, const char *key, const c
 /* metadata: name -> jobId, labels, kiln.dev/region and kiln.dev/job-dir annotations. */
 void kiln__kf_metadata(kiln__kf *c, const json_t *root, kiln_job *job);
 
+/* Sorts the replica specs of `specs` (at `path`, e.g. spec.tfReplicaSpecs)
+ * into found[0..n) by their type `names` (any letter case), reporting a type
+ * that is not a `kind` replica type, one given twice and one that is not an
+ * object. found[] must start all NULL. */
+void kiln__kf_find_specs(kiln__kf *c, const json_t *specs, const char *path, const char *kind,
+                         const char *const *names, size_t n, const json_t **found);
+
 /* `<rpath>.replicas` (default 1); -1 after reporting a bad value. With `master`,
  * anything but 1 is refused (both operators allow exactly one). */
 int64_t kiln__kf_replicas(kiln__kf *c, const json_t *spec, const char *rpath, bool master);

@@ -190,31 +190,6 @@ static void check_elastic(kiln__kf *c, kiln_pytorch_job *pt, int64_t workers)
 
 /* ---- replica specs ---- */
 
-static void find_specs(kiln__kf *c, const json_t *specs, const json_t *found[PT_NTYPES])
-{
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)specs, key, val)
-    {
-        size_t t = 0;
-        while (t < PT_NTYPES && strcasecmp(key, pt_type_names[t]) != 0)
-            t++;
-        char p[KILN__KF_PATH];
-        if (t == PT_NTYPES) {
-            kiln__kf_bad(c, PT_SPECS, "'%s' is not a PyTorchJob replica type; use Master or Worker",
-                         key);
-            continue;
-        }
-        snprintf(p, sizeof p, PT_SPECS ".%s", pt_type_names[t]);
-        if (found[t] != NULL)
-            kiln__kf_bad(c, p, "given twice (names differ only in letter case)");
-        else if (!json_is_object(val))
-            kiln__kf_bad(c, p, "must be a replica spec (replicas, restartPolicy, template)");
-        else
-            found[t] = val;
-    }
-}
-
 /* Returns the Worker replica count (0 without a Worker spec). */
 static int64_t map_replica_specs(kiln__kf *c, const json_t *spec, kiln_training_input *ti)
 {
@@ -224,7 +199,7 @@ static int64_t map_replica_specs(kiln__kf *c, const json_t *spec, kiln_training_
         return 0;
     }
     const json_t *found[PT_NTYPES] = {0};
-    find_specs(c, specs, found);
+    kiln__kf_find_specs(c, specs, PT_SPECS, "PyTorchJob", pt_type_names, PT_NTYPES, found);
     kiln__kf_nomem(c, kiln_set_str(&ti->scale_tier, "CUSTOM"));
     if (kiln__kf_present(kiln__kf_get(spec, "elasticPolicy")) && !found[PT_WORKER])
         kiln__kf_bad(c, PT_SPECS ".Worker",

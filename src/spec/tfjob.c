@@ -22,34 +22,6 @@ enum { TF_CHIEF, TF_MASTER, TF_PS, TF_WORKER, TF_EVALUATOR, TF_NTYPES };
 static const char *const tf_type_names[TF_NTYPES] = {"Chief", "Master", "PS", "Worker",
                                                      "Evaluator"};
 
-/* Finds the replica specs by name (Kubeflow's names, any letter case). */
-static void find_specs(kiln__kf *c, const json_t *specs, const json_t *found[TF_NTYPES])
-{
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)specs, key, val)
-    {
-        size_t t = 0;
-        while (t < TF_NTYPES && strcasecmp(key, tf_type_names[t]) != 0)
-            t++;
-        char p[KILN__KF_PATH];
-        if (t == TF_NTYPES) {
-            kiln__kf_bad(c, "spec.tfReplicaSpecs",
-                         "'%s' is not a TFJob replica type; use Chief, Master, PS, Worker or "
-                         "Evaluator",
-                         key);
-            continue;
-        }
-        snprintf(p, sizeof p, "spec.tfReplicaSpecs.%s", tf_type_names[t]);
-        if (found[t] != NULL)
-            kiln__kf_bad(c, p, "given twice (names differ only in letter case)");
-        else if (!json_is_object(val))
-            kiln__kf_bad(c, p, "must be a replica spec (replicas, restartPolicy, template)");
-        else
-            found[t] = val;
-    }
-}
-
 /* Decodes the spec that has `found[t]` into `role`, checking replicas. */
 static void decode_role(kiln__kf *c, const json_t *found[TF_NTYPES], int t, kiln_training_input *ti,
                         kiln_role role)
@@ -70,7 +42,7 @@ static void map_replica_specs(kiln__kf *c, const json_t *spec, kiln_training_inp
         return;
     }
     const json_t *found[TF_NTYPES] = {0};
-    find_specs(c, specs, found);
+    kiln__kf_find_specs(c, specs, "spec.tfReplicaSpecs", "TFJob", tf_type_names, TF_NTYPES, found);
     if (found[TF_CHIEF] && found[TF_MASTER]) {
         kiln__kf_bad(c, "spec.tfReplicaSpecs",
                      "has both Chief and Master; a TFJob has one of them, not both");
