@@ -9,32 +9,8 @@
 
 #include "kiln/job.h"
 #include "spec/tree.h"
+#include "kubeflow_test.h"
 #include "test.h"
-
-static kiln_job *decode(const char *yaml, kiln_diag *d, kiln_err *errp)
-{
-    kiln_job *job = NULL;
-    kiln_err err = kiln_job_from_kubeflow(yaml, strlen(yaml), &job, d);
-    if (errp) *errp = err;
-    CHECK((err == KILN_OK) == (job != NULL));
-    return job;
-}
-
-/* expects a failed decode with a violation on `field` containing `needle` */
-static void expect_bad(const char *yaml, const char *field, const char *needle)
-{
-    kiln_diag d = KILN_DIAG_INIT;
-    kiln_err err;
-    kiln_job *job = decode(yaml, &d, &err);
-    CHECK_MSG(job == NULL && err != KILN_OK, "%s: decoded", field);
-    bool found = false;
-    for (size_t i = 0; i < d.n; i++)
-        if (strcmp(d.v[i].field, field) == 0 && strstr(d.v[i].description, needle)) found = true;
-    CHECK_MSG(found, "no violation on '%s' containing '%s'", field, needle);
-    if (!found) kiln_diag_print(&d, stderr);
-    kiln_job_free(job);
-    kiln_diag_free(&d);
-}
 
 static char *example(const char *name)
 {
@@ -153,6 +129,11 @@ static void test_elastic(void)
 static void test_rules(void)
 {
     expect_bad(HEAD SPECS MASTER("2"), "spec.pytorchReplicaSpecs.Master.replicas", "exactly one");
+    expect_bad(HEAD SPECS MASTER("1") "    Boss:\n      replicas: 1\n" CTR("pytorch"),
+               "spec.pytorchReplicaSpecs",
+               "'Boss' is not a PyTorchJob replica type; use Master or Worker");
+    expect_bad(HEAD SPECS MASTER("1") "    worker: []\n", "spec.pytorchReplicaSpecs.Worker",
+               "must be a replica spec");
     expect_bad(HEAD SPECS MASTER("0"), "spec.pytorchReplicaSpecs.Master.replicas", "exactly one");
     expect_bad(HEAD SPECS MASTER("1") "    Worker:\n      replicas: 1\n" CTR("main"),
                "spec.pytorchReplicaSpecs.Worker.template.spec.containers", "'pytorch'");

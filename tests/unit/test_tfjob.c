@@ -5,32 +5,8 @@
 
 #include "kiln/job.h"
 #include "kiln/submit.h"
+#include "kubeflow_test.h"
 #include "test.h"
-
-static kiln_job *decode(const char *yaml, kiln_diag *d, kiln_err *errp)
-{
-    kiln_job *job = NULL;
-    kiln_err err = kiln_job_from_tfjob(yaml, strlen(yaml), &job, d);
-    if (errp) *errp = err;
-    CHECK((err == KILN_OK) == (job != NULL));
-    return job;
-}
-
-/* expects a failed decode with a violation on `field` containing `needle` */
-static void expect_bad(const char *yaml, const char *field, const char *needle)
-{
-    kiln_diag d = KILN_DIAG_INIT;
-    kiln_err err;
-    kiln_job *job = decode(yaml, &d, &err);
-    CHECK_MSG(job == NULL && err != KILN_OK, "%s: decoded", field);
-    bool found = false;
-    for (size_t i = 0; i < d.n; i++)
-        if (strcmp(d.v[i].field, field) == 0 && strstr(d.v[i].description, needle)) found = true;
-    CHECK_MSG(found, "no violation on '%s' containing '%s'", field, needle);
-    if (!found) kiln_diag_print(&d, stderr);
-    kiln_job_free(job);
-    kiln_diag_free(&d);
-}
 
 #define HEAD "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata:\n  name: mnist-dist\n"
 
@@ -236,6 +212,12 @@ static void test_header_errors(void)
     expect_bad("apiVersion: kubeflow.org/v1\nkind: TFJob\nspec: {}\n", "metadata", "name");
     expect_bad(HEAD, "spec", "required");
     expect_bad(HEAD "spec: {}\n", "spec.tfReplicaSpecs", "required");
+    /* replica types: an unknown one names the known ones, a twice-given one is refused */
+    expect_bad(HEAD "spec:\n  tfReplicaSpecs:\n    Boss:\n" POD("img", ""), "spec.tfReplicaSpecs",
+               "'Boss' is not a TFJob replica type; use Chief, Master, PS, Worker or Evaluator");
+    expect_bad(
+        HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n" POD("img", "") "    chief:\n" POD("img", ""),
+        "spec.tfReplicaSpecs.Chief", "given twice");
     expect_bad("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: 1st-job}\n"
                "spec:\n  tfReplicaSpecs:\n    Chief:\n" POD("img", ""),
                "metadata.name", "1st-job");
