@@ -150,14 +150,20 @@ check "elastic job SUCCEEDED" wait_state el_two SUCCEEDED 120
 check "torchrun formed a group of two" grep -q "rank 1 done in a group of 2" "$T/el-two.logs"
 check "both agents took part" test "$(grep -c 'done in a group of 2' "$T/el-two.logs")" -eq 2
 
+# wait_steps JOB: until the job's group of two has taken 3 steps (60 s at most)
+wait_steps() {
+    for _ in $(seq 1 600); do
+        "$KILN" jobs stream-logs "$1" 2>/dev/null | grep -q "step 3: all-reduced across 2" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # ---- elastic: a worker killed mid-run is started again; the group re-forms ----
 elastic_job el-kill 40
 submit_as_processes "$T/el-kill.yaml" >/dev/null 2>&1
 check "elastic job RUNNING" wait_state el_kill RUNNING 30
-for _ in $(seq 1 600); do # until the group of two has taken steps
-    "$KILN" jobs stream-logs el_kill 2>/dev/null | grep -q "step 3: all-reduced across 2" && break
-    sleep 0.1
-done
+check "el_kill: the group of two took 3 steps" wait_steps el_kill
 api GET /v1/projects/p1/jobs/el_kill
 check_eq "current workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 2
 check_eq "wanted workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.wanted)" 2
@@ -278,10 +284,7 @@ wait_current() {
 two_node_job el-drain 1 2 "[\"env\", \"KILN_ELASTIC_STATE=$T/el-drain\", \"$SYSPY\", \"$HERE/pytorchjob/torchrun.py\", \"$HERE/pytorchjob/elastic.py\", \"30\"]"
 submit_as_processes "$T/el-drain.yaml" >/dev/null 2>&1
 check "el-drain RUNNING" wait_state el_drain RUNNING 30
-for _ in $(seq 1 600); do # until the group of two has taken steps
-    "$KILN" jobs stream-logs el_drain 2>/dev/null | grep -q "step 3: all-reduced across 2" && break
-    sleep 0.1
-done
+check "el_drain: the group of two took 3 steps" wait_steps el_drain
 api GET /v1/projects/p1/jobs/el_drain
 check_eq "el-drain: 2 workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 2
 m_node=$(rep_field master-replica-0 node)
