@@ -415,6 +415,9 @@ static void parse_package_path(parse_ctx *c, const flag_def *f, const char *val)
     free(abs);
 }
 
+static void usage_error(parse_ctx *c, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 static void parse_value(parse_ctx *c, const flag_def *f, const char *val)
 {
     switch (f->kind) {
@@ -422,6 +425,14 @@ static void parse_value(parse_ctx *c, const flag_def *f, const char *val)
         *SLOT(c->a, f->arg_off, bool) = true;
         break;
     case FK_STRING:
+        /* --tfjob and --kubeflow-job fill one slot: two files would leave
+         * one silently unread */
+        if (f->arg_off == A(tfjob_path) && c->a->tfjob_path) {
+            usage_error(c, "--kubeflow-job",
+                        "a Kubeflow job file is already given ('%.64s'): give one file",
+                        c->a->tfjob_path);
+            break;
+        }
         put_str(c, SLOT(c->a, f->arg_off, char *), strdup(val));
         break;
     case FK_COUNT:
@@ -478,9 +489,6 @@ static const char *closest_flag(const char *name, size_t len)
              (int)kiln__utf8_cut(name, len > FLAG_NAME_MAX ? FLAG_NAME_MAX : len), name);
     return kiln__suggest(word, names, NFLAGS);
 }
-
-static void usage_error(parse_ctx *c, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 static void usage_error(parse_ctx *c, const char *field, const char *fmt, ...)
 {

@@ -421,6 +421,8 @@ static void test_bad_flags(void)
     expect_bad(ARGV("-v"), "", "short options", true);
     expect_bad(ARGV("job1", "job2"), "", "unexpected argument 'job2'", true);
     expect_bad(ARGV("--config", "a.yaml", "--tfjob=b.yaml"), "--tfjob", "combined", true);
+    expect_bad(ARGV("--tfjob", "a.yaml", "--kubeflow-job=b.yaml"), "--kubeflow-job",
+               "already given ('a.yaml')", true);
     /* a Job is JSON: bytes that are not UTF-8 never get in (found by fuzzing) */
     expect_bad(ARGV("jjcatalo\x8cg--woak"), "", "argument 1 is not valid UTF-8", true);
     expect_bad(ARGV("j", "--", "\xff"), "", "argument 3 is not valid UTF-8", true);
