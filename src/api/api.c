@@ -41,6 +41,7 @@
 #include <sys/statvfs.h>
 
 #include "api/api_int.h"
+#include "kiln/objects.h"
 #include "api/audit.h"
 #include "daemon/tokens.h"
 #include "util/utf8.h"
@@ -369,7 +370,8 @@ static enum MHD_Result begin(kilnd *d, struct MHD_Connection *c, const char *url
                           "expected 'Authorization: Bearer TOKEN'");
     }
     if (spool && (rq->spool_fd = kiln__api_storage_spool_open(d)) < 0)
-        return send_error(c, 500, NULL, "cannot open a temp file for the upload");
+        return send_error(c, 500, NULL, "cannot open a temp file for the upload under %s/.tmp: %s",
+                          kiln_objects_root(d->objects), strerror(errno));
     return MHD_YES;
 }
 
@@ -405,7 +407,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         for (size_t done = 0; !rq->too_big && !rq->spool_err && done < *upload_size;) {
             ssize_t k = write(rq->spool_fd, upload + done, *upload_size - done);
             if (k < 0 && errno == EINTR) continue;
-            if (k <= 0) rq->spool_err = true;
+            if (k <= 0) rq->spool_err = k < 0 ? errno : EIO;
             if (k > 0) done += (size_t)k;
         }
         if (!rq->too_big && !rq->spool_err) rq->spool_len += *upload_size;
@@ -439,7 +441,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     else if (rq->too_big)
         rc = send_error(c, 413, NULL, "The request body is larger than %zu bytes", d->max_body);
     else if (rq->spool_err)
-        rc = send_error(c, 500, NULL, "cannot write the upload to a temp file");
+        /* a full disk is the service's state, not a fault: 503, as creates */
+        rc = send_error(c, rq->spool_err == ENOSPC ? 503 : 500, NULL,
+                        "cannot write the upload to a temp file under %s/.tmp: %s",
+                        kiln_objects_root(d->objects), strerror(rq->spool_err));
     else
         rc = route(d, c, url, method, rq);
     unsigned code = kiln__api_last_code(true);

@@ -41,7 +41,7 @@ typedef struct kiln_api_req {
     bool too_big;
     int spool_fd; /* -1: the body is in memory */
     uint64_t spool_len;
-    bool spool_err;
+    int spool_err; /* errno of a failed spool write (0: none) */
     int64_t t0_ns; /* arrival (CLOCK_MONOTONIC), for the latency histogram */
     /* who is calling, decided once when the headers are in */
     kiln_api_auth auth;
