@@ -20,8 +20,9 @@
 
 /* Rendered GET responses keyed by (project/job, seq, version): a job's
  * version changes with every write to it, so an entry is either exact or
- * skipped. QUEUED jobs are never cached (their jobPosition moves without a
- * write to them). */
+ * skipped. Only finished jobs are cached: a QUEUED job's jobPosition and a
+ * running job's consumedMLUnits move without a write to them (a cached
+ * running job showed the units of its first render until its next write). */
 typedef struct centry {
     char *key;
     int64_t seq, version;
@@ -88,7 +89,7 @@ static bool etag_matches(const char *sent, const char *raw)
  * every replica counts 1 unit per hour, plus 1 per accelerator it holds,
  * from the job's startTime to its endTime (or now), over the replicas of its
  * current placement. For a job that reports training metrics, kiln's
- * extension `metrics` holds the last report (src/daemon/trainmetrics.h). */
+ * extension `metrics` holds the last report (src/exec/supervisor/trainmetrics.h). */
 static json_t *training_output(const kiln_job_record *r, json_t *rt)
 {
     const kiln_training_input *ti = &r->job->training_input;
@@ -111,7 +112,7 @@ static json_t *training_output(const kiln_job_record *r, json_t *rt)
     json_object_set_new(o, "consumedMLUnits", json_real((double)(int64_t)(units * 1e6) / 1e6));
     json_object_set_new(o, "isHyperparameterTuningJob", json_boolean(tuning));
     if (tuning) {
-        /* the study kilnd keeps in the runtime record (src/daemon/trials.inc) */
+        /* the study kilnd keeps in the runtime record (src/exec/supervisor/trials.c) */
         kiln_study *st = kiln_study_from_json(&ti->hyperparameters, json_object_get(rt, "study"));
         char done[24];
         snprintf(done, sizeof done, "%zu", st ? kiln_study_count(st, KILN_TRIAL_SUCCEEDED) : 0);
@@ -248,6 +249,11 @@ out:
     return rc;
 }
 
+static bool finished(kiln_job_state s)
+{
+    return s == KILN_STATE_SUCCEEDED || s == KILN_STATE_FAILED || s == KILN_STATE_CANCELLED;
+}
+
 /* A cached response for the job at this version, or NULL. */
 static struct MHD_Response *cache_get(kilnd *d, const char *key, size_t slot, int64_t seq,
                                       int64_t version)
@@ -295,7 +301,7 @@ static enum MHD_Result job_get(kilnd *d, struct MHD_Connection *c, const char *p
     kiln_err err = kiln_store_job_version(d->store, project, id, &seq, &version, &state);
     if (err == KILN_ENOTFOUND)
         return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
-    if (err == KILN_OK && state != KILN_STATE_QUEUED) {
+    if (err == KILN_OK && finished(state)) {
         struct MHD_Response *r = cache_get(d, key, slot, seq, version);
         if (r) {
             MHD_add_response_header(r, "Content-Type", "application/json");
@@ -309,8 +315,7 @@ static enum MHD_Result job_get(kilnd *d, struct MHD_Connection *c, const char *p
     json_t *o = job_json(d, rec);
     char *body = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
-    if (body && rec->job->state != KILN_STATE_QUEUED)
-        cache_put(d, key, slot, rec->seq, rec->version, body);
+    if (body && finished(rec->job->state)) cache_put(d, key, slot, rec->seq, rec->version, body);
     kiln_job_record_free(rec);
     return send_text(c, 200, body);
 }
@@ -520,7 +525,7 @@ out:
 }
 
 /* The job's training metrics reports (metrics.jsonl, written by the
- * supervisor: see src/daemon/trainmetrics.h), oldest first: the history the
+ * supervisor: see src/exec/supervisor/trainmetrics.h), oldest first: the history the
  * dashboard's chart draws. At most the last METRICS_MAX bytes are read. */
 #define METRICS_MAX (1024u * 1024u)
 static enum MHD_Result job_metrics(kilnd *d, struct MHD_Connection *c, const char *project,

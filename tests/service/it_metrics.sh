@@ -91,6 +91,12 @@ api GET /v1/projects/p1/jobs/wait_job
 check_eq "queued job: 0 ML units" "$(printf '%s' "$BODY" | jget trainingOutput.consumedMLUnits)" 0.0
 api GET /v1/projects/p1/jobs/gpu_job
 check "running 2-GPU job has consumed ML units" "$PY" -c 'import json,sys; u=json.loads(sys.argv[1])["trainingOutput"]["consumedMLUnits"]; sys.exit(not 0 < u < 1)' "$BODY"
+# a running job's units grow between two reads with no write to the job in
+# between (a cached render once froze them)
+units1=$(printf '%s' "$BODY" | jget trainingOutput.consumedMLUnits)
+sleep 0.5
+api GET /v1/projects/p1/jobs/gpu_job
+check "consumedMLUnits grows while the job runs" "$PY" -c 'import json,sys; sys.exit(not json.loads(sys.argv[1])["trainingOutput"]["consumedMLUnits"] > float(sys.argv[2]))' "$BODY" "$units1"
 api GET /v1/projects/p1/jobs/ok_job:metrics
 check_eq "history: 2 chief reports" "$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["points"]))')" 2
 api GET /v1/projects/p1/jobs/bad_job

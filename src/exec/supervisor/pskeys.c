@@ -1,7 +1,7 @@
-/* src/daemon/pskeys.c - CURVE keys per job attempt (pskeys.h), made with
+/* src/runner/pskeys.c - CURVE keys per job attempt (pskeys.h), made with
  * libcrypto's X25519: the same Curve25519 keys as libsodium's crypto_box,
  * which ZeroMQ's CURVE uses. */
-#include "daemon/pskeys.h"
+#include "runner/pskeys.h"
 #include "util/atomic.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* src/daemon/trainmetrics.c - see trainmetrics.h. */
-#include "daemon/trainmetrics.h"
+/* src/runner/trainmetrics.c - see trainmetrics.h. */
+#include "runner/trainmetrics.h"
 
 #include <math.h>
 #include <string.h>

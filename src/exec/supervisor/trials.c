@@ -1,11 +1,39 @@
-/* src/daemon/trials.inc - tuning jobs in the supervisor (included by
- * supervisor.c, whose static helpers it uses: placement, ports, spawning).
+/* src/runner/trials.c - tuning jobs in the supervisor (placement, ports and
+ * spawning are the runner's: runner_int.h).
  *
  * A tuning job is RUNNING as a whole while its trials run; each trial is an
  * rjob of the same job with `trial` set, placed whole like any job, with the
  * study (src/tune) deciding its values. The study lives in the job's runtime
  * record ("study"), so a kilnd restart or a requeue keeps its trials; trials
  * that were running start again with the same values. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "daemon/kilnd.h"
+#include "runner/pskeys.h"
+#include "runner/trainmetrics.h"
+#include "kiln/exec.h"
+#include "kiln/objects.h"
+#include "kiln/tune.h"
+#include "kiln/submit.h" /* kiln_job_program_args */
+
+#include "runner/runner_int.h"
+
 
 static void study_free(sup *s, tstudy *t)
 {
@@ -47,7 +75,7 @@ static void study_save(sup *s, tstudy *t)
 /* A tuning job that fits the cluster starts: its study is made (or read
  * back from the runtime record) and the job is RUNNING; start_trials
  * places the trials. */
-static void study_begin(sup *s, kiln_job_record *rec)
+void study_begin(sup *s, kiln_job_record *rec)
 {
     kilnd *d = s->d;
     const char *id = rec->job->job_id;
@@ -128,7 +156,7 @@ static void study_end(sup *s, tstudy *t)
     study_free(s, t);
 }
 
-static kiln_err trial_args(rjob *j, kiln_strv *argv)
+kiln_err trial_args(rjob *j, kiln_strv *argv)
 {
     kiln_trial *t = kiln_study_find(j->study->st, j->trial);
     return t ? kiln_trial_args(j->study->st, t, argv) : KILN_EINVAL;
@@ -139,7 +167,7 @@ static void trial_metric_file(rjob *j, char *buf, size_t len)
     snprintf(buf, len, "%s/%d/hypertune.metrics", j->dir, j->trial);
 }
 
-static kiln_err trial_env(rjob *j, kiln_strv *env)
+kiln_err trial_env(rjob *j, kiln_strv *env)
 {
     char path[PATH_MAX + 48];
     kiln_trial *t = kiln_study_find(j->study->st, j->trial);
@@ -149,7 +177,7 @@ static kiln_err trial_env(rjob *j, kiln_strv *env)
 
 /* kiln-train's reports (trainmetrics.h) name their numbers in camelCase:
  * the tag matches as written, or in its camelCase form (test_accuracy). */
-static void trial_metrics(rjob *j, json_t *report)
+void trial_metrics(rjob *j, json_t *report)
 {
     kiln_trial *t = kiln_study_find(j->study->st, j->trial);
     const char *tag = kiln_study_metric_tag(j->study->st);
@@ -174,7 +202,7 @@ static void trial_metrics(rjob *j, json_t *report)
 }
 
 /* Each tick: the hypertune file's new lines, and the median stopping rule. */
-static void trial_check(sup *s, rjob *j)
+void trial_check(sup *s, rjob *j)
 {
     char path[PATH_MAX + 48];
     if (!j->study || j->after != AS_NONE) return;
@@ -194,7 +222,7 @@ static void trial_check(sup *s, rjob *j)
 
 /* A trial's replicas are gone: the trial ends in its study, and the job
  * ends when the study does. */
-static void trial_finish(sup *s, rjob *j)
+void trial_finish(sup *s, rjob *j)
 {
     tstudy *st = j->study;
     kiln_trial *t = kiln_study_find(st->st, j->trial);
@@ -318,7 +346,7 @@ static bool launch_trial(sup *s, tstudy *st)
 
 /* Starts trials up to maxParallelTrials for every running study; a study
  * whose job is being cancelled starts none and stops its trials. */
-static void start_trials(sup *s)
+void start_trials(sup *s)
 {
     for (tstudy *st = s->studies, *next; st; st = next) {
         next = st->next;

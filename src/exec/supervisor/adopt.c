@@ -1,0 +1,285 @@
+/* src/runner/adopt.c - what a previous kilnd left: reconcile and adoption. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "daemon/kilnd.h"
+#include "runner/pskeys.h"
+#include "runner/trainmetrics.h"
+#include "kiln/exec.h"
+#include "kiln/objects.h"
+#include "kiln/tune.h"
+#include "kiln/submit.h" /* kiln_job_program_args */
+
+#include "runner/runner_int.h"
+
+/* A runtime record that names monitors: its replicas can be adopted. */
+static bool adoptable(const char *runtime)
+{
+    json_t *root = runtime ? json_loads(runtime, 0, NULL) : NULL;
+    json_t *reps = json_object_get(root, "replicas"), *r;
+    size_t i;
+    bool any = false;
+    /* a tuning job's trials are not adopted: the study resumes and runs
+     * them again (kill_monitors stops what is left of them) */
+    if (json_object_get(root, "study")) {
+        json_decref(root);
+        return false;
+    }
+    json_array_foreach(reps, i, r)
+    {
+        any |= json_integer_value(json_object_get(r, "monitor")) > 0 ||
+               json_object_get(r, "executor") != NULL;
+    }
+    json_decref(root);
+    return any;
+}
+
+/* Stops the monitors (and their programs) that run under a job's
+ * replicas/ directory: a job that cannot be adopted leaves none unseen. */
+static void kill_monitors(kilnd *d, const char *project, const char *id)
+{
+    char dir[PATH_MAX], rdir[PATH_MAX + 16];
+    kiln_strv tasks = {0};
+    kilnd_job_dir(d, project, id, dir, sizeof dir);
+    snprintf(rdir, sizeof rdir, "%s/replicas", dir);
+    if (kiln_exec_list(rdir, &tasks) != KILN_OK) return;
+    for (size_t i = 0; i < tasks.n; i++) {
+        char state[PATH_MAX + 200];
+        kiln_exec_handle h;
+        snprintf(state, sizeof state, "%s/%s", rdir, tasks.v[i]);
+        kiln_exec_adopt(KILN_EXEC_LOCAL, state, NULL, 0, 0, &h);
+        FILE *f = NULL;
+        char path[PATH_MAX + 220], buf[256];
+        int mpid = 0;
+        unsigned long long mst = 0;
+        snprintf(path, sizeof path, "%s.state", state);
+        if ((f = fopen(path, "re"))) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = '\0';
+            fclose(f);
+            if (sscanf(buf, "monitor %d %llu", &mpid, &mst) == 2 &&
+                kiln_proc_start_time(mpid) == mst)
+                kill(mpid, SIGKILL);
+        }
+        kiln_exec_signal(&d->exec, &h, SIGKILL);
+    }
+    kiln_strv_clear(&tasks);
+}
+
+/* Jobs a previous kilnd left PREPARING, RUNNING or CANCELLING. Those whose
+ * runtime record names monitors are adopted by the supervisor when it
+ * starts (adopt_all). The others (a kilnd that died before it recorded
+ * them) lose what runs of them, and are requeued or cancelled. */
+void kilnd_reconcile(kilnd *d)
+{
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    int64_t now = kiln_now_ns();
+    unsigned mask =
+        KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
+    if (kiln_store_jobs_by_state(d->store, mask, &v, &n) != KILN_OK) return;
+    for (size_t i = 0; i < n; i++) {
+        kiln_job_record *r = v[i];
+        const char *id = r->job->job_id;
+        if (adoptable(r->runtime)) continue;
+        kill_recorded(r->runtime);
+        kill_monitors(d, r->project, id);
+        if (r->job->state == KILN_STATE_CANCELLING) {
+            kiln_store_job_transition(d->store, r->project, id, KILN_STATE_MASK(CANCELLING),
+                                      KILN_STATE_CANCELLED, NULL, now, NULL);
+            kilnd_event(d, r->project, id, "INFO", "kilnd restarted; Job CANCELLED");
+            continue;
+        }
+        json_t *m = runtime_kept(r->runtime, "metrics"), *st = runtime_kept(r->runtime, "study");
+        char *keep = runtime_for_requeue(m, st);
+        json_decref(st);
+        kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, keep);
+        free(keep);
+        json_decref(m);
+        d->restarts_total[KILND_RESTART_KILND]++;
+        kiln_store_job_transition(d->store, r->project, id, mask & ~KILN_STATE_MASK(CANCELLING),
+                                  KILN_STATE_QUEUED, NULL, now, NULL);
+        kilnd_event(d, r->project, id, "WARNING",
+                    "kilnd restarted while the job was %s, before its replicas were recorded: "
+                    "they were stopped and the job is queued again (restart %d)",
+                    kiln_job_state_name(r->job->state), r->restarts + 1);
+    }
+    kiln_job_records_free(v, n);
+}
+
+static bool role_by_name(const char *name, kiln_role *out)
+{
+    for (int k = 0; name && k < KILN_ROLE_COUNT; k++)
+        if (strcmp(kiln_role_name((kiln_role)k), name) == 0) {
+            *out = (kiln_role)k;
+            return true;
+        }
+    return false;
+}
+
+static size_t node_by_name(const kilnd *d, const char *name)
+{
+    for (size_t i = 0; name && i < d->cluster.n; i++)
+        if (strcmp(d->cluster.nodes[i].name, name) == 0) return i;
+    return (size_t)-1;
+}
+
+/* Takes over one job a previous kilnd ran: its placement, ports and
+ * replicas, each through its monitor. Exits that happened while kilnd was
+ * away are in the monitors' files and are judged on the first tick, with
+ * their real codes; a replica whose monitor is gone is judged as killed. */
+static void adopt_job(sup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
+    json_t *root = json_loads(rec->runtime, 0, NULL);
+    json_t *reps = json_object_get(root, "replicas"), *o;
+    size_t n = json_array_size(reps), idx;
+    rjob *j = calloc(1, sizeof *j);
+    int adopted = 0, away = 0;
+    if (!j || !n) goto fail;
+    j->log_fd = -1;
+    j->project = strdup(rec->project);
+    j->job_id = strdup(rec->job->job_id);
+    j->reps = calloc(n, sizeof *j->reps);
+    j->pl.slots = calloc(n, sizeof *j->pl.slots);
+    if (!j->project || !j->job_id || !j->reps || !j->pl.slots) goto fail;
+    j->pl.n = j->n = n;
+    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    json_array_foreach(reps, idx, o)
+    {
+        replica *r = &j->reps[idx];
+        kiln_slot *sl = &j->pl.slots[idx];
+        if (!role_by_name(json_string_value(json_object_get(o, "role")), &r->role)) goto fail;
+        r->index = (int)json_integer_value(json_object_get(o, "index"));
+        r->node = node_by_name(d, json_string_value(json_object_get(o, "node")));
+        if (r->node == (size_t)-1) goto fail; /* the node config changed */
+        r->port = (int)json_integer_value(json_object_get(o, "port"));
+        r->dropped = json_is_true(json_object_get(o, "dropped"));
+        r->restarts = (int)json_integer_value(json_object_get(o, "restarts"));
+        r->simulated = json_is_true(json_object_get(o, "simulatedGpus"));
+        r->code = (int)json_integer_value(json_object_get(o, "code"));
+        r->moff = (long long)json_integer_value(json_object_get(o, "metricsOffset"));
+        kiln_exec_task_name(r->role, r->index, r->task);
+        json_t *g = json_object_get(o, "gpus"), *devs = json_object_get(o, "devs");
+        r->n_gpus = (int)json_array_size(g);
+        if (r->n_gpus > KILN_MAX_REPLICA_DEVICES) goto fail;
+        for (int k = 0; k < r->n_gpus; k++) {
+            r->gpus[k] = (int)json_integer_value(json_array_get(g, (size_t)k));
+            sl->devs[k] = (int)json_integer_value(json_array_get(devs, (size_t)k));
+        }
+        sl->n_devs = r->n_gpus;
+        sl->role = r->role;
+        sl->index = r->index;
+        sl->node = r->dropped ? (size_t)-1 : r->node;
+        sl->vcpus = (int)json_integer_value(json_object_get(o, "vcpus"));
+        sl->memory_gb = json_number_value(json_object_get(o, "memoryGb"));
+        const char *ex = json_string_value(json_object_get(o, "executor"));
+        r->kind = ex && strcmp(ex, "container") == 0 ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
+        pid_t mon = (pid_t)json_integer_value(json_object_get(o, "monitor"));
+        uint64_t mst = (uint64_t)json_integer_value(json_object_get(o, "monitorStart"));
+        char state[PATH_MAX + 64];
+        snprintf(state, sizeof state, "%s/replicas/%s", j->dir, r->task);
+        kiln_exec_adopt(r->kind, state, json_string_value(json_object_get(o, "container")), mon,
+                        mst, &r->h);
+        r->started = json_is_true(json_object_get(o, "started"));
+        /* a drain's leaver keeps its SIGKILL, one grace period from now */
+        r->leaving = json_is_true(json_object_get(o, "leaving"));
+        if (r->leaving) r->kill_at_ns = kiln_now_ns() + (int64_t)d->grace_ms * 1000000;
+        if (r->port > 0 && r->port - d->port_base >= 0 && r->port - d->port_base < d->port_count &&
+            !r->dropped)
+            s->port_used[r->port - d->port_base] = true;
+        if (mon > 0 && !r->dropped) {
+            r->alive = r->spawned = true; /* the first tick's watch() says if it still runs */
+            adopted++;
+        } else {
+            /* it had ended before kilnd went: judged again unless it was a
+             * finished worker (its exit decided nothing) */
+            r->handled = r->dropped || (r->code == 0 && r->role != KILN_ROLE_MASTER);
+            r->spawned = !r->handled;
+            away += !r->handled;
+        }
+    }
+    j->job = rec->job;
+    rec->job = NULL;
+    const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
+    if (j->job->training_input.has_pytorch_job && pt->has_elastic_policy) {
+        j->elastic = true;
+        j->wo = pt->workers_only ? 1 : 0;
+        j->el_min = (int)pt->elastic_policy.min_replicas;
+        j->el_max = (int)pt->elastic_policy.max_replicas;
+        j->grow_at_ns = kiln_now_ns() + 1000000000LL;
+    }
+    j->running =
+        json_is_true(json_object_get(root, "running")) || j->job->state == KILN_STATE_RUNNING;
+    j->metrics = runtime_kept(rec->runtime, "metrics"); /* trainingOutput keeps the last report */
+    j->start_ns = rec->start_ns;
+    j->restarts = rec->restarts;
+    j->failures = rec->failures;
+    pthread_mutex_lock(&d->mu);
+    kiln_sched_claim(d->sched, &j->pl);
+    pthread_mutex_unlock(&d->mu);
+    char sub[PATH_MAX + 16];
+    snprintf(sub, sizeof sub, "%s/log.tsv", j->dir);
+    j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    j->next = s->jobs;
+    s->jobs = j;
+    kilnd_event(d, j->project, j->job_id, "INFO",
+                "kilnd restarted: adopted the job's %d running replica%s through their monitors "
+                "(restarts stay %d); %d that had ended before are judged again",
+                adopted, adopted == 1 ? "" : "s", j->restarts, away);
+    json_decref(root);
+    return;
+fail:
+    /* cannot be adopted: stop what runs, requeue (restart counted) */
+    json_decref(root);
+    if (j) {
+        for (size_t i = 0; i < j->n; i++)
+            if (j->reps[i].alive) kiln_exec_signal(&d->exec, &j->reps[i].h, SIGKILL);
+        free(j->reps);
+        free(j->pl.slots);
+        free(j->project);
+        free(j->job_id);
+        free(j);
+    }
+    kill_recorded(rec->runtime);
+    kill_monitors(d, rec->project, rec->job->job_id);
+    int64_t now = kiln_now_ns();
+    kiln_store_job_set_runtime(d->store, rec->project, rec->job->job_id, rec->restarts + 1,
+                               rec->failures, NULL);
+    kiln_store_job_transition(d->store, rec->project, rec->job->job_id,
+                              KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING),
+                              KILN_STATE_QUEUED, NULL, now, NULL);
+    kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(CANCELLING),
+                              KILN_STATE_CANCELLED, NULL, now, NULL);
+    kilnd_event(d, rec->project, rec->job->job_id, "WARNING",
+                "kilnd restarted and could not adopt the job's replicas (its runtime record or "
+                "the node config changed): they were stopped and the job is queued again");
+}
+
+void adopt_all(sup *s)
+{
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    unsigned mask =
+        KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
+    if (kiln_store_jobs_by_state(s->d->store, mask, &v, &n) != KILN_OK) return;
+    for (size_t i = 0; i < n; i++)
+        if (adoptable(v[i]->runtime)) adopt_job(s, v[i]);
+    kiln_job_records_free(v, n);
+}
+

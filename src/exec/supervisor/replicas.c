@@ -1,0 +1,320 @@
+/* src/runner/replicas.c - a job's replicas: ports, training metrics, the runtime record. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "daemon/kilnd.h"
+#include "runner/pskeys.h"
+#include "runner/trainmetrics.h"
+#include "kiln/exec.h"
+#include "kiln/objects.h"
+#include "kiln/tune.h"
+#include "kiln/submit.h" /* kiln_job_program_args */
+
+#include "runner/runner_int.h"
+
+/* ---------- small helpers ---------- */
+
+void kilnd_job_dir(const kilnd *d, const char *project, const char *job_id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/jobs/%s/%s", d->data_dir, project, job_id);
+}
+
+int kilnd_mkdirs(const char *path)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp) return -1;
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return (mkdir(tmp, 0755) < 0 && errno != EEXIST) ? -1 : 0;
+}
+
+void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *severity,
+                 const char *fmt, ...)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16], *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&msg, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    kilnd_job_dir(d, project, job_id, dir, sizeof dir);
+    kilnd_mkdirs(dir);
+    snprintf(path, sizeof path, "%s/log.tsv", dir);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        kiln_log_write(fd, severity, "service", msg, (size_t)n);
+        close(fd);
+    }
+    free(msg);
+}
+
+/* ---------- ports: unique across every running job ---------- */
+
+static bool port_bindable(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+int port_take(sup *s)
+{
+    int n = s->d->port_count;
+    for (int k = 0; k < n; k++) {
+        int i = (s->port_next + k) % n;
+        if (s->port_used[i]) continue;
+        if (!port_bindable(s->d->port_base + i)) continue;
+        s->port_used[i] = true;
+        s->port_next = (i + 1) % n;
+        return s->d->port_base + i;
+    }
+    return -1;
+}
+
+void port_give(sup *s, int port)
+{
+    int i = port - s->d->port_base;
+    if (i >= 0 && i < s->d->port_count) s->port_used[i] = false;
+}
+
+/* ---------- training metrics ---------- */
+
+/* A training metrics report on stdout (trainmetrics.h): appended with its
+ * time and task to DATA/jobs/P/J/metrics.jsonl (the history the dashboard's
+ * chart reads) and kept as the job's last report in the runtime record (what
+ * trainingOutput and /metrics show). Reports arrive once per epoch, so a
+ * store write for each costs nothing that matters. */
+static void note_metrics(sup *s, rjob *j, replica *r, const char *m, size_t n)
+{
+    char path[PATH_MAX + 16], when[32];
+    char *txt = NULL;
+    int fd = -1;
+    json_t *p = kilnd_train_metrics_parse(m, n);
+
+    if (!p) return;
+    kiln_format_time(kiln_now_ns(), when);
+    json_object_set_new(p, "time", json_string(when));
+    json_object_set_new(p, "task", json_string(r->task));
+    txt = json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", j->dir);
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 || !txt) goto out;
+    size_t len = strlen(txt);
+    txt[len] = '\n'; /* json_dumps' NUL becomes the line end: one write per line */
+    if (write(fd, txt, len + 1) < 0) goto out;
+out:
+    if (fd >= 0) close(fd);
+    free(txt);
+    /* a "done" line carries the final numbers but not the last epoch's loss:
+     * merge into what is there rather than replace it */
+    if (j->study) trial_metrics(j, p);
+    if (!j->metrics) {
+        j->metrics = p;
+    } else {
+        json_object_update(j->metrics, p);
+        json_decref(p);
+    }
+    save_runtime(s, j);
+}
+
+/* The monitor writes the replica's stdout lines that may be training metrics
+ * reports to STATE.metrics (kiln-monitor.c); kilnd reads what is new there
+ * each tick (and once more when the replica has ended). The offset read so
+ * far is in the runtime record, so an adopting kilnd neither repeats nor
+ * loses a report. The file is the monitor's own, apart from the job's log
+ * and its cap: a report past the log cap still counts. */
+void pump_metrics(sup *s, rjob *j, replica *r)
+{
+    char path[PATH_MAX + 80], buf[LINE_MAX_BYTES + 1];
+    if (!r->spawned) return;
+    snprintf(path, sizeof path, "%s/replicas/%s.metrics", j->dir, r->task);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    for (;;) {
+        ssize_t n = pread(fd, buf, LINE_MAX_BYTES, (off_t)r->moff);
+        if (n <= 0) break;
+        size_t start = 0;
+        for (size_t i = 0; i < (size_t)n; i++)
+            if (buf[i] == '\n') {
+                note_metrics(s, j, r, buf + start, i - start);
+                start = i + 1;
+            }
+        if (start == 0) {
+            if ((size_t)n < LINE_MAX_BYTES) break; /* a partial line: the rest comes later */
+            start = (size_t)n;                     /* longer than any report: skipped */
+        }
+        r->moff += (long long)start;
+        if (start < (size_t)n && (size_t)n < LINE_MAX_BYTES) break; /* a partial last line */
+    }
+    close(fd);
+}
+
+/* ---------- the runtime record (for reconcile and for GET) ---------- */
+
+void save_runtime(sup *s, rjob *j)
+{
+    json_t *reps = json_array();
+    for (size_t i = 0; reps && i < j->n; i++) {
+        replica *r = &j->reps[i];
+        json_t *g = json_array();
+        for (int k = 0; g && k < r->n_gpus; k++)
+            json_array_append_new(g, json_integer(r->gpus[k]));
+        json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:I,s:o,s:b,s:s}", "task", r->task, "node",
+                              s->d->cluster.nodes[r->node].name, "port", r->port, "pid",
+                              (json_int_t)(r->alive ? r->h.pid : 0), "startTicks",
+                              (json_int_t)(r->alive ? r->h.pid_start : 0), "gpus",
+                              g ? g : json_array(), "simulatedGpus", r->simulated && r->n_gpus,
+                              "state", r->alive ? "RUNNING" : "EXITED");
+        /* what the next kilnd needs to adopt the replica (monitor, slot) */
+        const kiln_slot *sl = &j->pl.slots[i];
+        json_t *devs = json_array();
+        for (int k = 0; devs && k < sl->n_devs; k++)
+            json_array_append_new(devs, json_integer(sl->devs[k]));
+        json_t *a = json_pack(
+            "{s:s,s:i,s:s,s:I,s:I,s:s,s:o,s:i,s:f,s:b,s:b,s:i}", "role", kiln_role_name(r->role),
+            "index", r->index, "executor", kiln_exec_kind_name(r->kind), "monitor",
+            (json_int_t)(r->alive ? r->h.monitor : 0), "monitorStart",
+            (json_int_t)(r->alive ? r->h.monitor_start : 0), "container", r->h.name, "devs",
+            devs ? devs : json_array(), "vcpus", sl->vcpus, "memoryGb", sl->memory_gb, "dropped",
+            r->dropped, "started", r->started, "restarts", r->restarts);
+        if (a && r->leaving) json_object_set_new(a, "leaving", json_true());
+        if (a) json_object_set_new(a, "code", json_integer(r->code));
+        if (a) json_object_set_new(a, "metricsOffset", json_integer(r->moff));
+        /* for the dashboard: how this replica ended (its restarts alone are
+         * "restarts"; group restarts are the job's kilnStatus.restarts) */
+        if (a && !r->alive && r->spawned && !r->failed)
+            json_object_set_new(a, "exitCode", json_integer(r->code));
+        if (o && a) json_object_update(o, a);
+        json_decref(a);
+        if (o) json_array_append_new(reps, o);
+    }
+    json_t *root =
+        json_pack("{s:o,s:b}", "replicas", reps ? reps : json_array(), "running", j->running);
+    if (root && j->metrics) json_object_set(root, "metrics", j->metrics);
+    if (root && j->study) json_object_set_new(root, "study", kiln_study_to_json(j->study->st));
+    if (root && j->elastic) {
+        int cur = 0;
+        for (size_t i = 0; i < j->n; i++)
+            cur += !j->reps[i].dropped && j->reps[i].alive &&
+                   (j->reps[i].role == KILN_ROLE_WORKER ||
+                    (j->wo && j->reps[i].role == KILN_ROLE_MASTER));
+        json_object_set_new(
+            root, "elasticWorkers",
+            json_pack("{s:i,s:i,s:i}", "current", cur, "wanted", j->el_max, "min", j->el_min));
+    }
+    char *txt = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, j->restarts, j->failures, txt);
+    free(txt);
+    json_decref(root);
+}
+
+/* The runtime record of a job that is requeued (drain, kilnd restart): no
+ * replicas, but the last training metrics report stays, so that the job's
+ * trainingOutput keeps it until the job reports again. NULL when there is
+ * none; the caller frees the text. */
+char *runtime_for_requeue(json_t *metrics, json_t *study)
+{
+    if (!metrics && !study) return NULL;
+    json_t *o = json_object();
+    if (o && metrics) json_object_set(o, "metrics", metrics);
+    if (o && study) json_object_set(o, "study", study); /* the trials so far stay */
+    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return txt;
+}
+
+/* The object a runtime record keeps under `key` ("metrics": the last report,
+ * "study": the trials so far) as a new reference, or NULL. */
+json_t *runtime_kept(const char *runtime, const char *key)
+{
+    json_t *rt = runtime ? json_loads(runtime, 0, NULL) : NULL;
+    json_t *m = json_object_get(rt, key);
+    m = json_is_object(m) ? json_incref(m) : NULL;
+    json_decref(rt);
+    return m;
+}
+
+/* Kills the process groups a runtime record names, when they are still the
+ * same processes (pid + start time), and waits for them to go. */
+void kill_recorded(const char *runtime)
+{
+    json_t *root = runtime ? json_loads(runtime, 0, NULL) : NULL;
+    json_t *reps = json_object_get(root, "replicas"), *r;
+    size_t i;
+    json_array_foreach(reps, i, r)
+    {
+        pid_t pid = (pid_t)json_integer_value(json_object_get(r, "pid"));
+        uint64_t st = (uint64_t)json_integer_value(json_object_get(r, "startTicks"));
+        if (pid <= 0) continue;
+        uint64_t now_st = kiln_proc_start_time(pid);
+        /* The leader itself died with kilnd (PDEATHSIG); what may be left is
+         * its group (children of a shell). A live process with that pid but
+         * another start time is someone else: leave it. With no process of
+         * that pid, a group of that id can only be the old one (a pid is not
+         * reused while a group carries its number). */
+        if (now_st == st || now_st == 0) {
+            if (kill(-pid, SIGKILL) < 0 && now_st == st) kill(pid, SIGKILL);
+        }
+    }
+    json_decref(root);
+}
+
+/* ---------- starting and stopping a job's replicas ---------- */
+
+/* Lets go of a replica's monitor (its life pipe); the monitor runs on. */
+void close_replica(sup *s, rjob *j, replica *r)
+{
+    if (r->h.life_fd >= 0) close(r->h.life_fd);
+    r->h.life_fd = -1;
+    (void)s;
+    (void)j;
+}
+
+void rjob_free(sup *s, rjob *j)
+{
+    if (!j) return;
+    for (size_t i = 0; i < j->n; i++) {
+        close_replica(s, j, &j->reps[i]);
+        if (j->reps[i].port > 0) port_give(s, j->reps[i].port);
+    }
+    if (j->pl.n) {
+        pthread_mutex_lock(&s->d->mu);
+        kiln_sched_release(s->d->sched, &j->pl);
+        pthread_mutex_unlock(&s->d->mu);
+    }
+    kiln_placement_free(&j->pl);
+    if (j->log_fd >= 0) close(j->log_fd);
+    free(j->reps);
+    free(j->project);
+    free(j->job_id);
+    free(j->after_msg);
+    json_decref(j->metrics);
+    kiln_job_free(j->job);
+    free(j);
+}
+

@@ -1,0 +1,402 @@
+/* src/runner/spawn.c - staging a job's packages and starting its replicas. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "daemon/kilnd.h"
+#include "runner/pskeys.h"
+#include "runner/trainmetrics.h"
+#include "kiln/exec.h"
+#include "kiln/objects.h"
+#include "kiln/tune.h"
+#include "kiln/submit.h" /* kiln_job_program_args */
+
+#include "runner/runner_int.h"
+
+/* Runs a helper (cp, tar) to completion; true when it exited 0. */
+static bool run_helper(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+           WEXITSTATUS(status) == 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static void path_add(char *pp, size_t len, const char *dir)
+{
+    size_t n = strlen(pp);
+    snprintf(pp + n, len - n, "%s%s", n ? ":" : "", dir);
+}
+
+/* The file behind gs://BUCKET/NAME in kilnd's staging store (the API
+ * refused, at create, any gs:// URI the store does not hold). */
+static bool gs_path(kilnd *d, const char *uri, char *buf, size_t len)
+{
+    char bucket[64];
+    const char *p = uri + 5, *sl = strchr(p, '/');
+    if (strncmp(uri, "gs://", 5) != 0 || !sl || (size_t)(sl - p) >= sizeof bucket) return false;
+    memcpy(bucket, p, (size_t)(sl - p));
+    bucket[sl - p] = '\0';
+    return kiln_objects_holds(d->objects, bucket, NULL) &&
+           kiln_objects_path(d->objects, bucket, sl + 1, buf, len) == KILN_OK;
+}
+
+/* --job-dir gs://BUCKET/PATH on a held bucket: the replicas get the local
+ * directory DATA/objects/BUCKET/PATH (made here), so that what they write
+ * there is readable back as objects BUCKET/PATH/... */
+static kiln_err map_job_dir(kilnd *d, rjob *j, char *why, size_t whylen)
+{
+    char *jd = j->job->training_input.job_dir, local[PATH_MAX], name[PATH_MAX];
+    if (!jd || strncmp(jd, "gs://", 5) != 0) return KILN_OK;
+    snprintf(name, sizeof name, "%s", jd);
+    size_t n = strlen(name);
+    while (n > 5 && name[n - 1] == '/')
+        name[--n] = '\0';
+    if (!gs_path(d, name, local, sizeof local) || kilnd_mkdirs(local) < 0) {
+        snprintf(why, whylen, "jobDir '%s': cannot make its directory in kilnd's staging store",
+                 jd);
+        return KILN_EIO;
+    }
+    return kiln_set_str(&j->job->training_input.job_dir, local);
+}
+
+/* Stages packageUris (local: file:// or absolute paths; gs:// URIs of
+ * kilnd's staging store, which are files under DATA/objects) under
+ * DIR/staging and builds the PYTHONPATH that finds them:
+ *   a directory (--package-path)  copied; staging/ goes on the path;
+ *   NAME.whl (pure Python)        copied; the wheel itself goes on the path;
+ *   NAME.tar.gz / .tgz (an sdist) unpacked into staging/sdistN; its top-level
+ *                                 directories go on the path. */
+static kiln_err stage_packages(kilnd *d, rjob *j, char *why, size_t whylen, char *pypath,
+                               size_t plen)
+{
+    const kiln_strv *uris = &j->job->training_input.package_uris;
+    char staging[PATH_MAX + 16], dst[PATH_MAX + 64];
+    bool dirs = false;
+
+    pypath[0] = '\0';
+    if (uris->n == 0) return KILN_OK;
+    snprintf(staging, sizeof staging, "%s/staging", j->dir);
+    kilnd_mkdirs(staging);
+    for (size_t i = 0; i < uris->n; i++) {
+        const char *u = uris->v[i];
+        const char *path = strncmp(u, "file://", 7) == 0 ? u + 7 : (u[0] == '/' ? u : NULL);
+        char gs[PATH_MAX];
+        if (gs_path(d, u, gs, sizeof gs)) path = gs;
+        struct stat st;
+        if (!path || stat(path, &st) < 0) {
+            snprintf(why, whylen,
+                     "packageUris[%zu] '%s': kilnd stages local packages (a directory, .whl "
+                     "or .tar.gz on this machine) and the gs:// objects it holds",
+                     i, u);
+            return KILN_EINVAL;
+        }
+        bool ok;
+        if (S_ISDIR(st.st_mode)) {
+            ok = run_helper((char *[]){"cp", "-R", (char *)path, staging, NULL});
+            dirs = true;
+        } else if (ends_with(path, ".whl")) {
+            const char *base = strrchr(path, '/');
+            ok = snprintf(dst, sizeof dst, "%s/%s", staging, base ? base + 1 : path) <
+                 (int)sizeof dst;
+            ok = ok && run_helper((char *[]){"cp", (char *)path, dst, NULL});
+            if (ok) path_add(pypath, plen, dst);
+        } else if (ends_with(path, ".tar.gz") || ends_with(path, ".tgz")) {
+            snprintf(dst, sizeof dst, "%s/sdist%zu", staging, i);
+            kilnd_mkdirs(dst);
+            ok = run_helper((char *[]){"tar", "-xzf", (char *)path, "-C", dst, NULL});
+            DIR *dd = ok ? opendir(dst) : NULL;
+            struct dirent *e;
+            while (dd && (e = readdir(dd))) {
+                char sub[PATH_MAX + 320];
+                struct stat ss;
+                if (e->d_name[0] == '.') continue;
+                snprintf(sub, sizeof sub, "%s/%s", dst, e->d_name);
+                if (stat(sub, &ss) == 0 && S_ISDIR(ss.st_mode)) path_add(pypath, plen, sub);
+            }
+            if (dd) closedir(dd);
+        } else {
+            snprintf(why, whylen, "packageUris[%zu] '%s': not a directory, .whl or .tar.gz", i, u);
+            return KILN_EINVAL;
+        }
+        if (!ok) {
+            snprintf(why, whylen, "cannot stage package '%s' into the job's directory", path);
+            return KILN_EIO;
+        }
+    }
+    if (dirs) path_add(pypath, plen, staging);
+    return KILN_OK;
+}
+
+void stop_all(sup *s, rjob *j, int sig)
+{
+    for (size_t i = 0; i < j->n; i++)
+        if (j->reps[i].alive) kiln_exec_signal(&s->d->exec, &j->reps[i].h, sig);
+}
+
+void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
+{
+    va_list ap;
+    if (j->after != AS_NONE) return; /* already stopping: the first reason stands */
+    j->after = after;
+    free(j->after_msg);
+    j->after_msg = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&j->after_msg, fmt, ap) < 0) j->after_msg = NULL;
+    va_end(ap);
+    j->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
+    j->killed = false;
+    stop_all(s, j, SIGTERM);
+}
+
+/* The cluster as the replicas see it; NULL on ENOMEM. Dropped replicas are
+ * out of it. */
+static kiln_exec_task *job_tasks(sup *s, rjob *j, size_t *n)
+{
+    kiln_exec_task *tasks = calloc(j->n ? j->n : 1, sizeof *tasks);
+    *n = 0;
+    for (size_t i = 0; tasks && i < j->n; i++) {
+        if (j->reps[i].dropped) continue;
+        tasks[*n].role = j->reps[i].role;
+        tasks[*n].index = j->reps[i].index;
+        tasks[*n].host = s->d->cluster.nodes[j->reps[i].node].address;
+        tasks[*n].port = j->reps[i].port;
+        ++*n;
+    }
+    return tasks;
+}
+
+/* The image a replica of `role` runs (its own imageUri, else the master's,
+ * as AI Platform defaults it), or NULL: it runs as a process. */
+const char *image_of(const kiln_job *job, kiln_role role)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, role);
+    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+    if (rc && rc->image_uri && *rc->image_uri) return rc->image_uri;
+    if (mc && mc->image_uri && *mc->image_uri) return mc->image_uri;
+    return NULL;
+}
+
+/* A container's ENTRYPOINT override (containerCommand) and CMD override
+ * (containerArgs, then the program args: user args after `--` and
+ * --job-dir), each the role's, else the master's. */
+static kiln_err container_program(const kiln_job *job, kiln_role role, kiln_strv *cmd,
+                                  kiln_strv *args)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, role);
+    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+    kiln_strv pargs = {0};
+    if (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)) rc = mc;
+    kiln_err err = kiln_job_program_args(job, &pargs);
+    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_command.n; i++)
+        err = kiln_strv_push(cmd, rc->container_command.v[i]);
+    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_args.n; i++)
+        err = kiln_strv_push(args, rc->container_args.v[i]);
+    for (size_t i = 0; err == KILN_OK && i < pargs.n; i++)
+        err = kiln_strv_push(args, pargs.v[i]);
+    kiln_strv_clear(&pargs);
+    return err;
+}
+
+/* "kiln-P-J-TASK": a container name unique per replica (P and J are
+ * [A-Za-z0-9_-], the API checked them). */
+static void container_name(const rjob *j, const replica *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "kiln-%s-%s-%s", j->project, j->job_id, r->task);
+}
+
+/* Starts replica `i` of a running job (every replica at first; one alone
+ * when an elastic worker is restarted or added). */
+kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
+{
+    kiln_strv argv = {0}, env = {0}, cargs = {0}, hosts = {0};
+    char state[PATH_MAX + 64], rlog[PATH_MAX + 64], jlog[PATH_MAX + 16], work[PATH_MAX + 16];
+    char name[160] = "";
+    size_t nt = 0, self = 0;
+    kiln_exec_task *tasks = job_tasks(s, j, &nt);
+    replica *r = &j->reps[i];
+    const char *image = image_of(j->job, r->role);
+    kiln_err err = KILN_ENOMEM;
+
+    if (!tasks) goto out;
+    for (size_t k = 0; k < nt; k++)
+        if (tasks[k].role == r->role && tasks[k].index == r->index) self = k;
+    if (j->study)
+        snprintf(work, sizeof work, "%s/%d", j->dir, j->trial); /* the trial's own directory */
+    else
+        snprintf(work, sizeof work, "%s/work", j->dir);
+    kilnd_mkdirs(work);
+    kiln_exec_paths paths = {.kiln_train = s->d->kiln_train,
+                             .python = s->d->python,
+                             .staging = j->pypath[0] ? j->pypath : NULL};
+    r->kind = image ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
+    if (image)
+        err = container_program(j->job, r->role, &argv, &cargs);
+    else
+        err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
+    /* a trial's --NAME=VALUE flags follow the program's own args */
+    if (err == KILN_OK && j->study) err = trial_args(j, image ? &cargs : &argv);
+    if (err != KILN_OK) goto out;
+    err = kiln_exec_replica_env(j->job, tasks, nt, self, r->gpus, (size_t)r->n_gpus, r->simulated,
+                                &env);
+    if (err == KILN_OK && j->study) err = trial_env(j, &env);
+    if (err != KILN_OK) goto out;
+    char key[64], *kkv = NULL;
+    kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), j->restarts, key);
+    if (asprintf(&kkv, "KILN_COLL_KEY=%s", key) < 0) kkv = NULL;
+    err = kkv ? kiln_strv_push(&env, kkv) : KILN_ENOMEM;
+    free(kkv);
+    if (err != KILN_OK) goto out;
+    if (j->ps_keys[0]) { /* a path, never the keys themselves: argv and env are visible */
+        char *kv = NULL;
+        if (asprintf(&kv, "KILN_PS_KEYS=%s", j->ps_keys) < 0) kv = NULL;
+        err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
+        free(kv);
+        if (err != KILN_OK) goto out;
+    }
+    if (paths.staging) {
+        /* only the staged packages: kilnd's own PYTHONPATH is not the replica's */
+        char *kv = NULL;
+        if (asprintf(&kv, "PYTHONPATH=%s", paths.staging) < 0) kv = NULL;
+        err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
+        free(kv);
+        if (err != KILN_OK) goto out;
+    }
+    snprintf(state, sizeof state, "%s/replicas/%s", j->dir, r->task);
+    snprintf(rlog, sizeof rlog, "%s/replicas/%s.log", j->dir, r->task);
+    snprintf(jlog, sizeof jlog, "%s/log.tsv", j->dir);
+    if (image) container_name(j, r, name, sizeof name);
+    /* a container sees the job's directories at the same paths: kiln's
+     * (working dir, staged packages) and the user's jobDir */
+    const char *jd = j->job->training_input.job_dir;
+    const char *mounts[2] = {j->dir, jd};
+    size_t n_mounts = jd && jd[0] == '/' ? 2 : 1;
+    if (n_mounts == 2) kilnd_mkdirs(jd);
+    /* every replica's hostname (its container's name) resolves to its node,
+     * as pod names do: torchrun hands its peers the host agent's hostname */
+    for (size_t k = 0; image && k < j->n; k++) {
+        char hn[160], *kv = NULL;
+        if (j->reps[k].dropped) continue;
+        container_name(j, &j->reps[k], hn, sizeof hn);
+        if (asprintf(&kv, "%s:%s", hn, s->d->cluster.nodes[j->reps[k].node].address) < 0 ||
+            kiln_strv_push(&hosts, kv) != KILN_OK) {
+            free(kv);
+            err = KILN_ENOMEM;
+            goto out;
+        }
+        free(kv);
+    }
+    long uid = -1, gid = -1;
+    if (kilnd_project_user(s->d, j->project, &uid, &gid, why, whylen) != KILN_OK) {
+        err = KILN_EINVAL;
+        goto out;
+    }
+    if (uid >= 0) {
+        /* the replica's files are its user's: the job dir, its log, work dir */
+        int fd = open(rlog, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) close(fd);
+        kilnd_chown_job(j->dir, uid, gid);
+        if (chown(rlog, (uid_t)uid, (gid_t)gid) < 0) { /* reported by the monitor's writes */
+        }
+        if (n_mounts == 2 && chown(jd, (uid_t)uid, (gid_t)gid) < 0) {
+        }
+    }
+    kiln_exec_spec spec = {.kind = r->kind,
+                           .task = r->task,
+                           .state = state,
+                           .job_log = jlog,
+                           .rep_log = rlog,
+                           .work_dir = work,
+                           .argv = &argv,
+                           .args = &cargs,
+                           .env = &env,
+                           .image = image,
+                           .name = name,
+                           .mounts = mounts,
+                           .n_mounts = n_mounts,
+                           .hosts = (const char *const *)hosts.v,
+                           .n_hosts = hosts.n,
+                           .gpus = r->gpus,
+                           .n_gpus = (size_t)r->n_gpus,
+                           .simulated = r->simulated,
+                           .uid = uid,
+                           .gid = gid};
+    close_replica(s, j, r);
+    r->moff = 0; /* kiln_exec_start forgets the previous run's metrics file */
+    err = kiln_exec_start(&s->d->exec, &spec, &r->h, why, whylen);
+    if (err != KILN_OK) goto out;
+    r->alive = true;
+    r->spawned = true;
+    r->started = false;
+    r->handled = false;
+    r->lost = r->failed = false;
+    r->code = 0;
+    r->why[0] = '\0';
+    char gl[128] = "";
+    size_t gn = 0;
+    for (int k = 0; k < r->n_gpus && gn < sizeof gl - 8; k++)
+        gn += (size_t)snprintf(gl + gn, sizeof gl - gn, "%s%d", k ? "," : "", r->gpus[k]);
+    char *m = NULL;
+    int n =
+        image ? asprintf(&m,
+                         "Started %s on node %s (container %s of image %s, monitor %d, port "
+                         "%d, GPUs [%s]%s)",
+                         r->task, s->d->cluster.nodes[r->node].name, name, image, (int)r->h.monitor,
+                         r->port, gl, r->simulated && r->n_gpus ? ", SIMULATED" : "")
+              : asprintf(&m, "Started %s on node %s (monitor %d, port %d, GPUs [%s]%s): %s",
+                         r->task, s->d->cluster.nodes[r->node].name, (int)r->h.monitor, r->port, gl,
+                         r->simulated && r->n_gpus ? ", SIMULATED" : "", argv.v[0]);
+    if (n >= 0) kiln_log_write(j->log_fd, "INFO", "service", m, (size_t)n);
+    free(m);
+    err = KILN_OK;
+out:
+    free(tasks);
+    kiln_strv_clear(&argv);
+    kiln_strv_clear(&cargs);
+    kiln_strv_clear(&hosts);
+    kiln_strv_clear(&env);
+    return err;
+}
+
+/* Starts every replica of a placed job. */
+kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
+{
+    kiln_err err = stage_packages(s->d, j, why, whylen, j->pypath, sizeof j->pypath);
+    if (err == KILN_OK) err = map_job_dir(s->d, j, why, whylen);
+    /* new parameter-server keys for every attempt */
+    if (err == KILN_OK && kilnd_ps_keys_write(j->dir, j->ps_keys, sizeof j->ps_keys) != 0) {
+        snprintf(why, whylen, "cannot write the job's ps keys: %s", strerror(errno));
+        j->ps_keys[0] = '\0';
+        err = KILN_EIO;
+    }
+    for (size_t i = 0; err == KILN_OK && i < j->n; i++)
+        if (!j->reps[i].dropped) err = spawn_one(s, j, i, why, whylen);
+    if (err != KILN_OK) stop_all(s, j, SIGKILL);
+    return err;
+}

@@ -1,0 +1,847 @@
+/* src/runner/supervisor.c - the one thread that runs jobs.
+ *
+ * Replicas run through the executor (kiln/exec.h): a backend table (local
+ * processes, podman containers) where each replica runs under a monitor that
+ * writes its log lines and records its exit, so replicas outlive kilnd and
+ * are adopted by the next one. Everything that decides stays here, above the
+ * backends: restart policy, drain, cancel, gang failure.
+ *
+ * Each tick (at most 100 ms, sooner when woken or when a monitor reports):
+ *   1. poll every replica's monitor (started, exited, gone);
+ *   2. reap exited monitors and helpers (zombies only: exits come from the
+ *      monitors' files);
+ *   3. per running job: cancel requests, deadlines, exits -> restart policy;
+ *      jobs that are stopping get SIGKILL once their grace period is over,
+ *      and are finished (state written) when their last replica is gone;
+ *   4. drains: jobs with replicas on a drained node stop and are requeued;
+ *   5. the queue: priority then submit time; each job placed whole or not
+ *      at all; a job that can never fit fails at once.
+ * The store's state is the truth: every change is a compare-and-set, so an
+ * API cancel racing with a placement is decided by the store, not by luck. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "daemon/kilnd.h"
+#include "runner/pskeys.h"
+#include "runner/trainmetrics.h"
+#include "kiln/exec.h"
+#include "kiln/objects.h"
+#include "kiln/tune.h"
+#include "kiln/submit.h" /* kiln_job_program_args */
+
+#include "runner/runner_int.h"
+
+/* ---------- the queue ---------- */
+
+
+static bool is_running(sup *s, const char *project, const char *id)
+{
+    for (rjob *j = s->jobs; j; j = j->next)
+        if (strcmp(j->project, project) == 0 && strcmp(j->job_id, id) == 0) return true;
+    return false;
+}
+
+static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const char *msg)
+{
+    kilnd *d = s->d;
+    if (kiln_store_job_transition(d->store, r->project, r->job->job_id, KILN_STATE_MASK(QUEUED), to,
+                                  msg, kiln_now_ns(), NULL) != KILN_OK)
+        return;
+    if (to == KILN_STATE_FAILED) d->failures_total[KILND_FAIL_UNSCHEDULABLE]++;
+    kilnd_event(d, r->project, r->job->job_id, to == KILN_STATE_FAILED ? "ERROR" : "WARNING",
+                "Job %s: %s", kiln_job_state_name(to), msg);
+}
+
+/* Elastic PyTorchJobs start with as many workers as fit now, from maxReplicas
+ * down to minReplicas (the rest are added when devices free up: grow()).
+ * `plans` has room for KILN_ROLE_COUNT; *np is updated. Called under d->mu. */
+static kiln_err place_elastic(kilnd *d, const kiln_job *job, kiln_replica_plan *plans, size_t *np,
+                              const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl,
+                              char *why, size_t whylen)
+{
+    const kiln_elastic_policy *ep = &job->training_input.pytorch_job.elastic_policy;
+    int64_t wo = job->training_input.pytorch_job.workers_only ? 1 : 0;
+    size_t w = *np;
+    for (size_t p = 0; p < *np; p++)
+        if (plans[p].role == KILN_ROLE_WORKER) w = p;
+    if (w == *np) { /* one Worker only: the others have the master's shape (worker 0's) */
+        if (*np == 0 || *np >= KILN_ROLE_COUNT || !wo)
+            return kiln_sched_place_sel(d->sched, plans, *np, sel, pl, why, whylen);
+        plans[w] = plans[0];
+        plans[w].role = KILN_ROLE_WORKER;
+    }
+    kiln_err err = KILN_EINVAL;
+    for (int64_t want = ep->max_replicas; want >= ep->min_replicas && want >= 1; want--) {
+        plans[w].count = want - wo;
+        size_t n = plans[w].count > 0 ? w + 1 : w; /* a PyTorchJob has no roles past Worker */
+        err = kiln_sched_place_sel(d->sched, plans, n, sel, pl, why, whylen);
+        if (err == KILN_OK) {
+            *np = n;
+            break;
+        }
+    }
+    return err;
+}
+
+/* Accelerator types that a job earlier in the queue is waiting for. */
+typedef struct blocked {
+    const char *types[16]; /* catalog-owned names */
+    size_t n;
+} blocked;
+
+static bool is_blocked(const blocked *b, const char *type)
+{
+    for (size_t i = 0; type && i < b->n; i++)
+        if (strcmp(b->types[i], type) == 0) return true;
+    return false;
+}
+
+/* Tries to start one QUEUED job. Queue order is kept per accelerator type: a
+ * job waiting for busy V100s holds back the later jobs that want V100s (so a
+ * big job is not starved by small ones arriving after it), while jobs wanting
+ * other types, or none, may start past it. */
+static void try_start(sup *s, kiln_job_record *rec, blocked *b)
+{
+    kilnd *d = s->d;
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    char why[512];
+    kiln_placement pl = {0};
+    rjob *j = NULL;
+    const kiln_training_input *ti = &rec->job->training_input;
+    int64_t now = kiln_now_ns();
+
+    if (ti->has_scheduling && ti->scheduling.has_max_wait_time &&
+        now - rec->create_ns > duration_ns(&ti->scheduling.max_wait_time)) {
+        snprintf(why, sizeof why, "still queued after maxWaitTime (%llds); cancelled",
+                 (long long)ti->scheduling.max_wait_time.seconds);
+        fail_queued(s, rec, KILN_STATE_CANCELLED, why);
+        return;
+    }
+    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
+    if (np == 0) { /* validated jobs always have a master; a catalog change could break that */
+        fail_queued(s, rec, KILN_STATE_FAILED, "the job has no replicas to run in this catalog");
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    const kiln_map *sel[KILN_ROLE_COUNT];
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
+        sel[r] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
+    }
+    kiln_err err = rec->job->training_input.pytorch_job.has_elastic_policy
+                       ? place_elastic(d, rec->job, plans, &np, sel, &pl, why, sizeof why)
+                       : kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
+    pthread_mutex_unlock(&d->mu);
+    if (err == KILN_EINVAL || err == KILN_ELIMIT) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "This job can never run on this cluster: %s", why);
+        fail_queued(s, rec, KILN_STATE_FAILED, msg);
+        return;
+    }
+    bool held = false;
+    for (size_t p = 0; p < np; p++)
+        held |= is_blocked(b, plans[p].accelerator_type);
+    if (err == KILN_OK && held) { /* it fits, but an earlier job waits for these devices */
+        pthread_mutex_lock(&d->mu);
+        kiln_sched_release(d->sched, &pl);
+        pthread_mutex_unlock(&d->mu);
+        kiln_placement_free(&pl);
+        return;
+    }
+    if (err != KILN_OK) { /* waits for devices: later jobs wanting them wait behind it */
+        for (size_t p = 0; p < np; p++)
+            if (plans[p].accelerator_type && !is_blocked(b, plans[p].accelerator_type) &&
+                b->n < sizeof b->types / sizeof *b->types)
+                b->types[b->n++] = plans[p].accelerator_type;
+        return;
+    }
+    if (kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(QUEUED),
+                                  KILN_STATE_PREPARING, NULL, now, NULL) != KILN_OK ||
+        rec->job->training_input.has_hyperparameters) {
+        /* cancelled meanwhile; or a tuning job, which fits: its trials are
+         * placed one by one (start_trials) */
+        if (rec->job->training_input.has_hyperparameters) study_begin(s, rec);
+        pthread_mutex_lock(&d->mu);
+        kiln_sched_release(d->sched, &pl);
+        pthread_mutex_unlock(&d->mu);
+        kiln_placement_free(&pl);
+        return;
+    }
+    j = calloc(1, sizeof *j);
+    if (!j) goto nomem;
+    j->log_fd = -1;
+    j->project = strdup(rec->project);
+    j->job_id = strdup(rec->job->job_id);
+    j->reps = calloc(pl.n ? pl.n : 1, sizeof *j->reps);
+    if (!j->project || !j->job_id || !j->reps) goto nomem;
+    j->pl = pl;
+    pl = (kiln_placement){0};
+    j->n = j->pl.n;
+    j->job = rec->job;
+    rec->job = NULL;
+    const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
+    if (j->job->training_input.has_pytorch_job && pt->has_elastic_policy) {
+        j->elastic = true;
+        j->wo = pt->workers_only ? 1 : 0;
+        j->el_min = (int)pt->elastic_policy.min_replicas;
+        j->el_max = (int)pt->elastic_policy.max_replicas;
+        j->grow_at_ns = now + 1000000000LL;
+    }
+    j->start_ns = rec->start_ns;
+    j->restarts = rec->restarts;
+    j->failures = rec->failures;
+    j->metrics = runtime_kept(rec->runtime, "metrics"); /* a requeued job's last report */
+    j->next = s->jobs;
+    s->jobs = j; /* from here on the job is released through the normal path */
+    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    char sub[PATH_MAX + 16];
+    snprintf(sub, sizeof sub, "%s/replicas", j->dir);
+    kilnd_mkdirs(sub);
+    snprintf(sub, sizeof sub, "%s/log.tsv", j->dir);
+    j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        const kiln_slot *sl = &j->pl.slots[i];
+        const kiln_node *node = &d->cluster.nodes[sl->node];
+        r->role = sl->role;
+        r->index = sl->index;
+        r->node = sl->node;
+        r->h.life_fd = -1;
+        kiln_exec_task_name(r->role, r->index, r->task);
+        r->n_gpus = sl->n_devs;
+        for (int k = 0; k < sl->n_devs; k++) {
+            r->gpus[k] = node->devs[sl->devs[k]].index;
+            r->simulated |= node->devs[sl->devs[k]].simulated;
+        }
+        r->port = port_take(s);
+        if (r->port < 0) {
+            begin_stop(s, j, AS_FAIL, "no free port in %d-%d for the replicas", d->port_base,
+                       d->port_base + d->port_count - 1);
+            return;
+        }
+    }
+    kilnd_event(d, j->project, j->job_id, "INFO", "Job PREPARING: placed %zu replica%s", j->n,
+                j->n == 1 ? "" : "s");
+    /* what the placement cannot see: a container runtime, a CDI spec for
+     * real GPUs in a container. Not now means never here. */
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        kiln_exec_kind kind = image_of(j->job, r->role) ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
+        if (kiln_exec_check(&d->exec, kind, (size_t)r->n_gpus, r->simulated, why, sizeof why) !=
+            KILN_OK) {
+            begin_stop(s, j, AS_FAIL, "This job can never run on node %s: the %s replica: %s",
+                       d->cluster.nodes[r->node].name, r->task, why);
+            return;
+        }
+    }
+    err = spawn_all(s, j, why, sizeof why);
+    if (err != KILN_OK) {
+        begin_stop(s, j, AS_FAIL, "%s", why);
+        return;
+    }
+    /* RUNNING once every replica's program runs (an image may be pulled first) */
+    save_runtime(s, j);
+    return;
+nomem:
+    /* give the job back to the queue; the placement was not handed to j */
+    kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(PREPARING),
+                              KILN_STATE_QUEUED, NULL, now, NULL);
+    rjob_free(s, j);
+    pthread_mutex_lock(&d->mu);
+    kiln_sched_release(d->sched, &pl);
+    pthread_mutex_unlock(&d->mu);
+    kiln_placement_free(&pl);
+}
+
+static void schedule(sup *s)
+{
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    if (kiln_store_jobs_by_state(s->d->store, KILN_STATE_MASK(QUEUED), &v, &n) != KILN_OK) return;
+    blocked b = {0};
+    for (size_t i = 0; i < n && !s->d->stop; i++)
+        if (!is_running(s, v[i]->project, v[i]->job->job_id)) try_start(s, v[i], &b);
+    kiln_job_records_free(v, n);
+}
+
+
+/* ---------- exits and the restart policy ---------- */
+
+static const char *policy_of(const rjob *j, kiln_role role)
+{
+    const kiln_replica_config *c = kiln_job_role_config(j->job, role);
+    if (c && c->restart_policy && *c->restart_policy) return c->restart_policy;
+    return "Never";
+}
+
+static int backoff_limit(const rjob *j)
+{
+    const kiln_training_input *ti = &j->job->training_input;
+    if (ti->has_run_policy && ti->run_policy.has_backoff_limit)
+        return (int)ti->run_policy.backoff_limit;
+    return 3;
+}
+
+/* ---------- elastic PyTorchJobs: workers come and go ---------- */
+
+/* A PyTorch worker of an elastic job (kiln's master is Worker 0 when the
+ * PyTorchJob has Workers only). */
+static bool elastic_worker(const rjob *j, const replica *r)
+{
+    return j->elastic && (r->role == KILN_ROLE_WORKER || (j->wo && r->role == KILN_ROLE_MASTER));
+}
+
+static int live_workers(const rjob *j)
+{
+    int n = 0;
+    for (size_t i = 0; i < j->n; i++)
+        n += elastic_worker(j, &j->reps[i]) && !j->reps[i].dropped && !j->reps[i].leaving;
+    return n;
+}
+
+/* Takes replica `r` out of the job: its slot and port go back. */
+static void drop_replica(sup *s, rjob *j, replica *r)
+{
+    size_t i = (size_t)(r - j->reps);
+    kiln_placement one = {.slots = &j->pl.slots[i], .n = 1};
+    pthread_mutex_lock(&s->d->mu);
+    kiln_sched_release(s->d->sched, &one);
+    pthread_mutex_unlock(&s->d->mu);
+    j->pl.slots[i].node = (size_t)-1; /* released: kiln_sched_release skips it */
+    if (r->port > 0) port_give(s, r->port);
+    r->port = 0;
+    r->dropped = true;
+    r->leaving = false;
+    r->kill_at_ns = 0;
+    s->dirty = true; /* its devices may start a queued job */
+}
+
+/* An elastic worker ended. One that failed is started again alone, up to
+ * maxRestarts, while the others carry on (torchrun's rendezvous re-forms
+ * the group with it); one leaving for a drain, or out of restarts, leaves
+ * the job, which goes on while minReplicas workers remain. Returns false
+ * when the ordinary rules decide (success, or too few workers left). */
+static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
+{
+    if (!elastic_worker(j, r) || (code == 0 && !r->leaving)) return false;
+    const kiln_elastic_policy *ep = &j->job->training_input.pytorch_job.elastic_policy;
+    int max = ep->has_max_restarts ? (int)ep->max_restarts : backoff_limit(j);
+    bool rdzv_host = j->wo ? r->role == KILN_ROLE_MASTER : r->index == 0;
+    char why[512];
+    if (!r->leaving && r->restarts < max) {
+        r->restarts++;
+        kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                    "%s exited with status %d: starting it again alone (restart %d of at most %d, "
+                    "elasticPolicy.maxRestarts); the other workers carry on",
+                    r->task, code, r->restarts, max);
+        close_replica(s, j, r);
+        if (spawn_one(s, j, (size_t)(r - j->reps), why, sizeof why) != KILN_OK)
+            begin_stop(s, j, AS_FAIL, "%s", why);
+        save_runtime(s, j);
+        return true;
+    }
+    bool was_leaving = r->leaving;
+    r->leaving = true; /* not counted below */
+    if (rdzv_host || live_workers(j) < j->el_min) {
+        r->leaving = was_leaving;
+        return false;
+    }
+    drop_replica(s, j, r);
+    close_replica(s, j, r);
+    kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                "%s left the job (%s); %d workers carry on (minReplicas %d, maxReplicas %d)",
+                r->task, was_leaving ? "its node is drained" : "out of restarts", live_workers(j),
+                j->el_min, j->el_max);
+    save_runtime(s, j);
+    return true;
+}
+
+/* Adds one worker to an elastic job below maxReplicas when one fits now:
+ * torchrun's agents see it waiting and re-form the group with it. */
+static void grow(sup *s, rjob *j, int64_t now)
+{
+    kilnd *d = s->d;
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    kiln_placement pl = {0};
+    char why[512];
+    if (!j->elastic || j->after != AS_NONE || now < j->grow_at_ns || live_workers(j) >= j->el_max)
+        return;
+    j->grow_at_ns = now + 1000000000LL; /* a try a second at most */
+    size_t np = kiln_catalog_plan(d->catalog, j->job, plans), w = 0;
+    while (w < np && plans[w].role != KILN_ROLE_WORKER)
+        w++;
+    if (np == 0) return;
+    if (w == np) w = 0; /* Workers only, one of them: the others have worker 0's shape */
+    plans[w].role = KILN_ROLE_WORKER;
+    plans[w].count = 1;
+    const kiln_replica_config *rc = kiln_job_role_config(j->job, KILN_ROLE_WORKER);
+    if (!rc) rc = kiln_job_role_config(j->job, KILN_ROLE_MASTER);
+    const kiln_map *sel[KILN_ROLE_COUNT] = {0};
+    sel[KILN_ROLE_WORKER] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
+    pthread_mutex_lock(&d->mu);
+    kiln_err err = kiln_sched_place_sel(d->sched, &plans[w], 1, sel, &pl, why, sizeof why);
+    pthread_mutex_unlock(&d->mu);
+    if (err != KILN_OK) return;
+    replica *reps = realloc(j->reps, (j->n + 1) * sizeof *reps);
+    if (reps) j->reps = reps;
+    kiln_slot *slots = reps ? realloc(j->pl.slots, (j->pl.n + 1) * sizeof *slots) : NULL;
+    if (slots) j->pl.slots = slots;
+    int port = slots ? port_take(s) : -1;
+    if (port < 0) {
+        pthread_mutex_lock(&d->mu);
+        kiln_sched_release(d->sched, &pl);
+        pthread_mutex_unlock(&d->mu);
+        kiln_placement_free(&pl);
+        return;
+    }
+    int index = 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (j->reps[i].role == KILN_ROLE_WORKER && j->reps[i].index >= index)
+            index = j->reps[i].index + 1;
+    j->pl.slots[j->pl.n++] = pl.slots[0];
+    j->pl.slots[j->pl.n - 1].index = index;
+    replica *r = &j->reps[j->n++];
+    *r =
+        (replica){.role = KILN_ROLE_WORKER, .index = index, .node = pl.slots[0].node, .port = port};
+    r->h.life_fd = -1;
+    kiln_exec_task_name(r->role, r->index, r->task);
+    const kiln_node *node = &d->cluster.nodes[r->node];
+    r->n_gpus = pl.slots[0].n_devs;
+    for (int k = 0; k < r->n_gpus; k++) {
+        r->gpus[k] = node->devs[pl.slots[0].devs[k]].index;
+        r->simulated |= node->devs[pl.slots[0].devs[k]].simulated;
+    }
+    kiln_placement_free(&pl);
+    kilnd_event(d, j->project, j->job_id, "INFO",
+                "Adding %s: devices are free; the job now has %d of at most %d workers", r->task,
+                live_workers(j), j->el_max);
+    if (spawn_one(s, j, j->n - 1, why, sizeof why) != KILN_OK) begin_stop(s, j, AS_FAIL, "%s", why);
+    save_runtime(s, j);
+}
+
+static void on_exit_of(sup *s, rjob *j, replica *r)
+{
+    int code = r->code;
+    r->handled = true;
+    if (r->failed) { /* it could never run: no restart policy can help */
+        kilnd_event(s->d, j->project, j->job_id, "ERROR", "%s", r->why);
+        begin_stop(s, j, AS_FAIL, "%s", r->why);
+        return;
+    }
+    if (r->lost)
+        kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                    "%s: %s; counted as killed (status %d) for its restart policy", r->task, r->why,
+                    code);
+    else
+        kilnd_event(s->d, j->project, j->job_id, code ? "WARNING" : "INFO",
+                    "%s exited with status %d", r->task, code);
+    if (j->after != AS_NONE) return; /* stopping anyway */
+    if (elastic_exit(s, j, r, code)) return;
+    const char *pol = policy_of(j, r->role);
+    if (code == 0 && r->role == KILN_ROLE_MASTER) {
+        begin_stop(s, j, AS_SUCCEED, "Job completed successfully.");
+        return;
+    }
+    bool retry;
+    if (strcmp(pol, "Always") == 0)
+        retry = true;
+    else if (code == 0)
+        return; /* a worker or ps that finished: fine */
+    else if (strcmp(pol, "OnFailure") == 0)
+        retry = true;
+    else if (strcmp(pol, "ExitCode") == 0)
+        retry = code >= 128; /* 1-127 permanent, 128-255 retried */
+    else
+        retry = false;
+    if (retry && j->failures < backoff_limit(j)) {
+        /* an all-reduce group cannot lose a member: restart all of it */
+        begin_stop(s, j, AS_RESTART,
+                   "The replica %s exited with status %d%s; restarting the job's replicas "
+                   "(restart policy %s, restart %d of at most %d)",
+                   r->task, code, r->lost ? " (its monitor is gone)" : "", pol, j->failures + 1,
+                   backoff_limit(j));
+        return;
+    }
+    j->fail_reason = retry ? KILND_FAIL_BACKOFF_LIMIT : KILND_FAIL_REPLICA_EXIT;
+    if (retry)
+        begin_stop(s, j, AS_FAIL,
+                   "The replica %s exited with a non-zero status of %d; the backoff limit (%d "
+                   "restarts) is reached.",
+                   r->task, code, backoff_limit(j));
+    else
+        begin_stop(s, j, AS_FAIL,
+                   "The replica %s exited with a non-zero status of %d (restart policy %s)%s%s.",
+                   r->task, code, pol, r->lost ? ": " : "", r->lost ? r->why : "");
+}
+
+static void finish(sup *s, rjob *j, rjob **link)
+{
+    kilnd *d = s->d;
+    int64_t now = kiln_now_ns();
+    const char *msg = j->after_msg ? j->after_msg : "";
+    char why[512];
+
+    for (size_t i = 0; i < j->n; i++)
+        pump_metrics(s, j, &j->reps[i]); /* the last reports before the end */
+    if (j->study && j->after != AS_RESTART) {
+        trial_finish(s, j);
+        *link = j->next;
+        rjob_free(s, j);
+        return;
+    }
+    switch (j->after) {
+    case AS_RESTART:
+        j->failures++;
+        j->restarts++;
+        d->restarts_total[KILND_RESTART_FAILURE]++;
+        kiln_log_write(j->log_fd, "WARNING", "service", msg, strlen(msg));
+        for (size_t i = 0; i < j->n; i++) {
+            close_replica(s, j, &j->reps[i]);
+            j->reps[i].alive = false;
+        }
+        j->after = AS_NONE;
+        if (spawn_all(s, j, why, sizeof why) != KILN_OK) {
+            begin_stop(s, j, AS_FAIL, "%s", why);
+            return;
+        }
+        save_runtime(s, j);
+        return;
+    case AS_REQUEUE: {
+        j->restarts++;
+        d->restarts_total[KILND_RESTART_DRAIN]++;
+        char *keep = runtime_for_requeue(j->metrics, NULL);
+        kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, keep);
+        free(keep);
+        kiln_store_job_transition(d->store, j->project, j->job_id,
+                                  KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_QUEUED, NULL, now, NULL);
+        kiln_log_write(j->log_fd, "WARNING", "service", msg, strlen(msg));
+        break;
+    }
+    case AS_SUCCEED:
+        kiln_store_job_transition(d->store, j->project, j->job_id,
+                                  KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING) |
+                                      KILN_STATE_MASK(CANCELLING),
+                                  KILN_STATE_SUCCEEDED, NULL, now, NULL);
+        kiln_log_write(j->log_fd, "INFO", "service", msg, strlen(msg));
+        break;
+    case AS_FAIL:
+        if (kiln_store_job_transition(d->store, j->project, j->job_id,
+                                      KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
+                                      KILN_STATE_FAILED, msg, now, NULL) == KILN_OK)
+            d->failures_total[j->fail_reason]++;
+        kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(CANCELLING),
+                                  KILN_STATE_CANCELLED, NULL, now, NULL);
+        kiln_log_write(j->log_fd, "ERROR", "service", msg, strlen(msg));
+        break;
+    case AS_CANCEL:
+    case AS_NONE:
+        kiln_store_job_transition(d->store, j->project, j->job_id,
+                                  KILN_STATE_MASK(CANCELLING) | KILN_STATE_MASK(RUNNING) |
+                                      KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_CANCELLED, msg[0] ? msg : NULL, now, NULL);
+        kiln_log_write(j->log_fd, "INFO", "service", "Job CANCELLED", 13);
+        break;
+    }
+    if (j->after != AS_REQUEUE) save_runtime(s, j);
+    *link = j->next;
+    rjob_free(s, j);
+}
+
+/* ---------- one tick ---------- */
+
+static void check_job(sup *s, rjob *j, bool woken, int64_t now)
+{
+    kilnd *d = s->d;
+    if (j->after == AS_NONE && woken) {
+        kiln_job_record *r = NULL;
+        if (kiln_store_job_get(d->store, j->project, j->job_id, &r) == KILN_OK &&
+            r->job->state == KILN_STATE_CANCELLING)
+            begin_stop(s, j, AS_CANCEL, "Job cancelled by request");
+        kiln_job_record_free(r);
+    }
+    const kiln_training_input *ti = &j->job->training_input;
+    if (j->after == AS_NONE && j->start_ns && ti->has_scheduling &&
+        ti->scheduling.has_max_running_time &&
+        now - j->start_ns > duration_ns(&ti->scheduling.max_running_time)) {
+        kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(RUNNING),
+                                  KILN_STATE_CANCELLING, NULL, now, NULL);
+        begin_stop(s, j, AS_CANCEL, "The job ran longer than maxRunningTime (%llds); cancelled",
+                   (long long)ti->scheduling.max_running_time.seconds);
+    }
+    /* Kubeflow's runPolicy.activeDeadlineSeconds: the job fails (DeadlineExceeded) */
+    if (j->after == AS_NONE && j->start_ns && ti->has_run_policy &&
+        ti->run_policy.has_active_deadline_seconds &&
+        now - j->start_ns > ti->run_policy.active_deadline_seconds * 1000000000LL) {
+        j->fail_reason = KILND_FAIL_DEADLINE;
+        begin_stop(s, j, AS_FAIL,
+                   "DeadlineExceeded: the job was active longer than "
+                   "runPolicy.activeDeadlineSeconds (%llds)",
+                   (long long)ti->run_policy.active_deadline_seconds);
+    }
+    for (size_t i = 0; i < j->n; i++)
+        if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].spawned)
+            on_exit_of(s, j, &j->reps[i]);
+}
+
+/* Collects exited monitors and helpers (`podman kill`): their exits are
+ * learnt from the monitors' files, so this only keeps zombies away. */
+static void reap(sup *s)
+{
+    int status;
+    (void)s;
+    while (waitpid(-1, &status, WNOHANG) > 0) {
+    }
+}
+
+/* Asks every replica's monitor where it is. */
+static void watch(sup *s)
+{
+    for (rjob *j = s->jobs; j; j = j->next) {
+        bool changed = false;
+        for (size_t i = 0; i < j->n; i++) {
+            replica *r = &j->reps[i];
+            if (!r->alive) continue;
+            int code = 0;
+            kiln_exec_status st = kiln_exec_poll(&s->d->exec, &r->h, &code, r->why, sizeof r->why);
+            switch (st) {
+            case KILN_EXEC_STARTING:
+                break;
+            case KILN_EXEC_RUNNING:
+                changed |= !r->started;
+                r->started = true;
+                break;
+            case KILN_EXEC_EXITED:
+                r->alive = false;
+                r->code = code;
+                changed = true;
+                break;
+            case KILN_EXEC_FAILED:
+                r->alive = false;
+                r->failed = true;
+                r->code = 255;
+                changed = true;
+                break;
+            case KILN_EXEC_LOST:
+                r->alive = false;
+                r->lost = true;
+                r->code = 128 + SIGKILL;
+                snprintf(r->why, sizeof r->why,
+                         "its monitor is gone without recording an exit status (killed?)");
+                /* whatever the monitor left running goes: never a replica unseen */
+                kiln_exec_signal(&s->d->exec, &r->h, SIGKILL);
+                changed = true;
+                break;
+            }
+        }
+        if (changed) save_runtime(s, j);
+    }
+}
+
+/* PREPARING -> RUNNING once every replica of the job runs its program. */
+static void mark_running(sup *s, rjob *j)
+{
+    if (j->running || j->after != AS_NONE) return;
+    for (size_t i = 0; i < j->n; i++)
+        if (!j->reps[i].dropped && !j->reps[i].started) return;
+    j->running = true;
+    if (kiln_store_job_transition(s->d->store, j->project, j->job_id, KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_RUNNING, NULL, kiln_now_ns(), NULL) == KILN_OK) {
+        kiln_job_record *fresh = NULL;
+        if (kiln_store_job_get(s->d->store, j->project, j->job_id, &fresh) == KILN_OK)
+            j->start_ns = fresh->start_ns;
+        kiln_job_record_free(fresh);
+        kiln_log_write(j->log_fd, "INFO", "service", "Job RUNNING", 11);
+    }
+    save_runtime(s, j);
+}
+
+/* A drain takes the elastic workers on node `n` out of the job, which
+ * carries on while minReplicas workers remain and the rendezvous host (worker
+ * 0) is elsewhere. Returns false when the whole job must stop instead. */
+static bool drain_elastic(sup *s, rjob *j, size_t n)
+{
+    int leaving = 0;
+    if (!j->elastic) return false;
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (r->dropped || r->node != n) continue;
+        bool rdzv_host = j->wo ? r->role == KILN_ROLE_MASTER : r->index == 0;
+        if (!elastic_worker(j, r) || rdzv_host) return false;
+        leaving++;
+    }
+    if (live_workers(j) - leaving < j->el_min) return false;
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (r->dropped || r->node != n) continue;
+        r->leaving = true;
+        if (r->alive) {
+            kiln_exec_signal(&s->d->exec, &r->h, SIGTERM);
+            r->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
+        }
+    }
+    kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                "Node %s is being drained (maintenance): %d worker%s leave%s the job "
+                "(SIGTERM, SIGKILL after %d ms); %d carry on (minReplicas %d)",
+                s->d->cluster.nodes[n].name, leaving, leaving == 1 ? "" : "s",
+                leaving == 1 ? "s" : "", s->d->grace_ms, live_workers(j), j->el_min);
+    return true;
+}
+
+/* Elastic workers leaving for a drain that outlive the grace period after
+ * their SIGTERM get SIGKILL, as a stopping job's replicas do. */
+static void kill_leavers(sup *s, rjob *j, int64_t now)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (!r->alive || !r->leaving || !r->kill_at_ns || now < r->kill_at_ns) continue;
+        kiln_exec_signal(&s->d->exec, &r->h, SIGKILL);
+        r->kill_at_ns = 0;
+    }
+}
+
+static void drains(sup *s)
+{
+    kilnd *d = s->d;
+    for (size_t n = 0; n < d->cluster.n; n++) {
+        pthread_mutex_lock(&d->mu);
+        bool pending = d->drain_pending[n];
+        d->drain_pending[n] = false;
+        pthread_mutex_unlock(&d->mu);
+        if (!pending) continue;
+        for (rjob *j = s->jobs; j; j = j->next) {
+            bool on = false;
+            for (size_t i = 0; i < j->n; i++)
+                on |= j->reps[i].node == n;
+            if (on && j->after == AS_NONE && drain_elastic(s, j, n)) {
+                continue;
+            } else if (on && j->after == AS_NONE) {
+                kilnd_event(d, j->project, j->job_id, "WARNING",
+                            "Node %s is being drained (maintenance): stopping replicas with "
+                            "SIGTERM, SIGKILL after %d ms",
+                            d->cluster.nodes[n].name, d->grace_ms);
+                begin_stop(s, j, AS_REQUEUE,
+                           "Replicas stopped for the drain of node %s; the job is queued "
+                           "again and resumes from its newest checkpoint",
+                           d->cluster.nodes[n].name);
+            } else if (on && j->after == AS_RESTART) {
+                /* a group restart would land on the drained node again: requeue instead */
+                j->after = AS_REQUEUE;
+                free(j->after_msg);
+                if (asprintf(&j->after_msg,
+                             "Replicas stopped for a restart and the drain of node %s; the job "
+                             "is queued again",
+                             d->cluster.nodes[n].name) < 0)
+                    j->after_msg = NULL;
+            }
+        }
+    }
+}
+
+static bool tick(sup *s, bool woken)
+{
+    kilnd *d = s->d;
+    int64_t now = kiln_now_ns();
+
+    watch(s);
+    reap(s);
+    drains(s);
+    for (rjob *j = s->jobs; j; j = j->next) {
+        mark_running(s, j);
+        for (size_t i = 0; i < j->n; i++)
+            pump_metrics(s, j, &j->reps[i]);
+        check_job(s, j, woken, now);
+        kill_leavers(s, j, now);
+        grow(s, j, now);
+        trial_check(s, j);
+    }
+    for (rjob **link = &s->jobs; *link;) {
+        rjob *j = *link;
+        bool any = false;
+        for (size_t i = 0; i < j->n; i++)
+            any |= j->reps[i].alive;
+        if (j->after != AS_NONE && !any) {
+            finish(s, j, link);
+            s->dirty = true;
+            if (*link == j) link = &j->next; /* restarted in place */
+            continue;
+        }
+        if (j->after != AS_NONE && !j->killed && now >= j->kill_at_ns) {
+            stop_all(s, j, SIGKILL);
+            j->killed = true;
+        }
+        link = &j->next;
+    }
+    /* The queue is read when something may have changed (a wake-up from the
+     * API, a job that ended) and every second anyway (maxWaitTime). */
+    if (!d->stop && (woken || s->dirty)) schedule(s);
+    if (!d->stop) start_trials(s);
+    s->dirty = false;
+    return true;
+}
+
+void *kilnd_supervisor(void *arg)
+{
+    sup s = {.d = arg};
+    kilnd *d = s.d;
+    s.port_used = calloc((size_t)d->port_count, sizeof(bool));
+    if (!s.port_used) {
+        d->stop = 1;
+        return NULL;
+    }
+    adopt_all(&s);
+    bool woken = true;
+    unsigned ticks = 0;
+    while (!d->stop) {
+        tick(&s, woken);
+        /* wait for the wake pipe, replica output or the tick */
+        size_t nfds = 1;
+        for (rjob *j = s.jobs; j; j = j->next)
+            nfds += j->n;
+        struct pollfd *pf = calloc(nfds, sizeof *pf);
+        if (!pf) {
+            usleep(TICK_MS * 1000);
+            continue;
+        }
+        size_t k = 0;
+        pf[k++] = (struct pollfd){.fd = d->wake_fd[0], .events = POLLIN};
+        for (rjob *j = s.jobs; j; j = j->next)
+            for (size_t i = 0; i < j->n; i++)
+                pf[k++] = (struct pollfd){.fd = j->reps[i].h.life_fd, .events = POLLIN};
+        int rc = poll(pf, k, TICK_MS);
+        woken = false;
+        if (rc > 0 && (pf[0].revents & POLLIN)) {
+            char buf[256];
+            while (read(d->wake_fd[0], buf, sizeof buf) > 0) {
+            }
+            woken = true;
+        }
+        free(pf);
+        if (++ticks % 10 == 0) woken = true; /* re-read cancel requests at least every second */
+    }
+    /* shutting down: the replicas run on under their monitors, and the next
+     * kilnd adopts them (an upgrade stops nothing) */
+    reap(&s);
+    while (s.jobs) {
+        rjob *j = s.jobs;
+        s.jobs = j->next;
+        rjob_free(&s, j);
+    }
+    free(s.port_used);
+    return NULL;
+}

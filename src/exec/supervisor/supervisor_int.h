@@ -1,0 +1,167 @@
+/* src/runner/runner_int.h - what the runner's files share (internal to kilnd).
+ *
+ * The runner is kilnd's one supervisor thread: it places queued jobs, starts
+ * their replicas through the executor (kiln/exec.h), acts on their exits and
+ * writes every state change after QUEUED. Its files:
+ *   supervisor.c  the thread, the queue, exits and restart policy, drains;
+ *   replicas.c    ports, training metrics, the runtime record, freeing;
+ *   spawn.c       staging packages and starting a job's replicas;
+ *   adopt.c       what a previous kilnd left: reconcile and adoption;
+ *   trials.c      tuning jobs: a study and its trials;
+ *   pskeys.c      per-attempt parameter-server CURVE keys;
+ *   trainmetrics.c  training metrics reports on a replica's stdout. */
+#ifndef KILN_RUNNER_INT_H
+#define KILN_RUNNER_INT_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+
+#include "daemon/kilnd.h"
+#include "kiln/exec.h"
+#include "kiln/tune.h"
+
+#define LINE_MAX_BYTES 8192
+#define TICK_MS        100
+
+typedef struct replica {
+    kiln_role role;
+    int index;
+    char task[48];
+    size_t node;
+    int port;
+    int gpus[KILN_MAX_REPLICA_DEVICES];
+    int n_gpus;
+    bool simulated;
+    kiln_exec_kind kind;
+    kiln_exec_handle h;
+    bool spawned;       /* its monitor was started (or adopted): its end is acted on */
+    bool started;       /* its program runs (after any image pull) */
+    bool alive;         /* its monitor runs */
+    bool handled;       /* its exit has been acted on */
+    bool dropped;       /* elastic: left the job (drained, out of restarts); its slot is released */
+    bool leaving;       /* elastic: stopped for a drain, leaves the job when it exits */
+    int restarts;       /* elastic: times this replica alone was started again */
+    int code;           /* exit code (a signal is 128 + its number) */
+    char why[512];      /* it could never run (image pull), or its monitor is gone */
+    bool lost;          /* its monitor is gone without an exit status */
+    bool failed;        /* it could never run */
+    int64_t kill_at_ns; /* elastic: a leaving worker gets SIGKILL then (0 = not due) */
+    long long moff;     /* bytes of its monitor's metrics file (TASK.metrics) read */
+} replica;
+
+typedef enum after_stop {
+    AS_NONE,
+    AS_SUCCEED,
+    AS_FAIL,
+    AS_CANCEL,
+    AS_RESTART,
+    AS_REQUEUE
+} after_stop;
+
+typedef struct rjob {
+    char *project, *job_id;
+    kiln_job *job;
+    int64_t start_ns;
+    bool running; /* RUNNING written (PREPARING until every replica runs) */
+    int restarts, failures;
+    kiln_placement pl;
+    replica *reps;
+    size_t n;
+    int log_fd;
+    size_t log_bytes; /* written to the job's log by replicas (an estimate) */
+    bool log_capped;
+    char dir[PATH_MAX];
+    char ps_keys[PATH_MAX + 16]; /* this attempt's CURVE keys (pskeys.h) */
+    after_stop after;            /* AS_NONE while running */
+    char *after_msg;
+    int64_t kill_at_ns;
+    bool killed;
+    char pypath[4 * PATH_MAX]; /* PYTHONPATH of the staged packages ("" = none) */
+    /* elastic PyTorchJobs: bounds on the PyTorch workers (kiln's master is
+     * one of them when the PyTorchJob has Workers only: `wo`) */
+    bool elastic;
+    int el_min, el_max, wo;
+    int64_t grow_at_ns;            /* next attempt to add a worker */
+    json_t *metrics;               /* the chief's last training metrics report (trainmetrics.h) */
+    kilnd_fail_reason fail_reason; /* counted when AS_FAIL ends the job FAILED */
+    struct tstudy *study;          /* a tuning job's trial: its study (NULL: a plain job) */
+    int trial;                     /* the trial's id */
+    struct rjob *next;
+} rjob;
+
+/* A tuning job while it runs: its study (src/tune) and the trials running
+ * now, each an rjob of the same job with `trial` set. */
+typedef struct tstudy {
+    char *project, *job_id;
+    kiln_job *job; /* the spec the study points into */
+    kiln_study *st;
+    int running;
+    bool cancelling;
+    int64_t start_ns;
+    struct tstudy *next;
+} tstudy;
+
+typedef struct sup {
+    kilnd *d;
+    rjob *jobs;
+    bool dirty; /* capacity or the queue changed: look at the queue this tick */
+    bool *port_used;
+    int port_next;
+    tstudy *studies;
+} sup;
+
+
+static inline int64_t duration_ns(const kiln_duration *dur)
+{
+    return dur->seconds * 1000000000LL + dur->nanos;
+}
+
+/* replicas.c */
+/* Writes the job's runtime record (replicas, metrics, study) to the store:
+ * what GET shows and what the next kilnd adopts from. */
+void save_runtime(sup *s, rjob *j);
+/* The runtime record of a requeued job: the last metrics report and the
+ * study stay. NULL when there is none; the caller frees it. */
+char *runtime_for_requeue(json_t *metrics, json_t *study);
+/* The object a runtime record keeps under `key`, as a new reference, or NULL. */
+json_t *runtime_kept(const char *runtime, const char *key);
+/* Kills the process groups a runtime record names, when still the same. */
+void kill_recorded(const char *runtime);
+/* Lets go of a replica's monitor (its life pipe); the monitor runs on. */
+void close_replica(sup *s, rjob *j, replica *r);
+/* Releases a job's ports, placement, log and memory. */
+void rjob_free(sup *s, rjob *j);
+/* A free, bindable replica port (unique across running jobs), or -1. */
+int port_take(sup *s);
+void port_give(sup *s, int port);
+/* Reads what is new in a replica's metrics file (kiln-monitor writes it). */
+void pump_metrics(sup *s, rjob *j, replica *r);
+
+/* spawn.c */
+/* Stages packages, maps the job dir, writes this attempt's ps keys and
+ * starts every replica of a placed job; on failure kills what started. */
+kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen);
+kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen);
+void stop_all(sup *s, rjob *j, int sig);
+/* Starts stopping a running job: SIGTERM now, SIGKILL after the grace
+ * period, then `after` with the message. The first reason stands. */
+void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The container image of a role, NULL for a process replica. */
+const char *image_of(const kiln_job *job, kiln_role role);
+
+/* adopt.c */
+/* Adopts the replicas a previous kilnd left running (its runtime records). */
+void adopt_all(sup *s);
+
+/* trials.c */
+void study_begin(sup *s, kiln_job_record *rec);
+kiln_err trial_args(rjob *j, kiln_strv *argv);
+kiln_err trial_env(rjob *j, kiln_strv *env);
+void trial_metrics(rjob *j, json_t *report);
+void trial_check(sup *s, rjob *j);
+void trial_finish(sup *s, rjob *j);
+void start_trials(sup *s);
+
+#endif
