@@ -13,10 +13,12 @@ file(GLOB KILN_STORE_SRC   CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/store/*.c)
 file(GLOB KILN_DEVICES_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/devices/*.c)
 file(GLOB KILN_SCHED_SRC   CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/sched/*.c)
 # the executor: src/exec/*.c above a backend table, one folder per backend
+# (the supervisor above it, src/exec/supervisor, is kilnd's thread: in kilnd)
 file(GLOB KILN_EXEC_SRC    CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/exec/*.c
      ${CMAKE_SOURCE_DIR}/src/exec/local/*.c ${CMAKE_SOURCE_DIR}/src/exec/container/*.c)
 file(GLOB KILN_API_SRC     CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.c)
-file(GLOB KILN_DAEMON_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/daemon/*.c)
+file(GLOB KILN_DAEMON_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/daemon/*.c
+     ${CMAKE_SOURCE_DIR}/src/exec/supervisor/*.c)
 file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*.c)
 file(GLOB KILN_OBJECTS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/objects/*.c)
 
@@ -86,7 +88,7 @@ endforeach()
 # the metrics protocol parser lives in kilnd itself (src/daemon): its test
 # compiles that one file in
 if(TARGET svc_test_trainmetrics)
-  target_sources(svc_test_trainmetrics PRIVATE ${CMAKE_SOURCE_DIR}/src/daemon/trainmetrics.c)
+  target_sources(svc_test_trainmetrics PRIVATE ${CMAKE_SOURCE_DIR}/src/exec/supervisor/trainmetrics.c)
   target_link_libraries(svc_test_trainmetrics PRIVATE PkgConfig::JANSSON m)
 endif()
 file(GLOB KILN_SVC_SH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/service/it_*.sh)

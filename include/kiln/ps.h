@@ -97,7 +97,7 @@ void kiln_ps_server_free(kiln_ps_server *s);
 float kiln_ps_lr_at(const kiln_ps_opt *o, uint64_t v);
 
 /* ---- CURVE keys of a job attempt (kilnd writes them, KILN_PS_KEYS names
- *      the file; src/daemon/pskeys.h) ---- */
+ *      the file; src/exec/supervisor/pskeys.h) ---- */
 typedef struct kiln_ps_keys {
     char server_public[41], server_secret[41], client_public[41], client_secret[41];
 } kiln_ps_keys;

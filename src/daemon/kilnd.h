@@ -1,7 +1,7 @@
 /* src/daemon/kilnd.h - what kilnd's parts share (internal to kilnd).
  *
  * Threads: libmicrohttpd's threads run the API (src/api); one supervisor
- * thread (src/daemon/supervisor.c) owns every replica process and every
+ * thread (src/exec/supervisor/supervisor.c) owns every replica process and every
  * state change after QUEUED. They meet in three places only:
  *   - the store (thread safe, state changes are compare-and-set);
  *   - `mu`, which guards the scheduler's usage and the drain requests (the
@@ -107,7 +107,8 @@ typedef struct kilnd {
 } kilnd;
 
 void kilnd_wake(kilnd *d);
-/* DATA/jobs/PROJECT/JOB (project and job id are checked by the API first). */
+/* src/daemon/jobdir.c: DATA/jobs/PROJECT/JOB (project and job id are
+ * checked by the API first). */
 void kilnd_job_dir(const kilnd *d, const char *project, const char *job_id, char *buf, size_t len);
 /* Appends a service event to the job's log (task "service"). */
 void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *severity,

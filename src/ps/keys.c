@@ -1,5 +1,5 @@
 /* src/ps/keys.c - kiln_ps_keys_load (kiln/ps.h): the CURVE keys kilnd hands
- * a job attempt's replicas (src/daemon/pskeys.h has the format). */
+ * a job attempt's replicas (src/exec/supervisor/pskeys.h has the format). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>

@@ -1,10 +1,10 @@
 /* fuzz_trainmetrics.c - libFuzzer target for the training metrics protocol
- * (src/daemon/trainmetrics.c), which reads whatever a job prints on stdout:
+ * (src/exec/supervisor/trainmetrics.c), which reads whatever a job prints on stdout:
  * any bytes either are no report or give an object with a known event and
  * only finite numbers (what /metrics and the job's JSON then print); never a
  * crash or a read past the line. Replayed over tests/fuzz/corpus/
  * fuzz_trainmetrics in every build. */
-#include "daemon/trainmetrics.h"
+#include "exec/supervisor/trainmetrics.h"
 
 #include <math.h>
 #include <stdint.h>

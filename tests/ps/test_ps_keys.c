@@ -1,9 +1,9 @@
 /* test_ps_keys.c - the CURVE keys kilnd writes for a job attempt
- * (src/daemon/pskeys.c) work with ZeroMQ end to end: the file is 0600 and
+ * (src/exec/supervisor/pskeys.c) work with ZeroMQ end to end: the file is 0600 and
  * loads (kiln_ps_keys_load); a ps given them serves a worker given them and
  * refuses a worker with the keys of another attempt; a file others may read
  * is refused. */
-#include "daemon/pskeys.h"
+#include "exec/supervisor/pskeys.h"
 #include "kiln/ps.h"
 #include "test.h"
 

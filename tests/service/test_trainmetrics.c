@@ -1,11 +1,11 @@
 /* tests/service/test_trainmetrics.c - the training metrics protocol
- * (src/daemon/trainmetrics.h): what the supervisor takes from a replica's
+ * (src/exec/supervisor/trainmetrics.h): what the supervisor takes from a replica's
  * stdout as a report, and every line it must leave alone. */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
-#include "daemon/trainmetrics.h"
+#include "exec/supervisor/trainmetrics.h"
 #include "test.h"
 
 static json_t *parse(const char *s)

@@ -1,4 +1,4 @@
-/* src/runner/adopt.c - what a previous kilnd left: reconcile and adoption. */
+/* src/exec/supervisor/adopt.c - what a previous kilnd left: reconcile and adoption. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,14 +18,14 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
-#include "runner/pskeys.h"
-#include "runner/trainmetrics.h"
+#include "exec/supervisor/pskeys.h"
+#include "exec/supervisor/trainmetrics.h"
 #include "kiln/exec.h"
 #include "kiln/objects.h"
 #include "kiln/tune.h"
 #include "kiln/submit.h" /* kiln_job_program_args */
 
-#include "runner/runner_int.h"
+#include "exec/supervisor/supervisor_int.h"
 
 /* A runtime record that names monitors: its replicas can be adopted. */
 static bool adoptable(const char *runtime)
@@ -282,4 +282,3 @@ void adopt_all(sup *s)
         if (adoptable(v[i]->runtime)) adopt_job(s, v[i]);
     kiln_job_records_free(v, n);
 }
-

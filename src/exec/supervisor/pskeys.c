@@ -1,7 +1,7 @@
-/* src/runner/pskeys.c - CURVE keys per job attempt (pskeys.h), made with
+/* src/exec/supervisor/pskeys.c - CURVE keys per job attempt (pskeys.h), made with
  * libcrypto's X25519: the same Curve25519 keys as libsodium's crypto_box,
  * which ZeroMQ's CURVE uses. */
-#include "runner/pskeys.h"
+#include "exec/supervisor/pskeys.h"
 #include "util/atomic.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* src/runner/pskeys.h - the ZeroMQ CURVE keys of one job attempt's
+/* src/exec/supervisor/pskeys.h - the ZeroMQ CURVE keys of one job attempt's
  * parameter servers and workers.
  *
  * At each (re)start of a job's replicas kilnd writes DIR/ps.keys: a fresh

@@ -1,4 +1,4 @@
-/* src/runner/spawn.c - staging a job's packages and starting its replicas. */
+/* src/exec/supervisor/spawn.c - staging a job's packages and starting its replicas. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,14 +18,14 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
-#include "runner/pskeys.h"
-#include "runner/trainmetrics.h"
+#include "exec/supervisor/pskeys.h"
+#include "exec/supervisor/trainmetrics.h"
 #include "kiln/exec.h"
 #include "kiln/objects.h"
 #include "kiln/tune.h"
 #include "kiln/submit.h" /* kiln_job_program_args */
 
-#include "runner/runner_int.h"
+#include "exec/supervisor/supervisor_int.h"
 
 /* Runs a helper (cp, tar) to completion; true when it exited 0. */
 static bool run_helper(char *const argv[])

@@ -1,4 +1,4 @@
-/* src/runner/supervisor.c - the one thread that runs jobs.
+/* src/exec/supervisor/supervisor.c - the one thread that runs jobs.
  *
  * Replicas run through the executor (kiln/exec.h): a backend table (local
  * processes, podman containers) where each replica runs under a monitor that
@@ -37,17 +37,16 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
-#include "runner/pskeys.h"
-#include "runner/trainmetrics.h"
+#include "exec/supervisor/pskeys.h"
+#include "exec/supervisor/trainmetrics.h"
 #include "kiln/exec.h"
 #include "kiln/objects.h"
 #include "kiln/tune.h"
 #include "kiln/submit.h" /* kiln_job_program_args */
 
-#include "runner/runner_int.h"
+#include "exec/supervisor/supervisor_int.h"
 
 /* ---------- the queue ---------- */
-
 
 static bool is_running(sup *s, const char *project, const char *id)
 {
@@ -278,7 +277,6 @@ static void schedule(sup *s)
         if (!is_running(s, v[i]->project, v[i]->job->job_id)) try_start(s, v[i], &b);
     kiln_job_records_free(v, n);
 }
-
 
 /* ---------- exits and the restart policy ---------- */
 

@@ -1,7 +1,9 @@
-/* src/runner/runner_int.h - what the runner's files share (internal to kilnd).
+/* src/exec/supervisor/supervisor_int.h - what the supervisor's files share
+ * (internal to kilnd).
  *
- * The runner is kilnd's one supervisor thread: it places queued jobs, starts
- * their replicas through the executor (kiln/exec.h), acts on their exits and
+ * The supervisor is kilnd's one thread that runs jobs, above the executor's
+ * backend table (kiln/exec.h): it places queued jobs, starts their replicas
+ * through a backend, acts on their exits (restart policy, drain, cancel) and
  * writes every state change after QUEUED. Its files:
  *   supervisor.c  the thread, the queue, exits and restart policy, drains;
  *   replicas.c    ports, training metrics, the runtime record, freeing;
@@ -10,8 +12,8 @@
  *   trials.c      tuning jobs: a study and its trials;
  *   pskeys.c      per-attempt parameter-server CURVE keys;
  *   trainmetrics.c  training metrics reports on a replica's stdout. */
-#ifndef KILN_RUNNER_INT_H
-#define KILN_RUNNER_INT_H
+#ifndef KILN_SUPERVISOR_INT_H
+#define KILN_SUPERVISOR_INT_H
 
 #include <jansson.h>
 #include <limits.h>
@@ -110,7 +112,6 @@ typedef struct sup {
     int port_next;
     tstudy *studies;
 } sup;
-
 
 static inline int64_t duration_ns(const kiln_duration *dur)
 {

@@ -1,5 +1,5 @@
-/* src/runner/trainmetrics.c - see trainmetrics.h. */
-#include "runner/trainmetrics.h"
+/* src/exec/supervisor/trainmetrics.c - see trainmetrics.h. */
+#include "exec/supervisor/trainmetrics.h"
 
 #include <math.h>
 #include <string.h>

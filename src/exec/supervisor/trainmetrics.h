@@ -1,4 +1,4 @@
-/* src/runner/trainmetrics.h - training metrics read from a replica's output.
+/* src/exec/supervisor/trainmetrics.h - training metrics read from a replica's output.
  *
  * The protocol (docs/service.md, "Training metrics"): a replica reports by
  * printing one JSON object on one line of its stdout, with "event" one of

@@ -1,4 +1,4 @@
-/* src/runner/trials.c - tuning jobs in the supervisor (placement, ports and
+/* src/exec/supervisor/trials.c - tuning jobs in the supervisor (placement, ports and
  * spawning are the runner's: runner_int.h).
  *
  * A tuning job is RUNNING as a whole while its trials run; each trial is an
@@ -25,15 +25,14 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
-#include "runner/pskeys.h"
-#include "runner/trainmetrics.h"
+#include "exec/supervisor/pskeys.h"
+#include "exec/supervisor/trainmetrics.h"
 #include "kiln/exec.h"
 #include "kiln/objects.h"
 #include "kiln/tune.h"
 #include "kiln/submit.h" /* kiln_job_program_args */
 
-#include "runner/runner_int.h"
-
+#include "exec/supervisor/supervisor_int.h"
 
 static void study_free(sup *s, tstudy *t)
 {
@@ -87,8 +86,8 @@ void study_begin(sup *s, kiln_job_record *rec)
     t->job = kiln_job_clone(rec->job);
     if (!t->project || !t->job_id || !t->job) goto fail;
     const kiln_hyperparameter_spec *hp = &t->job->training_input.hyperparameters;
-    t->st = kept ? kiln_study_from_json(hp, kept)
-                 : kiln_study_new(hp, study_seed(rec->project, id));
+    t->st =
+        kept ? kiln_study_from_json(hp, kept) : kiln_study_new(hp, study_seed(rec->project, id));
     if (!t->st) goto fail;
     /* trials that were running (kilnd restart, drain) run again, same values */
     for (size_t i = 0; i < kiln_study_trial_count(t->st); i++)
@@ -307,7 +306,8 @@ static bool launch_trial(sup *s, tstudy *st)
     j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     /* the trial's output directory: JOBDIR/TRIAL_ID, as AI Platform gives it */
     char *jd = j->job->training_input.job_dir, *tjd = NULL;
-    if (jd && *jd && asprintf(&tjd, "%s%s%d", jd, jd[strlen(jd) - 1] == '/' ? "" : "/", j->trial) >= 0) {
+    if (jd && *jd &&
+        asprintf(&tjd, "%s%s%d", jd, jd[strlen(jd) - 1] == '/' ? "" : "/", j->trial) >= 0) {
         kiln_set_str(&j->job->training_input.job_dir, tjd);
         free(tjd);
     }
@@ -334,8 +334,8 @@ static bool launch_trial(sup *s, tstudy *st)
             return true;
         }
     }
-    kilnd_event(d, j->project, j->job_id, "INFO", "Trial %d: placed %zu replica%s", j->trial,
-                j->n, j->n == 1 ? "" : "s");
+    kilnd_event(d, j->project, j->job_id, "INFO", "Trial %d: placed %zu replica%s", j->trial, j->n,
+                j->n == 1 ? "" : "s");
     if (spawn_all(s, j, why, sizeof why) != KILN_OK) {
         begin_stop(s, j, AS_FAIL, "%s", why);
         return true;
