@@ -21,7 +21,9 @@ file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*
 file(GLOB KILN_OBJECTS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/objects/*.c)
 
 add_library(kiln_store STATIC ${KILN_STORE_SRC})
-target_link_libraries(kiln_store PUBLIC kiln_spec kiln_util PkgConfig::SQLITE3 Threads::Threads)
+# libcrypto: the HMAC that signs page tokens (src/store/token.c)
+target_link_libraries(kiln_store PUBLIC kiln_spec kiln_util PkgConfig::SQLITE3 PkgConfig::CRYPTO
+                      Threads::Threads)
 
 # The staging store behind the Storage subset (gs:// URIs kilnd holds).
 add_library(kiln_objects STATIC ${KILN_OBJECTS_SRC})
