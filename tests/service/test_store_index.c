@@ -149,8 +149,12 @@ int main(void)
 
     /* ---- the plans: indexes, no scan, no sort ---- */
     CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-    const char *filters[] = {NULL, "state:SUCCEEDED", "labels.k=3 AND state:SUCCEEDED",
-                             "labels.a=1 AND labels.b=2", "state!=QUEUED", "jobId=x"};
+    const char *filters[] = {NULL,
+                             "state:SUCCEEDED",
+                             "labels.k=3 AND state:SUCCEEDED",
+                             "labels.a=1 AND labels.b=2",
+                             "state!=QUEUED",
+                             "jobId=x"};
     for (size_t i = 0; i < sizeof filters / sizeof *filters; i++) {
         kiln_job_filter *f = NULL;
         CHECK(!filters[i] || kiln_job_filter_parse(filters[i], &f, &d) == KILN_OK);
@@ -168,8 +172,8 @@ int main(void)
                            plan, sizeof plan),
               "queue: %s", plan);
     /* and the proof the check can fail: the old bit-test query scans */
-    CHECK(!plan_indexed(db, "SELECT seq FROM jobs WHERE ((1 << state) & 2) != 0", plan,
-                        sizeof plan));
+    CHECK(
+        !plan_indexed(db, "SELECT seq FROM jobs WHERE ((1 << state) & 2) != 0", plan, sizeof plan));
     sqlite3_close(db);
     db = NULL;
 
