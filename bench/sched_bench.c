@@ -117,8 +117,8 @@ int main(int argc, char **argv)
         kiln_sched_free(s);
     }
     printf("scheduling pass, %ld queued jobs on %ld nodes x 8 GPUs, best of 5: filling an idle "
-           "cluster %.2f ms (%ld started), steady (cluster full, %ld asking again, %ld started) "
-           "%.2f ms; bound 10 ms: ratio %.2f and %.2f\n",
+           "cluster %.3f ms (%ld started), steady (cluster full, %ld asking again, %ld started) "
+           "%.3f ms; bound 10 ms: ratio %.2f and %.2f\n",
            jobs, nodes, best_fill * 1e3, placed, jobs - placed, again, best_steady * 1e3,
            best_fill * 1e3 / 10.0, best_steady * 1e3 / 10.0);
     rc = 0;

@@ -1,10 +1,13 @@
 /* bench/store_bench.c - the store's side of bench/service_scale.sh.
  *
- *   kiln-store-bench fill DB N [NODE]   N finished jobs in project "bench" (labels
- *                                       k = i % 10; SUCCEEDED, FAILED, CANCELLED in
- *                                       turn), inserted through the store library
- *                                       without fsyncs; cordons NODE so that jobs
- *                                       created later over HTTP stay QUEUED
+ *   kiln-store-bench fill DB N [NODE]   N finished jobs in project "bench", inserted
+ *                                       through the store library without fsyncs;
+ *                                       labels k = i % 5, and 2 in 3 SUCCEEDED (the
+ *                                       rest FAILED or CANCELLED), independently, so
+ *                                       that labels.k=3 AND state:SUCCEEDED matches
+ *                                       2 in 15: a full page of 100 even at 1k jobs;
+ *                                       cordons NODE so that jobs created later
+ *                                       over HTTP stay QUEUED
  *   kiln-store-bench commit DIR THREADS JOBS
  *                                       creates/s with every write fsynced: each
  *                                       job is a create and three state changes
@@ -61,8 +64,9 @@ static kiln_store *open_store(const char *path)
 
 static int fill(const char *path, long n, const char *node)
 {
-    static const kiln_job_state ends[3] = {KILN_STATE_SUCCEEDED, KILN_STATE_FAILED,
-                                           KILN_STATE_CANCELLED};
+    static const kiln_job_state ends[6] = {KILN_STATE_SUCCEEDED, KILN_STATE_SUCCEEDED,
+                                           KILN_STATE_FAILED,    KILN_STATE_SUCCEEDED,
+                                           KILN_STATE_CANCELLED, KILN_STATE_SUCCEEDED};
     kiln_store *s = open_store(path);
     int rc = 1;
     if (!s || kiln_store_set_sync(s, KILN_STORE_SYNC_NONE) != KILN_OK) goto out;
@@ -70,14 +74,15 @@ static int fill(const char *path, long n, const char *node)
     for (long i = 0; i < n; i++) {
         char id[32], k[8];
         snprintf(id, sizeof id, "fill_%07ld", i);
-        snprintf(k, sizeof k, "%ld", i % 10);
+        snprintf(k, sizeof k, "%ld", i % 5);
         kiln_job *j = mkjob(id, k, 0);
-        kiln_err err = j ? kiln_store_job_create(s, "bench", j, t0 + i * 1000000, NULL)
-                         : KILN_ENOMEM;
+        kiln_err err =
+            j ? kiln_store_job_create(s, "bench", j, t0 + i * 1000000, NULL) : KILN_ENOMEM;
         kiln_job_free(j);
         if (err == KILN_OK)
-            err = kiln_store_job_transition(s, "bench", id, KILN_STATE_MASK(QUEUED), ends[i % 3],
-                                            NULL, t0 + i * 1000000 + 500000, NULL);
+            err =
+                kiln_store_job_transition(s, "bench", id, KILN_STATE_MASK(QUEUED),
+                                          ends[(i / 5) % 6], NULL, t0 + i * 1000000 + 500000, NULL);
         if (err != KILN_OK) {
             fprintf(stderr, "job %ld: %s\n", i, kiln_err_str(err));
             goto out;
