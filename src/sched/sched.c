@@ -196,7 +196,7 @@ static size_t free_of_type(const kiln_node *n, const bool *busy, const char *typ
     return k;
 }
 
-/* Scratch state for one attempt: a copy of every node's usage. */
+/* Scratch usage for the never-fits search: an idle cluster. */
 typedef struct scratch {
     bool **busy;
     int *cpus;
@@ -212,8 +212,7 @@ static void scratch_free(scratch *w, size_t n)
     free(w->mem);
 }
 
-/* `empty`: ignore current usage and cordons (the never-fits question). */
-static kiln_err scratch_init(scratch *w, const kiln_sched *s, bool empty)
+static kiln_err scratch_init(scratch *w, const kiln_sched *s)
 {
     size_t n = s->c->n;
     memset(w, 0, sizeof *w);
@@ -225,11 +224,6 @@ static kiln_err scratch_init(scratch *w, const kiln_sched *s, bool empty)
         size_t nd = s->c->nodes[i].n_devs;
         w->busy[i] = calloc(nd ? nd : 1, sizeof(bool));
         if (!w->busy[i]) return KILN_ENOMEM;
-        if (!empty) {
-            memcpy(w->busy[i], s->u[i].busy, nd * sizeof(bool));
-            w->cpus[i] = s->u[i].cpus;
-            w->mem[i] = s->u[i].mem;
-        }
     }
     return KILN_OK;
 }
@@ -249,7 +243,6 @@ static int by_order(const void *a, const void *b)
     return x->index - y->index;
 }
 
-/* Tries to place every slot (n_devs = wanted count, devs filled here). */
 static bool selects(const kiln_map *sel, const kiln_node *nd)
 {
     for (size_t i = 0; sel && i < sel->n; i++) {
@@ -259,8 +252,11 @@ static bool selects(const kiln_map *sel, const kiln_node *nd)
     return true;
 }
 
-static bool try_place(const kiln_sched *s, scratch *w, bool ignore_cordon, kiln_slot *slots,
-                      const char **types, const kiln_map *const *sels, size_t n, size_t *failed)
+/* The never-fits search: places every slot on the scratch (idle) usage by
+ * scanning every node, cordons ignored. The live search (best_node) must
+ * choose as this one does; test_sched compares the two. */
+static bool try_place(const kiln_sched *s, scratch *w, kiln_slot *slots, const char **types,
+                      const kiln_map *const *sels, size_t n, size_t *failed)
 {
     for (size_t k = 0; k < n; k++) {
         kiln_slot *sl = &slots[k];
@@ -269,7 +265,6 @@ static bool try_place(const kiln_sched *s, scratch *w, bool ignore_cordon, kiln_
         size_t best_spare = SIZE_MAX;
         for (size_t i = 0; i < s->c->n; i++) {
             const kiln_node *nd = &s->c->nodes[i];
-            if (!ignore_cordon && s->u[i].cordoned) continue;
             if (!selects(sels[sl->role], nd)) continue;
             if (nd->hard_resources && (w->cpus[i] + sl->vcpus > nd->cpus ||
                                        w->mem[i] + sl->memory_gb > nd->memory_gb + 1e-9))
@@ -476,11 +471,11 @@ static kiln_err ever_fits(const kiln_sched *s, kiln_slot *slots, const char **ty
             goto out;
         }
     }
-    if (scratch_init(&w, s, true) != KILN_OK) {
+    if (scratch_init(&w, s) != KILN_OK) {
         err = KILN_ENOMEM;
         goto out;
     }
-    if (!try_place(s, &w, true, slots, types, selectors, n, &failed)) {
+    if (!try_place(s, &w, slots, types, selectors, n, &failed)) {
         size_t want = 0;
         for (size_t i = 0; i < n; i++)
             if (types[i] && types[failed] && strcmp(types[i], types[failed]) == 0)
