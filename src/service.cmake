@@ -23,7 +23,9 @@ file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*
 file(GLOB KILN_OBJECTS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/objects/*.c)
 
 add_library(kiln_store STATIC ${KILN_STORE_SRC})
-target_link_libraries(kiln_store PUBLIC kiln_spec kiln_util PkgConfig::SQLITE3 Threads::Threads)
+# libcrypto: the HMAC that signs page tokens (src/store/token.c)
+target_link_libraries(kiln_store PUBLIC kiln_spec kiln_util PkgConfig::SQLITE3 PkgConfig::CRYPTO
+                      Threads::Threads)
 
 # The staging store behind the Storage subset (gs:// URIs kilnd holds).
 add_library(kiln_objects STATIC ${KILN_OBJECTS_SRC})
@@ -147,3 +149,12 @@ if(TARGET kiln_client)
                  ${CMAKE_SOURCE_DIR}/src/cli/jobs.c ${CMAKE_SOURCE_DIR}/src/cli/nodes.c)
   target_link_libraries(kiln-svc-cli PRIVATE kiln_client kiln_catalog kiln_spec kiln_util)
 endif()
+
+# Benchmark helpers of bench/service_scale.sh (not tests): the store's bulk
+# fill, group commit and queue timings, and a scheduling pass on a simulated
+# cluster, driven through the libraries directly.
+add_executable(kiln-store-bench ${CMAKE_SOURCE_DIR}/bench/store_bench.c)
+target_link_libraries(kiln-store-bench PRIVATE kiln_store kiln_spec kiln_util)
+add_executable(kiln-sched-bench ${CMAKE_SOURCE_DIR}/bench/sched_bench.c)
+target_link_libraries(kiln-sched-bench PRIVATE kiln_sched kiln_devices kiln_catalog kiln_spec
+                      kiln_util)

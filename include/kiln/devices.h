@@ -56,7 +56,7 @@ typedef struct kiln_cluster {
 } kiln_cluster;
 
 #define KILN_NODE_CONFIG_MAX_BYTES (1u << 20)
-#define KILN_MAX_NODES             256
+#define KILN_MAX_NODES             4096
 #define KILN_MAX_NODE_DEVICES      64
 
 /* Loads the node config at `path`, or (path NULL) describes this machine. */

@@ -1,10 +1,12 @@
 /* kiln/store.h - the durable state of kilnd: jobs, their state machine and
- * node cordons, in one SQLite database (WAL mode).
+ * node cordons, in one SQLite database (WAL mode, schema versioned and
+ * migrated on open: a data dir of an older kilnd opens, one of a newer is
+ * refused).
  *
- * A job acknowledged by kiln_store_job_create() has been committed and
- * fsynced: it survives kill -9 of the process and a power cut from then on.
- * Other writes survive kill -9; after a power cut the newest state changes
- * may be lost (kilnd's reconcile requeues such jobs, as after any crash). Every
+ * Every write (create, state change, labels, runtime, cordon) has been
+ * committed and fsynced when the call returns KILN_OK: it survives kill -9
+ * of the process and a power cut from then on. Writers on several threads
+ * share their fsyncs (group commit, KILN_STORE_SYNC_GROUP). Every
  * state change is one conditional UPDATE (compare-and-set on the current
  * state), so the API threads and the supervisor never need a lock of their
  * own to agree on a job's state: the loser of a race sees KILN_ECONFLICT.
@@ -91,7 +93,8 @@ kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const ch
                                     int restarts, int failures, const char *runtime);
 
 /* 1-based position of a QUEUED job in the queue (priority desc, then submit
- * time); 0 when the job is not QUEUED. */
+ * time); 0 when the job is not QUEUED. Exact, and O(log queue): the store
+ * keeps the queue's order in memory beside the table. */
 kiln_err kiln_store_job_position(kiln_store *s, const kiln_job_record *r, int64_t *pos);
 
 /* Jobs (all projects) whose state is in `mask`, in queue order: priority
@@ -108,10 +111,40 @@ void kiln_job_filter_free(kiln_job_filter *f);
 
 /* One page of a project's jobs in creation order, starting after seq
  * `after` (0 = from the start), at most `limit` that match `f` (NULL = all).
- * *next is the seq to continue after, 0 when there are no more. */
+ * *next is the seq to continue after, 0 when there are no more. The page is
+ * read through indexes (a label equality, a state, or the project's seq
+ * order) and stops once full, so its cost follows the page, not the store;
+ * only terms no index answers (!=, prefixes) read rows that do not match. */
 kiln_err kiln_store_job_list(kiln_store *s, const char *project, const kiln_job_filter *f,
                              int64_t after, size_t limit, kiln_job_record ***out, size_t *n,
                              int64_t *next);
+
+/* Page tokens: opaque text for "continue after seq `after`" of a list of
+ * `project` under the filter text `filter` (NULL or "" = none), signed with
+ * a secret kept in the store. kiln_store_page_after() reads one back;
+ * KILN_EINVAL for a token that was edited, or made for another project,
+ * another filter or another store. */
+#define KILN_STORE_TOKEN_LEN 40
+void kiln_store_page_token(kiln_store *s, const char *project, const char *filter, int64_t after,
+                           char out[KILN_STORE_TOKEN_LEN]);
+kiln_err kiln_store_page_after(kiln_store *s, const char *project, const char *filter,
+                               const char *token, int64_t *after);
+
+/* How writes reach the disk:
+ *   GROUP (the default) each write is fsynced before it returns; concurrent
+ *         writers share one fsync of the WAL;
+ *   EACH  each commit does its own fsync inside SQLite, under the store's
+ *         lock (what synchronous=FULL gives: the bound group commit beats);
+ *   NONE  commits reach the OS only (survive kill -9, not a power cut): for
+ *         bulk loads and tests. */
+typedef enum kiln_store_sync {
+    KILN_STORE_SYNC_GROUP = 0,
+    KILN_STORE_SYNC_EACH,
+    KILN_STORE_SYNC_NONE,
+} kiln_store_sync;
+kiln_err kiln_store_set_sync(kiln_store *s, kiln_store_sync mode);
+/* fsyncs group commit has made so far (tests, benchmarks). */
+uint64_t kiln_store_group_syncs(kiln_store *s);
 
 /* How many jobs (all projects) are in each state: counts[state]. */
 #define KILN_STORE_STATES (KILN_STATE_CANCELLED + 1)

@@ -341,12 +341,12 @@ static enum MHD_Result job_list(kilnd *d, struct MHD_Connection *c, const char *
         if (size == 0) size = 20;
         if (size > 100) size = 100; /* the documented maximum */
     }
-    if (pt && *pt) {
-        errno = 0;
-        after = (pt[0] == 's') ? strtoll(pt + 1, &end, 10) : -1;
-        if (pt[0] != 's' || errno || *end || after <= 0)
-            kiln_diag_add(&dg, "pageToken", "not a page token this server returned");
-    }
+    /* keyset paging: the token says where the last page ended (signed by the
+     * store, bound to this project and filter), so a page never re-reads the
+     * pages before it */
+    if (pt && *pt && kiln_store_page_after(d->store, project, ft, pt, &after) != KILN_OK)
+        kiln_diag_add(&dg, "pageToken",
+                      "not a page token this server returned for this project and filter");
     if (ft && *ft) kiln_job_filter_parse(ft, &f, &dg);
     if (dg.n) {
         rc = send_error(c, 400, &dg, "Invalid list request: %s", dg.v[0].description);
@@ -365,8 +365,8 @@ static enum MHD_Result job_list(kilnd *d, struct MHD_Connection *c, const char *
     if (o && jobs && json_array_size(jobs)) json_object_set(o, "jobs", jobs);
     json_decref(jobs);
     if (o && next) {
-        char tok[32];
-        snprintf(tok, sizeof tok, "s%lld", (long long)next);
+        char tok[KILN_STORE_TOKEN_LEN];
+        kiln_store_page_token(d->store, project, ft, next, tok);
         json_object_set_new(o, "nextPageToken", json_string(tok));
     }
     rc = send_json(c, 200, o);

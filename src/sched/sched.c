@@ -1,13 +1,24 @@
 /* src/sched/sched.c - gang placement with exclusive devices (kiln/sched.h).
  *
  * Replicas are placed biggest accelerator demand first, each on the node
- * that fits it with the fewest matching devices to spare (best fit keeps
- * big nodes whole for big replicas). Placement is tried on a scratch copy of
- * the usage and committed only when every replica found a home: all or none.
- * Whether a job could ever fit is the same search on an empty cluster with
- * every node available. */
+ * that fits it with the fewest matching devices to spare, the lowest node
+ * index among equals (best fit keeps big nodes whole for big replicas).
+ * Placement reserves as it goes and undoes everything when a replica finds
+ * no home: all or none. Whether a job could ever fit is the same search on
+ * an empty cluster with every node available.
+ *
+ * A scheduling pass asks this for every queued job (10,000 on 1,000 nodes
+ * must take milliseconds), so the search never walks the nodes' devices:
+ * every node keeps a free count per accelerator type, and for each type and
+ * free count a bitset says which nodes have exactly that many free. The best
+ * fit for k devices is the lowest set bit of the first non-empty bitset from
+ * k up that passes the node's other tests (cordon, selector, CPUs, memory);
+ * a job that cannot fit now is usually answered by empty bitsets alone. The
+ * never-fits search (rare: only after a job did not fit now) is cached per
+ * job shape, since the cluster's nodes do not change. */
 #include "kiln/sched.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +30,91 @@ typedef struct usage {
     bool cordoned;
 } usage;
 
+#define VERDICTS 256 /* never-fits cache entries (direct-mapped) */
+
+typedef struct verdict {
+    unsigned char *shape; /* the job's shape (shape_of), NULL = empty */
+    size_t len;
+    kiln_err err;
+    char why[256];
+} verdict;
+
 struct kiln_sched {
     const kiln_cluster *c;
     usage *u;
+    /* the index: accelerator types, free counts, who-has-how-many bitsets */
+    size_t n_types;
+    const char **types; /* the cluster's names, by type id */
+    int **dev_type;     /* [node][dev]: type id */
+    int *free_n;        /* [node * n_types + t]: free devices of type t */
+    int max_free;       /* most devices of one type on one node */
+    size_t words;       /* 64-bit words per bitset */
+    uint64_t *has;      /* [(t * (max_free + 1) + count) * words]: nodes with count free */
+    verdict verdicts[VERDICTS];
 };
+
+static uint64_t *bits(const kiln_sched *s, size_t t, int count)
+{
+    return s->has + (t * (size_t)(s->max_free + 1) + (size_t)count) * s->words;
+}
+
+static int type_id(const kiln_sched *s, const char *name)
+{
+    for (size_t t = 0; name && t < s->n_types; t++)
+        if (strcmp(s->types[t], name) == 0) return (int)t;
+    return -1;
+}
+
+/* Device j of `node` changes hands: the counts and bitsets follow. */
+static void set_busy(kiln_sched *s, size_t node, size_t j, bool busy)
+{
+    if (s->u[node].busy[j] == busy) return;
+    s->u[node].busy[j] = busy;
+    size_t t = (size_t)s->dev_type[node][j];
+    int *f = &s->free_n[node * s->n_types + t];
+    uint64_t bit = 1ull << (node % 64);
+    bits(s, t, *f)[node / 64] &= ~bit;
+    *f += busy ? -1 : 1;
+    bits(s, t, *f)[node / 64] |= bit;
+}
+
+/* Builds the type table and the index over an idle cluster. */
+static bool index_init(kiln_sched *s)
+{
+    const kiln_cluster *c = s->c;
+    size_t all = 0;
+    for (size_t i = 0; i < c->n; i++)
+        all += c->nodes[i].n_devs;
+    s->types = calloc(all ? all : 1, sizeof *s->types);
+    s->dev_type = calloc(c->n ? c->n : 1, sizeof *s->dev_type);
+    if (!s->types || !s->dev_type) return false;
+    for (size_t i = 0; i < c->n; i++) {
+        s->dev_type[i] = calloc(c->nodes[i].n_devs ? c->nodes[i].n_devs : 1, sizeof(int));
+        if (!s->dev_type[i]) return false;
+        for (size_t j = 0; j < c->nodes[i].n_devs; j++) {
+            int t = type_id(s, c->nodes[i].devs[j].type);
+            if (t < 0) {
+                t = (int)s->n_types++;
+                s->types[t] = c->nodes[i].devs[j].type;
+            }
+            s->dev_type[i][j] = t;
+        }
+    }
+    s->free_n = calloc(c->n * s->n_types + 1, sizeof *s->free_n);
+    if (!s->free_n) return false;
+    for (size_t i = 0; i < c->n; i++)
+        for (size_t j = 0; j < c->nodes[i].n_devs; j++) {
+            int *f = &s->free_n[i * s->n_types + (size_t)s->dev_type[i][j]];
+            if (++*f > s->max_free) s->max_free = *f;
+        }
+    s->words = (c->n + 63) / 64;
+    s->has = calloc(s->n_types * (size_t)(s->max_free + 1) * s->words + 1, sizeof *s->has);
+    if (!s->has) return false;
+    for (size_t i = 0; i < c->n; i++)
+        for (size_t t = 0; t < s->n_types; t++)
+            bits(s, t, s->free_n[i * s->n_types + t])[i / 64] |= 1ull << (i % 64);
+    return true;
+}
 
 kiln_sched *kiln_sched_new(const kiln_cluster *c)
 {
@@ -35,6 +127,7 @@ kiln_sched *kiln_sched_new(const kiln_cluster *c)
         s->u[i].busy = calloc(c->nodes[i].n_devs ? c->nodes[i].n_devs : 1, sizeof(bool));
         if (!s->u[i].busy) goto fail;
     }
+    if (!index_init(s)) goto fail;
     return s;
 fail:
     kiln_sched_free(s);
@@ -46,7 +139,15 @@ void kiln_sched_free(kiln_sched *s)
     if (!s) return;
     for (size_t i = 0; s->u && i < s->c->n; i++)
         free(s->u[i].busy);
+    for (size_t i = 0; s->dev_type && i < s->c->n; i++)
+        free(s->dev_type[i]);
+    for (size_t i = 0; i < VERDICTS; i++)
+        free(s->verdicts[i].shape);
     free(s->u);
+    free(s->types);
+    free(s->dev_type);
+    free(s->free_n);
+    free(s->has);
     free(s);
 }
 
@@ -63,8 +164,8 @@ bool kiln_sched_cordoned(const kiln_sched *s, size_t node)
 size_t kiln_sched_free_devices(const kiln_sched *s, size_t node)
 {
     size_t k = 0;
-    for (size_t j = 0; j < s->c->nodes[node].n_devs; j++)
-        k += !s->u[node].busy[j];
+    for (size_t t = 0; t < s->n_types; t++)
+        k += (size_t)s->free_n[node * s->n_types + t];
     return k;
 }
 
@@ -95,7 +196,7 @@ static size_t free_of_type(const kiln_node *n, const bool *busy, const char *typ
     return k;
 }
 
-/* Scratch state for one attempt: a copy of every node's usage. */
+/* Scratch usage for the never-fits search: an idle cluster. */
 typedef struct scratch {
     bool **busy;
     int *cpus;
@@ -111,8 +212,7 @@ static void scratch_free(scratch *w, size_t n)
     free(w->mem);
 }
 
-/* `empty`: ignore current usage and cordons (the never-fits question). */
-static kiln_err scratch_init(scratch *w, const kiln_sched *s, bool empty)
+static kiln_err scratch_init(scratch *w, const kiln_sched *s)
 {
     size_t n = s->c->n;
     memset(w, 0, sizeof *w);
@@ -124,11 +224,6 @@ static kiln_err scratch_init(scratch *w, const kiln_sched *s, bool empty)
         size_t nd = s->c->nodes[i].n_devs;
         w->busy[i] = calloc(nd ? nd : 1, sizeof(bool));
         if (!w->busy[i]) return KILN_ENOMEM;
-        if (!empty) {
-            memcpy(w->busy[i], s->u[i].busy, nd * sizeof(bool));
-            w->cpus[i] = s->u[i].cpus;
-            w->mem[i] = s->u[i].mem;
-        }
     }
     return KILN_OK;
 }
@@ -148,7 +243,6 @@ static int by_order(const void *a, const void *b)
     return x->index - y->index;
 }
 
-/* Tries to place every slot (n_devs = wanted count, devs filled here). */
 static bool selects(const kiln_map *sel, const kiln_node *nd)
 {
     for (size_t i = 0; sel && i < sel->n; i++) {
@@ -158,8 +252,11 @@ static bool selects(const kiln_map *sel, const kiln_node *nd)
     return true;
 }
 
-static bool try_place(const kiln_sched *s, scratch *w, bool ignore_cordon, kiln_slot *slots,
-                      const char **types, const kiln_map *const *sels, size_t n, size_t *failed)
+/* The never-fits search: places every slot on the scratch (idle) usage by
+ * scanning every node, cordons ignored. The live search (best_node) must
+ * choose as this one does; test_sched compares the two. */
+static bool try_place(const kiln_sched *s, scratch *w, kiln_slot *slots, const char **types,
+                      const kiln_map *const *sels, size_t n, size_t *failed)
 {
     for (size_t k = 0; k < n; k++) {
         kiln_slot *sl = &slots[k];
@@ -168,7 +265,6 @@ static bool try_place(const kiln_sched *s, scratch *w, bool ignore_cordon, kiln_
         size_t best_spare = SIZE_MAX;
         for (size_t i = 0; i < s->c->n; i++) {
             const kiln_node *nd = &s->c->nodes[i];
-            if (!ignore_cordon && s->u[i].cordoned) continue;
             if (!selects(sels[sl->role], nd)) continue;
             if (nd->hard_resources && (w->cpus[i] + sl->vcpus > nd->cpus ||
                                        w->mem[i] + sl->memory_gb > nd->memory_gb + 1e-9))
@@ -239,13 +335,203 @@ kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t 
     return kiln_sched_place_sel(s, plans, n_plans, none, out, why, whylen);
 }
 
+/* Whether node i may take sl now, devices aside: cordon, CPUs, memory, selector. */
+static bool node_ok(const kiln_sched *s, size_t i, const kiln_slot *sl, const kiln_map *sel)
+{
+    const kiln_node *nd = &s->c->nodes[i];
+    const usage *u = &s->u[i];
+    if (u->cordoned) return false;
+    if (nd->hard_resources &&
+        (u->cpus + sl->vcpus > nd->cpus || u->mem + sl->memory_gb > nd->memory_gb + 1e-9))
+        return false;
+    return selects(sel, nd);
+}
+
+/* The best node for sl now (fewest devices of its type to spare, then the
+ * lowest index), or -1. */
+static long best_node(const kiln_sched *s, const kiln_slot *sl, int t, const kiln_map *sel)
+{
+    if (sl->n_devs == 0) {
+        for (size_t i = 0; i < s->c->n; i++)
+            if (node_ok(s, i, sl, sel)) return (long)i;
+        return -1;
+    }
+    if (t < 0) return -1;
+    for (int count = sl->n_devs; count <= s->max_free; count++) {
+        const uint64_t *b = bits(s, (size_t)t, count);
+        for (size_t w = 0; w < s->words; w++)
+            for (uint64_t m = b[w]; m; m &= m - 1) {
+                size_t i = w * 64 + (size_t)__builtin_ctzll(m);
+                if (node_ok(s, i, sl, sel)) return (long)i;
+            }
+    }
+    return -1;
+}
+
+/* Takes (or gives back) what slot sl holds on its node. */
+static void hold(kiln_sched *s, const kiln_slot *sl, bool take)
+{
+    usage *u = &s->u[sl->node];
+    for (int j = 0; j < sl->n_devs; j++)
+        set_busy(s, sl->node, (size_t)sl->devs[j], take);
+    u->cpus += take ? sl->vcpus : -sl->vcpus;
+    u->mem += take ? sl->memory_gb : -sl->memory_gb;
+}
+
+/* Places every slot on the live usage, reserving as it goes; on a slot with
+ * no home, gives back what the earlier ones took and says which failed. */
+static bool place_live(kiln_sched *s, kiln_slot *slots, const int *tids,
+                       const kiln_map *const *sels, size_t n, size_t *failed)
+{
+    for (size_t k = 0; k < n; k++) {
+        kiln_slot *sl = &slots[k];
+        long best = best_node(s, sl, tids[k], sels[sl->role]);
+        if (best < 0) {
+            for (size_t i = 0; i < k; i++)
+                hold(s, &slots[i], false);
+            *failed = k;
+            return false;
+        }
+        const kiln_node *nd = &s->c->nodes[best];
+        int got = 0;
+        sl->node = (size_t)best;
+        for (size_t j = 0; j < nd->n_devs && got < sl->n_devs; j++)
+            if (!s->u[best].busy[j] && s->dev_type[best][j] == tids[k]) sl->devs[got++] = (int)j;
+        hold(s, sl, true);
+    }
+    return true;
+}
+
+/* A growable byte string (the shape key). */
+typedef struct bytes {
+    unsigned char *b;
+    size_t n, cap;
+    bool oom;
+} bytes;
+
+static void put(bytes *k, const void *p, size_t n)
+{
+    if (k->oom) return;
+    if (k->n + n > k->cap) {
+        size_t nc = (k->n + n) * 2;
+        unsigned char *nb = realloc(k->b, nc);
+        if (!nb) {
+            k->oom = true;
+            return;
+        }
+        k->b = nb;
+        k->cap = nc;
+    }
+    memcpy(k->b + k->n, p, n);
+    k->n += n;
+}
+
+/* The job's shape: what the never-fits answer depends on (the slots in
+ * placement order and the selectors), as bytes; k->oom when out of memory.
+ * Binary, not text: it is built for every job that waits, every pass. */
+static void shape_of(bytes *k, const kiln_slot *slots, const char *const *types, size_t n,
+                     const kiln_map *const sels[KILN_ROLE_COUNT])
+{
+    for (size_t i = 0; i < n; i++) {
+        put(k, &slots[i].role, sizeof slots[i].role);
+        put(k, &slots[i].n_devs, sizeof slots[i].n_devs);
+        put(k, &slots[i].vcpus, sizeof slots[i].vcpus);
+        put(k, &slots[i].memory_gb, sizeof slots[i].memory_gb);
+        put(k, types[i] ? types[i] : "", strlen(types[i] ? types[i] : "") + 1);
+    }
+    for (int r = 0; r < KILN_ROLE_COUNT; r++)
+        for (size_t i = 0; sels[r] && i < sels[r]->n; i++) {
+            put(k, &r, sizeof r);
+            put(k, sels[r]->keys[i], strlen(sels[r]->keys[i]) + 1);
+            put(k, sels[r]->vals[i], strlen(sels[r]->vals[i]) + 1);
+        }
+}
+
+/* Whether the job could ever fit (an empty cluster, cordons ignored):
+ * KILN_OK, or KILN_EINVAL with `why`. */
+static kiln_err ever_fits(const kiln_sched *s, kiln_slot *slots, const char **types, size_t n,
+                          const kiln_map *const selectors[KILN_ROLE_COUNT], char *why,
+                          size_t whylen)
+{
+    scratch w = {0};
+    size_t failed = 0;
+    kiln_err err = KILN_EINVAL;
+
+    for (size_t i = 0; i < n; i++) {
+        const kiln_map *sel = selectors[slots[i].role];
+        bool any = false;
+        for (size_t nd = 0; nd < s->c->n && !any; nd++)
+            any = selects(sel, &s->c->nodes[nd]);
+        if (!any) {
+            snprintf(why, whylen,
+                     "no node has the labels the %s replica's nodeSelector asks for "
+                     "(%s=%s%s)",
+                     kiln_role_name(slots[i].role), sel->keys[0], sel->vals[0],
+                     sel->n > 1 ? ", ..." : "");
+            goto out;
+        }
+    }
+    if (scratch_init(&w, s) != KILN_OK) {
+        err = KILN_ENOMEM;
+        goto out;
+    }
+    if (!try_place(s, &w, slots, types, selectors, n, &failed)) {
+        size_t want = 0;
+        for (size_t i = 0; i < n; i++)
+            if (types[i] && types[failed] && strcmp(types[i], types[failed]) == 0)
+                want += (size_t)slots[i].n_devs;
+        explain(s, &slots[failed], types[failed], want, why, whylen);
+        goto out;
+    }
+    err = KILN_OK;
+out:
+    scratch_free(&w, s->c->n);
+    return err;
+}
+
+/* ever_fits through the cache: the answer depends only on the shape. */
+static kiln_err ever_fits_cached(kiln_sched *s, kiln_slot *slots, const char **types, size_t n,
+                                 const kiln_map *const selectors[KILN_ROLE_COUNT], char *why,
+                                 size_t whylen)
+{
+    bytes k = {0};
+    kiln_slot *copy = NULL;
+    kiln_err err = KILN_ENOMEM;
+
+    shape_of(&k, slots, types, n, selectors);
+    if (k.oom) goto out;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < k.n; i++)
+        h = (h ^ k.b[i]) * 1099511628211ull;
+    verdict *v = &s->verdicts[h % VERDICTS];
+    if (v->shape && v->len == k.n && memcmp(v->shape, k.b, k.n) == 0) {
+        snprintf(why, whylen, "%s", v->why);
+        err = v->err;
+        goto out;
+    }
+    if (!(copy = malloc((n ? n : 1) * sizeof *copy))) goto out;
+    memcpy(copy, slots, n * sizeof *copy); /* the search writes nodes into its slots */
+    err = ever_fits(s, copy, types, n, selectors, why, whylen);
+    if (err == KILN_ENOMEM) goto out;
+    free(v->shape);
+    v->shape = k.b;
+    v->len = k.n;
+    k.b = NULL;
+    v->err = err;
+    snprintf(v->why, sizeof v->why, "%s", whylen ? why : "");
+out:
+    free(k.b);
+    free(copy);
+    return err;
+}
+
 kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
                               const kiln_map *const selectors[KILN_ROLE_COUNT], kiln_placement *out,
                               char *why, size_t whylen)
 {
     kiln_slot *slots = NULL;
     const char **types = NULL;
-    scratch w = {0};
+    int *tids = NULL;
     size_t n = 0, failed = 0;
     kiln_err err = KILN_ELIMIT;
 
@@ -269,7 +555,8 @@ kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, siz
     err = KILN_ENOMEM;
     slots = calloc(n ? n : 1, sizeof *slots);
     types = calloc(n ? n : 1, sizeof *types);
-    if (!slots || !types) goto out;
+    tids = calloc(n ? n : 1, sizeof *tids);
+    if (!slots || !types || !tids) goto out;
     size_t k = 0;
     for (size_t p = 0; p < n_plans; p++)
         for (int64_t i = 0; i < plans[p].count; i++) {
@@ -283,63 +570,33 @@ kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, siz
         }
     qsort(slots, n, sizeof *slots, by_demand);
     /* types follow the sorted slots */
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         for (size_t p = 0; p < n_plans; p++)
             if (plans[p].role == slots[i].role) types[i] = plans[p].accelerator_type;
+        tids[i] = type_id(s, types[i]);
+    }
 
-    /* First: could it ever fit? */
-    if (scratch_init(&w, s, true) != KILN_OK) goto out;
-    for (size_t i = 0; i < n; i++) {
-        const kiln_map *sel = selectors[slots[i].role];
-        bool any = false;
-        for (size_t nd = 0; nd < s->c->n && !any; nd++)
-            any = selects(sel, &s->c->nodes[nd]);
-        if (!any) {
-            snprintf(why, whylen,
-                     "no node has the labels the %s replica's nodeSelector asks for "
-                     "(%s=%s%s)",
-                     kiln_role_name(slots[i].role), sel->keys[0], sel->vals[0],
-                     sel->n > 1 ? ", ..." : "");
-            err = KILN_EINVAL;
-            goto out;
-        }
-    }
-    if (!try_place(s, &w, true, slots, types, selectors, n, &failed)) {
-        size_t want = 0;
-        for (size_t i = 0; i < n; i++)
-            if (types[i] && types[failed] && strcmp(types[i], types[failed]) == 0)
-                want += (size_t)slots[i].n_devs;
-        explain(s, &slots[failed], types[failed], want, why, whylen);
-        err = KILN_EINVAL;
+    /* Fits now: placed and reserved. A job that fits now could ever fit. */
+    if (place_live(s, slots, tids, selectors, n, &failed)) {
+        qsort(slots, n, sizeof *slots, by_order);
+        out->slots = slots;
+        out->n = n;
+        slots = NULL;
+        err = KILN_OK;
         goto out;
     }
-    scratch_free(&w, s->c->n);
-    if (scratch_init(&w, s, false) != KILN_OK) goto out;
-    if (!try_place(s, &w, false, slots, types, selectors, n, &failed)) {
-        snprintf(why, whylen, "waiting for %s: the %s replica needs %d x %s",
-                 slots[failed].n_devs ? "free accelerators" : "a node",
-                 kiln_role_name(slots[failed].role), slots[failed].n_devs,
-                 types[failed] ? types[failed] : "(none)");
-        err = KILN_ECONFLICT;
-        goto out;
-    }
-    /* commit */
-    for (size_t i = 0; i < n; i++) {
-        usage *u = &s->u[slots[i].node];
-        for (int j = 0; j < slots[i].n_devs; j++)
-            u->busy[slots[i].devs[j]] = true;
-        u->cpus += slots[i].vcpus;
-        u->mem += slots[i].memory_gb;
-    }
-    qsort(slots, n, sizeof *slots, by_order);
-    out->slots = slots;
-    out->n = n;
-    slots = NULL;
-    err = KILN_OK;
+    /* Not now: never, or later? */
+    err = ever_fits_cached(s, slots, types, n, selectors, why, whylen);
+    if (err != KILN_OK) goto out;
+    snprintf(why, whylen, "waiting for %s: the %s replica needs %d x %s",
+             slots[failed].n_devs ? "free accelerators" : "a node",
+             kiln_role_name(slots[failed].role), slots[failed].n_devs,
+             types[failed] ? types[failed] : "(none)");
+    err = KILN_ECONFLICT;
 out:
-    scratch_free(&w, s->c->n);
     free(slots);
     free(types);
+    free(tids);
     return err;
 }
 
@@ -351,7 +608,7 @@ void kiln_sched_claim(kiln_sched *s, const kiln_placement *p)
         usage *u = &s->u[sl->node];
         for (int j = 0; j < sl->n_devs; j++)
             if (sl->devs[j] >= 0 && (size_t)sl->devs[j] < s->c->nodes[sl->node].n_devs)
-                u->busy[sl->devs[j]] = true;
+                set_busy(s, sl->node, (size_t)sl->devs[j], true);
         u->cpus += sl->vcpus;
         u->mem += sl->memory_gb;
     }
@@ -362,10 +619,6 @@ void kiln_sched_release(kiln_sched *s, const kiln_placement *p)
     for (size_t i = 0; i < p->n; i++) {
         const kiln_slot *sl = &p->slots[i];
         if (sl->node >= s->c->n) continue;
-        usage *u = &s->u[sl->node];
-        for (int j = 0; j < sl->n_devs; j++)
-            u->busy[sl->devs[j]] = false;
-        u->cpus -= sl->vcpus;
-        u->mem -= sl->memory_gb;
+        hold(s, sl, false);
     }
 }

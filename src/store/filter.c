@@ -5,11 +5,12 @@
  *   term   := field op value      op := ":" | "=" | "!="
  *   field  := "jobId" | "state" | "labels." KEY
  * A value may be double-quoted; with ":" a trailing '*' matches a prefix. */
-#include "kiln/store.h"
-
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "store/store_int.h"
 
 #define FILTER_MAX_TERMS 32
 #define FILTER_MAX_LEN   4096
@@ -197,4 +198,112 @@ bool kiln_job_filter_match(const kiln_job_filter *f, const kiln_job_record *r)
         if (!match_value(t, have)) return false;
     }
     return true;
+}
+
+/* ---------- the SQL that narrows a list (store_int.h) ----------
+ *
+ * Term i binds parameters ?(3 + 2i) and ?(4 + 2i). A term becomes SQL only
+ * when the SQL selects exactly what kiln_job_filter_match() would or more
+ * (the match still runs on every row); the rest are left to the match. The
+ * walk is driven by an index in seq order, so a page stops after `limit`
+ * matches: its cost is the page divided by how selective the other terms
+ * are, not the size of the store.
+ *   - the first label equality drives the walk through job_labels
+ *     (project, key, value, seq); CROSS JOIN makes SQLite keep that order;
+ *   - otherwise state = X walks jobs (project, state, seq), and anything else
+ *     jobs (project, seq);
+ *   - further label equalities are a primary-key probe each. */
+
+static bool label_eq(const term *t)
+{
+    return t->field == F_LABEL && t->op != OP_NE && !t->prefix;
+}
+
+/* The state a value names, only when the match would compare equal to it:
+ * kiln_job_state_parse may accept spellings the match does not. */
+static bool state_exact(const term *t, kiln_job_state *st)
+{
+    return !t->prefix && kiln_job_state_parse(t->value, st) &&
+           strcmp(kiln_job_state_name(*st), t->value) == 0;
+}
+
+static const term *driver(const kiln_job_filter *f)
+{
+    for (size_t i = 0; f && i < f->n; i++)
+        if (label_eq(&f->t[i])) return &f->t[i];
+    return NULL;
+}
+
+char *kiln__filter_sql(const kiln_job_filter *f, const char *cols)
+{
+    size_t cap = 512 + strlen(cols) + (f ? f->n : 0) * 160 + KILN_STORE_STATES * 4, o = 0;
+    char *q = malloc(cap);
+    const term *drv = driver(f);
+    if (!q) return NULL;
+        /* cap is generous; a text that would not fit is refused, never cut */
+#define PUT(...) (o += o < cap ? (size_t)snprintf(q + o, cap - o, __VA_ARGS__) : 0)
+    if (drv)
+        PUT("SELECT %s FROM job_labels l CROSS JOIN jobs j ON j.seq = l.seq"
+            " WHERE l.project = ?1 AND l.key = ?%zu AND l.value = ?%zu AND l.seq > ?2"
+            " AND j.project = ?1",
+            cols, 3 + 2 * (size_t)(drv - f->t), 4 + 2 * (size_t)(drv - f->t));
+    else
+        PUT("SELECT %s FROM jobs j WHERE j.project = ?1 AND j.seq > ?2", cols);
+    for (size_t i = 0; f && i < f->n; i++) {
+        const term *t = &f->t[i];
+        size_t a = 3 + 2 * i, b = a + 1;
+        kiln_job_state st;
+        if (t == drv) continue;
+        switch (t->field) {
+        case F_LABEL:
+            if (label_eq(t))
+                PUT(" AND EXISTS (SELECT 1 FROM job_labels x WHERE x.project = ?1"
+                    " AND x.key = ?%zu AND x.value = ?%zu AND x.seq = j.seq)",
+                    a, b);
+            break;
+        case F_STATE:
+            if (t->op != OP_NE && t->prefix) { /* the states whose names start so */
+                PUT(" AND j.state IN (-1");
+                for (int s = 0; s < KILN_STORE_STATES; s++)
+                    if (strncmp(kiln_job_state_name((kiln_job_state)s), t->value,
+                                strlen(t->value)) == 0)
+                        PUT(",%d", s);
+                PUT(")");
+            } else if (state_exact(t, &st)) {
+                PUT(" AND j.state %s ?%zu", t->op == OP_NE ? "!=" : "=", a);
+            }
+            break;
+        case F_JOB_ID:
+            if (t->op != OP_NE && !t->prefix) PUT(" AND j.job_id = ?%zu", a);
+            break;
+        }
+    }
+    PUT(" ORDER BY %s", drv ? "l.seq" : "j.seq");
+#undef PUT
+    if (o >= cap) {
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+void kiln__filter_bind(const kiln_job_filter *f, sqlite3_stmt *st)
+{
+    for (size_t i = 0; f && i < f->n; i++) {
+        const term *t = &f->t[i];
+        int a = 3 + 2 * (int)i;
+        kiln_job_state s;
+        switch (t->field) {
+        case F_LABEL:
+            sqlite3_bind_text(st, a, t->key, -1, SQLITE_STATIC);
+            sqlite3_bind_text(st, a + 1, t->value, -1, SQLITE_STATIC);
+            break;
+        case F_STATE:
+            if (state_exact(t, &s)) sqlite3_bind_int(st, a, (int)s);
+            break;
+        case F_JOB_ID:
+            sqlite3_bind_text(st, a, t->value, -1, SQLITE_STATIC);
+            break;
+        }
+    }
 }

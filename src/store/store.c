@@ -2,15 +2,21 @@
  *
  * The Job's input fields live in `spec` as the Job JSON (kiln_job_to_json,
  * output fields cleared); the output fields live in their own columns, so a
- * state change is one conditional UPDATE and never rewrites the spec. */
-#include "kiln/store.h"
-
-#include <pthread.h>
-#include <sqlite3.h>
+ * state change is one conditional UPDATE and never rewrites the spec. The
+ * labels are also copied into job_labels (schema.c), which list filters walk.
+ *
+ * Every write commits, takes a group-commit ticket under the lock, and waits
+ * for its ticket outside the lock (commit.c): the fsync no longer serialises
+ * the writers, so every state change can be durable at the price of one. */
+#include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "store/store_int.h"
 
 /* A read-only connection per reading thread (WAL readers do not block each
  * other or the writer): the hot GET path needs no lock of the store's. */
@@ -27,6 +33,11 @@ struct kiln_store {
     reader **readers;  /* every reader, closed with the store (guarded by mu) */
     size_t n_readers;
     kiln_store_write_stats wstats; /* guarded by mu */
+    kiln_store_sync sync;          /* guarded by mu */
+    kiln__gcommit gc;
+    kiln__qrank *queue;          /* keys of the QUEUED jobs (guarded by mu) */
+    bool queue_ok;               /* false after an allocation failure: count in SQL */
+    unsigned char token_key[32]; /* page tokens' MAC key (schema.c) */
 };
 
 const double kiln_store_write_bounds[KILN_STORE_WRITE_BUCKETS] = {
@@ -78,21 +89,77 @@ out:
     return err;
 }
 
-static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS jobs("
-    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " project TEXT NOT NULL, job_id TEXT NOT NULL, spec TEXT NOT NULL,"
-    " state INTEGER NOT NULL, priority INTEGER NOT NULL,"
-    " create_ns INTEGER NOT NULL, start_ns INTEGER NOT NULL DEFAULT 0,"
-    " end_ns INTEGER NOT NULL DEFAULT 0, error TEXT, version INTEGER NOT NULL DEFAULT 1,"
-    " restarts INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, runtime TEXT,"
-    " UNIQUE(project, job_id));"
-    "CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(state, priority DESC, create_ns);"
-    "CREATE TABLE IF NOT EXISTS nodes(name TEXT PRIMARY KEY, cordoned INTEGER NOT NULL);";
-
 #define JOB_COLS                                                                                   \
     "seq, project, job_id, spec, state, priority, create_ns, start_ns, end_ns, error, version,"    \
     " restarts, failures, runtime"
+/* the same, qualified, for statements that join job_labels */
+#define JOB_COLS_J                                                                                 \
+    "j.seq, j.project, j.job_id, j.spec, j.state, j.priority, j.create_ns, j.start_ns, j.end_ns,"  \
+    " j.error, j.version, j.restarts, j.failures, j.runtime"
+
+/* After a write committed (mu held): the ticket to wait for, 0 = none. */
+static uint64_t committed(kiln_store *s)
+{
+    return s->sync == KILN_STORE_SYNC_GROUP ? kiln__gcommit_ticket(&s->gc) : 0;
+}
+
+/* After the lock is dropped: a write's result once it is durable. */
+static kiln_err durable(kiln_store *s, uint64_t ticket, kiln_err err)
+{
+    if (err != KILN_OK || ticket == 0) return err;
+    return kiln__gcommit_wait(&s->gc, ticket);
+}
+
+static kiln__qkey qkey(int64_t priority, int64_t create_ns, int64_t seq)
+{
+    return (kiln__qkey){.priority = priority, .create_ns = create_ns, .seq = seq};
+}
+
+/* Keeps the in-memory queue in step with a job now in state `to` (mu held). */
+static void queue_note(kiln_store *s, kiln__qkey k, kiln_job_state to)
+{
+    if (to != KILN_STATE_QUEUED)
+        kiln__qrank_remove(s->queue, k);
+    else if (kiln__qrank_add(s->queue, k) != KILN_OK)
+        s->queue_ok = false;
+}
+
+/* Fills the in-memory queue from the table (at open). */
+static kiln_err queue_load(kiln_store *s)
+{
+    sqlite3_stmt *st = NULL;
+    kiln_err err = KILN_EIO;
+    int rc;
+    if (!(s->queue = kiln__qrank_new())) return KILN_ENOMEM;
+    s->queue_ok = true;
+    if (sqlite3_prepare_v2(s->db, "SELECT priority, create_ns, seq FROM jobs WHERE state = ?1", -1,
+                           &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_int(st, 1, KILN_STATE_QUEUED);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        queue_note(s,
+                   qkey(sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                        sqlite3_column_int64(st, 2)),
+                   KILN_STATE_QUEUED);
+    if (rc == SQLITE_DONE) err = KILN_OK;
+out:
+    sqlite3_finalize(st);
+    return err;
+}
+
+/* fsync of the directory holding `path`: the WAL's directory entry must be
+ * on disk before commits in it can be called durable. */
+static void sync_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy) return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
 
 int64_t kiln_now_ns(void)
 {
@@ -119,7 +186,10 @@ kiln_err kiln_store_open(const char *path, kiln_store **out, kiln_diag *d)
     *out = NULL;
     if (!s) return KILN_ENOMEM;
     pthread_mutex_init(&s->mu, NULL);
-    if (pthread_key_create(&s->key, NULL) != 0 || !(s->path = strdup(path))) {
+    if (pthread_key_create(&s->key, NULL) != 0 || !(s->path = strdup(path)) ||
+        kiln__gcommit_init(&s->gc, path) != KILN_OK) {
+        kiln__gcommit_destroy(&s->gc);
+        free(s->path);
         pthread_mutex_destroy(&s->mu);
         free(s);
         return KILN_ENOMEM;
@@ -132,20 +202,29 @@ kiln_err kiln_store_open(const char *path, kiln_store **out, kiln_diag *d)
         goto out;
     }
     sqlite3_busy_timeout(s->db, 5000);
-    /* WAL. Every commit is in the OS before the call returns, so it survives
-     * kill -9 of kilnd; creates are also fsynced (synchronous=FULL around
-     * them) so an acknowledged job survives a power cut too. The supervisor's
-     * state changes run with NORMAL: after a power cut the newest of them may
-     * be lost, which reconcile treats like any crash (the job is requeued). */
+    /* WAL with synchronous=NORMAL: every commit is in the OS before the
+     * call returns, so it survives kill -9 of kilnd; group commit (commit.c)
+     * then puts it on disk before the call returns, so it survives a power
+     * cut too: creates and every later state change alike. */
     rc = sqlite3_exec(s->db,
                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
                       NULL, NULL, &msg);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, schema, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         kiln_diag_add(d, "--data-dir", "cannot initialise the store '%s': %s", path,
                       msg ? msg : sqlite3_errstr(rc));
         goto out;
     }
+    if ((err = kiln__store_schema(s->db, path, d)) != KILN_OK) goto out;
+    err = KILN_EIO;
+    if (kiln__store_secret(s->db, s->token_key) != KILN_OK) {
+        kiln_diag_add(d, "--data-dir", "the store '%s' has no page-token key", path);
+        goto out;
+    }
+    if ((err = queue_load(s)) != KILN_OK) {
+        kiln_diag_add(d, "--data-dir", "cannot read the queue of '%s'", path);
+        goto out;
+    }
+    sync_dir(path);
     err = KILN_OK;
 out:
     sqlite3_free(msg);
@@ -166,6 +245,8 @@ void kiln_store_close(kiln_store *s)
         free(s->readers[i]);
     }
     free(s->readers);
+    kiln__qrank_free(s->queue);
+    kiln__gcommit_destroy(&s->gc);
     pthread_key_delete(s->key);
     free(s->path);
     sqlite3_close(s->db);
@@ -296,6 +377,40 @@ out:
     return err;
 }
 
+/* The job's labels into job_labels (mu held, inside the write's transaction). */
+static kiln_err put_labels(kiln_store *s, const char *project, int64_t seq, const kiln_map *labels)
+{
+    sqlite3_stmt *st = NULL;
+    kiln_err err = KILN_EIO;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT OR REPLACE INTO job_labels(project, key, value, seq)"
+                           " VALUES (?1, ?2, ?3, ?4)",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    for (size_t i = 0; i < labels->n; i++) {
+        sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, labels->keys[i], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, labels->vals[i] ? labels->vals[i] : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 4, seq);
+        if (sqlite3_step(st) != SQLITE_DONE) goto out;
+        sqlite3_reset(st);
+    }
+    err = KILN_OK;
+out:
+    sqlite3_finalize(st);
+    return err;
+}
+
+/* Ends the transaction a write began (mu held): COMMIT when err is OK, else
+ * ROLLBACK. A failed COMMIT is KILN_EIO. */
+static kiln_err end_tx(kiln_store *s, kiln_err err)
+{
+    if (err == KILN_OK && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+        return KILN_OK;
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return err == KILN_OK ? KILN_EIO : err;
+}
+
 kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_job *job,
                                int64_t now_ns, kiln_job_record **out)
 {
@@ -303,13 +418,17 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
     char *spec = spec_json(job);
     kiln_err err = KILN_ENOMEM;
     int64_t prio = job->training_input.has_scheduling ? job->training_input.scheduling.priority : 0;
+    uint64_t ticket = 0;
+    bool tx = false;
 
     if (out) *out = NULL;
     if (!spec) return KILN_ENOMEM;
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
     err = KILN_EIO;
-    if (sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) goto out;
+    /* the row and its labels in one transaction: a filter never sees half */
+    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) goto out;
+    tx = true;
     if (sqlite3_prepare_v2(s->db,
                            "INSERT INTO jobs(project, job_id, spec, state, priority, create_ns)"
                            " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -327,13 +446,25 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
         goto out;
     }
     if (rc != SQLITE_DONE) goto out;
-    err = out ? get_locked(s, project, job->job_id, out) : KILN_OK;
+    int64_t seq = sqlite3_last_insert_rowid(s->db);
+    if ((err = put_labels(s, project, seq, &job->labels)) != KILN_OK) goto out;
+    err = end_tx(s, KILN_OK);
+    tx = false;
+    if (err != KILN_OK) goto out;
+    queue_note(s, qkey(prio, now_ns, seq), KILN_STATE_QUEUED);
+    ticket = committed(s);
+    if (out) err = get_locked(s, project, job->job_id, out);
 out:
     sqlite3_finalize(st);
-    sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    if (tx) err = end_tx(s, err == KILN_OK ? KILN_EIO : err);
     note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
     free(spec);
+    err = durable(s, ticket, err);
+    if (err != KILN_OK && out) {
+        kiln_job_record_free(*out);
+        *out = NULL;
+    }
     return err;
 }
 
@@ -353,6 +484,7 @@ kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const cha
     sqlite3_stmt *st = NULL;
     kiln_err err = KILN_EIO;
     bool terminal = (KILN_STATES_TERMINAL >> to) & 1u;
+    uint64_t ticket = 0;
 
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
@@ -363,7 +495,8 @@ kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const cha
             " start_ns = CASE WHEN ?3 = ?7 AND start_ns = 0 THEN ?5 ELSE start_ns END,"
             " end_ns = CASE WHEN ?6 THEN ?5 ELSE end_ns END,"
             " error = CASE WHEN ?4 IS NULL THEN error ELSE ?4 END"
-            " WHERE project = ?1 AND job_id = ?2 AND ((1 << state) & ?8) != 0",
+            " WHERE project = ?1 AND job_id = ?2 AND ((1 << state) & ?8) != 0"
+            " RETURNING seq, priority, create_ns",
             -1, &st, NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
@@ -377,11 +510,17 @@ kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const cha
     sqlite3_bind_int(st, 6, terminal);
     sqlite3_bind_int(st, 7, KILN_STATE_RUNNING);
     sqlite3_bind_int64(st, 8, from_mask);
-    if (sqlite3_step(st) != SQLITE_DONE) goto out;
-    if (sqlite3_changes(s->db) == 1) {
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) { /* the one row it changed: the queue follows */
+        kiln__qkey k = qkey(sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2),
+                            sqlite3_column_int64(st, 0));
+        if (sqlite3_step(st) != SQLITE_DONE) goto out;
+        queue_note(s, k, to);
+        ticket = committed(s);
         err = KILN_OK;
         goto out;
     }
+    if (step != SQLITE_DONE) goto out;
     sqlite3_finalize(st);
     st = NULL;
     if (sqlite3_prepare_v2(s->db, "SELECT state FROM jobs WHERE project = ?1 AND job_id = ?2", -1,
@@ -400,7 +539,7 @@ out:
     sqlite3_finalize(st);
     note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
-    return err;
+    return durable(s, ticket, err);
 }
 
 kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const char *job_id,
@@ -410,6 +549,8 @@ kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const cha
     sqlite3_stmt *st = NULL;
     char *spec = NULL;
     kiln_err err;
+    uint64_t ticket = 0;
+    bool tx = false;
 
     if (out) *out = NULL;
     pthread_mutex_lock(&s->mu);
@@ -422,6 +563,9 @@ kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const cha
         if (kiln_map_set(&r->job->labels, labels->keys[i], labels->vals[i]) != KILN_OK) goto out;
     if (!(spec = spec_json(r->job))) goto out;
     err = KILN_EIO;
+    /* the spec and the label index change together */
+    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) goto out;
+    tx = true;
     if (sqlite3_prepare_v2(s->db,
                            "UPDATE jobs SET spec = ?3, version = version + 1"
                            " WHERE project = ?1 AND job_id = ?2",
@@ -431,13 +575,31 @@ kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const cha
     sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, spec, -1, SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE) goto out;
-    err = out ? get_locked(s, project, job_id, out) : KILN_OK;
+    sqlite3_finalize(st);
+    st = NULL;
+    if (sqlite3_prepare_v2(s->db, "DELETE FROM job_labels WHERE seq = ?1", -1, &st, NULL) !=
+        SQLITE_OK)
+        goto out;
+    sqlite3_bind_int64(st, 1, r->seq);
+    if (sqlite3_step(st) != SQLITE_DONE) goto out;
+    if ((err = put_labels(s, project, r->seq, &r->job->labels)) != KILN_OK) goto out;
+    err = end_tx(s, KILN_OK);
+    tx = false;
+    if (err != KILN_OK) goto out;
+    ticket = committed(s);
+    if (out) err = get_locked(s, project, job_id, out);
 out:
     sqlite3_finalize(st);
+    if (tx) err = end_tx(s, err == KILN_OK ? KILN_EIO : err);
     note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
     kiln_job_record_free(r);
     free(spec);
+    err = durable(s, ticket, err);
+    if (err != KILN_OK && out) {
+        kiln_job_record_free(*out);
+        *out = NULL;
+    }
     return err;
 }
 
@@ -446,6 +608,7 @@ kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const ch
 {
     sqlite3_stmt *st = NULL;
     kiln_err err = KILN_EIO;
+    uint64_t ticket = 0;
 
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
@@ -464,11 +627,12 @@ kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const ch
         sqlite3_bind_null(st, 5);
     if (sqlite3_step(st) != SQLITE_DONE) goto out;
     err = sqlite3_changes(s->db) == 1 ? KILN_OK : KILN_ENOTFOUND;
+    if (err == KILN_OK) ticket = committed(s);
 out:
     sqlite3_finalize(st);
     note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
-    return err;
+    return durable(s, ticket, err);
 }
 
 kiln_err kiln_store_job_position(kiln_store *s, const kiln_job_record *r, int64_t *pos)
@@ -479,6 +643,12 @@ kiln_err kiln_store_job_position(kiln_store *s, const kiln_job_record *r, int64_
     *pos = 0;
     if (r->job->state != KILN_STATE_QUEUED) return KILN_OK;
     pthread_mutex_lock(&s->mu);
+    if (s->queue_ok) { /* O(log queue): the in-memory order (qrank.c) */
+        *pos = (int64_t)kiln__qrank_before(s->queue, qkey(r->priority, r->create_ns, r->seq)) + 1;
+        err = KILN_OK;
+        goto out;
+    }
+    /* after an allocation failure the memory may miss jobs: the exact count */
     if (sqlite3_prepare_v2(s->db,
                            "SELECT COUNT(*) FROM jobs WHERE state = ?1 AND (priority > ?2 OR"
                            " (priority = ?2 AND (create_ns < ?3 OR"
@@ -556,13 +726,20 @@ kiln_err kiln_store_jobs_by_state(kiln_store *s, unsigned mask, kiln_job_record 
 
     *out = NULL;
     *n = 0;
+    /* state IN (the mask's states), not a bit test: the queue index
+     * (state, priority DESC, create_ns) finds them without reading the
+     * other jobs */
+    char sql[512], in[64];
+    size_t o = 0;
+    in[0] = '\0';
+    for (int i = 0; i < KILN_STORE_STATES; i++)
+        if ((mask >> i) & 1u) o += (size_t)snprintf(in + o, sizeof in - o, "%s%d", o ? "," : "", i);
+    snprintf(sql, sizeof sql,
+             "SELECT " JOB_COLS " FROM jobs WHERE state IN (%s)"
+             " ORDER BY priority DESC, create_ns, seq",
+             o ? in : "-1");
     pthread_mutex_lock(&s->mu);
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT " JOB_COLS " FROM jobs WHERE ((1 << state) & ?1) != 0"
-                           " ORDER BY priority DESC, create_ns, seq",
-                           -1, &st, NULL) != SQLITE_OK)
-        goto out;
-    sqlite3_bind_int64(st, 1, mask);
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) goto out;
     err = collect(st, NULL, SIZE_MAX, out, n, &more);
 out:
     sqlite3_finalize(st);
@@ -581,19 +758,19 @@ kiln_err kiln_store_job_list(kiln_store *s, const char *project, const kiln_job_
     *out = NULL;
     *n = 0;
     *next = 0;
+    char *sql = kiln__filter_sql(f, JOB_COLS_J);
+    if (!sql) return KILN_ENOMEM;
     pthread_mutex_lock(&s->mu);
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT " JOB_COLS " FROM jobs WHERE project = ?1 AND seq > ?2"
-                           " ORDER BY seq",
-                           -1, &st, NULL) != SQLITE_OK)
-        goto out;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) goto out;
     sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, after);
+    kiln__filter_bind(f, st);
     err = collect(st, f, limit, out, n, &more);
     if (err == KILN_OK && more && *n > 0) *next = (*out)[*n - 1]->seq;
 out:
     sqlite3_finalize(st);
     pthread_mutex_unlock(&s->mu);
+    free(sql);
     return err;
 }
 
@@ -621,6 +798,7 @@ kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordon
 {
     sqlite3_stmt *st = NULL;
     kiln_err err = KILN_EIO;
+    uint64_t ticket = 0;
 
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
@@ -629,12 +807,15 @@ kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordon
         goto out;
     sqlite3_bind_text(st, 1, node, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, cordoned);
-    if (sqlite3_step(st) == SQLITE_DONE) err = KILN_OK;
+    if (sqlite3_step(st) == SQLITE_DONE) {
+        err = KILN_OK;
+        ticket = committed(s);
+    }
 out:
     sqlite3_finalize(st);
     note_write(s, t0);
     pthread_mutex_unlock(&s->mu);
-    return err;
+    return durable(s, ticket, err);
 }
 
 /* The calling thread's reader, opened on first use; NULL on failure. */
@@ -693,4 +874,41 @@ kiln_err kiln_store_job_version(kiln_store *s, const char *project, const char *
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return err;
+}
+
+kiln_err kiln_store_set_sync(kiln_store *s, kiln_store_sync mode)
+{
+    kiln_err err = KILN_OK;
+    pthread_mutex_lock(&s->mu);
+    /* EACH: SQLite syncs the WAL inside every commit, under the lock */
+    const char *sql =
+        mode == KILN_STORE_SYNC_EACH ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK)
+        s->sync = mode;
+    else
+        err = KILN_EIO;
+    pthread_mutex_unlock(&s->mu);
+    return err;
+}
+
+uint64_t kiln_store_group_syncs(kiln_store *s)
+{
+    pthread_mutex_lock(&s->gc.mu);
+    uint64_t n = s->gc.flushes;
+    pthread_mutex_unlock(&s->gc.mu);
+    return n;
+}
+
+void kiln_store_page_token(kiln_store *s, const char *project, const char *filter, int64_t after,
+                           char out[KILN_STORE_TOKEN_LEN])
+{
+    kiln__token_make(s->token_key, project, filter ? filter : "", after, out);
+}
+
+kiln_err kiln_store_page_after(kiln_store *s, const char *project, const char *filter,
+                               const char *token, int64_t *after)
+{
+    return kiln__token_read(s->token_key, project, filter ? filter : "", token, after)
+               ? KILN_OK
+               : KILN_EINVAL;
 }

@@ -88,6 +88,18 @@ n=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(len(json.load(sys.std
 check_eq "default page size cap is fine" "$n" 27
 api GET "/v1/projects/p1/jobs?pageToken=garbage"
 check_eq "bad page token" "$STATUS" 400
+# keyset tokens are signed: another filter, or one edited character, is refused
+api GET "/v1/projects/p1/jobs?pageSize=10"
+tok=$(printf '%s' "$BODY" | jget nextPageToken)
+api GET "/v1/projects/p1/jobs?pageSize=10&pageToken=$tok&filter=state:QUEUED"
+check_eq "page token of another filter" "$STATUS" 400
+check "refused as INVALID_ARGUMENT" grep -q INVALID_ARGUMENT <<<"$BODY"
+bad=$(printf '%s' "$tok" | sed 's/^./A/; t; s/^A/B/')
+[ "$bad" = "$tok" ] && bad=$(printf '%s' "$tok" | sed 's/^./B/')
+api GET "/v1/projects/p1/jobs?pageSize=10&pageToken=$bad"
+check_eq "edited page token" "$STATUS" 400
+api GET "/v1/projects/p1/jobs?pageSize=10&pageToken=s10"
+check_eq "a token of the old format" "$STATUS" 400
 check "all rnn succeed" wait_state rnn_25 SUCCEEDED 20
 check "other fails" wait_state other_1 FAILED 10
 api GET "/v1/projects/p1/jobs/other_1"

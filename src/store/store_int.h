@@ -1,0 +1,97 @@
+/* src/store/store_int.h - what the store's files share (internal to src/store).
+ *
+ *   store.c    the connection, the jobs table, the public calls
+ *   schema.c   the schema and its numbered migrations (PRAGMA user_version)
+ *   filter.c   the list filter: parse, match, and the SQL that narrows a list
+ *   qrank.c    the queue's order in memory, for an exact jobPosition in O(log n)
+ *   commit.c   group commit: one fdatasync of the WAL for many writers
+ *   token.c    opaque, authenticated page tokens */
+#ifndef KILN_STORE_INT_H
+#define KILN_STORE_INT_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln/store.h"
+
+/* ---- schema.c ---- */
+
+/* The schema version this build writes (PRAGMA user_version). */
+#define KILN__STORE_SCHEMA 2
+/* Brings `db` to KILN__STORE_SCHEMA in one transaction: creates a new store,
+ * or migrates an older one in place. A store written by a newer kiln is
+ * refused (its meaning is unknown here). Errors go to `d`. */
+kiln_err kiln__store_schema(sqlite3 *db, const char *path, kiln_diag *d);
+/* The store's secret (for page tokens), created with the schema. */
+kiln_err kiln__store_secret(sqlite3 *db, unsigned char key[32]);
+
+/* ---- filter.c ---- */
+
+/* The SQL of one list page: rows of `project` after seq ?2, in seq order,
+ * narrowed by the filter's terms that an index can answer. Every row the
+ * statement yields still goes through kiln_job_filter_match(): the SQL only
+ * has to yield a superset, in order. `cols` is the column list to select
+ * (qualified with "j."). The statement binds ?1 = project, ?2 = after;
+ * kiln__filter_bind() binds the rest. */
+char *kiln__filter_sql(const kiln_job_filter *f, const char *cols);
+void kiln__filter_bind(const kiln_job_filter *f, sqlite3_stmt *st);
+
+/* ---- qrank.c: an order-statistic set of queued jobs' keys ---- */
+
+typedef struct kiln__qkey {
+    int64_t priority; /* higher first */
+    int64_t create_ns;
+    int64_t seq;
+} kiln__qkey;
+
+typedef struct kiln__qrank kiln__qrank;
+kiln__qrank *kiln__qrank_new(void);
+void kiln__qrank_free(kiln__qrank *q);
+/* Adds k (no-op when present); KILN_ENOMEM. */
+kiln_err kiln__qrank_add(kiln__qrank *q, kiln__qkey k);
+/* Removes k (no-op when absent). */
+void kiln__qrank_remove(kiln__qrank *q, kiln__qkey k);
+/* How many keys come before k in queue order. */
+size_t kiln__qrank_before(const kiln__qrank *q, kiln__qkey k);
+size_t kiln__qrank_size(const kiln__qrank *q);
+
+/* ---- commit.c: group commit ---- */
+
+typedef struct kiln__gcommit {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t committed; /* commits made (tickets handed out) */
+    uint64_t durable;   /* commits known to be on disk */
+    bool flushing;      /* a leader is in fdatasync */
+    int fd;             /* the WAL file, opened on first use; -1 = not yet */
+    int err;            /* errno of the last failed flush, 0 = none */
+    char *wal_path;
+    uint64_t flushes; /* fdatasync calls made (for tests and benchmarks) */
+} kiln__gcommit;
+
+kiln_err kiln__gcommit_init(kiln__gcommit *g, const char *db_path);
+void kiln__gcommit_destroy(kiln__gcommit *g);
+/* After a commit of the database connection (under the store's lock, so
+ * tickets follow commit order): its ticket. */
+uint64_t kiln__gcommit_ticket(kiln__gcommit *g);
+/* Returns once commit `ticket` is on disk (outside the store's lock): the
+ * first waiter syncs the WAL for every commit made so far, those arriving
+ * meanwhile wait for it or for the next one. KILN_EIO when the sync failed. */
+kiln_err kiln__gcommit_wait(kiln__gcommit *g, uint64_t ticket);
+
+/* ---- token.c ---- */
+
+/* A page token for "continue after seq" of a list of `project` under the
+ * filter text `filter` ("" = none): base64url of a version, the seq and a
+ * MAC over all three plus the project and filter, so that a token edited by
+ * hand, or made for another project or another filter, is refused. */
+#define KILN__TOKEN_LEN KILN_STORE_TOKEN_LEN
+void kiln__token_make(const unsigned char key[32], const char *project, const char *filter,
+                      int64_t seq, char out[KILN__TOKEN_LEN]);
+bool kiln__token_read(const unsigned char key[32], const char *project, const char *filter,
+                      const char *token, int64_t *seq);
+
+#endif
