@@ -189,6 +189,8 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     /* output-only fields are the service's to set */
     job->state = KILN_STATE_UNSPECIFIED;
     err = kiln_catalog_validate(d->catalog, job, &dg);
+    /* and what this kiln would not act on: refused now, not ignored later */
+    if (err == KILN_OK) err = kiln_catalog_check_honoured(d->catalog, job, &dg);
     if (err != KILN_OK) {
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.n ? dg.v[0].field : "",
                         dg.n ? dg.v[0].description : "invalid job");
