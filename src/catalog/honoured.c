@@ -17,7 +17,7 @@
 
 /* packageUris kiln stages (src/exec/supervisor/spawn.c). */
 #define SCHEMES                                                                                    \
-    "an absolute path or file:///path on kilnd's machine, or gs://BUCKET/NAME of a bucket "       \
+    "an absolute path or file:///path on kilnd's machine, or gs://BUCKET/NAME of a bucket "        \
     "kilnd's staging store holds"
 
 typedef struct hctx {
@@ -52,8 +52,8 @@ static void check_packages(hctx *h, const kiln_training_input *ti)
         snprintf(f, sizeof f, "trainingInput.packageUris[%zu]", i);
         if (u[0] == '/' || strncmp(u, "file:///", 8) == 0) continue;
         if (strncmp(u, "gs://", 5) == 0) continue; /* kilnd checks the store holds it */
-        refuse(h, f, "'%.200s': kiln stages %s (http(s):// and other schemes are not fetched)",
-               u, SCHEMES);
+        refuse(h, f, "'%.200s': kiln stages %s (http(s):// and other schemes are not fetched)", u,
+               SCHEMES);
     }
 }
 
@@ -62,11 +62,21 @@ static void check_packages(hctx *h, const kiln_training_input *ti)
  * so naming one is an error. */
 static const char *reserved_env(const char *name)
 {
-    static const char *const exact[] = {
-        "TF_CONFIG",     "CLUSTER_SPEC", "TPU_CONFIG",     "CUDA_VISIBLE_DEVICES",
-        "MASTER_ADDR",   "MASTER_PORT",  "WORLD_SIZE",     "RANK",
-        "PYTHONPATH",    "PYTHONUNBUFFERED", "KILN_TASK_NAME", "KILN_JOB_ID",
-        "KILN_COLL_KEY", "KILN_PS_KEYS", "KILN_SIMULATED_DEVICES"};
+    static const char *const exact[] = {"TF_CONFIG",
+                                        "CLUSTER_SPEC",
+                                        "TPU_CONFIG",
+                                        "CUDA_VISIBLE_DEVICES",
+                                        "MASTER_ADDR",
+                                        "MASTER_PORT",
+                                        "WORLD_SIZE",
+                                        "RANK",
+                                        "PYTHONPATH",
+                                        "PYTHONUNBUFFERED",
+                                        "KILN_TASK_NAME",
+                                        "KILN_JOB_ID",
+                                        "KILN_COLL_KEY",
+                                        "KILN_PS_KEYS",
+                                        "KILN_SIMULATED_DEVICES"};
     /* the whole families: kiln adds members as the contracts grow */
     static const char *const prefix[] = {"CLOUD_ML_", "PET_"};
     for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
@@ -118,8 +128,8 @@ bool kiln_quantity_cpu_milli(const char *s, int64_t *out)
 bool kiln_quantity_bytes(const char *s, int64_t *out)
 {
     static const char *const names[] = {"", "k", "K", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"};
-    static const double mult[] = {1,   1e3, 1e3, 1e6, 1e9, 1e12, 1024.0, 1048576.0, 1073741824.0,
-                                  1099511627776.0};
+    static const double mult[] = {1,    1e3,    1e3,       1e6,          1e9,
+                                  1e12, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0};
     double v;
     if (!quantity(s, names, mult, sizeof mult / sizeof *mult, &v) || v < 1) return false;
     *out = (int64_t)v;
@@ -151,8 +161,9 @@ static void check_role(hctx *h, kiln_role r, const char *image)
         const char *name = rc->env.keys[i], *kiln_own = reserved_env(name);
         snprintf(f, sizeof f, "trainingInput.%sConfig.env.%.128s", role, name);
         if (!env_name_ok(name))
-            refuse(h, f, "'%.64s' is not a variable name (letters, digits and '_', not starting "
-                         "with a digit)",
+            refuse(h, f,
+                   "'%.64s' is not a variable name (letters, digits and '_', not starting "
+                   "with a digit)",
                    name);
         else if (kiln_own)
             refuse(h, f,
@@ -169,8 +180,8 @@ static void check_role(hctx *h, kiln_role r, const char *image)
         int64_t v;
         if (!set(limits[k])) continue;
         snprintf(f, sizeof f, "trainingInput.%sConfig.%s", role, names[k]);
-        bool ok = k == 0 ? kiln_quantity_cpu_milli(limits[k], &v)
-                         : kiln_quantity_bytes(limits[k], &v);
+        bool ok =
+            k == 0 ? kiln_quantity_cpu_milli(limits[k], &v) : kiln_quantity_bytes(limits[k], &v);
         if (!ok)
             refuse(h, f, "'%.32s' is not a %s", limits[k],
                    k == 0 ? "CPU quantity (2, 0.5, 500m; at least 1m)"

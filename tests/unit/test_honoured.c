@@ -6,8 +6,9 @@
 #include "kiln/catalog.h"
 #include "test.h"
 
-#define BASE "{\"jobId\": \"j\", \"trainingInput\": {\"scaleTier\": \"BASIC\", \"region\": " \
-             "\"us-central1\", "
+#define BASE                                                                                       \
+    "{\"jobId\": \"j\", \"trainingInput\": {\"scaleTier\": \"BASIC\", \"region\": "                \
+    "\"us-central1\", "
 
 /* Decodes `json`, checks it against the rules (must pass) and against what
  * kiln honours: `field` NULL means no refusal, else exactly one, at `field`. */
@@ -38,8 +39,9 @@ int main(void)
     if (!c) return 1;
 
     /* packageUris: local paths, file:// and gs:// pass; the rest name the schemes */
-    expect(c, BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"file:///srv/u.whl\", "
-                   "\"gs://b/t.tar.gz\"]}}",
+    expect(c,
+           BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"file:///srv/u.whl\", "
+                "\"gs://b/t.tar.gz\"]}}",
            NULL, NULL);
     expect(c, BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"https://example.com/t.tar.gz\"]}}",
            "trainingInput.packageUris[1]", "gs://BUCKET/NAME");
@@ -81,8 +83,9 @@ int main(void)
 
     /* limits and mounts: container replicas only, in Kubernetes' forms */
 #define IMG "\"imageUri\": \"localhost/x:1\", "
-    expect(c, BASE "\"masterConfig\": {" IMG "\"cpuLimit\": \"500m\", \"memoryLimit\": \"4Gi\", "
-                   "\"hostMounts\": [\"/srv/data:/data:ro\", \"/tmp/o:/out\"]}}}",
+    expect(c,
+           BASE "\"masterConfig\": {" IMG "\"cpuLimit\": \"500m\", \"memoryLimit\": \"4Gi\", "
+                "\"hostMounts\": [\"/srv/data:/data:ro\", \"/tmp/o:/out\"]}}}",
            NULL, NULL);
     expect(c, BASE "\"masterConfig\": {\"cpuLimit\": \"2\"}}}",
            "trainingInput.masterConfig.cpuLimit", "container replicas only");
