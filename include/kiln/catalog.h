@@ -106,6 +106,24 @@ void kiln_catalog_free(kiln_catalog *c);
  *   without a ".." segment. The numbers are in data/catalog/service.yaml. */
 kiln_err kiln_catalog_validate(const kiln_catalog *c, const kiln_job *job, kiln_diag *d);
 
+/* What this kiln acts on, beyond the managed service's rules: a field the
+ * Job model accepts but kiln would not honour is refused here, at its field
+ * path (docs/job-model.md's field table says which and why): packageUris
+ * schemes, serviceAccount, network, diskConfig, enableWebAccess,
+ * runtimeVersion/pythonVersion, runPolicy.ttlSecondsAfterFinished and
+ * cleanPodPolicy None; and the replica settings kiln does act on are checked
+ * for form: env (no name kiln sets itself), cpuLimit/memoryLimit and
+ * hostMounts (container replicas only). kilnd calls it at create, `kiln
+ * validate` after kiln_catalog_validate, so both refuse the same.
+ * KILN_OK, or KILN_EINVAL with the violations appended to d. */
+kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job, kiln_diag *d);
+
+/* Parses a Kubernetes CPU quantity ("2", "0.5", "500m") into millicores, a
+ * memory quantity ("4Gi", "512M", "1000000") into bytes; false when malformed
+ * or not positive. */
+bool kiln_quantity_cpu_milli(const char *s, int64_t *out);
+bool kiln_quantity_bytes(const char *s, int64_t *out);
+
 /* Fills defaults the service would apply: scheduling.maxRunningTime (604800s)
  * when unset, the master's imageUri on every other role that runs (count > 0)
  * without one, and the catalog's default region when the job names none (a

@@ -136,6 +136,9 @@ typedef struct kiln_exec_spec {
     const char *name;          /* container: its name (unique per replica) */
     const char *const *mounts; /* container: directories mounted at the same path */
     size_t n_mounts;
+    const kiln_strv *binds;   /* container: the user's host mounts "HOST:PATH[:ro]" (or NULL) */
+    int64_t cpu_milli;        /* container: CPU limit in millicores (0: none) */
+    int64_t memory_bytes;     /* container: memory limit (0: none) */
     const char *const *hosts; /* container: "NAME:ADDRESS" of the job's replicas, so that
                                  their hostnames resolve as a pod's do */
     size_t n_hosts;

@@ -186,9 +186,15 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         rc = send_error(c, 400, &dg, "The request body is not a valid Job: %s", kiln_err_str(err));
         goto out;
     }
-    /* output-only fields are the service's to set */
+    /* output-only fields are the service's to set (the store sets the times,
+     * errorMessage and etag; trainingOutput is rendered from the run) */
     job->state = KILN_STATE_UNSPECIFIED;
+    kiln_set_str(&job->training_output.hyperparameter_metric_tag, NULL);
+    memset(&job->training_output, 0, sizeof job->training_output);
+    job->has_training_output = false;
     err = kiln_catalog_validate(d->catalog, job, &dg);
+    /* and what this kiln would not act on: refused now, not ignored later */
+    if (err == KILN_OK) err = kiln_catalog_check_honoured(d->catalog, job, &dg);
     if (err != KILN_OK) {
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.n ? dg.v[0].field : "",
                         dg.n ? dg.v[0].description : "invalid job");

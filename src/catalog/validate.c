@@ -128,26 +128,73 @@ static bool label_ok(const char *s, bool key, int64_t max)
     return true;
 }
 
+/* Kubernetes' rule for a label name or value: at most 63 characters,
+ * alphanumerics at both ends, '-', '_' and '.' inside (a value may be empty). */
+static bool k8s_name_ok(const char *s, bool empty_ok)
+{
+    size_t len = strlen(s);
+    if (len == 0) return empty_ok;
+    if (len > 63) return false;
+    for (size_t i = 0; i < len; i++) {
+        bool alnum = ascii_alpha(s[i]) || ascii_digit(s[i]);
+        if (!alnum && ((i == 0 || i + 1 == len) || !strchr("-_.", s[i]))) return false;
+    }
+    return true;
+}
+
+/* A DNS subdomain: at most 253 characters of lowercase letters, digits, '-'
+ * and '.', a letter or digit at both ends. */
+static bool dns_prefix_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > 253) return false;
+    for (size_t i = 0; i < len; i++) {
+        bool alnum = ascii_lower(s[i]) || ascii_digit(s[i]);
+        if (!alnum && ((i == 0 || i + 1 == len) || !strchr("-.", s[i]))) return false;
+    }
+    return true;
+}
+
+/* Two kinds of label: AI Platform's (key and value of lowercase letters,
+ * digits, '-' and '_') and, when the key has a prefix ("app.kubernetes.io/
+ * name", as Kubeflow files carry), Kubernetes' rule for the key and its value.
+ * Either way the label is kept verbatim and filterable as labels.KEY. */
 static void check_labels(vctx *v)
 {
     const kiln_map *m = &v->job->labels;
     long long max = (long long)v->c->label_max_length;
-    char f[128];
+    char f[320];
     if ((int64_t)m->n > v->c->max_labels)
         viol(v, "labels", "%zu labels; at most %lld are allowed", m->n,
              (long long)v->c->max_labels);
     for (size_t i = 0; i < m->n; i++) {
-        snprintf(f, sizeof f, "labels.%.80s", m->keys[i]);
-        if (!label_ok(m->keys[i], true, max))
+        const char *key = m->keys[i], *val = m->vals[i] ? m->vals[i] : "";
+        const char *slash = strchr(key, '/');
+        snprintf(f, sizeof f, "labels.%.300s", key);
+        if (slash) {
+            if (!dns_prefix_ok(key, (size_t)(slash - key)) || !k8s_name_ok(slash + 1, false))
+                viol(v, f,
+                     "label key '%.80s' is invalid: a Kubernetes key is PREFIX/NAME, PREFIX a "
+                     "DNS subdomain (lowercase letters, digits, '-', '.'), NAME up to 63 "
+                     "letters, digits, '-', '_' or '.', starting and ending with a letter or "
+                     "digit",
+                     key);
+            if (!k8s_name_ok(val, true))
+                viol(v, f,
+                     "label value '%.80s' is invalid: up to 63 letters, digits, '-', '_' or "
+                     "'.', starting and ending with a letter or digit",
+                     val);
+            continue;
+        }
+        if (!label_ok(key, true, max))
             viol(v, f,
                  "label key '%.80s' is invalid: up to %lld lowercase letters, digits, '-' "
-                 "or '_', starting with a letter",
-                 m->keys[i], max);
-        if (!label_ok(m->vals[i] ? m->vals[i] : "", false, max))
+                 "or '_', starting with a letter (or a Kubernetes key PREFIX/NAME)",
+                 key, max);
+        if (!label_ok(val, false, max))
             viol(v, f,
                  "label value '%.80s' is invalid: up to %lld lowercase letters, digits, "
                  "'-' or '_'",
-                 m->vals[i], max);
+                 val, max);
     }
 }
 

@@ -153,6 +153,7 @@ int kiln_cli_validate(int argc, char **argv)
         goto out;
     }
     err = kiln_catalog_validate(cat, job, &d);
+    if (err == KILN_OK) err = kiln_catalog_check_honoured(cat, job, &d); /* as kilnd's create */
     if (err != KILN_OK) {
         snprintf(what, sizeof what, "in job '%s' (from %s)", job->job_id ? job->job_id : "",
                  input_name(&a));

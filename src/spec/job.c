@@ -62,6 +62,10 @@ static const kiln__field replica_fields[] = {
     FM(kiln_replica_config, "diskConfig", disk_config, has_disk_config, disk_msg),
     FE(kiln_replica_config, "restartPolicy", restart_policy, restart_policies),
     F(kiln_replica_config, "nodeSelector", FK_MAP, node_selector),
+    F(kiln_replica_config, "env", FK_MAP, env),
+    F(kiln_replica_config, "cpuLimit", FK_STR, cpu_limit),
+    F(kiln_replica_config, "memoryLimit", FK_STR, memory_limit),
+    F(kiln_replica_config, "hostMounts", FK_STRV, host_mounts),
 };
 static const kiln__msg replica_msg = {"ReplicaConfig", sizeof(kiln_replica_config), replica_fields,
                                       NF(replica_fields)};

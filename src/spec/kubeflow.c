@@ -4,12 +4,13 @@
  *
  * The shared mapping (docs/cli.md has the user-facing version):
  *   metadata.name                      -> jobId, with '-' and '.' turned into '_'
- *   metadata.labels                    -> labels ('.' and '/' in keys become '_')
+ *   metadata.labels                    -> labels, verbatim (Kubernetes keys included)
  *   metadata.annotations[kiln.dev/region]  -> trainingInput.region (else unset: the
  *                                         CLI uses the catalog's default region)
  *   metadata.annotations[kiln.dev/job-dir] -> trainingInput.jobDir
  *   the program's container (by name, see pick_container): image, command, args,
- *   resources.limits["nvidia.com/gpu"], nodeSelector -> the role's ReplicaConfig
+ *   env, resources.limits (nvidia.com/gpu, cpu, memory), volumeMounts of hostPath
+ *   volumes, nodeSelector -> the role's ReplicaConfig
  *   restartPolicy                       -> the role's restartPolicy
  *   spec.runPolicy (or the older fields directly under spec) -> runPolicy
  * Machine types come from the pod template annotation kiln.dev/machine-type,
@@ -17,8 +18,9 @@
  *
  * Only shape is checked here (with field paths into the Kubeflow file);
  * catalog rules (machine types, GPU counts, regions) are kiln/catalog.h's
- * business. Fields that belong to Kubernetes (volumes, env, probes,
- * tolerations...) are not read. */
+ * business. Every key kiln reads is in kiln__kf_key_tables (below); any other
+ * key is refused at its path, so nothing in the file is silently ignored
+ * (docs/job-model.md has a row for each, checked by test_field_docs). */
 #include "spec/kubeflow.h"
 
 #include <stdarg.h>
@@ -36,6 +38,102 @@
 #define ANN_JOB_DIR      "kiln.dev/job-dir"
 #define ANN_MACHINE_TYPE "kiln.dev/machine-type"
 #define CTR_PATH_MAX     192
+
+/* ---- the keys kiln reads, by where they sit ----
+ * One list per object of a Kubeflow job; check_keys refuses any other key at
+ * its path. `where` is the object's path as docs/job-model.md writes it
+ * (<replica> is spec.tfReplicaSpecs.<type> or spec.pytorchReplicaSpecs.<type>). */
+static const char *const top_keys[] = {"apiVersion", "kind", "metadata", "spec", NULL};
+static const char *const meta_keys[] = {"name", "namespace", "labels", "annotations", NULL};
+static const char *const replica_keys[] = {"replicas", "restartPolicy", "template", NULL};
+static const char *const template_keys[] = {"metadata", "spec", NULL};
+static const char *const template_meta_keys[] = {"annotations", "labels", NULL};
+static const char *const pod_keys[] = {"containers", "nodeSelector", "volumes", NULL};
+static const char *const container_keys[] = {"name",  "image", "imagePullPolicy", "command",
+                                             "args",  "env",   "resources",       "volumeMounts",
+                                             "ports", NULL};
+static const char *const port_keys[] = {"name", "containerPort", "protocol", NULL};
+static const char *const env_keys[] = {"name", "value", NULL};
+static const char *const resources_keys[] = {"limits", NULL};
+static const char *const limits_keys[] = {KF_GPU_RESOURCE, "cpu", "memory", NULL};
+static const char *const mount_keys[] = {"name", "mountPath", "readOnly", NULL};
+static const char *const volume_keys[] = {"name", "hostPath", NULL};
+static const char *const host_path_keys[] = {"path", NULL};
+static const char *const run_policy_keys[] = {"backoffLimit",
+                                              "activeDeadlineSeconds",
+                                              "ttlSecondsAfterFinished",
+                                              "cleanPodPolicy",
+                                              "suspend",
+                                              NULL};
+
+#define CTR "<replica>.template.spec.containers[]"
+const kiln__kf_keys kiln__kf_key_tables[] = {
+    {"", top_keys},
+    {"metadata", meta_keys},
+    {"spec", kiln__tf_spec_keys},
+    {"spec", kiln__pt_spec_keys},
+    {"spec.runPolicy", run_policy_keys},
+    {"spec.elasticPolicy", kiln__pt_elastic_keys},
+    {"<replica>", replica_keys},
+    {"<replica>.template", template_keys},
+    {"<replica>.template.metadata", template_meta_keys},
+    {"<replica>.template.spec", pod_keys},
+    {CTR, container_keys},
+    {CTR ".env[]", env_keys},
+    {CTR ".ports[]", port_keys},
+    {CTR ".resources", resources_keys},
+    {CTR ".resources.limits", limits_keys},
+    {CTR ".volumeMounts[]", mount_keys},
+    {"<replica>.template.spec.volumes[]", volume_keys},
+    {"<replica>.template.spec.volumes[].hostPath", host_path_keys},
+    {NULL, NULL},
+};
+#undef CTR
+
+/* What to say about a key kiln refuses, where a reason helps more than the list. */
+static const char *refusal_hint(const char *key)
+{
+    static const struct {
+        const char *key, *why;
+    } hints[] = {
+        {"requests", "kiln places a replica by its machine type (annotation kiln.dev/machine-type) "
+                     "and caps it with resources.limits: give cpu and memory there"},
+        {"envFrom", "give each variable in env as {name, value}"},
+        {"valueFrom", "give the value itself in value"},
+        {"workingDir", "a replica runs in its job's working directory"},
+        {"persistentVolumeClaim", "kiln mounts hostPath volumes only"},
+        {"emptyDir", "kiln mounts hostPath volumes only"},
+        {"configMap", "kiln mounts hostPath volumes only"},
+        {"secret", "kiln mounts hostPath volumes only"},
+        {"subPath", "mount the hostPath directory you want"},
+    };
+    for (size_t i = 0; i < sizeof hints / sizeof *hints; i++)
+        if (strcmp(key, hints[i].key) == 0) return hints[i].why;
+    return NULL;
+}
+
+void kiln__kf_check_keys(kiln__kf *c, const json_t *obj, const char *path, const char *const *keys)
+{
+    const char *key;
+    json_t *val;
+    if (!json_is_object(obj)) return; /* the shape is the readers' to report */
+    json_object_foreach((json_t *)obj, key, val)
+    {
+        size_t k = 0;
+        while (keys[k] && strcmp(key, keys[k]) != 0)
+            k++;
+        if (keys[k]) continue;
+        char p[KILN__KF_PATH], list[256] = "";
+        size_t used = 0;
+        for (k = 0; keys[k] && used < sizeof list; k++)
+            used +=
+                (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "", keys[k]);
+        snprintf(p, sizeof p, "%s%s%.64s", path, *path ? "." : "", key);
+        const char *hint = refusal_hint(key);
+        kiln__kf_bad(c, p, "not supported by kiln%s%s; kiln reads %s here", hint ? ": " : "",
+                     hint ? hint : "", list);
+    }
+}
 
 /* Node-selector keys that name the GPU model, most specific first. */
 static const char *const gpu_selector_keys[] = {"cloud.google.com/gke-accelerator",
@@ -148,19 +246,12 @@ static void map_string_map(kiln__kf *c, const json_t *obj, const char *path, kil
     }
 }
 
-/* Kubernetes label keys may carry a DNS prefix ("kueue.x-k8s.io/queue-name");
- * a job's label keys hold only lowercase letters, digits, '-' and '_', so '.'
- * and '/' become '_' (kueue_x-k8s_io_queue-name), as in the jobId. */
+/* Labels are kept verbatim, Kubernetes keys with a DNS prefix included
+ * ("app.kubernetes.io/name"): the catalog checks them by Kubernetes' rule
+ * (validate.c), and list filters find them as labels.app.kubernetes.io/name. */
 static void map_labels(kiln__kf *c, const json_t *labels, kiln_map *out)
 {
-    kiln_map raw = {0};
-    map_string_map(c, labels, "metadata.labels", &raw);
-    for (size_t i = 0; i < raw.n; i++) {
-        for (char *p = raw.keys[i]; *p; p++)
-            if (*p == '.' || *p == '/') *p = '_';
-        kiln__kf_nomem(c, kiln_map_set(out, raw.keys[i], raw.vals[i]));
-    }
-    kiln_map_clear(&raw);
+    map_string_map(c, labels, "metadata.labels", out);
 }
 
 void kiln__kf_metadata(kiln__kf *c, const json_t *root, kiln_job *job)
@@ -170,6 +261,7 @@ void kiln__kf_metadata(kiln__kf *c, const json_t *root, kiln_job *job)
         kiln__kf_bad(c, "metadata", "required: a %s needs metadata.name", c->kind);
         return;
     }
+    kiln__kf_check_keys(c, meta, "metadata", meta_keys);
     map_name(c, meta, job);
     map_labels(c, kiln__kf_get(meta, "labels"), &job->labels);
 
@@ -323,6 +415,192 @@ void kiln__kf_find_specs(kiln__kf *c, const json_t *specs, const char *path, con
     }
 }
 
+/* env: a list of {name, value} -> rc->env, in order. The names kiln sets
+ * itself are refused by the catalog's check (kiln_catalog_check_honoured),
+ * for Jobs and Kubeflow jobs alike. */
+static void map_env(kiln__kf *c, const json_t *env, const char *cpath, kiln_replica_config *rc)
+{
+    char p[KILN__KF_PATH];
+    snprintf(p, sizeof p, "%s.env", cpath);
+    if (!kiln__kf_present(env)) return;
+    if (!json_is_array(env)) {
+        kiln__kf_bad(c, p, "must be a list of {name, value}");
+        return;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(env, i, e)
+    {
+        snprintf(p, sizeof p, "%s.env[%zu]", cpath, i);
+        if (!json_is_object(e)) {
+            kiln__kf_bad(c, p, "must be a map {name, value}");
+            continue;
+        }
+        kiln__kf_check_keys(c, e, p, env_keys);
+        const char *name = kiln__kf_scalar(kiln__kf_get(e, "name"));
+        const json_t *v = kiln__kf_get(e, "value");
+        const char *val = json_is_null(v) || v == NULL ? "" : kiln__kf_scalar(v);
+        if (name == NULL || *name == '\0') {
+            snprintf(p, sizeof p, "%s.env[%zu].name", cpath, i);
+            kiln__kf_bad(c, p, "required: the variable's name");
+        } else if (val == NULL) {
+            snprintf(p, sizeof p, "%s.env[%zu].value", cpath, i);
+            kiln__kf_bad(c, p, "must be a string (quote numbers and booleans)");
+        } else {
+            kiln__kf_nomem(c, kiln_map_set(&rc->env, name, val));
+        }
+    }
+}
+
+/* resources.limits: nvidia.com/gpu (map_gpus), cpu and memory (kept as the
+ * Kubernetes quantities; the catalog checks their form). */
+static void map_limits(kiln__kf *c, const json_t *ctr, const char *cpath, kiln_replica_config *rc)
+{
+    char p[KILN__KF_PATH];
+    const json_t *res = kiln__kf_get(ctr, "resources");
+    snprintf(p, sizeof p, "%s.resources", cpath);
+    kiln__kf_check_keys(c, res, p, resources_keys);
+    const json_t *lim = kiln__kf_get(res, "limits");
+    snprintf(p, sizeof p, "%s.resources.limits", cpath);
+    kiln__kf_check_keys(c, lim, p, limits_keys);
+    static const char *const names[2] = {"cpu", "memory"};
+    char **slots[2] = {&rc->cpu_limit, &rc->memory_limit};
+    for (int k = 0; k < 2; k++) {
+        const json_t *v = kiln__kf_get(lim, names[k]);
+        if (!kiln__kf_present(v)) continue;
+        char num[32];
+        const char *s = kiln__kf_scalar(v);
+        if (s == NULL && json_is_integer(v)) {
+            snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
+            s = num;
+        } else if (s == NULL && json_is_real(v)) {
+            snprintf(num, sizeof num, "%g", json_real_value(v));
+            s = num;
+        }
+        snprintf(p, sizeof p, "%s.resources.limits.%s", cpath, names[k]);
+        if (s == NULL || *s == '\0')
+            kiln__kf_bad(c, p, "must be a quantity (cpu: 2 or 500m; memory: 4Gi)");
+        else
+            kiln__kf_nomem(c, kiln_set_str(slots[k], s));
+    }
+}
+
+/* volumeMounts of the pod's hostPath volumes -> rc->host_mounts
+ * ("HOST:MOUNT[:ro]"); any other volume source is refused. */
+static void map_mounts(kiln__kf *c, const json_t *pod, const char *rpath, const json_t *ctr,
+                       const char *cpath, kiln_replica_config *rc)
+{
+    char p[KILN__KF_PATH];
+    const json_t *vols = kiln__kf_get(pod, "volumes");
+    const json_t *mounts = kiln__kf_get(ctr, "volumeMounts");
+    size_t i;
+    json_t *v;
+    snprintf(p, sizeof p, "%s.template.spec.volumes", rpath);
+    if (kiln__kf_present(vols) && !json_is_array(vols)) kiln__kf_bad(c, p, "must be a list");
+    if (json_is_array(vols)) json_array_foreach(vols, i, v)
+        {
+            snprintf(p, sizeof p, "%s.template.spec.volumes[%zu]", rpath, i);
+            kiln__kf_check_keys(c, v, p, volume_keys);
+            const json_t *hp = kiln__kf_get(v, "hostPath");
+            snprintf(p, sizeof p, "%s.template.spec.volumes[%zu].hostPath", rpath, i);
+            kiln__kf_check_keys(c, hp, p, host_path_keys);
+            const char *path = kiln__kf_scalar(kiln__kf_get(hp, "path"));
+            /* another source (persistentVolumeClaim...) was refused just above */
+            bool other = json_object_size(v) > (size_t)(1 + kiln__kf_present(hp));
+            if (!other && (path == NULL || path[0] != '/' || strchr(path, ':')))
+                kiln__kf_bad(c, p,
+                             "required: kiln mounts hostPath volumes, each an absolute path on "
+                             "the node without ':' (hostPath.path)");
+        }
+    snprintf(p, sizeof p, "%s.volumeMounts", cpath);
+    if (!kiln__kf_present(mounts)) return;
+    if (!json_is_array(mounts)) {
+        kiln__kf_bad(c, p, "must be a list of {name, mountPath, readOnly}");
+        return;
+    }
+    json_array_foreach(mounts, i, v)
+    {
+        snprintf(p, sizeof p, "%s.volumeMounts[%zu]", cpath, i);
+        kiln__kf_check_keys(c, v, p, mount_keys);
+        const char *name = kiln__kf_scalar(kiln__kf_get(v, "name"));
+        const char *at = kiln__kf_scalar(kiln__kf_get(v, "mountPath"));
+        const char *ro = kiln__kf_scalar(kiln__kf_get(v, "readOnly"));
+        const json_t *rov = kiln__kf_get(v, "readOnly");
+        bool read_only = json_is_true(rov) || (ro && strcmp(ro, "true") == 0);
+        const char *host = NULL;
+        size_t k;
+        json_t *vol;
+        if (json_is_array(vols)) json_array_foreach(vols, k, vol)
+            {
+                const char *vn = kiln__kf_scalar(kiln__kf_get(vol, "name"));
+                if (name && vn && strcmp(vn, name) == 0)
+                    host = kiln__kf_scalar(kiln__kf_get(kiln__kf_get(vol, "hostPath"), "path"));
+            }
+        if (at == NULL || at[0] != '/' || strchr(at, ':')) {
+            snprintf(p, sizeof p, "%s.volumeMounts[%zu].mountPath", cpath, i);
+            kiln__kf_bad(c, p, "required: an absolute path in the container, without ':'");
+        } else if (host == NULL || host[0] != '/' || strchr(host, ':')) {
+            snprintf(p, sizeof p, "%s.volumeMounts[%zu].name", cpath, i);
+            kiln__kf_bad(c, p,
+                         "'%s' names no hostPath volume of the pod (spec.volumes with "
+                         "hostPath.path, an absolute path without ':')",
+                         name ? name : "");
+        } else {
+            char *m = NULL;
+            if (asprintf(&m, "%s:%s%s", host, at, read_only ? ":ro" : "") < 0) m = NULL;
+            kiln__kf_nomem(c, m ? kiln_strv_push(&rc->host_mounts, m) : KILN_ENOMEM);
+            free(m);
+        }
+    }
+}
+
+/* ports: only the operator's own port (tfjob-port, pytorchjob-port), the
+ * one Kubeflow writes into TF_CONFIG. kiln hands every replica a port of its
+ * own and writes that one into TF_CONFIG and MASTER_PORT, so a program that
+ * listens where TF_CONFIG says runs unchanged; other ports would need a
+ * Service kiln does not make, and are refused. */
+static void check_ports(kiln__kf *c, const json_t *ctr, const char *cpath)
+{
+    char p[KILN__KF_PATH], own[32];
+    const json_t *ports = kiln__kf_get(ctr, "ports");
+    snprintf(p, sizeof p, "%s.ports", cpath);
+    if (!kiln__kf_present(ports)) return;
+    if (!json_is_array(ports)) {
+        kiln__kf_bad(c, p, "must be a list of {name, containerPort}");
+        return;
+    }
+    snprintf(own, sizeof own, "%sjob-port", strcmp(c->kind, "TFJob") == 0 ? "tf" : "pytorch");
+    size_t i;
+    json_t *v;
+    json_array_foreach(ports, i, v)
+    {
+        snprintf(p, sizeof p, "%s.ports[%zu]", cpath, i);
+        kiln__kf_check_keys(c, v, p, port_keys);
+        const char *name = kiln__kf_scalar(kiln__kf_get(v, "name"));
+        if (name == NULL || strcmp(name, own) != 0)
+            kiln__kf_bad(c, p,
+                         "only the %s's own port (name: %s) is accepted: kiln gives every "
+                         "replica a port of its own and writes it in TF_CONFIG (and "
+                         "MASTER_PORT); it opens no other",
+                         c->kind, own);
+    }
+}
+
+/* imagePullPolicy: kiln pulls an image a node does not have, and uses the
+ * node's copy otherwise: that is IfNotPresent, the one policy it honours. */
+static void check_pull_policy(kiln__kf *c, const json_t *ctr, const char *cpath)
+{
+    const json_t *v = kiln__kf_get(ctr, "imagePullPolicy");
+    const char *s = kiln__kf_scalar(v);
+    if (!kiln__kf_present(v) || (s && strcmp(s, "IfNotPresent") == 0)) return;
+    char p[KILN__KF_PATH];
+    snprintf(p, sizeof p, "%s.imagePullPolicy", cpath);
+    kiln__kf_bad(c, p,
+                 "'%s' is not supported: kiln pulls an image only when the node does not have "
+                 "it (IfNotPresent)",
+                 s ? s : "value");
+}
+
 /* Fills `rc` and `*machine` from one replica spec (path `rpath`). */
 static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpath,
                                kiln_replica_config *rc, const char **machine)
@@ -330,6 +608,13 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
     char p[KILN__KF_PATH];
     const json_t *tmpl = kiln__kf_get(spec, "template");
     const json_t *pod = kiln__kf_get(tmpl, "spec");
+    kiln__kf_check_keys(c, spec, rpath, replica_keys);
+    snprintf(p, sizeof p, "%s.template", rpath);
+    kiln__kf_check_keys(c, tmpl, p, template_keys);
+    snprintf(p, sizeof p, "%s.template.metadata", rpath);
+    kiln__kf_check_keys(c, kiln__kf_get(tmpl, "metadata"), p, template_meta_keys);
+    snprintf(p, sizeof p, "%s.template.spec", rpath);
+    kiln__kf_check_keys(c, pod, p, pod_keys);
     snprintf(p, sizeof p, "%s.template.spec.containers", rpath);
     size_t idx = 0;
     const json_t *ctr = pick_container(c, kiln__kf_get(pod, "containers"), p, &idx);
@@ -341,6 +626,13 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
     *machine = kiln__kf_scalar(kiln__kf_get(
         kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "annotations"), ANN_MACHINE_TYPE));
     if (ctr == NULL) return;
+    /* a sidecar would not run: refused rather than dropped */
+    for (size_t k = 0; k < json_array_size(kiln__kf_get(pod, "containers")); k++) {
+        if (k == idx) continue;
+        snprintf(p, sizeof p, "%s.template.spec.containers[%zu]", rpath, k);
+        kiln__kf_bad(c, p, "kiln runs one container per replica (the one named '%s')",
+                     c->container);
+    }
 
     char cpath[CTR_PATH_MAX];
     snprintf(cpath, sizeof cpath, "%s.template.spec.containers[%zu]", rpath, idx);
@@ -348,16 +640,22 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
         kiln__kf_bad(c, cpath, "must be a container");
         return;
     }
+    kiln__kf_check_keys(c, ctr, cpath, container_keys);
     const char *image = kiln__kf_scalar(kiln__kf_get(ctr, "image"));
     snprintf(p, sizeof p, "%s.image", cpath);
     if (image == NULL || *image == '\0')
         kiln__kf_bad(c, p, "required: the container image to run");
     else
         kiln__kf_nomem(c, kiln_set_str(&rc->image_uri, image));
+    check_pull_policy(c, ctr, cpath);
+    check_ports(c, ctr, cpath);
     snprintf(p, sizeof p, "%s.command", cpath);
     map_strv(c, kiln__kf_get(ctr, "command"), p, &rc->container_command);
     snprintf(p, sizeof p, "%s.args", cpath);
     map_strv(c, kiln__kf_get(ctr, "args"), p, &rc->container_args);
+    map_env(c, kiln__kf_get(ctr, "env"), cpath, rc);
+    map_limits(c, ctr, cpath, rc);
+    map_mounts(c, pod, rpath, ctr, cpath, rc);
     map_gpus(c, ctr, selector, cpath, rc);
 }
 
@@ -435,6 +733,7 @@ void kiln__kf_run_policy(kiln__kf *c, const json_t *spec, kiln_training_input *t
         kiln__kf_bad(c, "spec.runPolicy", "must be a map (backoffLimit, activeDeadlineSeconds...)");
         return;
     }
+    kiln__kf_check_keys(c, rp, "spec.runPolicy", run_policy_keys);
     kiln_run_policy *out = &ti->run_policy;
     const json_t *srcs[2] = {spec, rp}; /* later wins */
     const char *prefix[2] = {"spec.", "spec.runPolicy."};
@@ -583,6 +882,7 @@ kiln_err kiln_job_from_kubeflow(const char *buf, size_t len, kiln_job **out, kil
         err = KILN_ENOMEM;
         goto out;
     }
+    kiln__kf_check_keys(&c, root, "", top_keys);
     err = strcmp(kind, "PyTorchJob") == 0 ? kiln__pytorchjob_decode(&c, root, job)
                                           : kiln__tfjob_decode(&c, root, job);
     if (err == KILN_OK) {

@@ -75,6 +75,21 @@ int64_t kiln__kf_promote_worker(kiln__kf *c, const json_t *worker, const char *r
  * what kiln cannot honour there (suspend). */
 void kiln__kf_run_policy(kiln__kf *c, const json_t *spec, kiln_training_input *ti);
 
+/* Every key kiln reads in a Kubeflow job, one list per object (NULL-ended);
+ * the table ends with {NULL, NULL}. `where` is the object's path as
+ * docs/job-model.md writes it. */
+typedef struct kiln__kf_keys {
+    const char *where;
+    const char *const *keys;
+} kiln__kf_keys;
+extern const kiln__kf_keys kiln__kf_key_tables[];
+extern const char *const kiln__tf_spec_keys[];    /* tfjob.c */
+extern const char *const kiln__pt_spec_keys[];    /* pytorchjob.c */
+extern const char *const kiln__pt_elastic_keys[]; /* pytorchjob.c */
+
+/* Refuses, each at its path below `path`, the keys of `obj` not in `keys`. */
+void kiln__kf_check_keys(kiln__kf *c, const json_t *obj, const char *path, const char *const *keys);
+
 /* The front ends: `root` is one document whose kind is theirs. */
 kiln_err kiln__tfjob_decode(kiln__kf *c, const json_t *root, kiln_job *job);
 kiln_err kiln__pytorchjob_decode(kiln__kf *c, const json_t *root, kiln_job *job);

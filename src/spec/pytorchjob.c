@@ -26,14 +26,16 @@ enum { PT_MASTER, PT_WORKER, PT_NTYPES };
 static const char *const pt_type_names[PT_NTYPES] = {"Master", "Worker"};
 
 /* spec keys kiln reads; anything else is refused rather than ignored */
-static const char *const spec_keys[] = {"pytorchReplicaSpecs",
-                                        "runPolicy",
-                                        "elasticPolicy",
-                                        "nprocPerNode",
-                                        "backoffLimit",
-                                        "activeDeadlineSeconds",
-                                        "ttlSecondsAfterFinished",
-                                        "cleanPodPolicy"};
+const char *const kiln__pt_spec_keys[] = {"pytorchReplicaSpecs",
+                                          "runPolicy",
+                                          "elasticPolicy",
+                                          "nprocPerNode",
+                                          "backoffLimit",
+                                          "activeDeadlineSeconds",
+                                          "ttlSecondsAfterFinished",
+                                          "cleanPodPolicy",
+                                          NULL};
+#define N_SPEC_KEYS (sizeof kiln__pt_spec_keys / sizeof *kiln__pt_spec_keys - 1)
 
 static bool one_of(const char *s, const char *const *v, size_t n)
 {
@@ -48,7 +50,7 @@ static void check_spec_keys(kiln__kf *c, const json_t *spec)
     json_t *val;
     json_object_foreach((json_t *)spec, key, val)
     {
-        if (one_of(key, spec_keys, sizeof spec_keys / sizeof *spec_keys)) continue;
+        if (one_of(key, kiln__pt_spec_keys, N_SPEC_KEYS)) continue;
         char p[KILN__KF_PATH];
         snprintf(p, sizeof p, "spec.%.200s", key);
         kiln__kf_bad(c, p,
@@ -81,9 +83,10 @@ static void map_nproc(kiln__kf *c, const json_t *v, const char *path, char **out
 
 /* ---- elasticPolicy ---- */
 
-static const char *const elastic_keys[] = {
+const char *const kiln__pt_elastic_keys[] = {
     "minReplicas", "maxReplicas", "rdzvBackend", "rdzvHost",     "rdzvPort", "rdzvId",
-    "rdzvConf",    "maxRestarts", "standalone",  "nProcPerNode", "metrics"};
+    "rdzvConf",    "maxRestarts", "standalone",  "nProcPerNode", "metrics",  NULL};
+#define N_ELASTIC_KEYS (sizeof kiln__pt_elastic_keys / sizeof *kiln__pt_elastic_keys - 1)
 
 static void map_rdzv_conf(kiln__kf *c, const json_t *v, kiln_elastic_policy *ep)
 {
@@ -142,7 +145,7 @@ static void map_elastic(kiln__kf *c, const json_t *spec, kiln_pytorch_job *pt)
     json_t *val;
     json_object_foreach((json_t *)el, key, val)
     {
-        if (one_of(key, elastic_keys, sizeof elastic_keys / sizeof *elastic_keys)) continue;
+        if (one_of(key, kiln__pt_elastic_keys, N_ELASTIC_KEYS)) continue;
         char p[KILN__KF_PATH];
         snprintf(p, sizeof p, PT_ELASTIC ".%.200s", key);
         kiln__kf_bad(c, p, "not an elasticPolicy field");

@@ -22,6 +22,13 @@ enum { TF_CHIEF, TF_MASTER, TF_PS, TF_WORKER, TF_EVALUATOR, TF_NTYPES };
 static const char *const tf_type_names[TF_NTYPES] = {"Chief", "Master", "PS", "Worker",
                                                      "Evaluator"};
 
+/* spec keys kiln reads (runPolicy's fields directly under spec are the older
+ * form); anything else is refused at its path */
+const char *const kiln__tf_spec_keys[] = {"tfReplicaSpecs",        "runPolicy",
+                                          "successPolicy",         "backoffLimit",
+                                          "activeDeadlineSeconds", "ttlSecondsAfterFinished",
+                                          "cleanPodPolicy",        NULL};
+
 /* Decodes the spec that has `found[t]` into `role`, checking replicas. */
 static void decode_role(kiln__kf *c, const json_t *found[TF_NTYPES], int t, kiln_training_input *ti,
                         kiln_role role)
@@ -78,6 +85,7 @@ kiln_err kiln__tfjob_decode(kiln__kf *c, const json_t *root, kiln_job *job)
         kiln__kf_bad(c, "spec", "required: the TFJob spec with tfReplicaSpecs");
         return KILN_EINVAL;
     }
+    kiln__kf_check_keys(c, spec, "spec", kiln__tf_spec_keys);
     map_replica_specs(c, spec, &job->training_input);
     kiln__kf_run_policy(c, spec, &job->training_input);
     /* Kubeflow features kiln cannot honour are errors, not silent surprises */

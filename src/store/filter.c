@@ -43,7 +43,8 @@ void kiln_job_filter_free(kiln_job_filter *f)
 
 static bool is_field_char(char c)
 {
-    return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-';
+    /* '/' for Kubernetes label keys: labels.app.kubernetes.io/name */
+    return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '-' || c == '/';
 }
 
 /* Parses one term at *p; advances *p. */

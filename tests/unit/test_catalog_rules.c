@@ -61,6 +61,21 @@ static void test_labels(const kiln_catalog *c, kiln_diag *d)
     }
     CHECK_ONLY(c, j, d, "labels");
     kiln_job_free(j);
+
+    /* Kubernetes keys (PREFIX/NAME) follow Kubernetes' rule, value included */
+    j = mkcustom("n1-standard-4", NULL, 0);
+    kiln_map_set(&j->labels, "app.kubernetes.io/name", "MNIST.v2");
+    kiln_map_set(&j->labels, "kueue.x-k8s.io/queue-name", "");
+    CHECK_VALID(c, j, d);
+    kiln_map_set(&j->labels, "Bad_Prefix.io/name", "x");
+    CHECK_ONLY(c, j, d, "labels.Bad_Prefix.io/name");
+    kiln_map_clear(&j->labels);
+    kiln_map_set(&j->labels, "app.kubernetes.io/name", "-starts-with-dash");
+    CHECK_ONLY(c, j, d, "labels.app.kubernetes.io/name");
+    kiln_map_clear(&j->labels);
+    kiln_map_set(&j->labels, "example.com/", "x");
+    CHECK_ONLY(c, j, d, "labels.example.com/");
+    kiln_job_free(j);
 }
 
 static void test_required(const kiln_catalog *c, kiln_diag *d)

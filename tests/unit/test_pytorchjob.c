@@ -68,8 +68,10 @@ static void test_simple(void)
 
     buf = example("mnist2-sample.yaml"); /* a Kubernetes label key with a DNS prefix */
     job = decode(buf, &(kiln_diag)KILN_DIAG_INIT, NULL);
-    CHECK(job && kiln_map_get(&job->labels, "kueue_x-k8s_io_queue-name") &&
-          strcmp(kiln_map_get(&job->labels, "kueue_x-k8s_io_queue-name"), "kiln-queue") == 0);
+    CHECK(job && kiln_map_get(&job->labels, "kueue.x-k8s.io/queue-name") &&
+          strcmp(kiln_map_get(&job->labels, "kueue.x-k8s.io/queue-name"), "kiln-queue") == 0);
+    CHECK(job && job->training_input.master_config.cpu_limit &&
+          strcmp(job->training_input.master_config.cpu_limit, "1") == 0);
     kiln_job_free(job);
     free(buf);
 }

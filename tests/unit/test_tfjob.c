@@ -40,18 +40,16 @@ static const char distributed[] =
          "        spec:\n"
          "          nodeSelector:\n"
          "            cloud.google.com/gke-accelerator: nvidia-tesla-v100\n"
-         "          volumes: [{name: data, emptyDir: {}}]\n"
+         "          volumes: [{name: data, hostPath: {path: /srv/data}}]\n"
          "          containers:\n"
-         "          - name: sidecar\n"
-         "            image: busybox\n"
          "          - name: tensorflow\n"
          "            image: reg/mnist:1\n"
          "            command: [python, -m, trainer.task]\n"
          "            args: [--epochs, '3']\n"
-         "            env: [{name: A, value: b}]\n"
-         "            ports: [{containerPort: 2222, name: tfjob-port}]\n"
+         "            env: [{name: A, value: b}, {name: EMPTY}]\n"
+         "            volumeMounts: [{name: data, mountPath: /data, readOnly: true}]\n"
          "            resources:\n"
-         "              limits: {nvidia.com/gpu: 2, cpu: '8'}\n"
+         "              limits: {nvidia.com/gpu: 2, cpu: '8', memory: 16Gi}\n"
          "    Worker:\n"
          "      replicas: 3\n"
          "      restartPolicy: OnFailure\n" POD(
@@ -94,6 +92,14 @@ static void test_distributed(void)
     CHECK_STR(m->restart_policy, "ExitCode");
     CHECK_STR(kiln_map_get(&m->node_selector, "cloud.google.com/gke-accelerator"),
               "nvidia-tesla-v100");
+    /* env, limits and hostPath mounts reach the model (spawn.c acts on them) */
+    CHECK(m->env.n == 2);
+    CHECK_STR(kiln_map_get(&m->env, "A"), "b");
+    CHECK(kiln_map_get(&m->env, "EMPTY") && !*kiln_map_get(&m->env, "EMPTY"));
+    CHECK_STR(m->cpu_limit, "8");
+    CHECK_STR(m->memory_limit, "16Gi");
+    CHECK(m->host_mounts.n == 1);
+    CHECK(m->host_mounts.n == 1 && strcmp(m->host_mounts.v[0], "/srv/data:/data:ro") == 0);
 
     /* Worker: GPUs without a model label get the documented default */
     CHECK(ti->worker_count == 3);
@@ -330,13 +336,10 @@ static void test_machine_type_annotation_and_first_container(void)
                     "      template:\n"
                     "        metadata: {annotations: {kiln.dev/machine-type: n1-highmem-8}}\n"
                     "        spec:\n"
-                    "          tolerations: [{key: x}]\n"
                     "          containers:\n"
                     "          - name: trainer\n"
                     "            image: first\n"
-                    "            resources: {limits: {nvidia.com/gpu: '0'}}\n"
-                    "          - name: other\n"
-                    "            image: second\n",
+                    "            resources: {limits: {nvidia.com/gpu: '0'}}\n",
                &d, NULL);
     CHECK(job != NULL);
     if (job) {
@@ -346,6 +349,56 @@ static void test_machine_type_annotation_and_first_container(void)
     }
     kiln_job_free(job);
     kiln_diag_free(&d);
+}
+
+/* What kiln does not act on is refused at its path, never dropped (issue 16). */
+static void test_unread_keys_refused(void)
+{
+#define CHIEF(extra)                                                                               \
+    HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n      template:\n        spec:\n" extra
+#define CT "spec.tfReplicaSpecs.Chief.template.spec"
+    expect_bad(CHIEF("          tolerations: [{key: x}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".tolerations", "not supported by kiln");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i}, {name: s, image: j}]\n"),
+               CT ".containers[1]", "one container per replica");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
+                     "            ports: [{name: http, containerPort: 80}]}]\n"),
+               CT ".containers[0].ports[0]", "port of its own");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, workingDir: /x}]\n"),
+               CT ".containers[0].workingDir", "not supported");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, imagePullPolicy: "
+                     "Always}]\n"),
+               CT ".containers[0].imagePullPolicy", "IfNotPresent");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
+                     "            env: [{name: A, valueFrom: {secretKeyRef: {name: s}}}]}]\n"),
+               CT ".containers[0].env[0].valueFrom", "value itself");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, envFrom: []}]\n"),
+               CT ".containers[0].envFrom", "{name, value}");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
+                     "            resources: {requests: {cpu: 1}}}]\n"),
+               CT ".containers[0].resources.requests", "resources.limits");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
+                     "            resources: {limits: {example.com/fpga: 1}}}]\n"),
+               CT ".containers[0].resources.limits.example.com/fpga", "nvidia.com/gpu, cpu");
+    expect_bad(CHIEF("          volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".volumes[0].persistentVolumeClaim", "hostPath volumes only");
+    expect_bad(CHIEF("          volumes: [{name: d, hostPath: {path: /x}}]\n"
+                     "          containers: [{name: tensorflow, image: i,\n"
+                     "            volumeMounts: [{name: e, mountPath: /y}]}]\n"),
+               CT ".containers[0].volumeMounts[0].name", "names no hostPath volume");
+    expect_bad(CHIEF("          volumes: [{name: d, hostPath: {path: rel}}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".volumes[0].hostPath", "absolute path");
+    expect_bad(HEAD "spec:\n  schedulingPolicy: {}\n  tfReplicaSpecs:\n    Chief:\n"
+                    "      template: {spec: {containers: [{name: tensorflow, image: i}]}}\n",
+               "spec.schedulingPolicy", "not supported");
+    expect_bad(HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n      minAvailable: 1\n"
+                    "      template: {spec: {containers: [{name: tensorflow, image: i}]}}\n",
+               "spec.tfReplicaSpecs.Chief.minAvailable", "not supported");
+#undef CHIEF
+#undef CT
 }
 
 /* --tfjob with flags: flags win, the TFJob fills the rest. */
@@ -398,6 +451,7 @@ int main(void)
     test_replica_errors();
     test_legacy_run_policy();
     test_machine_type_annotation_and_first_container();
+    test_unread_keys_refused();
     test_tfjob_with_flags();
     TEST_DONE();
 }

@@ -115,6 +115,17 @@ static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *
         if (err != KILN_OK) goto out;
         err = KILN_ENOMEM;
     }
+    for (size_t i = 0; spec->binds && i < spec->binds->n; i++)
+        if (push2(&prog, "-v", spec->binds->v[i]) != KILN_OK) goto out;
+    if (spec->cpu_milli > 0) { /* resources.limits.cpu: --cpus takes a decimal count */
+        snprintf(buf, sizeof buf, "%lld.%03lld", (long long)(spec->cpu_milli / 1000),
+                 (long long)(spec->cpu_milli % 1000));
+        if (push2(&prog, "--cpus", buf) != KILN_OK) goto out;
+    }
+    if (spec->memory_bytes > 0) {
+        snprintf(buf, sizeof buf, "%lldb", (long long)spec->memory_bytes);
+        if (push2(&prog, "--memory", buf) != KILN_OK) goto out;
+    }
     for (size_t i = 0; i < spec->n_hosts; i++)
         if (push2(&prog, "--add-host", spec->hosts[i]) != KILN_OK) goto out;
     for (size_t i = 0; spec->env && i < spec->env->n; i++) {

@@ -20,6 +20,7 @@
 #include "daemon/kilnd.h"
 #include "exec/supervisor/pskeys.h"
 #include "exec/supervisor/trainmetrics.h"
+#include "kiln/catalog.h" /* kiln_quantity_* */
 #include "kiln/exec.h"
 #include "kiln/objects.h"
 #include "kiln/tune.h"
@@ -280,6 +281,16 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
         free(kv);
         if (err != KILN_OK) goto out;
     }
+    /* the user's env (TFJob container env, <role>Config.env) after kiln's own;
+     * names kiln sets were refused at create (kiln_catalog_check_honoured) */
+    const kiln_replica_config *rc = kiln_job_role_config(j->job, r->role);
+    for (size_t k = 0; rc && k < rc->env.n && err == KILN_OK; k++) {
+        char *kv = NULL;
+        if (asprintf(&kv, "%s=%s", rc->env.keys[k], rc->env.vals[k]) < 0) kv = NULL;
+        err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
+        free(kv);
+    }
+    if (err != KILN_OK) goto out;
     if (paths.staging) {
         /* only the staged packages: kilnd's own PYTHONPATH is not the replica's */
         char *kv = NULL;
@@ -340,6 +351,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .name = name,
                            .mounts = mounts,
                            .n_mounts = n_mounts,
+                           .binds = rc ? &rc->host_mounts : NULL,
                            .hosts = (const char *const *)hosts.v,
                            .n_hosts = hosts.n,
                            .gpus = r->gpus,
@@ -347,6 +359,12 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .simulated = r->simulated,
                            .uid = uid,
                            .gid = gid};
+    /* resources.limits (checked at create; container replicas only) */
+    if (rc && image && rc->cpu_limit && !kiln_quantity_cpu_milli(rc->cpu_limit, &spec.cpu_milli))
+        spec.cpu_milli = 0;
+    if (rc && image && rc->memory_limit &&
+        !kiln_quantity_bytes(rc->memory_limit, &spec.memory_bytes))
+        spec.memory_bytes = 0;
     close_replica(s, j, r);
     r->moff = 0; /* kiln_exec_start forgets the previous run's metrics file */
     err = kiln_exec_start(&s->d->exec, &spec, &r->h, why, whylen);

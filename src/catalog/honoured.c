@@ -1,0 +1,254 @@
+/* honoured.c - refuses, at create, what the Job model accepts but kiln would
+ * not act on (kiln/catalog.h: kiln_catalog_check_honoured).
+ *
+ * kiln_catalog_validate checks a job against the managed service's rules, so
+ * a config written for AI Platform validates the same here. This file is the
+ * other half: what this self-hosted kiln does. A field it would accept and
+ * then ignore is refused with its field path and the reason, so a job is
+ * never queued to do something other than what it says (issue 16).
+ * docs/job-model.md ("Every field, and what kiln does with it") is the
+ * user-facing list; test_field_docs keeps it complete. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog/catalog_int.h"
+
+/* packageUris kiln stages (src/exec/supervisor/spawn.c). */
+#define SCHEMES                                                                                    \
+    "an absolute path or file:///path on kilnd's machine, or gs://BUCKET/NAME of a bucket "        \
+    "kilnd's staging store holds"
+
+typedef struct hctx {
+    const kiln_job *job;
+    kiln_diag *d;
+    int n;
+} hctx;
+
+static void refuse(hctx *h, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(hctx *h, const char *field, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    kiln_diag_add(h->d, field, "%s", msg);
+    h->n++;
+}
+
+static bool set(const char *s)
+{
+    return s && *s;
+}
+
+static void check_packages(hctx *h, const kiln_training_input *ti)
+{
+    char f[64];
+    for (size_t i = 0; i < ti->package_uris.n; i++) {
+        const char *u = ti->package_uris.v[i];
+        snprintf(f, sizeof f, "trainingInput.packageUris[%zu]", i);
+        if (u[0] == '/' || strncmp(u, "file:///", 8) == 0) continue;
+        if (strncmp(u, "gs://", 5) == 0) continue; /* kilnd checks the store holds it */
+        refuse(h, f, "'%.200s': kiln stages %s (http(s):// and other schemes are not fetched)", u,
+               SCHEMES);
+    }
+}
+
+/* Variables kiln sets on every replica (docs/job-model.md, "What a replica
+ * sees"): a user's value would silently lose to kiln's or break the cluster,
+ * so naming one is an error. */
+static const char *reserved_env(const char *name)
+{
+    static const char *const exact[] = {"TF_CONFIG",
+                                        "CLUSTER_SPEC",
+                                        "TPU_CONFIG",
+                                        "CUDA_VISIBLE_DEVICES",
+                                        "MASTER_ADDR",
+                                        "MASTER_PORT",
+                                        "WORLD_SIZE",
+                                        "RANK",
+                                        "PYTHONPATH",
+                                        "PYTHONUNBUFFERED",
+                                        "KILN_TASK_NAME",
+                                        "KILN_JOB_ID",
+                                        "KILN_COLL_KEY",
+                                        "KILN_PS_KEYS",
+                                        "KILN_SIMULATED_DEVICES"};
+    /* the whole families: kiln adds members as the contracts grow */
+    static const char *const prefix[] = {"CLOUD_ML_", "PET_"};
+    for (size_t i = 0; i < sizeof exact / sizeof *exact; i++)
+        if (strcmp(name, exact[i]) == 0) return exact[i];
+    for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)
+        if (strncmp(name, prefix[i], strlen(prefix[i])) == 0) return prefix[i];
+    return NULL;
+}
+
+static bool env_name_ok(const char *s)
+{
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_')) return false;
+    for (s++; *s; s++)
+        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              *s == '_'))
+            return false;
+    return true;
+}
+
+/* Digits with at most one '.', then an optional suffix from `suffixes`
+ * (value and multiplier pairs); the product must be positive and fit. */
+static bool quantity(const char *s, const char *const *names, const double *mult, size_t n,
+                     double *out)
+{
+    char *end = NULL;
+    if (!s || !((*s >= '0' && *s <= '9') || *s == '.')) return false;
+    double v = strtod(s, &end);
+    if (end == s) return false;
+    for (const char *p = s; p < end; p++) /* no exponents or hex: Kubernetes' forms only */
+        if (!((*p >= '0' && *p <= '9') || *p == '.')) return false;
+    double m = 0;
+    for (size_t i = 0; i < n && m == 0; i++)
+        if (strcmp(end, names[i]) == 0) m = mult[i];
+    if (m == 0 || !(v > 0) || v * m > 9.0e18) return false;
+    *out = v * m;
+    return true;
+}
+
+bool kiln_quantity_cpu_milli(const char *s, int64_t *out)
+{
+    static const char *const names[] = {"", "m"};
+    static const double mult[] = {1000, 1};
+    double v;
+    if (!quantity(s, names, mult, 2, &v) || v < 1) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+bool kiln_quantity_bytes(const char *s, int64_t *out)
+{
+    static const char *const names[] = {"", "k", "K", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"};
+    static const double mult[] = {1,    1e3,    1e3,       1e6,          1e9,
+                                  1e12, 1024.0, 1048576.0, 1073741824.0, 1099511627776.0};
+    double v;
+    if (!quantity(s, names, mult, sizeof mult / sizeof *mult, &v) || v < 1) return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+/* "/host:/container" or "/host:/container:ro", no other ':' */
+static bool mount_ok(const char *m)
+{
+    const char *a = strchr(m, ':');
+    if (m[0] != '/' || !a || a[1] != '/') return false;
+    const char *b = strchr(a + 1, ':');
+    return !b || strcmp(b, ":ro") == 0;
+}
+
+static void check_role(hctx *h, kiln_role r, const char *image)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(h->job, r);
+    char f[256];
+    const char *role = kiln_role_field(r);
+    if (!rc) return;
+    if (rc->has_disk_config) {
+        snprintf(f, sizeof f, "trainingInput.%sConfig.diskConfig", role);
+        refuse(h, f,
+               "not supported: a replica uses the disk of the node it runs on (kiln does not "
+               "provision boot disks)");
+    }
+    for (size_t i = 0; i < rc->env.n; i++) {
+        const char *name = rc->env.keys[i], *kiln_own = reserved_env(name);
+        snprintf(f, sizeof f, "trainingInput.%sConfig.env.%.128s", role, name);
+        if (!env_name_ok(name))
+            refuse(h, f,
+                   "'%.64s' is not a variable name (letters, digits and '_', not starting "
+                   "with a digit)",
+                   name);
+        else if (kiln_own)
+            refuse(h, f,
+                   "%s%s is set by kiln on every replica and cannot be overridden (kiln's "
+                   "variables: TF_CONFIG, CLUSTER_SPEC, TPU_CONFIG, CUDA_VISIBLE_DEVICES, "
+                   "MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, PYTHONPATH, PYTHONUNBUFFERED, "
+                   "KILN_TASK_NAME, KILN_JOB_ID, KILN_COLL_KEY, KILN_PS_KEYS, "
+                   "KILN_SIMULATED_DEVICES, CLOUD_ML_*, PET_*)",
+                   kiln_own, kiln_own[strlen(kiln_own) - 1] == '_' ? "*" : "");
+    }
+    const char *limits[2] = {rc->cpu_limit, rc->memory_limit};
+    const char *names[2] = {"cpuLimit", "memoryLimit"};
+    for (int k = 0; k < 2; k++) {
+        int64_t v;
+        if (!set(limits[k])) continue;
+        snprintf(f, sizeof f, "trainingInput.%sConfig.%s", role, names[k]);
+        bool ok =
+            k == 0 ? kiln_quantity_cpu_milli(limits[k], &v) : kiln_quantity_bytes(limits[k], &v);
+        if (!ok)
+            refuse(h, f, "'%.32s' is not a %s", limits[k],
+                   k == 0 ? "CPU quantity (2, 0.5, 500m; at least 1m)"
+                          : "memory quantity (4Gi, 512Mi, 1G or bytes)");
+        else if (!image)
+            refuse(h, f,
+                   "limits apply to container replicas only: this replica runs as a process "
+                   "(no imageUri)");
+    }
+    for (size_t i = 0; i < rc->host_mounts.n; i++) {
+        snprintf(f, sizeof f, "trainingInput.%sConfig.hostMounts[%zu]", role, i);
+        if (!mount_ok(rc->host_mounts.v[i]))
+            refuse(h, f, "'%.128s' is not /HOST/PATH:/CONTAINER/PATH[:ro]", rc->host_mounts.v[i]);
+        else if (!image)
+            refuse(h, f,
+                   "host mounts apply to container replicas only: this replica runs as a "
+                   "process (no imageUri) and already sees the node's files");
+    }
+}
+
+kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job, kiln_diag *d)
+{
+    hctx h = {.job = job, .d = d};
+    const kiln_training_input *ti = &job->training_input;
+    (void)c; /* the site catalog declares nothing of these yet: see the refusals' reasons */
+    if (!job->has_training_input) return KILN_OK;
+    check_packages(&h, ti);
+    if (set(ti->runtime_version))
+        refuse(&h, "trainingInput.runtimeVersion",
+               "'%.32s': this site runs no runtime versions (its list is empty): a replica runs "
+               "kilnd's Python, or the image in masterConfig.imageUri; leave runtimeVersion out "
+               "or give an image",
+               ti->runtime_version);
+    if (set(ti->python_version))
+        refuse(&h, "trainingInput.pythonVersion",
+               "'%.32s': this site offers no choice of Python (its list is empty): a replica "
+               "runs kilnd's Python (kilnd --python), or the image in masterConfig.imageUri",
+               ti->python_version);
+    if (set(ti->service_account))
+        refuse(&h, "trainingInput.serviceAccount",
+               "not supported: a replica runs as its project's user on the node (kilnd "
+               "--project-user), not as a service account");
+    if (set(ti->network))
+        refuse(&h, "trainingInput.network",
+               "not supported: replicas use the nodes' own network (no VPC peering)");
+    if (ti->enable_web_access)
+        refuse(&h, "trainingInput.enableWebAccess",
+               "not supported: kiln has no interactive shell into replicas (read their logs "
+               "with kiln jobs stream-logs)");
+    if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished)
+        refuse(&h, "trainingInput.runPolicy.ttlSecondsAfterFinished",
+               "not supported: kiln keeps a finished job's replica logs and directories; it "
+               "removes nothing after a TTL");
+    if (ti->has_run_policy && set(ti->run_policy.clean_pod_policy) &&
+        strcmp(ti->run_policy.clean_pod_policy, "None") == 0)
+        refuse(&h, "trainingInput.runPolicy.cleanPodPolicy",
+               "'None' is not supported: kiln stops every replica still running when the job "
+               "ends (Running; All is the same, as an ended replica has nothing left to stop)");
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const char *image = NULL;
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+        if (rc && set(rc->image_uri))
+            image = rc->image_uri;
+        else if (mc && set(mc->image_uri))
+            image = mc->image_uri; /* AI Platform's default, and spawn.c's */
+        check_role(&h, (kiln_role)r, image);
+    }
+    return h.n ? KILN_EINVAL : KILN_OK;
+}

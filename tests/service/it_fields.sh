@@ -1,0 +1,125 @@
+#!/bin/bash
+# tests/service/it_fields.sh - every field kiln accepts is acted on or refused
+# at create (issue 16), on a real kilnd:
+#   1. fields kiln does not act on: HTTP 400 with a fieldViolation at their
+#      path, nothing stored, and `kiln validate` refuses the same;
+#   2. a process replica gets <role>Config.env after kiln's own variables;
+#   3. a TFJob in the shape of the Kubeflow docs' mnist example (a
+#      Kubernetes label key, env, resources.limits, a hostPath volume),
+#      submitted unchanged: it runs in a container that sees the env, the
+#      mount and podman's CPU/memory limits, and is found by its label.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+
+start_kilnd "$T/d"
+
+# 1. refusals at create, each at its field path
+refused() { # refused DESCRIPTION FIELD MASTER_CONFIG_MEMBERS TRAINING_INPUT_MEMBERS
+    local body='{"jobId":"r1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]'"$3"'}'"$4"'}}'
+    api POST /v1/projects/p1/jobs "$body"
+    check_eq "$1: 400" "$STATUS" 400
+    check_eq "$1: the field" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "$2"
+    printf '%s' "$body" >"$T/refused.json"
+    "$KILN" validate --config "$T/refused.json" >/dev/null 2>"$T/validate.err"
+    check "$1: kiln validate refuses it too" grep -qF "$2: " "$T/validate.err"
+}
+refused "an https package" "trainingInput.packageUris[0]" "" ',"packageUris":["https://example.com/t.tar.gz"]'
+refused "runtimeVersion" "trainingInput.runtimeVersion" "" ',"runtimeVersion":"2.11"'
+refused "pythonVersion" "trainingInput.pythonVersion" "" ',"pythonVersion":"3.7"'
+refused "serviceAccount" "trainingInput.serviceAccount" "" ',"serviceAccount":"a@b"'
+refused "network" "trainingInput.network" "" ',"network":"n"'
+refused "enableWebAccess" "trainingInput.enableWebAccess" "" ',"enableWebAccess":true'
+refused "diskConfig" "trainingInput.masterConfig.diskConfig" ',"diskConfig":{"bootDiskSizeGb":100}' ""
+refused "a TTL" "trainingInput.runPolicy.ttlSecondsAfterFinished" "" ',"runPolicy":{"ttlSecondsAfterFinished":"60"}'
+refused "an env name kiln sets" "trainingInput.masterConfig.env.TF_CONFIG" ',"env":{"TF_CONFIG":"{}"}' ""
+refused "a CPU limit on a process" "trainingInput.masterConfig.cpuLimit" ',"cpuLimit":"1"' ""
+api GET /v1/projects/p1/jobs/r1
+check_eq "nothing refused was stored" "$STATUS" 404
+
+# 2. env on a process replica, after kiln's own
+api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","echo \"GREETING=$GREETING TASK=$KILN_TASK_NAME\""],"env":{"GREETING":"hello world"}}}}'
+check_eq "a job with env is accepted" "$STATUS" 200
+check "it SUCCEEDED" wait_state env_1 SUCCEEDED 30
+check "the replica saw its env and kiln's" grep -q "GREETING=hello world TASK=master-replica-0" "$T/d/jobs/p1/env_1/log.tsv"
+
+# 3. the mnist-shaped TFJob, unchanged
+if ! kiln_probe podman; then
+    echo "part 3 not run: $KILN_PROBE_WHY; to run it: $KILN_PROBE_FIX"
+    finish
+fi
+IMG=kiln-it-fields-$$:1
+make_image "$IMG" || {
+    fail "cannot build the test image"
+    finish
+}
+DATA=$T/train-data
+mkdir -p "$DATA" && echo "digits" >"$DATA/README"
+cat >"$T/mnist.yaml" <<YAML
+# kiln's own test file, in the shape of the Kubeflow docs' TFJob mnist example
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: tfjob-mnist
+  namespace: kubeflow
+  labels:
+    app.kubernetes.io/name: mnist
+    app.kubernetes.io/part-of: kiln-tests
+spec:
+  runPolicy:
+    cleanPodPolicy: Running
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        metadata:
+          annotations:
+            sidecar.istio.io/inject: "false"
+        spec:
+          containers:
+            - name: tensorflow
+              image: localhost/$IMG
+              imagePullPolicy: IfNotPresent
+              command:
+                - sh
+                - -c
+                - 'echo "EPOCHS=\$EPOCHS"; cat /train/README;
+                   for f in /sys/fs/cgroup/cpu.max /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us; do [ -r \$f ] && echo "CPU \$(cat \$f)"; done;
+                   for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do [ -r \$f ] && echo "MEM \$(cat \$f)"; done; true'
+              env:
+                - name: EPOCHS
+                  value: "3"
+              ports:
+                - containerPort: 2222
+                  name: tfjob-port
+              resources:
+                limits:
+                  cpu: 500m
+                  memory: 256Mi
+              volumeMounts:
+                - name: training
+                  mountPath: /train
+                  readOnly: true
+          volumes:
+            - name: training
+              hostPath:
+                path: $DATA
+YAML
+"$KILN" validate --tfjob "$T/mnist.yaml" >"$T/mnist.validate" 2>&1
+check_eq "kiln validate accepts the mnist TFJob" "$?" 0
+"$KILN" jobs submit training --tfjob "$T/mnist.yaml" >"$T/submit.out" 2>&1
+check_eq "the mnist TFJob is submitted unchanged" "$?" 0
+cat "$T/submit.out" >&2
+check "it SUCCEEDED" wait_state tfjob_mnist SUCCEEDED 60
+LOG=$T/d/jobs/p1/tfjob_mnist/log.tsv
+check "env reached the container" grep -q "EPOCHS=3" "$LOG"
+check "the hostPath volume is mounted" grep -q "digits" "$LOG"
+check "the CPU limit is podman's --cpus (cgroup v2 cpu.max or v1 quota)" grep -qE "CPU 50000( 100000)?$" "$LOG"
+check "the memory limit is podman's --memory" grep -q "MEM 268435456$" "$LOG"
+api GET /v1/projects/p1/jobs/tfjob_mnist
+check_eq "the Kubernetes label is kept verbatim" \
+    "$(printf '%s' "$BODY" | jget labels | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("app.kubernetes.io/name",""))')" mnist
+api GET "/v1/projects/p1/jobs?filter=labels.app.kubernetes.io/name%3Dmnist"
+check_eq "the label filters the list" "$(printf '%s' "$BODY" | jget jobs.0.jobId)" tfjob_mnist
+check_eq "only that job" "$(printf '%s' "$BODY" | jget jobs.1.jobId)" ""
+finish

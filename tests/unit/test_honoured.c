@@ -1,0 +1,117 @@
+/* test_honoured.c - kiln_catalog_check_honoured: what the Job model accepts
+ * but kiln does not act on is refused at its field path (issue 16), and what
+ * kiln acts on passes. Each case changes one field of a valid JSON Job. */
+#include <stdlib.h>
+
+#include "kiln/catalog.h"
+#include "test.h"
+
+#define BASE                                                                                       \
+    "{\"jobId\": \"j\", \"trainingInput\": {\"scaleTier\": \"BASIC\", \"region\": "                \
+    "\"us-central1\", "
+
+/* Decodes `json`, checks it against the rules (must pass) and against what
+ * kiln honours: `field` NULL means no refusal, else exactly one, at `field`. */
+static void expect(const kiln_catalog *c, const char *json, const char *field, const char *needle)
+{
+    kiln_diag d = KILN_DIAG_INIT;
+    kiln_job *job = NULL;
+    CHECK_MSG(kiln_job_from_json(json, strlen(json), &job, &d) == KILN_OK, "decode: %s", json);
+    if (job) CHECK_MSG(kiln_catalog_validate(c, job, &d) == KILN_OK, "rules: %s", json);
+    kiln_err err = job ? kiln_catalog_check_honoured(c, job, &d) : KILN_EINVAL;
+    if (field == NULL) {
+        CHECK_MSG(err == KILN_OK && d.n == 0, "refused: %s", json);
+    } else {
+        CHECK_MSG(err == KILN_EINVAL && d.n == 1 && strcmp(d.v[0].field, field) == 0 &&
+                      strstr(d.v[0].description, needle),
+                  "wanted one refusal at %s with '%s': %s", field, needle, json);
+    }
+    if (d.n && (field == NULL || d.n != 1)) kiln_diag_print(&d, stderr);
+    kiln_job_free(job);
+    kiln_diag_free(&d);
+}
+
+int main(void)
+{
+    kiln_catalog *c = NULL;
+    kiln_diag d = KILN_DIAG_INIT;
+    CHECK(kiln_catalog_default(&c, &d) == KILN_OK);
+    if (!c) return 1;
+
+    /* packageUris: local paths, file:// and gs:// pass; the rest name the schemes */
+    expect(c,
+           BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"file:///srv/u.whl\", "
+                "\"gs://b/t.tar.gz\"]}}",
+           NULL, NULL);
+    expect(c, BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"https://example.com/t.tar.gz\"]}}",
+           "trainingInput.packageUris[1]", "gs://BUCKET/NAME");
+    expect(c, BASE "\"packageUris\": [\"trainer.tar.gz\"]}}", "trainingInput.packageUris[0]",
+           "absolute path");
+    expect(c, BASE "\"packageUris\": [\"s3://b/t.tar.gz\"]}}", "trainingInput.packageUris[0]",
+           "file:///path");
+
+    /* fields kiln has no meaning for */
+    expect(c, BASE "\"runtimeVersion\": \"2.11\"}}", "trainingInput.runtimeVersion",
+           "no runtime versions");
+    expect(c, BASE "\"pythonVersion\": \"3.7\"}}", "trainingInput.pythonVersion", "kilnd's Python");
+    expect(c, BASE "\"serviceAccount\": \"a@b.iam\"}}", "trainingInput.serviceAccount",
+           "not supported");
+    expect(c, BASE "\"network\": \"projects/p/global/networks/n\"}}", "trainingInput.network",
+           "not supported");
+    expect(c, BASE "\"enableWebAccess\": true}}", "trainingInput.enableWebAccess", "shell");
+    expect(c, BASE "\"enableWebAccess\": false}}", NULL, NULL);
+    expect(c, BASE "\"masterConfig\": {\"diskConfig\": {\"bootDiskSizeGb\": 200}}}}",
+           "trainingInput.masterConfig.diskConfig", "boot disks");
+    expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"60\"}}}",
+           "trainingInput.runPolicy.ttlSecondsAfterFinished", "TTL");
+    expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"None\"}}}",
+           "trainingInput.runPolicy.cleanPodPolicy", "'None'");
+    expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"Running\"}}}", NULL, NULL);
+    expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"All\"}}}", NULL, NULL);
+
+    /* env: any name but kiln's own */
+    expect(c, BASE "\"masterConfig\": {\"env\": {\"DATA\": \"/d\", \"KILN_VERBOSE\": \"1\"}}}}",
+           NULL, NULL);
+    expect(c, BASE "\"masterConfig\": {\"env\": {\"TF_CONFIG\": \"{}\"}}}}",
+           "trainingInput.masterConfig.env.TF_CONFIG", "cannot be overridden");
+    expect(c, BASE "\"masterConfig\": {\"env\": {\"CLOUD_ML_TRIAL_ID\": \"3\"}}}}",
+           "trainingInput.masterConfig.env.CLOUD_ML_TRIAL_ID", "CLOUD_ML_*");
+    expect(c, BASE "\"masterConfig\": {\"env\": {\"MASTER_ADDR\": \"h\"}}}}",
+           "trainingInput.masterConfig.env.MASTER_ADDR", "cannot be overridden");
+    expect(c, BASE "\"masterConfig\": {\"env\": {\"A=B\": \"h\"}}}}",
+           "trainingInput.masterConfig.env.A=B", "not a variable name");
+
+    /* limits and mounts: container replicas only, in Kubernetes' forms */
+#define IMG "\"imageUri\": \"localhost/x:1\", "
+    expect(c,
+           BASE "\"masterConfig\": {" IMG "\"cpuLimit\": \"500m\", \"memoryLimit\": \"4Gi\", "
+                "\"hostMounts\": [\"/srv/data:/data:ro\", \"/tmp/o:/out\"]}}}",
+           NULL, NULL);
+    expect(c, BASE "\"masterConfig\": {\"cpuLimit\": \"2\"}}}",
+           "trainingInput.masterConfig.cpuLimit", "container replicas only");
+    expect(c, BASE "\"masterConfig\": {" IMG "\"cpuLimit\": \"two\"}}}",
+           "trainingInput.masterConfig.cpuLimit", "CPU quantity");
+    expect(c, BASE "\"masterConfig\": {" IMG "\"memoryLimit\": \"4GB\"}}}",
+           "trainingInput.masterConfig.memoryLimit", "memory quantity");
+    expect(c, BASE "\"masterConfig\": {\"hostMounts\": [\"/a:/b\"]}}}",
+           "trainingInput.masterConfig.hostMounts[0]", "container replicas only");
+    expect(c, BASE "\"masterConfig\": {" IMG "\"hostMounts\": [\"/a:/b:rw,z\"]}}}",
+           "trainingInput.masterConfig.hostMounts[0]", "/HOST/PATH");
+
+    /* the quantities themselves */
+    int64_t v = 0;
+    CHECK(kiln_quantity_cpu_milli("500m", &v) && v == 500);
+    CHECK(kiln_quantity_cpu_milli("2", &v) && v == 2000);
+    CHECK(kiln_quantity_cpu_milli("0.25", &v) && v == 250);
+    CHECK(!kiln_quantity_cpu_milli("0", &v) && !kiln_quantity_cpu_milli("1e3", &v) &&
+          !kiln_quantity_cpu_milli("-1", &v) && !kiln_quantity_cpu_milli("", &v));
+    CHECK(kiln_quantity_bytes("4Gi", &v) && v == 4LL << 30);
+    CHECK(kiln_quantity_bytes("256Mi", &v) && v == 256LL << 20);
+    CHECK(kiln_quantity_bytes("1G", &v) && v == 1000000000LL);
+    CHECK(kiln_quantity_bytes("1048576", &v) && v == 1048576);
+    CHECK(!kiln_quantity_bytes("4GB", &v) && !kiln_quantity_bytes("Gi", &v));
+
+    kiln_catalog_free(c);
+    kiln_diag_free(&d);
+    TEST_DONE();
+}
