@@ -60,6 +60,13 @@ typedef enum kiln_trial_state {
     KILN_TRIAL_CANCELLED,
 } kiln_trial_state;
 
+/* An event file a trial is read from (not persisted). */
+typedef struct kiln_tb_file {
+    char *path;
+    long offset; /* the whole records read so far */
+    bool dead;   /* corrupt: not read any more */
+} kiln_tb_file;
+
 typedef struct kiln_trial {
     int id;         /* 1, 2, ... */
     double *values; /* per parameter: the value, or the category's index */
@@ -73,6 +80,8 @@ typedef struct kiln_trial {
     int64_t *curve_steps;
     double *curve_values;
     long file_offset; /* how far the hypertune file was read (not persisted) */
+    kiln_tb_file *tb; /* TensorBoard event files read so far (not persisted) */
+    size_t n_tb;
 } kiln_trial;
 
 typedef struct kiln_study kiln_study;
@@ -124,6 +133,29 @@ kiln_err kiln_trial_env(const kiln_study *s, const kiln_trial *t, const char *me
 /* Reads the cloudml-hypertune JSON lines that `t`'s program appended to
  * `path` since the last call and reports those for the study's tag. */
 void kiln_study_read_hypertune(kiln_study *s, kiln_trial *t, const char *path);
+
+/* ---- TensorBoard event files (tfevents.c) ---- */
+#define KILN_TFEVENTS_MAX_RECORD  (1u << 20) /* longer records: a corrupt file */
+#define KILN_TFEVENTS_MAX_FILES   64         /* event files read per trial */
+#define KILN_TFEVENTS_MAX_DEPTH   3          /* subdirectories searched */
+#define KILN_TFEVENTS_MAX_ENTRIES 2000       /* directory entries looked at per read */
+
+typedef void (*kiln_tfevents_fn)(void *ud, int64_t step, double value);
+/* Decodes the whole TFRecords at the start of buf[0, len), checking both
+ * CRCs, and calls fn for each scalar (a simple_value, or a float or double
+ * tensor of one element) whose tag is `tag`, at its Event's step. Returns the
+ * bytes of whole records consumed: a record cut short at the end is left for
+ * the next call. *corrupt is set when a CRC does not match or a length
+ * passes KILN_TFEVENTS_MAX_RECORD (nothing after it is consumed). A record
+ * whose protobuf does not decode is skipped. */
+size_t kiln_tfevents_scan(const uint8_t *buf, size_t len, const char *tag, kiln_tfevents_fn fn,
+                          void *ud, bool *corrupt);
+/* Reads on, from where the last call stopped, every event file
+ * (*tfevents*) under `dir` (and its subdirectories, KILN_TFEVENTS_MAX_DEPTH
+ * deep, KILN_TFEVENTS_MAX_ENTRIES entries in all) that this run of `t` wrote
+ * (modified since its start), and reports the scalars tagged with the
+ * study's metric tag. A corrupt file is not read any further. */
+void kiln_study_read_tfevents(kiln_study *s, kiln_trial *t, const char *dir);
 
 /* trainingOutput.trials as AI Platform shows them, best first by the goal
  * (new reference). */

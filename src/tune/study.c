@@ -51,6 +51,7 @@ static void trial_clear(kiln_trial *t)
     free(t->values);
     free(t->curve_steps);
     free(t->curve_values);
+    kiln__tune_tb_clear(t);
 }
 
 void kiln_study_free(kiln_study *s)
@@ -150,6 +151,7 @@ kiln_trial *kiln_study_next(kiln_study *s, int64_t now_ns)
     t->start_ns = now_ns;
     t->end_ns = 0;
     t->file_offset = 0;
+    kiln__tune_tb_clear(t);
     return t;
 }
 

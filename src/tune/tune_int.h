@@ -19,4 +19,7 @@ void kiln__tune_random(const kiln_hyperparameter_spec *hp, uint64_t *rng, double
 bool kiln__tune_tpe(const kiln_hyperparameter_spec *hp, const kiln_trial *const *done, size_t n,
                     bool maximize, uint64_t *rng, double *out);
 
+/* Forgets a trial's event files (tfevents.c). */
+void kiln__tune_tb_clear(kiln_trial *t);
+
 #endif

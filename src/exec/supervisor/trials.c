@@ -174,6 +174,18 @@ kiln_err trial_env(rjob *j, kiln_strv *env)
     return t ? kiln_trial_env(j->study->st, t, path, env) : KILN_EINVAL;
 }
 
+/* TensorBoard event files: in the trial's working directory JOBS/P/ID/N
+ * and in its jobDir (jobDir/N, once spawn made it a local path). */
+static void trial_read_tfevents(rjob *j, kiln_trial *t)
+{
+    char dir[PATH_MAX + 48];
+    const char *jd = j->job ? j->job->training_input.job_dir : NULL;
+    snprintf(dir, sizeof dir, "%s/%d", j->dir, j->trial);
+    kiln_study_read_tfevents(j->study->st, t, dir);
+    if (jd && jd[0] == '/' && strncmp(jd, dir, strlen(dir)) != 0)
+        kiln_study_read_tfevents(j->study->st, t, jd);
+}
+
 /* kiln-train's reports (trainmetrics.h) name their numbers in camelCase:
  * the tag matches as written, or in its camelCase form (test_accuracy). */
 void trial_metrics(rjob *j, json_t *report)
@@ -200,7 +212,8 @@ void trial_metrics(rjob *j, json_t *report)
         kiln_study_report(j->study->st, t, json_integer_value(step), json_number_value(v));
 }
 
-/* Each tick: the hypertune file's new lines, and the median stopping rule. */
+/* Each tick: the hypertune file's new lines, the event files' new records,
+ * and the median stopping rule. */
 void trial_check(sup *s, rjob *j)
 {
     char path[PATH_MAX + 48];
@@ -209,6 +222,7 @@ void trial_check(sup *s, rjob *j)
     if (!t) return;
     trial_metric_file(j, path, sizeof path);
     kiln_study_read_hypertune(j->study->st, t, path);
+    trial_read_tfevents(j, t);
     if (j->study->job->training_input.hyperparameters.enable_trial_early_stopping &&
         kiln_study_should_stop(j->study->st, t)) {
         t->stopped_early = true;
@@ -234,6 +248,7 @@ void trial_finish(sup *s, rjob *j)
     if (j->after == AS_CANCEL || j->after == AS_NONE) st->cancelling = true;
     trial_metric_file(j, path, sizeof path);
     if (t) kiln_study_read_hypertune(st->st, t, path);
+    if (t) trial_read_tfevents(j, t);
     if (t) kiln_study_end(st->st, t, end, kiln_now_ns());
     st->running--;
     kilnd_event(s->d, j->project, j->job_id, end == KILN_TRIAL_FAILED ? "ERROR" : "INFO",
