@@ -112,7 +112,8 @@ static bool next_field(span *s, field *f)
     f->num = (uint32_t)(key >> 3);
     f->wt = (int)(key & 7);
     switch (f->wt) {
-    case 0: return varint(s, &f->v);
+    case 0:
+        return varint(s, &f->v);
     case 1:
         if (s->n < 8) return false;
         f->v = le64(s->p);
@@ -128,7 +129,8 @@ static bool next_field(span *s, field *f)
         f->bytes = (span){s->p, (size_t)f->v};
         s->p += f->v, s->n -= (size_t)f->v;
         return true;
-    default: return false; /* groups (3, 4) and 6, 7: not in these messages */
+    default:
+        return false; /* groups (3, 4) and 6, 7: not in these messages */
     }
 }
 
@@ -331,8 +333,7 @@ static void walk(kiln_study *s, kiln_trial *t, const char *dir, int depth, size_
         char path[4096];
         struct stat st;
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path)
-            continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) continue;
         if (lstat(path, &st) != 0) continue;
         if (S_ISDIR(st.st_mode)) {
             if (depth < KILN_TFEVENTS_MAX_DEPTH) walk(s, t, path, depth + 1, left);

@@ -112,8 +112,7 @@ static void simple(buf *file, const char *tag, int64_t step, float v)
 }
 
 /* Value{tag, tensor{dtype, shape{dims...}, ...}} with `body` after the shape. */
-static void tensor(buf *file, const char *tag, int64_t step, int dtype, int ndims,
-                   const buf *body)
+static void tensor(buf *file, const char *tag, int64_t step, int dtype, int ndims, const buf *body)
 {
     buf val = {0}, t = {0}, shape = {0}, ev;
     for (int i = 0; i < ndims; i++) {
@@ -150,7 +149,7 @@ static void test_scan(void)
     buf f = {0}, body;
     simple(&f, "loss", 1, 0.5f);
     simple(&f, "accuracy", 1, 0.9f); /* another tag */
-    body = (buf){0}; /* TF2: float_val, one element, shape [] */
+    body = (buf){0};                 /* TF2: float_val, one element, shape [] */
     f32field(&body, 5, 0.25f);
     tensor(&f, "loss", 2, 1, 0, &body);
     body = (buf){0}; /* tensor_content, a double, shape [1] */

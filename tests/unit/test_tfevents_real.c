@@ -34,8 +34,8 @@ int main(void)
     kiln_test_need("tensorboard");
     char dir[] = "/tmp/test_tfevents_real_XXXXXX", cmd[1024];
     if (!mkdtemp(dir)) return 1;
-    const char *py = getenv("KILN_TEST_TORCH_PYTHON") ? getenv("KILN_TEST_TORCH_PYTHON")
-                                                      : "/usr/bin/python3";
+    const char *py =
+        getenv("KILN_TEST_TORCH_PYTHON") ? getenv("KILN_TEST_TORCH_PYTHON") : "/usr/bin/python3";
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/unit/tfevents_write.py' '%s'", py, KILN_SOURCE_DIR,
              dir);
     struct timeval tv;
