@@ -91,6 +91,18 @@ typedef struct kiln_study kiln_study;
  * reproducible. NULL on ENOMEM. */
 kiln_study *kiln_study_new(const kiln_hyperparameter_spec *hp, uint64_t seed);
 void kiln_study_free(kiln_study *s);
+/* resumePreviousJobId (resume.c): `prev` is the job it names in the same
+ * project (NULL: none), `prev_runtime` its runtime record. It must be a
+ * finished tuning job that ran trials, with the same params (in order), goal
+ * and metric tag as `hp`. Returns the violations (0 or 1), at the field's
+ * path. */
+int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_id,
+                           const kiln_job *prev, const char *prev_runtime, kiln_diag *d);
+/* The study a resumed job starts with: the previous job's, read from its
+ * runtime record (its seed and its trials, whose ids the new trials follow).
+ * NULL when the record holds none that fits `hp`. */
+kiln_study *kiln_study_resume(const kiln_hyperparameter_spec *hp, const char *prev_runtime);
+
 /* The persisted form (new reference) and back. from_json returns NULL on a
  * record that does not fit `hp` (a changed spec) or on ENOMEM. Trials come
  * back in their state (trainingOutput shows a running trial RUNNING); kilnd

@@ -47,6 +47,28 @@ check_eq "cli: --trial with --task-name" \
 "$KILN" jobs stream-logs tune1 --trial x >/dev/null 2>"$T/err"
 check "cli: --trial x is refused" grep -q "trial id" "$T/err"
 
+# resumePreviousJobId: tune2 continues tune1's study (maxTrials 6): its 4
+# trials are kept, 2 more run, with ids 5 and 6; a job naming an unknown
+# job, or with other params, is refused at create
+hp6=${hp/\"maxTrials\":4/\"maxTrials\":6}
+hp6=${hp6/\"params\"/\"resumePreviousJobId\":\"tune1\",\"params\"}
+api POST /v1/projects/p1/jobs "$(job_json tune2 "$cmd" "$hp6")"
+check_eq "resume: create" "$STATUS" 200
+check "resume: the study succeeds" wait_state tune2 SUCCEEDED 40
+api GET /v1/projects/p1/jobs/tune2
+check_eq "resume: 6 trials, 1-4 tune1's, 5 and 6 new" "$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+o = json.load(sys.stdin)["trainingOutput"]
+print(o["completedTrialCount"], sorted(int(x["trialId"]) for x in o["trials"]))')" "6 [1, 2, 3, 4, 5, 6]"
+check "resume: trials 5 and 6 ran in tune2's directory, 1 did not" \
+    test -s "$T/data/jobs/p1/tune2/5/trial.txt" -a -s "$T/data/jobs/p1/tune2/6/trial.txt" -a ! -e "$T/data/jobs/p1/tune2/1"
+api POST /v1/projects/p1/jobs "$(job_json tune3 "$cmd" "${hp6/tune1/nosuch}")"
+check_eq "resume: an unknown job is refused" "$STATUS" 400
+check "resume: ... saying so" grep -q "nosuch.*not found" <<<"$BODY"
+api POST /v1/projects/p1/jobs "$(job_json tune3 "$cmd" "${hp6/0.1,/0.5,}")"
+check_eq "resume: other params are refused" "$STATUS" 400
+check "resume: ... saying which" grep -q "resumePreviousJobId.*params\[0\] differs.*minValue/maxValue" <<<"$BODY"
+
 W=$T/w
 mkdir -p "$W"
 out_of() { # out_of JOB PYTHON-EXPR-OF-o(trainingOutput)

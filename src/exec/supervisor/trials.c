@@ -86,8 +86,31 @@ void study_begin(sup *s, kiln_job_record *rec)
     t->job = kiln_job_clone(rec->job);
     if (!t->project || !t->job_id || !t->job) goto fail;
     const kiln_hyperparameter_spec *hp = &t->job->training_input.hyperparameters;
-    t->st =
-        kept ? kiln_study_from_json(hp, kept) : kiln_study_new(hp, study_seed(rec->project, id));
+    const char *resume = hp->resume_previous_job_id;
+    if (kept) {
+        t->st = kiln_study_from_json(hp, kept);
+    } else if (resume && *resume) { /* the previous job's study, checked at create */
+        kiln_job_record *prev = NULL;
+        if (kiln_store_job_get(d->store, rec->project, resume, &prev) == KILN_OK)
+            t->st = kiln_study_resume(hp, prev->runtime);
+        kiln_job_record_free(prev);
+        if (!t->st) {
+            char msg[300];
+            snprintf(msg, sizeof msg,
+                     "resumePreviousJobId: job '%.100s' has no study to resume any more", resume);
+            kiln_store_job_transition(d->store, rec->project, id, KILN_STATE_MASK(PREPARING),
+                                      KILN_STATE_FAILED, msg, kiln_now_ns(), NULL);
+            kilnd_event(d, rec->project, id, "ERROR", "Job FAILED: %s", msg);
+            json_decref(kept);
+            kiln_job_free(t->job);
+            free(t->project);
+            free(t->job_id);
+            free(t);
+            return;
+        }
+    } else {
+        t->st = kiln_study_new(hp, study_seed(rec->project, id));
+    }
     if (!t->st) goto fail;
     /* trials that were running (kilnd restart, drain) run again, same values */
     for (size_t i = 0; i < kiln_study_trial_count(t->st); i++)
