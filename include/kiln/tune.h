@@ -13,8 +13,9 @@
  *   RANDOM_SEARCH         values drawn uniformly in each parameter's scaled
  *                         space; trial N's values depend only on the
  *                         study's seed and N (reproducible);
- *   ALGORITHM_UNSPECIFIED a tree-structured Parzen estimator (TPE) once a few
- *                         trials have a metric, random before that.
+ *   ALGORITHM_UNSPECIFIED Gaussian-process regression with expected
+ *                         improvement (src/tune/gp.c) once max(5, params + 2)
+ *                         trials have succeeded with a metric, random before.
  *
  * Ownership: a kiln_study owns its trials; pointers returned by
  * kiln_study_trial() stay valid until the next call that adds a trial. */

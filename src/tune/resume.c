@@ -60,8 +60,10 @@ int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_
                            const kiln_job *prev, const char *prev_runtime, kiln_diag *d)
 {
     if (!prev) {
-        kiln_diag_add(d, FIELD, "job '%s' not found in this project: only a finished tuning job "
-                      "of the same project can be resumed", prev_id);
+        kiln_diag_add(d, FIELD,
+                      "job '%s' not found in this project: only a finished tuning job "
+                      "of the same project can be resumed",
+                      prev_id);
         return 1;
     }
     if (!prev->has_training_input || !prev->training_input.has_hyperparameters) {
@@ -70,21 +72,27 @@ int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_
     }
     if (prev->state != KILN_STATE_SUCCEEDED && prev->state != KILN_STATE_FAILED &&
         prev->state != KILN_STATE_CANCELLED) {
-        kiln_diag_add(d, FIELD, "job '%s' is %s: only a finished study (SUCCEEDED, FAILED or "
-                      "CANCELLED) can be resumed", prev_id, kiln_job_state_name(prev->state));
+        kiln_diag_add(d, FIELD,
+                      "job '%s' is %s: only a finished study (SUCCEEDED, FAILED or "
+                      "CANCELLED) can be resumed",
+                      prev_id, kiln_job_state_name(prev->state));
         return 1;
     }
     const kiln_hyperparameter_spec *ph = &prev->training_input.hyperparameters;
     if (hp->n_params != ph->n_params) {
-        kiln_diag_add(d, FIELD, "job '%s' has %zu params and this job %zu: a resumed study "
-                      "must have the same params", prev_id, ph->n_params, hp->n_params);
+        kiln_diag_add(d, FIELD,
+                      "job '%s' has %zu params and this job %zu: a resumed study "
+                      "must have the same params",
+                      prev_id, ph->n_params, hp->n_params);
         return 1;
     }
     for (size_t i = 0; i < hp->n_params; i++) {
         const char *what = param_diff(&hp->params[i], &ph->params[i]);
         if (what) {
-            kiln_diag_add(d, FIELD, "params[%zu] differs from job '%s''s (%s): a resumed study "
-                          "must have the same params, in the same order", i, prev_id, what);
+            kiln_diag_add(d, FIELD,
+                          "params[%zu] differs from job '%s''s (%s): a resumed study "
+                          "must have the same params, in the same order",
+                          i, prev_id, what);
             return 1;
         }
     }
@@ -95,8 +103,10 @@ int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_
     }
     const char *ta = hp->hyperparameter_metric_tag, *tb = ph->hyperparameter_metric_tag;
     if (strcmp(ta && *ta ? ta : KILN_TUNE_DEFAULT_TAG, tb && *tb ? tb : KILN_TUNE_DEFAULT_TAG)) {
-        kiln_diag_add(d, FIELD, "job '%s''s hyperparameterMetricTag is '%s', this job's '%s': a "
-                      "resumed study keeps its metric", prev_id, tb && *tb ? tb : KILN_TUNE_DEFAULT_TAG,
+        kiln_diag_add(d, FIELD,
+                      "job '%s''s hyperparameterMetricTag is '%s', this job's '%s': a "
+                      "resumed study keeps its metric",
+                      prev_id, tb && *tb ? tb : KILN_TUNE_DEFAULT_TAG,
                       ta && *ta ? ta : KILN_TUNE_DEFAULT_TAG);
         return 1;
     }

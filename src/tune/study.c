@@ -123,7 +123,7 @@ static bool choose(kiln_study *s, uint64_t k, double *out)
         for (size_t i = 0; done && i < s->n; i++)
             if (s->trials[i].has_metric && s->trials[i].state == KILN_TRIAL_SUCCEEDED)
                 done[nd++] = &s->trials[i];
-        bool ok = done && kiln__tune_tpe(s->hp, done, nd, maximize(s), &rng, out);
+        bool ok = done && kiln__tune_gp(s->hp, done, nd, maximize(s), &rng, out);
         free(done);
         if (ok) return true;
     }

@@ -281,7 +281,7 @@ static void test_model_beats_random(void)
     }
     qsort(tpe, 9, sizeof *tpe, cmpd);
     qsort(rnd, 9, sizeof *rnd, cmpd);
-    CHECK_MSG(tpe[4] < rnd[4], "median regret TPE %g, random %g", tpe[4], rnd[4]);
+    CHECK_MSG(tpe[4] < rnd[4], "median regret model-based %g, random %g", tpe[4], rnd[4]);
 }
 
 static void test_median_stop(void)
