@@ -13,8 +13,9 @@
  *   RANDOM_SEARCH         values drawn uniformly in each parameter's scaled
  *                         space; trial N's values depend only on the
  *                         study's seed and N (reproducible);
- *   ALGORITHM_UNSPECIFIED a tree-structured Parzen estimator (TPE) once a few
- *                         trials have a metric, random before that.
+ *   ALGORITHM_UNSPECIFIED Gaussian-process regression with expected
+ *                         improvement (src/tune/gp.c) once max(5, params + 2)
+ *                         trials have succeeded with a metric, random before.
  *
  * Ownership: a kiln_study owns its trials; pointers returned by
  * kiln_study_trial() stay valid until the next call that adds a trial. */
@@ -60,6 +61,13 @@ typedef enum kiln_trial_state {
     KILN_TRIAL_CANCELLED,
 } kiln_trial_state;
 
+/* An event file a trial is read from (not persisted). */
+typedef struct kiln_tb_file {
+    char *path;
+    long offset; /* the whole records read so far */
+    bool dead;   /* corrupt: not read any more */
+} kiln_tb_file;
+
 typedef struct kiln_trial {
     int id;         /* 1, 2, ... */
     double *values; /* per parameter: the value, or the category's index */
@@ -73,6 +81,8 @@ typedef struct kiln_trial {
     int64_t *curve_steps;
     double *curve_values;
     long file_offset; /* how far the hypertune file was read (not persisted) */
+    kiln_tb_file *tb; /* TensorBoard event files read so far (not persisted) */
+    size_t n_tb;
 } kiln_trial;
 
 typedef struct kiln_study kiln_study;
@@ -82,6 +92,18 @@ typedef struct kiln_study kiln_study;
  * reproducible. NULL on ENOMEM. */
 kiln_study *kiln_study_new(const kiln_hyperparameter_spec *hp, uint64_t seed);
 void kiln_study_free(kiln_study *s);
+/* resumePreviousJobId (resume.c): `prev` is the job it names in the same
+ * project (NULL: none), `prev_runtime` its runtime record. It must be a
+ * finished tuning job that ran trials, with the same params (in order), goal
+ * and metric tag as `hp`. Returns the violations (0 or 1), at the field's
+ * path. */
+int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_id,
+                           const kiln_job *prev, const char *prev_runtime, kiln_diag *d);
+/* The study a resumed job starts with: the previous job's, read from its
+ * runtime record (its seed and its trials, whose ids the new trials follow).
+ * NULL when the record holds none that fits `hp`. */
+kiln_study *kiln_study_resume(const kiln_hyperparameter_spec *hp, const char *prev_runtime);
+
 /* The persisted form (new reference) and back. from_json returns NULL on a
  * record that does not fit `hp` (a changed spec) or on ENOMEM. Trials come
  * back in their state (trainingOutput shows a running trial RUNNING); kilnd
@@ -124,6 +146,29 @@ kiln_err kiln_trial_env(const kiln_study *s, const kiln_trial *t, const char *me
 /* Reads the cloudml-hypertune JSON lines that `t`'s program appended to
  * `path` since the last call and reports those for the study's tag. */
 void kiln_study_read_hypertune(kiln_study *s, kiln_trial *t, const char *path);
+
+/* ---- TensorBoard event files (tfevents.c) ---- */
+#define KILN_TFEVENTS_MAX_RECORD  (1u << 20) /* longer records: a corrupt file */
+#define KILN_TFEVENTS_MAX_FILES   64         /* event files read per trial */
+#define KILN_TFEVENTS_MAX_DEPTH   3          /* subdirectories searched */
+#define KILN_TFEVENTS_MAX_ENTRIES 2000       /* directory entries looked at per read */
+
+typedef void (*kiln_tfevents_fn)(void *ud, int64_t step, double value);
+/* Decodes the whole TFRecords at the start of buf[0, len), checking both
+ * CRCs, and calls fn for each scalar (a simple_value, or a float or double
+ * tensor of one element) whose tag is `tag`, at its Event's step. Returns the
+ * bytes of whole records consumed: a record cut short at the end is left for
+ * the next call. *corrupt is set when a CRC does not match or a length
+ * passes KILN_TFEVENTS_MAX_RECORD (nothing after it is consumed). A record
+ * whose protobuf does not decode is skipped. */
+size_t kiln_tfevents_scan(const uint8_t *buf, size_t len, const char *tag, kiln_tfevents_fn fn,
+                          void *ud, bool *corrupt);
+/* Reads on, from where the last call stopped, every event file
+ * (*tfevents*) under `dir` (and its subdirectories, KILN_TFEVENTS_MAX_DEPTH
+ * deep, KILN_TFEVENTS_MAX_ENTRIES entries in all) that this run of `t` wrote
+ * (modified since its start), and reports the scalars tagged with the
+ * study's metric tag. A corrupt file is not read any further. */
+void kiln_study_read_tfevents(kiln_study *s, kiln_trial *t, const char *dir);
 
 /* trainingOutput.trials as AI Platform shows them, best first by the goal
  * (new reference). */

@@ -206,6 +206,21 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
         goto out;
     }
+    /* resumePreviousJobId: a finished tuning job of this project (src/tune/resume.c) */
+    const char *resume = job->has_training_input && job->training_input.has_hyperparameters
+                             ? job->training_input.hyperparameters.resume_previous_job_id
+                             : NULL;
+    if (resume && *resume) {
+        kiln_job_record *prev = NULL;
+        kiln_store_job_get(d->store, project, resume, &prev);
+        kiln_tune_check_resume(&job->training_input.hyperparameters, resume,
+                               prev ? prev->job : NULL, prev ? prev->runtime : NULL, &dg);
+        kiln_job_record_free(prev);
+        if (dg.n) {
+            rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
+            goto out;
+        }
+    }
     /* a job that can never run is refused now, not failed after queueing:
      * an image with no container runtime on any node */
     if (!d->exec.container_runtime) {

@@ -4,7 +4,7 @@
  *   kiln jobs describe JOB
  *   kiln jobs list [--filter F] [--page-size N] [--limit N]
  *   kiln jobs cancel JOB
- *   kiln jobs stream-logs JOB [--task-name master-replica-0] [--polling-interval S]
+ *   kiln jobs stream-logs JOB [--task-name master-replica-0] [--trial N] [--polling-interval S]
  *   kiln jobs update JOB --update-labels k=v[,k=v] | --remove-labels k[,k]
  * Everywhere: --project P (KILN_PROJECT), --endpoint URL (KILN_ENDPOINT),
  * --format json|yaml|table; KILN_TOKEN is sent as a bearer token. */
@@ -29,7 +29,8 @@ static const char usage[] =
     "       kiln jobs describe JOB\n"
     "       kiln jobs list [--filter FILTER] [--page-size N] [--limit N]\n"
     "       kiln jobs cancel JOB\n"
-    "       kiln jobs stream-logs JOB [--task-name TASK] [--polling-interval SECONDS]\n"
+    "       kiln jobs stream-logs JOB [--task-name TASK] [--trial N] [--polling-interval "
+    "SECONDS]\n"
     "       kiln jobs update JOB [--update-labels K=V,...] [--remove-labels K,...]\n"
     "\n"
     "Common flags: --project P (or KILN_PROJECT; default 'default'), --endpoint URL (or\n"
@@ -62,14 +63,24 @@ static char *job_path(kiln_cli_ctx *ctx, const char *job, const char *suffix)
     return p;
 }
 
-/* Follows the job's log until it has ended and every line is printed. */
-static int stream_logs(kiln_cli_ctx *ctx, const char *job, const char *task, double interval)
+/* Follows the job's log until it has ended and every line is printed. A
+ * tuning job's trial N (trial > 0) is its replicas' lines, whose task names
+ * are trial-N-ROLE-replica-I: with a task name kilnd picks that one task,
+ * without one the lines are picked here by the prefix. */
+static int stream_logs(kiln_cli_ctx *ctx, const char *job, const char *task, long trial,
+                       double interval)
 {
     char *base = job_path(ctx, job, ":logs"), *te = NULL, *path = NULL;
-    char offset[32] = "0";
+    char offset[32] = "0", prefix[40] = "", trial_task[200];
     int rc = 1;
 
     if (!base) goto out;
+    if (trial > 0 && task) {
+        snprintf(trial_task, sizeof trial_task, "trial-%ld-%s", trial, task);
+        task = trial_task;
+    } else if (trial > 0) {
+        snprintf(prefix, sizeof prefix, "trial-%ld-", trial);
+    }
     if (task && !(te = kiln_client_escape(ctx->client, task))) goto out;
     for (;;) {
         json_t *v = NULL;
@@ -85,9 +96,10 @@ static int stream_logs(kiln_cli_ctx *ctx, const char *job, const char *task, dou
         size_t i;
         json_array_foreach(entries, i, e)
         {
+            const char *tn = json_string_value(json_object_get(e, "taskName"));
+            if (prefix[0] && (!tn || strncmp(tn, prefix, strlen(prefix)) != 0)) continue;
             printf("%s\t%s\t%s\t%s\n", json_string_value(json_object_get(e, "severity")),
-                   json_string_value(json_object_get(e, "timestamp")),
-                   json_string_value(json_object_get(e, "taskName")),
+                   json_string_value(json_object_get(e, "timestamp")), tn,
                    json_string_value(json_object_get(e, "message")));
         }
         fflush(stdout);
@@ -168,7 +180,7 @@ static int submit(kiln_cli_ctx *ctx, int argc, char **argv)
                json_string_value(json_object_get(resp, "state")));
     }
     fflush(stdout);
-    if (a.stream_logs) rc = stream_logs(ctx, job->job_id, NULL, 0.5);
+    if (a.stream_logs) rc = stream_logs(ctx, job->job_id, NULL, 0, 0.5);
 out:
     json_decref(resp);
     free(body);
@@ -189,6 +201,60 @@ static void table_row(json_t *j)
     printf("%-32s %-11s %s\n", id ? id : "", st ? st : "", ct ? ct : "");
 }
 
+/* A tuning job's trials, best first as trainingOutput has them. */
+static void trials_table(json_t *job)
+{
+    json_t *trials = json_object_get(json_object_get(job, "trainingOutput"), "trials"), *t;
+    size_t i, hw = strlen("HYPERPARAMETERS");
+    char **hps = calloc(json_array_size(trials) + 1, sizeof *hps);
+    if (!json_array_size(trials) || !hps) {
+        free(hps);
+        return;
+    }
+    json_array_foreach(trials, i, t)
+    {
+        json_t *v;
+        const char *k;
+        size_t len = 0, cap = 256;
+        char *buf = malloc(cap);
+        if (!buf) break;
+        buf[0] = '\0';
+        json_object_foreach(json_object_get(t, "hyperparameters"), k, v)
+        {
+            const char *val = json_string_value(v);
+            size_t need = strlen(k) + (val ? strlen(val) : 0) + 3;
+            if (len + need >= cap) {
+                char *nb = realloc(buf, cap = 2 * (len + need));
+                if (!nb) break;
+                buf = nb;
+            }
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s=%s", len ? " " : "", k,
+                                    val ? val : "");
+        }
+        hps[i] = buf;
+        if (len > hw) hw = len;
+    }
+    printf("\n%-6s %-10s %-14s %-10s %-*s %s\n", "TRIAL", "STATE", "OBJECTIVE", "STEP", (int)hw,
+           "HYPERPARAMETERS", "EARLY_STOPPED");
+    json_array_foreach(trials, i, t)
+    {
+        json_t *fm = json_object_get(t, "finalMetric");
+        const char *id = json_string_value(json_object_get(t, "trialId"));
+        const char *st = json_string_value(json_object_get(t, "state"));
+        const char *step = json_string_value(json_object_get(fm, "trainingStep"));
+        char obj[32] = "-";
+        if (json_is_number(json_object_get(fm, "objectiveValue")))
+            snprintf(obj, sizeof obj, "%.6g",
+                     json_number_value(json_object_get(fm, "objectiveValue")));
+        printf("%-6s %-10s %-14s %-10s %-*s %s\n", id ? id : "", st ? st : "", obj,
+               step ? step : "-", (int)hw, hps[i] ? hps[i] : "",
+               json_is_true(json_object_get(t, "isTrialStoppedEarly")) ? "yes" : "no");
+    }
+    for (i = 0; i < json_array_size(trials); i++)
+        free(hps[i]);
+    free(hps);
+}
+
 static int describe(kiln_cli_ctx *ctx, int argc, char **argv)
 {
     if (argc != 1) {
@@ -198,11 +264,15 @@ static int describe(kiln_cli_ctx *ctx, int argc, char **argv)
     char *path = job_path(ctx, argv[0], NULL);
     json_t *v = NULL;
     int rc = path ? kiln_cli_call(ctx, "GET", path, NULL, &v, PROG) : 1;
+    /* a tuning job's trials follow as a table, best first, unless a format
+     * for programs (json, yaml) was asked for */
     if (rc == 0 && ctx->format && strcmp(ctx->format, "table") == 0) {
         printf("%-32s %-11s %s\n", "JOB_ID", "STATUS", "CREATED");
         table_row(v);
+        trials_table(v);
     } else if (rc == 0) {
         kiln_cli_print(stdout, v, ctx->format ? ctx->format : "yaml");
+        if (!ctx->format) trials_table(v);
     }
     json_decref(v);
     free(path);
@@ -291,12 +361,16 @@ static int cancel(kiln_cli_ctx *ctx, int argc, char **argv)
 
 static int stream(kiln_cli_ctx *ctx, int argc, char **argv)
 {
-    const char *job = NULL, *task = NULL;
+    const char *job = NULL, *task = NULL, *trial = NULL;
     double interval = 0.5;
     for (int i = 0; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--task-name") == 0 && v)
             task = v, i++;
+        else if (strcmp(argv[i], "--trial") == 0 && v)
+            trial = v, i++;
+        else if (strncmp(argv[i], "--trial=", 8) == 0)
+            trial = argv[i] + 8;
         else if (strncmp(argv[i], "--task-name=", 12) == 0)
             task = argv[i] + 12;
         else if (strcmp(argv[i], "--polling-interval") == 0 && v)
@@ -309,11 +383,21 @@ static int stream(kiln_cli_ctx *ctx, int argc, char **argv)
         }
     }
     if (!job) {
-        fprintf(stderr, PROG ": usage: kiln jobs stream-logs JOB [--task-name TASK]\n");
+        fprintf(stderr, PROG ": usage: kiln jobs stream-logs JOB [--task-name TASK] [--trial N]\n");
         return 1;
     }
+    long tn = 0;
+    if (trial) {
+        char *end = NULL;
+        tn = strtol(trial, &end, 10);
+        if (!*trial || *end || tn < 1 || tn > 1000000) {
+            fprintf(stderr, PROG ": stream-logs: --trial takes a trial id (1, 2, ...), not '%s'\n",
+                    trial);
+            return 1;
+        }
+    }
     if (interval < 0.05 || interval > 60) interval = 0.5;
-    return stream_logs(ctx, job, task, interval);
+    return stream_logs(ctx, job, task, tn, interval);
 }
 
 /* Reads the job, changes its labels, and writes them back with its etag:

@@ -192,8 +192,7 @@ int kiln_tune_check(const kiln_hyperparameter_spec *hp, kiln_diag *d)
                  "allowed in a metric tag");
             break;
         }
-    if (set(hp->resume_previous_job_id))
-        viol(&c, HP ".resumePreviousJobId",
-             "not supported by this kilnd yet: submit a new study (its trials start afresh)");
+    /* resumePreviousJobId names a job of the project: kilnd checks it at
+     * create (kiln_tune_check_resume), where the store is */
     return c.n;
 }

@@ -51,6 +51,7 @@ static void trial_clear(kiln_trial *t)
     free(t->values);
     free(t->curve_steps);
     free(t->curve_values);
+    kiln__tune_tb_clear(t);
 }
 
 void kiln_study_free(kiln_study *s)
@@ -122,7 +123,7 @@ static bool choose(kiln_study *s, uint64_t k, double *out)
         for (size_t i = 0; done && i < s->n; i++)
             if (s->trials[i].has_metric && s->trials[i].state == KILN_TRIAL_SUCCEEDED)
                 done[nd++] = &s->trials[i];
-        bool ok = done && kiln__tune_tpe(s->hp, done, nd, maximize(s), &rng, out);
+        bool ok = done && kiln__tune_gp(s->hp, done, nd, maximize(s), &rng, out);
         free(done);
         if (ok) return true;
     }
@@ -150,6 +151,7 @@ kiln_trial *kiln_study_next(kiln_study *s, int64_t now_ns)
     t->start_ns = now_ns;
     t->end_ns = 0;
     t->file_offset = 0;
+    kiln__tune_tb_clear(t);
     return t;
 }
 

@@ -14,9 +14,11 @@ double kiln__tune_unit(const kiln_parameter_spec *p, double v);
 /* Grid point k (0-based); false past the end of the grid. */
 bool kiln__tune_grid(const kiln_hyperparameter_spec *hp, uint64_t k, double *out);
 void kiln__tune_random(const kiln_hyperparameter_spec *hp, uint64_t *rng, double *out);
-/* TPE over the trials in `done` (each with a metric); false while there are
- * too few of them. */
-bool kiln__tune_tpe(const kiln_hyperparameter_spec *hp, const kiln_trial *const *done, size_t n,
-                    bool maximize, uint64_t *rng, double *out);
+/* Gaussian-process regression with expected improvement (gp.c) over the
+ * trials in `done`; false while there are too few of them. */
+bool kiln__tune_gp(const kiln_hyperparameter_spec *hp, const kiln_trial *const *done, size_t n,
+                   bool maximize, uint64_t *rng, double *out);
+/* Forgets a trial's event files (tfevents.c). */
+void kiln__tune_tb_clear(kiln_trial *t);
 
 #endif

@@ -10,7 +10,7 @@
 
 start_kilnd "$T/data"
 # the trial's flags arrive as $0 $1 ... of sh -c; the metric is the lr itself
-cmd='lr=${0#--lr=}; echo "{\"loss\": $lr, \"global_step\": \"7\"}" >>"$CLOUD_ML_HP_METRIC_FILE"; echo "$CLOUD_ML_TRIAL_ID $TF_CONFIG" >trial.txt; sleep 1'
+cmd='lr=${0#--lr=}; echo "{\"loss\": $lr, \"global_step\": \"7\"}" >>"$CLOUD_ML_HP_METRIC_FILE"; echo "$CLOUD_ML_TRIAL_ID $TF_CONFIG" >trial.txt; echo "hello from trial $CLOUD_ML_TRIAL_ID"; sleep 1'
 hp=',"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":4,"maxParallelTrials":2,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1,"scaleType":"UNIT_LOG_SCALE"}]}'
 api POST /v1/projects/p1/jobs "$(job_json tune1 "$cmd" "$hp")"
 check_eq "create" "$STATUS" 200
@@ -27,6 +27,47 @@ print(o["isHyperparameterTuningJob"], o["completedTrialCount"], len(t), v == sor
 check_eq "4 trials, best first, each with a finalMetric" "$out" "True 4 4 True True ['1', '2', '3', '4']"
 check "trial 3 ran in its own directory with TF_CONFIG task.trial" \
     grep -q '^3 .*"trial":"3"' "$T/data/jobs/p1/tune1/3/trial.txt"
+
+# the CLI: describe shows the trials as a table, best first (the order of
+# trainingOutput.trials); stream-logs --trial N shows trial N's lines only
+best=$(printf '%s' "$BODY" | "$PY" -c 'import json, sys; print(" ".join(x["trialId"] for x in json.load(sys.stdin)["trainingOutput"]["trials"]))')
+desc=$("$KILN" jobs describe tune1)
+check "cli: describe has the trials table" grep -qE '^TRIAL +STATE +OBJECTIVE +STEP +HYPERPARAMETERS +EARLY_STOPPED$' <<<"$desc"
+check_eq "cli: the table's rows best first" \
+    "$(awk '/^TRIAL /{on=1; next} on && NF {print $1}' <<<"$desc" | tr '\n' ' ')" "$best "
+check "cli: a row has state, objective, step, values, early-stopped" \
+    grep -qE '^3 +SUCCEEDED +0\.0[0-9]+ +7 +lr=0\.0[0-9]+ +no$' <<<"$desc"
+check_eq "cli: describe --format json is JSON only" \
+    "$("$KILN" jobs describe tune1 --format json | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["trainingOutput"]["trials"]))')" 4
+logs=$("$KILN" jobs stream-logs tune1 --trial 3)
+check "cli: stream-logs --trial 3 shows trial 3's line" grep -q 'trial-3-master-replica-0.hello from trial 3$' <<<"$logs"
+check_eq "cli: and no other task's" "$(cut -f3 <<<"$logs" | sort -u)" "trial-3-master-replica-0"
+check_eq "cli: --trial with --task-name" \
+    "$("$KILN" jobs stream-logs tune1 --trial 2 --task-name master-replica-0 | cut -f4)" "hello from trial 2"
+"$KILN" jobs stream-logs tune1 --trial x >/dev/null 2>"$T/err"
+check "cli: --trial x is refused" grep -q "trial id" "$T/err"
+
+# resumePreviousJobId: tune2 continues tune1's study (maxTrials 6): its 4
+# trials are kept, 2 more run, with ids 5 and 6; a job naming an unknown
+# job, or with other params, is refused at create
+hp6=${hp/\"maxTrials\":4/\"maxTrials\":6}
+hp6=${hp6/\"params\"/\"resumePreviousJobId\":\"tune1\",\"params\"}
+api POST /v1/projects/p1/jobs "$(job_json tune2 "$cmd" "$hp6")"
+check_eq "resume: create" "$STATUS" 200
+check "resume: the study succeeds" wait_state tune2 SUCCEEDED 40
+api GET /v1/projects/p1/jobs/tune2
+check_eq "resume: 6 trials, 1-4 tune1's, 5 and 6 new" "$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+o = json.load(sys.stdin)["trainingOutput"]
+print(o["completedTrialCount"], sorted(int(x["trialId"]) for x in o["trials"]))')" "6 [1, 2, 3, 4, 5, 6]"
+check "resume: trials 5 and 6 ran in tune2's directory, 1 did not" \
+    test -s "$T/data/jobs/p1/tune2/5/trial.txt" -a -s "$T/data/jobs/p1/tune2/6/trial.txt" -a ! -e "$T/data/jobs/p1/tune2/1"
+api POST /v1/projects/p1/jobs "$(job_json tune3 "$cmd" "${hp6/tune1/nosuch}")"
+check_eq "resume: an unknown job is refused" "$STATUS" 400
+check "resume: ... saying so" grep -q "nosuch.*not found" <<<"$BODY"
+api POST /v1/projects/p1/jobs "$(job_json tune3 "$cmd" "${hp6/0.1,/0.5,}")"
+check_eq "resume: other params are refused" "$STATUS" 400
+check "resume: ... saying which" grep -q "resumePreviousJobId.*params\[0\] differs.*minValue/maxValue" <<<"$BODY"
 
 W=$T/w
 mkdir -p "$W"

@@ -129,8 +129,9 @@ static void test_rules(const kiln_catalog *c, kiln_diag *d)
         P "maxParallelTrials");
     bad(c, d, "{\"goal\":\"MAXIMIZE\",\"maxFailedTrials\":-2,\"params\":[" LR "]}",
         P "maxFailedTrials");
-    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"resumePreviousJobId\":\"old\",\"params\":[" LR "]}",
-        P "resumePreviousJobId");
+    /* resumePreviousJobId passes the spec's rules: kilnd checks the job it
+     * names at create (test_resume) */
+    good(c, d, "{\"goal\":\"MAXIMIZE\",\"resumePreviousJobId\":\"old\",\"params\":[" LR "]}");
     bad(c, d, "{\"goal\":\"MAXIMIZE\",\"hyperparameterMetricTag\":\"a\\nb\",\"params\":[" LR "]}",
         P "hyperparameterMetricTag");
     kiln_job *j =
@@ -280,7 +281,7 @@ static void test_model_beats_random(void)
     }
     qsort(tpe, 9, sizeof *tpe, cmpd);
     qsort(rnd, 9, sizeof *rnd, cmpd);
-    CHECK_MSG(tpe[4] < rnd[4], "median regret TPE %g, random %g", tpe[4], rnd[4]);
+    CHECK_MSG(tpe[4] < rnd[4], "median regret model-based %g, random %g", tpe[4], rnd[4]);
 }
 
 static void test_median_stop(void)
@@ -367,6 +368,71 @@ static void test_hypertune_and_output(void)
     kiln_job_free(j);
 }
 
+/* resumePreviousJobId: the previous job must be a finished tuning job with
+ * the same params, goal and tag; the resumed study keeps its trials, which
+ * count toward maxTrials, and new trial ids follow theirs. */
+static void test_resume(void)
+{
+    kiln_job *prev = hpjob("{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":\"loss\","
+                           "\"maxTrials\":3,\"params\":[" LR "]}");
+    kiln_study *s = study_of(prev, 5);
+    for (int i = 0; i < 3; i++) {
+        kiln_trial *t = kiln_study_next(s, 1);
+        kiln_study_report(s, t, 1, 0.5 + i);
+        kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, 2);
+    }
+    json_t *rt = json_pack("{s:o}", "study", kiln_study_to_json(s));
+    char *runtime = json_dumps(rt, JSON_COMPACT);
+    json_decref(rt);
+    kiln_study_free(s);
+    prev->state = KILN_STATE_SUCCEEDED;
+    kiln_diag d = KILN_DIAG_INIT;
+    kiln_job *next = hpjob("{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":\"loss\","
+                           "\"maxTrials\":5,\"resumePreviousJobId\":\"p\",\"params\":[" LR "]}");
+    const kiln_hyperparameter_spec *hp = &next->training_input.hyperparameters;
+    CHECK(kiln_tune_check_resume(hp, "p", prev, runtime, &d) == 0 && d.n == 0);
+    CHECK(kiln_tune_check_resume(hp, "p", NULL, NULL, &d) == 1 &&
+          strstr(d.v[0].description, "not found"));
+    kiln_diag_free(&d);
+    prev->state = KILN_STATE_RUNNING;
+    CHECK(kiln_tune_check_resume(hp, "p", prev, runtime, &d) == 1 &&
+          strstr(d.v[0].description, "RUNNING"));
+    kiln_diag_free(&d);
+    prev->state = KILN_STATE_SUCCEEDED;
+    CHECK(kiln_tune_check_resume(hp, "p", prev, NULL, &d) == 1 &&
+          strstr(d.v[0].description, "no study"));
+    kiln_diag_free(&d);
+    kiln_job *other =
+        hpjob("{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":\"loss\","
+              "\"params\":[{\"parameterName\":\"lr\",\"type\":\"DOUBLE\","
+              "\"minValue\":0.0001,\"maxValue\":0.5,\"scaleType\":\"UNIT_LOG_SCALE\"}]}");
+    CHECK(kiln_tune_check_resume(&other->training_input.hyperparameters, "p", prev, runtime, &d) ==
+              1 &&
+          strstr(d.v[0].description, "minValue/maxValue"));
+    CHECK_STR(d.n ? d.v[0].field : "", P "resumePreviousJobId");
+    kiln_diag_free(&d);
+    kiln_job *tag = hpjob("{\"goal\":\"MINIMIZE\",\"params\":[" LR "]}");
+    CHECK(kiln_tune_check_resume(&tag->training_input.hyperparameters, "p", prev, runtime, &d) ==
+              1 &&
+          strstr(d.v[0].description, "hyperparameterMetricTag"));
+    kiln_diag_free(&d);
+    kiln_study *r = kiln_study_resume(hp, runtime);
+    CHECK(r && kiln_study_trial_count(r) == 3 && kiln_study_count(r, KILN_TRIAL_SUCCEEDED) == 3);
+    kiln_trial *t4 = r ? kiln_study_next(r, 3) : NULL;
+    CHECK(t4 && t4->id == 4);
+    if (t4) kiln_study_end(r, t4, KILN_TRIAL_SUCCEEDED, 4);
+    kiln_trial *t5 = r ? kiln_study_next(r, 3) : NULL;
+    CHECK(t5 && t5->id == 5);
+    if (t5) kiln_study_end(r, t5, KILN_TRIAL_SUCCEEDED, 4);
+    CHECK(r && kiln_study_next(r, 5) == NULL && kiln_study_finished(r)); /* 5 = maxTrials */
+    kiln_study_free(r);
+    free(runtime);
+    kiln_job_free(prev);
+    kiln_job_free(next);
+    kiln_job_free(other);
+    kiln_job_free(tag);
+}
+
 int main(void)
 {
     kiln_catalog *c = load_default();
@@ -378,6 +444,7 @@ int main(void)
     test_model_beats_random();
     test_median_stop();
     test_hypertune_and_output();
+    test_resume();
     kiln_diag_free(&d);
     kiln_catalog_free(c);
     TEST_DONE();

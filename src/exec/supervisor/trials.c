@@ -86,8 +86,31 @@ void study_begin(sup *s, kiln_job_record *rec)
     t->job = kiln_job_clone(rec->job);
     if (!t->project || !t->job_id || !t->job) goto fail;
     const kiln_hyperparameter_spec *hp = &t->job->training_input.hyperparameters;
-    t->st =
-        kept ? kiln_study_from_json(hp, kept) : kiln_study_new(hp, study_seed(rec->project, id));
+    const char *resume = hp->resume_previous_job_id;
+    if (kept) {
+        t->st = kiln_study_from_json(hp, kept);
+    } else if (resume && *resume) { /* the previous job's study, checked at create */
+        kiln_job_record *prev = NULL;
+        if (kiln_store_job_get(d->store, rec->project, resume, &prev) == KILN_OK)
+            t->st = kiln_study_resume(hp, prev->runtime);
+        kiln_job_record_free(prev);
+        if (!t->st) {
+            char msg[300];
+            snprintf(msg, sizeof msg,
+                     "resumePreviousJobId: job '%.100s' has no study to resume any more", resume);
+            kiln_store_job_transition(d->store, rec->project, id, KILN_STATE_MASK(PREPARING),
+                                      KILN_STATE_FAILED, msg, kiln_now_ns(), NULL);
+            kilnd_event(d, rec->project, id, "ERROR", "Job FAILED: %s", msg);
+            json_decref(kept);
+            kiln_job_free(t->job);
+            free(t->project);
+            free(t->job_id);
+            free(t);
+            return;
+        }
+    } else {
+        t->st = kiln_study_new(hp, study_seed(rec->project, id));
+    }
     if (!t->st) goto fail;
     /* trials that were running (kilnd restart, drain) run again, same values */
     for (size_t i = 0; i < kiln_study_trial_count(t->st); i++)
@@ -174,6 +197,18 @@ kiln_err trial_env(rjob *j, kiln_strv *env)
     return t ? kiln_trial_env(j->study->st, t, path, env) : KILN_EINVAL;
 }
 
+/* TensorBoard event files: in the trial's working directory JOBS/P/ID/N
+ * and in its jobDir (jobDir/N, once spawn made it a local path). */
+static void trial_read_tfevents(rjob *j, kiln_trial *t)
+{
+    char dir[PATH_MAX + 48];
+    const char *jd = j->job ? j->job->training_input.job_dir : NULL;
+    snprintf(dir, sizeof dir, "%s/%d", j->dir, j->trial);
+    kiln_study_read_tfevents(j->study->st, t, dir);
+    if (jd && jd[0] == '/' && strncmp(jd, dir, strlen(dir)) != 0)
+        kiln_study_read_tfevents(j->study->st, t, jd);
+}
+
 /* kiln-train's reports (trainmetrics.h) name their numbers in camelCase:
  * the tag matches as written, or in its camelCase form (test_accuracy). */
 void trial_metrics(rjob *j, json_t *report)
@@ -200,7 +235,8 @@ void trial_metrics(rjob *j, json_t *report)
         kiln_study_report(j->study->st, t, json_integer_value(step), json_number_value(v));
 }
 
-/* Each tick: the hypertune file's new lines, and the median stopping rule. */
+/* Each tick: the hypertune file's new lines, the event files' new records,
+ * and the median stopping rule. */
 void trial_check(sup *s, rjob *j)
 {
     char path[PATH_MAX + 48];
@@ -209,6 +245,7 @@ void trial_check(sup *s, rjob *j)
     if (!t) return;
     trial_metric_file(j, path, sizeof path);
     kiln_study_read_hypertune(j->study->st, t, path);
+    trial_read_tfevents(j, t);
     if (j->study->job->training_input.hyperparameters.enable_trial_early_stopping &&
         kiln_study_should_stop(j->study->st, t)) {
         t->stopped_early = true;
@@ -234,6 +271,7 @@ void trial_finish(sup *s, rjob *j)
     if (j->after == AS_CANCEL || j->after == AS_NONE) st->cancelling = true;
     trial_metric_file(j, path, sizeof path);
     if (t) kiln_study_read_hypertune(st->st, t, path);
+    if (t) trial_read_tfevents(j, t);
     if (t) kiln_study_end(st->st, t, end, kiln_now_ns());
     st->running--;
     kilnd_event(s->d, j->project, j->job_id, end == KILN_TRIAL_FAILED ? "ERROR" : "INFO",

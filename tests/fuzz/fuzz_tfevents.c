@@ -1,0 +1,44 @@
+/* fuzz_tfevents.c - libFuzzer target for the TensorBoard event file reader
+ * (src/tune/tfevents.c), which reads whatever a trial's program left in its
+ * directory: any bytes give whole records only (never more than it was
+ * given, resumable from where it stopped), finite values only, and never a
+ * crash, a read past the buffer or a large allocation. Replayed over
+ * tests/fuzz/corpus/fuzz_tfevents (files of torch's SummaryWriter and of
+ * tensorboard's EventFileWriter) in every build. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/tune.h"
+
+static void seen(void *ud, int64_t step, double v)
+{
+    (void)step;
+    if (!isfinite(v)) abort();
+    ++*(size_t *)ud;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint8_t *copy = malloc(size ? size : 1); /* exactly `size`: ASan sees overreads */
+    if (!copy) return 0;
+    if (size) memcpy(copy, data, size);
+    const char *tags[2] = {"loss", ""};
+    for (int k = 0; k < 2; k++) {
+        size_t n = 0, n2 = 0, rest = 0;
+        bool bad = false;
+        size_t used = kiln_tfevents_scan(copy, size, tags[k], seen, &n, &bad);
+        if (used > size) abort();
+        /* read again in two parts, cut anywhere: the same scalars */
+        if (used) {
+            bool b2 = false;
+            size_t u1 = kiln_tfevents_scan(copy, used / 2, tags[k], seen, &n2, &b2);
+            size_t u2 = kiln_tfevents_scan(copy + u1, used - u1, tags[k], seen, &rest, &b2);
+            if (b2 || u1 + u2 != used || n2 + rest != n) abort();
+        }
+    }
+    free(copy);
+    return 0;
+}
