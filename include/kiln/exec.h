@@ -139,6 +139,7 @@ typedef struct kiln_exec_spec {
     const kiln_strv *binds;   /* container: the user's host mounts "HOST:PATH[:ro]" (or NULL) */
     int64_t cpu_milli;        /* container: CPU limit in millicores (0: none) */
     int64_t memory_bytes;     /* container: memory limit (0: none) */
+    const char *pull_policy;  /* container: IfNotPresent (NULL too) | Always | Never */
     const char *const *hosts; /* container: "NAME:ADDRESS" of the job's replicas, so that
                                  their hostnames resolve as a pod's do */
     size_t n_hosts;

@@ -61,12 +61,13 @@ typedef struct kiln_replica_config {
     bool has_disk_config;
     kiln_disk_config disk_config;
     /* kiln extensions (from Kubeflow TFJob), not in AI Platform's resource: */
-    char *restart_policy;   /* Always | OnFailure | Never | ExitCode */
-    kiln_map node_selector; /* pod nodeSelector, kept for placement */
-    kiln_map env;           /* container env (NAME -> value), after kiln's own variables */
-    char *cpu_limit;        /* resources.limits.cpu ("2", "500m"): container replicas */
-    char *memory_limit;     /* resources.limits.memory ("4Gi"): container replicas */
-    kiln_strv host_mounts;  /* hostPath volumes: "HOST:CONTAINER[:ro]", container replicas */
+    char *restart_policy;    /* Always | OnFailure | Never | ExitCode */
+    kiln_map node_selector;  /* pod nodeSelector, kept for placement */
+    kiln_map env;            /* container env (NAME -> value), after kiln's own variables */
+    char *cpu_limit;         /* resources.limits.cpu ("2", "500m"): container replicas */
+    char *memory_limit;      /* resources.limits.memory ("4Gi"): container replicas */
+    kiln_strv host_mounts;   /* hostPath volumes: "HOST:CONTAINER[:ro]", container replicas */
+    char *image_pull_policy; /* IfNotPresent (default) | Always | Never: container replicas */
 } kiln_replica_config;
 
 typedef struct kiln_scheduling {

@@ -191,6 +191,12 @@ static void check_role(hctx *h, kiln_role r, const char *image)
                    "limits apply to container replicas only: this replica runs as a process "
                    "(no imageUri)");
     }
+    if (set(rc->image_pull_policy) && !image) {
+        snprintf(f, sizeof f, "trainingInput.%sConfig.imagePullPolicy", role);
+        refuse(h, f,
+               "a pull policy applies to container replicas only: this replica runs as a "
+               "process (no imageUri)");
+    }
     for (size_t i = 0; i < rc->host_mounts.n; i++) {
         snprintf(f, sizeof f, "trainingInput.%sConfig.hostMounts[%zu]", role, i);
         if (!mount_ok(rc->host_mounts.v[i]))

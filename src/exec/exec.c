@@ -299,8 +299,9 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
         kiln_strv_push(&av, spec->job_log) || kiln_strv_push(&av, spec->rep_log) ||
         kiln_strv_push(&av, spec->task) || push_int(&av, (long long)cfg->log_cap) ||
         kiln_strv_push(&av, spec->work_dir) || push_int(&av, spec->uid) ||
-        push_int(&av, spec->gid) || push_group(&av, pull) || push_group(&av, exists) ||
-        kiln_strv_push(&av, "--"))
+        push_int(&av, spec->gid) ||
+        kiln_strv_push(&av, spec->pull_policy ? spec->pull_policy : "IfNotPresent") ||
+        push_group(&av, pull) || push_group(&av, exists) || kiln_strv_push(&av, "--"))
         goto out;
     for (size_t i = 0; i < prog->n; i++)
         if (kiln_strv_push(&av, prog->v[i]) != KILN_OK) goto out;

@@ -29,7 +29,8 @@ extern const kiln__exec_backend kiln__exec_container;
 
 /* Starts `prog` under kiln-monitor (a session of its own, so it outlives
  * kilnd), with exactly spec->env as its environment. pull/exists: the image
- * pull and check the monitor runs first (NULL for none). */
+ * pull and check the monitor runs first, by spec->pull_policy (NULL for
+ * none; pull NULL alone: the check only, as for Never). */
 kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
                          const kiln_strv *prog, const kiln_strv *pull, const kiln_strv *exists,
                          kiln_exec_handle *h, char *why, size_t whylen);

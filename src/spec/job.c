@@ -29,6 +29,7 @@
 static const char *const scale_tiers[] = {"BASIC",     "STANDARD_1", "PREMIUM_1", "BASIC_GPU",
                                           "BASIC_TPU", "CUSTOM",     NULL};
 static const char *const restart_policies[] = {"Always", "OnFailure", "Never", "ExitCode", NULL};
+static const char *const pull_policies[] = {"IfNotPresent", "Always", "Never", NULL};
 static const char *const clean_pod_policies[] = {"All", "Running", "None", NULL};
 static const char *const goals[] = {"GOAL_TYPE_UNSPECIFIED", "MAXIMIZE", "MINIMIZE", NULL};
 static const char *const param_types[] = {
@@ -66,6 +67,7 @@ static const kiln__field replica_fields[] = {
     F(kiln_replica_config, "cpuLimit", FK_STR, cpu_limit),
     F(kiln_replica_config, "memoryLimit", FK_STR, memory_limit),
     F(kiln_replica_config, "hostMounts", FK_STRV, host_mounts),
+    FE(kiln_replica_config, "imagePullPolicy", image_pull_policy, pull_policies),
 };
 static const kiln__msg replica_msg = {"ReplicaConfig", sizeof(kiln_replica_config), replica_fields,
                                       NF(replica_fields)};

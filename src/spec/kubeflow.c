@@ -586,18 +586,22 @@ static void check_ports(kiln__kf *c, const json_t *ctr, const char *cpath)
     }
 }
 
-/* imagePullPolicy: kiln pulls an image a node does not have, and uses the
- * node's copy otherwise: that is IfNotPresent, the one policy it honours. */
-static void check_pull_policy(kiln__kf *c, const json_t *ctr, const char *cpath)
+/* imagePullPolicy -> rc->image_pull_policy, Kubernetes' three values with
+ * their meaning (the podman backend: src/exec/container/podman.c). */
+static void map_pull_policy(kiln__kf *c, const json_t *ctr, const char *cpath,
+                            kiln_replica_config *rc)
 {
     const json_t *v = kiln__kf_get(ctr, "imagePullPolicy");
     const char *s = kiln__kf_scalar(v);
-    if (!kiln__kf_present(v) || (s && strcmp(s, "IfNotPresent") == 0)) return;
+    if (!kiln__kf_present(v)) return;
+    if (s &&
+        (strcmp(s, "IfNotPresent") == 0 || strcmp(s, "Always") == 0 || strcmp(s, "Never") == 0)) {
+        kiln__kf_nomem(c, kiln_set_str(&rc->image_pull_policy, s));
+        return;
+    }
     char p[KILN__KF_PATH];
     snprintf(p, sizeof p, "%s.imagePullPolicy", cpath);
-    kiln__kf_bad(c, p,
-                 "'%s' is not supported: kiln pulls an image only when the node does not have "
-                 "it (IfNotPresent)",
+    kiln__kf_bad(c, p, "'%s' is not a pull policy; use IfNotPresent, Always or Never",
                  s ? s : "value");
 }
 
@@ -647,7 +651,7 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
         kiln__kf_bad(c, p, "required: the container image to run");
     else
         kiln__kf_nomem(c, kiln_set_str(&rc->image_uri, image));
-    check_pull_policy(c, ctr, cpath);
+    map_pull_policy(c, ctr, cpath, rc);
     check_ports(c, ctr, cpath);
     snprintf(p, sizeof p, "%s.command", cpath);
     map_strv(c, kiln__kf_get(ctr, "command"), p, &rc->container_command);

@@ -33,6 +33,7 @@ refused "diskConfig" "trainingInput.masterConfig.diskConfig" ',"diskConfig":{"bo
 refused "a TTL" "trainingInput.runPolicy.ttlSecondsAfterFinished" "" ',"runPolicy":{"ttlSecondsAfterFinished":"60"}'
 refused "an env name kiln sets" "trainingInput.masterConfig.env.TF_CONFIG" ',"env":{"TF_CONFIG":"{}"}' ""
 refused "a CPU limit on a process" "trainingInput.masterConfig.cpuLimit" ',"cpuLimit":"1"' ""
+refused "a pull policy on a process" "trainingInput.masterConfig.imagePullPolicy" ',"imagePullPolicy":"Always"' ""
 api GET /v1/projects/p1/jobs/r1
 check_eq "nothing refused was stored" "$STATUS" 404
 
@@ -79,7 +80,7 @@ spec:
           containers:
             - name: tensorflow
               image: localhost/$IMG
-              imagePullPolicy: IfNotPresent
+              imagePullPolicy: Always
               command:
                 - sh
                 - -c
@@ -113,6 +114,9 @@ cat "$T/submit.out" >&2
 check "it SUCCEEDED" wait_state tfjob_mnist SUCCEEDED 60
 LOG=$T/d/jobs/p1/tfjob_mnist/log.tsv
 check "env reached the container" grep -q "EPOCHS=3" "$LOG"
+# no registry here: Always tried a pull, and ran the node's copy with a warning
+check "imagePullPolicy Always pulled, then ran the local copy" \
+    grep -q "WARNING.*imagePullPolicy Always: cannot pull localhost/$IMG.*running the copy in local storage" "$LOG"
 check "the hostPath volume is mounted" grep -q "digits" "$LOG"
 check "the CPU limit is podman's --cpus (cgroup v2 cpu.max or v1 quota)" grep -qE "CPU 50000( 100000)?$" "$LOG"
 check "the memory limit is podman's --memory" grep -q "MEM 268435456$" "$LOG"
@@ -122,4 +126,12 @@ check_eq "the Kubernetes label is kept verbatim" \
 api GET "/v1/projects/p1/jobs?filter=labels.app.kubernetes.io/name%3Dmnist"
 check_eq "the label filters the list" "$(printf '%s' "$BODY" | jget jobs.0.jobId)" tfjob_mnist
 check_eq "only that job" "$(printf '%s' "$BODY" | jget jobs.1.jobId)" ""
+# imagePullPolicy Never: an image the node lacks is never pulled; the
+# replica fails naming it
+api POST /v1/projects/p1/jobs '{"jobId":"never_pull","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/kiln-it-absent-'$$':1","imagePullPolicy":"Never"}}}'
+check_eq "a Never job is accepted" "$STATUS" 200
+check "it FAILED" wait_state never_pull FAILED 30
+api GET /v1/projects/p1/jobs/never_pull
+check "the error names the image and the policy" "$PY" -c 'import json,sys; m=json.loads(sys.argv[1])["errorMessage"]; sys.exit(not ("kiln-it-absent" in m and "imagePullPolicy is Never" in m))' "$BODY"
+check "nothing was pulled" bash -c "! grep -q 'pulling it' '$T/d/jobs/p1/never_pull/log.tsv'"
 finish

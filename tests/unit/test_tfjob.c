@@ -339,12 +339,15 @@ static void test_machine_type_annotation_and_first_container(void)
                     "          containers:\n"
                     "          - name: trainer\n"
                     "            image: first\n"
+                    "            imagePullPolicy: Always\n"
                     "            resources: {limits: {nvidia.com/gpu: '0'}}\n",
                &d, NULL);
     CHECK(job != NULL);
     if (job) {
         CHECK_STR(job->training_input.master_type, "n1-highmem-8");
         CHECK_STR(job->training_input.master_config.image_uri, "first");
+        /* Kubernetes' pull policy is kept for the podman backend */
+        CHECK_STR(job->training_input.master_config.image_pull_policy, "Always");
         CHECK(!job->training_input.master_config.has_accelerator_config); /* 0 GPUs */
     }
     kiln_job_free(job);
@@ -368,8 +371,8 @@ static void test_unread_keys_refused(void)
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, workingDir: /x}]\n"),
                CT ".containers[0].workingDir", "not supported");
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, imagePullPolicy: "
-                     "Always}]\n"),
-               CT ".containers[0].imagePullPolicy", "IfNotPresent");
+                     "Sometimes}]\n"),
+               CT ".containers[0].imagePullPolicy", "IfNotPresent, Always or Never");
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
                      "            env: [{name: A, valueFrom: {secretKeyRef: {name: s}}}]}]\n"),
                CT ".containers[0].env[0].valueFrom", "value itself");

@@ -150,7 +150,8 @@ static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *
     if (kiln_strv_push(&prog, spec->image) != KILN_OK) goto out;
     for (size_t i = 0; spec->args && i < spec->args->n; i++)
         if (kiln_strv_push(&prog, spec->args->v[i]) != KILN_OK) goto out;
-    if (runtime_prefix(cfg, &pull) || push2(&pull, "pull", spec->image) ||
+    bool never = spec->pull_policy && strcmp(spec->pull_policy, "Never") == 0;
+    if ((!never && (runtime_prefix(cfg, &pull) || push2(&pull, "pull", spec->image))) ||
         runtime_prefix(cfg, &exists) || kiln_strv_push(&exists, "image") ||
         push2(&exists, "exists", spec->image))
         goto out;
@@ -158,7 +159,7 @@ static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *
      * monitor itself must not */
     kiln_exec_spec s = *spec;
     s.uid = s.gid = -1;
-    err = kiln__mon_start(cfg, &s, &prog, &pull, &exists, h, why, whylen);
+    err = kiln__mon_start(cfg, &s, &prog, never ? NULL : &pull, &exists, h, why, whylen);
     h->kind = KILN_EXEC_CONTAINER;
 out:
     if (err == KILN_ENOMEM) snprintf(why, whylen, "out of memory starting %s", spec->task);

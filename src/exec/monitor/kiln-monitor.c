@@ -9,15 +9,19 @@
  * Being the only writer of the replica's lines is what makes the logs have
  * no gap and no duplicate line across a kilnd restart.
  *
- *   kiln-monitor STATE JOBLOG REPLOG TASK LOGCAP CWD UID GID NPULL [PULL...]
- *                NEXISTS [EXISTS...] -- PROGRAM [ARGS...]
+ *   kiln-monitor STATE JOBLOG REPLOG TASK LOGCAP CWD UID GID POLICY
+ *                NPULL [PULL...] NEXISTS [EXISTS...] -- PROGRAM [ARGS...]
  *
  * STATE is a path prefix: STATE.state gets "monitor PID START\nchild PID
  * START\n" once the program runs, STATE.exit "code N\nreason TEXT\n" when it
  * ended (both written atomically: temp file, fsync, rename). UID/GID -1 keep
  * the monitor's own. NEXISTS/NPULL count the argv of an optional image check
  * ("podman image exists IMG") and pull ("podman pull IMG"), run before the
- * program; the pull's output goes to the job's log. The program gets the
+ * program; the pull's output goes to the job's log. POLICY is the image pull
+ * policy (Kubernetes' imagePullPolicy): "IfNotPresent" pulls when the check
+ * fails; "Always" pulls first and, when the pull fails but the image is in
+ * local storage, runs that copy with a WARNING (podman's --pull=newer does
+ * the same); "Never" only checks. The program gets the
  * monitor's environment, which kilnd built (nothing of kilnd's own).
  *
  * fd 3, when open, is the life pipe: "S PID START\n" is written to it once
@@ -189,6 +193,52 @@ static int run_logged(mon *m, char **argv, char *last, size_t lastlen)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Makes sure the image is there before the program starts, by `policy`
+ * (the header says how). Returns 0, or -1 after writing the exit file with
+ * the reason. `pull` may be NULL (Never); its last word is the image. */
+static int pull_image(mon *m, const char *policy, char **pull, char **exists)
+{
+    char last[1024], msg[PATH_MAX];
+    const char *image = "";
+    for (char **a = exists; *a; a++)
+        image = *a; /* "podman image exists IMG": the last word */
+    bool always = strcmp(policy, "Always") == 0, never = strcmp(policy, "Never") == 0;
+    int rc = 0, n;
+    if (always && pull) {
+        rc = run_logged(m, pull, last, sizeof last);
+        if (rc == 0) return 0;
+        if (run_logged(m, exists, msg, sizeof msg) == 0) {
+            n = snprintf(msg, sizeof msg,
+                         "%s: imagePullPolicy Always: cannot pull %s (podman pull exit %d: %s); "
+                         "running the copy in local storage",
+                         m->task, image, rc, last[0] ? last : "no output");
+            kiln_log_write(m->job_log, "WARNING", "service", msg, (size_t)n);
+            return 0;
+        }
+        snprintf(msg, sizeof msg, "cannot pull the image %s of %s (podman pull exit %d): %s", image,
+                 m->task, rc, last[0] ? last : "no output");
+        write_exit(m, -1, msg);
+        return -1;
+    }
+    if (run_logged(m, exists, last, sizeof last) == 0) return 0;
+    if (never || !pull) {
+        snprintf(msg, sizeof msg,
+                 "the image %s of %s is not in local storage and its imagePullPolicy is Never",
+                 image, m->task);
+        write_exit(m, -1, msg);
+        return -1;
+    }
+    n = snprintf(msg, sizeof msg, "%s: the image %s is not in local storage: pulling it", m->task,
+                 image);
+    kiln_log_write(m->job_log, "INFO", "service", msg, (size_t)n);
+    rc = run_logged(m, pull, last, sizeof last);
+    if (rc == 0) return 0;
+    snprintf(msg, sizeof msg, "cannot pull the image %s of %s (podman pull exit %d): %s", image,
+             m->task, rc, last[0] ? last : "no output");
+    write_exit(m, -1, msg);
+    return -1;
+}
+
 static int take_argv(int argc, char **argv, int *i, char ***out)
 {
     if (*i >= argc) return -1;
@@ -204,7 +254,7 @@ int main(int argc, char **argv)
     mon m = {.job_log = -1, .rep_log = -1, .metrics = -1};
     char **pull = NULL, **exists = NULL;
     int i = 1;
-    if (argc < 12) {
+    if (argc < 14) {
         fprintf(stderr, "kiln-monitor: started by kilnd only (see the source's header)\n");
         return 2;
     }
@@ -215,6 +265,7 @@ int main(int argc, char **argv)
     m.cap = strtoull(argv[i++], NULL, 10);
     const char *cwd = argv[i++];
     long uid = strtol(argv[i++], NULL, 10), gid = strtol(argv[i++], NULL, 10);
+    const char *policy = argv[i++];
     int npull = take_argv(argc, argv, &i, &pull);
     int nexists = npull < 0 ? -1 : take_argv(argc, argv, &i, &exists);
     if (nexists < 0 || i >= argc || strcmp(argv[i], "--") != 0 || i + 1 >= argc) {
@@ -244,25 +295,8 @@ int main(int argc, char **argv)
         m.metrics = open(mpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     }
 
-    /* the image: from local storage when there, else pulled (progress in the log) */
-    if (exists_v && pull_v) {
-        char last[1024];
-        const char *image = pull_v[npull - 1];
-        if (run_logged(&m, exists_v, last, sizeof last) != 0) {
-            char msg[PATH_MAX];
-            int n = snprintf(msg, sizeof msg,
-                             "%s: the image %s is not in local storage: pulling it", m.task, image);
-            kiln_log_write(m.job_log, "INFO", "service", msg, (size_t)n);
-            int rc = run_logged(&m, pull_v, last, sizeof last);
-            if (rc != 0) {
-                snprintf(msg, sizeof msg,
-                         "cannot pull the image %s of %s (podman pull exit %d): %s", image, m.task,
-                         rc, last[0] ? last : "no output");
-                write_exit(&m, -1, msg);
-                return 1;
-            }
-        }
-    }
+    /* the image, by its pull policy (progress in the log) */
+    if (exists_v && pull_image(&m, policy, pull_v, exists_v) != 0) return 1;
 
     stream out = {.fd = -1, .sev = "INFO"}, err = {.fd = -1, .sev = "ERROR"};
     int po[2], pe[2];

@@ -352,6 +352,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .mounts = mounts,
                            .n_mounts = n_mounts,
                            .binds = rc ? &rc->host_mounts : NULL,
+                           .pull_policy = rc ? rc->image_pull_policy : NULL,
                            .hosts = (const char *const *)hosts.v,
                            .n_hosts = hosts.n,
                            .gpus = r->gpus,
