@@ -50,4 +50,3 @@ void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *
     }
     free(msg);
 }
-
