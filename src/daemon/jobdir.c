@@ -50,3 +50,4 @@ void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *
     }
     free(msg);
 }
+
