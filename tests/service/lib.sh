@@ -40,6 +40,7 @@ it_container.sh) port_base=37000 ;;
 it_adopt.sh) port_base=38000 ;;
 it_runas.sh) port_base=39000 ;;
 it_fulldisk.sh) port_base=40000 ;;
+it_slurm.sh) port_base=44000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}

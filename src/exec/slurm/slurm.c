@@ -47,9 +47,9 @@ extern char **environ;
 
 /* ---------- running Slurm's commands ---------- */
 
-static const char *const keep_env[] = {"PATH", "LANG",   "LC_ALL", "LC_CTYPE", "TZ",       "TMPDIR",
-                                       "HOME", "USER",   "LOGNAME", "SLURM_CONF", "LD_LIBRARY_PATH",
-                                       NULL};
+static const char *const keep_env[] = {
+    "PATH", "LANG",    "LC_ALL",     "LC_CTYPE",        "TZ", "TMPDIR", "HOME",
+    "USER", "LOGNAME", "SLURM_CONF", "LD_LIBRARY_PATH", NULL};
 
 int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
 {
@@ -216,9 +216,8 @@ static json_t *node_json(json_t *n)
     }
     drained |= state && strncmp(state, "drain", 5) == 0;
     json_t *cap = json_pack("{s:I,s:f}", "cpu", cpus, "memoryGb", mem);
-    json_t *alloc =
-        json_pack("{s:I,s:f}", "cpu", cpus > acpus ? cpus - acpus : 0, "memoryGb",
-                  mem > amem ? mem - amem : 0.0);
+    json_t *alloc = json_pack("{s:I,s:f}", "cpu", cpus > acpus ? cpus - acpus : 0, "memoryGb",
+                              mem > amem ? mem - amem : 0.0);
     json_t *devs = json_array();
     if (gpus > 0) {
         json_object_set_new(cap, gname, json_integer(gpus));
@@ -262,9 +261,12 @@ kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, siz
     (void)d;
     char nn[160], *out = NULL;
     snprintf(nn, sizeof nn, "nodename=%s", node);
-    char *argv[] = {"scontrol", "update", nn,
+    char *argv[] = {"scontrol",
+                    "update",
+                    nn,
                     drain ? "state=drain" : "state=resume",
-                    drain ? "reason=kiln nodes drain" : NULL, NULL};
+                    drain ? "reason=kiln nodes drain" : NULL,
+                    NULL};
     int rc = kiln_slurm_run(argv, &out, 20);
     if (rc != 0) {
         char l[300];
@@ -294,6 +296,7 @@ typedef struct sjob {
     size_t n;
     char sstate[32]; /* Slurm's state, last seen */
     bool term_sent, killed;
+    bool nodes_known; /* the runtime record names every replica's node */
     int64_t kill_at_ns;
     int missing; /* polls in a row that did not show it */
     struct sjob *next;
@@ -338,13 +341,24 @@ static void port_mark(ssup *s, int port)
 static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
 {
     json_t *reps = json_array();
-    for (size_t i = 0; i < j->n; i++)
-        json_array_append_new(reps, json_pack("{s:s,s:s,s:i,s:i}", "task", j->reps[i].task, "role",
-                                              kiln_role_name(j->reps[i].role), "index",
-                                              j->reps[i].index, "port", j->reps[i].port));
+    for (size_t i = 0; i < j->n; i++) {
+        /* the node Slurm gave it, once its task has said (kiln-slurm-task) */
+        char path[PATH_MAX + 128], addr[256] = "", node[128] = "";
+        snprintf(path, sizeof path, "%s/slurm/%ld/hosts/%s", j->dir, j->id, j->reps[i].task);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%255s %127s", addr, node) < 2) node[0] = '\0';
+            fclose(f);
+        }
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:I}", "task", j->reps[i].task, "role",
+                              kiln_role_name(j->reps[i].role), "index", j->reps[i].index, "port",
+                              j->reps[i].port, "slurmJobId", (json_int_t)j->id);
+        if (o && node[0]) json_object_set_new(o, "node", json_string(node));
+        if (o) json_array_append_new(reps, o);
+    }
     json_t *rt = json_pack("{s:s,s:I,s:s,s:s,s:o}", "executor", "slurm", "slurmJobId",
-                           (json_int_t)j->id, "slurmPartition", s->d->slurm.partition,
-                           "slurmState", j->sstate, "replicas", reps);
+                           (json_int_t)j->id, "slurmPartition", s->d->slurm.partition, "slurmState",
+                           j->sstate, "replicas", reps);
     char *txt = rt ? json_dumps(rt, JSON_COMPACT) : NULL;
     if (txt)
         kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, restarts, failures, txt);
@@ -434,13 +448,15 @@ static kiln_err replica_env(ssup *s, sjob *j, const kiln_job *job, size_t self, 
                             kiln_strv *env)
 {
     kiln_exec_task *tasks = calloc(j->n, sizeof *tasks);
-    char (*hosts)[40] = calloc(j->n, sizeof *hosts);
+    char(*hosts)[40] = calloc(j->n, sizeof *hosts);
     kiln_err err = KILN_ENOMEM;
     if (!tasks || !hosts) goto out;
     for (size_t i = 0; i < j->n; i++) {
         snprintf(hosts[i], sizeof hosts[i], "@KILN_HOST_%zu@", i);
-        tasks[i] = (kiln_exec_task){
-            .role = j->reps[i].role, .index = j->reps[i].index, .host = hosts[i], .port = j->reps[i].port};
+        tasks[i] = (kiln_exec_task){.role = j->reps[i].role,
+                                    .index = j->reps[i].index,
+                                    .host = hosts[i],
+                                    .port = j->reps[i].port};
     }
     err = kiln_exec_replica_env(job, tasks, j->n, self, NULL, 0, false, env);
     if (err != KILN_OK) goto out;
@@ -456,8 +472,8 @@ out:
 
 /* Writes DIR/slurm/spec.json (what each replica runs, for kiln-slurm-task)
  * and DIR/slurm/job.sbatch; false with why. */
-static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec, const kiln_replica_plan *plans,
-                        size_t np, char *why, size_t whylen)
+static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
+                        const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
 {
     kilnd *d = s->d;
     char sdir[PATH_MAX + 16], work[PATH_MAX + 16], path[PATH_MAX + 32], jlog[PATH_MAX + 16];
@@ -547,15 +563,16 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec, const kiln
         fprintf(f, "/spec.json %s &\npids+=($!)\n", kiln_role_name(plans[p].role));
     }
     /* every replica must succeed; the first failure stops the others */
-    fprintf(f, "code=0\nfor _ in \"${pids[@]}\"; do\n"
-               "    wait -n; c=$?\n"
-               "    if [ \"$c\" -ne 0 ]; then code=$c; break; fi\n"
-               "done\n"
-               "if [ \"$code\" -ne 0 ]; then\n"
-               "    kill -TERM \"${pids[@]}\" 2>/dev/null; sleep %d; kill -KILL \"${pids[@]}\" "
-               "2>/dev/null\n"
-               "fi\n"
-               "wait\necho \"$code\" >\"$R/exit\"\nexit \"$code\"\n",
+    fprintf(f,
+            "code=0\nfor _ in \"${pids[@]}\"; do\n"
+            "    wait -n; c=$?\n"
+            "    if [ \"$c\" -ne 0 ]; then code=$c; break; fi\n"
+            "done\n"
+            "if [ \"$code\" -ne 0 ]; then\n"
+            "    kill -TERM \"${pids[@]}\" 2>/dev/null; sleep %d; kill -KILL \"${pids[@]}\" "
+            "2>/dev/null\n"
+            "fi\n"
+            "wait\necho \"$code\" >\"$R/exit\"\nexit \"$code\"\n",
             d->grace_ms / 1000 + 1);
     if (fclose(f) != 0) {
         snprintf(why, whylen, "cannot write %.400s", path);
@@ -581,15 +598,17 @@ static void submit(ssup *s, kiln_job_record *rec)
         return;
     }
     if (ti->package_uris.n) {
-        refuse(s, rec, "packageUris are not staged by the Slurm executor yet: use a program on "
-                       "the nodes (containerCommand or a kiln.* module)");
+        refuse(s, rec,
+               "packageUris are not staged by the Slurm executor yet: use a program on "
+               "the nodes (containerCommand or a kiln.* module)");
         return;
     }
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
         if (rc && rc->image_uri && *rc->image_uri) {
-            refuse(s, rec, "container images (%s) are not run by the Slurm executor: give "
-                           "containerCommand instead",
+            refuse(s, rec,
+                   "container images (%s) are not run by the Slurm executor: give "
+                   "containerCommand instead",
                    rc->image_uri);
             return;
         }
@@ -749,9 +768,9 @@ static void ended(ssup *s, sjob *j, const char *state, const char *reason, long 
 
 static bool is_final(const char *st)
 {
-    static const char *const fin[] = {"COMPLETED",  "FAILED",        "CANCELLED", "TIMEOUT",
-                                      "NODE_FAIL",  "BOOT_FAIL",     "DEADLINE",  "PREEMPTED",
-                                      "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",  NULL};
+    static const char *const fin[] = {"COMPLETED",     "FAILED",       "CANCELLED", "TIMEOUT",
+                                      "NODE_FAIL",     "BOOT_FAIL",    "DEADLINE",  "PREEMPTED",
+                                      "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",   NULL};
     for (size_t i = 0; fin[i]; i++)
         if (strcmp(st, fin[i]) == 0) return true;
     return false;
@@ -841,13 +860,25 @@ static bool follow(ssup *s, sjob *j, json_t *sj, int64_t now)
         kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(QUEUED),
                                   KILN_STATE_PREPARING, NULL, now, NULL);
     } else if (strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0) {
-        if (kiln_store_job_transition(
-                d->store, j->project, j->job_id,
-                KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING), KILN_STATE_RUNNING, NULL, now,
-                NULL) == KILN_OK) {
+        if (kiln_store_job_transition(d->store, j->project, j->job_id,
+                                      KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING),
+                                      KILN_STATE_RUNNING, NULL, now, NULL) == KILN_OK) {
             const char *nodes = json_string_value(json_object_get(sj, "nodes"));
             kilnd_event(d, j->project, j->job_id, "INFO", "Job RUNNING (Slurm job %ld on %s)",
                         j->id, nodes ? nodes : "?");
+        }
+        if (!j->nodes_known) { /* the replicas' nodes, once every task has said */
+            char path[PATH_MAX + 64];
+            size_t have = 0;
+            for (size_t i = 0; i < j->n; i++) {
+                snprintf(path, sizeof path, "%s/slurm/%ld/hosts/%s", j->dir, j->id,
+                         j->reps[i].task);
+                have += access(path, F_OK) == 0;
+            }
+            if (have == j->n) {
+                j->nodes_known = true;
+                save_runtime(s, j, r->restarts, r->failures);
+            }
         }
     } else if (is_final(sstate)) {
         ended(s, j, sstate, reason, max_rt);

@@ -96,9 +96,18 @@ static char *subst(const char *s, char **hosts, size_t n)
     return out;
 }
 
-static const char *const keep[] = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-                                   "LD_LIBRARY_PATH", "HOME", "USER", "LOGNAME",
-                                   "CUDA_VISIBLE_DEVICES", NULL};
+static const char *const keep[] = {"PATH",
+                                   "LANG",
+                                   "LC_ALL",
+                                   "LC_CTYPE",
+                                   "TZ",
+                                   "TMPDIR",
+                                   "LD_LIBRARY_PATH",
+                                   "HOME",
+                                   "USER",
+                                   "LOGNAME",
+                                   "CUDA_VISIBLE_DEVICES",
+                                   NULL};
 
 static bool kept(const char *kv)
 {
@@ -127,7 +136,8 @@ int main(int argc, char **argv)
     json_array_foreach(reps, i, r)
     {
         const char *rr = json_string_value(json_object_get(r, "role"));
-        if (rr && strcmp(rr, role) == 0 && json_integer_value(json_object_get(r, "index")) == index) {
+        if (rr && strcmp(rr, role) == 0 &&
+            json_integer_value(json_object_get(r, "index")) == index) {
             me = r;
         }
     }
@@ -142,8 +152,7 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/hosts/%s", rundir, task);
     char line[300];
     snprintf(line, sizeof line, "%s %s\n", addr, node ? node : "");
-    if (kiln__write_atomic(path, line, strlen(line), 0644) != 0)
-        die(task, "cannot write %s", path);
+    if (kiln__write_atomic(path, line, strlen(line), 0644) != 0) die(task, "cannot write %s", path);
     char **hosts = calloc(n ? n : 1, sizeof *hosts);
     if (!hosts) die(task, "%s", "out of memory");
     for (int waited = 0;; waited++) {
@@ -175,7 +184,7 @@ int main(int argc, char **argv)
     while (old[no])
         no++;
     json_t *env = json_object_get(me, "env"), *e;
-    char **nenv = calloc(no + json_array_size(env) + 1, sizeof *nenv);
+    char **nenv = calloc(no + json_array_size(env) + 2, sizeof *nenv);
     size_t k = 0;
     for (size_t q = 0; q < no; q++)
         if (kept(old[q])) nenv[k++] = old[q];
@@ -189,6 +198,7 @@ int main(int argc, char **argv)
         char *s = subst(kv, hosts, n);
         if (s) nenv[k++] = s;
     }
+    nenv[k++] = "KILN_MONITOR_HOLD_TERM=1"; /* the monitor outlives the step's SIGTERM */
     nenv[k] = NULL;
 
     /* 3. the program under its monitor */
