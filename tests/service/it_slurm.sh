@@ -108,6 +108,8 @@ check_eq "one Slurm job for late_1" "$(grep -c 'Submitted to Slurm' "$T/late.log
 "$KILN" nodes drain n2 >/dev/null 2>&1
 check_eq "drain exit" "$?" 0
 check "n2 drained in Slurm" sh -c "sinfo -h -n n2 -o %t | grep -q drain"
+"$KILN" nodes list >"$T/nodes2" 2>&1
+check "nodes list shows the drain and its reason" grep -qE '^n2 .* yes .*slurm: [a-z]*\+?drain.*: kiln nodes drain' "$T/nodes2"
 "$KILN" nodes uncordon n2 >/dev/null 2>&1
 check "n2 back" sh -c "sinfo -h -n n2 -o %t | grep -qv drain"
 finish

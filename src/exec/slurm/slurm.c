@@ -215,6 +215,19 @@ static json_t *node_json(json_t *n)
                          strcmp(s, "DRAINED") == 0);
     }
     drained |= state && strncmp(state, "drain", 5) == 0;
+    /* "idle+drain", as sinfo's long states read */
+    char full[160];
+    size_t fl = (size_t)snprintf(full, sizeof full, "%s", state ? state : "");
+    json_array_foreach(json_object_get(n, "state_flags"), i, f)
+    {
+        const char *s = json_string_value(f);
+        for (size_t c = 0; s && fl + 2 < sizeof full && (c == 0 || s[c - 1]); c++) {
+            if (c == 0) full[fl++] = '+';
+            if (!s[c]) break;
+            full[fl++] = (char)(s[c] >= 'A' && s[c] <= 'Z' ? s[c] - 'A' + 'a' : s[c]);
+        }
+        full[fl < sizeof full ? fl : sizeof full - 1] = '\0';
+    }
     json_t *cap = json_pack("{s:I,s:f}", "cpu", cpus, "memoryGb", mem);
     json_t *alloc = json_pack("{s:I,s:f}", "cpu", cpus > acpus ? cpus - acpus : 0, "memoryGb",
                               mem > amem ? mem - amem : 0.0);
@@ -234,8 +247,7 @@ static json_t *node_json(json_t *n)
                      name ? name : "", "address", addr ? addr : "", "cpus", cpus, "memoryGb", mem,
                      "hardResources", true, "cordoned", drained, "simulatedAccelerators", false,
                      "labels", labels, "capacity", cap, "allocatable", alloc, "devices", devs,
-                     "executor", "slurm", "slurmState", state ? state : "", "slurmReason",
-                     reason ? reason : "");
+                     "executor", "slurm", "slurmState", full, "slurmReason", reason ? reason : "");
 }
 
 json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen)
