@@ -18,7 +18,7 @@ file(GLOB KILN_EXEC_SRC    CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/exec/*.c
      ${CMAKE_SOURCE_DIR}/src/exec/local/*.c ${CMAKE_SOURCE_DIR}/src/exec/container/*.c)
 file(GLOB KILN_API_SRC     CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.c)
 file(GLOB KILN_DAEMON_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/daemon/*.c
-     ${CMAKE_SOURCE_DIR}/src/exec/supervisor/*.c)
+     ${CMAKE_SOURCE_DIR}/src/exec/supervisor/*.c ${CMAKE_SOURCE_DIR}/src/exec/slurm/*.c)
 file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*.c)
 file(GLOB KILN_OBJECTS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/objects/*.c)
 
@@ -44,6 +44,9 @@ target_link_libraries(kiln_exec PUBLIC kiln_store kiln_spec kiln_util PkgConfig:
 # The per-replica monitor (src/exec/monitor): kilnd finds it next to itself.
 add_executable(kiln-monitor ${CMAKE_SOURCE_DIR}/src/exec/monitor/kiln-monitor.c)
 target_link_libraries(kiln-monitor PRIVATE kiln_exec)
+# The Slurm executor's per-task helper (src/exec/slurm/task): srun runs it.
+add_executable(kiln-slurm-task ${CMAKE_SOURCE_DIR}/src/exec/slurm/task/kiln-slurm-task.c)
+target_link_libraries(kiln-slurm-task PRIVATE kiln_exec)
 
 # The dashboard's static files (src/api/web/), embedded into kilnd at build
 # time like the catalog: no build step beyond CMake, nothing fetched.
@@ -59,7 +62,7 @@ add_custom_command(
 # kilnd: the API (libmicrohttpd) and the daemon (supervisor) are one program.
 if(KILN_DAEMON_SRC)
   add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC} ${CMAKE_BINARY_DIR}/gen/web_data.c)
-  add_dependencies(kilnd kiln-monitor)
+  add_dependencies(kilnd kiln-monitor kiln-slurm-task)
   target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
                         kiln_spec kiln_util PkgConfig::MHD PkgConfig::GNUTLS PkgConfig::CRYPTO PkgConfig::JANSSON
                         Threads::Threads)
@@ -130,6 +133,10 @@ if(TEST svc_it_dashboard)
 endif()
 if(TEST svc_it_container)
   kiln_test_needs(svc_it_container podman)
+endif()
+if(TEST svc_it_slurm)
+  kiln_test_needs(svc_it_slurm slurm)
+  set_tests_properties(svc_it_slurm PROPERTIES TIMEOUT 420)
 endif()
 if(TEST svc_it_runas)
   kiln_test_needs(svc_it_runas runas)

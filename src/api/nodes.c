@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "exec/slurm/slurm.h"
 #include "util/utf8.h"
 
 /* ---------- nodes ---------- */
@@ -93,9 +94,55 @@ static json_t *node_json(kilnd *d, size_t i, json_t *held)
                      "capacity", cap, "allocatable", alloc, "devices", devs);
 }
 
+/* --executor slurm: the partition's Slurm nodes (sinfo --json); drain and
+ * uncordon are Slurm's (scontrol update state=drain|resume), and Slurm
+ * moves nothing itself: the drained node's jobs run on (docs/slurm.md). */
+static enum MHD_Result slurm_nodes(kilnd *d, struct MHD_Connection *c, const char *method,
+                                   const char *rest, const kiln_api_auth *a)
+{
+    char why[512], name[128];
+    if (!*rest) {
+        if (strcmp(method, "GET") != 0) return send_error(c, 405, NULL, "use GET");
+        json_t *arr = kiln_slurm_nodes(d, NULL, why, sizeof why);
+        if (!arr) return send_error(c, 503, NULL, "%s", why);
+        return send_json(c, 200, json_pack("{s:o}", "nodes", arr));
+    }
+    const char *colon = strchr(rest, ':');
+    size_t nl = colon ? (size_t)(colon - rest) : strlen(rest);
+    if (nl >= sizeof name) nl = sizeof name - 1;
+    memcpy(name, rest, nl);
+    name[nl] = '\0';
+    bool drain = colon && strcmp(colon, ":drain") == 0;
+    bool uncordon = colon && strcmp(colon, ":uncordon") == 0;
+    if (colon && ((!drain && !uncordon) || strcmp(method, "POST") != 0))
+        return send_error(c, 404, NULL, "unknown node method '%s'", colon);
+    if (colon && a->project && (strcmp(a->project, "*") != 0 || a->role != KILND_EDITOR))
+        return send_error(c, 403, NULL, "draining nodes needs an editor token for project '*'");
+    json_t *arr = kiln_slurm_nodes(d, name, why, sizeof why);
+    if (!arr) return send_error(c, 503, NULL, "%s", why);
+    if (json_array_size(arr) == 0) {
+        json_decref(arr);
+        return send_error(c, 404, NULL, "Node %s not found", name);
+    }
+    if (colon) {
+        json_decref(arr);
+        if (kiln_slurm_drain(d, name, drain, why, sizeof why) != KILN_OK)
+            return send_error(c, 502, NULL, "%s", why);
+        arr = kiln_slurm_nodes(d, name, why, sizeof why);
+        if (!arr || json_array_size(arr) == 0) {
+            json_decref(arr);
+            return send_error(c, 503, NULL, "%s", why);
+        }
+    }
+    json_t *o = json_incref(json_array_get(arr, 0));
+    json_decref(arr);
+    return send_json(c, 200, o);
+}
+
 enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *method,
                                 const char *rest, const kiln_api_auth *a)
 {
+    if (d->slurm.on) return slurm_nodes(d, c, method, rest, a);
     if (!*rest) {
         if (strcmp(method, "GET") != 0) return send_error(c, 405, NULL, "use GET");
         json_t *arr = json_array(), *held = holders(d, a);

@@ -47,12 +47,17 @@ static void table(json_t *nodes)
         char cap[256], alloc[256];
         counts(json_object_get(n, "capacity"), cap, sizeof cap);
         counts(json_object_get(n, "allocatable"), alloc, sizeof alloc);
-        printf("%-20s %-5lld %-9.1f %-8s %s / %s%s\n",
+        /* a Slurm node (kilnd --executor slurm): Slurm's state and reason */
+        const char *sst = json_string_value(json_object_get(n, "slurmState"));
+        const char *srs = json_string_value(json_object_get(n, "slurmReason"));
+        printf("%-20s %-5lld %-9.1f %-8s %s / %s%s%s%s%s%s\n",
                json_string_value(json_object_get(n, "name")),
                (long long)json_integer_value(json_object_get(n, "cpus")),
                json_number_value(json_object_get(n, "memoryGb")),
                json_is_true(json_object_get(n, "cordoned")) ? "yes" : "no", alloc, cap,
-               json_is_true(json_object_get(n, "simulatedAccelerators")) ? " (SIMULATED)" : "");
+               json_is_true(json_object_get(n, "simulatedAccelerators")) ? " (SIMULATED)" : "",
+               sst ? "  slurm: " : "", sst ? sst : "", srs && *srs ? ": " : "",
+               srs && *srs ? srs : "");
     }
 }
 

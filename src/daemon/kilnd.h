@@ -76,6 +76,13 @@ typedef struct kilnd {
     const char *tls_key;
     kiln_exec_config exec;    /* monitor, container runtime and its args, log cap */
     bool allow_root_replicas; /* kilnd as root may run replicas as root */
+    /* --executor slurm: jobs go whole to a Slurm cluster (src/exec/slurm) */
+    struct {
+        bool on;
+        char *partition; /* --slurm-partition */
+        char *account;   /* --slurm-account, NULL: the user's default */
+        char *task;      /* kiln-slurm-task, found next to kilnd */
+    } slurm;
     kilnd_user *users;
     size_t n_users;
 

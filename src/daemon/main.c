@@ -43,6 +43,7 @@ static const char usage[] =
     "             [--audit-log-keep N] [--max-inflight N] [--max-inflight-per-token N]\n"
     "             [--min-free-bytes N] [--container-runtime PATH] [--monitor PATH]\n"
     "             [--allow-root-replicas yes|no]\n"
+    "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
@@ -52,7 +53,8 @@ static const char usage[] =
     "object (default 1 GiB). A non-loopback --listen also needs --tls-cert and\n"
     "--tls-key (PEM), or --insecure-plain-http. SIGHUP reloads the tokens file and\n"
     "the certificate. Below --min-free-bytes free in the data dir's file system\n"
-    "(default 64 MiB) creates answer 503.\n";
+    "(default 64 MiB) creates answer 503. --executor slurm hands each job whole to\n"
+    "the Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md.\n";
 
 void kilnd_wake(kilnd *d)
 {
@@ -269,6 +271,9 @@ static void cleanup(kilnd *d)
     free(d->drain_pending);
     free(d->kiln_train);
     free((char *)d->exec.monitor);
+    free(d->slurm.partition);
+    free(d->slurm.account);
+    free(d->slurm.task);
     free((char *)d->exec.container_runtime);
     free((char *)d->exec.cdi_dirs);
     kiln_strv_clear(&d->exec.runtime_args);
@@ -366,7 +371,19 @@ int main(int argc, char **argv)
             kiln_train = v;
         else if (strcmp(a, "--monitor") == 0)
             monitor = v;
-        else if (strcmp(a, "--container-runtime") == 0)
+        else if (strcmp(a, "--executor") == 0) {
+            if (strcmp(v, "slurm") != 0 && strcmp(v, "local") != 0) {
+                fprintf(stderr, "kilnd: --executor is local or slurm, not '%s'\n", v);
+                goto out;
+            }
+            d.slurm.on = strcmp(v, "slurm") == 0;
+        } else if (strcmp(a, "--slurm-partition") == 0) {
+            free(d.slurm.partition);
+            d.slurm.partition = strdup(v);
+        } else if (strcmp(a, "--slurm-account") == 0) {
+            free(d.slurm.account);
+            d.slurm.account = strdup(v);
+        } else if (strcmp(a, "--container-runtime") == 0)
             runtime = v;
         else if (strcmp(a, "--allow-root-replicas") == 0) {
             if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0) {
@@ -521,7 +538,20 @@ int main(int argc, char **argv)
         goto out;
     }
 
-    kilnd_reconcile(&d);
+    if (d.slurm.on) {
+        /* the Slurm executor reconciles from Slurm itself (src/exec/slurm) */
+        if (!d.slurm.partition || !*d.slurm.partition) {
+            fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
+            goto out;
+        }
+        d.slurm.task = find_next_to_self("kiln-slurm-task");
+        if (!d.slurm.task) {
+            fprintf(stderr, "kilnd: cannot find kiln-slurm-task next to kilnd\n");
+            goto out;
+        }
+    } else {
+        kilnd_reconcile(&d);
+    }
 
     lfd = bind_listen(d.listen, bound, sizeof bound);
     if (lfd < 0) {

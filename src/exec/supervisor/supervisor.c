@@ -44,6 +44,7 @@
 #include "kiln/tune.h"
 #include "kiln/submit.h" /* kiln_job_program_args */
 
+#include "exec/slurm/slurm.h"
 #include "exec/supervisor/supervisor_int.h"
 
 /* ---------- the queue ---------- */
@@ -797,6 +798,8 @@ void *kilnd_supervisor(void *arg)
 {
     sup s = {.d = arg};
     kilnd *d = s.d;
+    /* --executor slurm: jobs go whole to Slurm, which places them */
+    if (d->slurm.on) return kiln_slurm_supervisor(d);
     s.port_used = calloc((size_t)d->port_count, sizeof(bool));
     if (!s.port_used) {
         d->stop = 1;

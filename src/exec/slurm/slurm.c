@@ -1,0 +1,1046 @@
+/* src/exec/slurm/slurm.c - the Slurm executor: a kiln job is one Slurm job.
+ *
+ * Submit: a QUEUED job becomes a heterogeneous batch job (one component per
+ * replica type: `#SBATCH hetjob` between them) whose script runs one
+ * `srun --het-group=K` step per component. Every task of a step is one
+ * replica: kiln-slurm-task (src/exec/slurm/task) learns its node's address,
+ * meets the other replicas' addresses in the job's directory (which must be
+ * on a file system the nodes share), builds the environment of facts §6 and
+ * runs the program under kiln-monitor, which writes the replica's log lines
+ * into the job's log as on one machine.
+ *
+ * Follow: `squeue --json` every second (one call for every job): Slurm's
+ * PENDING -> QUEUED, CONFIGURING -> PREPARING, RUNNING -> RUNNING, and the
+ * final states with Slurm's state and reason in errorMessage. A job Slurm
+ * forgot (past MinJobAge while kilnd was down) ends by the exit file its
+ * batch script writes.
+ *
+ * Cancel: `scancel --signal=TERM` (the steps), `scancel` after the grace
+ * period. maxRunningTime is Slurm's --time. The runtime record holds the
+ * Slurm job id: a new kilnd follows the same Slurm job and submits nothing
+ * twice. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/kilnd.h"
+#include "exec/exec_int.h" /* kiln__child_default_signals */
+#include "exec/slurm/slurm.h"
+#include "kiln/catalog.h"
+#include "kiln/exec.h"
+#include "util/atomic.h"
+
+#define POLL_MS 500
+
+extern char **environ;
+
+/* ---------- running Slurm's commands ---------- */
+
+static const char *const keep_env[] = {
+    "PATH", "LANG",    "LC_ALL",     "LC_CTYPE",        "TZ", "TMPDIR", "HOME",
+    "USER", "LOGNAME", "SLURM_CONF", "LD_LIBRARY_PATH", NULL};
+
+int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
+{
+    *out = NULL;
+    /* the child's environment: what Slurm's clients need, nothing of kilnd's secrets */
+    char *envp[sizeof keep_env / sizeof *keep_env];
+    size_t ne = 0;
+    for (size_t i = 0; keep_env[i]; i++) {
+        const char *v = getenv(keep_env[i]);
+        if (v && asprintf(&envp[ne], "%s=%s", keep_env[i], v) >= 0) ne++;
+    }
+    envp[ne] = NULL;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) goto fail_env;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        goto fail_env;
+    }
+    if (pid == 0) {
+        kiln__child_default_signals();
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0) dup2(devnull, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        execvpe(argv[0], argv, envp);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    for (size_t i = 0; i < ne; i++)
+        free(envp[i]);
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    int64_t deadline = kiln_now_ns() + (int64_t)timeout_s * 1000000000LL;
+    bool timed_out = false;
+    for (;;) {
+        int64_t left = (deadline - kiln_now_ns()) / 1000000;
+        if (left <= 0) {
+            timed_out = true;
+            break;
+        }
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        if (poll(&pf, 1, (int)(left > 1000 ? 1000 : left)) <= 0) continue;
+        if (buf && len + 4096 + 1 > cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = buf ? read(p[0], buf + len, cap - len - 1) : -1;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    close(p[0]);
+    if (timed_out) kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (buf) buf[len] = '\0';
+    *out = buf;
+    if (timed_out) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+fail_env:
+    for (size_t i = 0; i < ne; i++)
+        free(envp[i]);
+    return -1;
+}
+
+/* The last line of a command's output, trimmed, for messages. */
+static void last_line(const char *out, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (!out) return;
+    size_t n = strlen(out);
+    while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
+        n--;
+    size_t s = n;
+    while (s && out[s - 1] != '\n')
+        s--;
+    snprintf(buf, len, "%.*s", (int)(n - s), out + s);
+}
+
+/* ---------- nodes (sinfo --json) ---------- */
+
+/* "gpu:2", "gpu:t4:2", "gpu:t4:2(S:0)", "gpu:1(IDX:0)": the count, the type into `type`. */
+static int gres_gpus(const char *g, char *type, size_t tlen)
+{
+    int total = 0;
+    if (type && tlen) type[0] = '\0';
+    while (g && *g) {
+        const char *end = strchr(g, ',');
+        size_t n = end ? (size_t)(end - g) : strlen(g);
+        char item[128];
+        snprintf(item, sizeof item, "%.*s", (int)(n < sizeof item ? n : sizeof item - 1), g);
+        char *paren = strchr(item, '(');
+        if (paren) *paren = '\0';
+        if (strncmp(item, "gpu", 3) == 0 && (item[3] == ':' || item[3] == '\0')) {
+            char *last = strrchr(item, ':');
+            char *first = strchr(item, ':');
+            if (last && first && last != first && type && tlen)
+                snprintf(type, tlen, "%.*s", (int)(last - first - 1), first + 1);
+            total += last ? atoi(last + 1) : 1;
+        }
+        g = end ? end + 1 : NULL;
+    }
+    return total;
+}
+
+/* sinfo --json's nodes of our partition (new reference), or NULL with why. */
+static json_t *sinfo_nodes(kilnd *d, char *why, size_t whylen)
+{
+    char *out = NULL;
+    int rc = kiln_slurm_run((char *[]){"sinfo", "--json", NULL}, &out, 20);
+    json_t *doc = rc == 0 && out ? json_loads(out, 0, NULL) : NULL;
+    if (!doc) {
+        char l[300];
+        last_line(out, l, sizeof l);
+        snprintf(why, whylen, "sinfo --json failed (%s)", l[0] ? l : "no output");
+        free(out);
+        return NULL;
+    }
+    free(out);
+    json_t *all = json_object_get(doc, "nodes"), *mine = json_array(), *n, *p;
+    size_t i, k;
+    json_array_foreach(all, i, n)
+    {
+        json_array_foreach(json_object_get(n, "partitions"), k, p)
+        {
+            if (json_is_string(p) && strcmp(json_string_value(p), d->slurm.partition) == 0) {
+                json_array_append(mine, n);
+                break;
+            }
+        }
+    }
+    json_decref(doc);
+    return mine;
+}
+
+static json_t *node_json(json_t *n)
+{
+    const char *name = json_string_value(json_object_get(n, "name"));
+    const char *addr = json_string_value(json_object_get(n, "address"));
+    const char *state = json_string_value(json_object_get(n, "state"));
+    const char *reason = json_string_value(json_object_get(n, "reason"));
+    char type[64];
+    int gpus = gres_gpus(json_string_value(json_object_get(n, "gres")), type, sizeof type);
+    int used = gres_gpus(json_string_value(json_object_get(n, "gres_used")), NULL, 0);
+    json_int_t cpus = json_integer_value(json_object_get(n, "cpus"));
+    json_int_t acpus = json_integer_value(json_object_get(n, "alloc_cpus"));
+    double mem = (double)json_integer_value(json_object_get(n, "real_memory")) / 1024.0;
+    double amem = (double)json_integer_value(json_object_get(n, "alloc_memory")) / 1024.0;
+    const char *gname = type[0] ? type : "gpu";
+    bool drained = false;
+    json_t *f;
+    size_t i;
+    json_array_foreach(json_object_get(n, "state_flags"), i, f)
+    {
+        const char *s = json_string_value(f);
+        drained |= s && (strcmp(s, "DRAIN") == 0 || strcmp(s, "DRAINING") == 0 ||
+                         strcmp(s, "DRAINED") == 0);
+    }
+    drained |= state && strncmp(state, "drain", 5) == 0;
+    /* "idle+drain", as sinfo's long states read */
+    char full[160];
+    size_t fl = (size_t)snprintf(full, sizeof full, "%s", state ? state : "");
+    json_array_foreach(json_object_get(n, "state_flags"), i, f)
+    {
+        const char *s = json_string_value(f);
+        for (size_t c = 0; s && fl + 2 < sizeof full && (c == 0 || s[c - 1]); c++) {
+            if (c == 0) full[fl++] = '+';
+            if (!s[c]) break;
+            full[fl++] = (char)(s[c] >= 'A' && s[c] <= 'Z' ? s[c] - 'A' + 'a' : s[c]);
+        }
+        full[fl < sizeof full ? fl : sizeof full - 1] = '\0';
+    }
+    json_t *cap = json_pack("{s:I,s:f}", "cpu", cpus, "memoryGb", mem);
+    json_t *alloc = json_pack("{s:I,s:f}", "cpu", cpus > acpus ? cpus - acpus : 0, "memoryGb",
+                              mem > amem ? mem - amem : 0.0);
+    json_t *devs = json_array();
+    if (gpus > 0) {
+        json_object_set_new(cap, gname, json_integer(gpus));
+        json_object_set_new(alloc, gname, json_integer(gpus > used ? gpus - used : 0));
+    }
+    for (int g = 0; g < gpus; g++)
+        json_array_append_new(devs, json_pack("{s:i,s:s,s:b,s:b}", "index", g, "type", gname,
+                                              "simulated", false, "assigned", g < used));
+    json_t *labels = json_object();
+    json_t *parts = json_object_get(n, "partitions");
+    json_array_foreach(parts, i, f) if (json_is_string(f))
+        json_object_set_new(labels, "slurm.partition", json_string(json_string_value(f)));
+    return json_pack("{s:s,s:s,s:I,s:f,s:b,s:b,s:b,s:o,s:o,s:o,s:o,s:s,s:s,s:s}", "name",
+                     name ? name : "", "address", addr ? addr : "", "cpus", cpus, "memoryGb", mem,
+                     "hardResources", true, "cordoned", drained, "simulatedAccelerators", false,
+                     "labels", labels, "capacity", cap, "allocatable", alloc, "devices", devs,
+                     "executor", "slurm", "slurmState", full, "slurmReason", reason ? reason : "");
+}
+
+json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen)
+{
+    json_t *mine = sinfo_nodes(d, why, whylen), *n, *arr = json_array();
+    size_t i;
+    if (!mine) {
+        json_decref(arr);
+        return NULL;
+    }
+    json_array_foreach(mine, i, n)
+    {
+        const char *name = json_string_value(json_object_get(n, "name"));
+        if (only && (!name || strcmp(name, only) != 0)) continue;
+        json_array_append_new(arr, node_json(n));
+    }
+    json_decref(mine);
+    return arr;
+}
+
+kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, size_t whylen)
+{
+    (void)d;
+    char nn[160], *out = NULL;
+    snprintf(nn, sizeof nn, "nodename=%s", node);
+    char *argv[] = {"scontrol",
+                    "update",
+                    nn,
+                    drain ? "state=drain" : "state=resume",
+                    drain ? "reason=kiln nodes drain" : NULL,
+                    NULL};
+    int rc = kiln_slurm_run(argv, &out, 20);
+    if (rc != 0) {
+        char l[300];
+        last_line(out, l, sizeof l);
+        snprintf(why, whylen, "scontrol update %s failed: %s", nn, l[0] ? l : "no output");
+        free(out);
+        return KILN_EIO;
+    }
+    free(out);
+    return KILN_OK;
+}
+
+/* ---------- the jobs kilnd follows in Slurm ---------- */
+
+typedef struct srep {
+    kiln_role role;
+    int index;
+    char task[48];
+    int port;
+} srep;
+
+typedef struct sjob {
+    char *project, *job_id;
+    long id; /* the Slurm job id (the heterogeneous job's leader) */
+    char dir[PATH_MAX];
+    srep *reps;
+    size_t n;
+    char sstate[32]; /* Slurm's state, last seen */
+    bool term_sent, killed;
+    bool nodes_known; /* the runtime record names every replica's node */
+    int64_t kill_at_ns;
+    int missing; /* polls in a row that did not show it */
+    struct sjob *next;
+} sjob;
+
+typedef struct ssup {
+    kilnd *d;
+    sjob *jobs;
+    bool *port_used;
+} ssup;
+
+static void sjob_free(ssup *s, sjob *j)
+{
+    for (size_t i = 0; j && i < j->n; i++) {
+        int p = j->reps[i].port - s->d->port_base;
+        if (p >= 0 && p < s->d->port_count) s->port_used[p] = false;
+    }
+    if (j) {
+        free(j->project);
+        free(j->job_id);
+        free(j->reps);
+        free(j);
+    }
+}
+
+static int port_take(ssup *s)
+{
+    for (int i = 0; i < s->d->port_count; i++)
+        if (!s->port_used[i]) {
+            s->port_used[i] = true;
+            return s->d->port_base + i;
+        }
+    return -1;
+}
+
+static void port_mark(ssup *s, int port)
+{
+    int p = port - s->d->port_base;
+    if (p >= 0 && p < s->d->port_count) s->port_used[p] = true;
+}
+
+static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
+{
+    json_t *reps = json_array();
+    for (size_t i = 0; i < j->n; i++) {
+        /* the node Slurm gave it, once its task has said (kiln-slurm-task) */
+        char path[PATH_MAX + 128], addr[256] = "", node[128] = "";
+        snprintf(path, sizeof path, "%s/slurm/%ld/hosts/%s", j->dir, j->id, j->reps[i].task);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%255s %127s", addr, node) < 2) node[0] = '\0';
+            fclose(f);
+        }
+        json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:I}", "task", j->reps[i].task, "role",
+                              kiln_role_name(j->reps[i].role), "index", j->reps[i].index, "port",
+                              j->reps[i].port, "slurmJobId", (json_int_t)j->id);
+        if (o && node[0]) json_object_set_new(o, "node", json_string(node));
+        if (o) json_array_append_new(reps, o);
+    }
+    json_t *rt = json_pack("{s:s,s:I,s:s,s:s,s:o}", "executor", "slurm", "slurmJobId",
+                           (json_int_t)j->id, "slurmPartition", s->d->slurm.partition, "slurmState",
+                           j->sstate, "replicas", reps);
+    char *txt = rt ? json_dumps(rt, JSON_COMPACT) : NULL;
+    if (txt)
+        kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, restarts, failures, txt);
+    free(txt);
+    json_decref(rt);
+}
+
+/* A QUEUED job that will never be submitted: FAILED with `msg`. */
+static void refuse(ssup *s, kiln_job_record *r, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (kiln_store_job_transition(s->d->store, r->project, r->job->job_id, KILN_STATE_MASK(QUEUED),
+                                  KILN_STATE_FAILED, msg, kiln_now_ns(), NULL) != KILN_OK)
+        return;
+    s->d->failures_total[KILND_FAIL_UNSCHEDULABLE]++;
+    kilnd_event(s->d, r->project, r->job->job_id, "ERROR", "Job FAILED: %s", msg);
+}
+
+/* Single-quotes `v` for the batch script. */
+static void sh_quote(FILE *f, const char *v)
+{
+    fputc('\'', f);
+    for (; *v; v++) {
+        if (*v == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*v, f);
+    }
+    fputc('\'', f);
+}
+
+/* Never-fits: a replica that no node of the partition could ever hold.
+ * Returns false with the sentence in `why`. */
+static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
+{
+    char err[300];
+    json_t *nodes = sinfo_nodes(s->d, err, sizeof err), *n;
+    if (!nodes) return true; /* Slurm itself will say (sbatch) */
+    size_t i;
+    int max_gpus = 0;
+    json_int_t max_cpus = 0;
+    char list[400] = "";
+    size_t ll = 0;
+    json_array_foreach(nodes, i, n)
+    {
+        int g = gres_gpus(json_string_value(json_object_get(n, "gres")), NULL, 0);
+        json_int_t c = json_integer_value(json_object_get(n, "cpus"));
+        if (g > max_gpus) max_gpus = g;
+        if (c > max_cpus) max_cpus = c;
+        if (ll < sizeof list - 40)
+            ll += (size_t)snprintf(list + ll, sizeof list - ll, "%s%s: %d GPU%s", ll ? ", " : "",
+                                   json_string_value(json_object_get(n, "name")), g,
+                                   g == 1 ? "" : "s");
+    }
+    size_t nn = json_array_size(nodes);
+    json_decref(nodes);
+    if (nn == 0) {
+        snprintf(why, whylen, "the Slurm partition %s has no nodes", s->d->slurm.partition);
+        return false;
+    }
+    for (size_t p = 0; p < np; p++) {
+        const char *t = plans[p].accelerator_type;
+        if (t && strncmp(t, "TPU", 3) == 0) {
+            snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
+                     kiln_role_name(plans[p].role), t);
+            return false;
+        }
+        if (t && plans[p].accelerators_per_replica > max_gpus) {
+            snprintf(why, whylen,
+                     "the %s replicas ask for %lld %s each; no node of Slurm partition %s has "
+                     "more than %d GPU%s (%s)",
+                     kiln_role_name(plans[p].role), (long long)plans[p].accelerators_per_replica, t,
+                     s->d->slurm.partition, max_gpus, max_gpus == 1 ? "" : "s", list);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The environment of replica `self`, with "@KILN_HOST_i@" where replica i's
+ * host goes (kiln-slurm-task puts in the Slurm node's address). */
+static kiln_err replica_env(ssup *s, sjob *j, const kiln_job *job, size_t self, int attempt,
+                            kiln_strv *env)
+{
+    kiln_exec_task *tasks = calloc(j->n, sizeof *tasks);
+    char(*hosts)[40] = calloc(j->n, sizeof *hosts);
+    kiln_err err = KILN_ENOMEM;
+    if (!tasks || !hosts) goto out;
+    for (size_t i = 0; i < j->n; i++) {
+        snprintf(hosts[i], sizeof hosts[i], "@KILN_HOST_%zu@", i);
+        tasks[i] = (kiln_exec_task){.role = j->reps[i].role,
+                                    .index = j->reps[i].index,
+                                    .host = hosts[i],
+                                    .port = j->reps[i].port};
+    }
+    err = kiln_exec_replica_env(job, tasks, j->n, self, NULL, 0, false, env);
+    if (err != KILN_OK) goto out;
+    char key[64], kv[96];
+    kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), attempt, key);
+    snprintf(kv, sizeof kv, "KILN_COLL_KEY=%s", key);
+    err = kiln_strv_push(env, kv);
+out:
+    free(tasks);
+    free(hosts);
+    return err;
+}
+
+/* Writes DIR/slurm/spec.json (what each replica runs, for kiln-slurm-task)
+ * and DIR/slurm/job.sbatch; false with why. */
+static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
+                        const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
+{
+    kilnd *d = s->d;
+    char sdir[PATH_MAX + 16], work[PATH_MAX + 16], path[PATH_MAX + 32], jlog[PATH_MAX + 16];
+    snprintf(sdir, sizeof sdir, "%s/slurm", j->dir);
+    snprintf(work, sizeof work, "%s/work", j->dir);
+    snprintf(jlog, sizeof jlog, "%s/log.tsv", j->dir);
+    kilnd_mkdirs(sdir);
+    kilnd_mkdirs(work);
+    char rdir[PATH_MAX + 16];
+    snprintf(rdir, sizeof rdir, "%s/replicas", j->dir);
+    kilnd_mkdirs(rdir);
+    const char *jd = rec->job->training_input.job_dir;
+    if (jd && jd[0] == '/') kilnd_mkdirs(jd);
+    kiln_exec_paths paths = {.kiln_train = d->kiln_train, .python = d->python, .staging = NULL};
+    json_t *reps = json_array();
+    for (size_t i = 0; i < j->n; i++) {
+        kiln_strv argv = {0}, env = {0};
+        if (kiln_exec_program(rec->job, j->reps[i].role, &paths, &argv, why, whylen) != KILN_OK ||
+            replica_env(s, j, rec->job, i, rec->restarts, &env) != KILN_OK) {
+            if (!why[0]) snprintf(why, whylen, "cannot build the replicas' environment");
+            kiln_strv_clear(&argv);
+            kiln_strv_clear(&env);
+            json_decref(reps);
+            return false;
+        }
+        json_t *a = json_array(), *e = json_array();
+        for (size_t k = 0; k < argv.n; k++)
+            json_array_append_new(a, json_string(argv.v[k]));
+        for (size_t k = 0; k < env.n; k++)
+            json_array_append_new(e, json_string(env.v[k]));
+        json_array_append_new(reps, json_pack("{s:s,s:s,s:i,s:i,s:o,s:o}", "task", j->reps[i].task,
+                                              "role", kiln_role_name(j->reps[i].role), "index",
+                                              j->reps[i].index, "port", j->reps[i].port, "argv", a,
+                                              "env", e));
+        kiln_strv_clear(&argv);
+        kiln_strv_clear(&env);
+    }
+    json_t *spec = json_pack("{s:s,s:s,s:s,s:I,s:o}", "monitor", d->exec.monitor, "jobLog", jlog,
+                             "workDir", work, "logCap", (json_int_t)d->log_cap, "replicas", reps);
+    snprintf(path, sizeof path, "%s/spec.json", sdir);
+    if (!spec || json_dump_file(spec, path, JSON_INDENT(1)) != 0) {
+        json_decref(spec);
+        snprintf(why, whylen, "cannot write %.400s", path);
+        return false;
+    }
+    json_decref(spec);
+
+    snprintf(path, sizeof path, "%s/job.sbatch", sdir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(why, whylen, "cannot write %.400s: %s", path, strerror(errno));
+        return false;
+    }
+    const kiln_training_input *ti = &rec->job->training_input;
+    char tlimit[48] = "";
+    if (ti->has_scheduling && ti->scheduling.has_max_running_time) {
+        long long sec = ti->scheduling.max_running_time.seconds;
+        if (ti->scheduling.max_running_time.nanos > 0) sec++;
+        if (sec < 60) sec = 60; /* Slurm's time limits are in minutes */
+        snprintf(tlimit, sizeof tlimit, " --time=%lld", (sec + 59) / 60);
+    }
+    fprintf(f, "#!/bin/bash\n# kiln job projects/%s/jobs/%s (written by kilnd: docs/slurm.md)\n",
+            j->project, j->job_id);
+    bool het = np > 1;
+    for (size_t p = 0; p < np; p++) {
+        if (p) fprintf(f, "#SBATCH hetjob\n");
+        fprintf(f, "#SBATCH --partition=%s --ntasks=%lld --cpus-per-task=1%s", d->slurm.partition,
+                (long long)plans[p].count, tlimit);
+        if (plans[p].accelerator_type && plans[p].accelerators_per_replica > 0)
+            fprintf(f, " --gpus-per-task=%lld", (long long)plans[p].accelerators_per_replica);
+        if (d->slurm.account) fprintf(f, " --account=%s", d->slurm.account);
+        if (p == 0)
+            fprintf(f, " --job-name=kiln-%s-%s --output=%s/batch-%%j.log --chdir=%s", j->project,
+                    j->job_id, sdir, work);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "set -u\nR=");
+    sh_quote(f, sdir);
+    fprintf(f, "/$SLURM_JOB_ID\nmkdir -p \"$R/hosts\"\npids=()\n");
+    for (size_t p = 0; p < np; p++) {
+        fprintf(f, "srun --kill-on-bad-exit=1");
+        if (het) fprintf(f, " --het-group=%zu", p);
+        fprintf(f, " ");
+        sh_quote(f, d->slurm.task);
+        fprintf(f, " \"$R\" ");
+        sh_quote(f, sdir);
+        fprintf(f, "/spec.json %s &\npids+=($!)\n", kiln_role_name(plans[p].role));
+    }
+    /* every replica must succeed; the first failure stops the others */
+    fprintf(f,
+            "code=0\nfor _ in \"${pids[@]}\"; do\n"
+            "    wait -n; c=$?\n"
+            "    if [ \"$c\" -ne 0 ]; then code=$c; break; fi\n"
+            "done\n"
+            "if [ \"$code\" -ne 0 ]; then\n"
+            "    kill -TERM \"${pids[@]}\" 2>/dev/null; sleep %d; kill -KILL \"${pids[@]}\" "
+            "2>/dev/null\n"
+            "fi\n"
+            "wait\necho \"$code\" >\"$R/exit\"\nexit \"$code\"\n",
+            d->grace_ms / 1000 + 1);
+    if (fclose(f) != 0) {
+        snprintf(why, whylen, "cannot write %.400s", path);
+        return false;
+    }
+    return true;
+}
+
+/* Hands a QUEUED job to Slurm (sbatch). The job stays QUEUED while Slurm
+ * says PENDING. */
+static void submit(ssup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
+    const kiln_training_input *ti = &rec->job->training_input;
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    char why[1024] = "";
+    if (ti->has_hyperparameters) {
+        refuse(s, rec, "hyperparameter tuning jobs are not supported by the Slurm executor yet");
+        return;
+    }
+    if (ti->pytorch_job.has_elastic_policy) {
+        refuse(s, rec, "elastic PyTorchJobs are not supported by the Slurm executor");
+        return;
+    }
+    if (ti->package_uris.n) {
+        refuse(s, rec,
+               "packageUris are not staged by the Slurm executor yet: use a program on "
+               "the nodes (containerCommand or a kiln.* module)");
+        return;
+    }
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
+        if (rc && rc->image_uri && *rc->image_uri) {
+            refuse(s, rec,
+                   "container images (%s) are not run by the Slurm executor: give "
+                   "containerCommand instead",
+                   rc->image_uri);
+            return;
+        }
+    }
+    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
+    if (np == 0) {
+        refuse(s, rec, "the job has no replicas to run in this catalog");
+        return;
+    }
+    if (!fits(s, plans, np, why, sizeof why)) {
+        refuse(s, rec, "This job can never run on this cluster: %s", why);
+        return;
+    }
+    sjob *j = calloc(1, sizeof *j);
+    size_t n = 0;
+    for (size_t p = 0; p < np; p++)
+        n += (size_t)plans[p].count;
+    if (!j || !(j->reps = calloc(n ? n : 1, sizeof *j->reps)) ||
+        !(j->project = strdup(rec->project)) || !(j->job_id = strdup(rec->job->job_id))) {
+        sjob_free(s, j);
+        return;
+    }
+    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    for (size_t p = 0; p < np; p++)
+        for (int64_t k = 0; k < plans[p].count; k++) {
+            srep *r = &j->reps[j->n++];
+            r->role = plans[p].role;
+            r->index = (int)k;
+            kiln_exec_task_name(r->role, r->index, r->task);
+            r->port = port_take(s);
+            if (r->port < 0) {
+                sjob_free(s, j);
+                return; /* stays QUEUED until ports free up */
+            }
+        }
+    if (!write_files(s, j, rec, plans, np, why, sizeof why)) {
+        refuse(s, rec, "%s", why);
+        sjob_free(s, j);
+        return;
+    }
+    char script[PATH_MAX + 32], *out = NULL;
+    snprintf(script, sizeof script, "%s/slurm/job.sbatch", j->dir);
+    int rc = kiln_slurm_run((char *[]){"sbatch", "--parsable", script, NULL}, &out, 60);
+    char l[600];
+    last_line(out, l, sizeof l);
+    j->id = rc == 0 && out ? strtol(out, NULL, 10) : 0;
+    free(out);
+    if (j->id <= 0) {
+        refuse(s, rec, "Slurm refused the job (partition %s): %s", d->slurm.partition,
+               l[0] ? l : "sbatch failed");
+        sjob_free(s, j);
+        return;
+    }
+    snprintf(j->sstate, sizeof j->sstate, "PENDING");
+    save_runtime(s, j, rec->restarts, rec->failures);
+    kilnd_event(d, j->project, j->job_id, "INFO",
+                "Submitted to Slurm as job %ld (partition %s): %zu replica%s in %zu component%s",
+                j->id, d->slurm.partition, j->n, j->n == 1 ? "" : "s", np, np == 1 ? "" : "s");
+    j->next = s->jobs;
+    s->jobs = j;
+}
+
+/* ---------- following the jobs ---------- */
+
+/* The first replica that exited non-zero (the monitors' exit files under
+ * DIR/slurm/ID/): "The replica T exited with a non-zero status of N". */
+static void replica_failure(const sjob *j, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < j->n; i++) {
+        char path[PATH_MAX + 128], text[256];
+        snprintf(path, sizeof path, "%s/slurm/%ld/%s.exit", j->dir, j->id, j->reps[i].task);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = '\0';
+        int code = 0;
+        if (sscanf(text, "code %d", &code) == 1 && code != 0) {
+            snprintf(buf, len, "The replica %s exited with a non-zero status of %d. ",
+                     j->reps[i].task, code);
+            return;
+        }
+    }
+}
+
+/* The batch script's own exit file (a job Slurm has forgotten): 0, the
+ * code, or -1 when there is none. */
+static int batch_exit(const sjob *j)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/slurm/%ld/exit", j->dir, j->id);
+    FILE *f = fopen(path, "r");
+    int code = -1;
+    if (f) {
+        if (fscanf(f, "%d", &code) != 1) code = -1;
+        fclose(f);
+    }
+    return code;
+}
+
+static const unsigned ACTIVE = KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING) |
+                               KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
+
+/* The job ended in Slurm with `state` (COMPLETED, FAILED, ...): its kiln end. */
+static void ended(ssup *s, sjob *j, const char *state, const char *reason, long max_rt)
+{
+    kilnd *d = s->d;
+    int64_t now = kiln_now_ns();
+    char msg[1024], rf[300];
+    kiln_job_state was = KILN_STATE_QUEUED;
+    kiln_job_record *r = NULL;
+    if (kiln_store_job_get(d->store, j->project, j->job_id, &r) == KILN_OK) was = r->job->state;
+    kiln_job_record_free(r);
+    if (was == KILN_STATE_CANCELLING) {
+        kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_CANCELLED,
+                                  NULL, now, NULL);
+        kilnd_event(d, j->project, j->job_id, "INFO", "Job CANCELLED (Slurm job %ld: %s)", j->id,
+                    state);
+        return;
+    }
+    if (strcmp(state, "COMPLETED") == 0) {
+        kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_SUCCEEDED,
+                                  NULL, now, NULL);
+        kilnd_event(d, j->project, j->job_id, "INFO", "Job SUCCEEDED (Slurm job %ld COMPLETED)",
+                    j->id);
+        return;
+    }
+    if (strcmp(state, "TIMEOUT") == 0) {
+        snprintf(msg, sizeof msg,
+                 "The job ran longer than maxRunningTime (%lds); cancelled (Slurm job %ld: "
+                 "TIMEOUT)",
+                 max_rt, j->id);
+        kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_CANCELLED,
+                                  msg, now, NULL);
+        kilnd_event(d, j->project, j->job_id, "WARNING", "Job CANCELLED: %s", msg);
+        return;
+    }
+    if (strcmp(state, "CANCELLED") == 0) {
+        snprintf(msg, sizeof msg, "Slurm job %ld was cancelled outside kiln (scancel)%s%s", j->id,
+                 reason && *reason && strcmp(reason, "None") ? ": " : "",
+                 reason && *reason && strcmp(reason, "None") ? reason : "");
+        kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_CANCELLED,
+                                  msg, now, NULL);
+        kilnd_event(d, j->project, j->job_id, "WARNING", "Job CANCELLED: %s", msg);
+        return;
+    }
+    replica_failure(j, rf, sizeof rf);
+    snprintf(msg, sizeof msg, "%sSlurm job %ld ended %s%s%s.", rf, j->id, state,
+             reason && *reason && strcmp(reason, "None") ? ": " : "",
+             reason && *reason && strcmp(reason, "None") ? reason : "");
+    if (kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_FAILED, msg,
+                                  now, NULL) == KILN_OK)
+        d->failures_total[rf[0] ? KILND_FAIL_REPLICA_EXIT : KILND_FAIL_START]++;
+    kilnd_event(d, j->project, j->job_id, "ERROR", "Job FAILED: %s", msg);
+}
+
+static bool is_final(const char *st)
+{
+    static const char *const fin[] = {"COMPLETED",     "FAILED",       "CANCELLED", "TIMEOUT",
+                                      "NODE_FAIL",     "BOOT_FAIL",    "DEADLINE",  "PREEMPTED",
+                                      "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",   NULL};
+    for (size_t i = 0; fin[i]; i++)
+        if (strcmp(st, fin[i]) == 0) return true;
+    return false;
+}
+
+static void scancel(long id, bool term)
+{
+    char ids[32], *out = NULL;
+    snprintf(ids, sizeof ids, "%ld", id);
+    if (term)
+        kiln_slurm_run((char *[]){"scancel", "--signal=TERM", ids, NULL}, &out, 20);
+    else
+        kiln_slurm_run((char *[]){"scancel", ids, NULL}, &out, 20);
+    free(out);
+}
+
+/* One job against what squeue said (`sj`: its leader's entry, NULL when
+ * squeue did not show it). Returns true when the job is done with. */
+static bool follow(ssup *s, sjob *j, json_t *sj, int64_t now)
+{
+    kilnd *d = s->d;
+    kiln_job_record *r = NULL;
+    if (kiln_store_job_get(d->store, j->project, j->job_id, &r) != KILN_OK) return true;
+    kiln_job_state st = r->job->state;
+    const kiln_training_input *ti = &r->job->training_input;
+    long max_rt = ti->has_scheduling && ti->scheduling.has_max_running_time
+                      ? (long)ti->scheduling.max_running_time.seconds
+                      : 0;
+    bool done = false;
+    const char *sstate = sj ? json_string_value(json_object_get(sj, "job_state")) : NULL;
+    const char *reason = sj ? json_string_value(json_object_get(sj, "state_reason")) : NULL;
+    if (!sstate) sstate = "";
+    if ((1u << st) & KILN_STATES_TERMINAL) {
+        /* ended in kiln (a QUEUED job cancelled by the API): Slurm lets go too */
+        if (!is_final(sstate) && sj) scancel(j->id, false);
+        done = true;
+        goto out;
+    }
+    if (st == KILN_STATE_QUEUED && ti->has_scheduling && ti->scheduling.has_max_wait_time &&
+        strcmp(sstate, "PENDING") == 0 &&
+        now - r->create_ns > ti->scheduling.max_wait_time.seconds * 1000000000LL) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "still queued after maxWaitTime (%llds); cancelled",
+                 (long long)ti->scheduling.max_wait_time.seconds);
+        scancel(j->id, false);
+        kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_CANCELLED,
+                                  msg, now, NULL);
+        kilnd_event(d, j->project, j->job_id, "WARNING", "Job CANCELLED: %s", msg);
+        done = true;
+        goto out;
+    }
+    if (st == KILN_STATE_CANCELLING && !j->term_sent) {
+        bool started = strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0;
+        scancel(j->id, started); /* SIGTERM to the replicas first when they run */
+        j->term_sent = true;
+        j->killed = !started;
+        j->kill_at_ns = now + (int64_t)d->grace_ms * 1000000;
+        kilnd_event(d, j->project, j->job_id, "INFO",
+                    started ? "Cancelling: scancel --signal=TERM %ld, scancel after %d ms"
+                            : "Cancelling: scancel %ld (%d ms grace not needed: not started)",
+                    j->id, d->grace_ms);
+    } else if (st == KILN_STATE_CANCELLING && !j->killed && now >= j->kill_at_ns) {
+        scancel(j->id, false);
+        j->killed = true;
+    }
+    if (!sj) { /* Slurm forgot it (MinJobAge) or it is not visible yet */
+        if (++j->missing < 3) goto out;
+        int code = batch_exit(j);
+        ended(s, j, code == 0 ? "COMPLETED" : "FAILED",
+              code < 0 ? "Slurm no longer knows the job and its batch script left no exit status"
+                       : NULL,
+              max_rt);
+        done = true;
+        goto out;
+    }
+    j->missing = 0;
+    if (strcmp(sstate, j->sstate) != 0) {
+        snprintf(j->sstate, sizeof j->sstate, "%s", sstate);
+        save_runtime(s, j, r->restarts, r->failures);
+        if (!is_final(sstate))
+            kilnd_event(d, j->project, j->job_id, "INFO", "Slurm job %ld: %s%s%s%s", j->id, sstate,
+                        reason && strcmp(reason, "None") ? " (" : "",
+                        reason && strcmp(reason, "None") ? reason : "",
+                        reason && strcmp(reason, "None") ? ")" : "");
+    }
+    if (strcmp(sstate, "CONFIGURING") == 0) {
+        kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(QUEUED),
+                                  KILN_STATE_PREPARING, NULL, now, NULL);
+    } else if (strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0) {
+        if (kiln_store_job_transition(d->store, j->project, j->job_id,
+                                      KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING),
+                                      KILN_STATE_RUNNING, NULL, now, NULL) == KILN_OK) {
+            const char *nodes = json_string_value(json_object_get(sj, "nodes"));
+            kilnd_event(d, j->project, j->job_id, "INFO", "Job RUNNING (Slurm job %ld on %s)",
+                        j->id, nodes ? nodes : "?");
+        }
+        if (!j->nodes_known) { /* the replicas' nodes, once every task has said */
+            char path[PATH_MAX + 64];
+            size_t have = 0;
+            for (size_t i = 0; i < j->n; i++) {
+                snprintf(path, sizeof path, "%s/slurm/%ld/hosts/%s", j->dir, j->id,
+                         j->reps[i].task);
+                have += access(path, F_OK) == 0;
+            }
+            if (have == j->n) {
+                j->nodes_known = true;
+                save_runtime(s, j, r->restarts, r->failures);
+            }
+        }
+    } else if (is_final(sstate)) {
+        ended(s, j, sstate, reason, max_rt);
+        done = true;
+    }
+out:
+    kiln_job_record_free(r);
+    return done;
+}
+
+/* squeue --json: the leaders of the heterogeneous jobs (and plain jobs) by
+ * id, or NULL when squeue could not answer (then nothing is decided). */
+static json_t *squeue_all(void)
+{
+    char *out = NULL;
+    int rc = kiln_slurm_run((char *[]){"squeue", "--json", NULL}, &out, 20);
+    json_t *doc = rc == 0 && out ? json_loads(out, 0, NULL) : NULL;
+    free(out);
+    if (!doc) return NULL;
+    json_t *byid = json_object(), *jj;
+    size_t i;
+    json_array_foreach(json_object_get(doc, "jobs"), i, jj)
+    {
+        json_int_t id = json_integer_value(json_object_get(jj, "job_id"));
+        json_int_t het = json_integer_value(json_object_get(jj, "het_job_id"));
+        if (het && het != id) continue; /* a later component: the leader speaks for the job */
+        char k[32];
+        snprintf(k, sizeof k, "%lld", (long long)id);
+        json_object_set(byid, k, jj);
+    }
+    json_decref(doc);
+    return byid;
+}
+
+/* What a previous kilnd handed to Slurm: followed again, never resubmitted. */
+static void reconcile(ssup *s)
+{
+    kilnd *d = s->d;
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    if (kiln_store_jobs_by_state(d->store, ACTIVE, &v, &n) != KILN_OK) return;
+    for (size_t i = 0; i < n; i++) {
+        kiln_job_record *r = v[i];
+        json_t *rt = r->runtime ? json_loads(r->runtime, 0, NULL) : NULL;
+        json_int_t id = json_integer_value(json_object_get(rt, "slurmJobId"));
+        if (id <= 0) {
+            if (r->job->state != KILN_STATE_QUEUED) {
+                const char *m = "kilnd restarted with --executor slurm; this job's replicas "
+                                "were not started through Slurm and are not followed";
+                kiln_store_job_transition(d->store, r->project, r->job->job_id, ACTIVE,
+                                          KILN_STATE_FAILED, m, kiln_now_ns(), NULL);
+                kilnd_event(d, r->project, r->job->job_id, "ERROR", "Job FAILED: %s", m);
+            }
+            json_decref(rt);
+            continue;
+        }
+        sjob *j = calloc(1, sizeof *j);
+        json_t *reps = json_object_get(rt, "replicas"), *rp;
+        size_t k;
+        if (!j || !(j->reps = calloc(json_array_size(reps) + 1, sizeof *j->reps)) ||
+            !(j->project = strdup(r->project)) || !(j->job_id = strdup(r->job->job_id))) {
+            sjob_free(s, j);
+            json_decref(rt);
+            continue;
+        }
+        j->id = (long)id;
+        kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+        const char *ss = json_string_value(json_object_get(rt, "slurmState"));
+        snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
+        json_array_foreach(reps, k, rp)
+        {
+            srep *x = &j->reps[j->n++];
+            const char *task = json_string_value(json_object_get(rp, "task"));
+            snprintf(x->task, sizeof x->task, "%s", task ? task : "");
+            x->index = (int)json_integer_value(json_object_get(rp, "index"));
+            x->port = (int)json_integer_value(json_object_get(rp, "port"));
+            const char *role = json_string_value(json_object_get(rp, "role"));
+            for (int q = 0; q < KILN_ROLE_COUNT; q++)
+                if (role && strcmp(kiln_role_name((kiln_role)q), role) == 0) x->role = (kiln_role)q;
+            port_mark(s, x->port);
+        }
+        j->next = s->jobs;
+        s->jobs = j;
+        kilnd_event(d, r->project, r->job->job_id, "INFO",
+                    "kilnd restarted: following Slurm job %ld again (last seen %s)", j->id,
+                    j->sstate[0] ? j->sstate : "?");
+        json_decref(rt);
+    }
+    kiln_job_records_free(v, n);
+}
+
+static bool tracked(ssup *s, const char *project, const char *id)
+{
+    for (sjob *j = s->jobs; j; j = j->next)
+        if (strcmp(j->project, project) == 0 && strcmp(j->job_id, id) == 0) return true;
+    return false;
+}
+
+static void tick(ssup *s)
+{
+    kilnd *d = s->d;
+    kiln_job_record **v = NULL;
+    size_t n = 0;
+    if (kiln_store_jobs_by_state(d->store, KILN_STATE_MASK(QUEUED), &v, &n) == KILN_OK) {
+        for (size_t i = 0; i < n && !d->stop; i++)
+            if (!tracked(s, v[i]->project, v[i]->job->job_id)) submit(s, v[i]);
+        kiln_job_records_free(v, n);
+    }
+    if (!s->jobs) return;
+    json_t *q = squeue_all();
+    if (!q) return; /* slurmctld does not answer: decide nothing */
+    int64_t now = kiln_now_ns();
+    for (sjob **link = &s->jobs; *link;) {
+        sjob *j = *link;
+        char k[32];
+        snprintf(k, sizeof k, "%ld", j->id);
+        if (follow(s, j, json_object_get(q, k), now)) {
+            *link = j->next;
+            sjob_free(s, j);
+            continue;
+        }
+        link = &j->next;
+    }
+    json_decref(q);
+}
+
+void *kiln_slurm_supervisor(kilnd *d)
+{
+    ssup s = {.d = d};
+    s.port_used = calloc((size_t)d->port_count, sizeof(bool));
+    if (!s.port_used) {
+        d->stop = 1;
+        return NULL;
+    }
+    reconcile(&s);
+    while (!d->stop) {
+        tick(&s);
+        struct pollfd pf = {.fd = d->wake_fd[0], .events = POLLIN};
+        if (poll(&pf, 1, POLL_MS) > 0 && (pf.revents & POLLIN)) {
+            char buf[256];
+            while (read(d->wake_fd[0], buf, sizeof buf) > 0) {
+            }
+        }
+    }
+    /* the Slurm jobs run on; the next kilnd follows them */
+    while (s.jobs) {
+        sjob *j = s.jobs;
+        s.jobs = j->next;
+        sjob_free(&s, j);
+    }
+    free(s.port_used);
+    return NULL;
+}

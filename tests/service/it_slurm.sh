@@ -1,0 +1,115 @@
+#!/bin/bash
+# tests/service/it_slurm.sh - kilnd --executor slurm on a real Slurm cluster
+# started here (tests/service/slurm_cluster.sh: munged, slurmctld, two slurmd
+# n1 and n2 with 2 fake GPUs each, all under $T):
+#   - kiln-train's multi_worker_mirrored mnist, master + 2 workers with 1 GPU
+#     each, runs to SUCCEEDED across both nodes, every replica's lines in
+#     `kiln jobs stream-logs`, TF_CONFIG from the allocation;
+#   - an unmodified PyTorch DDP script (tests/service/ddp) the same way;
+#   - a job asking for more GPUs per replica than any node has fails at once,
+#     naming what is missing;
+#   - cancel: SIGTERM through scancel, the job CANCELLED, Slurm's job gone;
+#   - kilnd killed (-9) while a job runs: the Slurm job is untouched, and the
+#     next kilnd follows it to SUCCEEDED;
+#   - `kiln nodes list` shows Slurm's nodes, `kiln nodes drain` drains in Slurm.
+# Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
+PORT_RANGE=44000-44799 # the cluster's own daemons listen on 44900-44902
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need slurm
+HERE=$(cd "$(dirname "$0")" && pwd)
+CLUSTER=$T/slurm
+AT_EXIT="$HERE/slurm_cluster.sh stop $CLUSTER"
+if ! "$HERE/slurm_cluster.sh" start "$CLUSTER" 44900 >"$T/cluster.out" 2>&1; then
+    cat "$T/cluster.out" >&2
+    tail -20 "$CLUSTER"/log/*.log >&2
+    fail "the test cluster did not start"
+    finish
+fi
+export SLURM_CONF=$CLUSTER/slurm.conf
+start_kilnd "$T/d" --executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+
+gpu_job() { # gpu_job ID GPUS_PER_REPLICA TRAINING_INPUT_MEMBERS [MASTER_CONFIG_MEMBERS]
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1",%s,"masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_T4"}%s},"workerType":"n1-standard-4","workerCount":"2","workerConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_T4"}}}}' \
+        "$1" "$3" "$2" "${4:+,$4}" "$2"
+}
+
+# ---- nodes: Slurm's ----
+"$KILN" nodes list >"$T/nodes" 2>&1
+check "nodes list shows n1 and n2" grep -q '^n2 ' "$T/nodes"
+check "nodes list shows their GPUs" grep -q 'gpu=2' "$T/nodes"
+
+# ---- kiln-train's multi_worker_mirrored mnist across both nodes ----
+t0=$(date +%s.%N)
+api POST /v1/projects/p1/jobs "$(gpu_job mnist_1 1 "\"pythonModule\":\"kiln.mnist\",\"jobDir\":\"$T/jobdir\",\"args\":[\"--model=mlp\",\"--train_epochs=1\",\"--train_examples=512\",\"--max_steps=4\",\"--batch_size=96\",\"--distribution_strategy=multi_worker_mirrored\"]")"
+check_eq "mnist created" "$STATUS" 200
+check "mnist RUNNING" wait_state mnist_1 RUNNING 60
+t1=$(date +%s.%N)
+echo "create to RUNNING through Slurm: $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s" >&2
+check "mnist SUCCEEDED" wait_state mnist_1 SUCCEEDED 180
+"$KILN" jobs stream-logs mnist_1 >"$T/mnist.logs" 2>&1
+for t in master-replica-0 worker-replica-0 worker-replica-1; do
+    check "$t logged" grep -q "$t" "$T/mnist.logs"
+done
+check "the replicas all-reduced (world of 3)" grep -qiE 'world.?size[ =:]*3|3 replicas|of 3' "$T/mnist.logs"
+hosts=$(cat "$T"/d/jobs/p1/mnist_1/slurm/*/hosts/* | awk '{print $2}' | sort -u | tr '\n' ' ')
+check_eq "replicas' nodes" "$hosts" "n1 n2 "
+
+# ---- PyTorch DDP, unmodified (gloo) ----
+if probe_torch >/dev/null 2>&1; then
+    SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
+    api POST /v1/projects/p1/jobs "$(gpu_job ddp_1 1 "\"jobDir\":\"$T/ddpdir\"" \
+        "\"containerCommand\":[\"sh\",\"-c\",\"cd $HERE && exec $SYSPY -m ddp.train\"]")"
+    check_eq "ddp created" "$STATUS" 200
+    check "ddp SUCCEEDED" wait_state ddp_1 SUCCEEDED 180
+    "$KILN" jobs stream-logs ddp_1 >"$T/ddp.logs" 2>&1
+    for r in 0 1 2; do
+        check "ddp rank $r in sync" grep -q "rank $r of 3 in sync: True" "$T/ddp.logs"
+    done
+fi
+
+# ---- never fits: 4 GPUs per replica, nodes have 2 ----
+api POST /v1/projects/p1/jobs "$(gpu_job big_1 4 '"jobDir":"/tmp"' '"containerCommand":["true"]')"
+check_eq "big job created" "$STATUS" 200
+check "big job FAILED" wait_state big_1 FAILED 10
+api GET /v1/projects/p1/jobs/big_1
+msg=$(printf '%s' "$BODY" | jget errorMessage)
+check "never-fits names what is missing ($msg)" grep -q 'ask for 4 NVIDIA_TESLA_T4 each; no node of Slurm partition kiln has more than 2 GPUs' <<<"$msg"
+
+# ---- cancel ----
+api POST /v1/projects/p1/jobs "$(job_json sleepy_1 'trap "echo got TERM; exit 143" TERM; echo up; sleep 300 & wait')"
+check "sleepy RUNNING" wait_state sleepy_1 RUNNING 60
+sleep 1
+"$KILN" jobs cancel sleepy_1 >/dev/null 2>&1
+check "sleepy CANCELLED" wait_state sleepy_1 CANCELLED 30
+api GET /v1/projects/p1/jobs/sleepy_1
+sid=$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.slurmJobId)
+check "the Slurm job id is shown" test -n "$sid"
+sleep 1
+st=$(squeue -h -j "$sid" -o %T 2>/dev/null | head -1)
+case "$st" in "" | CANCELLED | COMPLETED | FAILED) ok ;; *) fail "Slurm job $sid still $st" ;; esac
+"$KILN" jobs stream-logs sleepy_1 >"$T/sleepy.logs" 2>&1
+check "the replica got SIGTERM" grep -q 'got TERM' "$T/sleepy.logs"
+
+# ---- kill -9 of kilnd mid-job: Slurm runs on, the next kilnd follows ----
+api POST /v1/projects/p1/jobs "$(job_json late_1 'echo start; sleep 4; echo done')"
+check "late RUNNING" wait_state late_1 RUNNING 60
+kill -9 "$KPID"
+wait "$KPID" 2>/dev/null
+sleep 5
+start_kilnd "$T/d" --executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+check "late SUCCEEDED after the kilnd restart" wait_state late_1 SUCCEEDED 30
+"$KILN" jobs stream-logs late_1 >"$T/late.logs" 2>&1
+check "late's replica finished" grep -q 'done' "$T/late.logs"
+check "followed again, not resubmitted" grep -q 'following Slurm job' "$T/late.logs"
+check_eq "one Slurm job for late_1" "$(grep -c 'Submitted to Slurm' "$T/late.logs")" 1
+
+# ---- drain in Slurm ----
+"$KILN" nodes drain n2 >/dev/null 2>&1
+check_eq "drain exit" "$?" 0
+check "n2 drained in Slurm" sh -c "sinfo -h -n n2 -o %t | grep -q drain"
+"$KILN" nodes list >"$T/nodes2" 2>&1
+check "nodes list shows the drain and its reason" grep -qE '^n2 .* yes .*slurm: [a-z]*\+?drain.*: kiln nodes drain' "$T/nodes2"
+"$KILN" nodes uncordon n2 >/dev/null 2>&1
+check "n2 back" sh -c "sinfo -h -n n2 -o %t | grep -qv drain"
+finish

@@ -1,0 +1,118 @@
+#!/bin/bash
+# tests/service/slurm_cluster.sh - a throwaway Slurm cluster on this machine,
+# all of it under one directory, on loopback:
+#   munged with its own key and socket, slurmctld, and two slurmd (-N n1,
+#   -N n2) with 2 fake GPUs each (character devices made with mknod and
+#   declared through gres.conf File=, so Slurm sets CUDA_VISIBLE_DEVICES).
+#
+#   slurm_cluster.sh start DIR [PORT]   prints SLURM_CONF=DIR/slurm.conf
+#   slurm_cluster.sh stop DIR           stops everything started under DIR
+#
+# PORT (default 44900) is slurmctld's; the two slurmd take PORT+1 and PORT+2.
+# Every wait is bounded; a start that fails stops what it started.
+# Needs root (slurmd), munged, slurmctld and slurmd (Debian: slurm-wlm munge).
+set -u
+
+cmd=${1:?usage: $0 start|stop DIR [PORT]}
+DIR=${2:?usage: $0 start|stop DIR [PORT]}
+PORT=${3:-44900}
+
+stop_all() {
+    local f pid
+    for f in "$DIR"/run/slurmd-n1.pid "$DIR"/run/slurmd-n2.pid "$DIR"/run/slurmctld.pid \
+        "$DIR"/run/munged.pid; do
+        [ -s "$f" ] || continue
+        pid=$(cat "$f")
+        kill -TERM "$pid" 2>/dev/null
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$pid" 2>/dev/null
+        rm -f "$f"
+    done
+}
+
+if [ "$cmd" = stop ]; then
+    stop_all
+    exit 0
+fi
+[ "$cmd" = start ] || { echo "usage: $0 start|stop DIR [PORT]" >&2; exit 2; }
+
+mkdir -p "$DIR" && DIR=$(cd "$DIR" && pwd)
+trap 'echo "slurm_cluster: start failed; logs in $DIR/log" >&2; stop_all' ERR
+set -eE
+mkdir -p "$DIR/munge" "$DIR/run" "$DIR/log" "$DIR/state" "$DIR/spool" "$DIR/dev"
+chmod 700 "$DIR/munge"
+
+# munge: a key of its own (never the machine's), a socket under DIR
+[ -s "$DIR/munge/munge.key" ] || mungekey -c -k "$DIR/munge/munge.key" 2>/dev/null ||
+    dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none
+chmod 600 "$DIR/munge/munge.key"
+SOCK=$DIR/munge/munge.socket
+munged -f --socket="$SOCK" --key-file="$DIR/munge/munge.key" \
+    --pid-file="$DIR/run/munged.pid" --log-file="$DIR/log/munged.log" \
+    --seed-file="$DIR/munge/munged.seed"
+for _ in $(seq 1 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
+[ -S "$SOCK" ]
+
+# fake GPUs: /dev/null's numbers, two per node
+for n in n1 n2; do
+    for g in 0 1; do [ -e "$DIR/dev/${n}gpu$g" ] || mknod "$DIR/dev/${n}gpu$g" c 1 3; done
+done
+
+cat >"$DIR/gres.conf" <<EOF
+NodeName=n1 Name=gpu File=$DIR/dev/n1gpu[0-1]
+NodeName=n2 Name=gpu File=$DIR/dev/n2gpu[0-1]
+EOF
+
+cat >"$DIR/slurm.conf" <<EOF
+ClusterName=kilntest
+SlurmctldHost=localhost
+SlurmctldPort=$PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$SOCK
+CredType=cred/munge
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/%n
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd-%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
+ReturnToService=2
+MinJobAge=600
+KillWait=5
+InactiveLimit=0
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 1)) CPUs=2 RealMemory=4000 Gres=gpu:2 State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 2)) CPUs=2 RealMemory=4000 Gres=gpu:2 State=UNKNOWN
+PartitionName=kiln Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+EOF
+
+export SLURM_CONF=$DIR/slurm.conf
+slurmctld -c -f "$SLURM_CONF"
+for _ in $(seq 1 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.1; done
+scontrol ping >/dev/null 2>&1
+slurmd -f "$SLURM_CONF" -N n1
+slurmd -f "$SLURM_CONF" -N n2
+# both nodes idle (bounded: 30 s)
+up=0
+for _ in $(seq 1 300); do
+    up=$(sinfo -h -N -p kiln -o '%N %t' 2>/dev/null | grep -c ' idle$' || true)
+    [ "$up" -ge 2 ] && break
+    sleep 0.1
+done
+if [ "$up" -lt 2 ]; then
+    sinfo -N -p kiln >&2 || true
+    false
+fi
+trap - ERR
+echo "SLURM_CONF=$SLURM_CONF"
