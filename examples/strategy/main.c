@@ -13,7 +13,8 @@
  * trains on its slice of each global batch. At the end each replica prints
  * its first and last loss and a hash of its parameters: with the all-reduce
  * they are bit-identical on every replica. Without TF_CONFIG it trains as one
- * replica. Build against an installed kiln:
+ * replica; with ps tasks in TF_CONFIG's cluster, with parameter_server (a ps
+ * task serves, the replicas push and pull asynchronously). Build against an installed kiln:
  *     cc main.c $(pkg-config --cflags --libs kiln) -o strategy */
 #include <kiln/strategy.h>
 #include <kiln/train.h>
@@ -78,14 +79,15 @@ int main(void)
     int rc = 1;
     kiln_model *m = NULL;
     kiln_strategy *s = NULL;
-    /* 1. the strategy: multi_worker_mirrored, the replicas from TF_CONFIG */
-    kiln_strategy_config cfg = {.kind = KILN_STRATEGY_MULTI_WORKER_MIRRORED,
-                                .bucket_bytes = 1 << 20};
+    /* 1. the strategy and the replicas from TF_CONFIG: multi_worker_mirrored,
+     *    or parameter_server when the cluster has ps tasks */
+    kiln_strategy_config cfg = {.kind = KILN_STRATEGY_AUTO, .bucket_bytes = 1 << 20};
     if (kiln_strategy_new(&cfg, &s, err, sizeof err) != KILN_OK) {
         fprintf(stderr, "strategy: %s\n", err);
         return 1;
     }
     int world = kiln_strategy_world(s), rank = kiln_strategy_rank(s);
+    int ps = kiln_strategy_kind_of(s) == KILN_STRATEGY_PARAMETER_SERVER;
     int batch = GLOBAL_BATCH / world; /* this replica's share of each batch */
     /* 2. the model: the same network and seed on every replica */
     make_data(x, y);
@@ -97,9 +99,19 @@ int main(void)
         goto out;
     }
     /* 3. join the group; rank 0's initial weights to everyone (the seeds
-     *    above differ on purpose: the broadcast makes them equal) */
+     *    above differ on purpose: the broadcast makes them equal; a
+     *    parameter_server replica pulls the ps tasks' instead) */
     if (kiln_strategy_attach(s, m) != KILN_OK || kiln_strategy_broadcast_model(s, m) != KILN_OK) {
         fprintf(stderr, "strategy: %s\n", kiln_strategy_error(s));
+        goto out;
+    }
+    if (kiln_strategy_role_of(s) == KILN_ROLE_PS) { /* a ps task serves until the chief ends */
+        if (kiln_strategy_serve(s, m, NULL, NULL) != KILN_OK) {
+            fprintf(stderr, "strategy: %s\n", kiln_strategy_error(s));
+            goto out;
+        }
+        printf("ps %d done\n", kiln_strategy_task_index(s));
+        rc = 0;
         goto out;
     }
     /* 4. train: each step on this replica's slice of the global batch */
@@ -112,16 +124,17 @@ int main(void)
             fprintf(stderr, "strategy: step %d: %s\n", t, kiln_strategy_error(s));
             goto out;
         }
-        double l = loss; /* the global batch's mean loss, for the log */
-        if (kiln_strategy_sum(s, &l, 1) != KILN_OK) {
+        double l = loss; /* all-reduce: the global batch's mean loss, for the log */
+        if (!ps && kiln_strategy_sum(s, &l, 1) != KILN_OK) {
             fprintf(stderr, "strategy: %s\n", kiln_strategy_error(s));
             goto out;
         }
-        l /= world;
+        if (!ps) l /= world;
         if (t == 0) first = (float)l;
         last = (float)l;
     }
-    /* 5. all replicas must hold the same parameters; then finish */
+    /* 5. all-reduce: the replicas must hold the same parameters (ps: they
+     *    need not, each has its last pull); then finish */
     int differs = -1;
     if (kiln_strategy_check_replicas(s, m, &differs, NULL) != KILN_OK ||
         kiln_strategy_finish(s, m) != KILN_OK) {
@@ -130,7 +143,10 @@ int main(void)
     }
     printf("%s rank %d of %d: loss %.4f -> %.4f, params %016llx, replicas %s\n",
            kiln_strategy_kind_name(kiln_strategy_kind_of(s)), rank, world, first, last,
-           (unsigned long long)params_hash(m), differs < 0 ? "identical" : "differ");
+           (unsigned long long)params_hash(m),
+           ps            ? "asynchronous"
+           : differs < 0 ? "identical"
+                         : "differ");
     rc = differs < 0 && last < first ? 0 : 1;
 out:
     kiln_strategy_free(s);

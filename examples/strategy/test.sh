@@ -27,4 +27,25 @@ awk '{for (i = 1; i < NF; i++) if ($i == "loss") { a = $(i+1); b = $(i+3) }}
 # one replica, no TF_CONFIG
 env -u TF_CONFIG -u CLUSTER_SPEC "$BIN" > "$TMP/one" 2> "$TMP/eone" || fail "one replica failed"
 grep -q "rank 0 of 1" "$TMP/one" || fail "one replica: not rank 0 of 1"
+# parameter_server (when kiln is built with ZeroMQ): a ps task, chief and
+# worker; the ps serves until the chief ends the job, both losses go down
+P=$((20000 + $$ % 20000))
+CL="\"cluster\": {\"chief\": [\"localhost:$P\"], \"worker\": [\"localhost:$((P + 1))\"], \"ps\": [\"localhost:$((P + 2))\"]}"
+TF_CONFIG="{$CL, \"task\": {\"type\": \"ps\", \"index\": 0}}" timeout 120 "$BIN" > "$TMP/ps" 2> "$TMP/eps" &
+pps=$!
+TF_CONFIG="{$CL, \"task\": {\"type\": \"worker\", \"index\": 0}}" timeout 120 "$BIN" > "$TMP/pw" 2> "$TMP/epw" &
+pw=$!
+TF_CONFIG="{$CL, \"task\": {\"type\": \"chief\", \"index\": 0}}" timeout 120 "$BIN" > "$TMP/pc" 2> "$TMP/epc"
+rc=$?
+wait $pw
+rw=$?
+wait $pps
+rps=$?
+if grep -q "not built in" "$TMP/epc"; then
+    echo "parameter_server is not built in: its part skipped"
+else
+    [ $rc = 0 ] && [ $rw = 0 ] && [ $rps = 0 ] || fail "parameter_server: chief $rc, worker $rw, ps $rps"
+    grep -q "parameter_server rank 0 of 2" "$TMP/pc" || fail "parameter_server chief"
+    grep -q "ps 0 done" "$TMP/ps" || fail "the ps task did not end with the job"
+fi
 echo "ok: 2 replicas identical ($h0): $(cat "$TMP/r0")"
