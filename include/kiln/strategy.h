@@ -71,7 +71,7 @@ const char *kiln_strategy_kind_name(kiln_strategy_kind k);
 
 /* What this process does in the job. */
 typedef enum kiln_strategy_role {
-    KILN_ROLE_REPLICA = 0, /* trains: chief/master (rank 0), a worker, or the only replica */
+    KILN_ROLE_REPLICA = 0,   /* trains: chief/master (rank 0), a worker, or the only replica */
     KILN_ROLE_EVALUATOR = 1, /* TF_CONFIG task "evaluator": in no group */
     KILN_ROLE_PS = 2,        /* a parameter-server task: kiln_strategy_serve */
 } kiln_strategy_role;
@@ -159,8 +159,7 @@ kiln_err kiln_strategy_broadcast_model(kiln_strategy *s, kiln_model *m);
 kiln_err kiln_strategy_broadcast(kiln_strategy *s, void *buf, size_t bytes);
 /* Do all replicas hold the same bytes (their flags, say)? *first_differs gets
  * the lowest rank whose bytes differ from rank 0's, or -1. Collective. */
-kiln_err kiln_strategy_compare(kiln_strategy *s, const void *buf, size_t bytes,
-                               int *first_differs);
+kiln_err kiln_strategy_compare(kiln_strategy *s, const void *buf, size_t bytes, int *first_differs);
 /* Debug: are the replicas' trainable parameters bit-identical? *first_differs
  * gets the lowest diverged rank or -1, and *buffer (may be NULL) the name of
  * the first parameter that differs. Collective. */
@@ -191,9 +190,8 @@ int kiln_strategy_fit(kiln_strategy *s, kiln_model *m, const kiln_data *data,
  * identical; collective. parameter_server: the gradient is pushed to the ps
  * tasks, which apply it, and m gets their parameters after it (global_n is
  * unused). loss (this replica's mean) and correct may be NULL. */
-kiln_err kiln_strategy_train_step(kiln_strategy *s, kiln_model *m, const float *x,
-                                  const uint8_t *y, int n, int global_n, float *loss,
-                                  int *correct);
+kiln_err kiln_strategy_train_step(kiln_strategy *s, kiln_model *m, const float *x, const uint8_t *y,
+                                  int n, int global_n, float *loss, int *correct);
 /* The end of training. All-reduce: a barrier. parameter_server: tells the ps
  * tasks this replica is done; the chief then waits (up to the ps timeout)
  * for every replica, pulls the final parameters and optimizer slots into m

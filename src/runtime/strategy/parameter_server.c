@@ -281,18 +281,18 @@ kiln_err kiln__ps_serve(kiln_strategy *s, kiln_model *m, volatile sig_atomic_t *
     }
     /* every interface, on the port the cluster gives this task */
     snprintf(ep, sizeof ep, "tcp://*:%s", strrchr(s->tf.ps_hosts[shard], ':') + 1);
-    kiln_ps_server_config sc = {
-        .endpoint = ep,
-        .shard = (uint32_t)shard,
-        .model_sig = p->layout.sig,
-        .n = n,
-        .params = pv,
-        .slot1 = s1,
-        .slot2 = s2,
-        .version = kiln_model_step(m),
-        .opt = p->opt,
-        .max_staleness =
-            s->cfg.max_staleness <= 0 ? KILN_PS_UNBOUNDED : (uint32_t)s->cfg.max_staleness};
+    kiln_ps_server_config sc = {.endpoint = ep,
+                                .shard = (uint32_t)shard,
+                                .model_sig = p->layout.sig,
+                                .n = n,
+                                .params = pv,
+                                .slot1 = s1,
+                                .slot2 = s2,
+                                .version = kiln_model_step(m),
+                                .opt = p->opt,
+                                .max_staleness = s->cfg.max_staleness <= 0
+                                                     ? KILN_PS_UNBOUNDED
+                                                     : (uint32_t)s->cfg.max_staleness};
     kiln_ps_keys keys;
     int got = load_keys(s, &keys);
     if (got < 0) {

@@ -79,9 +79,9 @@ static kiln_err plan(kiln_strategy *s)
                                            "most 255 characters), got \"%.64s%s\"",
                                            i, a, strlen(a) > 64 ? "..." : "");
         }
-        s->role = is_ps_task ? KILN_ROLE_PS : strcmp(s->tf.task_type, "evaluator") == 0
-                                                  ? KILN_ROLE_EVALUATOR
-                                                  : KILN_ROLE_REPLICA;
+        s->role = is_ps_task                                  ? KILN_ROLE_PS
+                  : strcmp(s->tf.task_type, "evaluator") == 0 ? KILN_ROLE_EVALUATOR
+                                                              : KILN_ROLE_REPLICA;
         if (is_ps_task && s->tf.task_index >= s->tf.num_ps)
             return kiln__strategy_fail(s, KILN_EINVAL, "task ps %d is not in cluster.ps (%d tasks)",
                                        s->tf.task_index, s->tf.num_ps);
@@ -210,15 +210,14 @@ kiln_err kiln_strategy_attach(kiln_strategy *s, kiln_model *m)
     if (s->role == KILN_ROLE_EVALUATOR)
         return kiln__strategy_fail(s, KILN_EINVAL,
                                    "an evaluator task is in no group: it only evaluates");
-    kiln_err e = s->kind == KILN_STRATEGY_PARAMETER_SERVER ? kiln__ps_attach(s, m)
-                                                            : kiln__ar_attach(s, m);
+    kiln_err e =
+        s->kind == KILN_STRATEGY_PARAMETER_SERVER ? kiln__ps_attach(s, m) : kiln__ar_attach(s, m);
     if (e == KILN_OK) s->m = m;
     return e;
 }
 
-kiln_err kiln_strategy_train_step(kiln_strategy *s, kiln_model *m, const float *x,
-                                  const uint8_t *y, int n, int global_n, float *loss,
-                                  int *correct)
+kiln_err kiln_strategy_train_step(kiln_strategy *s, kiln_model *m, const float *x, const uint8_t *y,
+                                  int n, int global_n, float *loss, int *correct)
 {
     if (!s->m || s->m != m)
         return kiln__strategy_fail(s, KILN_EINVAL, "train_step: attach the model first");

@@ -69,8 +69,7 @@ void kiln__ps_free(kiln_strategy *s);
 kiln_err kiln__ps_step(kiln_strategy *s, kiln_model *m, const float *x, const uint8_t *y, int n,
                        float *loss, int *correct);
 kiln_err kiln__ps_finish(kiln_strategy *s, kiln_model *m);
-kiln_err kiln__ps_serve(kiln_strategy *s, kiln_model *m, volatile sig_atomic_t *stop,
-                        int *stopped);
+kiln_err kiln__ps_serve(kiln_strategy *s, kiln_model *m, volatile sig_atomic_t *stop, int *stopped);
 kiln_err kiln__ps_pull(kiln_strategy *s, kiln_model *m);
 uint64_t kiln__ps_version(const kiln_strategy *s);
 
