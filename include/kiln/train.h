@@ -119,6 +119,8 @@ kiln_buffer kiln_model_buffer(const kiln_model *m, size_t i);
 /* Changes the learning rate from the next step on (for schedules). */
 void kiln_model_set_lr(kiln_model *m, float lr);
 float kiln_model_lr(const kiln_model *m);
+/* The optimizer the model was compiled with (lr: the current one). */
+kiln_optimizer kiln_model_optimizer(const kiln_model *m);
 /* Optimizer steps taken so far (Adam's t); set it when restoring. */
 uint64_t kiln_model_step(const kiln_model *m);
 void kiln_model_set_step(kiln_model *m, uint64_t step);

@@ -804,6 +804,11 @@ float kiln_model_lr(const kiln_model *m)
     return m->opt.lr;
 }
 
+kiln_optimizer kiln_model_optimizer(const kiln_model *m)
+{
+    return m->opt;
+}
+
 uint64_t kiln_model_step(const kiln_model *m)
 {
     return m->step;

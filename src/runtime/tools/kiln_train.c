@@ -12,10 +12,11 @@
  * (what a drain sends) finishes the current step, writes a checkpoint and
  * exits with 143.
  *
- * Data parallelism (docs/distributed.md, tools/dist.c): --distribution_strategy
+ * Data parallelism (docs/distributed.md, kiln/strategy.h): --distribution_strategy
  * with TensorFlow's names; the replicas come from TF_CONFIG (chief/master and
  * workers train, an evaluator evaluates checkpoints, ps tasks go to
- * kiln_train_ps_main) or from --world_size=N, which forks N local replicas.
+ * kiln_train_ps_main) or from --world_size=N, which forks N local replicas
+ * (tools/launch.c).
  * --batch_size is the global batch; the chief restores, checkpoints and logs. */
 #include "kiln/train.h"
 
@@ -23,7 +24,8 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "summary/summary.h"
-#include "tools/dist.h"
+#include "kiln/strategy.h"
+#include "tools/launch.h"
 #include "tools/tool.h"
 
 #include <dirent.h>
@@ -51,8 +53,9 @@ typedef struct run {
     uint64_t total_steps;
     int stopped_by_signal, failed, hit_max_steps;
     uint64_t next_epoch, next_step; /* position of the next step to take */
-    dist_plan plan;
-    dist_ctx *d; /* NULL: one replica, the fused single-replica step */
+    kiln_strategy *s;
+    int d; /* several replicas (or KILN_TRAIN_SYNC_PATH): the gradient-sync step,
+            * else one replica and the fused single-replica step */
     int rank, world;
     /* tests: $KILN_TRAIN_TEST_DIVERGE="RANK:STEP" nudges one parameter of that
      * replica after that step, so that the identity check has something to find */
@@ -131,15 +134,15 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
             o->check_identical = x;
             o->non_ps_flag = a;
         } else if (kt_flag(a, "distribution_strategy", &v, &used, next)) {
-            int st = dist_strategy_parse(v);
-            if (st < 0) {
+            kiln_strategy_kind st;
+            if (kiln_strategy_parse(v, &st) != KILN_OK || st == KILN_STRATEGY_AUTO) {
                 fprintf(stderr,
                         "kiln-train: --distribution_strategy=%s: expected one_device, mirrored, "
                         "multi_worker_mirrored or parameter_server\n",
                         v);
                 return -1;
             }
-            o->strategy = st;
+            o->strategy = (int)st;
             o->strategy_arg = v;
         } else if (kt_flag(a, "world_size", &v, &used, next)) {
             if (kt_parse_int("world_size", v, 1, 64, &x)) return -1;
@@ -300,6 +303,67 @@ static int cb_epoch_begin(void *ud, kiln_model *m, uint64_t epoch, uint64_t spe)
     return 0;
 }
 
+/* ---- the strategy's collectives, with kiln-train's messages ---- */
+
+/* Debug: are all replicas' parameters bit-identical? 0 yes, 1 diverged
+ * (printed: the first diverged rank and buffer), -1 comm failure. */
+static int check_identical(run *r, kiln_model *m)
+{
+    int first = -1;
+    const char *name = NULL;
+    if (kiln_strategy_check_replicas(r->s, m, &first, &name) != KILN_OK) {
+        fprintf(stderr, "kiln-train: %s\n", kiln_strategy_error(r->s));
+        return -1;
+    }
+    if (first < 0) return 0;
+    fprintf(stderr,
+            "kiln-train: replicas diverged after step %llu: rank %d's %s differs from rank 0's\n",
+            (unsigned long long)kiln_model_step(m), first, name);
+    return 1;
+}
+
+/* Sums n doubles over the replicas in place (epoch statistics). 0 or -1 (printed). */
+static int sum_over_replicas(run *r, double *v, int n)
+{
+    if (kiln_strategy_sum(r->s, v, n) == KILN_OK) return 0;
+    fprintf(stderr, "kiln-train: %s\n", kiln_strategy_error(r->s));
+    return -1;
+}
+
+/* Start of training: the flags that shape the run (cfg, as a string) are
+ * compared, then rank 0's `status` (1 restored, 0 fresh, -1 failed),
+ * position and whole model state are copied to every replica. 0, or -1 with
+ * a printed message (on every rank when the chief failed to restore). */
+static int share_state(run *r, int *status, run_pos *pos, const char *cfg)
+{
+    int first = -1;
+    if (kiln_strategy_compare(r->s, cfg, strlen(cfg), &first) != KILN_OK) goto comm;
+    if (first >= 0) {
+        fprintf(stderr,
+                "kiln-train: replica %d runs with other flags than the chief (rank 0); "
+                "this one has: %s\n",
+                first, cfg);
+        return -1;
+    }
+    int64_t hdr[4] = {*status, (int64_t)pos->epoch, (int64_t)pos->step_in_epoch,
+                      (int64_t)pos->shuffle_seed};
+    if (kiln_strategy_broadcast(r->s, hdr, sizeof hdr) != KILN_OK) goto comm;
+    *status = (int)hdr[0];
+    if (*status < 0) {
+        if (r->rank != 0)
+            fprintf(stderr, "kiln-train: the chief (rank 0) could not restore its checkpoint\n");
+        return -1;
+    }
+    pos->epoch = (uint64_t)hdr[1];
+    pos->step_in_epoch = (uint64_t)hdr[2];
+    pos->shuffle_seed = (uint64_t)hdr[3];
+    if (kiln_strategy_broadcast_model(r->s, r->m) != KILN_OK) goto comm;
+    return 0;
+comm:
+    fprintf(stderr, "kiln-train: %s\n", kiln_strategy_error(r->s));
+    return -1;
+}
+
 /* Examples in global batch `step` of an epoch (all replicas together). */
 static size_t global_batch(const run *r, uint64_t step)
 {
@@ -325,13 +389,13 @@ static int cb_step_end(void *ud, kiln_model *m, const kiln_fit_info *in)
         b.data[0] = nextafterf(b.data[0], INFINITY);
     }
     if (r->d && r->o.check_identical > 0 && in->global_step % (uint64_t)r->o.check_identical == 0 &&
-        dist_check_identical(r->d, m)) {
+        check_identical(r, m)) {
         r->failed = 1;
         return 1;
     }
     /* several replicas: any one's SIGTERM reached all of them in this step's
      * all-reduce, so they all stop here, after the same step */
-    if (r->d ? dist_stop_requested(r->d) : g_term) {
+    if (kiln_strategy_stop_requested(r->s)) {
         r->train_secs += now_s() - r->epoch_t0;
         if (r->tty) fputc('\n', stderr);
         if (save_ckpt(r, next_epoch, next_step)) r->failed = 1;
@@ -371,7 +435,7 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     r->train_secs += secs;
     if (r->tty) progress(r, in, 1);
     double sums[3] = {r->loss_sum, (double)r->correct, (double)r->seen};
-    if (r->d && dist_sum(r->d, sums, 3)) { /* the epoch over all replicas' slices */
+    if (r->d && sum_over_replicas(r, sums, 3)) { /* the epoch over all replicas' slices */
         r->failed = 1;
         return 1;
     }
@@ -429,40 +493,58 @@ static int cmd_mnist(int argc, char **argv)
 {
     run r = {0};
     int rc = 1;
+    char key[64] = "", err[512];
     if (parse_opts(argc, argv, &r.o)) return 2;
-    if (dist_plan_make((dist_strategy)r.o.strategy, r.o.world_size, &r.plan)) {
-        dist_plan_free(&r.plan);
+    /* the strategy: the kind, the role and the group, from the flags and
+     * TF_CONFIG; --world_size replicas get the launcher's key */
+    if (r.o.world_size > 1) kt_launch_key(key, sizeof key);
+    const char *sp = getenv("KILN_TRAIN_SYNC_PATH");
+    kiln_strategy_config sc = {.kind = (kiln_strategy_kind)r.o.strategy,
+                               .world_size = r.o.world_size,
+                               .job_key = key,
+                               .bucket_bytes = (size_t)r.o.bucket_bytes,
+                               .inline_allreduce = r.o.allreduce_inline,
+                               .stop = &g_term,
+                               .always_sync = sp && *sp};
+    if (kiln_strategy_new(&sc, &r.s, err, sizeof err) != KILN_OK) {
+        fprintf(stderr, "kiln-train: %s\n", err);
         return 2;
     }
-    if (r.plan.ps) {
-        rc = kiln_train_ps_main(r.plan.have_tf ? &r.plan.tf : NULL, &r.o);
-        dist_plan_free(&r.plan);
+    kiln_strategy_role role = kiln_strategy_role_of(r.s);
+    if (kiln_strategy_kind_of(r.s) == KILN_STRATEGY_PARAMETER_SERVER) {
+        rc = kiln_train_ps_main(kiln_strategy_tf_group(r.s), &r.o);
+        kiln_strategy_free(r.s);
         return rc;
     }
     if (r.o.ps_flag) {
         fprintf(stderr, "kiln-train: %s applies to the parameter_server strategy only\n",
                 r.o.ps_flag);
-        dist_plan_free(&r.plan);
+        kiln_strategy_free(r.s);
         return 2;
     }
-    r.world = r.plan.world;
+    /* an evaluator is in no group: it builds the model for the whole batch */
+    r.world = role == KILN_ROLE_EVALUATOR ? 1 : kiln_strategy_world(r.s);
     if (r.o.batch % r.world != 0) {
         fprintf(stderr,
                 "kiln-train: --batch_size=%d is the global batch and must split evenly over the "
                 "%d replicas (try %d)\n",
                 r.o.batch, r.world, (r.o.batch / r.world + 1) * r.world);
-        dist_plan_free(&r.plan);
+        kiln_strategy_free(r.s);
         return 2;
     }
-    if (r.plan.local) {
+    int local = role == KILN_ROLE_REPLICA && r.o.world_size > 1;
+    if (local) {
         /* before any thread exists: the launcher forks the replicas, and
          * returns here in each of them with its rank */
-        rc = dist_launch(&r.plan);
-        if (rc >= 0) {
-            dist_plan_free(&r.plan);
-            return rc;
-        }
+        rc = kt_launch(r.world, key, &sc.rank);
+        kiln_strategy_free(r.s);
+        r.s = NULL;
+        if (rc >= 0) return rc;
         rc = 1;
+        if (kiln_strategy_new(&sc, &r.s, err, sizeof err) != KILN_OK) {
+            fprintf(stderr, "kiln-train: %s\n", err);
+            return 1;
+        }
         /* replicas of one machine share its cores */
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         if (r.o.threads == 0) r.o.threads = ncpu > r.world ? (int)(ncpu / r.world) : 1;
@@ -477,7 +559,7 @@ static int cmd_mnist(int argc, char **argv)
     /* a drain's SIGTERM: from here on it only raises g_term (before any
      * thread exists, so that every thread inherits the blocked mask) */
     kt_signals_take(&g_term);
-    r.rank = r.plan.rank;
+    r.rank = kiln_strategy_rank(r.s);
     const char *dv = getenv("KILN_TRAIN_TEST_DIVERGE");
     unsigned long long dstep = 0;
     if (dv && sscanf(dv, "%d:%llu", &r.diverge_rank, &dstep) == 2) r.diverge_step = dstep;
@@ -494,7 +576,6 @@ static int cmd_mnist(int argc, char **argv)
                       .replicas = r.world};
     /* the shuffle stream is separate from the init stream but fixed by --seed */
     r.shuffle_seed = r.o.seed ^ 0x5eed5eed5eed5eedULL;
-    char err[512];
     if (kiln_load_fashion_mnist(r.o.data_dir, 1, &r.train, err, sizeof(err)) ||
         kiln_load_fashion_mnist(r.o.data_dir, 0, &r.test, err, sizeof(err))) {
         fprintf(stderr, "kiln-train: loading data: %s\n", err);
@@ -507,14 +588,16 @@ static int cmd_mnist(int argc, char **argv)
     if (!(r.m = kt_mnist_model(r.o.model, r.o.optimizer, r.o.lr, r.o.momentum, r.o.batch / r.world,
                                r.o.seed)))
         goto out;
-    if (r.plan.evaluator) {
+    if (role == KILN_ROLE_EVALUATOR) {
         rc = run_evaluator(&r);
         goto out;
     }
-    if ((r.world > 1 || getenv("KILN_TRAIN_SYNC_PATH")) &&
-        !(r.d = dist_open(&r.plan, r.m, (size_t)r.o.bucket_bytes, r.o.allreduce_inline, &g_term)))
+    if (kiln_strategy_attach(r.s, r.m) != KILN_OK) {
+        fprintf(stderr, "kiln-train: %s\n", kiln_strategy_error(r.s));
         goto out;
-    if (r.d && !r.plan.local && dist_one_host(r.d) && r.o.threads == 0) {
+    }
+    r.d = kiln_strategy_grad_sync(r.s) != NULL;
+    if (r.d && !local && kiln_strategy_one_host(r.s) && r.o.threads == 0) {
         /* TF_CONFIG replicas that all run on this machine share its cores,
          * as --world_size replicas do */
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -553,7 +636,7 @@ static int cmd_mnist(int argc, char **argv)
                  "examples=%zu schedule=%s max_steps=%ld",
                  r.o.model, r.o.optimizer, r.o.batch, (unsigned long long)r.o.seed, r.o.lr,
                  r.o.momentum, r.o.epochs, r.train.n, r.o.lr_schedule, r.o.max_steps);
-        if (dist_share_state(r.d, r.m, &got, &pos, cs)) goto out;
+        if (share_state(&r, &got, &pos, cs)) goto out;
     }
     if (r.o.model_dir && r.rank == 0 &&
         kt_open_summaries(r.o.model_dir, "train", &r.sw_train, &r.sw_eval))
@@ -565,13 +648,14 @@ static int cmd_mnist(int argc, char **argv)
                "\"strategy\":\"%s\",\"replicas\":%d,\"rank\":%d}\n",
                r.o.model, r.o.optimizer, r.o.batch, r.o.lr, r.o.epochs, threads,
                (unsigned long long)r.o.seed, r.train.n, r.test.n, kiln_blas_init(),
-               dist_strategy_name(r.plan.strategy), r.world, r.rank);
+               kiln_strategy_kind_name(kiln_strategy_kind_of(r.s)), r.world, r.rank);
     } else {
         printf("kiln-train mnist: model=%s optimizer=%s lr=%g batch=%d epochs=%d threads=%d",
                r.o.model, r.o.optimizer, r.o.lr, r.o.batch, r.o.epochs, threads);
         if (r.world > 1)
             printf(" strategy=%s replicas=%d rank=%d (per-replica batch %d)",
-                   dist_strategy_name(r.plan.strategy), r.world, r.rank, r.o.batch / r.world);
+                   kiln_strategy_kind_name(kiln_strategy_kind_of(r.s)), r.world, r.rank,
+                   r.o.batch / r.world);
         printf("\n");
     }
     fflush(stdout);
@@ -582,20 +666,17 @@ static int cmd_mnist(int argc, char **argv)
                         .shuffle_seed = pos.shuffle_seed,
                         .initial_epoch = pos.epoch,
                         .initial_step = pos.step_in_epoch,
-                        .rank = (uint32_t)r.rank,
-                        .world = (uint32_t)r.world,
-                        .sync = r.d ? dist_sync(r.d) : NULL};
+                        /* rank, world and sync: kiln_strategy_fit */};
     kiln_callbacks cb = {.ud = &r,
                          .on_epoch_begin = cb_epoch_begin,
                          .on_step_end = cb_step_end,
                          .on_epoch_end = cb_epoch_end};
     /* one replica may stop before the first step; several decide in a step */
-    int fr = g_term && !r.d ? 1 : kiln_model_fit(r.m, &r.train, &fo, &cb);
+    int fr = g_term && !r.d ? 1 : kiln_strategy_fit(r.s, r.m, &r.train, &fo, &cb);
     if (fr < 0 || r.failed || (fr == 1 && !g_term && !r.hit_max_steps && !r.stopped_by_signal)) {
-        if (r.d && fr < 0)
-            fprintf(stderr, "kiln-train: replica %d of %d: training failed: %s\n", r.rank, r.world,
-                    dist_error(r.d));
-        else if (!r.failed || fr < 0)
+        if (fr < 0)
+            fprintf(stderr, "kiln-train: %s\n", kiln_strategy_error(r.s));
+        else if (!r.failed)
             fprintf(stderr, "kiln-train: training failed: %s\n", kiln_model_error(r.m));
         goto out;
     }
@@ -604,7 +685,7 @@ static int cmd_mnist(int argc, char **argv)
         /* training ended on every replica after the same step: a SIGTERM
          * that came in the meantime (epoch-end evaluation) stops them all */
         double t = g_term ? 1.0 : 0.0;
-        if (dist_sum(r.d, &t, 1)) goto out;
+        if (sum_over_replicas(&r, &t, 1)) goto out;
         terminated = t > 0.5;
     } else if (r.d) {
         terminated = 1;
@@ -636,8 +717,7 @@ out:
     fflush(stdout);
     if (kiln_summary_close(r.sw_train) != KILN_OK || kiln_summary_close(r.sw_eval) != KILN_OK)
         fprintf(stderr, "kiln-train: warning: TensorBoard events could not all be written\n");
-    dist_close(r.d);
-    dist_plan_free(&r.plan);
+    kiln_strategy_free(r.s);
     kiln_model_free(r.m);
     kiln_data_free(&r.train);
     kiln_data_free(&r.test);

@@ -11,6 +11,7 @@
 #include "tools/tool.h"
 
 #include "data/data.h"
+#include "strategy/strategy_int.h"
 #include "kiln/collective.h"
 
 #include <errno.h>
@@ -73,46 +74,17 @@ static int ps_addresses(const kiln_tf_group *g, ps_job *j)
  * in model order, named "<layer>/<param>". */
 static int model_vars(ps_job *j)
 {
-    size_t nb = kiln_model_num_buffers(j->m);
-    j->var_names = calloc(nb, sizeof(char *));
-    j->var_sizes = calloc(nb, sizeof(size_t));
-    j->var_data = calloc(nb, sizeof(float *));
-    j->var_grad_off = calloc(nb, sizeof(size_t));
-    int *layer = calloc(nb, sizeof(int));
-    int rc = -1, nl = 0;
-    if (!j->var_names || !j->var_sizes || !j->var_data || !j->var_grad_off || !layer) goto out;
-    for (size_t i = 0; i < nb; i++) {
-        kiln_buffer b = kiln_model_buffer(j->m, i);
-        if (b.is_param) {
-            int v = j->nvars++;
-            j->var_names[v] = b.name;
-            j->var_sizes[v] = b.size;
-            j->var_data[v] = b.data;
-            const char *sl = strrchr(b.name, '/');
-            size_t pl = sl ? (size_t)(sl - b.name) : strlen(b.name);
-            const char *prev = v ? j->var_names[v - 1] : NULL;
-            if (v == 0 || strncmp(prev, b.name, pl) != 0 || prev[pl] != '/') nl++;
-            layer[v] = nl - 1;
-        }
-    }
-    size_t off = 0;
-    for (int l = nl - 1; l >= 0; l--)
-        for (int v = 0; v < j->nvars; v++)
-            if (layer[v] == l) {
-                j->var_grad_off[v] = off;
-                off += j->var_sizes[v];
-            }
-    if (off != kiln_model_grad_count(j->m)) {
-        fprintf(stderr,
-                "kiln-train: the model's %zu gradient floats do not match its %zu "
-                "parameters\n",
-                kiln_model_grad_count(j->m), off);
-        goto out;
-    }
-    rc = 0;
-out:
-    free(layer);
-    return rc;
+    /* the library's (src/runtime/strategy/vars.c); the arrays become j's */
+    char err[300];
+    kiln__vars v;
+    kiln_err e = kiln__vars_of_model(j->m, &v, err, sizeof(err));
+    j->nvars = v.n;
+    j->var_names = v.names;
+    j->var_sizes = v.sizes;
+    j->var_data = v.data;
+    j->var_grad_off = v.grad_off;
+    if (e != KILN_OK) fprintf(stderr, "kiln-train: %s\n", err);
+    return e == KILN_OK ? 0 : -1;
 }
 
 uint64_t ps_steps_per_epoch(const ps_job *j, size_t n)

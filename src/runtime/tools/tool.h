@@ -14,7 +14,7 @@ typedef struct kt_opts {
     long checkpoint_steps, max_steps, train_examples;
     double lr, momentum;
     uint64_t seed;
-    /* distribution (tools/dist.h) */
+    /* distribution (kiln/strategy.h, tools/launch.h) */
     int strategy, world_size, allreduce_inline;
     const char *strategy_arg; /* --distribution_strategy's value as given */
     long check_identical, bucket_bytes;
@@ -29,7 +29,7 @@ typedef struct kt_opts {
  * or a TF_CONFIG task of type "ps", or no flag and ps tasks in TF_CONFIG's
  * cluster) is built elsewhere: kiln-train mnist calls this hook with the
  * parsed TF_CONFIG (NULL when there is none) and its parsed flags, and exits
- * with the return value. tools/dist.c holds a weak default that says the
+ * with the return value. tools/launch.c holds a weak default that says the
  * strategy is not built in and returns 2. A source file in tools/ (say
  * tools/ps_main.c) that defines it replaces the default at link time: the .c
  * files of tools/ are compiled into kiln-train itself, not archived, so the

@@ -1,0 +1,285 @@
+/* strategy/allreduce.c - one_device, mirrored and multi_worker_mirrored
+ * (kiln/strategy.h, docs/distributed.md).
+ *
+ * One step of a replica: kiln_model_compute_grads writes this replica's
+ * share of the gradient (scaled by its fraction of the global batch) into a
+ * flat buffer registered with the communicator; every bucket that the
+ * backward pass completes is summed over the replicas at once (inline, or
+ * queued on the communication thread), the last bucket carrying one extra
+ * float: this replica's stop flag. kiln_model_apply_grads then updates the
+ * parameters bucket by bucket with the summed gradients, identical on every
+ * replica (the shm sum is bit-identical everywhere), so the replicas stay
+ * identical without ever exchanging parameters. With one replica (and no
+ * always_sync) there is no group: the fused single-replica step. */
+#include "strategy/strategy_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_BUCKETS 256
+
+struct kiln__allreduce {
+    kiln_strategy *s;
+    kiln_comm *c;
+    kiln_model *m;
+    kiln_grad_sync sync;
+    size_t ngrad;
+    int inline_ar, nbuckets;
+    kiln_comm_ticket tickets[MAX_BUCKETS];
+    /* $KILN_DIST_PROFILE: seconds spent in the sync callbacks, printed at free */
+    int profile, skip_comm; /* skip_comm: $KILN_DIST_PROFILE=nocomm, for measuring only */
+    double t_ready, t_wait;
+    uint64_t steps;
+};
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int on_bucket_ready(void *ud, int b, float *data, size_t count)
+{
+    kiln__allreduce *d = ud;
+    double t0 = d->profile ? mono_s() : 0;
+    if (b == 0) { /* failures name the step being computed (1-based, as logged) */
+        kiln_comm_set_step(d->c, (int64_t)kiln_model_step(d->m) + 1);
+        d->steps++;
+    }
+    if (b == d->nbuckets - 1) /* the stop flag rides in the last bucket */
+        d->sync.grads[d->ngrad] = d->s->cfg.stop && *d->s->cfg.stop ? 1.0f : 0.0f;
+    kiln_err e = d->skip_comm   ? KILN_OK
+                 : d->inline_ar ? kiln_comm_allreduce_sum_f32(d->c, data, count)
+                                : kiln_comm_iallreduce_sum_f32(d->c, data, count, &d->tickets[b]);
+    if (d->profile) d->t_ready += mono_s() - t0;
+    return e != KILN_OK;
+}
+
+static int on_bucket_wait(void *ud, int b)
+{
+    kiln__allreduce *d = ud;
+    if (d->inline_ar || d->skip_comm) return 0;
+    double t0 = d->profile ? mono_s() : 0;
+    kiln_err e = kiln_comm_wait(d->c, d->tickets[b]);
+    if (d->profile) d->t_wait += mono_s() - t0;
+    return e != KILN_OK;
+}
+
+kiln_err kiln__ar_attach(kiln_strategy *s, kiln_model *m)
+{
+    char err[400];
+    kiln_err e = KILN_OK;
+    if (s->world <= 1 && !s->cfg.always_sync) return KILN_OK; /* the fused step */
+    kiln__allreduce *d = calloc(1, sizeof *d);
+    if (!d) return kiln__strategy_fail(s, KILN_ENOMEM, "out of memory");
+    d->s = s;
+    d->m = m;
+    const char *pe = getenv("KILN_DIST_PROFILE");
+    d->profile = pe && *pe && strcmp(pe, "0") != 0;
+    d->skip_comm = pe && strcmp(pe, "nocomm") == 0;
+    d->inline_ar = s->cfg.inline_allreduce;
+    size_t bucket_bytes = s->cfg.bucket_bytes;
+    kiln_comm_config cfg;
+    if (s->have_tf && s->tf.world_size > 1) {
+        cfg = kiln_comm_config_from_tf(&s->tf);
+    } else {
+        cfg = (kiln_comm_config){.rank = s->rank,
+                                 .world_size = s->world,
+                                 .backend = KILN_COLL_SHM,
+                                 .job_key = s->cfg.job_key};
+    }
+    if (kiln_comm_init(&cfg, &d->c, err, sizeof err) != KILN_OK) {
+        e = kiln__strategy_fail(s, KILN_EIO, "replica %d of %d: joining the all-reduce group: %s",
+                                s->rank, s->world, err);
+        goto out;
+    }
+    d->ngrad = kiln_model_grad_count(m);
+    d->nbuckets = kiln_model_grad_buckets(m, bucket_bytes, 1, NULL, NULL, 0);
+    if (d->nbuckets > MAX_BUCKETS) {
+        e = kiln__strategy_fail(s, KILN_EINVAL, "bucket_bytes=%zu makes %d buckets (at most %d)",
+                                bucket_bytes, d->nbuckets, MAX_BUCKETS);
+        goto out;
+    }
+    float *g = kiln_comm_alloc_f32(d->c, d->ngrad + 1);
+    if (!g) {
+        e = kiln__strategy_fail(s, KILN_EIO, "gradient buffer: %s", kiln_comm_error(d->c));
+        goto out;
+    }
+    d->sync = (kiln_grad_sync){.grads = g,
+                               .extra = 1,
+                               .bucket_bytes = bucket_bytes,
+                               .ud = d,
+                               .bucket_ready = on_bucket_ready,
+                               .bucket_wait = on_bucket_wait};
+    s->ar = d;
+    d = NULL;
+out:
+    if (d) {
+        kiln_comm_destroy(d->c);
+        free(d);
+    }
+    return e;
+}
+
+void kiln__ar_free(kiln_strategy *s)
+{
+    kiln__allreduce *d = s->ar;
+    if (!d) return;
+    if (d->c) kiln_comm_wait_all(d->c); /* nothing may still read the buffer */
+    if (d->profile && d->steps)
+        fprintf(stderr,
+                "kiln: replica %d: %llu steps, %d bucket(s): %.3f ms/step in all-reduce "
+                "calls (%s), %.3f ms/step waiting before the update\n",
+                kiln_comm_rank(d->c), (unsigned long long)d->steps, d->nbuckets,
+                1e3 * d->t_ready / (double)d->steps, d->inline_ar ? "inline" : "queued",
+                1e3 * d->t_wait / (double)d->steps);
+    kiln_comm_free(d->c, d->sync.grads);
+    kiln_comm_destroy(d->c);
+    free(d);
+    s->ar = NULL;
+}
+
+/* The communicator's failure as the strategy's error. */
+static kiln_err comm_failed(kiln_strategy *s, const char *what)
+{
+    return kiln__strategy_fail(s, KILN_EIO, "replica %d of %d: %s: %s", s->rank, s->world, what,
+                               kiln_comm_error(s->ar->c));
+}
+
+/* Calls that need a group: none (one replica) is fine for most, a no-op. */
+static int grouped(const kiln_strategy *s)
+{
+    return s->ar != NULL;
+}
+
+kiln_err kiln__ar_step(kiln_strategy *s, kiln_model *m, const float *x, const uint8_t *y, int n,
+                       int global_n, float *loss, int *correct)
+{
+    if (!grouped(s)) {
+        if (kiln_model_train_step(m, x, y, n, loss, correct))
+            return kiln__strategy_fail(s, KILN_EINVAL, "%s", kiln_model_error(m));
+        return KILN_OK;
+    }
+    int N = global_n > 0 ? global_n : n * s->world;
+    float scale = N > 0 ? (float)n / (float)N : 0.0f;
+    if (kiln_model_compute_grads(m, x, y, n, scale, &s->ar->sync, loss, correct) ||
+        kiln_model_apply_grads(m, &s->ar->sync)) {
+        if (*kiln_comm_error(s->ar->c)) return comm_failed(s, "training step");
+        return kiln__strategy_fail(s, KILN_EINVAL, "%s", kiln_model_error(m));
+    }
+    return KILN_OK;
+}
+
+const kiln_grad_sync *kiln_strategy_grad_sync(const kiln_strategy *s)
+{
+    return s->ar ? &s->ar->sync : NULL;
+}
+
+int kiln_strategy_stop_requested(const kiln_strategy *s)
+{
+    if (!s->ar) return s->cfg.stop && *s->cfg.stop;
+    return s->ar->sync.grads[s->ar->ngrad] > 0.5f;
+}
+
+int kiln_strategy_one_host(const kiln_strategy *s)
+{
+    return !s->ar || strcmp(kiln_comm_backend_name(s->ar->c), "shm") == 0;
+}
+
+kiln_err kiln_strategy_broadcast(kiln_strategy *s, void *buf, size_t bytes)
+{
+    if (!grouped(s)) return KILN_OK;
+    if (kiln_comm_broadcast(s->ar->c, buf, bytes, 0) != KILN_OK)
+        return comm_failed(s, "receiving the chief's state");
+    return KILN_OK;
+}
+
+kiln_err kiln_strategy_compare(kiln_strategy *s, const void *buf, size_t bytes, int *first_differs)
+{
+    int nd = 0, first = -1;
+    *first_differs = -1;
+    if (!grouped(s)) return KILN_OK;
+    if (kiln_comm_check_identical(s->ar->c, buf, bytes, &nd, &first) != KILN_OK)
+        return comm_failed(s, "comparing with the chief");
+    *first_differs = nd > 0 ? first : -1;
+    return KILN_OK;
+}
+
+kiln_err kiln_strategy_broadcast_model(kiln_strategy *s, kiln_model *m)
+{
+    kiln_err e = KILN_OK;
+    if (!grouped(s)) goto out;
+    uint64_t step = kiln_model_step(m);
+    if ((e = kiln_strategy_broadcast(s, &step, sizeof step)) != KILN_OK) goto out;
+    kiln_model_set_step(m, step);
+    for (size_t i = 0; i < kiln_model_num_buffers(m); i++) {
+        kiln_buffer b = kiln_model_buffer(m, i);
+        if ((e = kiln_strategy_broadcast(s, b.data, b.size * sizeof(float))) != KILN_OK) goto out;
+    }
+    uint8_t rng[KILN_RNG_STATE_SIZE];
+    kiln_rng_encode(kiln_model_rng(m), rng);
+    if ((e = kiln_strategy_broadcast(s, rng, sizeof rng)) != KILN_OK) goto out;
+    kiln_rng_decode(kiln_model_rng(m), rng);
+out:
+    return e;
+}
+
+kiln_err kiln_strategy_check_replicas(kiln_strategy *s, kiln_model *m, int *first_differs,
+                                      const char **buffer)
+{
+    *first_differs = -1;
+    if (buffer) *buffer = NULL;
+    for (size_t i = 0; grouped(s) && i < kiln_model_num_buffers(m); i++) {
+        kiln_buffer b = kiln_model_buffer(m, i);
+        if (!b.is_param) continue;
+        int first = -1;
+        kiln_err e = kiln_strategy_compare(s, b.data, b.size * sizeof(float), &first);
+        if (e != KILN_OK) return e;
+        if (first >= 0) {
+            *first_differs = first;
+            if (buffer) *buffer = b.name;
+            break;
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_err kiln_strategy_sum(kiln_strategy *s, double *v, int n)
+{
+    float f[8];
+    if (n < 0 || n > 8) return kiln__strategy_fail(s, KILN_EINVAL, "sum: n=%d (at most 8)", n);
+    if (!grouped(s)) return KILN_OK;
+    /* float is plenty for logged statistics */
+    for (int i = 0; i < n; i++)
+        f[i] = (float)v[i];
+    if (kiln_comm_allreduce_sum_f32(s->ar->c, f, (size_t)n) != KILN_OK)
+        return comm_failed(s, "summing statistics");
+    for (int i = 0; i < n; i++)
+        v[i] = f[i];
+    return KILN_OK;
+}
+
+int kiln_strategy_fit(kiln_strategy *s, kiln_model *m, const kiln_data *data,
+                      const kiln_fit_opts *opts, const kiln_callbacks *cb)
+{
+    if (s->kind == KILN_STRATEGY_PARAMETER_SERVER || s->role != KILN_ROLE_REPLICA || s->m != m) {
+        kiln__strategy_fail(s, KILN_EINVAL,
+                            "fit: an all-reduce replica attached to this model only");
+        return -1;
+    }
+    kiln_fit_opts fo = *opts;
+    fo.rank = (uint32_t)s->rank;
+    fo.world = (uint32_t)s->world;
+    fo.sync = kiln_strategy_grad_sync(s);
+    int r = kiln_model_fit(m, data, &fo, cb);
+    if (r < 0) {
+        if (s->ar && *kiln_comm_error(s->ar->c))
+            comm_failed(s, "training failed");
+        else
+            kiln__strategy_fail(s, KILN_EINVAL, "training failed: %s", kiln_model_error(m));
+    }
+    return r;
+}
