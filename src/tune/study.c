@@ -552,6 +552,7 @@ static void asha_restore(kiln_study *s, const json_t *a)
     }
     for (size_t n = 0; n < s->n; n++) {
         kiln_trial *t = &s->trials[n];
+        t->asha_stop = false; /* a decision by other rungs does not hold */
         if (t->state == KILN_TRIAL_QUEUED) continue;
         for (size_t c = 0; c < t->n_curve; c++)
             asha_record(s, t, t->curve_steps[c], t->curve_values[c], false);
