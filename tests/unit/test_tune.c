@@ -366,6 +366,11 @@ static void test_asha(void)
     kiln_job *j = hpjob("{\"goal\":\"MAXIMIZE\",\"maxTrials\":5,\"enableTrialEarlyStopping\":"
                         "true,\"earlyStoppingRule\":\"ASHA\",\"ashaReductionFactor\":2,"
                         "\"params\":[" LR "]}");
+    char *txt = kiln_job_to_json(j, 0); /* the fields come back on GET */
+    CHECK_MSG(txt && strstr(txt, "\"earlyStoppingRule\": \"ASHA\"") &&
+                  strstr(txt, "\"ashaReductionFactor\": \"2\""),
+              "%s", txt ? txt : "(null)");
+    free(txt);
     kiln_study *s = study_of(j, 7);
     CHECK(kiln_study_asha(s));
     kiln_trial *t[5];
