@@ -133,6 +133,13 @@ typedef struct kiln_hyperparameter_spec {
     char *resume_previous_job_id;
     bool enable_trial_early_stopping;
     char *algorithm; /* ALGORITHM_UNSPECIFIED | GRID_SEARCH | RANDOM_SEARCH */
+    /* kiln extension: the early-stopping rule, MEDIAN (unset) | ASHA, and
+     * ASHA's reduction factor (eta) and first rung (in training steps) */
+    char *early_stopping_rule;
+    bool has_asha_reduction_factor;
+    int64_t asha_reduction_factor;
+    bool has_asha_min_steps;
+    int64_t asha_min_steps;
 } kiln_hyperparameter_spec;
 
 typedef struct kiln_training_input {

@@ -40,6 +40,13 @@ extern "C" {
 #define KILN_TUNE_MAX_CHOICES 1000 /* categoricalValues / discreteValues */
 #define KILN_TUNE_DEFAULT_TAG "training/hptuning/metric"
 #define KILN_TUNE_CURVE_MAX   1000 /* intermediate reports kept per trial */
+/* ASHA (earlyStoppingRule: ASHA, a kiln extension): the defaults of
+ * ashaReductionFactor and ashaMinSteps, kiln's limit on the first, and the
+ * most rungs a study has (min_steps * eta^k stays within int64). */
+#define KILN_TUNE_ASHA_ETA       3
+#define KILN_TUNE_ASHA_MIN_STEPS 1
+#define KILN_TUNE_ASHA_MAX_ETA   1000
+#define KILN_TUNE_ASHA_MAX_RUNGS 63
 
 /* Checks every rule of a tuning spec; each violation goes to `d` at its field
  * path (trainingInput.hyperparameters.params[2].maxValue, ...). Returns the
@@ -80,6 +87,8 @@ typedef struct kiln_trial {
     size_t n_curve; /* intermediate reports: (step, value) */
     int64_t *curve_steps;
     double *curve_values;
+    int asha_rungs;   /* ASHA: the rungs it is recorded at (0, 1, ... asha_rungs - 1) */
+    bool asha_stop;   /* ASHA: not in the top 1/eta at its last rung: to be stopped */
     long file_offset; /* how far the hypertune file was read (not persisted) */
     kiln_tb_file *tb; /* TensorBoard event files read so far (not persisted) */
     size_t n_tb;
@@ -130,10 +139,29 @@ bool kiln_study_finished(const kiln_study *s);
 /* The study's failure limit (maxFailedTrials; 0 means maxTrials). */
 bool kiln_study_failed_out(const kiln_study *s);
 
-/* The median stopping rule (as Vizier): a running trial whose best value so
- * far is worse than the median, over the SUCCEEDED trials, of their running
- * averages up to the same step. Needs 3 such trials. */
+/* Whether a running trial is to be stopped early. The median stopping rule
+ * (as Vizier; earlyStoppingRule unset or MEDIAN): its best value so far is
+ * worse than the median, over the SUCCEEDED trials, of their running
+ * averages up to the same step. Needs 3 such trials. With ASHA: see below. */
 bool kiln_study_should_stop(const kiln_study *s, const kiln_trial *t);
+
+/* ASHA, asynchronous successive halving (Li et al.), when the spec has
+ * enableTrialEarlyStopping and earlyStoppingRule ASHA; it replaces the
+ * median rule. Rung k is at step min_steps * eta^k. A report at or past a
+ * rung's step records the trial there, with the reported value, in the order
+ * reports arrive (a report past several rungs records it at each in turn).
+ * The trial may go on past the rung only while it is among the best
+ * max(1, floor(n / eta)) of the n trials recorded at that rung so far
+ * (itself included; a tie counts for it); otherwise kiln_study_should_stop
+ * answers true and it records at no further rung. A trial queued again
+ * (to rerun from the start) loses its records. The rungs are persisted with
+ * the study. */
+bool kiln_study_asha(const kiln_study *s);
+/* Rung k's records: how many, and (when ids/values are not NULL) the
+ * trial id and value of record i, in the order they were recorded. */
+size_t kiln_study_rung(const kiln_study *s, int k, size_t i, int *id, double *value);
+/* Why kiln_study_should_stop answered true for `t`, for the job's events. */
+void kiln_study_stop_reason(const kiln_study *s, const kiln_trial *t, char *buf, size_t len);
 
 /* "--NAME=VALUE" for each parameter, appended to `args`. */
 kiln_err kiln_trial_args(const kiln_study *s, const kiln_trial *t, kiln_strv *args);

@@ -38,6 +38,7 @@ static const char *const scale_types[] = {"NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG
                                           "UNIT_REVERSE_LOG_SCALE", NULL};
 static const char *const algorithms[] = {"ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH",
                                          NULL};
+static const char *const early_stopping_rules[] = {"MEDIAN", "ASHA", NULL}; /* kiln extension */
 
 static const kiln__field accel_fields[] = {
     F(kiln_accelerator_config, "count", FK_INT64, count),
@@ -138,6 +139,10 @@ static const kiln__field hp_fields[] = {
     F(kiln_hyperparameter_spec, "resumePreviousJobId", FK_STR, resume_previous_job_id),
     F(kiln_hyperparameter_spec, "enableTrialEarlyStopping", FK_BOOL, enable_trial_early_stopping),
     FE(kiln_hyperparameter_spec, "algorithm", algorithm, algorithms),
+    FE(kiln_hyperparameter_spec, "earlyStoppingRule", early_stopping_rule, early_stopping_rules),
+    FH(kiln_hyperparameter_spec, "ashaReductionFactor", FK_INT64, asha_reduction_factor,
+       has_asha_reduction_factor),
+    FH(kiln_hyperparameter_spec, "ashaMinSteps", FK_INT64, asha_min_steps, has_asha_min_steps),
 };
 static const kiln__msg hp_msg = {"HyperparameterSpec", sizeof(kiln_hyperparameter_spec), hp_fields,
                                  NF(hp_fields)};

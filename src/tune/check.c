@@ -161,6 +161,34 @@ static void check_param(ctx *c, const kiln_hyperparameter_spec *hp, size_t i)
     }
 }
 
+/* kiln's extension to enableTrialEarlyStopping: the rule, and ASHA's
+ * numbers only where ASHA runs (so that none is accepted and ignored). */
+static void check_early_stopping(ctx *c, const kiln_hyperparameter_spec *hp)
+{
+    bool asha = is(hp->early_stopping_rule, "ASHA");
+    if (set(hp->early_stopping_rule) && !hp->enable_trial_early_stopping)
+        viol(c, HP ".earlyStoppingRule",
+             "%s: a rule for early stopping needs enableTrialEarlyStopping: true",
+             hp->early_stopping_rule);
+    if (hp->has_asha_reduction_factor) {
+        if (!asha || !hp->enable_trial_early_stopping)
+            viol(c, HP ".ashaReductionFactor",
+                 "only with enableTrialEarlyStopping: true and earlyStoppingRule: ASHA");
+        else if (hp->asha_reduction_factor < 2 ||
+                 hp->asha_reduction_factor > KILN_TUNE_ASHA_MAX_ETA)
+            viol(c, HP ".ashaReductionFactor", "%lld is outside 2..%d (unset: %d)",
+                 (long long)hp->asha_reduction_factor, KILN_TUNE_ASHA_MAX_ETA, KILN_TUNE_ASHA_ETA);
+    }
+    if (hp->has_asha_min_steps) {
+        if (!asha || !hp->enable_trial_early_stopping)
+            viol(c, HP ".ashaMinSteps",
+                 "only with enableTrialEarlyStopping: true and earlyStoppingRule: ASHA");
+        else if (hp->asha_min_steps < 1)
+            viol(c, HP ".ashaMinSteps", "%lld: the first rung is at step 1 or later (unset: %d)",
+                 (long long)hp->asha_min_steps, KILN_TUNE_ASHA_MIN_STEPS);
+    }
+}
+
 int kiln_tune_check(const kiln_hyperparameter_spec *hp, kiln_diag *d)
 {
     ctx c = {.d = d};
@@ -192,6 +220,7 @@ int kiln_tune_check(const kiln_hyperparameter_spec *hp, kiln_diag *d)
                  "allowed in a metric tag");
             break;
         }
+    check_early_stopping(&c, hp);
     /* resumePreviousJobId names a job of the project: kilnd checks it at
      * create (kiln_tune_check_resume), where the store is */
     return c.n;

@@ -9,11 +9,21 @@
 
 #include "tune/tune_int.h"
 
+/* One ASHA rung's records, in the order they were made. */
+typedef struct rung {
+    int *ids;
+    double *values;
+    size_t n, cap;
+} rung;
+
 struct kiln_study {
     const kiln_hyperparameter_spec *hp;
     uint64_t seed;
     kiln_trial *trials;
     size_t n, cap;
+    bool asha; /* earlyStoppingRule ASHA (with enableTrialEarlyStopping) */
+    int64_t eta, min_steps;
+    rung rungs[KILN_TUNE_ASHA_MAX_RUNGS];
 };
 
 static bool is(const char *s, const char *want)
@@ -43,6 +53,11 @@ kiln_study *kiln_study_new(const kiln_hyperparameter_spec *hp, uint64_t seed)
     if (!s) return NULL;
     s->hp = hp;
     s->seed = seed;
+    s->asha = hp->enable_trial_early_stopping && is(hp->early_stopping_rule, "ASHA");
+    s->eta = hp->has_asha_reduction_factor ? hp->asha_reduction_factor : KILN_TUNE_ASHA_ETA;
+    s->min_steps = hp->has_asha_min_steps ? hp->asha_min_steps : KILN_TUNE_ASHA_MIN_STEPS;
+    if (s->eta < 2) s->eta = 2; /* kiln_tune_check refused these */
+    if (s->min_steps < 1) s->min_steps = 1;
     return s;
 }
 
@@ -59,6 +74,10 @@ void kiln_study_free(kiln_study *s)
     if (!s) return;
     for (size_t i = 0; i < s->n; i++)
         trial_clear(&s->trials[i]);
+    for (int k = 0; k < KILN_TUNE_ASHA_MAX_RUNGS; k++) {
+        free(s->rungs[k].ids);
+        free(s->rungs[k].values);
+    }
     free(s->trials);
     free(s);
 }
@@ -155,10 +174,12 @@ kiln_trial *kiln_study_next(kiln_study *s, int64_t now_ns)
     return t;
 }
 
-void kiln_study_report(kiln_study *s, kiln_trial *t, int64_t step, double value)
+static void asha_record(kiln_study *s, kiln_trial *t, int64_t step, double value, bool decide);
+
+/* A report kept in the trial (the persisted form's curve comes back this
+ * way too, without ASHA's records). */
+static void add_report(kiln_trial *t, int64_t step, double value)
 {
-    (void)s;
-    if (!isfinite(value)) return;
     t->has_metric = true;
     t->objective = value;
     t->step = step;
@@ -174,15 +195,24 @@ void kiln_study_report(kiln_study *s, kiln_trial *t, int64_t step, double value)
     t->n_curve++;
 }
 
+void kiln_study_report(kiln_study *s, kiln_trial *t, int64_t step, double value)
+{
+    if (!isfinite(value)) return;
+    add_report(t, step, value);
+    if (s->asha && t->state == KILN_TRIAL_RUNNING) asha_record(s, t, step, value, true);
+}
+
+static void asha_forget(kiln_study *s, kiln_trial *t);
+
 void kiln_study_end(kiln_study *s, kiln_trial *t, kiln_trial_state st, int64_t now_ns)
 {
-    (void)s;
     t->state = st;
     t->end_ns = st == KILN_TRIAL_QUEUED ? 0 : now_ns;
     if (st == KILN_TRIAL_QUEUED) { /* runs again from the start: its reports too */
         t->has_metric = false;
         t->n_curve = 0;
         t->stopped_early = false;
+        asha_forget(s, t);
     }
 }
 
@@ -212,6 +242,7 @@ static int cmp_double(const void *a, const void *b)
 bool kiln_study_should_stop(const kiln_study *s, const kiln_trial *t)
 {
     enum { MIN_COMPLETED = 3 };
+    if (s->asha) return t->state == KILN_TRIAL_RUNNING && t->asha_stop;
     if (t->state != KILN_TRIAL_RUNNING || t->n_curve == 0) return false;
     bool max = maximize(s);
     int64_t at = t->curve_steps[t->n_curve - 1];
@@ -237,6 +268,109 @@ bool kiln_study_should_stop(const kiln_study *s, const kiln_trial *t)
     }
     free(avg);
     return stop;
+}
+
+/* ---------- ASHA ---------- */
+
+bool kiln_study_asha(const kiln_study *s)
+{
+    return s->asha;
+}
+
+/* Rung k's step, min_steps * eta^k; -1 past int64. */
+static int64_t rung_step(const kiln_study *s, int k)
+{
+    int64_t v = s->min_steps;
+    for (int i = 0; i < k; i++) {
+        if (v > INT64_MAX / s->eta) return -1;
+        v *= s->eta;
+    }
+    return v;
+}
+
+static bool rung_push(rung *r, int id, double value)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 8;
+        int *ids = realloc(r->ids, cap * sizeof *ids);
+        if (!ids) return false;
+        r->ids = ids;
+        double *v = realloc(r->values, cap * sizeof *v);
+        if (!v) return false;
+        r->values = v;
+        r->cap = cap;
+    }
+    r->ids[r->n] = id;
+    r->values[r->n] = value;
+    r->n++;
+    return true;
+}
+
+/* Whether `value`, recorded at rung k, is among the best max(1, n / eta)
+ * of the n records there: fewer than that many are strictly better. */
+static bool asha_keeps(const kiln_study *s, int k, double value)
+{
+    const rung *r = &s->rungs[k];
+    bool max = maximize(s);
+    size_t better = 0, keep = (size_t)((int64_t)r->n / s->eta);
+    for (size_t i = 0; i < r->n; i++)
+        better += max ? r->values[i] > value : r->values[i] < value;
+    return better < (keep ? keep : 1);
+}
+
+/* Records `t` at each rung its report at `step` reached; with `decide`,
+ * stops at the first rung where it is not kept (it records no further). */
+static void asha_record(kiln_study *s, kiln_trial *t, int64_t step, double value, bool decide)
+{
+    while (!t->asha_stop && t->asha_rungs < KILN_TUNE_ASHA_MAX_RUNGS) {
+        int k = t->asha_rungs;
+        int64_t at = rung_step(s, k);
+        if (at < 0 || step < at) return;
+        if (!rung_push(&s->rungs[k], t->id, value)) return;
+        t->asha_rungs++;
+        if (decide && !asha_keeps(s, k, value)) t->asha_stop = true;
+    }
+}
+
+static void asha_forget(kiln_study *s, kiln_trial *t)
+{
+    for (int k = 0; k < KILN_TUNE_ASHA_MAX_RUNGS; k++) {
+        rung *r = &s->rungs[k];
+        size_t o = 0;
+        for (size_t i = 0; i < r->n; i++)
+            if (r->ids[i] != t->id) {
+                r->ids[o] = r->ids[i];
+                r->values[o++] = r->values[i];
+            }
+        r->n = o;
+    }
+    t->asha_rungs = 0;
+    t->asha_stop = false;
+}
+
+size_t kiln_study_rung(const kiln_study *s, int k, size_t i, int *id, double *value)
+{
+    if (k < 0 || k >= KILN_TUNE_ASHA_MAX_RUNGS) return 0;
+    const rung *r = &s->rungs[k];
+    if (i < r->n && id) *id = r->ids[i];
+    if (i < r->n && value) *value = r->values[i];
+    return r->n;
+}
+
+void kiln_study_stop_reason(const kiln_study *s, const kiln_trial *t, char *buf, size_t len)
+{
+    if (s->asha) {
+        int k = t->asha_rungs > 0 ? t->asha_rungs - 1 : 0;
+        snprintf(buf, len,
+                 "Trial %d stopped early (ASHA): at rung %d (step %lld) it is not among the "
+                 "best 1/%lld of the %zu trials recorded there",
+                 t->id, k, (long long)rung_step(s, k), (long long)s->eta, s->rungs[k].n);
+    } else {
+        snprintf(buf, len,
+                 "Trial %d stopped early: its best value so far is worse than the median of "
+                 "the completed trials at the same step",
+                 t->id);
+    }
 }
 
 /* ---------- flags and environment ---------- */
@@ -372,9 +506,57 @@ json_t *kiln_study_to_json(const kiln_study *s)
             json_object_set_new(o, "objective", json_real(t->objective));
             json_object_set_new(o, "step", json_integer(t->step));
         }
+        if (o && t->asha_stop) json_object_set_new(o, "ashaStop", json_true());
         if (o) json_array_append_new(trials, o);
     }
+    if (root && s->asha) { /* {"eta", "minSteps", "rungs": [[[id, value], ...], ...]} */
+        json_t *rungs = json_array();
+        for (int k = 0; rungs && k < KILN_TUNE_ASHA_MAX_RUNGS && s->rungs[k].n; k++) {
+            json_t *r = json_array();
+            for (size_t i = 0; r && i < s->rungs[k].n; i++)
+                json_array_append_new(
+                    r, json_pack("[i,f]", s->rungs[k].ids[i], s->rungs[k].values[i]));
+            if (r) json_array_append_new(rungs, r);
+        }
+        json_object_set_new(root, "asha",
+                            json_pack("{s:I,s:I,s:o}", "eta", (json_int_t)s->eta, "minSteps",
+                                      (json_int_t)s->min_steps, "rungs",
+                                      rungs ? rungs : json_array()));
+    }
     return root;
+}
+
+/* ASHA's rungs from the persisted form when they were made with the same
+ * eta and first rung; otherwise (a resumed study whose spec changed them, or
+ * one that ran another rule) rebuilt from the trials' reports in id order. */
+static void asha_restore(kiln_study *s, const json_t *a)
+{
+    json_t *rungs = json_object_get(a, "rungs"), *r, *pt;
+    size_t k, i;
+    if (json_integer_value(json_object_get(a, "eta")) == s->eta &&
+        json_integer_value(json_object_get(a, "minSteps")) == s->min_steps &&
+        json_is_array(rungs)) {
+        json_array_foreach(rungs, k, r)
+        {
+            if (k >= KILN_TUNE_ASHA_MAX_RUNGS) break;
+            json_array_foreach(r, i, pt)
+            {
+                int id = (int)json_integer_value(json_array_get(pt, 0));
+                kiln_trial *t = kiln_study_find(s, id);
+                if (!t || !rung_push(&s->rungs[k], id, json_number_value(json_array_get(pt, 1))))
+                    continue;
+                if (t->asha_rungs < (int)k + 1) t->asha_rungs = (int)k + 1;
+            }
+        }
+        return;
+    }
+    for (size_t n = 0; n < s->n; n++) {
+        kiln_trial *t = &s->trials[n];
+        t->asha_stop = false; /* a decision by other rungs does not hold */
+        if (t->state == KILN_TRIAL_QUEUED) continue;
+        for (size_t c = 0; c < t->n_curve; c++)
+            asha_record(s, t, t->curve_steps[c], t->curve_values[c], false);
+    }
 }
 
 kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_t *j)
@@ -402,15 +584,17 @@ kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_
         t->stopped_early = json_is_true(json_object_get(o, "stoppedEarly"));
         json_array_foreach(curve, k, pt)
         {
-            kiln_study_report(s, t, json_integer_value(json_array_get(pt, 0)),
-                              json_number_value(json_array_get(pt, 1)));
+            double v = json_number_value(json_array_get(pt, 1));
+            if (isfinite(v)) add_report(t, json_integer_value(json_array_get(pt, 0)), v);
         }
+        t->asha_stop = json_is_true(json_object_get(o, "ashaStop"));
         t->has_metric = json_is_number(json_object_get(o, "objective"));
         if (t->has_metric) {
             t->objective = json_number_value(json_object_get(o, "objective"));
             t->step = json_integer_value(json_object_get(o, "step"));
         }
     }
+    if (s->asha) asha_restore(s, json_object_get(j, "asha"));
     return s;
 bad:
     kiln_study_free(s);

@@ -4,7 +4,7 @@
 # metric through the cloudml-hypertune file; trainingOutput lists them.
 # Then: GRID_SEARCH over a CATEGORICAL and an INTEGER param (every
 # combination once, the last parameter fastest); the median early stopping
-# rule on a study with bad trials; cancel of a running study; kill -9 of
+# rule on a study with bad trials, and ASHA (kiln's extension); cancel of a running study; kill -9 of
 # kilnd mid-study and a restart on the same data dir.
 . "$(dirname "$0")/lib.sh"
 
@@ -109,6 +109,33 @@ check_eq "early: trials 4 and 5 stopped early, 1-3 not" \
 check_eq "early: best first, objective = the last value" \
     "$(out_of early1 '[(x["trialId"], x["finalMetric"]["objectiveValue"], x["finalMetric"]["trainingStep"], len(x["allMetrics"])) for x in o["trials"][:3]]')" \
     "[('1', 1.0, '4', 4), ('2', 2.0, '4', 4), ('3', 3.0, '4', 4)]"
+
+# (b2) ASHA (kiln's extension), eta 2, rungs at steps 1, 2, 4; one trial at
+# a time, GRID over q=1..4, MINIMIZE: trial 1 reports loss 1 at each step and
+# is never stopped; trial 2 reports 0.5 at step 1 (the best at rung 0: it
+# goes on) and 4 at step 2 (worse than trial 1 at rung 1: stopped there);
+# trials 3 and 4 report 3 and 4 at step 1 (not the best at rung 0: stopped).
+# Bad trials would sleep 10 s after step 2.
+cmd='q=${0#--q=}; for s in 1 2 3 4; do l=$((q * s)); [ "$q" = 1 ] && l=1; [ "$q" = 2 ] && [ $s = 1 ] && l=0.5; echo "{\"loss\": $l, \"global_step\": $s}" >>"$CLOUD_ML_HP_METRIC_FILE"; if [ "$q" = 1 ] || [ $s = 1 ]; then sleep 0.3; else sleep 10; fi; done'
+hp=',"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","algorithm":"GRID_SEARCH","maxTrials":4,"maxParallelTrials":1,"enableTrialEarlyStopping":true,"earlyStoppingRule":"ASHA","ashaReductionFactor":2,"params":[{"parameterName":"q","type":"INTEGER","minValue":1,"maxValue":4}]}'
+api POST /v1/projects/p1/jobs "$(job_json asha1 "$cmd" "$hp")"
+check_eq "asha: create" "$STATUS" 200
+t0=$SECONDS
+check "asha: the study succeeds" wait_state asha1 SUCCEEDED 30
+check "asha: well before the bad trials' 10 s sleeps" test $((SECONDS - t0)) -lt 20
+check_eq "asha: trials 2-4 stopped early, the best (1) not" \
+    "$(out_of asha1 '[(x["trialId"], x["state"], x["isTrialStoppedEarly"]) for x in t]')" \
+    "[('1', 'SUCCEEDED', False), ('2', 'SUCCEEDED', True), ('3', 'SUCCEEDED', True), ('4', 'SUCCEEDED', True)]"
+check_eq "asha: trial 1 ran all 4 steps, trial 2 was stopped at rung 1 (step 2)" \
+    "$(out_of asha1 '[(x["trialId"], x["finalMetric"]["trainingStep"], len(x["allMetrics"])) for x in t[:2]]')" \
+    "[('1', '4', 4), ('2', '2', 2)]"
+bad_hp=${hp/\"enableTrialEarlyStopping\":true,/}
+api POST /v1/projects/p1/jobs "$(job_json asha2 "$cmd" "$bad_hp")"
+check_eq "asha: earlyStoppingRule without enableTrialEarlyStopping is refused" "$STATUS" 400
+check "asha: ... at its field" grep -q 'hyperparameters.earlyStoppingRule' <<<"$BODY"
+api POST /v1/projects/p1/jobs "$(job_json asha2 "$cmd" "${hp/\"ashaReductionFactor\":2/\"ashaReductionFactor\":1}")"
+check_eq "asha: eta 1 is refused" "$STATUS" 400
+check "asha: ... at its field" grep -q 'hyperparameters.ashaReductionFactor' <<<"$BODY"
 
 # (c) cancel of a running study: both running trials stop, no third starts
 cmd='echo $$ >pid; exec sleep 30'

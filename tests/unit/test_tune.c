@@ -66,6 +66,32 @@ static void test_rules(const kiln_catalog *c, kiln_diag *d)
          "[\"sgd\",\"adam\"]},{\"parameterName\":\"units\",\"type\":\"INTEGER\",\"minValue\":1,"
          "\"maxValue\":3},{\"parameterName\":\"d\",\"type\":\"DISCRETE\",\"discreteValues\":[0.1,"
          "0.5],\"scaleType\":\"UNIT_LOG_SCALE\"}]}");
+    /* ASHA, kiln's extension: its fields only with early stopping and ASHA */
+    good(c, d,
+         "{\"goal\":\"MAXIMIZE\",\"enableTrialEarlyStopping\":true,\"earlyStoppingRule\":"
+         "\"ASHA\",\"ashaReductionFactor\":2,\"ashaMinSteps\":10,\"params\":[" LR "]}");
+    good(c, d,
+         "{\"goal\":\"MAXIMIZE\",\"enableTrialEarlyStopping\":true,\"earlyStoppingRule\":"
+         "\"MEDIAN\",\"params\":[" LR "]}");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"earlyStoppingRule\":\"ASHA\",\"params\":[" LR "]}",
+        P "earlyStoppingRule");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"enableTrialEarlyStopping\":true,\"earlyStoppingRule\":"
+        "\"MEDIAN\",\"ashaReductionFactor\":3,\"params\":[" LR "]}",
+        P "ashaReductionFactor");
+    bad(c, d, "{\"goal\":\"MAXIMIZE\",\"ashaMinSteps\":5,\"params\":[" LR "]}", P "ashaMinSteps");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"enableTrialEarlyStopping\":true,\"earlyStoppingRule\":"
+        "\"ASHA\",\"ashaReductionFactor\":1,\"params\":[" LR "]}",
+        P "ashaReductionFactor");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"enableTrialEarlyStopping\":true,\"earlyStoppingRule\":"
+        "\"ASHA\",\"ashaReductionFactor\":0,\"params\":[" LR "]}",
+        P "ashaReductionFactor");
+    bad(c, d,
+        "{\"goal\":\"MAXIMIZE\",\"enableTrialEarlyStopping\":true,\"earlyStoppingRule\":"
+        "\"ASHA\",\"ashaMinSteps\":0,\"params\":[" LR "]}",
+        P "ashaMinSteps");
     bad(c, d, "{\"params\":[" LR "]}", P "goal");
     bad(c, d, "{\"goal\":\"MAXIMIZE\"}", P "params");
     bad(c, d, "{\"goal\":\"MAXIMIZE\",\"params\":[" LR "," LR "]}", P "params[1].parameterName");
@@ -318,6 +344,119 @@ static void test_median_stop(void)
     kiln_job_free(j);
 }
 
+/* Rung k's trial ids, in the order recorded, as "1 2 3". */
+static const char *rung_ids(const kiln_study *s, int k)
+{
+    static char buf[128];
+    size_t n = kiln_study_rung(s, k, 0, NULL, NULL), o = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && o + 16 < sizeof buf; i++) {
+        int id = 0;
+        kiln_study_rung(s, k, i, &id, NULL);
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%d", i ? " " : "", id);
+    }
+    return buf;
+}
+
+/* ASHA by hand, eta = 2, first rung at step 1 (rungs at steps 1, 2, 4, 8),
+ * MAXIMIZE: a trial goes on past a rung while it is among the best
+ * max(1, floor(n / 2)) of the n recorded there so far. */
+static void test_asha(void)
+{
+    kiln_job *j = hpjob("{\"goal\":\"MAXIMIZE\",\"maxTrials\":5,\"enableTrialEarlyStopping\":"
+                        "true,\"earlyStoppingRule\":\"ASHA\",\"ashaReductionFactor\":2,"
+                        "\"params\":[" LR "]}");
+    char *txt = kiln_job_to_json(j, 0); /* the fields come back on GET */
+    CHECK_MSG(txt && strstr(txt, "\"earlyStoppingRule\": \"ASHA\"") &&
+                  strstr(txt, "\"ashaReductionFactor\": \"2\""),
+              "%s", txt ? txt : "(null)");
+    free(txt);
+    kiln_study *s = study_of(j, 7);
+    CHECK(kiln_study_asha(s));
+    kiln_trial *t[5];
+    for (int i = 1; i <= 4; i++)
+        t[i] = kiln_study_next(s, 1);
+    /* rung 0 (step 1) */
+    kiln_study_report(s, t[1], 1, 0.5); /* n=1, keep 1: the best so far goes on */
+    CHECK(!kiln_study_should_stop(s, t[1]));
+    kiln_study_report(s, t[2], 1, 0.3); /* n=2, keep 1: 0.5 is better: stopped */
+    CHECK(kiln_study_should_stop(s, t[2]));
+    kiln_study_report(s, t[3], 1, 0.7); /* n=3, keep 1: best */
+    CHECK(!kiln_study_should_stop(s, t[3]));
+    kiln_study_report(s, t[4], 1, 0.6); /* n=4, keep 2: second */
+    CHECK(!kiln_study_should_stop(s, t[4]));
+    CHECK_STR(rung_ids(s, 0), "1 2 3 4");
+    /* rung 1 (step 2) */
+    kiln_study_report(s, t[1], 2, 0.55); /* n=1 */
+    CHECK(!kiln_study_should_stop(s, t[1]));
+    kiln_study_report(s, t[3], 2, 0.8); /* n=2, keep 1: best */
+    CHECK(!kiln_study_should_stop(s, t[3]));
+    kiln_study_report(s, t[4], 2, 0.65); /* n=3, keep 1: 0.8 is better: stopped */
+    CHECK(kiln_study_should_stop(s, t[4]));
+    kiln_study_report(s, t[2], 2, 0.99); /* a stopped trial records no further */
+    CHECK(kiln_study_should_stop(s, t[2]) && t[2]->asha_rungs == 1);
+    CHECK_STR(rung_ids(s, 1), "1 3 4");
+    /* rung 2 (step 4) and a report past two rungs */
+    kiln_study_report(s, t[1], 3, 0.6); /* between rungs: nothing recorded */
+    CHECK(t[1]->asha_rungs == 2);
+    kiln_study_report(s, t[1], 4, 0.6); /* rung 2, n=1 */
+    CHECK(!kiln_study_should_stop(s, t[1]));
+    kiln_study_report(s, t[3], 8, 0.9); /* rungs 2 (n=2, best) and 3 (n=1) */
+    CHECK(!kiln_study_should_stop(s, t[3]) && t[3]->asha_rungs == 4);
+    CHECK_STR(rung_ids(s, 2), "1 3");
+    /* rung 3 (step 8) */
+    kiln_study_report(s, t[1], 9, 0.58); /* n=2, keep 1: 0.9 is better: stopped */
+    CHECK(kiln_study_should_stop(s, t[1]) && t[1]->asha_rungs == 4);
+    CHECK_STR(rung_ids(s, 3), "3 1");
+    double v = 0;
+    int id = 0;
+    CHECK(kiln_study_rung(s, 3, 1, &id, &v) == 2 && id == 1 && v == 0.58);
+    char why[256];
+    kiln_study_stop_reason(s, t[4], why, sizeof why);
+    CHECK_MSG(strstr(why, "rung 1 (step 2)") != NULL, "%s", why);
+    /* trials 2 and 4 end stopped early, 3 succeeds; 1 is still running */
+    t[2]->stopped_early = t[4]->stopped_early = true;
+    kiln_study_end(s, t[2], KILN_TRIAL_SUCCEEDED, 2);
+    kiln_study_end(s, t[4], KILN_TRIAL_SUCCEEDED, 2);
+    kiln_study_end(s, t[3], KILN_TRIAL_SUCCEEDED, 2);
+    CHECK(!kiln_study_should_stop(s, t[2])); /* ended: nothing to stop */
+
+    /* the rungs survive the persisted form (a kilnd restart) */
+    json_t *js = kiln_study_to_json(s);
+    kiln_study *r = kiln_study_from_json(&j->training_input.hyperparameters, js);
+    json_t *js2 = r ? kiln_study_to_json(r) : NULL;
+    CHECK(js2 && json_equal(js, js2));
+    CHECK(r && kiln_study_rung(r, 0, 0, NULL, NULL) == 4 && kiln_study_find(r, 3)->asha_rungs == 4);
+    CHECK(r && kiln_study_should_stop(r, kiln_study_find(r, 1))); /* still running, still cut */
+    /* kilnd queues the running trial 1 again: it reruns and loses its records */
+    if (r) kiln_study_end(r, kiln_study_find(r, 1), KILN_TRIAL_QUEUED, 0);
+    CHECK(r && strcmp(rung_ids(r, 0), "2 3 4") == 0 && strcmp(rung_ids(r, 3), "3") == 0);
+    CHECK(r && !kiln_study_should_stop(r, kiln_study_find(r, 1)));
+    kiln_trial *again = r ? kiln_study_next(r, 3) : NULL;
+    CHECK(again && again->id == 1);
+    if (again) kiln_study_report(r, again, 1, 0.65); /* rung 0: n=4, keep 2: second */
+    CHECK(again && !kiln_study_should_stop(r, again));
+    if (again) kiln_study_report(r, again, 2, 0.7); /* rung 1: n=3, keep 1: 0.8 better */
+    CHECK(again && kiln_study_should_stop(r, again));
+    json_decref(js);
+    json_decref(js2);
+    kiln_study_free(r);
+
+    /* a record made with another eta is rebuilt from the trials' reports */
+    kiln_job *j3 = hpjob("{\"goal\":\"MAXIMIZE\",\"maxTrials\":5,\"enableTrialEarlyStopping\":"
+                         "true,\"earlyStoppingRule\":\"ASHA\",\"params\":[" LR "]}");
+    js = kiln_study_to_json(s);
+    r = kiln_study_from_json(&j3->training_input.hyperparameters, js);
+    /* eta 3: rungs at 1, 3, 9; ended trials 2, 3, 4 and running 1 in id order */
+    CHECK(r && strcmp(rung_ids(r, 0), "1 2 3 4") == 0);
+    CHECK(r && strcmp(rung_ids(r, 1), "1 3") == 0 && strcmp(rung_ids(r, 2), "1") == 0);
+    json_decref(js);
+    kiln_study_free(r);
+    kiln_job_free(j3);
+    kiln_study_free(s);
+    kiln_job_free(j);
+}
+
 static void test_hypertune_and_output(void)
 {
     kiln_job *j = hpjob("{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":\"loss\",\"maxTrials\":"
@@ -443,6 +582,7 @@ int main(void)
     test_random();
     test_model_beats_random();
     test_median_stop();
+    test_asha();
     test_hypertune_and_output();
     test_resume();
     kiln_diag_free(&d);

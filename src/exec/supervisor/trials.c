@@ -236,7 +236,7 @@ void trial_metrics(rjob *j, json_t *report)
 }
 
 /* Each tick: the hypertune file's new lines, the event files' new records,
- * and the median stopping rule. */
+ * and the early-stopping rule (median or ASHA). */
 void trial_check(sup *s, rjob *j)
 {
     char path[PATH_MAX + 48];
@@ -248,11 +248,10 @@ void trial_check(sup *s, rjob *j)
     trial_read_tfevents(j, t);
     if (j->study->job->training_input.hyperparameters.enable_trial_early_stopping &&
         kiln_study_should_stop(j->study->st, t)) {
+        char why[256];
+        kiln_study_stop_reason(j->study->st, t, why, sizeof why);
         t->stopped_early = true;
-        begin_stop(s, j, AS_SUCCEED,
-                   "Trial %d stopped early: its best value so far is worse than the median of "
-                   "the completed trials at the same step",
-                   j->trial);
+        begin_stop(s, j, AS_SUCCEED, "%s", why);
     }
 }
 
