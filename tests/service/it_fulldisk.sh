@@ -5,8 +5,9 @@
 # again by itself when space returns. A job already running when the disk
 # fills keeps running while its replica writes (kiln-monitor drains and
 # counts what it cannot log), SUCCEEDS after space returns, and its log marks
-# the gap: "[kiln] N bytes of output lost: disk full". Needs a mount (probe
-# tmpfs).
+# the gap: "[kiln] N bytes of output lost: disk full"; a metrics report the
+# full disk cut short does not spoil the first one after it. Needs a mount
+# (probe tmpfs).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need tmpfs
@@ -32,16 +33,18 @@ check "job done" wait_state before_1 SUCCEEDED 20
 # outside the full file system)
 GO=$T/writer.go
 rm -f "$GO"
-api POST /v1/projects/p1/jobs "$(job_json writer_1 "i=0; while [ ! -e $GO ]; do i=\$((i+1)); printf 'tick %s %0200d\\n' \$i 0; sleep 0.02; done; echo writer finished")"
+# reports (training metrics lines, 200+ bytes each) as it goes, and one
+# last report as soon as it is told to finish
+api POST /v1/projects/p1/jobs "$(job_json writer_1 "i=0; while [ ! -e $GO ]; do i=\$((i+1)); printf '{\"event\":\"metrics\",\"step\":%s,\"pad\":\"%0200d\"}\\n' \$i 0; sleep 0.02; done; echo '{\"event\":\"metrics\",\"step\":777777}'; echo writer finished")"
 check_eq "create the writer" "$STATUS" 200
 check "writer running" wait_state writer_1 RUNNING 20
 WLOG=""
 for _ in $(seq 1 100); do
     WLOG=$(find "$D/jobs" -path '*writer_1*' -name log.tsv 2>/dev/null | head -1)
-    [ -n "$WLOG" ] && grep -q "tick 5" "$WLOG" && break
+    [ -n "$WLOG" ] && grep -q '"step":5,' "$WLOG" && break
     sleep 0.05
 done
-check "the writer's log has its first lines" grep -q "tick 5" "$WLOG"
+check "the writer's log has its first lines" grep -q '"step":5,' "$WLOG"
 
 # fill the file system to the last block
 dd if=/dev/zero of="$D/filler" bs=1M 2>/dev/null
@@ -60,9 +63,12 @@ check_eq "the writer still runs on a full disk" "$(job_state writer_1)" RUNNING
 
 # space returns: creates work again with no restart
 rm -f "$D/filler"
-sleep 0.3 # a few lines after the space returned
-touch "$GO"
+touch "$GO" # its next report is the first thing written once space returned
 check "the writer SUCCEEDS after space returns" wait_state writer_1 SUCCEEDED 20
+# a report the full disk cut short did not spoil the one after it
+api GET /v1/projects/p1/jobs/writer_1:metrics
+check_eq "the last report after space returned is whole" \
+    "$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["points"][-1]["step"])')" 777777
 check "its log marks the lost output" grep -qE "\[kiln\] [0-9]+ bytes of output lost: disk full" "$WLOG"
 check "and goes on after the gap" grep -q "writer finished" "$WLOG"
 LOST=$(sed -n 's/.*\[kiln\] \([0-9]*\) bytes of output lost.*/\1/p' "$WLOG" | head -1)

@@ -62,6 +62,7 @@ typedef struct mon {
     loss job_loss, rep_loss;
     int metrics;                     /* STATE.metrics: stdout lines that may be reports */
     unsigned long long metrics_size; /* bytes written there (capped as the log is) */
+    bool metrics_torn;               /* a full disk cut the last report there short */
     unsigned long long cap;
     bool capped;
     char *last; /* when set, gets each line written (the pull's last words) */
@@ -156,7 +157,16 @@ static void metrics_line(mon *m, const stream *s, const char *msg, size_t n)
     char buf[LINE_MAX_BYTES + 1];
     memcpy(buf, msg, n);
     buf[n] = '\n';
-    if (write(m->metrics, buf, n + 1) == (ssize_t)(n + 1)) m->metrics_size += n + 1;
+    /* a report cut short by a full disk is ended first, so it cannot run
+     * into this one and spoil both: kilnd skips the torn line */
+    if (m->metrics_torn) {
+        if (write(m->metrics, "\n", 1) != 1) return;
+        m->metrics_torn = false;
+        m->metrics_size++;
+    }
+    ssize_t w = write(m->metrics, buf, n + 1);
+    if (w > 0) m->metrics_size += (unsigned long long)w;
+    if (w > 0 && w < (ssize_t)(n + 1)) m->metrics_torn = true;
 }
 
 static void emit(mon *m, stream *s, bool flush)
