@@ -289,8 +289,8 @@ static void apply(kiln_ps_server *s, const float *g)
     s->st.version++;
 }
 
-/* A push whose reply is dropped on purpose (KILN_PS_FAULT, tests only): the
- * update is applied, the client hears nothing and resends. */
+/* After the Nth update applied, its reply is dropped on purpose
+ * (KILN_PS_FAULT, tests only): the client hears nothing and resends. */
 static bool fault_drops_reply(kiln_ps_server *s, const kiln_ps_hdr *h)
 {
     if (s->cfg.fault_drop_reply_after_apply == 0 ||
@@ -310,6 +310,7 @@ static int push(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, kiln_ps_
 {
     size_t nbytes = s->cfg.n * sizeof(float);
     char err[256];
+    bool applied = false;
     if (h->worker >= MAX_WORKERS || h->attempt == 0 || h->step == 0) {
         snprintf(err, sizeof(err),
                  "push of worker %u, attempt %llu, step %llu: worker ids stop below %d and "
@@ -354,11 +355,12 @@ static int push(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, kiln_ps_
         }
         apply(s, g);
         s->applied++;
+        applied = true;
     }
     *d = (kiln_ps_dedup_entry){
         .worker = h->worker, .aux = r->aux, .attempt = h->attempt, .step = h->step};
     r->version_p = s->st.version;
-    if (fault_drops_reply(s, h)) return 0;
+    if (applied && fault_drops_reply(s, h)) return 0;
     return send_reply(s, id, r, s->p, nbytes, NULL, 0, NULL, 0);
 }
 

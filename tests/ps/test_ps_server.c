@@ -499,6 +499,14 @@ static void test_exactly_once(void)
     }
     kiln_ps_dedup_entry e[KILN_PS_MAX_WORKERS];
     CHECK(kiln_ps_dedup_decode(dd, ddlen, e, &ndd, err, sizeof(err)) == 0 && ndd == 1);
+    /* a restored table naming no push is refused */
+    kiln_ps_dedup_entry bogus = {.worker = 1, .attempt = 0, .step = 3};
+    kiln_ps_server_config bc = sc;
+    bc.dedup = &bogus;
+    bc.n_dedup = 1;
+    kiln_ps_server *bs = kiln_ps_server_new(&bc, err, sizeof(err));
+    CHECK(bs == NULL && strstr(err, "is not a push") != NULL);
+    kiln_ps_server_free(bs);
     kiln_ps_server_config rc = sc;
     rc.params = state;
     rc.slot1 = state + N;
@@ -537,6 +545,16 @@ static void test_exactly_once(void)
     kiln_ps_client_free(c);
     kiln_ps_server_stats(v.s, &st);
     CHECK(st.version == STEPS + 1 && st.rejected == 1);
+    /* a worker id past the table is refused, not applied */
+    cc.attempt = 0;
+    cc.worker = KILN_PS_MAX_WORKERS;
+    c = kiln_ps_client_new(&cc, err, sizeof(err));
+    CHECK(c && kiln_ps_push(c, &gp, &pp, NULL) != 0 &&
+          strstr(kiln_ps_client_error(c), "worker ids stop below") != NULL);
+    kiln_ps_client_free(c);
+    cc.worker = 0;
+    kiln_ps_server_stats(v.s, &st);
+    CHECK(st.version == STEPS + 1 && st.rejected == 2);
     /* a new life pulls first: its attempt beats the one the ps remembers,
      * even one from a clock far ahead of this one */
     cc.attempt = UINT64_MAX / 2;
