@@ -4,9 +4,15 @@
 # mixing GET of one job (60%), list (30%) and create (10%; jobs that run
 # `true`). Prints req/s, p50/p99 latency, the responses by status code (429s
 # are kilnd's in-flight limits at work, not errors) and kilnd's RSS before
-# and after, which must stay flat.
+# and after, which must stay flat. ROUNDS=N (default 1) runs the load N times
+# back to back and prints the RSS after each (a leak keeps growing, a
+# plateau levels off); MIX=read drops the creates (GET 60%, list 40%), to
+# tell what the jobs cost from what serving costs. KILND_WRAP runs kilnd
+# under a tool (e.g. KILND_WRAP="heaptrack -o /tmp/kilnd": then the RSS is
+# the tool's process's, and the heap profile is the point).
 #
 #   CONNS=200 SECS=30 bench/service_load.sh build
+#   ROUNDS=3 SECS=10 MIX=read bench/service_load.sh build
 # Not a test: keep it out of CTest. kilnd runs on a private data dir with
 # its defaults (--max-inflight 512, --max-inflight-per-token 64) unless
 # KILND_ARGS says otherwise.
@@ -14,6 +20,9 @@ set -eu
 build=$(cd "${1:-build}" && pwd)
 conns=${CONNS:-200}
 secs=${SECS:-30}
+rounds=${ROUNDS:-1}
+list_end=9 # n % 10 in [list_end, 10): a create
+[ "${MIX:-}" = read ] && list_end=10
 command -v wrk >/dev/null || { echo "bench/service_load.sh needs wrk (apt-get install wrk)" >&2; exit 1; }
 t=$(mktemp -d /tmp/kiln-load.XXXXXX)
 kpid=
@@ -22,7 +31,7 @@ tok=load-bench-token-0123456789
 printf '%s p1 editor\n' "$tok" >"$t/tokens"
 chmod 600 "$t/tokens"
 # shellcheck disable=SC2086
-"$build/bin/kilnd" --listen 127.0.0.1:0 --data-dir "$t/d" --tokens "$t/tokens" \
+${KILND_WRAP:-} "$build/bin/kilnd" --listen 127.0.0.1:0 --data-dir "$t/d" --tokens "$t/tokens" \
     --grace-period 1 ${KILND_ARGS:-} 2>"$t/kilnd.err" &
 kpid=$!
 for _ in $(seq 1 100); do [ -s "$t/d/kilnd.addr" ] && break; sleep 0.05; done
@@ -50,11 +59,11 @@ function request()
   local r = n % 10
   if r < 6 then
     return wrk.format("GET", "/v1/projects/p1/jobs/seed", hdrs)
-  elseif r < 9 then
+  elseif r < $list_end then
     return wrk.format("GET", "/v1/projects/p1/jobs?pageSize=20", hdrs)
   end
-  local body = string.format('{"jobId":"load_%d_%d","trainingInput":{"scaleTier":"BASIC",' ..
-    '"region":"us-central1","masterConfig":{"containerCommand":["true"]}}}', tid, n)
+  local body = string.format('{"jobId":"load_%s_%d_%d","trainingInput":{"scaleTier":"BASIC",' ..
+    '"region":"us-central1","masterConfig":{"containerCommand":["true"]}}}', os.getenv("ROUND") or "1", tid, n)
   return wrk.format("POST", "/v1/projects/p1/jobs", hdrs, body)
 end
 function response(status, headers, body)
@@ -74,6 +83,14 @@ end
 LUA
 threads=$(nproc)
 [ "$threads" -gt "$conns" ] && threads=$conns
-wrk -t "$threads" -c "$conns" -d "${secs}s" --latency -s "$t/mix.lua" "$url" | sed -n '/^req\/s/,$p'
-rss1=$(rss)
-echo "kilnd RSS: ${rss0} KiB before, ${rss1} KiB after"
+echo "kilnd RSS: ${rss0} KiB before"
+for r in $(seq 1 "$rounds"); do
+    ROUND=$r wrk -t "$threads" -c "$conns" -d "${secs}s" --latency -s "$t/mix.lua" "$url" | sed -n '/^req\/s/,$p'
+    echo "kilnd RSS after round $r: $(rss) KiB ($(ls "/proc/$kpid/task" | wc -l) threads)"
+done
+# where the RSS is: the main heap, anonymous mappings (glibc's per-thread
+# arenas, thread stacks), files (SQLite's -shm, libraries), the largest first
+awk '/^[0-9a-f]+-[0-9a-f]+ / {name = NF >= 6 ? $6 : "[anon]"; sub(/.*\//, "", name)}
+     /^Rss:/ {rss[name] += $2}
+     END {for (n in rss) if (rss[n] >= 256) printf "  %6d KiB  %s\n", rss[n], n}' \
+    "/proc/$kpid/smaps" | sort -rn | head -8

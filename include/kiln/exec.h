@@ -200,8 +200,10 @@ void kiln_exec_forget(const char *state);
 const char *kiln_exec_kind_name(kiln_exec_kind kind);
 
 /* Appends one log line "SEVERITY\tTIMESTAMP\tTASK\tMESSAGE\n" to fd
- * (O_APPEND; one write, so concurrent writers do not interleave). */
-void kiln_log_write(int fd, const char *severity, const char *task, const char *msg, size_t len);
+ * (O_APPEND; one write, so concurrent writers do not interleave). Returns 0
+ * when the whole line was written, 1 when only part of it was (a full disk:
+ * the file now ends mid-line), -1 when none of it was; errno says why. */
+int kiln_log_write(int fd, const char *severity, const char *task, const char *msg, size_t len);
 
 #ifdef __cplusplus
 }

@@ -79,6 +79,15 @@ typedef struct kiln_ps_server_config {
      * in kiln_ps_stats.rejected. NULL: plain ZeroMQ, any client that can
      * reach the port. */
     const char *curve_secret, *curve_client;
+    /* The dedup table restored with the parameters (a checkpoint's
+     * "ps_dedup/<shard>" blob, kiln_ps_dedup_decode): which pushes of which
+     * worker attempts are already in params. NULL: none. Copied. */
+    const kiln_ps_dedup_entry *dedup;
+    size_t n_dedup;
+    /* TESTS ONLY (kiln-train reads KILN_PS_FAULT=drop_reply_after_apply:N):
+     * the reply to the Nth push this server applies is not sent, as if lost
+     * on the way; the client resends and must not get it applied twice. 0: off. */
+    uint64_t fault_drop_reply_after_apply;
 } kiln_ps_server_config;
 
 typedef struct kiln_ps_server kiln_ps_server;
@@ -117,6 +126,12 @@ typedef struct kiln_ps_client_config {
                      * (a ps that restarted lost the request) */
     /* CURVE (Z85): the ps's public key and this client's pair; NULL: plain */
     const char *curve_server, *curve_public, *curve_secret;
+    /* This client's attempt (exactly-once pushes): must grow with each life
+     * of the replica. 0 (the usual): chosen at the first pull or push, the
+     * wall clock in microseconds, raised above any attempt the ps tasks
+     * report having seen from this worker (so a clock set back does not
+     * make a new life's pushes look like repeats). */
+    uint64_t attempt;
 } kiln_ps_client_config;
 
 typedef struct kiln_ps_push_info {
@@ -135,9 +150,14 @@ int kiln_ps_pull(kiln_ps_client *c, float *const *params);
 int kiln_ps_push(kiln_ps_client *c, const float *const *grads, float *const *params,
                  kiln_ps_push_info *info);
 /* Parameters then optimizer slots of one shard: *out (malloc'd, caller frees)
- * gets shard_size * (1 + *nslots) floats; *version the shard's version. */
-int kiln_ps_pull_state(kiln_ps_client *c, int shard, float **out, int *nslots, uint64_t *version);
+ * gets shard_size * (1 + *nslots) floats; *version the shard's version;
+ * *dedup (malloc'd, caller frees; may be NULL to discard) the shard's dedup
+ * table as kiln_ps_dedup_encode bytes, validated, *dedup_len bytes. */
+int kiln_ps_pull_state(kiln_ps_client *c, int shard, float **out, int *nslots, uint64_t *version,
+                       uint8_t **dedup, size_t *dedup_len);
 int kiln_ps_get_stats(kiln_ps_client *c, int shard, kiln_ps_stats *st);
+/* The attempt this client's pushes carry (0 before the first pull or push). */
+uint64_t kiln_ps_client_attempt(const kiln_ps_client *c);
 /* The version of shard i that the last pull or push returned. */
 uint64_t kiln_ps_client_version(const kiln_ps_client *c, int shard);
 int kiln_ps_done(kiln_ps_client *c);     /* tells every shard this worker is done */

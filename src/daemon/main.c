@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -32,6 +33,9 @@
 #include "util/atomic.h"
 #include "daemon/tokens.h"
 #include "kiln/objects.h"
+
+/* seconds between malloc_trim calls of the idle main thread (see main) */
+#define TRIM_EVERY_S 10
 
 static const char usage[] =
     "usage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--node-config FILE]\n"
@@ -583,8 +587,16 @@ int main(int argc, char **argv)
     fprintf(stderr, "kilnd: containers: %s\n",
             d.exec.container_runtime ? d.exec.container_runtime : "none (no podman on PATH)");
     for (;;) {
-        int sig = 0;
-        if (sigwait(&set, &sig) != 0) continue;
+        /* every TRIM_EVERY_S without a signal: hand the allocator's free
+         * memory back (bench/service_load.sh: after a burst of creates glibc
+         * kept ~25 MiB of freed job records and request buffers in its
+         * arenas, RSS 44 MiB 20 s after the load, 20 MiB once trimmed) */
+        const struct timespec every = {.tv_sec = TRIM_EVERY_S};
+        int sig = sigtimedwait(&set, NULL, &every);
+        if (sig < 0) {
+            if (errno == EAGAIN) malloc_trim(0);
+            continue;
+        }
         if (sig != SIGHUP) break;
         /* SIGHUP: the tokens file and the certificate again; what fails to
          * load leaves the old one in use, and says so */

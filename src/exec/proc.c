@@ -155,16 +155,25 @@ uint64_t kiln_proc_start_time(pid_t pid)
     return v;
 }
 
-void kiln_log_write(int fd, const char *severity, const char *task, const char *msg, size_t len)
+int kiln_log_write(int fd, const char *severity, const char *task, const char *msg, size_t len)
 {
     char ts[32], *line = NULL;
     kiln_format_time(kiln_now_ns(), ts);
     if (len > 16384) len = 16384; /* a line longer than this is cut: logs are for people */
     int n = asprintf(&line, "%s\t%s\t%s\t%.*s\n", severity, ts, task, (int)len, msg);
-    if (n < 0) return;
+    if (n < 0) return -1;
     for (int i = 0; i < n - 1; i++)
         if (line[i] == '\n' || line[i] == '\r') line[i] = ' ';
+    /* a full disk loses log lines, never the job: the caller may count them */
     ssize_t w = write(fd, line, (size_t)n);
-    (void)w; /* a full disk loses log lines, never the job */
+    int e = errno;
     free(line);
+    errno = e;
+    if (w == n) return 0;
+    if (w <= 0) {
+        if (w == 0) errno = ENOSPC;
+        return -1;
+    }
+    errno = ENOSPC; /* a short regular-file write: the disk (or a quota) ran out */
+    return 1;
 }

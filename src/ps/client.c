@@ -3,9 +3,9 @@
  *
  * A request without a reply after retry_ms is sent again on a fresh socket
  * (the ps may have restarted and lost it; a fresh socket also discards any
- * late reply to the old one), until timeout_ms is spent. A retried push may
- * therefore be applied twice; in asynchronous training that is the same as
- * one more stale gradient, and it only happens when a ps failed. */
+ * late reply to the old one), until timeout_ms is spent. A resent push keeps
+ * its header, so its (worker, attempt, step): a ps that had applied it
+ * answers without applying it again (exactly once, see server.c). */
 #include "kiln/ps.h"
 
 #include <stdarg.h>
@@ -34,7 +34,8 @@ struct kiln_ps_client {
     ps_conn *conn;
     size_t *shard_size;
     uint64_t next_seq;
-    char curve[3][41]; /* server, public, secret (Z85), when cfg.curve_server */
+    uint64_t attempt, step; /* of the pushes: this life, and the last push's number */
+    char curve[3][41];      /* server, public, secret (Z85), when cfg.curve_server */
     char err[512];
 };
 
@@ -58,14 +59,20 @@ const char *kiln_ps_client_error(const kiln_ps_client *c)
     return c->err;
 }
 
+/* The biggest reply: PULL_STATE with Adam (params + two slots) and the
+ * dedup table of every worker id a ps accepts. */
+static size_t max_reply(size_t shard_floats)
+{
+    return 3 * shard_floats * sizeof(float) + kiln_ps_dedup_size(KILN_PS_MAX_WORKERS) + 4096;
+}
+
 static int conn_open(kiln_ps_client *c, ps_conn *p, size_t shard_floats)
 {
     if (p->sock) zmq_close(p->sock);
     p->sock = zmq_socket(c->ctx, ZMQ_DEALER);
     if (!p->sock) return -1;
     int linger = 0;
-    /* the biggest reply is PULL_STATE with Adam: params + two slots */
-    int64_t maxmsg = (int64_t)(KILN_PS_HEADER_SIZE + 3 * shard_floats * sizeof(float) + 4096);
+    int64_t maxmsg = (int64_t)(KILN_PS_HEADER_SIZE + max_reply(shard_floats));
     zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof(linger));
     zmq_setsockopt(p->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
     if (c->curve[0][0] && (zmq_setsockopt(p->sock, ZMQ_CURVE_SERVERKEY, c->curve[0], 41) != 0 ||
@@ -95,6 +102,7 @@ kiln_ps_client *kiln_ps_client_new(const kiln_ps_client_config *cfg, char *err, 
         return NULL;
     }
     c->cfg = *cfg;
+    c->attempt = cfg->attempt;
     c->conn = calloc((size_t)cfg->num_ps, sizeof(ps_conn));
     c->shard_size = calloc((size_t)cfg->num_ps, sizeof(size_t));
     c->ctx = zmq_ctx_new();
@@ -135,6 +143,11 @@ kiln_ps_client *kiln_ps_client_new(const kiln_ps_client_config *cfg, char *err, 
 fail:
     kiln_ps_client_free(c);
     return NULL;
+}
+
+uint64_t kiln_ps_client_attempt(const kiln_ps_client *c)
+{
+    return c->attempt;
 }
 
 uint64_t kiln_ps_client_version(const kiln_ps_client *c, int shard)
@@ -189,7 +202,9 @@ static int request(kiln_ps_client *c, int lo, int hi, unsigned op, const void *c
                          .model_sig = c->cfg.model_sig,
                          .version_p = op == KILN_PS_OP_PUSH ? p->version : 0,
                          .seq = p->seq,
-                         .payload_len = p->payload_len};
+                         .payload_len = p->payload_len,
+                         .attempt = op == KILN_PS_OP_PUSH ? c->attempt : 0,
+                         .step = op == KILN_PS_OP_PUSH ? c->step : 0};
         kiln_ps_hdr_encode(&h, p->hdr);
         p->pending = 1;
         if (conn_send(c, i) != 0) goto out;
@@ -232,8 +247,7 @@ static int request(kiln_ps_client *c, int lo, int hi, unsigned op, const void *c
             const uint8_t *pl;
             char derr[256];
             int bad = kiln_ps_msg_decode(zmq_msg_data(&m), zmq_msg_size(&m),
-                                         3 * c->shard_size[i] * sizeof(float) + 4096, &h, &pl, derr,
-                                         sizeof(derr));
+                                         max_reply(c->shard_size[i]), &h, &pl, derr, sizeof(derr));
             if (bad) {
                 set_err(c, "ps task %d (%s): bad reply: %s", i, p->addr, derr);
             } else if (!p->pending || h.seq != p->seq) {
@@ -271,6 +285,7 @@ out:
 typedef struct params_ud {
     float *const *params;
     kiln_ps_push_info *info;
+    uint64_t seen_attempt; /* PULL: the highest attempt a ps has seen from us */
 } params_ud;
 
 static int on_params(kiln_ps_client *c, int i, const kiln_ps_hdr *h, const uint8_t *pl, void *ud)
@@ -284,6 +299,7 @@ static int on_params(kiln_ps_client *c, int i, const kiln_ps_hdr *h, const uint8
     }
     memcpy(u->params[i], pl, want);
     c->conn[i].version = h->version_p;
+    if (h->attempt > u->seen_attempt) u->seen_attempt = h->attempt;
     if (u->info) {
         uint64_t st = h->aux & ~KILN_PS_AUX_DROPPED;
         u->info->staleness_sum += st;
@@ -293,10 +309,24 @@ static int on_params(kiln_ps_client *c, int i, const kiln_ps_hdr *h, const uint8
     return 0;
 }
 
+static uint64_t wall_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
 int kiln_ps_pull(kiln_ps_client *c, float *const *params)
 {
     params_ud u = {.params = params};
-    return request(c, 0, c->cfg.num_ps, KILN_PS_OP_PULL, NULL, on_params, &u);
+    if (request(c, 0, c->cfg.num_ps, KILN_PS_OP_PULL, NULL, on_params, &u) != 0) return -1;
+    /* this life's attempt: the clock, but above any earlier life the ps
+     * tasks remember, whatever the clock says */
+    if (c->attempt == 0) {
+        c->attempt = wall_us();
+        if (c->attempt <= u.seen_attempt) c->attempt = u.seen_attempt + 1;
+    }
+    return 0;
 }
 
 int kiln_ps_push(kiln_ps_client *c, const float *const *grads, float *const *params,
@@ -304,6 +334,8 @@ int kiln_ps_push(kiln_ps_client *c, const float *const *grads, float *const *par
 {
     if (info) memset(info, 0, sizeof(*info));
     params_ud u = {.params = params, .info = info};
+    if (c->attempt == 0) c->attempt = wall_us(); /* pushed without a pull first */
+    c->step++;                                   /* a new push; request() resends keep it */
     return request(c, 0, c->cfg.num_ps, KILN_PS_OP_PUSH, (const void *const *)grads, on_params, &u);
 }
 
@@ -311,38 +343,64 @@ typedef struct state_ud {
     float *out;
     int nslots;
     uint64_t version;
+    uint8_t *dedup; /* the dedup table's bytes */
+    size_t dedup_len;
 } state_ud;
 
 static int on_state(kiln_ps_client *c, int i, const kiln_ps_hdr *h, const uint8_t *pl, void *ud)
 {
     state_ud *u = ud;
-    size_t one = c->shard_size[i] * sizeof(float);
-    if (h->aux < 1 || h->aux > 2 || h->payload_len != one * (1 + h->aux)) {
+    size_t one = c->shard_size[i] * sizeof(float), count;
+    char derr[256];
+    if (h->aux < 1 || h->aux > 2 || h->payload_len < one * (1 + h->aux)) {
         set_err(c, "ps task %d (%s) sent a state of %llu bytes with %u slots", i, c->conn[i].addr,
                 (unsigned long long)h->payload_len, h->aux);
         return -1;
     }
-    u->out = malloc(h->payload_len + 1);
-    if (!u->out) {
+    /* after the params and slots: the dedup table, checked here so a bad one
+     * never reaches a checkpoint */
+    size_t floats = one * (1 + h->aux), tlen = (size_t)h->payload_len - floats;
+    kiln_ps_dedup_entry *e = malloc(KILN_PS_MAX_WORKERS * sizeof(*e));
+    snprintf(derr, sizeof(derr), "out of memory");
+    int bad = !e || kiln_ps_dedup_decode(pl + floats, tlen, e, &count, derr, sizeof(derr)) != 0;
+    free(e);
+    if (bad) {
+        set_err(c, "ps task %d (%s) sent a state with a bad dedup table: %s", i, c->conn[i].addr,
+                derr);
+        return -1;
+    }
+    u->out = malloc(floats + 1);
+    u->dedup = malloc(tlen + 1);
+    if (!u->out || !u->dedup) {
         set_err(c, "out of memory");
         return -1;
     }
-    memcpy(u->out, pl, h->payload_len);
+    memcpy(u->out, pl, floats);
+    memcpy(u->dedup, pl + floats, tlen);
+    u->dedup_len = tlen;
     u->nslots = (int)h->aux;
     u->version = h->version_p;
     return 0;
 }
 
-int kiln_ps_pull_state(kiln_ps_client *c, int shard, float **out, int *nslots, uint64_t *version)
+int kiln_ps_pull_state(kiln_ps_client *c, int shard, float **out, int *nslots, uint64_t *version,
+                       uint8_t **dedup, size_t *dedup_len)
 {
     state_ud u = {0};
     if (request(c, shard, shard + 1, KILN_PS_OP_PULL_STATE, NULL, on_state, &u) != 0) {
         free(u.out);
+        free(u.dedup);
         return -1;
     }
     *out = u.out;
     *nslots = u.nslots;
     *version = u.version;
+    if (dedup) {
+        *dedup = u.dedup;
+        *dedup_len = u.dedup_len;
+    } else {
+        free(u.dedup);
+    }
     return 0;
 }
 

@@ -3,7 +3,15 @@
  *
  * One thread, one request at a time: each gradient is applied whole before
  * the next request is read, so a pull never sees half an update and the
- * version is exactly the number of updates applied (no locks needed). */
+ * version is exactly the number of updates applied (no locks needed).
+ *
+ * Exactly once: a push names (worker, attempt, step). Per worker the server
+ * keeps the last push it processed and the aux of its reply; a push of the
+ * same attempt with a step not above that one is a repeat (the client resent
+ * it after losing the reply): it gets the same aux and the current
+ * parameters, and is not applied again. A push of a newer attempt (the
+ * replica restarted) starts that worker afresh; one of an older attempt is
+ * refused, since applying it could repeat an update. */
 #include "kiln/ps.h"
 
 #include "optim/optim.h"
@@ -15,7 +23,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#define MAX_WORKERS 4096 /* DONE is remembered per worker id below this */
+#define MAX_WORKERS KILN_PS_MAX_WORKERS /* DONE and dedup state per worker id below this */
 
 struct kiln_ps_server {
     void *ctx, *sock;
@@ -26,8 +34,10 @@ struct kiln_ps_server {
     float *p, *s1, *s2;
     int nslots;
     kiln_ps_stats st;
-    uint8_t *done;  /* MAX_WORKERS flags */
-    float *scratch; /* n floats, for a misaligned gradient */
+    uint8_t *done;           /* MAX_WORKERS flags */
+    kiln_ps_dedup_entry *dd; /* MAX_WORKERS: the last push processed; attempt 0 = none */
+    float *scratch;          /* n floats, for a misaligned gradient */
+    uint64_t applied;        /* pushes applied by this process (for the fault) */
 };
 
 float kiln_ps_lr_at(const kiln_ps_opt *o, uint64_t v)
@@ -47,6 +57,7 @@ void kiln_ps_server_free(kiln_ps_server *s)
     free(s->s1);
     free(s->s2);
     free(s->done);
+    free(s->dd);
     free(s->scratch);
     free(s);
 }
@@ -161,13 +172,25 @@ kiln_ps_server *kiln_ps_server_new(const kiln_ps_server_config *cfg, char *err, 
     s->s1 = calloc(n + 1, sizeof(float));
     s->s2 = cfg->opt.adam ? calloc(n + 1, sizeof(float)) : NULL;
     s->done = calloc(MAX_WORKERS, 1);
+    s->dd = calloc(MAX_WORKERS, sizeof(*s->dd));
     s->scratch = malloc(n * sizeof(float) + 1);
-    if (!s->p || !s->s1 || (cfg->opt.adam && !s->s2) || !s->done || !s->scratch) goto oom;
+    if (!s->p || !s->s1 || (cfg->opt.adam && !s->s2) || !s->done || !s->dd || !s->scratch) goto oom;
+    for (size_t i = 0; i < cfg->n_dedup; i++) {
+        const kiln_ps_dedup_entry *e = &cfg->dedup[i];
+        if (e->worker >= MAX_WORKERS || e->attempt == 0) {
+            snprintf(err, errlen, "dedup entry %zu: worker %u, attempt %llu is not a push", i,
+                     e->worker, (unsigned long long)e->attempt);
+            goto fail;
+        }
+        s->dd[e->worker] = *e;
+    }
     memcpy(s->p, cfg->params, n * sizeof(float));
     if (cfg->slot1) memcpy(s->s1, cfg->slot1, n * sizeof(float));
     if (cfg->slot2 && s->s2) memcpy(s->s2, cfg->slot2, n * sizeof(float));
     s->st.version = cfg->version;
     s->cfg.params = s->cfg.slot1 = s->cfg.slot2 = NULL; /* not ours to keep */
+    s->cfg.dedup = NULL;
+    s->cfg.n_dedup = 0;
 
     s->ctx = zmq_ctx_new();
     s->sock = s->ctx ? zmq_socket(s->ctx, ZMQ_ROUTER) : NULL;
@@ -266,6 +289,122 @@ static void apply(kiln_ps_server *s, const float *g)
     s->st.version++;
 }
 
+/* After the Nth update applied, its reply is dropped on purpose
+ * (KILN_PS_FAULT, tests only): the client hears nothing and resends. */
+static bool fault_drops_reply(kiln_ps_server *s, const kiln_ps_hdr *h)
+{
+    if (s->cfg.fault_drop_reply_after_apply == 0 ||
+        s->applied != s->cfg.fault_drop_reply_after_apply)
+        return false;
+    fprintf(stderr,
+            "kiln ps %u: fault injection: dropping the reply to push %llu of worker %u "
+            "(attempt %llu) after applying it\n",
+            s->cfg.shard, (unsigned long long)h->step, h->worker, (unsigned long long)h->attempt);
+    return true;
+}
+
+/* PUSH: apply the gradient at most once per (worker, attempt, step), or drop
+ * it as too stale; either way the reply carries the parameters after it. */
+static int push(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, kiln_ps_hdr *r,
+                const uint8_t *pl)
+{
+    size_t nbytes = s->cfg.n * sizeof(float);
+    char err[256];
+    bool applied = false;
+    if (h->worker >= MAX_WORKERS || h->attempt == 0 || h->step == 0) {
+        snprintf(err, sizeof(err),
+                 "push of worker %u, attempt %llu, step %llu: worker ids stop below %d and "
+                 "attempt and step start at 1",
+                 h->worker, (unsigned long long)h->attempt, (unsigned long long)h->step,
+                 MAX_WORKERS);
+        fprintf(stderr, "kiln ps %u: refused a push: %s\n", s->cfg.shard, err);
+        return send_error(s, id, h, KILN_PS_EBADMSG, err);
+    }
+    kiln_ps_dedup_entry *d = &s->dd[h->worker];
+    if (h->attempt < d->attempt) {
+        snprintf(err, sizeof(err),
+                 "push from attempt %llu of worker %u, but attempt %llu of that worker already "
+                 "pushed (an older life of the replica is still running, or its clock went "
+                 "back)",
+                 (unsigned long long)h->attempt, h->worker, (unsigned long long)d->attempt);
+        fprintf(stderr, "kiln ps %u: refused a push: %s\n", s->cfg.shard, err);
+        return send_error(s, id, h, KILN_PS_EATTEMPT, err);
+    }
+    if (h->attempt == d->attempt && h->step <= d->step) {
+        /* a resend of a push already processed: the same answer, no update */
+        s->st.duplicates++;
+        r->aux = d->aux;
+        r->version_p = s->st.version;
+        return send_reply(s, id, r, s->p, nbytes, NULL, 0, NULL, 0);
+    }
+    uint64_t stale = s->st.version > h->version_p ? s->st.version - h->version_p : 0;
+    s->st.pushes++;
+    s->st.staleness_sum += stale;
+    if (stale > s->st.staleness_max) s->st.staleness_max = stale;
+    r->aux = stale > 0x7fffffff ? 0x7fffffff : (uint32_t)stale;
+    if (s->cfg.max_staleness != KILN_PS_UNBOUNDED && stale > s->cfg.max_staleness) {
+        s->st.dropped++;
+        r->aux |= KILN_PS_AUX_DROPPED;
+    } else {
+        /* ZeroMQ's buffers are malloc'd, so the payload at offset 72 is
+         * float-aligned; should it ever not be, go through a copy */
+        const float *g = (const float *)(const void *)pl;
+        if ((uintptr_t)pl % _Alignof(float) != 0) {
+            memcpy(s->scratch, pl, nbytes);
+            g = s->scratch;
+        }
+        apply(s, g);
+        s->applied++;
+        applied = true;
+    }
+    *d = (kiln_ps_dedup_entry){
+        .worker = h->worker, .aux = r->aux, .attempt = h->attempt, .step = h->step};
+    r->version_p = s->st.version;
+    if (applied && fault_drops_reply(s, h)) return 0;
+    return send_reply(s, id, r, s->p, nbytes, NULL, 0, NULL, 0);
+}
+
+/* PULL_STATE: parameters, optimizer slots and the dedup table, one snapshot
+ * (one thread: no push in between), so a checkpoint of it is consistent. */
+static int pull_state(kiln_ps_server *s, zmq_msg_t *id, kiln_ps_hdr *r)
+{
+    size_t nbytes = s->cfg.n * sizeof(float), count = 0;
+    for (uint32_t w = 0; w < MAX_WORKERS; w++)
+        count += s->dd[w].attempt != 0;
+    kiln_ps_dedup_entry *e = malloc(count * sizeof(*e) + 1);
+    uint8_t *table = malloc(kiln_ps_dedup_size(count));
+    int rc = -1;
+    if (!e || !table) {
+        rc = send_error(s, id, r, KILN_PS_EBADMSG, "out of memory for the dedup table");
+        goto out;
+    }
+    count = 0;
+    for (uint32_t w = 0; w < MAX_WORKERS; w++)
+        if (s->dd[w].attempt != 0) e[count++] = s->dd[w];
+    kiln_ps_dedup_encode(e, count, table);
+    r->version_p = s->st.version;
+    r->aux = (uint32_t)s->nslots;
+    /* the slots as one block: s1, then s2 for Adam (send_reply takes three) */
+    if (s->s2) {
+        uint8_t *slots = malloc(2 * nbytes + 1);
+        if (!slots) {
+            rc = send_error(s, id, r, KILN_PS_EBADMSG, "out of memory for the state");
+            goto out;
+        }
+        memcpy(slots, s->s1, nbytes);
+        memcpy(slots + nbytes, s->s2, nbytes);
+        rc =
+            send_reply(s, id, r, s->p, nbytes, slots, 2 * nbytes, table, kiln_ps_dedup_size(count));
+        free(slots);
+    } else {
+        rc = send_reply(s, id, r, s->p, nbytes, s->s1, nbytes, table, kiln_ps_dedup_size(count));
+    }
+out:
+    free(e);
+    free(table);
+    return rc;
+}
+
 /* Returns 1 when the request was SHUTDOWN, 0 otherwise, -1 on send failure. */
 static int handle(kiln_ps_server *s, zmq_msg_t *id, const uint8_t *buf, size_t len)
 {
@@ -300,35 +439,15 @@ static int handle(kiln_ps_server *s, zmq_msg_t *id, const uint8_t *buf, size_t l
                      .model_sig = s->cfg.model_sig,
                      .seq = h.seq};
     switch (h.op) {
-    case KILN_PS_OP_PUSH: {
-        uint64_t stale = s->st.version > h.version_p ? s->st.version - h.version_p : 0;
-        s->st.pushes++;
-        s->st.staleness_sum += stale;
-        if (stale > s->st.staleness_max) s->st.staleness_max = stale;
-        r.aux = stale > 0x7fffffff ? 0x7fffffff : (uint32_t)stale;
-        if (s->cfg.max_staleness != KILN_PS_UNBOUNDED && stale > s->cfg.max_staleness) {
-            s->st.dropped++;
-            r.aux |= KILN_PS_AUX_DROPPED;
-        } else {
-            /* ZeroMQ's buffers are malloc'd, so the payload at offset 56 is
-             * float-aligned; should it ever not be, go through a copy */
-            const float *g = (const float *)(const void *)pl;
-            if ((uintptr_t)pl % _Alignof(float) != 0) {
-                memcpy(s->scratch, pl, nbytes);
-                g = s->scratch;
-            }
-            apply(s, g);
-        }
-        r.version_p = s->st.version;
-        return send_reply(s, id, &r, s->p, nbytes, NULL, 0, NULL, 0);
-    }
+    case KILN_PS_OP_PUSH:
+        return push(s, id, &h, &r, pl);
     case KILN_PS_OP_PULL:
         r.version_p = s->st.version;
+        /* a (re)starting client picks an attempt above any seen from it */
+        r.attempt = h.worker < MAX_WORKERS ? s->dd[h.worker].attempt : 0;
         return send_reply(s, id, &r, s->p, nbytes, NULL, 0, NULL, 0);
     case KILN_PS_OP_PULL_STATE:
-        r.version_p = s->st.version;
-        r.aux = (uint32_t)s->nslots;
-        return send_reply(s, id, &r, s->p, nbytes, s->s1, nbytes, s->s2, s->s2 ? nbytes : 0);
+        return pull_state(s, id, &r);
     case KILN_PS_OP_STATS: {
         uint8_t w[KILN_PS_STATS_WORDS * 8];
         kiln_ps_stats_encode(&s->st, w);

@@ -57,6 +57,8 @@ void kiln_ps_hdr_encode(const kiln_ps_hdr *h, uint8_t out[KILN_PS_HEADER_SIZE])
     put32(out + 40, h->status);
     put32(out + 44, h->aux);
     put64(out + 48, h->payload_len);
+    put64(out + 56, h->attempt);
+    put64(out + 64, h->step);
 }
 
 const char *kiln_ps_op_name(unsigned op)
@@ -72,7 +74,9 @@ int kiln_ps_msg_decode(const void *buf, size_t len, uint64_t max_payload, kiln_p
     const uint8_t *p = buf;
     memset(h, 0, sizeof(*h));
     *payload = NULL;
-    if (len < KILN_PS_HEADER_SIZE) {
+    /* magic and version first: a peer speaking another wire version (whose
+     * header may be shorter) is told that, not that its message is short */
+    if (len < 6) {
         snprintf(err, errlen, "message of %zu bytes is shorter than the %d-byte header", len,
                  KILN_PS_HEADER_SIZE);
         return -1;
@@ -85,6 +89,11 @@ int kiln_ps_msg_decode(const void *buf, size_t len, uint64_t max_payload, kiln_p
     if (h->version != KILN_PS_WIRE_VERSION) {
         snprintf(err, errlen, "wire version %u, this build speaks %d", h->version,
                  KILN_PS_WIRE_VERSION);
+        return -1;
+    }
+    if (len < KILN_PS_HEADER_SIZE) {
+        snprintf(err, errlen, "message of %zu bytes is shorter than the %d-byte header", len,
+                 KILN_PS_HEADER_SIZE);
         return -1;
     }
     h->op = get16(p + 6);
@@ -100,6 +109,8 @@ int kiln_ps_msg_decode(const void *buf, size_t len, uint64_t max_payload, kiln_p
     h->status = get32(p + 40);
     h->aux = get32(p + 44);
     h->payload_len = get64(p + 48);
+    h->attempt = get64(p + 56);
+    h->step = get64(p + 64);
     if (max_payload > KILN_PS_MAX_PAYLOAD) max_payload = KILN_PS_MAX_PAYLOAD;
     if (h->payload_len > max_payload) {
         snprintf(err, errlen, "%s message claims %llu payload bytes, more than the cap of %llu",
@@ -127,7 +138,7 @@ void kiln_ps_stats_encode(const kiln_ps_stats *s, uint8_t out[KILN_PS_STATS_WORD
 {
     const uint64_t w[KILN_PS_STATS_WORDS] = {s->version,       s->pushes,        s->dropped,
                                              s->staleness_sum, s->staleness_max, s->workers_done,
-                                             s->rejected};
+                                             s->rejected,      s->duplicates};
     for (int i = 0; i < KILN_PS_STATS_WORDS; i++)
         put64(out + 8 * i, w[i]);
 }
@@ -141,4 +152,62 @@ void kiln_ps_stats_decode(const uint8_t in[KILN_PS_STATS_WORDS * 8], kiln_ps_sta
     s->staleness_max = get64(in + 32);
     s->workers_done = get64(in + 40);
     s->rejected = get64(in + 48);
+    s->duplicates = get64(in + 56);
+}
+
+size_t kiln_ps_dedup_size(size_t count)
+{
+    return KILN_PS_DEDUP_HEADER + count * KILN_PS_DEDUP_ENTRY;
+}
+
+void kiln_ps_dedup_encode(const kiln_ps_dedup_entry *e, size_t count, uint8_t *out)
+{
+    put32(out, KILN_PS_DEDUP_MAGIC);
+    put32(out + 4, KILN_PS_DEDUP_VERSION);
+    put32(out + 8, (uint32_t)count);
+    put32(out + 12, 0);
+    for (size_t i = 0; i < count; i++) {
+        uint8_t *q = out + KILN_PS_DEDUP_HEADER + i * KILN_PS_DEDUP_ENTRY;
+        put32(q, e[i].worker);
+        put32(q + 4, e[i].aux);
+        put64(q + 8, e[i].attempt);
+        put64(q + 16, e[i].step);
+    }
+}
+
+int kiln_ps_dedup_decode(const void *buf, size_t len, kiln_ps_dedup_entry *e, size_t *count,
+                         char *err, size_t errlen)
+{
+    const uint8_t *p = buf;
+    *count = 0;
+    if (len < KILN_PS_DEDUP_HEADER || get32(p) != KILN_PS_DEDUP_MAGIC) {
+        snprintf(err, errlen, "not a ps dedup table (%zu bytes, no KPSD magic)", len);
+        return -1;
+    }
+    uint32_t ver = get32(p + 4), n = get32(p + 8);
+    if (ver != KILN_PS_DEDUP_VERSION) {
+        snprintf(err, errlen, "ps dedup table version %u, this build reads %d", ver,
+                 KILN_PS_DEDUP_VERSION);
+        return -1;
+    }
+    if (n > KILN_PS_MAX_WORKERS || get32(p + 12) != 0 ||
+        len != KILN_PS_DEDUP_HEADER + (size_t)n * KILN_PS_DEDUP_ENTRY) {
+        snprintf(err, errlen, "ps dedup table of %zu bytes claims %u entries", len, n);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *q = p + KILN_PS_DEDUP_HEADER + (size_t)i * KILN_PS_DEDUP_ENTRY;
+        e[i] = (kiln_ps_dedup_entry){.worker = get32(q),
+                                     .aux = get32(q + 4),
+                                     .attempt = get64(q + 8),
+                                     .step = get64(q + 16)};
+        if (e[i].worker >= KILN_PS_MAX_WORKERS || (i > 0 && e[i].worker <= e[i - 1].worker)) {
+            snprintf(err, errlen,
+                     "ps dedup table entry %u: worker %u out of order or above the cap of %d", i,
+                     e[i].worker, KILN_PS_MAX_WORKERS);
+            return -1;
+        }
+    }
+    *count = n;
+    return 0;
 }

@@ -1,7 +1,10 @@
-/* fuzz_ps_msg.c - libFuzzer target for the parameter-server message decoder
+/* fuzz_ps_msg.c - libFuzzer target for the parameter-server decoders
  * (src/ps/wire.c): any bytes must either decode into a header whose payload
  * lies exactly inside the input, or fail with a message; never crash or read
- * out of bounds. Replayed over tests/fuzz/corpus/fuzz_ps_msg in every build. */
+ * out of bounds. The same bytes go through the dedup-table decoder (a
+ * PULL_STATE reply's tail, a checkpoint's "ps_dedup/<shard>" blob): a table
+ * it accepts re-encodes to exactly those bytes. Replayed over
+ * tests/fuzz/corpus/fuzz_ps_msg in every build. */
 #include "ps/wire.h"
 
 #include <stdint.h>
@@ -31,6 +34,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else if (!err[0] || pl != NULL) {
             abort(); /* a failure always says why and hands out no payload */
         }
+    }
+    static kiln_ps_dedup_entry e[KILN_PS_MAX_WORKERS];
+    static uint8_t again[KILN_PS_DEDUP_HEADER + KILN_PS_MAX_WORKERS * KILN_PS_DEDUP_ENTRY];
+    size_t count = 0;
+    err[0] = '\0';
+    if (kiln_ps_dedup_decode(data, size, e, &count, err, sizeof err) == 0) {
+        if (count > KILN_PS_MAX_WORKERS || kiln_ps_dedup_size(count) != size) abort();
+        kiln_ps_dedup_encode(e, count, again);
+        if (memcmp(again, data, size) != 0) abort();
+    } else if (!err[0] || count != 0) {
+        abort();
     }
     return 0;
 }

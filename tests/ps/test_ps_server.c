@@ -11,6 +11,12 @@
  *  - refusals: another model's signature, a wrong size, garbage, and an
  *    oversized message are refused and the server keeps serving;
  *  - a ps that is not there: the client's error names the task and address;
+ *  - exactly once: with the reply to an applied push dropped (the fault a
+ *    test can inject), the client's resend is answered without a second
+ *    update: the parameters are bit-identical to the fault-free reference
+ *    and the duplicate is counted; a ps rebuilt from that state (a restart
+ *    from a checkpoint) still refuses to re-apply every one of those pushes,
+ *    refuses an older attempt, and tells a new client the attempt to beat;
  *  - CURVE: a ps with keys serves the client holding the job's key pair, and
  *    refuses (and counts) a plain client, one with another client key and one
  *    that expects another server key. */
@@ -158,10 +164,19 @@ static void test_math(int adam)
     float *st = NULL;
     int nslots = 0;
     uint64_t ver = 0;
-    CHECK(kiln_ps_pull_state(c, 0, &st, &nslots, &ver) == 0);
+    uint8_t *dd = NULL;
+    size_t ddlen = 0, ndd = 0;
+    CHECK(kiln_ps_pull_state(c, 0, &st, &nslots, &ver, &dd, &ddlen) == 0);
     CHECK(nslots == (adam ? 2 : 1) && ver == (uint64_t)steps);
     CHECK(st && memcmp(st, ref, sizeof(ref)) == 0);
+    /* ... and the dedup table: worker 0's last push, step 25 of its attempt */
+    kiln_ps_dedup_entry e[KILN_PS_MAX_WORKERS];
+    char err[256];
+    CHECK(dd && kiln_ps_dedup_decode(dd, ddlen, e, &ndd, err, sizeof(err)) == 0);
+    CHECK(ndd == 1 && e[0].worker == 0 && e[0].step == (uint64_t)steps &&
+          e[0].attempt == kiln_ps_client_attempt(c) && e[0].attempt != 0);
     free(st);
+    free(dd);
     kiln_ps_client_free(c);
     stop(&v);
 }
@@ -418,6 +433,143 @@ static void test_curve(void)
     kiln_ps_server_free(bad);
 }
 
+/* Exactly-once pushes (see the file comment). */
+static void test_exactly_once(void)
+{
+    enum { STEPS = 6 };
+    float p0[N], ref[N], g[N], out[N];
+    for (int i = 0; i < N; i++)
+        p0[i] = ref[i] = 0.01f * (float)(i % 13) - 0.04f;
+    kiln_ps_opt o = {.lr = 0.1f, .momentum = 0.9f, .cosine = 1, .total_updates = 10};
+    kiln_ps_server_config sc = {.endpoint = "tcp://127.0.0.1:*",
+                                .model_sig = 78,
+                                .n = N,
+                                .params = p0,
+                                .opt = o,
+                                .max_staleness = KILN_PS_UNBOUNDED,
+                                .fault_drop_reply_after_apply = 3};
+    srv v;
+    if (start(&v, &sc) != 0) {
+        CHECK(0);
+        return;
+    }
+    /* resend after 300 ms without a reply (the dropped one) */
+    const char *addr = hostport(&v);
+    size_t n = N;
+    kiln_ps_client_config cc = {.num_ps = 1,
+                                .addrs = &addr,
+                                .shard_size = &n,
+                                .model_sig = 78,
+                                .timeout_ms = 10000,
+                                .retry_ms = 300};
+    char err[256];
+    kiln_ps_client *c = kiln_ps_client_new(&cc, err, sizeof(err));
+    CHECK(c != NULL);
+    if (!c) return;
+    float *pp = out;
+    const float *gp = g;
+    for (int k = 0; k < STEPS; k++) {
+        grad(g, N, k);
+        CHECK(kiln_ps_push(c, &gp, &pp, NULL) == 0);
+    }
+    ref_run(0, &o, ref, STEPS);
+    kiln_ps_stats st;
+    kiln_ps_server_stats(v.s, &st);
+    CHECK_MSG(memcmp(out, ref, sizeof(out)) == 0,
+              "a dropped reply's resend changed the parameters (applied twice?)");
+    CHECK_MSG(st.version == STEPS && st.pushes == STEPS && st.duplicates >= 1,
+              "version %llu pushes %llu duplicates %llu", (unsigned long long)st.version,
+              (unsigned long long)st.pushes, (unsigned long long)st.duplicates);
+    uint64_t attempt = kiln_ps_client_attempt(c);
+
+    /* the state a checkpoint takes, and a ps restarted from it */
+    float *state = NULL;
+    int nslots = 0;
+    uint64_t ver = 0;
+    uint8_t *dd = NULL;
+    size_t ddlen = 0, ndd = 0;
+    CHECK(kiln_ps_pull_state(c, 0, &state, &nslots, &ver, &dd, &ddlen) == 0);
+    kiln_ps_client_free(c);
+    stop(&v);
+    if (!state || !dd) {
+        CHECK(0);
+        free(state);
+        free(dd);
+        return;
+    }
+    kiln_ps_dedup_entry e[KILN_PS_MAX_WORKERS];
+    CHECK(kiln_ps_dedup_decode(dd, ddlen, e, &ndd, err, sizeof(err)) == 0 && ndd == 1);
+    /* a restored table naming no push is refused */
+    kiln_ps_dedup_entry bogus = {.worker = 1, .attempt = 0, .step = 3};
+    kiln_ps_server_config bc = sc;
+    bc.dedup = &bogus;
+    bc.n_dedup = 1;
+    kiln_ps_server *bs = kiln_ps_server_new(&bc, err, sizeof(err));
+    CHECK(bs == NULL && strstr(err, "is not a push") != NULL);
+    kiln_ps_server_free(bs);
+    kiln_ps_server_config rc = sc;
+    rc.params = state;
+    rc.slot1 = state + N;
+    rc.version = ver;
+    rc.dedup = e;
+    rc.n_dedup = ndd;
+    rc.fault_drop_reply_after_apply = 0;
+    if (start(&v, &rc) != 0) {
+        CHECK(0);
+        free(state);
+        free(dd);
+        return;
+    }
+    /* the same attempt pushing steps 1..STEPS again: all repeats, no update */
+    addr = hostport(&v);
+    cc.attempt = attempt;
+    c = kiln_ps_client_new(&cc, err, sizeof(err));
+    CHECK(c != NULL);
+    for (int k = 0; c && k < STEPS; k++) {
+        grad(g, N, k);
+        CHECK(kiln_ps_push(c, &gp, &pp, NULL) == 0);
+    }
+    kiln_ps_server_stats(v.s, &st);
+    CHECK(st.version == STEPS && st.duplicates == STEPS && st.pushes == 0);
+    CHECK(memcmp(out, ref, sizeof(out)) == 0);
+    /* its next step is new: applied */
+    CHECK(c && kiln_ps_push(c, &gp, &pp, NULL) == 0);
+    kiln_ps_server_stats(v.s, &st);
+    CHECK(st.version == STEPS + 1 && st.pushes == 1);
+    kiln_ps_client_free(c);
+    /* an older attempt of that worker is refused, not applied */
+    cc.attempt = attempt - 1;
+    c = kiln_ps_client_new(&cc, err, sizeof(err));
+    CHECK(c && kiln_ps_push(c, &gp, &pp, NULL) != 0 &&
+          strstr(kiln_ps_client_error(c), "already pushed") != NULL);
+    kiln_ps_client_free(c);
+    kiln_ps_server_stats(v.s, &st);
+    CHECK(st.version == STEPS + 1 && st.rejected == 1);
+    /* a worker id past the table is refused, not applied */
+    cc.attempt = 0;
+    cc.worker = KILN_PS_MAX_WORKERS;
+    c = kiln_ps_client_new(&cc, err, sizeof(err));
+    CHECK(c && kiln_ps_push(c, &gp, &pp, NULL) != 0 &&
+          strstr(kiln_ps_client_error(c), "worker ids stop below") != NULL);
+    kiln_ps_client_free(c);
+    cc.worker = 0;
+    kiln_ps_server_stats(v.s, &st);
+    CHECK(st.version == STEPS + 1 && st.rejected == 2);
+    /* a new life pulls first: its attempt beats the one the ps remembers,
+     * even one from a clock far ahead of this one */
+    cc.attempt = UINT64_MAX / 2;
+    c = kiln_ps_client_new(&cc, err, sizeof(err));
+    CHECK(c && kiln_ps_push(c, &gp, &pp, NULL) == 0);
+    kiln_ps_client_free(c);
+    cc.attempt = 0;
+    c = kiln_ps_client_new(&cc, err, sizeof(err));
+    CHECK(c && kiln_ps_pull(c, &pp) == 0 && kiln_ps_client_attempt(c) == UINT64_MAX / 2 + 1);
+    kiln_ps_client_free(c);
+    stop(&v);
+    free(state);
+    free(dd);
+}
+
 int main(void)
 {
     test_curve();
@@ -425,6 +577,7 @@ int main(void)
     test_math(0);
     test_math(1);
     test_async_and_staleness();
+    test_exactly_once();
     test_absent();
     TEST_DONE();
 }

@@ -29,16 +29,20 @@ int main(void)
                       .seq = 99,
                       .status = 0,
                       .aux = 5,
-                      .payload_len = sizeof(g)};
+                      .payload_len = sizeof(g),
+                      .attempt = 0x1122334455667788ULL,
+                      .step = 12};
     size_t n = make(buf, &h, g);
     CHECK(n == KILN_PS_HEADER_SIZE + 16);
     /* little-endian, fixed offsets (docs/parameter-server.md) */
     CHECK(memcmp(buf, "KPS1", 4) == 0);
     CHECK(buf[4] == KILN_PS_WIRE_VERSION && buf[5] == 0);
     CHECK(buf[8] == 3 && buf[12] == 7 && buf[16] == 0xef && buf[24] == 42 && buf[48] == 16);
+    CHECK(buf[56] == 0x88 && buf[63] == 0x11 && buf[64] == 12 && KILN_PS_HEADER_SIZE == 72);
     CHECK(kiln_ps_msg_decode(buf, n, 1024, &d, &pl, err, sizeof(err)) == 0);
     CHECK(d.op == h.op && d.shard == 3 && d.worker == 7 && d.model_sig == h.model_sig &&
-          d.version_p == 42 && d.seq == 99 && d.aux == 5 && d.payload_len == 16);
+          d.version_p == 42 && d.seq == 99 && d.aux == 5 && d.payload_len == 16 &&
+          d.attempt == h.attempt && d.step == 12);
     CHECK(pl == buf + KILN_PS_HEADER_SIZE && memcmp(pl, g, 16) == 0);
 
     /* truncated: every prefix fails */
@@ -63,6 +67,10 @@ int main(void)
     bad[4] = 9;
     CHECK(kiln_ps_msg_decode(bad, n, 1024, &d, &pl, err, sizeof(err)) != 0 &&
           strstr(err, "version"));
+    /* a wire-1 peer (56-byte header) is told the version, not "too short" */
+    bad[4] = 1;
+    CHECK(kiln_ps_msg_decode(bad, 56, 1024, &d, &pl, err, sizeof(err)) != 0 &&
+          strstr(err, "wire version 1, this build speaks 2"));
     memcpy(bad, buf, n);
     bad[6] = 0;
     CHECK(kiln_ps_msg_decode(bad, n, 1024, &d, &pl, err, sizeof(err)) != 0 &&
@@ -86,11 +94,46 @@ int main(void)
           d.status == KILN_PS_EMODEL && memcmp(pl, "abc", 3) == 0);
 
     /* stats round trip */
-    kiln_ps_stats s = {1, 2, 3, 4, 5, 6, 7}, s2;
+    kiln_ps_stats s = {1, 2, 3, 4, 5, 6, 7, 8}, s2;
     uint8_t w[KILN_PS_STATS_WORDS * 8];
     kiln_ps_stats_encode(&s, w);
     kiln_ps_stats_decode(w, &s2);
     CHECK(memcmp(&s, &s2, sizeof(s)) == 0);
+    CHECK(s2.duplicates == 8);
+
+    /* the dedup table: round trip, then every kind of damage refused */
+    static kiln_ps_dedup_entry e[KILN_PS_MAX_WORKERS], e2[KILN_PS_MAX_WORKERS];
+    e[0] = (kiln_ps_dedup_entry){.worker = 0, .aux = 3, .attempt = 1700000000000000ULL, .step = 9};
+    e[1] = (kiln_ps_dedup_entry){
+        .worker = 5, .aux = KILN_PS_AUX_DROPPED | 20, .attempt = 2, .step = UINT64_MAX};
+    uint8_t tb[KILN_PS_DEDUP_HEADER + 3 * KILN_PS_DEDUP_ENTRY], tb2[sizeof(tb)];
+    size_t tn = kiln_ps_dedup_size(2), cnt = 99;
+    CHECK(tn == 16 + 48);
+    kiln_ps_dedup_encode(e, 2, tb);
+    CHECK(memcmp(tb, "KPSD", 4) == 0 && tb[4] == KILN_PS_DEDUP_VERSION && tb[8] == 2);
+    CHECK(kiln_ps_dedup_decode(tb, tn, e2, &cnt, err, sizeof(err)) == 0 && cnt == 2 &&
+          memcmp(e, e2, 2 * sizeof(e[0])) == 0);
+    all_fail = 1;
+    for (size_t k = 0; k < tn; k++)
+        if (kiln_ps_dedup_decode(tb, k, e2, &cnt, err, sizeof(err)) == 0) all_fail = 0;
+    CHECK(all_fail && cnt == 0);
+    memcpy(tb2, tb, tn);
+    tb2[4] = 2;
+    CHECK(kiln_ps_dedup_decode(tb2, tn, e2, &cnt, err, sizeof(err)) != 0 &&
+          strstr(err, "table version 2, this build reads 1"));
+    memcpy(tb2, tb, tn);
+    tb2[0] = 'X';
+    CHECK(kiln_ps_dedup_decode(tb2, tn, e2, &cnt, err, sizeof(err)) != 0 && strstr(err, "magic"));
+    memcpy(tb2, tb, tn);
+    tb2[16 + 24] = 0; /* the second entry's worker 5 -> 0: not ascending */
+    CHECK(kiln_ps_dedup_decode(tb2, tn, e2, &cnt, err, sizeof(err)) != 0 &&
+          strstr(err, "out of order"));
+    e[1].worker = KILN_PS_MAX_WORKERS; /* above the cap */
+    kiln_ps_dedup_encode(e, 2, tb2);
+    CHECK(kiln_ps_dedup_decode(tb2, tn, e2, &cnt, err, sizeof(err)) != 0);
+    memcpy(tb2, tb, tn);
+    memset(tb2 + 8, 0xff, 4); /* a count far past the bytes (and the cap) */
+    CHECK(kiln_ps_dedup_decode(tb2, tn, e2, &cnt, err, sizeof(err)) != 0 && strstr(err, "claims"));
     CHECK(strcmp(kiln_ps_op_name(KILN_PS_OP_PUSH), "push") == 0);
     CHECK(strcmp(kiln_ps_op_name(77), "?") == 0);
     TEST_DONE();

@@ -6,10 +6,16 @@
 #  1. the worker is killed with SIGKILL mid-training and restarted: it rejoins
 #     (pulls, starts past step 0) and the job finishes above an accuracy bar;
 #  2. a ps is killed with SIGKILL and restarted: it restores its shard from the
-#     newest checkpoint (the version it reports = that checkpoint's step) and
+#     newest checkpoint (the version it reports = that checkpoint's step, and
+#     the dedup table saved with it) and
 #     the job finishes; a worker of another model is refused with a clear error;
 #  3. one replica through one ps trains like a plain single-process run
-#     (same data order and update math: test accuracy within 0.01);
+#     (same data order and update math: test accuracy within 0.01); and run
+#     again with the ps dropping the reply to its 7th applied push
+#     (KILN_PS_FAULT, a test-only fault): the replica resends, the ps answers
+#     without applying it twice (its duplicates counter >= 1), and the final
+#     checkpoint's parameters are bit-identical to the run without the fault
+#     (one replica, one thread: the run is deterministic);
 #  4. bad TF_CONFIGs fail with a message.
 # Usage: test_train_ps.sh KILN_TRAIN   (env KILN_TEST_SANITIZED=1: smaller)
 set -u
@@ -129,6 +135,8 @@ wait "$PS0" || fail "ps 0 did not exit 0"
 wait "$PS1" || fail "restarted ps 1 did not exit 0"
 RESTORED=$(grep '"event":"ps_start"' "$TMP/ps1.log" | tail -1)
 echo "$RESTORED" | grep -q '"restored":true' || fail "restarted ps did not restore: $RESTORED"
+# ... with the dedup table saved with those parameters (the chief had pushed)
+echo "$RESTORED" | grep -q '"dedup_workers":[1-9]' || fail "restarted ps restored no dedup table: $RESTORED"
 echo "$RESTORED" | grep -q "\"version\":$NEWEST," || fail "restarted ps restored version other than the newest checkpoint's $NEWEST: $RESTORED"
 ACC2=$(jnum "$TMP/chief.log" test_accuracy)
 awk "BEGIN{exit !($ACC2 >= $ACC - 0.05)}" || fail "test accuracy after a ps restart $ACC2"
@@ -138,21 +146,42 @@ echo "2: ps 1 killed, restored version $NEWEST from the newest checkpoint; test_
 CL1="\"cluster\":{\"chief\":[\"127.0.0.1:$1\"],\"ps\":[\"127.0.0.1:$3\"]}"
 ONE="--model=mlp --train_epochs=1 --train_examples=$N --batch_size=64 --threads=1 --seed=5 \
      --log_format=json"
-# shellcheck disable=SC2086
-TF_CONFIG="{$CL1,\"task\":{\"type\":\"ps\",\"index\":0}}" "$KT" mnist \
-    --distribution_strategy=parameter_server $ONE > "$TMP/one_ps.log" 2>&1 &
-P=$!
-PIDS="$PIDS $P"
-# shellcheck disable=SC2086
-TF_CONFIG="{$CL1,\"task\":{\"type\":\"chief\",\"index\":0}}" "$KT" mnist \
-    --distribution_strategy=parameter_server $ONE > "$TMP/one_chief.log" 2>&1 || fail "1-replica chief"
-wait "$P" || fail "1-replica ps"
+one_ps_run() { # model_dir tag [env assignment for the ps]
+    # shellcheck disable=SC2086
+    env $3 TF_CONFIG="{$CL1,\"task\":{\"type\":\"ps\",\"index\":0}}" "$KT" mnist \
+        --distribution_strategy=parameter_server $ONE --model_dir="$1" > "$TMP/$2_ps.log" 2>&1 &
+    P=$!
+    PIDS="$PIDS $P"
+    # shellcheck disable=SC2086
+    TF_CONFIG="{$CL1,\"task\":{\"type\":\"chief\",\"index\":0}}" "$KT" mnist \
+        --distribution_strategy=parameter_server $ONE --model_dir="$1" > "$TMP/$2_chief.log" 2>&1 ||
+        fail "1-replica chief ($2)"
+    wait "$P" || fail "1-replica ps ($2)"
+}
+one_ps_run "$TMP/md3" one KILN_PS_FAULT=
 # shellcheck disable=SC2086
 "$KT" mnist $ONE > "$TMP/one_plain.log" 2>&1 || fail "plain run"
 A1=$(jnum "$TMP/one_chief.log" test_accuracy)
 A2=$(jnum "$TMP/one_plain.log" test_accuracy)
 awk "BEGIN{d = $A1 - $A2; if (d < 0) d = -d; exit !(d <= 0.01)}" ||
     fail "1 replica via ps: test accuracy $A1, plain run $A2"
+# the same run, the reply to the 7th applied push lost
+one_ps_run "$TMP/md3f" fault KILN_PS_FAULT=drop_reply_after_apply:7
+grep -q "dropping the reply to push 7 " "$TMP/fault_ps.log" || fail "the fault was not injected"
+DUPS=$(jnum "$TMP/fault_ps.log" duplicates)
+[ "${DUPS:-0}" -ge 1 ] || fail "the resent push was not seen as a duplicate (duplicates=${DUPS:-?})"
+V1=$(jnum "$TMP/one_ps.log" version)
+V2=$(jnum "$TMP/fault_ps.log" version)
+[ "$V1" = "$V2" ] || fail "with a lost reply the ps applied $V2 updates, without $V1"
+H1=$("$KT" inspect "$TMP/md3" | sed -n 's/.*"sha256":"\([0-9a-f]*\)".*/\1/p')
+H2=$("$KT" inspect "$TMP/md3f" | sed -n 's/.*"sha256":"\([0-9a-f]*\)".*/\1/p')
+[ -n "$H1" ] && [ "$H1" = "$H2" ] || fail "parameters after a lost reply differ: $H2, without the fault $H1"
+# a fault this build does not know is refused, not ignored
+KILN_PS_FAULT=drop_everything TF_CONFIG="{$CL1,\"task\":{\"type\":\"ps\",\"index\":0}}" \
+    "$KT" mnist --distribution_strategy=parameter_server $ONE > "$TMP/badfault.log" 2>&1 &&
+    fail "an unknown KILN_PS_FAULT was accepted"
+grep -q "not a fault this build knows" "$TMP/badfault.log" || fail "bad fault: $(cat "$TMP/badfault.log")"
+echo "3: exactly once: a lost reply resent, $DUPS duplicate(s), $V2 updates, params $H2 = fault-free"
 echo "3: 1 replica via ps $A1, plain run $A2"
 
 # ---- 4. bad cluster descriptions ----

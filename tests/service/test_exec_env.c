@@ -3,6 +3,7 @@
  * task but outside the cluster; job = trainingInput; environment = cloud),
  * PyTorch's MASTER_ADDR/MASTER_PORT/WORLD_SIZE/RANK, CUDA_VISIBLE_DEVICES,
  * the program chosen for each kind of job, and a real spawned process. */
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
@@ -300,13 +301,20 @@ int main(void)
     /* log lines: one line, tab separated, newlines in the message flattened */
     char tmpl[] = "/tmp/kiln-log-XXXXXX";
     int fd = mkstemp(tmpl);
-    kiln_log_write(fd, "INFO", "worker-replica-0", "a\nb", 3);
+    CHECK(kiln_log_write(fd, "INFO", "worker-replica-0", "a\nb", 3) == 0);
     char line[256] = "";
     ssize_t n = pread(fd, line, sizeof line - 1, 0);
     CHECK(n > 0 && strncmp(line, "INFO\t20", 7) == 0);
     CHECK(strstr(line, "\tworker-replica-0\ta b\n") != NULL);
     close(fd);
     unlink(tmpl);
+    /* a full disk (/dev/full answers ENOSPC): says so, so kiln-monitor can count the loss */
+    int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    if (full >= 0) {
+        errno = 0;
+        CHECK(kiln_log_write(full, "INFO", "worker-replica-0", "lost", 4) == -1 && errno == ENOSPC);
+        close(full);
+    }
 
     kiln_strv_clear(&env);
     kiln_strv_clear(&argv);

@@ -24,6 +24,12 @@
  * the same); "Never" only checks. The program gets the
  * monitor's environment, which kilnd built (nothing of kilnd's own).
  *
+ * A full disk never stops the replica: the monitor keeps draining its pipes
+ * (so it never blocks on a write), counts the bytes of each log it could not
+ * write, and once a write succeeds again first writes the line
+ * "[kiln] N bytes of output lost: disk full (...)" into that log, so the gap
+ * is marked where it is.
+ *
  * fd 3, when open, is the life pipe: "S PID START\n" is written to it once
  * the program runs, and it closes when the monitor exits (after the exit
  * file is written), which kilnd sees at once. */
@@ -52,11 +58,20 @@ static void hold_term(int sig)
     (void)sig;
 }
 
+/* What a log lost while its file system was full (or failed otherwise). */
+typedef struct loss {
+    unsigned long long bytes; /* of replica output not written since the last marker */
+    int err;                  /* errno of the first failed write */
+    bool torn;                /* the file ends mid-line (a short write) */
+} loss;
+
 typedef struct mon {
     const char *state, *job_log_path, *task;
     int job_log, rep_log;
+    loss job_loss, rep_loss;
     int metrics;                     /* STATE.metrics: stdout lines that may be reports */
     unsigned long long metrics_size; /* bytes written there (capped as the log is) */
+    bool metrics_torn;               /* a full disk cut the last report there short */
     unsigned long long cap;
     bool capped;
     char *last; /* when set, gets each line written (the pull's last words) */
@@ -69,6 +84,44 @@ typedef struct stream {
     char buf[LINE_MAX_BYTES];
     size_t len;
 } stream;
+
+/* Writes the marker of what fd lost, after ending a torn line. Clears the
+ * count once the marker is in the file; leaves it when it is not (the disk
+ * is still full). */
+static void mark_loss(mon *m, int fd, loss *l)
+{
+    char msg[256];
+    if (l->bytes == 0) return;
+    if (l->torn) {
+        if (write(fd, "\n", 1) != 1) return;
+        l->torn = false;
+    }
+    bool full = l->err == ENOSPC || l->err == EDQUOT;
+    int n = snprintf(msg, sizeof msg, "[kiln] %llu bytes of output lost: %s%s%s%s", l->bytes,
+                     full ? "disk full" : "the log could not be written", full ? " (" : ": ",
+                     strerror(l->err), full ? ")" : "");
+    int r = kiln_log_write(fd, "WARNING", m->task, msg, (size_t)n);
+    if (r == 0) {
+        l->bytes = 0;
+        l->err = 0;
+    } else if (r == 1) {
+        l->torn = true;
+    }
+}
+
+/* One replica line into one log: the marker of an earlier loss first, and
+ * while that cannot be written, this line is counted as lost too. */
+static void log_to(mon *m, int fd, loss *l, const char *sev, const char *msg, size_t n)
+{
+    mark_loss(m, fd, l);
+    if (l->bytes == 0) {
+        int r = kiln_log_write(fd, sev, m->task, msg, n);
+        if (r == 0) return;
+        l->err = errno;
+        l->torn = r == 1;
+    }
+    l->bytes += n + 1; /* with its newline */
+}
 
 /* Past the job's log cap (kilnd --log-cap) replica lines are dropped. The
  * cap is on the job's log file as a whole, which every monitor of the job
@@ -94,8 +147,8 @@ static void line(mon *m, const char *sev, const char *msg, size_t n)
         return;
     }
     if (m->last && n) snprintf(m->last, m->lastlen, "%.*s", (int)n, msg);
-    kiln_log_write(m->job_log, sev, m->task, msg, n);
-    kiln_log_write(m->rep_log, sev, m->task, msg, n);
+    log_to(m, m->job_log, &m->job_loss, sev, msg, n);
+    log_to(m, m->rep_log, &m->rep_loss, sev, msg, n);
 }
 
 /* A stdout line that may be a training metrics report (one JSON object with
@@ -113,7 +166,16 @@ static void metrics_line(mon *m, const stream *s, const char *msg, size_t n)
     char buf[LINE_MAX_BYTES + 1];
     memcpy(buf, msg, n);
     buf[n] = '\n';
-    if (write(m->metrics, buf, n + 1) == (ssize_t)(n + 1)) m->metrics_size += n + 1;
+    /* a report cut short by a full disk is ended first, so it cannot run
+     * into this one and spoil both: kilnd skips the torn line */
+    if (m->metrics_torn) {
+        if (write(m->metrics, "\n", 1) != 1) return;
+        m->metrics_torn = false;
+        m->metrics_size++;
+    }
+    ssize_t w = write(m->metrics, buf, n + 1);
+    if (w > 0) m->metrics_size += (unsigned long long)w;
+    if (w > 0 && w < (ssize_t)(n + 1)) m->metrics_torn = true;
 }
 
 static void emit(mon *m, stream *s, bool flush)
@@ -385,6 +447,9 @@ int main(int argc, char **argv)
     }
     emit(&m, &out, true);
     emit(&m, &err, true);
+    /* a loss not marked yet (no line came after the space returned) */
+    mark_loss(&m, m.job_log, &m.job_loss);
+    mark_loss(&m, m.rep_log, &m.rep_loss);
     int code = WIFEXITED(status) ? WEXITSTATUS(status)
                                  : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255);
     write_exit(&m, code, NULL);

@@ -55,6 +55,10 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
         kiln_ckpt_add_blob(&ck, "data_state", ds, sizeof(ds), &em) != KILN_OK ||
         kiln_ckpt_add_blob(&ck, "config", cs, strlen(cs), &em) != KILN_OK)
         goto out;
+    for (int i = 0; i < pos->n_extra; i++)
+        if (kiln_ckpt_add_blob(&ck, pos->extra[i].name, pos->extra[i].data, pos->extra[i].size,
+                               &em) != KILN_OK)
+            goto out;
     if (kiln_ckpt_save(dir, &ck, keep, path_out, &em) != KILN_OK) goto out;
     rc = 0;
 out:

@@ -2,7 +2,9 @@
  * the newest valid checkpoint in the model dir when there is one (a ps that
  * restarts picks up where the chief's last checkpoint left it; updates
  * applied after that checkpoint are lost, which asynchronous training
- * tolerates), then serve until the chief ends the job or SIGTERM. */
+ * tolerates), then serve until the chief ends the job or SIGTERM. The
+ * checkpoint's "ps_dedup/<shard>" table comes back too: a push the restored
+ * parameters already hold is told apart from one they lost. */
 #include "tools/ps_tool.h"
 #include "tools/tool.h"
 
@@ -18,10 +20,30 @@ static void warn_cb(void *ud, const char *path, const char *reason)
     fprintf(stderr, "kiln-train: skipping checkpoint %s: %s\n", path, reason);
 }
 
-/* Fills params (and slots) of this shard from the newest checkpoint.
- * 1 restored, 0 none, -1 error (a checkpoint of another model). */
+/* The shard's dedup table from the checkpoint into dd and *ndd. A checkpoint
+ * written before exactly-once pushes has none: an empty table (at most the
+ * push each worker had in flight may then apply twice, as before). A table
+ * that does not decode (another table version) is refused: -1. */
+static int restore_dedup(const kiln_ckpt *ck, int shard, const char *path, kiln_ps_dedup_entry *dd,
+                         size_t *ndd)
+{
+    char name[32], err[256];
+    snprintf(name, sizeof(name), "ps_dedup/%d", shard);
+    const kiln_ckpt_blob *b = kiln_ckpt_find_blob(ck, name);
+    *ndd = 0;
+    if (!b) return 0;
+    if (kiln_ps_dedup_decode(b->data, (size_t)b->size, dd, ndd, err, sizeof(err)) != 0) {
+        fprintf(stderr, "kiln-train: ps %d: checkpoint %s: %s: %s\n", shard, path, name, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Fills params (and slots) of this shard, and its dedup table, from the
+ * newest checkpoint. 1 restored, 0 none, -1 error (a checkpoint of another
+ * model, or an unreadable dedup table). */
 static int restore(ps_job *j, int shard, float *p, float *s1, float *s2, uint64_t *version,
-                   char **path)
+                   kiln_ps_dedup_entry *dd, size_t *ndd, char **path)
 {
     kiln_ckpt ck = KILN_CKPT_INIT;
     kiln_errmsg em = {{0}};
@@ -55,11 +77,40 @@ static int restore(ps_job *j, int shard, float *p, float *s1, float *s2, uint64_
         memcpy(s1 + off, t1->data, n * sizeof(float));
         if (t2) memcpy(s2 + off, t2->data, n * sizeof(float));
     }
+    if (restore_dedup(&ck, shard, *path, dd, ndd) != 0) goto out;
     *version = ck.step;
     rc = 1;
 out:
     kiln_ckpt_free(&ck);
     return rc;
+}
+
+/* KILN_PS_FAULT (tests only, docs/parameter-server.md): "" or unset: none;
+ * "drop_reply_after_apply:N": the reply to the Nth applied push is lost.
+ * Anything else is refused, so a misspelt fault never passes silently. */
+static int parse_fault(int shard, uint64_t *drop_after)
+{
+    const char *f = getenv("KILN_PS_FAULT");
+    const char *key = "drop_reply_after_apply:";
+    char *end = NULL;
+    *drop_after = 0;
+    if (!f || !*f) return 0;
+    if (strncmp(f, key, strlen(key)) == 0) {
+        unsigned long long n = strtoull(f + strlen(key), &end, 10);
+        if (end != f + strlen(key) && *end == '\0' && n > 0) {
+            *drop_after = n;
+            fprintf(stderr,
+                    "kiln-train: ps %d: KILN_PS_FAULT: the reply to applied push %llu "
+                    "will be dropped (a test fault)\n",
+                    shard, n);
+            return 0;
+        }
+    }
+    fprintf(stderr,
+            "kiln-train: ps %d: KILN_PS_FAULT=%s is not a fault this build knows "
+            "(drop_reply_after_apply:N, N >= 1)\n",
+            shard, f);
+    return -1;
 }
 
 int ps_serve(ps_job *j)
@@ -70,8 +121,10 @@ int ps_serve(ps_job *j)
     float *s2 = calloc(n + 1, sizeof(float));
     char *path = NULL, ep[300], err[512];
     kiln_ps_server *s = NULL;
-    uint64_t version = 0;
-    if (!p || !s1 || !s2) {
+    uint64_t version = 0, drop_after = 0;
+    kiln_ps_dedup_entry *dd = calloc(KILN_PS_MAX_WORKERS, sizeof(*dd));
+    size_t ndd = 0;
+    if (!p || !s1 || !s2 || !dd) {
         fprintf(stderr, "kiln-train: ps %d: out of memory\n", shard);
         goto out;
     }
@@ -79,8 +132,8 @@ int ps_serve(ps_job *j)
     for (int v = 0; v < j->nvars; v++)
         if (j->layout.var_shard[v] == shard)
             memcpy(p + j->layout.var_offset[v], j->var_data[v], j->var_sizes[v] * sizeof(float));
-    int got = j->o.model_dir ? restore(j, shard, p, s1, s2, &version, &path) : 0;
-    if (got < 0) goto out;
+    int got = j->o.model_dir ? restore(j, shard, p, s1, s2, &version, dd, &ndd, &path) : 0;
+    if (got < 0 || parse_fault(shard, &drop_after) != 0) goto out;
     long ntrain = ps_train_count(j);
     if (ntrain < 0) goto out;
     j->opt.total_updates =
@@ -97,7 +150,10 @@ int ps_serve(ps_job *j)
         .slot2 = s2,
         .version = version,
         .opt = j->opt,
-        .max_staleness = j->o.max_staleness < 0 ? KILN_PS_UNBOUNDED : (uint32_t)j->o.max_staleness};
+        .max_staleness = j->o.max_staleness < 0 ? KILN_PS_UNBOUNDED : (uint32_t)j->o.max_staleness,
+        .dedup = dd,
+        .n_dedup = ndd,
+        .fault_drop_reply_after_apply = drop_after};
     /* kilnd's keys for this attempt: CURVE, and only the job's workers */
     kiln_ps_keys keys;
     const char *kp = getenv("KILN_PS_KEYS");
@@ -125,7 +181,8 @@ int ps_serve(ps_job *j)
             printf(",\"path\":");
             kt_json_str(stdout, path);
         }
-        printf(",\"total_updates\":%llu}\n", (unsigned long long)j->opt.total_updates);
+        printf(",\"dedup_workers\":%zu,\"total_updates\":%llu}\n", ndd,
+               (unsigned long long)j->opt.total_updates);
     } else {
         printf("ps %d serving %d variables (%zu floats) on %s from version %llu%s%s\n", shard, vars,
                n, j->ps_addrs[shard], (unsigned long long)version,
@@ -139,18 +196,19 @@ int ps_serve(ps_job *j)
     if (j->json)
         printf("{\"event\":\"ps_done\",\"shard\":%d,\"version\":%llu,\"pushes\":%llu,"
                "\"dropped\":%llu,\"staleness_mean\":%.3f,\"staleness_max\":%llu,"
-               "\"rejected\":%llu,\"reason\":\"%s\"}\n",
+               "\"rejected\":%llu,\"duplicates\":%llu,\"reason\":\"%s\"}\n",
                shard, (unsigned long long)st.version, (unsigned long long)st.pushes,
                (unsigned long long)st.dropped, mean, (unsigned long long)st.staleness_max,
-               (unsigned long long)st.rejected,
+               (unsigned long long)st.rejected, (unsigned long long)st.duplicates,
                r == 0   ? "shutdown"
                : r == 1 ? "signal"
                         : "error");
     else
-        printf("ps %d done: version %llu, %llu pushes, %llu dropped, staleness mean %.2f max "
-               "%llu\n",
+        printf("ps %d done: version %llu, %llu pushes, %llu dropped, %llu duplicates, staleness "
+               "mean %.2f max %llu\n",
                shard, (unsigned long long)st.version, (unsigned long long)st.pushes,
-               (unsigned long long)st.dropped, mean, (unsigned long long)st.staleness_max);
+               (unsigned long long)st.dropped, (unsigned long long)st.duplicates, mean,
+               (unsigned long long)st.staleness_max);
     rc = r == 0 ? 0 : r == 1 ? 143 : 1;
 out:
     fflush(stdout);
@@ -159,5 +217,6 @@ out:
     free(p);
     free(s1);
     free(s2);
+    free(dd);
     return rc;
 }

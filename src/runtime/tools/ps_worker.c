@@ -82,20 +82,35 @@ static void scatter_params(wk *w)
 }
 
 /* The chief's checkpoint: every shard's parameters and slots into the model,
- * then the ordinary format (tools/ckpt_glue.c), step = shard 0's version. */
+ * then the ordinary format (tools/ckpt_glue.c), step = shard 0's version,
+ * with each shard's dedup table as the blob "ps_dedup/<shard>" (taken in the
+ * same snapshot as its parameters), so a ps restored from it still knows
+ * which pushes its parameters hold. */
 static int checkpoint(wk *w, uint64_t epoch, uint64_t step_in_epoch)
 {
     ps_job *j = w->j;
     if (!j->o.model_dir) return 0;
     uint64_t v0 = 0;
-    for (int s = 0; s < j->num_ps; s++) {
+    int rc = -1, np = j->num_ps;
+    kt_blob *tables = calloc((size_t)np, sizeof(*tables));
+    char(*names)[32] = calloc((size_t)np, sizeof(*names));
+    char *path = NULL;
+    if (!tables || !names) {
+        fprintf(stderr, "kiln-train: checkpoint: out of memory\n");
+        goto out;
+    }
+    for (int s = 0; s < np; s++) {
         float *st = NULL;
         int nslots = 0;
         uint64_t ver = 0;
-        if (kiln_ps_pull_state(w->c, s, &st, &nslots, &ver) != 0) {
+        uint8_t *dedup = NULL;
+        size_t dlen = 0;
+        if (kiln_ps_pull_state(w->c, s, &st, &nslots, &ver, &dedup, &dlen) != 0) {
             fprintf(stderr, "kiln-train: checkpoint: %s\n", kiln_ps_client_error(w->c));
-            return -1;
+            goto out;
         }
+        snprintf(names[s], sizeof(names[s]), "ps_dedup/%d", s);
+        tables[s] = (kt_blob){.name = names[s], .data = dedup, .size = dlen};
         size_t n = j->layout.shard_size[s];
         for (int v = 0; v < j->nvars; v++) {
             if (j->layout.var_shard[v] != s) continue;
@@ -114,14 +129,23 @@ static int checkpoint(wk *w, uint64_t epoch, uint64_t step_in_epoch)
                    .batch_size = j->o.batch,
                    .threads = w->threads,
                    .seed = j->o.seed};
-    run_pos pos = {.epoch = epoch, .step_in_epoch = step_in_epoch, .shuffle_seed = w->shuffle_seed};
-    char *path = NULL;
+    run_pos pos = {.epoch = epoch,
+                   .step_in_epoch = step_in_epoch,
+                   .shuffle_seed = w->shuffle_seed,
+                   .extra = tables,
+                   .n_extra = np};
     if (kt_save_checkpoint(j->o.model_dir, (unsigned)j->o.keep, j->m, &pos, &cfg, j->json, &path))
-        return -1;
+        goto out;
     if (!j->json) printf("checkpoint %s (version %llu)\n", path, (unsigned long long)v0);
     fflush(stdout);
+    rc = 0;
+out:
+    for (int s = 0; tables && s < np; s++)
+        free((void *)tables[s].data);
+    free(tables);
+    free(names);
     free(path);
-    return 0;
+    return rc;
 }
 
 static void log_step(wk *w, uint64_t t)

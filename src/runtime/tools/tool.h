@@ -38,10 +38,21 @@ struct kiln_tf_group;
 int kiln_train_ps_main(const struct kiln_tf_group *tf, const kt_opts *o);
 
 /* Where a run is: what a checkpoint records besides the model's buffers. */
+/* A named blob a checkpoint carries besides the model's (borrowed). */
+typedef struct kt_blob {
+    const char *name;
+    const void *data;
+    size_t size;
+} kt_blob;
+
 typedef struct run_pos {
     uint64_t epoch;         /* epoch of the next step */
     uint64_t step_in_epoch; /* its step within that epoch */
     uint64_t shuffle_seed;
+    /* more blobs to save (the parameter-server chief's "ps_dedup/<shard>"
+     * tables); ignored when restoring */
+    const kt_blob *extra;
+    int n_extra;
 } run_pos;
 
 /* The configuration a checkpoint must match to be resumed bit-exactly. */
