@@ -206,7 +206,7 @@ static kiln_err pull_state(kiln_strategy *s, kiln_model *m)
         float *st = NULL;
         int nslots = 0;
         uint64_t ver = 0;
-        if (kiln_ps_pull_state(p->c, sh, &st, &nslots, &ver) != 0)
+        if (kiln_ps_pull_state(p->c, sh, &st, &nslots, &ver, NULL, NULL) != 0)
             return kiln__strategy_fail(s, KILN_EIO, "%s", kiln_ps_client_error(p->c));
         size_t n = p->layout.shard_size[sh];
         for (int k = 0; k < p->v.n; k++) {
