@@ -150,7 +150,7 @@ endforeach()
 # the test streams five times (about 100 s, more under ASan)
 if(TEST svc_it_gcloud)
   set_tests_properties(svc_it_gcloud PROPERTIES TIMEOUT 300)
-  kiln_test_needs(svc_it_gcloud gcloud podman)
+  kiln_test_needs(svc_it_gcloud gcloud podman openssl)
 endif()
 
 # The service verbs without src/cli/main.c's dispatcher (used by the tests).

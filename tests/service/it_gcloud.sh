@@ -3,10 +3,11 @@
 # `gcloud ai-platform jobs` describe, list, update, cancel, stream-logs and
 # submit training (a custom-container job, which needs no upload), and
 # `gcloud logging read`, through api_endpoint_overrides; auth through
-# auth/access_token_file with a kiln token.
+# auth/access_token_file with a kiln token; and gcloud over HTTPS, verifying
+# kilnd's certificate against the site's CA (REQUESTS_CA_BUNDLE).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
-kiln_need gcloud podman
+kiln_need gcloud podman openssl
 # the submitted job's image runs as a container (kiln's container executor):
 # one built here from the host's /usr, nothing pulled (lib.sh host_image)
 IMG=localhost/kiln-examples/trainer:1
@@ -219,5 +220,30 @@ out=$(CLOUDSDK_CONFIG=$T/gav timeout 60 gcloud ai-platform jobs update sec_1 --u
 check "viewer token: update PERMISSION_DENIED ($out)" grep -q PERMISSION_DENIED <<<"$out"
 out=$(CLOUDSDK_CONFIG=$T/ga0 timeout 60 gcloud ai-platform jobs list 2>&1)
 check "no token: UNAUTHENTICATED ($out)" grep -q UNAUTHENTICATED <<<"$out"
+
+# HTTPS: gcloud verifies kilnd's certificate against the site's CA file, and
+# refuses a kilnd it cannot verify
+for name in site other; do
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$T/$name.key" -out "$T/$name.crt" -days 2 -subj "/CN=$name" \
+        -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" 2>/dev/null
+    chmod 600 "$T/$name.key"
+done
+start_kilnd "$T/tls" --tokens "$T/tokens" --tls-cert "$T/site.crt" --tls-key "$T/site.key"
+URL=https://$(cat "$T/tls/kilnd.addr")
+CURL_CA_BUNDLE=$T/site.crt TOKEN=$E1 api POST /v1/projects/p1/jobs "$(job_json tls_1 'echo over tls')"
+check_eq "create over https" "$STATUS" 200
+# gcloud 528 sends api_endpoint_overrides requests through python-requests,
+# which verifies against REQUESTS_CA_BUNDLE; core/custom_ca_certs_file (and
+# its CLOUDSDK_CORE_ environment form) did not reach them here
+gc_config "$T/gtls" "$URL" p1 auth/access_token_file "$T/tok1"
+gtls() { CLOUDSDK_CONFIG=$T/gtls REQUESTS_CA_BUNDLE=$1 timeout 60 gcloud "${@:2}"; }
+out=$(gtls "$T/site.crt" ai-platform jobs list --format 'value(jobId)' 2>&1)
+check_eq "https: gcloud lists with the site's CA" "$out" tls_1
+out=$(gtls "$T/site.crt" ai-platform jobs describe tls_1 --format 'value(jobId)' 2>&1)
+check_eq "https: gcloud describes" "$out" tls_1
+out=$(gtls "$T/other.crt" ai-platform jobs list --format 'value(jobId)' 2>&1)
+check "https: gcloud refuses a certificate it cannot verify ($(head -c 200 <<<"$out"))" \
+    grep -qiE 'certificate verify failed|CERTIFICATE_VERIFY_FAILED|SSL' <<<"$out"
 
 finish
