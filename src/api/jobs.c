@@ -237,10 +237,16 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
                               "PATH)",
                               rc_->image_uri);
         }
-        if (dg.n) {
-            rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
-            goto out;
-        }
+    }
+    /* the TTL is the local supervisor's (src/daemon/ttl.c); Slurm's has none */
+    if (d->slurm.on && job->training_input.has_run_policy &&
+        job->training_input.run_policy.has_ttl_seconds_after_finished)
+        kiln_diag_add(&dg, "trainingInput.runPolicy.ttlSecondsAfterFinished",
+                      "not supported with kilnd --executor slurm: Slurm keeps a finished job's "
+                      "files; leave ttlSecondsAfterFinished out");
+    if (dg.n) {
+        rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
+        goto out;
     }
     if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
         rc = send_error(c, 500, NULL, "cannot normalise the job");
@@ -261,6 +267,9 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         goto out;
     }
     kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
+    if (job->training_input.has_run_policy &&
+        job->training_input.run_policy.has_ttl_seconds_after_finished)
+        kilnd_ttl_created(d, project, job->job_id);
     kilnd_wake(d);
     rc = send_json(c, 200, job_json(d, rec));
 out:

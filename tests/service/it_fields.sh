@@ -30,7 +30,6 @@ refused "serviceAccount" "trainingInput.serviceAccount" "" ',"serviceAccount":"a
 refused "network" "trainingInput.network" "" ',"network":"n"'
 refused "enableWebAccess" "trainingInput.enableWebAccess" "" ',"enableWebAccess":true'
 refused "diskConfig" "trainingInput.masterConfig.diskConfig" ',"diskConfig":{"bootDiskSizeGb":100}' ""
-refused "a TTL" "trainingInput.runPolicy.ttlSecondsAfterFinished" "" ',"runPolicy":{"ttlSecondsAfterFinished":"60"}'
 refused "an env name kiln sets" "trainingInput.masterConfig.env.TF_CONFIG" ',"env":{"TF_CONFIG":"{}"}' ""
 refused "a CPU limit on a process" "trainingInput.masterConfig.cpuLimit" ',"cpuLimit":"1"' ""
 refused "a pull policy on a process" "trainingInput.masterConfig.imagePullPolicy" ',"imagePullPolicy":"Always"' ""
@@ -42,6 +41,36 @@ api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BA
 check_eq "a job with env is accepted" "$STATUS" 200
 check "it SUCCEEDED" wait_state env_1 SUCCEEDED 30
 check "the replica saw its env and kiln's" grep -q "GREETING=hello world TASK=master-replica-0" "$T/d/jobs/p1/env_1/log.tsv"
+
+# 2b. runPolicy.ttlSecondsAfterFinished: the job's files go once the TTL has
+# passed (its record, log.tsv and metrics stay), also across a kilnd restart
+cleaned() { # cleaned JOB: nothing left but log.tsv and metrics.jsonl, and the event
+    local d=$T/d/jobs/p1/$1
+    [ -z "$(ls "$d" | grep -vxE 'log.tsv|metrics.jsonl')" ] &&
+        grep -q "cleaned after ttlSecondsAfterFinished=" "$d/log.tsv"
+}
+wait_cleaned() { # wait_cleaned JOB SECONDS
+    for _ in $(seq 1 $(($2 * 10))); do cleaned "$1" && return 0; sleep 0.1; done
+    ls -R "$T/d/jobs/p1/$1" >&2
+    return 1
+}
+check "a job without a TTL keeps its replicas' files" test -d "$T/d/jobs/p1/env_1/replicas"
+api POST /v1/projects/p1/jobs '{"jobId":"ttl_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","echo ttl-job-ran"]},"runPolicy":{"ttlSecondsAfterFinished":"2"}}}'
+check_eq "a job with a TTL is accepted" "$STATUS" 200
+check "it SUCCEEDED" wait_state ttl_1 SUCCEEDED 30
+check "right after the end its replicas' files are there" test -d "$T/d/jobs/p1/ttl_1/replicas"
+check "not cleaned before the TTL" bash -c "! grep -q cleaned '$T/d/jobs/p1/ttl_1/log.tsv'"
+check "cleaned once the TTL has passed" wait_cleaned ttl_1 10
+check "its log (the replica's output) stays" grep -q "ttl-job-ran" "$T/d/jobs/p1/ttl_1/log.tsv"
+api GET /v1/projects/p1/jobs/ttl_1
+check_eq "the job record stays" "$(printf '%s' "$BODY" | jget state)" SUCCEEDED
+api POST /v1/projects/p1/jobs '{"jobId":"ttl_2","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]},"runPolicy":{"ttlSecondsAfterFinished":"6"}}}'
+check "a second TTL job SUCCEEDED" wait_state ttl_2 SUCCEEDED 30
+stop_kilnd
+start_kilnd "$T/d"
+check "not cleaned before its TTL after a restart" test -d "$T/d/jobs/p1/ttl_2/replicas"
+check "cleaned by the next kilnd, from endTime + TTL" wait_cleaned ttl_2 15
+check "the marker is gone once cleaned" test ! -e "$T/d/ttl/p1/ttl_2"
 
 # 3. the mnist-shaped TFJob, unchanged
 if ! kiln_probe podman; then
