@@ -249,8 +249,10 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
     if (ti->has_run_policy && set(ti->run_policy.clean_pod_policy) &&
         strcmp(ti->run_policy.clean_pod_policy, "None") == 0)
         refuse(&h, "trainingInput.runPolicy.cleanPodPolicy",
-               "'None' is not supported: kiln stops every replica still running when the job "
-               "ends (Running; All is the same, as an ended replica has nothing left to stop)");
+               "'None' is not supported: replicas left running after the job ends would keep "
+               "their node's devices and ports with no job to cancel them (a parameter server "
+               "never exits on its own), so kiln stops every replica still running when the "
+               "job ends; use Running (the default) or All, which kiln treats the same");
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const char *image = NULL;
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);

@@ -68,7 +68,7 @@ int main(void)
     expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"400000000\"}}}",
            "trainingInput.runPolicy.ttlSecondsAfterFinished", "out of range");
     expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"None\"}}}",
-           "trainingInput.runPolicy.cleanPodPolicy", "'None'");
+           "trainingInput.runPolicy.cleanPodPolicy", "use Running");
     expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"Running\"}}}", NULL, NULL);
     expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"All\"}}}", NULL, NULL);
 
