@@ -40,11 +40,11 @@ typedef struct tvec {
 } tvec;
 
 static pthread_mutex_t ttl_mu = PTHREAD_MUTEX_INITIALIZER;
-static tvec ttl_new;      /* created by the API, not yet seen by the supervisor (ttl_mu) */
-static tvec ttl_watch;    /* not finished yet (supervisor thread only) */
-static tvec ttl_heap;     /* finished, by due time (supervisor thread only) */
-static bool ttl_loaded;   /* the markers were read (supervisor thread only) */
-static int64_t ttl_next;  /* next look (supervisor thread only) */
+static tvec ttl_new;     /* created by the API, not yet seen by the supervisor (ttl_mu) */
+static tvec ttl_watch;   /* not finished yet (supervisor thread only) */
+static tvec ttl_heap;    /* finished, by due time (supervisor thread only) */
+static bool ttl_loaded;  /* the markers were read (supervisor thread only) */
+static int64_t ttl_next; /* next look (supervisor thread only) */
 
 static bool push(tvec *t, const char *project, const char *job_id, int64_t due)
 {
@@ -241,11 +241,11 @@ void kilnd_ttl_tick(kilnd *d, int64_t now)
             if (kiln_store_job_get(d->store, e->project, e->job_id, &r) == KILN_OK) {
                 const kiln_training_input *ti = &r->job->training_input;
                 if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished) {
-                    heap_push((tjob){.project = e->project,
-                                     .job_id = e->job_id,
-                                     .due_ns = r->end_ns +
-                                               ti->run_policy.ttl_seconds_after_finished *
-                                                   1000000000LL});
+                    heap_push(
+                        (tjob){.project = e->project,
+                               .job_id = e->job_id,
+                               .due_ns = r->end_ns +
+                                         ti->run_policy.ttl_seconds_after_finished * 1000000000LL});
                     e->project = e->job_id = NULL;
                 } else {
                     marker_remove(d, e->project, e->job_id);

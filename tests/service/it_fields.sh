@@ -72,6 +72,33 @@ check "not cleaned before its TTL after a restart" test -d "$T/d/jobs/p1/ttl_2/r
 check "cleaned by the next kilnd, from endTime + TTL" wait_cleaned ttl_2 15
 check "the marker is gone once cleaned" test ! -e "$T/d/ttl/p1/ttl_2"
 
+# 2c. TPUs: refused at create at the TPU field unless a node declares the
+# TPU type (no node discovers TPUs)
+TPU1='{"jobId":"tpu_1","trainingInput":{"scaleTier":"BASIC_TPU","region":"us-central1","masterConfig":{"containerCommand":["true"]}}}'
+TPU2='{"jobId":"tpu_2","trainingInput":{"scaleTier":"CUSTOM","masterType":"n1-standard-4","workerType":"cloud_tpu","workerCount":"1","workerConfig":{"acceleratorConfig":{"type":"TPU_V3","count":"8"},"tpuTfVersion":"2.11"},"region":"us-central1","masterConfig":{"containerCommand":["true"]}}}'
+api POST /v1/projects/p1/jobs "$TPU1"
+check_eq "BASIC_TPU with no TPU node: 400" "$STATUS" 400
+check_eq "at the scale tier" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" trainingInput.scaleTier
+check "the reason says no node declares it" grep -q "no node of this kilnd declares" <<<"$BODY"
+api POST /v1/projects/p1/jobs "$TPU2"
+check_eq "a cloud_tpu worker with TPU_V3: 400" "$STATUS" 400
+check "at acceleratorConfig.type, tpuTfVersion and workerType" "$PY" -c '
+import json, sys
+f = [v["field"] for v in json.loads(sys.argv[1])["error"]["details"][0]["fieldViolations"]]
+sys.exit(f != ["trainingInput.workerConfig.acceleratorConfig.type", "trainingInput.workerConfig.tpuTfVersion", "trainingInput.workerType"])' "$BODY"
+api GET /v1/projects/p1/jobs/tpu_2
+check_eq "nothing stored" "$STATUS" 404
+stop_kilnd
+printf '{"nodes": [{"name": "tpuhost", "address": "127.0.0.1", "cpus": 16, "memoryGb": 64, "accelerators": [{"type": "TPU_V3", "count": 8}]}]}\n' >"$T/tpu-nodes.json"
+start_kilnd "$T/d-tpu" --node-config "$T/tpu-nodes.json"
+api POST /v1/projects/p1/jobs "$TPU2"
+check_eq "a site whose node config declares TPU_V3 accepts it" "$STATUS" 200
+api POST /v1/projects/p1/jobs "$TPU1"
+check_eq "but not BASIC_TPU's TPU_V2, which no node declares" "$STATUS" 400
+api POST /v1/projects/p1/jobs/tpu_2:cancel
+stop_kilnd
+start_kilnd "$T/d"
+
 # 3. the mnist-shaped TFJob, unchanged
 if ! kiln_probe podman; then
     echo "part 3 not run: $KILN_PROBE_WHY; to run it: $KILN_PROBE_FIX"
