@@ -184,6 +184,17 @@ check_eq "the label filters the list" "$(printf '%s' "$BODY" | jget jobs.0.jobId
 check_eq "only that job" "$(printf '%s' "$BODY" | jget jobs.1.jobId)" ""
 # imagePullPolicy Never: an image the node lacks is never pulled; the
 # replica fails naming it
+# resources.limits are the scheduler's request too: a container held to more
+# CPUs (or memory) than any node has can never run, and FAILS saying so
+api POST /v1/projects/p1/jobs '{"jobId":"too_big_cpu","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/'"$IMG"'","containerCommand":["true"],"cpuLimit":"4096"}}}'
+check_eq "a 4096-CPU limit is accepted" "$STATUS" 200
+check "it FAILED (never fits)" wait_state too_big_cpu FAILED 30
+api GET /v1/projects/p1/jobs/too_big_cpu
+check "the error names the limits and the shortfall" "$PY" -c 'import json,sys; m=json.loads(sys.argv[1])["errorMessage"]; sys.exit(not ("can never run" in m and "resources.limits" in m and "4096 vCPUs" in m and "the largest" in m))' "$BODY"
+api POST /v1/projects/p1/jobs '{"jobId":"too_big_mem","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/'"$IMG"'","containerCommand":["true"],"memoryLimit":"100Ti"}}}'
+check "a 100Ti memory limit FAILED (never fits)" wait_state too_big_mem FAILED 30
+api GET /v1/projects/p1/jobs/too_big_mem
+check "its error names the memory asked for" "$PY" -c 'import json,sys; m=json.loads(sys.argv[1])["errorMessage"]; sys.exit(not ("resources.limits" in m and "102400.0 GiB" in m))' "$BODY"
 api POST /v1/projects/p1/jobs '{"jobId":"never_pull","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/kiln-it-absent-'$$':1","imagePullPolicy":"Never"}}}'
 check_eq "a Never job is accepted" "$STATUS" 200
 check "it FAILED" wait_state never_pull FAILED 30
