@@ -158,8 +158,12 @@ typedef struct kiln_replica_plan {
     int64_t count;
     const char *accelerator_type; /* NULL = none */
     int64_t accelerators_per_replica;
-    int vcpus;
+    int vcpus; /* the machine type's, or the container's resources.limits when larger */
     double memory_gb;
+    /* a container's resources.limits (0 = none): a node with fewer CPUs or
+     * less memory than these never takes the replica */
+    int limit_vcpus;
+    double limit_memory_gb;
 } kiln_replica_plan;
 
 /* Fills up to KILN_ROLE_COUNT plans, in role order (roles with count 0 are

@@ -34,6 +34,8 @@ typedef struct kiln_slot {
     int n_devs;
     int vcpus;
     double memory_gb;
+    int limit_vcpus; /* the plan's: no node smaller than these takes it, hard or not */
+    double limit_memory_gb;
 } kiln_slot;
 
 typedef struct kiln_placement {

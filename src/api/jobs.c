@@ -166,6 +166,77 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
 
 /* ---------- jobs ---------- */
 
+/* Does a node of this kilnd declare a device of type `type`? */
+static bool node_has_type(const kilnd *d, const char *type)
+{
+    for (size_t n = 0; n < d->cluster.n; n++)
+        for (size_t k = 0; k < d->cluster.nodes[n].n_devs; k++)
+            if (strcmp(d->cluster.nodes[n].devs[k].type, type) == 0) return true;
+    return false;
+}
+
+/* A TPU job (a cloud_tpu worker, a TPU accelerator type, tpuTfVersion) is
+ * refused at its fields unless a node declares the TPU type its plan asks
+ * for (a node config's {type, count}; no kiln node discovers TPUs), so it
+ * is never queued to fail at placement. */
+static void check_tpus(kilnd *d, const kiln_job *job, kiln_diag *dg)
+{
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    const char *want = NULL; /* the TPU type of the plan */
+    bool tpu = false;
+    size_t np = kiln_catalog_plan(d->catalog, job, plans);
+    for (size_t p = 0; p < np; p++) {
+        const char *at = plans[p].accelerator_type;
+        const kiln_accelerator_type *a = at ? kiln_catalog_accelerator(d->catalog, at) : NULL;
+        const kiln_machine_type *m =
+            plans[p].machine_type ? kiln_catalog_machine(d->catalog, plans[p].machine_type) : NULL;
+        if ((a && a->is_tpu) || (m && m->is_tpu_worker)) {
+            tpu = true;
+            if (a && a->is_tpu && !want) want = at;
+        }
+    }
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        tpu |= rc && rc->tpu_tf_version && *rc->tpu_tf_version;
+    }
+    if (!tpu || (want && node_has_type(d, want))) return;
+    char why[512];
+    snprintf(why, sizeof why,
+             "this job needs TPU accelerators (%s) and no node of this kilnd declares that type "
+             "(TPUs are never discovered: a site that has them declares them as devices of that "
+             "type in its node config); run it on GPUs or CPUs",
+             want ? want : "no TPU type given");
+    const kiln_training_input *ti = &job->training_input;
+    bool said = false;
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        char f[128];
+        const char *role = kiln_role_field((kiln_role)r);
+        if (rc && rc->accelerator_config.type && *rc->accelerator_config.type) {
+            const kiln_accelerator_type *a =
+                kiln_catalog_accelerator(d->catalog, rc->accelerator_config.type);
+            if (a && a->is_tpu) {
+                snprintf(f, sizeof f, "trainingInput.%sConfig.acceleratorConfig.type", role);
+                kiln_diag_add(dg, f, "%s", why);
+                said = true;
+            }
+        }
+        if (rc && rc->tpu_tf_version && *rc->tpu_tf_version) {
+            snprintf(f, sizeof f, "trainingInput.%sConfig.tpuTfVersion", role);
+            kiln_diag_add(dg, f, "%s", why);
+            said = true;
+        }
+    }
+    const kiln_machine_type *w = ti->worker_type && *ti->worker_type
+                                     ? kiln_catalog_machine(d->catalog, ti->worker_type)
+                                     : NULL;
+    if (w && w->is_tpu_worker) {
+        kiln_diag_add(dg, "trainingInput.workerType", "%s", why);
+        said = true;
+    }
+    if (!said) kiln_diag_add(dg, "trainingInput.scaleTier", "%s", why);
+}
+
 static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char *project,
                                   const kiln_api_req *rq)
 {
@@ -237,10 +308,18 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
                               "PATH)",
                               rc_->image_uri);
         }
-        if (dg.n) {
-            rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
-            goto out;
-        }
+    }
+    /* TPUs: only where a node declares the TPU type the job asks for */
+    check_tpus(d, job, &dg);
+    /* the TTL is the local supervisor's (src/daemon/ttl.c); Slurm's has none */
+    if (d->slurm.on && job->training_input.has_run_policy &&
+        job->training_input.run_policy.has_ttl_seconds_after_finished)
+        kiln_diag_add(&dg, "trainingInput.runPolicy.ttlSecondsAfterFinished",
+                      "not supported with kilnd --executor slurm: Slurm keeps a finished job's "
+                      "files; leave ttlSecondsAfterFinished out");
+    if (dg.n) {
+        rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
+        goto out;
     }
     if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
         rc = send_error(c, 500, NULL, "cannot normalise the job");
@@ -261,6 +340,9 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         goto out;
     }
     kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
+    if (job->training_input.has_run_policy &&
+        job->training_input.run_policy.has_ttl_seconds_after_finished)
+        kilnd_ttl_created(d, project, job->job_id);
     kilnd_wake(d);
     rc = send_json(c, 200, job_json(d, rec));
 out:

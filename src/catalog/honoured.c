@@ -16,6 +16,8 @@
 #include "catalog/catalog_int.h"
 
 /* packageUris kiln stages (src/exec/supervisor/spawn.c). */
+#define KILN_TTL_MAX_SECONDS 315360000
+
 #define SCHEMES                                                                                    \
     "an absolute path or file:///path on kilnd's machine, or gs://BUCKET/NAME of a bucket "        \
     "kilnd's staging store holds"
@@ -237,15 +239,20 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
         refuse(&h, "trainingInput.enableWebAccess",
                "not supported: kiln has no interactive shell into replicas (read their logs "
                "with kiln jobs stream-logs)");
-    if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished)
+    /* acted on by kilnd (src/daemon/ttl.c): in range, so endTime + TTL fits */
+    if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished &&
+        (ti->run_policy.ttl_seconds_after_finished < 0 ||
+         ti->run_policy.ttl_seconds_after_finished > KILN_TTL_MAX_SECONDS))
         refuse(&h, "trainingInput.runPolicy.ttlSecondsAfterFinished",
-               "not supported: kiln keeps a finished job's replica logs and directories; it "
-               "removes nothing after a TTL");
+               "%lld is out of range: 0 to %d seconds (ten years)",
+               (long long)ti->run_policy.ttl_seconds_after_finished, KILN_TTL_MAX_SECONDS);
     if (ti->has_run_policy && set(ti->run_policy.clean_pod_policy) &&
         strcmp(ti->run_policy.clean_pod_policy, "None") == 0)
         refuse(&h, "trainingInput.runPolicy.cleanPodPolicy",
-               "'None' is not supported: kiln stops every replica still running when the job "
-               "ends (Running; All is the same, as an ended replica has nothing left to stop)");
+               "'None' is not supported: replicas left running after the job ends would keep "
+               "their node's devices and ports with no job to cancel them (a parameter server "
+               "never exits on its own), so kiln stops every replica still running when the "
+               "job ends; use Running (the default) or All, which kiln treats the same");
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const char *image = NULL;
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);

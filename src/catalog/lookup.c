@@ -1,6 +1,7 @@
 /* lookup.c - reading a loaded catalog: lookups, valid counts, and the two
  * consumers of a validated job, normalise (defaults the service fills in) and
  * plan (what the scheduler must reserve per role). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,6 +184,26 @@ static void plan_accelerator(const kiln_catalog *c, const kiln_job *job, bool cu
     }
 }
 
+/* A container's resources.limits (cpuLimit, memoryLimit): what it will be
+ * held to, so the placement asks for at least that much, and a node smaller
+ * than one replica can never run it (podman refuses --cpus past the node's
+ * CPUs). Limits are only accepted on container replicas (honoured.c). */
+static void plan_limits(const kiln_job *job, kiln_replica_plan *p)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, p->role);
+    int64_t v;
+    if (!rc) return;
+    if (rc->cpu_limit && kiln_quantity_cpu_milli(rc->cpu_limit, &v)) {
+        int64_t cpus = (v + 999) / 1000;
+        p->limit_vcpus = cpus > INT_MAX ? INT_MAX : (int)cpus;
+        if (p->limit_vcpus > p->vcpus) p->vcpus = p->limit_vcpus;
+    }
+    if (rc->memory_limit && kiln_quantity_bytes(rc->memory_limit, &v)) {
+        p->limit_memory_gb = (double)v / 1073741824.0;
+        if (p->limit_memory_gb > p->memory_gb) p->memory_gb = p->limit_memory_gb;
+    }
+}
+
 size_t kiln_catalog_plan(const kiln_catalog *c, const kiln_job *job,
                          kiln_replica_plan out[KILN_ROLE_COUNT])
 {
@@ -203,6 +224,7 @@ size_t kiln_catalog_plan(const kiln_catalog *c, const kiln_job *job,
         p->machine_type = type;
         p->count = count;
         plan_accelerator(c, job, custom, master, p);
+        plan_limits(job, p);
     }
     return k;
 }

@@ -122,6 +122,12 @@ void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* mkdir -p */
 int kilnd_mkdirs(const char *path);
+/* runPolicy.ttlSecondsAfterFinished (src/daemon/ttl.c): the API notes a
+ * created job that has one (a marker under DATA/ttl, so a restart keeps
+ * it); the supervisor's tick cleans the job's files once endTime + TTL has
+ * passed, looking only at such jobs, once a second. */
+void kilnd_ttl_created(kilnd *d, const char *project, const char *job_id);
+void kilnd_ttl_tick(kilnd *d, int64_t now_ns);
 
 /* The user a project's replicas run as: uid and gid -1 for kilnd's own.
  * KILN_EINVAL with a sentence when that would be root and the site did not

@@ -252,6 +252,13 @@ static bool selects(const kiln_map *sel, const kiln_node *nd)
     return true;
 }
 
+/* A replica held to container limits larger than the whole node: never
+ * there, whether the node's resources are hard or not. */
+static bool too_small(const kiln_node *nd, const kiln_slot *sl)
+{
+    return sl->limit_vcpus > nd->cpus || sl->limit_memory_gb > nd->memory_gb + 1e-9;
+}
+
 /* The never-fits search: places every slot on the scratch (idle) usage by
  * scanning every node, cordons ignored. The live search (best_node) must
  * choose as this one does; test_sched compares the two. */
@@ -269,6 +276,7 @@ static bool try_place(const kiln_sched *s, scratch *w, kiln_slot *slots, const c
             if (nd->hard_resources && (w->cpus[i] + sl->vcpus > nd->cpus ||
                                        w->mem[i] + sl->memory_gb > nd->memory_gb + 1e-9))
                 continue;
+            if (too_small(nd, sl)) continue;
             size_t avail = sl->n_devs ? free_of_type(nd, w->busy[i], type) : 0;
             if (avail < (size_t)sl->n_devs) continue;
             size_t spare = avail - (size_t)sl->n_devs;
@@ -306,7 +314,19 @@ static void explain(const kiln_sched *s, const kiln_slot *sl, const char *type, 
         if (k > most) most = k, most_node = s->c->nodes[i].name;
     }
     const char *role = kiln_role_name(sl->role);
-    if (sl->n_devs > 0 && all == 0)
+    const kiln_node *big = NULL; /* the node with the most CPUs */
+    bool room = false;
+    for (size_t i = 0; i < s->c->n; i++) {
+        if (!big || s->c->nodes[i].cpus > big->cpus) big = &s->c->nodes[i];
+        room |= !too_small(&s->c->nodes[i], sl);
+    }
+    if (!room && big)
+        snprintf(why, len,
+                 "the %s replica's resources.limits (cpuLimit/memoryLimit) hold it to %d vCPUs "
+                 "and %.1f GiB, more than any node has: the largest, %s, has %d vCPUs and %.1f "
+                 "GiB",
+                 role, sl->limit_vcpus, sl->limit_memory_gb, big->name, big->cpus, big->memory_gb);
+    else if (sl->n_devs > 0 && all == 0)
         snprintf(why, len, "no node of this cluster has %s accelerators (the %s replica needs %d)",
                  type, role, sl->n_devs);
     else if (sl->n_devs > 0 && most < (size_t)sl->n_devs)
@@ -344,6 +364,7 @@ static bool node_ok(const kiln_sched *s, size_t i, const kiln_slot *sl, const ki
     if (nd->hard_resources &&
         (u->cpus + sl->vcpus > nd->cpus || u->mem + sl->memory_gb > nd->memory_gb + 1e-9))
         return false;
+    if (too_small(nd, sl)) return false;
     return selects(sel, nd);
 }
 
@@ -437,6 +458,8 @@ static void shape_of(bytes *k, const kiln_slot *slots, const char *const *types,
         put(k, &slots[i].n_devs, sizeof slots[i].n_devs);
         put(k, &slots[i].vcpus, sizeof slots[i].vcpus);
         put(k, &slots[i].memory_gb, sizeof slots[i].memory_gb);
+        put(k, &slots[i].limit_vcpus, sizeof slots[i].limit_vcpus);
+        put(k, &slots[i].limit_memory_gb, sizeof slots[i].limit_memory_gb);
         put(k, types[i] ? types[i] : "", strlen(types[i] ? types[i] : "") + 1);
     }
     for (int r = 0; r < KILN_ROLE_COUNT; r++)
@@ -566,6 +589,8 @@ kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, siz
                 plans[p].accelerator_type ? (int)plans[p].accelerators_per_replica : 0;
             slots[k].vcpus = plans[p].vcpus;
             slots[k].memory_gb = plans[p].memory_gb;
+            slots[k].limit_vcpus = plans[p].limit_vcpus;
+            slots[k].limit_memory_gb = plans[p].limit_memory_gb;
             k++;
         }
     qsort(slots, n, sizeof *slots, by_demand);

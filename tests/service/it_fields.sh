@@ -30,7 +30,6 @@ refused "serviceAccount" "trainingInput.serviceAccount" "" ',"serviceAccount":"a
 refused "network" "trainingInput.network" "" ',"network":"n"'
 refused "enableWebAccess" "trainingInput.enableWebAccess" "" ',"enableWebAccess":true'
 refused "diskConfig" "trainingInput.masterConfig.diskConfig" ',"diskConfig":{"bootDiskSizeGb":100}' ""
-refused "a TTL" "trainingInput.runPolicy.ttlSecondsAfterFinished" "" ',"runPolicy":{"ttlSecondsAfterFinished":"60"}'
 refused "an env name kiln sets" "trainingInput.masterConfig.env.TF_CONFIG" ',"env":{"TF_CONFIG":"{}"}' ""
 refused "a CPU limit on a process" "trainingInput.masterConfig.cpuLimit" ',"cpuLimit":"1"' ""
 refused "a pull policy on a process" "trainingInput.masterConfig.imagePullPolicy" ',"imagePullPolicy":"Always"' ""
@@ -42,6 +41,63 @@ api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BA
 check_eq "a job with env is accepted" "$STATUS" 200
 check "it SUCCEEDED" wait_state env_1 SUCCEEDED 30
 check "the replica saw its env and kiln's" grep -q "GREETING=hello world TASK=master-replica-0" "$T/d/jobs/p1/env_1/log.tsv"
+
+# 2b. runPolicy.ttlSecondsAfterFinished: the job's files go once the TTL has
+# passed (its record, log.tsv and metrics stay), also across a kilnd restart
+cleaned() { # cleaned JOB: nothing left but log.tsv and metrics.jsonl, and the event
+    local d=$T/d/jobs/p1/$1
+    [ -z "$(ls "$d" | grep -vxE 'log.tsv|metrics.jsonl')" ] &&
+        grep -q "cleaned after ttlSecondsAfterFinished=" "$d/log.tsv"
+}
+wait_cleaned() { # wait_cleaned JOB SECONDS
+    for _ in $(seq 1 $(($2 * 10))); do cleaned "$1" && return 0; sleep 0.1; done
+    ls -R "$T/d/jobs/p1/$1" >&2
+    return 1
+}
+check "a job without a TTL keeps its replicas' files" test -d "$T/d/jobs/p1/env_1/replicas"
+api POST /v1/projects/p1/jobs '{"jobId":"ttl_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","echo ttl-job-ran"]},"runPolicy":{"ttlSecondsAfterFinished":"2"}}}'
+check_eq "a job with a TTL is accepted" "$STATUS" 200
+check "it SUCCEEDED" wait_state ttl_1 SUCCEEDED 30
+check "right after the end its replicas' files are there" test -d "$T/d/jobs/p1/ttl_1/replicas"
+check "not cleaned before the TTL" bash -c "! grep -q cleaned '$T/d/jobs/p1/ttl_1/log.tsv'"
+check "cleaned once the TTL has passed" wait_cleaned ttl_1 10
+check "its log (the replica's output) stays" grep -q "ttl-job-ran" "$T/d/jobs/p1/ttl_1/log.tsv"
+api GET /v1/projects/p1/jobs/ttl_1
+check_eq "the job record stays" "$(printf '%s' "$BODY" | jget state)" SUCCEEDED
+api POST /v1/projects/p1/jobs '{"jobId":"ttl_2","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]},"runPolicy":{"ttlSecondsAfterFinished":"6"}}}'
+check "a second TTL job SUCCEEDED" wait_state ttl_2 SUCCEEDED 30
+stop_kilnd
+start_kilnd "$T/d"
+check "not cleaned before its TTL after a restart" test -d "$T/d/jobs/p1/ttl_2/replicas"
+check "cleaned by the next kilnd, from endTime + TTL" wait_cleaned ttl_2 15
+check "the marker is gone once cleaned" test ! -e "$T/d/ttl/p1/ttl_2"
+
+# 2c. TPUs: refused at create at the TPU field unless a node declares the
+# TPU type (no node discovers TPUs)
+TPU1='{"jobId":"tpu_1","trainingInput":{"scaleTier":"BASIC_TPU","region":"us-central1","masterConfig":{"containerCommand":["true"]}}}'
+TPU2='{"jobId":"tpu_2","trainingInput":{"scaleTier":"CUSTOM","masterType":"n1-standard-4","workerType":"cloud_tpu","workerCount":"1","workerConfig":{"acceleratorConfig":{"type":"TPU_V3","count":"8"},"tpuTfVersion":"2.11"},"region":"us-central1","masterConfig":{"containerCommand":["true"]}}}'
+api POST /v1/projects/p1/jobs "$TPU1"
+check_eq "BASIC_TPU with no TPU node: 400" "$STATUS" 400
+check_eq "at the scale tier" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" trainingInput.scaleTier
+check "the reason says no node declares it" grep -q "no node of this kilnd declares" <<<"$BODY"
+api POST /v1/projects/p1/jobs "$TPU2"
+check_eq "a cloud_tpu worker with TPU_V3: 400" "$STATUS" 400
+check "at acceleratorConfig.type, tpuTfVersion and workerType" "$PY" -c '
+import json, sys
+f = [v["field"] for v in json.loads(sys.argv[1])["error"]["details"][0]["fieldViolations"]]
+sys.exit(f != ["trainingInput.workerConfig.acceleratorConfig.type", "trainingInput.workerConfig.tpuTfVersion", "trainingInput.workerType"])' "$BODY"
+api GET /v1/projects/p1/jobs/tpu_2
+check_eq "nothing stored" "$STATUS" 404
+stop_kilnd
+printf '{"nodes": [{"name": "tpuhost", "address": "127.0.0.1", "cpus": 16, "memoryGb": 64, "accelerators": [{"type": "TPU_V3", "count": 8}]}]}\n' >"$T/tpu-nodes.json"
+start_kilnd "$T/d-tpu" --node-config "$T/tpu-nodes.json"
+api POST /v1/projects/p1/jobs "$TPU2"
+check_eq "a site whose node config declares TPU_V3 accepts it" "$STATUS" 200
+api POST /v1/projects/p1/jobs "$TPU1"
+check_eq "but not BASIC_TPU's TPU_V2, which no node declares" "$STATUS" 400
+api POST /v1/projects/p1/jobs/tpu_2:cancel
+stop_kilnd
+start_kilnd "$T/d"
 
 # 3. the mnist-shaped TFJob, unchanged
 if ! kiln_probe podman; then
@@ -128,6 +184,17 @@ check_eq "the label filters the list" "$(printf '%s' "$BODY" | jget jobs.0.jobId
 check_eq "only that job" "$(printf '%s' "$BODY" | jget jobs.1.jobId)" ""
 # imagePullPolicy Never: an image the node lacks is never pulled; the
 # replica fails naming it
+# resources.limits are the scheduler's request too: a container held to more
+# CPUs (or memory) than any node has can never run, and FAILS saying so
+api POST /v1/projects/p1/jobs '{"jobId":"too_big_cpu","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/'"$IMG"'","containerCommand":["true"],"cpuLimit":"4096"}}}'
+check_eq "a 4096-CPU limit is accepted" "$STATUS" 200
+check "it FAILED (never fits)" wait_state too_big_cpu FAILED 30
+api GET /v1/projects/p1/jobs/too_big_cpu
+check "the error names the limits and the shortfall" "$PY" -c 'import json,sys; m=json.loads(sys.argv[1])["errorMessage"]; sys.exit(not ("can never run" in m and "resources.limits" in m and "4096 vCPUs" in m and "the largest" in m))' "$BODY"
+api POST /v1/projects/p1/jobs '{"jobId":"too_big_mem","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/'"$IMG"'","containerCommand":["true"],"memoryLimit":"100Ti"}}}'
+check "a 100Ti memory limit FAILED (never fits)" wait_state too_big_mem FAILED 30
+api GET /v1/projects/p1/jobs/too_big_mem
+check "its error names the memory asked for" "$PY" -c 'import json,sys; m=json.loads(sys.argv[1])["errorMessage"]; sys.exit(not ("resources.limits" in m and "102400.0 GiB" in m))' "$BODY"
 api POST /v1/projects/p1/jobs '{"jobId":"never_pull","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/kiln-it-absent-'$$':1","imagePullPolicy":"Never"}}}'
 check_eq "a Never job is accepted" "$STATUS" 200
 check "it FAILED" wait_state never_pull FAILED 30

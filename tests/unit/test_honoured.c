@@ -62,10 +62,13 @@ int main(void)
     expect(c, BASE "\"enableWebAccess\": false}}", NULL, NULL);
     expect(c, BASE "\"masterConfig\": {\"diskConfig\": {\"bootDiskSizeGb\": 200}}}}",
            "trainingInput.masterConfig.diskConfig", "boot disks");
-    expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"60\"}}}",
-           "trainingInput.runPolicy.ttlSecondsAfterFinished", "TTL");
+    /* a TTL is acted on (src/daemon/ttl.c), within ten years */
+    expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"60\"}}}", NULL, NULL);
+    expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"0\"}}}", NULL, NULL);
+    expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"400000000\"}}}",
+           "trainingInput.runPolicy.ttlSecondsAfterFinished", "out of range");
     expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"None\"}}}",
-           "trainingInput.runPolicy.cleanPodPolicy", "'None'");
+           "trainingInput.runPolicy.cleanPodPolicy", "use Running");
     expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"Running\"}}}", NULL, NULL);
     expect(c, BASE "\"runPolicy\": {\"cleanPodPolicy\": \"All\"}}}", NULL, NULL);
 

@@ -790,6 +790,7 @@ static bool tick(sup *s, bool woken)
      * API, a job that ended) and every second anyway (maxWaitTime). */
     if (!d->stop && (woken || s->dirty)) schedule(s);
     if (!d->stop) start_trials(s);
+    if (!d->stop) kilnd_ttl_tick(d, now); /* runPolicy.ttlSecondsAfterFinished */
     s->dirty = false;
     return true;
 }
