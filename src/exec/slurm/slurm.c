@@ -142,6 +142,72 @@ static void last_line(const char *out, char *buf, size_t len)
     snprintf(buf, len, "%.*s", (int)(n - s), out + s);
 }
 
+/* ---------- the site's mappings ---------- */
+
+/* The GRES type of kiln accelerator type `t` (--slurm-gpu-type T=G), or NULL. */
+static const char *gres_type(const kilnd *d, const char *t)
+{
+    size_t n = t ? strlen(t) : 0;
+    for (size_t i = 0; n && i < d->slurm.gpu_type_n; i++)
+        if (strncmp(d->slurm.gpu_types[i], t, n) == 0 && d->slurm.gpu_types[i][n] == '=')
+            return d->slurm.gpu_types[i] + n + 1;
+    return NULL;
+}
+
+/* The kiln accelerator type of GRES type `g` (the map read backwards), or NULL. */
+static const char *kiln_type_of(const kilnd *d, const char *g)
+{
+    for (size_t i = 0; g && *g && i < d->slurm.gpu_type_n; i++) {
+        const char *eq = strchr(d->slurm.gpu_types[i], '=');
+        if (eq && strcmp(eq + 1, g) == 0) {
+            static _Thread_local char buf[128];
+            snprintf(buf, sizeof buf, "%.*s", (int)(eq - d->slurm.gpu_types[i]),
+                     d->slurm.gpu_types[i]);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static const char *role_config_field(kiln_role r)
+{
+    switch (r) {
+    case KILN_ROLE_MASTER:
+        return "trainingInput.masterConfig.acceleratorConfig.type";
+    case KILN_ROLE_WORKER:
+        return "trainingInput.workerConfig.acceleratorConfig.type";
+    case KILN_ROLE_PARAMETER_SERVER:
+        return "trainingInput.parameterServerConfig.acceleratorConfig.type";
+    default:
+        return "trainingInput.evaluatorConfig.acceleratorConfig.type";
+    }
+}
+
+bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t flen, char *why,
+                          size_t whylen)
+{
+    if (!d->slurm.gpu_type_n) return true; /* untyped GRES: any GPU type is "gpu" */
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    size_t np = kiln_catalog_plan(d->catalog, job, plans);
+    for (size_t p = 0; p < np; p++) {
+        const char *t = plans[p].accelerator_type;
+        if (!t || plans[p].accelerators_per_replica <= 0 || strncmp(t, "TPU", 3) == 0 ||
+            gres_type(d, t))
+            continue;
+        char known[400] = "";
+        size_t kl = 0;
+        for (size_t i = 0; i < d->slurm.gpu_type_n && kl + 2 < sizeof known; i++)
+            kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", i ? ", " : "",
+                                   d->slurm.gpu_types[i]);
+        snprintf(field, flen, "%s", role_config_field(plans[p].role));
+        snprintf(why, whylen,
+                 "%s has no GPU type on this Slurm cluster (kilnd --slurm-gpu-type maps %s)", t,
+                 known);
+        return false;
+    }
+    return true;
+}
+
 /* ---------- nodes (sinfo --json) ---------- */
 
 /* "gpu:2", "gpu:t4:2", "gpu:t4:2(S:0)", "gpu:1(IDX:0)": the count, the type into `type`. */
@@ -198,7 +264,7 @@ static json_t *sinfo_nodes(kilnd *d, char *why, size_t whylen)
     return mine;
 }
 
-static json_t *node_json(json_t *n)
+static json_t *node_json(const kilnd *d, json_t *n)
 {
     const char *name = json_string_value(json_object_get(n, "name"));
     const char *addr = json_string_value(json_object_get(n, "address"));
@@ -211,7 +277,9 @@ static json_t *node_json(json_t *n)
     json_int_t acpus = json_integer_value(json_object_get(n, "alloc_cpus"));
     double mem = (double)json_integer_value(json_object_get(n, "real_memory")) / 1024.0;
     double amem = (double)json_integer_value(json_object_get(n, "alloc_memory")) / 1024.0;
-    const char *gname = type[0] ? type : "gpu";
+    /* a typed GRES shows as kiln's accelerator type where the site maps it */
+    const char *kt = kiln_type_of(d, type);
+    const char *gname = kt ? kt : type[0] ? type : "gpu";
     bool drained = false;
     json_t *f;
     size_t i;
@@ -269,7 +337,7 @@ json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen)
     {
         const char *name = json_string_value(json_object_get(n, "name"));
         if (only && (!name || strcmp(name, only) != 0)) continue;
-        json_array_append_new(arr, node_json(n));
+        json_array_append_new(arr, node_json(d, n));
     }
     json_decref(mine);
     return arr;
@@ -472,7 +540,7 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
     if (!nodes) return true; /* Slurm itself will say (sbatch) */
     size_t i;
     int max_gpus = 0;
-    json_int_t max_cpus = 0;
+    json_int_t max_cpus = 0, max_mem = 0;
     char list[400] = "";
     size_t ll = 0;
     json_array_foreach(nodes, i, n)
@@ -481,6 +549,8 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
         json_int_t c = json_integer_value(json_object_get(n, "cpus"));
         if (g > max_gpus) max_gpus = g;
         if (c > max_cpus) max_cpus = c;
+        json_int_t m = json_integer_value(json_object_get(n, "real_memory"));
+        if (m > max_mem) max_mem = m;
         if (ll < sizeof list - 40)
             ll += (size_t)snprintf(list + ll, sizeof list - ll, "%s%s: %d GPU%s", ll ? ", " : "",
                                    json_string_value(json_object_get(n, "name")), g,
@@ -497,6 +567,24 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
         if (t && strncmp(t, "TPU", 3) == 0) {
             snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
                      kiln_role_name(plans[p].role), t);
+            return false;
+        }
+        if (s->d->slurm.machine_resources && plans[p].vcpus > max_cpus) {
+            snprintf(why, whylen,
+                     "the %s replicas ask for %d CPUs (%s); no node of Slurm partition %s has "
+                     "more than %lld",
+                     kiln_role_name(plans[p].role), plans[p].vcpus,
+                     plans[p].machine_type ? plans[p].machine_type : "?", s->d->slurm.partition,
+                     (long long)max_cpus);
+            return false;
+        }
+        if (s->d->slurm.machine_resources && plans[p].memory_gb * 1024 > (double)max_mem) {
+            snprintf(why, whylen,
+                     "the %s replicas ask for %.1f GB of memory (%s); no node of Slurm partition "
+                     "%s has more than %.1f GB",
+                     kiln_role_name(plans[p].role), plans[p].memory_gb,
+                     plans[p].machine_type ? plans[p].machine_type : "?", s->d->slurm.partition,
+                     (double)max_mem / 1024.0);
             return false;
         }
         if (t && plans[p].accelerators_per_replica > max_gpus) {
@@ -610,10 +698,23 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
     bool het = np > 1;
     for (size_t p = 0; p < np; p++) {
         if (p) fprintf(f, "#SBATCH hetjob\n");
-        fprintf(f, "#SBATCH --partition=%s --ntasks=%lld --cpus-per-task=1%s", d->slurm.partition,
-                (long long)plans[p].count, tlimit);
-        if (plans[p].accelerator_type && plans[p].accelerators_per_replica > 0)
-            fprintf(f, " --gpus-per-task=%lld", (long long)plans[p].accelerators_per_replica);
+        /* CPU and memory: the machine type's where the site says so, else 1 CPU */
+        int cpus = d->slurm.machine_resources && plans[p].vcpus > 0 ? plans[p].vcpus : 1;
+        fprintf(f, "#SBATCH --partition=%s --ntasks=%lld --cpus-per-task=%d%s", d->slurm.partition,
+                (long long)plans[p].count, cpus, tlimit);
+        if (d->slurm.machine_resources && plans[p].memory_gb > 0) {
+            long long mb = (long long)(plans[p].memory_gb * 1024.0 + 0.5);
+            fprintf(f, " --mem-per-cpu=%lld", (mb + cpus - 1) / cpus);
+        }
+        if (plans[p].accelerator_type && plans[p].accelerators_per_replica > 0) {
+            const char *g = gres_type(d, plans[p].accelerator_type);
+            fprintf(f, " --gpus-per-task=%s%s%lld", g ? g : "", g ? ":" : "",
+                    (long long)plans[p].accelerators_per_replica);
+        }
+        /* priority (0..max, higher first) -> --nice=1000-priority: never negative,
+         * so no Slurm privilege is needed; kiln's jobs order among themselves */
+        long long prio = ti->has_scheduling ? (long long)ti->scheduling.priority : 0;
+        if (prio < 1000) fprintf(f, " --nice=%lld", 1000 - prio);
         if (d->slurm.account) fprintf(f, " --account=%s", d->slurm.account);
         if (p == 0)
             fprintf(f, " --job-name=%s --output=%s/batch-%%j.log --chdir=%s", name, sdir, work);
