@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "exec/slurm/slurm.h"
 #include "kiln/tune.h"
 #include "util/utf8.h"
 
@@ -269,6 +270,12 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     if (err != KILN_OK) {
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.n ? dg.v[0].field : "",
                         dg.n ? dg.v[0].description : "invalid job");
+        goto out;
+    }
+    /* --executor slurm: what the site's Slurm mapping cannot express (docs/slurm.md) */
+    char sfield[128];
+    if (d->slurm.on && !kiln_slurm_check_job(d, job, sfield, sizeof sfield, why, sizeof why)) {
+        rc = send_error(c, 400, NULL, "Field: %s Error: %s", sfield, why);
         goto out;
     }
     /* gs:// URIs must name what this kilnd's staging store holds (storage.c) */

@@ -95,8 +95,8 @@ static json_t *node_json(kilnd *d, size_t i, json_t *held)
 }
 
 /* --executor slurm: the partition's Slurm nodes (sinfo --json); drain and
- * uncordon are Slurm's (scontrol update state=drain|resume), and Slurm
- * moves nothing itself: the drained node's jobs run on (docs/slurm.md). */
+ * uncordon are Slurm's (scontrol update state=drain|resume); on a drain
+ * the supervisor then moves the node's kiln jobs (docs/slurm.md). */
 static enum MHD_Result slurm_nodes(kilnd *d, struct MHD_Connection *c, const char *method,
                                    const char *rest, const kiln_api_auth *a)
 {

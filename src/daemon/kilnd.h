@@ -79,9 +79,12 @@ typedef struct kilnd {
     /* --executor slurm: jobs go whole to a Slurm cluster (src/exec/slurm) */
     struct {
         bool on;
-        char *partition; /* --slurm-partition */
-        char *account;   /* --slurm-account, NULL: the user's default */
-        char *task;      /* kiln-slurm-task, found next to kilnd */
+        char *partition;        /* --slurm-partition */
+        char *account;          /* --slurm-account, NULL: the user's default */
+        char *task;             /* kiln-slurm-task, found next to kilnd */
+        bool machine_resources; /* --slurm-machine-resources yes: CPU, memory of machine types */
+        char **gpu_types;       /* --slurm-gpu-type KILN_TYPE=GRES_TYPE ("K=G"), repeatable */
+        size_t gpu_type_n;
     } slurm;
     kilnd_user *users;
     size_t n_users;

@@ -48,6 +48,7 @@ static const char usage[] =
     "             [--min-free-bytes N] [--container-runtime PATH] [--monitor PATH]\n"
     "             [--allow-root-replicas yes|no]\n"
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
+    "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
@@ -278,6 +279,9 @@ static void cleanup(kilnd *d)
     free(d->slurm.partition);
     free(d->slurm.account);
     free(d->slurm.task);
+    for (size_t i = 0; i < d->slurm.gpu_type_n; i++)
+        free(d->slurm.gpu_types[i]);
+    free(d->slurm.gpu_types);
     free((char *)d->exec.container_runtime);
     free((char *)d->exec.cdi_dirs);
     kiln_strv_clear(&d->exec.runtime_args);
@@ -387,6 +391,21 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--slurm-account") == 0) {
             free(d.slurm.account);
             d.slurm.account = strdup(v);
+        } else if (strcmp(a, "--slurm-machine-resources") == 0) {
+            if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0) {
+                fprintf(stderr, "kilnd: --slurm-machine-resources wants yes or no\n");
+                goto out;
+            }
+            d.slurm.machine_resources = strcmp(v, "yes") == 0;
+        } else if (strcmp(a, "--slurm-gpu-type") == 0) {
+            const char *eq = strchr(v, '=');
+            char **nv = realloc(d.slurm.gpu_types, (d.slurm.gpu_type_n + 1) * sizeof *nv);
+            if (nv) d.slurm.gpu_types = nv;
+            if (!eq || eq == v || !eq[1] || strchr(eq + 1, ':') || !nv) {
+                fprintf(stderr, "kilnd: --slurm-gpu-type wants KILN_TYPE=GRES_TYPE, not '%s'\n", v);
+                goto out;
+            }
+            d.slurm.gpu_types[d.slurm.gpu_type_n++] = strdup(v);
         } else if (strcmp(a, "--container-runtime") == 0)
             runtime = v;
         else if (strcmp(a, "--allow-root-replicas") == 0) {

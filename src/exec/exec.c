@@ -276,6 +276,21 @@ static kiln_err push_group(kiln_strv *v, const kiln_strv *g)
     return err;
 }
 
+kiln_err kiln__mon_argv(const kiln__mon_args *a, const char *const *prog, size_t nprog,
+                        kiln_strv *av)
+{
+    if (kiln_strv_push(av, a->monitor) != KILN_OK || kiln_strv_push(av, a->state) ||
+        kiln_strv_push(av, a->job_log) || kiln_strv_push(av, a->rep_log) ||
+        kiln_strv_push(av, a->task) || push_int(av, a->log_cap) ||
+        kiln_strv_push(av, a->work_dir) || push_int(av, a->uid) || push_int(av, a->gid) ||
+        kiln_strv_push(av, a->pull_policy ? a->pull_policy : "IfNotPresent") ||
+        push_group(av, a->pull) || push_group(av, a->exists) || kiln_strv_push(av, "--"))
+        return KILN_ENOMEM;
+    for (size_t i = 0; i < nprog; i++)
+        if (kiln_strv_push(av, prog[i]) != KILN_OK) return KILN_ENOMEM;
+    return KILN_OK;
+}
+
 kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
                          const kiln_strv *prog, const kiln_strv *pull, const kiln_strv *exists,
                          kiln_exec_handle *h, char *why, size_t whylen)
@@ -295,16 +310,19 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
         return KILN_EINVAL;
     }
     kiln_exec_forget(spec->state);
-    if (kiln_strv_push(&av, cfg->monitor) != KILN_OK || kiln_strv_push(&av, spec->state) ||
-        kiln_strv_push(&av, spec->job_log) || kiln_strv_push(&av, spec->rep_log) ||
-        kiln_strv_push(&av, spec->task) || push_int(&av, (long long)cfg->log_cap) ||
-        kiln_strv_push(&av, spec->work_dir) || push_int(&av, spec->uid) ||
-        push_int(&av, spec->gid) ||
-        kiln_strv_push(&av, spec->pull_policy ? spec->pull_policy : "IfNotPresent") ||
-        push_group(&av, pull) || push_group(&av, exists) || kiln_strv_push(&av, "--"))
-        goto out;
-    for (size_t i = 0; i < prog->n; i++)
-        if (kiln_strv_push(&av, prog->v[i]) != KILN_OK) goto out;
+    kiln__mon_args ma = {.monitor = cfg->monitor,
+                         .state = spec->state,
+                         .job_log = spec->job_log,
+                         .rep_log = spec->rep_log,
+                         .task = spec->task,
+                         .work_dir = spec->work_dir,
+                         .pull_policy = spec->pull_policy,
+                         .log_cap = (long long)cfg->log_cap,
+                         .uid = spec->uid,
+                         .gid = spec->gid,
+                         .pull = pull,
+                         .exists = exists};
+    if (kiln__mon_argv(&ma, (const char *const *)prog->v, prog->n, &av) != KILN_OK) goto out;
     if (monitor_env(spec, &env) != KILN_OK) goto out;
     avp = calloc(av.n + 1, sizeof *avp);
     envp = calloc(env.n + 1, sizeof *envp);

@@ -31,6 +31,20 @@ extern const kiln__exec_backend kiln__exec_container;
  * kilnd), with exactly spec->env as its environment. pull/exists: the image
  * pull and check the monitor runs first, by spec->pull_policy (NULL for
  * none; pull NULL alone: the check only, as for Never). */
+/* The one writer of kiln-monitor's command line (src/exec/monitor reads it):
+ *   MONITOR STATE JOBLOG REPLOG TASK LOGCAP CWD UID GID POLICY
+ *           NPULL PULL... NEXISTS EXISTS... -- PROG...
+ * appended to *av. Used by kiln__mon_start and by kiln-slurm-task (the Slurm
+ * executor's replicas). `pull`, `exists` may be NULL (none); `policy` NULL:
+ * IfNotPresent. */
+typedef struct kiln__mon_args {
+    const char *monitor, *state, *job_log, *rep_log, *task, *work_dir, *pull_policy;
+    long long log_cap, uid, gid; /* uid/gid -1: kilnd's own */
+    const kiln_strv *pull, *exists;
+} kiln__mon_args;
+kiln_err kiln__mon_argv(const kiln__mon_args *a, const char *const *prog, size_t nprog,
+                        kiln_strv *av);
+
 kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
                          const kiln_strv *prog, const kiln_strv *pull, const kiln_strv *exists,
                          kiln_exec_handle *h, char *why, size_t whylen);

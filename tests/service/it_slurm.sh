@@ -11,6 +11,12 @@
 #   - cancel: SIGTERM through scancel, the job CANCELLED, Slurm's job gone;
 #   - kilnd killed (-9) while a job runs: the Slurm job is untouched, and the
 #     next kilnd follows it to SUCCEEDED;
+#   - a kilnd that dies right after sbatch (test hook) submits nothing twice:
+#     the next one adopts the Slurm job of the attempt's name;
+#   - restart policies: OnFailure fails once then succeeds (restarts 1),
+#     ExitCode 3 fails at once, backoffLimit 1 stops after one restart;
+#   - `kiln nodes drain` of a running job's node: stopped, a new Slurm job on
+#     the other node, resumed from its checkpoint, SUCCEEDED, restarts 1;
 #   - `kiln nodes list` shows Slurm's nodes, `kiln nodes drain` drains in Slurm.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
 PORT_RANGE=44000-44799 # the cluster's own daemons listen on 44900-44902
@@ -27,7 +33,10 @@ if ! "$HERE/slurm_cluster.sh" start "$CLUSTER" 44900 >"$T/cluster.out" 2>&1; the
     finish
 fi
 export SLURM_CONF=$CLUSTER/slurm.conf
-start_kilnd "$T/d" --executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+# the cluster's GPUs are typed GRES gpu:t4; kiln's NVIDIA_TESLA_T4 maps to them
+KILND_SLURM=(--executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+    --slurm-gpu-type NVIDIA_TESLA_T4=t4)
+start_kilnd "$T/d" "${KILND_SLURM[@]}"
 
 gpu_job() { # gpu_job ID GPUS_PER_REPLICA TRAINING_INPUT_MEMBERS [MASTER_CONFIG_MEMBERS]
     printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1",%s,"masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_T4"}%s},"workerType":"n1-standard-4","workerCount":"2","workerConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_T4"}}}}' \
@@ -37,7 +46,7 @@ gpu_job() { # gpu_job ID GPUS_PER_REPLICA TRAINING_INPUT_MEMBERS [MASTER_CONFIG_
 # ---- nodes: Slurm's ----
 "$KILN" nodes list >"$T/nodes" 2>&1
 check "nodes list shows n1 and n2" grep -q '^n2 ' "$T/nodes"
-check "nodes list shows their GPUs" grep -q 'gpu=2' "$T/nodes"
+check "nodes list shows their GPUs as kiln's type" grep -q 'NVIDIA_TESLA_T4=2' "$T/nodes"
 
 # ---- kiln-train's multi_worker_mirrored mnist across both nodes ----
 t0=$(date +%s.%N)
@@ -54,6 +63,12 @@ done
 check "the replicas all-reduced (world of 3)" grep -qiE 'world.?size[ =:]*3|3 replicas|of 3' "$T/mnist.logs"
 hosts=$(cat "$T"/d/jobs/p1/mnist_1/slurm/*/hosts/* | awk '{print $2}' | sort -u | tr '\n' ' ')
 check_eq "replicas' nodes" "$hosts" "n1 n2 "
+check "typed GRES asked for" grep -q -- '--gpus-per-task=t4:1' "$T/d/jobs/p1/mnist_1/slurm/job.sbatch"
+
+# ---- a GPU type the site did not map is refused at create, named ----
+api POST /v1/projects/p1/jobs "$(gpu_job v100_1 1 '"jobDir":"/tmp"' '"containerCommand":["true"]' | sed 's/NVIDIA_TESLA_T4/NVIDIA_TESLA_V100/g')"
+check_eq "unmapped GPU type refused" "$STATUS" 400
+check "the refusal names it" grep -q 'NVIDIA_TESLA_V100 has no GPU type on this Slurm cluster' <<<"$BODY"
 
 # ---- PyTorch DDP, unmodified (gloo) ----
 if probe_torch >/dev/null 2>&1; then
@@ -97,12 +112,76 @@ check "late RUNNING" wait_state late_1 RUNNING 60
 kill -9 "$KPID"
 wait "$KPID" 2>/dev/null
 sleep 5
-start_kilnd "$T/d" --executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+start_kilnd "$T/d" "${KILND_SLURM[@]}"
 check "late SUCCEEDED after the kilnd restart" wait_state late_1 SUCCEEDED 30
 "$KILN" jobs stream-logs late_1 >"$T/late.logs" 2>&1
 check "late's replica finished" grep -q 'done' "$T/late.logs"
 check "followed again, not resubmitted" grep -q 'following Slurm job' "$T/late.logs"
 check_eq "one Slurm job for late_1" "$(grep -c 'Submitted to Slurm' "$T/late.logs")" 1
+
+restarts() {
+    api GET "/v1/projects/p1/jobs/$1"
+    printf '%s' "$BODY" | jget kilnStatus.restarts
+}
+
+# ---- a kilnd dying between sbatch and its runtime record submits nothing twice ----
+# (KILN_TEST_DIE_AFTER_SBATCH=1 is a test-only hook: kilnd _exits(70) right after sbatch)
+stop_kilnd
+KILN_TEST_DIE_AFTER_SBATCH=1 start_kilnd "$T/d" "${KILND_SLURM[@]}"
+api POST /v1/projects/p1/jobs "$(job_json once_1 "echo run >> $T/once.count; sleep 2; echo done")"
+for _ in $(seq 1 400); do kill -0 "$KPID" 2>/dev/null || break; sleep 0.05; done
+wait "$KPID" 2>/dev/null
+check_eq "kilnd died right after sbatch (test hook)" "$?" 70
+start_kilnd "$T/d" "${KILND_SLURM[@]}"
+check "once_1 SUCCEEDED" wait_state once_1 SUCCEEDED 60
+check_eq "its program ran once" "$(cat "$T/once.count" 2>/dev/null | wc -l)" 1
+check_eq "one Slurm job kiln.p1.once_1.0" "$(squeue -h -t all -n kiln.p1.once_1.0 -o %i | wc -l)" 1
+"$KILN" jobs stream-logs once_1 >"$T/once.logs" 2>&1
+check "the new kilnd adopted it" grep -q 'following it, not submitting again' "$T/once.logs"
+
+# ---- restart policies: a new Slurm job per attempt, counted as on one machine ----
+api POST /v1/projects/p1/jobs "$(printf '{"jobId":"retry_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","scheduling":{"priority":700},"masterConfig":{"restartPolicy":"OnFailure","containerCommand":["sh","-c","if [ -e %s/retry.flag ]; then echo second try; exit 0; fi; touch %s/retry.flag; echo first try; exit 3"]}}}' "$T" "$T")"
+check_eq "retry_1 created" "$STATUS" 200
+check "OnFailure: retry_1 SUCCEEDED on its second attempt" wait_state retry_1 SUCCEEDED 60
+check_eq "retry_1 restarts" "$(restarts retry_1)" 1
+check_eq "attempt 1 is Slurm job kiln.p1.retry_1.1" "$(squeue -h -t all -n kiln.p1.retry_1.1 -o %i | wc -l)" 1
+check_eq "priority 700 -> Slurm nice 300" "$(squeue -h -t all -n kiln.p1.retry_1.1 -o %y)" 300
+api POST /v1/projects/p1/jobs "$(printf '{"jobId":"permanent_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"restartPolicy":"ExitCode","containerCommand":["sh","-c","exit 3"]}}}')"
+check "ExitCode, status 3 (permanent): FAILED" wait_state permanent_1 FAILED 60
+check_eq "permanent_1 restarts" "$(restarts permanent_1)" 0
+api POST /v1/projects/p1/jobs "$(printf '{"jobId":"backoff_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","runPolicy":{"backoffLimit":"1"},"masterConfig":{"restartPolicy":"OnFailure","containerCommand":["sh","-c","exit 1"]}}}')"
+check "backoffLimit 1, always failing: FAILED" wait_state backoff_1 FAILED 60
+check_eq "backoff_1 restarts" "$(restarts backoff_1)" 1
+api GET /v1/projects/p1/jobs/backoff_1
+check "backoff_1 names the limit" grep -q 'backoff limit (1 restarts) is reached' <<<"$(printf '%s' "$BODY" | jget errorMessage)"
+
+# ---- kiln nodes drain: the running job moves off the node and resumes ----
+ck=$T/drain.ck
+prog="n=0; [ -e $ck ] && n=\$(cat $ck) && echo resumed from \$n; trap 'echo \$n > $ck.tmp && mv $ck.tmp $ck; echo saved \$n; exit 0' TERM; i=0; while :; do n=\$((n+1)); i=\$((i+1)); if [ -e $ck ] && [ \$i -ge 20 ]; then echo finished at \$n; exit 0; fi; sleep 0.05; done"
+api POST /v1/projects/p1/jobs "$(job_json drain_1 "$prog")"
+check "drain_1 RUNNING" wait_state drain_1 RUNNING 60
+node1=""
+for _ in $(seq 1 100); do
+    api GET /v1/projects/p1/jobs/drain_1
+    node1=$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.node)
+    [ -n "$node1" ] && break
+    sleep 0.1
+done
+check "drain_1's node is known ($node1)" test -n "$node1"
+sleep 1
+"$KILN" nodes drain "$node1" >/dev/null 2>&1
+check_eq "drain $node1 exit" "$?" 0
+check "drain_1 SUCCEEDED after the move" wait_state drain_1 SUCCEEDED 90
+check_eq "drain_1 restarts" "$(restarts drain_1)" 1
+api GET /v1/projects/p1/jobs/drain_1
+node2=$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.node)
+check "drain_1 ran again on another node ($node1 -> $node2)" test -n "$node2" -a "$node2" != "$node1"
+"$KILN" jobs stream-logs drain_1 >"$T/drain.logs" 2>&1
+check "drain_1 resumed from its checkpoint" grep -qE 'resumed from [1-9]' "$T/drain.logs"
+check "drain_1 finished" grep -q 'finished at' "$T/drain.logs"
+check "the drain is in the job's log" grep -q 'being drained' "$T/drain.logs"
+check "requeued as kiln.p1.drain_1.1" test "$(squeue -h -t all -n kiln.p1.drain_1.1 -o %i | wc -l)" = 1
+"$KILN" nodes uncordon "$node1" >/dev/null 2>&1
 
 # ---- drain in Slurm ----
 "$KILN" nodes drain n2 >/dev/null 2>&1
@@ -112,4 +191,19 @@ check "n2 drained in Slurm" sh -c "sinfo -h -n n2 -o %t | grep -q drain"
 check "nodes list shows the drain and its reason" grep -qE '^n2 .* yes .*slurm: [a-z]*\+?drain.*: kiln nodes drain' "$T/nodes2"
 "$KILN" nodes uncordon n2 >/dev/null 2>&1
 check "n2 back" sh -c "sinfo -h -n n2 -o %t | grep -qv drain"
+
+# ---- CPU and memory from machine types (--slurm-machine-resources yes) ----
+printf 'machineTypes:\n  - {name: slurm-small, family: compute-engine, vcpus: 2, memoryGb: 1.5}\n' >"$T/site.yaml"
+stop_kilnd
+start_kilnd "$T/d" "${KILND_SLURM[@]}" --slurm-machine-resources yes --catalog "$T/site.yaml"
+api POST /v1/projects/p1/jobs '{"jobId":"small_1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"slurm-small","masterConfig":{"containerCommand":["sh","-c","echo cpus $SLURM_CPUS_PER_TASK"]}}}'
+check_eq "small_1 created" "$STATUS" 200
+check "small_1 SUCCEEDED" wait_state small_1 SUCCEEDED 60
+check "2 CPUs and 768 MB per CPU asked for" grep -q -- '--cpus-per-task=2 .*--mem-per-cpu=768' "$T/d/jobs/p1/small_1/slurm/job.sbatch"
+"$KILN" jobs stream-logs small_1 >"$T/small.logs" 2>&1
+check "Slurm gave the replica 2 CPUs" grep -q 'cpus 2' "$T/small.logs"
+api POST /v1/projects/p1/jobs '{"jobId":"wide_1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-8","masterConfig":{"containerCommand":["true"]}}}'
+check "wide_1 never fits" wait_state wide_1 FAILED 20
+api GET /v1/projects/p1/jobs/wide_1
+check "never-fits names the CPUs" grep -q 'ask for 8 CPUs (n1-standard-8); no node of Slurm partition kiln has more than 2' <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 finish

@@ -2,7 +2,7 @@
 # tests/service/slurm_cluster.sh - a throwaway Slurm cluster on this machine,
 # all of it under one directory, on loopback:
 #   munged with its own key and socket, slurmctld, and two slurmd (-N n1,
-#   -N n2) with 2 fake GPUs each (character devices made with mknod and
+#   -N n2) with 2 fake GPUs each (typed GRES gpu:t4) (character devices made with mknod and
 #   declared through gres.conf File=, so Slurm sets CUDA_VISIBLE_DEVICES).
 #
 #   slurm_cluster.sh start DIR [PORT]   prints SLURM_CONF=DIR/slurm.conf
@@ -59,8 +59,8 @@ for n in n1 n2; do
 done
 
 cat >"$DIR/gres.conf" <<EOF
-NodeName=n1 Name=gpu File=$DIR/dev/n1gpu[0-1]
-NodeName=n2 Name=gpu File=$DIR/dev/n2gpu[0-1]
+NodeName=n1 Name=gpu Type=t4 File=$DIR/dev/n1gpu[0-1]
+NodeName=n2 Name=gpu Type=t4 File=$DIR/dev/n2gpu[0-1]
 EOF
 
 cat >"$DIR/slurm.conf" <<EOF
@@ -92,8 +92,8 @@ KillWait=5
 InactiveLimit=0
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 1)) CPUs=2 RealMemory=4000 Gres=gpu:2 State=UNKNOWN
-NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 2)) CPUs=2 RealMemory=4000 Gres=gpu:2 State=UNKNOWN
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 1)) CPUs=2 RealMemory=4000 Gres=gpu:t4:2 State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 2)) CPUs=2 RealMemory=4000 Gres=gpu:t4:2 State=UNKNOWN
 PartitionName=kiln Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 EOF
 

@@ -24,6 +24,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,6 +45,12 @@
 #define POLL_MS 500
 
 extern char **environ;
+
+/* `kiln nodes drain` (the API thread) -> the supervisor: nodes whose kiln
+ * jobs must move. */
+static pthread_mutex_t drain_mu = PTHREAD_MUTEX_INITIALIZER;
+static char drain_pending[16][128];
+static int drain_n;
 
 /* ---------- running Slurm's commands ---------- */
 
@@ -135,6 +142,72 @@ static void last_line(const char *out, char *buf, size_t len)
     snprintf(buf, len, "%.*s", (int)(n - s), out + s);
 }
 
+/* ---------- the site's mappings ---------- */
+
+/* The GRES type of kiln accelerator type `t` (--slurm-gpu-type T=G), or NULL. */
+static const char *gres_type(const kilnd *d, const char *t)
+{
+    size_t n = t ? strlen(t) : 0;
+    for (size_t i = 0; n && i < d->slurm.gpu_type_n; i++)
+        if (strncmp(d->slurm.gpu_types[i], t, n) == 0 && d->slurm.gpu_types[i][n] == '=')
+            return d->slurm.gpu_types[i] + n + 1;
+    return NULL;
+}
+
+/* The kiln accelerator type of GRES type `g` (the map read backwards), or NULL. */
+static const char *kiln_type_of(const kilnd *d, const char *g)
+{
+    for (size_t i = 0; g && *g && i < d->slurm.gpu_type_n; i++) {
+        const char *eq = strchr(d->slurm.gpu_types[i], '=');
+        if (eq && strcmp(eq + 1, g) == 0) {
+            static _Thread_local char buf[128];
+            snprintf(buf, sizeof buf, "%.*s", (int)(eq - d->slurm.gpu_types[i]),
+                     d->slurm.gpu_types[i]);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static const char *role_config_field(kiln_role r)
+{
+    switch (r) {
+    case KILN_ROLE_MASTER:
+        return "trainingInput.masterConfig.acceleratorConfig.type";
+    case KILN_ROLE_WORKER:
+        return "trainingInput.workerConfig.acceleratorConfig.type";
+    case KILN_ROLE_PARAMETER_SERVER:
+        return "trainingInput.parameterServerConfig.acceleratorConfig.type";
+    default:
+        return "trainingInput.evaluatorConfig.acceleratorConfig.type";
+    }
+}
+
+bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t flen, char *why,
+                          size_t whylen)
+{
+    if (!d->slurm.gpu_type_n) return true; /* untyped GRES: any GPU type is "gpu" */
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    size_t np = kiln_catalog_plan(d->catalog, job, plans);
+    for (size_t p = 0; p < np; p++) {
+        const char *t = plans[p].accelerator_type;
+        if (!t || plans[p].accelerators_per_replica <= 0 || strncmp(t, "TPU", 3) == 0 ||
+            gres_type(d, t))
+            continue;
+        char known[400] = "";
+        size_t kl = 0;
+        for (size_t i = 0; i < d->slurm.gpu_type_n && kl + 2 < sizeof known; i++)
+            kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", i ? ", " : "",
+                                   d->slurm.gpu_types[i]);
+        snprintf(field, flen, "%s", role_config_field(plans[p].role));
+        snprintf(why, whylen,
+                 "%s has no GPU type on this Slurm cluster (kilnd --slurm-gpu-type maps %s)", t,
+                 known);
+        return false;
+    }
+    return true;
+}
+
 /* ---------- nodes (sinfo --json) ---------- */
 
 /* "gpu:2", "gpu:t4:2", "gpu:t4:2(S:0)", "gpu:1(IDX:0)": the count, the type into `type`. */
@@ -191,7 +264,7 @@ static json_t *sinfo_nodes(kilnd *d, char *why, size_t whylen)
     return mine;
 }
 
-static json_t *node_json(json_t *n)
+static json_t *node_json(const kilnd *d, json_t *n)
 {
     const char *name = json_string_value(json_object_get(n, "name"));
     const char *addr = json_string_value(json_object_get(n, "address"));
@@ -204,7 +277,9 @@ static json_t *node_json(json_t *n)
     json_int_t acpus = json_integer_value(json_object_get(n, "alloc_cpus"));
     double mem = (double)json_integer_value(json_object_get(n, "real_memory")) / 1024.0;
     double amem = (double)json_integer_value(json_object_get(n, "alloc_memory")) / 1024.0;
-    const char *gname = type[0] ? type : "gpu";
+    /* a typed GRES shows as kiln's accelerator type where the site maps it */
+    const char *kt = kiln_type_of(d, type);
+    const char *gname = kt ? kt : type[0] ? type : "gpu";
     bool drained = false;
     json_t *f;
     size_t i;
@@ -262,7 +337,7 @@ json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen)
     {
         const char *name = json_string_value(json_object_get(n, "name"));
         if (only && (!name || strcmp(name, only) != 0)) continue;
-        json_array_append_new(arr, node_json(n));
+        json_array_append_new(arr, node_json(d, n));
     }
     json_decref(mine);
     return arr;
@@ -270,7 +345,6 @@ json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen)
 
 kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, size_t whylen)
 {
-    (void)d;
     char nn[160], *out = NULL;
     snprintf(nn, sizeof nn, "nodename=%s", node);
     char *argv[] = {"scontrol",
@@ -288,6 +362,14 @@ kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, siz
         return KILN_EIO;
     }
     free(out);
+    if (drain) { /* the supervisor moves the node's kiln jobs (drains()) */
+        pthread_mutex_lock(&drain_mu);
+        if (drain_n < (int)(sizeof drain_pending / sizeof *drain_pending))
+            snprintf(drain_pending[drain_n++], sizeof *drain_pending, "%s", node);
+        pthread_mutex_unlock(&drain_mu);
+        if (write(d->wake_fd[1], "d", 1) < 0) {
+        } /* a full pipe wakes it anyway */
+    }
     return KILN_OK;
 }
 
@@ -311,12 +393,16 @@ typedef struct sjob {
     bool nodes_known; /* the runtime record names every replica's node */
     int64_t kill_at_ns;
     int missing; /* polls in a row that did not show it */
+    /* being stopped to be queued again (its node drained): why; kept in the
+     * runtime record ("slurmRequeue") so that a new kilnd finishes the move */
+    char *requeue;
     struct sjob *next;
 } sjob;
 
 typedef struct ssup {
     kilnd *d;
     sjob *jobs;
+    sjob *fresh; /* submitted during this tick: joins `jobs` after the follow loop */
     bool *port_used;
 } ssup;
 
@@ -330,6 +416,7 @@ static void sjob_free(ssup *s, sjob *j)
         free(j->project);
         free(j->job_id);
         free(j->reps);
+        free(j->requeue);
         free(j);
     }
 }
@@ -350,18 +437,52 @@ static void port_mark(ssup *s, int port)
     if (p >= 0 && p < s->d->port_count) s->port_used[p] = true;
 }
 
+/* Gives back j's ports now (a resubmission takes new ones). */
+static void ports_release(ssup *s, sjob *j)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        int p = j->reps[i].port - s->d->port_base;
+        if (p >= 0 && p < s->d->port_count) s->port_used[p] = false;
+    }
+    j->n = 0;
+}
+
+/* The Slurm node replica i runs on, once its task has said (kiln-slurm-task
+ * writes "ADDR NODE" to RUNDIR/hosts/TASK); "" before. */
+static void rep_node(const sjob *j, size_t i, char *node, size_t len)
+{
+    char path[PATH_MAX + 128], addr[256];
+    node[0] = '\0';
+    snprintf(path, sizeof path, "%s/slurm/%ld/hosts/%s", j->dir, j->id, j->reps[i].task);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char nb[128];
+    if (fscanf(f, "%255s %127s", addr, nb) == 2) snprintf(node, len, "%s", nb);
+    fclose(f);
+}
+
+/* The deterministic Slurm job name of a kiln job's attempt (ATTEMPT = its
+ * restarts so far): before every sbatch kilnd looks for it in squeue, so a
+ * kilnd that died between sbatch and its runtime record submits nothing twice. */
+static void job_name(const char *project, const char *id, int attempt, char *buf, size_t len)
+{
+    snprintf(buf, len, "kiln.%s.%s.%d", project, id, attempt);
+}
+
+static kiln_role role_of(const char *name)
+{
+    for (int q = 0; q < KILN_ROLE_COUNT; q++)
+        if (name && strcmp(kiln_role_name((kiln_role)q), name) == 0) return (kiln_role)q;
+    return KILN_ROLE_MASTER;
+}
+
 static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
 {
     json_t *reps = json_array();
     for (size_t i = 0; i < j->n; i++) {
         /* the node Slurm gave it, once its task has said (kiln-slurm-task) */
-        char path[PATH_MAX + 128], addr[256] = "", node[128] = "";
-        snprintf(path, sizeof path, "%s/slurm/%ld/hosts/%s", j->dir, j->id, j->reps[i].task);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            if (fscanf(f, "%255s %127s", addr, node) < 2) node[0] = '\0';
-            fclose(f);
-        }
+        char node[128];
+        rep_node(j, i, node, sizeof node);
         json_t *o = json_pack("{s:s,s:s,s:i,s:i,s:I}", "task", j->reps[i].task, "role",
                               kiln_role_name(j->reps[i].role), "index", j->reps[i].index, "port",
                               j->reps[i].port, "slurmJobId", (json_int_t)j->id);
@@ -371,6 +492,7 @@ static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
     json_t *rt = json_pack("{s:s,s:I,s:s,s:s,s:o}", "executor", "slurm", "slurmJobId",
                            (json_int_t)j->id, "slurmPartition", s->d->slurm.partition, "slurmState",
                            j->sstate, "replicas", reps);
+    if (rt && j->requeue) json_object_set_new(rt, "slurmRequeue", json_string(j->requeue));
     char *txt = rt ? json_dumps(rt, JSON_COMPACT) : NULL;
     if (txt)
         kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, restarts, failures, txt);
@@ -386,7 +508,10 @@ static void refuse(ssup *s, kiln_job_record *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (kiln_store_job_transition(s->d->store, r->project, r->job->job_id, KILN_STATE_MASK(QUEUED),
+    /* QUEUED, or RUNNING when a restart cannot be submitted */
+    if (kiln_store_job_transition(s->d->store, r->project, r->job->job_id,
+                                  KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING) |
+                                      KILN_STATE_MASK(RUNNING),
                                   KILN_STATE_FAILED, msg, kiln_now_ns(), NULL) != KILN_OK)
         return;
     s->d->failures_total[KILND_FAIL_UNSCHEDULABLE]++;
@@ -415,7 +540,7 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
     if (!nodes) return true; /* Slurm itself will say (sbatch) */
     size_t i;
     int max_gpus = 0;
-    json_int_t max_cpus = 0;
+    json_int_t max_cpus = 0, max_mem = 0;
     char list[400] = "";
     size_t ll = 0;
     json_array_foreach(nodes, i, n)
@@ -424,6 +549,8 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
         json_int_t c = json_integer_value(json_object_get(n, "cpus"));
         if (g > max_gpus) max_gpus = g;
         if (c > max_cpus) max_cpus = c;
+        json_int_t m = json_integer_value(json_object_get(n, "real_memory"));
+        if (m > max_mem) max_mem = m;
         if (ll < sizeof list - 40)
             ll += (size_t)snprintf(list + ll, sizeof list - ll, "%s%s: %d GPU%s", ll ? ", " : "",
                                    json_string_value(json_object_get(n, "name")), g,
@@ -440,6 +567,24 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
         if (t && strncmp(t, "TPU", 3) == 0) {
             snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
                      kiln_role_name(plans[p].role), t);
+            return false;
+        }
+        if (s->d->slurm.machine_resources && plans[p].vcpus > max_cpus) {
+            snprintf(why, whylen,
+                     "the %s replicas ask for %d CPUs (%s); no node of Slurm partition %s has "
+                     "more than %lld",
+                     kiln_role_name(plans[p].role), plans[p].vcpus,
+                     plans[p].machine_type ? plans[p].machine_type : "?", s->d->slurm.partition,
+                     (long long)max_cpus);
+            return false;
+        }
+        if (s->d->slurm.machine_resources && plans[p].memory_gb * 1024 > (double)max_mem) {
+            snprintf(why, whylen,
+                     "the %s replicas ask for %.1f GB of memory (%s); no node of Slurm partition "
+                     "%s has more than %.1f GB",
+                     kiln_role_name(plans[p].role), plans[p].memory_gb,
+                     plans[p].machine_type ? plans[p].machine_type : "?", s->d->slurm.partition,
+                     (double)max_mem / 1024.0);
             return false;
         }
         if (t && plans[p].accelerators_per_replica > max_gpus) {
@@ -485,7 +630,8 @@ out:
 /* Writes DIR/slurm/spec.json (what each replica runs, for kiln-slurm-task)
  * and DIR/slurm/job.sbatch; false with why. */
 static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
-                        const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
+                        const kiln_replica_plan *plans, size_t np, const char *name, char *why,
+                        size_t whylen)
 {
     kilnd *d = s->d;
     char sdir[PATH_MAX + 16], work[PATH_MAX + 16], path[PATH_MAX + 32], jlog[PATH_MAX + 16];
@@ -552,14 +698,26 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
     bool het = np > 1;
     for (size_t p = 0; p < np; p++) {
         if (p) fprintf(f, "#SBATCH hetjob\n");
-        fprintf(f, "#SBATCH --partition=%s --ntasks=%lld --cpus-per-task=1%s", d->slurm.partition,
-                (long long)plans[p].count, tlimit);
-        if (plans[p].accelerator_type && plans[p].accelerators_per_replica > 0)
-            fprintf(f, " --gpus-per-task=%lld", (long long)plans[p].accelerators_per_replica);
+        /* CPU and memory: the machine type's where the site says so, else 1 CPU */
+        int cpus = d->slurm.machine_resources && plans[p].vcpus > 0 ? plans[p].vcpus : 1;
+        fprintf(f, "#SBATCH --partition=%s --ntasks=%lld --cpus-per-task=%d%s", d->slurm.partition,
+                (long long)plans[p].count, cpus, tlimit);
+        if (d->slurm.machine_resources && plans[p].memory_gb > 0) {
+            long long mb = (long long)(plans[p].memory_gb * 1024.0 + 0.5);
+            fprintf(f, " --mem-per-cpu=%lld", (mb + cpus - 1) / cpus);
+        }
+        if (plans[p].accelerator_type && plans[p].accelerators_per_replica > 0) {
+            const char *g = gres_type(d, plans[p].accelerator_type);
+            fprintf(f, " --gpus-per-task=%s%s%lld", g ? g : "", g ? ":" : "",
+                    (long long)plans[p].accelerators_per_replica);
+        }
+        /* priority (0..max, higher first) -> --nice=1000-priority: never negative,
+         * so no Slurm privilege is needed; kiln's jobs order among themselves */
+        long long prio = ti->has_scheduling ? (long long)ti->scheduling.priority : 0;
+        if (prio < 1000) fprintf(f, " --nice=%lld", 1000 - prio);
         if (d->slurm.account) fprintf(f, " --account=%s", d->slurm.account);
         if (p == 0)
-            fprintf(f, " --job-name=kiln-%s-%s --output=%s/batch-%%j.log --chdir=%s", j->project,
-                    j->job_id, sdir, work);
+            fprintf(f, " --job-name=%s --output=%s/batch-%%j.log --chdir=%s", name, sdir, work);
         fprintf(f, "\n");
     }
     fprintf(f, "set -u\nR=");
@@ -593,11 +751,67 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
     return true;
 }
 
-/* Hands a QUEUED job to Slurm (sbatch). The job stays QUEUED while Slurm
- * says PENDING. */
-static void submit(ssup *s, kiln_job_record *rec)
+/* A Slurm job of this attempt's name exists already: a kilnd died between
+ * its sbatch and the runtime record. It is followed (its replicas from the
+ * spec.json written before that sbatch), not submitted again. */
+static bool adopt(ssup *s, sjob *j, json_t *sj)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/slurm/spec.json", j->dir);
+    json_t *spec = json_load_file(path, 0, NULL), *rp;
+    json_t *reps = json_object_get(spec, "replicas");
+    size_t k;
+    if (!json_array_size(reps) || !(j->reps = calloc(json_array_size(reps), sizeof *j->reps))) {
+        json_decref(spec);
+        return false;
+    }
+    json_array_foreach(reps, k, rp)
+    {
+        srep *x = &j->reps[j->n++];
+        const char *task = json_string_value(json_object_get(rp, "task"));
+        snprintf(x->task, sizeof x->task, "%s", task ? task : "");
+        x->index = (int)json_integer_value(json_object_get(rp, "index"));
+        x->port = (int)json_integer_value(json_object_get(rp, "port"));
+        x->role = role_of(json_string_value(json_object_get(rp, "role")));
+        port_mark(s, x->port);
+    }
+    json_decref(spec);
+    j->id = (long)json_integer_value(json_object_get(sj, "job_id"));
+    const char *st = json_string_value(json_object_get(sj, "job_state"));
+    snprintf(j->sstate, sizeof j->sstate, "%s", st ? st : "PENDING");
+    return j->id > 0;
+}
+
+/* Hands a job to Slurm (sbatch), as attempt rec->restarts: a QUEUED job, or
+ * one restarted by its restart policy (`restart`: it stays RUNNING). The job
+ * stays QUEUED while Slurm says PENDING. `byname`: squeue's jobs by name. */
+static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
 {
     kilnd *d = s->d;
+    char name[300];
+    job_name(rec->project, rec->job->job_id, rec->restarts, name, sizeof name);
+    json_t *prev = byname ? json_object_get(byname, name) : NULL;
+    if (prev) {
+        sjob *j = calloc(1, sizeof *j);
+        if (!j || !(j->project = strdup(rec->project)) || !(j->job_id = strdup(rec->job->job_id))) {
+            sjob_free(s, j);
+            return;
+        }
+        kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+        if (!adopt(s, j, prev)) {
+            sjob_free(s, j);
+            refuse(s, rec, "Slurm job %s exists but its replicas' spec is unreadable", name);
+            return;
+        }
+        save_runtime(s, j, rec->restarts, rec->failures);
+        kilnd_event(d, j->project, j->job_id, "WARNING",
+                    "Slurm job %ld (%s, %s) was submitted by a kilnd that stopped before "
+                    "recording it: following it, not submitting again",
+                    j->id, name, j->sstate);
+        j->next = s->fresh;
+        s->fresh = j;
+        return;
+    }
     const kiln_training_input *ti = &rec->job->training_input;
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     char why[1024] = "";
@@ -653,10 +867,11 @@ static void submit(ssup *s, kiln_job_record *rec)
             r->port = port_take(s);
             if (r->port < 0) {
                 sjob_free(s, j);
+                if (restart) refuse(s, rec, "no free port in --port-range for the job's restart");
                 return; /* stays QUEUED until ports free up */
             }
         }
-    if (!write_files(s, j, rec, plans, np, why, sizeof why)) {
+    if (!write_files(s, j, rec, plans, np, name, why, sizeof why)) {
         refuse(s, rec, "%s", why);
         sjob_free(s, j);
         return;
@@ -674,37 +889,49 @@ static void submit(ssup *s, kiln_job_record *rec)
         sjob_free(s, j);
         return;
     }
+    /* test only (it_slurm.sh): a kilnd dying between sbatch and its record */
+    const char *die = getenv("KILN_TEST_DIE_AFTER_SBATCH");
+    if (die && strcmp(die, "1") == 0) _exit(70);
     snprintf(j->sstate, sizeof j->sstate, "PENDING");
     save_runtime(s, j, rec->restarts, rec->failures);
     kilnd_event(d, j->project, j->job_id, "INFO",
-                "Submitted to Slurm as job %ld (partition %s): %zu replica%s in %zu component%s",
-                j->id, d->slurm.partition, j->n, j->n == 1 ? "" : "s", np, np == 1 ? "" : "s");
-    j->next = s->jobs;
-    s->jobs = j;
+                "Submitted to Slurm as job %ld (%s, partition %s): %zu replica%s in %zu "
+                "component%s",
+                j->id, name, d->slurm.partition, j->n, j->n == 1 ? "" : "s", np,
+                np == 1 ? "" : "s");
+    j->next = s->fresh;
+    s->fresh = j;
 }
 
 /* ---------- following the jobs ---------- */
 
-/* The first replica that exited non-zero (the monitors' exit files under
- * DIR/slurm/ID/): "The replica T exited with a non-zero status of N". */
-static void replica_failure(const sjob *j, char *buf, size_t len)
+/* The replica that failed first (the earliest of the monitors' non-zero exit
+ * files under DIR/slurm/ID/: the others were then stopped): its index, its
+ * code in *code; -1 when none did. */
+static int first_failure(const sjob *j, int *code)
 {
-    buf[0] = '\0';
+    int best = -1;
+    struct timespec at = {0};
     for (size_t i = 0; i < j->n; i++) {
         char path[PATH_MAX + 128], text[256];
         snprintf(path, sizeof path, "%s/slurm/%ld/%s.exit", j->dir, j->id, j->reps[i].task);
+        struct stat sb;
         FILE *f = fopen(path, "r");
         if (!f) continue;
         size_t n = fread(text, 1, sizeof text - 1, f);
+        bool have = fstat(fileno(f), &sb) == 0;
         fclose(f);
         text[n] = '\0';
-        int code = 0;
-        if (sscanf(text, "code %d", &code) == 1 && code != 0) {
-            snprintf(buf, len, "The replica %s exited with a non-zero status of %d. ",
-                     j->reps[i].task, code);
-            return;
+        int c = 0;
+        if (!have || sscanf(text, "code %d", &c) != 1 || c == 0) continue;
+        if (best < 0 || sb.st_mtim.tv_sec < at.tv_sec ||
+            (sb.st_mtim.tv_sec == at.tv_sec && sb.st_mtim.tv_nsec < at.tv_nsec)) {
+            best = (int)i;
+            at = sb.st_mtim;
+            *code = c;
         }
     }
+    return best;
 }
 
 /* The batch script's own exit file (a job Slurm has forgotten): 0, the
@@ -725,21 +952,65 @@ static int batch_exit(const sjob *j)
 static const unsigned ACTIVE = KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING) |
                                KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
 
-/* The job ended in Slurm with `state` (COMPLETED, FAILED, ...): its kiln end. */
-static void ended(ssup *s, sjob *j, const char *state, const char *reason, long max_rt)
+/* The restart policy of a role's replicas and the job's backoff limit, as
+ * the local executor reads them (src/exec/supervisor/supervisor.c). */
+static const char *policy_of(const kiln_job *job, kiln_role role)
+{
+    const kiln_replica_config *c = kiln_job_role_config(job, role);
+    if (c && c->restart_policy && *c->restart_policy) return c->restart_policy;
+    return "Never";
+}
+
+static int backoff_limit(const kiln_job *job)
+{
+    const kiln_training_input *ti = &job->training_input;
+    if (ti->has_run_policy && ti->run_policy.has_backoff_limit)
+        return (int)ti->run_policy.backoff_limit;
+    return 3;
+}
+
+static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, const char *reason,
+                     long max_rt, json_t *byname);
+
+/* The job ended in Slurm with `state` (COMPLETED, FAILED, ...): its kiln end,
+ * or its next attempt (restart policy, drain). */
+static void ended(ssup *s, sjob *j, const char *state, const char *reason, long max_rt,
+                  json_t *byname)
+{
+    kiln_job_record *r = NULL;
+    if (kiln_store_job_get(s->d->store, j->project, j->job_id, &r) != KILN_OK) return;
+    ended_as(s, j, r, state, reason, max_rt, byname);
+    kiln_job_record_free(r);
+}
+
+static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, const char *reason,
+                     long max_rt, json_t *byname)
 {
     kilnd *d = s->d;
     int64_t now = kiln_now_ns();
-    char msg[1024], rf[300];
-    kiln_job_state was = KILN_STATE_QUEUED;
-    kiln_job_record *r = NULL;
-    if (kiln_store_job_get(d->store, j->project, j->job_id, &r) == KILN_OK) was = r->job->state;
-    kiln_job_record_free(r);
+    char msg[1024], rf[300] = "";
+    kiln_job_state was = r->job->state;
+    bool has_reason = reason && *reason && strcmp(reason, "None") != 0;
     if (was == KILN_STATE_CANCELLING) {
         kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_CANCELLED,
                                   NULL, now, NULL);
         kilnd_event(d, j->project, j->job_id, "INFO", "Job CANCELLED (Slurm job %ld: %s)", j->id,
                     state);
+        return;
+    }
+    if (j->requeue) {
+        /* stopped for a drain: queued again as a new Slurm job, which Slurm
+         * places off the drained node; it resumes from its checkpoint */
+        r->restarts++;
+        d->restarts_total[KILND_RESTART_DRAIN]++;
+        kilnd_event(d, j->project, j->job_id, "WARNING", "%s (Slurm job %ld ended %s)", j->requeue,
+                    j->id, state);
+        kiln_store_job_transition(d->store, j->project, j->job_id,
+                                  KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_QUEUED, NULL, now, NULL);
+        r->job->state = KILN_STATE_QUEUED;
+        ports_release(s, j);
+        submit(s, r, byname, false);
         return;
     }
     if (strcmp(state, "COMPLETED") == 0) {
@@ -768,13 +1039,44 @@ static void ended(ssup *s, sjob *j, const char *state, const char *reason, long 
         kilnd_event(d, j->project, j->job_id, "WARNING", "Job CANCELLED: %s", msg);
         return;
     }
-    replica_failure(j, rf, sizeof rf);
-    snprintf(msg, sizeof msg, "%sSlurm job %ld ended %s%s%s.", rf, j->id, state,
-             reason && *reason && strcmp(reason, "None") ? ": " : "",
-             reason && *reason && strcmp(reason, "None") ? reason : "");
+    /* a failure: the restart policy of the replica that failed first; a
+     * Slurm failure without one (NODE_FAIL, PREEMPTED, ...) counts as the
+     * batch script's status, or as killed (137) */
+    int code = 0, fi = first_failure(j, &code);
+    kiln_role role = fi >= 0 ? j->reps[fi].role : KILN_ROLE_MASTER;
+    if (fi >= 0)
+        snprintf(rf, sizeof rf, "The replica %s exited with a non-zero status of %d. ",
+                 j->reps[fi].task, code);
+    else if ((code = batch_exit(j)) <= 0)
+        code = 137;
+    const char *pol = policy_of(r->job, role);
+    bool retry = strcmp(pol, "Always") == 0 || strcmp(pol, "OnFailure") == 0 ||
+                 (strcmp(pol, "ExitCode") == 0 && code >= 128);
+    int limit = backoff_limit(r->job);
+    if (retry && r->failures < limit) {
+        kilnd_event(d, j->project, j->job_id, "WARNING",
+                    "%sSlurm job %ld ended %s; submitting the job again (restart policy %s, "
+                    "restart %d of at most %d)",
+                    rf, j->id, state, pol, r->failures + 1, limit);
+        r->failures++;
+        r->restarts++;
+        d->restarts_total[KILND_RESTART_FAILURE]++;
+        ports_release(s, j);
+        submit(s, r, byname, true);
+        return;
+    }
+    if (retry)
+        snprintf(msg, sizeof msg,
+                 "%sSlurm job %ld ended %s%s%s; the backoff limit (%d restarts) is reached.", rf,
+                 j->id, state, has_reason ? ": " : "", has_reason ? reason : "", limit);
+    else
+        snprintf(msg, sizeof msg, "%sSlurm job %ld ended %s%s%s.", rf, j->id, state,
+                 has_reason ? ": " : "", has_reason ? reason : "");
     if (kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_FAILED, msg,
                                   now, NULL) == KILN_OK)
-        d->failures_total[rf[0] ? KILND_FAIL_REPLICA_EXIT : KILND_FAIL_START]++;
+        d->failures_total[retry   ? KILND_FAIL_BACKOFF_LIMIT
+                          : rf[0] ? KILND_FAIL_REPLICA_EXIT
+                                  : KILND_FAIL_START]++;
     kilnd_event(d, j->project, j->job_id, "ERROR", "Job FAILED: %s", msg);
 }
 
@@ -801,7 +1103,7 @@ static void scancel(long id, bool term)
 
 /* One job against what squeue said (`sj`: its leader's entry, NULL when
  * squeue did not show it). Returns true when the job is done with. */
-static bool follow(ssup *s, sjob *j, json_t *sj, int64_t now)
+static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
 {
     kilnd *d = s->d;
     kiln_job_record *r = NULL;
@@ -834,17 +1136,20 @@ static bool follow(ssup *s, sjob *j, json_t *sj, int64_t now)
         done = true;
         goto out;
     }
-    if (st == KILN_STATE_CANCELLING && !j->term_sent) {
+    if ((st == KILN_STATE_CANCELLING || j->requeue) && !j->term_sent && sj) {
         bool started = strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0;
         scancel(j->id, started); /* SIGTERM to the replicas first when they run */
         j->term_sent = true;
         j->killed = !started;
         j->kill_at_ns = now + (int64_t)d->grace_ms * 1000000;
         kilnd_event(d, j->project, j->job_id, "INFO",
-                    started ? "Cancelling: scancel --signal=TERM %ld, scancel after %d ms"
-                            : "Cancelling: scancel %ld (%d ms grace not needed: not started)",
+                    started ? "%s: scancel --signal=TERM %ld, scancel after %d ms"
+                            : "%s: scancel %ld (%d ms grace not needed: not started)",
+                    j->requeue && st != KILN_STATE_CANCELLING ? "Stopping for the drain"
+                                                              : "Cancelling",
                     j->id, d->grace_ms);
-    } else if (st == KILN_STATE_CANCELLING && !j->killed && now >= j->kill_at_ns) {
+    } else if ((st == KILN_STATE_CANCELLING || j->requeue) && j->term_sent && !j->killed &&
+               now >= j->kill_at_ns) {
         scancel(j->id, false);
         j->killed = true;
     }
@@ -854,7 +1159,7 @@ static bool follow(ssup *s, sjob *j, json_t *sj, int64_t now)
         ended(s, j, code == 0 ? "COMPLETED" : "FAILED",
               code < 0 ? "Slurm no longer knows the job and its batch script left no exit status"
                        : NULL,
-              max_rt);
+              max_rt, byname);
         done = true;
         goto out;
     }
@@ -893,7 +1198,7 @@ static bool follow(ssup *s, sjob *j, json_t *sj, int64_t now)
             }
         }
     } else if (is_final(sstate)) {
-        ended(s, j, sstate, reason, max_rt);
+        ended(s, j, sstate, reason, max_rt, byname);
         done = true;
     }
 out:
@@ -903,14 +1208,14 @@ out:
 
 /* squeue --json: the leaders of the heterogeneous jobs (and plain jobs) by
  * id, or NULL when squeue could not answer (then nothing is decided). */
-static json_t *squeue_all(void)
+static json_t *squeue_all(json_t **byname)
 {
     char *out = NULL;
     int rc = kiln_slurm_run((char *[]){"squeue", "--json", NULL}, &out, 20);
     json_t *doc = rc == 0 && out ? json_loads(out, 0, NULL) : NULL;
     free(out);
     if (!doc) return NULL;
-    json_t *byid = json_object(), *jj;
+    json_t *byid = json_object(), *names = json_object(), *jj;
     size_t i;
     json_array_foreach(json_object_get(doc, "jobs"), i, jj)
     {
@@ -920,8 +1225,11 @@ static json_t *squeue_all(void)
         char k[32];
         snprintf(k, sizeof k, "%lld", (long long)id);
         json_object_set(byid, k, jj);
+        const char *nm = json_string_value(json_object_get(jj, "name"));
+        if (nm && strncmp(nm, "kiln.", 5) == 0) json_object_set(names, nm, jj);
     }
     json_decref(doc);
+    *byname = names;
     return byid;
 }
 
@@ -960,6 +1268,8 @@ static void reconcile(ssup *s)
         kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
         const char *ss = json_string_value(json_object_get(rt, "slurmState"));
         snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
+        const char *rq = json_string_value(json_object_get(rt, "slurmRequeue"));
+        if (rq) j->requeue = strdup(rq); /* a drain's move, finished by this kilnd */
         json_array_foreach(reps, k, rp)
         {
             srep *x = &j->reps[j->n++];
@@ -967,9 +1277,7 @@ static void reconcile(ssup *s)
             snprintf(x->task, sizeof x->task, "%s", task ? task : "");
             x->index = (int)json_integer_value(json_object_get(rp, "index"));
             x->port = (int)json_integer_value(json_object_get(rp, "port"));
-            const char *role = json_string_value(json_object_get(rp, "role"));
-            for (int q = 0; q < KILN_ROLE_COUNT; q++)
-                if (role && strcmp(kiln_role_name((kiln_role)q), role) == 0) x->role = (kiln_role)q;
+            x->role = role_of(json_string_value(json_object_get(rp, "role")));
             port_mark(s, x->port);
         }
         j->next = s->jobs;
@@ -989,32 +1297,96 @@ static bool tracked(ssup *s, const char *project, const char *id)
     return false;
 }
 
+/* `kiln nodes drain N`: the jobs with a replica on N stop (SIGTERM, the
+ * grace period) and go to the queue again as a new Slurm job, which Slurm
+ * keeps off the drained node, as the local executor's drains() does. */
+static void drains(ssup *s)
+{
+    kilnd *d = s->d;
+    char nodes[16][128];
+    pthread_mutex_lock(&drain_mu);
+    int nn = drain_n;
+    memcpy(nodes, drain_pending, sizeof nodes);
+    drain_n = 0;
+    pthread_mutex_unlock(&drain_mu);
+    for (int k = 0; k < nn; k++)
+        for (sjob *j = s->jobs; j; j = j->next) {
+            if (j->requeue || j->term_sent) continue;
+            bool on = false;
+            for (size_t i = 0; i < j->n && !on; i++) {
+                char node[128];
+                rep_node(j, i, node, sizeof node);
+                on = strcmp(node, nodes[k]) == 0;
+            }
+            kiln_job_record *r = NULL;
+            if (!on || kiln_store_job_get(d->store, j->project, j->job_id, &r) != KILN_OK) continue;
+            char *why = NULL;
+            if (r->job->state == KILN_STATE_RUNNING &&
+                asprintf(&why,
+                         "Replicas stopped for the drain of node %s; the job is queued again and "
+                         "resumes from its newest checkpoint",
+                         nodes[k]) >= 0) {
+                j->requeue = why;
+                kilnd_event(d, j->project, j->job_id, "WARNING",
+                            "Node %s is being drained (maintenance): stopping Slurm job %ld's "
+                            "replicas with SIGTERM, scancel after %d ms",
+                            nodes[k], j->id, d->grace_ms);
+                save_runtime(s, j, r->restarts, r->failures); /* the move survives kilnd */
+            }
+            kiln_job_record_free(r);
+        }
+}
+
 static void tick(ssup *s)
 {
     kilnd *d = s->d;
     kiln_job_record **v = NULL;
     size_t n = 0;
+    json_t *byname = NULL, *q = NULL;
+    drains(s);
     if (kiln_store_jobs_by_state(d->store, KILN_STATE_MASK(QUEUED), &v, &n) == KILN_OK) {
-        for (size_t i = 0; i < n && !d->stop; i++)
-            if (!tracked(s, v[i]->project, v[i]->job->job_id)) submit(s, v[i]);
+        for (size_t i = 0; i < n && !d->stop; i++) {
+            if (tracked(s, v[i]->project, v[i]->job->job_id)) continue;
+            /* squeue first: a Slurm job of this attempt's name is adopted */
+            if (!q && !(q = squeue_all(&byname))) break; /* slurmctld does not answer */
+            submit(s, v[i], byname, false);
+        }
         kiln_job_records_free(v, n);
     }
-    if (!s->jobs) return;
-    json_t *q = squeue_all();
-    if (!q) return; /* slurmctld does not answer: decide nothing */
+    if (s->fresh) { /* just submitted: squeue again, so that they are seen */
+        json_decref(q);
+        json_decref(byname);
+        q = byname = NULL;
+    }
+    while (s->fresh) {
+        sjob *j = s->fresh;
+        s->fresh = j->next;
+        j->next = s->jobs;
+        s->jobs = j;
+    }
+    if (!s->jobs) goto out;
+    if (!q && !(q = squeue_all(&byname))) goto out; /* slurmctld does not answer: decide nothing */
     int64_t now = kiln_now_ns();
     for (sjob **link = &s->jobs; *link;) {
         sjob *j = *link;
         char k[32];
         snprintf(k, sizeof k, "%ld", j->id);
-        if (follow(s, j, json_object_get(q, k), now)) {
+        if (follow(s, j, json_object_get(q, k), byname, now)) {
             *link = j->next;
             sjob_free(s, j);
             continue;
         }
         link = &j->next;
     }
+    while (s->fresh) { /* restarts and moves submitted while following */
+        sjob *j = s->fresh;
+        s->fresh = j->next;
+        j->next = s->jobs;
+        s->jobs = j;
+    }
+out:
     json_decref(q);
+    json_decref(byname);
 }
 
 void *kiln_slurm_supervisor(kilnd *d)

@@ -27,6 +27,12 @@ json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen);
  * (reason given) or state=resume. KILN_EIO with Slurm's words in `why`. */
 kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, size_t whylen);
 
+/* Create-time checks of the Slurm executor: with --slurm-gpu-type maps, every
+ * GPU type the job asks for must have one. false with the field and the
+ * sentence (naming the type and the known ones). */
+bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t flen, char *why,
+                          size_t whylen);
+
 /* Runs argv (searched in PATH) with kilnd's allow-listed environment plus
  * SLURM_CONF, at most `timeout_s` seconds; its stdout+stderr in *out (caller
  * frees). Returns the exit status (-1: could not run or timed out). */

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec/exec_int.h" /* kiln__mon_argv: the monitor's command line */
 #include "kiln/exec.h"
 #include "util/atomic.h"
 
@@ -204,33 +205,32 @@ int main(int argc, char **argv)
     /* 3. the program under its monitor */
     json_t *av = json_object_get(me, "argv");
     size_t na = json_array_size(av);
-    char logcap[32], state[PATH_MAX + 64], rlog[PATH_MAX + 64];
-    snprintf(logcap, sizeof logcap, "%lld",
-             (long long)json_integer_value(json_object_get(spec, "logCap")));
+    char state[PATH_MAX + 64], rlog[PATH_MAX + 64];
     snprintf(state, sizeof state, "%s/%s", rundir, task);
     snprintf(rlog, sizeof rlog, "%s/%s.log", rundir, task);
     const char *mon = json_string_value(json_object_get(spec, "monitor"));
     const char *jlog = json_string_value(json_object_get(spec, "jobLog"));
     const char *work = json_string_value(json_object_get(spec, "workDir"));
     if (!mon || !jlog || !work || na == 0) die(task, "%s", "the spec lacks the monitor or program");
-    char **margv = calloc(na + 16, sizeof *margv);
-    size_t m = 0;
-    margv[m++] = (char *)mon;
-    margv[m++] = state;
-    margv[m++] = (char *)jlog;
-    margv[m++] = rlog;
-    margv[m++] = (char *)task;
-    margv[m++] = logcap;
-    margv[m++] = (char *)work;
-    margv[m++] = "-1";
-    margv[m++] = "-1";
-    margv[m++] = "IfNotPresent"; /* the pull policy: no image (processes only) */
-    margv[m++] = "0";
-    margv[m++] = "0";
-    margv[m++] = "--";
+    const char **prog = calloc(na, sizeof *prog);
+    if (!prog) die(task, "%s", "out of memory");
     for (i = 0; i < na; i++)
-        margv[m++] = (char *)json_string_value(json_array_get(av, i));
-    margv[m] = NULL;
+        prog[i] = json_string_value(json_array_get(av, i));
+    /* processes only: kilnd's own user (-1), no image to pull */
+    kiln__mon_args ma = {.monitor = mon,
+                         .state = state,
+                         .job_log = jlog,
+                         .rep_log = rlog,
+                         .task = task,
+                         .work_dir = work,
+                         .log_cap = (long long)json_integer_value(json_object_get(spec, "logCap")),
+                         .uid = -1,
+                         .gid = -1};
+    kiln_strv mav = {0};
+    if (kiln__mon_argv(&ma, prog, na, &mav) != KILN_OK) die(task, "%s", "out of memory");
+    char **margv = calloc(mav.n + 1, sizeof *margv);
+    if (!margv) die(task, "%s", "out of memory");
+    memcpy(margv, mav.v, mav.n * sizeof *margv);
 
     struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL); /* a handler, not SIG_IGN: the monitor gets the default */
