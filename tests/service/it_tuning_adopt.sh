@@ -10,6 +10,8 @@
 #     it (trial 2 stopped at rung 1 by trial 1's record, trials 3 and 4 at
 #     rung 0 by the records from before the kill);
 #   - the study SUCCEEDS with every trial's finalMetric.
+# Then (b): a graceful stop of kilnd (an upgrade) mid-trial, median rule on:
+# the running trial is adopted too, every report counted once.
 . "$(dirname "$0")/lib.sh"
 
 W=$T/w
@@ -90,4 +92,34 @@ check_eq "ASHA: the rungs from before the kill stay, each record once" \
 check "the job's log says the trials were adopted" \
     grep -q "adopted trial 1's 1 running replica" "$T/data/jobs/p1/ad1/log.tsv"
 check "... and not run again" bash -c "! grep -q 'runs again from the start' '$T/data/jobs/p1/ad1/log.tsv'"
+
+# (b) a graceful stop of kilnd (an upgrade) mid-trial, with the median
+# rule: the running trial is adopted too, its reports before and after the
+# restart each counted once; the trial that had ended stays ended
+cmd='id=$CLOUD_ML_TRIAL_ID; W='"$W"'
+echo "$$" >>"$W/b.start.$id"
+rep() { echo "{\"acc\": $2, \"global_step\": $1}" >>"$CLOUD_ML_HP_METRIC_FILE"; }
+rep 1 0.$id; rep 2 0.$id
+if [ "$id" = 2 ]; then for _ in $(seq 1 400); do [ -e "$W/b.go" ] && break; sleep 0.1; done; fi
+rep 3 0.$id; echo "$$" >>"$W/b.end.$id"'
+hp=',"hyperparameters":{"goal":"MAXIMIZE","hyperparameterMetricTag":"acc","algorithm":"RANDOM_SEARCH","maxTrials":2,"maxParallelTrials":1,"enableTrialEarlyStopping":true,"params":[{"parameterName":"x","type":"DOUBLE","minValue":0,"maxValue":1}]}'
+api POST /v1/projects/p1/jobs "$(job_json ad2 "$cmd" "$hp")"
+check_eq "b: create" "$STATUS" 200
+for _ in $(seq 1 200); do
+    [ "$(out_of ad2 '[(x["state"], len(x.get("allMetrics", []))) for x in t]' 2>/dev/null)" = "[('SUCCEEDED', 3), ('RUNNING', 2)]" ] && break
+    sleep 0.1
+done
+check_eq "b: trial 1 ended, trial 2 running with 2 reports" \
+    "$(out_of ad2 '[(x["trialId"], x["state"], len(x.get("allMetrics", []))) for x in t]')" \
+    "[('1', 'SUCCEEDED', 3), ('2', 'RUNNING', 2)]"
+stop_kilnd
+start_kilnd "$T/data"
+touch "$W/b.go"
+check "b: the study succeeds after the restart" wait_state ad2 SUCCEEDED 30
+check_eq "b: each trial ran once, trial 2's process ended" \
+    "$(cat "$W/b.start.1" "$W/b.start.2" | wc -l) $(cat "$W/b.end.2" 2>/dev/null)" "2 $(cat "$W/b.start.2")"
+check_eq "b: every report once, the last one the objective" \
+    "$(out_of ad2 '[(x["trialId"], len(x["allMetrics"]), x["finalMetric"]["objectiveValue"]) for x in t]')" \
+    "[('1', 3, 0.1), ('2', 3, 0.2)]"
+check "b: trial 2 was adopted" grep -q "adopted trial 2's 1 running replica" "$T/data/jobs/p1/ad2/log.tsv"
 finish
