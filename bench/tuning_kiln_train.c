@@ -77,8 +77,14 @@ static double train(const kiln_strv *flags)
     snprintf(steps_arg, sizeof steps_arg, "--max_steps=%d", steps);
     snprintf(dir_arg, sizeof dir_arg, "--model_dir=%s", tmpl);
     snprintf(threads_arg, sizeof threads_arg, "--threads=%s", thr && *thr ? thr : "1");
-    const char *argv[32] = {train_bin, "mnist",          "--model=mlp",       "--seed=1",
-                            steps_arg, "--log_format=json", "--checkpoint_steps=0", threads_arg,
+    const char *argv[32] = {train_bin,
+                            "mnist",
+                            "--model=mlp",
+                            "--seed=1",
+                            steps_arg,
+                            "--log_format=json",
+                            "--checkpoint_steps=0",
+                            threads_arg,
                             dir_arg};
     size_t n = 9;
     if (data && *data) {
@@ -105,14 +111,12 @@ static double train(const kiln_strv *flags)
     while (f && fgets(line, sizeof line, f)) {
         json_t *o = json_loads(line, 0, NULL);
         const char *ev = json_string_value(json_object_get(o, "event"));
-        if (ev && strcmp(ev, "done") == 0 &&
-            json_is_number(json_object_get(o, "test_accuracy")))
+        if (ev && strcmp(ev, "done") == 0 && json_is_number(json_object_get(o, "test_accuracy")))
             acc = json_number_value(json_object_get(o, "test_accuracy"));
         /* a diverged run's done line has "test_loss":-nan, which is not
          * JSON: its accuracy (chance) is still the trial's objective */
-        const char *a = !o && strstr(line, "\"event\":\"done\"")
-                            ? strstr(line, "\"test_accuracy\":")
-                            : NULL;
+        const char *a =
+            !o && strstr(line, "\"event\":\"done\"") ? strstr(line, "\"test_accuracy\":") : NULL;
         if (a) acc = strtod(a + strlen("\"test_accuracy\":"), NULL);
         json_decref(o);
     }
@@ -194,8 +198,7 @@ int main(int argc, char **argv)
         snprintf(train_bin, sizeof train_bin, "%s/kiln-train", n > 0 ? self : ".");
     }
     if (access(train_bin, X_OK) != 0) {
-        fprintf(stderr, "tuning_kiln_train: %s: %s (set KILN_TRAIN)\n", train_bin,
-                strerror(errno));
+        fprintf(stderr, "tuning_kiln_train: %s: %s (set KILN_TRAIN)\n", train_bin, strerror(errno));
         return 2;
     }
     struct timespec t0, t1;
