@@ -68,7 +68,7 @@ typedef enum kiln_trial_state {
     KILN_TRIAL_CANCELLED,
 } kiln_trial_state;
 
-/* An event file a trial is read from (not persisted). */
+/* An event file a trial is read from (persisted while the trial runs). */
 typedef struct kiln_tb_file {
     char *path;
     long offset; /* the whole records read so far */
@@ -89,8 +89,8 @@ typedef struct kiln_trial {
     double *curve_values;
     int asha_rungs;   /* ASHA: the rungs it is recorded at (0, 1, ... asha_rungs - 1) */
     bool asha_stop;   /* ASHA: not in the top 1/eta at its last rung: to be stopped */
-    long file_offset; /* how far the hypertune file was read (not persisted) */
-    kiln_tb_file *tb; /* TensorBoard event files read so far (not persisted) */
+    long file_offset; /* how far the hypertune file was read (persisted while it runs) */
+    kiln_tb_file *tb; /* TensorBoard event files read so far (persisted while it runs) */
     size_t n_tb;
 } kiln_trial;
 
@@ -115,8 +115,11 @@ kiln_study *kiln_study_resume(const kiln_hyperparameter_spec *hp, const char *pr
 
 /* The persisted form (new reference) and back. from_json returns NULL on a
  * record that does not fit `hp` (a changed spec) or on ENOMEM. Trials come
- * back in their state (trainingOutput shows a running trial RUNNING); kilnd
- * resuming a study ends its RUNNING ones QUEUED, to run again. */
+ * back in their state (trainingOutput shows a running trial RUNNING), a
+ * running trial with how far its hypertune file and event files were read
+ * (so that reports go on from there, none lost or counted twice): kilnd
+ * adopts a running trial whose replicas still run, and ends the others
+ * QUEUED, to run again. */
 json_t *kiln_study_to_json(const kiln_study *s);
 kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_t *j);
 

@@ -507,6 +507,14 @@ json_t *kiln_study_to_json(const kiln_study *s)
             json_object_set_new(o, "step", json_integer(t->step));
         }
         if (o && t->asha_stop) json_object_set_new(o, "ashaStop", json_true());
+        if (o && t->state == KILN_TRIAL_RUNNING) { /* where its reports were read up to */
+            json_t *tb = json_array();
+            for (size_t k = 0; tb && k < t->n_tb; k++)
+                json_array_append_new(tb, json_pack("[s,I,b]", t->tb[k].path,
+                                                    (json_int_t)t->tb[k].offset, t->tb[k].dead));
+            json_object_set_new(o, "fileOffset", json_integer(t->file_offset));
+            json_object_set_new(o, "tb", tb ? tb : json_array());
+        }
         if (o) json_array_append_new(trials, o);
     }
     if (root && s->asha) { /* {"eta", "minSteps", "rungs": [[[id, value], ...], ...]} */
@@ -559,6 +567,35 @@ static void asha_restore(kiln_study *s, const json_t *a)
     }
 }
 
+/* A running trial's read offsets (the hypertune file's and its event
+ * files'), persisted with its reports so that a kilnd that adopts the trial
+ * reads on where the reports it keeps end. False on ENOMEM. */
+static bool tb_restore(kiln_trial *t, const json_t *o)
+{
+    json_t *tb = json_object_get(o, "tb"), *f;
+    size_t k;
+    json_int_t off = json_integer_value(json_object_get(o, "fileOffset"));
+    t->file_offset = off > 0 ? (long)off : 0;
+    if (!json_is_array(tb) || json_array_size(tb) == 0) return true;
+    size_t n = json_array_size(tb) < KILN_TFEVENTS_MAX_FILES ? json_array_size(tb)
+                                                             : KILN_TFEVENTS_MAX_FILES;
+    t->tb = calloc(n, sizeof *t->tb);
+    if (!t->tb) return false;
+    json_array_foreach(tb, k, f)
+    {
+        const char *path = json_string_value(json_array_get(f, 0));
+        if (k >= n) break;
+        if (!path) continue;
+        kiln_tb_file *e = &t->tb[t->n_tb];
+        if (!(e->path = strdup(path))) return false;
+        json_int_t fo = json_integer_value(json_array_get(f, 1));
+        e->offset = fo > 0 ? (long)fo : 0;
+        e->dead = json_is_true(json_array_get(f, 2));
+        t->n_tb++;
+    }
+    return true;
+}
+
 kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_t *j)
 {
     const char *seed = json_string_value(json_object_get(j, "seed"));
@@ -588,6 +625,7 @@ kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_
             if (isfinite(v)) add_report(t, json_integer_value(json_array_get(pt, 0)), v);
         }
         t->asha_stop = json_is_true(json_object_get(o, "ashaStop"));
+        if (t->state == KILN_TRIAL_RUNNING && !tb_restore(t, o)) goto bad;
         t->has_metric = json_is_number(json_object_get(o, "objective"));
         if (t->has_metric) {
             t->objective = json_number_value(json_object_get(o, "objective"));

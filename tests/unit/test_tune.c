@@ -507,6 +507,49 @@ static void test_hypertune_and_output(void)
     kiln_job_free(j);
 }
 
+/* A running trial's read offsets go with the study's persisted form (what
+ * an adopting kilnd reads on from): the hypertune file's and each event
+ * file's; a finished trial's are not kept. The reports read before stay,
+ * and reading on adds only the new lines. */
+static void test_running_offsets(void)
+{
+    kiln_job *j = hpjob("{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":\"loss\",\"maxTrials\":"
+                        "2,\"params\":[" LR "]}");
+    kiln_study *s = study_of(j, 7);
+    kiln_trial *t1 = kiln_study_next(s, 1000000000LL);
+    char path[] = "/tmp/test_tune_XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"loss\": 0.9, \"global_step\": 1}\n{\"loss\": 0.8, \"global_step\": 2}\n", f);
+    fflush(f);
+    kiln_study_read_hypertune(s, t1, path);
+    CHECK(t1->n_curve == 2 && t1->file_offset > 0);
+    t1->tb = calloc(1, sizeof *t1->tb);
+    t1->tb[0] = (kiln_tb_file){.path = strdup("/x/events.out.tfevents.1"), .offset = 1234};
+    t1->n_tb = 1;
+    json_t *js = kiln_study_to_json(s);
+    kiln_study *r = kiln_study_from_json(&j->training_input.hyperparameters, js);
+    json_decref(js);
+    kiln_trial *u = r ? kiln_study_find(r, 1) : NULL;
+    CHECK(u && u->state == KILN_TRIAL_RUNNING && u->file_offset == t1->file_offset);
+    CHECK(u && u->n_tb == 1 && u->tb[0].offset == 1234 && !u->tb[0].dead &&
+          strcmp(u->tb[0].path, "/x/events.out.tfevents.1") == 0);
+    fputs("{\"loss\": 0.7, \"global_step\": 3}\n", f);
+    fclose(f);
+    if (u) kiln_study_read_hypertune(r, u, path);
+    CHECK(u && u->n_curve == 3 && u->objective == 0.7 && u->step == 3); /* no line twice */
+    unlink(path);
+    /* an ended trial keeps no offsets in the persisted form */
+    if (u) kiln_study_end(r, u, KILN_TRIAL_SUCCEEDED, 2000000000LL);
+    js = r ? kiln_study_to_json(r) : NULL;
+    json_t *t0 = json_array_get(json_object_get(js, "trials"), 0);
+    CHECK(t0 && !json_object_get(t0, "fileOffset") && !json_object_get(t0, "tb"));
+    json_decref(js);
+    kiln_study_free(r);
+    kiln_study_free(s);
+    kiln_job_free(j);
+}
+
 /* resumePreviousJobId: the previous job must be a finished tuning job with
  * the same params, goal and tag; the resumed study keeps its trials, which
  * count toward maxTrials, and new trial ids follow theirs. */
@@ -584,6 +627,7 @@ int main(void)
     test_median_stop();
     test_asha();
     test_hypertune_and_output();
+    test_running_offsets();
     test_resume();
     kiln_diag_free(&d);
     kiln_catalog_free(c);

@@ -34,12 +34,7 @@ static bool adoptable(const char *runtime)
     json_t *reps = json_object_get(root, "replicas"), *r;
     size_t i;
     bool any = false;
-    /* a tuning job's trials are not adopted: the study resumes and runs
-     * them again (kill_monitors stops what is left of them) */
-    if (json_object_get(root, "study")) {
-        json_decref(root);
-        return false;
-    }
+    /* a tuning job's running trials are adopted too (adopt_study) */
     json_array_foreach(reps, i, r)
     {
         any |= json_integer_value(json_object_get(r, "monitor")) > 0 ||
@@ -50,8 +45,9 @@ static bool adoptable(const char *runtime)
 }
 
 /* Stops the monitors (and their programs) that run under a job's
- * replicas/ directory: a job that cannot be adopted leaves none unseen. */
-static void kill_monitors(kilnd *d, const char *project, const char *id)
+ * replicas/ directory (those whose task names start with `prefix`, when
+ * not NULL: one trial's): a job that cannot be adopted leaves none unseen. */
+static void kill_monitors(kilnd *d, const char *project, const char *id, const char *prefix)
 {
     char dir[PATH_MAX], rdir[PATH_MAX + 16];
     kiln_strv tasks = {0};
@@ -60,6 +56,7 @@ static void kill_monitors(kilnd *d, const char *project, const char *id)
     if (kiln_exec_list(rdir, &tasks) != KILN_OK) return;
     for (size_t i = 0; i < tasks.n; i++) {
         char state[PATH_MAX + 200];
+        if (prefix && strncmp(tasks.v[i], prefix, strlen(prefix)) != 0) continue;
         kiln_exec_handle h;
         snprintf(state, sizeof state, "%s/%s", rdir, tasks.v[i]);
         kiln_exec_adopt(KILN_EXEC_LOCAL, state, NULL, 0, 0, &h);
@@ -98,7 +95,7 @@ void kilnd_reconcile(kilnd *d)
         const char *id = r->job->job_id;
         if (adoptable(r->runtime)) continue;
         kill_recorded(r->runtime);
-        kill_monitors(d, r->project, id);
+        kill_monitors(d, r->project, id, NULL);
         if (r->job->state == KILN_STATE_CANCELLING) {
             kiln_store_job_transition(d->store, r->project, id, KILN_STATE_MASK(CANCELLING),
                                       KILN_STATE_CANCELLED, NULL, now, NULL);
@@ -139,22 +136,43 @@ static size_t node_by_name(const kilnd *d, const char *name)
     return (size_t)-1;
 }
 
-/* Takes over one job a previous kilnd ran: its placement, ports and
- * replicas, each through its monitor. Exits that happened while kilnd was
- * away are in the monitors' files and are judged on the first tick, with
- * their real codes; a replica whose monitor is gone is judged as killed. */
-static void adopt_job(sup *s, kiln_job_record *rec)
+/* Lets go of an rjob adopt_reps made and that is not adopted after all:
+ * its live replicas are killed, its ports (when `ports`: they were marked)
+ * given back; its placement was never claimed. */
+static void reps_drop(sup *s, rjob *j, bool ports)
+{
+    for (size_t i = 0; j->reps && i < j->n; i++) {
+        if (j->reps[i].alive) kiln_exec_signal(&s->d->exec, &j->reps[i].h, SIGKILL);
+        if (ports && j->reps[i].port > 0 && !j->reps[i].dropped) port_give(s, j->reps[i].port);
+    }
+    free(j->reps);
+    free(j->pl.slots);
+    free(j->project);
+    free(j->job_id);
+    kiln_job_free(j->job);
+    free(j);
+}
+
+static void adopt_job_failed(sup *s, kiln_job_record *rec);
+
+/* The rjob of recorded replicas `reps` (one job's, or one trial's): their
+ * slots, ports and monitors. NULL when they cannot be adopted (a record
+ * kilnd cannot read, a node no longer configured); nothing is marked used
+ * then. *adopted counts the replicas whose monitors are taken over, *away
+ * those that had ended before and are judged again. */
+static rjob *adopt_reps(sup *s, const char *project, const char *job_id, json_t *reps, int *adopted,
+                        int *away)
 {
     kilnd *d = s->d;
-    json_t *root = json_loads(rec->runtime, 0, NULL);
-    json_t *reps = json_object_get(root, "replicas"), *o;
+    json_t *o;
     size_t n = json_array_size(reps), idx;
     rjob *j = calloc(1, sizeof *j);
-    int adopted = 0, away = 0;
-    if (!j || !n) goto fail;
+    *adopted = *away = 0;
+    if (!j) return NULL;
     j->log_fd = -1;
-    j->project = strdup(rec->project);
-    j->job_id = strdup(rec->job->job_id);
+    if (!n) goto fail;
+    j->project = strdup(project);
+    j->job_id = strdup(job_id);
     j->reps = calloc(n, sizeof *j->reps);
     j->pl.slots = calloc(n, sizeof *j->pl.slots);
     if (!j->project || !j->job_id || !j->reps || !j->pl.slots) goto fail;
@@ -164,6 +182,7 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     {
         replica *r = &j->reps[idx];
         kiln_slot *sl = &j->pl.slots[idx];
+        r->h.life_fd = -1;
         if (!role_by_name(json_string_value(json_object_get(o, "role")), &r->role)) goto fail;
         r->index = (int)json_integer_value(json_object_get(o, "index"));
         r->node = node_by_name(d, json_string_value(json_object_get(o, "node")));
@@ -174,7 +193,12 @@ static void adopt_job(sup *s, kiln_job_record *rec)
         r->simulated = json_is_true(json_object_get(o, "simulatedGpus"));
         r->code = (int)json_integer_value(json_object_get(o, "code"));
         r->moff = (long long)json_integer_value(json_object_get(o, "metricsOffset"));
-        kiln_exec_task_name(r->role, r->index, r->task);
+        /* a trial's task names carry the trial ("trial-3-master-replica-0") */
+        const char *task = json_string_value(json_object_get(o, "task"));
+        if (json_object_get(o, "trial") && task)
+            snprintf(r->task, sizeof r->task, "%s", task);
+        else
+            kiln_exec_task_name(r->role, r->index, r->task);
         json_t *g = json_object_get(o, "gpus"), *devs = json_object_get(o, "devs");
         r->n_gpus = (int)json_array_size(g);
         if (r->n_gpus > KILN_MAX_REPLICA_DEVICES) goto fail;
@@ -200,20 +224,55 @@ static void adopt_job(sup *s, kiln_job_record *rec)
         /* a drain's leaver keeps its SIGKILL, one grace period from now */
         r->leaving = json_is_true(json_object_get(o, "leaving"));
         if (r->leaving) r->kill_at_ns = kiln_now_ns() + (int64_t)d->grace_ms * 1000000;
-        if (r->port > 0 && r->port - d->port_base >= 0 && r->port - d->port_base < d->port_count &&
-            !r->dropped)
-            s->port_used[r->port - d->port_base] = true;
         if (mon > 0 && !r->dropped) {
             r->alive = r->spawned = true; /* the first tick's watch() says if it still runs */
-            adopted++;
+            ++*adopted;
         } else {
             /* it had ended before kilnd went: judged again unless it was a
              * finished worker (its exit decided nothing) */
             r->handled = r->dropped || (r->code == 0 && r->role != KILN_ROLE_MASTER);
             r->spawned = !r->handled;
-            away += !r->handled;
+            *away += !r->handled;
         }
     }
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (r->port > 0 && r->port - d->port_base >= 0 && r->port - d->port_base < d->port_count &&
+            !r->dropped)
+            s->port_used[r->port - d->port_base] = true;
+    }
+    return j;
+fail:
+    reps_drop(s, j, false);
+    return NULL;
+}
+
+/* The adopted rjob's placement is claimed, its log opened, and it joins
+ * the running jobs. */
+static void adopt_link(sup *s, rjob *j)
+{
+    char sub[PATH_MAX + 16];
+    pthread_mutex_lock(&s->d->mu);
+    kiln_sched_claim(s->d->sched, &j->pl);
+    pthread_mutex_unlock(&s->d->mu);
+    snprintf(sub, sizeof sub, "%s/log.tsv", j->dir);
+    j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    j->next = s->jobs;
+    s->jobs = j;
+}
+
+/* Takes over one job a previous kilnd ran: its placement, ports and
+ * replicas, each through its monitor. Exits that happened while kilnd was
+ * away are in the monitors' files and are judged on the first tick, with
+ * their real codes; a replica whose monitor is gone is judged as killed. */
+static void adopt_job(sup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
+    json_t *root = json_loads(rec->runtime, 0, NULL);
+    int adopted = 0, away = 0;
+    rjob *j = adopt_reps(s, rec->project, rec->job->job_id, json_object_get(root, "replicas"),
+                         &adopted, &away);
+    if (!j) goto fail;
     j->job = rec->job;
     rec->job = NULL;
     const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
@@ -230,14 +289,7 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
-    pthread_mutex_lock(&d->mu);
-    kiln_sched_claim(d->sched, &j->pl);
-    pthread_mutex_unlock(&d->mu);
-    char sub[PATH_MAX + 16];
-    snprintf(sub, sizeof sub, "%s/log.tsv", j->dir);
-    j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    j->next = s->jobs;
-    s->jobs = j;
+    adopt_link(s, j);
     kilnd_event(d, j->project, j->job_id, "INFO",
                 "kilnd restarted: adopted the job's %d running replica%s through their monitors "
                 "(restarts stay %d); %d that had ended before are judged again",
@@ -245,22 +297,24 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     json_decref(root);
     return;
 fail:
-    /* cannot be adopted: stop what runs, requeue (restart counted) */
     json_decref(root);
-    if (j) {
-        for (size_t i = 0; i < j->n; i++)
-            if (j->reps[i].alive) kiln_exec_signal(&d->exec, &j->reps[i].h, SIGKILL);
-        free(j->reps);
-        free(j->pl.slots);
-        free(j->project);
-        free(j->job_id);
-        free(j);
-    }
+    adopt_job_failed(s, rec);
+}
+
+/* A job that cannot be adopted: what runs of it is stopped, and it is
+ * queued again (restart counted; a tuning job keeps its study). */
+static void adopt_job_failed(sup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
     kill_recorded(rec->runtime);
-    kill_monitors(d, rec->project, rec->job->job_id);
+    kill_monitors(d, rec->project, rec->job->job_id, NULL);
     int64_t now = kiln_now_ns();
+    json_t *st = runtime_kept(rec->runtime, "study");
+    char *keep = runtime_for_requeue(NULL, st);
+    json_decref(st);
     kiln_store_job_set_runtime(d->store, rec->project, rec->job->job_id, rec->restarts + 1,
-                               rec->failures, NULL);
+                               rec->failures, keep);
+    free(keep);
     kiln_store_job_transition(d->store, rec->project, rec->job->job_id,
                               KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING),
                               KILN_STATE_QUEUED, NULL, now, NULL);
@@ -271,6 +325,111 @@ fail:
                 "the node config changed): they were stopped and the job is queued again");
 }
 
+/* Kills the replicas in `reps` (recorded pids and one trial's monitors,
+ * task names "trial-ID-..."). */
+static void kill_trial(kilnd *d, const char *project, const char *id, int trial, json_t *reps)
+{
+    json_t *o = json_pack("{s:O}", "replicas", reps ? reps : json_array());
+    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char prefix[32];
+    kill_recorded(txt);
+    snprintf(prefix, sizeof prefix, "trial-%d-", trial);
+    kill_monitors(d, project, id, prefix);
+    free(txt);
+    json_decref(o);
+}
+
+static json_t *trial_run(json_t *runs, int trial)
+{
+    json_t *o;
+    size_t i;
+    json_array_foreach(runs, i, o)
+    {
+        if (json_integer_value(json_object_get(o, "trial")) == trial) return o;
+    }
+    return NULL;
+}
+
+/* Takes over a tuning job a previous kilnd ran: its study as the runtime
+ * record keeps it, and each running trial's replicas through their monitors
+ * (one rjob per trial, as launch_trial made them), their reports read on
+ * from the recorded offsets. A running trial whose replicas cannot be
+ * adopted is stopped and queued again (same values, from the start). */
+static void adopt_study(sup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
+    const char *id = rec->job->job_id;
+    tstudy *st = study_adopt(s, rec);
+    if (!st) { /* no study that fits: its runs cannot be judged either */
+        adopt_job_failed(s, rec);
+        return;
+    }
+    json_t *root = json_loads(rec->runtime, 0, NULL);
+    json_t *reps = json_object_get(root, "replicas"), *runs = json_object_get(root, "trialRuns");
+    json_t *o;
+    size_t k;
+    int trials = 0, requeued = 0, replicas = 0;
+    /* replicas of a trial the study does not have running: not ours to run */
+    json_array_foreach(reps, k, o)
+    {
+        int tid = (int)json_integer_value(json_object_get(o, "trial"));
+        kiln_trial *t = kiln_study_find(st->st, tid);
+        if (!t || t->state != KILN_TRIAL_RUNNING) {
+            json_t *one = json_pack("[O]", o);
+            kill_trial(d, rec->project, id, tid, one);
+            json_decref(one);
+        }
+    }
+    for (size_t i = 0; i < kiln_study_trial_count(st->st); i++) {
+        kiln_trial *t = kiln_study_trial(st->st, i);
+        if (t->state != KILN_TRIAL_RUNNING) continue;
+        json_t *sub = json_array(), *run = trial_run(runs, t->id);
+        json_array_foreach(reps, k, o)
+        {
+            if (json_integer_value(json_object_get(o, "trial")) == t->id) json_array_append(sub, o);
+        }
+        int adopted = 0, away = 0;
+        rjob *j = run && json_array_size(sub)
+                      ? adopt_reps(s, rec->project, id, sub, &adopted, &away)
+                      : NULL;
+        if (j) j->job = trial_job(st, t->id, json_string_value(json_object_get(run, "jobDir")));
+        if (!j || !j->job) {
+            if (j) reps_drop(s, j, true);
+            kill_trial(d, rec->project, id, t->id, sub);
+            kiln_study_end(st->st, t, KILN_TRIAL_QUEUED, 0);
+            kilnd_event(d, rec->project, id, "WARNING",
+                        "kilnd restarted and could not adopt trial %d's replicas: they were "
+                        "stopped and the trial runs again from the start",
+                        t->id);
+            requeued++;
+            json_decref(sub);
+            continue;
+        }
+        json_decref(sub);
+        j->study = st;
+        j->trial = t->id;
+        j->start_ns = json_integer_value(json_object_get(run, "start"));
+        j->running = json_is_true(json_object_get(run, "running"));
+        json_t *m = json_object_get(run, "metrics");
+        j->metrics = json_is_object(m) ? json_incref(m) : NULL;
+        st->running++;
+        adopt_link(s, j);
+        kilnd_event(d, rec->project, id, "INFO",
+                    "kilnd restarted: adopted trial %d's %d running replica%s through their "
+                    "monitors; %d that had ended before are judged again",
+                    t->id, adopted, adopted == 1 ? "" : "s", away);
+        trials++;
+        replicas += adopted;
+    }
+    json_decref(root);
+    study_save_runtime(s, st);
+    kilnd_event(d, rec->project, id, "INFO",
+                "kilnd restarted: the study goes on with %zu trials kept, %d running trial%s "
+                "adopted (%d replica%s), %d queued again",
+                kiln_study_trial_count(st->st), trials, trials == 1 ? "" : "s", replicas,
+                replicas == 1 ? "" : "s", requeued);
+}
+
 void adopt_all(sup *s)
 {
     kiln_job_record **v = NULL;
@@ -279,6 +438,11 @@ void adopt_all(sup *s)
         KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
     if (kiln_store_jobs_by_state(s->d->store, mask, &v, &n) != KILN_OK) return;
     for (size_t i = 0; i < n; i++)
-        if (adoptable(v[i]->runtime)) adopt_job(s, v[i]);
+        if (!adoptable(v[i]->runtime))
+            continue;
+        else if (v[i]->job->training_input.has_hyperparameters)
+            adopt_study(s, v[i]);
+        else
+            adopt_job(s, v[i]);
     kiln_job_records_free(v, n);
 }

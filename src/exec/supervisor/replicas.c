@@ -117,11 +117,15 @@ void pump_metrics(sup *s, rjob *j, replica *r)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     for (;;) {
-        ssize_t n = pread(fd, buf, LINE_MAX_BYTES, (off_t)r->moff);
+        long long base = r->moff;
+        ssize_t n = pread(fd, buf, LINE_MAX_BYTES, (off_t)base);
         if (n <= 0) break;
         size_t start = 0;
         for (size_t i = 0; i < (size_t)n; i++)
             if (buf[i] == '\n') {
+                /* the offset past this line is recorded with the report it
+                 * carries (note_metrics saves the runtime record) */
+                r->moff = base + (long long)i + 1;
                 note_metrics(s, j, r, buf + start, i - start);
                 start = i + 1;
             }
@@ -129,7 +133,7 @@ void pump_metrics(sup *s, rjob *j, replica *r)
             if ((size_t)n < LINE_MAX_BYTES) break; /* a partial line: the rest comes later */
             start = (size_t)n;                     /* longer than any report: skipped */
         }
-        r->moff += (long long)start;
+        r->moff = base + (long long)start;
         if (start < (size_t)n && (size_t)n < LINE_MAX_BYTES) break; /* a partial last line */
     }
     close(fd);
@@ -137,47 +141,90 @@ void pump_metrics(sup *s, rjob *j, replica *r)
 
 /* ---------- the runtime record (for reconcile and for GET) ---------- */
 
+/* Replica i of `j` as the runtime record keeps it: what GET shows, and
+ * what the next kilnd needs to adopt it (monitor, slot, metrics offset). */
+static json_t *replica_json(sup *s, rjob *j, size_t i)
+{
+    replica *r = &j->reps[i];
+    json_t *g = json_array();
+    for (int k = 0; g && k < r->n_gpus; k++)
+        json_array_append_new(g, json_integer(r->gpus[k]));
+    json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:I,s:o,s:b,s:s}", "task", r->task, "node",
+                          s->d->cluster.nodes[r->node].name, "port", r->port, "pid",
+                          (json_int_t)(r->alive ? r->h.pid : 0), "startTicks",
+                          (json_int_t)(r->alive ? r->h.pid_start : 0), "gpus", g ? g : json_array(),
+                          "simulatedGpus", r->simulated && r->n_gpus, "state",
+                          r->alive ? "RUNNING" : "EXITED");
+    /* what the next kilnd needs to adopt the replica (monitor, slot) */
+    const kiln_slot *sl = &j->pl.slots[i];
+    json_t *devs = json_array();
+    for (int k = 0; devs && k < sl->n_devs; k++)
+        json_array_append_new(devs, json_integer(sl->devs[k]));
+    json_t *a = json_pack(
+        "{s:s,s:i,s:s,s:I,s:I,s:s,s:o,s:i,s:f,s:b,s:b,s:i}", "role", kiln_role_name(r->role),
+        "index", r->index, "executor", kiln_exec_kind_name(r->kind), "monitor",
+        (json_int_t)(r->alive ? r->h.monitor : 0), "monitorStart",
+        (json_int_t)(r->alive ? r->h.monitor_start : 0), "container", r->h.name, "devs",
+        devs ? devs : json_array(), "vcpus", sl->vcpus, "memoryGb", sl->memory_gb, "dropped",
+        r->dropped, "started", r->started, "restarts", r->restarts);
+    if (a && r->leaving) json_object_set_new(a, "leaving", json_true());
+    if (a) json_object_set_new(a, "code", json_integer(r->code));
+    if (a) json_object_set_new(a, "metricsOffset", json_integer(r->moff));
+    /* a tuning job's replicas say whose trial they are */
+    if (a && j->study) json_object_set_new(a, "trial", json_integer(j->trial));
+    /* for the dashboard: how this replica ended (its restarts alone are
+     * "restarts"; group restarts are the job's kilnStatus.restarts) */
+    if (a && !r->alive && r->spawned && !r->failed)
+        json_object_set_new(a, "exitCode", json_integer(r->code));
+    if (o && a) json_object_update(o, a);
+    json_decref(a);
+    return o;
+}
+
+/* A tuning job's runtime record: its study, and the replicas of every trial
+ * running now (each with "trial"), with what each trial's run needs to be
+ * adopted ("trialRuns": its id, start, RUNNING flag, jobDir, last report).
+ * One snapshot: the study's reports and read offsets match the replicas'
+ * metrics offsets, so that an adopting kilnd neither loses nor repeats a
+ * report. */
+void study_save_runtime(sup *s, tstudy *st)
+{
+    json_t *reps = json_array(), *runs = json_array();
+    for (rjob *j = s->jobs; reps && runs && j; j = j->next) {
+        if (j->study != st) continue;
+        for (size_t i = 0; i < j->n; i++) {
+            json_t *o = replica_json(s, j, i);
+            if (o) json_array_append_new(reps, o);
+        }
+        const char *jd = j->job ? j->job->training_input.job_dir : NULL;
+        json_t *run = json_pack("{s:i,s:I,s:b}", "trial", j->trial, "start",
+                                (json_int_t)j->start_ns, "running", j->running);
+        if (run && jd) json_object_set_new(run, "jobDir", json_string(jd));
+        if (run && j->metrics) json_object_set(run, "metrics", j->metrics);
+        if (run) json_array_append_new(runs, run);
+    }
+    json_t *root = json_pack("{s:o,s:o,s:o}", "replicas", reps ? reps : json_array(), "trialRuns",
+                             runs ? runs : json_array(), "study", kiln_study_to_json(st->st));
+    char *txt = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    kiln_store_job_set_runtime(s->d->store, st->project, st->job_id, 0, 0, txt);
+    free(txt);
+    json_decref(root);
+}
+
 void save_runtime(sup *s, rjob *j)
 {
+    if (j->study) {
+        study_save_runtime(s, j->study);
+        return;
+    }
     json_t *reps = json_array();
     for (size_t i = 0; reps && i < j->n; i++) {
-        replica *r = &j->reps[i];
-        json_t *g = json_array();
-        for (int k = 0; g && k < r->n_gpus; k++)
-            json_array_append_new(g, json_integer(r->gpus[k]));
-        json_t *o = json_pack("{s:s,s:s,s:i,s:I,s:I,s:o,s:b,s:s}", "task", r->task, "node",
-                              s->d->cluster.nodes[r->node].name, "port", r->port, "pid",
-                              (json_int_t)(r->alive ? r->h.pid : 0), "startTicks",
-                              (json_int_t)(r->alive ? r->h.pid_start : 0), "gpus",
-                              g ? g : json_array(), "simulatedGpus", r->simulated && r->n_gpus,
-                              "state", r->alive ? "RUNNING" : "EXITED");
-        /* what the next kilnd needs to adopt the replica (monitor, slot) */
-        const kiln_slot *sl = &j->pl.slots[i];
-        json_t *devs = json_array();
-        for (int k = 0; devs && k < sl->n_devs; k++)
-            json_array_append_new(devs, json_integer(sl->devs[k]));
-        json_t *a = json_pack(
-            "{s:s,s:i,s:s,s:I,s:I,s:s,s:o,s:i,s:f,s:b,s:b,s:i}", "role", kiln_role_name(r->role),
-            "index", r->index, "executor", kiln_exec_kind_name(r->kind), "monitor",
-            (json_int_t)(r->alive ? r->h.monitor : 0), "monitorStart",
-            (json_int_t)(r->alive ? r->h.monitor_start : 0), "container", r->h.name, "devs",
-            devs ? devs : json_array(), "vcpus", sl->vcpus, "memoryGb", sl->memory_gb, "dropped",
-            r->dropped, "started", r->started, "restarts", r->restarts);
-        if (a && r->leaving) json_object_set_new(a, "leaving", json_true());
-        if (a) json_object_set_new(a, "code", json_integer(r->code));
-        if (a) json_object_set_new(a, "metricsOffset", json_integer(r->moff));
-        /* for the dashboard: how this replica ended (its restarts alone are
-         * "restarts"; group restarts are the job's kilnStatus.restarts) */
-        if (a && !r->alive && r->spawned && !r->failed)
-            json_object_set_new(a, "exitCode", json_integer(r->code));
-        if (o && a) json_object_update(o, a);
-        json_decref(a);
+        json_t *o = replica_json(s, j, i);
         if (o) json_array_append_new(reps, o);
     }
     json_t *root =
         json_pack("{s:o,s:b}", "replicas", reps ? reps : json_array(), "running", j->running);
     if (root && j->metrics) json_object_set(root, "metrics", j->metrics);
-    if (root && j->study) json_object_set_new(root, "study", kiln_study_to_json(j->study->st));
     if (root && j->elastic) {
         int cur = 0;
         for (size_t i = 0; i < j->n; i++)

@@ -122,6 +122,9 @@ static inline int64_t duration_ns(const kiln_duration *dur)
 /* Writes the job's runtime record (replicas, metrics, study) to the store:
  * what GET shows and what the next kilnd adopts from. */
 void save_runtime(sup *s, rjob *j);
+/* A tuning job's runtime record: its study and its running trials'
+ * replicas (save_runtime of a trial writes this). */
+void study_save_runtime(sup *s, tstudy *st);
 /* The runtime record of a requeued job: the last metrics report and the
  * study stay. NULL when there is none; the caller frees it. */
 char *runtime_for_requeue(json_t *metrics, json_t *study);
@@ -158,6 +161,8 @@ void adopt_all(sup *s);
 
 /* trials.c */
 void study_begin(sup *s, kiln_job_record *rec);
+tstudy *study_adopt(sup *s, kiln_job_record *rec);
+kiln_job *trial_job(tstudy *st, int trial, const char *job_dir);
 kiln_err trial_args(rjob *j, kiln_strv *argv);
 kiln_err trial_env(rjob *j, kiln_strv *env);
 void trial_metrics(rjob *j, json_t *report);

@@ -4,8 +4,11 @@
  * A tuning job is RUNNING as a whole while its trials run; each trial is an
  * rjob of the same job with `trial` set, placed whole like any job, with the
  * study (src/tune) deciding its values. The study lives in the job's runtime
- * record ("study"), so a kilnd restart or a requeue keeps its trials; trials
- * that were running start again with the same values. */
+ * record ("study"), so a kilnd restart or a requeue keeps its trials. A
+ * kilnd restart adopts the trials that were running, through their
+ * replicas' monitors (adopt.c), their reports read on from where the record
+ * says; a trial that cannot be adopted, or one running when the job was
+ * requeued, starts again with the same values. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -60,15 +63,11 @@ static uint64_t study_seed(const char *project, const char *id)
     return h;
 }
 
-/* The job's runtime record with only its study: what trainingOutput reads
- * between trials. */
+/* The job's runtime record: the study and its running trials' replicas
+ * (replicas.c). */
 static void study_save(sup *s, tstudy *t)
 {
-    json_t *o = json_pack("{s:o}", "study", kiln_study_to_json(t->st));
-    char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    kiln_store_job_set_runtime(s->d->store, t->project, t->job_id, 0, 0, txt);
-    free(txt);
-    json_decref(o);
+    study_save_runtime(s, t);
 }
 
 /* A tuning job that fits the cluster starts: its study is made (or read
@@ -144,6 +143,60 @@ fail:
     }
     kiln_store_job_transition(d->store, rec->project, id, KILN_STATE_MASK(PREPARING),
                               KILN_STATE_QUEUED, NULL, kiln_now_ns(), NULL);
+}
+
+/* A previous kilnd's tuning job, RUNNING or CANCELLING, whose running
+ * trials adopt.c takes over: its study read back from the runtime record,
+ * its trials left in their states (the caller requeues the running ones it
+ * cannot adopt). NULL when the record holds no study that fits the spec. */
+tstudy *study_adopt(sup *s, kiln_job_record *rec)
+{
+    tstudy *t = calloc(1, sizeof *t);
+    json_t *kept = runtime_kept(rec->runtime, "study");
+    if (!t || !kept) goto fail;
+    t->project = strdup(rec->project);
+    t->job_id = strdup(rec->job->job_id);
+    t->job = kiln_job_clone(rec->job);
+    if (!t->project || !t->job_id || !t->job) goto fail;
+    t->st = kiln_study_from_json(&t->job->training_input.hyperparameters, kept);
+    if (!t->st) goto fail;
+    t->start_ns = rec->start_ns;
+    t->cancelling = rec->job->state == KILN_STATE_CANCELLING;
+    t->next = s->studies;
+    s->studies = t;
+    json_decref(kept);
+    return t;
+fail:
+    json_decref(kept);
+    if (t) {
+        kiln_job_free(t->job);
+        free(t->project);
+        free(t->job_id);
+        free(t);
+    }
+    return NULL;
+}
+
+/* A trial's copy of the spec: its output directory is JOBDIR/TRIAL_ID, as
+ * AI Platform gives it (or `job_dir` when given: the one an adopted trial's
+ * replicas were started with). NULL on ENOMEM. */
+kiln_job *trial_job(tstudy *st, int trial, const char *job_dir)
+{
+    kiln_job *job = kiln_job_clone(st->job);
+    if (!job) return NULL;
+    char *jd = job->training_input.job_dir, *tjd = NULL;
+    if (job_dir) {
+        if (kiln_set_str(&job->training_input.job_dir, job_dir) != KILN_OK) goto fail;
+    } else if (jd && *jd &&
+               asprintf(&tjd, "%s%s%d", jd, jd[strlen(jd) - 1] == '/' ? "" : "/", trial) >= 0) {
+        kiln_err err = kiln_set_str(&job->training_input.job_dir, tjd);
+        free(tjd);
+        if (err != KILN_OK) goto fail;
+    }
+    return job;
+fail:
+    kiln_job_free(job);
+    return NULL;
 }
 
 /* The job is over when its study is: SUCCEEDED when a trial succeeded,
@@ -244,8 +297,14 @@ void trial_check(sup *s, rjob *j)
     kiln_trial *t = kiln_study_find(j->study->st, j->trial);
     if (!t) return;
     trial_metric_file(j, path, sizeof path);
+    long off = t->file_offset;
+    size_t curve = t->n_curve;
+    int64_t step = t->step;
     kiln_study_read_hypertune(j->study->st, t, path);
     trial_read_tfevents(j, t);
+    /* new reports are recorded at once, with the offsets they were read up
+     * to: an adopting kilnd reads on from there */
+    if (t->file_offset != off || t->n_curve != curve || t->step != step) save_runtime(s, j);
     if (j->study->job->training_input.hyperparameters.enable_trial_early_stopping &&
         kiln_study_should_stop(j->study->st, t)) {
         char why[256];
@@ -310,7 +369,7 @@ static bool launch_trial(sup *s, tstudy *st)
         j->project = strdup(st->project);
         j->job_id = strdup(st->job_id);
         j->reps = calloc(pl.n ? pl.n : 1, sizeof *j->reps);
-        j->job = kiln_job_clone(st->job);
+        j->job = trial_job(st, t->id, NULL);
     }
     if (!j || !j->project || !j->job_id || !j->reps || !j->job) {
         if (t) kiln_study_end(st->st, t, KILN_TRIAL_QUEUED, 0);
@@ -341,13 +400,6 @@ static bool launch_trial(sup *s, tstudy *st)
     unlink(sub);
     snprintf(sub, sizeof sub, "%s/log.tsv", j->dir);
     j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    /* the trial's output directory: JOBDIR/TRIAL_ID, as AI Platform gives it */
-    char *jd = j->job->training_input.job_dir, *tjd = NULL;
-    if (jd && *jd &&
-        asprintf(&tjd, "%s%s%d", jd, jd[strlen(jd) - 1] == '/' ? "" : "/", j->trial) >= 0) {
-        kiln_set_str(&j->job->training_input.job_dir, tjd);
-        free(tjd);
-    }
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
         const kiln_slot *sl = &j->pl.slots[i];
