@@ -19,16 +19,24 @@
 #     the other node, resumed from its checkpoint, SUCCEEDED, restarts 1;
 #   - `kiln nodes list` shows Slurm's nodes, `kiln nodes drain` drains in Slurm.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
-PORT_RANGE=44000-44799 # the cluster's own daemons listen on 44900-44902
+PORT_RANGE=44000-44799 # the cluster's own daemons listen on 44900-44992
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need slurm
 HERE=$(cd "$(dirname "$0")" && pwd)
 CLUSTER=$T/slurm
 AT_EXIT="$HERE/slurm_cluster.sh stop $CLUSTER"
-if ! "$HERE/slurm_cluster.sh" start "$CLUSTER" 44900 >"$T/cluster.out" 2>&1; then
+# the cluster's three daemons take three free ports from 44900 (another
+# cluster on this machine, say a developer's, may hold the first ones)
+SPORT=
+for base in $(seq 44900 3 44990); do
+    busy=$(ss -Htln "( sport >= :$base and sport <= :$((base + 2)) )" 2>/dev/null | wc -l)
+    [ "$busy" = 0 ] && SPORT=$base && break
+done
+[ -n "$SPORT" ] || { fail "no three free ports in 44900-44992 for the test cluster"; finish; }
+if ! "$HERE/slurm_cluster.sh" start "$CLUSTER" "$SPORT" >"$T/cluster.out" 2>&1; then
     cat "$T/cluster.out" >&2
-    tail -20 "$CLUSTER"/log/*.log >&2
+    tail -n 20 "$CLUSTER"/log/*.log >&2
     fail "the test cluster did not start"
     finish
 fi
