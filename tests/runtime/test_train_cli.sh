@@ -44,6 +44,11 @@ ok "restart of a finished run" '[ $rc = 0 ] && grep -q "\"event\":\"restored\"" 
 # incompatible flags on an existing model dir are refused, not silently mixed
 "$KT" mnist --model_dir="$TMP/m" --model=cnn --train_examples=1024 > /dev/null 2> "$TMP/e5"; rc=$?
 ok "mismatched checkpoint config refused" '[ $rc = 1 ] && grep -q "was written with" "$TMP/e5"'
+# a diverged run (NaN loss) still writes JSON lines: null, never "nan"
+"$KT" mnist --train_examples=512 --train_epochs=1 --learning_rate=1e6 --threads=1 \
+    --log_format=json > "$TMP/nan" 2>&1; rc=$?
+ok "a diverged run's lines are all JSON, its loss null" \
+   '[ $rc = 0 ] && ! grep -qi "nan" "$TMP/nan" && tail -1 "$TMP/nan" | grep -q "\"test_loss\":null"'
 printf 'garbage' > "$TMP/garbage.kiln"
 "$KT" inspect "$TMP/garbage.kiln" > /dev/null 2>&1; rc=$?
 ok "inspect of a corrupt file fails" '[ $rc != 0 ]'

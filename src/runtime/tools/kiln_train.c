@@ -38,6 +38,24 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A number for the JSON event lines: a diverged run's NaN or infinite loss
+ * is written as null (printf's "nan" is not JSON, and kilnd's reader and
+ * any other would drop the whole line). The array lives until the end of
+ * the printf call that uses it (a temporary of a struct type). */
+typedef struct jnum_str {
+    char s[32];
+} jnum_str;
+
+static jnum_str jnum(double v)
+{
+    jnum_str o;
+    if (isfinite(v))
+        snprintf(o.s, sizeof o.s, "%.6f", v);
+    else
+        snprintf(o.s, sizeof o.s, "null");
+    return o;
+}
+
 typedef struct run {
     kt_opts o;
     run_cfg cfg;
@@ -447,10 +465,10 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     double acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
     if (r->rank != 0) { /* workers: the chief evaluates and writes TensorBoard */
         if (r->json)
-            printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%.6f,"
-                   "\"accuracy\":%.6f,\"rank\":%d}\n",
-                   (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step, loss,
-                   acc, r->rank);
+            printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%s,"
+                   "\"accuracy\":%s,\"rank\":%d}\n",
+                   (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step,
+                   jnum(loss).s, jnum(acc).s, r->rank);
         else
             printf("epoch %llu/%d: loss %.4f accuracy %.4f (replica %d of %d)\n",
                    (unsigned long long)in->epoch + 1, r->o.epochs, loss, acc, r->rank, r->world);
@@ -473,11 +491,11 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
         kiln_summary_flush(r->sw_eval);
     }
     if (r->json)
-        printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%.6f,"
-               "\"accuracy\":%.6f,\"test_loss\":%.6f,\"test_accuracy\":%.6f,"
+        printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%s,"
+               "\"accuracy\":%s,\"test_loss\":%s,\"test_accuracy\":%s,"
                "\"samples_per_sec\":%.1f,\"seconds\":%.3f}\n",
-               (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step, loss, acc,
-               tl, ta, sps, secs);
+               (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step, jnum(loss).s,
+               jnum(acc).s, jnum(tl).s, jnum(ta).s, sps, secs);
     else
         printf("epoch %llu/%d: loss %.4f accuracy %.4f test_loss %.4f test_accuracy %.4f "
                "%.0f samples/s (%.1fs)\n",
@@ -704,10 +722,10 @@ static int cmd_mnist(int argc, char **argv)
     kiln_model_evaluate(r.m, r.test.x, r.test.y, r.test.n, &tl, &ta);
     double sps = r.train_secs > 0 ? (double)r.samples / r.train_secs : 0.0;
     if (r.json)
-        printf("{\"event\":\"done\",\"test_accuracy\":%.6f,\"test_loss\":%.6f,"
+        printf("{\"event\":\"done\",\"test_accuracy\":%s,\"test_loss\":%s,"
                "\"samples_per_sec\":%.1f,\"steps\":%llu,\"train_seconds\":%.3f,"
                "\"train_gflops\":%.1f,\"replicas\":%d}\n",
-               ta, tl, sps, (unsigned long long)kiln_model_step(r.m), r.train_secs,
+               jnum(ta).s, jnum(tl).s, sps, (unsigned long long)kiln_model_step(r.m), r.train_secs,
                sps * kiln_model_train_flops(r.m) / 1e9, r.world);
     else
         printf("done: test_accuracy %.4f test_loss %.4f %.0f samples/s %llu steps\n", ta, tl, sps,
@@ -786,9 +804,9 @@ static int run_evaluator(run *r)
                 kiln_summary_scalars(r->sw_eval, (int64_t)step, 2, tags, vals);
                 kiln_summary_flush(r->sw_eval);
                 if (r->json) {
-                    printf("{\"event\":\"eval\",\"step\":%llu,\"test_loss\":%.6f,"
-                           "\"test_accuracy\":%.6f,\"path\":",
-                           (unsigned long long)step, tl, ta);
+                    printf("{\"event\":\"eval\",\"step\":%llu,\"test_loss\":%s,"
+                           "\"test_accuracy\":%s,\"path\":",
+                           (unsigned long long)step, jnum(tl).s, jnum(ta).s);
                     kt_json_str(stdout, path);
                     printf("}\n");
                 } else {
