@@ -113,11 +113,8 @@ static double train(const kiln_strv *flags)
         const char *ev = json_string_value(json_object_get(o, "event"));
         if (ev && strcmp(ev, "done") == 0 && json_is_number(json_object_get(o, "test_accuracy")))
             acc = json_number_value(json_object_get(o, "test_accuracy"));
-        /* a diverged run's done line has "test_loss":-nan, which is not
-         * JSON: its accuracy (chance) is still the trial's objective */
-        const char *a =
-            !o && strstr(line, "\"event\":\"done\"") ? strstr(line, "\"test_accuracy\":") : NULL;
-        if (a) acc = strtod(a + strlen("\"test_accuracy\":"), NULL);
+        /* a diverged run's done line carries null for its NaN loss: its
+         * accuracy (chance) is still the trial's objective */
         json_decref(o);
     }
     if (f)
