@@ -44,6 +44,40 @@ refused "a pull policy on a process" "trainingInput.masterConfig.imagePullPolicy
 api GET /v1/projects/p1/jobs/r1
 check_eq "nothing refused was stored" "$STATUS" 404
 
+# 1b. a Kubeflow file's harmless keys kiln does not use are accepted and
+# said: the CLI converts the file, kilnd never sees it, so the CLI notes them
+cat >"$T/notes.yaml" <<'YAML'
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: notes-1
+  namespace: kubeflow
+  annotations:
+    kiln.dev/region: us-central1
+    team.example.com/owner: alice
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        metadata:
+          labels:
+            app: notes
+          annotations:
+            sidecar.istio.io/inject: "false"
+        spec:
+          containers:
+            - name: tensorflow
+              image: example.com/t:1
+YAML
+"$KILN" validate --tfjob "$T/notes.yaml" >/dev/null 2>"$T/notes.err"
+check_eq "kiln validate accepts it" "$?" 0
+check "it notes the namespace" grep -qF "note: metadata.namespace: 'kubeflow' is not used: kiln has no namespaces" "$T/notes.err"
+check "it notes an annotation kiln does not read" grep -qF "note: metadata.annotations: 'team.example.com/owner' is kept in the file only: kiln does not use it" "$T/notes.err"
+check "but not kiln's own" bash -c "! grep -qF \"'kiln.dev/region' is kept\" '$T/notes.err'"
+check "it notes the pod template's annotations" grep -qF "note: spec.tfReplicaSpecs.Worker.template.metadata.annotations: 'sidecar.istio.io/inject' is kept in the file only" "$T/notes.err"
+check "and its labels" grep -qF "note: spec.tfReplicaSpecs.Worker.template.metadata.labels: kept in the file only" "$T/notes.err"
+
 # 2. env on a process replica, after kiln's own
 api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","echo \"GREETING=$GREETING TASK=$KILN_TASK_NAME\""],"env":{"GREETING":"hello world"}}}}'
 check_eq "a job with env is accepted" "$STATUS" 200
@@ -243,6 +277,10 @@ YAML
 check_eq "kiln validate accepts the mnist TFJob" "$?" 0
 "$KILN" jobs submit training --tfjob "$T/mnist.yaml" >"$T/submit.out" 2>&1
 check_eq "the mnist TFJob is submitted unchanged" "$?" 0
+for f in mnist.validate submit.out; do
+    check "$f: notes metadata.namespace" grep -qF "note: metadata.namespace: 'kubeflow' is not used: kiln has no namespaces" "$T/$f"
+    check "$f: notes the istio annotation" grep -qF "'sidecar.istio.io/inject' is kept in the file only" "$T/$f"
+done
 cat "$T/submit.out" >&2
 check "it SUCCEEDED" wait_state tfjob_mnist SUCCEEDED 60
 LOG=$T/d/jobs/p1/tfjob_mnist/log.tsv

@@ -118,8 +118,8 @@ kiln_err kilnd_fetch(const char *url, const char *dst, uint64_t max_bytes, uint6
         snprintf(why, whylen,
                  "timed out (%s; kilnd allows %d s to connect, %d s in all, and no more than "
                  "%d s below %d bytes/s)",
-                 err[0] ? err : curl_easy_strerror(cc), KILND_FETCH_CONNECT_S,
-                 KILND_FETCH_TOTAL_S, KILND_FETCH_LOW_SPEED_S, KILND_FETCH_LOW_SPEED);
+                 err[0] ? err : curl_easy_strerror(cc), KILND_FETCH_CONNECT_S, KILND_FETCH_TOTAL_S,
+                 KILND_FETCH_LOW_SPEED_S, KILND_FETCH_LOW_SPEED);
         goto out;
     }
     if (cc != CURLE_OK) {
