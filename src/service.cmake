@@ -63,9 +63,11 @@ add_custom_command(
 if(KILN_DAEMON_SRC)
   add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC} ${CMAKE_BINARY_DIR}/gen/web_data.c)
   add_dependencies(kilnd kiln-monitor kiln-slurm-task)
+  # libcurl: http(s):// packageUris, fetched when a job starts
+  # (src/exec/supervisor/fetch.c; libcrypto gives their SHA-256)
   target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
-                        kiln_spec kiln_util PkgConfig::MHD PkgConfig::GNUTLS PkgConfig::CRYPTO PkgConfig::JANSSON
-                        Threads::Threads)
+                        kiln_spec kiln_util PkgConfig::MHD PkgConfig::GNUTLS PkgConfig::CRYPTO PkgConfig::CURL
+                        PkgConfig::JANSSON Threads::Threads)
 endif()
 
 # The HTTP client of the `kiln` command (libcurl).

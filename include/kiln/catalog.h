@@ -124,6 +124,18 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
 bool kiln_quantity_cpu_milli(const char *s, int64_t *out);
 bool kiln_quantity_bytes(const char *s, int64_t *out);
 
+/* The packageUris kilnd fetches when a job starts: http:// or https://, a
+ * host (a name, an IPv4 address or a [bracketed] IPv6 address, an optional
+ * :PORT), no user:password@ (a job's record is readable by its project), and
+ * a path whose last segment ends in .tar.gz, .tgz or .whl - the files
+ * stage_packages unpacks or puts on PYTHONPATH (a URL cannot name a
+ * directory). A query (?...) is allowed, a fragment (#...) not. false with
+ * the reason in `why` (without the URI) otherwise; for any other scheme too.
+ * On success *name gets the last path segment (a pointer into `uri`) and
+ * *name_len its length, when they are not NULL. */
+bool kiln_package_http_ok(const char *uri, const char **name, size_t *name_len, char *why,
+                          size_t whylen);
+
 /* Fills defaults the service would apply: scheduling.maxRunningTime (604800s)
  * when unset, the master's imageUri on every other role that runs (count > 0)
  * without one, and the catalog's default region when the job names none (a

@@ -245,6 +245,13 @@ kiln_err kiln_job_from_yaml(const char *buf, size_t len, kiln_job **out, kiln_di
  * its kind: TFJob or PyTorchJob. Other kinds (MPIJob, XGBoostJob...) and files
  * of several YAML documents are refused with an error that says why. */
 kiln_err kiln_job_from_kubeflow(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* The same, and `notes` (when not NULL) gets one entry per key of the file
+ * that is accepted but not used, because it is harmless to drop: its field
+ * path and why (metadata.namespace; annotations other than kiln.dev/...;
+ * pod template labels). The CLI prints them (`note: ...`) so that nothing in
+ * the file is dropped silently; kilnd never sees the file. */
+kiln_err kiln_job_from_kubeflow_notes(const char *buf, size_t len, kiln_job **out, kiln_diag *d,
+                                      kiln_diag *notes);
 /* The same (the name from before PyTorchJob): a TFJob or a PyTorchJob. */
 kiln_err kiln_job_from_tfjob(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
 

@@ -91,6 +91,10 @@ void kiln_submit_args_free(kiln_submit_args *a);
  * KILN_EIO / KILN_ELIMIT when a file cannot be read (a violation names the
  * file), KILN_EINVAL (see `d`) or KILN_ENOMEM; *out is NULL on error. */
 kiln_err kiln_submit_build(const kiln_submit_args *a, kiln_job **out, kiln_diag *d);
+/* The same, with the Kubeflow file's notes (kiln_job_from_kubeflow_notes) in
+ * `notes` when not NULL: the CLI prints them as `note: FIELD: ...`. */
+kiln_err kiln_submit_build_notes(const kiln_submit_args *a, kiln_job **out, kiln_diag *d,
+                                 kiln_diag *notes);
 
 /* The arguments the executor passes to the job's program (facts §6): the user
  * args (trainingInput.args), then `--job-dir DIR` when trainingInput.jobDir is

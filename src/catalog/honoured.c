@@ -19,8 +19,9 @@
 #define KILN_TTL_MAX_SECONDS 315360000
 
 #define SCHEMES                                                                                    \
-    "an absolute path or file:///path on kilnd's machine, or gs://BUCKET/NAME of a bucket "        \
-    "kilnd's staging store holds"
+    "an absolute path or file:///path on kilnd's machine, gs://BUCKET/NAME of a bucket "           \
+    "kilnd's staging store holds, or http(s)://HOST/PATH of a .tar.gz, .tgz or .whl, fetched "     \
+    "when the job starts"
 
 typedef struct hctx {
     const kiln_job *job;
@@ -46,16 +47,120 @@ static bool set(const char *s)
     return s && *s;
 }
 
+static bool ends_with(const char *s, size_t n, const char *suffix)
+{
+    size_t m = strlen(suffix);
+    return n >= m && strncmp(s + n - m, suffix, m) == 0;
+}
+
+bool kiln_package_http_ok(const char *uri, const char **name, size_t *name_len, char *why,
+                          size_t whylen)
+{
+    const char *p;
+    if (strncmp(uri, "http://", 7) == 0)
+        p = uri + 7;
+    else if (strncmp(uri, "https://", 8) == 0)
+        p = uri + 8;
+    else {
+        snprintf(why, whylen, "not an http:// or https:// URI");
+        return false;
+    }
+    for (const char *q = uri; *q; q++)
+        if ((unsigned char)*q <= ' ' || *q == 0x7f || *q == '\\') {
+            snprintf(why, whylen, "a URI holds no spaces, control characters or backslashes");
+            return false;
+        }
+    if (strchr(uri, '#')) {
+        snprintf(why, whylen, "a fragment (#...) is not part of what is fetched: leave it out");
+        return false;
+    }
+    /* the authority: up to the first '/' ('?' before it: no path) */
+    size_t alen = strcspn(p, "/?");
+    const char *at = memchr(p, '@', alen);
+    if (at) {
+        snprintf(why, whylen,
+                 "user:password@ is not accepted: a job's record is readable by everyone in "
+                 "its project; serve the package without credentials");
+        return false;
+    }
+    const char *host_end = p + alen, *colon = NULL;
+    if (alen && p[0] == '[') {
+        const char *rb = memchr(p, ']', alen);
+        if (!rb || rb == p + 1) {
+            snprintf(why, whylen, "a bracketed IPv6 host is not closed ('[ADDR]')");
+            return false;
+        }
+        for (const char *q = p + 1; q < rb; q++)
+            if (!((*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f') ||
+                  (*q >= 'A' && *q <= 'F') || *q == ':' || *q == '.')) {
+                snprintf(why, whylen, "'[...]' holds an IPv6 address only");
+                return false;
+            }
+        if (rb + 1 < host_end && rb[1] != ':') {
+            snprintf(why, whylen, "after the IPv6 host comes ':PORT' or the path");
+            return false;
+        }
+        colon = rb + 1 < host_end ? rb + 1 : NULL;
+    } else {
+        colon = memchr(p, ':', alen);
+        const char *he = colon ? colon : host_end;
+        if (he == p) {
+            snprintf(why, whylen, "no host: http(s)://HOST/PATH");
+            return false;
+        }
+        for (const char *q = p; q < he; q++)
+            if (!((*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'z') ||
+                  (*q >= 'A' && *q <= 'Z') || *q == '-' || *q == '.')) {
+                snprintf(why, whylen, "the host holds letters, digits, '-' and '.' only");
+                return false;
+            }
+    }
+    if (colon) {
+        long port = 0;
+        const char *q = colon + 1;
+        for (; q < host_end && *q >= '0' && *q <= '9' && port <= 65535; q++)
+            port = port * 10 + (*q - '0');
+        if (q != host_end || q == colon + 1 || port < 1 || port > 65535) {
+            snprintf(why, whylen, "the port is a number from 1 to 65535");
+            return false;
+        }
+    }
+    if (*host_end != '/') {
+        snprintf(why, whylen, "no path: name the package file (http(s)://HOST/PATH/NAME.tar.gz)");
+        return false;
+    }
+    size_t plen = strcspn(host_end, "?");
+    const char *last = host_end + plen;
+    while (last > host_end && last[-1] != '/')
+        last--;
+    size_t nlen = (size_t)(host_end + plen - last);
+    if (!(ends_with(last, nlen, ".tar.gz") || ends_with(last, nlen, ".tgz") ||
+          ends_with(last, nlen, ".whl")) ||
+        nlen < 5) {
+        snprintf(why, whylen,
+                 "the path must end in .tar.gz, .tgz (an sdist, unpacked) or .whl (a pure "
+                 "Python wheel, put on PYTHONPATH): a URL cannot name a directory");
+        return false;
+    }
+    if (name) *name = last;
+    if (name_len) *name_len = nlen;
+    return true;
+}
+
 static void check_packages(hctx *h, const kiln_training_input *ti)
 {
-    char f[64];
+    char f[64], why[256];
     for (size_t i = 0; i < ti->package_uris.n; i++) {
         const char *u = ti->package_uris.v[i];
         snprintf(f, sizeof f, "trainingInput.packageUris[%zu]", i);
         if (u[0] == '/' || strncmp(u, "file:///", 8) == 0) continue;
         if (strncmp(u, "gs://", 5) == 0) continue; /* kilnd checks the store holds it */
-        refuse(h, f, "'%.200s': kiln stages %s (http(s):// and other schemes are not fetched)", u,
-               SCHEMES);
+        if (strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0) {
+            if (!kiln_package_http_ok(u, NULL, NULL, why, sizeof why))
+                refuse(h, f, "'%.200s': %s", u, why);
+            continue;
+        }
+        refuse(h, f, "'%.200s': kiln stages %s; no other scheme is supported", u, SCHEMES);
     }
 }
 

@@ -127,7 +127,7 @@ out:
 static int submit(kiln_cli_ctx *ctx, int argc, char **argv)
 {
     kiln_submit_args a;
-    kiln_diag d = KILN_DIAG_INIT;
+    kiln_diag d = KILN_DIAG_INIT, notes = KILN_DIAG_INIT;
     kiln_job *job = NULL;
     kiln_catalog *cat = NULL;
     char *body = NULL, *path = NULL, *pe = NULL;
@@ -144,11 +144,15 @@ static int submit(kiln_cli_ctx *ctx, int argc, char **argv)
         rc = a.usage_errors ? 1 : 2;
         goto out;
     }
-    if ((err = kiln_submit_build(&a, &job, &d)) != KILN_OK) {
+    if ((err = kiln_submit_build_notes(&a, &job, &d, &notes)) != KILN_OK) {
         kiln_diag_print(&d, stderr);
         rc = err == KILN_EINVAL ? 2 : 1;
         goto out;
     }
+    /* what a Kubeflow file holds that kiln accepts and does not use: kilnd
+     * never sees the file, so this is where it is said (kiln validate too) */
+    for (size_t i = 0; i < notes.n; i++)
+        fprintf(stderr, "note: %s: %s\n", notes.v[i].field, notes.v[i].description);
     if (!job->job_id || !*job->job_id) {
         fprintf(stderr, PROG ": give the job a name: kiln jobs submit training JOB ...\n");
         goto out;
@@ -190,6 +194,7 @@ out:
     kiln_job_free(job);
     kiln_submit_args_free(&a);
     kiln_diag_free(&d);
+    kiln_diag_free(&notes);
     return rc;
 }
 

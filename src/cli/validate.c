@@ -116,7 +116,7 @@ static kiln_err fill_region(const kiln_submit_args *a, const kiln_catalog *cat, 
 int kiln_cli_validate(int argc, char **argv)
 {
     kiln_submit_args a;
-    kiln_diag d = KILN_DIAG_INIT;
+    kiln_diag d = KILN_DIAG_INIT, notes = KILN_DIAG_INIT;
     kiln_job *job = NULL;
     kiln_catalog *cat = NULL;
     char what[512];
@@ -137,13 +137,16 @@ int kiln_cli_validate(int argc, char **argv)
         fprintf(stderr, "kiln validate: --format table is for listings; use yaml or json\n");
         goto out;
     }
-    err = kiln_submit_build(&a, &job, &d);
+    err = kiln_submit_build_notes(&a, &job, &d, &notes);
     if (err != KILN_OK) {
         snprintf(what, sizeof what, "%s %s", err == KILN_EINVAL ? "in" : "reading", input_name(&a));
         report(&d, err, what);
         rc = status_of(err);
         goto out;
     }
+    /* as `kiln jobs submit` says them: accepted, not used */
+    for (size_t i = 0; i < notes.n; i++)
+        fprintf(stderr, "note: %s: %s\n", notes.v[i].field, notes.v[i].description);
     rc = load_catalog(&a, &cat, &d);
     if (rc != 0) goto out;
     err = fill_region(&a, cat, job);
@@ -173,5 +176,6 @@ out:
     kiln_job_free(job);
     kiln_submit_args_free(&a);
     kiln_diag_free(&d);
+    kiln_diag_free(&notes);
     return rc;
 }

@@ -63,8 +63,9 @@ typedef struct kilnd {
     int grace_ms;       /* SIGTERM -> SIGKILL */
     int port_base, port_count;
     size_t max_body;
-    uint64_t max_object; /* bytes per storage object (--max-object) */
-    size_t log_cap;      /* bytes of replica output kept per job (and run) */
+    uint64_t max_object;        /* bytes per storage object (--max-object) */
+    uint64_t max_package_bytes; /* bytes per http(s) packageUri (--max-package-bytes) */
+    size_t log_cap;             /* bytes of replica output kept per job (and run) */
     int threads;
     char *audit_path;         /* DATA/audit.log unless --audit-log */
     uint64_t audit_max_bytes; /* rotate past this size */

@@ -5,7 +5,7 @@
  *         [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]
  *         [--port-range 30000-39999] [--threads N] [--max-body BYTES]
  *         [--kiln-train PATH] [--python PATH] [--log-cap BYTES]
- *         [--bucket NAME[:PROJECT]]... [--max-object BYTES]
+ *         [--bucket NAME[:PROJECT]]... [--max-object BYTES] [--max-package-bytes N]
  *         [--container-runtime PATH] [--monitor PATH] [--allow-root-replicas yes]
  *
  * The address actually bound (port 0 picks a free one) is printed and also
@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "api/audit.h"
+#include <curl/curl.h>
 #include <jansson.h>
 
 #include "daemon/kilnd.h"
@@ -42,7 +43,8 @@ static const char usage[] =
     "             [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]\n"
     "             [--port-range LO-HI] [--threads N] [--max-body BYTES] [--kiln-train PATH]\n"
     "             [--python PATH] [--log-cap BYTES] [--bucket NAME[:PROJECT]]...\n"
-    "             [--max-object BYTES] [--tls-cert FILE --tls-key FILE]\n"
+    "             [--max-object BYTES] [--max-package-bytes N]\n"
+    "             [--tls-cert FILE --tls-key FILE]\n"
     "             [--insecure-plain-http] [--audit-log FILE] [--audit-log-max-bytes N]\n"
     "             [--audit-log-keep N] [--max-inflight N] [--max-inflight-per-token N]\n"
     "             [--min-free-bytes N] [--container-runtime PATH] [--monitor PATH]\n"
@@ -55,7 +57,8 @@ static const char usage[] =
     "only node, --python $KILN_PYTHON or python3. Without --tokens only loopback\n"
     "addresses may be used. Each --bucket is a gs:// bucket kilnd holds under\n"
     "DATA/objects (for PROJECT only, or every project); --max-object caps one\n"
-    "object (default 1 GiB). A non-loopback --listen also needs --tls-cert and\n"
+    "object (default 1 GiB), --max-package-bytes one http(s):// packageUri\n"
+    "fetched when a job starts (default 1 GiB). A non-loopback --listen also needs --tls-cert and\n"
     "--tls-key (PEM), or --insecure-plain-http. SIGHUP reloads the tokens file and\n"
     "the certificate. Below --min-free-bytes free in the data dir's file system\n"
     "(default 64 MiB) creates answer 503. --executor slurm hands each job whole to\n"
@@ -306,6 +309,7 @@ int main(int argc, char **argv)
                .port_count = 10000,
                .max_body = 1u << 20,
                .max_object = (uint64_t)1 << 30,
+               .max_package_bytes = (uint64_t)1 << 30,
                .log_cap = (size_t)1 << 30,
                .threads = 4,
                .python = "python3",
@@ -330,6 +334,8 @@ int main(int argc, char **argv)
 
     pthread_mutex_init(&d.mu, NULL);
     pthread_rwlock_init(&d.tokens_mu, NULL);
+    /* before any thread: the supervisor fetches http(s) packageUris (fetch.c) */
+    curl_global_init(CURL_GLOBAL_DEFAULT);
     if (getenv("KILN_PYTHON") && *getenv("KILN_PYTHON")) d.python = getenv("KILN_PYTHON");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -422,6 +428,8 @@ int main(int argc, char **argv)
             d.log_cap = (size_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--max-object") == 0)
             d.max_object = (uint64_t)strtoull(v, NULL, 10);
+        else if (strcmp(a, "--max-package-bytes") == 0)
+            d.max_package_bytes = (uint64_t)strtoull(v, NULL, 10);
         else if (strcmp(a, "--bucket") == 0) {
             if (n_buckets == sizeof buckets / sizeof *buckets) {
                 fprintf(stderr, "kilnd: at most 64 --bucket flags\n");
@@ -445,10 +453,12 @@ int main(int argc, char **argv)
     }
     if (d.grace_ms < 0 || d.threads < 1 || d.threads > 64 || d.max_body < 1024 ||
         d.log_cap < 1024 || d.max_object < 1 || d.max_object > ((uint64_t)1 << 40) ||
+        d.max_package_bytes < 1 || d.max_package_bytes > ((uint64_t)1 << 40) ||
         d.audit_max_bytes < 4096 || d.audit_keep < 0 || d.audit_keep > 100 || d.max_inflight < 1 ||
         d.max_inflight_token < 1) {
         fprintf(stderr, "kilnd: --grace-period, --threads (1-64), --max-body or --log-cap "
-                        "(>= 1024), --max-object (1 to 2^40), --audit-log-max-bytes (>= 4096), "
+                        "(>= 1024), --max-object or --max-package-bytes (1 to 2^40), "
+                        "--audit-log-max-bytes (>= 4096), "
                         "--audit-log-keep (0-100), --max-inflight or --max-inflight-per-token "
                         "(>= 1) out of range\n");
         goto out;
@@ -640,6 +650,7 @@ out:
     }
     cleanup(&d);
     kiln_diag_free(&dg);
+    curl_global_cleanup();
     free(data_abs);
     free(audit_default);
     free(cfg_runtime);

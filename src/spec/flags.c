@@ -721,7 +721,7 @@ static kiln_err apply_all(const kiln_submit_args *a, kiln_job *job)
     return err;
 }
 
-static kiln_err load_file(const kiln_submit_args *a, kiln_job **job, kiln_diag *d)
+static kiln_err load_file(const kiln_submit_args *a, kiln_job **job, kiln_diag *d, kiln_diag *notes)
 {
     bool tf = a->tfjob_path != NULL;
     const char *path = tf ? a->tfjob_path : a->config_path;
@@ -729,12 +729,19 @@ static kiln_err load_file(const kiln_submit_args *a, kiln_job **job, kiln_diag *
     size_t len = 0;
     kiln_err err = kiln_read_input(path, tf ? "--tfjob" : "--config", &buf, &len, d);
     if (err == KILN_OK)
-        err = tf ? kiln_job_from_tfjob(buf, len, job, d) : kiln_job_from_yaml(buf, len, job, d);
+        err = tf ? kiln_job_from_kubeflow_notes(buf, len, job, d, notes)
+                 : kiln_job_from_yaml(buf, len, job, d);
     free(buf);
     return err;
 }
 
 kiln_err kiln_submit_build(const kiln_submit_args *a, kiln_job **out, kiln_diag *d)
+{
+    return kiln_submit_build_notes(a, out, d, NULL);
+}
+
+kiln_err kiln_submit_build_notes(const kiln_submit_args *a, kiln_job **out, kiln_diag *d,
+                                 kiln_diag *notes)
 {
     kiln_err err = KILN_OK;
     kiln_job *job = NULL;
@@ -745,7 +752,7 @@ kiln_err kiln_submit_build(const kiln_submit_args *a, kiln_job **out, kiln_diag 
         return KILN_EINVAL;
     }
     if (a->config_path || a->tfjob_path) {
-        err = load_file(a, &job, d);
+        err = load_file(a, &job, d, notes);
         if (err != KILN_OK) goto out;
     } else if ((job = kiln_job_new()) == NULL) {
         err = KILN_ENOMEM;

@@ -148,6 +148,36 @@ void kiln__kf_bad(kiln__kf *c, const char *field, const char *fmt, ...)
     c->bad++;
 }
 
+void kiln__kf_note(kiln__kf *c, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    if (!c->notes) return;
+    va_start(ap, fmt);
+    kiln_diag_addv(c->notes, field, fmt, ap);
+    va_end(ap);
+}
+
+/* Notes every annotation of `ann` (at `path`) but `kept`, which kiln reads. */
+static void note_annotations(kiln__kf *c, const json_t *ann, const char *path,
+                             const char *const *kept, const char *reads)
+{
+    const char *key;
+    json_t *val;
+    if (!json_is_object(ann)) return;
+    json_object_foreach((json_t *)ann, key, val)
+    {
+        bool read = false;
+        for (size_t i = 0; kept[i] && !read; i++)
+            read = strcmp(key, kept[i]) == 0;
+        if (!read)
+            kiln__kf_note(c, path,
+                          "'%.128s' is kept in the file only: kiln does not use it (it reads %s "
+                          "here)",
+                          key, reads);
+        (void)val;
+    }
+}
+
 void kiln__kf_nomem(kiln__kf *c, kiln_err e)
 {
     if (e != KILN_OK && c->err == KILN_OK) c->err = e;
@@ -265,7 +295,16 @@ void kiln__kf_metadata(kiln__kf *c, const json_t *root, kiln_job *job)
     map_name(c, meta, job);
     map_labels(c, kiln__kf_get(meta, "labels"), &job->labels);
 
+    const char *ns = kiln__kf_scalar(kiln__kf_get(meta, "namespace"));
+    if (ns && *ns)
+        kiln__kf_note(c, "metadata.namespace",
+                      "'%.64s' is not used: kiln has no namespaces (the job goes to the "
+                      "project the request names, kiln --project)",
+                      ns);
     const json_t *ann = kiln__kf_get(meta, "annotations");
+    note_annotations(c, ann, "metadata.annotations",
+                     (const char *const[]){ANN_REGION, ANN_JOB_DIR, NULL},
+                     ANN_REGION " and " ANN_JOB_DIR);
     const char *region = kiln__kf_scalar(kiln__kf_get(ann, ANN_REGION));
     const char *job_dir = kiln__kf_scalar(kiln__kf_get(ann, ANN_JOB_DIR));
     /* no annotation: region stays unset, and the CLI fills in the catalog's
@@ -629,6 +668,16 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
     map_string_map(c, selector, p, &rc->node_selector);
     *machine = kiln__kf_scalar(kiln__kf_get(
         kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "annotations"), ANN_MACHINE_TYPE));
+    snprintf(p, sizeof p, "%s.template.metadata.annotations", rpath);
+    note_annotations(c, kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "annotations"), p,
+                     (const char *const[]){ANN_MACHINE_TYPE, NULL}, ANN_MACHINE_TYPE);
+    const json_t *plabels = kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "labels");
+    if (json_is_object(plabels) && json_object_size(plabels)) {
+        snprintf(p, sizeof p, "%s.template.metadata.labels", rpath);
+        kiln__kf_note(c, p,
+                      "kept in the file only: pod labels select pods for Kubernetes Services, "
+                      "which kiln does not make (the job's labels are metadata.labels)");
+    }
     if (ctr == NULL) return;
     /* a sidecar would not run: refused rather than dropped */
     for (size_t k = 0; k < json_array_size(kiln__kf_get(pod, "containers")); k++) {
@@ -852,10 +901,16 @@ static const char *check_header(kiln__kf *c, const json_t *root)
 
 kiln_err kiln_job_from_kubeflow(const char *buf, size_t len, kiln_job **out, kiln_diag *d)
 {
+    return kiln_job_from_kubeflow_notes(buf, len, out, d, NULL);
+}
+
+kiln_err kiln_job_from_kubeflow_notes(const char *buf, size_t len, kiln_job **out, kiln_diag *d,
+                                      kiln_diag *notes)
+{
     kiln_err err = KILN_OK;
     json_t *docs = NULL;
     kiln_job *job = NULL;
-    kiln__kf c = {.d = d};
+    kiln__kf c = {.d = d, .notes = notes};
 
     *out = NULL;
     if (len > KILN_SPEC_MAX_BYTES) {

@@ -25,8 +25,9 @@
 
 typedef struct kiln__kf {
     kiln_diag *d;
-    kiln_err err; /* first hard error (ENOMEM); EINVAL is counted through d */
-    size_t bad;   /* violations reported by this decoder */
+    kiln_diag *notes; /* NULL, or what is accepted but not used (kiln__kf_note) */
+    kiln_err err;     /* first hard error (ENOMEM); EINVAL is counted through d */
+    size_t bad;       /* violations reported by this decoder */
     /* set by the front end before the shared readers run: */
     const char *kind;        /* "TFJob" | "PyTorchJob", for messages */
     const char *container;   /* the container that runs the program */
@@ -36,6 +37,9 @@ typedef struct kiln__kf {
 void kiln__kf_bad(kiln__kf *c, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void kiln__kf_nomem(kiln__kf *c, kiln_err e);
+/* A key accepted and not used (harmless to drop): said, not refused. */
+void kiln__kf_note(kiln__kf *c, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Tree access: YAML hands every scalar over as a string, JSON may not. */
 json_t *kiln__kf_get(const json_t *obj, const char *key);

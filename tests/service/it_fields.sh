@@ -4,6 +4,8 @@
 #   1. fields kiln does not act on: HTTP 400 with a fieldViolation at their
 #      path, nothing stored, and `kiln validate` refuses the same;
 #   2. a process replica gets <role>Config.env after kiln's own variables;
+#      http(s):// packageUris are fetched when the job starts (2d): size cap,
+#      HTTP status, redirects, the sha256 in the job's events;
 #   3. a TFJob in the shape of the Kubeflow docs' mnist example (a
 #      Kubernetes label key, env, resources.limits, a hostPath volume),
 #      submitted unchanged: it runs in a container that sees the env, the
@@ -23,7 +25,13 @@ refused() { # refused DESCRIPTION FIELD MASTER_CONFIG_MEMBERS TRAINING_INPUT_MEM
     "$KILN" validate --config "$T/refused.json" >/dev/null 2>"$T/validate.err"
     check "$1: kiln validate refuses it too" grep -qF "$2: " "$T/validate.err"
 }
-refused "an https package" "trainingInput.packageUris[0]" "" ',"packageUris":["https://example.com/t.tar.gz"]'
+refused "an ftp package" "trainingInput.packageUris[0]" "" ',"packageUris":["ftp://example.com/t.tar.gz"]'
+check "the refusal lists the supported schemes" grep -qF "file:///path on kilnd's machine, gs://BUCKET/NAME" "$T/validate.err"
+check "... http(s) among them" grep -qF "or http(s)://HOST/PATH of a .tar.gz, .tgz or .whl" "$T/validate.err"
+refused "an https URL naming no package file" "trainingInput.packageUris[0]" "" ',"packageUris":["https://example.com/trainer/"]'
+check "the reason names the file types" grep -qF "must end in .tar.gz, .tgz" "$T/validate.err"
+refused "an https URL with a password" "trainingInput.packageUris[0]" "" ',"packageUris":["https://u:pw@example.com/t.tar.gz"]'
+refused "an http URL with no host" "trainingInput.packageUris[0]" "" ',"packageUris":["http:///t.whl"]'
 refused "runtimeVersion" "trainingInput.runtimeVersion" "" ',"runtimeVersion":"2.11"'
 refused "pythonVersion" "trainingInput.pythonVersion" "" ',"pythonVersion":"3.7"'
 refused "serviceAccount" "trainingInput.serviceAccount" "" ',"serviceAccount":"a@b"'
@@ -35,6 +43,40 @@ refused "a CPU limit on a process" "trainingInput.masterConfig.cpuLimit" ',"cpuL
 refused "a pull policy on a process" "trainingInput.masterConfig.imagePullPolicy" ',"imagePullPolicy":"Always"' ""
 api GET /v1/projects/p1/jobs/r1
 check_eq "nothing refused was stored" "$STATUS" 404
+
+# 1b. a Kubeflow file's harmless keys kiln does not use are accepted and
+# said: the CLI converts the file, kilnd never sees it, so the CLI notes them
+cat >"$T/notes.yaml" <<'YAML'
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: notes-1
+  namespace: kubeflow
+  annotations:
+    kiln.dev/region: us-central1
+    team.example.com/owner: alice
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      template:
+        metadata:
+          labels:
+            app: notes
+          annotations:
+            sidecar.istio.io/inject: "false"
+        spec:
+          containers:
+            - name: tensorflow
+              image: example.com/t:1
+YAML
+"$KILN" validate --tfjob "$T/notes.yaml" >/dev/null 2>"$T/notes.err"
+check_eq "kiln validate accepts it" "$?" 0
+check "it notes the namespace" grep -qF "note: metadata.namespace: 'kubeflow' is not used: kiln has no namespaces" "$T/notes.err"
+check "it notes an annotation kiln does not read" grep -qF "note: metadata.annotations: 'team.example.com/owner' is kept in the file only: kiln does not use it" "$T/notes.err"
+check "but not kiln's own" bash -c "! grep -qF \"'kiln.dev/region' is kept\" '$T/notes.err'"
+check "it notes the pod template's annotations" grep -qF "note: spec.tfReplicaSpecs.Worker.template.metadata.annotations: 'sidecar.istio.io/inject' is kept in the file only" "$T/notes.err"
+check "and its labels" grep -qF "note: spec.tfReplicaSpecs.Worker.template.metadata.labels: kept in the file only" "$T/notes.err"
 
 # 2. env on a process replica, after kiln's own
 api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","echo \"GREETING=$GREETING TASK=$KILN_TASK_NAME\""],"env":{"GREETING":"hello world"}}}}'
@@ -97,7 +139,76 @@ api POST /v1/projects/p1/jobs "$TPU1"
 check_eq "but not BASIC_TPU's TPU_V2, which no node declares" "$STATUS" 400
 api POST /v1/projects/p1/jobs/tpu_2:cancel
 stop_kilnd
-start_kilnd "$T/d"
+# from here on a 64 KiB cap on fetched packages (2d)
+start_kilnd "$T/d" --max-package-bytes 65536
+
+# 2d. http(s):// packageUris: fetched into the job's staging dir when it
+# starts, the size and sha256 in its events; a failed fetch FAILS the job
+# naming the URI and the reason. The server: Python's http.server handler on
+# a port the kernel picks (written to a file: no race for a free port), plus
+# a few paths that redirect or send no Content-Length.
+WWW=$T/www
+mkdir -p "$WWW" "$T/sd/trainer_h-0.1/trainer_h"
+: >"$T/sd/trainer_h-0.1/trainer_h/__init__.py"
+printf 'import sys\nprint("HTTP TRAINER RAN", sys.argv[1:])\n' >"$T/sd/trainer_h-0.1/trainer_h/task.py"
+tar -czf "$WWW/trainer_h-0.1.tar.gz" -C "$T/sd" trainer_h-0.1
+head -c 200000 /dev/urandom >"$T/sd/trainer_h-0.1/blob"
+tar -czf "$WWW/big-0.1.tar.gz" -C "$T/sd" trainer_h-0.1
+cp "$WWW/big-0.1.tar.gz" "$WWW/nolen-src.bin"
+"$PY" - "$WWW" "$T/www.port" <<'PYEOF' >"$T/www.log" 2>&1 &
+import functools, http.server, os, sys
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/to-ftp.tar.gz":
+            self.send_response(302); self.send_header("Location", "ftp://127.0.0.1/t.tar.gz")
+            self.end_headers(); return
+        if self.path.startswith("/loop"):
+            n = int(self.path[5:].split(".")[0] or 0) + 1
+            self.send_response(302); self.send_header("Location", "/loop%d.tar.gz" % n)
+            self.end_headers(); return
+        if self.path == "/nolen.tar.gz":  # no Content-Length: the cap holds as bytes arrive
+            self.send_response(200); self.send_header("Connection", "close"); self.end_headers()
+            with open(os.path.join(sys.argv[1], "nolen-src.bin"), "rb") as f:
+                self.wfile.write(f.read())
+            return
+        return super().do_GET()
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(H, directory=sys.argv[1]))
+open(sys.argv[2] + ".tmp", "w").write(str(s.server_address[1]))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+s.serve_forever()
+PYEOF
+WWW_PID=$!
+AT_EXIT="kill $WWW_PID 2>/dev/null${AT_EXIT:+; $AT_EXIT}"
+for _ in $(seq 1 100); do [ -s "$T/www.port" ] && break; sleep 0.05; done
+WURL=http://127.0.0.1:$(cat "$T/www.port")
+http_job() { # http_job JOB URI
+    api POST /v1/projects/p1/jobs '{"jobId":"'"$1"'","trainingInput":{"scaleTier":"BASIC","region":"us-central1","pythonModule":"trainer_h.task","packageUris":["'"$2"'"],"args":["--epochs","1"]}}'
+    check_eq "$1: accepted at create" "$STATUS" 200
+}
+job_error() { api GET "/v1/projects/p1/jobs/$1"; printf '%s' "$BODY" | jget errorMessage; }
+http_job http_1 "$WURL/trainer_h-0.1.tar.gz"
+check "an http sdist job SUCCEEDED" wait_state http_1 SUCCEEDED 30
+check "it ran the fetched package" grep -q "HTTP TRAINER RAN \['--epochs', '1'\]" "$T/d/jobs/p1/http_1/log.tsv"
+SUM=$(sha256sum "$WWW/trainer_h-0.1.tar.gz" | cut -d' ' -f1)
+SIZE=$(stat -c %s "$WWW/trainer_h-0.1.tar.gz")
+check "its events carry the size and sha256" grep -qF "fetched $WURL/trainer_h-0.1.tar.gz: $SIZE bytes, sha256 $SUM" "$T/d/jobs/p1/http_1/log.tsv"
+check "no partial file is left" bash -c "! ls '$T/d/jobs/p1/http_1/staging' | grep -q '\.part$'"
+http_job http_big "$WURL/big-0.1.tar.gz"
+check "a package over --max-package-bytes FAILED" wait_state http_big FAILED 30
+check "naming the URI and the cap" grep -qF "packageUris[0] '$WURL/big-0.1.tar.gz': cannot fetch it: larger than kilnd's --max-package-bytes (65536 bytes)" <<<"$(job_error http_big)"
+http_job http_nolen "$WURL/nolen.tar.gz"
+check "... also when the server sends no Content-Length" wait_state http_nolen FAILED 30
+check "naming the cap" grep -qF "larger than kilnd's --max-package-bytes (65536 bytes)" <<<"$(job_error http_nolen)"
+check "the partial download is removed" bash -c "[ -z \"\$(ls '$T/d/jobs/p1/http_nolen/staging')\" ]"
+http_job http_404 "$WURL/absent-0.1.tar.gz"
+check "a 404 FAILED" wait_state http_404 FAILED 30
+check "naming the URI and the status" grep -qF "'$WURL/absent-0.1.tar.gz': cannot fetch it: HTTP status 404" <<<"$(job_error http_404)"
+http_job http_ftp "$WURL/to-ftp.tar.gz"
+check "a redirect to ftp:// FAILED" wait_state http_ftp FAILED 30
+check "naming the scheme" grep -qF "redirected to a scheme other than http or https" <<<"$(job_error http_ftp)"
+http_job http_loop "$WURL/loop.tar.gz"
+check "endless redirects FAILED" wait_state http_loop FAILED 30
+check "after 5" grep -qF "more than 5 redirects" <<<"$(job_error http_loop)"
 
 # 3. the mnist-shaped TFJob, unchanged
 if ! kiln_probe podman; then
@@ -166,6 +277,10 @@ YAML
 check_eq "kiln validate accepts the mnist TFJob" "$?" 0
 "$KILN" jobs submit training --tfjob "$T/mnist.yaml" >"$T/submit.out" 2>&1
 check_eq "the mnist TFJob is submitted unchanged" "$?" 0
+for f in mnist.validate submit.out; do
+    check "$f: notes metadata.namespace" grep -qF "note: metadata.namespace: 'kubeflow' is not used: kiln has no namespaces" "$T/$f"
+    check "$f: notes the istio annotation" grep -qF "'sidecar.istio.io/inject' is kept in the file only" "$T/$f"
+done
 cat "$T/submit.out" >&2
 check "it SUCCEEDED" wait_state tfjob_mnist SUCCEEDED 60
 LOG=$T/d/jobs/p1/tfjob_mnist/log.tsv

@@ -38,17 +38,37 @@ int main(void)
     CHECK(kiln_catalog_default(&c, &d) == KILN_OK);
     if (!c) return 1;
 
-    /* packageUris: local paths, file:// and gs:// pass; the rest name the schemes */
+    /* packageUris: local paths, file://, gs:// and well-formed http(s) URLs
+     * of a package file pass; other schemes are refused naming the supported */
     expect(c,
            BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"file:///srv/u.whl\", "
-                "\"gs://b/t.tar.gz\"]}}",
+                "\"gs://b/t.tar.gz\", \"https://example.com/t.tar.gz\", "
+                "\"http://127.0.0.1:8000/a/b-0.1-py3-none-any.whl?x=1\", "
+                "\"https://[::1]:443/t.tgz\"]}}",
            NULL, NULL);
-    expect(c, BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"https://example.com/t.tar.gz\"]}}",
-           "trainingInput.packageUris[1]", "gs://BUCKET/NAME");
     expect(c, BASE "\"packageUris\": [\"trainer.tar.gz\"]}}", "trainingInput.packageUris[0]",
            "absolute path");
     expect(c, BASE "\"packageUris\": [\"s3://b/t.tar.gz\"]}}", "trainingInput.packageUris[0]",
-           "file:///path");
+           "http(s)://HOST/PATH");
+    expect(c, BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"ftp://example.com/t.tar.gz\"]}}",
+           "trainingInput.packageUris[1]", "gs://BUCKET/NAME");
+    /* http(s): the form kilnd can fetch and stage */
+    expect(c, BASE "\"packageUris\": [\"https://example.com/trainer/\"]}}",
+           "trainingInput.packageUris[0]", "must end in .tar.gz");
+    expect(c, BASE "\"packageUris\": [\"https://example.com/t.zip\"]}}",
+           "trainingInput.packageUris[0]", "must end in .tar.gz");
+    expect(c, BASE "\"packageUris\": [\"https://example.com\"]}}", "trainingInput.packageUris[0]",
+           "no path");
+    expect(c, BASE "\"packageUris\": [\"http:///t.tar.gz\"]}}", "trainingInput.packageUris[0]",
+           "no host");
+    expect(c, BASE "\"packageUris\": [\"https://u:p@example.com/t.tar.gz\"]}}",
+           "trainingInput.packageUris[0]", "user:password@");
+    expect(c, BASE "\"packageUris\": [\"https://example.com:99999/t.tar.gz\"]}}",
+           "trainingInput.packageUris[0]", "port");
+    expect(c, BASE "\"packageUris\": [\"https://example.com/t.tar.gz#x\"]}}",
+           "trainingInput.packageUris[0]", "fragment");
+    expect(c, BASE "\"packageUris\": [\"https://exa mple.com/t.tar.gz\"]}}",
+           "trainingInput.packageUris[0]", "no spaces");
 
     /* fields kiln has no meaning for */
     expect(c, BASE "\"runtimeVersion\": \"2.11\"}}", "trainingInput.runtimeVersion",

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
+#include "exec/supervisor/fetch.h"
 #include "exec/supervisor/pskeys.h"
 #include "exec/supervisor/trainmetrics.h"
 #include "kiln/catalog.h" /* kiln_quantity_* */
@@ -87,9 +88,46 @@ static kiln_err map_job_dir(kilnd *d, rjob *j, char *why, size_t whylen)
     return kiln_set_str(&j->job->training_input.job_dir, local);
 }
 
+/* Fetches packageUris[i], an http(s):// URI (its form checked at create:
+ * kiln_package_http_ok), into STAGING/fetchedI-NAME; its size and SHA-256 go
+ * in the job's events. KILN_OK with the file's path in `out`. */
+static kiln_err fetch_package(kilnd *d, rjob *j, size_t i, const char *staging, char *out,
+                              size_t outlen, char *why, size_t whylen)
+{
+    const char *u = j->job->training_input.package_uris.v[i], *name = NULL;
+    size_t nlen = 0;
+    char reason[512], hex[65];
+    uint64_t bytes = 0;
+    if (!kiln_package_http_ok(u, &name, &nlen, reason, sizeof reason)) {
+        snprintf(why, whylen, "packageUris[%zu] '%s': %s", i, u, reason);
+        return KILN_EINVAL;
+    }
+    int n = snprintf(out, outlen, "%s/fetched%zu-%.*s", staging, i, (int)nlen, name);
+    if (n < 0 || (size_t)n >= outlen) {
+        snprintf(why, whylen, "packageUris[%zu] '%s': the staging path is too long", i, u);
+        return KILN_EINVAL;
+    }
+    /* the name as a file name: no '%' escapes or odd characters on disk */
+    for (char *p = out + strlen(staging) + 1; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '-' || *p == '_' || *p == '+'))
+            *p = '_';
+    kilnd_event(d, j->project, j->job_id, "INFO", "fetching %s (at most %llu bytes)", u,
+                (unsigned long long)d->max_package_bytes);
+    kiln_err err = kilnd_fetch(u, out, d->max_package_bytes, &bytes, hex, reason, sizeof reason);
+    if (err != KILN_OK) {
+        snprintf(why, whylen, "packageUris[%zu] '%s': cannot fetch it: %s", i, u, reason);
+        return err;
+    }
+    kilnd_event(d, j->project, j->job_id, "INFO", "fetched %s: %llu bytes, sha256 %s", u,
+                (unsigned long long)bytes, hex);
+    return KILN_OK;
+}
+
 /* Stages packageUris (local: file:// or absolute paths; gs:// URIs of
- * kilnd's staging store, which are files under DATA/objects) under
- * DIR/staging and builds the PYTHONPATH that finds them:
+ * kilnd's staging store, which are files under DATA/objects; http(s)://
+ * URIs, fetched first into DIR/staging) under DIR/staging and builds the
+ * PYTHONPATH that finds them:
  *   a directory (--package-path)  copied; staging/ goes on the path;
  *   NAME.whl (pure Python)        copied; the wheel itself goes on the path;
  *   NAME.tar.gz / .tgz (an sdist) unpacked into staging/sdistN; its top-level
@@ -108,13 +146,20 @@ static kiln_err stage_packages(kilnd *d, rjob *j, char *why, size_t whylen, char
     for (size_t i = 0; i < uris->n; i++) {
         const char *u = uris->v[i];
         const char *path = strncmp(u, "file://", 7) == 0 ? u + 7 : (u[0] == '/' ? u : NULL);
-        char gs[PATH_MAX];
+        char gs[PATH_MAX], fetched[PATH_MAX + 64];
+        bool is_fetched = strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0;
         if (gs_path(d, u, gs, sizeof gs)) path = gs;
+        if (is_fetched) {
+            kiln_err ferr = fetch_package(d, j, i, staging, fetched, sizeof fetched, why, whylen);
+            if (ferr != KILN_OK) return ferr;
+            path = fetched;
+        }
         struct stat st;
         if (!path || stat(path, &st) < 0) {
             snprintf(why, whylen,
                      "packageUris[%zu] '%s': kilnd stages local packages (a directory, .whl "
-                     "or .tar.gz on this machine) and the gs:// objects it holds",
+                     "or .tar.gz on this machine), the gs:// objects it holds and http(s):// "
+                     "files it fetches",
                      i, u);
             return KILN_EINVAL;
         }
@@ -126,7 +171,9 @@ static kiln_err stage_packages(kilnd *d, rjob *j, char *why, size_t whylen, char
             const char *base = strrchr(path, '/');
             ok = snprintf(dst, sizeof dst, "%s/%s", staging, base ? base + 1 : path) <
                  (int)sizeof dst;
-            ok = ok && run_helper((char *[]){"cp", (char *)path, dst, NULL});
+            /* a fetched wheel is in staging/ already */
+            ok = ok && (is_fetched || run_helper((char *[]){"cp", (char *)path, dst, NULL}));
+            if (is_fetched) snprintf(dst, sizeof dst, "%s", path);
             if (ok) path_add(pypath, plen, dst);
         } else if (ends_with(path, ".tar.gz") || ends_with(path, ".tgz")) {
             snprintf(dst, sizeof dst, "%s/sdist%zu", staging, i);
