@@ -34,12 +34,12 @@ run 1 "$KILN";                      err_has "usage: kiln"
 run 1 "$KILN" valdate;              err_has "did you mean 'validate'"
 run 0 "$KILN" validate --help;      out_has "usage: kiln validate"; err_empty
 
-# ---- valid input: exit 0, the normalised Job on stdout, nothing on stderr ----
+# ---- valid input: exit 0, the normalised Job on stdout, on stderr only notes ----
 run 0 "$KILN" validate --tfjob "$EX/dist-gpu.yaml"
 out_has "jobId: mnist_dist_gpu"; out_has "useChiefInTfConfig: true"
 out_has "type: NVIDIA_TESLA_V100"; out_has "parameterServerCount: 2"
 out_has "maxRunningTime: 604800s"    # normalised: the default filled in
-err_empty
+err_has "note: metadata.namespace: 'ml' is not used"   # said, not silently dropped
 run 0 "$KILN" validate --tfjob "$EX/cpu.yaml" --format json
 out_has '"jobId": "fashion_mnist_cpu"'; out_has '"workerCount": "1"'
 out_has '"region": "us-central1"'   # no annotation: the catalog's default region
