@@ -12,6 +12,7 @@
  * to a number, so that a pass can skip a job whose shape did not fit earlier
  * in the same pass without asking the placement again. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +284,10 @@ static qent *ent_new(sup *s, kiln_job_record *rec)
     e->seq = rec->seq;
     e->priority = rec->priority;
     e->create_ns = rec->create_ns;
+    const kiln_training_input *ti = &rec->job->training_input;
+    e->max_wait_ns = ti->has_scheduling && ti->scheduling.has_max_wait_time
+                         ? rec->create_ns + duration_ns(&ti->scheduling.max_wait_time)
+                         : INT64_MAX;
     e->np = kiln_catalog_plan(s->d->catalog, rec->job, e->plans);
     for (size_t p = 0; p < e->np; p++) {
         const char *t = e->plans[p].accelerator_type;

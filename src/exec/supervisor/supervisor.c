@@ -152,8 +152,27 @@ typedef struct blocked {
 static bool is_blocked(const blocked *b, const char *type)
 {
     for (size_t i = 0; type && i < b->n; i++)
-        if (strcmp(b->types[i], type) == 0) return true;
+        if (b->types[i] == type || strcmp(b->types[i], type) == 0) return true;
     return false;
+}
+
+/* Whether try_start may pass over e without asking the placement, to the
+ * same effect (no side effects: a pure test):
+ *  - a job that can fit this cluster (placement said so for its shape once)
+ *    whose every accelerator type an earlier job waits for: placed, it
+ *    would be given back (held); not placed, it would block only types
+ *    already blocked;
+ *  - a job whose shape did not fit earlier in this pass: the cluster has
+ *    only filled up since (placements taken, held ones given back), so it
+ *    does not fit now, and that job blocked the same types.
+ * maxWaitTime is not looked at here: try_start does that first. */
+static bool skip_now(sup *s, const qent *e, const blocked *b)
+{
+    if (squeue_failed_now(s, e)) return true;
+    if (e->nt == 0 || !squeue_fits(s, e)) return false;
+    for (size_t t = 0; t < e->nt; t++)
+        if (!is_blocked(b, e->types[t])) return false;
+    return true;
 }
 
 /* Tries to start one QUEUED job. Queue order is kept per accelerator type: a
@@ -185,18 +204,7 @@ static void try_start(sup *s, qent *e, blocked *b)
         squeue_gone(s, e);
         return;
     }
-    /* Skipped without asking the placement, to the same effect:
-     *  - a job that can fit this cluster (placement said so once) whose every
-     *    accelerator type an earlier job waits for: placed, it would be
-     *    given back (held); not placed, it would block only types already
-     *    blocked;
-     *  - a job whose shape did not fit earlier in this pass: the cluster has
-     *    only filled up since (placements taken, held ones given back), so it
-     *    does not fit now, and that job blocked the same types. */
-    bool all_held = e->nt > 0 && squeue_fits(s, e);
-    for (size_t t = 0; all_held && t < e->nt; t++)
-        all_held = is_blocked(b, e->types[t]);
-    if (all_held || squeue_failed_now(s, e)) return;
+    if (skip_now(s, e, b)) return;
     memcpy(plans, e->plans, np * sizeof *plans); /* place_elastic changes its copy */
     pthread_mutex_lock(&d->mu);
     const kiln_map *sel[KILN_ROLE_COUNT];
@@ -344,9 +352,15 @@ static void schedule(sup *s)
     running_set rs = {0};
     running_build(s, &rs);
     blocked b = {0};
-    for (size_t i = 0; i < n && !d->stop; i++)
-        if (!v[i]->gone && !is_running(s, &rs, v[i]->rec->project, v[i]->rec->job->job_id))
-            try_start(s, v[i], &b);
+    for (size_t i = 0; i < n && !d->stop; i++) {
+        qent *e = v[i];
+        if (e->gone) continue;
+        /* the cheap way past (to the same effect as try_start's) first:
+         * most of a long queue waits behind a full cluster */
+        if ((e->max_wait_ns == INT64_MAX || kiln_now_ns() <= e->max_wait_ns) && skip_now(s, e, &b))
+            continue;
+        if (!is_running(s, &rs, e->rec->project, e->rec->job->job_id)) try_start(s, e, &b);
+    }
     free(rs.tab);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);

@@ -108,6 +108,7 @@ typedef struct tstudy {
 typedef struct squeue squeue;
 typedef struct qent {
     int64_t seq, priority, create_ns;         /* the queue's order */
+    int64_t max_wait_ns;                      /* maxWaitTime's end (INT64_MAX: none) */
     kiln_job_record *rec;                     /* read from the store when it was last written */
     kiln_replica_plan plans[KILN_ROLE_COUNT]; /* kiln_catalog_plan, once */
     size_t np;
