@@ -3,6 +3,10 @@
 # local (--world_size) mode:
 #  - 2 replicas finish with the identity check after every step on, write a
 #    checkpoint (chief only) and end with a done event for 2 replicas;
+#  - the same with the optimizer sharded (--shard_optimizer, ZeRO-1): the
+#    identity check after every step passes, and the epoch-end checkpoint
+#    (parameters and the gathered optimizer state) is byte for byte the
+#    unsharded run's: the same additions in the same order;
 #  - the identity check fails loudly, naming the rank, when a test hook
 #    nudges one replica's parameter;
 #  - convergence: after 1 epoch on a subset, 2 replicas (global batch 64 =
@@ -40,6 +44,16 @@ ok "one start line: rank 0's output only" '[ "$(grep -c "\"event\":\"start\"" "$
 SPE=$(( (N + 63) / 64 ))
 ok "checkpoint at the epoch end (step $SPE)" '[ -f "$TMP/two/$(printf "ckpt-%012d.kiln" $SPE)" ]'
 ok "TensorBoard events" 'ls "$TMP/two/eval"/events.out.tfevents.* > /dev/null 2>&1'
+
+# the sharded optimizer: identical replicas, and the unsharded run's checkpoint
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --world_size=2 --check_replicas_identical --shard_optimizer \
+    --model_dir="$TMP/zero" > "$TMP/zero.log" 2> "$TMP/zero.err"
+rc=$?
+ok "sharded: 2 replicas exit 0, identical after every step (got $rc: $(tail -2 "$TMP/zero.err"))" '[ $rc = 0 ]'
+CK=$(printf "ckpt-%012d.kiln" $SPE)
+ok "sharded: the checkpoint equals the unsharded run's byte for byte" \
+    'cmp "$TMP/zero/$CK" "$TMP/two/$CK"'
 
 # the check can fail: a nudged parameter on rank 1 after step 3
 # shellcheck disable=SC2086
