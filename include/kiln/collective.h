@@ -166,6 +166,15 @@ kiln_err kiln_comm_reduce_scatter_begin(kiln_comm *c, float *buf, size_t count, 
 /* Every rank's slice of its buf is copied into the same slice of every
  * other rank's buf: buf[0..count) is whole everywhere when it returns. */
 kiln_err kiln_comm_allgather_f32(kiln_comm *c, float *buf, size_t count);
+/* The all-gather with the copies made by the caller, e.g. straight from the
+ * pass that computes its slice: views[p] (world entries) is rank p's copy of
+ * buf (not a call on the group: no waiting). After a
+ * kiln_comm_reduce_scatter_begin (every rank has arrived, so none still
+ * reads buf from an earlier call), a rank writes its slice into every other
+ * rank's copy and then calls kiln_comm_allgather_written, which returns once
+ * every rank has: buf is then whole everywhere. */
+kiln_err kiln_comm_shared_views(kiln_comm *c, float *buf, size_t count, float **views);
+kiln_err kiln_comm_allgather_written(kiln_comm *c, float *buf, size_t count);
 
 /* Root's buf[0..bytes) is copied to every rank's buf. */
 kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root);

@@ -401,7 +401,29 @@ kiln_err kiln_comm_allreduce_sum_f32(kiln_comm *c, float *buf, size_t count)
 
 int kiln_comm_sharding(const kiln_comm *c)
 {
-    return c->ops->rs_begin && c->ops->allgather_f32 && c->ops->slice;
+    return c->ops->rs_begin && c->ops->allgather_f32 && c->ops->slice && c->ops->views &&
+           c->ops->allgather_written;
+}
+
+kiln_err kiln_comm_shared_views(kiln_comm *c, float *buf, size_t count, float **views)
+{
+    if (c->failed != KILN_OK) return c->failed;
+    if (!kiln_comm_sharding(c))
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "shared views: the %s backend has none",
+                               c->ops->name);
+    if (!buf || !views) return kiln__comm_fail(c, KILN_EINVAL, -1, "shared views: NULL buffer");
+    return c->ops->views(c, buf, count, views);
+}
+
+kiln_err kiln_comm_allgather_written(kiln_comm *c, float *buf, size_t count)
+{
+    kiln_err e;
+    if ((e = begin(c, "all-gather")) != KILN_OK) return e;
+    if (!kiln_comm_sharding(c))
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: the %s backend has none",
+                               c->ops->name);
+    if (!buf) return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: NULL buffer");
+    return c->ops->allgather_written(c, buf, count);
 }
 
 void kiln_comm_slice(const kiln_comm *c, size_t count, int rank, size_t *lo, size_t *hi)

@@ -564,6 +564,54 @@ static kiln_err shm_allgather(kiln_comm *c, float *buf, size_t count)
     return KILN_OK;
 }
 
+static kiln_err shm_views(kiln_comm *c, float *buf, size_t count, float **views)
+{
+    shm *s = c->impl;
+    size_t off = 0;
+    if (c->world == 1) {
+        views[0] = buf;
+        return KILN_OK;
+    }
+    struct reg *g = reg_of(c, s, buf, count, &off, "shared views");
+    if (!g) return c->failed;
+    for (int p = 0; p < c->world; p++)
+        views[p] = reg_buf(g, p) + off;
+    return KILN_OK;
+}
+
+/* Every rank has written its slice into every copy (shm_views) when it
+ * arrives here: done = k says so, and once every peer's is seen, buf is
+ * whole. A peer can be one call ahead (its next reduce-scatter) but no
+ * further, so the tag of this call's parity stays readable. */
+static kiln_err shm_allgather_written(kiln_comm *c, float *buf, size_t count)
+{
+    shm *s = c->impl;
+    size_t off = 0;
+    kiln_err e;
+    if (c->world == 1) return KILN_OK;
+    struct reg *g = reg_of(c, s, buf, count, &off, "all-gather");
+    if (!g) return c->failed;
+    begin_op(c, s, 1);
+    const uint64_t k = next_step(c, s), tag = ((uint64_t)g->id + 1) << 40 | off;
+    const uint32_t k32 = (uint32_t)k;
+    struct rank_ctl *me = &s->ctl[c->rank];
+    atomic_store(&me->buf_tag_par[k & 1], tag);
+    publish(s, &me->in_seq, k32);
+    publish(s, &me->red_seq, k32);
+    publish(s, &me->done_seq, k32);
+    for (int p = 0; p < c->world; p++) {
+        if (p == c->rank) continue;
+        if ((e = wait_ge(c, s, p, &s->ctl[p].done_seq, k32, "its slice")) != KILN_OK) return e;
+        if (atomic_load(&s->ctl[p].buf_tag_par[k & 1]) != tag)
+            return give_up(c, s, p,
+                           "%s #%llu: rank %d and rank %d passed different buffers (or "
+                           "offsets): every rank must pass the same range of a "
+                           "kiln_comm_alloc_f32 buffer",
+                           c->op_name, (unsigned long long)c->op_seq, c->rank, p);
+    }
+    return KILN_OK;
+}
+
 static void begin_op(kiln_comm *c, shm *s, size_t nchunks)
 {
     atomic_store_explicit(&s->ctl[c->rank].op_seq, c->op_seq, memory_order_relaxed);
@@ -1054,5 +1102,7 @@ const kiln__coll_ops kiln__coll_shm = {
     .rs_begin = shm_rs_begin,
     .allgather_f32 = shm_allgather,
     .slice = shm_slice,
+    .views = shm_views,
+    .allgather_written = shm_allgather_written,
     .destroy = shm_destroy,
 };

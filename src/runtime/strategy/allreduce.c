@@ -49,8 +49,9 @@ struct kiln__allreduce {
     uint64_t steps;
     /* shard_optimizer */
     int sharded;
-    float *pflat;  /* ngrad + 1 floats, registered: the all-gather's buffer */
-    size_t lo, hi; /* this replica's slice of ngrad + 1 */
+    float *pflat;                   /* ngrad + 1 floats, registered: the all-gather's buffer */
+    float *views[KILN_OPT_MAX_SRC]; /* every replica's pflat (kiln_comm_shared_views) */
+    size_t lo, hi;                  /* this replica's slice of ngrad + 1 */
     double t_apply;
 };
 
@@ -116,16 +117,24 @@ static int apply_sharded(void *ud, kiln_model *m)
     if (kiln_comm_reduce_scatter_begin(d->c, d->sync.grads, d->ngrad + 1, srcs) != KILN_OK)
         return -1;
     if (d->profile) d->t_wait += mono_s() - t0;
-    if (kiln__model_apply_shard(m, srcs, w, d->lo, d->hi, d->pflat, 0)) return -1;
+    /* the new parameters go straight into the next replica's copy, and from
+     * there to the others' (one replica more: nothing to copy) */
+    int r = kiln_comm_rank(d->c), next = (r + 1) % w;
+    if (kiln__model_apply_shard(m, srcs, w, d->lo, d->hi, d->views[next], 0)) return -1;
+    size_t top = d->hi < d->ngrad ? d->hi : d->ngrad;
+    for (int p = 0; p < w; p++)
+        if (p != r && p != next && top > d->lo)
+            memcpy(d->views[p] + d->lo, d->views[next] + d->lo, (top - d->lo) * sizeof(float));
     if (d->hi > d->ngrad) { /* the last slice: the stop flag, summed in rank order */
         float acc = srcs[0][d->ngrad];
         for (int p = 1; p < w; p++)
             acc += srcs[p][d->ngrad];
-        d->pflat[d->ngrad] = acc;
+        for (int p = 0; p < w; p++)
+            d->views[p][d->ngrad] = acc;
     }
     double t1 = d->profile ? mono_s() : 0;
     if (d->profile) d->t_apply += t1 - t0;
-    if (kiln_comm_allgather_f32(d->c, d->pflat, d->ngrad + 1) != KILN_OK) return -1;
+    if (kiln_comm_allgather_written(d->c, d->pflat, d->ngrad + 1) != KILN_OK) return -1;
     take_peers(d, 0);
     /* every replica has left the reduce-scatter: our gradient buffer is ours */
     d->sync.grads[d->ngrad] = d->pflat[d->ngrad];
@@ -193,6 +202,12 @@ kiln_err kiln__ar_attach(kiln_strategy *s, kiln_model *m)
         kiln_comm_world_size(d->c) <= KILN_OPT_MAX_SRC) {
         if (!(d->pflat = kiln_comm_alloc_f32(d->c, d->ngrad + 1))) {
             e = kiln__strategy_fail(s, KILN_EIO, "parameter buffer: %s", kiln_comm_error(d->c));
+            kiln_comm_free(d->c, g);
+            goto out;
+        }
+        if (kiln_comm_shared_views(d->c, d->pflat, d->ngrad + 1, d->views) != KILN_OK) {
+            e = kiln__strategy_fail(s, KILN_EIO, "parameter buffer: %s", kiln_comm_error(d->c));
+            kiln_comm_free(d->c, d->pflat);
             kiln_comm_free(d->c, g);
             goto out;
         }
