@@ -42,8 +42,7 @@ static void kernels(int adam, int nsrc, int copy_out)
     const size_t sizes[3] = {1, 37, 4099};
     kiln_opt_shard fast[3], ref[3];
     float *src[3][KILN_OPT_MAX_SRC], *sum[3];
-    float *pf[3], *pr[3], *mf[3], *mr[3], *vf[3], *vr[3], *of[3], *orf[3], *ps[3], *ms[3],
-        *vs[3];
+    float *pf[3], *pr[3], *mf[3], *mr[3], *vf[3], *vr[3], *of[3], *orf[3], *ps[3], *ms[3], *vs[3];
     for (int k = 0; k < 3; k++) {
         size_t n = sizes[k];
         for (int s = 0; s < nsrc; s++)
