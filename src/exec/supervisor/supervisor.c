@@ -223,7 +223,8 @@ static void try_start(sup *s, qent *e, blocked *b)
         squeue_gone(s, e);
         return;
     }
-    squeue_note_fits(s, e); /* OK or ECONFLICT: the cluster can hold it */
+    if (err == KILN_OK || err == KILN_ECONFLICT)
+        squeue_note_fits(s, e); /* the cluster can hold it (not: out of memory) */
     bool held = false;
     for (size_t p = 0; p < np; p++)
         held |= is_blocked(b, plans[p].accelerator_type);
@@ -235,7 +236,7 @@ static void try_start(sup *s, qent *e, blocked *b)
         return;
     }
     if (err != KILN_OK) { /* waits for devices: later jobs wanting them wait behind it */
-        squeue_fail_now(s, e);
+        if (err == KILN_ECONFLICT) squeue_fail_now(s, e);
         for (size_t p = 0; p < np; p++)
             if (plans[p].accelerator_type && !is_blocked(b, plans[p].accelerator_type) &&
                 b->n < sizeof b->types / sizeof *b->types)
