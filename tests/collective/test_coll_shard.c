@@ -98,11 +98,14 @@ static int rank_main(int rank, int world, void *arg)
             if (kiln_comm_allgather_f32(c, p, n) != KILN_OK) return 1;
         } else {
             for (int q = 0; q < world; q++)
-                if (q != rank && hi > lo) memcpy(views[q] + lo, want + lo, (hi - lo) * sizeof(float));
+                if (q != rank && hi > lo)
+                    memcpy(views[q] + lo, want + lo, (hi - lo) * sizeof(float));
             if (kiln_comm_allgather_written(c, p, n) != KILN_OK) return 1;
         }
         bad |= n && memcmp(p, ctl, n * sizeof(float)) != 0;
-        if (bad) fprintf(stderr, "rank %d of %d, %zu floats, round %d: wrong result\n", rank, world, n, round);
+        if (bad)
+            fprintf(stderr, "rank %d of %d, %zu floats, round %d: wrong result\n", rank, world, n,
+                    round);
     }
     if (pl->mismatch) {
         kiln_err e = kiln_comm_allgather_f32(c, rank == 1 ? other : p, n);
