@@ -19,7 +19,15 @@
  *   kiln-store-bench queue DIR N        N QUEUED jobs: the time to read the queue
  *                                       (the supervisor's pass does) and to compute
  *                                       every jobPosition (exact), against one
- *                                       SQL COUNT per job, the way it was done */
+ *                                       SQL COUNT per job, the way it was done
+ *   kiln-store-bench queued DB N NODES  N QUEUED jobs in project "bench" for kilnd's
+ *                                       scheduling pass (bench/service_scale.sh),
+ *                                       four shapes in turn as kiln-sched-bench's (1
+ *                                       V100; a master and 2 workers of 2 V100s; CPU
+ *                                       only; a CPU master and 4 workers of 4 V100s),
+ *                                       priorities 0-6; cordons node0000 ..
+ *                                       node(NODES-1) so that nothing starts: every
+ *                                       pass is the steady state of a full cluster */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -228,14 +236,64 @@ out:
     return rc;
 }
 
+static int queued(const char *path, long n, long nodes)
+{
+    static const char *const shapes[4] = {
+        "\"masterConfig\":{\"acceleratorConfig\":{\"count\":\"1\",\"type\":"
+        "\"NVIDIA_TESLA_V100\"}}",
+        "\"masterConfig\":{\"acceleratorConfig\":{\"count\":\"2\",\"type\":"
+        "\"NVIDIA_TESLA_V100\"}},\"workerType\":\"n1-standard-8\",\"workerCount\":\"2\","
+        "\"workerConfig\":{\"acceleratorConfig\":{\"count\":\"2\",\"type\":"
+        "\"NVIDIA_TESLA_V100\"}}",
+        "\"masterConfig\":{}",
+        "\"masterConfig\":{},\"workerType\":\"n1-standard-8\",\"workerCount\":\"4\","
+        "\"workerConfig\":{\"acceleratorConfig\":{\"count\":\"4\",\"type\":"
+        "\"NVIDIA_TESLA_V100\"}}"};
+    kiln_store *s = open_store(path);
+    int rc = 1;
+    if (!s || kiln_store_set_sync(s, KILN_STORE_SYNC_NONE) != KILN_OK) goto out;
+    int64_t t0 = kiln_now_ns() - (int64_t)n * 1000000;
+    for (long i = 0; i < n; i++) {
+        char buf[1024];
+        kiln_diag dg = KILN_DIAG_INIT;
+        kiln_job *j = NULL;
+        int len = snprintf(buf, sizeof buf,
+                           "{\"jobId\":\"q_%07ld\",\"trainingInput\":{\"scaleTier\":\"CUSTOM\","
+                           "\"region\":\"us-central1\",\"masterType\":\"n1-standard-8\","
+                           "\"scheduling\":{\"priority\":%ld},%s}}",
+                           i, i % 7, shapes[i % 4]);
+        kiln_err err = kiln_job_from_json(buf, (size_t)len, &j, &dg);
+        if (err == KILN_OK) err = kiln_store_job_create(s, "bench", j, t0 + i * 1000000, NULL);
+        kiln_job_free(j);
+        if (err != KILN_OK) {
+            fprintf(stderr, "job %ld: %s %s\n", i, kiln_err_str(err),
+                    dg.n ? dg.v[0].description : "");
+            kiln_diag_free(&dg);
+            goto out;
+        }
+        kiln_diag_free(&dg);
+    }
+    for (long i = 0; i < nodes; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "node%04ld", i);
+        if (kiln_store_node_set_cordon(s, name, true) != KILN_OK) goto out;
+    }
+    rc = 0;
+out:
+    kiln_store_close(s);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "queued") == 0)
+        return queued(argv[2], atol(argv[3]), atol(argv[4]));
     if (argc >= 4 && strcmp(argv[1], "fill") == 0)
         return fill(argv[2], atol(argv[3]), argc > 4 ? argv[4] : NULL);
     if (argc == 5 && strcmp(argv[1], "commit") == 0)
         return commit(argv[2], atoi(argv[3]), atol(argv[4]));
     if (argc == 4 && strcmp(argv[1], "queue") == 0) return queue(argv[2], atol(argv[3]));
     fprintf(stderr, "usage: kiln-store-bench fill DB N [NODE] | commit DIR THREADS JOBS | "
-                    "queue DIR N\n");
+                    "queue DIR N | queued DB N NODES\n");
     return 2;
 }

@@ -146,6 +146,36 @@ kiln_err kiln_comm_wait(kiln_comm *c, kiln_comm_ticket ticket);
 kiln_err kiln_comm_wait_all(kiln_comm *c);
 /* Queued calls not finished yet. */
 int kiln_comm_pending(kiln_comm *c);
+/* ---- sharded steps (ZeRO-1: each rank updates its own slice) ----
+ * On a kiln_comm_alloc_f32 buffer only (every rank the same range), and only
+ * where kiln_comm_sharding() says yes (shm); elsewhere these return
+ * KILN_EINVAL. Rank r's slice of count floats is [lo, hi) from
+ * kiln_comm_slice: the slices the all-reduce itself sums, one per rank,
+ * 64-byte aligned, covering [0, count). */
+int kiln_comm_sharding(const kiln_comm *c);
+void kiln_comm_slice(const kiln_comm *c, size_t count, int rank, size_t *lo, size_t *hi);
+/* The first half of an all-reduce, with the sum left to the caller: returns
+ * once every rank has called it on the same range (so every rank's buf is
+ * final) with srcs[p] (world entries) pointing at rank p's copy of buf
+ * (read-only). This rank may then read its slice of every copy: summed in
+ * rank order, (src[0][i] + src[1][i]) + ..., that is bit for bit what
+ * kiln_comm_allreduce_sum_f32 gives there (a caller can fuse the sum into
+ * its next pass over the slice). The copies stay unchanged until every rank
+ * has made its next call on the group, so read them before making one. */
+kiln_err kiln_comm_reduce_scatter_begin(kiln_comm *c, float *buf, size_t count, const float **srcs);
+/* Every rank's slice of its buf is copied into the same slice of every
+ * other rank's buf: buf[0..count) is whole everywhere when it returns. */
+kiln_err kiln_comm_allgather_f32(kiln_comm *c, float *buf, size_t count);
+/* The all-gather with the copies made by the caller, e.g. straight from the
+ * pass that computes its slice: views[p] (world entries) is rank p's copy of
+ * buf (not a call on the group: no waiting). After a
+ * kiln_comm_reduce_scatter_begin (every rank has arrived, so none still
+ * reads buf from an earlier call), a rank writes its slice into every other
+ * rank's copy and then calls kiln_comm_allgather_written, which returns once
+ * every rank has: buf is then whole everywhere. */
+kiln_err kiln_comm_shared_views(kiln_comm *c, float *buf, size_t count, float **views);
+kiln_err kiln_comm_allgather_written(kiln_comm *c, float *buf, size_t count);
+
 /* Root's buf[0..bytes) is copied to every rank's buf. */
 kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root);
 kiln_err kiln_comm_barrier(kiln_comm *c);

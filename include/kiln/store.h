@@ -92,6 +92,16 @@ kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const cha
 kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const char *job_id,
                                     int restarts, int failures, const char *runtime);
 
+/* A watcher is told of every committed write to a job (create, state
+ * change, labels, runtime): its project, id and seq. kilnd's supervisor keeps
+ * its queue in memory between passes with it. The call is made on the
+ * writer's thread with the store's lock held, so a watcher sees the writes in
+ * commit order; it must be quick and must not call the store. One watcher per
+ * store; fn NULL removes it. */
+typedef void (*kiln_store_watch_fn)(void *arg, const char *project, const char *job_id,
+                                    int64_t seq);
+void kiln_store_set_watch(kiln_store *s, kiln_store_watch_fn fn, void *arg);
+
 /* 1-based position of a QUEUED job in the queue (priority desc, then submit
  * time); 0 when the job is not QUEUED. Exact, and O(log queue): the store
  * keeps the queue's order in memory beside the table. */

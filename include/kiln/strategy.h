@@ -100,6 +100,19 @@ typedef struct kiln_strategy_config {
     /* 1: one replica also goes through the gradient-sync path (compute,
      * then apply) instead of the fused step; for tests and measurements. */
     int always_sync;
+    /* all-reduce strategies, replicas on one host (shm): 1 to shard the
+     * optimizer (ZeRO-1): each replica sums only its slice of the gradient
+     * (the all-reduce's own slice, in the same order, so the same bits), in
+     * the optimizer's pass over that slice, updates only its slice of the
+     * parameters and optimizer state, and the replicas then copy each
+     * other's updated slices (all-gather). The parameters stay bit-identical
+     * on every replica and equal to the unsharded step's; the optimizer
+     * state is whole on a replica only after kiln_strategy_gather_state
+     * (checkpoints) or finish. Ignored elsewhere (one replica, MPI, more
+     * than 8 replicas): kiln_strategy_sharded says whether it is on. Off
+     * by default: on a busy 2-core machine it measured slower than the
+     * overlapped all-reduce (bench/scaling.sh). */
+    int shard_optimizer;
     /* parameter_server: give up on a ps after this long (0: 60 s); a ps
      * task drops a gradient staler than max_staleness versions (0: never); the
      * optimizer state on the ps tasks follows the model's optimizer, and
@@ -165,6 +178,12 @@ kiln_err kiln_strategy_compare(kiln_strategy *s, const void *buf, size_t bytes, 
  * the first parameter that differs. Collective. */
 kiln_err kiln_strategy_check_replicas(kiln_strategy *s, kiln_model *m, int *first_differs,
                                       const char **buffer);
+/* With shard_optimizer: makes this replica's optimizer state whole (every
+ * replica's slice copied everywhere), e.g. before the chief writes a
+ * checkpoint. Collective; a no-op (KILN_OK) without sharding. */
+kiln_err kiln_strategy_gather_state(kiln_strategy *s, kiln_model *m);
+/* Is the optimizer sharded (shard_optimizer asked for, and possible here)? */
+int kiln_strategy_sharded(const kiln_strategy *s);
 /* v[0..n) summed over the replicas in place (n <= 8; float precision:
  * for logged statistics). Collective. */
 kiln_err kiln_strategy_sum(kiln_strategy *s, double *v, int n);

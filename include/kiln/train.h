@@ -186,6 +186,10 @@ typedef struct kiln_grad_sync {
     /* Called by apply before bucket b's gradients are read (may be NULL:
      * nothing to wait for). Nonzero return fails the step. */
     int (*bucket_wait)(void *ud, int b);
+    /* Optional: when set, kiln_model_apply_grads calls it in place of its
+     * own update (a sharded optimizer: the strategy's ZeRO-1 step); nonzero
+     * return fails the step. */
+    int (*apply)(void *ud, kiln_model *m);
 } kiln_grad_sync;
 
 /* Floats of gradient in the flat buffer (all trainable parameters). */

@@ -364,6 +364,16 @@ static void api_part(kilnd *d, out *o)
          "Time spent in the store's write statements (lock wait excluded).");
     hist(o, "kiln_store_write_duration_seconds", "", ws.le, kiln_store_write_bounds,
          KILN_STORE_WRITE_BUCKETS, ws.count, ws.sum_seconds);
+
+    static const double pass_bounds[KILND_PASS_BUCKETS] = KILND_PASS_BOUNDS;
+    uint64_t ple[KILND_PASS_BUCKETS];
+    for (size_t i = 0; i < KILND_PASS_BUCKETS; i++)
+        ple[i] = d->sched_pass.le[i];
+    uint64_t pn = d->sched_pass.count; /* after the buckets: counted before them */
+    head(o, "kiln_schedule_pass_seconds", "histogram",
+         "Time of the supervisor's scheduling passes over the queue (placement included).");
+    hist(o, "kiln_schedule_pass_seconds", "", ple, pass_bounds, KILND_PASS_BUCKETS, pn,
+         (double)d->sched_pass.sum_ns / 1e9);
 }
 
 enum MHD_Result kiln__api_metrics(kilnd *d, struct MHD_Connection *c, const char *method,

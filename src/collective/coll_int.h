@@ -25,6 +25,13 @@ typedef struct kiln__coll_ops {
     /* Optional (NULL: the generic layer uses aligned heap memory). */
     kiln_err (*alloc_f32)(kiln_comm *c, size_t count, float **out);
     void (*free_f32)(kiln_comm *c, float *buf);
+    /* Optional (NULL: not offered): the sharded steps of kiln/collective.h,
+     * on registered buffers. */
+    kiln_err (*rs_begin)(kiln_comm *c, float *buf, size_t count, const float **srcs);
+    kiln_err (*allgather_f32)(kiln_comm *c, float *buf, size_t count);
+    kiln_err (*views)(kiln_comm *c, float *buf, size_t count, float **views);
+    kiln_err (*allgather_written)(kiln_comm *c, float *buf, size_t count);
+    void (*slice)(const kiln_comm *c, size_t count, int rank, size_t *lo, size_t *hi);
     /* Frees the backend's state, including buffers still allocated. */
     void (*destroy)(kiln_comm *c);
 } kiln__coll_ops;

@@ -399,6 +399,67 @@ kiln_err kiln_comm_allreduce_sum_f32(kiln_comm *c, float *buf, size_t count)
     return run_allreduce(c, buf, count);
 }
 
+int kiln_comm_sharding(const kiln_comm *c)
+{
+    return c->ops->rs_begin && c->ops->allgather_f32 && c->ops->slice && c->ops->views &&
+           c->ops->allgather_written;
+}
+
+kiln_err kiln_comm_shared_views(kiln_comm *c, float *buf, size_t count, float **views)
+{
+    if (c->failed != KILN_OK) return c->failed;
+    if (!kiln_comm_sharding(c))
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "shared views: the %s backend has none",
+                               c->ops->name);
+    if (!buf || !views) return kiln__comm_fail(c, KILN_EINVAL, -1, "shared views: NULL buffer");
+    return c->ops->views(c, buf, count, views);
+}
+
+kiln_err kiln_comm_allgather_written(kiln_comm *c, float *buf, size_t count)
+{
+    kiln_err e;
+    if ((e = begin(c, "all-gather")) != KILN_OK) return e;
+    if (!kiln_comm_sharding(c))
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: the %s backend has none",
+                               c->ops->name);
+    if (!buf) return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: NULL buffer");
+    return c->ops->allgather_written(c, buf, count);
+}
+
+void kiln_comm_slice(const kiln_comm *c, size_t count, int rank, size_t *lo, size_t *hi)
+{
+    if (c->ops->slice) {
+        c->ops->slice(c, count, rank, lo, hi);
+        return;
+    }
+    size_t per = (count + (size_t)c->world - 1) / (size_t)c->world;
+    size_t a = (size_t)rank * per;
+    *lo = a < count ? a : count;
+    *hi = a + per < count ? a + per : count;
+}
+
+kiln_err kiln_comm_reduce_scatter_begin(kiln_comm *c, float *buf, size_t count, const float **srcs)
+{
+    kiln_err e;
+    if ((e = begin(c, "reduce-scatter")) != KILN_OK) return e;
+    if (!kiln_comm_sharding(c))
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "reduce-scatter: the %s backend has none",
+                               c->ops->name);
+    if (!buf || !srcs) return kiln__comm_fail(c, KILN_EINVAL, -1, "reduce-scatter: NULL buffer");
+    return c->ops->rs_begin(c, buf, count, srcs);
+}
+
+kiln_err kiln_comm_allgather_f32(kiln_comm *c, float *buf, size_t count)
+{
+    kiln_err e;
+    if ((e = begin(c, "all-gather")) != KILN_OK) return e;
+    if (!kiln_comm_sharding(c))
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: the %s backend has none",
+                               c->ops->name);
+    if (!buf) return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: NULL buffer");
+    return c->ops->allgather_f32(c, buf, count);
+}
+
 kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root)
 {
     kiln_err e;

@@ -51,6 +51,13 @@ typedef struct kilnd_user {
     char *user; /* for messages */
 } kilnd_user;
 
+/* Upper bounds (seconds) of kiln_schedule_pass_seconds' buckets. */
+#define KILND_PASS_BUCKETS 10
+#define KILND_PASS_BOUNDS                                                                          \
+    {                                                                                              \
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0                            \
+    }
+
 typedef struct kilnd {
     /* configuration (read only once started) */
     char *listen; /* HOST:PORT */
@@ -112,6 +119,12 @@ typedef struct kilnd {
     /* counters for /metrics: the supervisor adds, API threads read */
     _Atomic unsigned long long restarts_total[KILND_RESTART_REASONS];
     _Atomic unsigned long long failures_total[KILND_FAIL_REASONS];
+    /* scheduling passes (the supervisor's queue walk): a cumulative
+     * histogram over KILND_PASS_BOUNDS, and their total time in ns */
+    struct {
+        _Atomic unsigned long long le[KILND_PASS_BUCKETS];
+        _Atomic unsigned long long count, sum_ns;
+    } sched_pass;
 
     int wake_fd[2];
     volatile sig_atomic_t stop;

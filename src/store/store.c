@@ -35,8 +35,10 @@ struct kiln_store {
     kiln_store_write_stats wstats; /* guarded by mu */
     kiln_store_sync sync;          /* guarded by mu */
     kiln__gcommit gc;
-    kiln__qrank *queue;          /* keys of the QUEUED jobs (guarded by mu) */
-    bool queue_ok;               /* false after an allocation failure: count in SQL */
+    kiln__qrank *queue;        /* keys of the QUEUED jobs (guarded by mu) */
+    bool queue_ok;             /* false after an allocation failure: count in SQL */
+    kiln_store_watch_fn watch; /* told of every committed job write (guarded by mu) */
+    void *watch_arg;
     unsigned char token_key[32]; /* page tokens' MAC key (schema.c) */
 };
 
@@ -122,6 +124,20 @@ static void queue_note(kiln_store *s, kiln__qkey k, kiln_job_state to)
         kiln__qrank_remove(s->queue, k);
     else if (kiln__qrank_add(s->queue, k) != KILN_OK)
         s->queue_ok = false;
+}
+
+void kiln_store_set_watch(kiln_store *s, kiln_store_watch_fn fn, void *arg)
+{
+    pthread_mutex_lock(&s->mu);
+    s->watch = fn;
+    s->watch_arg = arg;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* After a committed write to a job (mu held): the watcher hears of it. */
+static void watch_note(kiln_store *s, const char *project, const char *job_id, int64_t seq)
+{
+    if (s->watch) s->watch(s->watch_arg, project, job_id, seq);
 }
 
 /* Fills the in-memory queue from the table (at open). */
@@ -452,6 +468,7 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
     tx = false;
     if (err != KILN_OK) goto out;
     queue_note(s, qkey(prio, now_ns, seq), KILN_STATE_QUEUED);
+    watch_note(s, project, job->job_id ? job->job_id : "", seq);
     ticket = committed(s);
     if (out) err = get_locked(s, project, job->job_id, out);
 out:
@@ -516,6 +533,7 @@ kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const cha
                             sqlite3_column_int64(st, 0));
         if (sqlite3_step(st) != SQLITE_DONE) goto out;
         queue_note(s, k, to);
+        watch_note(s, project, job_id, k.seq);
         ticket = committed(s);
         err = KILN_OK;
         goto out;
@@ -586,6 +604,7 @@ kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const cha
     err = end_tx(s, KILN_OK);
     tx = false;
     if (err != KILN_OK) goto out;
+    watch_note(s, project, job_id, r->seq);
     ticket = committed(s);
     if (out) err = get_locked(s, project, job_id, out);
 out:
@@ -614,7 +633,8 @@ kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const ch
     int64_t t0 = mono_ns();
     if (sqlite3_prepare_v2(s->db,
                            "UPDATE jobs SET restarts = ?3, failures = ?4, runtime = ?5,"
-                           " version = version + 1 WHERE project = ?1 AND job_id = ?2",
+                           " version = version + 1 WHERE project = ?1 AND job_id = ?2"
+                           " RETURNING seq",
                            -1, &st, NULL) != SQLITE_OK)
         goto out;
     sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
@@ -625,9 +645,17 @@ kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const ch
         sqlite3_bind_text(st, 5, runtime, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 5);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_DONE) { /* no such job */
+        err = KILN_ENOTFOUND;
+        goto out;
+    }
+    if (step != SQLITE_ROW) goto out;
+    int64_t seq = sqlite3_column_int64(st, 0);
     if (sqlite3_step(st) != SQLITE_DONE) goto out;
-    err = sqlite3_changes(s->db) == 1 ? KILN_OK : KILN_ENOTFOUND;
-    if (err == KILN_OK) ticket = committed(s);
+    err = KILN_OK;
+    watch_note(s, project, job_id, seq);
+    ticket = committed(s);
 out:
     sqlite3_finalize(st);
     note_write(s, t0);

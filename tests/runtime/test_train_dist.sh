@@ -3,6 +3,11 @@
 # local (--world_size) mode:
 #  - 2 replicas finish with the identity check after every step on, write a
 #    checkpoint (chief only) and end with a done event for 2 replicas;
+#  - the same with the optimizer sharded (--shard_optimizer, ZeRO-1): the
+#    identity check after every step passes, and the epoch-end checkpoint
+#    (parameters and the gathered optimizer state) is byte for byte the
+#    unsharded run's: the same additions in the same order; SIGTERM to one
+#    replica stops both (143, checkpoint at the stop step);
 #  - the identity check fails loudly, naming the rank, when a test hook
 #    nudges one replica's parameter;
 #  - convergence: after 1 epoch on a subset, 2 replicas (global batch 64 =
@@ -41,6 +46,16 @@ SPE=$(( (N + 63) / 64 ))
 ok "checkpoint at the epoch end (step $SPE)" '[ -f "$TMP/two/$(printf "ckpt-%012d.kiln" $SPE)" ]'
 ok "TensorBoard events" 'ls "$TMP/two/eval"/events.out.tfevents.* > /dev/null 2>&1'
 
+# the sharded optimizer: identical replicas, and the unsharded run's checkpoint
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --world_size=2 --check_replicas_identical --shard_optimizer \
+    --model_dir="$TMP/zero" > "$TMP/zero.log" 2> "$TMP/zero.err"
+rc=$?
+ok "sharded: 2 replicas exit 0, identical after every step (got $rc: $(tail -2 "$TMP/zero.err"))" '[ $rc = 0 ]'
+CK=$(printf "ckpt-%012d.kiln" $SPE)
+ok "sharded: the checkpoint equals the unsharded run's byte for byte" \
+    'cmp "$TMP/zero/$CK" "$TMP/two/$CK"'
+
 # the check can fail: a nudged parameter on rank 1 after step 3
 # shellcheck disable=SC2086
 KILN_TRAIN_TEST_DIVERGE=1:3 "$KT" mnist $ARGS --world_size=2 --check_replicas_identical=3 \
@@ -78,6 +93,21 @@ tstep=$(sed -n 's/.*"event":"terminated","step":\([0-9]*\).*/\1/p' "$TMP/term.lo
 ok "the chief reports the stop step" '[ -n "$tstep" ] && [ "$tstep" -gt 0 ]'
 ok "the chief's checkpoint is at that step" \
     '[ -f "$TMP/term/$(printf "ckpt-%012d.kiln" "${tstep:-0}")" ]'
+
+# the same with the optimizer sharded: the stop flag travels in the
+# parameter all-gather instead of the last bucket's sum
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --train_examples=$LONG --train_epochs=50 --world_size=2 --shard_optimizer \
+    --model_dir="$TMP/zterm" > "$TMP/zterm.log" 2> "$TMP/zterm.err" &
+lp=$!
+wait_children $lp "$TMP/zterm.log"; sleep 0.5
+r1=$(children $lp | tail -1)
+kill -TERM "$r1"
+wait $lp; rc=$?
+ok "sharded: SIGTERM to replica 1: exit 143 (got $rc: $(tail -2 "$TMP/zterm.err"))" '[ $rc = 143 ]'
+zstep=$(sed -n 's/.*"event":"terminated","step":\([0-9]*\).*/\1/p' "$TMP/zterm.log")
+ok "sharded: the chief's checkpoint is at the stop step" \
+    '[ -n "$zstep" ] && [ -f "$TMP/zterm/$(printf "ckpt-%012d.kiln" "${zstep:-0}")" ]'
 
 # SIGTERM to the launcher is forwarded
 # shellcheck disable=SC2086

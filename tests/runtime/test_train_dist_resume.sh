@@ -79,10 +79,32 @@ echo "resumed   sha256 $GOT"
 [ "$REF" = "$GOT" ] || fail "parameters differ after kill-and-resume of 2 replicas"
 [ "$restored" -ge 1 ] || fail "no restart restored a checkpoint"
 
+# the sharded optimizer: killed once after its first checkpoint, resumed,
+# and the final checkpoint (parameters and optimizer state) byte for byte
+# the unsharded reference's
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --shard_optimizer --model_dir="$TMP/zero" >> "$TMP/zero.log" 2>&1 &
+LP=$!
+w=0
+while ! ls "$TMP/zero"/ckpt-*.kiln > /dev/null 2>&1 && [ $w -lt 600 ]; do
+    sleep 0.05; w=$((w + 1)); done
+killgroup "$LP"
+wait "$LP" 2> /dev/null
+LP=""
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --shard_optimizer --model_dir="$TMP/zero" >> "$TMP/zero.log" 2>&1 ||
+    fail "sharded resumed run: $(tail -3 "$TMP/zero.log")"
+newest() { ls "$1"/ckpt-*.kiln | sort | tail -1; }
+echo "sharded: $(grep -c '"event":"restored"' "$TMP/zero.log") restore(s); $(newest "$TMP/zero")"
+[ "$(basename "$(newest "$TMP/zero")")" = "$(basename "$(newest "$TMP/ref")")" ] ||
+    fail "sharded run ended at another step: $(newest "$TMP/zero") vs $(newest "$TMP/ref")"
+cmp "$(newest "$TMP/zero")" "$(newest "$TMP/ref")" ||
+    fail "the sharded run's final checkpoint differs from the unsharded reference's"
+
 # a 2-replica checkpoint is not resumed by 1 replica
 # shellcheck disable=SC2086
 "$KT" mnist --model=mlp --train_epochs=$((EPOCHS + 1)) --train_examples=$N --batch_size=64 \
     --threads=1 --seed=13 --model_dir="$TMP/ref" > /dev/null 2> "$TMP/one.err"
 rc=$?
 [ $rc != 0 ] && grep -q "replicas=2" "$TMP/one.err" || fail "1 replica resumed a 2-replica checkpoint (rc $rc)"
-echo "3 passed, 0 failed"
+echo "5 passed, 0 failed"

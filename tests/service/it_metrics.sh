@@ -68,6 +68,8 @@ check_eq "CANCELLED jobs" "$(m 'kiln_jobs\{state="CANCELLED"\}')" 1
 check_eq "PREPARING jobs (none now, but shown)" "$(m 'kiln_jobs\{state="PREPARING"\}')" 0
 check_eq "queue length" "$(m kiln_queue_length)" 1
 check "oldest queued age > 0" awk '$1=="kiln_queue_oldest_age_seconds" && $2>0 {f=1} END {exit !f}' "$T/metrics"
+check "scheduling passes timed (kiln_schedule_pass_seconds)" awk '$1=="kiln_schedule_pass_seconds_count" && $2>0 {f=1} END {exit !f}' "$T/metrics"
+check "schedule pass histogram: +Inf bucket = count" awk '$1=="kiln_schedule_pass_seconds_bucket{le=\"+Inf\"}" {b=$2} $1=="kiln_schedule_pass_seconds_count" {c=$2} END {exit !(b==c && c>0)}' "$T/metrics"
 check_eq "replicas running (gpu_job, stubborn_job)" "$(m kiln_replicas_running)" 2
 check_eq "restart by failure" "$(m 'kiln_restarts_total\{reason="replica_failure"\}')" 1
 check_eq "failure by replica exit" "$(m 'kiln_job_failures_total\{reason="replica_exit"\}')" 1

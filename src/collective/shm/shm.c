@@ -63,7 +63,7 @@
 #endif
 
 #define SHM_MAGIC     0x316c6f636e6c696bull /* "kilncol1" */
-#define SHM_VERSION   1u
+#define SHM_VERSION   2u
 #define DEFAULT_CHUNK (128u << 10) /* measured best here: 2 ranks x 2 slots stay in L2 */
 #define YIELD_S       200e-6
 #define MAX_WORLD     1024
@@ -88,6 +88,11 @@ struct rank_ctl {
      * mixing registered and plain buffers (or offsets) are caught: 0 = plain,
      * else (registered buffer id + 1) << 40 | offset in floats */
     _Atomic uint64_t buf_tag;
+    /* the same for the sharded steps, by the step's parity: those let a
+     * rank run on into its next call as soon as everyone has arrived, so
+     * its tag for the next call must not overwrite the one a slower peer
+     * is about to check (a rank is never more than one call ahead) */
+    _Atomic uint64_t buf_tag_par[2];
 };
 
 struct shm_hdr {
@@ -462,6 +467,148 @@ static kiln_err allreduce_registered(kiln_comm *c, shm *s, struct reg *g, size_t
         if (p != r &&
             (e = wait_ge(c, s, p, &s->ctl[p].done_seq, k32, "its slice of the result")) != KILN_OK)
             return e;
+    return KILN_OK;
+}
+
+static void begin_op(kiln_comm *c, shm *s, size_t nchunks);
+
+/* ---- the sharded steps (kiln/collective.h): registered buffers only ---- */
+
+static struct reg *reg_of(kiln_comm *c, shm *s, const float *buf, size_t count, size_t *off,
+                          const char *what)
+{
+    struct reg *g = find_reg(c, s, buf, count ? count : 1, off);
+    if (!g)
+        kiln__comm_fail(c, KILN_EINVAL, -1,
+                        "%s: the buffer must be (a range of) a kiln_comm_alloc_f32 buffer", what);
+    return g;
+}
+
+/* Everyone has arrived with the same range of the same buffer. */
+static kiln_err arrive(kiln_comm *c, shm *s, uint64_t tag, uint64_t k)
+{
+    kiln_err e;
+    const uint32_t k32 = (uint32_t)k;
+    atomic_store(&s->ctl[c->rank].buf_tag_par[k & 1], tag);
+    publish(s, &s->ctl[c->rank].in_seq, k32);
+    for (int p = 0; p < c->world; p++) {
+        if (p == c->rank) continue;
+        if ((e = wait_ge(c, s, p, &s->ctl[p].in_seq, k32, "its data")) != KILN_OK) return e;
+        uint64_t theirs = atomic_load(&s->ctl[p].buf_tag_par[k & 1]);
+        if (theirs != tag)
+            return give_up(c, s, p,
+                           "%s #%llu: rank %d and rank %d passed different buffers (or "
+                           "offsets): every rank must pass the same range of a "
+                           "kiln_comm_alloc_f32 buffer",
+                           c->op_name, (unsigned long long)c->op_seq, c->rank, p);
+    }
+    return KILN_OK;
+}
+
+static void shm_slice(const kiln_comm *c, size_t count, int rank, size_t *lo, size_t *hi)
+{
+    slice_of(count, c->world, rank, lo, hi);
+}
+
+static kiln_err shm_rs_begin(kiln_comm *c, float *buf, size_t count, const float **srcs)
+{
+    shm *s = c->impl;
+    size_t off = 0;
+    if (c->world == 1) {
+        srcs[0] = buf;
+        return KILN_OK;
+    }
+    struct reg *g = reg_of(c, s, buf, count, &off, "reduce-scatter");
+    if (!g) return c->failed;
+    begin_op(c, s, 1);
+    const uint64_t k = next_step(c, s);
+    const uint32_t k32 = (uint32_t)k;
+    kiln_err e = arrive(c, s, ((uint64_t)g->id + 1) << 40 | off, k);
+    if (e != KILN_OK) return e;
+    for (int p = 0; p < c->world; p++)
+        srcs[p] = reg_buf(g, p) + off;
+    /* nothing else to wait for: the caller's next call on the group tells
+     * the peers it has read their copies */
+    publish(s, &s->ctl[c->rank].red_seq, k32);
+    publish(s, &s->ctl[c->rank].done_seq, k32);
+    return KILN_OK;
+}
+
+/* Push: this rank writes its slice into every peer's buffer (no one else
+ * writes there, and after the arrival no one reads it until the end), then
+ * waits until every peer has done the same. */
+static kiln_err shm_allgather(kiln_comm *c, float *buf, size_t count)
+{
+    shm *s = c->impl;
+    size_t off = 0, lo, hi;
+    kiln_err e;
+    if (c->world == 1) return KILN_OK;
+    struct reg *g = reg_of(c, s, buf, count, &off, "all-gather");
+    if (!g) return c->failed;
+    begin_op(c, s, 1);
+    const uint64_t k = next_step(c, s);
+    const uint32_t k32 = (uint32_t)k;
+    if ((e = arrive(c, s, ((uint64_t)g->id + 1) << 40 | off, k)) != KILN_OK) return e;
+    slice_of(count, c->world, c->rank, &lo, &hi);
+    if (hi > lo)
+        for (int p = 0; p < c->world; p++)
+            if (p != c->rank)
+                memcpy(reg_buf(g, p) + off + lo, reg_buf(g, c->rank) + off + lo,
+                       (hi - lo) * sizeof(float));
+    publish(s, &s->ctl[c->rank].red_seq, k32);
+    publish(s, &s->ctl[c->rank].done_seq, k32);
+    for (int p = 0; p < c->world; p++)
+        if (p != c->rank &&
+            (e = wait_ge(c, s, p, &s->ctl[p].done_seq, k32, "its slice")) != KILN_OK)
+            return e;
+    return KILN_OK;
+}
+
+static kiln_err shm_views(kiln_comm *c, float *buf, size_t count, float **views)
+{
+    shm *s = c->impl;
+    size_t off = 0;
+    if (c->world == 1) {
+        views[0] = buf;
+        return KILN_OK;
+    }
+    struct reg *g = reg_of(c, s, buf, count, &off, "shared views");
+    if (!g) return c->failed;
+    for (int p = 0; p < c->world; p++)
+        views[p] = reg_buf(g, p) + off;
+    return KILN_OK;
+}
+
+/* Every rank has written its slice into every copy (shm_views) when it
+ * arrives here: done = k says so, and once every peer's is seen, buf is
+ * whole. A peer can be one call ahead (its next reduce-scatter) but no
+ * further, so the tag of this call's parity stays readable. */
+static kiln_err shm_allgather_written(kiln_comm *c, float *buf, size_t count)
+{
+    shm *s = c->impl;
+    size_t off = 0;
+    kiln_err e;
+    if (c->world == 1) return KILN_OK;
+    struct reg *g = reg_of(c, s, buf, count, &off, "all-gather");
+    if (!g) return c->failed;
+    begin_op(c, s, 1);
+    const uint64_t k = next_step(c, s), tag = ((uint64_t)g->id + 1) << 40 | off;
+    const uint32_t k32 = (uint32_t)k;
+    struct rank_ctl *me = &s->ctl[c->rank];
+    atomic_store(&me->buf_tag_par[k & 1], tag);
+    publish(s, &me->in_seq, k32);
+    publish(s, &me->red_seq, k32);
+    publish(s, &me->done_seq, k32);
+    for (int p = 0; p < c->world; p++) {
+        if (p == c->rank) continue;
+        if ((e = wait_ge(c, s, p, &s->ctl[p].done_seq, k32, "its slice")) != KILN_OK) return e;
+        if (atomic_load(&s->ctl[p].buf_tag_par[k & 1]) != tag)
+            return give_up(c, s, p,
+                           "%s #%llu: rank %d and rank %d passed different buffers (or "
+                           "offsets): every rank must pass the same range of a "
+                           "kiln_comm_alloc_f32 buffer",
+                           c->op_name, (unsigned long long)c->op_seq, c->rank, p);
+    }
     return KILN_OK;
 }
 
@@ -952,5 +1099,10 @@ const kiln__coll_ops kiln__coll_shm = {
     .barrier = shm_barrier,
     .alloc_f32 = shm_alloc,
     .free_f32 = shm_free,
+    .rs_begin = shm_rs_begin,
+    .allgather_f32 = shm_allgather,
+    .slice = shm_slice,
+    .views = shm_views,
+    .allgather_written = shm_allgather_written,
     .destroy = shm_destroy,
 };

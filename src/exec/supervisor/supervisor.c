@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -49,10 +50,54 @@
 
 /* ---------- the queue ---------- */
 
-static bool is_running(sup *s, const char *project, const char *id)
+/* The jobs the supervisor runs, by (project, job id), for one pass: whether
+ * a queued job is one of them is O(1) instead of a walk of the running list. */
+typedef struct running_set {
+    rjob **tab; /* open addressing; NULL = empty */
+    size_t cap;
+} running_set;
+
+static uint64_t job_hash(const char *project, const char *id)
 {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over "project\0id" */
+    for (const char *p = project; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h *= 1099511628211ull;
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+/* false when out of memory (is_running then walks the list) */
+static bool running_build(sup *s, running_set *rs)
+{
+    size_t n = 0;
     for (rjob *j = s->jobs; j; j = j->next)
-        if (strcmp(j->project, project) == 0 && strcmp(j->job_id, id) == 0) return true;
+        n++;
+    rs->cap = 16;
+    while (rs->cap < 2 * n)
+        rs->cap *= 2;
+    rs->tab = calloc(rs->cap, sizeof *rs->tab);
+    if (!rs->tab) return false;
+    for (rjob *j = s->jobs; j; j = j->next) {
+        size_t k = job_hash(j->project, j->job_id) & (rs->cap - 1);
+        while (rs->tab[k])
+            k = (k + 1) & (rs->cap - 1);
+        rs->tab[k] = j;
+    }
+    return true;
+}
+
+static bool is_running(sup *s, const running_set *rs, const char *project, const char *id)
+{
+    if (!rs->tab) {
+        for (rjob *j = s->jobs; j; j = j->next)
+            if (strcmp(j->project, project) == 0 && strcmp(j->job_id, id) == 0) return true;
+        return false;
+    }
+    for (size_t k = job_hash(project, id) & (rs->cap - 1); rs->tab[k]; k = (k + 1) & (rs->cap - 1))
+        if (strcmp(rs->tab[k]->project, project) == 0 && strcmp(rs->tab[k]->job_id, id) == 0)
+            return true;
     return false;
 }
 
@@ -107,17 +152,37 @@ typedef struct blocked {
 static bool is_blocked(const blocked *b, const char *type)
 {
     for (size_t i = 0; type && i < b->n; i++)
-        if (strcmp(b->types[i], type) == 0) return true;
+        if (b->types[i] == type || strcmp(b->types[i], type) == 0) return true;
     return false;
+}
+
+/* Whether try_start may pass over e without asking the placement, to the
+ * same effect (no side effects: a pure test):
+ *  - a job that can fit this cluster (placement said so for its shape once)
+ *    whose every accelerator type an earlier job waits for: placed, it
+ *    would be given back (held); not placed, it would block only types
+ *    already blocked;
+ *  - a job whose shape did not fit earlier in this pass: the cluster has
+ *    only filled up since (placements taken, held ones given back), so it
+ *    does not fit now, and that job blocked the same types.
+ * maxWaitTime is not looked at here: try_start does that first. */
+static bool skip_now(sup *s, const qent *e, const blocked *b)
+{
+    if (squeue_failed_now(s, e)) return true;
+    if (e->nt == 0 || !squeue_fits(s, e)) return false;
+    for (size_t t = 0; t < e->nt; t++)
+        if (!is_blocked(b, e->types[t])) return false;
+    return true;
 }
 
 /* Tries to start one QUEUED job. Queue order is kept per accelerator type: a
  * job waiting for busy V100s holds back the later jobs that want V100s (so a
  * big job is not starved by small ones arriving after it), while jobs wanting
  * other types, or none, may start past it. */
-static void try_start(sup *s, kiln_job_record *rec, blocked *b)
+static void try_start(sup *s, qent *e, blocked *b)
 {
     kilnd *d = s->d;
+    kiln_job_record *rec = e->rec;
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     char why[512];
     kiln_placement pl = {0};
@@ -130,13 +195,17 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
         snprintf(why, sizeof why, "still queued after maxWaitTime (%llds); cancelled",
                  (long long)ti->scheduling.max_wait_time.seconds);
         fail_queued(s, rec, KILN_STATE_CANCELLED, why);
+        squeue_gone(s, e);
         return;
     }
-    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
-    if (np == 0) { /* validated jobs always have a master; a catalog change could break that */
+    size_t np = e->np; /* planned once, when it was queued (queue.c) */
+    if (np == 0) {     /* validated jobs always have a master; a catalog change could break that */
         fail_queued(s, rec, KILN_STATE_FAILED, "the job has no replicas to run in this catalog");
+        squeue_gone(s, e);
         return;
     }
+    if (skip_now(s, e, b)) return;
+    memcpy(plans, e->plans, np * sizeof *plans); /* place_elastic changes its copy */
     pthread_mutex_lock(&d->mu);
     const kiln_map *sel[KILN_ROLE_COUNT];
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
@@ -151,8 +220,11 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
         char msg[600];
         snprintf(msg, sizeof msg, "This job can never run on this cluster: %s", why);
         fail_queued(s, rec, KILN_STATE_FAILED, msg);
+        squeue_gone(s, e);
         return;
     }
+    if (err == KILN_OK || err == KILN_ECONFLICT)
+        squeue_note_fits(s, e); /* the cluster can hold it (not: out of memory) */
     bool held = false;
     for (size_t p = 0; p < np; p++)
         held |= is_blocked(b, plans[p].accelerator_type);
@@ -164,12 +236,14 @@ static void try_start(sup *s, kiln_job_record *rec, blocked *b)
         return;
     }
     if (err != KILN_OK) { /* waits for devices: later jobs wanting them wait behind it */
+        if (err == KILN_ECONFLICT) squeue_fail_now(s, e);
         for (size_t p = 0; p < np; p++)
             if (plans[p].accelerator_type && !is_blocked(b, plans[p].accelerator_type) &&
                 b->n < sizeof b->types / sizeof *b->types)
                 b->types[b->n++] = plans[p].accelerator_type;
         return;
     }
+    squeue_gone(s, e); /* started, or no longer QUEUED: the store's answer decides */
     if (kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(QUEUED),
                                   KILN_STATE_PREPARING, NULL, now, NULL) != KILN_OK ||
         rec->job->training_input.has_hyperparameters) {
@@ -268,15 +342,35 @@ nomem:
     kiln_placement_free(&pl);
 }
 
+/* A pass over the queue (kept in memory: queue.c), in queue order. */
 static void schedule(sup *s)
 {
-    kiln_job_record **v = NULL;
+    kilnd *d = s->d;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t n = 0;
-    if (kiln_store_jobs_by_state(s->d->store, KILN_STATE_MASK(QUEUED), &v, &n) != KILN_OK) return;
+    qent **v = squeue_begin(s, &n);
+    running_set rs = {0};
+    running_build(s, &rs);
     blocked b = {0};
-    for (size_t i = 0; i < n && !s->d->stop; i++)
-        if (!is_running(s, v[i]->project, v[i]->job->job_id)) try_start(s, v[i], &b);
-    kiln_job_records_free(v, n);
+    for (size_t i = 0; i < n && !d->stop; i++) {
+        qent *e = v[i];
+        if (e->gone) continue;
+        /* the cheap way past (to the same effect as try_start's) first:
+         * most of a long queue waits behind a full cluster */
+        if ((e->max_wait_ns == INT64_MAX || kiln_now_ns() <= e->max_wait_ns) && skip_now(s, e, &b))
+            continue;
+        if (!is_running(s, &rs, e->rec->project, e->rec->job->job_id)) try_start(s, e, &b);
+    }
+    free(rs.tab);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    int64_t ns = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
+    static const double bounds[KILND_PASS_BUCKETS] = KILND_PASS_BOUNDS;
+    s->pass_seconds_last = (double)ns / 1e9;
+    d->sched_pass.count++; /* before the buckets: /metrics reads them first */
+    d->sched_pass.sum_ns += (unsigned long long)ns;
+    for (size_t i = 0; i < KILND_PASS_BUCKETS; i++)
+        if (s->pass_seconds_last <= bounds[i]) d->sched_pass.le[i]++;
 }
 
 /* ---------- exits and the restart policy ---------- */
@@ -807,6 +901,7 @@ void *kilnd_supervisor(void *arg)
         return NULL;
     }
     adopt_all(&s);
+    squeue_open(&s);
     bool woken = true;
     unsigned ticks = 0;
     while (!d->stop) {
@@ -844,6 +939,7 @@ void *kilnd_supervisor(void *arg)
         s.jobs = j->next;
         rjob_free(&s, j);
     }
+    squeue_close(&s);
     free(s.port_used);
     return NULL;
 }

@@ -104,8 +104,25 @@ typedef struct tstudy {
     struct tstudy *next;
 } tstudy;
 
+/* queue.c: the QUEUED jobs in memory, in queue order, between passes */
+typedef struct squeue squeue;
+typedef struct qent {
+    int64_t seq, priority, create_ns;         /* the queue's order */
+    int64_t max_wait_ns;                      /* maxWaitTime's end (INT64_MAX: none) */
+    kiln_job_record *rec;                     /* read from the store when it was last written */
+    kiln_replica_plan plans[KILN_ROLE_COUNT]; /* kiln_catalog_plan, once */
+    size_t np;
+    const char *types[KILN_ROLE_COUNT]; /* its accelerator types, each once */
+    size_t nt;
+    uint32_t shape; /* interned placement shape; 0 = unknown */
+    bool fits;      /* placement said OK or ECONFLICT once: it can fit this cluster */
+    bool gone;      /* started or failed in a pass: leaves at the next one */
+} qent;
+
 typedef struct sup {
     kilnd *d;
+    squeue *q;                /* queue.c */
+    double pass_seconds_last; /* the last scheduling pass */
     rjob *jobs;
     bool dirty; /* capacity or the queue changed: look at the queue this tick */
     bool *port_used;
@@ -158,6 +175,23 @@ const char *image_of(const kiln_job *job, kiln_role role);
 /* adopt.c */
 /* Adopts the replicas a previous kilnd left running (its runtime records). */
 void adopt_all(sup *s);
+
+/* queue.c */
+/* Starts keeping the queue: watches the store, reads the QUEUED jobs. */
+kiln_err squeue_open(sup *s);
+void squeue_close(sup *s);
+/* Brings the queue up to date with the store's writes since the last call
+ * and starts a pass: the entries in queue order (owned by the queue). */
+qent **squeue_begin(sup *s, size_t *n);
+/* A job of e's shape did not fit earlier in this pass (and then: mark it). */
+bool squeue_failed_now(sup *s, const qent *e);
+void squeue_fail_now(sup *s, const qent *e);
+/* Placement said OK or ECONFLICT for e, or a job of its shape: it can fit
+ * this cluster (the answer depends on the shape only: kiln/sched.h). */
+bool squeue_fits(sup *s, const qent *e);
+void squeue_note_fits(sup *s, qent *e);
+/* e was started or failed: it is not looked at again. */
+void squeue_gone(sup *s, qent *e);
 
 /* trials.c */
 void study_begin(sup *s, kiln_job_record *rec);

@@ -714,6 +714,8 @@ int kiln_model_apply_grads(kiln_model *m, const kiln_grad_sync *s)
 {
     if (!m->compiled) return fail(m, "model is not compiled");
     if (!s || !s->grads) return fail(m, "gradient sync without a gradient buffer");
+    if (s->apply) /* the caller's own update (a sharded optimizer) */
+        return s->apply(s->ud, m) ? fail(m, "gradient sync failed") : 0;
     size_t offsets[MAX_BUCKETS], counts[MAX_BUCKETS];
     int nb = plan_buckets(m, s->bucket_bytes, s->extra, offsets, counts, MAX_BUCKETS, 1);
     if (nb > MAX_BUCKETS) return fail(m, "too many gradient buckets");
@@ -749,6 +751,102 @@ int kiln_model_apply_grads(kiln_model *m, const kiln_grad_sync *s)
                              m->step);
     }
     return 0;
+}
+
+/* ---- the flat layout, a slice at a time (nn.h: the sharded optimizer) ---- */
+
+/* Calls fn for every piece of [lo, hi) of the flat layout: the optimizer
+ * buffer it lies in, the piece's start within that buffer and in the flat
+ * layout, and its length. */
+typedef void (*piece_fn)(void *ctx, const kiln_opt_buf *ob, size_t at, size_t flat, size_t n);
+static void for_pieces(kiln_model *m, size_t lo, size_t hi, piece_fn fn, void *ctx)
+{
+    for (int i = m->nl - 1; i >= 0; i--) {
+        kiln_layer *l = m->layers[i];
+        if (l->ob < 0) continue;
+        for (int k = 0; k < 2; k++) {
+            const kiln_opt_buf *ob = &m->obufs[l->ob + k];
+            size_t a = l->goff + (k ? l->nw : 0), b = a + ob->n;
+            size_t x = a > lo ? a : lo, y = b < hi ? b : hi;
+            if (x < y) fn(ctx, ob, x - a, x, y - x);
+        }
+    }
+}
+
+typedef struct shard_pieces {
+    kiln_opt_shard *v;
+    int n, max;
+    const float *const *srcs;
+    int nsrc;
+    float *pflat;
+} shard_pieces;
+
+static void add_shard(void *ctx, const kiln_opt_buf *ob, size_t at, size_t flat, size_t n)
+{
+    shard_pieces *c = ctx;
+    if (c->n >= c->max) return;
+    kiln_opt_shard *d = &c->v[c->n++];
+    *d = (kiln_opt_shard){.p = ob->p + at,
+                          .s1 = ob->s1 + at,
+                          .s2 = ob->s2 ? ob->s2 + at : NULL,
+                          .nsrc = c->nsrc,
+                          .pout = c->pflat ? c->pflat + flat : NULL,
+                          .n = n};
+    for (int s = 0; s < c->nsrc; s++)
+        d->src[s] = c->srcs[s] + flat;
+}
+
+int kiln__model_apply_shard(kiln_model *m, const float *const *srcs, int nsrc, size_t lo, size_t hi,
+                            float *pflat, int ref)
+{
+    static _Thread_local kiln_opt_shard v[MAX_BUFS];
+    if (!m->compiled) return fail(m, "model is not compiled");
+    if (nsrc < 1 || nsrc > KILN_OPT_MAX_SRC)
+        return fail(m, "sharded step over %d replicas: 1..%d", nsrc, KILN_OPT_MAX_SRC);
+    if (hi > m->grad_count) hi = m->grad_count;
+    shard_pieces c = {.v = v, .max = MAX_BUFS, .srcs = srcs, .nsrc = nsrc, .pflat = pflat};
+    if (lo < hi) for_pieces(m, lo, hi, add_shard, &c);
+    m->step++;
+    for (int i = 0; ref && i < c.n; i++)
+        if (m->opt.kind == KILN_OPT_SGD)
+            kiln_sgd_shard_ref(&v[i], m->opt.lr, m->opt.momentum);
+        else
+            kiln_adam_shard_ref(&v[i], m->opt.lr, m->opt.beta1, m->opt.beta2, m->opt.eps, m->step);
+    if (!ref && c.n > 0) {
+        if (m->opt.kind == KILN_OPT_SGD)
+            kiln_sgd_shard(v, c.n, m->opt.lr, m->opt.momentum);
+        else
+            kiln_adam_shard(v, c.n, m->opt.lr, m->opt.beta1, m->opt.beta2, m->opt.eps, m->step);
+    }
+    return 0;
+}
+
+typedef struct copy_ctx {
+    int which, to_flat;
+    float *flat;
+} copy_ctx;
+
+static void copy_piece(void *ctx, const kiln_opt_buf *ob, size_t at, size_t flat, size_t n)
+{
+    copy_ctx *c = ctx;
+    float *t = c->which == 0 ? ob->p : c->which == 1 ? ob->s1 : ob->s2;
+    if (!t) return;
+    if (c->to_flat)
+        memcpy(c->flat + flat, t + at, n * sizeof(float));
+    else
+        memcpy(t + at, c->flat + flat, n * sizeof(float));
+}
+
+void kiln__model_flat_copy(kiln_model *m, int which, float *flat, size_t lo, size_t hi, int to_flat)
+{
+    copy_ctx c = {.which = which, .to_flat = to_flat, .flat = flat};
+    if (hi > m->grad_count) hi = m->grad_count;
+    if (lo < hi) for_pieces(m, lo, hi, copy_piece, &c);
+}
+
+int kiln__model_slots(const kiln_model *m)
+{
+    return m->opt.kind == KILN_OPT_ADAM ? 2 : 1;
 }
 
 int kiln_model_predict(kiln_model *m, const float *x, int n, float *out)

@@ -11,4 +11,21 @@ int kiln__model_fail(kiln_model *m, const char *fmt, ...) __attribute__((format(
  * prefetch thread, 1 a gather on the pool (nn/fit.c). For tests. */
 extern int kiln__fit_batches_on_pool;
 
+/* The sharded optimizer (ZeRO-1, strategy/allreduce.c), on the flat
+ * gradient layout of kiln_grad_sync:
+ * one optimizer step (the step counted) on [lo, hi) of the layout only,
+ * the gradient summed on the fly from srcs[0..nsrc) (every replica's flat
+ * buffer, in rank order: optim.h's kiln_opt_shard), the updated parameters
+ * also stored to pflat[lo..hi) when pflat is not NULL. ref: the plain
+ * reference loops instead of the thread pool's (tests). */
+int kiln__model_apply_shard(kiln_model *m, const float *const *srcs, int nsrc, size_t lo, size_t hi,
+                            float *pflat, int ref);
+/* Copies [lo, hi) of the layout between the model and flat (to_flat 1:
+ * model to flat): which 0 = the parameters, 1 = the first optimizer slot
+ * (SGD's momentum, Adam's m), 2 = the second (Adam's v; nothing for SGD). */
+void kiln__model_flat_copy(kiln_model *m, int which, float *flat, size_t lo, size_t hi,
+                           int to_flat);
+/* Optimizer slots per parameter: 1 (SGD) or 2 (Adam). */
+int kiln__model_slots(const kiln_model *m);
+
 #endif

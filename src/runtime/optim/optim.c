@@ -83,6 +83,113 @@ void kiln_adam_update(const kiln_opt_buf *bufs, int count, float lr, float b1, f
     kiln__parallel_for(c.parts, opt_task, &c);
 }
 
+/* ---- the sharded step: the gradient summed in the update's pass ---- */
+
+static float gsum(const kiln_opt_shard *b, size_t i)
+{
+    float acc = b->src[0][i];
+    for (int s = 1; s < b->nsrc; s++)
+        acc += b->src[s][i];
+    return acc;
+}
+
+void kiln_sgd_shard_ref(const kiln_opt_shard *b, float lr, float momentum)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        float g = gsum(b, i);
+        b->s1[i] = momentum * b->s1[i] + g;
+        b->p[i] -= lr * b->s1[i];
+        if (b->pout) b->pout[i] = b->p[i];
+    }
+}
+
+void kiln_adam_shard_ref(const kiln_opt_shard *b, float lr, float b1, float b2, float eps,
+                         uint64_t t)
+{
+    float step, sbc2;
+    adam_consts(lr, b1, b2, t, &step, &sbc2);
+    for (size_t i = 0; i < b->n; i++) {
+        float g = gsum(b, i);
+        b->s1[i] = b1 * b->s1[i] + (1.0f - b1) * g;
+        b->s2[i] = b2 * b->s2[i] + (1.0f - b2) * g * g;
+        b->p[i] -= step * b->s1[i] / (sqrtf(b->s2[i]) / sbc2 + eps);
+        if (b->pout) b->pout[i] = b->p[i];
+    }
+}
+
+typedef struct shard_ctx {
+    const kiln_opt_shard *bufs;
+    int count, parts, adam;
+    float lr, mom, b1, b2, eps, step, sbc2;
+} shard_ctx;
+
+/* Two sources (two replicas) get their own loop: the compiler vectorises it
+ * (no reassociation: -ffp-contract=off and per-element arithmetic only). */
+static void shard_task(void *p, int task, int tid)
+{
+    (void)tid;
+    shard_ctx *c = p;
+    for (int k = 0; k < c->count; k++) {
+        const kiln_opt_shard *b = &c->bufs[k];
+        size_t i0, i1;
+        kiln__split(b->n, c->parts, task, 16, &i0, &i1);
+        float *restrict pp = b->p, *restrict m = b->s1, *restrict v = b->s2;
+        float *restrict po = b->pout;
+        if (b->nsrc == 2 && !c->adam) {
+            const float *restrict g0 = b->src[0], *restrict g1 = b->src[1];
+            if (po)
+                for (size_t i = i0; i < i1; i++) {
+                    m[i] = c->mom * m[i] + (g0[i] + g1[i]);
+                    pp[i] -= c->lr * m[i];
+                    po[i] = pp[i];
+                }
+            else
+                for (size_t i = i0; i < i1; i++) {
+                    m[i] = c->mom * m[i] + (g0[i] + g1[i]);
+                    pp[i] -= c->lr * m[i];
+                }
+        } else if (b->nsrc == 2) {
+            const float *restrict g0 = b->src[0], *restrict g1 = b->src[1];
+            for (size_t i = i0; i < i1; i++) {
+                float g = g0[i] + g1[i];
+                m[i] = c->b1 * m[i] + (1.0f - c->b1) * g;
+                v[i] = c->b2 * v[i] + (1.0f - c->b2) * g * g;
+                pp[i] -= c->step * m[i] / (sqrtf(v[i]) / c->sbc2 + c->eps);
+                if (po) po[i] = pp[i];
+            }
+        } else {
+            for (size_t i = i0; i < i1; i++) {
+                float g = gsum(b, i);
+                if (!c->adam) {
+                    m[i] = c->mom * m[i] + g;
+                    pp[i] -= c->lr * m[i];
+                } else {
+                    m[i] = c->b1 * m[i] + (1.0f - c->b1) * g;
+                    v[i] = c->b2 * v[i] + (1.0f - c->b2) * g * g;
+                    pp[i] -= c->step * m[i] / (sqrtf(v[i]) / c->sbc2 + c->eps);
+                }
+                if (po) po[i] = pp[i];
+            }
+        }
+    }
+}
+
+void kiln_sgd_shard(const kiln_opt_shard *bufs, int count, float lr, float momentum)
+{
+    shard_ctx c = {.bufs = bufs, .count = count, .lr = lr, .mom = momentum};
+    c.parts = kiln_get_threads();
+    kiln__parallel_for(c.parts, shard_task, &c);
+}
+
+void kiln_adam_shard(const kiln_opt_shard *bufs, int count, float lr, float b1, float b2, float eps,
+                     uint64_t t)
+{
+    shard_ctx c = {.bufs = bufs, .count = count, .adam = 1, .b1 = b1, .b2 = b2, .eps = eps};
+    adam_consts(lr, b1, b2, t, &c.step, &c.sbc2);
+    c.parts = kiln_get_threads();
+    kiln__parallel_for(c.parts, shard_task, &c);
+}
+
 float kiln_lr_cosine(double base, uint64_t step, uint64_t total)
 {
     if (total == 0) return (float)base;

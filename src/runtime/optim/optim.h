@@ -30,6 +30,31 @@ typedef struct kiln_opt_buf {
 } kiln_opt_buf;
 
 void kiln_sgd_update(const kiln_opt_buf *bufs, int count, float lr, float momentum);
+
+/* The sharded step (ZeRO-1, strategy/allreduce.c): a buffer's slice whose
+ * gradient is the sum of nsrc replicas' gradients, summed here, in the
+ * update's own pass, in the all-reduce's order: ((src[0][i] + src[1][i]) +
+ * ...), so the result is bit for bit that of summing first (kiln__sum_ref)
+ * and updating then. The updated parameters are also stored to pout (for
+ * the all-gather) when it is not NULL. */
+#define KILN_OPT_MAX_SRC 8
+typedef struct kiln_opt_shard {
+    float *p, *s1, *s2;
+    const float *src[KILN_OPT_MAX_SRC];
+    int nsrc;
+    float *pout;
+    size_t n;
+} kiln_opt_shard;
+
+/* Plain references: one loop, sum then update, as kiln__sum_ref and the
+ * _ref updates above. */
+void kiln_sgd_shard_ref(const kiln_opt_shard *b, float lr, float momentum);
+void kiln_adam_shard_ref(const kiln_opt_shard *b, float lr, float b1, float b2, float eps,
+                         uint64_t t);
+/* The fast forms: `count` slices at once on the thread pool. */
+void kiln_sgd_shard(const kiln_opt_shard *bufs, int count, float lr, float momentum);
+void kiln_adam_shard(const kiln_opt_shard *bufs, int count, float lr, float b1, float b2, float eps,
+                     uint64_t t);
 void kiln_adam_update(const kiln_opt_buf *bufs, int count, float lr, float b1, float b2, float eps,
                       uint64_t t);
 

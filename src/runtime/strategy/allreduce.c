@@ -10,8 +10,23 @@
  * parameters bucket by bucket with the summed gradients, identical on every
  * replica (the shm sum is bit-identical everywhere), so the replicas stay
  * identical without ever exchanging parameters. With one replica (and no
- * always_sync) there is no group: the fused single-replica step. */
+ * always_sync) there is no group: the fused single-replica step.
+ *
+ * shard_optimizer (ZeRO-1, shm only): no sum during the backward pass. The
+ * apply hook (kiln_grad_sync.apply) waits until every replica's gradient is
+ * final (kiln_comm_reduce_scatter_begin), then this replica updates only its
+ * slice of the flat layout (the slice the all-reduce would sum here),
+ * summing the replicas' gradients in rank order inside the optimizer's pass
+ * (optim.h: kiln_opt_shard) and storing the new parameters into a second
+ * shared buffer, which the all-gather completes on every replica; the other
+ * replicas' slices are then copied into the model. Same additions in the
+ * same order as the all-reduce: the same bits, and replicas stay identical.
+ * The stop flag is summed by the owner of the last slice and travels in the
+ * parameter buffer. */
 #include "strategy/strategy_int.h"
+
+#include "nn/nn.h"
+#include "optim/optim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +47,12 @@ struct kiln__allreduce {
     int profile, skip_comm; /* skip_comm: $KILN_DIST_PROFILE=nocomm, for measuring only */
     double t_ready, t_wait;
     uint64_t steps;
+    /* shard_optimizer */
+    int sharded;
+    float *pflat;                   /* ngrad + 1 floats, registered: the all-gather's buffer */
+    float *views[KILN_OPT_MAX_SRC]; /* every replica's pflat (kiln_comm_shared_views) */
+    size_t lo, hi;                  /* this replica's slice of ngrad + 1 */
+    double t_apply;
 };
 
 static double mono_s(void)
@@ -56,6 +77,69 @@ static int on_bucket_ready(void *ud, int b, float *data, size_t count)
                                 : kiln_comm_iallreduce_sum_f32(d->c, data, count, &d->tickets[b]);
     if (d->profile) d->t_ready += mono_s() - t0;
     return e != KILN_OK;
+}
+
+/* sharded: nothing to sum during the backward pass; the stop flag only */
+static int on_bucket_ready_sharded(void *ud, int b, float *data, size_t count)
+{
+    kiln__allreduce *d = ud;
+    (void)data;
+    (void)count;
+    if (b == 0) {
+        kiln_comm_set_step(d->c, (int64_t)kiln_model_step(d->m) + 1);
+        d->steps++;
+    }
+    if (b == d->nbuckets - 1)
+        d->sync.grads[d->ngrad] = d->s->cfg.stop && *d->s->cfg.stop ? 1.0f : 0.0f;
+    return 0;
+}
+
+/* Copies every other replica's slice of pflat into the model (which: the
+ * parameters or an optimizer slot). */
+static void take_peers(kiln__allreduce *d, int which)
+{
+    int w = kiln_comm_world_size(d->c), r = kiln_comm_rank(d->c);
+    for (int p = 0; p < w; p++) {
+        size_t lo, hi;
+        if (p == r) continue;
+        kiln_comm_slice(d->c, d->ngrad + 1, p, &lo, &hi);
+        kiln__model_flat_copy(d->m, which, d->pflat, lo, hi, 0);
+    }
+}
+
+/* kiln_model_apply_grads, sharded (see the top of the file). */
+static int apply_sharded(void *ud, kiln_model *m)
+{
+    kiln__allreduce *d = ud;
+    const float *srcs[KILN_OPT_MAX_SRC];
+    int w = kiln_comm_world_size(d->c);
+    double t0 = d->profile ? mono_s() : 0;
+    if (kiln_comm_reduce_scatter_begin(d->c, d->sync.grads, d->ngrad + 1, srcs) != KILN_OK)
+        return -1;
+    if (d->profile) d->t_wait += mono_s() - t0;
+    /* the new parameters go straight into the next replica's copy, and from
+     * there to the others' (one replica more: nothing to copy) */
+    int r = kiln_comm_rank(d->c), next = (r + 1) % w;
+    if (kiln__model_apply_shard(m, srcs, w, d->lo, d->hi, d->views[next], 0)) return -1;
+    size_t top = d->hi < d->ngrad ? d->hi : d->ngrad;
+    for (int p = 0; p < w; p++)
+        if (p != r && p != next && top > d->lo)
+            memcpy(d->views[p] + d->lo, d->views[next] + d->lo, (top - d->lo) * sizeof(float));
+    if (d->hi > d->ngrad) { /* the last slice: the stop flag, summed in rank order */
+        float acc = srcs[0][d->ngrad];
+        for (int p = 1; p < w; p++)
+            acc += srcs[p][d->ngrad];
+        for (int p = 0; p < w; p++)
+            d->views[p][d->ngrad] = acc;
+    }
+    double t1 = d->profile ? mono_s() : 0;
+    if (d->profile) d->t_apply += t1 - t0;
+    if (kiln_comm_allgather_written(d->c, d->pflat, d->ngrad + 1) != KILN_OK) return -1;
+    take_peers(d, 0);
+    /* every replica has left the reduce-scatter: our gradient buffer is ours */
+    d->sync.grads[d->ngrad] = d->pflat[d->ngrad];
+    if (d->profile) d->t_ready += mono_s() - t1;
+    return 0;
 }
 
 static int on_bucket_wait(void *ud, int b)
@@ -114,6 +198,25 @@ kiln_err kiln__ar_attach(kiln_strategy *s, kiln_model *m)
                                .ud = d,
                                .bucket_ready = on_bucket_ready,
                                .bucket_wait = on_bucket_wait};
+    if (s->cfg.shard_optimizer && kiln_comm_world_size(d->c) > 1 && kiln_comm_sharding(d->c) &&
+        kiln_comm_world_size(d->c) <= KILN_OPT_MAX_SRC) {
+        if (!(d->pflat = kiln_comm_alloc_f32(d->c, d->ngrad + 1))) {
+            e = kiln__strategy_fail(s, KILN_EIO, "parameter buffer: %s", kiln_comm_error(d->c));
+            kiln_comm_free(d->c, g);
+            goto out;
+        }
+        if (kiln_comm_shared_views(d->c, d->pflat, d->ngrad + 1, d->views) != KILN_OK) {
+            e = kiln__strategy_fail(s, KILN_EIO, "parameter buffer: %s", kiln_comm_error(d->c));
+            kiln_comm_free(d->c, d->pflat);
+            kiln_comm_free(d->c, g);
+            goto out;
+        }
+        d->sharded = 1;
+        kiln_comm_slice(d->c, d->ngrad + 1, kiln_comm_rank(d->c), &d->lo, &d->hi);
+        d->sync.bucket_ready = on_bucket_ready_sharded;
+        d->sync.bucket_wait = NULL;
+        d->sync.apply = apply_sharded;
+    }
     s->ar = d;
     d = NULL;
 out:
@@ -129,13 +232,22 @@ void kiln__ar_free(kiln_strategy *s)
     kiln__allreduce *d = s->ar;
     if (!d) return;
     if (d->c) kiln_comm_wait_all(d->c); /* nothing may still read the buffer */
-    if (d->profile && d->steps)
+    if (d->profile && d->steps && d->sharded)
+        fprintf(stderr,
+                "kiln: replica %d: %llu steps, sharded optimizer: %.3f ms/step waiting for "
+                "the replicas' gradients, %.3f ms/step in the update of this slice (sum "
+                "fused), %.3f ms/step in the all-gather and copies\n",
+                kiln_comm_rank(d->c), (unsigned long long)d->steps,
+                1e3 * d->t_wait / (double)d->steps, 1e3 * d->t_apply / (double)d->steps,
+                1e3 * d->t_ready / (double)d->steps);
+    else if (d->profile && d->steps)
         fprintf(stderr,
                 "kiln: replica %d: %llu steps, %d bucket(s): %.3f ms/step in all-reduce "
                 "calls (%s), %.3f ms/step waiting before the update\n",
                 kiln_comm_rank(d->c), (unsigned long long)d->steps, d->nbuckets,
                 1e3 * d->t_ready / (double)d->steps, d->inline_ar ? "inline" : "queued",
                 1e3 * d->t_wait / (double)d->steps);
+    kiln_comm_free(d->c, d->pflat);
     kiln_comm_free(d->c, d->sync.grads);
     kiln_comm_destroy(d->c);
     free(d);
@@ -243,6 +355,26 @@ kiln_err kiln_strategy_check_replicas(kiln_strategy *s, kiln_model *m, int *firs
             if (buffer) *buffer = b.name;
             break;
         }
+    }
+    return KILN_OK;
+}
+
+int kiln_strategy_sharded(const kiln_strategy *s)
+{
+    return s->ar && s->ar->sharded;
+}
+
+kiln_err kiln_strategy_gather_state(kiln_strategy *s, kiln_model *m)
+{
+    kiln__allreduce *d = s->ar;
+    if (!d || !d->sharded) return KILN_OK;
+    if (m != d->m)
+        return kiln__strategy_fail(s, KILN_EINVAL, "gather_state: not the attached model");
+    for (int which = 1; which <= kiln__model_slots(m); which++) {
+        kiln__model_flat_copy(m, which, d->pflat, d->lo, d->hi, 1);
+        if (kiln_comm_allgather_f32(d->c, d->pflat, d->ngrad + 1) != KILN_OK)
+            return comm_failed(s, "gathering the optimizer state");
+        take_peers(d, which);
     }
     return KILN_OK;
 }

@@ -233,6 +233,8 @@ kiln_err kiln_strategy_finish(kiln_strategy *s, kiln_model *m)
     if (!s->m || s->m != m)
         return kiln__strategy_fail(s, KILN_EINVAL, "finish: attach the model first");
     if (s->kind == KILN_STRATEGY_PARAMETER_SERVER) return kiln__ps_finish(s, m);
+    kiln_err e = kiln_strategy_gather_state(s, m); /* sharded: the state whole again */
+    if (e != KILN_OK) return e;
     double z = 0;
     return s->world > 1 ? kiln_strategy_sum(s, &z, 1) : KILN_OK; /* a barrier */
 }

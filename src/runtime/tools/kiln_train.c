@@ -106,6 +106,7 @@ static void usage(FILE *f)
         "                        [--world_size=N] [--check_replicas_identical[=STEPS]]\n"
         "                        [--bucket_bytes=N] [--allreduce=inline|thread]"
         " [--eval_timeout_s=S]\n"
+        "                        [--shard_optimizer[=0|1]]\n"
         "       kiln-train inspect FILE|DIR\n"
         "       kiln-train devices [--format=text|json] [--device=/gpu:N|/cpu:0]\n"
         "       kiln-train resnet50 --synthetic [--batch_size=N] [--image_size=N]"
@@ -170,6 +171,18 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
             if (kt_parse_int("bucket_bytes", v, 0, 1L << 34, &x)) return -1;
             o->bucket_bytes = x;
             o->non_ps_flag = a;
+        } else if (strcmp(a, "--shard_optimizer") == 0) {
+            o->shard_optimizer = 1;
+            o->non_ps_flag = a;
+            used = 1;
+        } else if (strncmp(a, "--shard_optimizer=", 18) == 0) {
+            if (strcmp(a + 18, "0") && strcmp(a + 18, "1")) {
+                fprintf(stderr, "kiln-train: %s: expected 0 or 1\n", a);
+                return -1;
+            }
+            o->shard_optimizer = a[18] == '1';
+            o->non_ps_flag = a;
+            used = 1;
         } else if (kt_flag(a, "allreduce", &v, &used, next)) {
             if (strcmp(v, "inline") && strcmp(v, "thread")) {
                 fprintf(stderr, "kiln-train: --allreduce=%s: expected inline or thread\n", v);
@@ -266,7 +279,14 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
 
 static int save_ckpt(run *r, uint64_t epoch, uint64_t step_in_epoch)
 {
-    if (!r->o.model_dir || r->rank != 0) return 0; /* the chief writes checkpoints */
+    if (!r->o.model_dir) return 0;
+    /* a sharded optimizer: every replica hands its slice of the state over
+     * first (collective: every replica saves at the same steps) */
+    if (r->d && kiln_strategy_gather_state(r->s, r->m) != KILN_OK) {
+        fprintf(stderr, "kiln-train: %s\n", kiln_strategy_error(r->s));
+        return -1;
+    }
+    if (r->rank != 0) return 0; /* the chief writes checkpoints */
     run_pos pos = {.epoch = epoch, .step_in_epoch = step_in_epoch, .shuffle_seed = r->shuffle_seed};
     return kt_save_checkpoint(r->o.model_dir, (unsigned)r->o.keep, r->m, &pos, &r->cfg, r->json,
                               NULL);
@@ -522,6 +542,7 @@ static int cmd_mnist(int argc, char **argv)
                                .job_key = key,
                                .bucket_bytes = (size_t)r.o.bucket_bytes,
                                .inline_allreduce = r.o.allreduce_inline,
+                               .shard_optimizer = r.o.shard_optimizer,
                                .stop = &g_term,
                                .always_sync = sp && *sp};
     if (kiln_strategy_new(&sc, &r.s, err, sizeof err) != KILN_OK) {
