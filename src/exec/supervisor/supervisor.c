@@ -582,6 +582,8 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
                    r->task, code, pol, r->lost ? ": " : "", r->lost ? r->why : "");
 }
 
+static void enter_running(sup *s, rjob *j);
+
 static void finish(sup *s, rjob *j, rjob **link)
 {
     kilnd *d = s->d;
@@ -627,6 +629,10 @@ static void finish(sup *s, rjob *j, rjob **link)
         break;
     }
     case AS_SUCCEED:
+        /* the chief succeeded before every replica had reported its start
+         * (a quick job, a busy machine): the job ran all the same, and its
+         * history and startTime say so */
+        if (!j->running) enter_running(s, j);
         kiln_store_job_transition(d->store, j->project, j->job_id,
                                   KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(PREPARING) |
                                       KILN_STATE_MASK(CANCELLING),
@@ -746,12 +752,9 @@ static void watch(sup *s)
     }
 }
 
-/* PREPARING -> RUNNING once every replica of the job runs its program. */
-static void mark_running(sup *s, rjob *j)
+/* PREPARING -> RUNNING: the transition, its startTime and its event. */
+static void enter_running(sup *s, rjob *j)
 {
-    if (j->running || j->after != AS_NONE) return;
-    for (size_t i = 0; i < j->n; i++)
-        if (!j->reps[i].dropped && !j->reps[i].started) return;
     j->running = true;
     if (kiln_store_job_transition(s->d->store, j->project, j->job_id, KILN_STATE_MASK(PREPARING),
                                   KILN_STATE_RUNNING, NULL, kiln_now_ns(), NULL) == KILN_OK) {
@@ -761,6 +764,15 @@ static void mark_running(sup *s, rjob *j)
         kiln_job_record_free(fresh);
         kiln_log_write(j->log_fd, "INFO", "service", "Job RUNNING", 11);
     }
+}
+
+/* PREPARING -> RUNNING once every replica of the job runs its program. */
+static void mark_running(sup *s, rjob *j)
+{
+    if (j->running || j->after != AS_NONE) return;
+    for (size_t i = 0; i < j->n; i++)
+        if (!j->reps[i].dropped && !j->reps[i].started) return;
+    enter_running(s, j);
     save_runtime(s, j);
 }
 
