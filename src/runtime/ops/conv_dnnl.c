@@ -56,8 +56,11 @@ struct kiln__conv_dnnl {
 };
 
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
-#define CACHE_MAX 64
-static struct kiln__conv_dnnl cache[CACHE_MAX];
+/* one entry per shape seen, kept for the process: a few dozen even for
+ * ResNet-50 (its shapes times the batch splits of full and last batches).
+ * Past CACHE_MAX, new shapes take the im2col path. */
+#define CACHE_MAX 1024
+static struct kiln__conv_dnnl *cache[CACHE_MAX];
 static int cache_n;
 static dnnl_engine_t engine;
 static int policy = -1; /* 0 im2col only, 1 oneDNN's own kernels, 2 any oneDNN */
@@ -198,7 +201,7 @@ void kiln__conv_dnnl_set_policy(int p)
     pthread_mutex_lock(&cache_mu);
     if (policy < 0) read_policy();
     if (p != policy) { /* entries were built under the old policy: forget them */
-        cache_n = 0;   /* (their primitives leak: tests and benchmarks only) */
+        cache_n = 0;   /* (they leak: tests and benchmarks only) */
         policy = p;
     }
     pthread_mutex_unlock(&cache_mu);
@@ -216,7 +219,7 @@ const kiln__conv_dnnl *kiln__conv_dnnl_get(const kiln_conv_shape *s, int has_bia
         goto out;
     }
     for (int i = 0; i < cache_n; i++) {
-        struct kiln__conv_dnnl *c = &cache[i];
+        struct kiln__conv_dnnl *c = cache[i];
         if (c->has_bias == has_bias && c->relu == relu && c->s.n == s->n && c->s.h == s->h &&
             c->s.w == s->w && c->s.c == s->c && c->s.oc == s->oc && c->s.kh == s->kh &&
             c->s.kw == s->kw && c->s.stride == s->stride && c->s.pad == s->pad) {
@@ -224,17 +227,17 @@ const kiln__conv_dnnl *kiln__conv_dnnl_get(const kiln_conv_shape *s, int has_bia
             break;
         }
     }
-    if (!e && cache_n < CACHE_MAX) {
-        e = &cache[cache_n];
-        memset(e, 0, sizeof(*e));
+    if (!e && cache_n < CACHE_MAX && (e = calloc(1, sizeof(*e)))) {
         e->s = *s;
         e->has_bias = has_bias;
         e->relu = relu;
         kiln__dnnl_one_thread();
-        if (build(e) == 0)
-            cache_n++;
-        else
+        if (build(e) == 0) {
+            cache[cache_n++] = e;
+        } else {
+            free(e);
             e = NULL;
+        }
     }
 out:
     pthread_mutex_unlock(&cache_mu);
