@@ -196,12 +196,22 @@ static void read_policy(void)
         policy = 1;
 }
 
+static void destroy(struct kiln__conv_dnnl *e)
+{
+    dnnl_primitive_t ps[] = {e->fwd, e->bwd_d, e->bwd_w, e->w_to_fwd, e->w_to_bwd_d, e->dw_to_user};
+    for (size_t i = 0; i < sizeof(ps) / sizeof(ps[0]); i++)
+        if (ps[i]) dnnl_primitive_destroy(ps[i]);
+    free(e);
+}
+
 void kiln__conv_dnnl_set_policy(int p)
 {
     pthread_mutex_lock(&cache_mu);
     if (policy < 0) read_policy();
-    if (p != policy) { /* entries were built under the old policy: forget them */
-        cache_n = 0;   /* (they leak: tests and benchmarks only) */
+    if (p != policy) { /* entries were built under the old policy: drop them */
+        for (int i = 0; i < cache_n; i++)
+            destroy(cache[i]);
+        cache_n = 0;
         policy = p;
     }
     pthread_mutex_unlock(&cache_mu);
@@ -235,7 +245,7 @@ const kiln__conv_dnnl *kiln__conv_dnnl_get(const kiln_conv_shape *s, int has_bia
         if (build(e) == 0) {
             cache[cache_n++] = e;
         } else {
-            free(e);
+            destroy(e);
             e = NULL;
         }
     }
@@ -246,12 +256,20 @@ out:
     return e->bwd_ok >= need ? e : NULL;
 }
 
+/* every thread's stream, also kept here so that they stay reachable (for
+ * leak checkers) after a pool thread ends; they live as long as the process */
+static dnnl_stream_t streams[KILN__MAX_THREADS + 8];
+static int streams_n;
+
 static dnnl_stream_t my_stream(void)
 {
     if (!stream) {
         kiln__dnnl_one_thread();
         if (dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) != dnnl_success)
-            stream = NULL;
+            return stream = NULL;
+        pthread_mutex_lock(&cache_mu);
+        if (streams_n < (int)(sizeof(streams) / sizeof(streams[0]))) streams[streams_n++] = stream;
+        pthread_mutex_unlock(&cache_mu);
     }
     return stream;
 }
