@@ -21,11 +21,14 @@
  * order, so results are the same bits run after run for a thread count.
  *
  * Which path runs: kiln__conv_dnnl_get() answers NULL (use im2col) unless
- * oneDNN chose an implementation of its own for every primitive the call
+ * oneDNN chose an implementation of its own for the primitive the call
  * needs: not a reference loop ("ref") and not its own im2col + GEMM ("gemm"),
- * which does what conv.c does. The choice depends on the shape and the CPU
- * only, never on timing, so a process and its resumed successor take the same
- * path. KILN_CONV=im2col forces the im2col path, KILN_CONV=onednn takes any
+ * which does what conv.c does. Also NULL for 1x1 stride-1 convolutions,
+ * which conv.c runs as one GEMM on the activations with nothing to save,
+ * and for calls of fewer than MIN_PIXELS output pixels, where the weight
+ * reorders outweigh the gain. The choice depends on the shape and the CPU
+ * only, never on timing, so a process and its resumed successor take the
+ * same path. KILN_CONV=im2col forces the im2col path, KILN_CONV=onednn takes any
  * implementation oneDNN offers (tests use it to reach the code everywhere). */
 #include "ops/conv_dnnl.h"
 
@@ -60,6 +63,15 @@ static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
  * ResNet-50 (its shapes times the batch splits of full and last batches).
  * Past CACHE_MAX, new shapes take the im2col path. */
 #define CACHE_MAX 1024
+
+/* Below this many output pixels per call, the weight reorders (in for the
+ * forward and backward-data kernels, out for the weight gradient: memory
+ * traffic proportional to the weights) cost more than a tenth of the
+ * convolution (proportional to pixels x weights): at ~10 GB/s and
+ * ~250 GFLOP/s per core, and scaling alike on other CPUs, equal near 100
+ * pixels. ResNet-50's last stages at small batches fall below it (measured:
+ * 5% slower end to end at batch 8, 128x128, without this rule). */
+#define MIN_PIXELS 1024
 static struct kiln__conv_dnnl *cache[CACHE_MAX];
 static int cache_n;
 static dnnl_engine_t engine;
@@ -224,6 +236,9 @@ const kiln__conv_dnnl *kiln__conv_dnnl_get(const kiln_conv_shape *s, int has_bia
     pthread_mutex_lock(&cache_mu);
     if (policy < 0) read_policy();
     if (policy == 0) goto out;
+    if (policy == 1 && ((size_t)s->n * s->oh * s->ow < MIN_PIXELS ||
+                        (s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0)))
+        goto out;
     if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
         engine = NULL;
         goto out;
