@@ -17,7 +17,9 @@
 # 0.05 with cosine decay. PyTorch gets OPENBLAS_CORETYPE=SkylakeX (Debian's
 # OpenBLAS otherwise uses generic kernels on this CPU); kiln gets nothing: it
 # fixes the core selection itself. Env: BUILD (default build-rt), ROUNDS (3),
-# STEPS (mlp 400, cnn 80), SEEDS ("0 1 2"), DATA_DIR.
+# STEPS (mlp 400, cnn 80), SEEDS ("0 1 2"), DATA_DIR; IM2COL=1 also runs kiln
+# with KILN_CONV=im2col (its convolutions on the im2col + GEMM path instead of
+# oneDNN's direct kernels) in every round and prints that ratio too.
 set -eu
 MODEL=${1:-mlp}
 EPOCHS=${2:-5}
@@ -35,7 +37,7 @@ best() { awk 'BEGIN{m=0} {if ($1+0 > m) m=$1+0} END{printf "%.1f", m}'; }
 
 echo "== machine: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 echo "== speed: $MODEL, batch 128, $STEPS steps, $ROUNDS rounds"
-: > /tmp/kbench.kiln.$$; : > /tmp/kbench.pt1.$$; : > /tmp/kbench.pt2.$$; : > /tmp/kbench.peak.$$
+: > /tmp/kbench.kiln.$$; : > /tmp/kbench.im2col.$$; : > /tmp/kbench.pt1.$$; : > /tmp/kbench.pt2.$$; : > /tmp/kbench.peak.$$
 FPS=0
 r=0
 while [ $r -lt "$ROUNDS" ]; do
@@ -50,6 +52,12 @@ while [ $r -lt "$ROUNDS" ]; do
     echo "$K" | num samples_per_sec >> /tmp/kbench.kiln.$$
     # training FLOPs per example (GEMM-shaped layers), from kiln's own count
     FPS=$(awk "BEGIN{print $(echo "$K" | num train_gflops) * 1e9 / $(echo "$K" | num samples_per_sec)}")
+    if [ "${IM2COL:-0}" = 1 ]; then
+        env -u OPENBLAS_CORETYPE KILN_CONV=im2col "$KT" mnist --model="$MODEL" \
+            --data_dir="$DATA_DIR" --max_steps="$STEPS" --log_format=json | tail -1 |
+            num samples_per_sec >> /tmp/kbench.im2col.$$
+        echo "   round $r: kiln with KILN_CONV=im2col $(tail -1 /tmp/kbench.im2col.$$) samples/s"
+    fi
     for t in 1 2; do
         P=$(OPENBLAS_CORETYPE=SkylakeX $PY "$HERE/pytorch_mnist.py" --model="$MODEL" \
             --data_dir="$DATA_DIR" --threads=$t --max_steps="$STEPS")
@@ -61,6 +69,7 @@ PEAK=$(best < /tmp/kbench.peak.$$)
 KS=$(best < /tmp/kbench.kiln.$$)
 P1=$(best < /tmp/kbench.pt1.$$)
 P2=$(best < /tmp/kbench.pt2.$$)
+KI=$(best < /tmp/kbench.im2col.$$)
 rm -f /tmp/kbench.*.$$
 PT=$P1; PTT=1
 if awk "BEGIN{exit !($P2 > $P1)}"; then PT=$P2; PTT=2; fi
@@ -68,6 +77,9 @@ RATIO=$(awk "BEGIN{printf \"%.2f\", $KS / $PT}")
 GFS=$(awk "BEGIN{printf \"%.0f\", $KS * $FPS / 1e9}")
 FRAC=$(awk "BEGIN{printf \"%.2f\", $GFS / $PEAK}")
 echo "RESULT speed $MODEL: kiln $KS samples/s, pytorch best $PT samples/s ($PTT thread(s)); ratio ${RATIO}x"
+if [ "${IM2COL:-0}" = 1 ]; then
+    echo "RESULT speed $MODEL, kiln KILN_CONV=im2col: $KI samples/s; ratio $(awk "BEGIN{printf \"%.2f\", $KI / $PT}")x"
+fi
 echo "RESULT kiln training at $KS samples/s = $GFS GFLOP/s = $FRAC of the measured all-core SGEMM peak ($PEAK GFLOP/s)"
 
 [ "$MODE" = full ] || exit 0

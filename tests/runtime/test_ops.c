@@ -7,12 +7,18 @@
  *  - GEMM-based ops (dense, conv): 2e-5. The reference sums in double, the
  *    fast path in float through SGEMM in a different order; for the K <= 800
  *    term sums here, float rounding stays around 1e-6..1e-5 of the scale.
+ *    oneDNN's direct convolutions (ops/conv_dnnl.c) also sum in float in an
+ *    order of their own: the same bound and reason. Every conv case runs
+ *    three times: im2col only, oneDNN where it has a kernel of its own (the
+ *    default), and oneDNN wherever it accepts the shape; each run must also
+ *    give the same bits twice.
  *  - batch norm 1e-4 (float sums of up to M*C terms, then a rsqrt);
  *    cross-entropy 1e-5 (expf/logf vs exp/log).
  *  - pooling, ReLU, add: bit-identical (same arithmetic, nothing to round
  *    differently). */
 #include "core/gemm.h"
 #include "core/pool.h"
+#include "ops/conv_dnnl.h"
 #include "ops/ops.h"
 #include "rt_test.h"
 #include "test.h"
@@ -160,6 +166,12 @@ static void check_conv(int n, int h, int w, int c, int oc, int k, int stride, in
     float *y1 = kiln_falloc(ny), *y2 = kiln_falloc(ny);
     kiln_conv2d_fwd_ref(&s, x, wt, b, y1, relu);
     kiln_conv2d_fwd(&s, x, wt, b, y2, relu);
+    {
+        float *y3 = kiln_falloc(ny);
+        kiln_conv2d_fwd(&s, x, wt, b, y3, relu);
+        CHECK(bits_equal(y3, y2, ny));
+        kiln_ffree(y3);
+    }
     double e = rel_err(y2, y1, ny);
     CHECK_MSG(e < 2e-5, "conv fwd n%d %dx%dx%d->%d k%d s%d p%d err %g", n, h, w, c, oc, k, stride,
               pad, e);
@@ -178,6 +190,15 @@ static void check_conv(int n, int h, int w, int c, int oc, int k, int stride, in
     float *dw3 = kiln_falloc(nw);
     kiln_conv2d_bwd(&s, x, wt, y1, dy2, NULL, dw3, db2, relu);
     CHECK(bits_equal(dw3, dw2, nw));
+    /* and twice with dx: the same bits */
+    {
+        float *dx3 = kiln_falloc(nx);
+        memcpy(dy2, dy1, ny * sizeof(float));
+        kiln_conv2d_bwd(&s, x, wt, y1, dy2, dx3, dw3, db2, relu);
+        CHECK(bits_equal(dw3, dw2, nw));
+        CHECK(bits_equal(dx3, dx2, nx));
+        kiln_ffree(dx3);
+    }
     /* accumulating form: dw = 0.9*dw_old + dW */
     {
         float *acc = rand_buf(&R, nw, -1, 1), *accb = rand_buf(&R, oc, -1, 1);
@@ -301,11 +322,19 @@ int main(void)
         check_dense(5, 130, 200, 1, 1);
         check_dense(3, 20, 10, 1, 0);
         check_dense(KILN_HEAVY ? 128 : 16, 784, KILN_HEAVY ? 512 : 96, 1, 1);
-        check_conv(3, 9, 8, 3, 5, 5, 1, 2, 0);
-        check_conv(2, 7, 7, 4, 6, 3, 2, 1, 1);
-        check_conv(3, 5, 5, 8, 4, 1, 1, 0, 1); /* 1x1: the no-im2col path */
-        check_conv(4, 28, 28, 1, 32, 5, 1, 2, 1);
-        if (KILN_HEAVY) check_conv(5, 14, 14, 32, 64, 5, 1, 2, 1);
+        for (int policy = 0; policy <= 2; policy++) {
+            kiln__conv_dnnl_set_policy(policy);
+            check_conv(3, 9, 8, 3, 5, 5, 1, 2, 0);
+            check_conv(2, 7, 7, 4, 6, 3, 2, 1, 1);
+            check_conv(3, 5, 5, 8, 4, 1, 1, 0, 1);    /* 1x1: the no-im2col path */
+            check_conv(3, 8, 8, 16, 24, 3, 2, 1, 1);  /* stride 2, floor leaves pad unused */
+            check_conv(2, 9, 9, 16, 32, 1, 2, 0, 0);  /* ResNet's 1x1 stride-2 shortcut */
+            check_conv(2, 16, 16, 3, 16, 7, 2, 3, 0); /* ResNet's stem shape, small */
+            check_conv(5, 6, 7, 17, 33, 3, 1, 1, 1);  /* odd channels, odd images */
+            check_conv(4, 28, 28, 1, 32, 5, 1, 2, 1); /* the CNN's conv1 */
+            check_conv(KILN_HEAVY ? 5 : 3, 14, 14, 32, 64, 5, 1, 2, 1); /* the CNN's conv2 */
+        }
+        kiln__conv_dnnl_set_policy(1);
         check_pool(3, 8, 8, 5, 2, 2);
         check_pool(2, 7, 9, 3, 3, 2);
         check_pool(9, 28, 28, 32, 2, 2);

@@ -6,7 +6,8 @@
 # also gets a SIGTERM (must exit 143 after writing a checkpoint) and once its
 # newest checkpoint is truncated (must fall back to the one before). The
 # final parameters' SHA-256 (kiln-train inspect) must equal the reference's.
-# Usage: test_train_resume.sh KILN_TRAIN  (env KILN_TEST_SANITIZED=1: smaller)
+# Usage: test_train_resume.sh KILN_TRAIN  (env KILN_TEST_SANITIZED=1: smaller;
+# RESUME_MODEL=cnn, RESUME_N, RESUME_EPOCHS, RESUME_KILLS: test_train_resume_cnn.sh)
 set -u
 KT=${1:?usage: test_train_resume.sh path/to/kiln-train}
 TMP=$(mktemp -d)
@@ -15,7 +16,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 N=8000; EPOCHS=3; KILLS=12
 if [ "${KILN_TEST_SANITIZED:-0}" = 1 ]; then N=1500; EPOCHS=2; KILLS=6; fi
-ARGS="--model=mlp --train_epochs=$EPOCHS --train_examples=$N --batch_size=64 \
+MODEL=${RESUME_MODEL:-mlp}; N=${RESUME_N:-$N}; EPOCHS=${RESUME_EPOCHS:-$EPOCHS}
+KILLS=${RESUME_KILLS:-$KILLS}
+ARGS="--model=$MODEL --train_epochs=$EPOCHS --train_examples=$N --batch_size=64 \
       --checkpoint_steps=5 --keep_checkpoints=3 --threads=2 --seed=11 --log_format=json"
 
 sha() { "$KT" inspect "$1" | sed -n 's/.*"sha256":"\([0-9a-f]*\)".*/\1/p'; }

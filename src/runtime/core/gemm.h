@@ -19,6 +19,11 @@ void kiln__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *
 void kiln__sgemm_ref(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc);
 
+/* Sets the calling thread's OpenMP thread count to 1 once (see gemm.c), so
+ * that a oneDNN call on it starts no OpenMP team; other oneDNN users (the
+ * convolution primitives, ops/conv_dnnl.c) call it too. Only with oneDNN. */
+void kiln__dnnl_one_thread(void);
+
 /* "onednn" or "openblas": which library serves the large shapes. */
 const char *kiln__gemm_backend(void);
 

@@ -9,10 +9,15 @@
  *
  * Threads split the batch by images. Weight and bias gradients are summed
  * per task into private buffers and added in task order at the end, so the
- * result is the same on every run with the same thread count. */
+ * result is the same on every run with the same thread count.
+ *
+ * Where oneDNN has a direct convolution kernel for the shape on this CPU,
+ * each task hands its images to that instead (ops/conv_dnnl.c); the split,
+ * the ReLU mask, the bias gradient and the task-ordered sums stay here. */
 #include "ops/ops.h"
 
 #include "core/gemm.h"
+#include "ops/conv_dnnl.h"
 #include "core/pool.h"
 #include "kiln/tensor.h"
 
@@ -199,17 +204,24 @@ KILN_HOT static void bias_act(float *y, int M, int OC, const float *b, int relu)
 }
 
 /* dy[i][o] = 0 where y <= 0 (ReLU), then db[o] += dy[i][o] in row order */
-KILN_HOT static void mask_sum(float *dy, const float *y, int M, int OC, int relu, float *db)
+KILN_HOT static void mask_sum(float *dy, const float *y, size_t M, int OC, int relu, float *db)
 {
-    for (int i = 0; i < M; i++) {
-        float *r = dy + (size_t)i * OC;
-        const float *ry = y + (size_t)i * OC;
+    for (size_t i = 0; i < M; i++) {
+        float *r = dy + i * OC;
+        const float *ry = y + i * OC;
         if (relu)
             for (int o = 0; o < OC; o++)
                 r[o] = ry[o] > 0.0f ? r[o] : 0.0f;
         for (int o = 0; o < OC; o++)
             db[o] += r[o];
     }
+}
+
+/* dw = beta*dw + g */
+KILN_HOT static void axpby(float *dw, const float *g, size_t n, float beta)
+{
+    for (size_t i = 0; i < n; i++)
+        dw[i] = beta * dw[i] + g[i];
 }
 
 typedef struct conv_ctx {
@@ -231,6 +243,14 @@ static void fwd_task(void *p, int task, int tid)
 
     int ch = chunk_images(s);
     size_t K = (size_t)s->kh * s->kw * s->c, P1 = (size_t)s->oh * s->ow;
+    if (n1 > n0) {
+        kiln_conv_shape ts = *s;
+        ts.n = (int)(n1 - n0);
+        const kiln__conv_dnnl *e = kiln__conv_dnnl_get(&ts, c->b != NULL, c->relu, KILN__CONV_FWD);
+        if (e && kiln__conv_dnnl_fwd(e, tid, &XAT(s, c->x, n0, 0, 0, 0), c->w, c->b,
+                                     c->yo + n0 * P1 * s->oc) == 0)
+            return;
+    }
     int direct = s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
     float *col = direct ? NULL : kiln__scratch(tid, 0, (size_t)ch * P1 * K);
     for (int n = (int)n0; n < (int)n1; n += ch) {
@@ -255,6 +275,63 @@ void kiln_conv2d_fwd(const kiln_conv_shape *s, const float *x, const float *w, c
     kiln__parallel_for(c.tasks, fwd_task, &c);
 }
 
+/* dx for images [n0, n1) on the im2col path: dcol = dy w^T, then col2im
+ * (dy already holds the pre-activation gradient) */
+static void im2col_dx(conv_ctx *c, int tid, size_t n0, size_t n1)
+{
+    const kiln_conv_shape *s = c->s;
+    int ch = chunk_images(s);
+    size_t K = (size_t)s->kh * s->kw * s->c, P1 = (size_t)s->oh * s->ow;
+    int direct = s->kh == 1 && s->kw == 1 && s->stride == 1 && s->pad == 0;
+    float *dcol = direct ? NULL : kiln__scratch(tid, 1, (size_t)ch * P1 * K);
+    for (int n = (int)n0; n < (int)n1; n += ch) {
+        int cnt = (int)n1 - n < ch ? (int)n1 - n : ch;
+        int M = cnt * (int)P1;
+        const float *d = c->dy + (size_t)n * P1 * s->oc;
+        float *dxn = &XAT(s, c->dx, n, 0, 0, 0);
+        if (direct) {
+            kiln__sgemm(0, 1, M, (int)K, s->oc, 1.0f, d, s->oc, c->w, s->oc, 0.0f, dxn, (int)K);
+        } else {
+            kiln__sgemm(0, 1, M, (int)K, s->oc, 1.0f, d, s->oc, c->w, s->oc, 0.0f, dcol, (int)K);
+            memset(dxn, 0, sizeof(float) * cnt * s->h * s->w * s->c);
+            col2im_add(s, dcol, n, cnt, c->dx);
+        }
+    }
+}
+
+/* bwd_task's images [n0, n1) through oneDNN: 0, or -1 with dw and db as
+ * they were (the caller then takes the im2col path; dy may already be
+ * masked, which the im2col path repeats harmlessly). The weight gradient
+ * takes oneDNN's path whenever it has a kernel for it, with or without dx,
+ * so dw has the same bits either way; dx takes oneDNN's backward-data kernel
+ * where it has one and the im2col path otherwise. */
+static int dnnl_task(conv_ctx *c, int tid, size_t n0, size_t n1, float *dw, float *db, float beta)
+{
+    const kiln_conv_shape *s = c->s;
+    kiln_conv_shape ts = *s;
+    ts.n = (int)(n1 - n0);
+    const kiln__conv_dnnl *e = kiln__conv_dnnl_get(&ts, c->b != NULL, c->relu, KILN__CONV_BWD_W);
+    if (!e) return -1;
+    int dx_dnnl = c->dx && kiln__conv_dnnl_get(&ts, c->b != NULL, c->relu, KILN__CONV_BWD);
+    size_t P1 = (size_t)s->oh * s->ow, nw = (size_t)s->kh * s->kw * s->c * s->oc;
+    /* slot 3: the new gradient when it must be added to dw, then db's old value */
+    float *g = kiln__scratch(tid, 3, nw + (size_t)s->oc);
+    if (!g) return -1;
+    float *db_old = g + nw;
+    memcpy(db_old, db, sizeof(float) * s->oc);
+    float *d = c->dy + n0 * P1 * s->oc;
+    mask_sum(d, c->y + n0 * P1 * s->oc, (n1 - n0) * P1, s->oc, c->relu, db);
+    const float *x = &XAT(s, c->x, n0, 0, 0, 0);
+    if (kiln__conv_dnnl_bwd_weights(e, tid, x, d, beta == 0.0f ? dw : g) ||
+        (dx_dnnl && kiln__conv_dnnl_bwd_data(e, tid, c->w, d, &XAT(s, c->dx, n0, 0, 0, 0)))) {
+        memcpy(db, db_old, sizeof(float) * s->oc);
+        return -1;
+    }
+    if (c->dx && !dx_dnnl) im2col_dx(c, tid, n0, n1);
+    if (beta != 0.0f) axpby(dw, g, nw, beta);
+    return 0;
+}
+
 static void bwd_task(void *p, int task, int tid)
 {
     conv_ctx *c = p;
@@ -274,6 +351,7 @@ static void bwd_task(void *p, int task, int tid)
         for (size_t i = 0; i < K * s->oc; i++)
             dw[i] = beta == 0.0f ? 0.0f : dw[i] * beta;
     }
+    if (n1 > n0 && dnnl_task(c, tid, n0, n1, dw, db, beta) == 0) return;
     for (int n = (int)n0; n < (int)n1; n += ch) {
         int cnt = (int)n1 - n < ch ? (int)n1 - n : ch;
         int M = cnt * (int)P1;
