@@ -951,6 +951,7 @@ void *kilnd_supervisor(void *arg)
         s.jobs = j->next;
         rjob_free(&s, j);
     }
+    studies_free(&s);
     squeue_close(&s);
     free(s.port_used);
     return NULL;

@@ -195,6 +195,8 @@ void squeue_gone(sup *s, qent *e);
 
 /* trials.c */
 void study_begin(sup *s, kiln_job_record *rec);
+/* Frees every study in memory (kilnd stopping; their records stay). */
+void studies_free(sup *s);
 tstudy *study_adopt(sup *s, kiln_job_record *rec);
 kiln_job *trial_job(tstudy *st, int trial, const char *job_dir);
 kiln_err trial_args(rjob *j, kiln_strv *argv);

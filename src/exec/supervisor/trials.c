@@ -51,6 +51,14 @@ static void study_free(sup *s, tstudy *t)
     free(t);
 }
 
+/* Shutdown: the studies still running are kept in their runtime records
+ * (the next kilnd goes on with them); only the memory goes. */
+void studies_free(sup *s)
+{
+    while (s->studies)
+        study_free(s, s->studies);
+}
+
 /* FNV-1a of the job's name: a study's seed, so that the same job id draws
  * the same trials (and a resumed study carries its own seed). */
 static uint64_t study_seed(const char *project, const char *id)

@@ -186,9 +186,11 @@ int main(int argc, char **argv)
         no++;
     json_t *env = json_object_get(me, "env"), *e;
     char **nenv = calloc(no + json_array_size(env) + 2, sizeof *nenv);
+    if (!nenv) die(task, "%s", "out of memory");
     size_t k = 0;
     for (size_t q = 0; q < no; q++)
         if (kept(old[q])) nenv[k++] = old[q];
+    size_t own = k; /* nenv[own, k) are ours (subst), freed at the end */
     bool has_cvd = getenv("CUDA_VISIBLE_DEVICES") != NULL;
     json_array_foreach(env, i, e)
     {
@@ -199,6 +201,7 @@ int main(int argc, char **argv)
         char *s = subst(kv, hosts, n);
         if (s) nenv[k++] = s;
     }
+    size_t own_end = k;
     nenv[k++] = "KILN_MONITOR_HOLD_TERM=1"; /* the monitor outlives the step's SIGTERM */
     nenv[k] = NULL;
 
@@ -255,5 +258,17 @@ int main(int argc, char **argv)
     } else if (WIFSIGNALED(status)) {
         code = 128 + WTERMSIG(status);
     }
+    /* everything freed: a sanitized build's leak report would otherwise
+     * turn the replica's status into LeakSanitizer's exit 1 */
+    free(margv);
+    kiln_strv_clear(&mav);
+    free(prog);
+    for (size_t q = own; q < own_end; q++)
+        free(nenv[q]);
+    free(nenv);
+    for (size_t q = 0; q < n; q++)
+        free(hosts[q]);
+    free(hosts);
+    json_decref(spec);
     return code < 0 ? 255 : code > 255 ? 255 : code;
 }
