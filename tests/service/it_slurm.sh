@@ -86,6 +86,7 @@ if probe_torch >/dev/null 2>&1; then
     check_eq "ddp created" "$STATUS" 200
     check "ddp SUCCEEDED" wait_state ddp_1 SUCCEEDED 180
     "$KILN" jobs stream-logs ddp_1 >"$T/ddp.logs" 2>&1
+    [ "$(job_state ddp_1)" = SUCCEEDED ] || tail -n 40 "$T/ddp.logs" >&2
     for r in 0 1 2; do
         check "ddp rank $r in sync" grep -q "rank $r of 3 in sync: True" "$T/ddp.logs"
     done
