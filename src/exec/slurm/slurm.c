@@ -404,6 +404,7 @@ typedef struct ssup {
     sjob *jobs;
     sjob *fresh; /* submitted during this tick: joins `jobs` after the follow loop */
     bool *port_used;
+    int port_next; /* where port_take looks first */
 } ssup;
 
 static void sjob_free(ssup *s, sjob *j)
@@ -421,13 +422,21 @@ static void sjob_free(ssup *s, sjob *j)
     }
 }
 
+/* A port of --port-range no running kiln job holds. The search goes on
+ * from the last port handed out rather than from the lowest, as the local
+ * executor's does: a port given back a moment ago may still be held on its
+ * node (a listener's TIME_WAIT connections), and a PyTorch master's
+ * TCPStore bind on it then fails. */
 static int port_take(ssup *s)
 {
-    for (int i = 0; i < s->d->port_count; i++)
-        if (!s->port_used[i]) {
-            s->port_used[i] = true;
-            return s->d->port_base + i;
-        }
+    int n = s->d->port_count;
+    for (int k = 0; k < n; k++) {
+        int i = (s->port_next + k) % n;
+        if (s->port_used[i]) continue;
+        s->port_used[i] = true;
+        s->port_next = (i + 1) % n;
+        return s->d->port_base + i;
+    }
     return -1;
 }
 
