@@ -8,7 +8,9 @@
  *                       flat gradient buffer (what parameter servers shard)
  *   parameter_server.c  parameter_server over kiln/ps.h: replica step, pull,
  *                       finish, and the ps task's serve loop (ZeroMQ builds
- *                       only; without it the calls say it is not built in) */
+ *                       only; without it the calls say it is not built in),
+ *                       over the mechanics in ps_core.h that kiln-train's
+ *                       ps glue (tools/ps_*.c) calls too */
 #ifndef KILN_STRATEGY_INT_H
 #define KILN_STRATEGY_INT_H
 

@@ -39,12 +39,13 @@ static int restore_dedup(const kiln_ckpt *ck, int shard, const char *path, kiln_
     return 0;
 }
 
-/* Fills params (and slots) of this shard, and its dedup table, from the
- * newest checkpoint. 1 restored, 0 none, -1 error (a checkpoint of another
- * model, or an unreadable dedup table). */
-static int restore(ps_job *j, int shard, float *p, float *s1, float *s2, uint64_t *version,
-                   kiln_ps_dedup_entry *dd, size_t *ndd, char **path)
+/* Fills this shard's variables (and slots) in the model, and its dedup
+ * table, from the newest checkpoint. 1 restored, 0 none, -1 error (a
+ * checkpoint of another model, or an unreadable dedup table). */
+static int restore(ps_job *j, int shard, uint64_t *version, kiln_ps_dedup_entry *dd, size_t *ndd,
+                   char **path)
 {
+    const kiln__ps *ps = j->ps;
     kiln_ckpt ck = KILN_CKPT_INIT;
     kiln_errmsg em = {{0}};
     int rc = -1;
@@ -55,27 +56,28 @@ static int restore(ps_job *j, int shard, float *p, float *s1, float *s2, uint64_
                 em.msg);
         return -1;
     }
-    const char *slot1 = j->opt.adam ? "adam_m" : "momentum";
-    for (int v = 0; v < j->nvars; v++) {
-        if (j->layout.var_shard[v] != shard) continue;
-        size_t off = j->layout.var_offset[v], n = j->var_sizes[v];
+    int adam = ps->opt.adam;
+    for (int v = 0; v < ps->v.n; v++) {
+        if (ps->layout.var_shard[v] != shard) continue;
+        const char *var = ps->v.names[v];
+        size_t n = ps->v.sizes[v];
         char name[300];
-        const kiln_ckpt_tensor *t = kiln_ckpt_find_tensor(&ck, j->var_names[v]);
-        snprintf(name, sizeof(name), "%s/%s", j->var_names[v], slot1);
+        const kiln_ckpt_tensor *t = kiln_ckpt_find_tensor(&ck, var);
+        snprintf(name, sizeof(name), "%s/%s", var, adam ? "adam_m" : "momentum");
         const kiln_ckpt_tensor *t1 = kiln_ckpt_find_tensor(&ck, name);
-        snprintf(name, sizeof(name), "%s/adam_v", j->var_names[v]);
-        const kiln_ckpt_tensor *t2 = j->opt.adam ? kiln_ckpt_find_tensor(&ck, name) : NULL;
-        if (!t || t->numel != n || !t1 || t1->numel != n ||
-            (j->opt.adam && (!t2 || t2->numel != n))) {
+        snprintf(name, sizeof(name), "%s/adam_v", var);
+        const kiln_ckpt_tensor *t2 = adam ? kiln_ckpt_find_tensor(&ck, name) : NULL;
+        if (!t || t->numel != n || !t1 || t1->numel != n || (adam && (!t2 || t2->numel != n))) {
             fprintf(stderr,
                     "kiln-train: ps %d: checkpoint %s has no %s (with its %s state) of %zu "
                     "values: written for another model or optimizer\n",
-                    shard, *path, j->var_names[v], j->o.optimizer, n);
+                    shard, *path, var, j->o.optimizer, n);
             goto out;
         }
-        memcpy(p + off, t->data, n * sizeof(float));
-        memcpy(s1 + off, t1->data, n * sizeof(float));
-        if (t2) memcpy(s2 + off, t2->data, n * sizeof(float));
+        /* into the model, which kiln__ps_serve_shard serves from */
+        memcpy(ps->v.data[v], t->data, n * sizeof(float));
+        if (ps->slot1[v]) memcpy(ps->slot1[v], t1->data, n * sizeof(float));
+        if (t2 && ps->slot2[v]) memcpy(ps->slot2[v], t2->data, n * sizeof(float));
     }
     if (restore_dedup(&ck, shard, *path, dd, ndd) != 0) goto out;
     *version = ck.step;
@@ -85,113 +87,89 @@ out:
     return rc;
 }
 
-/* KILN_PS_FAULT (tests only, docs/parameter-server.md): "" or unset: none;
- * "drop_reply_after_apply:N": the reply to the Nth applied push is lost.
- * Anything else is refused, so a misspelt fault never passes silently. */
-static int parse_fault(int shard, uint64_t *drop_after)
+typedef struct serving {
+    ps_job *j;
+    int shard, got, started;
+    uint64_t version;
+    size_t ndd;
+    const char *path;
+} serving;
+
+/* The ps_start line, once the endpoint is bound (tests wait for it). */
+static void announce(void *ud)
 {
-    const char *f = getenv("KILN_PS_FAULT");
-    const char *key = "drop_reply_after_apply:";
-    char *end = NULL;
-    *drop_after = 0;
-    if (!f || !*f) return 0;
-    if (strncmp(f, key, strlen(key)) == 0) {
-        unsigned long long n = strtoull(f + strlen(key), &end, 10);
-        if (end != f + strlen(key) && *end == '\0' && n > 0) {
-            *drop_after = n;
-            fprintf(stderr,
-                    "kiln-train: ps %d: KILN_PS_FAULT: the reply to applied push %llu "
-                    "will be dropped (a test fault)\n",
-                    shard, n);
-            return 0;
+    serving *sv = ud;
+    ps_job *j = sv->j;
+    int shard = sv->shard, vars = 0;
+    const char *addr = j->tf->ps_hosts[shard];
+    size_t n = j->ps->layout.shard_size[shard];
+    sv->started = 1;
+    for (int v = 0; v < j->ps->v.n; v++)
+        vars += j->ps->layout.var_shard[v] == shard;
+    if (j->json) {
+        printf("{\"event\":\"ps_start\",\"shard\":%d,\"address\":\"%s\",\"variables\":%d,"
+               "\"floats\":%zu,\"version\":%llu,\"restored\":%s",
+               shard, addr, vars, n, (unsigned long long)sv->version,
+               sv->got > 0 ? "true" : "false");
+        if (sv->got > 0) {
+            printf(",\"path\":");
+            kt_json_str(stdout, sv->path);
         }
+        printf(",\"dedup_workers\":%zu,\"total_updates\":%llu}\n", sv->ndd,
+               (unsigned long long)j->ps->opt.total_updates);
+    } else {
+        printf("ps %d serving %d variables (%zu floats) on %s from version %llu%s%s\n", shard, vars,
+               n, addr, (unsigned long long)sv->version, sv->got > 0 ? ", restored from " : "",
+               sv->got > 0 ? sv->path : "");
     }
-    fprintf(stderr,
-            "kiln-train: ps %d: KILN_PS_FAULT=%s is not a fault this build knows "
-            "(drop_reply_after_apply:N, N >= 1)\n",
-            shard, f);
-    return -1;
+    fflush(stdout);
 }
 
 int ps_serve(ps_job *j)
 {
     int shard = j->task_index, rc = 1;
-    size_t n = j->layout.shard_size[shard];
-    float *p = calloc(n + 1, sizeof(float)), *s1 = calloc(n + 1, sizeof(float));
-    float *s2 = calloc(n + 1, sizeof(float));
-    char *path = NULL, ep[300], err[512];
-    kiln_ps_server *s = NULL;
+    char *path = NULL, err[512];
     uint64_t version = 0, drop_after = 0;
     kiln_ps_dedup_entry *dd = calloc(KILN_PS_MAX_WORKERS, sizeof(*dd));
     size_t ndd = 0;
-    if (!p || !s1 || !s2 || !dd) {
+    if (!dd) {
         fprintf(stderr, "kiln-train: ps %d: out of memory\n", shard);
         goto out;
     }
-    /* the model's initial values for this shard (same seed: a single run's init) */
-    for (int v = 0; v < j->nvars; v++)
-        if (j->layout.var_shard[v] == shard)
-            memcpy(p + j->layout.var_offset[v], j->var_data[v], j->var_sizes[v] * sizeof(float));
-    int got = j->o.model_dir ? restore(j, shard, p, s1, s2, &version, dd, &ndd, &path) : 0;
-    if (got < 0 || parse_fault(shard, &drop_after) != 0) goto out;
-    long ntrain = ps_train_count(j);
-    if (ntrain < 0) goto out;
-    j->opt.total_updates =
-        ps_steps_per_epoch(j, (size_t)ntrain) * (uint64_t)j->o.epochs * (uint64_t)j->world;
-    /* every interface, on the port the cluster gives this task */
-    snprintf(ep, sizeof(ep), "tcp://*:%s", strrchr(j->ps_addrs[shard], ':') + 1);
-    kiln_ps_server_config sc = {
-        .endpoint = ep,
-        .shard = (uint32_t)shard,
-        .model_sig = j->layout.sig,
-        .n = n,
-        .params = p,
-        .slot1 = s1,
-        .slot2 = s2,
-        .version = version,
-        .opt = j->opt,
-        .max_staleness = j->o.max_staleness < 0 ? KILN_PS_UNBOUNDED : (uint32_t)j->o.max_staleness,
-        .dedup = dd,
-        .n_dedup = ndd,
-        .fault_drop_reply_after_apply = drop_after};
-    /* kilnd's keys for this attempt: CURVE, and only the job's workers */
-    kiln_ps_keys keys;
-    const char *kp = getenv("KILN_PS_KEYS");
-    if (kp && *kp) {
-        if (kiln_ps_keys_load(kp, &keys, err, sizeof(err)) != 0) {
-            fprintf(stderr, "kiln-train: ps %d: %s\n", shard, err);
-            goto out;
-        }
-        sc.curve_secret = keys.server_secret;
-        sc.curve_client = keys.client_public;
-    }
-    if (!(s = kiln_ps_server_new(&sc, err, sizeof(err)))) {
-        fprintf(stderr, "kiln-train: ps %d (%s): %s\n", shard, j->ps_addrs[shard], err);
+    /* the model holds its initial values (same seed: a single run's init),
+     * or, restored, the chief's last checkpoint */
+    int got = j->o.model_dir ? restore(j, shard, &version, dd, &ndd, &path) : 0;
+    if (got < 0) goto out;
+    if (kiln__ps_fault_from_env(&drop_after, err, sizeof(err)) != KILN_OK) {
+        fprintf(stderr, "kiln-train: ps %d: %s\n", shard, err);
         goto out;
     }
-    int vars = 0;
-    for (int v = 0; v < j->nvars; v++)
-        vars += j->layout.var_shard[v] == shard;
-    if (j->json) {
-        printf("{\"event\":\"ps_start\",\"shard\":%d,\"address\":\"%s\",\"variables\":%d,"
-               "\"floats\":%zu,\"version\":%llu,\"restored\":%s",
-               shard, j->ps_addrs[shard], vars, n, (unsigned long long)version,
-               got > 0 ? "true" : "false");
-        if (got > 0) {
-            printf(",\"path\":");
-            kt_json_str(stdout, path);
-        }
-        printf(",\"dedup_workers\":%zu,\"total_updates\":%llu}\n", ndd,
-               (unsigned long long)j->opt.total_updates);
-    } else {
-        printf("ps %d serving %d variables (%zu floats) on %s from version %llu%s%s\n", shard, vars,
-               n, j->ps_addrs[shard], (unsigned long long)version,
-               got > 0 ? ", restored from " : "", got > 0 ? path : "");
+    if (drop_after)
+        fprintf(stderr,
+                "kiln-train: ps %d: KILN_PS_FAULT: the reply to applied push %llu "
+                "will be dropped (a test fault)\n",
+                shard, (unsigned long long)drop_after);
+    long ntrain = ps_train_count(j);
+    if (ntrain < 0) goto out;
+    j->ps->opt.total_updates =
+        ps_steps_per_epoch(j, (size_t)ntrain) * (uint64_t)j->o.epochs * (uint64_t)j->world;
+    serving sv = {.j = j, .shard = shard, .got = got, .version = version, .ndd = ndd, .path = path};
+    kiln__ps_serve_cfg sc = {.shard = shard,
+                             .version = version,
+                             .max_staleness = j->o.max_staleness < 0 ? KILN_PS_UNBOUNDED
+                                                                     : (uint32_t)j->o.max_staleness,
+                             .dedup = dd,
+                             .n_dedup = ndd,
+                             .fault_drop_reply_after_apply = drop_after,
+                             .stop = &ps_g_term,
+                             .ready = announce,
+                             .ud = &sv};
+    kiln_ps_stats st = {0};
+    int r = kiln__ps_serve_shard(j->ps, j->tf, &sc, &st, err, sizeof(err));
+    if (!sv.started) { /* not bound: no ps_done line */
+        fprintf(stderr, "kiln-train: %s\n", err);
+        goto out;
     }
-    fflush(stdout);
-    int r = kiln_ps_server_run(s, &ps_g_term);
-    kiln_ps_stats st;
-    kiln_ps_server_stats(s, &st);
     double mean = st.pushes ? (double)st.staleness_sum / (double)st.pushes : 0.0;
     if (j->json)
         printf("{\"event\":\"ps_done\",\"shard\":%d,\"version\":%llu,\"pushes\":%llu,"
@@ -212,11 +190,7 @@ int ps_serve(ps_job *j)
     rc = r == 0 ? 0 : r == 1 ? 143 : 1;
 out:
     fflush(stdout);
-    kiln_ps_server_free(s);
     free(path);
-    free(p);
-    free(s1);
-    free(s2);
     free(dd);
     return rc;
 }

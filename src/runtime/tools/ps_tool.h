@@ -1,14 +1,18 @@
 /* tools/ps_tool.h - kiln-train's parameter_server strategy (internal).
  *
- *   ps_main.c    the flags it takes, TF_CONFIG, the model and its sharding; picks the role
+ *   ps_main.c    the flags it takes, the model and its sharding; picks the role
  *   ps_serve.c   a ps task: restore its shard from the newest checkpoint, serve
- *   ps_worker.c  chief/master/worker: compute gradients, push, pull; the chief
- *                also checkpoints and ends the job */
+ *   ps_worker.c  chief/master/worker: the data, the loop, the logs; the chief
+ *                also checkpoints and ends the job
+ *
+ * The mechanics (sharding, push, pull, state, serving) are the library's
+ * parameter_server strategy's (strategy/ps_core.h): one path for both. */
 #ifndef KILN_PS_TOOL_H
 #define KILN_PS_TOOL_H
 
 #include "kiln/ps.h"
 #include "kiln/train.h"
+#include "strategy/ps_core.h"
 #include "tools/tool.h"
 
 #include <signal.h>
@@ -21,15 +25,9 @@ typedef struct ps_job {
     int task_index;  /* TF_CONFIG task.index */
     int rank, world; /* training replicas: chief/master = 0 (TF1 between-graph) */
     int num_ps;
-    char **ps_addrs; /* cluster.ps, "host:port" */
+    const kiln_tf_group *tf; /* cluster.ps: "host:port" each (checked by kiln_strategy_new) */
     kiln_model *m;
-    int nvars;
-    const char **var_names; /* the model's trainable parameters, model order */
-    size_t *var_sizes;
-    float **var_data;     /* the model's own buffers */
-    size_t *var_grad_off; /* offset in kiln_model_compute_grads' flat buffer */
-    kiln_ps_layout layout;
-    kiln_ps_opt opt;
+    kiln__ps *ps; /* m's variables, their shards; a replica's client */
 } ps_job;
 
 extern volatile sig_atomic_t ps_g_term;

@@ -34,11 +34,7 @@ typedef struct wk {
     ps_job *j;
     int chief, threads;
     kiln_data train, test;
-    kiln_ps_client *c;
-    float *grads;                  /* kiln_model_compute_grads' flat buffer */
-    float **sh_params, **sh_grads; /* per shard */
-    const float **gvars;           /* per variable: its gradient in grads */
-    float **slot1, **slot2;        /* per variable: the model's optimizer slots */
+    kiln_ps_client *c; /* j->ps's, once connected */
     float *x;
     uint8_t *y;
     uint32_t *order;
@@ -59,28 +55,6 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static int no_wait(void *ud, int b, float *data, size_t count)
-{
-    (void)ud, (void)b, (void)data, (void)count;
-    return 0; /* the sum "across replicas" is the ps's business, after the step */
-}
-
-static float *find_buf(kiln_model *m, const char *var, const char *slot)
-{
-    char name[300];
-    snprintf(name, sizeof(name), "%s/%s", var, slot);
-    for (size_t i = 0; i < kiln_model_num_buffers(m); i++) {
-        kiln_buffer b = kiln_model_buffer(m, i);
-        if (strcmp(b.name, name) == 0) return b.data;
-    }
-    return NULL;
-}
-
-static void scatter_params(wk *w)
-{
-    kiln_ps_layout_scatter(&w->j->layout, (const float *const *)w->sh_params, w->j->var_data);
-}
-
 /* The chief's checkpoint: every shard's parameters and slots into the model,
  * then the ordinary format (tools/ckpt_glue.c), step = shard 0's version,
  * with each shard's dedup table as the blob "ps_dedup/<shard>" (taken in the
@@ -94,35 +68,22 @@ static int checkpoint(wk *w, uint64_t epoch, uint64_t step_in_epoch)
     int rc = -1, np = j->num_ps;
     kt_blob *tables = calloc((size_t)np, sizeof(*tables));
     char(*names)[32] = calloc((size_t)np, sizeof(*names));
-    char *path = NULL;
-    if (!tables || !names) {
+    uint8_t **dedup = calloc((size_t)np, sizeof(*dedup));
+    size_t *lens = calloc((size_t)np, sizeof(*lens));
+    char *path = NULL, err[512];
+    if (!tables || !names || !dedup || !lens) {
         fprintf(stderr, "kiln-train: checkpoint: out of memory\n");
         goto out;
     }
-    for (int s = 0; s < np; s++) {
-        float *st = NULL;
-        int nslots = 0;
-        uint64_t ver = 0;
-        uint8_t *dedup = NULL;
-        size_t dlen = 0;
-        if (kiln_ps_pull_state(w->c, s, &st, &nslots, &ver, &dedup, &dlen) != 0) {
-            fprintf(stderr, "kiln-train: checkpoint: %s\n", kiln_ps_client_error(w->c));
-            goto out;
-        }
-        snprintf(names[s], sizeof(names[s]), "ps_dedup/%d", s);
-        tables[s] = (kt_blob){.name = names[s], .data = dedup, .size = dlen};
-        size_t n = j->layout.shard_size[s];
-        for (int v = 0; v < j->nvars; v++) {
-            if (j->layout.var_shard[v] != s) continue;
-            size_t off = j->layout.var_offset[v], sz = j->var_sizes[v] * sizeof(float);
-            memcpy(j->var_data[v], st + off, sz);
-            if (w->slot1[v]) memcpy(w->slot1[v], st + n + off, sz);
-            if (nslots > 1 && w->slot2[v]) memcpy(w->slot2[v], st + 2 * n + off, sz);
-        }
-        if (s == 0) v0 = ver;
-        free(st);
+    if (kiln__ps_pull_state(j->ps, j->m, dedup, lens, err, sizeof(err)) != KILN_OK) {
+        fprintf(stderr, "kiln-train: checkpoint: %s\n", err);
+        goto out;
     }
-    kiln_model_set_step(j->m, v0);
+    for (int s = 0; s < np; s++) {
+        snprintf(names[s], sizeof(names[s]), "ps_dedup/%d", s);
+        tables[s] = (kt_blob){.name = names[s], .data = dedup[s], .size = lens[s]};
+    }
+    v0 = kiln_model_step(j->m);
     w->ckpt_version = v0;
     run_cfg cfg = {.model = j->o.model,
                    .optimizer = j->o.optimizer,
@@ -140,8 +101,10 @@ static int checkpoint(wk *w, uint64_t epoch, uint64_t step_in_epoch)
     fflush(stdout);
     rc = 0;
 out:
-    for (int s = 0; tables && s < np; s++)
-        free((void *)tables[s].data);
+    for (int s = 0; dedup && s < np; s++)
+        free(dedup[s]);
+    free(dedup);
+    free(lens);
     free(tables);
     free(names);
     free(path);
@@ -218,7 +181,6 @@ static int setup(wk *w)
 {
     ps_job *j = w->j;
     char err[512];
-    int np = j->num_ps;
     if (kiln_load_fashion_mnist(j->o.data_dir, 1, &w->train, err, sizeof(err)) ||
         (w->chief && kiln_load_fashion_mnist(j->o.data_dir, 0, &w->test, err, sizeof(err)))) {
         fprintf(stderr, "kiln-train: loading data: %s\n", err);
@@ -229,74 +191,27 @@ static int setup(wk *w)
     kt_fmnist_standardise(&w->train);
     if (w->chief) kt_fmnist_standardise(&w->test);
     size_t dim = kiln_model_input_dim(j->m), B = (size_t)j->o.batch;
-    w->grads = calloc(kiln_model_grad_count(j->m) + 1, sizeof(float));
-    w->sh_params = calloc((size_t)np, sizeof(float *));
-    w->sh_grads = calloc((size_t)np, sizeof(float *));
-    w->gvars = calloc((size_t)j->nvars, sizeof(float *));
-    w->slot1 = calloc((size_t)j->nvars, sizeof(float *));
-    w->slot2 = calloc((size_t)j->nvars, sizeof(float *));
     w->x = malloc(B * dim * sizeof(float));
     w->y = malloc(B);
     w->order = malloc((w->train.n + 1) * sizeof(uint32_t));
-    if (!w->grads || !w->sh_params || !w->sh_grads || !w->gvars || !w->slot1 || !w->slot2 ||
-        !w->x || !w->y || !w->order)
-        goto oom;
-    for (int s = 0; s < np; s++) {
-        w->sh_params[s] = malloc((j->layout.shard_size[s] + 1) * sizeof(float));
-        w->sh_grads[s] = malloc((j->layout.shard_size[s] + 1) * sizeof(float));
-        if (!w->sh_params[s] || !w->sh_grads[s]) goto oom;
-    }
-    int adam = j->opt.adam;
-    for (int v = 0; v < j->nvars; v++) {
-        w->gvars[v] = w->grads + j->var_grad_off[v];
-        w->slot1[v] = find_buf(j->m, j->var_names[v], adam ? "adam_m" : "momentum");
-        w->slot2[v] = adam ? find_buf(j->m, j->var_names[v], "adam_v") : NULL;
-    }
-    int timeout_ms = (int)(j->o.timeout_s * 1000);
-    kiln_ps_client_config cc = {.num_ps = np,
-                                .addrs = (const char *const *)j->ps_addrs,
-                                .shard_size = j->layout.shard_size,
-                                .model_sig = j->layout.sig,
-                                .worker = (uint32_t)j->rank,
-                                .timeout_ms = timeout_ms,
-                                .retry_ms = 2000};
-    kiln_ps_keys keys;
-    const char *kp = getenv("KILN_PS_KEYS");
-    if (kp && *kp) { /* kilnd's keys for this attempt: the ps speaks CURVE */
-        if (kiln_ps_keys_load(kp, &keys, err, sizeof(err)) != 0) {
-            fprintf(stderr, "kiln-train: %s\n", err);
-            return -1;
-        }
-        cc.curve_server = keys.server_public;
-        cc.curve_public = keys.client_public;
-        cc.curve_secret = keys.client_secret;
-    }
-    if (!(w->c = kiln_ps_client_new(&cc, err, sizeof(err)))) {
-        fprintf(stderr, "kiln-train: connecting to the ps tasks: %s\n", err);
+    if (!w->x || !w->y || !w->order) {
+        fprintf(stderr, "kiln-train: out of memory\n");
         return -1;
     }
+    /* dials the ps tasks and pulls their parameters into the model */
+    if (kiln__ps_connect(j->ps, j->m, j->tf, j->rank, (double)j->o.timeout_s, err, sizeof(err)) !=
+        KILN_OK) {
+        fprintf(stderr, "kiln-train: %s\n", err);
+        return -1;
+    }
+    w->c = j->ps->c;
     return open_summaries(w);
-oom:
-    fprintf(stderr, "kiln-train: out of memory\n");
-    return -1;
 }
 
 static void teardown(wk *w)
 {
-    ps_job *j = w->j;
     if (kiln_summary_close(w->sw) != KILN_OK || kiln_summary_close(w->swe) != KILN_OK)
         fprintf(stderr, "kiln-train: warning: TensorBoard events could not all be written\n");
-    kiln_ps_client_free(w->c);
-    for (int s = 0; s < j->num_ps; s++) {
-        if (w->sh_params) free(w->sh_params[s]);
-        if (w->sh_grads) free(w->sh_grads[s]);
-    }
-    free(w->sh_params);
-    free(w->sh_grads);
-    free(w->gvars);
-    free(w->slot1);
-    free(w->slot2);
-    free(w->grads);
     free(w->x);
     free(w->y);
     free(w->order);
@@ -329,11 +244,11 @@ static int finish_job(wk *w, uint64_t epochs)
         usleep(100 * 1000);
     }
     /* the final parameters, for the evaluation (and without a model dir) */
-    if (kiln_ps_pull(w->c, w->sh_params) != 0) {
-        fprintf(stderr, "kiln-train: %s\n", kiln_ps_client_error(w->c));
+    char err[512];
+    if (kiln__ps_pull_params(j->ps, err, sizeof(err)) != KILN_OK) {
+        fprintf(stderr, "kiln-train: %s\n", err);
         return -1;
     }
-    scatter_params(w);
     if (checkpoint(w, epochs, 0) != 0) return -1;
     if (kiln_ps_shutdown(w->c) != 0)
         fprintf(stderr, "kiln-train: warning: shutting the ps tasks down: %s\n",
@@ -348,12 +263,8 @@ int ps_work(ps_job *j)
     w.chief = j->rank == 0;
     w.threads = kiln_set_threads(j->o.threads);
     w.shuffle_seed = j->o.seed ^ 0x5eed5eed5eed5eedULL; /* kiln_train.c's data order */
+    char err[512];
     if (setup(&w)) goto out;
-    if (kiln_ps_pull(w.c, w.sh_params) != 0) {
-        fprintf(stderr, "kiln-train: %s\n", kiln_ps_client_error(w.c));
-        goto out;
-    }
-    scatter_params(&w);
     size_t n = w.train.n, B = (size_t)j->o.batch, dim = w.train.dim;
     uint64_t spe = ps_steps_per_epoch(j, n), total = spe * (uint64_t)j->o.epochs;
     uint64_t start = kiln_ps_client_version(w.c, 0) / (uint64_t)j->world;
@@ -372,7 +283,6 @@ int ps_work(ps_job *j)
                j->role, j->rank, j->world, j->num_ps, (unsigned long long)start,
                (unsigned long long)total);
     fflush(stdout);
-    kiln_grad_sync sync = {.grads = w.grads, .bucket_ready = no_wait};
     uint64_t order_epoch = UINT64_MAX, t = start;
     double t0 = now_s(), ep_t0 = t0;
     for (; t < total && !ps_g_term; t++) {
@@ -392,19 +302,12 @@ int ps_work(ps_job *j)
             }
             float loss = 0;
             int correct = 0;
-            if (kiln_model_compute_grads(j->m, w.x, w.y, (int)cnt, 1.0f, &sync, &loss, &correct)) {
-                fprintf(stderr, "kiln-train: step %llu: %s\n", (unsigned long long)t,
-                        kiln_model_error(j->m));
+            if (kiln__ps_push_step(j->ps, j->m, w.x, w.y, (int)cnt, &loss, &correct, err,
+                                   sizeof(err)) != KILN_OK) {
+                fprintf(stderr, "kiln-train: step %llu: %s\n", (unsigned long long)t, err);
                 goto out;
             }
-            kiln_ps_layout_gather(&j->layout, w.gvars, w.sh_grads);
-            kiln_ps_push_info info;
-            if (kiln_ps_push(w.c, (const float *const *)w.sh_grads, w.sh_params, &info) != 0) {
-                fprintf(stderr, "kiln-train: step %llu: %s\n", (unsigned long long)t,
-                        kiln_ps_client_error(w.c));
-                goto out;
-            }
-            scatter_params(&w);
+            const kiln_ps_push_info info = j->ps->last;
             w.loss_sum += (double)loss * (double)cnt;
             w.ep_loss += (double)loss * (double)cnt;
             w.seen += cnt;
