@@ -415,15 +415,23 @@ kiln_err kiln_comm_shared_views(kiln_comm *c, float *buf, size_t count, float **
     return c->ops->views(c, buf, count, views);
 }
 
-kiln_err kiln_comm_allgather_written(kiln_comm *c, float *buf, size_t count)
+/* begin() for the sharded steps: the backend must have them, and the
+ * buffers be given (have_bufs). */
+static kiln_err begin_sharded(kiln_comm *c, const char *what, int have_bufs)
 {
     kiln_err e;
-    if ((e = begin(c, "all-gather")) != KILN_OK) return e;
+    if ((e = begin(c, what)) != KILN_OK) return e;
     if (!kiln_comm_sharding(c))
-        return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: the %s backend has none",
+        return kiln__comm_fail(c, KILN_EINVAL, -1, "%s: the %s backend has none", what,
                                c->ops->name);
-    if (!buf) return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: NULL buffer");
-    return c->ops->allgather_written(c, buf, count);
+    if (!have_bufs) return kiln__comm_fail(c, KILN_EINVAL, -1, "%s: NULL buffer", what);
+    return KILN_OK;
+}
+
+kiln_err kiln_comm_allgather_written(kiln_comm *c, float *buf, size_t count)
+{
+    kiln_err e = begin_sharded(c, "all-gather", buf != NULL);
+    return e != KILN_OK ? e : c->ops->allgather_written(c, buf, count);
 }
 
 void kiln_comm_slice(const kiln_comm *c, size_t count, int rank, size_t *lo, size_t *hi)
@@ -440,24 +448,14 @@ void kiln_comm_slice(const kiln_comm *c, size_t count, int rank, size_t *lo, siz
 
 kiln_err kiln_comm_reduce_scatter_begin(kiln_comm *c, float *buf, size_t count, const float **srcs)
 {
-    kiln_err e;
-    if ((e = begin(c, "reduce-scatter")) != KILN_OK) return e;
-    if (!kiln_comm_sharding(c))
-        return kiln__comm_fail(c, KILN_EINVAL, -1, "reduce-scatter: the %s backend has none",
-                               c->ops->name);
-    if (!buf || !srcs) return kiln__comm_fail(c, KILN_EINVAL, -1, "reduce-scatter: NULL buffer");
-    return c->ops->rs_begin(c, buf, count, srcs);
+    kiln_err e = begin_sharded(c, "reduce-scatter", buf && srcs);
+    return e != KILN_OK ? e : c->ops->rs_begin(c, buf, count, srcs);
 }
 
 kiln_err kiln_comm_allgather_f32(kiln_comm *c, float *buf, size_t count)
 {
-    kiln_err e;
-    if ((e = begin(c, "all-gather")) != KILN_OK) return e;
-    if (!kiln_comm_sharding(c))
-        return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: the %s backend has none",
-                               c->ops->name);
-    if (!buf) return kiln__comm_fail(c, KILN_EINVAL, -1, "all-gather: NULL buffer");
-    return c->ops->allgather_f32(c, buf, count);
+    kiln_err e = begin_sharded(c, "all-gather", buf != NULL);
+    return e != KILN_OK ? e : c->ops->allgather_f32(c, buf, count);
 }
 
 kiln_err kiln_comm_broadcast(kiln_comm *c, void *buf, size_t bytes, int root)
