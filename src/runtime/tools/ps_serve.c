@@ -10,6 +10,8 @@
 
 #include "ckpt/ckpt.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,9 +97,12 @@ static int parse_fault(int shard, uint64_t *drop_after)
     char *end = NULL;
     *drop_after = 0;
     if (!f || !*f) return 0;
-    if (strncmp(f, key, strlen(key)) == 0) {
+    if (strncmp(f, key, strlen(key)) == 0 && isdigit((unsigned char)f[strlen(key)])) {
+        /* digits only: strtoull would take "-1" (and an overflow) as a push
+         * number no run reaches, a fault accepted and never fired */
+        errno = 0;
         unsigned long long n = strtoull(f + strlen(key), &end, 10);
-        if (end != f + strlen(key) && *end == '\0' && n > 0) {
+        if (errno == 0 && *end == '\0' && n > 0) {
             *drop_after = n;
             fprintf(stderr,
                     "kiln-train: ps %d: KILN_PS_FAULT: the reply to applied push %llu "
