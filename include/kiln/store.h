@@ -6,7 +6,10 @@
  * Every write (create, state change, labels, runtime, cordon) has been
  * committed and fsynced when the call returns KILN_OK: it survives kill -9
  * of the process and a power cut from then on. Writers on several threads
- * share their fsyncs (group commit, KILN_STORE_SYNC_GROUP). Every
+ * share their fsyncs (group commit, KILN_STORE_SYNC_GROUP). A failed fsync
+ * fails the writes it covered with KILN_EIO (committed, but not known to be
+ * on disk), is logged to stderr once with the file and errno, and from then
+ * on every write is refused with KILN_EIO until the store is reopened. Every
  * state change is one conditional UPDATE (compare-and-set on the current
  * state), so the API threads and the supervisor never need a lock of their
  * own to agree on a job's state: the loser of a race sees KILN_ECONFLICT.

@@ -242,25 +242,42 @@ const float *kiln_ps_server_params(const kiln_ps_server *s)
 
 /* Sends [identity][reply] back to the peer that asked. The reply is built
  * straight in a ZeroMQ message (no second copy of a shard per step). */
-static int send_reply(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, const void *a,
-                      size_t alen, const void *b, size_t blen, const void *c, size_t clen)
+typedef struct part {
+    const void *p;
+    size_t n;
+} part;
+
+/* A reply: the header, then the parts back to back, as one message. */
+static int send_parts(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, const part *parts,
+                      size_t np)
 {
     kiln_ps_hdr r = *h;
     zmq_msg_t m;
-    r.payload_len = alen + blen + clen;
+    r.payload_len = 0;
+    for (size_t i = 0; i < np; i++)
+        r.payload_len += parts[i].n;
     if (zmq_msg_init_size(&m, KILN_PS_HEADER_SIZE + (size_t)r.payload_len) != 0) return -1;
     uint8_t *q = zmq_msg_data(&m);
     kiln_ps_hdr_encode(&r, q);
     q += KILN_PS_HEADER_SIZE;
-    if (alen) memcpy(q, a, alen);
-    if (blen) memcpy(q + alen, b, blen);
-    if (clen) memcpy(q + alen + blen, c, clen);
+    for (size_t i = 0; i < np; i++)
+        if (parts[i].n) {
+            memcpy(q, parts[i].p, parts[i].n);
+            q += parts[i].n;
+        }
     /* a peer that went away is not our error: ROUTER drops silently */
     if (zmq_msg_send(id, s->sock, ZMQ_SNDMORE) < 0 || zmq_msg_send(&m, s->sock, 0) < 0) {
         zmq_msg_close(&m);
         return -1;
     }
     return 0;
+}
+
+static int send_reply(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, const void *a,
+                      size_t alen, const void *b, size_t blen, const void *c, size_t clen)
+{
+    const part parts[] = {{a, alen}, {b, blen}, {c, clen}};
+    return send_parts(s, id, h, parts, 3);
 }
 
 static int send_error(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *req, uint32_t status,
@@ -384,21 +401,11 @@ static int pull_state(kiln_ps_server *s, zmq_msg_t *id, kiln_ps_hdr *r)
     kiln_ps_dedup_encode(e, count, table);
     r->version_p = s->st.version;
     r->aux = (uint32_t)s->nslots;
-    /* the slots as one block: s1, then s2 for Adam (send_reply takes three) */
-    if (s->s2) {
-        uint8_t *slots = malloc(2 * nbytes + 1);
-        if (!slots) {
-            rc = send_error(s, id, r, KILN_PS_EBADMSG, "out of memory for the state");
-            goto out;
-        }
-        memcpy(slots, s->s1, nbytes);
-        memcpy(slots + nbytes, s->s2, nbytes);
-        rc =
-            send_reply(s, id, r, s->p, nbytes, slots, 2 * nbytes, table, kiln_ps_dedup_size(count));
-        free(slots);
-    } else {
-        rc = send_reply(s, id, r, s->p, nbytes, s->s1, nbytes, table, kiln_ps_dedup_size(count));
-    }
+    const part parts[] = {{s->p, nbytes},
+                          {s->s1, nbytes},
+                          {s->s2, s->s2 ? nbytes : 0},
+                          {table, kiln_ps_dedup_size(count)}};
+    rc = send_parts(s, id, r, parts, sizeof parts / sizeof *parts);
 out:
     free(e);
     free(table);

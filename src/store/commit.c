@@ -61,6 +61,15 @@ kiln_err kiln__gcommit_wait(kiln__gcommit *g, uint64_t ticket)
 
     pthread_mutex_lock(&g->mu);
     while (g->durable < ticket) {
+        /* A failed sync fails every commit it covered, and every later one:
+         * Linux reports a writeback error once per open file, so a second
+         * fdatasync may "succeed" with the pages of the first lost, and a
+         * WAL frame is only read back after recovery when every frame before
+         * it is intact. Nothing after the failure can be called durable. */
+        if (g->err) {
+            err = KILN_EIO;
+            break;
+        }
         if (g->flushing) {
             pthread_cond_wait(&g->cv, &g->mu);
             continue;
@@ -72,22 +81,31 @@ kiln_err kiln__gcommit_wait(kiln__gcommit *g, uint64_t ticket)
         int fd = g->fd;
         pthread_mutex_unlock(&g->mu);
         int rc = fd < 0 ? -1 : fdatasync(fd);
-        int e = rc == 0 ? 0 : errno;
+        int e = rc == 0 ? 0 : (errno ? errno : EIO);
         pthread_mutex_lock(&g->mu);
         g->flushing = false;
         g->flushes++;
         if (rc == 0) {
             g->durable = upto;
         } else {
-            /* no commit of this batch may be reported safe: the leader
-             * leaves with the error, the others try a sync of their own */
             g->err = e;
-            err = KILN_EIO;
-            pthread_cond_broadcast(&g->cv);
-            break;
+            /* once, in kilnd's log: what failed and what to do */
+            fprintf(stderr,
+                    "kiln store: cannot sync %s to disk (%s%s): the writes since the last "
+                    "good sync may be lost at a power cut, and every write now fails; check "
+                    "the disk (dmesg, df), then restart kilnd\n",
+                    g->wal_path, fd < 0 ? "open: " : "", strerror(e));
         }
         pthread_cond_broadcast(&g->cv);
     }
     pthread_mutex_unlock(&g->mu);
     return err;
+}
+
+bool kiln__gcommit_failed(kiln__gcommit *g)
+{
+    pthread_mutex_lock(&g->mu);
+    bool failed = g->err != 0;
+    pthread_mutex_unlock(&g->mu);
+    return failed;
 }

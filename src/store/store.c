@@ -112,6 +112,14 @@ static kiln_err durable(kiln_store *s, uint64_t ticket, kiln_err err)
     return kiln__gcommit_wait(&s->gc, ticket);
 }
 
+/* Before a write (mu held): after a failed sync no write can be durable
+ * (commit.c), so none is made; a write made and then reported failed would
+ * still be seen by readers and the supervisor. */
+static bool writes_refused(kiln_store *s)
+{
+    return kiln__gcommit_failed(&s->gc);
+}
+
 static kiln__qkey qkey(int64_t priority, int64_t create_ns, int64_t seq)
 {
     return (kiln__qkey){.priority = priority, .create_ns = create_ns, .seq = seq};
@@ -442,6 +450,7 @@ kiln_err kiln_store_job_create(kiln_store *s, const char *project, const kiln_jo
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
     err = KILN_EIO;
+    if (writes_refused(s)) goto out;
     /* the row and its labels in one transaction: a filter never sees half */
     if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) goto out;
     tx = true;
@@ -505,6 +514,7 @@ kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const cha
 
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
+    if (writes_refused(s)) goto out;
     /* The state test is in the WHERE clause: compare-and-set in one statement. */
     if (sqlite3_prepare_v2(
             s->db,
@@ -573,6 +583,8 @@ kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const cha
     if (out) *out = NULL;
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
+    err = KILN_EIO;
+    if (writes_refused(s)) goto out;
     err = get_locked(s, project, job_id, &r);
     if (err != KILN_OK) goto out;
     err = KILN_ENOMEM;
@@ -631,6 +643,7 @@ kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const ch
 
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
+    if (writes_refused(s)) goto out;
     if (sqlite3_prepare_v2(s->db,
                            "UPDATE jobs SET restarts = ?3, failures = ?4, runtime = ?5,"
                            " version = version + 1 WHERE project = ?1 AND job_id = ?2"
@@ -830,6 +843,7 @@ kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordon
 
     pthread_mutex_lock(&s->mu);
     int64_t t0 = mono_ns();
+    if (writes_refused(s)) goto out;
     if (sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO nodes(name, cordoned) VALUES (?1, ?2)",
                            -1, &st, NULL) != SQLITE_OK)
         goto out;

@@ -67,7 +67,7 @@ typedef struct kiln__gcommit {
     uint64_t durable;   /* commits known to be on disk */
     bool flushing;      /* a leader is in fdatasync */
     int fd;             /* the WAL file, opened on first use; -1 = not yet */
-    int err;            /* errno of the last failed flush, 0 = none */
+    int err;            /* errno of the failed flush, 0 = none (sticky: see commit.c) */
     char *wal_path;
     uint64_t flushes; /* fdatasync calls made (for tests and benchmarks) */
 } kiln__gcommit;
@@ -79,8 +79,12 @@ void kiln__gcommit_destroy(kiln__gcommit *g);
 uint64_t kiln__gcommit_ticket(kiln__gcommit *g);
 /* Returns once commit `ticket` is on disk (outside the store's lock): the
  * first waiter syncs the WAL for every commit made so far, those arriving
- * meanwhile wait for it or for the next one. KILN_EIO when the sync failed. */
+ * meanwhile wait for it or for the next one. KILN_EIO when the sync covering
+ * it failed, and for every ticket not durable before a failed sync (the
+ * failure is sticky: logged once to stderr with the WAL's path and errno). */
 kiln_err kiln__gcommit_wait(kiln__gcommit *g, uint64_t ticket);
+/* Whether a sync has failed: the store then refuses writes (KILN_EIO). */
+bool kiln__gcommit_failed(kiln__gcommit *g);
 
 /* ---- token.c ---- */
 

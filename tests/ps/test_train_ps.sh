@@ -181,6 +181,13 @@ KILN_PS_FAULT=drop_everything TF_CONFIG="{$CL1,\"task\":{\"type\":\"ps\",\"index
     "$KT" mnist --distribution_strategy=parameter_server $ONE > "$TMP/badfault.log" 2>&1 &&
     fail "an unknown KILN_PS_FAULT was accepted"
 grep -q "not a fault this build knows" "$TMP/badfault.log" || fail "bad fault: $(cat "$TMP/badfault.log")"
+# nor is a push number that no run reaches (strtoull reads "-1" as 2^64 - 1)
+for bad in drop_reply_after_apply:-1 drop_reply_after_apply:99999999999999999999 drop_reply_after_apply:; do
+    KILN_PS_FAULT=$bad TF_CONFIG="{$CL1,\"task\":{\"type\":\"ps\",\"index\":0}}" \
+        "$KT" mnist --distribution_strategy=parameter_server $ONE > "$TMP/badfault.log" 2>&1 &&
+        fail "KILN_PS_FAULT=$bad was accepted"
+    grep -q "not a fault this build knows" "$TMP/badfault.log" || fail "bad fault $bad: $(cat "$TMP/badfault.log")"
+done
 echo "3: exactly once: a lost reply resent, $DUPS duplicate(s), $V2 updates, params $H2 = fault-free"
 echo "3: 1 replica via ps $A1, plain run $A2"
 

@@ -2,13 +2,15 @@
  * queries use indexes (EXPLAIN QUERY PLAN shows no full scan and no sort),
  * the label index follows creates and label changes, page tokens refuse
  * edits and foreign use, an old (version 0) store is migrated on open and a
- * newer one refused, jobPosition from memory equals the queue order, and
- * group commit makes every write durable with at most one fsync each. */
+ * newer one refused, jobPosition from memory equals the queue order,
+ * group commit makes every write durable with at most one fsync each, and a
+ * failed fsync fails every write it covered and refuses the later ones. */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kiln/store.h"
 #include "store/store_int.h"
@@ -34,6 +36,15 @@ static void add(kiln_store *s, const char *project, const char *id, int64_t prio
 {
     kiln_job *j = mkjob(id, prio, k, v);
     CHECK_MSG(kiln_store_job_create(s, project, j, t, NULL) == KILN_OK, "create %s", id);
+    kiln_job_free(j);
+}
+
+/* A create that must fail with `want`. */
+static void add_err(kiln_store *s, const char *project, const char *id, kiln_err want)
+{
+    kiln_job *j = mkjob(id, 0, NULL, NULL);
+    kiln_err got = kiln_store_job_create(s, project, j, 1, NULL);
+    CHECK_MSG(got == want, "create %s: %s", id, kiln_err_str(got));
     kiln_job_free(j);
 }
 
@@ -254,6 +265,36 @@ int main(void)
     syncs0 = kiln_store_group_syncs(s);
     CHECK(kiln_store_node_set_cordon(s, "n1", true) == KILN_OK);
     CHECK(kiln_store_group_syncs(s) == syncs0);
+    kiln_store_close(s);
+    s = NULL;
+
+    /* ---- a failed sync fails its whole batch and every write after it ---- */
+    char gone[300], wal[310];
+    snprintf(gone, sizeof gone, "%s/gone.db", dir);
+    snprintf(wal, sizeof wal, "%s-wal", gone);
+    kiln__gcommit g;
+    CHECK(kiln__gcommit_init(&g, gone) == KILN_OK);
+    uint64_t t1 = kiln__gcommit_ticket(&g), t2 = kiln__gcommit_ticket(&g);
+    CHECK(kiln__gcommit_wait(&g, t1) == KILN_EIO); /* no WAL to open: the sync fails */
+    FILE *wf = fopen(wal, "w");                    /* a sync of it would now succeed, */
+    CHECK(wf != NULL);
+    if (wf) fclose(wf);
+    CHECK(kiln__gcommit_wait(&g, t2) == KILN_EIO); /* but t2 rode on the failed one */
+    uint64_t t3 = kiln__gcommit_ticket(&g);
+    CHECK(kiln__gcommit_wait(&g, t3) == KILN_EIO); /* and nothing after it is durable */
+    CHECK(kiln__gcommit_failed(&g) && g.flushes == 1);
+    kiln__gcommit_destroy(&g);
+    /* the store: the write whose sync failed says so, later ones are not made */
+    snprintf(gone, sizeof gone, "%s/fail.db", dir);
+    snprintf(wal, sizeof wal, "%s-wal", gone);
+    CHECK(kiln_store_open(gone, &s, &d) == KILN_OK);
+    CHECK(unlink(wal) == 0); /* SQLite keeps its descriptor; the sync cannot open the file */
+    add_err(s, "f", "a", KILN_EIO);
+    add_err(s, "f", "b", KILN_EIO);
+    kiln_job_record *gr = NULL;
+    CHECK(kiln_store_job_get(s, "f", "b", &gr) == KILN_ENOTFOUND);
+    kiln_job_record_free(gr);
+    CHECK(kiln_store_node_set_cordon(s, "n1", true) == KILN_EIO);
     kiln_store_close(s);
     s = NULL;
 

@@ -11,6 +11,7 @@
  * a ps task also takes KILN_PS_FAULT here, whichever program runs it. */
 #include "strategy/ps_core.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,7 +218,9 @@ kiln_err kiln__ps_fault_from_env(uint64_t *drop_after, char *err, size_t errlen)
     char *end = NULL;
     *drop_after = 0;
     if (!f || !*f) return KILN_OK;
-    if (strncmp(f, key, strlen(key)) == 0) {
+    /* digits only: strtoull takes "-1" as 2^64-1, a push number no run
+     * reaches, which would be a fault accepted and never fired */
+    if (strncmp(f, key, strlen(key)) == 0 && isdigit((unsigned char)f[strlen(key)])) {
         errno = 0;
         unsigned long long n = strtoull(f + strlen(key), &end, 10);
         if (end != f + strlen(key) && *end == '\0' && n > 0 && errno == 0) {
