@@ -18,6 +18,10 @@ void kiln__tune_random(const kiln_hyperparameter_spec *hp, uint64_t *rng, double
  * trials in `done`; false while there are too few of them. */
 bool kiln__tune_gp(const kiln_hyperparameter_spec *hp, const kiln_trial *const *done, size_t n,
                    bool maximize, uint64_t *rng, double *out);
+/* The spec's goal (unset or anything but MINIMIZE: maximise) and metric tag
+ * (unset: KILN_TUNE_DEFAULT_TAG), as the study and resume.c read them. */
+bool kiln__tune_maximize(const kiln_hyperparameter_spec *hp);
+const char *kiln__tune_metric_tag(const kiln_hyperparameter_spec *hp);
 /* Forgets a trial's event files (tfevents.c). */
 void kiln__tune_tb_clear(kiln_trial *t);
 
