@@ -9,28 +9,9 @@
 
 #include "kiln/tune.h"
 #include "test.h"
-#include "tune/tune_int.h"
 #include "test_catalog_helpers.h"
-
-/* A valid job around a hyperparameters object given as JSON text. */
-static kiln_job *hpjob(const char *hp)
-{
-    char buf[4096];
-    kiln_job *j = NULL;
-    kiln_diag d = KILN_DIAG_INIT;
-    snprintf(buf, sizeof buf,
-             "{\"jobId\":\"t1\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
-             "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
-             "\"hyperparameters\":%s}}",
-             hp);
-    if (kiln_job_from_json(buf, strlen(buf), &j, &d) != KILN_OK) {
-        kiln_diag_print(&d, stderr);
-        fprintf(stderr, "does not decode: %s\n", hp);
-        exit(1);
-    }
-    kiln_diag_free(&d);
-    return j;
-}
+#include "test_tune_helpers.h"
+#include "tune/tune_int.h"
 
 #define LR                                                                                         \
     "{\"parameterName\":\"lr\",\"type\":\"DOUBLE\",\"minValue\":0.0001,\"maxValue\":0.1,"          \
