@@ -35,6 +35,7 @@
 
 #include "kiln/job.h"
 #include "kiln/tune.h"
+#include "tuning_common.h"
 
 static const char *const PARAMS =
     "[{\"parameterName\":\"learning_rate\",\"type\":\"DOUBLE\",\"minValue\":0.0001,"
@@ -48,22 +49,12 @@ static int runs, failed_runs;
 
 static kiln_job *job_of(const char *algorithm, int trials)
 {
-    char buf[4096];
-    kiln_job *j = NULL;
-    kiln_diag d = KILN_DIAG_INIT;
-    snprintf(buf, sizeof buf,
-             "{\"jobId\":\"bench\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
-             "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
-             "\"hyperparameters\":{\"goal\":\"MAXIMIZE\",\"hyperparameterMetricTag\":"
-             "\"accuracy\",\"algorithm\":\"%s\",\"maxTrials\":%d,\"params\":%s}}}",
+    char hp[1024];
+    snprintf(hp, sizeof hp,
+             "{\"goal\":\"MAXIMIZE\",\"hyperparameterMetricTag\":\"accuracy\",\"algorithm\":"
+             "\"%s\",\"maxTrials\":%d,\"params\":%s}",
              algorithm, trials, PARAMS);
-    if (kiln_job_from_json(buf, strlen(buf), &j, &d) != KILN_OK ||
-        kiln_tune_check(&j->training_input.hyperparameters, &d) != 0) {
-        kiln_diag_print(&d, stderr);
-        exit(1);
-    }
-    kiln_diag_free(&d);
-    return j;
+    return tuning_job(hp);
 }
 
 /* Runs kiln-train with the trial's flags; its test accuracy, or NAN when it
@@ -163,18 +154,6 @@ static void study(const char *algorithm, uint64_t seed, int trials, double *best
     kiln_job_free(j);
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
     int seeds = argc > 1 ? atoi(argv[1]) : 3, trials = argc > 2 ? atoi(argv[2]) : 12;
@@ -202,10 +181,9 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     double *rnd = calloc((size_t)(seeds * trials), sizeof *rnd);
     double *mod = calloc((size_t)(seeds * trials), sizeof *mod);
-    double *col = calloc((size_t)seeds, sizeof *col);
     double *med_r = calloc((size_t)trials, sizeof *med_r);
     double *med_m = calloc((size_t)trials, sizeof *med_m);
-    if (!rnd || !mod || !col || !med_r || !med_m) return 1;
+    if (!rnd || !mod || !med_r || !med_m) return 1;
     for (int sd = 0; sd < seeds; sd++) {
         uint64_t seed = 0x5eedULL * (uint64_t)(sd + 1) + 17;
         study("RANDOM_SEARCH", seed, trials, rnd + sd * trials);
@@ -213,14 +191,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "seed %d/%d: best random %.4f, model-based %.4f\n", sd + 1, seeds,
                 rnd[sd * trials + trials - 1], mod[sd * trials + trials - 1]);
     }
-    for (int k = 0; k < trials; k++) {
-        for (int sd = 0; sd < seeds; sd++)
-            col[sd] = rnd[sd * trials + k];
-        med_r[k] = median(col, seeds);
-        for (int sd = 0; sd < seeds; sd++)
-            col[sd] = mod[sd * trials + k];
-        med_m[k] = median(col, seeds);
-    }
+    tuning_medians(rnd, seeds, trials, med_r);
+    tuning_medians(mod, seeds, trials, med_m);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("kiln-train mlp on Fashion-MNIST, %d steps per trial: learning_rate (log 1e-4..1) "
            "x batch_size {32,64,128,256}\n",
@@ -237,12 +209,7 @@ int main(int argc, char **argv)
     printf("  after %d trials: error (1 - accuracy) model-based / random = %.4f / %.4f = ratio "
            "%.2f\n",
            trials, em, er, er > 0 ? em / er : NAN);
-    int reach = -1;
-    for (int k = 0; k < trials; k++)
-        if (med_m[k] >= med_r[trials - 1]) {
-            reach = k + 1;
-            break;
-        }
+    int reach = tuning_reach(med_m, trials, med_r[trials - 1], true);
     if (reach > 0)
         printf("  model-based reaches random's %d-trial median (%.4f) after %d trials: ratio "
                "%.2f\n",
@@ -252,7 +219,6 @@ int main(int argc, char **argv)
                trials, med_r[trials - 1], trials);
     free(rnd);
     free(mod);
-    free(col);
     free(med_r);
     free(med_m);
     return 0;

@@ -18,6 +18,7 @@
 
 #include "kiln/job.h"
 #include "kiln/tune.h"
+#include "tuning_common.h"
 
 static double branin(const double *x)
 {
@@ -72,22 +73,11 @@ static const problem problems[] = {
 
 static kiln_job *job_of(const problem *p, const char *algorithm, int trials)
 {
-    char buf[4096];
-    kiln_job *j = NULL;
-    kiln_diag d = KILN_DIAG_INIT;
-    snprintf(buf, sizeof buf,
-             "{\"jobId\":\"bench\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
-             "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
-             "\"hyperparameters\":{\"goal\":\"MINIMIZE\",\"algorithm\":\"%s\",\"maxTrials\":%d,"
-             "\"params\":%s}}}",
+    char hp[2048];
+    snprintf(hp, sizeof hp,
+             "{\"goal\":\"MINIMIZE\",\"algorithm\":\"%s\",\"maxTrials\":%d,\"params\":%s}",
              algorithm, trials, p->params);
-    if (kiln_job_from_json(buf, strlen(buf), &j, &d) != KILN_OK ||
-        kiln_tune_check(&j->training_input.hyperparameters, &d) != 0) {
-        kiln_diag_print(&d, stderr);
-        exit(1);
-    }
-    kiln_diag_free(&d);
-    return j;
+    return tuning_job(hp);
 }
 
 /* best[k]: the best value after k + 1 trials. */
@@ -112,18 +102,6 @@ static void run(const problem *p, const char *algorithm, uint64_t seed, int tria
     kiln_job_free(j);
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
     int seeds = argc > 1 ? atoi(argv[1]) : 20, trials = argc > 2 ? atoi(argv[2]) : 100;
@@ -137,21 +115,16 @@ int main(int argc, char **argv)
         const problem *p = &problems[pi];
         double *rnd = calloc((size_t)(seeds * trials), sizeof *rnd);
         double *mod = calloc((size_t)(seeds * trials), sizeof *mod);
-        double *col = calloc((size_t)seeds, sizeof *col);
-        double med_r[1024], med_m[1024];
+        double *med_r = calloc((size_t)trials, sizeof *med_r);
+        double *med_m = calloc((size_t)trials, sizeof *med_m);
+        if (!rnd || !mod || !med_r || !med_m) return 1;
         for (int sd = 0; sd < seeds; sd++) {
             uint64_t seed = 0x5eedULL * (uint64_t)(sd + 1) + 17;
             run(p, "RANDOM_SEARCH", seed, trials, rnd + sd * trials);
             run(p, "ALGORITHM_UNSPECIFIED", seed, trials, mod + sd * trials);
         }
-        for (int k = 0; k < trials && k < 1024; k++) {
-            for (int sd = 0; sd < seeds; sd++)
-                col[sd] = rnd[sd * trials + k];
-            med_r[k] = median(col, seeds);
-            for (int sd = 0; sd < seeds; sd++)
-                col[sd] = mod[sd * trials + k];
-            med_m[k] = median(col, seeds);
-        }
+        tuning_medians(rnd, seeds, trials, med_r);
+        tuning_medians(mod, seeds, trials, med_m);
         printf("%s (minimum %g): median best over %d seeds (gap to the minimum)\n", p->name,
                p->minimum, seeds);
         printf("  %6s  %-22s  %-22s\n", "trials", "RANDOM_SEARCH", "model-based (GP-EI)");
@@ -162,12 +135,7 @@ int main(int argc, char **argv)
                    med_r[k - 1] - p->minimum, med_m[k - 1], med_m[k - 1] - p->minimum);
         }
         double target = med_r[49];
-        int reach = -1;
-        for (int k = 0; k < trials; k++)
-            if (med_m[k] <= target) {
-                reach = k + 1;
-                break;
-            }
+        int reach = tuning_reach(med_m, trials, target, false);
         if (reach > 0)
             printf("  model-based reaches random's 50-trial median (%.5f) after %d trials: "
                    "ratio %.2f (target <= 0.50) %s\n",
@@ -179,7 +147,8 @@ int main(int argc, char **argv)
         fails += !(reach > 0 && reach <= 25);
         free(rnd);
         free(mod);
-        free(col);
+        free(med_r);
+        free(med_m);
     }
     return fails ? 1 : 0;
 }

@@ -21,12 +21,10 @@ static void viol(ctx *c, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void viol(ctx *c, const char *field, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    kiln_diag_addv(c->d, field, fmt, ap);
     va_end(ap);
-    kiln_diag_add(c->d, field, "%s", msg);
     c->n++;
 }
 

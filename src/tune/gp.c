@@ -27,8 +27,11 @@ static double matern52(const double *a, const double *b, size_t d, double ls)
     return (1 + r + r * r / 3) * exp(-r);
 }
 
-/* In place: A = L L' (lower). False when A is not positive definite. */
-static bool cholesky(double *A, size_t n)
+/* The plain Cholesky factorisation (Cholesky-Crout, column by column): at
+ * most GP_MAX_POINTS square, a few milliseconds, so no BLAS/LAPACK is linked
+ * for it. test_tune's test_cholesky compares it and the two solves with
+ * Gaussian elimination. */
+bool kiln__tune_cholesky(double *A, size_t n)
 {
     for (size_t j = 0; j < n; j++) {
         double s = A[j * n + j];
@@ -47,8 +50,7 @@ static bool cholesky(double *A, size_t n)
     return true;
 }
 
-/* Solves L x = b (forward) in place. */
-static void lsolve(const double *L, size_t n, double *b)
+void kiln__tune_lsolve(const double *L, size_t n, double *b)
 {
     for (size_t i = 0; i < n; i++) {
         double t = b[i];
@@ -58,8 +60,7 @@ static void lsolve(const double *L, size_t n, double *b)
     }
 }
 
-/* Solves L' x = b (backward) in place. */
-static void ltsolve(const double *L, size_t n, double *b)
+void kiln__tune_ltsolve(const double *L, size_t n, double *b)
 {
     for (size_t i = n; i-- > 0;) {
         double t = b[i];
@@ -87,15 +88,15 @@ static double fit(gp *g, const double *y, double ls, double noise)
             double v = matern52(g->X + i * g->d, g->X + k * g->d, g->d, ls);
             g->L[i * n + k] = g->L[k * n + i] = v + (i == k ? noise + 1e-8 : 0);
         }
-    if (!cholesky(g->L, n)) return -INFINITY;
+    if (!kiln__tune_cholesky(g->L, n)) return -INFINITY;
     memcpy(g->alpha, y, n * sizeof *y);
-    lsolve(g->L, n, g->alpha);
+    kiln__tune_lsolve(g->L, n, g->alpha);
     double quad = 0, logdet = 0;
     for (size_t i = 0; i < n; i++) {
         quad += g->alpha[i] * g->alpha[i];
         logdet += log(g->L[i * n + i]);
     }
-    ltsolve(g->L, n, g->alpha);
+    kiln__tune_ltsolve(g->L, n, g->alpha);
     g->ls = ls;
     g->noise = noise;
     return -0.5 * quad - logdet;
@@ -110,7 +111,7 @@ static double ei(const gp *g, const double *x, double best, double *tmp)
         tmp[i] = matern52(x, g->X + i * g->d, g->d, g->ls);
         mu += tmp[i] * g->alpha[i];
     }
-    lsolve(g->L, n, tmp);
+    kiln__tune_lsolve(g->L, n, tmp);
     double var = 1.0 + g->noise;
     for (size_t i = 0; i < n; i++)
         var -= tmp[i] * tmp[i];

@@ -53,7 +53,7 @@ static json_t *runtime_study(const char *runtime)
 
 static const char *goal_of(const kiln_hyperparameter_spec *hp)
 {
-    return hp->goal && strcmp(hp->goal, "MINIMIZE") == 0 ? "MINIMIZE" : "MAXIMIZE";
+    return kiln__tune_maximize(hp) ? "MAXIMIZE" : "MINIMIZE";
 }
 
 int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_id,
@@ -96,18 +96,17 @@ int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_
             return 1;
         }
     }
-    if (strcmp(goal_of(hp), goal_of(ph)) != 0) {
+    if (kiln__tune_maximize(hp) != kiln__tune_maximize(ph)) {
         kiln_diag_add(d, FIELD, "job '%s' %ss and this job %ss: a resumed study keeps its goal",
                       prev_id, goal_of(ph), goal_of(hp));
         return 1;
     }
-    const char *ta = hp->hyperparameter_metric_tag, *tb = ph->hyperparameter_metric_tag;
-    if (strcmp(ta && *ta ? ta : KILN_TUNE_DEFAULT_TAG, tb && *tb ? tb : KILN_TUNE_DEFAULT_TAG)) {
+    const char *ta = kiln__tune_metric_tag(hp), *tb = kiln__tune_metric_tag(ph);
+    if (strcmp(ta, tb) != 0) {
         kiln_diag_add(d, FIELD,
                       "job '%s''s hyperparameterMetricTag is '%s', this job's '%s': a "
                       "resumed study keeps its metric",
-                      prev_id, tb && *tb ? tb : KILN_TUNE_DEFAULT_TAG,
-                      ta && *ta ? ta : KILN_TUNE_DEFAULT_TAG);
+                      prev_id, tb, ta);
         return 1;
     }
     json_t *st = runtime_study(prev_runtime);

@@ -36,15 +36,25 @@ static int64_t max_trials(const kiln_study *s)
     return s->hp->max_trials > 0 ? s->hp->max_trials : 1;
 }
 
+bool kiln__tune_maximize(const kiln_hyperparameter_spec *hp)
+{
+    return !is(hp->goal, "MINIMIZE");
+}
+
+const char *kiln__tune_metric_tag(const kiln_hyperparameter_spec *hp)
+{
+    const char *t = hp->hyperparameter_metric_tag;
+    return t && *t ? t : KILN_TUNE_DEFAULT_TAG;
+}
+
 static bool maximize(const kiln_study *s)
 {
-    return !is(s->hp->goal, "MINIMIZE");
+    return kiln__tune_maximize(s->hp);
 }
 
 const char *kiln_study_metric_tag(const kiln_study *s)
 {
-    const char *t = s->hp->hyperparameter_metric_tag;
-    return t && *t ? t : KILN_TUNE_DEFAULT_TAG;
+    return kiln__tune_metric_tag(s->hp);
 }
 
 kiln_study *kiln_study_new(const kiln_hyperparameter_spec *hp, uint64_t seed)

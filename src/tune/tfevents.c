@@ -33,34 +33,13 @@
 #include <unistd.h>
 
 #include "tune/tune_int.h"
+#include "util/crc32c.h"
 
-/* ---------- CRC-32C (Castagnoli), as TFRecord masks it ---------- */
+/* ---------- TFRecord framing: masked CRC-32C (util/crc32c.h), little-endian ---------- */
 
-static uint32_t crc_table[256];
-
-static void crc_init(void)
+static uint32_t masked_crc(const uint8_t *p, size_t n)
 {
-    if (crc_table[1]) return;
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-static uint32_t crc32c(const uint8_t *p, size_t n)
-{
-    uint32_t c = 0xffffffffu;
-    crc_init();
-    for (size_t i = 0; i < n; i++)
-        c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-    return c ^ 0xffffffffu;
-}
-
-static uint32_t masked(uint32_t crc)
-{
-    return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+    return kiln_crc32c_mask(kiln_crc32c_update(0, p, n));
 }
 
 static uint32_t le32(const uint8_t *p)
@@ -246,12 +225,12 @@ size_t kiln_tfevents_scan(const uint8_t *buf, size_t len, const char *tag, kiln_
     while (len - off >= 12) {
         const uint8_t *r = buf + off;
         uint64_t n = le64(r);
-        if (masked(crc32c(r, 8)) != le32(r + 8) || n > KILN_TFEVENTS_MAX_RECORD) {
+        if (masked_crc(r, 8) != le32(r + 8) || n > KILN_TFEVENTS_MAX_RECORD) {
             *corrupt = true;
             break;
         }
         if (len - off - 12 < n + 4) break; /* a record still being written */
-        if (masked(crc32c(r + 12, (size_t)n)) != le32(r + 12 + n)) {
+        if (masked_crc(r + 12, (size_t)n) != le32(r + 12 + n)) {
             *corrupt = true;
             break;
         }

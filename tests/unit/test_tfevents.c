@@ -14,6 +14,7 @@
 
 #include "kiln/tune.h"
 #include "test.h"
+#include "test_tune_helpers.h"
 
 typedef struct buf {
     uint8_t p[4096];
@@ -221,15 +222,7 @@ static void write_file(const char *path, const buf *b, size_t from, size_t to, c
 
 static void test_dir(void)
 {
-    kiln_diag d = KILN_DIAG_INIT;
-    const char *js = "{\"jobId\":\"t1\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
-                     "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
-                     "\"hyperparameters\":{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":"
-                     "\"loss\",\"maxTrials\":2,\"params\":[{\"parameterName\":\"x\",\"type\":"
-                     "\"DOUBLE\",\"minValue\":0,\"maxValue\":1}]}}}";
-    kiln_job *j = NULL;
-    CHECK(kiln_job_from_json(js, strlen(js), &j, &d) == KILN_OK);
-    if (!j) return;
+    kiln_job *j = hpjob_x("MINIMIZE", "loss", 2);
     kiln_study *s = kiln_study_new(&j->training_input.hyperparameters, 1);
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -278,7 +271,6 @@ static void test_dir(void)
     CHECK(kiln_study_next(s, now) == t && t->n_tb == 0);
     kiln_study_free(s);
     kiln_job_free(j);
-    kiln_diag_free(&d);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);

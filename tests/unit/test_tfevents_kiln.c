@@ -11,6 +11,7 @@
 
 #include "kiln/tune.h"
 #include "test.h"
+#include "test_tune_helpers.h"
 
 int main(void)
 {
@@ -45,15 +46,7 @@ int main(void)
     if (f) fclose(f);
     CHECK_MSG(n == 2, "%d epoch lines with test_accuracy", n);
 
-    kiln_diag d = KILN_DIAG_INIT;
-    const char *js = "{\"jobId\":\"t1\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
-                     "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
-                     "\"hyperparameters\":{\"goal\":\"MAXIMIZE\",\"hyperparameterMetricTag\":"
-                     "\"accuracy\",\"maxTrials\":1,\"params\":[{\"parameterName\":\"x\",\"type\":"
-                     "\"DOUBLE\",\"minValue\":0,\"maxValue\":1}]}}}";
-    kiln_job *j = NULL;
-    CHECK(kiln_job_from_json(js, strlen(js), &j, &d) == KILN_OK);
-    if (!j) return 1;
+    kiln_job *j = hpjob_x("MAXIMIZE", "accuracy", 1);
     kiln_study *s = kiln_study_new(&j->training_input.hyperparameters, 1);
     kiln_trial *t = kiln_study_next(s, (int64_t)tv.tv_sec * 1000000000LL);
     /* eval/ holds "accuracy" (the test set's); train/ "epoch_accuracy" */
@@ -69,7 +62,6 @@ int main(void)
     }
     kiln_study_free(s);
     kiln_job_free(j);
-    kiln_diag_free(&d);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
     TEST_DONE();

@@ -11,6 +11,7 @@
 
 #include "kiln/tune.h"
 #include "test.h"
+#include "test_tune_helpers.h"
 
 #include "../lib/probe.h"
 
@@ -43,15 +44,7 @@ int main(void)
     int st = system(cmd);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed", cmd);
 
-    kiln_diag d = KILN_DIAG_INIT;
-    const char *js = "{\"jobId\":\"t1\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
-                     "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
-                     "\"hyperparameters\":{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":"
-                     "\"loss\",\"maxTrials\":1,\"params\":[{\"parameterName\":\"x\",\"type\":"
-                     "\"DOUBLE\",\"minValue\":0,\"maxValue\":1}]}}}";
-    kiln_job *j = NULL;
-    CHECK(kiln_job_from_json(js, strlen(js), &j, &d) == KILN_OK);
-    if (!j) return 1;
+    kiln_job *j = hpjob_x("MINIMIZE", "loss", 1);
     kiln_study *s = kiln_study_new(&j->training_input.hyperparameters, 1);
     kiln_trial *t = kiln_study_next(s, (int64_t)tv.tv_sec * 1000000000LL);
     kiln_study_read_tfevents(s, t, dir);
@@ -65,7 +58,6 @@ int main(void)
     CHECK(t->n_tb == 2);
     kiln_study_free(s);
     kiln_job_free(j);
-    kiln_diag_free(&d);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
     TEST_DONE();

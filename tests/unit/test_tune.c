@@ -10,26 +10,8 @@
 #include "kiln/tune.h"
 #include "test.h"
 #include "test_catalog_helpers.h"
-
-/* A valid job around a hyperparameters object given as JSON text. */
-static kiln_job *hpjob(const char *hp)
-{
-    char buf[4096];
-    kiln_job *j = NULL;
-    kiln_diag d = KILN_DIAG_INIT;
-    snprintf(buf, sizeof buf,
-             "{\"jobId\":\"t1\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
-             "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
-             "\"hyperparameters\":%s}}",
-             hp);
-    if (kiln_job_from_json(buf, strlen(buf), &j, &d) != KILN_OK) {
-        kiln_diag_print(&d, stderr);
-        fprintf(stderr, "does not decode: %s\n", hp);
-        exit(1);
-    }
-    kiln_diag_free(&d);
-    return j;
-}
+#include "test_tune_helpers.h"
+#include "tune/tune_int.h"
 
 #define LR                                                                                         \
     "{\"parameterName\":\"lr\",\"type\":\"DOUBLE\",\"minValue\":0.0001,\"maxValue\":0.1,"          \
@@ -308,6 +290,97 @@ static void test_model_beats_random(void)
     qsort(tpe, 9, sizeof *tpe, cmpd);
     qsort(rnd, 9, sizeof *rnd, cmpd);
     CHECK_MSG(tpe[4] < rnd[4], "median regret model-based %g, random %g", tpe[4], rnd[4]);
+}
+
+/* gp.c's Cholesky factor and solves against a reference: Gaussian
+ * elimination with partial pivoting on the same system, written out here
+ * (it shares no code or ordering with a Cholesky solve). Matrices are the
+ * GP's kind: a Matern-like kernel of random points plus a small noise on the
+ * diagonal, so well enough conditioned that both answers agree to 1e-8
+ * relative (condition numbers here stay below 1e5; double rounding gives
+ * about 1e-16 times that). A known 3x3 factor is checked exactly, and a
+ * matrix that is not positive definite is refused. */
+static void gauss_solve(double *A, size_t n, double *b)
+{
+    for (size_t c = 0; c < n; c++) {
+        size_t p = c;
+        for (size_t r = c + 1; r < n; r++)
+            if (fabs(A[r * n + c]) > fabs(A[p * n + c])) p = r;
+        for (size_t k = 0; k < n && p != c; k++) {
+            double t = A[c * n + k];
+            A[c * n + k] = A[p * n + k], A[p * n + k] = t;
+        }
+        double t = b[c];
+        b[c] = b[p], b[p] = t;
+        for (size_t r = c + 1; r < n; r++) {
+            double f = A[r * n + c] / A[c * n + c];
+            for (size_t k = c; k < n; k++)
+                A[r * n + k] -= f * A[c * n + k];
+            b[r] -= f * b[c];
+        }
+    }
+    for (size_t r = n; r-- > 0;) {
+        for (size_t k = r + 1; k < n; k++)
+            b[r] -= A[r * n + k] * b[k];
+        b[r] /= A[r * n + r];
+    }
+}
+
+static void test_cholesky(void)
+{
+    double A3[9] = {4, 12, -16, 12, 37, -43, -16, -43, 98};
+    const double L3[9] = {2, 12, -16, 6, 1, -43, -8, 5, 3}; /* upper: left as it was */
+    CHECK(kiln__tune_cholesky(A3, 3));
+    for (int i = 0; i < 9; i++)
+        CHECK_MSG(A3[i] == L3[i], "3x3 factor [%d]: %g, want %g", i, A3[i], L3[i]);
+    double npd[4] = {1, 2, 2, 1}; /* eigenvalues 3 and -1 */
+    CHECK(!kiln__tune_cholesky(npd, 2));
+
+    static const size_t sizes[] = {1, 2, 7, 40, 200};
+    uint64_t rng = 12345;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si], d = 3;
+        double *X = malloc(n * d * sizeof *X), *A = malloc(n * n * sizeof *A);
+        double *G = malloc(n * n * sizeof *G), *L = malloc(n * n * sizeof *L);
+        double *x = malloc(n * sizeof *x), *ref = malloc(n * sizeof *ref);
+        if (!X || !A || !G || !L || !x || !ref) abort();
+        for (size_t i = 0; i < n * d; i++)
+            X[i] = kiln__tune_uniform(&rng);
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < n; k++) {
+                double r2 = 0;
+                for (size_t c = 0; c < d; c++)
+                    r2 += (X[i * d + c] - X[k * d + c]) * (X[i * d + c] - X[k * d + c]);
+                double r = sqrt(5 * r2) / 0.5;
+                A[i * n + k] = (1 + r + r * r / 3) * exp(-r) + (i == k ? 1e-3 : 0);
+            }
+        for (size_t i = 0; i < n; i++)
+            x[i] = ref[i] = kiln__tune_uniform(&rng) - 0.5;
+        memcpy(L, A, n * n * sizeof *A);
+        memcpy(G, A, n * n * sizeof *A);
+        CHECK_MSG(kiln__tune_cholesky(L, n), "n=%zu: refused a positive definite matrix", n);
+        /* L L' gives A back (the lower triangle and the diagonal) */
+        double err = 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k <= i; k++) {
+                double v = 0;
+                for (size_t c = 0; c <= k; c++)
+                    v += L[i * n + c] * L[k * n + c];
+                err = fmax(err, fabs(v - A[i * n + k]));
+            }
+        CHECK_MSG(err < 1e-12, "n=%zu: |L L' - A| = %g", n, err);
+        kiln__tune_lsolve(L, n, x);
+        kiln__tune_ltsolve(L, n, x);
+        gauss_solve(G, n, ref);
+        double diff = 0, scale = 0;
+        for (size_t i = 0; i < n; i++) {
+            diff = fmax(diff, fabs(x[i] - ref[i]));
+            scale = fmax(scale, fabs(ref[i]));
+        }
+        CHECK_MSG(diff <= 1e-8 * scale, "n=%zu: Cholesky solve vs Gauss: %g (scale %g)", n, diff,
+                  scale);
+        free(X), free(A), free(G), free(L), free(x), free(ref);
+    }
 }
 
 static void test_median_stop(void)
@@ -623,6 +696,7 @@ int main(void)
     test_scales();
     test_grid();
     test_random();
+    test_cholesky();
     test_model_beats_random();
     test_median_stop();
     test_asha();

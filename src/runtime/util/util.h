@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "kiln/diag.h"
+#include "util/crc32c.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,18 +30,12 @@ typedef struct kiln_errmsg {
 kiln_err kiln_errmsg_set(kiln_errmsg *e, kiln_err code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ---- CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) ----
- * kiln_crc32c_update(0, buf, n) is the CRC of buf; to continue over more bytes,
- * pass the previous result back in: crc(a||b) = update(update(0, a), b).
- * Uses the SSE4.2 crc32 instruction when the CPU has it (checked at run time),
- * a table otherwise; both give identical results. */
-uint32_t kiln_crc32c_update(uint32_t crc, const void *buf, size_t n);
+/* ---- CRC-32C: kiln_crc32c_update and kiln_crc32c_mask (util/crc32c.h, in
+ * kiln_util, shared with src/tune's event file reader) ---- */
 static inline uint32_t kiln_crc32c(const void *buf, size_t n)
 {
     return kiln_crc32c_update(0, buf, n);
 }
-/* TFRecord's masked CRC: ((crc >> 15) | (crc << 17)) + 0xa282ead8. */
-uint32_t kiln_crc32c_mask(uint32_t crc);
 
 /* ---- SHA-256 (a thin wrapper over OpenSSL EVP, so callers need no OpenSSL headers) ---- */
 typedef struct kiln_sha256 kiln_sha256; /* opaque */

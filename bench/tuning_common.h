@@ -1,0 +1,69 @@
+/* bench/tuning_common.h - what the two tuning benchmarks (tuning_search.c,
+ * tuning_kiln_train.c) share: the job around a hyperparameters object, and
+ * the medians over study seeds of the best value after each trial, with the
+ * trial at which the model-based search's median reaches random search's.
+ * Header-only (static functions): each benchmark is one program. */
+#ifndef KILN_BENCH_TUNING_COMMON_H
+#define KILN_BENCH_TUNING_COMMON_H
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/job.h"
+#include "kiln/tune.h"
+
+/* A job around `hyperparameters` (JSON text), decoded and checked as kilnd
+ * would; a benchmark whose spec does not pass exits 1 with the violations. */
+static kiln_job *tuning_job(const char *hyperparameters)
+{
+    size_t len = strlen(hyperparameters) + 256;
+    char *buf = malloc(len);
+    kiln_job *j = NULL;
+    kiln_diag d = KILN_DIAG_INIT;
+    if (!buf) exit(1);
+    snprintf(buf, len,
+             "{\"jobId\":\"bench\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
+             "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
+             "\"hyperparameters\":%s}}",
+             hyperparameters);
+    if (kiln_job_from_json(buf, strlen(buf), &j, &d) != KILN_OK ||
+        kiln_tune_check(&j->training_input.hyperparameters, &d) != 0) {
+        kiln_diag_print(&d, stderr);
+        exit(1);
+    }
+    free(buf);
+    kiln_diag_free(&d);
+    return j;
+}
+
+static int tuning_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* med[k] = the median over the seeds of best[seed * trials + k]. */
+static void tuning_medians(const double *best, int seeds, int trials, double *med)
+{
+    double *col = malloc((size_t)seeds * sizeof *col);
+    if (!col) exit(1);
+    for (int k = 0; k < trials; k++) {
+        for (int sd = 0; sd < seeds; sd++)
+            col[sd] = best[sd * trials + k];
+        qsort(col, (size_t)seeds, sizeof *col, tuning_cmp);
+        med[k] = seeds % 2 ? col[seeds / 2] : (col[seeds / 2 - 1] + col[seeds / 2]) / 2;
+    }
+    free(col);
+}
+
+/* The first trial count (1-based) at which med[] reaches `target` (at or
+ * above it when maximising, at or below otherwise); -1 when it never does. */
+static int tuning_reach(const double *med, int trials, double target, bool maximize)
+{
+    for (int k = 0; k < trials; k++)
+        if (maximize ? med[k] >= target : med[k] <= target) return k + 1;
+    return -1;
+}
+
+#endif
