@@ -15,9 +15,10 @@
 
 #include "catalog/catalog_int.h"
 
-/* packageUris kiln stages (src/exec/supervisor/spawn.c). */
+/* runPolicy.ttlSecondsAfterFinished's upper bound: ten years */
 #define KILN_TTL_MAX_SECONDS 315360000
 
+/* packageUris kiln stages (src/exec/supervisor/spawn.c). */
 #define SCHEMES                                                                                    \
     "an absolute path or file:///path on kilnd's machine, gs://BUCKET/NAME of a bucket "           \
     "kilnd's staging store holds, or http(s)://HOST/PATH of a .tar.gz, .tgz or .whl, fetched "     \
@@ -33,12 +34,10 @@ static void refuse(hctx *h, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void refuse(hctx *h, const char *field, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    kiln_diag_addv(h->d, field, fmt, ap);
     va_end(ap);
-    kiln_diag_add(h->d, field, "%s", msg);
     h->n++;
 }
 

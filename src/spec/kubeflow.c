@@ -224,6 +224,26 @@ bool kiln__kf_opt_count(kiln__kf *c, const json_t *obj, const char *key, const c
     return true;
 }
 
+bool kiln__kf_opt_bool(kiln__kf *c, const json_t *obj, const char *key, const char *path, bool *out)
+{
+    static const char *const yes[] = {"true", "True", "TRUE"}, *const no[] = {"false", "False",
+                                                                              "FALSE"};
+    const json_t *v = kiln__kf_get(obj, key);
+    const char *s = kiln__kf_scalar(v);
+    if (!kiln__kf_present(v)) return true;
+    if (json_is_boolean(v)) {
+        *out = json_is_true(v);
+        return true;
+    }
+    for (size_t i = 0; s && i < 3; i++)
+        if (strcmp(s, yes[i]) == 0 || strcmp(s, no[i]) == 0) {
+            *out = strcmp(s, yes[i]) == 0;
+            return true;
+        }
+    kiln__kf_bad(c, path, "'%.32s' must be true or false", s ? s : "value");
+    return false;
+}
+
 /* ---- metadata ---- */
 
 /* Kubernetes names allow lowercase letters, digits, '-' and '.'; jobIds allow
@@ -563,9 +583,9 @@ static void map_mounts(kiln__kf *c, const json_t *pod, const char *rpath, const 
         kiln__kf_check_keys(c, v, p, mount_keys);
         const char *name = kiln__kf_scalar(kiln__kf_get(v, "name"));
         const char *at = kiln__kf_scalar(kiln__kf_get(v, "mountPath"));
-        const char *ro = kiln__kf_scalar(kiln__kf_get(v, "readOnly"));
-        const json_t *rov = kiln__kf_get(v, "readOnly");
-        bool read_only = json_is_true(rov) || (ro && strcmp(ro, "true") == 0);
+        bool read_only = false;
+        snprintf(p, sizeof p, "%s.volumeMounts[%zu].readOnly", cpath, i);
+        kiln__kf_opt_bool(c, v, "readOnly", p, &read_only);
         const char *host = NULL;
         size_t k;
         json_t *vol;
@@ -616,12 +636,30 @@ static void check_ports(kiln__kf *c, const json_t *ctr, const char *cpath)
         snprintf(p, sizeof p, "%s.ports[%zu]", cpath, i);
         kiln__kf_check_keys(c, v, p, port_keys);
         const char *name = kiln__kf_scalar(kiln__kf_get(v, "name"));
-        if (name == NULL || strcmp(name, own) != 0)
+        if (name == NULL || strcmp(name, own) != 0) {
             kiln__kf_bad(c, p,
                          "only the %s's own port (name: %s) is accepted: kiln gives every "
                          "replica a port of its own and writes it in TF_CONFIG (and "
                          "MASTER_PORT); it opens no other",
                          c->kind, own);
+            continue;
+        }
+        /* kiln's port is a TCP port: another protocol would not be what it opens */
+        const json_t *proto = kiln__kf_get(v, "protocol");
+        const char *ps = kiln__kf_scalar(proto);
+        if (kiln__kf_present(proto) && !(ps && strcmp(ps, "TCP") == 0)) {
+            snprintf(p, sizeof p, "%s.ports[%zu].protocol", cpath, i);
+            kiln__kf_bad(c, p,
+                         "'%.16s' is not supported: the %s's port is TCP (leave protocol out "
+                         "or give TCP)",
+                         ps ? ps : "value", c->kind);
+        }
+        int64_t port;
+        const json_t *cp = kiln__kf_get(v, "containerPort");
+        if (kiln__kf_present(cp) && (!kiln__kf_get_int(cp, &port) || port < 1 || port > 65535)) {
+            snprintf(p, sizeof p, "%s.ports[%zu].containerPort", cpath, i);
+            kiln__kf_bad(c, p, "must be a port number from 1 to 65535");
+        }
     }
 }
 
@@ -822,8 +860,8 @@ void kiln__kf_run_policy(kiln__kf *c, const json_t *spec, kiln_training_input *t
                      "must be at least 1 second");
     ti->has_run_policy = out->has_backoff_limit || out->has_active_deadline_seconds ||
                          out->has_ttl_seconds_after_finished || out->clean_pod_policy != NULL;
-    const char *suspend = kiln__kf_scalar(kiln__kf_get(rp, "suspend"));
-    if (suspend && strcmp(suspend, "true") == 0)
+    bool suspend = false;
+    if (kiln__kf_opt_bool(c, rp, "suspend", "spec.runPolicy.suspend", &suspend) && suspend)
         kiln__kf_bad(c, "spec.runPolicy.suspend", "suspended %ss are not supported", c->kind);
 }
 

@@ -49,6 +49,11 @@ bool kiln__kf_get_int(const json_t *v, int64_t *out);
 /* An optional whole number >= 0; reports at `path` and returns false when set but bad. */
 bool kiln__kf_opt_count(kiln__kf *c, const json_t *obj, const char *key, const char *path,
                         bool *has, int64_t *out);
+/* An optional boolean: true or false (a JSON boolean, or YAML's true/True/TRUE,
+ * false/False/FALSE) into *out; absent leaves *out alone. Anything else is
+ * reported at `path` (a "yes" or a typo must not read as false) and false returned. */
+bool kiln__kf_opt_bool(kiln__kf *c, const json_t *obj, const char *key, const char *path,
+                       bool *out);
 
 /* metadata: name -> jobId, labels, kiln.dev/region and kiln.dev/job-dir annotations. */
 void kiln__kf_metadata(kiln__kf *c, const json_t *root, kiln_job *job);

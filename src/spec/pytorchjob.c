@@ -166,12 +166,7 @@ static void map_elastic(kiln__kf *c, const json_t *spec, kiln_pytorch_job *pt)
     kiln__kf_nomem(c, kiln_set_str(&ep->rdzv_host, kiln__kf_scalar(kiln__kf_get(el, "rdzvHost"))));
     kiln__kf_nomem(c, kiln_set_str(&ep->rdzv_id, kiln__kf_scalar(kiln__kf_get(el, "rdzvId"))));
     map_rdzv_conf(c, kiln__kf_get(el, "rdzvConf"), ep);
-    const char *sa = kiln__kf_scalar(kiln__kf_get(el, "standalone"));
-    const json_t *sav = kiln__kf_get(el, "standalone");
-    if (json_is_true(sav) || (sa && strcmp(sa, "true") == 0))
-        ep->standalone = true;
-    else if (kiln__kf_present(sav) && !json_is_false(sav) && !(sa && strcmp(sa, "false") == 0))
-        kiln__kf_bad(c, PT_ELASTIC ".standalone", "must be true or false");
+    kiln__kf_opt_bool(c, el, "standalone", PT_ELASTIC ".standalone", &ep->standalone);
     map_nproc(c, kiln__kf_get(el, "nProcPerNode"), PT_ELASTIC ".nProcPerNode",
               &ep->n_proc_per_node);
 }

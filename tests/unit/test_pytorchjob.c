@@ -171,6 +171,9 @@ static void test_rules(void)
     expect_bad(HEAD "spec:\n  pytorchReplicaSpecs: {}\n", "spec.pytorchReplicaSpecs", "required");
     expect_bad(HEAD "spec:\n  runPolicy: {suspend: true}\n  pytorchReplicaSpecs:\n" MASTER("1"),
                "spec.runPolicy.suspend", "PyTorchJob");
+    expect_bad(HEAD
+               "spec:\n  elasticPolicy: {standalone: yes}\n  pytorchReplicaSpecs:\n" WORKER("2"),
+               "spec.elasticPolicy.standalone", "true or false");
     expect_bad(HEAD SPECS WORKER("0"), "spec.pytorchReplicaSpecs.Worker.replicas", "at least 1");
 }
 

@@ -400,8 +400,52 @@ static void test_unread_keys_refused(void)
     expect_bad(HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n      minAvailable: 1\n"
                     "      template: {spec: {containers: [{name: tensorflow, image: i}]}}\n",
                "spec.tfReplicaSpecs.Chief.minAvailable", "not supported");
+    /* the operator's own port: only TCP, and containerPort a port number */
+    expect_bad(
+        CHIEF("          containers: [{name: tensorflow, image: i,\n"
+              "            ports: [{name: tfjob-port, containerPort: 2222, protocol: UDP}]}]\n"),
+        CT ".containers[0].ports[0].protocol", "TCP");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
+                     "            ports: [{name: tfjob-port, containerPort: http}]}]\n"),
+               CT ".containers[0].ports[0].containerPort", "1 to 65535");
+    /* booleans: a value that is neither true nor false is refused, not read as false
+     * (readOnly: yes would have mounted the directory writable) */
+    expect_bad(CHIEF("          volumes: [{name: d, hostPath: {path: /x}}]\n"
+                     "          containers: [{name: tensorflow, image: i,\n"
+                     "            volumeMounts: [{name: d, mountPath: /y, readOnly: yes}]}]\n"),
+               CT ".containers[0].volumeMounts[0].readOnly", "true or false");
+    expect_bad(HEAD "spec:\n  runPolicy: {suspend: True}\n  tfReplicaSpecs:\n    Chief:\n"
+                    "      template: {spec: {containers: [{name: tensorflow, image: i}]}}\n",
+               "spec.runPolicy.suspend", "not supported");
+    expect_bad(HEAD "spec:\n  runPolicy: {suspend: maybe}\n  tfReplicaSpecs:\n    Chief:\n"
+                    "      template: {spec: {containers: [{name: tensorflow, image: i}]}}\n",
+               "spec.runPolicy.suspend", "true or false");
 #undef CHIEF
 #undef CT
+}
+
+/* Kubernetes booleans in YAML's spellings: readOnly: True mounts read-only,
+ * suspend: false and protocol: TCP are what kiln does anyway. */
+static void test_booleans_and_port(void)
+{
+    kiln_diag d = KILN_DIAG_INIT;
+    kiln_job *job = decode(HEAD "spec:\n  runPolicy: {suspend: false}\n  tfReplicaSpecs:\n"
+                                "    Chief:\n      template:\n        spec:\n"
+                                "          volumes: [{name: d, hostPath: {path: /x}}]\n"
+                                "          containers: [{name: tensorflow, image: i,\n"
+                                "            ports: [{name: tfjob-port, containerPort: 2222, "
+                                "protocol: TCP}],\n"
+                                "            volumeMounts: [{name: d, mountPath: /y, readOnly: "
+                                "True}]}]\n",
+                           &d, NULL);
+    kiln_diag_print(&d, stderr);
+    CHECK(job != NULL && d.n == 0);
+    if (job) {
+        const kiln_strv *m = &job->training_input.master_config.host_mounts;
+        CHECK(m->n == 1 && strcmp(m->v[0], "/x:/y:ro") == 0);
+    }
+    kiln_job_free(job);
+    kiln_diag_free(&d);
 }
 
 /* --tfjob with flags: flags win, the TFJob fills the rest. */
@@ -455,6 +499,7 @@ int main(void)
     test_legacy_run_policy();
     test_machine_type_annotation_and_first_container();
     test_unread_keys_refused();
+    test_booleans_and_port();
     test_tfjob_with_flags();
     TEST_DONE();
 }
