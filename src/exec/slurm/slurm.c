@@ -961,23 +961,6 @@ static int batch_exit(const sjob *j)
 static const unsigned ACTIVE = KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING) |
                                KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
 
-/* The restart policy of a role's replicas and the job's backoff limit, as
- * the local executor reads them (src/exec/supervisor/supervisor.c). */
-static const char *policy_of(const kiln_job *job, kiln_role role)
-{
-    const kiln_replica_config *c = kiln_job_role_config(job, role);
-    if (c && c->restart_policy && *c->restart_policy) return c->restart_policy;
-    return "Never";
-}
-
-static int backoff_limit(const kiln_job *job)
-{
-    const kiln_training_input *ti = &job->training_input;
-    if (ti->has_run_policy && ti->run_policy.has_backoff_limit)
-        return (int)ti->run_policy.backoff_limit;
-    return 3;
-}
-
 static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, const char *reason,
                      long max_rt, json_t *byname);
 
@@ -1058,10 +1041,10 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
                  j->reps[fi].task, code);
     else if ((code = batch_exit(j)) <= 0)
         code = 137;
-    const char *pol = policy_of(r->job, role);
+    const char *pol = kiln_job_restart_policy(r->job, role);
     bool retry = strcmp(pol, "Always") == 0 || strcmp(pol, "OnFailure") == 0 ||
                  (strcmp(pol, "ExitCode") == 0 && code >= 128);
-    int limit = backoff_limit(r->job);
+    int limit = kiln_job_backoff_limit(r->job);
     if (retry && r->failures < limit) {
         kilnd_event(d, j->project, j->job_id, "WARNING",
                     "%sSlurm job %ld ended %s; submitting the job again (restart policy %s, "
