@@ -407,21 +407,6 @@ typedef struct ssup {
     int port_next; /* where port_take looks first */
 } ssup;
 
-static void sjob_free(ssup *s, sjob *j)
-{
-    for (size_t i = 0; j && i < j->n; i++) {
-        int p = j->reps[i].port - s->d->port_base;
-        if (p >= 0 && p < s->d->port_count) s->port_used[p] = false;
-    }
-    if (j) {
-        free(j->project);
-        free(j->job_id);
-        free(j->reps);
-        free(j->requeue);
-        free(j);
-    }
-}
-
 /* A port of --port-range no running kiln job holds. The search goes on
  * from the last port handed out rather than from the lowest, as the local
  * executor's does: a port given back a moment ago may still be held on its
@@ -456,6 +441,17 @@ static void ports_release(ssup *s, sjob *j)
     j->n = 0;
 }
 
+static void sjob_free(ssup *s, sjob *j)
+{
+    if (!j) return;
+    ports_release(s, j);
+    free(j->project);
+    free(j->job_id);
+    free(j->reps);
+    free(j->requeue);
+    free(j);
+}
+
 /* The Slurm node replica i runs on, once its task has said (kiln-slurm-task
  * writes "ADDR NODE" to RUNDIR/hosts/TASK); "" before. */
 static void rep_node(const sjob *j, size_t i, char *node, size_t len)
@@ -483,6 +479,27 @@ static kiln_role role_of(const char *name)
     for (int q = 0; q < KILN_ROLE_COUNT; q++)
         if (name && strcmp(kiln_role_name((kiln_role)q), name) == 0) return (kiln_role)q;
     return KILN_ROLE_MASTER;
+}
+
+/* j's replicas as spec.json or the runtime record lists them ("task",
+ * "role", "index", "port" each), their ports marked as held. false on
+ * ENOMEM. */
+static bool reps_read(ssup *s, sjob *j, json_t *reps)
+{
+    size_t k, n = json_array_size(reps);
+    json_t *rp;
+    if (!(j->reps = calloc(n ? n : 1, sizeof *j->reps))) return false;
+    json_array_foreach(reps, k, rp)
+    {
+        srep *x = &j->reps[j->n++];
+        const char *task = json_string_value(json_object_get(rp, "task"));
+        snprintf(x->task, sizeof x->task, "%s", task ? task : "");
+        x->index = (int)json_integer_value(json_object_get(rp, "index"));
+        x->port = (int)json_integer_value(json_object_get(rp, "port"));
+        x->role = role_of(json_string_value(json_object_get(rp, "role")));
+        port_mark(s, x->port);
+    }
+    return true;
 }
 
 static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
@@ -767,24 +784,10 @@ static bool adopt(ssup *s, sjob *j, json_t *sj)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/slurm/spec.json", j->dir);
-    json_t *spec = json_load_file(path, 0, NULL), *rp;
-    json_t *reps = json_object_get(spec, "replicas");
-    size_t k;
-    if (!json_array_size(reps) || !(j->reps = calloc(json_array_size(reps), sizeof *j->reps))) {
-        json_decref(spec);
-        return false;
-    }
-    json_array_foreach(reps, k, rp)
-    {
-        srep *x = &j->reps[j->n++];
-        const char *task = json_string_value(json_object_get(rp, "task"));
-        snprintf(x->task, sizeof x->task, "%s", task ? task : "");
-        x->index = (int)json_integer_value(json_object_get(rp, "index"));
-        x->port = (int)json_integer_value(json_object_get(rp, "port"));
-        x->role = role_of(json_string_value(json_object_get(rp, "role")));
-        port_mark(s, x->port);
-    }
+    json_t *spec = json_load_file(path, 0, NULL);
+    bool ok = reps_read(s, j, json_object_get(spec, "replicas")) && j->n > 0;
     json_decref(spec);
+    if (!ok) return false;
     j->id = (long)json_integer_value(json_object_get(sj, "job_id"));
     const char *st = json_string_value(json_object_get(sj, "job_state"));
     snprintf(j->sstate, sizeof j->sstate, "%s", st ? st : "PENDING");
@@ -1248,10 +1251,8 @@ static void reconcile(ssup *s)
             continue;
         }
         sjob *j = calloc(1, sizeof *j);
-        json_t *reps = json_object_get(rt, "replicas"), *rp;
-        size_t k;
-        if (!j || !(j->reps = calloc(json_array_size(reps) + 1, sizeof *j->reps)) ||
-            !(j->project = strdup(r->project)) || !(j->job_id = strdup(r->job->job_id))) {
+        if (!j || !(j->project = strdup(r->project)) || !(j->job_id = strdup(r->job->job_id)) ||
+            !reps_read(s, j, json_object_get(rt, "replicas"))) {
             sjob_free(s, j);
             json_decref(rt);
             continue;
@@ -1262,16 +1263,6 @@ static void reconcile(ssup *s)
         snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
         const char *rq = json_string_value(json_object_get(rt, "slurmRequeue"));
         if (rq) j->requeue = strdup(rq); /* a drain's move, finished by this kilnd */
-        json_array_foreach(reps, k, rp)
-        {
-            srep *x = &j->reps[j->n++];
-            const char *task = json_string_value(json_object_get(rp, "task"));
-            snprintf(x->task, sizeof x->task, "%s", task ? task : "");
-            x->index = (int)json_integer_value(json_object_get(rp, "index"));
-            x->port = (int)json_integer_value(json_object_get(rp, "port"));
-            x->role = role_of(json_string_value(json_object_get(rp, "role")));
-            port_mark(s, x->port);
-        }
         j->next = s->jobs;
         s->jobs = j;
         kilnd_event(d, r->project, r->job->job_id, "INFO",
