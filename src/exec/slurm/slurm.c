@@ -169,37 +169,72 @@ static const char *kiln_type_of(const kilnd *d, const char *g)
     return NULL;
 }
 
-static const char *role_config_field(kiln_role r)
+/* "trainingInput.workerConfig.SUFFIX" for a role's config field. */
+static void role_field(kiln_role r, const char *suffix, char *field, size_t flen)
 {
-    switch (r) {
-    case KILN_ROLE_MASTER:
-        return "trainingInput.masterConfig.acceleratorConfig.type";
-    case KILN_ROLE_WORKER:
-        return "trainingInput.workerConfig.acceleratorConfig.type";
-    case KILN_ROLE_PARAMETER_SERVER:
-        return "trainingInput.parameterServerConfig.acceleratorConfig.type";
-    default:
-        return "trainingInput.evaluatorConfig.acceleratorConfig.type";
-    }
+    snprintf(field, flen, "trainingInput.%sConfig.%s", kiln_role_field(r), suffix);
 }
 
 bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t flen, char *why,
                           size_t whylen)
 {
-    if (!d->slurm.gpu_type_n) return true; /* untyped GRES: any GPU type is "gpu" */
+    const kiln_training_input *ti = &job->training_input;
+    if (ti->has_hyperparameters) {
+        snprintf(field, flen, "trainingInput.hyperparameters");
+        snprintf(why, whylen,
+                 "hyperparameter tuning jobs are not supported by the Slurm executor yet");
+        return false;
+    }
+    if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy) {
+        snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy");
+        snprintf(why, whylen, "elastic PyTorchJobs are not supported by the Slurm executor");
+        return false;
+    }
+    if (ti->package_uris.n) {
+        snprintf(field, flen, "trainingInput.packageUris");
+        snprintf(why, whylen,
+                 "packageUris are not staged by the Slurm executor yet: use a program on the "
+                 "nodes (containerCommand or a kiln.* module)");
+        return false;
+    }
+    /* the TTL is the local supervisor's (src/daemon/ttl.c); Slurm's has none */
+    if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished) {
+        snprintf(field, flen, "trainingInput.runPolicy.ttlSecondsAfterFinished");
+        snprintf(why, whylen,
+                 "not supported with kilnd --executor slurm: Slurm keeps a finished job's "
+                 "files; leave ttlSecondsAfterFinished out");
+        return false;
+    }
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        if (rc && rc->image_uri && *rc->image_uri) {
+            role_field((kiln_role)r, "imageUri", field, flen);
+            snprintf(why, whylen,
+                     "container images (%s) are not run by the Slurm executor: give "
+                     "containerCommand instead",
+                     rc->image_uri);
+            return false;
+        }
+    }
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     size_t np = kiln_catalog_plan(d->catalog, job, plans);
     for (size_t p = 0; p < np; p++) {
         const char *t = plans[p].accelerator_type;
-        if (!t || plans[p].accelerators_per_replica <= 0 || strncmp(t, "TPU", 3) == 0 ||
-            gres_type(d, t))
-            continue;
+        if (!t || plans[p].accelerators_per_replica <= 0) continue;
+        if (strncmp(t, "TPU", 3) == 0) {
+            role_field(plans[p].role, "acceleratorConfig.type", field, flen);
+            snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
+                     kiln_role_name(plans[p].role), t);
+            return false;
+        }
+        /* untyped GRES (no --slurm-gpu-type): any GPU type is "gpu" */
+        if (!d->slurm.gpu_type_n || gres_type(d, t)) continue;
         char known[400] = "";
         size_t kl = 0;
         for (size_t i = 0; i < d->slurm.gpu_type_n && kl + 2 < sizeof known; i++)
             kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", i ? ", " : "",
                                    d->slurm.gpu_types[i]);
-        snprintf(field, flen, "%s", role_config_field(plans[p].role));
+        role_field(plans[p].role, "acceleratorConfig.type", field, flen);
         snprintf(why, whylen,
                  "%s has no GPU type on this Slurm cluster (kilnd --slurm-gpu-type maps %s)", t,
                  known);
@@ -590,11 +625,6 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
     }
     for (size_t p = 0; p < np; p++) {
         const char *t = plans[p].accelerator_type;
-        if (t && strncmp(t, "TPU", 3) == 0) {
-            snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
-                     kiln_role_name(plans[p].role), t);
-            return false;
-        }
         if (s->d->slurm.machine_resources && plans[p].vcpus > max_cpus) {
             snprintf(why, whylen,
                      "the %s replicas ask for %d CPUs (%s); no node of Slurm partition %s has "
@@ -824,32 +854,14 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
         s->fresh = j;
         return;
     }
-    const kiln_training_input *ti = &rec->job->training_input;
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     char why[1024] = "";
-    if (ti->has_hyperparameters) {
-        refuse(s, rec, "hyperparameter tuning jobs are not supported by the Slurm executor yet");
+    /* what create refuses (kiln_slurm_check_job), for a job queued by a
+     * kilnd that ran with another executor */
+    char field[128];
+    if (!kiln_slurm_check_job(d, rec->job, field, sizeof field, why, sizeof why)) {
+        refuse(s, rec, "%s: %s", field, why);
         return;
-    }
-    if (ti->pytorch_job.has_elastic_policy) {
-        refuse(s, rec, "elastic PyTorchJobs are not supported by the Slurm executor");
-        return;
-    }
-    if (ti->package_uris.n) {
-        refuse(s, rec,
-               "packageUris are not staged by the Slurm executor yet: use a program on "
-               "the nodes (containerCommand or a kiln.* module)");
-        return;
-    }
-    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
-        const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
-        if (rc && rc->image_uri && *rc->image_uri) {
-            refuse(s, rec,
-                   "container images (%s) are not run by the Slurm executor: give "
-                   "containerCommand instead",
-                   rc->image_uri);
-            return;
-        }
     }
     size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
     if (np == 0) {
