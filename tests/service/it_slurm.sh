@@ -212,6 +212,22 @@ check "nodes list shows the drain and its reason" grep -qE '^n2 .* yes .*slurm: 
 "$KILN" nodes uncordon n2 >/dev/null 2>&1
 check "n2 back" sh -c "sinfo -h -n n2 -o %t | grep -qv drain"
 
+# ---- what kilnd cannot act on keeps it from starting, said ----
+refused() { # refused WHAT ARGS...: kilnd exits 1 at once, its words in $T/refused.err
+    local what=$1
+    shift
+    timeout 20 "$KILND" --listen 127.0.0.1:0 --data-dir "$T/refused" "$@" 2>"$T/refused.err"
+    check_eq "$what: kilnd exit" "$?" 1
+}
+refused "--slurm-partition without --executor slurm" --slurm-partition kiln
+check "names the flag" grep -q -- '--slurm-partition needs --executor slurm' "$T/refused.err"
+printf 'kiln-test-token-0123456789 p1 editor\nproject p1 user root\n' >"$T/users.tokens"
+chmod 600 "$T/users.tokens"
+refused "project users under Slurm" --tokens "$T/users.tokens" "${KILND_SLURM[@]}" --allow-root-replicas yes
+check "names the project user lines" grep -q "'project P user U' lines cannot be applied" "$T/refused.err"
+refused "root replicas not allowed" "${KILND_SLURM[@]}"
+check "names --allow-root-replicas" grep -q 'would run every replica as root' "$T/refused.err"
+
 # ---- CPU and memory from machine types (--slurm-machine-resources yes) ----
 printf 'machineTypes:\n  - {name: slurm-small, family: compute-engine, vcpus: 2, memoryGb: 1.5}\n' >"$T/site.yaml"
 stop_kilnd
