@@ -9,7 +9,7 @@
  * runs the program under kiln-monitor, which writes the replica's log lines
  * into the job's log as on one machine.
  *
- * Follow: `squeue --json` every second (one call for every job): Slurm's
+ * Follow: `squeue --json` every POLL_MS (one call for every job): Slurm's
  * PENDING -> QUEUED, CONFIGURING -> PREPARING, RUNNING -> RUNNING, and the
  * final states with Slurm's state and reason in errorMessage. A job Slurm
  * forgot (past MinJobAge while kilnd was down) ends by the exit file its
@@ -440,6 +440,11 @@ typedef struct ssup {
     sjob *fresh; /* submitted during this tick: joins `jobs` after the follow loop */
     bool *port_used;
     int port_next; /* where port_take looks first */
+    /* the partition's nodes (sinfo --json) for never-fits, read once per
+     * tick however many jobs it submits (nodes_read: asked, NULL when sinfo
+     * failed, so a stuck slurmctld costs one timeout per tick, not one per job) */
+    json_t *nodes;
+    bool nodes_read;
 } ssup;
 
 /* A port of --port-range no running kiln job holds. The search goes on
@@ -597,7 +602,9 @@ static void sh_quote(FILE *f, const char *v)
 static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
 {
     char err[300];
-    json_t *nodes = sinfo_nodes(s->d, err, sizeof err), *n;
+    if (!s->nodes_read) s->nodes = sinfo_nodes(s->d, err, sizeof err);
+    s->nodes_read = true;
+    json_t *nodes = s->nodes, *n;
     if (!nodes) return true; /* Slurm itself will say (sbatch) */
     size_t i;
     int max_gpus = 0;
@@ -618,7 +625,6 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
                                    g == 1 ? "" : "s");
     }
     size_t nn = json_array_size(nodes);
-    json_decref(nodes);
     if (nn == 0) {
         snprintf(why, whylen, "the Slurm partition %s has no nodes", s->d->slurm.partition);
         return false;
@@ -1382,6 +1388,9 @@ static void tick(ssup *s)
 out:
     json_decref(q);
     json_decref(byname);
+    json_decref(s->nodes); /* the next tick's submits see the nodes anew */
+    s->nodes = NULL;
+    s->nodes_read = false;
 }
 
 void *kiln_slurm_supervisor(kilnd *d)
