@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
-#include "exec/exec_int.h" /* kiln__child_default_signals */
+#include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
 #include "exec/slurm/slurm.h"
 #include "kiln/catalog.h"
 #include "kiln/exec.h"
@@ -54,20 +54,22 @@ static int drain_n;
 
 /* ---------- running Slurm's commands ---------- */
 
-static const char *const keep_env[] = {
-    "PATH", "LANG",    "LC_ALL",     "LC_CTYPE",        "TZ", "TMPDIR", "HOME",
-    "USER", "LOGNAME", "SLURM_CONF", "LD_LIBRARY_PATH", NULL};
+/* What Slurm's clients get of kilnd's environment besides the replicas'
+ * allow-list (kiln__exec_allowed_env): the user's identity and SLURM_CONF. */
+static const char *const slurm_env[] = {"HOME", "USER", "LOGNAME", "SLURM_CONF", NULL};
 
 int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
 {
     *out = NULL;
     /* the child's environment: what Slurm's clients need, nothing of kilnd's secrets */
-    char *envp[sizeof keep_env / sizeof *keep_env];
+    char *envp[32];
     size_t ne = 0;
-    for (size_t i = 0; keep_env[i]; i++) {
-        const char *v = getenv(keep_env[i]);
-        if (v && asprintf(&envp[ne], "%s=%s", keep_env[i], v) >= 0) ne++;
-    }
+    const char *const *lists[] = {kiln__exec_allowed_env, slurm_env};
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; lists[l][i] && ne + 1 < sizeof envp / sizeof *envp; i++) {
+            const char *v = getenv(lists[l][i]);
+            if (v && asprintf(&envp[ne], "%s=%s", lists[l][i], v) >= 0) ne++;
+        }
     envp[ne] = NULL;
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) goto fail_env;
