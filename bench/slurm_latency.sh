@@ -6,7 +6,8 @@
 # (tests/service/slurm_cluster.sh). Rounds alternate kiln and sbatch; it
 # prints each round, the medians and kiln's median / sbatch's median.
 #
-#   bench/slurm_latency.sh BUILD_DIR [ROUNDS]     (root; slurm-wlm and munge)
+#   bench/slurm_latency.sh BUILD_DIR [ROUNDS]     (root; slurm-wlm and munge;
+#   kilnd runs with --allow-root-replicas yes, which it needs as root)
 #
 # The job: a master and 2 workers with 1 GPU (gpu:t4) each, running `sleep
 # 2`. Both sides are polled every 20 ms; kilnd itself asks squeue every
@@ -39,9 +40,10 @@ export SLURM_CONF=$CL/slurm.conf
 
 "$BUILD/bin/kilnd" --listen 127.0.0.1:0 --data-dir "$T/d" --executor slurm \
     --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 --port-range 47000-47999 \
-    --grace-period 1 2>"$T/kilnd.err" &
+    --grace-period 1 --allow-root-replicas yes 2>"$T/kilnd.err" &
 KPID=$!
 for _ in $(seq 1 100); do [ -s "$T/d/kilnd.addr" ] && break; sleep 0.05; done
+[ -s "$T/d/kilnd.addr" ] || { echo "kilnd did not start:" >&2; cat "$T/kilnd.err" >&2; exit 1; }
 URL=http://$(cat "$T/d/kilnd.addr")
 
 state() { curl -s "$URL/v1/projects/p1/jobs/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("state",""))'; }

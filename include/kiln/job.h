@@ -279,6 +279,10 @@ kiln_role_fields kiln_job_role_fields(kiln_training_input *ti, kiln_role r);
 const char *kiln_job_role_type(const kiln_job *job, kiln_role r);
 int64_t kiln_job_role_count(const kiln_job *job, kiln_role r); /* master: 1 */
 const kiln_replica_config *kiln_job_role_config(const kiln_job *job, kiln_role r);
+/* What every executor reads for a failed replica: its role's restartPolicy
+ * ("Never" when unset) and the job's runPolicy.backoffLimit (3 when unset). */
+const char *kiln_job_restart_policy(const kiln_job *job, kiln_role r);
+int kiln_job_backoff_limit(const kiln_job *job);
 
 /* String helpers that keep the ownership rules in one place. */
 kiln_err kiln_set_str(char **slot, const char *value); /* NULL or "" clears */

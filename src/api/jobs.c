@@ -272,7 +272,7 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
                         dg.n ? dg.v[0].description : "invalid job");
         goto out;
     }
-    /* --executor slurm: what the site's Slurm mapping cannot express (docs/slurm.md) */
+    /* --executor slurm: what the Slurm executor cannot run (docs/slurm.md) */
     char sfield[128];
     if (d->slurm.on && !kiln_slurm_check_job(d, job, sfield, sizeof sfield, why, sizeof why)) {
         rc = send_error(c, 400, NULL, "Field: %s Error: %s", sfield, why);
@@ -318,12 +318,6 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     }
     /* TPUs: only where a node declares the TPU type the job asks for */
     check_tpus(d, job, &dg);
-    /* the TTL is the local supervisor's (src/daemon/ttl.c); Slurm's has none */
-    if (d->slurm.on && job->training_input.has_run_policy &&
-        job->training_input.run_policy.has_ttl_seconds_after_finished)
-        kiln_diag_add(&dg, "trainingInput.runPolicy.ttlSecondsAfterFinished",
-                      "not supported with kilnd --executor slurm: Slurm keeps a finished job's "
-                      "files; leave ttlSecondsAfterFinished out");
     if (dg.n) {
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
         goto out;

@@ -322,6 +322,7 @@ int main(int argc, char **argv)
     kiln_diag dg = KILN_DIAG_INIT;
     char path[PATH_MAX + 32], bound[128];
     const char *kiln_train = NULL, *monitor = NULL, *runtime = NULL;
+    const char *slurm_flag = NULL; /* the first --slurm-* flag given: needs --executor slurm */
     char *cfg_runtime = NULL;
     struct MHD_Daemon *api = NULL;
     pthread_t sup;
@@ -348,6 +349,7 @@ int main(int argc, char **argv)
             insecure_plain = true;
             continue;
         }
+        if (strncmp(a, "--slurm-", 8) == 0 && !slurm_flag) slurm_flag = a;
         if (!v) {
             fprintf(stderr, "kilnd: unknown option or missing value: %s\n%s", a, usage);
             goto out;
@@ -582,6 +584,24 @@ int main(int argc, char **argv)
             fprintf(stderr, "kilnd: cannot find kiln-slurm-task next to kilnd\n");
             goto out;
         }
+        /* Slurm jobs run as the user that submits them, kilnd's own (--uid
+         * needs root and is not used): the run-as rules of the local
+         * executor (src/daemon/users.c) are refused here, not ignored */
+        if (d.n_users) {
+            fprintf(stderr, "kilnd: --executor slurm runs every replica as kilnd's own user, so "
+                            "the tokens file's 'project P user U' lines cannot be applied: "
+                            "remove them, or use --executor local\n");
+            goto out;
+        }
+        if (geteuid() == 0 && !d.allow_root_replicas) {
+            fprintf(stderr, "kilnd: --executor slurm as root would run every replica as root: "
+                            "run kilnd as another user, or allow that with "
+                            "--allow-root-replicas yes\n");
+            goto out;
+        }
+    } else if (slurm_flag) {
+        fprintf(stderr, "kilnd: %s needs --executor slurm\n", slurm_flag);
+        goto out;
     } else {
         kilnd_reconcile(&d);
     }

@@ -216,8 +216,8 @@ kiln_err kiln_exec_list(const char *replicas_dir, kiln_strv *tasks)
 
 /* What a replica may keep of kilnd's own environment (docs/service.md):
  * nothing else, so that no secret of kilnd's reaches a replica. */
-static const char *const allowed_env[] = {"PATH", "LANG",   "LC_ALL",          "LC_CTYPE",
-                                          "TZ",   "TMPDIR", "LD_LIBRARY_PATH", NULL};
+const char *const kiln__exec_allowed_env[] = {"PATH", "LANG",   "LC_ALL",          "LC_CTYPE",
+                                              "TZ",   "TMPDIR", "LD_LIBRARY_PATH", NULL};
 
 static kiln_err push_kv(kiln_strv *v, const char *k, const char *val)
 {
@@ -241,9 +241,10 @@ static bool has_name(const kiln_strv *env, const char *name)
 static kiln_err monitor_env(const kiln_exec_spec *spec, kiln_strv *out)
 {
     kiln_err err = KILN_OK;
-    for (size_t i = 0; err == KILN_OK && allowed_env[i]; i++) {
-        const char *v = getenv(allowed_env[i]);
-        if (v && !has_name(spec->env, allowed_env[i])) err = push_kv(out, allowed_env[i], v);
+    for (size_t i = 0; err == KILN_OK && kiln__exec_allowed_env[i]; i++) {
+        const char *v = getenv(kiln__exec_allowed_env[i]);
+        if (v && !has_name(spec->env, kiln__exec_allowed_env[i]))
+            err = push_kv(out, kiln__exec_allowed_env[i], v);
     }
     if (err == KILN_OK && !getenv("PATH") && !has_name(spec->env, "PATH"))
         err = push_kv(out, "PATH", "/usr/local/bin:/usr/bin:/bin");

@@ -50,6 +50,12 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
                          kiln_exec_handle *h, char *why, size_t whylen);
 kiln_exec_status kiln__mon_poll(const kiln_exec_config *cfg, kiln_exec_handle *h, int *code,
                                 char *why, size_t whylen);
+/* What a replica may keep of kilnd's own environment (NULL-terminated):
+ * nothing else, so that no secret of kilnd's reaches a replica. The monitor
+ * adds HOME, USER, LOGNAME; the Slurm executor's commands and tasks take the
+ * same list (src/exec/slurm). */
+extern const char *const kiln__exec_allowed_env[];
+
 /* In a forked child before exec: the default dispositions of the signals
  * kilnd changes (SIGPIPE, SIGTERM, SIGINT) and an empty signal mask, so the
  * program starts as from a shell (src/exec/proc.c). */

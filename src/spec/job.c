@@ -371,6 +371,21 @@ const kiln_replica_config *kiln_job_role_config(const kiln_job *job, kiln_role r
     return *f.has_config ? f.config : NULL;
 }
 
+const char *kiln_job_restart_policy(const kiln_job *job, kiln_role r)
+{
+    const kiln_replica_config *c = kiln_job_role_config(job, r);
+    if (c && c->restart_policy && *c->restart_policy) return c->restart_policy;
+    return "Never";
+}
+
+int kiln_job_backoff_limit(const kiln_job *job)
+{
+    const kiln_training_input *ti = &job->training_input;
+    if (ti->has_run_policy && ti->run_policy.has_backoff_limit)
+        return (int)ti->run_policy.backoff_limit;
+    return 3;
+}
+
 /* ---------- ownership helpers ---------- */
 
 kiln_err kiln_set_str(char **slot, const char *value)

@@ -9,7 +9,7 @@
  * runs the program under kiln-monitor, which writes the replica's log lines
  * into the job's log as on one machine.
  *
- * Follow: `squeue --json` every second (one call for every job): Slurm's
+ * Follow: `squeue --json` every POLL_MS (one call for every job): Slurm's
  * PENDING -> QUEUED, CONFIGURING -> PREPARING, RUNNING -> RUNNING, and the
  * final states with Slurm's state and reason in errorMessage. A job Slurm
  * forgot (past MinJobAge while kilnd was down) ends by the exit file its
@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
-#include "exec/exec_int.h" /* kiln__child_default_signals */
+#include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
 #include "exec/slurm/slurm.h"
 #include "kiln/catalog.h"
 #include "kiln/exec.h"
@@ -54,20 +54,22 @@ static int drain_n;
 
 /* ---------- running Slurm's commands ---------- */
 
-static const char *const keep_env[] = {
-    "PATH", "LANG",    "LC_ALL",     "LC_CTYPE",        "TZ", "TMPDIR", "HOME",
-    "USER", "LOGNAME", "SLURM_CONF", "LD_LIBRARY_PATH", NULL};
+/* What Slurm's clients get of kilnd's environment besides the replicas'
+ * allow-list (kiln__exec_allowed_env): the user's identity and SLURM_CONF. */
+static const char *const slurm_env[] = {"HOME", "USER", "LOGNAME", "SLURM_CONF", NULL};
 
 int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
 {
     *out = NULL;
     /* the child's environment: what Slurm's clients need, nothing of kilnd's secrets */
-    char *envp[sizeof keep_env / sizeof *keep_env];
+    char *envp[32];
     size_t ne = 0;
-    for (size_t i = 0; keep_env[i]; i++) {
-        const char *v = getenv(keep_env[i]);
-        if (v && asprintf(&envp[ne], "%s=%s", keep_env[i], v) >= 0) ne++;
-    }
+    const char *const *lists[] = {kiln__exec_allowed_env, slurm_env};
+    for (size_t l = 0; l < 2; l++)
+        for (size_t i = 0; lists[l][i] && ne + 1 < sizeof envp / sizeof *envp; i++) {
+            const char *v = getenv(lists[l][i]);
+            if (v && asprintf(&envp[ne], "%s=%s", lists[l][i], v) >= 0) ne++;
+        }
     envp[ne] = NULL;
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) goto fail_env;
@@ -169,37 +171,72 @@ static const char *kiln_type_of(const kilnd *d, const char *g)
     return NULL;
 }
 
-static const char *role_config_field(kiln_role r)
+/* "trainingInput.workerConfig.SUFFIX" for a role's config field. */
+static void role_field(kiln_role r, const char *suffix, char *field, size_t flen)
 {
-    switch (r) {
-    case KILN_ROLE_MASTER:
-        return "trainingInput.masterConfig.acceleratorConfig.type";
-    case KILN_ROLE_WORKER:
-        return "trainingInput.workerConfig.acceleratorConfig.type";
-    case KILN_ROLE_PARAMETER_SERVER:
-        return "trainingInput.parameterServerConfig.acceleratorConfig.type";
-    default:
-        return "trainingInput.evaluatorConfig.acceleratorConfig.type";
-    }
+    snprintf(field, flen, "trainingInput.%sConfig.%s", kiln_role_field(r), suffix);
 }
 
 bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t flen, char *why,
                           size_t whylen)
 {
-    if (!d->slurm.gpu_type_n) return true; /* untyped GRES: any GPU type is "gpu" */
+    const kiln_training_input *ti = &job->training_input;
+    if (ti->has_hyperparameters) {
+        snprintf(field, flen, "trainingInput.hyperparameters");
+        snprintf(why, whylen,
+                 "hyperparameter tuning jobs are not supported by the Slurm executor yet");
+        return false;
+    }
+    if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy) {
+        snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy");
+        snprintf(why, whylen, "elastic PyTorchJobs are not supported by the Slurm executor");
+        return false;
+    }
+    if (ti->package_uris.n) {
+        snprintf(field, flen, "trainingInput.packageUris");
+        snprintf(why, whylen,
+                 "packageUris are not staged by the Slurm executor yet: use a program on the "
+                 "nodes (containerCommand or a kiln.* module)");
+        return false;
+    }
+    /* the TTL is the local supervisor's (src/daemon/ttl.c); Slurm's has none */
+    if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished) {
+        snprintf(field, flen, "trainingInput.runPolicy.ttlSecondsAfterFinished");
+        snprintf(why, whylen,
+                 "not supported with kilnd --executor slurm: Slurm keeps a finished job's "
+                 "files; leave ttlSecondsAfterFinished out");
+        return false;
+    }
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        if (rc && rc->image_uri && *rc->image_uri) {
+            role_field((kiln_role)r, "imageUri", field, flen);
+            snprintf(why, whylen,
+                     "container images (%s) are not run by the Slurm executor: give "
+                     "containerCommand instead",
+                     rc->image_uri);
+            return false;
+        }
+    }
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     size_t np = kiln_catalog_plan(d->catalog, job, plans);
     for (size_t p = 0; p < np; p++) {
         const char *t = plans[p].accelerator_type;
-        if (!t || plans[p].accelerators_per_replica <= 0 || strncmp(t, "TPU", 3) == 0 ||
-            gres_type(d, t))
-            continue;
+        if (!t || plans[p].accelerators_per_replica <= 0) continue;
+        if (strncmp(t, "TPU", 3) == 0) {
+            role_field(plans[p].role, "acceleratorConfig.type", field, flen);
+            snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
+                     kiln_role_name(plans[p].role), t);
+            return false;
+        }
+        /* untyped GRES (no --slurm-gpu-type): any GPU type is "gpu" */
+        if (!d->slurm.gpu_type_n || gres_type(d, t)) continue;
         char known[400] = "";
         size_t kl = 0;
         for (size_t i = 0; i < d->slurm.gpu_type_n && kl + 2 < sizeof known; i++)
             kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", i ? ", " : "",
                                    d->slurm.gpu_types[i]);
-        snprintf(field, flen, "%s", role_config_field(plans[p].role));
+        role_field(plans[p].role, "acceleratorConfig.type", field, flen);
         snprintf(why, whylen,
                  "%s has no GPU type on this Slurm cluster (kilnd --slurm-gpu-type maps %s)", t,
                  known);
@@ -405,22 +442,12 @@ typedef struct ssup {
     sjob *fresh; /* submitted during this tick: joins `jobs` after the follow loop */
     bool *port_used;
     int port_next; /* where port_take looks first */
+    /* the partition's nodes (sinfo --json) for never-fits, read once per
+     * tick however many jobs it submits (nodes_read: asked, NULL when sinfo
+     * failed, so a stuck slurmctld costs one timeout per tick, not one per job) */
+    json_t *nodes;
+    bool nodes_read;
 } ssup;
-
-static void sjob_free(ssup *s, sjob *j)
-{
-    for (size_t i = 0; j && i < j->n; i++) {
-        int p = j->reps[i].port - s->d->port_base;
-        if (p >= 0 && p < s->d->port_count) s->port_used[p] = false;
-    }
-    if (j) {
-        free(j->project);
-        free(j->job_id);
-        free(j->reps);
-        free(j->requeue);
-        free(j);
-    }
-}
 
 /* A port of --port-range no running kiln job holds. The search goes on
  * from the last port handed out rather than from the lowest, as the local
@@ -456,6 +483,17 @@ static void ports_release(ssup *s, sjob *j)
     j->n = 0;
 }
 
+static void sjob_free(ssup *s, sjob *j)
+{
+    if (!j) return;
+    ports_release(s, j);
+    free(j->project);
+    free(j->job_id);
+    free(j->reps);
+    free(j->requeue);
+    free(j);
+}
+
 /* The Slurm node replica i runs on, once its task has said (kiln-slurm-task
  * writes "ADDR NODE" to RUNDIR/hosts/TASK); "" before. */
 static void rep_node(const sjob *j, size_t i, char *node, size_t len)
@@ -483,6 +521,27 @@ static kiln_role role_of(const char *name)
     for (int q = 0; q < KILN_ROLE_COUNT; q++)
         if (name && strcmp(kiln_role_name((kiln_role)q), name) == 0) return (kiln_role)q;
     return KILN_ROLE_MASTER;
+}
+
+/* j's replicas as spec.json or the runtime record lists them ("task",
+ * "role", "index", "port" each), their ports marked as held. false on
+ * ENOMEM. */
+static bool reps_read(ssup *s, sjob *j, json_t *reps)
+{
+    size_t k, n = json_array_size(reps);
+    json_t *rp;
+    if (!(j->reps = calloc(n ? n : 1, sizeof *j->reps))) return false;
+    json_array_foreach(reps, k, rp)
+    {
+        srep *x = &j->reps[j->n++];
+        const char *task = json_string_value(json_object_get(rp, "task"));
+        snprintf(x->task, sizeof x->task, "%s", task ? task : "");
+        x->index = (int)json_integer_value(json_object_get(rp, "index"));
+        x->port = (int)json_integer_value(json_object_get(rp, "port"));
+        x->role = role_of(json_string_value(json_object_get(rp, "role")));
+        port_mark(s, x->port);
+    }
+    return true;
 }
 
 static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
@@ -545,7 +604,9 @@ static void sh_quote(FILE *f, const char *v)
 static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
 {
     char err[300];
-    json_t *nodes = sinfo_nodes(s->d, err, sizeof err), *n;
+    if (!s->nodes_read) s->nodes = sinfo_nodes(s->d, err, sizeof err);
+    s->nodes_read = true;
+    json_t *nodes = s->nodes, *n;
     if (!nodes) return true; /* Slurm itself will say (sbatch) */
     size_t i;
     int max_gpus = 0;
@@ -566,18 +627,12 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
                                    g == 1 ? "" : "s");
     }
     size_t nn = json_array_size(nodes);
-    json_decref(nodes);
     if (nn == 0) {
         snprintf(why, whylen, "the Slurm partition %s has no nodes", s->d->slurm.partition);
         return false;
     }
     for (size_t p = 0; p < np; p++) {
         const char *t = plans[p].accelerator_type;
-        if (t && strncmp(t, "TPU", 3) == 0) {
-            snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
-                     kiln_role_name(plans[p].role), t);
-            return false;
-        }
         if (s->d->slurm.machine_resources && plans[p].vcpus > max_cpus) {
             snprintf(why, whylen,
                      "the %s replicas ask for %d CPUs (%s); no node of Slurm partition %s has "
@@ -767,24 +822,10 @@ static bool adopt(ssup *s, sjob *j, json_t *sj)
 {
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/slurm/spec.json", j->dir);
-    json_t *spec = json_load_file(path, 0, NULL), *rp;
-    json_t *reps = json_object_get(spec, "replicas");
-    size_t k;
-    if (!json_array_size(reps) || !(j->reps = calloc(json_array_size(reps), sizeof *j->reps))) {
-        json_decref(spec);
-        return false;
-    }
-    json_array_foreach(reps, k, rp)
-    {
-        srep *x = &j->reps[j->n++];
-        const char *task = json_string_value(json_object_get(rp, "task"));
-        snprintf(x->task, sizeof x->task, "%s", task ? task : "");
-        x->index = (int)json_integer_value(json_object_get(rp, "index"));
-        x->port = (int)json_integer_value(json_object_get(rp, "port"));
-        x->role = role_of(json_string_value(json_object_get(rp, "role")));
-        port_mark(s, x->port);
-    }
+    json_t *spec = json_load_file(path, 0, NULL);
+    bool ok = reps_read(s, j, json_object_get(spec, "replicas")) && j->n > 0;
     json_decref(spec);
+    if (!ok) return false;
     j->id = (long)json_integer_value(json_object_get(sj, "job_id"));
     const char *st = json_string_value(json_object_get(sj, "job_state"));
     snprintf(j->sstate, sizeof j->sstate, "%s", st ? st : "PENDING");
@@ -821,32 +862,14 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
         s->fresh = j;
         return;
     }
-    const kiln_training_input *ti = &rec->job->training_input;
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     char why[1024] = "";
-    if (ti->has_hyperparameters) {
-        refuse(s, rec, "hyperparameter tuning jobs are not supported by the Slurm executor yet");
+    /* what create refuses (kiln_slurm_check_job), for a job queued by a
+     * kilnd that ran with another executor */
+    char field[128];
+    if (!kiln_slurm_check_job(d, rec->job, field, sizeof field, why, sizeof why)) {
+        refuse(s, rec, "%s: %s", field, why);
         return;
-    }
-    if (ti->pytorch_job.has_elastic_policy) {
-        refuse(s, rec, "elastic PyTorchJobs are not supported by the Slurm executor");
-        return;
-    }
-    if (ti->package_uris.n) {
-        refuse(s, rec,
-               "packageUris are not staged by the Slurm executor yet: use a program on "
-               "the nodes (containerCommand or a kiln.* module)");
-        return;
-    }
-    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
-        const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
-        if (rc && rc->image_uri && *rc->image_uri) {
-            refuse(s, rec,
-                   "container images (%s) are not run by the Slurm executor: give "
-                   "containerCommand instead",
-                   rc->image_uri);
-            return;
-        }
     }
     size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
     if (np == 0) {
@@ -961,23 +984,6 @@ static int batch_exit(const sjob *j)
 static const unsigned ACTIVE = KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING) |
                                KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING);
 
-/* The restart policy of a role's replicas and the job's backoff limit, as
- * the local executor reads them (src/exec/supervisor/supervisor.c). */
-static const char *policy_of(const kiln_job *job, kiln_role role)
-{
-    const kiln_replica_config *c = kiln_job_role_config(job, role);
-    if (c && c->restart_policy && *c->restart_policy) return c->restart_policy;
-    return "Never";
-}
-
-static int backoff_limit(const kiln_job *job)
-{
-    const kiln_training_input *ti = &job->training_input;
-    if (ti->has_run_policy && ti->run_policy.has_backoff_limit)
-        return (int)ti->run_policy.backoff_limit;
-    return 3;
-}
-
 static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, const char *reason,
                      long max_rt, json_t *byname);
 
@@ -1058,10 +1064,10 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
                  j->reps[fi].task, code);
     else if ((code = batch_exit(j)) <= 0)
         code = 137;
-    const char *pol = policy_of(r->job, role);
+    const char *pol = kiln_job_restart_policy(r->job, role);
     bool retry = strcmp(pol, "Always") == 0 || strcmp(pol, "OnFailure") == 0 ||
                  (strcmp(pol, "ExitCode") == 0 && code >= 128);
-    int limit = backoff_limit(r->job);
+    int limit = kiln_job_backoff_limit(r->job);
     if (retry && r->failures < limit) {
         kilnd_event(d, j->project, j->job_id, "WARNING",
                     "%sSlurm job %ld ended %s; submitting the job again (restart policy %s, "
@@ -1265,10 +1271,8 @@ static void reconcile(ssup *s)
             continue;
         }
         sjob *j = calloc(1, sizeof *j);
-        json_t *reps = json_object_get(rt, "replicas"), *rp;
-        size_t k;
-        if (!j || !(j->reps = calloc(json_array_size(reps) + 1, sizeof *j->reps)) ||
-            !(j->project = strdup(r->project)) || !(j->job_id = strdup(r->job->job_id))) {
+        if (!j || !(j->project = strdup(r->project)) || !(j->job_id = strdup(r->job->job_id)) ||
+            !reps_read(s, j, json_object_get(rt, "replicas"))) {
             sjob_free(s, j);
             json_decref(rt);
             continue;
@@ -1279,16 +1283,6 @@ static void reconcile(ssup *s)
         snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
         const char *rq = json_string_value(json_object_get(rt, "slurmRequeue"));
         if (rq) j->requeue = strdup(rq); /* a drain's move, finished by this kilnd */
-        json_array_foreach(reps, k, rp)
-        {
-            srep *x = &j->reps[j->n++];
-            const char *task = json_string_value(json_object_get(rp, "task"));
-            snprintf(x->task, sizeof x->task, "%s", task ? task : "");
-            x->index = (int)json_integer_value(json_object_get(rp, "index"));
-            x->port = (int)json_integer_value(json_object_get(rp, "port"));
-            x->role = role_of(json_string_value(json_object_get(rp, "role")));
-            port_mark(s, x->port);
-        }
         j->next = s->jobs;
         s->jobs = j;
         kilnd_event(d, r->project, r->job->job_id, "INFO",
@@ -1396,6 +1390,9 @@ static void tick(ssup *s)
 out:
     json_decref(q);
     json_decref(byname);
+    json_decref(s->nodes); /* the next tick's submits see the nodes anew */
+    s->nodes = NULL;
+    s->nodes_read = false;
 }
 
 void *kiln_slurm_supervisor(kilnd *d)

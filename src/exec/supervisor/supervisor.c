@@ -375,21 +375,6 @@ static void schedule(sup *s)
 
 /* ---------- exits and the restart policy ---------- */
 
-static const char *policy_of(const rjob *j, kiln_role role)
-{
-    const kiln_replica_config *c = kiln_job_role_config(j->job, role);
-    if (c && c->restart_policy && *c->restart_policy) return c->restart_policy;
-    return "Never";
-}
-
-static int backoff_limit(const rjob *j)
-{
-    const kiln_training_input *ti = &j->job->training_input;
-    if (ti->has_run_policy && ti->run_policy.has_backoff_limit)
-        return (int)ti->run_policy.backoff_limit;
-    return 3;
-}
-
 /* ---------- elastic PyTorchJobs: workers come and go ---------- */
 
 /* A PyTorch worker of an elastic job (kiln's master is Worker 0 when the
@@ -433,7 +418,7 @@ static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
 {
     if (!elastic_worker(j, r) || (code == 0 && !r->leaving)) return false;
     const kiln_elastic_policy *ep = &j->job->training_input.pytorch_job.elastic_policy;
-    int max = ep->has_max_restarts ? (int)ep->max_restarts : backoff_limit(j);
+    int max = ep->has_max_restarts ? (int)ep->max_restarts : kiln_job_backoff_limit(j->job);
     bool rdzv_host = j->wo ? r->role == KILN_ROLE_MASTER : r->index == 0;
     char why[512];
     if (!r->leaving && r->restarts < max) {
@@ -545,7 +530,7 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
                     "%s exited with status %d", r->task, code);
     if (j->after != AS_NONE) return; /* stopping anyway */
     if (elastic_exit(s, j, r, code)) return;
-    const char *pol = policy_of(j, r->role);
+    const char *pol = kiln_job_restart_policy(j->job, r->role);
     if (code == 0 && r->role == KILN_ROLE_MASTER) {
         begin_stop(s, j, AS_SUCCEED, "Job completed successfully.");
         return;
@@ -561,13 +546,13 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
         retry = code >= 128; /* 1-127 permanent, 128-255 retried */
     else
         retry = false;
-    if (retry && j->failures < backoff_limit(j)) {
+    if (retry && j->failures < kiln_job_backoff_limit(j->job)) {
         /* an all-reduce group cannot lose a member: restart all of it */
         begin_stop(s, j, AS_RESTART,
                    "The replica %s exited with status %d%s; restarting the job's replicas "
                    "(restart policy %s, restart %d of at most %d)",
                    r->task, code, r->lost ? " (its monitor is gone)" : "", pol, j->failures + 1,
-                   backoff_limit(j));
+                   kiln_job_backoff_limit(j->job));
         return;
     }
     j->fail_reason = retry ? KILND_FAIL_BACKOFF_LIMIT : KILND_FAIL_REPLICA_EXIT;
@@ -575,7 +560,7 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
         begin_stop(s, j, AS_FAIL,
                    "The replica %s exited with a non-zero status of %d; the backoff limit (%d "
                    "restarts) is reached.",
-                   r->task, code, backoff_limit(j));
+                   r->task, code, kiln_job_backoff_limit(j->job));
     else
         begin_stop(s, j, AS_FAIL,
                    "The replica %s exited with a non-zero status of %d (restart policy %s)%s%s.",

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/exec_int.h" /* kiln__mon_argv: the monitor's command line */
+#include "exec/exec_int.h" /* kiln__mon_argv, kiln__exec_allowed_env */
 #include "kiln/exec.h"
 #include "util/atomic.h"
 
@@ -97,27 +97,24 @@ static char *subst(const char *s, char **hosts, size_t n)
     return out;
 }
 
-static const char *const keep[] = {"PATH",
-                                   "LANG",
-                                   "LC_ALL",
-                                   "LC_CTYPE",
-                                   "TZ",
-                                   "TMPDIR",
-                                   "LD_LIBRARY_PATH",
-                                   "HOME",
-                                   "USER",
-                                   "LOGNAME",
-                                   "CUDA_VISIBLE_DEVICES",
-                                   NULL};
+/* Besides kilnd's allow-list for replicas (kiln__exec_allowed_env) and
+ * Slurm's SLURM_*: the user's identity, as the local monitor sets it, and
+ * the GPUs Slurm gave this task. */
+static const char *const task_env[] = {"HOME", "USER", "LOGNAME", "CUDA_VISIBLE_DEVICES", NULL};
+
+static bool listed(const char *const *list, const char *kv)
+{
+    for (size_t i = 0; list[i]; i++) {
+        size_t n = strlen(list[i]);
+        if (strncmp(kv, list[i], n) == 0 && kv[n] == '=') return true;
+    }
+    return false;
+}
 
 static bool kept(const char *kv)
 {
-    if (strncmp(kv, "SLURM", 5) == 0) return true;
-    for (size_t i = 0; keep[i]; i++) {
-        size_t n = strlen(keep[i]);
-        if (strncmp(kv, keep[i], n) == 0 && kv[n] == '=') return true;
-    }
-    return false;
+    return strncmp(kv, "SLURM", 5) == 0 || listed(kiln__exec_allowed_env, kv) ||
+           listed(task_env, kv);
 }
 
 int main(int argc, char **argv)
