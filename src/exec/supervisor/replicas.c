@@ -26,6 +26,7 @@
 #include "kiln/tune.h"
 #include "kiln/submit.h" /* kiln_job_program_args */
 
+#include "exec/supervisor/fetch.h"
 #include "exec/supervisor/supervisor_int.h"
 
 /* ---------- ports: unique across every running job ---------- */
@@ -306,6 +307,10 @@ void close_replica(sup *s, rjob *j, replica *r)
 void rjob_free(sup *s, rjob *j)
 {
     if (!j) return;
+    if (j->fetch) { /* kilnd stopping mid-fetch: the next kilnd requeues the job */
+        kilnd_fetch_cancel(j->fetch);
+        kilnd_fetch_end(j->fetch, NULL, NULL, NULL, 0);
+    }
     for (size_t i = 0; i < j->n; i++) {
         close_replica(s, j, &j->reps[i]);
         if (j->reps[i].port > 0) port_give(s, j->reps[i].port);

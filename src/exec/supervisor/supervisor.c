@@ -46,6 +46,7 @@
 #include "kiln/submit.h" /* kiln_job_program_args */
 
 #include "exec/slurm/slurm.h"
+#include "exec/supervisor/fetch.h"
 #include "exec/supervisor/supervisor_int.h"
 
 /* ---------- the queue ---------- */
@@ -323,13 +324,7 @@ static void try_start(sup *s, qent *e, blocked *b)
             return;
         }
     }
-    err = spawn_all(s, j, why, sizeof why);
-    if (err != KILN_OK) {
-        begin_stop(s, j, AS_FAIL, "%s", why);
-        return;
-    }
-    /* RUNNING once every replica's program runs (an image may be pulled first) */
-    save_runtime(s, j);
+    spawn_attempt(s, j);
     return;
 nomem:
     /* give the job back to the queue; the placement was not handed to j */
@@ -472,7 +467,8 @@ static void grow(sup *s, rjob *j, int64_t now)
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     kiln_placement pl = {0};
     char why[512];
-    if (!j->elastic || j->after != AS_NONE || now < j->grow_at_ns || live_workers(j) >= j->el_max)
+    if (!j->elastic || j->after != AS_NONE || j->fetch || now < j->grow_at_ns ||
+        live_workers(j) >= j->el_max)
         return;
     j->grow_at_ns = now + 1000000000LL; /* a try a second at most */
     size_t np = kiln_catalog_plan(d->catalog, j->job, plans), w = 0;
@@ -589,7 +585,6 @@ static void finish(sup *s, rjob *j, rjob **link)
     kilnd *d = s->d;
     int64_t now = kiln_now_ns();
     const char *msg = j->after_msg ? j->after_msg : "";
-    char why[512];
 
     for (size_t i = 0; i < j->n; i++)
         pump_metrics(s, j, &j->reps[i]); /* the last reports before the end */
@@ -610,11 +605,8 @@ static void finish(sup *s, rjob *j, rjob **link)
             j->reps[i].alive = false;
         }
         j->after = AS_NONE;
-        if (spawn_all(s, j, why, sizeof why) != KILN_OK) {
-            begin_stop(s, j, AS_FAIL, "%s", why);
-            return;
-        }
-        save_runtime(s, j);
+        j->fetch_next = 0; /* a new attempt fetches its packages again */
+        spawn_attempt(s, j);
         return;
     case AS_REQUEUE: {
         j->restarts++;
@@ -782,7 +774,7 @@ static void mark_running(sup *s, rjob *j)
 static bool drain_elastic(sup *s, rjob *j, size_t n)
 {
     int leaving = 0;
-    if (!j->elastic) return false;
+    if (!j->elastic || j->fetch) return false; /* fetching: nothing started yet */
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
         if (r->dropped || r->node != n) continue;
@@ -867,6 +859,8 @@ static bool tick(sup *s, bool woken)
     reap(s);
     drains(s);
     for (rjob *j = s->jobs; j; j = j->next) {
+        /* a package fetched (or cancelled): the attempt goes on (or ends) */
+        if (j->fetch && kilnd_fetch_done(j->fetch)) spawn_attempt(s, j);
         mark_running(s, j);
         for (size_t i = 0; i < j->n; i++)
             pump_metrics(s, j, &j->reps[i]);
@@ -877,7 +871,7 @@ static bool tick(sup *s, bool woken)
     }
     for (rjob **link = &s->jobs; *link;) {
         rjob *j = *link;
-        bool any = false;
+        bool any = j->fetch != NULL; /* a fetch in flight ends first (begin_stop cancels it) */
         for (size_t i = 0; i < j->n; i++)
             any |= j->reps[i].alive;
         if (j->after != AS_NONE && !any) {

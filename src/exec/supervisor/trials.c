@@ -433,11 +433,7 @@ static bool launch_trial(sup *s, tstudy *st)
     }
     kilnd_event(d, j->project, j->job_id, "INFO", "Trial %d: placed %zu replica%s", j->trial, j->n,
                 j->n == 1 ? "" : "s");
-    if (spawn_all(s, j, why, sizeof why) != KILN_OK) {
-        begin_stop(s, j, AS_FAIL, "%s", why);
-        return true;
-    }
-    save_runtime(s, j);
+    spawn_attempt(s, j);
     return true;
 }
 
