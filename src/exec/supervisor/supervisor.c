@@ -269,14 +269,7 @@ static void try_start(sup *s, qent *e, blocked *b)
     j->n = j->pl.n;
     j->job = rec->job;
     rec->job = NULL;
-    const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
-    if (j->job->training_input.has_pytorch_job && pt->has_elastic_policy) {
-        j->elastic = true;
-        j->wo = pt->workers_only ? 1 : 0;
-        j->el_min = (int)pt->elastic_policy.min_replicas;
-        j->el_max = (int)pt->elastic_policy.max_replicas;
-        j->grow_at_ns = now + 1000000000LL;
-    }
+    rjob_elastic(j, now);
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
@@ -291,18 +284,7 @@ static void try_start(sup *s, qent *e, blocked *b)
     j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
-        const kiln_slot *sl = &j->pl.slots[i];
-        const kiln_node *node = &d->cluster.nodes[sl->node];
-        r->role = sl->role;
-        r->index = sl->index;
-        r->node = sl->node;
-        r->h.life_fd = -1;
-        kiln_exec_task_name(r->role, r->index, r->task);
-        r->n_gpus = sl->n_devs;
-        for (int k = 0; k < sl->n_devs; k++) {
-            r->gpus[k] = node->devs[sl->devs[k]].index;
-            r->simulated |= node->devs[sl->devs[k]].simulated;
-        }
+        replica_from_slot(s, r, &j->pl.slots[i]);
         r->port = port_take(s);
         if (r->port < 0) {
             begin_stop(s, j, AS_FAIL, "no free port in %d-%d for the replicas", d->port_base,
@@ -505,16 +487,8 @@ static void grow(sup *s, rjob *j, int64_t now)
     j->pl.slots[j->pl.n++] = pl.slots[0];
     j->pl.slots[j->pl.n - 1].index = index;
     replica *r = &j->reps[j->n++];
-    *r =
-        (replica){.role = KILN_ROLE_WORKER, .index = index, .node = pl.slots[0].node, .port = port};
-    r->h.life_fd = -1;
-    kiln_exec_task_name(r->role, r->index, r->task);
-    const kiln_node *node = &d->cluster.nodes[r->node];
-    r->n_gpus = pl.slots[0].n_devs;
-    for (int k = 0; k < r->n_gpus; k++) {
-        r->gpus[k] = node->devs[pl.slots[0].devs[k]].index;
-        r->simulated |= node->devs[pl.slots[0].devs[k]].simulated;
-    }
+    replica_from_slot(s, r, &j->pl.slots[j->pl.n - 1]); /* a worker: plans[w].role */
+    r->port = port;
     kiln_placement_free(&pl);
     kilnd_event(d, j->project, j->job_id, "INFO",
                 "Adding %s: devices are free; the job now has %d of at most %d workers", r->task,

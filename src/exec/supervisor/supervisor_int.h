@@ -154,6 +154,12 @@ char *runtime_for_requeue(json_t *metrics, json_t *study);
 json_t *runtime_kept(const char *runtime, const char *key);
 /* Kills the process groups a runtime record names, when still the same. */
 void kill_recorded(const char *runtime);
+/* A replica in placement slot `sl`: its role, index, node, task name and
+ * devices, everything else zero (its port is the caller's: port_take). */
+void replica_from_slot(sup *s, replica *r, const kiln_slot *sl);
+/* An elastic PyTorchJob's bounds from j->job (nothing for another job);
+ * its first try to add a worker a second after `now`. */
+void rjob_elastic(rjob *j, int64_t now);
 /* Lets go of a replica's monitor (its life pipe); the monitor runs on. */
 void close_replica(sup *s, rjob *j, replica *r);
 /* Releases a job's ports, placement, log and memory. */
