@@ -5,7 +5,8 @@
 #      path, nothing stored, and `kiln validate` refuses the same;
 #   2. a process replica gets <role>Config.env after kiln's own variables;
 #      http(s):// packageUris are fetched when the job starts (2d): size cap,
-#      HTTP status, redirects, the sha256 in the job's events;
+#      HTTP status, redirects, the sha256 in the job's events; off the
+#      supervisor thread (2e): other jobs run and cancels act meanwhile;
 #   3. a TFJob in the shape of the Kubeflow docs' mnist example (a
 #      Kubernetes label key, env, resources.limits, a hostPath volume),
 #      submitted unchanged: it runs in a container that sees the env, the
@@ -156,7 +157,7 @@ head -c 200000 /dev/urandom >"$T/sd/trainer_h-0.1/blob"
 tar -czf "$WWW/big-0.1.tar.gz" -C "$T/sd" trainer_h-0.1
 cp "$WWW/big-0.1.tar.gz" "$WWW/nolen-src.bin"
 "$PY" - "$WWW" "$T/www.port" <<'PYEOF' >"$T/www.log" 2>&1 &
-import functools, http.server, os, sys
+import functools, http.server, os, sys, time
 class H(http.server.SimpleHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/to-ftp.tar.gz":
@@ -170,6 +171,14 @@ class H(http.server.SimpleHTTPRequestHandler):
             self.send_response(200); self.send_header("Connection", "close"); self.end_headers()
             with open(os.path.join(sys.argv[1], "nolen-src.bin"), "rb") as f:
                 self.wfile.write(f.read())
+            return
+        if self.path == "/slow.tar.gz":  # 1.5 KB/s, above libcurl's low-speed floor: 40 s
+            self.send_response(200); self.send_header("Content-Length", "60000"); self.end_headers()
+            try:
+                for _ in range(40):
+                    self.wfile.write(b"x" * 1500); self.wfile.flush(); time.sleep(1)
+            except OSError:
+                pass  # the client went away (the job was cancelled)
             return
         return super().do_GET()
 s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(H, directory=sys.argv[1]))
@@ -209,6 +218,27 @@ check "naming the scheme" grep -qF "redirected to a scheme other than http or ht
 http_job http_loop "$WURL/loop.tar.gz"
 check "endless redirects FAILED" wait_state http_loop FAILED 30
 check "after 5" grep -qF "more than 5 redirects" <<<"$(job_error http_loop)"
+
+# 2e. a fetch runs off the supervisor thread: while a slow server trickles
+# one job's package (40 s), another job is placed, runs and ends, and a
+# cancel of the fetching job is acted on at once (its fetch stops, no
+# partial file stays). A fetch on the supervisor thread fails all three.
+http_job http_slow "$WURL/slow.tar.gz"
+fetching() {
+    for _ in $(seq 1 100); do
+        grep -qF "fetching $WURL/slow.tar.gz" "$T/d/jobs/p1/http_slow/log.tsv" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+check "the slow fetch has begun" fetching
+api POST /v1/projects/p1/jobs '{"jobId":"during_fetch","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]}}}'
+check_eq "a job submitted meanwhile is accepted" "$STATUS" 200
+check "it SUCCEEDED while the fetch went on" wait_state during_fetch SUCCEEDED 20
+check_eq "the fetching job is still PREPARING" "$(job_state http_slow)" PREPARING
+api POST /v1/projects/p1/jobs/http_slow:cancel
+check "the fetching job is CANCELLED within seconds" wait_state http_slow CANCELLED 10
+check "its partial download is removed" bash -c "! ls '$T/d/jobs/p1/http_slow/staging' | grep -q '\.part$'"
 
 # 3. the mnist-shaped TFJob, unchanged
 if ! kiln_probe podman; then

@@ -275,14 +275,7 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     if (!j) goto fail;
     j->job = rec->job;
     rec->job = NULL;
-    const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
-    if (j->job->training_input.has_pytorch_job && pt->has_elastic_policy) {
-        j->elastic = true;
-        j->wo = pt->workers_only ? 1 : 0;
-        j->el_min = (int)pt->elastic_policy.min_replicas;
-        j->el_max = (int)pt->elastic_policy.max_replicas;
-        j->grow_at_ns = kiln_now_ns() + 1000000000LL;
-    }
+    rjob_elastic(j, kiln_now_ns());
     j->running =
         json_is_true(json_object_get(root, "running")) || j->job->state == KILN_STATE_RUNNING;
     j->metrics = runtime_kept(rec->runtime, "metrics"); /* trainingOutput keeps the last report */

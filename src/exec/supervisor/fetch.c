@@ -1,8 +1,8 @@
 /* src/exec/supervisor/fetch.c - an http(s):// package fetched into a job's
- * staging directory (stage_packages in spawn.c), with libcurl.
- *
- * Runs on the supervisor thread, so every fetch is bounded in time
- * (fetch.h's limits) and in size (kilnd --max-package-bytes). */
+ * staging directory (stage_packages in spawn.c), with libcurl, on a thread
+ * of its own (fetch.h). Every fetch is still bounded in time (fetch.h's
+ * limits) and in size (kilnd --max-package-bytes): a cancelled job's fetch
+ * stops at libcurl's next progress call. */
 #include "exec/supervisor/fetch.h"
 
 #include <curl/curl.h>
@@ -10,10 +10,25 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+struct kilnd_fetch_op {
+    pthread_t th;
+    char *url, *dst;
+    uint64_t max_bytes;
+    int wake_fd;
+    atomic_bool done, cancel;
+    /* the outcome, written by the fetch thread before `done` */
+    kiln_err err;
+    uint64_t bytes;
+    char hex[65], why[2 * PATH_MAX + 64]; /* paths in it: see fetch() */
+};
 
 typedef struct sink {
     int fd;
@@ -21,7 +36,18 @@ typedef struct sink {
     bool too_big, write_failed;
     int write_errno;
     EVP_MD_CTX *md;
+    atomic_bool *cancel;
 } sink;
+
+/* libcurl's progress call (at least once a second, also while connecting):
+ * non-zero aborts the transfer (CURLE_ABORTED_BY_CALLBACK). */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    sink *s = arg;
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return atomic_load(s->cancel) ? 1 : 0;
+}
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
@@ -47,11 +73,13 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
     return len;
 }
 
-kiln_err kilnd_fetch(const char *url, const char *dst, uint64_t max_bytes, uint64_t *bytes,
-                     char hex[65], char *why, size_t whylen)
+/* The fetch itself, on the fetch thread: f->url into f->dst. */
+static kiln_err fetch(kilnd_fetch_op *f, uint64_t *bytes, char hex[65], char *why, size_t whylen)
 {
+    const char *url = f->url, *dst = f->dst;
+    uint64_t max_bytes = f->max_bytes;
     char part[PATH_MAX], err[CURL_ERROR_SIZE] = "";
-    sink s = {.fd = -1, .max = max_bytes};
+    sink s = {.fd = -1, .max = max_bytes, .cancel = &f->cancel};
     CURL *c = NULL;
     kiln_err rc = KILN_EIO;
 
@@ -88,6 +116,9 @@ kiln_err kilnd_fetch(const char *url, const char *dst, uint64_t max_bytes, uint6
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
     CURLcode cc = curl_easy_perform(c);
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -95,6 +126,10 @@ kiln_err kilnd_fetch(const char *url, const char *dst, uint64_t max_bytes, uint6
         snprintf(why, whylen, "larger than kilnd's --max-package-bytes (%llu bytes)",
                  (unsigned long long)max_bytes);
         rc = KILN_ELIMIT;
+        goto out;
+    }
+    if (cc == CURLE_ABORTED_BY_CALLBACK) {
+        snprintf(why, whylen, "cancelled");
         goto out;
     }
     if (s.write_failed) {
@@ -156,4 +191,60 @@ out:
     if (c) curl_easy_cleanup(c);
     EVP_MD_CTX_free(s.md);
     return rc;
+}
+
+static void *fetch_thread(void *arg)
+{
+    kilnd_fetch_op *f = arg;
+    f->err = fetch(f, &f->bytes, f->hex, f->why, sizeof f->why);
+    atomic_store(&f->done, true);
+    char b = 'f';
+    ssize_t w = write(f->wake_fd, &b, 1); /* a full pipe has its wake-up already */
+    (void)w;
+    return NULL;
+}
+
+kiln_err kilnd_fetch_start(const char *url, const char *dst, uint64_t max_bytes, int wake_fd,
+                           kilnd_fetch_op **out)
+{
+    kilnd_fetch_op *f = calloc(1, sizeof *f);
+    *out = NULL;
+    if (!f) return KILN_ENOMEM;
+    f->url = strdup(url);
+    f->dst = strdup(dst);
+    f->max_bytes = max_bytes;
+    f->wake_fd = wake_fd;
+    atomic_init(&f->done, false);
+    atomic_init(&f->cancel, false);
+    if (!f->url || !f->dst || pthread_create(&f->th, NULL, fetch_thread, f) != 0) {
+        free(f->url);
+        free(f->dst);
+        free(f);
+        return KILN_ENOMEM;
+    }
+    *out = f;
+    return KILN_OK;
+}
+
+bool kilnd_fetch_done(const kilnd_fetch_op *f)
+{
+    return atomic_load(&f->done);
+}
+
+void kilnd_fetch_cancel(kilnd_fetch_op *f)
+{
+    atomic_store(&f->cancel, true);
+}
+
+kiln_err kilnd_fetch_end(kilnd_fetch_op *f, uint64_t *bytes, char hex[65], char *why, size_t whylen)
+{
+    pthread_join(f->th, NULL);
+    kiln_err err = f->err;
+    if (bytes) *bytes = f->bytes;
+    if (hex) memcpy(hex, f->hex, sizeof f->hex);
+    if (why && whylen) snprintf(why, whylen, "%s", f->why);
+    free(f->url);
+    free(f->dst);
+    free(f);
+    return err;
 }

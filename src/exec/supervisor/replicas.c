@@ -26,6 +26,7 @@
 #include "kiln/tune.h"
 #include "kiln/submit.h" /* kiln_job_program_args */
 
+#include "exec/supervisor/fetch.h"
 #include "exec/supervisor/supervisor_int.h"
 
 /* ---------- ports: unique across every running job ---------- */
@@ -294,6 +295,29 @@ void kill_recorded(const char *runtime)
 
 /* ---------- starting and stopping a job's replicas ---------- */
 
+void replica_from_slot(sup *s, replica *r, const kiln_slot *sl)
+{
+    const kiln_node *node = &s->d->cluster.nodes[sl->node];
+    *r = (replica){.role = sl->role, .index = sl->index, .node = sl->node, .n_gpus = sl->n_devs};
+    r->h.life_fd = -1;
+    kiln_exec_task_name(r->role, r->index, r->task);
+    for (int k = 0; k < sl->n_devs; k++) {
+        r->gpus[k] = node->devs[sl->devs[k]].index;
+        r->simulated |= node->devs[sl->devs[k]].simulated;
+    }
+}
+
+void rjob_elastic(rjob *j, int64_t now)
+{
+    const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
+    if (!j->job->training_input.has_pytorch_job || !pt->has_elastic_policy) return;
+    j->elastic = true;
+    j->wo = pt->workers_only ? 1 : 0;
+    j->el_min = (int)pt->elastic_policy.min_replicas;
+    j->el_max = (int)pt->elastic_policy.max_replicas;
+    j->grow_at_ns = now + 1000000000LL;
+}
+
 /* Lets go of a replica's monitor (its life pipe); the monitor runs on. */
 void close_replica(sup *s, rjob *j, replica *r)
 {
@@ -306,6 +330,10 @@ void close_replica(sup *s, rjob *j, replica *r)
 void rjob_free(sup *s, rjob *j)
 {
     if (!j) return;
+    if (j->fetch) { /* kilnd stopping mid-fetch: the next kilnd requeues the job */
+        kilnd_fetch_cancel(j->fetch);
+        kilnd_fetch_end(j->fetch, NULL, NULL, NULL, 0);
+    }
     for (size_t i = 0; i < j->n; i++) {
         close_replica(s, j, &j->reps[i]);
         if (j->reps[i].port > 0) port_give(s, j->reps[i].port);

@@ -88,16 +88,19 @@ static kiln_err map_job_dir(kilnd *d, rjob *j, char *why, size_t whylen)
     return kiln_set_str(&j->job->training_input.job_dir, local);
 }
 
-/* Fetches packageUris[i], an http(s):// URI (its form checked at create:
- * kiln_package_http_ok), into STAGING/fetchedI-NAME; its size and SHA-256 go
- * in the job's events. KILN_OK with the file's path in `out`. */
-static kiln_err fetch_package(kilnd *d, rjob *j, size_t i, const char *staging, char *out,
-                              size_t outlen, char *why, size_t whylen)
+static bool is_http(const char *u)
 {
-    const char *u = j->job->training_input.package_uris.v[i], *name = NULL;
+    return strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0;
+}
+
+/* STAGING/fetchedI-NAME: where packageUris[i], an http(s):// URI (its form
+ * checked at create: kiln_package_http_ok), is fetched to. */
+static kiln_err fetched_path(const char *u, size_t i, const char *staging, char *out, size_t outlen,
+                             char *why, size_t whylen)
+{
+    const char *name = NULL;
     size_t nlen = 0;
-    char reason[512], hex[65];
-    uint64_t bytes = 0;
+    char reason[512];
     if (!kiln_package_http_ok(u, &name, &nlen, reason, sizeof reason)) {
         snprintf(why, whylen, "packageUris[%zu] '%s': %s", i, u, reason);
         return KILN_EINVAL;
@@ -112,21 +115,56 @@ static kiln_err fetch_package(kilnd *d, rjob *j, size_t i, const char *staging, 
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '.' || *p == '-' || *p == '_' || *p == '+'))
             *p = '_';
-    kilnd_event(d, j->project, j->job_id, "INFO", "fetching %s (at most %llu bytes)", u,
-                (unsigned long long)d->max_package_bytes);
-    kiln_err err = kilnd_fetch(u, out, d->max_package_bytes, &bytes, hex, reason, sizeof reason);
-    if (err != KILN_OK) {
-        snprintf(why, whylen, "packageUris[%zu] '%s': cannot fetch it: %s", i, u, reason);
+    return KILN_OK;
+}
+
+/* Fetches the http(s):// packageUris into DIR/staging, one after the other,
+ * each on a thread of its own (fetch.h): KILN_OK with j->fetch set while
+ * one is in flight (called again once it is done), KILN_OK with j->fetch
+ * NULL once every one is here. Each one's size and SHA-256 go in the job's
+ * events. */
+static kiln_err fetch_packages(kilnd *d, rjob *j, char *why, size_t whylen)
+{
+    const kiln_strv *uris = &j->job->training_input.package_uris;
+    char staging[PATH_MAX + 16], dst[PATH_MAX + 64], reason[512], hex[65];
+    kiln_err err;
+
+    snprintf(staging, sizeof staging, "%s/staging", j->dir);
+    if (j->fetch) {
+        if (!kilnd_fetch_done(j->fetch)) return KILN_OK;
+        const char *u = uris->v[j->fetch_next];
+        uint64_t bytes = 0;
+        err = kilnd_fetch_end(j->fetch, &bytes, hex, reason, sizeof reason);
+        j->fetch = NULL;
+        if (err != KILN_OK) {
+            snprintf(why, whylen, "packageUris[%zu] '%s': cannot fetch it: %s", j->fetch_next, u,
+                     reason);
+            return err;
+        }
+        kilnd_event(d, j->project, j->job_id, "INFO", "fetched %s: %llu bytes, sha256 %s", u,
+                    (unsigned long long)bytes, hex);
+        j->fetch_next++;
+    }
+    for (; j->fetch_next < uris->n; j->fetch_next++) {
+        const char *u = uris->v[j->fetch_next];
+        if (!is_http(u)) continue;
+        err = fetched_path(u, j->fetch_next, staging, dst, sizeof dst, why, whylen);
+        if (err != KILN_OK) return err;
+        kilnd_mkdirs(staging);
+        kilnd_event(d, j->project, j->job_id, "INFO", "fetching %s (at most %llu bytes)", u,
+                    (unsigned long long)d->max_package_bytes);
+        err = kilnd_fetch_start(u, dst, d->max_package_bytes, d->wake_fd[1], &j->fetch);
+        if (err != KILN_OK)
+            snprintf(why, whylen, "packageUris[%zu] '%s': cannot start fetching it: %s",
+                     j->fetch_next, u, kiln_err_str(err));
         return err;
     }
-    kilnd_event(d, j->project, j->job_id, "INFO", "fetched %s: %llu bytes, sha256 %s", u,
-                (unsigned long long)bytes, hex);
     return KILN_OK;
 }
 
 /* Stages packageUris (local: file:// or absolute paths; gs:// URIs of
  * kilnd's staging store, which are files under DATA/objects; http(s)://
- * URIs, fetched first into DIR/staging) under DIR/staging and builds the
+ * URIs, fetched first into DIR/staging: fetch_packages) under DIR/staging and builds the
  * PYTHONPATH that finds them:
  *   a directory (--package-path)  copied; staging/ goes on the path;
  *   NAME.whl (pure Python)        copied; the wheel itself goes on the path;
@@ -147,10 +185,10 @@ static kiln_err stage_packages(kilnd *d, rjob *j, char *why, size_t whylen, char
         const char *u = uris->v[i];
         const char *path = strncmp(u, "file://", 7) == 0 ? u + 7 : (u[0] == '/' ? u : NULL);
         char gs[PATH_MAX], fetched[PATH_MAX + 64];
-        bool is_fetched = strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0;
+        bool is_fetched = is_http(u);
         if (gs_path(d, u, gs, sizeof gs)) path = gs;
         if (is_fetched) {
-            kiln_err ferr = fetch_package(d, j, i, staging, fetched, sizeof fetched, why, whylen);
+            kiln_err ferr = fetched_path(u, i, staging, fetched, sizeof fetched, why, whylen);
             if (ferr != KILN_OK) return ferr;
             path = fetched;
         }
@@ -221,6 +259,7 @@ void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
     j->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
     j->killed = false;
     stop_all(s, j, SIGTERM);
+    if (j->fetch) kilnd_fetch_cancel(j->fetch); /* collected by spawn_attempt, then finished */
 }
 
 /* The cluster as the replicas see it; NULL on ENOMEM. Dropped replicas are
@@ -450,8 +489,9 @@ out:
     return err;
 }
 
-/* Starts every replica of a placed job. */
-kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
+/* Stages packages, maps the job dir, writes this attempt's ps keys and
+ * starts every replica of a placed job; on failure kills what started. */
+static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
 {
     kiln_err err = stage_packages(s->d, j, why, whylen, j->pypath, sizeof j->pypath);
     if (err == KILN_OK) err = map_job_dir(s->d, j, why, whylen);
@@ -465,4 +505,23 @@ kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
         if (!j->reps[i].dropped) err = spawn_one(s, j, i, why, whylen);
     if (err != KILN_OK) stop_all(s, j, SIGKILL);
     return err;
+}
+
+void spawn_attempt(sup *s, rjob *j)
+{
+    char why[1024];
+    if (j->after != AS_NONE) { /* stopped while fetching: what it fetched is not used */
+        if (j->fetch) kilnd_fetch_end(j->fetch, NULL, NULL, NULL, 0);
+        j->fetch = NULL;
+        return;
+    }
+    kiln_err err = fetch_packages(s->d, j, why, sizeof why);
+    if (err == KILN_OK && j->fetch) return; /* the tick calls again when it is done */
+    if (err == KILN_OK) err = spawn_all(s, j, why, sizeof why);
+    if (err != KILN_OK) {
+        begin_stop(s, j, AS_FAIL, "%s", why);
+        return;
+    }
+    /* RUNNING once every replica's program runs (an image may be pulled first) */
+    save_runtime(s, j);
 }

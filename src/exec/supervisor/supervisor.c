@@ -46,6 +46,7 @@
 #include "kiln/submit.h" /* kiln_job_program_args */
 
 #include "exec/slurm/slurm.h"
+#include "exec/supervisor/fetch.h"
 #include "exec/supervisor/supervisor_int.h"
 
 /* ---------- the queue ---------- */
@@ -268,14 +269,7 @@ static void try_start(sup *s, qent *e, blocked *b)
     j->n = j->pl.n;
     j->job = rec->job;
     rec->job = NULL;
-    const kiln_pytorch_job *pt = &j->job->training_input.pytorch_job;
-    if (j->job->training_input.has_pytorch_job && pt->has_elastic_policy) {
-        j->elastic = true;
-        j->wo = pt->workers_only ? 1 : 0;
-        j->el_min = (int)pt->elastic_policy.min_replicas;
-        j->el_max = (int)pt->elastic_policy.max_replicas;
-        j->grow_at_ns = now + 1000000000LL;
-    }
+    rjob_elastic(j, now);
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
@@ -290,18 +284,7 @@ static void try_start(sup *s, qent *e, blocked *b)
     j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
-        const kiln_slot *sl = &j->pl.slots[i];
-        const kiln_node *node = &d->cluster.nodes[sl->node];
-        r->role = sl->role;
-        r->index = sl->index;
-        r->node = sl->node;
-        r->h.life_fd = -1;
-        kiln_exec_task_name(r->role, r->index, r->task);
-        r->n_gpus = sl->n_devs;
-        for (int k = 0; k < sl->n_devs; k++) {
-            r->gpus[k] = node->devs[sl->devs[k]].index;
-            r->simulated |= node->devs[sl->devs[k]].simulated;
-        }
+        replica_from_slot(s, r, &j->pl.slots[i]);
         r->port = port_take(s);
         if (r->port < 0) {
             begin_stop(s, j, AS_FAIL, "no free port in %d-%d for the replicas", d->port_base,
@@ -323,13 +306,7 @@ static void try_start(sup *s, qent *e, blocked *b)
             return;
         }
     }
-    err = spawn_all(s, j, why, sizeof why);
-    if (err != KILN_OK) {
-        begin_stop(s, j, AS_FAIL, "%s", why);
-        return;
-    }
-    /* RUNNING once every replica's program runs (an image may be pulled first) */
-    save_runtime(s, j);
+    spawn_attempt(s, j);
     return;
 nomem:
     /* give the job back to the queue; the placement was not handed to j */
@@ -457,7 +434,8 @@ static void grow(sup *s, rjob *j, int64_t now)
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     kiln_placement pl = {0};
     char why[512];
-    if (!j->elastic || j->after != AS_NONE || now < j->grow_at_ns || live_workers(j) >= j->el_max)
+    if (!j->elastic || j->after != AS_NONE || j->fetch || now < j->grow_at_ns ||
+        live_workers(j) >= j->el_max)
         return;
     j->grow_at_ns = now + 1000000000LL; /* a try a second at most */
     size_t np = kiln_catalog_plan(d->catalog, j->job, plans), w = 0;
@@ -494,16 +472,8 @@ static void grow(sup *s, rjob *j, int64_t now)
     j->pl.slots[j->pl.n++] = pl.slots[0];
     j->pl.slots[j->pl.n - 1].index = index;
     replica *r = &j->reps[j->n++];
-    *r =
-        (replica){.role = KILN_ROLE_WORKER, .index = index, .node = pl.slots[0].node, .port = port};
-    r->h.life_fd = -1;
-    kiln_exec_task_name(r->role, r->index, r->task);
-    const kiln_node *node = &d->cluster.nodes[r->node];
-    r->n_gpus = pl.slots[0].n_devs;
-    for (int k = 0; k < r->n_gpus; k++) {
-        r->gpus[k] = node->devs[pl.slots[0].devs[k]].index;
-        r->simulated |= node->devs[pl.slots[0].devs[k]].simulated;
-    }
+    replica_from_slot(s, r, &j->pl.slots[j->pl.n - 1]); /* a worker: plans[w].role */
+    r->port = port;
     kiln_placement_free(&pl);
     kilnd_event(d, j->project, j->job_id, "INFO",
                 "Adding %s: devices are free; the job now has %d of at most %d workers", r->task,
@@ -574,7 +544,6 @@ static void finish(sup *s, rjob *j, rjob **link)
     kilnd *d = s->d;
     int64_t now = kiln_now_ns();
     const char *msg = j->after_msg ? j->after_msg : "";
-    char why[512];
 
     for (size_t i = 0; i < j->n; i++)
         pump_metrics(s, j, &j->reps[i]); /* the last reports before the end */
@@ -595,11 +564,8 @@ static void finish(sup *s, rjob *j, rjob **link)
             j->reps[i].alive = false;
         }
         j->after = AS_NONE;
-        if (spawn_all(s, j, why, sizeof why) != KILN_OK) {
-            begin_stop(s, j, AS_FAIL, "%s", why);
-            return;
-        }
-        save_runtime(s, j);
+        j->fetch_next = 0; /* a new attempt fetches its packages again */
+        spawn_attempt(s, j);
         return;
     case AS_REQUEUE: {
         j->restarts++;
@@ -767,7 +733,7 @@ static void mark_running(sup *s, rjob *j)
 static bool drain_elastic(sup *s, rjob *j, size_t n)
 {
     int leaving = 0;
-    if (!j->elastic) return false;
+    if (!j->elastic || j->fetch) return false; /* fetching: nothing started yet */
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
         if (r->dropped || r->node != n) continue;
@@ -852,6 +818,8 @@ static bool tick(sup *s, bool woken)
     reap(s);
     drains(s);
     for (rjob *j = s->jobs; j; j = j->next) {
+        /* a package fetched (or cancelled): the attempt goes on (or ends) */
+        if (j->fetch && kilnd_fetch_done(j->fetch)) spawn_attempt(s, j);
         mark_running(s, j);
         for (size_t i = 0; i < j->n; i++)
             pump_metrics(s, j, &j->reps[i]);
@@ -862,7 +830,7 @@ static bool tick(sup *s, bool woken)
     }
     for (rjob **link = &s->jobs; *link;) {
         rjob *j = *link;
-        bool any = false;
+        bool any = j->fetch != NULL; /* a fetch in flight ends first (begin_stop cancels it) */
         for (size_t i = 0; i < j->n; i++)
             any |= j->reps[i].alive;
         if (j->after != AS_NONE && !any) {

@@ -80,6 +80,11 @@ typedef struct rjob {
     int64_t kill_at_ns;
     bool killed;
     char pypath[4 * PATH_MAX]; /* PYTHONPATH of the staged packages ("" = none) */
+    /* packageUris[fetch_next] over http(s) being fetched, off this thread
+     * (fetch.h); the job stays PREPARING, its replicas unstarted, until
+     * spawn_all picks the fetch up (NULL: none in flight) */
+    struct kilnd_fetch_op *fetch;
+    size_t fetch_next; /* packageUris before this one are fetched for this attempt */
     /* elastic PyTorchJobs: bounds on the PyTorch workers (kiln's master is
      * one of them when the PyTorchJob has Workers only: `wo`) */
     bool elastic;
@@ -149,6 +154,12 @@ char *runtime_for_requeue(json_t *metrics, json_t *study);
 json_t *runtime_kept(const char *runtime, const char *key);
 /* Kills the process groups a runtime record names, when still the same. */
 void kill_recorded(const char *runtime);
+/* A replica in placement slot `sl`: its role, index, node, task name and
+ * devices, everything else zero (its port is the caller's: port_take). */
+void replica_from_slot(sup *s, replica *r, const kiln_slot *sl);
+/* An elastic PyTorchJob's bounds from j->job (nothing for another job);
+ * its first try to add a worker a second after `now`. */
+void rjob_elastic(rjob *j, int64_t now);
 /* Lets go of a replica's monitor (its life pipe); the monitor runs on. */
 void close_replica(sup *s, rjob *j, replica *r);
 /* Releases a job's ports, placement, log and memory. */
@@ -160,9 +171,13 @@ void port_give(sup *s, int port);
 void pump_metrics(sup *s, rjob *j, replica *r);
 
 /* spawn.c */
-/* Stages packages, maps the job dir, writes this attempt's ps keys and
- * starts every replica of a placed job; on failure kills what started. */
-kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen);
+/* Starts an attempt of a placed job: fetches its http(s) packages (off
+ * this thread: while one is in flight j->fetch is set and the tick calls
+ * this again once it is done), stages packages, maps the job dir, writes
+ * this attempt's ps keys and starts every replica, then records them. On
+ * failure it kills what started and begins stopping the job (AS_FAIL). A
+ * new attempt (a group restart) sets fetch_next to 0 first. */
+void spawn_attempt(sup *s, rjob *j);
 kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen);
 void stop_all(sup *s, rjob *j, int sig);
 /* Starts stopping a running job: SIGTERM now, SIGKILL after the grace

@@ -410,20 +410,10 @@ static bool launch_trial(sup *s, tstudy *st)
     j->log_fd = open(sub, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
-        const kiln_slot *sl = &j->pl.slots[i];
-        const kiln_node *node = &d->cluster.nodes[sl->node];
         char base[48];
-        r->role = sl->role;
-        r->index = sl->index;
-        r->node = sl->node;
-        r->h.life_fd = -1;
-        kiln_exec_task_name(r->role, r->index, base);
+        replica_from_slot(s, r, &j->pl.slots[i]);
+        snprintf(base, sizeof base, "%s", r->task);
         snprintf(r->task, sizeof r->task, "trial-%d-%.30s", j->trial, base);
-        r->n_gpus = sl->n_devs;
-        for (int k = 0; k < sl->n_devs; k++) {
-            r->gpus[k] = node->devs[sl->devs[k]].index;
-            r->simulated |= node->devs[sl->devs[k]].simulated;
-        }
         r->port = port_take(s);
         if (r->port < 0) {
             begin_stop(s, j, AS_FAIL, "no free port in %d-%d for the replicas", d->port_base,
@@ -433,11 +423,7 @@ static bool launch_trial(sup *s, tstudy *st)
     }
     kilnd_event(d, j->project, j->job_id, "INFO", "Trial %d: placed %zu replica%s", j->trial, j->n,
                 j->n == 1 ? "" : "s");
-    if (spawn_all(s, j, why, sizeof why) != KILN_OK) {
-        begin_stop(s, j, AS_FAIL, "%s", why);
-        return true;
-    }
-    save_runtime(s, j);
+    spawn_attempt(s, j);
     return true;
 }
 
