@@ -57,6 +57,12 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
                                size_t self, const int *gpus, size_t n_gpus, bool simulated,
                                kiln_strv *env);
 
+/* Appends the user's own variables of `role` (<role>Config.env: a TFJob
+ * container's env) to `env`, after kiln's; every executor calls it, so no
+ * executor drops them. The names kiln sets were refused at create
+ * (kiln_catalog_check_honoured). */
+kiln_err kiln_exec_user_env(const kiln_job *job, kiln_role role, kiln_strv *env);
+
 /* KILN_COLL_KEY for every replica of one attempt of a job: names the shared
  * memory of kiln's collectives (kiln/collective.h), so a restarted attempt
  * never meets the segment of the one before, and two jobs never meet.

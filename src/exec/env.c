@@ -246,6 +246,15 @@ out:
     return err;
 }
 
+kiln_err kiln_exec_user_env(const kiln_job *job, kiln_role role, kiln_strv *env)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, role);
+    kiln_err err = KILN_OK;
+    for (size_t k = 0; rc && k < rc->env.n && err == KILN_OK; k++)
+        err = push_kv(env, rc->env.keys[k], rc->env.vals[k]);
+    return err;
+}
+
 kiln_err kiln_exec_program(const kiln_job *job, kiln_role role, const kiln_exec_paths *paths,
                            kiln_strv *argv, char *why, size_t whylen)
 {

@@ -114,6 +114,12 @@ api GET /v1/projects/p1/jobs/big_1
 msg=$(printf '%s' "$BODY" | jget errorMessage)
 check "never-fits names what is missing ($msg)" grep -q 'ask for 4 NVIDIA_TESLA_T4 each; no node of Slurm partition kiln has more than 2 GPUs' <<<"$msg"
 
+# ---- <role>Config.env reaches the replica after kiln's own variables ----
+api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","echo \"GREETING=$GREETING TASK=$KILN_TASK_NAME\""],"env":{"GREETING":"hello slurm"}}}}'
+check_eq "env_1 created" "$STATUS" 200
+check "env_1 SUCCEEDED" wait_state env_1 SUCCEEDED 60
+check "the replica saw its env and kiln's" grep -q "GREETING=hello slurm TASK=master-replica-0" "$T/d/jobs/p1/env_1/log.tsv"
+
 # ---- cancel ----
 api POST /v1/projects/p1/jobs "$(job_json sleepy_1 'trap "echo got TERM; exit 143" TERM; echo up; sleep 300 & wait')"
 check "sleepy RUNNING" wait_state sleepy_1 RUNNING 60

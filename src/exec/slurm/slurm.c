@@ -685,6 +685,8 @@ static kiln_err replica_env(ssup *s, sjob *j, const kiln_job *job, size_t self, 
     kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), attempt, key);
     snprintf(kv, sizeof kv, "KILN_COLL_KEY=%s", key);
     err = kiln_strv_push(env, kv);
+    /* the user's env after kiln's, as on one machine (it was dropped here) */
+    if (err == KILN_OK) err = kiln_exec_user_env(job, j->reps[self].role, env);
 out:
     free(tasks);
     free(hosts);

@@ -367,16 +367,9 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
         free(kv);
         if (err != KILN_OK) goto out;
     }
-    /* the user's env (TFJob container env, <role>Config.env) after kiln's own;
-     * names kiln sets were refused at create (kiln_catalog_check_honoured) */
+    /* the user's env (TFJob container env, <role>Config.env) after kiln's own */
     const kiln_replica_config *rc = kiln_job_role_config(j->job, r->role);
-    for (size_t k = 0; rc && k < rc->env.n && err == KILN_OK; k++) {
-        char *kv = NULL;
-        if (asprintf(&kv, "%s=%s", rc->env.keys[k], rc->env.vals[k]) < 0) kv = NULL;
-        err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
-        free(kv);
-    }
-    if (err != KILN_OK) goto out;
+    if ((err = kiln_exec_user_env(j->job, r->role, &env)) != KILN_OK) goto out;
     if (paths.staging) {
         /* only the staged packages: kilnd's own PYTHONPATH is not the replica's */
         char *kv = NULL;
