@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kiln/objects.h"
+#include "util/crc32c.h"
 #include "util/utf8.h"
 
 #define MAX_BUCKETS 64
@@ -297,7 +298,7 @@ kiln_err kiln_objects_writer_write(kiln_object_writer *w, const void *p, size_t 
         return KILN_ELIMIT;
     }
     if (!EVP_DigestUpdate(w->md5, p, n)) return KILN_EINTERNAL;
-    w->crc = kiln_crc32c(w->crc, p, n);
+    w->crc = kiln_crc32c_update(w->crc, p, n);
     for (size_t done = 0; done < n;) {
         ssize_t k = write(w->fd, b + done, n - done);
         if (k < 0 && errno == EINTR) continue;
@@ -460,7 +461,7 @@ static kiln_err hash_file(const char *path, unsigned char md5[16], uint32_t *crc
         if (n < 0) goto out;
         if (n == 0) break;
         EVP_DigestUpdate(ctx, buf, (size_t)n);
-        *crc = kiln_crc32c(*crc, buf, (size_t)n);
+        *crc = kiln_crc32c_update(*crc, buf, (size_t)n);
     }
     if (EVP_DigestFinal_ex(ctx, md5, &mdlen) && mdlen == 16) err = KILN_OK;
 out:
