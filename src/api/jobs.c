@@ -140,17 +140,19 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
         etag_encode(r->job->etag, enc, sizeof enc);
         json_object_set_new(o, "etag", json_string(enc));
     }
+    json_t *rt = r->runtime ? json_loads(r->runtime, 0, NULL) : NULL;
     if (r->job->state == KILN_STATE_QUEUED) {
-        int64_t pos = 0;
+        /* Slurm's place for a job it holds PENDING (exec/slurm: the whole
+         * partition's queue, kiln's jobs or not), else kiln's own queue's */
+        int64_t pos = json_integer_value(json_object_get(rt, "slurmPosition"));
         char b[32];
-        if (kiln_store_job_position(d->store, r, &pos) == KILN_OK && pos > 0) {
+        if ((pos > 0 || kiln_store_job_position(d->store, r, &pos) == KILN_OK) && pos > 0) {
             snprintf(b, sizeof b, "%lld", (long long)pos);
             json_object_set_new(o, "jobPosition", json_string(b));
         }
     }
     /* kiln's own status: restarts and where the replicas are */
     json_t *ks = json_pack("{s:i,s:i}", "restarts", r->restarts, "failures", r->failures);
-    json_t *rt = r->runtime ? json_loads(r->runtime, 0, NULL) : NULL;
     json_t *to = training_output(r, rt);
     if (to) json_object_set_new(o, "trainingOutput", to);
     if (ks && rt) {

@@ -17,6 +17,10 @@
 #     ExitCode 3 fails at once, backoffLimit 1 stops after one restart;
 #   - `kiln nodes drain` of a running job's node: stopped, a new Slurm job on
 #     the other node, resumed from its checkpoint, SUCCEEDED, restarts 1;
+#   - jobPosition is the job's place in Slurm's pending queue (other users'
+#     jobs counted), and follows Slurm when it reorders;
+#   - restartPolicy Always: a worker ending with 0 restarts the job, and the
+#     master's success ends it while a worker still runs;
 #   - `kiln nodes list` shows Slurm's nodes, `kiln nodes drain` drains in Slurm.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
 PORT_RANGE=44000-44799 # the cluster's own daemons listen on 44900-44992
@@ -49,6 +53,11 @@ start_kilnd "$T/d" "${KILND_SLURM[@]}"
 gpu_job() { # gpu_job ID GPUS_PER_REPLICA TRAINING_INPUT_MEMBERS [MASTER_CONFIG_MEMBERS]
     printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1",%s,"masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_T4"}%s},"workerType":"n1-standard-4","workerCount":"2","workerConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_T4"}}}}' \
         "$1" "$3" "$2" "${4:+,$4}" "$2"
+}
+
+restarts() {
+    api GET "/v1/projects/p1/jobs/$1"
+    printf '%s' "$BODY" | jget kilnStatus.restarts
 }
 
 # ---- nodes: Slurm's ----
@@ -135,6 +144,43 @@ case "$st" in "" | CANCELLED | COMPLETED | FAILED) ok ;; *) fail "Slurm job $sid
 "$KILN" jobs stream-logs sleepy_1 >"$T/sleepy.logs" 2>&1
 check "the replica got SIGTERM" grep -q 'got TERM' "$T/sleepy.logs"
 
+# ---- jobPosition is Slurm's: its whole partition's pending queue ----
+# a job of the cluster's own users holds both nodes, another waits ahead of
+# kiln's (nice 0 against kiln's 1000): kiln's own queue would say 1
+blocker=$(sbatch --parsable -p kiln -N2 --exclusive -o /dev/null --wrap 'sleep 300')
+ahead=$(sbatch --parsable -p kiln -n1 -o /dev/null --wrap 'true')
+api POST /v1/projects/p1/jobs "$(job_json queued_1 'echo ran')"
+position() { # position JOB WANT SECS: jobPosition reaches WANT
+    local i
+    for i in $(seq 1 $((${3} * 5))); do
+        api GET "/v1/projects/p1/jobs/$1"
+        [ "$(printf '%s' "$BODY" | jget jobPosition)" = "$2" ] && return 0
+        sleep 0.2
+    done
+    echo "jobPosition of $1: $(printf '%s' "$BODY" | jget jobPosition), state $(printf '%s' "$BODY" | jget state)" >&2
+    return 1
+}
+check "queued_1 is 2nd in Slurm's queue (behind job $ahead)" position queued_1 2 20
+scontrol update JobId="$ahead" Nice=100000 >/dev/null 2>&1
+check "queued_1 is 1st once Slurm lowers job $ahead" position queued_1 1 20
+scancel "$blocker" "$ahead"
+check "queued_1 SUCCEEDED" wait_state queued_1 SUCCEEDED 60
+
+# ---- restartPolicy Always: a worker ending with 0 before the master
+# restarts the job; the master's success ends it, a running worker stopped ----
+always_cmd() { # always_cmd WHO FIRST_TIME LATER: by attempt, from a count file
+    printf 'n=$(cat %s/always.%s 2>/dev/null || echo 0); echo $((n + 1)) >%s/always.%s; if [ "$n" = 0 ]; then %s; else %s; fi' \
+        "$T" "$1" "$T" "$1" "$2" "$3" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))'
+}
+api POST /v1/projects/p1/jobs "$(printf '{"jobId":"always_1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":["sh","-c",%s]},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{"restartPolicy":"Always","containerCommand":["sh","-c",%s]}}}' \
+    "$(always_cmd master 'sleep 300' 'sleep 2; echo master done')" "$(always_cmd worker 'echo worker done' 'echo worker again; sleep 300')")"
+check_eq "always_1 created" "$STATUS" 200
+check "always_1 SUCCEEDED (its worker still running when the master ended)" wait_state always_1 SUCCEEDED 60
+check_eq "always_1 restarts" "$(restarts always_1)" 1
+"$KILN" jobs stream-logs always_1 >"$T/always.logs" 2>&1
+check "the restart names the worker and the policy" grep -q 'worker-replica-0 exited with status 0 before the master (restart policy Always)' "$T/always.logs"
+check "the master finished on the second attempt" grep -q 'master done' "$T/always.logs"
+
 # ---- kill -9 of kilnd mid-job: Slurm runs on, the next kilnd follows ----
 api POST /v1/projects/p1/jobs "$(job_json late_1 'echo start; sleep 4; echo done')"
 check "late RUNNING" wait_state late_1 RUNNING 60
@@ -147,11 +193,6 @@ check "late SUCCEEDED after the kilnd restart" wait_state late_1 SUCCEEDED 30
 check "late's replica finished" grep -q 'done' "$T/late.logs"
 check "followed again, not resubmitted" grep -q 'following Slurm job' "$T/late.logs"
 check_eq "one Slurm job for late_1" "$(grep -c 'Submitted to Slurm' "$T/late.logs")" 1
-
-restarts() {
-    api GET "/v1/projects/p1/jobs/$1"
-    printf '%s' "$BODY" | jget kilnStatus.restarts
-}
 
 # ---- a kilnd dying between sbatch and its runtime record submits nothing twice ----
 # (KILN_TEST_DIE_AFTER_SBATCH=1 is a test-only hook: kilnd _exits(70) right after sbatch)

@@ -433,6 +433,8 @@ typedef struct sjob {
     /* being stopped to be queued again (its node drained): why; kept in the
      * runtime record ("slurmRequeue") so that a new kilnd finishes the move */
     char *requeue;
+    bool restart;  /* the requeue is restartPolicy Always's restart, not a move */
+    long position; /* while PENDING: its place in Slurm's queue (1 = next), or 0 */
     struct sjob *next;
 } sjob;
 
@@ -561,6 +563,9 @@ static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
                            (json_int_t)j->id, "slurmPartition", s->d->slurm.partition, "slurmState",
                            j->sstate, "replicas", reps);
     if (rt && j->requeue) json_object_set_new(rt, "slurmRequeue", json_string(j->requeue));
+    if (rt && j->requeue && j->restart) json_object_set_new(rt, "slurmRestart", json_true());
+    if (rt && j->position > 0)
+        json_object_set_new(rt, "slurmPosition", json_integer((json_int_t)j->position));
     char *txt = rt ? json_dumps(rt, JSON_COMPACT) : NULL;
     if (txt)
         kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, restarts, failures, txt);
@@ -797,16 +802,26 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
         fprintf(f, " \"$R\" ");
         sh_quote(f, sdir);
         fprintf(f, "/spec.json %s &\npids+=($!)\n", kiln_role_name(plans[p].role));
+        if (plans[p].role == KILN_ROLE_MASTER) fprintf(f, "master=$!\n");
     }
-    /* every replica must succeed; the first failure stops the others */
+    /* As on one machine: the first failure stops the others and is the job's
+     * status; the master's success ends the job (a parameter server never
+     * exits, and workers still running are stopped); a worker or ps that
+     * ends with 0 before the master just ends (kilnd restarts the job for
+     * restartPolicy Always: always_exited). */
     fprintf(f,
-            "code=0\nfor _ in \"${pids[@]}\"; do\n"
-            "    wait -n; c=$?\n"
+            "code=0 live=${#pids[@]}\n"
+            "while [ \"$live\" -gt 0 ]; do\n"
+            "    wait -n -p done_pid; c=$?\n"
+            "    live=$((live - 1))\n"
             "    if [ \"$c\" -ne 0 ]; then code=$c; break; fi\n"
+            "    if [ \"$done_pid\" = \"${master-}\" ]; then break; fi\n"
             "done\n"
-            "if [ \"$code\" -ne 0 ]; then\n"
-            "    kill -TERM \"${pids[@]}\" 2>/dev/null; sleep %d; kill -KILL \"${pids[@]}\" "
-            "2>/dev/null\n"
+            "if [ \"$live\" -gt 0 ]; then\n"
+            "    kill -TERM \"${pids[@]}\" 2>/dev/null\n"
+            "    (sleep %d; kill -KILL \"${pids[@]}\" 2>/dev/null) & killer=$!\n"
+            "    for p in \"${pids[@]}\"; do wait \"$p\" 2>/dev/null; done\n"
+            "    kill \"$killer\" 2>/dev/null\n"
             "fi\n"
             "wait\necho \"$code\" >\"$R/exit\"\nexit \"$code\"\n",
             d->grace_ms / 1000 + 1);
@@ -939,33 +954,68 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
 
 /* ---------- following the jobs ---------- */
 
-/* The replica that failed first (the earliest of the monitors' non-zero exit
- * files under DIR/slurm/ID/: the others were then stopped): its index, its
- * code in *code; -1 when none did. */
+/* Replica i's status from its monitor's exit file under DIR/slurm/ID/, and
+ * when the file was written; false while it has none. */
+static bool rep_exit(const sjob *j, size_t i, int *code, struct timespec *at)
+{
+    char path[PATH_MAX + 128], text[256];
+    snprintf(path, sizeof path, "%s/slurm/%ld/%s.exit", j->dir, j->id, j->reps[i].task);
+    struct stat sb;
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    bool have = fstat(fileno(f), &sb) == 0;
+    fclose(f);
+    text[n] = '\0';
+    if (!have || sscanf(text, "code %d", code) != 1) return false;
+    *at = sb.st_mtim;
+    return true;
+}
+
+static bool earlier(struct timespec a, struct timespec b)
+{
+    return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
+}
+
+/* The replica that failed first (the earliest non-zero exit file: the
+ * others were then stopped): its index, its code in *code; -1 when none did. */
 static int first_failure(const sjob *j, int *code)
 {
     int best = -1;
-    struct timespec at = {0};
+    struct timespec at = {0}, t;
     for (size_t i = 0; i < j->n; i++) {
-        char path[PATH_MAX + 128], text[256];
-        snprintf(path, sizeof path, "%s/slurm/%ld/%s.exit", j->dir, j->id, j->reps[i].task);
-        struct stat sb;
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t n = fread(text, 1, sizeof text - 1, f);
-        bool have = fstat(fileno(f), &sb) == 0;
-        fclose(f);
-        text[n] = '\0';
         int c = 0;
-        if (!have || sscanf(text, "code %d", &c) != 1 || c == 0) continue;
-        if (best < 0 || sb.st_mtim.tv_sec < at.tv_sec ||
-            (sb.st_mtim.tv_sec == at.tv_sec && sb.st_mtim.tv_nsec < at.tv_nsec)) {
+        if (!rep_exit(j, i, &c, &t) || c == 0) continue;
+        if (best < 0 || earlier(t, at)) {
             best = (int)i;
-            at = sb.st_mtim;
+            at = t;
             *code = c;
         }
     }
     return best;
+}
+
+/* restartPolicy Always, as on one machine: a worker, ps or evaluator whose
+ * program ended with 0 before the master did restarts the job's replicas.
+ * Its index, or -1. (The batch script lets such a replica just end.) */
+static int always_exited(const sjob *j, const kiln_job *job)
+{
+    int best = -1;
+    struct timespec at = {0}, t, master = {0};
+    bool master_ended = false;
+    for (size_t i = 0; i < j->n; i++) {
+        int c = 0;
+        if (!rep_exit(j, i, &c, &t)) continue;
+        if (j->reps[i].role == KILN_ROLE_MASTER) {
+            master_ended = true;
+            master = t;
+        } else if (c == 0 && strcmp(kiln_job_restart_policy(job, j->reps[i].role), "Always") == 0 &&
+                   (best < 0 || earlier(t, at))) {
+            best = (int)i;
+            at = t;
+        }
+    }
+    return best >= 0 && master_ended && !earlier(at, master) ? -1 : best;
 }
 
 /* The batch script's own exit file (a job Slurm has forgotten): 0, the
@@ -1013,6 +1063,29 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
                                   NULL, now, NULL);
         kilnd_event(d, j->project, j->job_id, "INFO", "Job CANCELLED (Slurm job %ld: %s)", j->id,
                     state);
+        return;
+    }
+    if (j->requeue && j->restart) {
+        /* restartPolicy Always: a replica ended with 0 before the master */
+        int limit = kiln_job_backoff_limit(r->job);
+        if (r->failures >= limit) {
+            snprintf(msg, sizeof msg, "%s; the backoff limit (%d restarts) is reached.", j->requeue,
+                     limit);
+            if (kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE,
+                                          KILN_STATE_FAILED, msg, now, NULL) == KILN_OK)
+                d->failures_total[KILND_FAIL_BACKOFF_LIMIT]++;
+            kilnd_event(d, j->project, j->job_id, "ERROR", "Job FAILED: %s", msg);
+            return;
+        }
+        kilnd_event(d, j->project, j->job_id, "WARNING",
+                    "%s; submitting the job again (restart policy Always, restart %d of at most "
+                    "%d; Slurm job %ld ended %s)",
+                    j->requeue, r->failures + 1, limit, j->id, state);
+        r->failures++;
+        r->restarts++;
+        d->restarts_total[KILND_RESTART_FAILURE]++;
+        ports_release(s, j);
+        submit(s, r, byname, true);
         return;
     }
     if (j->requeue) {
@@ -1162,8 +1235,9 @@ static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
         kilnd_event(d, j->project, j->job_id, "INFO",
                     started ? "%s: scancel --signal=TERM %ld, scancel after %d ms"
                             : "%s: scancel %ld (%d ms grace not needed: not started)",
-                    j->requeue && st != KILN_STATE_CANCELLING ? "Stopping for the drain"
-                                                              : "Cancelling",
+                    j->requeue && st != KILN_STATE_CANCELLING
+                        ? (j->restart ? "Restarting" : "Stopping for the drain")
+                        : "Cancelling",
                     j->id, d->grace_ms);
     } else if ((st == KILN_STATE_CANCELLING || j->requeue) && j->term_sent && !j->killed &&
                now >= j->kill_at_ns) {
@@ -1213,6 +1287,19 @@ static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
                 j->nodes_known = true;
                 save_runtime(s, j, r->restarts, r->failures);
             }
+        }
+        int wi = st == KILN_STATE_RUNNING && !j->requeue && !j->term_sent ? always_exited(j, r->job)
+                                                                          : -1;
+        if (wi >= 0 && asprintf(&j->requeue,
+                                "The replica %s exited with status 0 before the master "
+                                "(restart policy Always)",
+                                j->reps[wi].task) >= 0) {
+            j->restart = true;
+            kilnd_event(d, j->project, j->job_id, "WARNING",
+                        "%s: stopping Slurm job %ld's replicas to restart them", j->requeue, j->id);
+            save_runtime(s, j, r->restarts, r->failures); /* the restart survives kilnd */
+        } else if (wi >= 0) {
+            j->requeue = NULL;
         }
     } else if (is_final(sstate)) {
         ended(s, j, sstate, reason, max_rt, byname);
@@ -1285,6 +1372,7 @@ static void reconcile(ssup *s)
         snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
         const char *rq = json_string_value(json_object_get(rt, "slurmRequeue"));
         if (rq) j->requeue = strdup(rq); /* a drain's move, finished by this kilnd */
+        j->restart = json_is_true(json_object_get(rt, "slurmRestart"));
         j->next = s->jobs;
         s->jobs = j;
         kilnd_event(d, r->project, r->job->job_id, "INFO",
@@ -1342,6 +1430,69 @@ static void drains(ssup *s)
         }
 }
 
+/* A pending Slurm job: how Slurm orders its queue within a partition
+ * (priority, higher first; then job id, older first). */
+typedef struct {
+    json_int_t prio, id;
+} pend;
+
+static int pend_cmp(const void *a, const void *b)
+{
+    const pend *x = a, *y = b;
+    if (x->prio != y->prio) return x->prio > y->prio ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* jobPosition where Slurm tells it: each pending kiln job's place among all
+ * of the partition's pending jobs, kiln's or not, in Slurm's order. Written
+ * to the runtime record when it changes (the API shows it). `q`: squeue's
+ * leaders by id. */
+static void positions(ssup *s, json_t *q)
+{
+    size_t cap = json_object_size(q), n = 0;
+    pend *v = cap ? malloc(cap * sizeof *v) : NULL;
+    const char *k;
+    json_t *e;
+    if (cap && !v) return;
+    json_object_foreach(q, k, e)
+    {
+        const char *st = json_string_value(json_object_get(e, "job_state"));
+        const char *part = json_string_value(json_object_get(e, "partition"));
+        if (!st || strcmp(st, "PENDING") != 0 || !part || strcmp(part, s->d->slurm.partition) != 0)
+            continue;
+        v[n].prio = json_integer_value(json_object_get(e, "priority"));
+        v[n].id = json_integer_value(json_object_get(e, "job_id"));
+        n++;
+    }
+    qsort(v, n, sizeof *v, pend_cmp);
+    for (sjob *j = s->jobs; j; j = j->next) {
+        char key[32];
+        snprintf(key, sizeof key, "%ld", j->id);
+        json_t *me = json_object_get(q, key);
+        const char *st = json_string_value(json_object_get(me, "job_state"));
+        long pos = 0;
+        if (me && st && strcmp(st, "PENDING") == 0) {
+            pend m = {json_integer_value(json_object_get(me, "priority")), j->id};
+            size_t lo = 0, hi = n; /* the first entry not before m */
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (pend_cmp(&v[mid], &m) < 0)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            pos = (long)lo + 1;
+        }
+        if (pos == j->position) continue;
+        j->position = pos;
+        kiln_job_record *r = NULL;
+        if (kiln_store_job_get(s->d->store, j->project, j->job_id, &r) == KILN_OK)
+            save_runtime(s, j, r->restarts, r->failures);
+        kiln_job_record_free(r);
+    }
+    free(v);
+}
+
 static void tick(ssup *s)
 {
     kilnd *d = s->d;
@@ -1383,6 +1534,7 @@ static void tick(ssup *s)
         }
         link = &j->next;
     }
+    positions(s, q);
     while (s->fresh) { /* restarts and moves submitted while following */
         sjob *j = s->fresh;
         s->fresh = j->next;
