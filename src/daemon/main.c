@@ -575,6 +575,17 @@ int main(int argc, char **argv)
 
     if (d.slurm.on) {
         /* the Slurm executor reconciles from Slurm itself (src/exec/slurm) */
+        const char *local_only = d.node_config ? "--node-config"
+                                 : runtime     ? "--container-runtime"
+                                               : NULL;
+        if (local_only) {
+            fprintf(stderr,
+                    "kilnd: %s is the local executor's (this machine's nodes and container "
+                    "runtime); under --executor slurm the nodes are Slurm's and container "
+                    "images are refused: remove it\n",
+                    local_only);
+            goto out;
+        }
         if (!d.slurm.partition || !*d.slurm.partition) {
             fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
             goto out;

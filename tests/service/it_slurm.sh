@@ -275,6 +275,9 @@ printf 'kiln-test-token-0123456789 p1 editor\nproject p1 user root\n' >"$T/users
 chmod 600 "$T/users.tokens"
 refused "project users under Slurm" --tokens "$T/users.tokens" "${KILND_SLURM[@]}" --allow-root-replicas yes
 check "names the project user lines" grep -q "'project P user U' lines cannot be applied" "$T/refused.err"
+echo '{"nodes": [{"name": "a", "address": "127.0.0.1"}]}' >"$T/nodes.json"
+refused "--node-config under Slurm" "${KILND_SLURM[@]}" --allow-root-replicas yes --node-config "$T/nodes.json"
+check "names --node-config" grep -q -- "--node-config is the local executor's" "$T/refused.err"
 refused "root replicas not allowed" "${KILND_SLURM[@]}"
 check "names --allow-root-replicas" grep -q 'would run every replica as root' "$T/refused.err"
 
