@@ -328,7 +328,19 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         rc = send_error(c, 500, NULL, "cannot normalise the job");
         goto out;
     }
+    /* the TTL's marker first: a crash after the insert must not lose it */
+    bool ttl = job->training_input.has_run_policy &&
+               job->training_input.run_policy.has_ttl_seconds_after_finished;
+    int marked = ttl ? kilnd_ttl_mark(d, project, job->job_id) : 0;
+    if (marked < 0) {
+        rc = kiln__api_disk_low(d, why, sizeof why)
+                 ? send_error(c, 503, NULL, "%s", why)
+                 : send_error(c, 500, NULL, "cannot record the job's ttlSecondsAfterFinished: %s",
+                              strerror(errno));
+        goto out;
+    }
     err = kiln_store_job_create(d->store, project, job, kiln_now_ns(), &rec);
+    if (err != KILN_OK && marked == 1) kilnd_ttl_unmark(d, project, job->job_id);
     if (err == KILN_EEXIST) {
         rc = send_error(c, 409, NULL, "Resource projects/%s/jobs/%s already exists", project,
                         job->job_id);
@@ -343,9 +355,7 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         goto out;
     }
     kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
-    if (job->training_input.has_run_policy &&
-        job->training_input.run_policy.has_ttl_seconds_after_finished)
-        kilnd_ttl_created(d, project, job->job_id);
+    if (ttl) kilnd_ttl_created(d, project, job->job_id);
     kilnd_wake(d);
     rc = send_json(c, 200, job_json(d, rec));
 out:

@@ -143,6 +143,12 @@ int kilnd_mkdirs(const char *path);
  * created job that has one (a marker under DATA/ttl, so a restart keeps
  * it); the supervisor's tick cleans the job's files once endTime + TTL has
  * passed, looking only at such jobs, once a second. */
+/* Before the job is stored: its marker, fsynced. 1: made by this call
+ * (kilnd_ttl_unmark it if the store then refuses the job), 0: there
+ * already, -1: not written (errno). */
+int kilnd_ttl_mark(kilnd *d, const char *project, const char *job_id);
+void kilnd_ttl_unmark(kilnd *d, const char *project, const char *job_id);
+/* After it is stored: the supervisor starts watching it. */
 void kilnd_ttl_created(kilnd *d, const char *project, const char *job_id);
 void kilnd_ttl_tick(kilnd *d, int64_t now_ns);
 

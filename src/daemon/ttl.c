@@ -10,7 +10,9 @@
  * keeps the record and its log so that `kiln jobs describe` still answers.
  *
  * Durable and cheap with a large store: a job with a TTL gets a marker
- * DATA/ttl/P/J when it is created, removed once it is cleaned (or gone).
+ * DATA/ttl/P/J, written and fsynced before the job is stored (so a crash
+ * between the two leaves at worst a marker without a job, dropped at the
+ * next look), removed once it is cleaned (or gone).
  * The supervisor thread reads the markers once at start, learns new ones
  * from the API in memory, and once a second looks only at those jobs: the
  * unfinished ones by their state (one indexed read each), the finished ones
@@ -18,6 +20,7 @@
  * kilnd changes nothing). Jobs without a TTL are never looked at. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
@@ -117,14 +120,39 @@ static void marker_remove(const kilnd *d, const char *project, const char *job_i
     unlink(p);
 }
 
-void kilnd_ttl_created(kilnd *d, const char *project, const char *job_id)
+int kilnd_ttl_mark(kilnd *d, const char *project, const char *job_id)
 {
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/ttl/%s", d->data_dir, project);
-    kilnd_mkdirs(p);
+    if (kilnd_mkdirs(p) < 0) return -1;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", p);
     marker_path(d, project, job_id, p, sizeof p);
-    FILE *f = fopen(p, "we");
-    if (f) fclose(f);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return errno == EEXIST ? 0 : -1;
+    /* durable before the job is: its directory entry too */
+    int ok = fsync(fd) == 0;
+    close(fd);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        ok = ok && fsync(dfd) == 0;
+        close(dfd);
+    }
+    if (!ok) {
+        unlink(p);
+        return -1;
+    }
+    return 1;
+}
+
+void kilnd_ttl_unmark(kilnd *d, const char *project, const char *job_id)
+{
+    marker_remove(d, project, job_id);
+}
+
+void kilnd_ttl_created(kilnd *d, const char *project, const char *job_id)
+{
+    (void)d;
     pthread_mutex_lock(&ttl_mu);
     push(&ttl_new, project, job_id, 0);
     pthread_mutex_unlock(&ttl_mu);

@@ -98,6 +98,11 @@ wait_cleaned() { # wait_cleaned JOB SECONDS
     return 1
 }
 check "a job without a TTL keeps its replicas' files" test -d "$T/d/jobs/p1/env_1/replicas"
+# the marker is written before the job is stored; a create the store refuses
+# (409: the id exists) leaves none behind
+api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]},"runPolicy":{"ttlSecondsAfterFinished":"2"}}}'
+check_eq "a TTL job with a taken id: 409" "$STATUS" 409
+check "no TTL marker left for the refused create" test ! -e "$T/d/ttl/p1/env_1"
 api POST /v1/projects/p1/jobs '{"jobId":"ttl_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","echo ttl-job-ran"]},"runPolicy":{"ttlSecondsAfterFinished":"2"}}}'
 check_eq "a job with a TTL is accepted" "$STATUS" 200
 check "it SUCCEEDED" wait_state ttl_1 SUCCEEDED 30
