@@ -117,11 +117,6 @@ kiln_err kiln_objects_list(kiln_objects *o, const char *bucket, const char *pref
                            kiln_object_list *out);
 void kiln_object_list_free(kiln_object_list *l);
 
-/* ---- checksums as GCS gives them (the CRC32C itself: util/crc32c.h) ---- */
-
-/* Base64 (standard alphabet, padded) of n bytes into out (4*ceil(n/3)+1). */
-void kiln_base64(const unsigned char *p, size_t n, char *out);
-
 #ifdef __cplusplus
 }
 #endif

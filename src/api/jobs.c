@@ -13,6 +13,7 @@
 
 #include "api/api_int.h"
 #include "exec/slurm/slurm.h"
+#include "util/base64.h"
 #include "kiln/tune.h"
 #include "util/utf8.h"
 
@@ -55,19 +56,11 @@ static size_t cache_slot(const char *project, const char *id)
  * apitools writes back and what Google's JSON mapping accepts. */
 static void etag_encode(const char *raw, char *out, size_t cap)
 {
-    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    size_t n = strlen(raw), o = 0;
-    const unsigned char *s = (const unsigned char *)raw;
-    for (size_t i = 0; i < n && o + 5 <= cap; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        if (i + 1 < n) v |= (uint32_t)s[i + 1] << 8;
-        if (i + 2 < n) v |= s[i + 2];
-        out[o++] = b64[(v >> 18) & 63];
-        out[o++] = b64[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? b64[v & 63] : '=';
-    }
-    out[o] = '\0';
+    size_t n = strlen(raw);
+    if (kiln_b64_len(n, KILN_B64_URL) < cap)
+        kiln_b64_encode(raw, n, KILN_B64_URL, out);
+    else if (cap)
+        out[0] = '\0'; /* never: etags are "seq-version", under 48 bytes */
 }
 
 /* Whether a client's etag names this version: the base64 form (standard or

@@ -36,6 +36,7 @@
 
 #include "api/api_int.h"
 #include "kiln/objects.h"
+#include "util/base64.h"
 #include "util/multipart.h"
 
 #define META_MAX     (1u << 20) /* the JSON metadata of an upload */
@@ -180,7 +181,7 @@ static json_t *object_json(kilnd *d, struct MHD_Connection *c, const kiln_object
 static json_t *bucket_json(const char *b)
 {
     char etag[16];
-    kiln_base64((const unsigned char *)"1", 1, etag);
+    kiln_b64_encode((const unsigned char *)"1", 1, 0, etag);
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "kind", "storage#bucket", "id", b, "name",
                      b, "projectNumber", "0", "metageneration", "1", "location", "KILN-LOCAL",
                      "storageClass", "STANDARD", "etag", etag);

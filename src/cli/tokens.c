@@ -8,6 +8,7 @@
 #include <sys/random.h>
 
 #include "cli/cli.h"
+#include "util/base64.h"
 
 static const char usage[] =
     "usage: kiln tokens new --project P|'*' --role viewer|editor\n"
@@ -16,25 +17,6 @@ static const char usage[] =
     "line to add to kilnd's tokens file, which holds only the token's SHA-256.\n"
     "The token is not stored anywhere: copy it now. SIGHUP makes kilnd read the\n"
     "file again.\n";
-
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/* 32 bytes -> 43 characters, no padding */
-static void encode(const unsigned char *in, size_t n, char *out)
-{
-    size_t o = 0;
-    unsigned bits = 0, acc = 0;
-    for (size_t i = 0; i < n; i++) {
-        acc = (acc << 8) | in[i];
-        bits += 8;
-        while (bits >= 6) {
-            bits -= 6;
-            out[o++] = b64url[(acc >> bits) & 63];
-        }
-    }
-    if (bits) out[o++] = b64url[(acc << (6 - bits)) & 63];
-    out[o] = '\0';
-}
 
 static int fill_random(unsigned char *b, size_t n)
 {
@@ -76,7 +58,7 @@ int kiln_cli_tokens(int argc, char **argv)
     }
     /* "kiln_": a token found in a paste or a log says what it is */
     memcpy(token, "kiln_", 5);
-    encode(raw, sizeof raw, token + 5);
+    kiln_b64_encode(raw, sizeof raw, KILN_B64_URL | KILN_B64_NOPAD, token + 5);
     if (!EVP_Digest(token, strlen(token), hash, &hl, EVP_sha256(), NULL)) {
         fprintf(stderr, "kiln tokens: SHA-256 failed\n");
         goto out;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kiln/objects.h"
+#include "util/base64.h"
 #include "util/crc32c.h"
 #include "util/utf8.h"
 
@@ -92,15 +93,15 @@ static void make_etag(kiln_object_meta *m)
     char raw[48];
     int n = snprintf(raw, sizeof raw, "%lld/%lld", (long long)m->generation,
                      (long long)m->metageneration);
-    kiln_base64((const unsigned char *)raw, (size_t)n, m->etag);
+    kiln_b64_encode((const unsigned char *)raw, (size_t)n, 0, m->etag);
 }
 
 static void set_hashes(kiln_object_meta *m, const unsigned char md5[16], uint32_t crc)
 {
     unsigned char be[4] = {(unsigned char)(crc >> 24), (unsigned char)(crc >> 16),
                            (unsigned char)(crc >> 8), (unsigned char)crc};
-    kiln_base64(md5, 16, m->md5);
-    kiln_base64(be, 4, m->crc32c);
+    kiln_b64_encode(md5, 16, 0, m->md5);
+    kiln_b64_encode(be, 4, 0, m->crc32c);
 }
 
 /* ---------- the store ---------- */

@@ -14,12 +14,11 @@
 #include <string.h>
 
 #include "store/store_int.h"
+#include "util/base64.h"
 
 #define TOKEN_VERSION 1
 #define MAC_LEN       12
 #define RAW_LEN       (1 + 8 + MAC_LEN)
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 static void mac(const unsigned char key[32], const unsigned char head[9], const char *project,
                 const char *filter, unsigned char out[MAC_LEN])
@@ -52,37 +51,23 @@ void kiln__token_make(const unsigned char key[32], const char *project, const ch
                       int64_t seq, char out[KILN__TOKEN_LEN])
 {
     unsigned char raw[RAW_LEN];
-    size_t o = 0;
     head_of(seq, raw);
     mac(key, raw, project, filter ? filter : "", raw + 9);
-    /* 21 bytes = 7 groups of 3: no padding */
-    for (size_t i = 0; i < RAW_LEN; i += 3) {
-        uint32_t v = (uint32_t)raw[i] << 16 | (uint32_t)raw[i + 1] << 8 | raw[i + 2];
-        out[o++] = b64[(v >> 18) & 63];
-        out[o++] = b64[(v >> 12) & 63];
-        out[o++] = b64[(v >> 6) & 63];
-        out[o++] = b64[v & 63];
-    }
-    out[o] = '\0';
+    /* 21 bytes = 7 groups of 3: 28 characters, no padding */
+    kiln_b64_encode(raw, RAW_LEN, KILN_B64_URL | KILN_B64_NOPAD, out);
 }
 
 bool kiln__token_read(const unsigned char key[32], const char *project, const char *filter,
                       const char *token, int64_t *seq)
 {
     unsigned char raw[RAW_LEN], want[MAC_LEN];
+    size_t got = 0;
     *seq = 0;
-    if (strlen(token) != RAW_LEN / 3 * 4) return false;
-    for (size_t i = 0, o = 0; i < RAW_LEN / 3 * 4; i += 4) {
-        uint32_t v = 0;
-        for (size_t k = 0; k < 4; k++) {
-            const char *p = strchr(b64, token[i + k]);
-            if (!p || !*p) return false;
-            v = v << 6 | (uint32_t)(p - b64);
-        }
-        raw[o++] = (unsigned char)(v >> 16);
-        raw[o++] = (unsigned char)(v >> 8);
-        raw[o++] = (unsigned char)v;
-    }
+    if (strlen(token) != RAW_LEN / 3 * 4 ||
+        !kiln_b64_decode(token, RAW_LEN / 3 * 4, KILN_B64_URL | KILN_B64_NOPAD, raw, sizeof raw,
+                         &got) ||
+        got != RAW_LEN)
+        return false;
     if (raw[0] != TOKEN_VERSION) return false;
     mac(key, raw, project, filter ? filter : "", want);
     if (CRYPTO_memcmp(want, raw + 9, MAC_LEN) != 0) return false;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kiln/objects.h"
+#include "util/base64.h"
 #include "test.h"
 #include "util/crc32c.h"
 
@@ -56,9 +57,9 @@ int main(void)
     CHECK(kiln_crc32c_update(0, ones, 32) == 0x62A8AB43u);
     /* streaming gives the same value as one call */
     CHECK(kiln_crc32c_update(kiln_crc32c_update(0, "12345", 5), "6789", 4) == 0xE3069283u);
-    kiln_base64((const unsigned char *)"hello", 5, b64);
+    kiln_b64_encode((const unsigned char *)"hello", 5, 0, b64);
     CHECK_STR(b64, "aGVsbG8=");
-    kiln_base64((const unsigned char *)"", 0, b64);
+    kiln_b64_encode((const unsigned char *)"", 0, 0, b64);
     CHECK_STR(b64, "");
 
     /* names */
