@@ -37,8 +37,10 @@
 
 #include "exec/supervisor/supervisor_int.h"
 
+/* Unlinks t from s->studies when it is there, and frees it (NULL: nothing). */
 static void study_free(sup *s, tstudy *t)
 {
+    if (!t) return;
     for (tstudy **l = &s->studies; *l; l = &(*l)->next)
         if (*l == t) {
             *l = t->next;
@@ -109,10 +111,7 @@ void study_begin(sup *s, kiln_job_record *rec)
                                       KILN_STATE_FAILED, msg, kiln_now_ns(), NULL);
             kilnd_event(d, rec->project, id, "ERROR", "Job FAILED: %s", msg);
             json_decref(kept);
-            kiln_job_free(t->job);
-            free(t->project);
-            free(t->job_id);
-            free(t);
+            study_free(s, t);
             return;
         }
     } else {
@@ -143,12 +142,7 @@ void study_begin(sup *s, kiln_job_record *rec)
     return;
 fail:
     json_decref(kept);
-    if (t) {
-        kiln_job_free(t->job);
-        free(t->project);
-        free(t->job_id);
-        free(t);
-    }
+    study_free(s, t);
     kiln_store_job_transition(d->store, rec->project, id, KILN_STATE_MASK(PREPARING),
                               KILN_STATE_QUEUED, NULL, kiln_now_ns(), NULL);
 }
@@ -176,12 +170,7 @@ tstudy *study_adopt(sup *s, kiln_job_record *rec)
     return t;
 fail:
     json_decref(kept);
-    if (t) {
-        kiln_job_free(t->job);
-        free(t->project);
-        free(t->job_id);
-        free(t);
-    }
+    study_free(s, t);
     return NULL;
 }
 
