@@ -1000,6 +1000,11 @@ static int first_failure(const sjob *j, int *code)
  * Its index, or -1. (The batch script lets such a replica just end.) */
 static int always_exited(const sjob *j, const kiln_job *job)
 {
+    bool any = false; /* most jobs have no such replica: no file is read for them */
+    for (size_t i = 0; i < j->n && !any; i++)
+        any = j->reps[i].role != KILN_ROLE_MASTER &&
+              strcmp(kiln_job_restart_policy(job, j->reps[i].role), "Always") == 0;
+    if (!any) return -1;
     int best = -1;
     struct timespec at = {0}, t, master = {0};
     bool master_ended = false;
@@ -1050,6 +1055,17 @@ static void ended(ssup *s, sjob *j, const char *state, const char *reason, long 
     kiln_job_record_free(r);
 }
 
+/* A restart by the restart policy: counted as a failure, submitted again as
+ * attempt restarts+1 while the kiln job stays RUNNING. */
+static void restart_attempt(ssup *s, sjob *j, kiln_job_record *r, json_t *byname)
+{
+    r->failures++;
+    r->restarts++;
+    s->d->restarts_total[KILND_RESTART_FAILURE]++;
+    ports_release(s, j);
+    submit(s, r, byname, true);
+}
+
 static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, const char *reason,
                      long max_rt, json_t *byname)
 {
@@ -1081,11 +1097,7 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
                     "%s; submitting the job again (restart policy Always, restart %d of at most "
                     "%d; Slurm job %ld ended %s)",
                     j->requeue, r->failures + 1, limit, j->id, state);
-        r->failures++;
-        r->restarts++;
-        d->restarts_total[KILND_RESTART_FAILURE]++;
-        ports_release(s, j);
-        submit(s, r, byname, true);
+        restart_attempt(s, j, r, byname);
         return;
     }
     if (j->requeue) {
@@ -1148,11 +1160,7 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
                     "%sSlurm job %ld ended %s; submitting the job again (restart policy %s, "
                     "restart %d of at most %d)",
                     rf, j->id, state, pol, r->failures + 1, limit);
-        r->failures++;
-        r->restarts++;
-        d->restarts_total[KILND_RESTART_FAILURE]++;
-        ports_release(s, j);
-        submit(s, r, byname, true);
+        restart_attempt(s, j, r, byname);
         return;
     }
     if (retry)
