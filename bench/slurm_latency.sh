@@ -29,7 +29,7 @@ now() { date +%s.%N; }
 
 SPORT=
 for base in $(seq 44900 3 44990); do
-    [ "$(ss -Htln "( sport >= :$base and sport <= :$((base + 2)) )" | wc -l)" = 0 ] && SPORT=$base && break
+    [ "$(ss -Htan "( sport >= :$base and sport <= :$((base + 2)) )" | wc -l)" = 0 ] && SPORT=$base && break
 done
 [ -n "$SPORT" ] || { echo "no free ports for the cluster" >&2; exit 1; }
 "$HERE/tests/service/slurm_cluster.sh" start "$CL" "$SPORT" >"$T/cluster.out" 2>&1 || {

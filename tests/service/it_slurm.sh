@@ -31,14 +31,25 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CLUSTER=$T/slurm
 AT_EXIT="$HERE/slurm_cluster.sh stop $CLUSTER"
 # the cluster's three daemons take three free ports from 44900 (another
-# cluster on this machine, say a developer's, may hold the first ones)
-SPORT=
+# cluster on this machine, say a developer's, may hold the first ones; and
+# they lie in Linux's ephemeral range, so any socket counts, not listeners only)
+# A port free when looked at can still be taken before slurmctld binds it: a
+# start that fails on "Address already in use" tries the next three ports.
+SPORT= started=
 for base in $(seq 44900 3 44990); do
-    busy=$(ss -Htln "( sport >= :$base and sport <= :$((base + 2)) )" 2>/dev/null | wc -l)
-    [ "$busy" = 0 ] && SPORT=$base && break
+    busy=$(ss -Htan "( sport >= :$base and sport <= :$((base + 2)) )" 2>/dev/null | wc -l)
+    [ "$busy" = 0 ] || continue
+    SPORT=$base
+    if "$HERE/slurm_cluster.sh" start "$CLUSTER" "$SPORT" >"$T/cluster.out" 2>&1; then
+        started=1
+        break
+    fi
+    grep -qs 'Address already in use' "$CLUSTER"/log/*.log || break
+    "$HERE/slurm_cluster.sh" stop "$CLUSTER" >/dev/null 2>&1
+    rm -rf "$CLUSTER"
 done
 [ -n "$SPORT" ] || { fail "no three free ports in 44900-44992 for the test cluster"; finish; }
-if ! "$HERE/slurm_cluster.sh" start "$CLUSTER" "$SPORT" >"$T/cluster.out" 2>&1; then
+if [ -z "$started" ]; then
     cat "$T/cluster.out" >&2
     tail -n 20 "$CLUSTER"/log/*.log >&2
     fail "the test cluster did not start"
