@@ -316,17 +316,30 @@ static kiln_err wait_ge(kiln_comm *c, shm *s, int peer, _Atomic uint32_t *w, uin
     }
 }
 
+/* Waits until every peer's done counter reaches target. */
+static kiln_err wait_all_done(kiln_comm *c, shm *s, uint32_t target, const char *what)
+{
+    kiln_err e;
+    for (int p = 0; p < c->world; p++)
+        if (p != c->rank && (e = wait_ge(c, s, p, &s->ctl[p].done_seq, target, what)) != KILN_OK)
+            return e;
+    return KILN_OK;
+}
+
 /* Before writing our slot of parity b for step k: every peer has finished
  * reading it in step k-2. */
 static kiln_err wait_slot_free(kiln_comm *c, shm *s, uint64_t k)
 {
-    kiln_err e;
     if (k < 3) return KILN_OK;
-    for (int p = 0; p < c->world; p++)
-        if (p != c->rank && (e = wait_ge(c, s, p, &s->ctl[p].done_seq, (uint32_t)(k - 2),
-                                         "it to finish reading the previous chunk")) != KILN_OK)
-            return e;
-    return KILN_OK;
+    return wait_all_done(c, s, (uint32_t)(k - 2), "it to finish reading the previous chunk");
+}
+
+/* Our part of step k is over: the steps without a gather phase of their own
+ * (registered and sharded) say so on both counters, red then done. */
+static void publish_done(shm *s, struct rank_ctl *me, uint32_t k32)
+{
+    publish(s, &me->red_seq, k32);
+    publish(s, &me->done_seq, k32);
 }
 
 static uint64_t next_step(kiln_comm *c, shm *s)
@@ -410,6 +423,12 @@ static float *reg_buf(const struct reg *g, int rank)
     return (float *)(g->base + (size_t)rank * g->stride);
 }
 
+/* The tag (rank_ctl.buf_tag) of the range of g that starts off floats in. */
+static uint64_t reg_tag(const struct reg *g, size_t off)
+{
+    return ((uint64_t)g->id + 1) << 40 | off;
+}
+
 /* The registered buffer of this rank that holds buf[0..count), if any. */
 static struct reg *find_reg(kiln_comm *c, shm *s, const float *buf, size_t count, size_t *off)
 {
@@ -434,7 +453,7 @@ static struct reg *find_reg(kiln_comm *c, shm *s, const float *buf, size_t count
 static kiln_err allreduce_registered(kiln_comm *c, shm *s, struct reg *g, size_t off, size_t count)
 {
     const int r = c->rank, n = c->world;
-    const uint64_t tag = ((uint64_t)g->id + 1) << 40 | off;
+    const uint64_t tag = reg_tag(g, off);
     const uint64_t k = next_step(c, s);
     const uint32_t k32 = (uint32_t)k;
     struct rank_ctl *me = &s->ctl[r];
@@ -460,14 +479,9 @@ static kiln_err allreduce_registered(kiln_comm *c, shm *s, struct reg *g, size_t
                 memcpy(reg_buf(g, p) + off + lo, reg_buf(g, r) + off + lo,
                        (hi - lo) * sizeof(float));
     }
-    publish(s, &me->red_seq, k32);
-    publish(s, &me->done_seq, k32);
+    publish_done(s, me, k32);
     /* our buffer is complete only when every rank has written its slice */
-    for (int p = 0; p < n; p++)
-        if (p != r &&
-            (e = wait_ge(c, s, p, &s->ctl[p].done_seq, k32, "its slice of the result")) != KILN_OK)
-            return e;
-    return KILN_OK;
+    return wait_all_done(c, s, k32, "its slice of the result");
 }
 
 static void begin_op(kiln_comm *c, shm *s, size_t nchunks);
@@ -484,6 +498,30 @@ static struct reg *reg_of(kiln_comm *c, shm *s, const float *buf, size_t count, 
     return g;
 }
 
+/* The start of every sharded step: buf[0..count) must be registered (NULL
+ * and c failed if not); one operation of one pipeline step, *k. */
+static struct reg *enter_sharded(kiln_comm *c, shm *s, const float *buf, size_t count,
+                                 const char *what, size_t *off, uint64_t *k)
+{
+    struct reg *g = reg_of(c, s, buf, count, off, what);
+    if (!g) return NULL;
+    begin_op(c, s, 1);
+    *k = next_step(c, s);
+    return g;
+}
+
+/* Peer p passed the range we did (tag) in step k: read once its in (or
+ * done) counter for k is seen. */
+static kiln_err check_tag_par(kiln_comm *c, shm *s, int p, uint64_t tag, uint64_t k)
+{
+    if (atomic_load(&s->ctl[p].buf_tag_par[k & 1]) == tag) return KILN_OK;
+    return give_up(c, s, p,
+                   "%s #%llu: rank %d and rank %d passed different buffers (or "
+                   "offsets): every rank must pass the same range of a "
+                   "kiln_comm_alloc_f32 buffer",
+                   c->op_name, (unsigned long long)c->op_seq, c->rank, p);
+}
+
 /* Everyone has arrived with the same range of the same buffer. */
 static kiln_err arrive(kiln_comm *c, shm *s, uint64_t tag, uint64_t k)
 {
@@ -494,13 +532,7 @@ static kiln_err arrive(kiln_comm *c, shm *s, uint64_t tag, uint64_t k)
     for (int p = 0; p < c->world; p++) {
         if (p == c->rank) continue;
         if ((e = wait_ge(c, s, p, &s->ctl[p].in_seq, k32, "its data")) != KILN_OK) return e;
-        uint64_t theirs = atomic_load(&s->ctl[p].buf_tag_par[k & 1]);
-        if (theirs != tag)
-            return give_up(c, s, p,
-                           "%s #%llu: rank %d and rank %d passed different buffers (or "
-                           "offsets): every rank must pass the same range of a "
-                           "kiln_comm_alloc_f32 buffer",
-                           c->op_name, (unsigned long long)c->op_seq, c->rank, p);
+        if ((e = check_tag_par(c, s, p, tag, k)) != KILN_OK) return e;
     }
     return KILN_OK;
 }
@@ -514,23 +546,20 @@ static kiln_err shm_rs_begin(kiln_comm *c, float *buf, size_t count, const float
 {
     shm *s = c->impl;
     size_t off = 0;
+    uint64_t k;
     if (c->world == 1) {
         srcs[0] = buf;
         return KILN_OK;
     }
-    struct reg *g = reg_of(c, s, buf, count, &off, "reduce-scatter");
+    struct reg *g = enter_sharded(c, s, buf, count, "reduce-scatter", &off, &k);
     if (!g) return c->failed;
-    begin_op(c, s, 1);
-    const uint64_t k = next_step(c, s);
-    const uint32_t k32 = (uint32_t)k;
-    kiln_err e = arrive(c, s, ((uint64_t)g->id + 1) << 40 | off, k);
+    kiln_err e = arrive(c, s, reg_tag(g, off), k);
     if (e != KILN_OK) return e;
     for (int p = 0; p < c->world; p++)
         srcs[p] = reg_buf(g, p) + off;
     /* nothing else to wait for: the caller's next call on the group tells
      * the peers it has read their copies */
-    publish(s, &s->ctl[c->rank].red_seq, k32);
-    publish(s, &s->ctl[c->rank].done_seq, k32);
+    publish_done(s, &s->ctl[c->rank], (uint32_t)k);
     return KILN_OK;
 }
 
@@ -541,27 +570,20 @@ static kiln_err shm_allgather(kiln_comm *c, float *buf, size_t count)
 {
     shm *s = c->impl;
     size_t off = 0, lo, hi;
+    uint64_t k;
     kiln_err e;
     if (c->world == 1) return KILN_OK;
-    struct reg *g = reg_of(c, s, buf, count, &off, "all-gather");
+    struct reg *g = enter_sharded(c, s, buf, count, "all-gather", &off, &k);
     if (!g) return c->failed;
-    begin_op(c, s, 1);
-    const uint64_t k = next_step(c, s);
-    const uint32_t k32 = (uint32_t)k;
-    if ((e = arrive(c, s, ((uint64_t)g->id + 1) << 40 | off, k)) != KILN_OK) return e;
+    if ((e = arrive(c, s, reg_tag(g, off), k)) != KILN_OK) return e;
     slice_of(count, c->world, c->rank, &lo, &hi);
     if (hi > lo)
         for (int p = 0; p < c->world; p++)
             if (p != c->rank)
                 memcpy(reg_buf(g, p) + off + lo, reg_buf(g, c->rank) + off + lo,
                        (hi - lo) * sizeof(float));
-    publish(s, &s->ctl[c->rank].red_seq, k32);
-    publish(s, &s->ctl[c->rank].done_seq, k32);
-    for (int p = 0; p < c->world; p++)
-        if (p != c->rank &&
-            (e = wait_ge(c, s, p, &s->ctl[p].done_seq, k32, "its slice")) != KILN_OK)
-            return e;
-    return KILN_OK;
+    publish_done(s, &s->ctl[c->rank], (uint32_t)k);
+    return wait_all_done(c, s, (uint32_t)k, "its slice");
 }
 
 static kiln_err shm_views(kiln_comm *c, float *buf, size_t count, float **views)
@@ -587,27 +609,21 @@ static kiln_err shm_allgather_written(kiln_comm *c, float *buf, size_t count)
 {
     shm *s = c->impl;
     size_t off = 0;
+    uint64_t k;
     kiln_err e;
     if (c->world == 1) return KILN_OK;
-    struct reg *g = reg_of(c, s, buf, count, &off, "all-gather");
+    struct reg *g = enter_sharded(c, s, buf, count, "all-gather", &off, &k);
     if (!g) return c->failed;
-    begin_op(c, s, 1);
-    const uint64_t k = next_step(c, s), tag = ((uint64_t)g->id + 1) << 40 | off;
+    const uint64_t tag = reg_tag(g, off);
     const uint32_t k32 = (uint32_t)k;
     struct rank_ctl *me = &s->ctl[c->rank];
     atomic_store(&me->buf_tag_par[k & 1], tag);
     publish(s, &me->in_seq, k32);
-    publish(s, &me->red_seq, k32);
-    publish(s, &me->done_seq, k32);
+    publish_done(s, me, k32);
     for (int p = 0; p < c->world; p++) {
         if (p == c->rank) continue;
         if ((e = wait_ge(c, s, p, &s->ctl[p].done_seq, k32, "its slice")) != KILN_OK) return e;
-        if (atomic_load(&s->ctl[p].buf_tag_par[k & 1]) != tag)
-            return give_up(c, s, p,
-                           "%s #%llu: rank %d and rank %d passed different buffers (or "
-                           "offsets): every rank must pass the same range of a "
-                           "kiln_comm_alloc_f32 buffer",
-                           c->op_name, (unsigned long long)c->op_seq, c->rank, p);
+        if ((e = check_tag_par(c, s, p, tag, k)) != KILN_OK) return e;
     }
     return KILN_OK;
 }

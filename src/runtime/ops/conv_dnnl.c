@@ -326,15 +326,25 @@ static float *scratch_for(int tid, int slot, const dnnl_memory_desc_t *md)
     return kiln__scratch(tid, slot, (b + sizeof(float) - 1) / sizeof(float) + 16);
 }
 
+/* *wk: the weights w in the layout md a primitive wants: w itself when r
+ * (the reorder from kiln's layout) is NULL, else reordered into the calling
+ * thread's SLOT_W scratch. -1 when that fails. */
+static int weights_as(const kiln__conv_dnnl *e, int tid, dnnl_primitive_t r,
+                      const dnnl_memory_desc_t *md, const float *w, const float **wk)
+{
+    *wk = w;
+    if (!r) return 0;
+    float *t = scratch_for(tid, SLOT_W, md);
+    if (!t || do_reorder(r, &e->w_md, w, md, t)) return -1;
+    *wk = t;
+    return 0;
+}
+
 int kiln__conv_dnnl_fwd(const kiln__conv_dnnl *e, int tid, const float *x, const float *w,
                         const float *b, float *y)
 {
-    const float *wk = w;
-    if (e->w_to_fwd) {
-        float *t = scratch_for(tid, SLOT_W, &e->fwd_w_md);
-        if (!t || do_reorder(e->w_to_fwd, &e->w_md, w, &e->fwd_w_md, t)) return -1;
-        wk = t;
-    }
+    const float *wk;
+    if (weights_as(e, tid, e->w_to_fwd, &e->fwd_w_md, w, &wk)) return -1;
     float *pad = scratch_for(tid, SLOT_PAD, &e->pad_md[0]);
     if (!pad) return -1;
     dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, mem(&e->x_md, x)},
@@ -363,12 +373,8 @@ int kiln__conv_dnnl_bwd_weights(const kiln__conv_dnnl *e, int tid, const float *
 int kiln__conv_dnnl_bwd_data(const kiln__conv_dnnl *e, int tid, const float *w, const float *dy,
                              float *dx)
 {
-    const float *wk = w;
-    if (e->w_to_bwd_d) {
-        float *t = scratch_for(tid, SLOT_W, &e->bwd_d_w_md);
-        if (!t || do_reorder(e->w_to_bwd_d, &e->w_md, w, &e->bwd_d_w_md, t)) return -1;
-        wk = t;
-    }
+    const float *wk;
+    if (weights_as(e, tid, e->w_to_bwd_d, &e->bwd_d_w_md, w, &wk)) return -1;
     float *pad = scratch_for(tid, SLOT_PAD, &e->pad_md[1]);
     if (!pad) return -1;
     dnnl_exec_arg_t a[] = {{DNNL_ARG_DIFF_DST, mem(&e->y_md, dy)},

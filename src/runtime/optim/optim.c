@@ -33,11 +33,34 @@ void kiln_adam_update_ref(float *p, const float *g, float *m, float *v, size_t n
     }
 }
 
+/* One pass of the thread pool over `count` buffers: bufs (opt_task) or
+ * shards (shard_task); adam 0 is SGD with momentum. */
 typedef struct opt_ctx {
     const kiln_opt_buf *bufs;
+    const kiln_opt_shard *shards;
     int count, parts, adam;
     float lr, mom, b1, b2, eps, step, sbc2;
 } opt_ctx;
+
+static void run_sgd(opt_ctx *c, void (*task)(void *, int, int), float lr, float momentum)
+{
+    c->lr = lr;
+    c->mom = momentum;
+    c->parts = kiln_get_threads();
+    kiln__parallel_for(c->parts, task, c);
+}
+
+static void run_adam(opt_ctx *c, void (*task)(void *, int, int), float lr, float b1, float b2,
+                     float eps, uint64_t t)
+{
+    c->adam = 1;
+    c->b1 = b1;
+    c->b2 = b2;
+    c->eps = eps;
+    adam_consts(lr, b1, b2, t, &c->step, &c->sbc2);
+    c->parts = kiln_get_threads();
+    kiln__parallel_for(c->parts, task, c);
+}
 
 static void opt_task(void *p, int task, int tid)
 {
@@ -69,18 +92,15 @@ static void opt_task(void *p, int task, int tid)
 
 void kiln_sgd_update(const kiln_opt_buf *bufs, int count, float lr, float momentum)
 {
-    opt_ctx c = {.bufs = bufs, .count = count, .lr = lr, .mom = momentum};
-    c.parts = kiln_get_threads();
-    kiln__parallel_for(c.parts, opt_task, &c);
+    opt_ctx c = {.bufs = bufs, .count = count};
+    run_sgd(&c, opt_task, lr, momentum);
 }
 
 void kiln_adam_update(const kiln_opt_buf *bufs, int count, float lr, float b1, float b2, float eps,
                       uint64_t t)
 {
-    opt_ctx c = {.bufs = bufs, .count = count, .adam = 1, .b1 = b1, .b2 = b2, .eps = eps};
-    adam_consts(lr, b1, b2, t, &c.step, &c.sbc2);
-    c.parts = kiln_get_threads();
-    kiln__parallel_for(c.parts, opt_task, &c);
+    opt_ctx c = {.bufs = bufs, .count = count};
+    run_adam(&c, opt_task, lr, b1, b2, eps, t);
 }
 
 /* ---- the sharded step: the gradient summed in the update's pass ---- */
@@ -117,20 +137,14 @@ void kiln_adam_shard_ref(const kiln_opt_shard *b, float lr, float b1, float b2, 
     }
 }
 
-typedef struct shard_ctx {
-    const kiln_opt_shard *bufs;
-    int count, parts, adam;
-    float lr, mom, b1, b2, eps, step, sbc2;
-} shard_ctx;
-
 /* Two sources (two replicas) get their own loop: the compiler vectorises it
  * (no reassociation: -ffp-contract=off and per-element arithmetic only). */
 static void shard_task(void *p, int task, int tid)
 {
     (void)tid;
-    shard_ctx *c = p;
+    opt_ctx *c = p;
     for (int k = 0; k < c->count; k++) {
-        const kiln_opt_shard *b = &c->bufs[k];
+        const kiln_opt_shard *b = &c->shards[k];
         size_t i0, i1;
         kiln__split(b->n, c->parts, task, 16, &i0, &i1);
         float *restrict pp = b->p, *restrict m = b->s1, *restrict v = b->s2;
@@ -176,18 +190,15 @@ static void shard_task(void *p, int task, int tid)
 
 void kiln_sgd_shard(const kiln_opt_shard *bufs, int count, float lr, float momentum)
 {
-    shard_ctx c = {.bufs = bufs, .count = count, .lr = lr, .mom = momentum};
-    c.parts = kiln_get_threads();
-    kiln__parallel_for(c.parts, shard_task, &c);
+    opt_ctx c = {.shards = bufs, .count = count};
+    run_sgd(&c, shard_task, lr, momentum);
 }
 
 void kiln_adam_shard(const kiln_opt_shard *bufs, int count, float lr, float b1, float b2, float eps,
                      uint64_t t)
 {
-    shard_ctx c = {.bufs = bufs, .count = count, .adam = 1, .b1 = b1, .b2 = b2, .eps = eps};
-    adam_consts(lr, b1, b2, t, &c.step, &c.sbc2);
-    c.parts = kiln_get_threads();
-    kiln__parallel_for(c.parts, shard_task, &c);
+    opt_ctx c = {.shards = bufs, .count = count};
+    run_adam(&c, shard_task, lr, b1, b2, eps, t);
 }
 
 float kiln_lr_cosine(double base, uint64_t step, uint64_t total)
