@@ -16,23 +16,13 @@
 #include <time.h>
 
 #include "kiln/sched.h"
+#include "../tests/service/plan_fixture.h"
 
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static kiln_replica_plan plan(kiln_role r, int64_t count, const char *acc, int64_t per)
-{
-    return (kiln_replica_plan){.role = r,
-                               .machine_type = "n1-standard-8",
-                               .count = count,
-                               .accelerator_type = acc,
-                               .accelerators_per_replica = per,
-                               .vcpus = 8,
-                               .memory_gb = 30};
 }
 
 /* The plans of job i (one of four shapes); returns how many. */

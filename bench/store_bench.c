@@ -36,28 +36,13 @@
 #include <time.h>
 
 #include "kiln/store.h"
+#include "../tests/service/job_fixture.h"
 
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static kiln_job *mkjob(const char *id, const char *k, int64_t prio)
-{
-    kiln_job *j = kiln_job_new();
-    if (!j) return NULL;
-    kiln_set_str(&j->job_id, id);
-    j->has_training_input = true;
-    kiln_set_str(&j->training_input.scale_tier, "BASIC");
-    kiln_set_str(&j->training_input.region, "us-central1");
-    if (prio) {
-        j->training_input.has_scheduling = true;
-        j->training_input.scheduling.priority = prio;
-    }
-    if (k) kiln_map_set(&j->labels, "k", k);
-    return j;
 }
 
 static kiln_store *open_store(const char *path)
@@ -83,7 +68,7 @@ static int fill(const char *path, long n, const char *node)
         char id[32], k[8];
         snprintf(id, sizeof id, "fill_%07ld", i);
         snprintf(k, sizeof k, "%ld", i % 5);
-        kiln_job *j = mkjob(id, k, 0);
+        kiln_job *j = mkjob(id, 0, "k", k);
         kiln_err err =
             j ? kiln_store_job_create(s, "bench", j, t0 + i * 1000000, NULL) : KILN_ENOMEM;
         kiln_job_free(j);
@@ -118,7 +103,7 @@ static void *work(void *arg)
     for (long i = 0; i < w->jobs; i++) {
         char id[48];
         snprintf(id, sizeof id, "c_%d_%ld", w->id, i);
-        kiln_job *j = mkjob(id, "1", 0);
+        kiln_job *j = mkjob(id, 0, "k", "1");
         w->fails += !j || kiln_store_job_create(w->s, "bench", j, kiln_now_ns(), NULL) != KILN_OK;
         kiln_job_free(j);
         kiln_job_state from = KILN_STATE_QUEUED;
@@ -187,7 +172,7 @@ static int queue(const char *dir, long n)
     for (long i = 0; i < n; i++) {
         char id[32];
         snprintf(id, sizeof id, "q_%07ld", i);
-        kiln_job *j = mkjob(id, NULL, i % 7);
+        kiln_job *j = mkjob(id, i % 7, NULL, NULL);
         if (!j || kiln_store_job_create(s, "bench", j, 1000 + i, NULL) != KILN_OK) {
             kiln_job_free(j);
             goto out;

@@ -125,32 +125,21 @@ out : {
     return acc;
 }
 
+/* The trial's test accuracy: kiln-train run with its flags (NAN: it failed). */
+static double objective(kiln_study *s, kiln_trial *t, void *ud)
+{
+    kiln_strv flags = {0};
+    if (kiln_trial_args(s, t, &flags) != KILN_OK) exit(1);
+    double acc = train(&flags);
+    kiln_strv_clear(&flags);
+    return acc;
+}
+
 /* best[k]: the best accuracy after k + 1 trials (0 while none succeeded). */
 static void study(const char *algorithm, uint64_t seed, int trials, double *best)
 {
     kiln_job *j = job_of(algorithm, trials);
-    kiln_study *s = kiln_study_new(&j->training_input.hyperparameters, seed);
-    double b = 0;
-    for (int k = 0; k < trials; k++) {
-        kiln_trial *t = kiln_study_next(s, k + 1);
-        if (!t) {
-            fprintf(stderr, "no trial %d\n", k + 1);
-            exit(1);
-        }
-        kiln_strv flags = {0};
-        if (kiln_trial_args(s, t, &flags) != KILN_OK) exit(1);
-        double acc = train(&flags);
-        kiln_strv_clear(&flags);
-        if (isnan(acc)) {
-            kiln_study_end(s, t, KILN_TRIAL_FAILED, k + 2);
-        } else {
-            kiln_study_report(s, t, steps, acc);
-            kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, k + 2);
-            b = fmax(b, acc);
-        }
-        best[k] = b;
-    }
-    kiln_study_free(s);
+    tuning_study(j, seed, trials, true, 0, steps, objective, NULL, best);
     kiln_job_free(j);
 }
 

@@ -80,25 +80,17 @@ static kiln_job *job_of(const problem *p, const char *algorithm, int trials)
     return tuning_job(hp);
 }
 
-/* best[k]: the best value after k + 1 trials. */
+static double objective(kiln_study *s, kiln_trial *t, void *ud)
+{
+    const problem *p = ud;
+    return p->f(t->values);
+}
+
+/* best[k]: the best (smallest) value after k + 1 trials. */
 static void run(const problem *p, const char *algorithm, uint64_t seed, int trials, double *best)
 {
     kiln_job *j = job_of(p, algorithm, trials);
-    kiln_study *s = kiln_study_new(&j->training_input.hyperparameters, seed);
-    double b = INFINITY;
-    for (int k = 0; k < trials; k++) {
-        kiln_trial *t = kiln_study_next(s, k + 1);
-        if (!t) {
-            fprintf(stderr, "no trial %d\n", k + 1);
-            exit(1);
-        }
-        double y = p->f(t->values);
-        kiln_study_report(s, t, 1, y);
-        kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, k + 2);
-        b = fmin(b, y);
-        best[k] = b;
-    }
-    kiln_study_free(s);
+    tuning_study(j, seed, trials, false, INFINITY, 1, objective, (void *)p, best);
     kiln_job_free(j);
 }
 

@@ -17,6 +17,7 @@
  *    bucket. */
 #include "kiln/train.h"
 #include "rt_test.h"
+#include "small_models.h"
 #include "test.h"
 
 #include <stdio.h>
@@ -37,43 +38,8 @@ static kiln_data train;
  * SyncBatchNormalization) */
 static kiln_model *make(int cnn, kiln_optimizer opt, int batch)
 {
-    kiln_model *m = kiln_model_new(28, 28, 1);
-    if (cnn) {
-        kiln_model_add(m, kiln_conv2d(4, 3, 1, KILN_SAME, KILN_RELU));
-        if (cnn == 1) kiln_model_add(m, kiln_batchnorm(0.9f, 1e-5f));
-        kiln_model_add(m, kiln_maxpool2d(2, 2));
-        kiln_model_add(m, kiln_conv2d(8, 3, 1, KILN_VALID, KILN_LINEAR));
-        kiln_model_add(m, kiln_relu());
-        kiln_model_add(m, kiln_avgpool2d(2, 2));
-        kiln_model_add(m, kiln_flatten());
-        kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    } else {
-        kiln_model_add(m, kiln_flatten());
-        kiln_model_add(m, kiln_dense(64, KILN_RELU));
-        kiln_model_add(m, kiln_dense(32, KILN_RELU));
-        kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    }
-    if (kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, batch, 7)) {
-        fprintf(stderr, "compile: %s\n", kiln_model_error(m));
-        kiln_model_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-/* the largest relative difference over all trainable parameters; 0 = bit-identical */
-static double param_diff(kiln_model *a, kiln_model *b, int *identical)
-{
-    double worst = 0.0;
-    *identical = 1;
-    for (size_t i = 0; i < kiln_model_num_buffers(a); i++) {
-        kiln_buffer x = kiln_model_buffer(a, i), y = kiln_model_buffer(b, i);
-        if (!x.is_param) continue;
-        if (!bits_equal(x.data, y.data, x.size)) *identical = 0;
-        double e = rel_err(x.data, y.data, x.size);
-        if (e > worst) worst = e;
-    }
-    return worst;
+    int shape = SMALL_CNN | SMALL_CONV2 | (cnn == 1 ? SMALL_BN : 0);
+    return small_model(cnn ? shape : SMALL_MLP, opt, batch);
 }
 
 typedef struct rec {

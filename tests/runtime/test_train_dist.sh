@@ -80,32 +80,31 @@ wait_children() { # until the launcher has forked 2 replicas that loaded their d
     i=0; while [ $i -lt 100 ]; do
         [ "$(children "$1" | wc -l)" = 2 ] && grep -q '"event":"start"' "$2" 2>/dev/null && return 0
         sleep 0.1; i=$((i + 1)); done; return 1; }
-# shellcheck disable=SC2086
-"$KT" mnist $ARGS --train_examples=$LONG --train_epochs=50 --world_size=2 \
-    --model_dir="$TMP/term" > "$TMP/term.log" 2> "$TMP/term.err" &
-lp=$!
-wait_children $lp "$TMP/term.log"; sleep 0.5
-r1=$(children $lp | tail -1)
-kill -TERM "$r1"
-wait $lp; rc=$?
+# term_replica NAME [FLAG...]: a long run of 2 replicas (FLAGs added) into
+# $TMP/NAME, .log and .err; SIGTERM to replica 1 once both have started.
+# Sets rc, the launcher's exit status, and step, the chief's terminated step.
+term_replica() {
+    name=$1; shift
+    # shellcheck disable=SC2086
+    "$KT" mnist $ARGS --train_examples=$LONG --train_epochs=50 --world_size=2 "$@" \
+        --model_dir="$TMP/$name" > "$TMP/$name.log" 2> "$TMP/$name.err" &
+    lp=$!
+    wait_children $lp "$TMP/$name.log"; sleep 0.5
+    r1=$(children $lp | tail -1)
+    kill -TERM "$r1"
+    wait $lp; rc=$?
+    step=$(sed -n 's/.*"event":"terminated","step":\([0-9]*\).*/\1/p' "$TMP/$name.log")
+}
+term_replica term; tstep=$step
 ok "SIGTERM to replica 1: exit 143 (got $rc: $(tail -2 "$TMP/term.err"))" '[ $rc = 143 ]'
-tstep=$(sed -n 's/.*"event":"terminated","step":\([0-9]*\).*/\1/p' "$TMP/term.log")
 ok "the chief reports the stop step" '[ -n "$tstep" ] && [ "$tstep" -gt 0 ]'
 ok "the chief's checkpoint is at that step" \
     '[ -f "$TMP/term/$(printf "ckpt-%012d.kiln" "${tstep:-0}")" ]'
 
 # the same with the optimizer sharded: the stop flag travels in the
 # parameter all-gather instead of the last bucket's sum
-# shellcheck disable=SC2086
-"$KT" mnist $ARGS --train_examples=$LONG --train_epochs=50 --world_size=2 --shard_optimizer \
-    --model_dir="$TMP/zterm" > "$TMP/zterm.log" 2> "$TMP/zterm.err" &
-lp=$!
-wait_children $lp "$TMP/zterm.log"; sleep 0.5
-r1=$(children $lp | tail -1)
-kill -TERM "$r1"
-wait $lp; rc=$?
+term_replica zterm --shard_optimizer; zstep=$step
 ok "sharded: SIGTERM to replica 1: exit 143 (got $rc: $(tail -2 "$TMP/zterm.err"))" '[ $rc = 143 ]'
-zstep=$(sed -n 's/.*"event":"terminated","step":\([0-9]*\).*/\1/p' "$TMP/zterm.log")
 ok "sharded: the chief's checkpoint is at the stop step" \
     '[ -n "$zstep" ] && [ -f "$TMP/zterm/$(printf "ckpt-%012d.kiln" "${zstep:-0}")" ]'
 

@@ -23,6 +23,7 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "rt_test.h"
+#include "small_models.h"
 #include "test.h"
 
 #include <stdio.h>
@@ -114,36 +115,10 @@ static void kernels(int adam, int nsrc, int copy_out)
 
 /* ---- the model step ---- */
 
+/* cnn: 0 = MLP, 1 = CNN with batch norm */
 static kiln_model *make(int cnn, kiln_optimizer opt, int batch)
 {
-    kiln_model *m = kiln_model_new(28, 28, 1);
-    if (cnn) {
-        kiln_model_add(m, kiln_conv2d(4, 3, 1, KILN_SAME, KILN_RELU));
-        kiln_model_add(m, kiln_batchnorm(0.9f, 1e-5f));
-        kiln_model_add(m, kiln_maxpool2d(2, 2));
-        kiln_model_add(m, kiln_flatten());
-        kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    } else {
-        kiln_model_add(m, kiln_flatten());
-        kiln_model_add(m, kiln_dense(64, KILN_RELU));
-        kiln_model_add(m, kiln_dense(32, KILN_RELU));
-        kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    }
-    if (kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, batch, 7)) {
-        fprintf(stderr, "compile: %s\n", kiln_model_error(m));
-        kiln_model_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-static int params_identical(kiln_model *a, kiln_model *b)
-{
-    for (size_t i = 0; i < kiln_model_num_buffers(a); i++) {
-        kiln_buffer x = kiln_model_buffer(a, i), y = kiln_model_buffer(b, i);
-        if (x.is_param && !bits_equal(x.data, y.data, x.size)) return 0;
-    }
-    return 1;
+    return small_model(cnn ? SMALL_CNN | SMALL_BN : SMALL_MLP, opt, batch);
 }
 
 /* The all-reduce's slice of rank p of 2 over count floats (shm.c's slice_of:

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kiln/sched.h"
+#include "plan_fixture.h"
 #include "test.h"
 
 static const char cluster_json[] =
@@ -16,18 +17,6 @@ static const char cluster_json[] =
     "                                     {\"type\": \"NVIDIA_TESLA_T4\", \"count\": 2}]},"
     " {\"name\": \"c\", \"cpus\": 4, \"memoryGb\": 16, \"hardResources\": true}"
     "]}";
-
-static kiln_replica_plan plan(kiln_role r, int64_t count, const char *acc, int64_t per)
-{
-    kiln_replica_plan p = {.role = r,
-                           .machine_type = "n1-standard-8",
-                           .count = count,
-                           .accelerator_type = acc,
-                           .accelerators_per_replica = per,
-                           .vcpus = 8,
-                           .memory_gb = 30};
-    return p;
-}
 
 /* Every device of the cluster is held by at most one replica of `pls`. */
 static bool exclusive(const kiln_cluster *c, kiln_placement *pls, size_t n)

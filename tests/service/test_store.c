@@ -7,25 +7,12 @@
 #include <unistd.h>
 
 #include "kiln/store.h"
+#include "job_fixture.h"
 #include "test.h"
-
-static kiln_job *mkjob(const char *id, int64_t prio)
-{
-    kiln_job *j = kiln_job_new();
-    kiln_set_str(&j->job_id, id);
-    j->has_training_input = true;
-    kiln_set_str(&j->training_input.scale_tier, "BASIC");
-    kiln_set_str(&j->training_input.region, "us-central1");
-    if (prio) {
-        j->training_input.has_scheduling = true;
-        j->training_input.scheduling.priority = prio;
-    }
-    return j;
-}
 
 static void add(kiln_store *s, const char *project, const char *id, int64_t prio, int64_t t)
 {
-    kiln_job *j = mkjob(id, prio);
+    kiln_job *j = mkjob(id, prio, NULL, NULL);
     CHECK(kiln_store_job_create(s, project, j, t, NULL) == KILN_OK);
     kiln_job_free(j);
 }
@@ -44,7 +31,7 @@ int main(void)
     CHECK(kiln_store_open(path, &s, &d) == KILN_OK);
 
     /* create, duplicate, get */
-    kiln_job *j = mkjob("census_1", 0);
+    kiln_job *j = mkjob("census_1", 0, NULL, NULL);
     kiln_map_set(&j->labels, "team", "a");
     j->state = KILN_STATE_SUCCEEDED; /* output-only: ignored on create */
     CHECK(kiln_store_job_create(s, "p1", j, 1000000000, &r) == KILN_OK);

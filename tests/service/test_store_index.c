@@ -13,23 +13,9 @@
 #include <unistd.h>
 
 #include "kiln/store.h"
+#include "job_fixture.h"
 #include "store/store_int.h"
 #include "test.h"
-
-static kiln_job *mkjob(const char *id, int64_t prio, const char *k, const char *v)
-{
-    kiln_job *j = kiln_job_new();
-    kiln_set_str(&j->job_id, id);
-    j->has_training_input = true;
-    kiln_set_str(&j->training_input.scale_tier, "BASIC");
-    kiln_set_str(&j->training_input.region, "us-central1");
-    if (prio) {
-        j->training_input.has_scheduling = true;
-        j->training_input.scheduling.priority = prio;
-    }
-    if (k) kiln_map_set(&j->labels, k, v);
-    return j;
-}
 
 static void add(kiln_store *s, const char *project, const char *id, int64_t prio, int64_t t,
                 const char *k, const char *v)

@@ -1,6 +1,7 @@
 /* test_honoured.c - kiln_catalog_check_honoured: what the Job model accepts
  * but kiln does not act on is refused at its field path (issue 16), and what
  * kiln acts on passes. Each case changes one field of a valid JSON Job. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "kiln/catalog.h"
@@ -31,6 +32,14 @@ static void expect(const kiln_catalog *c, const char *json, const char *field, c
     kiln_diag_free(&d);
 }
 
+/* One package URI, refused at packageUris[0] with `needle`. */
+static void expect_uri(const kiln_catalog *c, const char *uri, const char *needle)
+{
+    char json[512];
+    snprintf(json, sizeof json, BASE "\"packageUris\": [\"%s\"]}}", uri);
+    expect(c, json, "trainingInput.packageUris[0]", needle);
+}
+
 int main(void)
 {
     kiln_catalog *c = NULL;
@@ -46,29 +55,19 @@ int main(void)
                 "\"http://127.0.0.1:8000/a/b-0.1-py3-none-any.whl?x=1\", "
                 "\"https://[::1]:443/t.tgz\"]}}",
            NULL, NULL);
-    expect(c, BASE "\"packageUris\": [\"trainer.tar.gz\"]}}", "trainingInput.packageUris[0]",
-           "absolute path");
-    expect(c, BASE "\"packageUris\": [\"s3://b/t.tar.gz\"]}}", "trainingInput.packageUris[0]",
-           "http(s)://HOST/PATH");
+    expect_uri(c, "trainer.tar.gz", "absolute path");
+    expect_uri(c, "s3://b/t.tar.gz", "http(s)://HOST/PATH");
     expect(c, BASE "\"packageUris\": [\"/srv/t.tar.gz\", \"ftp://example.com/t.tar.gz\"]}}",
            "trainingInput.packageUris[1]", "gs://BUCKET/NAME");
     /* http(s): the form kilnd can fetch and stage */
-    expect(c, BASE "\"packageUris\": [\"https://example.com/trainer/\"]}}",
-           "trainingInput.packageUris[0]", "must end in .tar.gz");
-    expect(c, BASE "\"packageUris\": [\"https://example.com/t.zip\"]}}",
-           "trainingInput.packageUris[0]", "must end in .tar.gz");
-    expect(c, BASE "\"packageUris\": [\"https://example.com\"]}}", "trainingInput.packageUris[0]",
-           "no path");
-    expect(c, BASE "\"packageUris\": [\"http:///t.tar.gz\"]}}", "trainingInput.packageUris[0]",
-           "no host");
-    expect(c, BASE "\"packageUris\": [\"https://u:p@example.com/t.tar.gz\"]}}",
-           "trainingInput.packageUris[0]", "user:password@");
-    expect(c, BASE "\"packageUris\": [\"https://example.com:99999/t.tar.gz\"]}}",
-           "trainingInput.packageUris[0]", "port");
-    expect(c, BASE "\"packageUris\": [\"https://example.com/t.tar.gz#x\"]}}",
-           "trainingInput.packageUris[0]", "fragment");
-    expect(c, BASE "\"packageUris\": [\"https://exa mple.com/t.tar.gz\"]}}",
-           "trainingInput.packageUris[0]", "no spaces");
+    expect_uri(c, "https://example.com/trainer/", "must end in .tar.gz");
+    expect_uri(c, "https://example.com/t.zip", "must end in .tar.gz");
+    expect_uri(c, "https://example.com", "no path");
+    expect_uri(c, "http:///t.tar.gz", "no host");
+    expect_uri(c, "https://u:p@example.com/t.tar.gz", "user:password@");
+    expect_uri(c, "https://example.com:99999/t.tar.gz", "port");
+    expect_uri(c, "https://example.com/t.tar.gz#x", "fragment");
+    expect_uri(c, "https://exa mple.com/t.tar.gz", "no spaces");
 
     /* fields kiln has no meaning for */
     expect(c, BASE "\"runtimeVersion\": \"2.11\"}}", "trainingInput.runtimeVersion",
