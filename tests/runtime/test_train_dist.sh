@@ -34,9 +34,11 @@ N=4000; LONG=12000
 if [ "${KILN_TEST_SANITIZED:-0}" = 1 ]; then N=1000; LONG=4000; fi
 ARGS="--model=mlp --train_examples=$N --train_epochs=1 --batch_size=64 --seed=3 --log_format=json"
 
-# 2 replicas, identity check every step
+# 2 replicas, identity check every step; unsharded (the optimizer is sharded
+# by default where it can be), the reference for the sharded run below
 # shellcheck disable=SC2086
-"$KT" mnist $ARGS --world_size=2 --check_replicas_identical --model_dir="$TMP/two" \
+"$KT" mnist $ARGS --world_size=2 --check_replicas_identical --shard_optimizer=0 \
+    --model_dir="$TMP/two" \
     > "$TMP/two.log" 2> "$TMP/two.err"
 rc=$?
 ok "2 replicas exit 0 (got $rc: $(tail -2 "$TMP/two.err"))" '[ $rc = 0 ]'
@@ -95,15 +97,15 @@ term_replica() {
     wait $lp; rc=$?
     step=$(sed -n 's/.*"event":"terminated","step":\([0-9]*\).*/\1/p' "$TMP/$name.log")
 }
-term_replica term; tstep=$step
+term_replica term --shard_optimizer=0; tstep=$step
 ok "SIGTERM to replica 1: exit 143 (got $rc: $(tail -2 "$TMP/term.err"))" '[ $rc = 143 ]'
 ok "the chief reports the stop step" '[ -n "$tstep" ] && [ "$tstep" -gt 0 ]'
 ok "the chief's checkpoint is at that step" \
     '[ -f "$TMP/term/$(printf "ckpt-%012d.kiln" "${tstep:-0}")" ]'
 
-# the same with the optimizer sharded: the stop flag travels in the
-# parameter all-gather instead of the last bucket's sum
-term_replica zterm --shard_optimizer; zstep=$step
+# the same with the optimizer sharded (the default): the stop flag travels in
+# the parameter all-gather instead of the last bucket's sum
+term_replica zterm; zstep=$step
 ok "sharded: SIGTERM to replica 1: exit 143 (got $rc: $(tail -2 "$TMP/zterm.err"))" '[ $rc = 143 ]'
 ok "sharded: the chief's checkpoint is at the stop step" \
     '[ -n "$zstep" ] && [ -f "$TMP/zterm/$(printf "ckpt-%012d.kiln" "${zstep:-0}")" ]'
@@ -162,6 +164,18 @@ ok "--world_size with a TF_CONFIG cluster refused" '[ $rc = 2 ] && grep -q "one 
 if grep -q "not built in" "$TMP/e6"; then
     ok "parameter_server hook default: exit 2" '[ $rc = 2 ]'
 fi
+# the optimizer is sharded over at most 8 replicas: asked for by name beyond
+# that, it is an error; by default, 9 replicas train unsharded
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --train_examples=720 --batch_size=72 --world_size=9 --shard_optimizer \
+    > /dev/null 2> "$TMP/e8"; rc=$?
+ok "--shard_optimizer over 9 replicas refused (got $rc: $(head -1 "$TMP/e8"))" \
+    '[ $rc != 0 ] && grep -q "shard_optimizer: the optimizer can be sharded only" "$TMP/e8"'
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --train_examples=720 --batch_size=72 --world_size=9 > "$TMP/nine.log" \
+    2> "$TMP/e9"; rc=$?
+ok "9 replicas, optimizer not named: unsharded, exit 0 (got $rc: $(tail -1 "$TMP/e9"))" \
+    '[ $rc = 0 ] && tail -1 "$TMP/nine.log" | grep -q "\"replicas\":9"'
 # shellcheck disable=SC2086
 "$KT" mnist $ARGS --distribution_strategy=bogus > /dev/null 2> "$TMP/e7"; rc=$?
 ok "unknown strategy refused" '[ $rc = 2 ] && grep -q "multi_worker_mirrored or parameter_server" "$TMP/e7"'

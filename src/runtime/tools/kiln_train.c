@@ -133,6 +133,7 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
                    .seed = 0,
                    .allreduce_inline = 0,
                    .bucket_bytes = 1 << 20,
+                   .shard_optimizer = -1,
                    .eval_timeout_s = 3600,
                    .max_staleness = -1,
                    .timeout_s = 60};
@@ -542,7 +543,7 @@ static int cmd_mnist(int argc, char **argv)
                                .job_key = key,
                                .bucket_bytes = (size_t)r.o.bucket_bytes,
                                .inline_allreduce = r.o.allreduce_inline,
-                               .shard_optimizer = r.o.shard_optimizer,
+                               .shard_optimizer = r.o.shard_optimizer != 0,
                                .stop = &g_term,
                                .always_sync = sp && *sp};
     if (kiln_strategy_new(&sc, &r.s, err, sizeof err) != KILN_OK) {
@@ -636,6 +637,15 @@ static int cmd_mnist(int argc, char **argv)
         goto out;
     }
     r.d = kiln_strategy_grad_sync(r.s) != NULL;
+    if (r.o.shard_optimizer == 1 && r.d && !kiln_strategy_sharded(r.s)) {
+        /* asked for by name: not honoured is an error, not a quiet fallback */
+        fprintf(stderr,
+                "kiln-train: --shard_optimizer: the optimizer can be sharded only between "
+                "replicas on one host (the shm all-reduce) and at most 8 of them; this group "
+                "has %d replicas%s (--shard_optimizer=0 runs it unsharded)\n",
+                r.world, kiln_strategy_one_host(r.s) ? "" : " on more than one host");
+        goto out;
+    }
     if (r.d && !local && kiln_strategy_one_host(r.s) && r.o.threads == 0) {
         /* TF_CONFIG replicas that all run on this machine share its cores,
          * as --world_size replicas do */

@@ -16,7 +16,7 @@ typedef struct kt_opts {
     uint64_t seed;
     /* distribution (kiln/strategy.h, tools/launch.h) */
     int strategy, world_size, allreduce_inline;
-    int shard_optimizer;      /* --shard_optimizer: ZeRO-1 (kiln/strategy.h) */
+    int shard_optimizer;      /* --shard_optimizer: ZeRO-1 (kiln/strategy.h); -1 = where possible */
     const char *strategy_arg; /* --distribution_strategy's value as given */
     long check_identical, bucket_bytes;
     double eval_timeout_s;
