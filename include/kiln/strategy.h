@@ -109,9 +109,10 @@ typedef struct kiln_strategy_config {
      * on every replica and equal to the unsharded step's; the optimizer
      * state is whole on a replica only after kiln_strategy_gather_state
      * (checkpoints) or finish. Ignored elsewhere (one replica, MPI, more
-     * than 8 replicas): kiln_strategy_sharded says whether it is on. Off
-     * by default: on a busy 2-core machine it measured slower than the
-     * overlapped all-reduce (bench/scaling.sh). */
+     * than 8 replicas): kiln_strategy_sharded says whether it is on. 0
+     * here is off; kiln-train turns it on wherever it can be done, since it
+     * measured faster than the overlapped all-reduce (bench/scaling.sh,
+     * docs/distributed.md). */
     int shard_optimizer;
     /* parameter_server: give up on a ps after this long (0: 60 s); a ps
      * task drops a gradient staler than max_staleness versions (0: never); the
