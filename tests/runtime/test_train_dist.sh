@@ -176,6 +176,22 @@ ok "--shard_optimizer over 9 replicas refused (got $rc: $(head -1 "$TMP/e8"))" \
     2> "$TMP/e9"; rc=$?
 ok "9 replicas, optimizer not named: unsharded, exit 0 (got $rc: $(tail -1 "$TMP/e9"))" \
     '[ $rc = 0 ] && tail -1 "$TMP/nine.log" | grep -q "\"replicas\":9"'
+# the all-reduce's own flags choose the unsharded step; with --shard_optimizer
+# they are a contradiction
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --world_size=2 --allreduce=inline --shard_optimizer > /dev/null \
+    2> "$TMP/e10"; rc=$?
+ok "--allreduce with --shard_optimizer refused (got $rc)" \
+    '[ $rc = 2 ] && grep -q "allreduce=inline tunes the all-reduce" "$TMP/e10"'
+# shellcheck disable=SC2086
+KILN_DIST_PROFILE=1 "$KT" mnist $ARGS --world_size=2 --bucket_bytes=4096 > /dev/null \
+    2> "$TMP/e11"; rc=$?
+ok "--bucket_bytes alone: the unsharded all-reduce, in buckets (got $rc)" \
+    '[ $rc = 0 ] && grep -q "bucket(s):" "$TMP/e11" && ! grep -q "sharded optimizer" "$TMP/e11"'
+# shellcheck disable=SC2086
+KILN_DIST_PROFILE=1 "$KT" mnist $ARGS --world_size=2 > /dev/null 2> "$TMP/e12"; rc=$?
+ok "no flag: the optimizer sharded (got $rc)" \
+    '[ $rc = 0 ] && grep -q "sharded optimizer" "$TMP/e12"'
 # shellcheck disable=SC2086
 "$KT" mnist $ARGS --distribution_strategy=bogus > /dev/null 2> "$TMP/e7"; rc=$?
 ok "unknown strategy refused" '[ $rc = 2 ] && grep -q "multi_worker_mirrored or parameter_server" "$TMP/e7"'

@@ -171,7 +171,7 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
         } else if (kt_flag(a, "bucket_bytes", &v, &used, next)) {
             if (kt_parse_int("bucket_bytes", v, 0, 1L << 34, &x)) return -1;
             o->bucket_bytes = x;
-            o->non_ps_flag = a;
+            o->non_ps_flag = o->ar_flag = a;
         } else if (strcmp(a, "--shard_optimizer") == 0) {
             o->shard_optimizer = 1;
             o->non_ps_flag = a;
@@ -190,7 +190,7 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
                 return -1;
             }
             o->allreduce_inline = strcmp(v, "inline") == 0;
-            o->non_ps_flag = a;
+            o->non_ps_flag = o->ar_flag = a;
         } else if (kt_flag(a, "max_staleness", &v, &used, next)) {
             if (kt_parse_int("max_staleness", v, -1, 1L << 30, &o->max_staleness)) return -1;
             o->ps_flag = a;
@@ -274,6 +274,17 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
         }
         i += used;
     }
+    /* The bucket size and the all-reduce's thread tune the unsharded step
+     * only (a sharded one sums nothing during backward): named, they choose
+     * it, and naming them next to --shard_optimizer=1 is a contradiction. */
+    if (o->ar_flag && o->shard_optimizer == 1) {
+        fprintf(stderr,
+                "kiln-train: %s tunes the all-reduce of the unsharded optimizer, which "
+                "--shard_optimizer does not use; drop one of the two\n",
+                o->ar_flag);
+        return -1;
+    }
+    if (o->ar_flag) o->shard_optimizer = 0;
     if (o->lr < 0) o->lr = strcmp(o->optimizer, "adam") == 0 ? 0.001 : 0.05;
     return 0;
 }

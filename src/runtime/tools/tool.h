@@ -24,6 +24,7 @@ typedef struct kt_opts {
     long max_staleness, timeout_s;
     const char *ps_flag;     /* a parameter_server-only flag that was given */
     const char *non_ps_flag; /* a flag the parameter_server strategy does not take */
+    const char *ar_flag;     /* --bucket_bytes or --allreduce: the unsharded all-reduce's */
 } kt_opts;
 
 /* The parameter_server strategy (--distribution_strategy=parameter_server,
