@@ -6,8 +6,9 @@
  *  - the kernels: kiln_sgd_shard / kiln_adam_shard (the thread pool's slices,
  *    the gradient summed in the update's pass) are bit-identical to their
  *    plain references kiln_*_shard_ref, and those to "sum first in rank
- *    order, then kiln_*_update_ref" (same additions, same order), for 2 and
- *    3 sources, with and without the parameter copy-out, at odd sizes;
+ *    order, then kiln_*_update_ref" (same additions, same order), for 2, 3
+ *    and KILN_OPT_MAX_SRC sources (the two-source loops and the tiled one),
+ *    with and without the parameter copy-out, at odd sizes;
  *  - the model step: two replicas on halves of each batch, each updating only
  *    its slice of the flat layout (the all-reduce's slices: [0, mid) and
  *    [mid, n + 1), the stop flag's float last) and then taking the other's
@@ -193,10 +194,11 @@ out:
 int main(void)
 {
     kiln_set_threads(2);
+    const int nsrcs[] = {2, 3, KILN_OPT_MAX_SRC};
     for (int adam = 0; adam < 2; adam++)
-        for (int nsrc = 2; nsrc <= 3; nsrc++)
+        for (int k = 0; k < 3; k++)
             for (int copy = 0; copy < 2; copy++)
-                kernels(adam, nsrc, copy);
+                kernels(adam, nsrcs[k], copy);
     kiln_data full = {0};
     char err[512];
     if (kiln_load_fashion_mnist(NULL, 1, &full, err, sizeof(err))) {

@@ -1,9 +1,12 @@
 /* optim/optim.c - SGD with momentum and Adam. */
 #include "optim/optim.h"
 
+#include "collective/shm/sum.h"
 #include "core/pool.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <string.h>
 
 void kiln_sgd_update_ref(float *p, const float *g, float *v, size_t n, float lr, float momentum)
 {
@@ -188,8 +191,38 @@ void kiln_adam_shard_ref(const kiln_opt_shard *b, float lr, float b1, float b2, 
     }
 }
 
-/* Two sources (two replicas) take the vectorised loops above; more take one
- * plain loop with the sum in rank order. */
+/* The shm all-reduce's sum (collective/shm/sum.h: sources in rank order,
+ * bit for bit kiln__sum_ref and gsum), resolved once. */
+static kiln__sum_fn sum_fn(void)
+{
+    static _Atomic(kiln__sum_fn) f;
+    kiln__sum_fn g = atomic_load_explicit(&f, memory_order_relaxed);
+    if (!g) atomic_store_explicit(&f, g = kiln__sum_best(), memory_order_relaxed);
+    return g;
+}
+
+/* More than two sources: their sum a tile at a time into the stack, then
+ * the plain update loops above on it, and the copy-out. */
+static void shard_n(const opt_ctx *c, const kiln_opt_shard *b, size_t i0, size_t i1)
+{
+    enum { TILE = 512 };
+    kiln__sum_fn sum = sum_fn();
+    float g[TILE];
+    const float *at[KILN_OPT_MAX_SRC];
+    for (size_t i = i0; i < i1; i += TILE) {
+        size_t n = i1 - i < TILE ? i1 - i : TILE;
+        for (int s = 0; s < b->nsrc; s++)
+            at[s] = b->src[s] + i;
+        sum(g, NULL, at, b->nsrc, n);
+        if (c->adam)
+            adam_loop(b->p + i, b->s1 + i, b->s2 + i, g, n, c->b1, c->b2, c->step, c->sbc2, c->eps);
+        else
+            sgd_mom(b->p + i, b->s1 + i, g, n, c->lr, c->mom);
+        if (b->pout) memcpy(b->pout + i, b->p + i, n * sizeof(float));
+    }
+}
+
+/* Two sources (two replicas) take the fused loops above; more, shard_n. */
 static void shard_task(void *p, int task, int tid)
 {
     (void)tid;
@@ -201,26 +234,13 @@ static void shard_task(void *p, int task, int tid)
         if (i1 <= i0) continue;
         size_t n = i1 - i0;
         float *po = b->pout ? b->pout + i0 : NULL;
-        if (b->nsrc == 2 && !c->adam) {
+        if (b->nsrc != 2)
+            shard_n(c, b, i0, i1);
+        else if (!c->adam)
             sgd_mom2(b->p + i0, b->s1 + i0, b->src[0] + i0, b->src[1] + i0, po, n, c->lr, c->mom);
-        } else if (b->nsrc == 2) {
+        else
             adam2(b->p + i0, b->s1 + i0, b->s2 + i0, b->src[0] + i0, b->src[1] + i0, po, n, c->b1,
                   c->b2, c->step, c->sbc2, c->eps);
-        } else {
-            float *pp = b->p, *m = b->s1, *v = b->s2;
-            for (size_t i = i0; i < i1; i++) {
-                float g = gsum(b, i);
-                if (!c->adam) {
-                    m[i] = c->mom * m[i] + g;
-                    pp[i] -= c->lr * m[i];
-                } else {
-                    m[i] = c->b1 * m[i] + (1.0f - c->b1) * g;
-                    v[i] = c->b2 * v[i] + (1.0f - c->b2) * g * g;
-                    pp[i] -= c->step * m[i] / (sqrtf(v[i]) / c->sbc2 + c->eps);
-                }
-                if (b->pout) b->pout[i] = pp[i];
-            }
-        }
     }
 }
 
