@@ -172,10 +172,11 @@ fi
 ok "--shard_optimizer over 9 replicas refused (got $rc: $(head -1 "$TMP/e8"))" \
     '[ $rc != 0 ] && grep -q "shard_optimizer: the optimizer can be sharded only" "$TMP/e8"'
 # shellcheck disable=SC2086
-"$KT" mnist $ARGS --train_examples=720 --batch_size=72 --world_size=9 > "$TMP/nine.log" \
-    2> "$TMP/e9"; rc=$?
-ok "9 replicas, optimizer not named: unsharded, exit 0 (got $rc: $(tail -1 "$TMP/e9"))" \
-    '[ $rc = 0 ] && tail -1 "$TMP/nine.log" | grep -q "\"replicas\":9"'
+KILN_DIST_PROFILE=1 "$KT" mnist $ARGS --train_examples=720 --batch_size=72 --world_size=9 \
+    > "$TMP/nine.log" 2> "$TMP/e9"; rc=$?
+ok "9 replicas, optimizer not named: unsharded, exit 0 (got $rc: $(head -1 "$TMP/e9"))" \
+    '[ $rc = 0 ] && tail -1 "$TMP/nine.log" | grep -q "\"replicas\":9" &&
+     grep -q "bucket(s):" "$TMP/e9" && ! grep -q "sharded optimizer" "$TMP/e9"'
 # the all-reduce's own flags choose the unsharded step; with --shard_optimizer
 # they are a contradiction
 # shellcheck disable=SC2086
