@@ -7,7 +7,9 @@
 #    k2w     kiln, 2 replicas (--world_size=2), 1 thread each, global batch 256
 #            (128 per replica: the usual weak-scaling figure), the optimizer
 #            not sharded (--shard_optimizer=0: the overlapped all-reduce)
-#    k2z     k2w with the optimizer sharded (ZeRO-1: kiln-train's default)
+#    k2z     k2w with the optimizer sharded (ZeRO-1: kiln-train's default,
+#            named so that a KILN_EXTRA all-reduce flag is refused, not run
+#            unsharded under this label)
 #    k2s     kiln, 2 replicas (default: sharded), global batch 128 (64 per
 #            replica: strong scaling)
 #    ind     the bound: two independent k1 trainings at once (no
@@ -80,7 +82,7 @@ speed() {
         r=$((r + 1))
         kiln "$M" "$S" --batch_size=128 >> "$T/$M.k1"
         kiln "$M" "$S" --batch_size=256 --world_size=2 --shard_optimizer=0 >> "$T/$M.k2w"
-        kiln "$M" "$S" --batch_size=256 --world_size=2 >> "$T/$M.k2z"
+        kiln "$M" "$S" --batch_size=256 --world_size=2 --shard_optimizer=1 >> "$T/$M.k2z"
         kiln "$M" "$S" --batch_size=128 --world_size=2 >> "$T/$M.k2s"
         # the bound: two independent trainings at once, summed
         kiln "$M" "$S" --batch_size=128 > "$T/ind.a" &
