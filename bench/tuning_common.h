@@ -15,27 +15,19 @@
 
 #include "kiln/job.h"
 #include "kiln/tune.h"
+#include "../tests/unit/test_tune_helpers.h"
 
-/* A job around `hyperparameters` (JSON text), decoded and checked as kilnd
- * would; a benchmark whose spec does not pass exits 1 with the violations. */
+/* A job around `hyperparameters` (JSON text): the tests' hpjob, then checked
+ * as kilnd would; a benchmark whose spec does not pass exits 1 with the
+ * violations. */
 static kiln_job *tuning_job(const char *hyperparameters)
 {
-    size_t len = strlen(hyperparameters) + 256;
-    char *buf = malloc(len);
-    kiln_job *j = NULL;
+    kiln_job *j = hpjob(hyperparameters);
     kiln_diag d = KILN_DIAG_INIT;
-    if (!buf) exit(1);
-    snprintf(buf, len,
-             "{\"jobId\":\"bench\",\"trainingInput\":{\"scaleTier\":\"BASIC\",\"region\":"
-             "\"us-central1\",\"pythonModule\":\"m\",\"packageUris\":[\"/p\"],"
-             "\"hyperparameters\":%s}}",
-             hyperparameters);
-    if (kiln_job_from_json(buf, strlen(buf), &j, &d) != KILN_OK ||
-        kiln_tune_check(&j->training_input.hyperparameters, &d) != 0) {
+    if (kiln_tune_check(&j->training_input.hyperparameters, &d) != 0) {
         kiln_diag_print(&d, stderr);
         exit(1);
     }
-    free(buf);
     kiln_diag_free(&d);
     return j;
 }

@@ -205,6 +205,10 @@ void kiln_study_read_tfevents(kiln_study *s, kiln_trial *t, const char *dir);
  * (new reference). */
 json_t *kiln_study_output_trials(const kiln_study *s);
 const char *kiln_study_metric_tag(const kiln_study *s);
+/* The metric tag of a spec: its hyperparameterMetricTag, or
+ * KILN_TUNE_DEFAULT_TAG when that is unset or empty (what the study reads,
+ * a resumed study compares and the API shows). */
+const char *kiln_tune_metric_tag(const kiln_hyperparameter_spec *hp);
 
 #ifdef __cplusplus
 }

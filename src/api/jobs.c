@@ -113,9 +113,8 @@ static json_t *training_output(const kiln_job_record *r, json_t *rt)
         json_object_set_new(o, "completedTrialCount", json_string(done));
         json_object_set_new(o, "trials", st ? kiln_study_output_trials(st) : json_array());
         kiln_study_free(st);
-        const char *tag = ti->hyperparameters.hyperparameter_metric_tag;
         json_object_set_new(o, "hyperparameterMetricTag",
-                            json_string(tag && *tag ? tag : "training/hptuning/metric"));
+                            json_string(kiln_tune_metric_tag(&ti->hyperparameters)));
     }
     json_t *m = json_object_get(rt, "metrics");
     if (json_is_object(m)) json_object_set(o, "metrics", m);

@@ -37,6 +37,7 @@
 #include "api/api_int.h"
 #include "kiln/objects.h"
 #include "util/base64.h"
+#include "util/hex.h"
 #include "util/multipart.h"
 
 #define META_MAX     (1u << 20) /* the JSON metadata of an upload */
@@ -707,8 +708,7 @@ static void new_id(char id[33])
         for (size_t i = 0; i < sizeof r; i++)
             r[i] = (unsigned char)((ts.tv_nsec >> (i % 8)) ^ (uintptr_t)&ts ^ i);
     }
-    for (size_t i = 0; i < sizeof r; i++)
-        snprintf(id + 2 * i, 3, "%02x", r[i]);
+    kiln_hex(r, sizeof r, id);
 }
 
 static enum MHD_Result resumable_start(kilnd *d, struct MHD_Connection *c, const char *b,

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "util/base64.h"
+#include "util/hex.h"
 
 static const char usage[] =
     "usage: kiln tokens new --project P|'*' --role viewer|editor\n"
@@ -63,8 +64,7 @@ int kiln_cli_tokens(int argc, char **argv)
         fprintf(stderr, "kiln tokens: SHA-256 failed\n");
         goto out;
     }
-    for (size_t i = 0; i < sizeof hash; i++)
-        snprintf(hex + 2 * i, 3, "%02x", hash[i]);
+    kiln_hex(hash, sizeof hash, hex);
     printf("token: %s\nline:  sha256:%s %s %s\n", token, hex, project, role);
     fprintf(stderr, "Add the line to kilnd's tokens file (mode 600) and send kilnd SIGHUP.\n"
                     "The token is shown this once; kilnd keeps only its hash.\n");

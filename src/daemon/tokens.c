@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/hex.h"
+
 typedef struct entry {
     unsigned char hash[32];
     char project[128];
@@ -27,33 +29,10 @@ static void sha256(const char *s, unsigned char out[32])
     if (!EVP_Digest(s, strlen(s), out, &len, EVP_sha256(), NULL)) memset(out, 0, 32);
 }
 
-static void hex(const unsigned char *b, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[b[i] >> 4];
-        out[2 * i + 1] = digits[b[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-static int unhex(char ch)
-{
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    return -1;
-}
-
 /* "sha256:" and 64 lowercase hex digits */
 static bool parse_hash(const char *s, unsigned char out[32])
 {
-    if (strncmp(s, "sha256:", 7) != 0 || strlen(s + 7) != 64) return false;
-    for (size_t i = 0; i < 32; i++) {
-        int hi = unhex(s[7 + 2 * i]), lo = unhex(s[8 + 2 * i]);
-        if (hi < 0 || lo < 0) return false;
-        out[i] = (unsigned char)(hi << 4 | lo);
-    }
-    return true;
+    return strncmp(s, "sha256:", 7) == 0 && strlen(s + 7) == 64 && kiln_unhex(s + 7, 32, out);
 }
 
 void kilnd_token_id(const char *token, char id[KILND_TOKEN_ID_LEN + 1])
@@ -61,7 +40,7 @@ void kilnd_token_id(const char *token, char id[KILND_TOKEN_ID_LEN + 1])
     unsigned char h[32];
     char full[65];
     sha256(token, h);
-    hex(h, 32, full);
+    kiln_hex(h, 32, full);
     memcpy(id, full, KILND_TOKEN_ID_LEN);
     id[KILND_TOKEN_ID_LEN] = '\0';
 }
@@ -164,7 +143,7 @@ bool kilnd_tokens_match(const kilnd_tokens *t, const char *token, kilnd_token_ma
     size_t hit = (size_t)-1;
 
     sha256(token, h);
-    hex(h, 32, full);
+    kiln_hex(h, 32, full);
     memcpy(m->id, full, KILND_TOKEN_ID_LEN);
     m->id[KILND_TOKEN_ID_LEN] = '\0';
     /* every line compared in full, no early exit: the time taken says

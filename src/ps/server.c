@@ -273,11 +273,12 @@ static int send_parts(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, co
     return 0;
 }
 
-static int send_reply(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, const void *a,
-                      size_t alen, const void *b, size_t blen, const void *c, size_t clen)
+/* A reply of one part (n may be 0); PULL_STATE alone sends several. */
+static int send_reply(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, const void *p,
+                      size_t n)
 {
-    const part parts[] = {{a, alen}, {b, blen}, {c, clen}};
-    return send_parts(s, id, h, parts, 3);
+    const part one = {p, n};
+    return send_parts(s, id, h, &one, 1);
 }
 
 static int send_error(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *req, uint32_t status,
@@ -291,7 +292,7 @@ static int send_error(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *req, 
                      .seq = req->seq,
                      .status = status};
     s->st.rejected++;
-    return send_reply(s, id, &r, text, strlen(text), NULL, 0, NULL, 0);
+    return send_reply(s, id, &r, text, strlen(text));
 }
 
 static void apply(kiln_ps_server *s, const float *g)
@@ -352,7 +353,7 @@ static int push(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, kiln_ps_
         s->st.duplicates++;
         r->aux = d->aux;
         r->version_p = s->st.version;
-        return send_reply(s, id, r, s->p, nbytes, NULL, 0, NULL, 0);
+        return send_reply(s, id, r, s->p, nbytes);
     }
     uint64_t stale = s->st.version > h->version_p ? s->st.version - h->version_p : 0;
     s->st.pushes++;
@@ -378,7 +379,7 @@ static int push(kiln_ps_server *s, zmq_msg_t *id, const kiln_ps_hdr *h, kiln_ps_
         .worker = h->worker, .aux = r->aux, .attempt = h->attempt, .step = h->step};
     r->version_p = s->st.version;
     if (applied && fault_drops_reply(s, h)) return 0;
-    return send_reply(s, id, r, s->p, nbytes, NULL, 0, NULL, 0);
+    return send_reply(s, id, r, s->p, nbytes);
 }
 
 /* PULL_STATE: parameters, optimizer slots and the dedup table, one snapshot
@@ -452,14 +453,14 @@ static int handle(kiln_ps_server *s, zmq_msg_t *id, const uint8_t *buf, size_t l
         r.version_p = s->st.version;
         /* a (re)starting client picks an attempt above any seen from it */
         r.attempt = h.worker < MAX_WORKERS ? s->dd[h.worker].attempt : 0;
-        return send_reply(s, id, &r, s->p, nbytes, NULL, 0, NULL, 0);
+        return send_reply(s, id, &r, s->p, nbytes);
     case KILN_PS_OP_PULL_STATE:
         return pull_state(s, id, &r);
     case KILN_PS_OP_STATS: {
         uint8_t w[KILN_PS_STATS_WORDS * 8];
         kiln_ps_stats_encode(&s->st, w);
         r.version_p = s->st.version;
-        return send_reply(s, id, &r, w, sizeof(w), NULL, 0, NULL, 0);
+        return send_reply(s, id, &r, w, sizeof(w));
     }
     case KILN_PS_OP_DONE:
         if (h.worker < MAX_WORKERS && !s->done[h.worker]) {
@@ -467,10 +468,10 @@ static int handle(kiln_ps_server *s, zmq_msg_t *id, const uint8_t *buf, size_t l
             s->st.workers_done++;
         }
         r.version_p = s->st.version;
-        return send_reply(s, id, &r, NULL, 0, NULL, 0, NULL, 0);
+        return send_reply(s, id, &r, NULL, 0);
     case KILN_PS_OP_SHUTDOWN:
         r.version_p = s->st.version;
-        return send_reply(s, id, &r, NULL, 0, NULL, 0, NULL, 0) < 0 ? -1 : 1;
+        return send_reply(s, id, &r, NULL, 0) < 0 ? -1 : 1;
     default:
         return send_error(s, id, &h, KILN_PS_EBADMSG, "unknown op");
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kiln/job.h"
+#include "spec/flags.h"
 #include "spec/schema.h"
 #include "util/suggest.h"
 
@@ -110,17 +111,7 @@ static bool dec_bool(const json_t *v, bool *out, const char *path, int flags, ki
         *out = json_is_true(v);
         return true;
     }
-    if ((flags & KILN__DEC_YAML) && json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE")) {
-            *out = true;
-            return true;
-        }
-        if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE")) {
-            *out = false;
-            return true;
-        }
-    }
+    if ((flags & KILN__DEC_YAML) && kiln__parse_bool(json_string_value(v), out)) return true;
     kiln_diag_add(d, path, "expected true or false, got %s", type_name(v));
     return false;
 }

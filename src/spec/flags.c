@@ -40,6 +40,17 @@ bool kiln__parse_i64(const char *s, int64_t *out)
     return true;
 }
 
+bool kiln__parse_bool(const char *s, bool *out)
+{
+    static const char *const words[] = {"true", "True", "TRUE", "false", "False", "FALSE"};
+    for (size_t i = 0; s && i < sizeof words / sizeof *words; i++)
+        if (strcmp(s, words[i]) == 0) {
+            *out = i < 3;
+            return true;
+        }
+    return false;
+}
+
 #define ACCEL_NAME_MAX 64
 
 char *kiln__accelerator_enum(const char *name)

@@ -1,5 +1,6 @@
 /* src/spec/flags.h - small parsers shared by the command-line front end
- * (flags.c) and the Kubeflow TFJob front end (tfjob.c). Internal to src/spec. */
+ * (flags.c), the Kubeflow front ends (kubeflow.c, tfjob.c) and the Job
+ * model's decoder (codec.c). Internal to src/spec. */
 #ifndef KILN_SPEC_FLAGS_H
 #define KILN_SPEC_FLAGS_H
 
@@ -10,6 +11,11 @@
 /* Parses a whole string as a decimal int64 (optional leading '-', no spaces,
  * no '+', no trailing junk). false on syntax error or overflow. */
 bool kiln__parse_i64(const char *s, int64_t *out);
+
+/* A boolean as YAML text spells it: true/True/TRUE or false/False/FALSE (the
+ * YAML 1.2 core schema, what Kubernetes reads). false for anything else,
+ * NULL and YAML 1.1's yes/no/on/off included: a "yes" must not read as false. */
+bool kiln__parse_bool(const char *s, bool *out);
 
 /* Turns an accelerator name as gcloud and GKE write it ("nvidia-tesla-t4")
  * into the API's enum form ("NVIDIA_TESLA_T4"); names already in enum form

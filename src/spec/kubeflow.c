@@ -226,8 +226,6 @@ bool kiln__kf_opt_count(kiln__kf *c, const json_t *obj, const char *key, const c
 
 bool kiln__kf_opt_bool(kiln__kf *c, const json_t *obj, const char *key, const char *path, bool *out)
 {
-    static const char *const yes[] = {"true", "True", "TRUE"}, *const no[] = {"false", "False",
-                                                                              "FALSE"};
     const json_t *v = kiln__kf_get(obj, key);
     const char *s = kiln__kf_scalar(v);
     if (!kiln__kf_present(v)) return true;
@@ -235,11 +233,7 @@ bool kiln__kf_opt_bool(kiln__kf *c, const json_t *obj, const char *key, const ch
         *out = json_is_true(v);
         return true;
     }
-    for (size_t i = 0; s && i < 3; i++)
-        if (strcmp(s, yes[i]) == 0 || strcmp(s, no[i]) == 0) {
-            *out = strcmp(s, yes[i]) == 0;
-            return true;
-        }
+    if (kiln__parse_bool(s, out)) return true;
     kiln__kf_bad(c, path, "'%.32s' must be true or false", s ? s : "value");
     return false;
 }

@@ -101,7 +101,7 @@ int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_
                       prev_id, goal_of(ph), goal_of(hp));
         return 1;
     }
-    const char *ta = kiln__tune_metric_tag(hp), *tb = kiln__tune_metric_tag(ph);
+    const char *ta = kiln_tune_metric_tag(hp), *tb = kiln_tune_metric_tag(ph);
     if (strcmp(ta, tb) != 0) {
         kiln_diag_add(d, FIELD,
                       "job '%s''s hyperparameterMetricTag is '%s', this job's '%s': a "

@@ -41,7 +41,7 @@ bool kiln__tune_maximize(const kiln_hyperparameter_spec *hp)
     return !is(hp->goal, "MINIMIZE");
 }
 
-const char *kiln__tune_metric_tag(const kiln_hyperparameter_spec *hp)
+const char *kiln_tune_metric_tag(const kiln_hyperparameter_spec *hp)
 {
     const char *t = hp->hyperparameter_metric_tag;
     return t && *t ? t : KILN_TUNE_DEFAULT_TAG;
@@ -54,7 +54,7 @@ static bool maximize(const kiln_study *s)
 
 const char *kiln_study_metric_tag(const kiln_study *s)
 {
-    return kiln__tune_metric_tag(s->hp);
+    return kiln_tune_metric_tag(s->hp);
 }
 
 kiln_study *kiln_study_new(const kiln_hyperparameter_spec *hp, uint64_t seed)

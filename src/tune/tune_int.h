@@ -25,10 +25,9 @@ bool kiln__tune_gp(const kiln_hyperparameter_spec *hp, const kiln_trial *const *
 bool kiln__tune_cholesky(double *A, size_t n);
 void kiln__tune_lsolve(const double *L, size_t n, double *b);
 void kiln__tune_ltsolve(const double *L, size_t n, double *b);
-/* The spec's goal (unset or anything but MINIMIZE: maximise) and metric tag
- * (unset: KILN_TUNE_DEFAULT_TAG), as the study and resume.c read them. */
+/* The spec's goal (unset or anything but MINIMIZE: maximise), as the study
+ * and resume.c read it; its metric tag is kiln_tune_metric_tag (kiln/tune.h). */
 bool kiln__tune_maximize(const kiln_hyperparameter_spec *hp);
-const char *kiln__tune_metric_tag(const kiln_hyperparameter_spec *hp);
 /* Forgets a trial's event files (tfevents.c). */
 void kiln__tune_tb_clear(kiln_trial *t);
 

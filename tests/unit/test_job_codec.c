@@ -139,6 +139,13 @@ static void test_yaml_config(void)
     kiln_job_free(job);
     kiln_diag_free(&d);
 
+    /* YAML's capitalised booleans (kiln__parse_bool, as the Kubeflow files read them) */
+    const char *caps = "trainingInput: {useChiefInTfConfig: TRUE, enableWebAccess: False}\n";
+    CHECK(kiln_job_from_yaml(caps, strlen(caps), &job, &d) == KILN_OK && job &&
+          job->training_input.use_chief_in_tf_config && !job->training_input.enable_web_access);
+    kiln_job_free(job);
+    kiln_diag_free(&d);
+
     /* an empty file is an empty job: flags may supply everything */
     CHECK(kiln_job_from_yaml("", 0, &job, &d) == KILN_OK && job && !job->has_training_input);
     kiln_job_free(job);
@@ -190,6 +197,8 @@ static void test_shape_errors(void)
     expect_error(1, "a: &x 1\nb: *x\n", "", "aliases");
     expect_error(1, "jobId: a\n---\njobId: b\n", "", "one YAML document");
     expect_error(1, "jobId: a\njobId: b\n", "", "duplicate key");
+    expect_error(1, "trainingInput: {useChiefInTfConfig: yes}\n",
+                 "trainingInput.useChiefInTfConfig", "true or false");
     expect_error(1, "? [a]\n: b\n", "", "keys must be plain strings");
     expect_error(1, "trainingInput: [1]\n", "trainingInput", "expected an object");
     expect_error(1, "\xff\xfe: x\n", "", NULL); /* not UTF-8 */

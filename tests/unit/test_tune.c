@@ -667,6 +667,9 @@ static void test_resume(void)
     CHECK_STR(d.n ? d.v[0].field : "", P "resumePreviousJobId");
     kiln_diag_free(&d);
     kiln_job *tag = hpjob("{\"goal\":\"MINIMIZE\",\"params\":[" LR "]}");
+    /* no tag: the default, what the API shows and the study reads */
+    CHECK_STR(kiln_tune_metric_tag(&tag->training_input.hyperparameters), KILN_TUNE_DEFAULT_TAG);
+    CHECK_STR(kiln_tune_metric_tag(hp), "loss");
     CHECK(kiln_tune_check_resume(&tag->training_input.hyperparameters, "p", prev, runtime, &d) ==
               1 &&
           strstr(d.v[0].description, "hyperparameterMetricTag"));

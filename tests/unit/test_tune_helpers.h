@@ -1,6 +1,7 @@
 /* test_tune_helpers.h - a valid job around a hyperparameters object given as
  * JSON text, so that each tuning test's study reads as a user writes it
- * (test_tune, test_tfevents*). Include after test.h. */
+ * (test_tune, test_tfevents*; the tuning benchmarks' tuning_job in
+ * bench/tuning_common.h). Needs nothing of test.h. */
 #ifndef KILN_TEST_TUNE_HELPERS_H
 #define KILN_TEST_TUNE_HELPERS_H
 

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/hex.h"
+
 struct kilnd_fetch_op {
     pthread_t th;
     char *url, *dst;
@@ -171,8 +173,7 @@ static kiln_err fetch(kilnd_fetch_op *f, uint64_t *bytes, char hex[65], char *wh
         snprintf(why, whylen, "cannot compute the SHA-256");
         goto out;
     }
-    for (unsigned int i = 0; i < mdlen; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    kiln_hex(md, mdlen, hex);
     if (fsync(s.fd) != 0 || close(s.fd) != 0) {
         s.fd = -1;
         snprintf(why, whylen, "cannot write %s: %s", part, strerror(errno));

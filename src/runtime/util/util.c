@@ -1,5 +1,5 @@
 /* runtime/util/util.c - error messages, SHA-256 wrapper, durable files (CRC-32C:
- * src/util/crc32c.c). */
+ * src/util/crc32c.c; hex: src/util/hex.c). */
 #include "util/util.h"
 
 #include <errno.h>
@@ -62,16 +62,6 @@ int kiln_sha256_buf(const void *buf, size_t n, uint8_t out[32])
     kiln_sha256_update(h, buf, n);
     kiln_sha256_final(h, out);
     return 0;
-}
-
-void kiln_hex(const uint8_t *in, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 15];
-    }
-    out[2 * n] = '\0';
 }
 
 /* ---- files ---- */

@@ -14,6 +14,7 @@
 
 #include "kiln/diag.h"
 #include "util/crc32c.h"
+#include "util/hex.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,8 +46,7 @@ void kiln_sha256_update(kiln_sha256 *h, const void *buf, size_t n);
 void kiln_sha256_final(kiln_sha256 *h, uint8_t out[32]);
 /* One-shot helper. Returns 0, or -1 on allocation failure. */
 int kiln_sha256_buf(const void *buf, size_t n, uint8_t out[32]);
-/* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
-void kiln_hex(const uint8_t *in, size_t n, char *out);
+/* Lower-case hex: kiln_hex (util/hex.h, in kiln_util). */
 
 /* ---- little-endian encoding (all kiln binary formats are little-endian) ---- */
 static inline void kiln_put_u32le(uint8_t *p, uint32_t v)
