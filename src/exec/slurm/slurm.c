@@ -223,7 +223,8 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
     for (size_t p = 0; p < np; p++) {
         const char *t = plans[p].accelerator_type;
         if (!t || plans[p].accelerators_per_replica <= 0) continue;
-        if (strncmp(t, "TPU", 3) == 0) {
+        const kiln_accelerator_type *a = kiln_catalog_accelerator(d->catalog, t);
+        if (a && a->is_tpu) {
             role_field(plans[p].role, "acceleratorConfig.type", field, flen);
             snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
                      kiln_role_name(plans[p].role), t);
