@@ -109,6 +109,9 @@ check "the refusal names packageUris" grep -q 'trainingInput.packageUris' <<<"$B
 api POST /v1/projects/p1/jobs "$(job_json ttl_1 true ',"runPolicy":{"ttlSecondsAfterFinished":"60"}')"
 check_eq "ttlSecondsAfterFinished refused at create" "$STATUS" 400
 check "the refusal names it" grep -q 'trainingInput.runPolicy.ttlSecondsAfterFinished' <<<"$BODY"
+api POST /v1/projects/p1/jobs "$(job_json deadline_1 true ',"runPolicy":{"activeDeadlineSeconds":"60"}')"
+check_eq "activeDeadlineSeconds refused at create" "$STATUS" 400
+check "the refusal names it" grep -q 'trainingInput.runPolicy.activeDeadlineSeconds' <<<"$BODY"
 
 # ---- PyTorch DDP, unmodified (gloo) ----
 if probe_torch >/dev/null 2>&1; then

@@ -207,6 +207,14 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
                  "files; leave ttlSecondsAfterFinished out");
         return false;
     }
+    /* the local supervisor's clock (supervisor.c); Slurm's own limit is --time */
+    if (ti->has_run_policy && ti->run_policy.has_active_deadline_seconds) {
+        snprintf(field, flen, "trainingInput.runPolicy.activeDeadlineSeconds");
+        snprintf(why, whylen,
+                 "not enforced with kilnd --executor slurm: give scheduling.maxRunningTime "
+                 "instead (Slurm's --time; the job ends CANCELLED past it)");
+        return false;
+    }
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
         if (rc && rc->image_uri && *rc->image_uri) {
