@@ -817,14 +817,19 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
      * status; the master's success ends the job (a parameter server never
      * exits, and workers still running are stopped); a worker or ps that
      * ends with 0 before the master just ends (kilnd restarts the job for
-     * restartPolicy Always: always_exited). */
+     * restartPolicy Always: always_exited). Which step ended is not asked
+     * of `wait -n -p` (bash 5.1; RHEL 8's nodes have 4.4): the master has
+     * ended once it is gone, and `wait PID` then gives its status, whether
+     * or not `wait -n` has given it already. */
     fprintf(f,
             "code=0 live=${#pids[@]}\n"
             "while [ \"$live\" -gt 0 ]; do\n"
-            "    wait -n -p done_pid; c=$?\n"
+            "    wait -n; c=$?\n"
             "    live=$((live - 1))\n"
             "    if [ \"$c\" -ne 0 ]; then code=$c; break; fi\n"
-            "    if [ \"$done_pid\" = \"${master-}\" ]; then break; fi\n"
+            "    if [ -n \"${master-}\" ] && ! kill -0 \"$master\" 2>/dev/null; then\n"
+            "        wait \"$master\"; code=$?; break\n"
+            "    fi\n"
             "done\n"
             "if [ \"$live\" -gt 0 ]; then\n"
             "    kill -TERM \"${pids[@]}\" 2>/dev/null\n"
