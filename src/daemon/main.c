@@ -471,6 +471,42 @@ int main(int argc, char **argv)
     }
     if (d.tokens_path && (load_tokens(&d, d.tokens_path) < 0 || load_users(&d, d.tokens_path) < 0))
         goto out;
+    /* what one executor cannot act on, before anything is made or loaded */
+    if (d.slurm.on) {
+        const char *local_only = d.node_config ? "--node-config"
+                                 : runtime     ? "--container-runtime"
+                                               : NULL;
+        if (local_only) {
+            fprintf(stderr,
+                    "kilnd: %s is the local executor's (this machine's nodes and container "
+                    "runtime); under --executor slurm the nodes are Slurm's and container "
+                    "images are refused: remove it\n",
+                    local_only);
+            goto out;
+        }
+        if (!d.slurm.partition || !*d.slurm.partition) {
+            fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
+            goto out;
+        }
+        /* Slurm jobs run as the user that submits them, kilnd's own (--uid
+         * needs root and is not used): the run-as rules of the local
+         * executor (src/daemon/users.c) are refused here, not ignored */
+        if (d.n_users) {
+            fprintf(stderr, "kilnd: --executor slurm runs every replica as kilnd's own user, so "
+                            "the tokens file's 'project P user U' lines cannot be applied: "
+                            "remove them, or use --executor local\n");
+            goto out;
+        }
+        if (geteuid() == 0 && !d.allow_root_replicas) {
+            fprintf(stderr, "kilnd: --executor slurm as root would run every replica as root: "
+                            "run kilnd as another user, or allow that with "
+                            "--allow-root-replicas yes\n");
+            goto out;
+        }
+    } else if (slurm_flag) {
+        fprintf(stderr, "kilnd: %s needs --executor slurm\n", slurm_flag);
+        goto out;
+    }
     {
         char host[256];
         const char *colon = strrchr(d.listen, ':');
@@ -575,44 +611,11 @@ int main(int argc, char **argv)
 
     if (d.slurm.on) {
         /* the Slurm executor reconciles from Slurm itself (src/exec/slurm) */
-        const char *local_only = d.node_config ? "--node-config"
-                                 : runtime     ? "--container-runtime"
-                                               : NULL;
-        if (local_only) {
-            fprintf(stderr,
-                    "kilnd: %s is the local executor's (this machine's nodes and container "
-                    "runtime); under --executor slurm the nodes are Slurm's and container "
-                    "images are refused: remove it\n",
-                    local_only);
-            goto out;
-        }
-        if (!d.slurm.partition || !*d.slurm.partition) {
-            fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
-            goto out;
-        }
         d.slurm.task = find_next_to_self("kiln-slurm-task");
         if (!d.slurm.task) {
             fprintf(stderr, "kilnd: cannot find kiln-slurm-task next to kilnd\n");
             goto out;
         }
-        /* Slurm jobs run as the user that submits them, kilnd's own (--uid
-         * needs root and is not used): the run-as rules of the local
-         * executor (src/daemon/users.c) are refused here, not ignored */
-        if (d.n_users) {
-            fprintf(stderr, "kilnd: --executor slurm runs every replica as kilnd's own user, so "
-                            "the tokens file's 'project P user U' lines cannot be applied: "
-                            "remove them, or use --executor local\n");
-            goto out;
-        }
-        if (geteuid() == 0 && !d.allow_root_replicas) {
-            fprintf(stderr, "kilnd: --executor slurm as root would run every replica as root: "
-                            "run kilnd as another user, or allow that with "
-                            "--allow-root-replicas yes\n");
-            goto out;
-        }
-    } else if (slurm_flag) {
-        fprintf(stderr, "kilnd: %s needs --executor slurm\n", slurm_flag);
-        goto out;
     } else {
         kilnd_reconcile(&d);
     }

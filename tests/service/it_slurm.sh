@@ -109,6 +109,9 @@ check "the refusal names packageUris" grep -q 'trainingInput.packageUris' <<<"$B
 api POST /v1/projects/p1/jobs "$(job_json ttl_1 true ',"runPolicy":{"ttlSecondsAfterFinished":"60"}')"
 check_eq "ttlSecondsAfterFinished refused at create" "$STATUS" 400
 check "the refusal names it" grep -q 'trainingInput.runPolicy.ttlSecondsAfterFinished' <<<"$BODY"
+api POST /v1/projects/p1/jobs "$(job_json deadline_1 true ',"runPolicy":{"activeDeadlineSeconds":"60"}')"
+check_eq "activeDeadlineSeconds refused at create" "$STATUS" 400
+check "the refusal names it" grep -q 'trainingInput.runPolicy.activeDeadlineSeconds' <<<"$BODY"
 
 # ---- PyTorch DDP, unmodified (gloo) ----
 if probe_torch >/dev/null 2>&1; then
@@ -274,11 +277,12 @@ check "nodes list shows the drain and its reason" grep -qE '^n2 .* yes .*slurm: 
 check "n2 back" sh -c "sinfo -h -n n2 -o %t | grep -qv drain"
 
 # ---- what kilnd cannot act on keeps it from starting, said ----
-refused() { # refused WHAT ARGS...: kilnd exits 1 at once, its words in $T/refused.err
+refused() { # refused WHAT ARGS...: kilnd exits 1 at once, having made nothing, its words in $T/refused.err
     local what=$1
     shift
     timeout 20 "$KILND" --listen 127.0.0.1:0 --data-dir "$T/refused" "$@" 2>"$T/refused.err"
     check_eq "$what: kilnd exit" "$?" 1
+    check "$what: no data dir made" test ! -e "$T/refused"
 }
 refused "--slurm-partition without --executor slurm" --slurm-partition kiln
 check "names the flag" grep -q -- '--slurm-partition needs --executor slurm' "$T/refused.err"

@@ -207,6 +207,14 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
                  "files; leave ttlSecondsAfterFinished out");
         return false;
     }
+    /* the local supervisor's clock (supervisor.c); Slurm's own limit is --time */
+    if (ti->has_run_policy && ti->run_policy.has_active_deadline_seconds) {
+        snprintf(field, flen, "trainingInput.runPolicy.activeDeadlineSeconds");
+        snprintf(why, whylen,
+                 "not enforced with kilnd --executor slurm: give scheduling.maxRunningTime "
+                 "instead (Slurm's --time; the job ends CANCELLED past it)");
+        return false;
+    }
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
         if (rc && rc->image_uri && *rc->image_uri) {
@@ -223,7 +231,8 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
     for (size_t p = 0; p < np; p++) {
         const char *t = plans[p].accelerator_type;
         if (!t || plans[p].accelerators_per_replica <= 0) continue;
-        if (strncmp(t, "TPU", 3) == 0) {
+        const kiln_accelerator_type *a = kiln_catalog_accelerator(d->catalog, t);
+        if (a && a->is_tpu) {
             role_field(plans[p].role, "acceleratorConfig.type", field, flen);
             snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
                      kiln_role_name(plans[p].role), t);
@@ -808,14 +817,19 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
      * status; the master's success ends the job (a parameter server never
      * exits, and workers still running are stopped); a worker or ps that
      * ends with 0 before the master just ends (kilnd restarts the job for
-     * restartPolicy Always: always_exited). */
+     * restartPolicy Always: always_exited). Which step ended is not asked
+     * of `wait -n -p` (bash 5.1; RHEL 8's nodes have 4.4): the master has
+     * ended once it is gone, and `wait PID` then gives its status, whether
+     * or not `wait -n` has given it already. */
     fprintf(f,
             "code=0 live=${#pids[@]}\n"
             "while [ \"$live\" -gt 0 ]; do\n"
-            "    wait -n -p done_pid; c=$?\n"
+            "    wait -n; c=$?\n"
             "    live=$((live - 1))\n"
             "    if [ \"$c\" -ne 0 ]; then code=$c; break; fi\n"
-            "    if [ \"$done_pid\" = \"${master-}\" ]; then break; fi\n"
+            "    if [ -n \"${master-}\" ] && ! kill -0 \"$master\" 2>/dev/null; then\n"
+            "        wait \"$master\"; code=$?; break\n"
+            "    fi\n"
             "done\n"
             "if [ \"$live\" -gt 0 ]; then\n"
             "    kill -TERM \"${pids[@]}\" 2>/dev/null\n"
@@ -1055,15 +1069,36 @@ static void ended(ssup *s, sjob *j, const char *state, const char *reason, long 
     kiln_job_record_free(r);
 }
 
-/* A restart by the restart policy: counted as a failure, submitted again as
- * attempt restarts+1 while the kiln job stays RUNNING. */
-static void restart_attempt(ssup *s, sjob *j, kiln_job_record *r, json_t *byname)
+/* The restart policy's word on an attempt that ended (`what`: how, a
+ * sentence without its full stop). Where the policy `pol` retries it
+ * (`retry`) and the backoff limit allows, the job is submitted again as
+ * attempt restarts+1, counted as a failure, while the kiln job stays
+ * RUNNING; else it FAILS, counted under `fail` (or the backoff limit). */
+static void retry_or_fail(ssup *s, sjob *j, kiln_job_record *r, const char *what, const char *pol,
+                          bool retry, kilnd_fail_reason fail, json_t *byname)
 {
-    r->failures++;
-    r->restarts++;
-    s->d->restarts_total[KILND_RESTART_FAILURE]++;
-    ports_release(s, j);
-    submit(s, r, byname, true);
+    kilnd *d = s->d;
+    int limit = kiln_job_backoff_limit(r->job);
+    if (retry && r->failures < limit) {
+        kilnd_event(d, j->project, j->job_id, "WARNING",
+                    "%s; submitting the job again (restart policy %s, restart %d of at most %d)",
+                    what, pol, r->failures + 1, limit);
+        r->failures++;
+        r->restarts++;
+        d->restarts_total[KILND_RESTART_FAILURE]++;
+        ports_release(s, j);
+        submit(s, r, byname, true);
+        return;
+    }
+    char msg[1400];
+    if (retry)
+        snprintf(msg, sizeof msg, "%s; the backoff limit (%d restarts) is reached.", what, limit);
+    else
+        snprintf(msg, sizeof msg, "%s.", what);
+    if (kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_FAILED, msg,
+                                  kiln_now_ns(), NULL) == KILN_OK)
+        d->failures_total[retry ? KILND_FAIL_BACKOFF_LIMIT : fail]++;
+    kilnd_event(d, j->project, j->job_id, "ERROR", "Job FAILED: %s", msg);
 }
 
 static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, const char *reason,
@@ -1083,21 +1118,7 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
     }
     if (j->requeue && j->restart) {
         /* restartPolicy Always: a replica ended with 0 before the master */
-        int limit = kiln_job_backoff_limit(r->job);
-        if (r->failures >= limit) {
-            snprintf(msg, sizeof msg, "%s; the backoff limit (%d restarts) is reached.", j->requeue,
-                     limit);
-            if (kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE,
-                                          KILN_STATE_FAILED, msg, now, NULL) == KILN_OK)
-                d->failures_total[KILND_FAIL_BACKOFF_LIMIT]++;
-            kilnd_event(d, j->project, j->job_id, "ERROR", "Job FAILED: %s", msg);
-            return;
-        }
-        kilnd_event(d, j->project, j->job_id, "WARNING",
-                    "%s; submitting the job again (restart policy Always, restart %d of at most "
-                    "%d; Slurm job %ld ended %s)",
-                    j->requeue, r->failures + 1, limit, j->id, state);
-        restart_attempt(s, j, r, byname);
+        retry_or_fail(s, j, r, j->requeue, "Always", true, KILND_FAIL_BACKOFF_LIMIT, byname);
         return;
     }
     if (j->requeue) {
@@ -1154,28 +1175,10 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
     const char *pol = kiln_job_restart_policy(r->job, role);
     bool retry = strcmp(pol, "Always") == 0 || strcmp(pol, "OnFailure") == 0 ||
                  (strcmp(pol, "ExitCode") == 0 && code >= 128);
-    int limit = kiln_job_backoff_limit(r->job);
-    if (retry && r->failures < limit) {
-        kilnd_event(d, j->project, j->job_id, "WARNING",
-                    "%sSlurm job %ld ended %s; submitting the job again (restart policy %s, "
-                    "restart %d of at most %d)",
-                    rf, j->id, state, pol, r->failures + 1, limit);
-        restart_attempt(s, j, r, byname);
-        return;
-    }
-    if (retry)
-        snprintf(msg, sizeof msg,
-                 "%sSlurm job %ld ended %s%s%s; the backoff limit (%d restarts) is reached.", rf,
-                 j->id, state, has_reason ? ": " : "", has_reason ? reason : "", limit);
-    else
-        snprintf(msg, sizeof msg, "%sSlurm job %ld ended %s%s%s.", rf, j->id, state,
-                 has_reason ? ": " : "", has_reason ? reason : "");
-    if (kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_FAILED, msg,
-                                  now, NULL) == KILN_OK)
-        d->failures_total[retry   ? KILND_FAIL_BACKOFF_LIMIT
-                          : rf[0] ? KILND_FAIL_REPLICA_EXIT
-                                  : KILND_FAIL_START]++;
-    kilnd_event(d, j->project, j->job_id, "ERROR", "Job FAILED: %s", msg);
+    snprintf(msg, sizeof msg, "%sSlurm job %ld ended %s%s%s", rf, j->id, state,
+             has_reason ? ": " : "", has_reason ? reason : "");
+    retry_or_fail(s, j, r, msg, pol, retry, rf[0] ? KILND_FAIL_REPLICA_EXIT : KILND_FAIL_START,
+                  byname);
 }
 
 static bool is_final(const char *st)

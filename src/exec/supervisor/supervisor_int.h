@@ -82,7 +82,7 @@ typedef struct rjob {
     char pypath[4 * PATH_MAX]; /* PYTHONPATH of the staged packages ("" = none) */
     /* packageUris[fetch_next] over http(s) being fetched, off this thread
      * (fetch.h); the job stays PREPARING, its replicas unstarted, until
-     * spawn_all picks the fetch up (NULL: none in flight) */
+     * spawn_attempt collects it (NULL: none in flight) */
     struct kilnd_fetch_op *fetch;
     size_t fetch_next; /* packageUris before this one are fetched for this attempt */
     /* elastic PyTorchJobs: bounds on the PyTorch workers (kiln's master is
