@@ -33,7 +33,17 @@ kiln_err kiln_cu__invalid(kiln_cuda_ctx *c, const char *fmt, ...)
 kiln_err kiln_cu__enter(kiln_cuda_ctx *c)
 {
     cudaError_t e = cudaSetDevice(c->device);
-    return e == cudaSuccess ? KILN_OK : kiln_cu__fail(c, "cudaSetDevice", cudaGetErrorString(e));
+    if (e != cudaSuccess) return kiln_cu__fail(c, "cudaSetDevice", cudaGetErrorString(e));
+    /* A failed runtime call (a cudaMalloc out of memory, a cudaSetDevice on a
+     * GPU that does not exist) also stays in this thread's last-error slot,
+     * and the launch checks read that slot: without this, the next kernel
+     * launched here, on any context, failed with the earlier call's error
+     * (seen on an H100: "bias_act kernel: invalid device ordinal" after a
+     * context for an absent /gpu:1 was refused). That failure was already
+     * returned by its own call; sticky errors (a kernel fault) are not
+     * cleared by this and still fail every later call. */
+    (void)cudaGetLastError();
+    return KILN_OK;
 }
 
 const char *kiln_cu__cublas_str(cublasStatus_t s)
@@ -94,7 +104,10 @@ out:
 void kiln_cu_ctx_destroy(kiln_cuda_ctx *c)
 {
     if (!c) return;
-    cudaSetDevice(c->device); /* handles and streams are freed on their device */
+    /* handles and streams are freed on their device; a context refused
+     * before cudaSetDevice succeeded has none, and must not leave that
+     * call's "invalid device ordinal" behind for the next caller */
+    if (c->stream) cudaSetDevice(c->device);
     if (c->stream) cudaStreamSynchronize(c->stream);
     if (c->copy_stream) cudaStreamSynchronize(c->copy_stream);
     cudaFree(c->ws);

@@ -488,12 +488,26 @@ int main(void)
     }
     CHECK_MSG(kiln_cu_sync(C) == KILN_OK, "sync: %s", kiln_cu_error(C));
     {
-        /* a failed CUDA call names the device and the call. Last: the
-         * runtime keeps the failure for cudaGetLastError (kiln_cu_sync). */
+        /* a failed CUDA call names the device and the call, and is reported
+         * by that call only: the runtime also leaves it in the thread's
+         * last-error slot, which the next kernel launch must not read as its
+         * own failure (an H100 run failed the first dense op with the refused
+         * /gpu:N context's "invalid device ordinal") */
         void *huge = NULL;
+        float h[64], *y, *got;
+        for (int i = 0; i < 64; i++)
+            h[i] = (float)(i % 2 ? i : -i);
         CHECK(kiln_cu_alloc(C, (size_t)1 << 62, &huge) != KILN_OK && huge == NULL);
         CHECK_MSG(strncmp(kiln_cu_error(C), "/gpu:0: cudaMalloc: ", 20) == 0,
                   "message '%s' does not name the device and the call", kiln_cu_error(C));
+        y = dcopy(h, 64);
+        OK(kiln_cu_bias_act(C, y, NULL, 8, 8, 1));
+        CHECK_MSG(kiln_cu_sync(C) == KILN_OK, "sync after a failed cudaMalloc: %s",
+                  kiln_cu_error(C));
+        got = hcopy(y, 64);
+        for (int i = 0; i < 64; i++)
+            CHECK(got[i] == (h[i] < 0 ? 0.0f : h[i]));
+        kiln_ffree(got);
     }
     for (int i = 0; i < ndevs; i++)
         kiln_cu_free(C, devs[i]);
