@@ -146,7 +146,12 @@ check "the replica saw its env and kiln's" grep -q "GREETING=hello slurm TASK=ma
 # ---- cancel ----
 api POST /v1/projects/p1/jobs "$(job_json sleepy_1 'trap "echo got TERM; exit 143" TERM; echo up; sleep 300 & wait')"
 check "sleepy RUNNING" wait_state sleepy_1 RUNNING 60
-sleep 1
+# RUNNING is Slurm's word for the batch job; the replica's shell sets its trap
+# some time later (srun, kiln-slurm-task, kiln-monitor), more than the 1 s this
+# waited once in CI on a loaded machine: a TERM before the trap has nothing to
+# print. Its "up" comes after the trap.
+for _ in $(seq 1 300); do grep -q "	up$" "$T/d/jobs/p1/sleepy_1/log.tsv" 2>/dev/null && break; sleep 0.1; done
+check "sleepy's replica is up" grep -q "	up$" "$T/d/jobs/p1/sleepy_1/log.tsv"
 "$KILN" jobs cancel sleepy_1 >/dev/null 2>&1
 check "sleepy CANCELLED" wait_state sleepy_1 CANCELLED 30
 api GET /v1/projects/p1/jobs/sleepy_1
@@ -241,7 +246,7 @@ check "backoff_1 names the limit" grep -q 'backoff limit (1 restarts) is reached
 
 # ---- kiln nodes drain: the running job moves off the node and resumes ----
 ck=$T/drain.ck
-prog="n=0; [ -e $ck ] && n=\$(cat $ck) && echo resumed from \$n; trap 'echo \$n > $ck.tmp && mv $ck.tmp $ck; echo saved \$n; exit 0' TERM; i=0; while :; do n=\$((n+1)); i=\$((i+1)); if [ -e $ck ] && [ \$i -ge 20 ]; then echo finished at \$n; exit 0; fi; sleep 0.05; done"
+prog="n=0; [ -e $ck ] && n=\$(cat $ck) && echo resumed from \$n; trap 'echo \$n > $ck.tmp && mv $ck.tmp $ck; echo saved \$n; exit 0' TERM; echo up; i=0; while :; do n=\$((n+1)); i=\$((i+1)); if [ -e $ck ] && [ \$i -ge 20 ]; then echo finished at \$n; exit 0; fi; sleep 0.05; done"
 api POST /v1/projects/p1/jobs "$(job_json drain_1 "$prog")"
 check "drain_1 RUNNING" wait_state drain_1 RUNNING 60
 node1=""
@@ -252,7 +257,11 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 check "drain_1's node is known ($node1)" test -n "$node1"
-sleep 1
+# as for sleepy_1: drain only once the trap is set (its "up"), or the TERM
+# finds a shell with nothing to save
+for _ in $(seq 1 300); do grep -q "	up$" "$T/d/jobs/p1/drain_1/log.tsv" 2>/dev/null && break; sleep 0.1; done
+check "drain_1's replica is up" grep -q "	up$" "$T/d/jobs/p1/drain_1/log.tsv"
+sleep 1 # some steps to save: the resume check wants a count above 0
 "$KILN" nodes drain "$node1" >/dev/null 2>&1
 check_eq "drain $node1 exit" "$?" 0
 check "drain_1 SUCCEEDED after the move" wait_state drain_1 SUCCEEDED 90
