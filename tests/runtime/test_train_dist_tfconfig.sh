@@ -47,6 +47,16 @@ ok "worker: rank 1 of 2" 'grep -q "\"replicas\":2,\"rank\":1" "$TMP/worker.log"'
 acc() { sed -n 's/.*"event":"done","test_accuracy":\([0-9.]*\).*/\1/p' "$1"; }
 ok "chief and worker end with the same parameters (same accuracy)" \
     '[ -n "$(acc "$TMP/chief.log")" ] && [ "$(acc "$TMP/chief.log")" = "$(acc "$TMP/worker.log")" ]'
+# the epoch-end evaluation is split over the two (an MLP: no batch norm), so
+# the worker knows the test metrics too, the same as the chief's; and the
+# split sums give what one replica gets on the whole set (the done event,
+# same parameters after the last epoch): the counts exactly
+tmet() { sed -n 's/.*"event":"epoch".*\("test_loss":[^,]*,"test_accuracy":[^,}]*\).*/\1/p' "$1"; }
+ok "the worker took part in the epoch evaluation: its test metrics are the chief's" \
+    '[ "$(tmet "$TMP/worker.log" | wc -l)" = 2 ] && [ "$(tmet "$TMP/worker.log")" = "$(tmet "$TMP/chief.log")" ]'
+eacc() { sed -n 's/.*"event":"epoch","epoch":2,.*"test_accuracy":\([0-9.]*\).*/\1/p' "$1"; }
+ok "the split evaluation's accuracy is the whole set's ($(eacc "$TMP/chief.log") vs $(acc "$TMP/chief.log"))" \
+    '[ -n "$(eacc "$TMP/chief.log")" ] && [ "$(eacc "$TMP/chief.log")" = "$(acc "$TMP/chief.log")" ]'
 ok "only the chief writes checkpoints" \
     '[ "$(grep -c "\"event\":\"checkpoint\"" "$TMP/worker.log")" = 0 ] && ls "$TMP/m"/ckpt-*.kiln > /dev/null'
 i=0

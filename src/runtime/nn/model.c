@@ -861,8 +861,8 @@ int kiln_model_predict(kiln_model *m, const float *x, int n, float *out)
     return 0;
 }
 
-int kiln_model_evaluate(kiln_model *m, const float *x, const uint8_t *y, size_t n, float *loss,
-                        float *accuracy)
+int kiln__model_evaluate_sums(kiln_model *m, const float *x, const uint8_t *y, size_t n,
+                              double *loss_sum, size_t *correct)
 {
     if (!m->compiled) return fail(m, "model is not compiled");
     double tl = 0.0;
@@ -877,8 +877,26 @@ int kiln_model_evaluate(kiln_model *m, const float *x, const uint8_t *y, size_t 
         tl += (double)kiln_xent(last->out, y + i, b, K, NULL, &c) * b;
         ok += (size_t)c;
     }
+    *loss_sum = tl;
+    *correct = ok;
+    return 0;
+}
+
+int kiln_model_evaluate(kiln_model *m, const float *x, const uint8_t *y, size_t n, float *loss,
+                        float *accuracy)
+{
+    double tl = 0.0;
+    size_t ok = 0;
+    if (kiln__model_evaluate_sums(m, x, y, n, &tl, &ok)) return -1;
     if (loss) *loss = n ? (float)(tl / (double)n) : 0.0f;
     if (accuracy) *accuracy = n ? (float)((double)ok / (double)n) : 0.0f;
+    return 0;
+}
+
+int kiln__model_replica_state(const kiln_model *m)
+{
+    for (int i = 0; i < m->nl; i++)
+        if (m->layers[i]->kind == L_BN) return 1;
     return 0;
 }
 

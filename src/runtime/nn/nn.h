@@ -27,5 +27,14 @@ void kiln__model_flat_copy(kiln_model *m, int which, float *flat, size_t lo, siz
                            int to_flat);
 /* Optimizer slots per parameter: 1 (SGD) or 2 (Adam). */
 int kiln__model_slots(const kiln_model *m);
+/* kiln_model_evaluate's sums over x[0..n): the loss summed over the examples
+ * (each batch's mean times its size) and the count of correct arg-maxes, for
+ * replicas that each evaluate a part of one set and add the parts. */
+int kiln__model_evaluate_sums(kiln_model *m, const float *x, const uint8_t *y, size_t n,
+                              double *loss_sum, size_t *correct);
+/* 1 when the model keeps state outside its parameters that differs between
+ * data-parallel replicas (batch norm's moving statistics, from each replica's
+ * own batches): then one replica's evaluation is not another's. */
+int kiln__model_replica_state(const kiln_model *m);
 
 #endif

@@ -495,20 +495,50 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
     }
     double loss = sums[2] > 0 ? sums[0] / sums[2] : 0.0;
     double acc = sums[2] > 0 ? sums[1] / sums[2] : 0.0;
-    if (r->rank != 0) { /* workers: the chief evaluates and writes TensorBoard */
-        if (r->json)
+    float tl = 0, ta = 0;
+    /* The test set is split over the replicas, each evaluating a contiguous
+     * part and the sums added, when their models are the same function: the
+     * parameters always are; batch norm's moving statistics are each
+     * replica's own, and then the chief evaluates the whole set alone, as
+     * before (the others wait for it in the next step). */
+    int split = r->d && r->world > 1 && !kiln__model_replica_state(m);
+    if (split) {
+        size_t n = r->test.n, lo = n * (size_t)r->rank / (size_t)r->world;
+        size_t hi = n * (size_t)(r->rank + 1) / (size_t)r->world, ok = 0;
+        double ev[2] = {0.0, 0.0};
+        kiln__model_evaluate_sums(m, r->test.x + lo * r->test.dim, r->test.y + lo, hi - lo, &ev[0],
+                                  &ok);
+        ev[1] = (double)ok;
+        if (sum_over_replicas(r, ev, 2)) {
+            r->failed = 1;
+            return 1;
+        }
+        tl = n ? (float)(ev[0] / (double)n) : 0.0f;
+        ta = n ? (float)(ev[1] / (double)n) : 0.0f;
+    }
+    if (r->rank != 0) { /* workers: the chief writes the checkpoints and TensorBoard */
+        if (r->json && split)
+            printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%s,"
+                   "\"accuracy\":%s,\"test_loss\":%s,\"test_accuracy\":%s,\"rank\":%d}\n",
+                   (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step,
+                   jnum(loss).s, jnum(acc).s, jnum(tl).s, jnum(ta).s, r->rank);
+        else if (r->json)
             printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%s,"
                    "\"accuracy\":%s,\"rank\":%d}\n",
                    (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step,
                    jnum(loss).s, jnum(acc).s, r->rank);
+        else if (split)
+            printf("epoch %llu/%d: loss %.4f accuracy %.4f test_loss %.4f test_accuracy %.4f "
+                   "(replica %d of %d)\n",
+                   (unsigned long long)in->epoch + 1, r->o.epochs, loss, acc, tl, ta, r->rank,
+                   r->world);
         else
             printf("epoch %llu/%d: loss %.4f accuracy %.4f (replica %d of %d)\n",
                    (unsigned long long)in->epoch + 1, r->o.epochs, loss, acc, r->rank, r->world);
         fflush(stdout);
         return 0;
     }
-    float tl = 0, ta = 0;
-    kiln_model_evaluate(m, r->test.x, r->test.y, r->test.n, &tl, &ta);
+    if (!split) kiln_model_evaluate(m, r->test.x, r->test.y, r->test.n, &tl, &ta);
     double sps = secs > 0 ? sums[2] / secs : 0.0;
     if (r->sw_train) {
         const char *tags[] = {"epoch_loss", "epoch_accuracy", "samples_per_sec"};
