@@ -516,25 +516,24 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
         tl = n ? (float)(ev[0] / (double)n) : 0.0f;
         ta = n ? (float)(ev[1] / (double)n) : 0.0f;
     }
-    if (r->rank != 0) { /* workers: the chief writes the checkpoints and TensorBoard */
-        if (r->json && split)
-            printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%s,"
-                   "\"accuracy\":%s,\"test_loss\":%s,\"test_accuracy\":%s,\"rank\":%d}\n",
-                   (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step,
-                   jnum(loss).s, jnum(acc).s, jnum(tl).s, jnum(ta).s, r->rank);
-        else if (r->json)
-            printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%s,"
-                   "\"accuracy\":%s,\"rank\":%d}\n",
-                   (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step,
-                   jnum(loss).s, jnum(acc).s, r->rank);
+    /* workers: the chief writes the checkpoints and TensorBoard; a worker's
+     * line has the test metrics where it took part in the evaluation */
+    if (r->rank != 0) {
+        char test[96] = "";
+        if (split && r->json)
+            snprintf(test, sizeof test, ",\"test_loss\":%s,\"test_accuracy\":%s", jnum(tl).s,
+                     jnum(ta).s);
         else if (split)
-            printf("epoch %llu/%d: loss %.4f accuracy %.4f test_loss %.4f test_accuracy %.4f "
-                   "(replica %d of %d)\n",
-                   (unsigned long long)in->epoch + 1, r->o.epochs, loss, acc, tl, ta, r->rank,
-                   r->world);
+            snprintf(test, sizeof test, " test_loss %.4f test_accuracy %.4f", tl, ta);
+        if (r->json)
+            printf("{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"loss\":%s,"
+                   "\"accuracy\":%s%s,\"rank\":%d}\n",
+                   (unsigned long long)in->epoch + 1, (unsigned long long)in->global_step,
+                   jnum(loss).s, jnum(acc).s, test, r->rank);
         else
-            printf("epoch %llu/%d: loss %.4f accuracy %.4f (replica %d of %d)\n",
-                   (unsigned long long)in->epoch + 1, r->o.epochs, loss, acc, r->rank, r->world);
+            printf("epoch %llu/%d: loss %.4f accuracy %.4f%s (replica %d of %d)\n",
+                   (unsigned long long)in->epoch + 1, r->o.epochs, loss, acc, test, r->rank,
+                   r->world);
         fflush(stdout);
         return 0;
     }
