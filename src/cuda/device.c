@@ -107,8 +107,10 @@ void kiln_cu_ctx_destroy(kiln_cuda_ctx *c)
     /* handles and streams are freed on their device; a context refused
      * before cudaSetDevice succeeded has none, and must not leave that
      * call's "invalid device ordinal" behind for the next caller */
-    if (c->stream) cudaSetDevice(c->device);
-    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->stream) {
+        cudaSetDevice(c->device);
+        cudaStreamSynchronize(c->stream);
+    }
     if (c->copy_stream) cudaStreamSynchronize(c->copy_stream);
     cudaFree(c->ws);
     cudaFree(c->scratch);
