@@ -61,13 +61,13 @@ check "the worker's own log" grep -q "worker-done" "$T/d/jobs/p1/tf_1/replicas/w
 # it is killed after the grace period (1 s here) and its container removed
 api POST /v1/projects/p1/jobs "$(ctr_job polite "trap 'echo bye; exit 0' TERM; echo up; while true; do sleep 0.1; done" 'sleep 60' Never)"
 check "polite running" wait_state polite RUNNING 30
-for _ in $(seq 1 100); do grep -q "	up$" "$T/d/jobs/p1/polite/log.tsv" && break; sleep 0.05; done
+wait_file "$T/d/jobs/p1/polite/log.tsv" "	up$"
 api POST /v1/projects/p1/jobs/polite:cancel '{}'
 check "polite CANCELLED" wait_state polite CANCELLED 20
 check "SIGTERM reached the program in the container" grep -q "master-replica-0	bye" "$T/d/jobs/p1/polite/log.tsv"
 api POST /v1/projects/p1/jobs "$(ctr_job stubborn "trap '' TERM; echo up; while true; do sleep 0.1; done" 'sleep 60' Never)"
 check "stubborn running" wait_state stubborn RUNNING 30
-for _ in $(seq 1 100); do grep -q "	up$" "$T/d/jobs/p1/stubborn/log.tsv" && break; sleep 0.05; done
+wait_file "$T/d/jobs/p1/stubborn/log.tsv" "	up$"
 t0=$(date +%s)
 api POST /v1/projects/p1/jobs/stubborn:cancel '{}'
 check "stubborn CANCELLED" wait_state stubborn CANCELLED 20

@@ -109,7 +109,7 @@ sleep 0.3
 check_eq "stays queued while cordoned" "$(job_state drain_1)" QUEUED
 "$KILN" nodes uncordon "$node" >/dev/null 2>&1
 check "runs again after uncordon" wait_state drain_1 RUNNING 10
-for _ in $(seq 1 100); do grep -q 'resumed from' "$T/d/jobs/p1/drain_1/log.tsv" && break; sleep 0.05; done
+wait_file "$T/d/jobs/p1/drain_1/log.tsv" 'resumed from'
 check "resumed from the checkpoint" grep -qE 'master-replica-0	resumed from [1-9]' "$T/d/jobs/p1/drain_1/log.tsv"
 check "drain event logged" grep -q "being drained" "$T/d/jobs/p1/drain_1/log.tsv"
 api POST /v1/projects/p1/jobs/drain_1:cancel '{}'

@@ -150,8 +150,7 @@ check "sleepy RUNNING" wait_state sleepy_1 RUNNING 60
 # some time later (srun, kiln-slurm-task, kiln-monitor), more than the 1 s this
 # waited once in CI on a loaded machine: a TERM before the trap has nothing to
 # print. Its "up" comes after the trap.
-for _ in $(seq 1 300); do grep -q "	up$" "$T/d/jobs/p1/sleepy_1/log.tsv" 2>/dev/null && break; sleep 0.1; done
-check "sleepy's replica is up" grep -q "	up$" "$T/d/jobs/p1/sleepy_1/log.tsv"
+check "sleepy's replica is up" wait_file "$T/d/jobs/p1/sleepy_1/log.tsv" "	up$" 30
 "$KILN" jobs cancel sleepy_1 >/dev/null 2>&1
 check "sleepy CANCELLED" wait_state sleepy_1 CANCELLED 30
 api GET /v1/projects/p1/jobs/sleepy_1
@@ -259,8 +258,7 @@ done
 check "drain_1's node is known ($node1)" test -n "$node1"
 # as for sleepy_1: drain only once the trap is set (its "up"), or the TERM
 # finds a shell with nothing to save
-for _ in $(seq 1 300); do grep -q "	up$" "$T/d/jobs/p1/drain_1/log.tsv" 2>/dev/null && break; sleep 0.1; done
-check "drain_1's replica is up" grep -q "	up$" "$T/d/jobs/p1/drain_1/log.tsv"
+check "drain_1's replica is up" wait_file "$T/d/jobs/p1/drain_1/log.tsv" "	up$" 30
 sleep 1 # some steps to save: the resume check wants a count above 0
 "$KILN" nodes drain "$node1" >/dev/null 2>&1
 check_eq "drain $node1 exit" "$?" 0

@@ -148,7 +148,7 @@ mkcert site2
 cp "$T/site2.crt" "$T/site.crt.new" && mv "$T/site.crt.new" "$T/site.crt"
 cp "$T/site2.key" "$T/site.key.new" && mv "$T/site.key.new" "$T/site.key"
 kill -HUP "$KPID"
-for _ in $(seq 1 40); do grep -q "SIGHUP: reloaded" "$T/d/kilnd.err" && break; sleep 0.05; done
+wait_file "$T/d/kilnd.err" "SIGHUP: reloaded" 2
 check "SIGHUP reloaded" grep -q "SIGHUP: reloaded" "$T/d/kilnd.err"
 export CURL_CA_BUNDLE=$T/site2.crt
 TOKEN=$E3TOK api GET /v1/projects/p1/jobs
@@ -158,7 +158,7 @@ check_eq "the old CA no longer verifies" "$code" 000
 check_eq "the job kept running" "$(TOKEN=$E1 job_state long_1)" RUNNING
 chmod 644 "$T/tokens"
 kill -HUP "$KPID"
-for _ in $(seq 1 40); do grep -q "SIGHUP: reload failed" "$T/d/kilnd.err" && break; sleep 0.05; done
+wait_file "$T/d/kilnd.err" "SIGHUP: reload failed" 2
 check "a readable tokens file is refused on SIGHUP too" grep -q "SIGHUP: reload failed" "$T/d/kilnd.err"
 TOKEN=$E1 api GET /v1/projects/p1/jobs
 check_eq "the old tokens stay in use" "$STATUS" 200

@@ -166,7 +166,7 @@ check_eq "cancel: stays CANCELLED" "$(job_state cancel1)" CANCELLED
 cmd='echo "{\"training/hptuning/metric\": 0, \"global_step\": 1}" >>"$CLOUD_ML_HP_METRIC_FILE"; echo "start $CLOUD_ML_TRIAL_ID" >>'"$W"'/runs; sleep 1.5; echo "{\"training/hptuning/metric\": $CLOUD_ML_TRIAL_ID, \"global_step\": 2}" >>"$CLOUD_ML_HP_METRIC_FILE"; echo "end $CLOUD_ML_TRIAL_ID" >>'"$W"'/runs'
 hp=',"hyperparameters":{"goal":"MAXIMIZE","algorithm":"RANDOM_SEARCH","maxTrials":4,"maxParallelTrials":2,"params":[{"parameterName":"x","type":"DOUBLE","minValue":0,"maxValue":1}]}'
 api POST /v1/projects/p1/jobs "$(job_json k9tune "$cmd" "$hp")"
-for _ in $(seq 1 200); do grep -q 'start 3' "$W/runs" 2>/dev/null && break; sleep 0.05; done
+wait_file "$W/runs" 'start 3' 10
 before=$(out_of k9tune '[(x["trialId"], x["hyperparameters"]["x"]) for x in t]')
 kill -9 "$KPID"
 wait "$KPID" 2>/dev/null

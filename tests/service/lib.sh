@@ -197,6 +197,19 @@ wait_state() {
     return 1
 }
 
+# wait_file FILE PATTERN [SECONDS]: polls every 50 ms until grep finds
+# PATTERN in FILE (which need not exist yet); 1 with a line saying so after
+# SECONDS (default 5). For a replica's "up", a log line or a daemon message.
+wait_file() {
+    local i
+    for i in $(seq 1 $(( ${3:-5} * 20 ))); do
+        grep -q -- "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "  no '$2' in $1 after ${3:-5} s" >&2
+    return 1
+}
+
 # A Job JSON: job_json ID COMMAND [extra trainingInput JSON members]
 job_json() {
     local cmd
