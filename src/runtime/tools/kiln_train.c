@@ -21,6 +21,7 @@
 #include "kiln/train.h"
 
 #include "ckpt/ckpt.h"
+#include "data/data.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "summary/summary.h"
@@ -503,10 +504,11 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
      * before (the others wait for it in the next step). */
     int split = r->d && r->world > 1 && !kiln__model_replica_state(m);
     if (split) {
-        size_t n = r->test.n, lo = n * (size_t)r->rank / (size_t)r->world;
-        size_t hi = n * (size_t)(r->rank + 1) / (size_t)r->world, ok = 0;
+        size_t n = r->test.n, lo, cnt, ok = 0;
         double ev[2] = {0.0, 0.0};
-        kiln__model_evaluate_sums(m, r->test.x + lo * r->test.dim, r->test.y + lo, hi - lo, &ev[0],
+        /* the whole set as one global batch: the training's slicing */
+        kiln_shard_range(n, n, 0, (uint32_t)r->rank, (uint32_t)r->world, &lo, &cnt);
+        kiln__model_evaluate_sums(m, r->test.x + lo * r->test.dim, r->test.y + lo, cnt, &ev[0],
                                   &ok);
         ev[1] = (double)ok;
         if (sum_over_replicas(r, ev, 2)) {
