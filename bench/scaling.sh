@@ -15,8 +15,15 @@
 #    ind     the bound: two independent k1 trainings at once (no
 #            communication at all), their samples/s summed: what this machine
 #            gives two 1-thread processes at that moment
+#    k2l     the synchronous ceiling: 2 replicas that each run one process
+#            of the bound (the fused single-replica step, batch 128, all the
+#            data) and wait for each other at one barrier per step, nothing
+#            exchanged (KILN_DIST_PROFILE=lockstep, for measuring only). Its
+#            distance from the bound is what keeping replicas in step costs
+#            on this machine, before any byte is exchanged
 #    k2x     (NOCOMM=1 only) k2w with the all-reduce skipped
-#            (KILN_DIST_PROFILE=nocomm: wrong training, for measuring only)
+#            (KILN_DIST_PROFILE=nocomm, unsharded: wrong training, for
+#            measuring only)
 #    ddp     PyTorch DDP (gloo), 2 processes, 1 thread each, global batch 256
 #    ddp1    PyTorch, 1 process, 1 thread, batch 128 (DDP's own baseline)
 #    pind    DDP's bound: two independent ddp1 trainings at once, summed
@@ -24,7 +31,8 @@
 #  Ratios: k2w/k1 (weak), k2z/k1 (weak, sharded), k2s/k1 (strong), ind/k1
 #  (the bound); kiln's speed-up as a fraction of the bound: k2w/ind and
 #  k2z/ind (the issue's goal: >= 0.95), from the bests and, less exposed to
-#  a noisy round, the median of each round's own ratio; DDP's: ddp/pind;
+#  a noisy round, the median of each round's own ratio; k2l/ind (the
+#  synchronous ceiling) and k2z/k2l (kiln's step against it); DDP's: ddp/pind;
 #  k2z/ddp (kiln's 2 replicas against DDP's), ddp/ddp1 (DDP's weak scaling).
 #  full: 5 epochs of the MLP at global batch 128, 1 replica vs 2 replicas, and
 #  DDP 2 processes: test accuracy (convergence at the same global batch).
@@ -33,7 +41,9 @@
 # training steps only. PyTorch gets OPENBLAS_CORETYPE=SkylakeX (Debian's
 # OpenBLAS otherwise picks generic kernels on this CPU); kiln gets nothing (it
 # fixes the core choice itself). Env: BUILD (default build-rel), ROUNDS (5),
-# STEPS (mlp 300, cnn 40), DATA_DIR, KILN_EXTRA (more kiln-train flags).
+# STEPS (mlp 300, cnn 40), DATA_DIR, KILN_EXTRA (more kiln-train flags),
+# PEERS=0 (leave PyTorch out: kiln against its bound and ceiling only, about
+# a sixth of the time per round, for the many rounds this noisy VM needs).
 # The machine's 2 cores are shared: only ratios from the same run mean much.
 set -eu
 WHICH=${1:-both}
@@ -50,10 +60,10 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 num() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | tail -1; }
 best() { awk 'BEGIN{m=0} {if ($1+0 > m) m=$1+0} END{printf "%.1f", m}' "$1"; }
-ratio() { awk "BEGIN{printf \"%.2f\", $1 / $2}"; }
+ratio() { awk "BEGIN{if ($2 + 0 == 0) printf \"n/a\"; else printf \"%.2f\", $1 / $2}"; }
 # the median over the rounds of file1's value / file2's value in that round
-rmedian() { paste "$1" "$2" | awk '{print $1 / $2}' | sort -g |
-    awk '{v[NR] = $1} END {printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+rmedian() { paste "$1" "$2" | awk '$2 + 0 != 0 {print $1 / $2}' | sort -g |
+    awk '{v[NR] = $1} END {if (!NR) printf "n/a"; else printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 kiln() { # model, steps, extra flags...
     m=$1; s=$2; shift 2
@@ -76,7 +86,7 @@ speed() {
     M=$1
     if [ "$M" = cnn ]; then S=${STEPS:-40}; else S=${STEPS:-300}; fi
     echo "== speed: $M, $S steps, $ROUNDS rounds (samples/s of all replicas)"
-    for k in k1 k2w k2z k2s ind k2x ddp ddp1 pind; do : > "$T/$M.$k"; done
+    for k in k1 k2w k2z k2s ind k2l k2x ddp ddp1 pind; do : > "$T/$M.$k"; done
     r=0
     while [ $r -lt "$ROUNDS" ]; do
         r=$((r + 1))
@@ -90,29 +100,42 @@ speed() {
         kiln "$M" "$S" --batch_size=128 > "$T/ind.b"
         wait $pa
         awk '{s += $1} END {printf "%.1f\n", s}' "$T/ind.a" "$T/ind.b" >> "$T/$M.ind"
+        # (their per-replica timing lines go to /dev/null)
+        KENV=KILN_DIST_PROFILE=lockstep
+        kiln "$M" "$S" --batch_size=256 --world_size=2 2> /dev/null >> "$T/$M.k2l"
         if [ "${NOCOMM:-0}" = 1 ]; then
-            KENV=KILN_DIST_PROFILE=nocomm # (its per-replica timing lines go to /dev/null)
-            kiln "$M" "$S" --batch_size=256 --world_size=2 2> /dev/null >> "$T/$M.k2x"
-            KENV=
+            KENV=KILN_DIST_PROFILE=nocomm
+            kiln "$M" "$S" --batch_size=256 --world_size=2 --shard_optimizer=0 2> /dev/null >> "$T/$M.k2x"
         fi
-        ddp "$M" "$S" 2 256 >> "$T/$M.ddp"
-        pt1 "$M" "$S" >> "$T/$M.ddp1"
-        pt1 "$M" "$S" > "$T/pind.a" &
-        pa=$!
-        pt1 "$M" "$S" > "$T/pind.b"
-        wait $pa
-        awk '{s += $1} END {printf "%.1f\n", s}' "$T/pind.a" "$T/pind.b" >> "$T/$M.pind"
-        echo "   round $r: kiln 1x128 $(tail -1 "$T/$M.k1")  kiln 2x128 all-reduce $(tail -1 "$T/$M.k2w")  sharded $(tail -1 "$T/$M.k2z")  kiln 2x64 $(tail -1 "$T/$M.k2s")  bound $(tail -1 "$T/$M.ind")  ddp 2x128 $(tail -1 "$T/$M.ddp")  torch 1x128 $(tail -1 "$T/$M.ddp1")  torch bound $(tail -1 "$T/$M.pind")"
+        KENV=
+        if [ "${PEERS:-1}" = 0 ]; then
+            for k in ddp ddp1 pind; do echo 0 >> "$T/$M.$k"; done
+        else
+            ddp "$M" "$S" 2 256 >> "$T/$M.ddp"
+            pt1 "$M" "$S" >> "$T/$M.ddp1"
+            pt1 "$M" "$S" > "$T/pind.a" &
+            pa=$!
+            pt1 "$M" "$S" > "$T/pind.b"
+            wait $pa
+            awk '{s += $1} END {printf "%.1f\n", s}' "$T/pind.a" "$T/pind.b" >> "$T/$M.pind"
+        fi
+        echo "   round $r: kiln 1x128 $(tail -1 "$T/$M.k1")  kiln 2x128 all-reduce $(tail -1 "$T/$M.k2w")  sharded $(tail -1 "$T/$M.k2z")  kiln 2x64 $(tail -1 "$T/$M.k2s")  bound $(tail -1 "$T/$M.ind")  lockstep $(tail -1 "$T/$M.k2l")  ddp 2x128 $(tail -1 "$T/$M.ddp")  torch 1x128 $(tail -1 "$T/$M.ddp1")  torch bound $(tail -1 "$T/$M.pind")"
     done
     K1=$(best "$T/$M.k1"); K2W=$(best "$T/$M.k2w"); K2Z=$(best "$T/$M.k2z"); K2S=$(best "$T/$M.k2s")
     IND=$(best "$T/$M.ind"); D2=$(best "$T/$M.ddp"); D1=$(best "$T/$M.ddp1"); PIND=$(best "$T/$M.pind")
-    echo "RESULT $M best of $ROUNDS: kiln 1 replica $K1, 2 replicas x128 $K2Z (sharded, the default; all-reduce $K2W), 2 replicas x64 $K2S, two independent $IND; DDP 2x128 $D2, PyTorch 1x128 $D1, two independent $PIND samples/s"
+    echo "RESULT $M best of $ROUNDS: kiln 1 replica $K1, 2 replicas x128 $K2Z (sharded, the default; all-reduce $K2W), 2 replicas x64 $K2S, two independent $IND samples/s"
     echo "RESULT $M kiln scaling: weak (2x128 vs 1x128) sharded $(ratio "$K2Z" "$K1")x, all-reduce $(ratio "$K2W" "$K1")x, strong (global 128) $(ratio "$K2S" "$K1")x; the bound (two independent trainings) $(ratio "$IND" "$K1")x"
-    echo "RESULT $M speed-up as a fraction of the bound, bests: kiln sharded $(ratio "$K2Z" "$IND"), all-reduce $(ratio "$K2W" "$IND") (goal >= 0.95); PyTorch DDP $(ratio "$D2" "$PIND") (its bound $(ratio "$PIND" "$D1")x)"
-    echo "RESULT $M speed-up as a fraction of the bound, median of the $ROUNDS rounds' own ratios: kiln sharded $(rmedian "$T/$M.k2z" "$T/$M.ind"), all-reduce $(rmedian "$T/$M.k2w" "$T/$M.ind"); PyTorch DDP $(rmedian "$T/$M.ddp" "$T/$M.pind")"
+    echo "RESULT $M speed-up as a fraction of the bound, bests: kiln sharded $(ratio "$K2Z" "$IND"), all-reduce $(ratio "$K2W" "$IND") (goal >= 0.95)"
+    echo "RESULT $M speed-up as a fraction of the bound, median of the $ROUNDS rounds' own ratios: kiln sharded $(rmedian "$T/$M.k2z" "$T/$M.ind"), all-reduce $(rmedian "$T/$M.k2w" "$T/$M.ind")"
+    echo "RESULT $M the synchronous ceiling (2 replicas, one barrier per step, nothing exchanged) as a fraction of the bound: median $(rmedian "$T/$M.k2l" "$T/$M.ind"), bests $(ratio "$(best "$T/$M.k2l")" "$IND"); kiln sharded as a fraction of that ceiling: median $(rmedian "$T/$M.k2z" "$T/$M.k2l"), bests $(ratio "$K2Z" "$(best "$T/$M.k2l")")"
     if [ "${NOCOMM:-0}" = 1 ]; then
-        echo "RESULT $M 2 replicas with the all-reduce skipped: $(ratio "$(best "$T/$M.k2x")" "$K1")x"
+        echo "RESULT $M 2 replicas with the all-reduce skipped (no barrier either), as a fraction of the bound: median $(rmedian "$T/$M.k2x" "$T/$M.ind"), bests $(ratio "$(best "$T/$M.k2x")" "$IND")"
     fi
+    if [ "${PEERS:-1}" = 0 ]; then
+        echo "RESULT $M PyTorch left out (PEERS=0)"
+        return
+    fi
+    echo "RESULT $M PyTorch best of $ROUNDS: DDP 2x128 $D2, PyTorch 1x128 $D1, two independent $PIND samples/s; DDP's speed-up as a fraction of its bound: bests $(ratio "$D2" "$PIND") (its bound $(ratio "$PIND" "$D1")x), median $(rmedian "$T/$M.ddp" "$T/$M.pind")"
     echo "RESULT $M kiln 2 replicas / PyTorch DDP 2 processes: sharded $(ratio "$K2Z" "$D2")x, all-reduce $(ratio "$K2W" "$D2")x (DDP's own weak scaling $(ratio "$D2" "$D1")x)"
 }
 

@@ -24,6 +24,18 @@ h1=$(sed -n 's/.*params \([0-9a-f]*\).*/\1/p' "$TMP/r1")
 # loss A -> B with B < A (the program also exits 1 otherwise)
 awk '{for (i = 1; i < NF; i++) if ($i == "loss") { a = $(i+1); b = $(i+3) }}
      END { exit !(b + 0 < a + 0) }' "$TMP/r0" || fail "loss did not go down"
+# the measuring mode KILN_DIST_PROFILE=lockstep (docs/distributed.md): each
+# step is the single-replica step on the caller's slice, then a barrier;
+# nothing is exchanged, so the replicas end apart (and the program exits 1)
+CL='"cluster": {"chief": ["localhost:2222"], "worker": ["localhost:2223"]}'
+KILN_COLL_KEY="$KILN_COLL_KEY-ls" KILN_DIST_PROFILE=lockstep \
+    TF_CONFIG="{$CL, \"task\": {\"type\": \"chief\", \"index\": 0}}" "$BIN" > "$TMP/l0" 2> "$TMP/le0" &
+p0=$!
+KILN_COLL_KEY="$KILN_COLL_KEY-ls" KILN_DIST_PROFILE=lockstep \
+    TF_CONFIG="{$CL, \"task\": {\"type\": \"worker\", \"index\": 0}}" "$BIN" > "$TMP/l1" 2> "$TMP/le1"
+wait $p0
+grep -q "replicas differ" "$TMP/l0" && grep -q "ms/step in the barrier" "$TMP/le0" &&
+    grep -q "ms/step in the barrier" "$TMP/le1" || fail "lockstep: not the step and barrier alone"
 # one replica, no TF_CONFIG
 env -u TF_CONFIG -u CLUSTER_SPEC "$BIN" > "$TMP/one" 2> "$TMP/eone" || fail "one replica failed"
 grep -q "rank 0 of 1" "$TMP/one" || fail "one replica: not rank 0 of 1"

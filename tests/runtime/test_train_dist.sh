@@ -193,6 +193,27 @@ ok "--bucket_bytes alone: the unsharded all-reduce, in buckets (got $rc)" \
 KILN_DIST_PROFILE=1 "$KT" mnist $ARGS --world_size=2 > /dev/null 2> "$TMP/e12"; rc=$?
 ok "no flag: the optimizer sharded (got $rc)" \
     '[ $rc = 0 ] && grep -q "sharded optimizer" "$TMP/e12"'
+# the measuring modes. nocomm: the gradient-sync step with nothing summed,
+# unsharded (the sharded step cannot skip its exchange), so the replicas
+# train apart from the first step on
+# shellcheck disable=SC2086
+KILN_DIST_PROFILE=nocomm "$KT" mnist $ARGS --world_size=2 --check_replicas_identical \
+    > /dev/null 2> "$TMP/nocomm.err"; rc=$?
+ok "KILN_DIST_PROFILE=nocomm: unsharded, the replicas diverge (got $rc: $(grep -m1 diverged "$TMP/nocomm.err"))" \
+    '[ $rc != 0 ] && grep -q "replicas diverged after step 1" "$TMP/nocomm.err" &&
+     ! grep -q "sharded optimizer" "$TMP/nocomm.err"'
+# lockstep: each replica runs the single-replica step on all the data (one
+# process of the bound) and waits at a barrier after it: the same training as
+# one process at the per-replica batch, so the same final test figures
+# shellcheck disable=SC2086
+KILN_DIST_PROFILE=lockstep "$KT" mnist $ARGS --world_size=2 --check_replicas_identical \
+    > "$TMP/lockstep.log" 2> "$TMP/lockstep.err"; rc=$?
+# shellcheck disable=SC2086
+"$KT" mnist $ARGS --batch_size=32 > "$TMP/half.log" 2> /dev/null
+ok "KILN_DIST_PROFILE=lockstep: both replicas in the barrier, trained like 1 replica at batch 32 (got $rc)" \
+    '[ $rc = 0 ] && [ "$(grep -c "ms/step in the barrier" "$TMP/lockstep.err")" = 2 ] &&
+     [ "$(tail -1 "$TMP/lockstep.log" | grep -o "test_loss\":[0-9.]*")" = \
+       "$(tail -1 "$TMP/half.log" | grep -o "test_loss\":[0-9.]*")" ]'
 # shellcheck disable=SC2086
 "$KT" mnist $ARGS --distribution_strategy=bogus > /dev/null 2> "$TMP/e7"; rc=$?
 ok "unknown strategy refused" '[ $rc = 2 ] && grep -q "multi_worker_mirrored or parameter_server" "$TMP/e7"'

@@ -44,7 +44,12 @@ struct kiln__allreduce {
     int inline_ar, nbuckets;
     kiln_comm_ticket tickets[MAX_BUCKETS];
     /* $KILN_DIST_PROFILE: seconds spent in the sync callbacks, printed at free */
-    int profile, skip_comm; /* skip_comm: $KILN_DIST_PROFILE=nocomm, for measuring only */
+    /* For measuring only (docs/distributed.md): skip_comm,
+     * $KILN_DIST_PROFILE=nocomm, the gradient-sync step with nothing summed
+     * (the replicas train apart); lockstep, $KILN_DIST_PROFILE=lockstep, the
+     * fused single-replica step on the whole data (what each process of the
+     * bound runs) and one barrier per step, nothing exchanged */
+    int profile, skip_comm, lockstep;
     double t_ready, t_wait;
     uint64_t steps;
     /* shard_optimizer */
@@ -163,6 +168,7 @@ kiln_err kiln__ar_attach(kiln_strategy *s, kiln_model *m)
     d->m = m;
     const char *pe = getenv("KILN_DIST_PROFILE");
     d->profile = pe && *pe && strcmp(pe, "0") != 0;
+    d->lockstep = pe && strcmp(pe, "lockstep") == 0;
     d->skip_comm = pe && strcmp(pe, "nocomm") == 0;
     d->inline_ar = s->cfg.inline_allreduce;
     size_t bucket_bytes = s->cfg.bucket_bytes;
@@ -198,8 +204,9 @@ kiln_err kiln__ar_attach(kiln_strategy *s, kiln_model *m)
                                .ud = d,
                                .bucket_ready = on_bucket_ready,
                                .bucket_wait = on_bucket_wait};
-    if (s->cfg.shard_optimizer && kiln_comm_world_size(d->c) > 1 && kiln_comm_sharding(d->c) &&
-        kiln_comm_world_size(d->c) <= KILN_OPT_MAX_SRC) {
+    /* the measuring modes skip the exchange, which the sharded step cannot */
+    if (s->cfg.shard_optimizer && !d->skip_comm && !d->lockstep && kiln_comm_world_size(d->c) > 1 &&
+        kiln_comm_sharding(d->c) && kiln_comm_world_size(d->c) <= KILN_OPT_MAX_SRC) {
         if (!(d->pflat = kiln_comm_alloc_f32(d->c, d->ngrad + 1))) {
             e = kiln__strategy_fail(s, KILN_EIO, "parameter buffer: %s", kiln_comm_error(d->c));
             kiln_comm_free(d->c, g);
@@ -240,6 +247,18 @@ void kiln__ar_free(kiln_strategy *s)
                 kiln_comm_rank(d->c), (unsigned long long)d->steps,
                 1e3 * d->t_wait / (double)d->steps, 1e3 * d->t_apply / (double)d->steps,
                 1e3 * d->t_ready / (double)d->steps);
+    else if (d->profile && d->steps && d->lockstep)
+        fprintf(stderr,
+                "kiln: replica %d: %llu steps, lockstep (measuring only: the single-replica "
+                "step on all the data, nothing exchanged): %.3f ms/step in the barrier\n",
+                kiln_comm_rank(d->c), (unsigned long long)d->steps,
+                1e3 * d->t_ready / (double)d->steps);
+    else if (d->profile && d->steps && d->skip_comm)
+        fprintf(stderr,
+                "kiln: replica %d: %llu steps, no communication (measuring only: the replicas "
+                "train apart): %.3f ms/step in the sync callbacks\n",
+                kiln_comm_rank(d->c), (unsigned long long)d->steps,
+                1e3 * d->t_ready / (double)d->steps);
     else if (d->profile && d->steps)
         fprintf(stderr,
                 "kiln: replica %d: %llu steps, %d bucket(s): %.3f ms/step in all-reduce "
@@ -261,6 +280,17 @@ static kiln_err comm_failed(kiln_strategy *s, const char *what)
                                kiln_comm_error(s->ar->c));
 }
 
+/* $KILN_DIST_PROFILE=lockstep: the barrier that follows each fused step. */
+static kiln_err lockstep_barrier(kiln__allreduce *d)
+{
+    double t0 = mono_s();
+    kiln_comm_set_step(d->c, (int64_t)kiln_model_step(d->m));
+    kiln_err e = kiln_comm_barrier(d->c);
+    d->t_ready += mono_s() - t0;
+    d->steps++;
+    return e;
+}
+
 /* Calls that need a group: none (one replica) is fine for most, a no-op. */
 static int grouped(const kiln_strategy *s)
 {
@@ -274,6 +304,11 @@ kiln_err kiln__ar_step(kiln_strategy *s, kiln_model *m, const float *x, const ui
         if (kiln_model_train_step(m, x, y, n, loss, correct))
             return kiln__strategy_fail(s, KILN_EINVAL, "%s", kiln_model_error(m));
         return KILN_OK;
+    }
+    if (s->ar->lockstep) {
+        if (kiln_model_train_step(m, x, y, n, loss, correct))
+            return kiln__strategy_fail(s, KILN_EINVAL, "%s", kiln_model_error(m));
+        return lockstep_barrier(s->ar) == KILN_OK ? KILN_OK : comm_failed(s, "lockstep barrier");
     }
     int N = global_n > 0 ? global_n : n * s->world;
     float scale = N > 0 ? (float)n / (float)N : 0.0f;
@@ -292,7 +327,7 @@ const kiln_grad_sync *kiln_strategy_grad_sync(const kiln_strategy *s)
 
 int kiln_strategy_stop_requested(const kiln_strategy *s)
 {
-    if (!s->ar) return s->cfg.stop && *s->cfg.stop;
+    if (!s->ar || s->ar->lockstep) return s->cfg.stop && *s->cfg.stop;
     return s->ar->sync.grads[s->ar->ngrad] > 0.5f;
 }
 
@@ -394,9 +429,39 @@ kiln_err kiln_strategy_sum(kiln_strategy *s, double *v, int n)
     return KILN_OK;
 }
 
+/* $KILN_DIST_PROFILE=lockstep: the caller's callbacks, after the barrier */
+typedef struct lockstep_cb {
+    kiln__allreduce *d;
+    const kiln_callbacks *user;
+    int failed;
+} lockstep_cb;
+
+static int ls_epoch_begin(void *ud, kiln_model *m, uint64_t epoch, uint64_t spe)
+{
+    const kiln_callbacks *u = ((lockstep_cb *)ud)->user;
+    return u->on_epoch_begin ? u->on_epoch_begin(u->ud, m, epoch, spe) : 0;
+}
+
+static int ls_step_end(void *ud, kiln_model *m, const kiln_fit_info *info)
+{
+    lockstep_cb *l = ud;
+    if (lockstep_barrier(l->d) != KILN_OK) {
+        l->failed = 1;
+        return 1;
+    }
+    return l->user->on_step_end ? l->user->on_step_end(l->user->ud, m, info) : 0;
+}
+
+static int ls_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *info)
+{
+    const kiln_callbacks *u = ((lockstep_cb *)ud)->user;
+    return u->on_epoch_end ? u->on_epoch_end(u->ud, m, info) : 0;
+}
+
 int kiln_strategy_fit(kiln_strategy *s, kiln_model *m, const kiln_data *data,
                       const kiln_fit_opts *opts, const kiln_callbacks *cb)
 {
+    static const kiln_callbacks none = {0};
     if (s->kind == KILN_STRATEGY_PARAMETER_SERVER || s->role != KILN_ROLE_REPLICA || s->m != m) {
         kiln__strategy_fail(s, KILN_EINVAL,
                             "fit: an all-reduce replica attached to this model only");
@@ -406,6 +471,23 @@ int kiln_strategy_fit(kiln_strategy *s, kiln_model *m, const kiln_data *data,
     fo.rank = (uint32_t)s->rank;
     fo.world = (uint32_t)s->world;
     fo.sync = kiln_strategy_grad_sync(s);
+    if (s->ar && s->ar->lockstep) { /* every replica: one process of the bound */
+        lockstep_cb l = {.d = s->ar, .user = cb ? cb : &none};
+        kiln_callbacks w = {.ud = &l,
+                            .on_epoch_begin = ls_epoch_begin,
+                            .on_step_end = ls_step_end,
+                            .on_epoch_end = ls_epoch_end};
+        fo.rank = 0;
+        fo.world = 1;
+        fo.sync = NULL;
+        int r = kiln_model_fit(m, data, &fo, &w);
+        if (l.failed) {
+            comm_failed(s, "lockstep barrier");
+            return -1;
+        }
+        if (r < 0) kiln__strategy_fail(s, KILN_EINVAL, "training failed: %s", kiln_model_error(m));
+        return r;
+    }
     int r = kiln_model_fit(m, data, &fo, cb);
     if (r < 0) {
         if (s->ar && *kiln_comm_error(s->ar->c))
