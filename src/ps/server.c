@@ -14,7 +14,7 @@
  * refused, since applying it could repeat an update. */
 #include "kiln/ps.h"
 
-#include "optim/optim.h"
+#include "optim/update.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,4 +1,5 @@
-/* optim/optim.c - SGD with momentum and Adam. */
+/* optim/optim.c - SGD with momentum and Adam, on the thread pool, with the
+ * per-element arithmetic of optim/update.c. */
 #include "optim/optim.h"
 
 #include "collective/shm/sum.h"
@@ -7,34 +8,6 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
-
-void kiln_sgd_update_ref(float *p, const float *g, float *v, size_t n, float lr, float momentum)
-{
-    for (size_t i = 0; i < n; i++) {
-        v[i] = momentum * v[i] + g[i];
-        p[i] -= lr * v[i];
-    }
-}
-
-/* Bias corrections in double then rounded once, so ref and fast agree. */
-static void adam_consts(float lr, float b1, float b2, uint64_t t, float *step, float *sqrt_bc2)
-{
-    double bc1 = 1.0 - pow((double)b1, (double)t), bc2 = 1.0 - pow((double)b2, (double)t);
-    *step = (float)(lr / bc1);
-    *sqrt_bc2 = (float)sqrt(bc2);
-}
-
-void kiln_adam_update_ref(float *p, const float *g, float *m, float *v, size_t n, float lr,
-                          float b1, float b2, float eps, uint64_t t)
-{
-    float step, sbc2;
-    adam_consts(lr, b1, b2, t, &step, &sbc2);
-    for (size_t i = 0; i < n; i++) {
-        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-        p[i] -= step * m[i] / (sqrtf(v[i]) / sbc2 + eps);
-    }
-}
 
 /* One pass of the thread pool over `count` buffers: bufs (opt_task) or
  * shards (shard_task); adam 0 is SGD with momentum. */
@@ -60,7 +33,7 @@ static void run_adam(opt_ctx *c, void (*task)(void *, int, int), float lr, float
     c->b1 = b1;
     c->b2 = b2;
     c->eps = eps;
-    adam_consts(lr, b1, b2, t, &c->step, &c->sbc2);
+    kiln__adam_consts(lr, b1, b2, t, &c->step, &c->sbc2);
     c->parts = kiln_get_threads();
     kiln__parallel_for(c->parts, task, c);
 }
@@ -181,7 +154,7 @@ void kiln_adam_shard_ref(const kiln_opt_shard *b, float lr, float b1, float b2, 
                          uint64_t t)
 {
     float step, sbc2;
-    adam_consts(lr, b1, b2, t, &step, &sbc2);
+    kiln__adam_consts(lr, b1, b2, t, &step, &sbc2);
     for (size_t i = 0; i < b->n; i++) {
         float g = gsum(b, i);
         b->s1[i] = b1 * b->s1[i] + (1.0f - b1) * g;
@@ -255,12 +228,4 @@ void kiln_adam_shard(const kiln_opt_shard *bufs, int count, float lr, float b1, 
 {
     opt_ctx c = {.shards = bufs, .count = count};
     run_adam(&c, shard_task, lr, b1, b2, eps, t);
-}
-
-float kiln_lr_cosine(double base, uint64_t step, uint64_t total)
-{
-    if (total == 0) return (float)base;
-    double f = (double)step / (double)total;
-    if (f > 1.0) f = 1.0;
-    return (float)(base * 0.5 * (1.0 + cos(3.14159265358979323846 * f)));
 }
