@@ -42,7 +42,7 @@ typedef struct kiln_opt_shard {
 } kiln_opt_shard;
 
 /* Plain references: one loop, sum then update, as kiln__sum_ref and the
- * _ref updates above. */
+ * _ref updates of optim/update.h. */
 void kiln_sgd_shard_ref(const kiln_opt_shard *b, float lr, float momentum);
 void kiln_adam_shard_ref(const kiln_opt_shard *b, float lr, float b1, float b2, float eps,
                          uint64_t t);
