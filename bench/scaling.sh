@@ -128,6 +128,9 @@ speed() {
     echo "RESULT $M speed-up as a fraction of the bound, bests: kiln sharded $(ratio "$K2Z" "$IND"), all-reduce $(ratio "$K2W" "$IND") (goal >= 0.95)"
     echo "RESULT $M speed-up as a fraction of the bound, median of the $ROUNDS rounds' own ratios: kiln sharded $(rmedian "$T/$M.k2z" "$T/$M.ind"), all-reduce $(rmedian "$T/$M.k2w" "$T/$M.ind")"
     echo "RESULT $M the synchronous ceiling (2 replicas, one barrier per step, nothing exchanged) as a fraction of the bound: median $(rmedian "$T/$M.k2l" "$T/$M.ind"), bests $(ratio "$(best "$T/$M.k2l")" "$IND"); kiln sharded as a fraction of that ceiling: median $(rmedian "$T/$M.k2z" "$T/$M.k2l"), bests $(ratio "$K2Z" "$(best "$T/$M.k2l")")"
+    # how much the machine itself moved between rounds: the bound is the same
+    # work every time, so its spread is the noise every other column carries
+    echo "RESULT $M the bound over the $ROUNDS rounds: $(sort -g "$T/$M.ind" | awk '{v[NR] = $1} END {printf "%.0f to %.0f samples/s, the highest %.2fx the lowest", v[1], v[NR], v[NR] / v[1]}') (a spread above ~1.1x: compare medians of many rounds, not single rounds)"
     if [ "${NOCOMM:-0}" = 1 ]; then
         echo "RESULT $M 2 replicas with the all-reduce skipped (no barrier either), as a fraction of the bound: median $(rmedian "$T/$M.k2x" "$T/$M.ind"), bests $(ratio "$(best "$T/$M.k2x")" "$IND")"
     fi
