@@ -185,6 +185,12 @@ kiln_err kiln_strategy_check_replicas(kiln_strategy *s, kiln_model *m, int *firs
 kiln_err kiln_strategy_gather_state(kiln_strategy *s, kiln_model *m);
 /* Is the optimizer sharded (shard_optimizer asked for, and possible here)? */
 int kiln_strategy_sharded(const kiln_strategy *s);
+/* The measuring mode of $KILN_DIST_PROFILE this replica runs ("nocomm" or
+ * "lockstep", docs/distributed.md: the replicas exchange nothing, so this is
+ * not training), or NULL (also before attach, with one replica, and for
+ * parameter_server). With one, the optimizer is not sharded and no
+ * all-reduce runs: a caller should refuse options that tune them. */
+const char *kiln_strategy_measuring(const kiln_strategy *s);
 /* v[0..n) summed over the replicas in place (n <= 8; float precision:
  * for logged statistics). Collective. */
 kiln_err kiln_strategy_sum(kiln_strategy *s, double *v, int n);

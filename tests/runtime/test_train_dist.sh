@@ -212,8 +212,18 @@ KILN_DIST_PROFILE=lockstep "$KT" mnist $ARGS --world_size=2 --check_replicas_ide
 "$KT" mnist $ARGS --batch_size=32 > "$TMP/half.log" 2> /dev/null
 ok "KILN_DIST_PROFILE=lockstep: both replicas in the barrier, trained like 1 replica at batch 32 (got $rc)" \
     '[ $rc = 0 ] && [ "$(grep -c "ms/step in the barrier" "$TMP/lockstep.err")" = 2 ] &&
+     [ -n "$(tail -1 "$TMP/half.log" | grep -o "test_loss\":[0-9.]*")" ] &&
      [ "$(tail -1 "$TMP/lockstep.log" | grep -o "test_loss\":[0-9.]*")" = \
        "$(tail -1 "$TMP/half.log" | grep -o "test_loss\":[0-9.]*")" ]'
+# a measuring mode exchanges nothing: the flags that tune the exchange are
+# refused, not accepted and ignored (=0, what runs anyway, is fine above)
+for f in --shard_optimizer --allreduce=inline; do
+    # shellcheck disable=SC2086
+    KILN_DIST_PROFILE=nocomm "$KT" mnist $ARGS --world_size=2 $f > /dev/null 2> "$TMP/idle.err"
+    rc=$?
+    ok "KILN_DIST_PROFILE=nocomm with $f refused (got $rc: $(head -1 "$TMP/idle.err"))" \
+        '[ $rc != 0 ] && grep -q -- "$f: KILN_DIST_PROFILE=nocomm measures a step that exchanges nothing" "$TMP/idle.err"'
+done
 # shellcheck disable=SC2086
 "$KT" mnist $ARGS --distribution_strategy=bogus > /dev/null 2> "$TMP/e7"; rc=$?
 ok "unknown strategy refused" '[ $rc = 2 ] && grep -q "multi_worker_mirrored or parameter_server" "$TMP/e7"'

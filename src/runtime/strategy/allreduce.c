@@ -35,6 +35,9 @@
 
 #define MAX_BUCKETS 256
 
+/* kiln_strategy_measuring's names, by the measure field below */
+static const char *const measure_names[] = {NULL, "nocomm", "lockstep"};
+
 struct kiln__allreduce {
     kiln_strategy *s;
     kiln_comm *c;
@@ -44,12 +47,13 @@ struct kiln__allreduce {
     int inline_ar, nbuckets;
     kiln_comm_ticket tickets[MAX_BUCKETS];
     /* $KILN_DIST_PROFILE: seconds spent in the sync callbacks, printed at free */
-    /* For measuring only (docs/distributed.md): skip_comm,
-     * $KILN_DIST_PROFILE=nocomm, the gradient-sync step with nothing summed
-     * (the replicas train apart); lockstep, $KILN_DIST_PROFILE=lockstep, the
-     * fused single-replica step on the whole data (what each process of the
-     * bound runs) and one barrier per step, nothing exchanged */
-    int profile, skip_comm, lockstep;
+    int profile;
+    /* $KILN_DIST_PROFILE's measuring modes (docs/distributed.md), in which
+     * nothing is exchanged: nocomm, the gradient-sync step with nothing
+     * summed (the replicas train apart); lockstep, the fused single-replica
+     * step on all the data (what each process of the bound runs) and one
+     * barrier per step */
+    enum { MEASURE_OFF, MEASURE_NOCOMM, MEASURE_LOCKSTEP } measure;
     double t_ready, t_wait;
     uint64_t steps;
     /* shard_optimizer */
@@ -77,7 +81,7 @@ static int on_bucket_ready(void *ud, int b, float *data, size_t count)
     }
     if (b == d->nbuckets - 1) /* the stop flag rides in the last bucket */
         d->sync.grads[d->ngrad] = d->s->cfg.stop && *d->s->cfg.stop ? 1.0f : 0.0f;
-    kiln_err e = d->skip_comm   ? KILN_OK
+    kiln_err e = d->measure     ? KILN_OK
                  : d->inline_ar ? kiln_comm_allreduce_sum_f32(d->c, data, count)
                                 : kiln_comm_iallreduce_sum_f32(d->c, data, count, &d->tickets[b]);
     if (d->profile) d->t_ready += mono_s() - t0;
@@ -150,7 +154,7 @@ static int apply_sharded(void *ud, kiln_model *m)
 static int on_bucket_wait(void *ud, int b)
 {
     kiln__allreduce *d = ud;
-    if (d->inline_ar || d->skip_comm) return 0;
+    if (d->inline_ar || d->measure) return 0;
     double t0 = d->profile ? mono_s() : 0;
     kiln_err e = kiln_comm_wait(d->c, d->tickets[b]);
     if (d->profile) d->t_wait += mono_s() - t0;
@@ -168,8 +172,8 @@ kiln_err kiln__ar_attach(kiln_strategy *s, kiln_model *m)
     d->m = m;
     const char *pe = getenv("KILN_DIST_PROFILE");
     d->profile = pe && *pe && strcmp(pe, "0") != 0;
-    d->lockstep = pe && strcmp(pe, "lockstep") == 0;
-    d->skip_comm = pe && strcmp(pe, "nocomm") == 0;
+    for (int i = MEASURE_NOCOMM; pe && i <= MEASURE_LOCKSTEP; i++)
+        if (strcmp(pe, measure_names[i]) == 0) d->measure = i;
     d->inline_ar = s->cfg.inline_allreduce;
     size_t bucket_bytes = s->cfg.bucket_bytes;
     kiln_comm_config cfg;
@@ -205,7 +209,7 @@ kiln_err kiln__ar_attach(kiln_strategy *s, kiln_model *m)
                                .bucket_ready = on_bucket_ready,
                                .bucket_wait = on_bucket_wait};
     /* the measuring modes skip the exchange, which the sharded step cannot */
-    if (s->cfg.shard_optimizer && !d->skip_comm && !d->lockstep && kiln_comm_world_size(d->c) > 1 &&
+    if (s->cfg.shard_optimizer && !d->measure && kiln_comm_world_size(d->c) > 1 &&
         kiln_comm_sharding(d->c) && kiln_comm_world_size(d->c) <= KILN_OPT_MAX_SRC) {
         if (!(d->pflat = kiln_comm_alloc_f32(d->c, d->ngrad + 1))) {
             e = kiln__strategy_fail(s, KILN_EIO, "parameter buffer: %s", kiln_comm_error(d->c));
@@ -247,14 +251,15 @@ void kiln__ar_free(kiln_strategy *s)
                 kiln_comm_rank(d->c), (unsigned long long)d->steps,
                 1e3 * d->t_wait / (double)d->steps, 1e3 * d->t_apply / (double)d->steps,
                 1e3 * d->t_ready / (double)d->steps);
-    else if (d->profile && d->steps && (d->lockstep || d->skip_comm))
+    else if (d->profile && d->steps && d->measure)
         fprintf(stderr, "kiln: replica %d: %llu steps, %s: %.3f ms/step %s\n", kiln_comm_rank(d->c),
                 (unsigned long long)d->steps,
-                d->lockstep ? "lockstep (measuring only: the single-replica step on all the data, "
-                              "nothing exchanged)"
-                            : "no communication (measuring only: the replicas train apart)",
+                d->measure == MEASURE_LOCKSTEP
+                    ? "lockstep (measuring only: the single-replica step on all the data, "
+                      "nothing exchanged)"
+                    : "no communication (measuring only: the replicas train apart)",
                 1e3 * d->t_ready / (double)d->steps,
-                d->lockstep ? "in the barrier" : "in the sync callbacks");
+                d->measure == MEASURE_LOCKSTEP ? "in the barrier" : "in the sync callbacks");
     else if (d->profile && d->steps)
         fprintf(stderr,
                 "kiln: replica %d: %llu steps, %d bucket(s): %.3f ms/step in all-reduce "
@@ -301,7 +306,7 @@ kiln_err kiln__ar_step(kiln_strategy *s, kiln_model *m, const float *x, const ui
             return kiln__strategy_fail(s, KILN_EINVAL, "%s", kiln_model_error(m));
         return KILN_OK;
     }
-    if (s->ar->lockstep) {
+    if (s->ar->measure == MEASURE_LOCKSTEP) {
         if (kiln_model_train_step(m, x, y, n, loss, correct))
             return kiln__strategy_fail(s, KILN_EINVAL, "%s", kiln_model_error(m));
         return lockstep_barrier(s->ar) == KILN_OK ? KILN_OK : comm_failed(s, "lockstep barrier");
@@ -323,7 +328,7 @@ const kiln_grad_sync *kiln_strategy_grad_sync(const kiln_strategy *s)
 
 int kiln_strategy_stop_requested(const kiln_strategy *s)
 {
-    if (!s->ar || s->ar->lockstep) return s->cfg.stop && *s->cfg.stop;
+    if (!s->ar || s->ar->measure == MEASURE_LOCKSTEP) return s->cfg.stop && *s->cfg.stop;
     return s->ar->sync.grads[s->ar->ngrad] > 0.5f;
 }
 
@@ -388,6 +393,11 @@ kiln_err kiln_strategy_check_replicas(kiln_strategy *s, kiln_model *m, int *firs
         }
     }
     return KILN_OK;
+}
+
+const char *kiln_strategy_measuring(const kiln_strategy *s)
+{
+    return s->ar ? measure_names[s->ar->measure] : NULL;
 }
 
 int kiln_strategy_sharded(const kiln_strategy *s)
@@ -471,7 +481,7 @@ int kiln_strategy_fit(kiln_strategy *s, kiln_model *m, const kiln_data *data,
      * count local batches, so a caller that counts examples by the global
      * batch's position in its epoch (kiln-train) miscounts the one step that
      * falls on the global epoch's short last batch: 0.2% of a 300-step run. */
-    if (s->ar && s->ar->lockstep) {
+    if (s->ar && s->ar->measure == MEASURE_LOCKSTEP) {
         lockstep_cb l = {.d = s->ar, .user = cb ? cb : &none};
         kiln_callbacks w = {.ud = &l,
                             .on_epoch_begin = ls_epoch_begin,

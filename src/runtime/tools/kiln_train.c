@@ -679,6 +679,18 @@ static int cmd_mnist(int argc, char **argv)
         goto out;
     }
     r.d = kiln_strategy_grad_sync(r.s) != NULL;
+    /* the measuring modes exchange nothing: a flag that tunes the exchange
+     * would be accepted and not acted on */
+    const char *meas = kiln_strategy_measuring(r.s);
+    const char *idle = r.o.shard_optimizer == 1 ? "--shard_optimizer" : r.o.ar_flag;
+    if (meas && idle) {
+        fprintf(stderr,
+                "kiln-train: %s: KILN_DIST_PROFILE=%s measures a step that exchanges nothing, "
+                "so the flag has nothing to act on; drop it, or unset KILN_DIST_PROFILE to "
+                "train\n",
+                idle, meas);
+        goto out;
+    }
     if (r.o.shard_optimizer == 1 && r.d && !kiln_strategy_sharded(r.s)) {
         /* asked for by name: not honoured is an error, not a quiet fallback */
         fprintf(stderr,
