@@ -108,9 +108,8 @@ speed() {
             kiln "$M" "$S" --batch_size=256 --world_size=2 --shard_optimizer=0 2> /dev/null >> "$T/$M.k2x"
         fi
         KENV=
-        if [ "${PEERS:-1}" = 0 ]; then
-            for k in ddp ddp1 pind; do echo 0 >> "$T/$M.$k"; done
-        else
+        PEERLINE=
+        if [ "${PEERS:-1}" != 0 ]; then
             ddp "$M" "$S" 2 256 >> "$T/$M.ddp"
             pt1 "$M" "$S" >> "$T/$M.ddp1"
             pt1 "$M" "$S" > "$T/pind.a" &
@@ -118,8 +117,9 @@ speed() {
             pt1 "$M" "$S" > "$T/pind.b"
             wait $pa
             awk '{s += $1} END {printf "%.1f\n", s}' "$T/pind.a" "$T/pind.b" >> "$T/$M.pind"
+            PEERLINE="  ddp 2x128 $(tail -1 "$T/$M.ddp")  torch 1x128 $(tail -1 "$T/$M.ddp1")  torch bound $(tail -1 "$T/$M.pind")"
         fi
-        echo "   round $r: kiln 1x128 $(tail -1 "$T/$M.k1")  kiln 2x128 all-reduce $(tail -1 "$T/$M.k2w")  sharded $(tail -1 "$T/$M.k2z")  kiln 2x64 $(tail -1 "$T/$M.k2s")  bound $(tail -1 "$T/$M.ind")  lockstep $(tail -1 "$T/$M.k2l")  ddp 2x128 $(tail -1 "$T/$M.ddp")  torch 1x128 $(tail -1 "$T/$M.ddp1")  torch bound $(tail -1 "$T/$M.pind")"
+        echo "   round $r: kiln 1x128 $(tail -1 "$T/$M.k1")  kiln 2x128 all-reduce $(tail -1 "$T/$M.k2w")  sharded $(tail -1 "$T/$M.k2z")  kiln 2x64 $(tail -1 "$T/$M.k2s")  bound $(tail -1 "$T/$M.ind")  lockstep $(tail -1 "$T/$M.k2l")$PEERLINE"
     done
     K1=$(best "$T/$M.k1"); K2W=$(best "$T/$M.k2w"); K2Z=$(best "$T/$M.k2z"); K2S=$(best "$T/$M.k2s")
     IND=$(best "$T/$M.ind"); D2=$(best "$T/$M.ddp"); D1=$(best "$T/$M.ddp1"); PIND=$(best "$T/$M.pind")
