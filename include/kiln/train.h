@@ -91,6 +91,45 @@ double kiln_model_forward_macs(const kiln_model *m);
  * weight gradient and input gradient (none for the first such layer). */
 double kiln_model_train_flops(const kiln_model *m);
 
+/* ---- devices and precision ----
+ * A model computes on the CPU (the default) or on one GPU, named as
+ * TensorFlow names devices: "/cpu:0", "/gpu:N" (also "gpu:N",
+ * "/device:GPU:N"), N counting the GPUs this process sees, after
+ * CUDA_VISIBLE_DEVICES. Choose before compile; a device that does not exist,
+ * or a GPU this build or machine cannot drive, is an error naming it (never
+ * a quiet CPU run).
+ *
+ * On a GPU the parameters, gradients, optimizer state and activations live
+ * in the GPU's memory, and a training step runs there without a host round
+ * trip per layer (a captured CUDA graph once the step's shapes are steady).
+ * kiln_model_buffer's data are then host copies: brought up to date when
+ * they are asked for (kiln_model_sync_host says whether that worked), and
+ * written back to the device before the next step, so a checkpoint restored
+ * into them takes effect. Checkpoints have the same format on every device. */
+int kiln_model_set_device(kiln_model *m, const char *device);
+/* The device as set ("/cpu:0" by default) */
+const char *kiln_model_device(const kiln_model *m);
+/* What the device is: "CPU", "NVIDIA H100 80GB HBM3" (after compile). */
+const char *kiln_model_device_name(const kiln_model *m);
+
+typedef enum kiln_precision {
+    KILN_PRECISION_FP32 = 0, /* fp32 arithmetic throughout (TF32 off on GPUs) */
+    KILN_PRECISION_TF32 = 1, /* fp32 storage; GEMMs and convolutions on TF32 tensor cores */
+    KILN_PRECISION_BF16 = 2, /* mixed: bf16 compute, fp32 master weights */
+    KILN_PRECISION_FP16 = 3, /* mixed: fp16 compute, fp32 master weights, loss scaling */
+} kiln_precision;
+/* "fp32", "tf32", "bf16", "fp16"; -1 for anything else */
+int kiln_precision_parse(const char *s);
+const char *kiln_precision_name(kiln_precision p);
+/* Before compile. TF32 needs a GPU (the CPU has no TF32 arithmetic); the
+ * sequential models take fp32 and tf32 (bf16 and fp16 are refused here, by
+ * name: see docs/gpu.md). */
+int kiln_model_set_precision(kiln_model *m, kiln_precision p);
+/* Brings the host copies of the model's state (kiln_model_buffer) up to
+ * date with the device; a no-op on the CPU. 0, or -1 with the device's
+ * error in kiln_model_error. */
+int kiln_model_sync_host(kiln_model *m);
+
 /* One optimizer step on n <= batch_size examples (x: n * input_dim floats,
  * y: n labels). loss (mean over n) and correct may be NULL. */
 int kiln_model_train_step(kiln_model *m, const float *x, const uint8_t *y, int n, float *loss,

@@ -13,6 +13,8 @@
 extern "C" {
 #endif
 
+#define KILN_CU_BLAS_WS ((size_t)32 << 20)
+
 struct kiln_cuda_ctx {
     int device;
     cudaStream_t stream;      /* compute */
@@ -24,6 +26,8 @@ struct kiln_cuda_ctx {
     size_t ws_bytes;
     float *scratch; /* conv weights in cuDNN's layout; xent per-row losses */
     size_t scratch_bytes;
+    unsigned long mem_epoch; /* + 1 each time ws or scratch is replaced (graphs) */
+    void *blas_ws;           /* cuBLAS's workspace, set once: graph capture must not allocate */
     int tf32;
     char err[512];
 };

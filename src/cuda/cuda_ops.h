@@ -153,6 +153,41 @@ kiln_err kiln_cu_cast_from_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, float *dst, c
  * it back, then kiln_loss_scaler_update). factor = 1/scale unscales. */
 kiln_err kiln_cu_scale_check(kiln_cuda_ctx *c, float *g, size_t n, float factor, int *found);
 
+/* ---- the training step's helpers (the runtime's backend table) ---- */
+/* dst (pinned host) <- src (device), queued on the compute stream: valid
+ * after kiln_cu_sync. */
+kiln_err kiln_cu_download_async(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes);
+/* The SGD and Adam updates above with their hyper-parameters read from
+ * device memory (so a captured graph sees each step's learning rate):
+ * SGD hyper = {lr, momentum}; Adam hyper = {lr/(1-b1^t), sqrt(1-b2^t), b1,
+ * b2, eps} (optim/update.h's kiln__adam_consts). Same arithmetic. */
+kiln_err kiln_cu_sgd_update_dev(kiln_cuda_ctx *c, float *p, const float *g, float *v, size_t n,
+                                const float *hyper);
+kiln_err kiln_cu_adam_update_dev(kiln_cuda_ctx *c, float *p, const float *g, float *m, float *v,
+                                 size_t n, const float *hyper);
+/* y = max(x, 0) (y may be x); dx = dy where y > 0, else 0 (dx may be dy). */
+kiln_err kiln_cu_relu_ew(kiln_cuda_ctx *c, const float *x, float *y, size_t n);
+kiln_err kiln_cu_relu_mask(kiln_cuda_ctx *c, const float *y, const float *dy, float *dx, size_t n);
+/* NHWC zero padding of p pixels around [n, s, s, ch] into [n, s+2p, s+2p,
+ * ch], and the crop back. */
+kiln_err kiln_cu_pad2d(kiln_cuda_ctx *c, const float *src, float *dst, int n, int s, int ch, int p);
+kiln_err kiln_cu_crop2d(kiln_cuda_ctx *c, const float *src, float *dst, int n, int s, int ch,
+                        int p);
+
+/* ---- CUDA graphs (cuda/graph.c) ----
+ * Work queued on the compute stream between begin and end is recorded
+ * (relaxed capture mode) instead of run; launch replays it. A graph holds
+ * the addresses it was captured with, workspaces included:
+ * kiln_cu_mem_epoch changes whenever the context replaced one, and a graph
+ * older than that must not be launched. */
+kiln_err kiln_cu_graph_begin(kiln_cuda_ctx *c);
+/* Ends the capture (also after a failed op, so the stream is usable again);
+ * *graph is NULL on failure. */
+kiln_err kiln_cu_graph_end(kiln_cuda_ctx *c, void **graph);
+kiln_err kiln_cu_graph_launch(kiln_cuda_ctx *c, void *graph);
+void kiln_cu_graph_free(kiln_cuda_ctx *c, void *graph);
+unsigned long kiln_cu_mem_epoch(const kiln_cuda_ctx *c);
+
 /* Host-side helpers for tests and tools: round-to-nearest-even conversions
  * that match the device casts bit for bit. */
 uint16_t kiln_cu_f32_to_bf16_host(float f);

@@ -88,6 +88,10 @@ kiln_err kiln_cu_ctx_create(int device, kiln_cuda_ctx **out, char *err, size_t e
     CK_CUDA(c, cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming));
     CK_BLAS(c, cublasCreate(&c->blas));
     CK_BLAS(c, cublasSetStream(c->blas, c->stream));
+    /* a workspace of its own (32 MiB: cuBLAS's advice for Hopper), so that
+     * a captured graph never sees cuBLAS allocate */
+    CK_CUDA(c, cudaMalloc(&c->blas_ws, KILN_CU_BLAS_WS));
+    CK_BLAS(c, cublasSetWorkspace(c->blas, c->blas_ws, KILN_CU_BLAS_WS));
     CK_DNN(c, cudnnCreate(&c->dnn));
     CK_DNN(c, cudnnSetStream(c->dnn, c->stream));
     CK_KILN(kiln_cu_set_tf32(c, 0));
@@ -112,10 +116,12 @@ void kiln_cu_ctx_destroy(kiln_cuda_ctx *c)
         cudaStreamSynchronize(c->stream);
     }
     if (c->copy_stream) cudaStreamSynchronize(c->copy_stream);
+    if (c->blas) cublasDestroy(c->blas); /* before its workspace */
+    c->blas = NULL;
+    cudaFree(c->blas_ws);
     cudaFree(c->ws);
     cudaFree(c->scratch);
     if (c->dnn) cudnnDestroy(c->dnn);
-    if (c->blas) cublasDestroy(c->blas);
     if (c->copied) cudaEventDestroy(c->copied);
     if (c->copy_stream) cudaStreamDestroy(c->copy_stream);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -158,6 +164,7 @@ static kiln_err grow(kiln_cuda_ctx *c, void **buf, size_t *have, size_t bytes)
     CK_CUDA(c, cudaMalloc(&p, bytes));
     *buf = p;
     *have = bytes;
+    c->mem_epoch++;
 out:
     return rc;
 }
@@ -245,6 +252,20 @@ kiln_err kiln_cu_upload_async(kiln_cuda_ctx *c, void *dst, const void *src, size
     CK_CUDA(c, cudaStreamWaitEvent(c->stream, c->copied, 0));
 out:
     return rc;
+}
+
+kiln_err kiln_cu_download_async(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+out:
+    return rc;
+}
+
+unsigned long kiln_cu_mem_epoch(const kiln_cuda_ctx *c)
+{
+    return c->mem_epoch;
 }
 
 kiln_err kiln_cu_copy_wait(kiln_cuda_ctx *c)

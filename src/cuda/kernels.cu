@@ -409,3 +409,150 @@ extern "C" float kiln_cu_bf16_to_f32_host(uint16_t h)
     memcpy(&f, &u, sizeof f);
     return f;
 }
+
+/* ---- the training step's helpers (cuda_ops.h) ---- */
+
+/* hyper-parameters read once per thread from device memory: the same
+ * values, the same per-element operations as sgd_k / adam_k */
+__global__ void sgd_dev_k(float *p, const float *g, float *v, size_t n, const float *hyper)
+{
+    float lr = hyper[0], mom = hyper[1];
+    FOR_EACH(i, n)
+    {
+        float vi = __fadd_rn(__fmul_rn(mom, v[i]), g[i]);
+        v[i] = vi;
+        p[i] = __fsub_rn(p[i], __fmul_rn(lr, vi));
+    }
+}
+
+extern "C" kiln_err kiln_cu_sgd_update_dev(kiln_cuda_ctx *c, float *p, const float *g, float *v,
+                                           size_t n, const float *hyper)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    sgd_dev_k<<<blocks_for(n), THREADS, 0, c->stream>>>(p, g, v, n, hyper);
+    CK_LAUNCH(c, "sgd kernel");
+out:
+    return rc;
+}
+
+__global__ void adam_dev_k(float *p, const float *g, float *m, float *v, size_t n,
+                           const float *hyper)
+{
+    float step = hyper[0], sbc2 = hyper[1], b1 = hyper[2], b2 = hyper[3], eps = hyper[4];
+    FOR_EACH(i, n)
+    {
+        float gi = g[i];
+        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(__fsub_rn(1.0f, b1), gi));
+        float vi =
+            __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
+        m[i] = mi;
+        v[i] = vi;
+        float den = __fadd_rn(__fdiv_rn(sqrtf(vi), sbc2), eps);
+        p[i] = __fsub_rn(p[i], __fdiv_rn(__fmul_rn(step, mi), den));
+    }
+}
+
+extern "C" kiln_err kiln_cu_adam_update_dev(kiln_cuda_ctx *c, float *p, const float *g, float *m,
+                                            float *v, size_t n, const float *hyper)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    adam_dev_k<<<blocks_for(n), THREADS, 0, c->stream>>>(p, g, m, v, n, hyper);
+    CK_LAUNCH(c, "adam kernel");
+out:
+    return rc;
+}
+
+__global__ void relu_ew_k(const float *x, float *y, size_t n)
+{
+    FOR_EACH(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+extern "C" kiln_err kiln_cu_relu_ew(kiln_cuda_ctx *c, const float *x, float *y, size_t n)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    relu_ew_k<<<blocks_for(n), THREADS, 0, c->stream>>>(x, y, n);
+    CK_LAUNCH(c, "relu kernel");
+out:
+    return rc;
+}
+
+__global__ void relu_mask_k(const float *y, const float *dy, float *dx, size_t n)
+{
+    FOR_EACH(i, n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+extern "C" kiln_err kiln_cu_relu_mask(kiln_cuda_ctx *c, const float *y, const float *dy, float *dx,
+                                      size_t n)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    relu_mask_k<<<blocks_for(n), THREADS, 0, c->stream>>>(y, dy, dx, n);
+    CK_LAUNCH(c, "relu mask kernel");
+out:
+    return rc;
+}
+
+/* One thread per element of the padded tensor [n, sp, sp, ch]: inside the
+ * border it copies from src, on it writes 0 (pad); crop walks dst [n, s,
+ * s, ch] and reads the padded src. */
+__global__ void pad2d_k(const float *src, float *dst, size_t total, int s, int ch, int p)
+{
+    int sp = s + 2 * p;
+    FOR_EACH(i, total)
+    {
+        size_t t = i / (size_t)ch;
+        int c = (int)(i % (size_t)ch), x = (int)(t % (size_t)sp), y = (int)(t / sp % (size_t)sp);
+        size_t img = t / ((size_t)sp * sp);
+        int sx = x - p, sy = y - p;
+        dst[i] = sx >= 0 && sx < s && sy >= 0 && sy < s
+                     ? src[((img * s + (size_t)sy) * s + (size_t)sx) * ch + c]
+                     : 0.0f;
+    }
+}
+
+__global__ void crop2d_k(const float *src, float *dst, size_t total, int s, int ch, int p)
+{
+    size_t sp = (size_t)s + 2 * (size_t)p;
+    FOR_EACH(i, total)
+    {
+        size_t t = i / (size_t)ch;
+        int c = (int)(i % (size_t)ch);
+        size_t x = t % (size_t)s, y = t / s % (size_t)s, img = t / ((size_t)s * s);
+        dst[i] = src[((img * sp + y + p) * sp + x + p) * ch + c];
+    }
+}
+
+extern "C" kiln_err kiln_cu_pad2d(kiln_cuda_ctx *c, const float *src, float *dst, int n, int s,
+                                  int ch, int p)
+{
+    kiln_err rc = KILN_OK;
+    size_t sp = (size_t)s + 2 * (size_t)p, total = (size_t)n * sp * sp * ch;
+    if (n < 1 || s < 1 || ch < 1 || p < 0)
+        return kiln_cu__invalid(c, "pad2d: bad shape n=%d s=%d c=%d p=%d", n, s, ch, p);
+    CK_KILN(kiln_cu__enter(c));
+    pad2d_k<<<blocks_for(total), THREADS, 0, c->stream>>>(src, dst, total, s, ch, p);
+    CK_LAUNCH(c, "pad2d kernel");
+out:
+    return rc;
+}
+
+extern "C" kiln_err kiln_cu_crop2d(kiln_cuda_ctx *c, const float *src, float *dst, int n, int s,
+                                   int ch, int p)
+{
+    kiln_err rc = KILN_OK;
+    size_t total = (size_t)n * s * s * ch;
+    if (n < 1 || s < 1 || ch < 1 || p < 0)
+        return kiln_cu__invalid(c, "crop2d: bad shape n=%d s=%d c=%d p=%d", n, s, ch, p);
+    CK_KILN(kiln_cu__enter(c));
+    crop2d_k<<<blocks_for(total), THREADS, 0, c->stream>>>(src, dst, total, s, ch, p);
+    CK_LAUNCH(c, "crop2d kernel");
+out:
+    return rc;
+}

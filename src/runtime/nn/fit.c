@@ -18,6 +18,7 @@
 
 #include "core/pool.h"
 #include "data/data.h"
+#include "nn/model_int.h"
 #include "nn/nn.h"
 
 #include <stdlib.h>
@@ -134,6 +135,72 @@ static void src_stop(batch_src *s)
     free(s->y);
 }
 
+/* The loop on a device (nn/model_dev.c): batch k+1 is staged (its upload
+ * queued on the copy stream) between launching step k and waiting for it,
+ * so the upload overlaps the step; step k's callbacks still run after it
+ * ends and before step k+1 starts. Returns as kiln_model_fit. */
+static int fit_dev(kiln_model *m, batch_src *src, uint64_t spe, const kiln_callbacks *cb)
+{
+    kiln_batch b, nb;
+    int rc = 0, have = src_next(src, &b);
+    uint64_t cur_epoch = UINT64_MAX;
+    double t0 = now_s();
+    size_t seen = 0;
+    if (have) {
+        int r = kiln__dev_stage(m, b.images, b.labels, (int)b.size);
+        src_release(src, &b); /* staged: copied into the device's own buffer */
+        if (r) return -1;
+    }
+    while (have) {
+        if (b.epoch != cur_epoch) {
+            cur_epoch = b.epoch;
+            t0 = now_s();
+            seen = 0;
+            if (cb->on_epoch_begin && cb->on_epoch_begin(cb->ud, m, b.epoch, spe)) {
+                rc = 1;
+                break;
+            }
+        }
+        kiln_fit_info info = {.epoch = b.epoch,
+                              .step = b.step,
+                              .steps_per_epoch = spe,
+                              .batch = (int)b.size,
+                              .last_in_epoch = b.last_in_epoch};
+        if (kiln__dev_launch(m)) {
+            rc = -1;
+            break;
+        }
+        if ((have = src_next(src, &nb))) {
+            int r = kiln__dev_stage(m, nb.images, nb.labels, (int)nb.size);
+            src_release(src, &nb);
+            if (r) {
+                kiln__dev_finish(m, NULL, NULL);
+                rc = -1;
+                break;
+            }
+        }
+        if (kiln__dev_finish(m, &info.loss, &info.correct)) {
+            rc = -1;
+            break;
+        }
+        seen += (size_t)info.batch;
+        double dt = now_s() - t0;
+        info.samples_per_sec = dt > 0 ? (double)seen / dt : 0.0;
+        info.global_step = kiln_model_step(m);
+        if (cb->on_step_end && cb->on_step_end(cb->ud, m, &info)) {
+            rc = 1;
+            break;
+        }
+        if (info.last_in_epoch && cb->on_epoch_end && cb->on_epoch_end(cb->ud, m, &info)) {
+            rc = 1;
+            break;
+        }
+        b = nb;
+    }
+    kiln__dev_unstage(m); /* a batch staged for a step that will not come */
+    return rc;
+}
+
 int kiln__fit_batches_on_pool = -1;
 
 /* Batches from the prefetch thread: only when the pool leaves a core free. */
@@ -208,6 +275,18 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
         }
     }
     int rc = 0;
+    if (m->dv) {
+        if (opts->sync) {
+            src_stop(&src);
+            return kiln__model_fail(m,
+                                    "%s: data-parallel training on a device model is not "
+                                    "built yet",
+                                    kiln_model_device(m));
+        }
+        rc = fit_dev(m, &src, spe, cb);
+        src_stop(&src);
+        return rc;
+    }
     kiln_batch b;
     uint64_t cur_epoch = UINT64_MAX;
     double t0 = now_s();

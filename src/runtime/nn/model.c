@@ -8,7 +8,10 @@
  * `dout`. Flatten owns no buffers: its out/dout alias its input's. */
 #include "kiln/train.h"
 
+#include "backend/backend.h"
 #include "core/pool.h"
+#include "kiln/cuda.h"
+#include "nn/model_int.h"
 #include "nn/nn.h"
 #include "ops/ops.h"
 #include "optim/optim.h"
@@ -17,49 +20,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef enum { L_DENSE, L_CONV, L_MAXPOOL, L_AVGPOOL, L_BN, L_RELU, L_FLATTEN } layer_kind;
-
-struct kiln_layer {
-    layer_kind kind;
-    int units, k, stride, pad, act;
-    float bn_momentum, bn_eps;
-    int ih, iw, ic, oh, ow, oc; /* per-example shapes (dense: 1 x 1 x features) */
-    float *w, *b, *dw, *db;     /* dense/conv: kernel+bias; bn: gamma+beta */
-    float *gw, *gb, gbeta;      /* where backward puts dense/conv gradients: dw/db,
-                                   or SGD's momentum slots with beta = momentum */
-    size_t nw, nb;
-    float *run_mean, *run_var, *mean, *invstd; /* bn */
-    int32_t *idx;                              /* maxpool arg-max */
-    float *out, *dout;                         /* [B, oh, ow, oc] */
-    int owns_out;
-    int ob;      /* first of this layer's two entries in the model's obufs, or -1 */
-    size_t goff; /* its kernel's (gamma's) offset in the flat gradient buffer */
-    int close_b; /* gradient sync: bucket completed by this layer's backward, or -1 */
-    char name[32];
-};
-
-#define MAX_BUFS 256
-
-struct kiln_model {
-    int h, w, c;
-    kiln_layer **layers;
-    int nl, cap;
-    int batch, compiled;
-    kiln_optimizer opt;
-    uint64_t step;
-    kiln_rng rng;
-    float *dlogits;
-    const float *in; /* input of the current step (borrowed) */
-    kiln_buffer bufs[MAX_BUFS];
-    char *names[MAX_BUFS];
-    size_t nbufs;
-    kiln_opt_buf obufs[MAX_BUFS];
-    int nobufs;
-    kiln_opt_buf sbufs[MAX_BUFS]; /* apply_grads: one bucket's slots, g in the flat buffer */
-    size_t grad_count;
-    char err[256];
-};
 
 #define fail kiln__model_fail
 
@@ -161,6 +121,7 @@ kiln_model *kiln_model_new(int h, int w, int c)
     m->h = h;
     m->w = w;
     m->c = c;
+    snprintf(m->device, sizeof m->device, "/cpu:0");
     return m;
 }
 
@@ -181,6 +142,7 @@ static void layer_free(kiln_layer *l)
 void kiln_model_free(kiln_model *m)
 {
     if (!m) return;
+    kiln__dev_free(m);
     for (int i = 0; i < m->nl; i++)
         layer_free(m->layers[i]);
     free(m->layers);
@@ -408,8 +370,87 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
         l->goff = m->grad_count;
         m->grad_count += l->nw + l->nb;
     }
+    if (m->dv && kiln__dev_compile(m)) return -1;
     m->compiled = 1;
     return 0;
+}
+
+/* ---- devices (train.h) ---- */
+
+int kiln_model_set_device(kiln_model *m, const char *device)
+{
+    kiln_device_spec spec;
+    char err[256], name[48];
+    const kiln__backend *be;
+    if (m->compiled) return fail(m, "set the device before compile");
+    if (kiln_device_parse(device, &spec, err, sizeof err) != KILN_OK) return fail(m, "%s", err);
+    kiln_device_format(&spec, name, sizeof name);
+    kiln__dev_free(m);
+    snprintf(m->device, sizeof m->device, "%s", name);
+    if (spec.kind == KILN_DEVICE_CPU) {
+        /* KILN_CPU_DEVICE_TABLE=1: the CPU through the backend table, the
+         * code path a GPU runs (tests on machines without one) */
+        const char *t = getenv("KILN_CPU_DEVICE_TABLE");
+        if (!(t && strcmp(t, "1") == 0)) return 0;
+        return kiln__dev_open(m, &kiln__backend_cpu, 0);
+    }
+    if (!(be = kiln__backend_cuda(err, sizeof err))) return fail(m, "%s: %s", name, err);
+    return kiln__dev_open(m, be, spec.index);
+}
+
+const char *kiln_model_device(const kiln_model *m)
+{
+    return m->device;
+}
+
+const char *kiln_model_device_name(const kiln_model *m)
+{
+    return kiln__dev_describe(m);
+}
+
+int kiln_precision_parse(const char *s)
+{
+    static const char *const names[] = {"fp32", "tf32", "bf16", "fp16"};
+    for (int i = 0; s && i < 4; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+const char *kiln_precision_name(kiln_precision p)
+{
+    static const char *const names[] = {"fp32", "tf32", "bf16", "fp16"};
+    return (unsigned)p < 4 ? names[p] : "unknown";
+}
+
+int kiln_model_set_precision(kiln_model *m, kiln_precision p)
+{
+    if (m->compiled) return fail(m, "set the precision before compile");
+    switch (p) {
+    case KILN_PRECISION_FP32:
+        break;
+    case KILN_PRECISION_TF32:
+        if (!m->dv || strncmp(m->device, "/cpu", 4) == 0)
+            return fail(m,
+                        "precision tf32 needs a GPU (TF32 is a tensor-core format); %s "
+                        "computes in fp32",
+                        m->device);
+        break;
+    case KILN_PRECISION_BF16:
+    case KILN_PRECISION_FP16:
+        return fail(m,
+                    "precision %s: mixed precision is built for ResNet-50 (kiln-train "
+                    "resnet50), not yet for these layers; use fp32 or tf32",
+                    kiln_precision_name(p));
+    default:
+        return fail(m, "unknown precision %d", (int)p);
+    }
+    m->precision = p;
+    return 0;
+}
+
+int kiln_model_sync_host(kiln_model *m)
+{
+    return kiln__dev_pull(m);
 }
 
 int kiln_model_batch_size(const kiln_model *m)
@@ -602,6 +643,7 @@ int kiln_model_train_step(kiln_model *m, const float *x, const uint8_t *y, int n
     if (!m->compiled) return fail(m, "model is not compiled");
     if (n < 1 || n > m->batch)
         return fail(m, "batch of %d examples, compiled for 1..%d", n, m->batch);
+    if (m->dv) return kiln__dev_train_step(m, x, y, n, loss, correct);
     m->in = x;
     forward(m, n, 1);
     kiln_layer *last = m->layers[m->nl - 1];
@@ -674,6 +716,9 @@ int kiln_model_compute_grads(kiln_model *m, const float *x, const uint8_t *y, in
                              const kiln_grad_sync *s, float *loss, int *correct)
 {
     if (!m->compiled) return fail(m, "model is not compiled");
+    if (m->dv)
+        return fail(m, "%s: data-parallel gradient sync on a device model is not built yet",
+                    m->device);
     if (!s || !s->grads) return fail(m, "gradient sync without a gradient buffer");
     if (n < 0 || n > m->batch)
         return fail(m, "batch of %d examples, compiled for 0..%d", n, m->batch);
@@ -713,6 +758,9 @@ int kiln_model_compute_grads(kiln_model *m, const float *x, const uint8_t *y, in
 int kiln_model_apply_grads(kiln_model *m, const kiln_grad_sync *s)
 {
     if (!m->compiled) return fail(m, "model is not compiled");
+    if (m->dv)
+        return fail(m, "%s: data-parallel gradient sync on a device model is not built yet",
+                    m->device);
     if (!s || !s->grads) return fail(m, "gradient sync without a gradient buffer");
     if (s->apply) /* the caller's own update (a sharded optimizer) */
         return s->apply(s->ud, m) ? fail(m, "gradient sync failed") : 0;
@@ -801,6 +849,7 @@ int kiln__model_apply_shard(kiln_model *m, const float *const *srcs, int nsrc, s
 {
     static _Thread_local kiln_opt_shard v[MAX_BUFS];
     if (!m->compiled) return fail(m, "model is not compiled");
+    if (m->dv) return fail(m, "%s: the sharded optimizer runs on the CPU only", m->device);
     if (nsrc < 1 || nsrc > KILN_OPT_MAX_SRC)
         return fail(m, "sharded step over %d replicas: 1..%d", nsrc, KILN_OPT_MAX_SRC);
     if (hi > m->grad_count) hi = m->grad_count;
@@ -854,6 +903,7 @@ int kiln_model_predict(kiln_model *m, const float *x, int n, float *out)
     if (!m->compiled) return fail(m, "model is not compiled");
     if (n < 1 || n > m->batch)
         return fail(m, "batch of %d examples, compiled for 1..%d", n, m->batch);
+    if (m->dv) return kiln__dev_predict(m, x, n, out);
     m->in = x;
     forward(m, n, 0);
     kiln_layer *last = m->layers[m->nl - 1];
@@ -865,6 +915,7 @@ int kiln__model_evaluate_sums(kiln_model *m, const float *x, const uint8_t *y, s
                               double *loss_sum, size_t *correct)
 {
     if (!m->compiled) return fail(m, "model is not compiled");
+    if (m->dv) return kiln__dev_eval_sums(m, x, y, n, loss_sum, correct);
     double tl = 0.0;
     size_t ok = 0, dim = kiln_model_input_dim(m);
     kiln_layer *last = m->layers[m->nl - 1];
@@ -907,6 +958,14 @@ size_t kiln_model_num_buffers(const kiln_model *m)
 
 kiln_buffer kiln_model_buffer(const kiln_model *m, size_t i)
 {
+    if (m->dv) {
+        /* the host copies: current first, and whatever the caller writes
+         * into them goes to the device before the next step. The model is
+         * const to the caller; its device bookkeeping is not. */
+        kiln_model *mm = (kiln_model *)m;
+        kiln__dev_pull(mm);
+        kiln__dev_exposed(mm);
+    }
     return i < m->nbufs ? m->bufs[i] : (kiln_buffer){0};
 }
 

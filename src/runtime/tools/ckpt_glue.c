@@ -23,7 +23,32 @@ static void cfg_string(const run_cfg *c, char *out, size_t n)
     /* another replica count sums gradients in another order: a bit-exact
      * resume needs the same one (one replica keeps the older string) */
     if (c->replicas > 1 && k > 0 && (size_t)k < n)
-        snprintf(out + k, n - (size_t)k, " replicas=%d", c->replicas);
+        k += snprintf(out + k, n - (size_t)k, " replicas=%d", c->replicas);
+    /* a CPU run keeps the older string too */
+    if (c->gpu && k > 0 && (size_t)k < n) snprintf(out + k, n - (size_t)k, " device=gpu");
+}
+
+/* Copies a config string without its device-dependent words (threads=,
+ * device=): what must match for any resume. *gpu: it names device=gpu. */
+static void cfg_core(const char *s, size_t len, char *out, size_t n, int *gpu)
+{
+    size_t o = 0;
+    *gpu = 0;
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && s[j] != ' ')
+            j++;
+        int skip = (j - i >= 8 && memcmp(s + i, "threads=", 8) == 0) ||
+                   (j - i >= 7 && memcmp(s + i, "device=", 7) == 0);
+        if (j - i == 10 && memcmp(s + i, "device=gpu", 10) == 0) *gpu = 1;
+        if (!skip && o + (j - i) + 2 < n) {
+            if (o) out[o++] = ' ';
+            memcpy(out + o, s + i, j - i);
+            o += j - i;
+        }
+        i = j < len ? j + 1 : j;
+    }
+    out[o < n ? o : n - 1] = '\0';
 }
 
 int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos *pos,
@@ -34,6 +59,10 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
     int rc = -1;
     uint8_t rng[KILN_RNG_STATE_SIZE], ds[KILN_DATA_STATE_SIZE];
     char cs[256];
+    if (kiln_model_sync_host(m)) { /* a GPU model's state, brought to the host */
+        snprintf(err, errlen, "%s", kiln_model_error(m));
+        return -1;
+    }
     ck.step = kiln_model_step(m);
     ck.epoch = pos->epoch;
     ck.step_in_epoch = pos->step_in_epoch;
@@ -117,11 +146,24 @@ int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_c
         goto out;
     }
     if (cb->size != strlen(cs) || memcmp(cb->data, cs, cb->size) != 0) {
-        snprintf(err, errlen,
-                 "checkpoint was written with \"%.*s\" but this run is \"%s\"; "
-                 "use the same flags or another --model_dir",
-                 (int)(cb->size < 200 ? cb->size : 200), (const char *)cb->data, cs);
-        goto out;
+        /* another device computes in another order: a resume across CPU and
+         * GPU is allowed (the state is the same format), bit-exact it is not;
+         * threads only matter on the CPU. Everything else must match. */
+        char a[256], b[256];
+        int agpu, bgpu;
+        cfg_core((const char *)cb->data, cb->size, a, sizeof a, &agpu);
+        cfg_core(cs, strlen(cs), b, sizeof b, &bgpu);
+        if (agpu == bgpu || strcmp(a, b) != 0) {
+            snprintf(err, errlen,
+                     "checkpoint was written with \"%.*s\" but this run is \"%s\"; "
+                     "use the same flags or another --model_dir",
+                     (int)(cb->size < 200 ? cb->size : 200), (const char *)cb->data, cs);
+            goto out;
+        }
+        fprintf(stderr,
+                "kiln-train: resuming on the %s a checkpoint trained on the %s: it goes on "
+                "from the same state, but not bit-identical to a run that stayed there\n",
+                bgpu ? "GPU" : "CPU", agpu ? "GPU" : "CPU");
     }
     kiln_data_state ds;
     if (kiln_data_state_decode(db->data, db->size, &ds, &em) != KILN_OK) {

@@ -19,6 +19,7 @@
  * (tools/launch.c).
  * --batch_size is the global batch; the chief restores, checkpoints and logs. */
 #include "kiln/train.h"
+#include "kiln/cuda.h"
 
 #include "ckpt/ckpt.h"
 #include "data/data.h"
@@ -107,7 +108,8 @@ static void usage(FILE *f)
         "                        [--world_size=N] [--check_replicas_identical[=STEPS]]\n"
         "                        [--bucket_bytes=N] [--allreduce=inline|thread]"
         " [--eval_timeout_s=S]\n"
-        "                        [--shard_optimizer[=0|1]]\n"
+        "                        [--shard_optimizer[=0|1]] [--device=/gpu:N|/cpu:0]\n"
+        "                        [--precision=fp32|tf32]\n"
         "       kiln-train inspect FILE|DIR\n"
         "       kiln-train devices [--format=text|json] [--device=/gpu:N|/cpu:0]\n"
         "       kiln-train resnet50 --synthetic [--batch_size=N] [--image_size=N]"
@@ -201,6 +203,24 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
         } else if (kt_flag(a, "eval_timeout_s", &v, &used, next)) {
             if (kt_parse_int("eval_timeout_s", v, 1, 1L << 30, &x)) return -1;
             o->eval_timeout_s = (double)x;
+            o->non_ps_flag = a;
+        } else if (kt_flag(a, "device", &v, &used, next)) {
+            kiln_device_spec ds;
+            char derr[256];
+            if (kiln_device_parse(v, &ds, derr, sizeof derr) != KILN_OK) {
+                fprintf(stderr, "kiln-train: --device=%s: %s\n", v, derr);
+                return -1;
+            }
+            o->device = v;
+            o->non_ps_flag = a;
+        } else if (kt_flag(a, "precision", &v, &used, next)) {
+            int p = kiln_precision_parse(v);
+            if (p < 0) {
+                fprintf(stderr, "kiln-train: --precision=%s: expected fp32, tf32, bf16 or fp16\n",
+                        v);
+                return -1;
+            }
+            o->precision = p;
             o->non_ps_flag = a;
         } else if (kt_flag(a, "model", &v, &used, next)) {
             if (strcmp(v, "mlp") && strcmp(v, "cnn")) {
@@ -570,6 +590,41 @@ static int cb_epoch_end(void *ud, kiln_model *m, const kiln_fit_info *in)
 
 static int run_evaluator(run *r);
 
+/* The model on its device: --device as given (an error when it cannot be
+ * used), or TensorFlow's rule: the first GPU this process sees, when there
+ * is one, and the CPU when there is none, or when that GPU cannot be used
+ * (said on stderr: never a quiet change of device the user asked for).
+ * Data-parallel replicas stay on the CPU until their GPU all-reduce is
+ * built; asking for a GPU there is an error. */
+static kiln_model *make_model(run *r)
+{
+    const kt_opts *o = &r->o;
+    int batch = o->batch / r->world, n = 0;
+    char why[512] = "";
+    if (o->device) {
+        if (r->world > 1 && strncmp(o->device, "/cpu", 4) != 0 && strncmp(o->device, "cpu", 3)) {
+            fprintf(stderr,
+                    "kiln-train: --device=%s: data-parallel training (%d replicas) runs on the "
+                    "CPU only so far; drop --device or train one replica per GPU job\n",
+                    o->device, r->world);
+            return NULL;
+        }
+        return kt_mnist_model_on(o->model, o->optimizer, o->lr, o->momentum, batch, o->seed,
+                                 o->device, o->precision, 0, NULL, 0);
+    }
+    if (r->world == 1 && kiln_cuda_device_count(&n, why, sizeof why) == KILN_OK && n > 0) {
+        kiln_model *m = kt_mnist_model_on(o->model, o->optimizer, o->lr, o->momentum, batch,
+                                          o->seed, "/gpu:0", o->precision, 1, why, sizeof why);
+        if (m) return m;
+        fprintf(stderr,
+                "kiln-train: warning: /gpu:0 is there but cannot be used (%s); training "
+                "on the CPU (--device=/gpu:0 makes this an error)\n",
+                why);
+    }
+    return kt_mnist_model_on(o->model, o->optimizer, o->lr, o->momentum, batch, o->seed, "/cpu:0",
+                             o->precision, 0, NULL, 0);
+}
+
 static int cmd_mnist(int argc, char **argv)
 {
     run r = {0};
@@ -667,9 +722,8 @@ static int cmd_mnist(int argc, char **argv)
         r.train.n = (size_t)r.o.train_examples; /* a prefix, for tests */
     kt_fmnist_standardise(&r.train);
     kt_fmnist_standardise(&r.test);
-    if (!(r.m = kt_mnist_model(r.o.model, r.o.optimizer, r.o.lr, r.o.momentum, r.o.batch / r.world,
-                               r.o.seed)))
-        goto out;
+    if (!(r.m = make_model(&r))) goto out;
+    r.cfg.gpu = strncmp(kiln_model_device(r.m), "/gpu", 4) == 0;
     if (role == KILN_ROLE_EVALUATOR) {
         rc = run_evaluator(&r);
         goto out;
@@ -748,13 +802,20 @@ static int cmd_mnist(int argc, char **argv)
         printf("{\"event\":\"start\",\"model\":\"%s\",\"optimizer\":\"%s\",\"batch_size\":%d,"
                "\"learning_rate\":%g,\"train_epochs\":%d,\"threads\":%d,\"seed\":%llu,"
                "\"train_examples\":%zu,\"test_examples\":%zu,\"blas_core\":\"%s\","
-               "\"strategy\":\"%s\",\"replicas\":%d,\"rank\":%d}\n",
+               "\"strategy\":\"%s\",\"replicas\":%d,\"rank\":%d,\"device\":\"%s\","
+               "\"device_name\":",
                r.o.model, r.o.optimizer, r.o.batch, r.o.lr, r.o.epochs, threads,
                (unsigned long long)r.o.seed, r.train.n, r.test.n, kiln_blas_init(),
-               kiln_strategy_kind_name(kiln_strategy_kind_of(r.s)), r.world, r.rank);
+               kiln_strategy_kind_name(kiln_strategy_kind_of(r.s)), r.world, r.rank,
+               kiln_model_device(r.m));
+        kt_json_str(stdout, kiln_model_device_name(r.m));
+        printf(",\"precision\":\"%s\"}\n", kiln_precision_name((kiln_precision)r.o.precision));
     } else {
-        printf("kiln-train mnist: model=%s optimizer=%s lr=%g batch=%d epochs=%d threads=%d",
-               r.o.model, r.o.optimizer, r.o.lr, r.o.batch, r.o.epochs, threads);
+        printf("kiln-train mnist: model=%s optimizer=%s lr=%g batch=%d epochs=%d threads=%d "
+               "device=%s (%s)",
+               r.o.model, r.o.optimizer, r.o.lr, r.o.batch, r.o.epochs, threads,
+               kiln_model_device(r.m), kiln_model_device_name(r.m));
+        if (r.o.precision) printf(" precision=%s", kiln_precision_name(r.o.precision));
         if (r.world > 1)
             printf(" strategy=%s replicas=%d rank=%d (per-replica batch %d)",
                    kiln_strategy_kind_name(kiln_strategy_kind_of(r.s)), r.world, r.rank,

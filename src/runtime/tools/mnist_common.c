@@ -77,9 +77,25 @@ void kt_fmnist_standardise(kiln_data *d)
 kiln_model *kt_mnist_model(const char *model, const char *optimizer, double lr, double momentum,
                            int batch, uint64_t seed)
 {
+    return kt_mnist_model_on(model, optimizer, lr, momentum, batch, seed, NULL, 0, 0, NULL, 0);
+}
+
+kiln_model *kt_mnist_model_on(const char *model, const char *optimizer, double lr, double momentum,
+                              int batch, uint64_t seed, const char *device, int precision,
+                              int quiet, char *why, size_t whylen)
+{
     kiln_model *m = kiln_model_new(28, 28, 1);
     if (!m) return NULL;
     int bad = 0;
+    if ((device && kiln_model_set_device(m, device)) ||
+        kiln_model_set_precision(m, (kiln_precision)precision)) {
+        if (quiet && why)
+            snprintf(why, whylen, "%s", kiln_model_error(m));
+        else
+            fprintf(stderr, "kiln-train: %s\n", kiln_model_error(m));
+        kiln_model_free(m);
+        return NULL;
+    }
     if (strcmp(model, "cnn") == 0) {
         /* TensorFlow's MNIST tutorial network */
         bad |= kiln_model_add(m, kiln_conv2d(32, 5, 1, KILN_SAME, KILN_RELU));
@@ -98,7 +114,10 @@ kiln_model *kt_mnist_model(const char *model, const char *optimizer, double lr, 
     kiln_optimizer opt = strcmp(optimizer, "adam") == 0 ? kiln_adam((float)lr)
                                                         : kiln_sgd((float)lr, (float)momentum);
     if (bad || kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, batch, seed)) {
-        fprintf(stderr, "kiln-train: building the model: %s\n", kiln_model_error(m));
+        if (quiet && why)
+            snprintf(why, whylen, "building the model: %s", kiln_model_error(m));
+        else
+            fprintf(stderr, "kiln-train: building the model: %s\n", kiln_model_error(m));
         kiln_model_free(m);
         return NULL;
     }

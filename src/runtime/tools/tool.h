@@ -25,6 +25,8 @@ typedef struct kt_opts {
     const char *ps_flag;     /* a parameter_server-only flag that was given */
     const char *non_ps_flag; /* a flag the parameter_server strategy does not take */
     const char *ar_flag;     /* --bucket_bytes or --allreduce: the unsharded all-reduce's */
+    const char *device; /* --device as given, or NULL: the first GPU if any (TensorFlow's rule) */
+    int precision;      /* --precision (kiln_precision) */
 } kt_opts;
 
 /* The parameter_server strategy (--distribution_strategy=parameter_server,
@@ -60,6 +62,7 @@ typedef struct run_pos {
 /* The configuration a checkpoint must match to be resumed bit-exactly. */
 typedef struct run_cfg {
     const char *model, *optimizer;
+    int gpu; /* trained on a GPU: a resume on another device is allowed, not bit-exact */
     int batch_size, threads;
     uint64_t seed;
     int replicas; /* data-parallel replicas; 0 or 1 = one (older checkpoints) */
@@ -94,6 +97,12 @@ void kt_fmnist_standardise(kiln_data *d);
  * NULL after printing why. */
 kiln_model *kt_mnist_model(const char *model, const char *optimizer, double lr, double momentum,
                            int batch, uint64_t seed);
+/* The same on a device (kiln_model_set_device: "/gpu:0") in a precision
+ * (kiln_precision); NULL after printing why, unless quiet (then *why says
+ * it, for a caller that falls back to the CPU). */
+kiln_model *kt_mnist_model_on(const char *model, const char *optimizer, double lr, double momentum,
+                              int batch, uint64_t seed, const char *device, int precision,
+                              int quiet, char *why, size_t whylen);
 
 /* TensorBoard writers: *sw under model_dir/train_sub and, when swe is set,
  * *swe under model_dir/eval. 0, or -1 after printing why. */

@@ -1,0 +1,160 @@
+/* backend/backend.h - the runtime's compute backends (internal).
+ *
+ * A backend is a table of functions over one device's memory: allocation,
+ * copies, the numeric ops of a training step, and (where the device has
+ * them) captured graphs. The sequential model (nn/model_dev.c) and the
+ * ResNet (models/resnet_dev.c) run a step as a sequence of calls through
+ * the table, so the same code trains on any backend:
+ *
+ *   cpu   backend/cpu.c, built into the runtime: the CPU ops on host memory.
+ *         The CPU's own fast path (nn/model.c, which fuses SGD into the
+ *         backward GEMMs) stays the default on the CPU; this table exists so
+ *         that everything the GPU path does above the ops (buffers, state
+ *         sync, the pipelined fit loop, checkpoints) runs and is tested on
+ *         machines without a GPU, against that reference.
+ *   cuda  src/cuda/backend.c, built as the plugin libkiln_cuda_backend.so
+ *         (cuBLAS, cuDNN, own kernels) and loaded with dlopen when a model
+ *         is put on a GPU (backend/load.c): kiln-train and every program on
+ *         the runtime start without CUDA's libraries, and a machine without
+ *         them gets an error naming the missing library instead of a
+ *         program that does not start.
+ *
+ * Conventions: every function returns 0, or -1 with a sentence the
+ * backend's error() returns; pointers called "device" are memory of the
+ * backend's alloc. Work is queued in order on the device's compute stream
+ * and may still run when a call returns; sync() waits for all of it and
+ * reports errors of earlier work. Layouts and contracts are those of
+ * ops/ops.h and cuda/cuda_ops.h: row-major, NHWC activations, dense
+ * weights [in, out], conv weights HWIO; backward overwrites dx (NULL skips
+ * it), dw = beta*dw + grad, and with relu masks dy in place first.
+ *
+ * The table is versioned: a plugin whose abi differs is refused. */
+#ifndef KILN_RT_BACKEND_H
+#define KILN_RT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/ops.h" /* kiln_conv_shape, kiln_pool_shape */
+
+#define KILN__BACKEND_ABI 1
+/* the plugin's one exported symbol: const kiln__backend *kiln_cuda_backend_v1(void) */
+#define KILN__CUDA_BACKEND_SYMBOL "kiln_cuda_backend_v1"
+#define KILN__CUDA_BACKEND_LIB    "libkiln_cuda_backend.so"
+
+typedef struct kiln__dev kiln__dev;
+
+/* Optimizer hyper-parameters live in device memory, so that a captured
+ * graph of the training step reads this step's learning rate instead of
+ * the one it was captured with. SGD reads hyper[0..1], Adam hyper[0..4]. */
+enum { KILN__H_LR = 0, KILN__H_MOMENTUM = 1, KILN__HYPER_SGD = 2 };
+/* Adam: step size lr/(1-b1^t) and sqrt(1-b2^t) from kiln__adam_consts */
+enum {
+    KILN__H_ASTEP = 0,
+    KILN__H_ASBC2 = 1,
+    KILN__H_B1 = 2,
+    KILN__H_B2 = 3,
+    KILN__H_EPS = 4,
+    KILN__HYPER_ADAM = 5
+};
+#define KILN__HYPER_MAX 8
+
+typedef struct kiln__backend {
+    int abi; /* KILN__BACKEND_ABI */
+    const char *name;
+
+    /* ---- the device ---- */
+    /* index: among the GPUs this process sees (CUDA_VISIBLE_DEVICES applied) */
+    int (*open)(int index, kiln__dev **out, char *err, size_t errlen);
+    void (*close)(kiln__dev *d); /* NULL is fine; waits for queued work */
+    const char *(*error)(const kiln__dev *d);
+    /* "NVIDIA H100 80GB HBM3" */
+    void (*describe)(kiln__dev *d, char *buf, size_t len);
+    /* TF32 tensor cores for fp32 GEMMs and convolutions (off by default) */
+    int (*set_tf32)(kiln__dev *d, int on);
+    int (*sync)(kiln__dev *d);
+
+    /* ---- memory ---- */
+    int (*alloc)(kiln__dev *d, size_t bytes, void **out); /* zero-filled when it returns */
+    void (*free)(kiln__dev *d, void *p);
+    /* host memory the device copies from without staging (pinned) */
+    int (*host_alloc)(kiln__dev *d, size_t bytes, void **out);
+    void (*host_free)(kiln__dev *d, void *p);
+    /* synchronous copies */
+    int (*upload)(kiln__dev *d, void *dst, const void *src, size_t bytes);
+    int (*download)(kiln__dev *d, void *dst, const void *src, size_t bytes);
+    /* src (host_alloc memory) -> dst on the copy stream; work queued on the
+     * compute stream afterwards sees the data, work queued before runs
+     * alongside the copy. src must stay untouched until the next sync. */
+    int (*upload_async)(kiln__dev *d, void *dst, const void *src, size_t bytes);
+    /* dst (host_alloc memory) <- src in compute-stream order; valid after sync */
+    int (*download_async)(kiln__dev *d, void *dst, const void *src, size_t bytes);
+
+    /* ---- captured graphs (NULL where the device has none) ----
+     * Between graph_begin and graph_end the ops are recorded instead of
+     * run; graph_launch replays them. A graph holds the device addresses it
+     * was captured with, workspaces included: mem_epoch() changes whenever
+     * the backend replaced a workspace, and a graph captured before must
+     * not be launched again. */
+    int (*graph_begin)(kiln__dev *d);
+    int (*graph_end)(kiln__dev *d, void **graph);
+    int (*graph_launch)(kiln__dev *d, void *graph);
+    void (*graph_free)(kiln__dev *d, void *graph);
+    unsigned long (*mem_epoch)(kiln__dev *d);
+
+    /* ---- ops ---- */
+    int (*dense_fwd)(kiln__dev *d, const float *x, const float *w, const float *b, float *y, int B,
+                     int in, int out, int relu);
+    int (*dense_bwd)(kiln__dev *d, const float *x, const float *w, const float *y, float *dy,
+                     float *dx, float *dw, float *db, int B, int in, int out, int relu, float beta);
+    int (*conv_fwd)(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
+                    const float *b, float *y, int relu);
+    int (*conv_bwd)(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
+                    const float *y, float *dy, float *dx, float *dw, float *db, int relu,
+                    float beta);
+    /* max-pool backward from x and y: the gradient goes to the first
+     * element of each window equal to its maximum (the CPU's rule) */
+    int (*maxpool_fwd)(kiln__dev *d, const kiln_pool_shape *s, const float *x, float *y);
+    int (*maxpool_bwd)(kiln__dev *d, const kiln_pool_shape *s, const float *x, const float *y,
+                       const float *dy, float *dx);
+    int (*avgpool_fwd)(kiln__dev *d, const kiln_pool_shape *s, const float *x, float *y);
+    int (*avgpool_bwd)(kiln__dev *d, const kiln_pool_shape *s, const float *x, const float *y,
+                       const float *dy, float *dx);
+    int (*bn_fwd_train)(kiln__dev *d, const float *x, const float *gamma, const float *beta,
+                        float *y, float *mean, float *invstd, float *run_mean, float *run_var,
+                        float momentum, float eps, int M, int C);
+    int (*bn_fwd_infer)(kiln__dev *d, const float *x, const float *gamma, const float *beta,
+                        const float *run_mean, const float *run_var, float eps, float *y, int M,
+                        int C);
+    int (*bn_bwd)(kiln__dev *d, const float *x, const float *gamma, const float *mean,
+                  const float *invstd, const float *dy, float *dx, float *dgamma, float *dbeta,
+                  float eps, int M, int C);
+    /* elementwise; y may be x (in place) */
+    int (*relu_fwd)(kiln__dev *d, const float *x, float *y, size_t n);
+    /* dx = dy where y > 0, else 0; dx may be dy */
+    int (*relu_bwd)(kiln__dev *d, const float *y, const float *dy, float *dx, size_t n);
+    /* y = a + b; y may be a or b */
+    int (*add)(kiln__dev *d, const float *a, const float *b, float *y, size_t n);
+    /* NHWC spatial zero padding by p pixels on every side, and its inverse
+     * (crop: dst [n, s, s, c] from src [n, s+2p, s+2p, c]) */
+    int (*pad2d)(kiln__dev *d, const float *src, float *dst, int n, int s, int c, int p);
+    int (*crop2d)(kiln__dev *d, const float *src, float *dst, int n, int s, int c, int p);
+    /* softmax cross-entropy, int32 labels; mean loss and the count of rows
+     * whose label is the first arg-max into device scalars (either may be
+     * NULL); dlogits (may be NULL) = (softmax - onehot) * grad_scale / B */
+    int (*xent)(kiln__dev *d, const float *logits, const int32_t *labels, int B, int K,
+                float *dlogits, float grad_scale, float *loss, int *correct);
+    /* the update rules of optim/update.h, hyper-parameters from device memory */
+    int (*sgd)(kiln__dev *d, float *p, const float *g, float *v, size_t n, const float *hyper);
+    int (*adam)(kiln__dev *d, float *p, const float *g, float *m, float *v, size_t n,
+                const float *hyper);
+} kiln__backend;
+
+/* The CPU table (backend/cpu.c). */
+extern const kiln__backend kiln__backend_cpu;
+
+/* The CUDA table: loads the plugin on first use (backend/load.c). NULL with
+ * a sentence in err when it cannot: not built, or a library missing. */
+const kiln__backend *kiln__backend_cuda(char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,275 @@
+/* tests/runtime/test_device_table.c - the device path of the sequential
+ * model (nn/model_dev.c: what a GPU runs), run here through the backend
+ * table on the CPU ops (KILN_CPU_DEVICE_TABLE=1), against the CPU's own
+ * fused path, with real Fashion-MNIST batches:
+ *
+ *  - the same model and seed trained STEPS steps both ways ends with the
+ *    same parameters within TOL (the CPU path fuses SGD's momentum into the
+ *    weight-gradient GEMM, the device path updates after: an ulp now and
+ *    then; Adam's update is the same per-element arithmetic), for an MLP, a
+ *    CNN with batch norm, max and average pooling; losses and evaluation
+ *    agree too. A wrong gradient, layout or hyper-parameter is off by far
+ *    more than TOL after one step (checked: one step more is detected);
+ *  - the state round trip: the host copies of a device model, written into
+ *    a second device model (what a checkpoint restore does), continue
+ *    bit-identically with the first; a learning rate changed between steps
+ *    reaches the device;
+ *  - kiln_model_fit's pipelined device loop (batch k+1 staged while step k
+ *    runs) trains on the same batches in the same order as the CPU's loop,
+ *    and stopped by a callback and resumed where it stopped ends
+ *    bit-identical to an uninterrupted device run;
+ *  - refusals: an unknown device string, a GPU where none can be driven
+ *    (named), a device set after compile, TF32 on the CPU, mixed precision
+ *    on these layers. */
+#include "kiln/train.h"
+#include "rt_test.h"
+#include "small_models.h"
+#include "test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STEPS 6
+#define B     32
+#define TOL   5e-5 /* test_gradsync.c's, for the same fused-vs-separate SGD rounding */
+
+static kiln_data train, test;
+
+enum { MLP = 0, CNN = 1 };
+
+/* The model of `shape` (small_models.h's layers), on the CPU's fused path
+ * (table 0) or through the device table (table 1). */
+static kiln_model *build(int shape, kiln_optimizer opt, int table)
+{
+    kiln_model *m = kiln_model_new(28, 28, 1);
+    if (shape == CNN) {
+        kiln_model_add(m, kiln_conv2d(4, 3, 1, KILN_SAME, KILN_RELU));
+        kiln_model_add(m, kiln_batchnorm(0.9f, 1e-5f));
+        kiln_model_add(m, kiln_maxpool2d(2, 2));
+        kiln_model_add(m, kiln_conv2d(8, 3, 1, KILN_VALID, KILN_LINEAR));
+        kiln_model_add(m, kiln_relu());
+        kiln_model_add(m, kiln_avgpool2d(2, 2));
+        kiln_model_add(m, kiln_flatten());
+        kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
+    } else {
+        kiln_model_add(m, kiln_flatten());
+        kiln_model_add(m, kiln_dense(64, KILN_RELU));
+        kiln_model_add(m, kiln_dense(32, KILN_RELU));
+        kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
+    }
+    setenv("KILN_CPU_DEVICE_TABLE", table ? "1" : "0", 1);
+    int bad = kiln_model_set_device(m, "/cpu:0");
+    if (!bad) bad = kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, B, 7);
+    unsetenv("KILN_CPU_DEVICE_TABLE");
+    if (bad) {
+        fprintf(stderr, "build: %s\n", kiln_model_error(m));
+        kiln_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static int steps(kiln_model *m, int from, int n, float *losses)
+{
+    for (int s = from; s < from + n; s++)
+        if (kiln_model_train_step(m, train.x + (size_t)s * B * train.dim, train.y + (size_t)s * B,
+                                  B, losses ? &losses[s - from] : NULL, NULL))
+            return -1;
+    return 0;
+}
+
+static void against_cpu(int shape, kiln_optimizer opt, const char *what)
+{
+    kiln_model *a = build(shape, opt, 0), *b = build(shape, opt, 1);
+    float la[STEPS], lb[STEPS];
+    int ident;
+    CHECK(a && b);
+    if (!a || !b) goto out;
+    CHECK_MSG(strstr(kiln_model_device_name(b), "table") != NULL,
+              "%s: device table not in use (%s)", what, kiln_model_device_name(b));
+    CHECK_MSG(steps(a, 0, STEPS, la) == 0 && steps(b, 0, STEPS, lb) == 0, "%s: %s / %s", what,
+              kiln_model_error(a), kiln_model_error(b));
+    for (int i = 0; i < STEPS; i++)
+        CHECK_MSG(fabsf(la[i] - lb[i]) <= 1e-4f * fabsf(la[i]), "%s: step %d loss %g vs %g", what,
+                  i, la[i], lb[i]);
+    CHECK(kiln_model_step(a) == STEPS && kiln_model_step(b) == STEPS);
+    double e = param_diff(a, b, &ident);
+    printf("%-14s device table vs CPU path: params rel err %.3g (tol %g)\n", what, e, TOL);
+    CHECK_MSG(e <= TOL, "%s: parameters differ by %g", what, e);
+    /* evaluation and prediction on the device path */
+    float ta, tb, aa, ab, pa[10 * 5], pb[10 * 5];
+    CHECK(kiln_model_evaluate(a, test.x, test.y, 100, &ta, &aa) == 0);
+    CHECK(kiln_model_evaluate(b, test.x, test.y, 100, &tb, &ab) == 0);
+    CHECK_MSG(fabsf(ta - tb) <= 1e-4f * fabsf(ta) && fabsf(aa - ab) <= 0.011f,
+              "%s: evaluation %g/%g vs %g/%g", what, ta, aa, tb, ab);
+    CHECK(kiln_model_predict(a, test.x, 5, pa) == 0 && kiln_model_predict(b, test.x, 5, pb) == 0);
+    CHECK_MSG(rel_err(pb, pa, 50) <= 1e-4, "%s: predictions differ by %g", what,
+              rel_err(pb, pa, 50));
+    /* one step more on one side is far outside the tolerance */
+    CHECK(steps(b, STEPS, 1, NULL) == 0);
+    e = param_diff(a, b, &ident);
+    CHECK_MSG(e > 10 * TOL, "%s: one extra step left no trace (%g)", what, e);
+out:
+    kiln_model_free(a);
+    kiln_model_free(b);
+}
+
+/* Copies every buffer of src into dst through kiln_model_buffer, as a
+ * checkpoint restore does. */
+static void copy_state(kiln_model *dst, kiln_model *src)
+{
+    for (size_t i = 0; i < kiln_model_num_buffers(src); i++) {
+        kiln_buffer s = kiln_model_buffer(src, i), d = kiln_model_buffer(dst, i);
+        memcpy(d.data, s.data, sizeof(float) * s.size);
+    }
+    kiln_model_set_step(dst, kiln_model_step(src));
+}
+
+static void state_round_trip(int shape, kiln_optimizer opt, const char *what)
+{
+    kiln_model *a = build(shape, opt, 1), *b = build(shape, opt, 1), *c = build(shape, opt, 1);
+    int ident;
+    CHECK(a && b && c);
+    if (!a || !b || !c) goto out;
+    CHECK(steps(a, 0, 3, NULL) == 0);
+    CHECK(kiln_model_sync_host(a) == 0);
+    copy_state(b, a); /* b: restored from a's host copies */
+    CHECK(steps(a, 3, 3, NULL) == 0 && steps(b, 3, 3, NULL) == 0);
+    double e = param_diff(a, b, &ident);
+    CHECK_MSG(ident, "%s: a restored device model diverged from the original (%g)", what, e);
+    /* the running statistics and optimizer slots too, not only parameters */
+    for (size_t i = 0; i < kiln_model_num_buffers(a); i++) {
+        kiln_buffer x = kiln_model_buffer(a, i), y = kiln_model_buffer(b, i);
+        CHECK_MSG(bits_equal(x.data, y.data, x.size), "%s: %s differs after the restore", what,
+                  x.name);
+    }
+    /* a learning rate set between steps reaches the device: c trains with
+     * a different rate from step 3 on and must end elsewhere */
+    copy_state(c, a);
+    copy_state(b, a);
+    kiln_model_set_lr(c, kiln_model_lr(c) * 0.5f);
+    CHECK(steps(b, 0, 2, NULL) == 0 && steps(c, 0, 2, NULL) == 0);
+    e = param_diff(b, c, &ident);
+    CHECK_MSG(!ident && e > 1e-6, "%s: a changed learning rate did not reach the device", what);
+out:
+    kiln_model_free(a);
+    kiln_model_free(b);
+    kiln_model_free(c);
+}
+
+typedef struct stopper {
+    uint64_t stop_at; /* global step after which to stop; 0 = never */
+    uint64_t epoch, step;
+    int lr_changes;
+} stopper;
+
+static int on_step(void *ud, kiln_model *m, const kiln_fit_info *in)
+{
+    stopper *s = ud;
+    /* a schedule, as kiln-train runs one: the rate of the next step */
+    kiln_model_set_lr(m, 0.05f / (float)(1 + in->global_step));
+    s->lr_changes++;
+    s->epoch = in->last_in_epoch ? in->epoch + 1 : in->epoch;
+    s->step = in->last_in_epoch ? 0 : in->step + 1;
+    return s->stop_at && in->global_step == s->stop_at;
+}
+
+static int fit(kiln_model *m, const kiln_data *d, uint64_t epoch, uint64_t step, stopper *st)
+{
+    kiln_fit_opts fo = {
+        .epochs = 2, .shuffle_seed = 99, .initial_epoch = epoch, .initial_step = step};
+    kiln_callbacks cb = {.ud = st, .on_step_end = on_step};
+    return kiln_model_fit(m, d, &fo, &cb);
+}
+
+static void fit_pipelined(void)
+{
+    kiln_data d = {.x = train.x, .y = train.y, .n = 5 * B + 7, .dim = train.dim};
+    kiln_model *cpu = build(MLP, kiln_sgd(0.05f, 0.9f), 0);
+    kiln_model *dev = build(MLP, kiln_sgd(0.05f, 0.9f), 1);
+    kiln_model *a = build(MLP, kiln_sgd(0.05f, 0.9f), 1);
+    kiln_model *b = build(MLP, kiln_sgd(0.05f, 0.9f), 1);
+    stopper s0 = {0}, s1 = {0}, s2 = {.stop_at = 4}, s3 = {0};
+    int ident;
+    CHECK(cpu && dev && a && b);
+    if (!cpu || !dev || !a || !b) goto out;
+    CHECK(fit(cpu, &d, 0, 0, &s0) == 0 && fit(dev, &d, 0, 0, &s1) == 0);
+    CHECK_MSG(kiln_model_step(dev) == 12 && s1.lr_changes == 12, "fit: %llu steps",
+              (unsigned long long)kiln_model_step(dev));
+    double e = param_diff(cpu, dev, &ident);
+    printf("fit (pipelined device loop) vs CPU loop: params rel err %.3g\n", e);
+    CHECK_MSG(e <= TOL, "fit: the device loop trained differently (%g)", e);
+    /* stopped after step 4 (a batch of step 5 was already staged) and
+     * resumed in a new model from the host copies */
+    CHECK(fit(a, &d, 0, 0, &s2) == 1);
+    CHECK(kiln_model_step(a) == 4);
+    copy_state(b, a);
+    kiln_model_set_lr(b, kiln_model_lr(a));
+    CHECK(fit(b, &d, s2.epoch, s2.step, &s3) == 0);
+    e = param_diff(b, dev, &ident);
+    CHECK_MSG(ident, "fit: stopped and resumed differs from uninterrupted (%g)", e);
+out:
+    kiln_model_free(cpu);
+    kiln_model_free(dev);
+    kiln_model_free(a);
+    kiln_model_free(b);
+}
+
+static void refusals(void)
+{
+    kiln_model *m = kiln_model_new(28, 28, 1);
+    kiln_model_add(m, kiln_flatten());
+    kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
+    CHECK(strcmp(kiln_model_device(m), "/cpu:0") == 0);
+    CHECK(kiln_model_set_device(m, "/tpu:0") == -1);
+    CHECK_MSG(strstr(kiln_model_error(m), "tpu") != NULL, "unknown device: %s",
+              kiln_model_error(m));
+    /* no GPU here (or no driver, or no plugin): an error naming the device,
+     * never a quiet CPU model */
+    int r = kiln_model_set_device(m, "/gpu:0");
+    if (r == 0) {
+        printf("a GPU is usable here: %s\n", kiln_model_device(m));
+    } else {
+        CHECK_MSG(strstr(kiln_model_error(m), "/gpu:0") != NULL, "GPU refusal: %s",
+                  kiln_model_error(m));
+        printf("/gpu:0 refused: %s\n", kiln_model_error(m));
+    }
+    CHECK(kiln_model_set_device(m, "/cpu:0") == 0);
+    CHECK(kiln_model_set_precision(m, KILN_PRECISION_TF32) == -1);
+    CHECK_MSG(strstr(kiln_model_error(m), "tf32") != NULL, "tf32: %s", kiln_model_error(m));
+    CHECK(kiln_model_set_precision(m, KILN_PRECISION_BF16) == -1);
+    CHECK_MSG(strstr(kiln_model_error(m), "bf16") != NULL, "bf16: %s", kiln_model_error(m));
+    CHECK(kiln_model_compile(m, kiln_sgd(0.1f, 0.0f), KILN_SOFTMAX_XENT, 4, 1) == 0);
+    CHECK(kiln_model_set_device(m, "/cpu:0") == -1);
+    CHECK_MSG(strstr(kiln_model_error(m), "before compile") != NULL, "after compile: %s",
+              kiln_model_error(m));
+    CHECK(kiln_precision_parse("bf16") == KILN_PRECISION_BF16 && kiln_precision_parse("fp8") < 0);
+    kiln_model_free(m);
+}
+
+int main(void)
+{
+    kiln_data full = {0}, tfull = {0};
+    char err[256];
+    if (kiln_load_fashion_mnist(NULL, 1, &full, err, sizeof(err)) ||
+        kiln_load_fashion_mnist(NULL, 0, &tfull, err, sizeof(err))) {
+        fprintf(stderr, "Fashion-MNIST not available: %s\n", err);
+        CHECK(0);
+        TEST_DONE();
+    }
+    train = (kiln_data){.x = full.x, .y = full.y, .n = (STEPS + 2) * B, .dim = full.dim};
+    test = tfull;
+    kiln_set_threads(2);
+    against_cpu(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd");
+    against_cpu(MLP, kiln_adam(0.001f), "mlp adam");
+    against_cpu(CNN, kiln_sgd(0.05f, 0.9f), "cnn+bn sgd");
+    against_cpu(CNN, kiln_adam(0.001f), "cnn+bn adam");
+    state_round_trip(CNN, kiln_adam(0.001f), "cnn+bn adam");
+    state_round_trip(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd");
+    fit_pipelined();
+    refusals();
+    kiln_data_free(&full);
+    kiln_data_free(&tfull);
+    TEST_DONE();
+}
