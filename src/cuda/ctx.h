@@ -15,6 +15,14 @@ extern "C" {
 
 #define KILN_CU_BLAS_WS ((size_t)32 << 20)
 
+/* A convolution algorithm chosen for one shape and direction (dnn.c). */
+#define KILN_CU_ALGOS 512
+typedef struct kiln_cu_algo {
+    int key[12]; /* direction, n, h, w, c, oc, kh, kw, stride, pad, tf32, 1 (used) */
+    int algo;
+    size_t ws;
+} kiln_cu_algo;
+
 struct kiln_cuda_ctx {
     int device;
     cudaStream_t stream;      /* compute */
@@ -28,6 +36,9 @@ struct kiln_cuda_ctx {
     size_t scratch_bytes;
     unsigned long mem_epoch; /* + 1 each time ws or scratch is replaced (graphs) */
     void *blas_ws;           /* cuBLAS's workspace, set once: graph capture must not allocate */
+    int autotune;            /* choose convolution algorithms by timing them (cudnnFind) */
+    int nalgos;
+    kiln_cu_algo algos[KILN_CU_ALGOS];
     int tf32;
     char err[512];
 };

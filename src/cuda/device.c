@@ -95,6 +95,12 @@ kiln_err kiln_cu_ctx_create(int device, kiln_cuda_ctx **out, char *err, size_t e
     CK_DNN(c, cudnnCreate(&c->dnn));
     CK_DNN(c, cudnnSetStream(c->dnn, c->stream));
     CK_KILN(kiln_cu_set_tf32(c, 0));
+    /* convolution algorithms timed once per shape, as PyTorch's
+     * cudnn.benchmark; KILN_CUDNN_FIND=0 takes cuDNN's heuristics instead */
+    {
+        const char *f = getenv("KILN_CUDNN_FIND");
+        c->autotune = !(f && strcmp(f, "0") == 0);
+    }
 out:
     if (rc != KILN_OK) {
         snprintf(err, errlen, "%s", c->err);
@@ -259,6 +265,15 @@ kiln_err kiln_cu_download_async(kiln_cuda_ctx *c, void *dst, const void *src, si
     kiln_err rc = KILN_OK;
     CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_upload_ordered(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
 out:
     return rc;
 }

@@ -12,6 +12,7 @@
 #include "cuda/ctx.h"
 
 #include <limits.h>
+#include <string.h>
 
 /* ---- descriptors ---- */
 
@@ -67,26 +68,157 @@ static kiln_err check_conv(kiln_cuda_ctx *c, const kiln_conv_shape *s)
     return kiln_cu__enter(c);
 }
 
-/* The heuristics list candidates best first; take the first that can run
- * and, with TF32 off, does not use tensor cores (fp32 stays fp32). */
+/* ---- the algorithm of a convolution, chosen once per shape ----
+ * Accepted: an algorithm that can run, is deterministic (a run killed and
+ * resumed must end bit-identical, and two runs of the same step must
+ * agree), and with TF32 off does not use tensor cores (fp32 stays fp32).
+ * With autotune (the default) the candidates are timed on the real buffers
+ * (cudnnFind*Ex, as PyTorch's cudnn.benchmark) the first time a shape is
+ * seen, in a workspace of up to FIND_WS; otherwise, or while a graph is
+ * being captured (timing runs kernels and waits), cuDNN's heuristics rank
+ * them. Either way the choice is cached in the context, so later calls make
+ * no query at all. */
+#define FIND_WS ((size_t)256 << 20)
+enum { DIR_FWD = 0, DIR_BWD_FILTER = 1, DIR_BWD_DATA = 2 };
+
 static int fp32_ok(const kiln_cuda_ctx *c, cudnnMathType_t m)
 {
     return c->tf32 || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
 }
 
-#define PICK_ALGO(c, perf, count, chosen)                                                          \
+#define PICK_ALGO(c, perf, count, chosen, found)                                                   \
     do {                                                                                           \
-        int found_ = 0;                                                                            \
-        for (int i_ = 0; i_ < (count) && !found_; i_++)                                            \
-            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && fp32_ok((c), (perf)[i_].mathType)) {  \
-                (chosen) = (perf)[i_];                                                             \
-                found_ = 1;                                                                        \
+        (found) = 0;                                                                               \
+        for (int i_ = 0; i_ < (count) && !(found); i_++)                                           \
+            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS &&                                       \
+                (perf)[i_].determinism == CUDNN_DETERMINISTIC &&                                   \
+                fp32_ok((c), (perf)[i_].mathType)) {                                               \
+                (chosen) = (int)(perf)[i_].algo;                                                   \
+                (found) = 1;                                                                       \
             }                                                                                      \
-        if (!found_) {                                                                             \
-            rc = kiln_cu__invalid((c), "conv2d: cuDNN offers no algorithm for this shape");        \
-            goto out;                                                                              \
-        }                                                                                          \
     } while (0)
+
+static void algo_key(const kiln_cuda_ctx *c, int dir, const kiln_conv_shape *s, int key[12])
+{
+    int k[12] = {dir, s->n, s->h, s->w, s->c, s->oc, s->kh, s->kw, s->stride, s->pad, c->tf32, 1};
+    memcpy(key, k, sizeof k);
+}
+
+static const kiln_cu_algo *algo_find(const kiln_cuda_ctx *c, const int key[12])
+{
+    for (int i = 0; i < c->nalgos; i++)
+        if (memcmp(c->algos[i].key, key, sizeof c->algos[i].key) == 0) return &c->algos[i];
+    return NULL;
+}
+
+static void algo_keep(kiln_cuda_ctx *c, const int key[12], int algo, size_t ws)
+{
+    if (c->nalgos == KILN_CU_ALGOS) return; /* full: choose again next time */
+    kiln_cu_algo *a = &c->algos[c->nalgos++];
+    memcpy(a->key, key, sizeof a->key);
+    a->algo = algo;
+    a->ws = ws;
+}
+
+/* Timing is allowed: autotune on and the stream not being captured. */
+static int may_time(kiln_cuda_ctx *c)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    if (!c->autotune) return 0;
+    if (cudaStreamIsCapturing(c->stream, &st) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return st == cudaStreamCaptureStatusNone;
+}
+
+/* The operands a direction's Find runs on: real buffers, whose outputs it
+ * overwrites (the caller computes them again afterwards). */
+typedef struct conv_io {
+    const float *x, *w, *dy;
+    float *y, *dw, *dx;
+} conv_io;
+
+static kiln_err choose(kiln_cuda_ctx *c, int dir, const kiln_conv_shape *s, const conv_desc *d,
+                       const conv_io *io, int *algo, size_t *ws)
+{
+    kiln_err rc = KILN_OK;
+    int key[12], got = 0, found = 0, timed = 0;
+    algo_key(c, dir, s, key);
+    const kiln_cu_algo *a = algo_find(c, key);
+    if (a) {
+        *algo = a->algo;
+        *ws = a->ws;
+        return KILN_OK;
+    }
+    if (may_time(c)) {
+        CK_KILN(kiln_cu__ensure_ws(c, FIND_WS));
+        if (dir == DIR_FWD) {
+            cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+            if (cudnnFindConvolutionForwardAlgorithmEx(c->dnn, d->x, io->x, d->w, io->w, d->conv,
+                                                       d->y, io->y,
+                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, p,
+                                                       c->ws, c->ws_bytes) == CUDNN_STATUS_SUCCESS)
+                PICK_ALGO(c, p, got, *algo, found);
+        } else if (dir == DIR_BWD_FILTER) {
+            cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+            if (cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                    c->dnn, d->x, io->x, d->y, io->dy, d->conv, d->w, io->dw,
+                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, p, c->ws,
+                    c->ws_bytes) == CUDNN_STATUS_SUCCESS)
+                PICK_ALGO(c, p, got, *algo, found);
+        } else {
+            cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+            if (cudnnFindConvolutionBackwardDataAlgorithmEx(
+                    c->dnn, d->w, io->w, d->y, io->dy, d->conv, d->x, io->dx,
+                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, p, c->ws,
+                    c->ws_bytes) == CUDNN_STATUS_SUCCESS)
+                PICK_ALGO(c, p, got, *algo, found);
+        }
+        timed = found;
+        cudaGetLastError(); /* a Find that failed falls back to the heuristics below */
+    }
+    if (!found) {
+        if (dir == DIR_FWD) {
+            cudnnConvolutionFwdAlgoPerf_t p[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+            CK_DNN(c, cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, d->x, d->w, d->conv, d->y,
+                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                                             p));
+            PICK_ALGO(c, p, got, *algo, found);
+        } else if (dir == DIR_BWD_FILTER) {
+            cudnnConvolutionBwdFilterAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+            CK_DNN(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                          c->dnn, d->x, d->y, d->conv, d->w,
+                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, p));
+            PICK_ALGO(c, p, got, *algo, found);
+        } else {
+            cudnnConvolutionBwdDataAlgoPerf_t p[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+            CK_DNN(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                          c->dnn, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                          &got, p));
+            PICK_ALGO(c, p, got, *algo, found);
+        }
+    }
+    if (!found) {
+        rc = kiln_cu__invalid(c, "conv2d: cuDNN offers no deterministic%s algorithm for this shape",
+                              c->tf32 ? "" : " fp32");
+        goto out;
+    }
+    if (dir == DIR_FWD)
+        CK_DNN(c, cudnnGetConvolutionForwardWorkspaceSize(c->dnn, d->x, d->w, d->conv, d->y,
+                                                          (cudnnConvolutionFwdAlgo_t)*algo, ws));
+    else if (dir == DIR_BWD_FILTER)
+        CK_DNN(c,
+               cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                   c->dnn, d->x, d->y, d->conv, d->w, (cudnnConvolutionBwdFilterAlgo_t)*algo, ws));
+    else
+        CK_DNN(c, cudnnGetConvolutionBackwardDataWorkspaceSize(
+                      c->dnn, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)*algo, ws));
+    /* a choice made while capturing is not kept: timing may do better later */
+    if (timed || !c->autotune) algo_keep(c, key, *algo, *ws);
+out:
+    return rc;
+}
 
 /* dst[cols, rows] = src[rows, cols]^T + beta*dst (row-major terms). */
 static kiln_err transpose(kiln_cuda_ctx *c, const float *src, float *dst, int rows, int cols,
@@ -107,23 +239,19 @@ kiln_err kiln_cu_conv2d_fwd(kiln_cuda_ctx *c, const kiln_conv_shape *s, const fl
 {
     kiln_err rc = check_conv(c, s);
     conv_desc d = {0};
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], algo = {0};
-    int got = 0, K = s->kh * s->kw * s->c;
+    int algo = 0, K = s->kh * s->kw * s->c;
     size_t ws = 0;
     const float one = 1.0f, zero = 0.0f;
 
     if (rc != KILN_OK) return rc;
     CK_KILN(conv_desc_make(c, s, &d));
-    CK_DNN(c, cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, d.x, d.w, d.conv, d.y,
-                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-    PICK_ALGO(c, perf, got, algo);
-    CK_DNN(c,
-           cudnnGetConvolutionForwardWorkspaceSize(c->dnn, d.x, d.w, d.conv, d.y, algo.algo, &ws));
-    CK_KILN(kiln_cu__ensure_ws(c, ws));
     CK_KILN(kiln_cu__ensure_scratch(c, sizeof(float) * (size_t)K * s->oc));
     CK_KILN(transpose(c, w, c->scratch, K, s->oc, 0.0f));
-    CK_DNN(c, cudnnConvolutionForward(c->dnn, &one, d.x, x, d.w, c->scratch, d.conv, algo.algo,
-                                      c->ws, ws, &zero, d.y, y));
+    conv_io io = {.x = x, .w = c->scratch, .y = y};
+    CK_KILN(choose(c, DIR_FWD, s, &d, &io, &algo, &ws));
+    CK_KILN(kiln_cu__ensure_ws(c, ws));
+    CK_DNN(c, cudnnConvolutionForward(c->dnn, &one, d.x, x, d.w, c->scratch, d.conv,
+                                      (cudnnConvolutionFwdAlgo_t)algo, c->ws, ws, &zero, d.y, y));
     if (b || relu) CK_KILN(kiln_cu_bias_act(c, y, b, s->n * s->oh * s->ow, s->oc, relu));
 out:
     conv_desc_free(&d);
@@ -136,45 +264,32 @@ kiln_err kiln_cu_conv2d_bwd(kiln_cuda_ctx *c, const kiln_conv_shape *s, const fl
 {
     kiln_err rc = check_conv(c, s);
     conv_desc d = {0};
-    cudnnConvolutionBwdFilterAlgoPerf_t fperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT], falgo = {0};
-    cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT], dalgo = {0};
-    int got = 0, K = s->kh * s->kw * s->c;
+    int falgo = 0, dalgo = 0, K = s->kh * s->kw * s->c;
     size_t fws = 0, dws = 0, nw = (size_t)K * s->oc;
     const float one = 1.0f, zero = 0.0f;
     float *wk, *dwk; /* KRSC weights and weight gradient in scratch */
 
     if (rc != KILN_OK) return rc;
     CK_KILN(conv_desc_make(c, s, &d));
-    CK_DNN(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->dnn, d.x, d.y, d.conv, d.w,
-                                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                            &got, fperf));
-    PICK_ALGO(c, fperf, got, falgo);
-    CK_DNN(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(c->dnn, d.x, d.y, d.conv, d.w,
-                                                             falgo.algo, &fws));
-    if (dx) {
-        CK_DNN(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(c->dnn, d.w, d.y, d.conv, d.x,
-                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                              &got, dperf));
-        PICK_ALGO(c, dperf, got, dalgo);
-        CK_DNN(c, cudnnGetConvolutionBackwardDataWorkspaceSize(c->dnn, d.w, d.y, d.conv, d.x,
-                                                               dalgo.algo, &dws));
-    }
-    CK_KILN(kiln_cu__ensure_ws(c, fws > dws ? fws : dws));
     CK_KILN(kiln_cu__ensure_scratch(c, 2 * sizeof(float) * nw));
     wk = c->scratch;
     dwk = c->scratch + nw;
-
     /* ReLU mask and bias gradient first: both filters and data need the
      * pre-activation gradient */
     CK_KILN(kiln_cu_mask_colsum(c, dy, y, relu, db, beta, s->n * s->oh * s->ow, s->oc));
-    CK_DNN(c, cudnnConvolutionBackwardFilter(c->dnn, &one, d.x, x, d.y, dy, d.conv, falgo.algo,
-                                             c->ws, fws, &zero, d.w, dwk));
+    if (dx) CK_KILN(transpose(c, w, wk, K, s->oc, 0.0f));
+    conv_io io = {.x = x, .w = wk, .dy = dy, .dw = dwk, .dx = dx};
+    CK_KILN(choose(c, DIR_BWD_FILTER, s, &d, &io, &falgo, &fws));
+    if (dx) CK_KILN(choose(c, DIR_BWD_DATA, s, &d, &io, &dalgo, &dws));
+    CK_KILN(kiln_cu__ensure_ws(c, fws > dws ? fws : dws));
+    CK_DNN(c, cudnnConvolutionBackwardFilter(c->dnn, &one, d.x, x, d.y, dy, d.conv,
+                                             (cudnnConvolutionBwdFilterAlgo_t)falgo, c->ws, fws,
+                                             &zero, d.w, dwk));
     CK_KILN(transpose(c, dwk, dw, s->oc, K, beta));
-    if (dx) {
-        CK_KILN(transpose(c, w, wk, K, s->oc, 0.0f));
-        CK_DNN(c, cudnnConvolutionBackwardData(c->dnn, &one, d.w, wk, d.y, dy, d.conv, dalgo.algo,
-                                               c->ws, dws, &zero, d.x, dx));
-    }
+    if (dx)
+        CK_DNN(c, cudnnConvolutionBackwardData(c->dnn, &one, d.w, wk, d.y, dy, d.conv,
+                                               (cudnnConvolutionBwdDataAlgo_t)dalgo, c->ws, dws,
+                                               &zero, d.x, dx));
 out:
     conv_desc_free(&d);
     return rc;

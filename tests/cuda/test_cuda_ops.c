@@ -377,6 +377,98 @@ static void check_optim(size_t n)
     kiln_ffree(p), kiln_ffree(g), kiln_ffree(v), kiln_ffree(m), kiln_ffree(v2);
 }
 
+/* The training step's helpers (the backend table's): the updates with
+ * device hyper-parameters, in-place ReLU and its mask, padding and crop,
+ * the stream-ordered upload, and a captured graph replayed. */
+static void check_step_helpers(size_t n)
+{
+    float *p = rand_buf(&R, n, -1, 1), *g = rand_buf(&R, n, -1, 1), *v = rand_buf(&R, n, -1, 1);
+    float *m = rand_buf(&R, n, -1, 1), *v2 = rand_buf(&R, n, 0, 1), *y = kiln_falloc(n);
+    float *dP = dcopy(p, n), *dG = dcopy(g, n), *dV = dcopy(v, n), *dM = dcopy(m, n);
+    float *dV2 = dcopy(v2, n), *dH = dcopy(NULL, 8), *got;
+    float h[8] = {0.05f, 0.9f};
+
+    printf("step helpers n=%zu\n", n);
+    /* sgd/adam with hyper-parameters from device memory: the CPU's bits */
+    OK(kiln_cu_upload_ordered(C, dH, h, sizeof h));
+    h[0] = -1.0f; /* reusable at once: the copy above already has its values */
+    kiln_sgd_update_ref(p, g, v, n, 0.05f, 0.9f);
+    OK(kiln_cu_sgd_update_dev(C, dP, dG, dV, n, dH));
+    same("sgd (device hyper) p", dP, p, n);
+    same("sgd (device hyper) v", dV, v, n);
+    for (uint64_t t = 1; t <= 3; t++) {
+        float a[8];
+        kiln__adam_consts(1e-3f, 0.9f, 0.999f, t, &a[0], &a[1]);
+        a[2] = 0.9f, a[3] = 0.999f, a[4] = 1e-8f;
+        OK(kiln_cu_upload_ordered(C, dH, a, sizeof a));
+        kiln_adam_update_ref(p, g, m, v2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, t);
+        OK(kiln_cu_adam_update_dev(C, dP, dG, dM, dV2, n, dH));
+    }
+    same("adam (device hyper) p, 3 steps", dP, p, n);
+    same("adam (device hyper) v", dV2, v2, n);
+
+    /* ReLU in place and its mask in place */
+    kiln_relu_fwd_ref(g, y, n);
+    OK(kiln_cu_relu_ew(C, dG, dG, n));
+    same("relu in place", dG, y, n);
+    OK(kiln_cu_upload(C, dV, v, n * sizeof(float)));
+    for (size_t i = 0; i < n; i++)
+        p[i] = y[i] > 0.0f ? v[i] : 0.0f;
+    OK(kiln_cu_relu_mask(C, dG, dV, dV, n));
+    same("relu mask in place", dV, p, n);
+
+    /* padding by 1 around [2, 5, 5, 3] and the crop back */
+    {
+        int N = 2, S = 5, Ch = 3, P = 1, SP = S + 2 * P;
+        size_t ni = (size_t)N * S * S * Ch, no = (size_t)N * SP * SP * Ch;
+        float *src = rand_buf(&R, ni, -1, 1), *want = kiln_falloc(no);
+        float *dS = dcopy(src, ni), *dO = dcopy(NULL, no), *dC = dcopy(NULL, ni);
+        for (int i = 0; i < N; i++)
+            for (int yy = 0; yy < SP; yy++)
+                for (int xx = 0; xx < SP; xx++)
+                    for (int c = 0; c < Ch; c++) {
+                        int sy = yy - P, sx = xx - P;
+                        want[(((size_t)i * SP + yy) * SP + xx) * Ch + c] =
+                            sy >= 0 && sy < S && sx >= 0 && sx < S
+                                ? src[(((size_t)i * S + sy) * S + sx) * Ch + c]
+                                : 0.0f;
+                    }
+        OK(kiln_cu_pad2d(C, dS, dO, N, S, Ch, P));
+        same("pad2d", dO, want, no);
+        OK(kiln_cu_crop2d(C, dO, dC, N, S, Ch, P));
+        same("crop2d", dC, src, ni);
+        kiln_ffree(src), kiln_ffree(want);
+    }
+
+    /* a graph of two kernels, replayed: the second replay doubles again,
+     * and a learning rate changed between replays is read by the graph */
+    {
+        void *gr = NULL;
+        float ones[64], two[64];
+        float *dA = dcopy(NULL, 64);
+        for (int i = 0; i < 64; i++)
+            ones[i] = 1.0f;
+        OK(kiln_cu_upload(C, dA, ones, sizeof ones));
+        OK(kiln_cu_graph_begin(C));
+        OK(kiln_cu_add_fwd(C, dA, dA, dA, 64));
+        OK(kiln_cu_graph_end(C, &gr));
+        CHECK(gr != NULL);
+        float *after = hcopy(dA, 64);
+        CHECK_MSG(after[0] == 1.0f, "captured work ran at capture time (%g)", after[0]);
+        kiln_ffree(after);
+        OK(kiln_cu_graph_launch(C, gr));
+        OK(kiln_cu_graph_launch(C, gr));
+        for (int i = 0; i < 64; i++)
+            two[i] = 4.0f;
+        same("graph replayed twice", dA, two, 64);
+        kiln_cu_graph_free(C, gr);
+        printf("  graph capture and replay: ok (memory epoch %lu)\n", kiln_cu_mem_epoch(C));
+    }
+    got = hcopy(dP, 1);
+    kiln_ffree(got);
+    kiln_ffree(p), kiln_ffree(g), kiln_ffree(v), kiln_ffree(m), kiln_ffree(v2), kiln_ffree(y);
+}
+
 static void check_casts_and_scaling(size_t n)
 {
     float *x = rand_buf(&R, n, -1000, 1000), *back;
@@ -480,6 +572,7 @@ int main(void)
     check_xent(37, 10);
     check_xent(8, 1000);
     check_optim(100003);
+    check_step_helpers(100003);
     check_casts_and_scaling(50021);
     check_async_upload(1 << 20);
     {

@@ -7,7 +7,8 @@
 # newest checkpoint is truncated (must fall back to the one before). The
 # final parameters' SHA-256 (kiln-train inspect) must equal the reference's.
 # Usage: test_train_resume.sh KILN_TRAIN  (env KILN_TEST_SANITIZED=1: smaller;
-# RESUME_MODEL=cnn, RESUME_N, RESUME_EPOCHS, RESUME_KILLS: test_train_resume_cnn.sh)
+# RESUME_MODEL=cnn, RESUME_N, RESUME_EPOCHS, RESUME_KILLS: test_train_resume_cnn.sh;
+# RESUME_EXTRA: more kiln-train flags)
 set -u
 KT=${1:?usage: test_train_resume.sh path/to/kiln-train}
 TMP=$(mktemp -d)
@@ -18,8 +19,10 @@ N=8000; EPOCHS=3; KILLS=12
 if [ "${KILN_TEST_SANITIZED:-0}" = 1 ]; then N=1500; EPOCHS=2; KILLS=6; fi
 MODEL=${RESUME_MODEL:-mlp}; N=${RESUME_N:-$N}; EPOCHS=${RESUME_EPOCHS:-$EPOCHS}
 KILLS=${RESUME_KILLS:-$KILLS}
+# RESUME_EXTRA: more flags (scripts/gpu/device-checks: --device=/gpu:0 --data_dir=...)
 ARGS="--model=$MODEL --train_epochs=$EPOCHS --train_examples=$N --batch_size=64 \
-      --checkpoint_steps=5 --keep_checkpoints=3 --threads=2 --seed=11 --log_format=json"
+      --checkpoint_steps=5 --keep_checkpoints=3 --threads=2 --seed=11 --log_format=json \
+      ${RESUME_EXTRA:-}"
 
 sha() { "$KT" inspect "$1" | sed -n 's/.*"sha256":"\([0-9a-f]*\)".*/\1/p'; }
 

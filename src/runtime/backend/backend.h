@@ -87,6 +87,10 @@ typedef struct kiln__backend {
      * compute stream afterwards sees the data, work queued before runs
      * alongside the copy. src must stay untouched until the next sync. */
     int (*upload_async)(kiln__dev *d, void *dst, const void *src, size_t bytes);
+    /* src (any host memory, reusable when the call returns) -> dst in
+     * compute-stream order: after the work queued before, before the work
+     * queued after (a step's learning rate, while earlier steps still run) */
+    int (*upload_ordered)(kiln__dev *d, void *dst, const void *src, size_t bytes);
     /* dst (host_alloc memory) <- src in compute-stream order; valid after sync */
     int (*download_async)(kiln__dev *d, void *dst, const void *src, size_t bytes);
 

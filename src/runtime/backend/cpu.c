@@ -18,6 +18,8 @@
 struct kiln__dev {
     float *scratch; /* bn_bwd's dx when the caller needs none; xent's labels */
     size_t scratch_n;
+    float *db; /* conv_bwd's bias gradient when the caller needs none */
+    size_t db_n;
     char err[256];
 };
 
@@ -62,6 +64,7 @@ static int cpu_open(int index, kiln__dev **out, char *err, size_t errlen)
 static void cpu_close(kiln__dev *d)
 {
     if (!d) return;
+    kiln_ffree(d->db);
     kiln_ffree(d->scratch);
     free(d);
 }
@@ -145,7 +148,17 @@ static int cpu_conv_bwd(kiln__dev *d, const kiln_conv_shape *s, const float *x, 
                         const float *y, float *dy, float *dx, float *dw, float *db, int relu,
                         float beta)
 {
-    (void)d;
+    if (!db) { /* the CPU op always sums the bias gradient */
+        if ((size_t)s->oc > d->db_n) {
+            kiln_ffree(d->db);
+            d->db_n = 0;
+            if (!(d->db = kiln_falloc((size_t)s->oc)))
+                return fail(d, "cpu: out of memory for a bias gradient");
+            memset(d->db, 0, sizeof(float) * (size_t)s->oc);
+            d->db_n = (size_t)s->oc;
+        }
+        db = d->db; /* its content is never read back; dw still takes beta */
+    }
     kiln_conv2d_bwd_acc(s, x, w, y, dy, dx, dw, db, relu, beta);
     return 0;
 }
@@ -346,6 +359,7 @@ const kiln__backend kiln__backend_cpu = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .upload_async = cpu_copy,
+    .upload_ordered = cpu_copy,
     .download_async = cpu_copy,
     .dense_fwd = cpu_dense_fwd,
     .dense_bwd = cpu_dense_bwd,

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kiln/diag.h"
 
@@ -62,5 +63,39 @@ kiln_err kiln_resnet_forward(kiln_resnet *r, const float *x, int n, int size, fl
 kiln_err kiln_resnet_train_step(kiln_resnet *r, const float *x, const uint8_t *labels, int n,
                                 int size, float lr, float momentum, float *loss, char *err,
                                 size_t errlen);
+
+/* ---- the same network on a backend table (models/resnet_dev.c) ----
+ * Parameters, gradients, momentum and activations in the device's memory;
+ * the initial parameters are kiln_resnet_create's for cfg, so a seed gives
+ * the same network on every device. Buffers are made for batches of up to
+ * max_n images of size x size. Functions that fail return a kiln_err and
+ * leave a sentence in kiln_resnet_dev_error. */
+struct kiln__backend;
+typedef struct kiln_resnet_dev kiln_resnet_dev;
+
+/* precision: a kiln_precision (kiln/train.h): fp32 or tf32 */
+kiln_resnet_dev *kiln_resnet_dev_create(const kiln_resnet_cfg *cfg, const struct kiln__backend *be,
+                                        int index, int precision, int max_n, int size, char *err,
+                                        size_t errlen);
+void kiln_resnet_dev_destroy(kiln_resnet_dev *r);
+const char *kiln_resnet_dev_name(const kiln_resnet_dev *r);
+const char *kiln_resnet_dev_error(const kiln_resnet_dev *r);
+size_t kiln_resnet_dev_param_count(const kiln_resnet_dev *r);
+/* n images [n, size, size, 3] and their labels (< classes) become the batch
+ * the next steps train on (synchronous upload). */
+kiln_err kiln_resnet_dev_load(kiln_resnet_dev *r, const float *x, const int32_t *labels, int n);
+/* Queues one training step on the loaded batch (forward, softmax
+ * cross-entropy, backward, SGD momentum in PyTorch's form); does not wait. */
+kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum);
+/* Waits for every queued step; *loss (may be NULL): the last one's mean loss. */
+kiln_err kiln_resnet_dev_wait(kiln_resnet_dev *r, float *loss);
+/* The loaded batch's logits [n, classes] into host memory (training: batch
+ * statistics, running statistics updated, as kiln_resnet_forward). */
+kiln_err kiln_resnet_dev_forward(kiln_resnet_dev *r, float *logits, int training);
+/* One step that waits for the device around every call, then the time per
+ * kind of call on f: where a step's time goes. */
+kiln_err kiln_resnet_dev_profile(kiln_resnet_dev *r, float lr, float momentum, FILE *f);
+/* Parameter buffer i (kiln_resnet_buffer's order, n values) into host memory. */
+kiln_err kiln_resnet_dev_param(kiln_resnet_dev *r, int i, float *host, size_t n);
 
 #endif

@@ -66,9 +66,10 @@ struct kiln__devmodel {
     int staged[2]; /* examples staged in the slot, 0 = free */
     int order[2];  /* staged slots, oldest first */
     int nstaged;
-    int flight; /* slot of the launched step, -1 = none */
-    float *hyper, *hhyper;
-    float *loss, *hloss; /* [0] loss; the int count follows in the same allocation */
+    int flight;                    /* slot of the launched step, -1 = none */
+    float *hyper;                  /* device */
+    float hhyper[KILN__HYPER_MAX]; /* plain host memory: upload_ordered copies it at once */
+    float *loss, *hloss;           /* [0] loss; the int count follows in the same allocation */
     void *graph[2];
     int graph_n[2];
     unsigned long graph_epoch[2];
@@ -162,7 +163,6 @@ void kiln__dev_free(kiln_model *m)
     }
     if (v->tmp) be->free(v->d, v->tmp);
     if (v->hyper) be->free(v->d, v->hyper);
-    if (v->hhyper) be->host_free(v->d, v->hhyper);
     if (v->loss) be->free(v->d, v->loss);
     if (v->hloss) be->host_free(v->d, v->hloss);
     free(v->L);
@@ -273,8 +273,7 @@ int kiln__dev_compile(kiln_model *m)
     if (tmp_n) v->tmp = dalloc(m, sizeof(float) * tmp_n, &bad);
     v->hyper = dalloc(m, sizeof(float) * KILN__HYPER_MAX, &bad);
     v->loss = dalloc(m, 2 * sizeof(float), &bad);
-    if (!bad && (be->host_alloc(v->d, sizeof(float) * KILN__HYPER_MAX, (void **)&v->hhyper) ||
-                 be->host_alloc(v->d, 2 * sizeof(float), (void **)&v->hloss))) {
+    if (!bad && be->host_alloc(v->d, 2 * sizeof(float), (void **)&v->hloss)) {
         dev_fail(m, "allocating pinned host memory");
         bad = 1;
     }
@@ -544,7 +543,7 @@ int kiln__dev_launch(kiln_model *m)
     if (v->dev_stale && (rc = push(m))) return rc;
     m->step++;
     set_hyper(m);
-    CK(m, v->be->upload_async(v->d, v->hyper, v->hhyper, sizeof(float) * KILN__HYPER_MAX),
+    CK(m, v->be->upload_ordered(v->d, v->hyper, v->hhyper, sizeof(float) * KILN__HYPER_MAX),
        "uploading the learning rate");
     if ((rc = run_step(m, s, n))) goto fail_step;
     CK(m, v->be->download_async(v->d, v->hloss, v->loss, 2 * sizeof(float)), "reading the loss");

@@ -2,11 +2,14 @@
  * training throughput on synthetic data, printed the way tf_cnn_benchmarks
  * prints it (a line per step with images/sec, then "total images/sec").
  *
- * Runs on the CPU (models/resnet.h). --device=/gpu:N and mixed precision are
- * parsed and refused with a clear message: the CUDA ops exist (src/cuda) but
- * the model does not run on them yet (docs/gpu.md). */
+ * On a GPU (the first one by default, --device=/gpu:N) it runs
+ * models/resnet_dev.c on the CUDA backend, fp32 or tf32; on the CPU,
+ * models/resnet.h in fp32. Mixed precision is refused with the reason until
+ * it is built (docs/gpu.md). */
+#include "backend/backend.h"
 #include "kiln/cuda.h"
 #include "kiln/tensor.h"
+#include "kiln/train.h"
 #include "models/resnet.h"
 #include "tools/tool.h"
 
@@ -19,7 +22,7 @@
 #include <time.h>
 
 typedef struct r50_opts {
-    long batch, image, batches, warmup, width, classes, threads;
+    long batch, image, batches, warmup, width, classes, threads, display;
     const char *device, *precision;
     int synthetic;
 } r50_opts;
@@ -28,9 +31,12 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: kiln-train resnet50 --synthetic [--batch_size=32] [--image_size=224]\n"
                "                           [--num_batches=10] [--num_warmup_batches=2]\n"
-               "                           [--device=/cpu:0] [--precision=fp32] [--threads=N]\n"
-               "                           [--width=64] [--num_classes=1000]\n"
-               "  --width scales every stage (64 is ResNet-50; smaller is for quick checks)\n");
+               "                           [--device=/gpu:N|/cpu:0] [--precision=fp32|tf32]\n"
+               "                           [--threads=N] [--width=64] [--num_classes=1000]\n"
+               "                           [--display_every=10]\n"
+               "  --device: by default the first GPU this process sees, else the CPU\n"
+               "  --width scales every stage (64 is ResNet-50; smaller is for quick checks)\n"
+               "  --display_every: GPU steps between waits and printed lines\n");
 }
 
 static int num(const char *flag, const char *v, long lo, long hi, long *out)
@@ -61,6 +67,7 @@ static int parse(int argc, char **argv, r50_opts *o)
         {"width", 1, 256, offsetof(r50_opts, width)},
         {"num_classes", 1, 100000, offsetof(r50_opts, classes)},
         {"threads", 0, 1024, offsetof(r50_opts, threads)},
+        {"display_every", 1, 1000000, offsetof(r50_opts, display)},
     };
     *o = (r50_opts){.batch = 32,
                     .image = 224,
@@ -68,7 +75,7 @@ static int parse(int argc, char **argv, r50_opts *o)
                     .warmup = 2,
                     .width = 64,
                     .classes = 1000,
-                    .device = "/cpu:0",
+                    .device = NULL,
                     .precision = "fp32"};
     const char *a = "";
     for (int i = 1; i < argc; i++) {
@@ -124,12 +131,119 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* 3 x 2 x multiply-adds of one image's forward pass: the peer's count
+ * (bench/pytorch_resnet50.py), for TFLOP/s and MFU */
+static double train_flops_per_image(long width, long image, long classes)
+{
+    int sp[5];
+    if (kiln_resnet_spatial((int)image, sp)) return 0;
+    double s1 = (double)((image + 6 - 7) / 2 + 1), macs = s1 * s1 * 49 * 3 * width;
+    static const int blocks[4] = {3, 4, 6, 3};
+    double cin = (double)width;
+    for (int st = 0; st < 4; st++) {
+        double w = (double)(width << st), cout = 4 * w, si = sp[st], so = sp[st + 1];
+        for (int i = 0; i < blocks[st]; i++) {
+            double in_s = i == 0 ? si : so;
+            macs += in_s * in_s * cin * w;            /* a: 1x1 at the input size */
+            macs += so * so * 9 * w * w;              /* b: 3x3, carries the stride */
+            macs += so * so * w * cout;               /* c: 1x1 */
+            if (i == 0) macs += so * so * cin * cout; /* projection */
+            cin = cout;
+        }
+    }
+    macs += cin * (double)classes;
+    return 6.0 * macs;
+}
+
+/* The GPU path: models/resnet_dev.c on the CUDA backend. Steps are queued
+ * without waiting, as the PyTorch peer runs them; the host waits every
+ * --display_every steps (a line then, with that interval's rate) and the
+ * total rate is over the whole timed run. */
+static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision)
+{
+    char err[512];
+    int rc = 1;
+    kiln_resnet_dev *r = NULL;
+    float *x = NULL;
+    int32_t *labels = NULL;
+    kiln_rng g;
+    const kiln__backend *be = kiln__backend_cuda(err, sizeof err);
+    if (!be) {
+        fprintf(stderr, "kiln-train resnet50: /gpu:%d: %s\n", dev->index, err);
+        return 1;
+    }
+    kiln_resnet_cfg cfg = {.width = (int)o->width, .classes = (int)o->classes, .seed = 1};
+    r = kiln_resnet_dev_create(&cfg, be, dev->index, precision, (int)o->batch, (int)o->image, err,
+                               sizeof err);
+    size_t nx = (size_t)o->batch * o->image * o->image * 3;
+    x = kiln_falloc(nx);
+    labels = malloc(sizeof(int32_t) * (size_t)o->batch);
+    if (!r || !x || !labels) {
+        fprintf(stderr, "kiln-train resnet50: /gpu:%d: %s\n", dev->index,
+                r ? "out of memory" : err);
+        goto out;
+    }
+    kiln_rng_seed(&g, 42);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = 2.0f * kiln_rng_uniform(&g) - 1.0f;
+    for (long i = 0; i < o->batch; i++)
+        labels[i] = (int32_t)(kiln_rng_next(&g) % (uint64_t)o->classes);
+    if (kiln_resnet_dev_load(r, x, labels, (int)o->batch) != KILN_OK) goto dev_err;
+    double flops = train_flops_per_image(o->width, o->image, o->classes);
+    printf("Model:       resnet50 (v1.5, width %ld, %zu parameters)\n", o->width,
+           kiln_resnet_dev_param_count(r));
+    printf("Device:      /gpu:%d (%s)\nData format: NHWC\nBatch size:  %ld\n"
+           "Image size:  %ld\nPrecision:   %s\nOptimizer:   sgd (momentum 0.9)\n",
+           dev->index, kiln_resnet_dev_name(r), o->batch, o->image,
+           kiln_precision_name((kiln_precision)precision));
+    printf("Step\tImg/sec\ttotal_loss\n");
+    fflush(stdout);
+    for (long i = 0; i < o->warmup; i++)
+        if (kiln_resnet_dev_step(r, 0.01f, 0.9f) != KILN_OK) goto dev_err;
+    float loss = 0;
+    if (kiln_resnet_dev_wait(r, &loss) != KILN_OK) goto dev_err;
+    double t0 = now(), t_last = t0;
+    long every = o->display > 0 ? o->display : 10;
+    for (long step = 0; step < o->batches; step++) {
+        if (kiln_resnet_dev_step(r, 0.01f, 0.9f) != KILN_OK) goto dev_err;
+        if ((step + 1) % every && step + 1 != o->batches) continue;
+        if (kiln_resnet_dev_wait(r, &loss) != KILN_OK) goto dev_err;
+        double t = now(), n = (double)((step % every) + 1);
+        printf("%ld\timages/sec: %.1f\t%.3f\n", step + 1, n * (double)o->batch / (t - t_last),
+               loss);
+        fflush(stdout);
+        t_last = t;
+    }
+    double secs = now() - t0, ips = (double)o->batch * (double)o->batches / secs;
+    const char *pr = getenv("KILN_RESNET_PROFILE"); /* where the time goes (docs/gpu.md) */
+    if (pr && strcmp(pr, "1") == 0 && kiln_resnet_dev_profile(r, 0.01f, 0.9f, stdout) != KILN_OK)
+        goto dev_err;
+    if (!(loss == loss)) {
+        fprintf(stderr, "kiln-train resnet50: the loss is not finite\n");
+        goto out;
+    }
+    printf("----------------------------------------------------------------\n"
+           "total images/sec: %.2f\n"
+           "achieved TFLOP/s: %.1f (%.3f GFLOP per training image)\n"
+           "----------------------------------------------------------------\n",
+           ips, ips * flops / 1e12, flops / 1e9);
+    rc = 0;
+    goto out;
+dev_err:
+    fprintf(stderr, "kiln-train resnet50: /gpu:%d: %s\n", dev->index, kiln_resnet_dev_error(r));
+out:
+    kiln_resnet_dev_destroy(r);
+    kiln_ffree(x);
+    free(labels);
+    return rc;
+}
+
 int kiln_train_resnet50_main(int argc, char **argv)
 {
     r50_opts o;
-    kiln_device_spec dev;
+    kiln_device_spec dev = {.kind = KILN_DEVICE_CPU};
     char err[256];
-    int rc = parse(argc, argv, &o);
+    int rc = parse(argc, argv, &o), n = 0;
     kiln_resnet *net = NULL;
     float *x = NULL;
     uint8_t *labels = NULL;
@@ -142,22 +256,33 @@ int kiln_train_resnet50_main(int argc, char **argv)
         fprintf(stderr, "kiln-train resnet50: only --synthetic data is supported so far\n");
         return 2;
     }
-    if (kiln_device_parse(o.device, &dev, err, sizeof err) != KILN_OK) {
+    int precision = kiln_precision_parse(o.precision);
+    if (precision < 0) {
+        fprintf(stderr, "kiln-train resnet50: --precision=%s: expected fp32, tf32, bf16 or fp16\n",
+                o.precision);
+        return 2;
+    }
+    if (o.device && kiln_device_parse(o.device, &dev, err, sizeof err) != KILN_OK) {
         fprintf(stderr, "kiln-train resnet50: --device: %s\n", err);
         return 2;
     }
+    /* TensorFlow's rule: the first GPU this process sees, when there is one */
+    if (!o.device && kiln_cuda_device_count(&n, err, sizeof err) == KILN_OK && n > 0)
+        dev = (kiln_device_spec){.kind = KILN_DEVICE_GPU, .index = 0};
     if (dev.kind == KILN_DEVICE_GPU) {
-        fprintf(stderr,
-                "kiln-train resnet50: --device=%s: %s; training on GPUs is not wired into the "
-                "runtime yet (docs/gpu.md)\n",
-                o.device,
-                kiln_cuda_built() ? "the CUDA backend is built" : "CUDA backend not built");
-        return 2;
+        if (precision == KILN_PRECISION_BF16 || precision == KILN_PRECISION_FP16) {
+            fprintf(stderr,
+                    "kiln-train resnet50: --precision=%s: mixed precision is not built yet on the "
+                    "GPU path (fp32 and tf32 are; docs/gpu.md)\n",
+                    o.precision);
+            return 2;
+        }
+        return run_gpu(&o, &dev, precision);
     }
-    if (strcmp(o.precision, "fp32") != 0) {
+    if (precision != KILN_PRECISION_FP32) {
         fprintf(stderr,
-                "kiln-train resnet50: --precision=%s: the CPU path is fp32 only (bf16/fp16 "
-                "mixed precision is for the GPU path, docs/gpu.md)\n",
+                "kiln-train resnet50: --precision=%s: the CPU path is fp32 only (tf32, bf16 and "
+                "fp16 are GPU formats, docs/gpu.md)\n",
                 o.precision);
         return 2;
     }
