@@ -33,6 +33,7 @@
 #include "nn/nn.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -515,8 +516,14 @@ static int run_step(kiln_model *m, int s, int n)
         /* end the capture whatever happened, so the stream is usable again */
         if (be->graph_end(v->d, &g) && !rc) rc = dev_fail(m, "capturing the training step");
         if (rc) {
+            /* nothing ran while capturing, so the step can still run eagerly;
+             * say so once: the run goes on, slower than it could */
             if (g) be->graph_free(v->d, g);
-            return rc;
+            fprintf(stderr, "kiln: %s: the training step cannot be captured as a CUDA graph "
+                            "(%s); running it without graphs\n",
+                    m->device, m->err);
+            v->use_graphs = 0;
+            return step_ops(m, s, n);
         }
         if (be->mem_epoch(v->d) != ep) {
             /* a workspace moved during capture: this graph is stale at birth;
