@@ -37,6 +37,8 @@ struct kiln_cuda_ctx {
     unsigned long mem_epoch; /* + 1 each time ws or scratch is replaced (graphs) */
     void *blas_ws;           /* cuBLAS's workspace, set once: graph capture must not allocate */
     int autotune;            /* choose convolution algorithms by timing them (cudnnFind) */
+    int bn_cudnn;            /* batch norm on cuDNN's kernels instead of kiln's (kernels.cu) */
+    int verbose;             /* KILN_CUDNN_VERBOSE=1: each algorithm choice on stderr */
     int nalgos;
     kiln_cu_algo algos[KILN_CU_ALGOS];
     int tf32;
@@ -55,6 +57,20 @@ const char *kiln_cu__cublas_str(cublasStatus_t s);
  * cudaMalloc, kernel launches and the cuBLAS/cuDNN handles all act on the
  * current device. cudaSetDevice to the current device costs next to nothing. */
 kiln_err kiln_cu__enter(kiln_cuda_ctx *c);
+/* kiln's batch-norm kernels (kernels.cu); the public kiln_cu_bn_* check
+ * their arguments and choose between these and cuDNN's. */
+kiln_err kiln_cu__bn_fwd_train_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                                    const float *beta, float *y, float *mean, float *invstd,
+                                    float *run_mean, float *run_var, float momentum, float eps,
+                                    int M, int C);
+kiln_err kiln_cu__bn_bwd_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                              const float *mean, const float *invstd, const float *dy, float *dx,
+                              float *dgamma, float *dbeta, int M, int C);
+kiln_err kiln_cu__bn_fwd_infer_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                                    const float *beta, const float *run_mean, const float *run_var,
+                                    float eps, float *y, int M, int C);
+kiln_err kiln_cu__maxpool_bwd_first(kiln_cuda_ctx *c, const kiln_pool_shape *s, const float *x,
+                                    const float *y, const float *dy, float *dx);
 /* Makes the workspace (or scratch) at least `bytes` large. */
 kiln_err kiln_cu__ensure_ws(kiln_cuda_ctx *c, size_t bytes);
 kiln_err kiln_cu__ensure_scratch(kiln_cuda_ctx *c, size_t bytes);

@@ -48,6 +48,10 @@ const char *kiln_cu_error(const kiln_cuda_ctx *c);
 int kiln_cu_device(const kiln_cuda_ctx *c);
 /* Allow TF32 tensor cores for fp32 GEMMs and convolutions (off by default). */
 kiln_err kiln_cu_set_tf32(kiln_cuda_ctx *c, int allow);
+/* Batch norm on cuDNN's kernels (1) or kiln's own (0, the default:
+ * cuDNN's legacy kernels are slow on NHWC rows; $KILN_BN=cudnn picks
+ * cuDNN's at context creation). Both compute the CPU reference's result. */
+void kiln_cu_set_bn_cudnn(kiln_cuda_ctx *c, int on);
 /* Waits for all queued work; reports errors of earlier kernels. */
 kiln_err kiln_cu_sync(kiln_cuda_ctx *c);
 

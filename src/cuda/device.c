@@ -98,8 +98,12 @@ kiln_err kiln_cu_ctx_create(int device, kiln_cuda_ctx **out, char *err, size_t e
     /* convolution algorithms timed once per shape, as PyTorch's
      * cudnn.benchmark; KILN_CUDNN_FIND=0 takes cuDNN's heuristics instead */
     {
-        const char *f = getenv("KILN_CUDNN_FIND");
+        const char *f = getenv("KILN_CUDNN_FIND"), *b = getenv("KILN_BN"),
+                   *v = getenv("KILN_CUDNN_VERBOSE");
         c->autotune = !(f && strcmp(f, "0") == 0);
+        /* KILN_BN=cudnn: batch norm on cuDNN's kernels (slow on NHWC rows) */
+        c->bn_cudnn = b && strcmp(b, "cudnn") == 0;
+        c->verbose = v && strcmp(v, "1") == 0;
     }
 out:
     if (rc != KILN_OK) {
@@ -145,6 +149,11 @@ kiln_err kiln_cu_set_tf32(kiln_cuda_ctx *c, int allow)
     c->tf32 = allow;
 out:
     return rc;
+}
+
+void kiln_cu_set_bn_cudnn(kiln_cuda_ctx *c, int on)
+{
+    c->bn_cudnn = on;
 }
 
 kiln_err kiln_cu_sync(kiln_cuda_ctx *c)

@@ -12,6 +12,7 @@
 #include "cuda/ctx.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- descriptors ---- */
@@ -94,6 +95,8 @@ static int fp32_ok(const kiln_cuda_ctx *c, cudnnMathType_t m)
                 (perf)[i_].determinism == CUDNN_DETERMINISTIC &&                                   \
                 fp32_ok((c), (perf)[i_].mathType)) {                                               \
                 (chosen) = (int)(perf)[i_].algo;                                                   \
+                math = (int)(perf)[i_].mathType;                                                   \
+                ms = (perf)[i_].time;                                                              \
                 (found) = 1;                                                                       \
             }                                                                                      \
     } while (0)
@@ -143,7 +146,8 @@ static kiln_err choose(kiln_cuda_ctx *c, int dir, const kiln_conv_shape *s, cons
                        const conv_io *io, int *algo, size_t *ws)
 {
     kiln_err rc = KILN_OK;
-    int key[12], got = 0, found = 0, timed = 0;
+    int key[12], got = 0, found = 0, timed = 0, math = -1;
+    float ms = -1.0f;
     algo_key(c, dir, s, key);
     const kiln_cu_algo *a = algo_find(c, key);
     if (a) {
@@ -216,6 +220,15 @@ static kiln_err choose(kiln_cuda_ctx *c, int dir, const kiln_conv_shape *s, cons
                       c->dnn, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)*algo, ws));
     /* a choice made while capturing is not kept: timing may do better later */
     if (timed || !c->autotune) algo_keep(c, key, *algo, *ws);
+    if (c->verbose)
+        fprintf(stderr,
+                "kiln cudnn: %s n=%d %dx%dx%d -> %d k=%d s=%d p=%d: algo %d math %d %s %.3f ms, "
+                "workspace %zu\n",
+                dir == DIR_FWD          ? "fwd"
+                : dir == DIR_BWD_FILTER ? "bwd-filter"
+                                        : "bwd-data",
+                s->n, s->h, s->w, s->c, s->oc, s->kh, s->stride, s->pad, *algo, math,
+                timed ? "timed" : "heuristic", ms, *ws);
 out:
     return rc;
 }
@@ -376,7 +389,10 @@ kiln_err kiln_cu_maxpool_fwd(kiln_cuda_ctx *c, const kiln_pool_shape *s, const f
 kiln_err kiln_cu_maxpool_bwd(kiln_cuda_ctx *c, const kiln_pool_shape *s, const float *x,
                              const float *y, const float *dy, float *dx)
 {
-    return pool_bwd(c, s, 1, x, y, dy, dx);
+    /* kiln's kernel: the CPU's first-maximum rule on ties (kernels.cu) */
+    if (s->n < 1 || s->c < 1 || s->oh < 1 || s->ow < 1 || s->k < 1 || s->stride < 1)
+        return kiln_cu__invalid(c, "pool: bad shape (run kiln_pool_shape_init)");
+    return kiln_cu__maxpool_bwd_first(c, s, x, y, dy, dx);
 }
 
 kiln_err kiln_cu_avgpool_fwd(kiln_cuda_ctx *c, const kiln_pool_shape *s, const float *x, float *y)
@@ -439,6 +455,12 @@ kiln_err kiln_cu_bn_fwd_train(kiln_cuda_ctx *c, const float *x, const float *gam
     if (M < 2) return kiln_cu__invalid(c, "batch norm: training needs M >= 2 rows, got %d", M);
     if (!run_mean != !run_var)
         return kiln_cu__invalid(c, "batch norm: run_mean and run_var must both be set or NULL");
+    if (!c->bn_cudnn) {
+        if (!(eps > 0.0f) || (size_t)M * C > INT_MAX)
+            return kiln_cu__invalid(c, "batch norm: bad shape M=%d C=%d or eps %g", M, C, eps);
+        return kiln_cu__bn_fwd_train_kiln(c, x, gamma, beta, y, mean, invstd, run_mean, run_var,
+                                          momentum, eps, M, C);
+    }
     CK_KILN(bn_desc_make(c, M, C, eps, &d));
     CK_DNN(c, cudnnBatchNormalizationForwardTraining(c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
                                                      d.x, x, d.x, y, d.p, gamma, beta, momentum,
@@ -455,6 +477,11 @@ kiln_err kiln_cu_bn_fwd_infer(kiln_cuda_ctx *c, const float *x, const float *gam
     kiln_err rc = KILN_OK;
     bn_desc d = {0};
     const float one = 1.0f, zero = 0.0f;
+    if (!c->bn_cudnn) {
+        if (M < 1 || C < 1 || (size_t)M * C > INT_MAX)
+            return kiln_cu__invalid(c, "batch norm: bad shape M=%d C=%d", M, C);
+        return kiln_cu__bn_fwd_infer_kiln(c, x, gamma, beta, run_mean, run_var, eps, y, M, C);
+    }
     CK_KILN(bn_desc_make(c, M, C, eps, &d));
     CK_DNN(c, cudnnBatchNormalizationForwardInference(c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
                                                       d.x, x, d.x, y, d.p, gamma, beta, run_mean,
@@ -471,6 +498,11 @@ kiln_err kiln_cu_bn_bwd(kiln_cuda_ctx *c, const float *x, const float *gamma, co
     kiln_err rc = KILN_OK;
     bn_desc d = {0};
     const float one = 1.0f, zero = 0.0f;
+    if (!c->bn_cudnn) {
+        if (M < 1 || C < 1 || (size_t)M * C > INT_MAX)
+            return kiln_cu__invalid(c, "batch norm: bad shape M=%d C=%d", M, C);
+        return kiln_cu__bn_bwd_kiln(c, x, gamma, mean, invstd, dy, dx, dgamma, dbeta, M, C);
+    }
     CK_KILN(bn_desc_make(c, M, C, eps, &d));
     CK_DNN(c, cudnnBatchNormalizationBackward(c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
                                               &zero, d.x, x, d.x, dy, d.x, dx, d.p, gamma, dgamma,

@@ -556,3 +556,267 @@ extern "C" kiln_err kiln_cu_crop2d(kiln_cuda_ctx *c, const float *src, float *ds
 out:
     return rc;
 }
+
+/* ---- batch norm over the rows of x[M, C] (NHWC), kiln's own kernels ----
+ * cuDNN's legacy batch norm takes these rows as an NCHW [M, C, 1, 1]
+ * tensor, a shape its kernels are not made for: on an H100 it took 64% of
+ * a ResNet-50 step (docs/gpu.md). These are three memory-bound passes each
+ * way: per-block partial sums (double, a fixed order: deterministic), the
+ * per-channel statistics from them (one thread a channel, blocks in order),
+ * then the elementwise map, in double like the CPU reference
+ * (ops/bn.c, kiln_bn_*_ref). The partial sums live in the context's
+ * scratch, free again when the call's kernels have run (stream order). */
+#define BN_COLS       32
+#define BN_LANES      8
+#define BN_MAX_BLOCKS 512
+
+static int bn_blocks(int M, int *rows_per_block)
+{
+    int rpb = (M + BN_MAX_BLOCKS - 1) / BN_MAX_BLOCKS;
+    if (rpb < 64) rpb = 64;
+    *rows_per_block = rpb;
+    return (M + rpb - 1) / rpb;
+}
+
+/* part[(blk * C + c) * 2 + {0, 1}] = sums over the block's rows of a and
+ * a * b, with (fwd) a = x, b = x, or (bwd) a = dy, b = (x - mean) * invstd */
+__global__ void bn_partial_k(const float *x, const float *dy, const float *mean,
+                             const float *invstd, int M, int C, int rpb, double *part)
+{
+    __shared__ double s0[BN_LANES][BN_COLS], s1[BN_LANES][BN_COLS];
+    int c = blockIdx.y * BN_COLS + threadIdx.x;
+    int r0 = blockIdx.x * rpb, r1 = min(M, r0 + rpb);
+    double a0 = 0.0, a1 = 0.0;
+    if (c < C) {
+        double mu = dy ? (double)mean[c] : 0.0, is = dy ? (double)invstd[c] : 0.0;
+        for (int r = r0 + threadIdx.y; r < r1; r += BN_LANES) {
+            size_t k = (size_t)r * C + c;
+            double xv = x[k];
+            if (dy) {
+                double g = dy[k];
+                a0 += g;
+                a1 += g * ((xv - mu) * is);
+            } else {
+                a0 += xv;
+                a1 += xv * xv;
+            }
+        }
+    }
+    s0[threadIdx.y][threadIdx.x] = a0;
+    s1[threadIdx.y][threadIdx.x] = a1;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        double t0 = 0.0, t1 = 0.0;
+        for (int l = 0; l < BN_LANES; l++) {
+            t0 += s0[l][threadIdx.x];
+            t1 += s1[l][threadIdx.x];
+        }
+        part[((size_t)blockIdx.x * C + c) * 2] = t0;
+        part[((size_t)blockIdx.x * C + c) * 2 + 1] = t1;
+    }
+}
+
+/* Forward statistics: st[c*2] = mean, st[c*2+1] = 1/sqrt(var + eps) in
+ * double for the map; the float outputs and the running statistics. */
+__global__ void bn_stats_k(const double *part, int nblk, int M, int C, float eps, float momentum,
+                           float *mean, float *invstd, float *run_mean, float *run_var, double *st)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s = 0.0, q = 0.0;
+    for (int b = 0; b < nblk; b++) {
+        s += part[((size_t)b * C + c) * 2];
+        q += part[((size_t)b * C + c) * 2 + 1];
+    }
+    double mu = s / M, var = q / M - mu * mu;
+    if (var < 0.0) var = 0.0;
+    double is = 1.0 / sqrt(var + (double)eps);
+    st[c * 2] = mu;
+    st[c * 2 + 1] = is;
+    mean[c] = (float)mu;
+    invstd[c] = (float)is;
+    if (run_mean) {
+        double unb = M > 1 ? var * M / (M - 1) : var;
+        run_mean[c] = (float)((1.0 - momentum) * run_mean[c] + momentum * mu);
+        run_var[c] = (float)((1.0 - momentum) * run_var[c] + momentum * unb);
+    }
+}
+
+__global__ void bn_apply_k(const float *x, const float *gamma, const float *beta, const double *st,
+                           float *y, size_t total, int C)
+{
+    FOR_EACH(i, total)
+    {
+        int c = (int)(i % (size_t)C);
+        y[i] = (float)((x[i] - st[c * 2]) * st[c * 2 + 1] * gamma[c] + beta[c]);
+    }
+}
+
+/* Backward sums: st[c*2] = sum dy, st[c*2+1] = sum dy * xhat; dbeta, dgamma. */
+__global__ void bn_bwd_stats_k(const double *part, int nblk, int C, float *dgamma, float *dbeta,
+                               double *st)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double s = 0.0, q = 0.0;
+    for (int b = 0; b < nblk; b++) {
+        s += part[((size_t)b * C + c) * 2];
+        q += part[((size_t)b * C + c) * 2 + 1];
+    }
+    st[c * 2] = s;
+    st[c * 2 + 1] = q;
+    dbeta[c] = (float)s;
+    dgamma[c] = (float)q;
+}
+
+__global__ void bn_bwd_apply_k(const float *x, const float *gamma, const float *mean,
+                               const float *invstd, const float *dy, const double *st, float *dx,
+                               size_t total, int M, int C)
+{
+    FOR_EACH(i, total)
+    {
+        int c = (int)(i % (size_t)C);
+        double xh = (x[i] - (double)mean[c]) * invstd[c];
+        dx[i] = (float)((double)gamma[c] * invstd[c] / M *
+                        ((double)M * dy[i] - st[c * 2] - xh * st[c * 2 + 1]));
+    }
+}
+
+__global__ void bn_infer_k(const float *x, const float *gamma, const float *beta, const float *rm,
+                           const float *rv, float eps, float *y, size_t total, int C)
+{
+    FOR_EACH(i, total)
+    {
+        int c = (int)(i % (size_t)C);
+        float is = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(rv[c], eps)));
+        y[i] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x[i], rm[c]), is), gamma[c]), beta[c]);
+    }
+}
+
+/* scratch: the partial sums, then 2 doubles a channel of statistics */
+static kiln_err bn_scratch(kiln_cuda_ctx *c, int M, int C, int *nblk, int *rpb, double **part,
+                           double **st)
+{
+    *nblk = bn_blocks(M, rpb);
+    size_t np = (size_t)*nblk * C * 2;
+    kiln_err rc = kiln_cu__ensure_scratch(c, sizeof(double) * (np + 2 * (size_t)C));
+    *part = (double *)c->scratch;
+    *st = *part + np;
+    return rc;
+}
+
+extern "C" kiln_err kiln_cu__bn_fwd_train_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                                               const float *beta, float *y, float *mean,
+                                               float *invstd, float *run_mean, float *run_var,
+                                               float momentum, float eps, int M, int C)
+{
+    kiln_err rc = KILN_OK;
+    int nblk, rpb;
+    double *part, *st;
+    size_t total = (size_t)M * C;
+    CK_KILN(kiln_cu__enter(c));
+    CK_KILN(bn_scratch(c, M, C, &nblk, &rpb, &part, &st));
+    {
+        dim3 grid((unsigned)nblk, (unsigned)((C + BN_COLS - 1) / BN_COLS)),
+            block(BN_COLS, BN_LANES);
+        bn_partial_k<<<grid, block, 0, c->stream>>>(x, NULL, NULL, NULL, M, C, rpb, part);
+        CK_LAUNCH(c, "batch norm partial sums");
+        bn_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, M, C, eps, momentum, mean,
+                                                           invstd, run_mean, run_var, st);
+        CK_LAUNCH(c, "batch norm statistics");
+        bn_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, beta, st, y, total, C);
+        CK_LAUNCH(c, "batch norm");
+    }
+out:
+    return rc;
+}
+
+extern "C" kiln_err kiln_cu__bn_bwd_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                                         const float *mean, const float *invstd, const float *dy,
+                                         float *dx, float *dgamma, float *dbeta, int M, int C)
+{
+    kiln_err rc = KILN_OK;
+    int nblk, rpb;
+    double *part, *st;
+    size_t total = (size_t)M * C;
+    CK_KILN(kiln_cu__enter(c));
+    CK_KILN(bn_scratch(c, M, C, &nblk, &rpb, &part, &st));
+    {
+        dim3 grid((unsigned)nblk, (unsigned)((C + BN_COLS - 1) / BN_COLS)),
+            block(BN_COLS, BN_LANES);
+        bn_partial_k<<<grid, block, 0, c->stream>>>(x, dy, mean, invstd, M, C, rpb, part);
+        CK_LAUNCH(c, "batch norm backward partial sums");
+        bn_bwd_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, C, dgamma, dbeta, st);
+        CK_LAUNCH(c, "batch norm backward sums");
+        bn_bwd_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, mean, invstd, dy, st,
+                                                                     dx, total, M, C);
+        CK_LAUNCH(c, "batch norm backward");
+    }
+out:
+    return rc;
+}
+
+extern "C" kiln_err kiln_cu__bn_fwd_infer_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                                               const float *beta, const float *run_mean,
+                                               const float *run_var, float eps, float *y, int M,
+                                               int C)
+{
+    kiln_err rc = KILN_OK;
+    size_t total = (size_t)M * C;
+    CK_KILN(kiln_cu__enter(c));
+    bn_infer_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, beta, run_mean, run_var, eps,
+                                                             y, total, C);
+    CK_LAUNCH(c, "batch norm (inference)");
+out:
+    return rc;
+}
+
+/* ---- max-pool backward, the CPU's rule ----
+ * Each window's gradient goes to its FIRST maximum in scan order (ky, then
+ * kx), as kiln_maxpool_fwd's arg-max does; cuDNN's backward routes ties its
+ * own way (on Fashion-MNIST, whose background gives whole windows of equal
+ * values, the two trainings drifted apart: docs/gpu.md). One thread per
+ * input element sums dy over the windows whose first maximum it is, in
+ * window order: no atomics, the CPU's order of additions. */
+__global__ void maxpool_bwd_k(const float *x, const float *y, const float *dy, float *dx,
+                              size_t total, int H, int W, int Cc, int OH, int OW, int k, int s)
+{
+    FOR_EACH(i, total)
+    {
+        size_t t = i / (size_t)Cc;
+        int c = (int)(i % (size_t)Cc), ix = (int)(t % (size_t)W), iy = (int)(t / W % (size_t)H);
+        size_t n = t / ((size_t)W * H);
+        int oy0 = iy - k + 1 <= 0 ? 0 : (iy - k + 1 + s - 1) / s, oy1 = min(iy / s, OH - 1);
+        int ox0 = ix - k + 1 <= 0 ? 0 : (ix - k + 1 + s - 1) / s, ox1 = min(ix / s, OW - 1);
+        float acc = 0.0f;
+        for (int oy = oy0; oy <= oy1; oy++)
+            for (int ox = ox0; ox <= ox1; ox++) {
+                size_t o = ((n * OH + oy) * OW + ox) * Cc + c;
+                float m = y[o];
+                int first = -1;
+                for (int ky = 0; ky < k && first < 0; ky++)
+                    for (int kx = 0; kx < k; kx++)
+                        if (x[((n * H + (size_t)oy * s + ky) * W + (size_t)ox * s + kx) * Cc + c] ==
+                            m) {
+                            first = ky * k + kx;
+                            break;
+                        }
+                if (first == (iy - oy * s) * k + (ix - ox * s)) acc = __fadd_rn(acc, dy[o]);
+            }
+        dx[i] = acc;
+    }
+}
+
+extern "C" kiln_err kiln_cu__maxpool_bwd_first(kiln_cuda_ctx *c, const kiln_pool_shape *s,
+                                               const float *x, const float *y, const float *dy,
+                                               float *dx)
+{
+    kiln_err rc = KILN_OK;
+    size_t total = (size_t)s->n * s->h * s->w * s->c;
+    CK_KILN(kiln_cu__enter(c));
+    maxpool_bwd_k<<<blocks_for(total), THREADS, 0, c->stream>>>(
+        x, y, dy, dx, total, s->h, s->w, s->c, s->oh, s->ow, s->k, s->stride);
+    CK_LAUNCH(c, "max pool backward");
+out:
+    return rc;
+}
