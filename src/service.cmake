@@ -33,7 +33,14 @@ target_link_libraries(kiln_objects PUBLIC kiln_util PkgConfig::JANSSON PkgConfig
                       Threads::Threads)
 
 add_library(kiln_devices STATIC ${KILN_DEVICES_SRC})
-target_link_libraries(kiln_devices PUBLIC kiln_spec kiln_util PkgConfig::JANSSON ${CMAKE_DL_LIBS})
+target_link_libraries(kiln_devices PUBLIC kiln_spec kiln_util PkgConfig::JANSSON ${CMAKE_DL_LIBS}
+                      Threads::Threads)
+
+# The tests' stand-in for libnvidia-ml.so.1 (tests/nvml/fake_nvml.c): kilnd
+# loads it through KILN_NVML_LIBRARY, so GPU discovery, health and telemetry
+# are tested on machines without a GPU (docs/gpu.md).
+add_library(kiln_fake_nvml SHARED ${CMAKE_SOURCE_DIR}/tests/nvml/fake_nvml.c)
+set_target_properties(kiln_fake_nvml PROPERTIES OUTPUT_NAME kiln-fake-nvml)
 
 add_library(kiln_sched STATIC ${KILN_SCHED_SRC})
 target_link_libraries(kiln_sched PUBLIC kiln_devices kiln_catalog)
@@ -62,7 +69,7 @@ add_custom_command(
 # kilnd: the API (libmicrohttpd) and the daemon (supervisor) are one program.
 if(KILN_DAEMON_SRC)
   add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC} ${CMAKE_BINARY_DIR}/gen/web_data.c)
-  add_dependencies(kilnd kiln-monitor kiln-slurm-task)
+  add_dependencies(kilnd kiln-monitor kiln-slurm-task kiln_fake_nvml)
   # libcurl: http(s):// packageUris, fetched when a job starts
   # (src/exec/supervisor/fetch.c; libcrypto gives their SHA-256)
   target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog

@@ -240,21 +240,17 @@ int main(void)
     }
     kiln_diag_free(&d);
 
-    /* NVML names -> catalog types */
+    /* NVML names -> catalog types (every mapped model: test_gpu_names) */
     char b[64];
     CHECK_STR(kiln_devices_type_of("Tesla V100-SXM2-16GB", b, sizeof b), "NVIDIA_TESLA_V100");
-    CHECK_STR(kiln_devices_type_of("NVIDIA A100-SXM4-40GB", b, sizeof b), "NVIDIA_TESLA_A100");
-    CHECK_STR(kiln_devices_type_of("NVIDIA H100 80GB HBM3", b, sizeof b),
-              "NVIDIA_NVIDIA_H100_80GB_HBM3");
+    CHECK_STR(kiln_devices_type_of("NVIDIA H100 80GB HBM3", b, sizeof b), "NVIDIA_H100_80GB");
     /* this machine: discovery must not fail where NVML is absent */
     kiln_device *devs = NULL;
     size_t nd = 0;
-    CHECK(kiln_devices_discover(&devs, &nd) == KILN_OK);
-    for (size_t i = 0; i < nd; i++) {
-        CHECK(!devs[i].simulated && devs[i].type && devs[i].uuid);
-        free(devs[i].type);
-        free(devs[i].uuid);
-    }
-    free(devs);
+    char note[256];
+    CHECK(kiln_devices_discover("/nonexistent/libnvidia-ml.so.1", &devs, &nd, note, sizeof note) ==
+          KILN_OK);
+    CHECK(nd == 0 && strncmp(note, "no GPUs: ", 9) == 0);
+    kiln_devices_free(devs, nd);
     TEST_DONE();
 }
