@@ -41,6 +41,10 @@ target_link_libraries(kiln_devices PUBLIC kiln_spec kiln_util PkgConfig::JANSSON
 # are tested on machines without a GPU (docs/gpu.md).
 add_library(kiln_fake_nvml SHARED ${CMAKE_SOURCE_DIR}/tests/nvml/fake_nvml.c)
 set_target_properties(kiln_fake_nvml PROPERTIES OUTPUT_NAME kiln-fake-nvml)
+# What an NVML library answers to each call kilnd makes (scripts/gpu/kilnd-gpu-check
+# runs it against the real driver on a lent GPU machine).
+add_executable(kiln-nvml-facts ${CMAKE_SOURCE_DIR}/tests/nvml/nvml_facts.c)
+target_link_libraries(kiln-nvml-facts PRIVATE kiln_devices)
 
 add_library(kiln_sched STATIC ${KILN_SCHED_SRC})
 target_link_libraries(kiln_sched PUBLIC kiln_devices kiln_catalog)
@@ -69,7 +73,7 @@ add_custom_command(
 # kilnd: the API (libmicrohttpd) and the daemon (supervisor) are one program.
 if(KILN_DAEMON_SRC)
   add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC} ${CMAKE_BINARY_DIR}/gen/web_data.c)
-  add_dependencies(kilnd kiln-monitor kiln-slurm-task kiln_fake_nvml)
+  add_dependencies(kilnd kiln-monitor kiln-slurm-task kiln_fake_nvml kiln-nvml-facts)
   # libcurl: http(s):// packageUris, fetched when a job starts
   # (src/exec/supervisor/fetch.c; libcrypto gives their SHA-256)
   target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
