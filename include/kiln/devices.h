@@ -58,7 +58,8 @@ typedef struct kiln_node {
     bool hard_resources; /* CPUs and memory are hard limits for placement */
     kiln_map labels;     /* for nodeSelector: the config's, plus kubernetes.io/hostname
                           * and kiln.dev/node (the name) and, on a node with one GPU
-                          * type, cloud.google.com/gke-accelerator (nvidia-tesla-v100)
+                          * type (of the GPUs it hands out: a refused one does not count),
+                          * cloud.google.com/gke-accelerator (nvidia-tesla-v100)
                           * and, discovered, nvidia.com/gpu.product
                           * (NVIDIA-H100-80GB-HBM3, as NVIDIA's feature discovery) */
     kiln_device *devs;

@@ -338,7 +338,7 @@ static void gpu_part(kilnd *d, out *o, const kiln_api_auth *a)
     if (!d->gpus || !d->cluster.n) return;
     const kiln_node *n = &d->cluster.nodes[0];
     kiln_gpu_status *st = calloc(n->n_devs ? n->n_devs : 1, sizeof *st);
-    char(*lb)[768] = calloc(n->n_devs ? n->n_devs : 1, sizeof *lb);
+    char(*lb)[1024] = calloc(n->n_devs ? n->n_devs : 1, sizeof *lb);
     json_t *held = kiln__api_gpu_holders(d, a);
     if (!st || !lb) {
         o->oom = true;

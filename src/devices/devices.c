@@ -145,12 +145,19 @@ static kiln_err implicit_labels(kiln_node *n)
     if (kiln_map_set(&n->labels, "kubernetes.io/hostname", n->name) != KILN_OK ||
         kiln_map_set(&n->labels, "kiln.dev/node", n->name) != KILN_OK)
         return KILN_ENOMEM;
-    const char *type = n->n_devs ? n->devs[0].type : NULL;
-    const char *model = n->n_devs ? n->devs[0].model : NULL;
-    for (size_t j = 1; type && j < n->n_devs; j++)
-        if (strcmp(n->devs[j].type, type) != 0) type = NULL;
-    for (size_t j = 1; model && j < n->n_devs; j++)
-        if (!n->devs[j].model || strcmp(n->devs[j].model, model) != 0) model = NULL;
+    /* the GPUs it hands out: a refused one (MIG) does not make a node mixed */
+    const char *type = NULL, *model = NULL;
+    bool mixed = false, mixed_model = false;
+    for (size_t j = 0; j < n->n_devs; j++) {
+        const kiln_device *dv = &n->devs[j];
+        if (dv->refused) continue;
+        if (type && strcmp(dv->type, type) != 0) mixed = true;
+        if (!type) type = dv->type;
+        if (model && (!dv->model || strcmp(dv->model, model) != 0)) mixed_model = true;
+        if (!model) model = dv->model;
+    }
+    if (mixed) type = NULL;
+    if (mixed_model) model = NULL;
     char pl[128];
     if (model && !kiln_map_get(&n->labels, "nvidia.com/gpu.product") &&
         kiln_map_set(&n->labels, "nvidia.com/gpu.product",

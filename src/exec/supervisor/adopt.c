@@ -218,6 +218,7 @@ static rjob *adopt_reps(sup *s, const char *project, const char *job_id, json_t 
             for (size_t q = 0; q < node->n_devs && at < 0; q++)
                 if (strcmp(node->devs[q].uuid, u) == 0) at = (long)q;
             if (at < 0) goto fail;
+            j->gpus_moved |= sl->devs[k] != (int)at;
             sl->devs[k] = (int)at;
             r->gpus[k] = node->devs[at].index;
         }
@@ -303,6 +304,8 @@ static void adopt_job(sup *s, kiln_job_record *rec)
                 "kilnd restarted: adopted the job's %d running replica%s through their monitors "
                 "(restarts stay %d); %d that had ended before are judged again",
                 adopted, adopted == 1 ? "" : "s", j->restarts, away);
+    /* NVML lists its GPUs in another order now: the record says where they are */
+    if (j->gpus_moved) save_runtime(s, j);
     json_decref(root);
     return;
 fail:

@@ -98,6 +98,7 @@ typedef struct rjob {
     double gpu_seconds, util_sum;
     long long util_n;
     bool gpu_failure; /* AS_REQUEUE because a GPU it held failed (a failure, not a drain) */
+    bool gpus_moved;  /* adopted: its GPUs (by UUID) have other indices than recorded */
     int trial;        /* the trial's id */
     struct rjob *next;
 } rjob;
