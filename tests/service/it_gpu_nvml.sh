@@ -93,6 +93,13 @@ others=$(grep -v "label names should be written in 'snake_case' not 'camelCase'"
 check "promtool: parsed, only dcgm-exporter's camelCase label named (rc $prc: $others)" \
     test "$prc" = 0 -o \( "$prc" = 3 -a -z "$others" \)
 check "promtool names the DCGM series' label" grep -q "^DCGM_FI_DEV_GPU_UTIL label names" "$T/promtool.out"
+# the dashboard's charts: each GPU's samples over time (GET NODE:gpuHistory)
+printf '0.util=71\n0.fbused=2048\n' | add_state
+sleep 1.5
+api GET "/v1/nodes/$NODE:gpuHistory"
+check_eq "gpuHistory: one series per GPU" "$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["gpus"]))')" 3
+last=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; g=json.load(sys.stdin)["gpus"][0]; p=g["points"][-1]; print(g["uuid"], int(p[1]), round(p[2], 1), len(g["points"]) >= 2)')
+check_eq "gpuHistory: the newest sample of GPU 0 (util %, memory GiB)" "$last" "$U0 71 2.0 True"
 api POST /v1/projects/p1/jobs/ex_a:cancel '{}'
 api POST /v1/projects/p1/jobs/ex_b:cancel '{}'
 check "ex_a cancelled" wait_state ex_a CANCELLED 10
