@@ -704,6 +704,13 @@ int main(int argc, char **argv)
             d.tokens ? ", tokens required" : "", d.kiln_train ? "" : ", no kiln-train");
     fprintf(stderr, "kilnd: containers: %s\n",
             d.exec.container_runtime ? d.exec.container_runtime : "none (no podman on PATH)");
+    /* real GPUs and podman: say now, not at the first GPU container, when
+     * containers cannot have them yet */
+    if (d.gpus && d.exec.container_runtime) {
+        char why[512];
+        if (kiln_exec_check(&d.exec, KILN_EXEC_CONTAINER, 1, false, why, sizeof why) != KILN_OK)
+            fprintf(stderr, "kilnd: containers with GPUs: %s\n", why);
+    }
     for (;;) {
         /* every TRIM_EVERY_S without a signal: hand the allocator's free
          * memory back (bench/service_load.sh: after a burst of creates glibc
