@@ -55,6 +55,8 @@ check "CUDA_VISIBLE_DEVICES is the GPU's UUID" grep -qE 'CUDA_VISIBLE_DEVICES=GP
 check "trainingOutput has GPU-hours" grep -q '"gpuHours"' "$T/out"
 check "gpuType in the job" grep -q '"gpuType": "NVIDIA_H100_80GB"' "$T/out"
 check "no data dir left" test -z "$(ls -d /tmp/kilnd-gpu-check.* 2>/dev/null | while read -r d; do [ -d "$d/d" ] && echo "$d"; done)"
+check "no sanitizer report from its kilnd (a sanitized build)" \
+    test -z "$(grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T/out")"
 check "no kilnd of the check left" test -z "$(pgrep -f "kilnd --listen 127.0.0.1:0 --data-dir /tmp/kilnd-gpu-check" || true)"
 [ "$FAILS" -eq 0 ] || sed 's/^/  | /' "$T/out" >&2
 finish
