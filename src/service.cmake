@@ -33,7 +33,18 @@ target_link_libraries(kiln_objects PUBLIC kiln_util PkgConfig::JANSSON PkgConfig
                       Threads::Threads)
 
 add_library(kiln_devices STATIC ${KILN_DEVICES_SRC})
-target_link_libraries(kiln_devices PUBLIC kiln_spec kiln_util PkgConfig::JANSSON ${CMAKE_DL_LIBS})
+target_link_libraries(kiln_devices PUBLIC kiln_spec kiln_util PkgConfig::JANSSON ${CMAKE_DL_LIBS}
+                      Threads::Threads)
+
+# The tests' stand-in for libnvidia-ml.so.1 (tests/nvml/fake_nvml.c): kilnd
+# loads it through KILN_NVML_LIBRARY, so GPU discovery, health and telemetry
+# are tested on machines without a GPU (docs/gpu.md).
+add_library(kiln_fake_nvml SHARED ${CMAKE_SOURCE_DIR}/tests/nvml/fake_nvml.c)
+set_target_properties(kiln_fake_nvml PROPERTIES OUTPUT_NAME kiln-fake-nvml)
+# What an NVML library answers to each call kilnd makes (scripts/gpu/kilnd-gpu-check
+# runs it against the real driver on a lent GPU machine).
+add_executable(kiln-nvml-facts ${CMAKE_SOURCE_DIR}/tests/nvml/nvml_facts.c)
+target_link_libraries(kiln-nvml-facts PRIVATE kiln_devices)
 
 add_library(kiln_sched STATIC ${KILN_SCHED_SRC})
 target_link_libraries(kiln_sched PUBLIC kiln_devices kiln_catalog)
@@ -62,7 +73,7 @@ add_custom_command(
 # kilnd: the API (libmicrohttpd) and the daemon (supervisor) are one program.
 if(KILN_DAEMON_SRC)
   add_executable(kilnd ${KILN_API_SRC} ${KILN_DAEMON_SRC} ${CMAKE_BINARY_DIR}/gen/web_data.c)
-  add_dependencies(kilnd kiln-monitor kiln-slurm-task)
+  add_dependencies(kilnd kiln-monitor kiln-slurm-task kiln_fake_nvml kiln-nvml-facts)
   # libcurl: http(s):// packageUris, fetched when a job starts
   # (src/exec/supervisor/fetch.c; libcrypto gives their SHA-256)
   target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
@@ -122,6 +133,9 @@ if(TEST svc_it_tuning_tb)
 endif()
 if(TEST svc_it_metrics)
   kiln_test_needs(svc_it_metrics promtool)
+endif()
+if(TEST svc_it_gpu_nvml)
+  kiln_test_needs(svc_it_gpu_nvml promtool)
 endif()
 if(TEST svc_it_trust)
   kiln_test_needs(svc_it_trust openssl)

@@ -47,7 +47,14 @@ typedef struct kiln_accelerator_type {
     /* cap on the whole host however many are attached: 0 = none */
     int max_vcpus;
     double max_memory_gb;
+    /* the site's own GPUs (kiln_catalog_add_site_gpu): offered in every zone */
+    bool site;
 } kiln_accelerator_type;
+
+/* The accelerator type of a plan that asked for GPUs by count alone (a
+ * TFJob's resources.limits["nvidia.com/gpu"], an acceleratorConfig without
+ * a type): any GPUs of one model on one node, which the scheduler picks. */
+#define KILN_ACCEL_ANY_GPU "nvidia.com/gpu"
 
 /* A zone and the GPU types it offers; a job runs in one zone, so all of its
  * GPU types must be offered by one zone of its region. */
@@ -75,6 +82,16 @@ kiln_err kiln_catalog_merge_file(kiln_catalog *c, const char *path, kiln_diag *d
 kiln_err kiln_catalog_merge_buf(kiln_catalog *c, const char *buf, size_t len, const char *name,
                                 kiln_diag *d);
 void kiln_catalog_free(kiln_catalog *c);
+
+/* kilnd's own GPUs, as discovery named them (kiln/devices.h): `name`
+ * becomes an accelerator of this catalog if it is not one already (a board
+ * Vertex does not offer, NVIDIA_RTX_4090), marked `site` so that no zone
+ * check refuses it, and valid at every count from 1 to max_per_node on each
+ * Compute Engine machine type that takes accelerators and has no cell for it
+ * yet (n1-standard-4 with 1 NVIDIA_H100_80GB; Vertex's own cells, such as
+ * a3-highgpu-1g's, stay as they are). KILN_EINVAL when `name` is a TPU
+ * type, KILN_ENOMEM. */
+kiln_err kiln_catalog_add_site_gpu(kiln_catalog *c, const char *name, int max_per_node);
 
 /* Checks every rule (facts §1-§5) and appends each violation to `d`, with its
  * field path, the offending value and what is allowed. KILN_OK or KILN_EINVAL.
@@ -182,6 +199,8 @@ typedef struct kiln_replica_plan {
  * skipped); returns how many. The job must have validated. The accelerator is
  * the role's acceleratorConfig (CUSTOM), else the machine's built-in GPUs,
  * else for cloud_tpu under a legacy master (BASIC_TPU too) TPU_V2 x 8 cores.
+ * An acceleratorConfig with a count and no type is the one GPU type the
+ * machine takes (a3-highgpu-1g: NVIDIA_H100_80GB), else KILN_ACCEL_ANY_GPU.
  * The strings point into `c` or `job`: valid while both live, unchanged. */
 size_t kiln_catalog_plan(const kiln_catalog *c, const kiln_job *job,
                          kiln_replica_plan out[KILN_ROLE_COUNT]);

@@ -1,10 +1,19 @@
-/* kiln/devices.h - the nodes kilnd places replicas on and their devices.
+/* kiln/devices.h - the nodes kilnd places replicas on, their devices, and
+ * the health and telemetry of this machine's GPUs.
  *
  * A node advertises capacity: CPUs, memory and accelerators by type (what
  * Kubernetes calls nvidia.com/gpu). Without a node config kilnd serves one
  * node, this machine, with its CPUs, memory and the GPUs NVML reports
  * (libnvidia-ml.so.1 is loaded with dlopen: no link-time dependency on the
- * driver; absent, the node simply has no GPUs).
+ * driver; absent, the node simply has no GPUs). KILN_NVML_LIBRARY (kilnd
+ * --nvml-library) names another library with NVML's entry points: the
+ * tests' stand-in (tests/nvml/fake_nvml.c, docs/gpu.md).
+ *
+ * A discovered GPU's type is Vertex AI's accelerator name where Vertex has
+ * the board (kiln_devices_type_of: "NVIDIA H100 80GB HBM3" ->
+ * NVIDIA_H100_80GB), else a name of its own ("NVIDIA GeForce RTX 4090" ->
+ * NVIDIA_RTX_4090). A GPU in MIG mode is never handed out whole: it is
+ * listed with the reason (kiln_device.refused).
  *
  * A node config (JSON) declares nodes instead:
  *   {"nodes": [{"name": "sim-a", "address": "127.0.0.1", "cpus": 8,
@@ -22,6 +31,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kiln/diag.h"
 #include "kiln/job.h" /* kiln_map */
@@ -31,10 +41,13 @@ extern "C" {
 #endif
 
 typedef struct kiln_device {
-    char *type;     /* NVIDIA_TESLA_V100, ... (catalog accelerator names) */
-    int index;      /* the CUDA index on its node: what CUDA_VISIBLE_DEVICES lists */
-    char *uuid;     /* NVML UUID, or "SIMULATED-<node>-<index>" */
-    bool simulated; /* declared in a node config, not discovered */
+    char *type;       /* NVIDIA_TESLA_V100, ... (catalog accelerator names) */
+    int index;        /* NVML's index on its node (PCI bus order) */
+    char *uuid;       /* NVML UUID ("GPU-..."), or "SIMULATED-<node>-<index>" */
+    bool simulated;   /* declared in a node config, not discovered */
+    char *model;      /* NVML's name ("NVIDIA H100 80GB HBM3"); NULL when declared */
+    double memory_gb; /* framebuffer, GiB (0: unknown) */
+    char *refused;    /* why it is never handed out (MIG mode), NULL: it may be */
 } kiln_device;
 
 typedef struct kiln_node {
@@ -45,7 +58,10 @@ typedef struct kiln_node {
     bool hard_resources; /* CPUs and memory are hard limits for placement */
     kiln_map labels;     /* for nodeSelector: the config's, plus kubernetes.io/hostname
                           * and kiln.dev/node (the name) and, on a node with one GPU
-                          * type, cloud.google.com/gke-accelerator (nvidia-tesla-v100) */
+                          * type (of the GPUs it hands out: a refused one does not count),
+                          * cloud.google.com/gke-accelerator (nvidia-tesla-v100)
+                          * and, discovered, nvidia.com/gpu.product
+                          * (NVIDIA-H100-80GB-HBM3, as NVIDIA's feature discovery) */
     kiln_device *devs;
     size_t n_devs;
 } kiln_node;
@@ -59,17 +75,92 @@ typedef struct kiln_cluster {
 #define KILN_MAX_NODES             4096
 #define KILN_MAX_NODE_DEVICES      64
 
-/* Loads the node config at `path`, or (path NULL) describes this machine. */
-kiln_err kiln_cluster_load(const char *path, kiln_cluster *out, kiln_diag *d);
+/* Loads the node config at `path`, or (path NULL) describes this machine,
+ * its GPUs through the NVML library `nvml_library` (NULL: the default, see
+ * kiln_devices_nvml_library). `note` (may be NULL) gets a line saying what
+ * discovery found or why it found nothing, for kilnd's log. */
+kiln_err kiln_cluster_load(const char *path, const char *nvml_library, kiln_cluster *out,
+                           kiln_diag *d, char *note, size_t notelen);
 kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, kiln_diag *d);
 void kiln_cluster_free(kiln_cluster *c);
 /* Index of the node called `name`, or -1. */
 long kiln_cluster_find(const kiln_cluster *c, const char *name);
 
-/* GPUs of this machine through NVML (dlopen). *n = 0 where NVML is absent. */
-kiln_err kiln_devices_discover(kiln_device **out, size_t *n);
-/* NVML's device name ("Tesla V100-SXM2-16GB") -> catalog type (NVIDIA_TESLA_V100). */
+/* The NVML library kiln loads: `configured` when given, else
+ * $KILN_NVML_LIBRARY, else "libnvidia-ml.so.1". */
+const char *kiln_devices_nvml_library(const char *configured);
+/* GPUs of this machine through the NVML library `lib` (NULL: the default).
+ * *n = 0 where NVML is absent or fails; `note` says which, or what was
+ * found. KILN_ENOMEM is the only error. Free with kiln_devices_free. */
+kiln_err kiln_devices_discover(const char *lib, kiln_device **out, size_t *n, char *note,
+                               size_t notelen);
+void kiln_devices_free(kiln_device *v, size_t n);
+/* NVML's device name -> kiln's type: Vertex AI's name where Vertex has the
+ * board ("Tesla V100-SXM2-16GB" -> NVIDIA_TESLA_V100, "NVIDIA H200" ->
+ * NVIDIA_H200_141GB), else NVIDIA_ and the name's words without brand
+ * words ("NVIDIA GeForce RTX 4090" -> NVIDIA_RTX_4090). Returns a constant
+ * or `buf`. */
 const char *kiln_devices_type_of(const char *nvml_name, char *buf, size_t len);
+/* The nvidia.com/gpu.product label of a board: its name, spaces as '-'. */
+const char *kiln_devices_product_label(const char *nvml_name, char *buf, size_t len);
+/* What an Xid means, in a few words; whether it takes the GPU out of
+ * service (48, 63, 64, 74, 79, 94, 95). */
+const char *kiln_devices_xid_meaning(unsigned xid);
+bool kiln_devices_xid_fatal(unsigned xid);
+
+/* ---------- the GPU watch: health and telemetry of this machine's GPUs ----------
+ *
+ * A thread of its own reads every GPU's utilisation, memory, temperature,
+ * power and energy each period, and waits on NVML's Xid events in between.
+ * A GPU fails - and stays failed until kiln_gpu_watch_clear - on a fatal
+ * Xid, a failed row remapping, an uncorrectable ECC error counted after the
+ * watch started, or when it stops answering (NVML's "GPU is lost", or three
+ * sample rounds in a row whose memory query fails). Readers (the API, the
+ * supervisor) take copies under the watch's own lock. */
+typedef struct kiln_gpu_watch kiln_gpu_watch;
+
+typedef struct kiln_gpu_status {
+    int64_t at_ns; /* when telemetry was last read (0: never) */
+    bool have_util, have_memory, have_temp, have_power, have_energy;
+    unsigned util_gpu, util_memory;      /* percent */
+    uint64_t fb_used, fb_free, fb_total; /* bytes */
+    unsigned temp_c;
+    double power_w;
+    uint64_t energy_mj; /* since the driver loaded */
+    unsigned last_xid;  /* 0: none since the watch started */
+    uint64_t xids;      /* how many */
+    bool failed;
+    char why[256];                  /* what took it out of service; a warning while not failed */
+    uint64_t remapped_rows_pending; /* 1 while a row remapping waits for a reset */
+} kiln_gpu_status;
+
+typedef struct kiln_gpu_point { /* one sample of the history */
+    int64_t at_ns;
+    float util_gpu;   /* percent, -1: unknown */
+    float fb_used_gb; /* GiB, -1: unknown */
+} kiln_gpu_point;
+
+#define KILN_GPU_HISTORY 900 /* samples kept per GPU */
+
+/* Starts watching devs[0..n) (this machine's, as discovered) through the
+ * NVML library `lib`, reading telemetry every period_ms. NULL when nothing
+ * can be watched (no NVML): `why` says so. */
+kiln_gpu_watch *kiln_gpu_watch_start(const char *lib, const kiln_device *devs, size_t n,
+                                     int period_ms, char *why, size_t whylen);
+void kiln_gpu_watch_stop(kiln_gpu_watch *w);
+/* Device i's status (i indexes the devs the watch was started with). */
+bool kiln_gpu_watch_get(kiln_gpu_watch *w, size_t i, kiln_gpu_status *out);
+/* Changes whenever a device fails or is cleared. */
+uint64_t kiln_gpu_watch_health_gen(kiln_gpu_watch *w);
+/* Changes after every sample round. */
+uint64_t kiln_gpu_watch_sample_gen(kiln_gpu_watch *w);
+/* Puts device i back in service (kiln nodes uncordon NODE --gpu N). */
+void kiln_gpu_watch_clear(kiln_gpu_watch *w, size_t i);
+/* Up to `cap` of device i's newest samples, oldest first; returns how many. */
+size_t kiln_gpu_watch_history(kiln_gpu_watch *w, size_t i, kiln_gpu_point *out, size_t cap);
+/* What Xid event registration said ("registered for Xid events on 2 GPUs",
+ * or why not), for logs and node listings. */
+void kiln_gpu_watch_events(kiln_gpu_watch *w, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

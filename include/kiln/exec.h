@@ -12,8 +12,11 @@
  *                  from a PyTorchJob gets the training operator's variables
  *                  instead (PYTHONUNBUFFERED, PET_*, torchrun's rendezvous for
  *                  elastic jobs: docs/job-model.md);
- *   CUDA_VISIBLE_DEVICES  exactly the replica's GPUs, "" without any (NVML
- *                  indices, with CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA agrees);
+ *   CUDA_VISIBLE_DEVICES  exactly the replica's GPUs, "" without any: their
+ *                  NVML UUIDs ("GPU-8f..."), which name the same GPUs however
+ *                  CUDA counts; simulated GPUs by index (CUDA_DEVICE_ORDER=PCI_BUS_ID);
+ *   NVIDIA_VISIBLE_DEVICES  the same UUIDs, "void" without real GPUs (NVIDIA's
+ *                  container runtime reads it);
  *   KILN_SIMULATED_DEVICES=1 when those GPUs are simulated (node config);
  *   KILN_TASK_NAME, KILN_JOB_ID.
  *
@@ -52,9 +55,10 @@ void kiln_exec_task_name(kiln_role role, int index, char buf[48]);
 char *kiln_exec_tf_config(const kiln_job *job, const kiln_exec_task *tasks, size_t n, size_t self);
 
 /* The environment variables kilnd sets for tasks[self] ("NAME=VALUE" each).
- * `gpus`: the CUDA indices of its GPUs (n_gpus may be 0). */
+ * `gpus`: how CUDA_VISIBLE_DEVICES names its GPUs - UUIDs, or for simulated
+ * GPUs their indices as text (n_gpus may be 0). */
 kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks, size_t n,
-                               size_t self, const int *gpus, size_t n_gpus, bool simulated,
+                               size_t self, const char *const *gpus, size_t n_gpus, bool simulated,
                                kiln_strv *env);
 
 /* Appends the user's own variables of `role` (<role>Config.env: a TFJob

@@ -4,6 +4,9 @@
  * many CPUs and how much memory) are taken. kiln_sched_place() places ALL
  * replicas of a job or none: each replica lands on one node, gets exactly
  * the accelerators it asks for, and each device goes to one replica only.
+ * A replica planned with KILN_ACCEL_ANY_GPU (GPUs by count alone) gets that
+ * many GPUs of one model, whichever model leaves the fewest to spare; its
+ * slot's devices say which (the node's devs[].type).
  *
  * Not thread safe: kilnd's supervisor thread is its only user.
  * Ownership: a kiln_placement owns its slots; the cluster must outlive the
@@ -73,6 +76,15 @@ void kiln_placement_free(kiln_placement *p);
 /* How many devices of a node are free (for node listings). */
 size_t kiln_sched_free_devices(const kiln_sched *s, size_t node);
 bool kiln_sched_device_busy(const kiln_sched *s, size_t node, size_t dev);
+/* A device out of service (a GPU's health: kiln/devices.h's watch) is not
+ * handed out; the replica holding it keeps it until released. A job that
+ * only such devices would fit waits, as behind a cordon (they may come
+ * back); devices refused at discovery (kiln_device.refused) never come
+ * back, and a job that needs them can never fit. */
+void kiln_sched_set_device_failed(kiln_sched *s, size_t node, size_t dev, bool failed);
+bool kiln_sched_device_failed(const kiln_sched *s, size_t node, size_t dev);
+/* Free: not held, not failed, not refused. */
+bool kiln_sched_device_free(const kiln_sched *s, size_t node, size_t dev);
 /* vCPUs and memory (GB) the placed replicas of a node asked for (machine-type sizes). */
 void kiln_sched_usage(const kiln_sched *s, size_t node, int *vcpus, double *memory_gb);
 

@@ -70,6 +70,10 @@ const char *kiln__api_status_of(unsigned code);
 bool kiln__api_valid_name(const char *s, size_t len);
 /* Whether this caller may see the project's resources. */
 bool kiln__api_sees(const kiln_api_auth *a, const char *project);
+/* Who holds which device, from the runtime records of the active jobs this
+ * caller may see: {"NODE/INDEX": {"job": "projects/P/jobs/J", "hpcJob":
+ * "P/J", "task": T}} (src/api/nodes.c; /metrics' hpc_job label too). */
+json_t *kiln__api_gpu_holders(kilnd *d, const kiln_api_auth *a);
 
 #define send_text     kiln__api_send_text
 #define send_json     kiln__api_send_json

@@ -118,6 +118,20 @@ static json_t *training_output(const kiln_job_record *r, json_t *rt)
     }
     json_t *m = json_object_get(rt, "metrics");
     if (json_is_object(m)) json_object_set(o, "metrics", m);
+    /* kiln's extension: GPU time its replicas held GPUs (every run), and
+     * their mean utilisation over the GPU watch's samples (this machine's
+     * GPUs only; src/exec/supervisor/gpus.c) */
+    json_t *gu = json_object_get(rt, "gpuUsage");
+    double gs = json_number_value(json_object_get(gu, "gpuSeconds"));
+    json_int_t un = json_integer_value(json_object_get(gu, "utilizationSamples"));
+    if (gs > 0)
+        json_object_set_new(o, "gpuHours", json_real((double)(int64_t)(gs / 3.6e3 * 1e6) / 1e6));
+    if (un > 0)
+        json_object_set_new(
+            o, "meanGpuUtilization",
+            json_real((double)(int64_t)(json_number_value(json_object_get(gu, "utilizationSum")) /
+                                        (double)un * 10.0) /
+                      10.0));
     return o;
 }
 

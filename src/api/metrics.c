@@ -183,9 +183,9 @@ static const char *esc(const char *s, char *buf, size_t len)
 }
 
 static const char *const restart_reasons[KILND_RESTART_REASONS] = {"replica_failure", "drain",
-                                                                   "kilnd_restart"};
+                                                                   "kilnd_restart", "gpu_failure"};
 static const char *const fail_reasons[KILND_FAIL_REASONS] = {
-    "start_error", "replica_exit", "backoff_limit", "deadline", "unschedulable"};
+    "start_error", "replica_exit", "backoff_limit", "deadline", "unschedulable", "gpu_failure"};
 
 static void jobs_part(kilnd *d, out *o)
 {
@@ -283,7 +283,8 @@ static void nodes_part(kilnd *d, out *o)
                                         "kiln_accelerators_allocatable"};
     static const char *const helps[] = {
         "Accelerators the node has, by type.", "Accelerators held by a replica, by node and type.",
-        "Accelerators free for new replicas, by node and type (0 on a cordoned node)."};
+        "Accelerators free for new replicas, by node and type (0 on a cordoned node; failed "
+        "and refused GPUs are not free)."};
     for (int k = 0; k < 3; k++) {
         head(o, kinds[k], "gauge", helps[k]);
         for (size_t i = 0; i < d->cluster.n; i++) {
@@ -295,19 +296,98 @@ static void nodes_part(kilnd *d, out *o)
                 for (size_t p = 0; p < j; p++)
                     first &= strcmp(nd->devs[p].type, nd->devs[j].type) != 0;
                 if (!first) continue;
-                long long cap = 0, used = 0;
+                long long cap = 0, used = 0, avail = 0;
                 for (size_t q = j; q < nd->n_devs; q++)
                     if (strcmp(nd->devs[q].type, nd->devs[j].type) == 0) {
                         cap++;
                         used += kiln_sched_device_busy(d->sched, i, q);
+                        avail += kiln_sched_device_free(d->sched, i, q);
                     }
-                long long val = k == 0 ? cap : k == 1 ? used : (cordoned ? 0 : cap - used);
+                long long val = k == 0 ? cap : k == 1 ? used : (cordoned ? 0 : avail);
                 put(o, "%s{node=\"%s\",type=\"%s\"} %lld\n", kinds[k], esc(nd->name, nb, sizeof nb),
                     esc(nd->devs[j].type, tb, sizeof tb), val);
             }
         }
     }
     pthread_mutex_unlock(&d->mu);
+}
+
+/* This machine's GPUs as NVIDIA's DCGM exporter shows them (its default
+ * counters and labels, so that its stock Grafana dashboards work), plus
+ * hpc_job = PROJECT/JOB on a GPU a job holds (dcgm-exporter's
+ * --hpc-job-mapping-dir label) and kiln's own health gauge. Values are the
+ * GPU watch's newest sample (one a second); a value NVML did not give is
+ * left out. DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION is typed gauge, not
+ * counter as dcgm-exporter has it: Prometheus' text format wants counters
+ * named *_total, and rate() works on it all the same. */
+static void gpu_part(kilnd *d, out *o, const kiln_api_auth *a)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[] = {
+        {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."},
+        {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %)."},
+        {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."},
+        {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."},
+        {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)."},
+        {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W)."},
+        {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+         "Total energy consumption since the driver loaded (in mJ)."},
+        {"DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered."},
+    };
+    if (!d->gpus || !d->cluster.n) return;
+    const kiln_node *n = &d->cluster.nodes[0];
+    kiln_gpu_status *st = calloc(n->n_devs ? n->n_devs : 1, sizeof *st);
+    char(*lb)[1024] = calloc(n->n_devs ? n->n_devs : 1, sizeof *lb);
+    json_t *held = kiln__api_gpu_holders(d, a);
+    if (!st || !lb) {
+        o->oom = true;
+        goto out;
+    }
+    for (size_t j = 0; j < n->n_devs; j++) {
+        char hb[256], ub[128], mb[192], jb[300], key[200];
+        snprintf(key, sizeof key, "%.150s/%d", n->name, n->devs[j].index);
+        const char *job = json_string_value(json_object_get(json_object_get(held, key), "hpcJob"));
+        kiln_gpu_watch_get(d->gpus, j, &st[j]);
+        snprintf(
+            lb[j], sizeof lb[j],
+            "gpu=\"%d\",UUID=\"%s\",device=\"nvidia%d\",modelName=\"%s\",Hostname=\"%s\"%s%s%s",
+            n->devs[j].index, esc(n->devs[j].uuid, ub, sizeof ub), n->devs[j].index,
+            esc(n->devs[j].model ? n->devs[j].model : n->devs[j].type, mb, sizeof mb),
+            esc(n->name, hb, sizeof hb), job ? ",hpc_job=\"" : "",
+            job ? esc(job, jb, sizeof jb) : "", job ? "\"" : "");
+    }
+    for (size_t f = 0; f < sizeof fam / sizeof *fam; f++) {
+        head(o, fam[f].name, "gauge", fam[f].help);
+        for (size_t j = 0; j < n->n_devs; j++) {
+            const kiln_gpu_status *g = &st[j];
+            bool have[] = {g->have_util, g->have_util,  g->have_memory, g->have_memory,
+                           g->have_temp, g->have_power, g->have_energy, g->at_ns != 0};
+            double v[] = {(double)g->util_gpu,        (double)g->util_memory,
+                          (double)(g->fb_used >> 20), (double)(g->fb_free >> 20),
+                          (double)g->temp_c,          g->power_w,
+                          (double)g->energy_mj,       (double)g->last_xid};
+            if (have[f]) put(o, "%s{%s} %.9g\n", fam[f].name, lb[j], v[f]);
+        }
+    }
+    head(o, "kiln_gpu_in_service", "gauge",
+         "1 while kiln hands the GPU out; 0 after a failure (reason: the Xid or what failed) "
+         "until kiln nodes uncordon NODE --gpu N, or when refused at discovery (MIG mode).");
+    pthread_mutex_lock(&d->mu);
+    for (size_t j = 0; j < n->n_devs; j++) {
+        char rb[600];
+        bool out_of = n->devs[j].refused || kiln_sched_device_failed(d->sched, 0, j);
+        const char *why = n->devs[j].refused ? n->devs[j].refused : st[j].why;
+        if (out_of)
+            put(o, "kiln_gpu_in_service{%s,reason=\"%s\"} 0\n", lb[j], esc(why, rb, sizeof rb));
+        else
+            put(o, "kiln_gpu_in_service{%s} 1\n", lb[j]);
+    }
+    pthread_mutex_unlock(&d->mu);
+out:
+    json_decref(held);
+    free(st);
+    free(lb);
 }
 
 static void hist(out *o, const char *name, const char *labels, const uint64_t *le,
@@ -387,6 +467,7 @@ enum MHD_Result kiln__api_metrics(kilnd *d, struct MHD_Connection *c, const char
         return send_error(c, 403, NULL, "/metrics needs a token for project '*'");
     jobs_part(d, &o);
     nodes_part(d, &o);
+    gpu_part(d, &o, a);
     api_part(d, &o);
     if (o.oom || !o.p) {
         free(o.p);

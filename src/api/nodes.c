@@ -1,4 +1,5 @@
 /* src/api/nodes.c - kiln's nodes: capacity, devices, cordon and drain. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -17,10 +18,9 @@
 
 /* ---------- nodes ---------- */
 
-/* Who holds which device: {"NODE/INDEX": {"job": "projects/P/jobs/J", "task":
- * T}} from the runtime records of the active jobs this caller may see (the
- * supervisor writes them; the scheduler itself only knows busy or free). */
-static json_t *holders(kilnd *d, const kiln_api_auth *a)
+/* Who holds which device (api_int.h), from the runtime records the
+ * supervisor writes: the scheduler itself only knows busy or free. */
+json_t *kiln__api_gpu_holders(kilnd *d, const kiln_api_auth *a)
 {
     kiln_job_record **v = NULL;
     size_t n = 0;
@@ -32,8 +32,9 @@ static json_t *holders(kilnd *d, const kiln_api_auth *a)
         if (!v[k]->runtime || !kiln__api_sees(a, v[k]->project)) continue;
         json_t *rt = json_loads(v[k]->runtime, 0, NULL), *rep, *g;
         size_t ri, gi;
-        char name[256], key[200];
+        char name[256], key[200], hpc[200];
         snprintf(name, sizeof name, "projects/%s/jobs/%s", v[k]->project, v[k]->job->job_id);
+        snprintf(hpc, sizeof hpc, "%s/%s", v[k]->project, v[k]->job->job_id);
         json_array_foreach(json_object_get(rt, "replicas"), ri, rep)
         {
             const char *node = json_string_value(json_object_get(rep, "node"));
@@ -43,7 +44,8 @@ static json_t *holders(kilnd *d, const kiln_api_auth *a)
                 snprintf(key, sizeof key, "%.150s/%lld", node ? node : "",
                          (long long)json_integer_value(g));
                 json_object_set_new(h, key,
-                                    json_pack("{s:s,s:s}", "job", name, "task", task ? task : ""));
+                                    json_pack("{s:s,s:s,s:s}", "job", name, "hpcJob", hpc, "task",
+                                              task ? task : ""));
             }
         }
         json_decref(rt);
@@ -51,6 +53,41 @@ static json_t *holders(kilnd *d, const kiln_api_auth *a)
 out:
     kiln_job_records_free(v, n);
     return h;
+}
+
+/* A device's model, health and telemetry (discovered GPUs): "model",
+ * "memoryGb", "health" (OK | FAILED | REFUSED), "reason" (why it is out of
+ * service, or a warning), "lastXid" and its "xidMeaning", and the newest
+ * sample ("utilization" %, "memoryUsedGb", "temperatureC", "powerW").
+ * Called under d->mu (the scheduler's state). */
+static void device_health(kilnd *d, size_t node, size_t j, json_t *dj)
+{
+    const kiln_device *dv = &d->cluster.nodes[node].devs[j];
+    kiln_gpu_status st;
+    bool have = node == 0 && d->gpus && kiln_gpu_watch_get(d->gpus, j, &st);
+    bool failed = kiln_sched_device_failed(d->sched, node, j);
+    const char *health = dv->refused ? "REFUSED" : failed ? "FAILED" : "OK";
+    if (dv->model) json_object_set_new(dj, "model", json_string(dv->model));
+    if (dv->memory_gb > 0) json_object_set_new(dj, "memoryGb", json_real(dv->memory_gb));
+    json_object_set_new(dj, "health", json_string(health));
+    if (dv->refused)
+        json_object_set_new(dj, "reason", json_string(dv->refused));
+    else if (have && st.why[0])
+        json_object_set_new(dj, "reason", json_string(st.why));
+    if (!have) return;
+    if (st.last_xid) {
+        json_object_set_new(dj, "lastXid", json_integer(st.last_xid));
+        json_object_set_new(dj, "xidMeaning", json_string(kiln_devices_xid_meaning(st.last_xid)));
+    }
+    if (!st.at_ns) return;
+    json_t *t = json_object();
+    if (!t) return;
+    if (st.have_util) json_object_set_new(t, "utilization", json_integer(st.util_gpu));
+    if (st.have_memory)
+        json_object_set_new(t, "memoryUsedGb", json_real((double)st.fb_used / 1073741824.0));
+    if (st.have_temp) json_object_set_new(t, "temperatureC", json_integer(st.temp_c));
+    if (st.have_power) json_object_set_new(t, "powerW", json_real(st.power_w));
+    json_object_set_new(dj, "telemetry", t);
 }
 
 static json_t *node_json(kilnd *d, size_t i, json_t *held)
@@ -74,13 +111,15 @@ static json_t *node_json(kilnd *d, size_t i, json_t *held)
         json_int_t c = json_integer_value(json_object_get(cap, dv->type));
         json_object_set_new(cap, dv->type, json_integer(c + 1));
         json_int_t a = json_integer_value(json_object_get(alloc, dv->type));
-        json_object_set_new(alloc, dv->type, json_integer(a + !busy));
+        json_object_set_new(alloc, dv->type,
+                            json_integer(a + kiln_sched_device_free(d->sched, i, j)));
         json_t *dj = json_pack("{s:i,s:s,s:s,s:b,s:b}", "index", dv->index, "type", dv->type,
                                "uuid", dv->uuid, "simulated", dv->simulated, "assigned", busy);
         char key[200];
         snprintf(key, sizeof key, "%.150s/%d", n->name, dv->index);
         json_t *who = busy ? json_object_get(held, key) : NULL;
-        if (dj && who) json_object_update(dj, who); /* + job, task */
+        if (dj && who) json_object_update(dj, who); /* + job, hpcJob, task */
+        if (dj) device_health(d, i, j, dj);
         if (dj) json_array_append_new(devs, dj);
         any_sim |= dv->simulated;
     }
@@ -139,13 +178,71 @@ static enum MHD_Result slurm_nodes(kilnd *d, struct MHD_Connection *c, const cha
     return send_json(c, 200, o);
 }
 
+/* GET /v1/nodes/NODE:gpuHistory: each GPU's newest samples (the GPU watch
+ * keeps KILN_GPU_HISTORY), for the dashboard's charts:
+ * {"gpus": [{"index", "uuid", "model", "points": [[unix seconds, util %,
+ * memory used GiB], ...]}]}; -1 marks a value NVML did not give. */
+static json_t *gpu_history(kilnd *d, size_t node)
+{
+    const kiln_node *n = &d->cluster.nodes[node];
+    json_t *gpus = json_array();
+    kiln_gpu_point *pts = malloc(KILN_GPU_HISTORY * sizeof *pts);
+    for (size_t j = 0; gpus && pts && j < n->n_devs; j++) {
+        size_t k = node == 0 ? kiln_gpu_watch_history(d->gpus, j, pts, KILN_GPU_HISTORY) : 0;
+        json_t *arr = json_array();
+        for (size_t q = 0; arr && q < k; q++)
+            json_array_append_new(arr,
+                                  json_pack("[f,f,f]", (double)pts[q].at_ns / 1e9,
+                                            (double)pts[q].util_gpu, (double)pts[q].fb_used_gb));
+        json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:o}", "index", n->devs[j].index,
+                                              "uuid", n->devs[j].uuid, "model",
+                                              n->devs[j].model ? n->devs[j].model : n->devs[j].type,
+                                              "points", arr ? arr : json_array()));
+    }
+    free(pts);
+    return json_pack("{s:o}", "gpus", gpus ? gpus : json_array());
+}
+
+/* POST /v1/nodes/NODE/gpus/N:uncordon (kiln nodes uncordon NODE --gpu N):
+ * a GPU its health took out of service is handed out again. One refused at
+ * discovery (MIG) stays refused: 409 with the reason. */
+static enum MHD_Result gpu_method(kilnd *d, struct MHD_Connection *c, const char *method,
+                                  size_t node, const char *rest, const kiln_api_auth *a)
+{
+    const kiln_node *n = &d->cluster.nodes[node];
+    char *end = NULL;
+    if (strncmp(rest, "/gpus/", 6) != 0 || !isdigit((unsigned char)rest[6]))
+        return send_error(c, 404, NULL, "unknown node resource '%s'", rest);
+    long gi = strtol(rest + 6, &end, 10);
+    if (!end || strcmp(end, ":uncordon") != 0)
+        return send_error(c, 404, NULL, "unknown GPU method '%s' (POST .../gpus/N:uncordon)",
+                          end ? end : "");
+    if (strcmp(method, "POST") != 0) return send_error(c, 405, NULL, "use POST");
+    if (a->project && (strcmp(a->project, "*") != 0 || a->role != KILND_EDITOR))
+        return send_error(c, 403, NULL, "uncordoning GPUs needs an editor token for project '*'");
+    long j = -1;
+    for (size_t k = 0; k < n->n_devs && j < 0; k++)
+        if (n->devs[k].index == gi) j = (long)k;
+    if (j < 0) return send_error(c, 404, NULL, "node %s has no GPU %ld", n->name, gi);
+    if (n->devs[j].refused)
+        return send_error(c, 409, NULL, "GPU %ld of node %s is refused: %s", gi, n->name,
+                          n->devs[j].refused);
+    if (node == 0) kiln_gpu_watch_clear(d->gpus, (size_t)j);
+    pthread_mutex_lock(&d->mu);
+    kiln_sched_set_device_failed(d->sched, node, (size_t)j, false);
+    json_t *o = node_json(d, node, NULL);
+    pthread_mutex_unlock(&d->mu);
+    kilnd_wake(d);
+    return send_json(c, 200, o);
+}
+
 enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *method,
                                 const char *rest, const kiln_api_auth *a)
 {
     if (d->slurm.on) return slurm_nodes(d, c, method, rest, a);
     if (!*rest) {
         if (strcmp(method, "GET") != 0) return send_error(c, 405, NULL, "use GET");
-        json_t *arr = json_array(), *held = holders(d, a);
+        json_t *arr = json_array(), *held = kiln__api_gpu_holders(d, a);
         pthread_mutex_lock(&d->mu);
         for (size_t i = 0; i < d->cluster.n; i++)
             json_array_append_new(arr, node_json(d, i, held));
@@ -154,15 +251,23 @@ enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *
         return send_json(c, 200, json_pack("{s:o}", "nodes", arr));
     }
     char name[128];
-    const char *colon = strchr(rest, ':');
-    size_t nl = colon ? (size_t)(colon - rest) : strlen(rest);
+    const char *colon = strchr(rest, ':'), *slash = strchr(rest, '/');
+    size_t nl = slash && (!colon || slash < colon) ? (size_t)(slash - rest)
+                : colon                            ? (size_t)(colon - rest)
+                                                   : strlen(rest);
     if (nl >= sizeof name) nl = sizeof name - 1;
     memcpy(name, rest, nl);
     name[nl] = '\0';
     long idx = kiln_cluster_find(&d->cluster, name);
     if (idx < 0) return send_error(c, 404, NULL, "Node %s not found", name);
+    if (slash && (!colon || slash < colon))
+        return gpu_method(d, c, method, (size_t)idx, rest + nl, a);
+    if (colon && strcmp(colon, ":gpuHistory") == 0) {
+        if (strcmp(method, "GET") != 0) return send_error(c, 405, NULL, "use GET");
+        return send_json(c, 200, gpu_history(d, (size_t)idx));
+    }
     if (!colon) {
-        json_t *held = holders(d, a);
+        json_t *held = kiln__api_gpu_holders(d, a);
         pthread_mutex_lock(&d->mu);
         json_t *o = node_json(d, (size_t)idx, held);
         pthread_mutex_unlock(&d->mu);

@@ -69,6 +69,9 @@ struct kiln_catalog {
 
 const kiln__count_cell *kiln__catalog_cell(const kiln_catalog *c, const char *machine,
                                            const char *accel);
+/* The one GPU type a machine that comes with its GPUs (acceleratorRequired)
+ * takes, or NULL (none, several, or a machine that takes GPUs by choice). */
+const char *kiln__catalog_only_gpu(const kiln_catalog *c, const char *machine);
 const kiln__scale_tier *kiln__catalog_tier(const kiln_catalog *c, const char *name);
 bool kiln__names_has(const kiln__names *l, const char *s);
 bool kiln__region_offers(const kiln_region *r, const char *accel);

@@ -337,6 +337,8 @@ static void parse_machine(lctx *x, const json_t *e, const char *path)
 
 /* ---------- accelerators ---------- */
 
+#define KILN_CATALOG_SITE_COUNTS_MAX 64 /* a node's GPUs at most (KILN_MAX_NODE_DEVICES) */
+
 static kiln_err upsert_accel(kiln_catalog *c, kiln_accelerator_type *a)
 {
     for (size_t i = 0; i < c->n_accels; i++) {
@@ -988,4 +990,35 @@ kiln_err kiln_catalog_merge_file(kiln_catalog *c, const char *path, kiln_diag *d
 out:
     free(buf);
     return err;
+}
+
+/* ---------- the site's own GPUs ---------- */
+
+kiln_err kiln_catalog_add_site_gpu(kiln_catalog *c, const char *name, int max_per_node)
+{
+    kiln_accelerator_type *have = (kiln_accelerator_type *)kiln_catalog_accelerator(c, name);
+    int64_t counts[KILN_CATALOG_SITE_COUNTS_MAX];
+    size_t n = 0;
+
+    if (have && have->is_tpu) return KILN_EINVAL;
+    if (!have) {
+        kiln_accelerator_type a = {.name = strdup(name)};
+        if (!a.name) return KILN_ENOMEM;
+        if (upsert_accel(c, &a) != KILN_OK) {
+            free((char *)a.name);
+            return KILN_ENOMEM;
+        }
+        have = (kiln_accelerator_type *)kiln_catalog_accelerator(c, name);
+    }
+    have->site = true;
+    for (int k = 1; k <= max_per_node && n < KILN_CATALOG_SITE_COUNTS_MAX; k++)
+        counts[n++] = k;
+    for (size_t i = 0; n && i < c->n_machines; i++) {
+        const kiln_machine_type *m = &c->machines[i];
+        if (m->family != KILN_FAMILY_COMPUTE_ENGINE || m->accelerator_required ||
+            m->is_tpu_worker || kiln__catalog_cell(c, m->name, name))
+            continue;
+        if (upsert_cell(c, m->name, name, counts, n) != KILN_OK) return KILN_ENOMEM;
+    }
+    return KILN_OK;
 }

@@ -50,6 +50,23 @@ const kiln__count_cell *kiln__catalog_cell(const kiln_catalog *c, const char *ma
     return NULL;
 }
 
+const char *kiln__catalog_only_gpu(const kiln_catalog *c, const char *machine)
+{
+    const char *only = NULL;
+    for (size_t i = 0; c && machine && i < c->n_cells; i++) {
+        const kiln__count_cell *cell = &c->cells[i];
+        if (cell->n == 0 || strcmp(cell->machine, machine) != 0) continue;
+        const kiln_accelerator_type *a = kiln_catalog_accelerator(c, cell->accel);
+        if (!a || a->is_tpu) continue;
+        if (only && strcmp(only, cell->accel) != 0) return NULL;
+        only = cell->accel;
+    }
+    /* only where the machine is its GPUs (a2, a3, g2): an n1 with one GPU
+     * type in a site's catalog still takes any model */
+    const kiln_machine_type *m = kiln_catalog_machine(c, machine);
+    return m && m->accelerator_required ? only : NULL;
+}
+
 /* Returns how many counts are valid (even when more than `cap`); copies at
  * most `cap` of them to `out`. */
 size_t kiln_catalog_valid_counts(const kiln_catalog *c, const char *machine, const char *accel,
@@ -171,8 +188,14 @@ static void plan_accelerator(const kiln_catalog *c, const kiln_job *job, bool cu
         p->vcpus = m->vcpus;
         p->memory_gb = m->memory_gb;
     }
-    if (custom && rc && rc->has_accelerator_config && rc->accelerator_config.type) {
+    if (custom && rc && rc->has_accelerator_config && rc->accelerator_config.type &&
+        *rc->accelerator_config.type) {
         p->accelerator_type = rc->accelerator_config.type;
+        p->accelerators_per_replica = rc->accelerator_config.count;
+    } else if (custom && rc && rc->has_accelerator_config && rc->accelerator_config.count > 0) {
+        /* GPUs by count alone: the machine's own type, else any model */
+        const char *only = kiln__catalog_only_gpu(c, p->machine_type);
+        p->accelerator_type = only ? only : KILN_ACCEL_ANY_GPU;
         p->accelerators_per_replica = rc->accelerator_config.count;
     } else if (m && m->builtin_accelerator) {
         p->accelerator_type = m->builtin_accelerator;

@@ -420,6 +420,37 @@ static void check_accel_on_machine(vctx *v, const char *base, const kiln_machine
          a->name, m->name, list, why);
 }
 
+/* acceleratorConfig with a count and no type: the GPU type the machine
+ * comes with (a3-highgpu-1g), else any GPU type whose cell on this machine
+ * lists the count; the scheduler then picks the model. */
+static void check_any_gpu(vctx *v, const char *base, const kiln_machine_type *m, int64_t count)
+{
+    char f[200], list[MSG_MAX], counts[256];
+    const char *only = kiln__catalog_only_gpu(v->c, m->name);
+    if (only) {
+        check_accel_on_machine(v, base, m, kiln_catalog_accelerator(v->c, only), count);
+        return;
+    }
+    list[0] = '\0';
+    for (size_t i = 0; i < v->c->n_cells; i++) {
+        const kiln__count_cell *cell = &v->c->cells[i];
+        const kiln_accelerator_type *a = kiln_catalog_accelerator(v->c, cell->accel);
+        if (cell->n == 0 || strcmp(cell->machine, m->name) != 0 || !a || a->is_tpu) continue;
+        for (size_t k = 0; k < cell->n; k++)
+            if (cell->counts[k] == count) return;
+        join_counts(counts, sizeof counts, cell->counts, cell->n);
+        cat(list, sizeof list, "%s%s (%s)", list[0] ? ", " : "", cell->accel, counts);
+    }
+    snprintf(f, sizeof f, "%s.count", base);
+    if (!list[0])
+        viol(v, f, "%lld GPUs of any type: %s takes no GPUs", (long long)count, m->name);
+    else
+        viol(v, f,
+             "%lld GPUs of any type: no GPU type takes %lld on %s; it takes %s (give a type to "
+             "choose one)",
+             (long long)count, (long long)count, m->name, list);
+}
+
 /* A role without acceleratorConfig: fine unless its machine needs one. */
 static void check_missing_accel(vctx *v, kiln_role r, const char *base)
 {
@@ -472,7 +503,14 @@ static void check_accel(vctx *v, kiln_role r)
     }
     snprintf(f, sizeof f, "%s.type", base);
     if (!set(ac->type)) {
-        viol(v, f, "required, e.g. NVIDIA_TESLA_T4 (`kiln catalog list accelerators`)");
+        /* GPUs by count alone (nvidia.com/gpu): the machine's own GPU type,
+         * else any model the count is valid for on this machine */
+        snprintf(f, sizeof f, "%s.count", base);
+        if (ac->count <= 0)
+            viol(v, f, "%lld: the count must be positive", (long long)ac->count);
+        else if (mt)
+            check_any_gpu(v, base, mt, ac->count);
+        return;
     } else if (!(a = kiln_catalog_accelerator(v->c, ac->type))) {
         const char *names[256];
         size_t n = 0;
@@ -504,7 +542,8 @@ static size_t job_gpus(vctx *v, const char **gpus, size_t cap)
             mt->family == KILN_FAMILY_COMPUTE_ENGINE) {
             const kiln_accelerator_type *a =
                 kiln_catalog_accelerator(v->c, rc->accelerator_config.type);
-            g = a && !a->is_tpu ? a->name : NULL;
+            /* the site's own GPUs are wherever the site is: no zone to check */
+            g = a && !a->is_tpu && !a->site ? a->name : NULL;
         } else if (mt->builtin_accelerator) {
             g = mt->builtin_accelerator;
         }

@@ -15,7 +15,8 @@ static const char usage[] =
     "usage: kiln nodes list\n"
     "       kiln nodes describe NODE\n"
     "       kiln nodes drain NODE      (cordon + stop its replicas; their jobs are requeued)\n"
-    "       kiln nodes uncordon NODE\n"
+    "       kiln nodes uncordon NODE [--gpu N]  (--gpu: that GPU back in service after a\n"
+    "                                          failure, e.g. an Xid, was looked at)\n"
     "Common flags: --endpoint URL, --format json|yaml|table, --ca-file FILE\n"
     "(KILN_ENDPOINT, KILN_TOKEN, KILN_CA_FILE).\n";
 
@@ -90,18 +91,33 @@ int kiln_cli_nodes(int argc, char **argv)
                          : strcmp(sub, "drain") == 0    ? ":drain"
                          : strcmp(sub, "uncordon") == 0 ? ":uncordon"
                                                         : NULL;
+    /* uncordon NODE --gpu N: one GPU, not the node */
+    long gpu = -1;
+    if (suffix && strcmp(sub, "uncordon") == 0 && argc == 3 && strcmp(argv[1], "--gpu") == 0) {
+        char *end = NULL;
+        gpu = strtol(argv[2], &end, 10);
+        if (!end || *end || gpu < 0 || end == argv[2]) {
+            fprintf(stderr, "%s: --gpu wants a GPU index (kiln nodes describe lists them)\n", PROG);
+            goto out;
+        }
+        argc = 1;
+    }
     if (!suffix || argc != 1) {
         fprintf(stderr, "%s", usage);
         goto out;
     }
     if (!(ne = kiln_client_escape(ctx.client, argv[0]))) goto out;
-    if (asprintf(&path, "/v1/nodes/%s%s", ne, suffix) < 0) {
+    int pn = gpu >= 0 ? asprintf(&path, "/v1/nodes/%s/gpus/%ld%s", ne, gpu, suffix)
+                      : asprintf(&path, "/v1/nodes/%s%s", ne, suffix);
+    if (pn < 0) {
         path = NULL;
         goto out;
     }
     rc = kiln_cli_call(&ctx, *suffix ? "POST" : "GET", path, *suffix ? "{}" : NULL, &v, PROG);
     if (rc != 0) goto out;
-    if (*suffix)
+    if (gpu >= 0)
+        fprintf(stderr, "GPU %ld of node [%s] back in service.\n", gpu, argv[0]);
+    else if (*suffix)
         fprintf(stderr, "Node [%s] %s.\n", argv[0],
                 strcmp(suffix, ":drain") == 0 ? "cordoned and draining" : "uncordoned");
     if (ctx.format && strcmp(ctx.format, "table") == 0) {

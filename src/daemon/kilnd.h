@@ -30,6 +30,7 @@ typedef enum kilnd_restart_reason {
     KILND_RESTART_FAILURE, /* a replica failed and its restart policy retries */
     KILND_RESTART_DRAIN,   /* its node was drained: requeued */
     KILND_RESTART_KILND,   /* kilnd restarted while the job ran: requeued */
+    KILND_RESTART_GPU,     /* a GPU it held failed: requeued to run elsewhere */
     KILND_RESTART_REASONS
 } kilnd_restart_reason;
 
@@ -40,6 +41,7 @@ typedef enum kilnd_fail_reason {
     KILND_FAIL_BACKOFF_LIMIT, /* retried runPolicy.backoffLimit times already */
     KILND_FAIL_DEADLINE,      /* runPolicy.activeDeadlineSeconds */
     KILND_FAIL_UNSCHEDULABLE, /* can never fit this cluster */
+    KILND_FAIL_GPU,           /* a GPU it held failed and its restart policy does not retry */
     KILND_FAIL_REASONS
 } kilnd_fail_reason;
 
@@ -100,6 +102,10 @@ typedef struct kilnd {
     kiln_store *store;
     kiln_catalog *catalog;
     kiln_cluster cluster;
+    /* this machine's GPUs (no --node-config): health and telemetry of the
+     * devices of cluster node 0, NULL without NVML (kiln/devices.h) */
+    const char *nvml_library; /* --nvml-library, NULL: the default */
+    kiln_gpu_watch *gpus;
     /* the tokens file (src/daemon/tokens.h); NULL: no auth. SIGHUP swaps
      * it under tokens_mu (writer); the API reads under it (reader). */
     struct kilnd_tokens *tokens;

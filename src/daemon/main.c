@@ -7,6 +7,7 @@
  *         [--kiln-train PATH] [--python PATH] [--log-cap BYTES]
  *         [--bucket NAME[:PROJECT]]... [--max-object BYTES] [--max-package-bytes N]
  *         [--container-runtime PATH] [--monitor PATH] [--allow-root-replicas yes]
+ *         [--nvml-library PATH]
  *
  * The address actually bound (port 0 picks a free one) is printed and also
  * written to DATA/kilnd.addr (atomically), which is how tests find it. */
@@ -48,7 +49,7 @@ static const char usage[] =
     "             [--insecure-plain-http] [--audit-log FILE] [--audit-log-max-bytes N]\n"
     "             [--audit-log-keep N] [--max-inflight N] [--max-inflight-per-token N]\n"
     "             [--min-free-bytes N] [--container-runtime PATH] [--monitor PATH]\n"
-    "             [--allow-root-replicas yes|no]\n"
+    "             [--allow-root-replicas yes|no] [--nvml-library PATH]\n"
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
     "\n"
@@ -62,7 +63,9 @@ static const char usage[] =
     "--tls-key (PEM), or --insecure-plain-http. SIGHUP reloads the tokens file and\n"
     "the certificate. Below --min-free-bytes free in the data dir's file system\n"
     "(default 64 MiB) creates answer 503. --executor slurm hands each job whole to\n"
-    "the Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md.\n";
+    "the Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md.\n"
+    "Without --node-config this machine's GPUs come from NVML: libnvidia-ml.so.1, or\n"
+    "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n";
 
 void kilnd_wake(kilnd *d)
 {
@@ -267,8 +270,49 @@ static char *find_kiln_train(void)
     return access(path, X_OK) == 0 ? strdup(path) : NULL;
 }
 
+/* This machine's GPUs (node 0 without --node-config): their types become
+ * catalog accelerators valid on this node (kiln_catalog_add_site_gpu), and
+ * the watch starts. Prints what discovery found. Returns 0, or -1 after
+ * printing why. */
+static int start_gpus(kilnd *d, const char *note)
+{
+    const kiln_node *n = d->cluster.n ? &d->cluster.nodes[0] : NULL;
+    char why[512];
+    fprintf(stderr, "kilnd: GPUs: %s\n", note);
+    if (!n || !n->n_devs) return 0;
+    for (size_t j = 0; j < n->n_devs; j++) {
+        bool first = true;
+        int count = 0;
+        for (size_t p = 0; p < n->n_devs; p++) {
+            first &= p >= j || strcmp(n->devs[p].type, n->devs[j].type) != 0;
+            count += strcmp(n->devs[p].type, n->devs[j].type) == 0;
+        }
+        if (!first) continue;
+        kiln_err e = kiln_catalog_add_site_gpu(d->catalog, n->devs[j].type, count);
+        if (e != KILN_OK) {
+            fprintf(stderr, "kilnd: GPU type %s: %s\n", n->devs[j].type,
+                    e == KILN_EINVAL ? "the catalog has it as a TPU" : "out of memory");
+            return -1;
+        }
+    }
+    for (size_t j = 0; j < n->n_devs; j++)
+        if (n->devs[j].refused)
+            fprintf(stderr, "kilnd: GPU %d (%s) is not handed out: %s\n", n->devs[j].index,
+                    n->devs[j].uuid, n->devs[j].refused);
+    d->gpus = kiln_gpu_watch_start(d->nvml_library, n->devs, n->n_devs, 1000, why, sizeof why);
+    if (!d->gpus) {
+        /* the GPUs were there a moment ago: run, but say that nothing watches them */
+        fprintf(stderr, "kilnd: warning: GPU health and telemetry are off: %s\n", why);
+        return 0;
+    }
+    kiln_gpu_watch_events(d->gpus, why, sizeof why);
+    fprintf(stderr, "kilnd: GPU watch: telemetry every 1 s; %s\n", why);
+    return 0;
+}
+
 static void cleanup(kilnd *d)
 {
+    kiln_gpu_watch_stop(d->gpus);
     kiln_sched_free(d->sched);
     kiln_cluster_free(&d->cluster);
     kiln_catalog_free(d->catalog);
@@ -387,6 +431,8 @@ int main(int argc, char **argv)
             kiln_train = v;
         else if (strcmp(a, "--monitor") == 0)
             monitor = v;
+        else if (strcmp(a, "--nvml-library") == 0)
+            d.nvml_library = v;
         else if (strcmp(a, "--executor") == 0) {
             if (strcmp(v, "slurm") != 0 && strcmp(v, "local") != 0) {
                 fprintf(stderr, "kilnd: --executor is local or slurm, not '%s'\n", v);
@@ -578,7 +624,16 @@ int main(int argc, char **argv)
     if (kiln_catalog_default(&d.catalog, &dg) != KILN_OK) goto diag;
     if (d.catalog_path && kiln_catalog_merge_file(d.catalog, d.catalog_path, &dg) != KILN_OK)
         goto diag;
-    if (kiln_cluster_load(d.node_config, &d.cluster, &dg) != KILN_OK) goto diag;
+    char gpu_note[1024];
+    if (kiln_cluster_load(d.node_config, d.nvml_library, &d.cluster, &dg, gpu_note,
+                          sizeof gpu_note) != KILN_OK)
+        goto diag;
+    if (d.node_config && d.nvml_library) {
+        fprintf(stderr, "kilnd: --nvml-library is for this machine's GPUs; with --node-config "
+                        "the nodes and their devices are declared: remove one\n");
+        goto out;
+    }
+    if (!d.node_config && !d.slurm.on && start_gpus(&d, gpu_note) < 0) goto out;
     d.sched = kiln_sched_new(&d.cluster);
     d.drain_pending = calloc(d.cluster.n ? d.cluster.n : 1, sizeof(bool));
     if (!d.sched || !d.drain_pending || pipe2(d.wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -649,6 +704,13 @@ int main(int argc, char **argv)
             d.tokens ? ", tokens required" : "", d.kiln_train ? "" : ", no kiln-train");
     fprintf(stderr, "kilnd: containers: %s\n",
             d.exec.container_runtime ? d.exec.container_runtime : "none (no podman on PATH)");
+    /* real GPUs and podman: say now, not at the first GPU container, when
+     * containers cannot have them yet */
+    if (d.gpus && d.exec.container_runtime) {
+        char why[512];
+        if (kiln_exec_check(&d.exec, KILN_EXEC_CONTAINER, 1, false, why, sizeof why) != KILN_OK)
+            fprintf(stderr, "kilnd: containers with GPUs: %s\n", why);
+    }
     for (;;) {
         /* every TRIM_EVERY_S without a signal: hand the allocator's free
          * memory back (bench/service_load.sh: after a burst of creates glibc

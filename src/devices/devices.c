@@ -1,17 +1,28 @@
 /* src/devices/devices.c - nodes from a node config or from this machine
- * (kiln/devices.h). NVML is reached only through dlopen so that kilnd runs,
- * and builds, where the NVIDIA driver is absent. */
+ * (kiln/devices.h). NVML is reached only through dlopen (nvml.c) so that
+ * kilnd runs, and builds, where the NVIDIA driver is absent. */
 #include "kiln/devices.h"
 
 #include <ctype.h>
-#include <dlfcn.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "devices/nvml_int.h"
 #include "kiln/submit.h" /* kiln_read_input */
+
+void kiln_devices_free(kiln_device *v, size_t n)
+{
+    for (size_t j = 0; v && j < n; j++) {
+        free(v[j].type);
+        free(v[j].uuid);
+        free(v[j].model);
+        free(v[j].refused);
+    }
+    free(v);
+}
 
 void kiln_cluster_free(kiln_cluster *c)
 {
@@ -20,11 +31,7 @@ void kiln_cluster_free(kiln_cluster *c)
         kiln_node *n = &c->nodes[i];
         free(n->name);
         free(n->address);
-        for (size_t j = 0; j < n->n_devs; j++) {
-            free(n->devs[j].type);
-            free(n->devs[j].uuid);
-        }
-        free(n->devs);
+        kiln_devices_free(n->devs, n->n_devs);
         kiln_map_clear(&n->labels);
     }
     free(c->nodes);
@@ -39,51 +46,67 @@ long kiln_cluster_find(const kiln_cluster *c, const char *name)
     return -1;
 }
 
-const char *kiln_devices_type_of(const char *nvml_name, char *buf, size_t len)
+/* One GPU as NVML describes it; false when out of memory. A GPU whose
+ * handle or name cannot be read is kept, typed as such, and refused: it is
+ * there, and listing it says so better than leaving it out. */
+static bool describe(kiln__nvml *nv, unsigned i, kiln_device *dv)
 {
-    static const char *const known[][2] = {
-        {"A100", "NVIDIA_TESLA_A100"}, {"V100", "NVIDIA_TESLA_V100"}, {"P100", "NVIDIA_TESLA_P100"},
-        {"K80", "NVIDIA_TESLA_K80"},   {"T4", "NVIDIA_TESLA_T4"},     {"P4", "NVIDIA_TESLA_P4"},
-    };
-    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-        if (strstr(nvml_name, known[i][0])) return known[i][1];
-    /* not a catalog type: NVIDIA_<NAME>, upper case, other characters as '_' */
-    size_t o = (size_t)snprintf(buf, len, "NVIDIA_");
-    for (const char *p = nvml_name; *p && o + 1 < len; p++)
-        buf[o++] = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
-    if (o < len) buf[o] = '\0';
-    return buf;
+    void *h = NULL;
+    char nm[96] = "", id[96] = "", tb[96], eb[64];
+    int rc = nv->by_index(i, &h);
+    if (rc == KILN__NVML_SUCCESS) rc = nv->name(h, nm, sizeof nm);
+    if (rc == KILN__NVML_SUCCESS) rc = nv->uuid(h, id, sizeof id);
+    dv->index = (int)i;
+    if (rc != KILN__NVML_SUCCESS) {
+        if (!id[0]) snprintf(id, sizeof id, "GPU-UNREADABLE-%u", i);
+        dv->type = strdup("NVIDIA_GPU");
+        if (asprintf(&dv->refused, "NVML cannot read it (%s)",
+                     kiln__nvml_error(nv, rc, eb, sizeof eb)) < 0)
+            dv->refused = NULL;
+        dv->uuid = strdup(id);
+        return dv->type && dv->uuid && dv->refused;
+    }
+    dv->type = strdup(kiln_devices_type_of(nm, tb, sizeof tb));
+    dv->uuid = strdup(id);
+    dv->model = strdup(nm);
+    kiln__nvml_memory m;
+    if (nv->memory && nv->memory(h, &m) == KILN__NVML_SUCCESS)
+        dv->memory_gb = (double)m.total / (1024.0 * 1024.0 * 1024.0);
+    /* MIG: the whole GPU is not usable as one while its instances exist;
+     * kiln hands out whole GPUs only, so it refuses the GPU and says why */
+    unsigned cur = 0, pend = 0;
+    if (nv->mig_mode && nv->mig_mode(h, &cur, &pend) == KILN__NVML_SUCCESS && cur == 1 &&
+        asprintf(&dv->refused,
+                 "MIG mode is enabled: kiln hands out whole GPUs only and does not offer MIG "
+                 "instances (turn MIG off with nvidia-smi -i %u -mig 0 and reset the GPU)",
+                 i) < 0)
+        return false;
+    return dv->type && dv->uuid && dv->model;
 }
 
-/* The few NVML entry points used, by their documented signatures. */
-typedef int (*nvml_fn_void)(void);
-typedef int (*nvml_count_fn)(unsigned int *);
-typedef int (*nvml_handle_fn)(unsigned int, void **);
-typedef int (*nvml_str_fn)(void *, char *, unsigned int);
-
-kiln_err kiln_devices_discover(kiln_device **out, size_t *n)
+kiln_err kiln_devices_discover(const char *lib, kiln_device **out, size_t *n, char *note,
+                               size_t notelen)
 {
+    kiln__nvml nv;
     kiln_device *v = NULL;
     unsigned cnt = 0;
     size_t k = 0;
     kiln_err err = KILN_OK;
-    bool inited = false;
-    nvml_fn_void shutdown = NULL;
+    char why[600], eb[64];
 
     *out = NULL;
     *n = 0;
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) return KILN_OK; /* no driver: no GPUs */
-    nvml_fn_void init = (nvml_fn_void)dlsym(lib, "nvmlInit_v2");
-    shutdown = (nvml_fn_void)dlsym(lib, "nvmlShutdown");
-    nvml_count_fn count = (nvml_count_fn)dlsym(lib, "nvmlDeviceGetCount_v2");
-    nvml_handle_fn handle = (nvml_handle_fn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    nvml_str_fn name = (nvml_str_fn)dlsym(lib, "nvmlDeviceGetName");
-    nvml_str_fn uuid = (nvml_str_fn)dlsym(lib, "nvmlDeviceGetUUID");
-    if (!init || !shutdown || !count || !handle || !name || !uuid) goto out;
-    if (init() != 0) goto out;
-    inited = true;
-    if (count(&cnt) != 0 || cnt == 0) goto out;
+    if (kiln__nvml_open(lib, &nv, why, sizeof why) != KILN_OK) {
+        if (note) snprintf(note, notelen, "no GPUs: %s", why);
+        return KILN_OK; /* no driver: no GPUs */
+    }
+    int rc = nv.count(&cnt);
+    if (rc != KILN__NVML_SUCCESS || cnt == 0) {
+        if (note)
+            snprintf(note, notelen, "no GPUs: %s: nvmlDeviceGetCount_v2: %s", nv.path,
+                     rc ? kiln__nvml_error(&nv, rc, eb, sizeof eb) : "0 devices");
+        goto out;
+    }
     if (cnt > KILN_MAX_NODE_DEVICES) cnt = KILN_MAX_NODE_DEVICES;
     v = calloc(cnt, sizeof *v);
     if (!v) {
@@ -91,29 +114,23 @@ kiln_err kiln_devices_discover(kiln_device **out, size_t *n)
         goto out;
     }
     for (unsigned i = 0; i < cnt; i++) {
-        void *h = NULL;
-        char nm[96] = "", id[96] = "", tb[96];
-        if (handle(i, &h) != 0) continue;
-        name(h, nm, sizeof nm);
-        uuid(h, id, sizeof id);
-        v[k].type = strdup(kiln_devices_type_of(nm, tb, sizeof tb));
-        v[k].uuid = strdup(id);
-        v[k].index = (int)i;
-        k++;
-        if (!v[k - 1].type || !v[k - 1].uuid) {
+        if (!describe(&nv, i, &v[k++])) {
             err = KILN_ENOMEM;
             goto out;
         }
     }
+    if (note) {
+        size_t o =
+            (size_t)snprintf(note, notelen, "%zu GPU%s through %s:", k, k == 1 ? "" : "s", nv.path);
+        for (size_t i = 0; i < k && o < notelen; i++)
+            o += (size_t)snprintf(note + o, notelen - o, "%s %d %s (%s)%s", i ? ";" : "",
+                                  v[i].index, v[i].type, v[i].model ? v[i].model : "?",
+                                  v[i].refused ? ", refused" : "");
+    }
 out:
-    if (inited) shutdown();
-    dlclose(lib);
+    kiln__nvml_close(&nv);
     if (err != KILN_OK) {
-        for (size_t i = 0; i < k; i++) {
-            free(v[i].type);
-            free(v[i].uuid);
-        }
-        free(v);
+        kiln_devices_free(v, k);
         v = NULL;
         k = 0;
     }
@@ -128,9 +145,24 @@ static kiln_err implicit_labels(kiln_node *n)
     if (kiln_map_set(&n->labels, "kubernetes.io/hostname", n->name) != KILN_OK ||
         kiln_map_set(&n->labels, "kiln.dev/node", n->name) != KILN_OK)
         return KILN_ENOMEM;
-    const char *type = n->n_devs ? n->devs[0].type : NULL;
-    for (size_t j = 1; type && j < n->n_devs; j++)
-        if (strcmp(n->devs[j].type, type) != 0) type = NULL;
+    /* the GPUs it hands out: a refused one (MIG) does not make a node mixed */
+    const char *type = NULL, *model = NULL;
+    bool mixed = false, mixed_model = false;
+    for (size_t j = 0; j < n->n_devs; j++) {
+        const kiln_device *dv = &n->devs[j];
+        if (dv->refused) continue;
+        if (type && strcmp(dv->type, type) != 0) mixed = true;
+        if (!type) type = dv->type;
+        if (model && (!dv->model || strcmp(dv->model, model) != 0)) mixed_model = true;
+        if (!model) model = dv->model;
+    }
+    if (mixed) type = NULL;
+    if (mixed_model) model = NULL;
+    char pl[128];
+    if (model && !kiln_map_get(&n->labels, "nvidia.com/gpu.product") &&
+        kiln_map_set(&n->labels, "nvidia.com/gpu.product",
+                     kiln_devices_product_label(model, pl, sizeof pl)) != KILN_OK)
+        return KILN_ENOMEM;
     if (!type || kiln_map_get(&n->labels, "cloud.google.com/gke-accelerator")) return KILN_OK;
     /* NVIDIA_TESLA_V100 -> nvidia-tesla-v100 */
     char v[96];
@@ -151,7 +183,8 @@ static void host_resources(int *cpus, double *mem_gb)
         (pages > 0 && psz > 0) ? (double)(long)((double)pages * (double)psz / 1e8) / 10.0 : 1.0;
 }
 
-static kiln_err this_machine(kiln_cluster *out)
+static kiln_err this_machine(const char *nvml_library, kiln_cluster *out, char *note,
+                             size_t notelen)
 {
     kiln_node *n = calloc(1, sizeof *n);
     char host[256] = "localhost";
@@ -161,7 +194,7 @@ static kiln_err this_machine(kiln_cluster *out)
     n->name = strdup(host);
     n->address = strdup("127.0.0.1");
     host_resources(&n->cpus, &n->memory_gb);
-    kiln_err err = kiln_devices_discover(&n->devs, &n->n_devs);
+    kiln_err err = kiln_devices_discover(nvml_library, &n->devs, &n->n_devs, note, notelen);
     out->nodes = n;
     out->n = 1;
     if (err == KILN_OK && (!n->name || !n->address)) err = KILN_ENOMEM;
@@ -292,13 +325,16 @@ out:
     return err;
 }
 
-kiln_err kiln_cluster_load(const char *path, kiln_cluster *out, kiln_diag *d)
+kiln_err kiln_cluster_load(const char *path, const char *nvml_library, kiln_cluster *out,
+                           kiln_diag *d, char *note, size_t notelen)
 {
     char *buf = NULL;
     size_t len = 0;
 
     memset(out, 0, sizeof *out);
-    if (!path) return this_machine(out);
+    if (note && notelen) note[0] = '\0';
+    if (!path) return this_machine(nvml_library, out, note, notelen);
+    if (note) snprintf(note, notelen, "declared in %s (simulated)", path);
     kiln_err err = kiln_read_input(path, "--node-config", &buf, &len, d);
     if (err != KILN_OK) return err;
     err = kiln_cluster_from_json(buf, len, out, d);

@@ -195,12 +195,12 @@ static kiln_err pytorch_env(const kiln_job *job, const kiln_exec_task *tasks, si
 }
 
 kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks, size_t n,
-                               size_t self, const int *gpus, size_t n_gpus, bool simulated,
+                               size_t self, const char *const *gpus, size_t n_gpus, bool simulated,
                                kiln_strv *env)
 {
     kiln_err err = KILN_ENOMEM;
     char *tf = NULL, *cuda = NULL, buf[64], task[48];
-    size_t cl = 0;
+    size_t cl = 0, need = 1;
 
     kiln_strv_clear(env);
     if (!(tf = kiln_exec_tf_config(job, tasks, n, self))) goto out;
@@ -227,13 +227,22 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
     }
 
     err = KILN_ENOMEM;
-    if (!(cuda = calloc(n_gpus * 12 + 1, 1))) goto out;
     for (size_t i = 0; i < n_gpus; i++)
-        cl += (size_t)sprintf(cuda + cl, "%s%d", i ? "," : "", gpus[i]);
+        need += strlen(gpus[i]) + 1;
+    if (!(cuda = calloc(need, 1))) goto out;
+    for (size_t i = 0; i < n_gpus; i++)
+        cl += (size_t)snprintf(cuda + cl, need - cl, "%s%s", i ? "," : "", gpus[i]);
     if ((err = push_kv(env, "CUDA_VISIBLE_DEVICES", cuda)) != KILN_OK) goto out;
-    /* the indices are NVML's, which count in PCI bus order; CUDA's default
-     * order is fastest-first, so it must be told to count the same way */
+    /* simulated GPUs are indices; for real ones the UUIDs name the same
+     * GPUs in any order CUDA counts, and the order is still set so that
+     * /gpu:N follows PCI bus order (NVML's) among them */
     if ((err = push_kv(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID")) != KILN_OK) goto out;
+    /* NVIDIA's container runtime hook reads this from the container's
+     * environment (an image's own ENV often says "all"): exactly the
+     * replica's GPUs, "void" for none */
+    if ((err = push_kv(env, "NVIDIA_VISIBLE_DEVICES", n_gpus && !simulated ? cuda : "void")) !=
+        KILN_OK)
+        goto out;
     if (n_gpus && simulated && (err = push_kv(env, "KILN_SIMULATED_DEVICES", "1")) != KILN_OK)
         goto out;
     kiln_exec_task_name(me->role, me->index, task);

@@ -24,9 +24,10 @@
 #include <string.h>
 
 typedef struct usage {
-    bool *busy; /* per device */
-    int cpus;   /* used */
-    double mem; /* used */
+    bool *busy;   /* per device: held by a replica */
+    bool *failed; /* per device: out of service (kiln_sched_set_device_failed) */
+    int cpus;     /* used */
+    double mem;   /* used */
     bool cordoned;
 } usage;
 
@@ -58,24 +59,43 @@ static uint64_t *bits(const kiln_sched *s, size_t t, int count)
     return s->has + (t * (size_t)(s->max_free + 1) + (size_t)count) * s->words;
 }
 
+#define ANY_TYPE (-2) /* the type id of KILN_ACCEL_ANY_GPU: any one model */
+
 static int type_id(const kiln_sched *s, const char *name)
 {
+    if (name && strcmp(name, KILN_ACCEL_ANY_GPU) == 0) return ANY_TYPE;
     for (size_t t = 0; name && t < s->n_types; t++)
         if (strcmp(s->types[t], name) == 0) return (int)t;
     return -1;
 }
 
-/* Device j of `node` changes hands: the counts and bitsets follow. */
-static void set_busy(kiln_sched *s, size_t node, size_t j, bool busy)
+/* A device may be handed out: nobody holds it, it is in service, and it
+ * was not refused at discovery (MIG). */
+static bool is_free(const kiln_sched *s, size_t node, size_t j)
 {
-    if (s->u[node].busy[j] == busy) return;
+    return !s->u[node].busy[j] && !s->u[node].failed[j] && !s->c->nodes[node].devs[j].refused;
+}
+
+/* Device j of `node` is taken or given back, fails or returns: when that
+ * changes whether it is free, the counts and bitsets follow. */
+static void set_state(kiln_sched *s, size_t node, size_t j, bool busy, bool failed)
+{
+    bool was = is_free(s, node, j);
     s->u[node].busy[j] = busy;
+    s->u[node].failed[j] = failed;
+    bool now = is_free(s, node, j);
+    if (was == now) return;
     size_t t = (size_t)s->dev_type[node][j];
     int *f = &s->free_n[node * s->n_types + t];
     uint64_t bit = 1ull << (node % 64);
     bits(s, t, *f)[node / 64] &= ~bit;
-    *f += busy ? -1 : 1;
+    *f += now ? 1 : -1;
     bits(s, t, *f)[node / 64] |= bit;
+}
+
+static void set_busy(kiln_sched *s, size_t node, size_t j, bool busy)
+{
+    set_state(s, node, j, busy, s->u[node].failed[j]);
 }
 
 /* Builds the type table and the index over an idle cluster. */
@@ -104,6 +124,7 @@ static bool index_init(kiln_sched *s)
     if (!s->free_n) return false;
     for (size_t i = 0; i < c->n; i++)
         for (size_t j = 0; j < c->nodes[i].n_devs; j++) {
+            if (c->nodes[i].devs[j].refused) continue; /* never free */
             int *f = &s->free_n[i * s->n_types + (size_t)s->dev_type[i][j]];
             if (++*f > s->max_free) s->max_free = *f;
         }
@@ -125,7 +146,8 @@ kiln_sched *kiln_sched_new(const kiln_cluster *c)
     if (!s->u) goto fail;
     for (size_t i = 0; i < c->n; i++) {
         s->u[i].busy = calloc(c->nodes[i].n_devs ? c->nodes[i].n_devs : 1, sizeof(bool));
-        if (!s->u[i].busy) goto fail;
+        s->u[i].failed = calloc(c->nodes[i].n_devs ? c->nodes[i].n_devs : 1, sizeof(bool));
+        if (!s->u[i].busy || !s->u[i].failed) goto fail;
     }
     if (!index_init(s)) goto fail;
     return s;
@@ -137,8 +159,10 @@ fail:
 void kiln_sched_free(kiln_sched *s)
 {
     if (!s) return;
-    for (size_t i = 0; s->u && i < s->c->n; i++)
+    for (size_t i = 0; s->u && i < s->c->n; i++) {
         free(s->u[i].busy);
+        free(s->u[i].failed);
+    }
     for (size_t i = 0; s->dev_type && i < s->c->n; i++)
         free(s->dev_type[i]);
     for (size_t i = 0; i < VERDICTS; i++)
@@ -174,6 +198,24 @@ bool kiln_sched_device_busy(const kiln_sched *s, size_t node, size_t dev)
     return s->u[node].busy[dev];
 }
 
+void kiln_sched_set_device_failed(kiln_sched *s, size_t node, size_t dev, bool failed)
+{
+    if (node >= s->c->n || dev >= s->c->nodes[node].n_devs) return;
+    if (s->u[node].failed[dev] != failed) set_state(s, node, dev, s->u[node].busy[dev], failed);
+    /* a device back in service may make a job fit that could not before;
+     * the never-fits answers do not change (they count failed devices) */
+}
+
+bool kiln_sched_device_failed(const kiln_sched *s, size_t node, size_t dev)
+{
+    return node < s->c->n && dev < s->c->nodes[node].n_devs && s->u[node].failed[dev];
+}
+
+bool kiln_sched_device_free(const kiln_sched *s, size_t node, size_t dev)
+{
+    return node < s->c->n && dev < s->c->nodes[node].n_devs && is_free(s, node, dev);
+}
+
 void kiln_sched_usage(const kiln_sched *s, size_t node, int *vcpus, double *memory_gb)
 {
     *vcpus = s->u[node].cpus;
@@ -194,6 +236,32 @@ static size_t free_of_type(const kiln_node *n, const bool *busy, const char *typ
     for (size_t j = 0; j < n->n_devs; j++)
         k += !busy[j] && strcmp(n->devs[j].type, type) == 0;
     return k;
+}
+
+static bool is_any(const char *type)
+{
+    return type && strcmp(type, KILN_ACCEL_ANY_GPU) == 0;
+}
+
+/* For a replica wanting `want` devices of `type` (or, KILN_ACCEL_ANY_GPU,
+ * of any one model) on node n: the type that leaves the fewest to spare,
+ * and how many of it are free; NULL when none has enough. */
+static const char *fit_type(const kiln_node *n, const bool *busy, const char *type, size_t want,
+                            size_t *avail)
+{
+    if (!is_any(type)) {
+        *avail = free_of_type(n, busy, type);
+        return *avail >= want ? type : NULL;
+    }
+    const char *best = NULL;
+    for (size_t j = 0; j < n->n_devs; j++) {
+        bool seen = false;
+        for (size_t p = 0; p < j; p++)
+            seen |= strcmp(n->devs[p].type, n->devs[j].type) == 0;
+        size_t k = seen ? 0 : free_of_type(n, busy, n->devs[j].type);
+        if (k >= want && (!best || k < *avail)) best = n->devs[j].type, *avail = k;
+    }
+    return best;
 }
 
 /* Scratch usage for the never-fits search: an idle cluster. */
@@ -224,6 +292,9 @@ static kiln_err scratch_init(scratch *w, const kiln_sched *s)
         size_t nd = s->c->nodes[i].n_devs;
         w->busy[i] = calloc(nd ? nd : 1, sizeof(bool));
         if (!w->busy[i]) return KILN_ENOMEM;
+        /* a refused device (MIG) never frees up; a failed one may come back */
+        for (size_t j = 0; j < nd; j++)
+            w->busy[i][j] = s->c->nodes[i].devs[j].refused != NULL;
     }
     return KILN_OK;
 }
@@ -267,7 +338,7 @@ static bool try_place(const kiln_sched *s, scratch *w, kiln_slot *slots, const c
 {
     for (size_t k = 0; k < n; k++) {
         kiln_slot *sl = &slots[k];
-        const char *type = types[k];
+        const char *type = types[k], *best_type = NULL;
         long best = -1;
         size_t best_spare = SIZE_MAX;
         for (size_t i = 0; i < s->c->n; i++) {
@@ -277,10 +348,12 @@ static bool try_place(const kiln_sched *s, scratch *w, kiln_slot *slots, const c
                                        w->mem[i] + sl->memory_gb > nd->memory_gb + 1e-9))
                 continue;
             if (too_small(nd, sl)) continue;
-            size_t avail = sl->n_devs ? free_of_type(nd, w->busy[i], type) : 0;
-            if (avail < (size_t)sl->n_devs) continue;
+            size_t avail = 0;
+            const char *t =
+                sl->n_devs ? fit_type(nd, w->busy[i], type, (size_t)sl->n_devs, &avail) : type;
+            if (sl->n_devs && !t) continue;
             size_t spare = avail - (size_t)sl->n_devs;
-            if (spare < best_spare) best = (long)i, best_spare = spare;
+            if (spare < best_spare) best = (long)i, best_spare = spare, best_type = t;
         }
         if (best < 0) {
             *failed = k;
@@ -290,7 +363,7 @@ static bool try_place(const kiln_sched *s, scratch *w, kiln_slot *slots, const c
         sl->node = (size_t)best;
         int got = 0;
         for (size_t j = 0; j < nd->n_devs && got < sl->n_devs; j++)
-            if (!w->busy[best][j] && strcmp(nd->devs[j].type, type) == 0) {
+            if (!w->busy[best][j] && strcmp(nd->devs[j].type, best_type) == 0) {
                 w->busy[best][j] = true;
                 sl->devs[got++] = (int)j;
             }
@@ -304,12 +377,19 @@ static bool try_place(const kiln_sched *s, scratch *w, kiln_slot *slots, const c
 static void explain(const kiln_sched *s, const kiln_slot *sl, const char *type, size_t total_want,
                     char *why, size_t len)
 {
-    size_t most = 0, all = 0;
-    const char *most_node = NULL;
+    size_t most = 0, all = 0, refused = 0;
+    const char *most_node = NULL, *refusal = NULL;
     for (size_t i = 0; i < s->c->n; i++) {
         size_t k = 0;
-        for (size_t j = 0; j < s->c->nodes[i].n_devs; j++)
-            k += strcmp(s->c->nodes[i].devs[j].type, type ? type : "") == 0;
+        for (size_t j = 0; j < s->c->nodes[i].n_devs; j++) {
+            const kiln_device *dv = &s->c->nodes[i].devs[j];
+            if (strcmp(dv->type, type ? type : "") != 0) continue;
+            if (dv->refused) {
+                refused++, refusal = dv->refused;
+                continue;
+            }
+            k++;
+        }
         all += k;
         if (k > most) most = k, most_node = s->c->nodes[i].name;
     }
@@ -320,12 +400,44 @@ static void explain(const kiln_sched *s, const kiln_slot *sl, const char *type, 
         if (!big || s->c->nodes[i].cpus > big->cpus) big = &s->c->nodes[i];
         room |= !too_small(&s->c->nodes[i], sl);
     }
+    if (is_any(type) && room) {
+        size_t most_one = 0; /* the most devices of one model on one node */
+        const char *mn = NULL;
+        for (size_t i = 0; i < s->c->n; i++) {
+            const kiln_node *nd = &s->c->nodes[i];
+            for (size_t j = 0; j < nd->n_devs; j++) {
+                size_t k = 0;
+                for (size_t q = 0; q < nd->n_devs; q++)
+                    k += !nd->devs[q].refused && strcmp(nd->devs[q].type, nd->devs[j].type) == 0;
+                if (k > most_one) most_one = k, mn = nd->name;
+            }
+        }
+        if (most_one == 0)
+            snprintf(why, len,
+                     "the %s replica needs %d GPUs (nvidia.com/gpu) and no node of this cluster "
+                     "has a GPU it may hand out",
+                     role, sl->n_devs);
+        else if (most_one < (size_t)sl->n_devs)
+            snprintf(why, len,
+                     "the %s replica needs %d GPUs of one model on one node (nvidia.com/gpu); the "
+                     "most any node has is %zu (%s)",
+                     role, sl->n_devs, most_one, mn);
+        else
+            snprintf(why, len,
+                     "the %s replica's %d GPUs (nvidia.com/gpu) do not fit beside the job's other "
+                     "replicas, or not on the nodes its selector allows",
+                     role, sl->n_devs);
+        return;
+    }
     if (!room && big)
         snprintf(why, len,
                  "the %s replica's resources.limits (cpuLimit/memoryLimit) hold it to %d vCPUs "
                  "and %.1f GiB, more than any node has: the largest, %s, has %d vCPUs and %.1f "
                  "GiB",
                  role, sl->limit_vcpus, sl->limit_memory_gb, big->name, big->cpus, big->memory_gb);
+    else if (sl->n_devs > 0 && all == 0 && refused)
+        snprintf(why, len, "the %s replica needs %d x %s, and this cluster's %zu are refused: %s",
+                 role, sl->n_devs, type, refused, refusal);
     else if (sl->n_devs > 0 && all == 0)
         snprintf(why, len, "no node of this cluster has %s accelerators (the %s replica needs %d)",
                  type, role, sl->n_devs);
@@ -389,6 +501,23 @@ static long best_node(const kiln_sched *s, const kiln_slot *sl, int t, const kil
     return -1;
 }
 
+/* best_node for any one model (KILN_ACCEL_ANY_GPU): the best node of each
+ * type, then the one with the fewest to spare, the lower node, the type
+ * seen first. *t gets the type chosen. */
+static long best_node_any(const kiln_sched *s, const kiln_slot *sl, const kiln_map *sel, int *t)
+{
+    long best = -1;
+    int best_spare = 0;
+    for (size_t ty = 0; ty < s->n_types; ty++) {
+        long i = best_node(s, sl, (int)ty, sel);
+        if (i < 0) continue;
+        int spare = s->free_n[(size_t)i * s->n_types + ty] - sl->n_devs;
+        if (best < 0 || spare < best_spare || (spare == best_spare && i < best))
+            best = i, best_spare = spare, *t = (int)ty;
+    }
+    return best;
+}
+
 /* Takes (or gives back) what slot sl holds on its node. */
 static void hold(kiln_sched *s, const kiln_slot *sl, bool take)
 {
@@ -406,7 +535,9 @@ static bool place_live(kiln_sched *s, kiln_slot *slots, const int *tids,
 {
     for (size_t k = 0; k < n; k++) {
         kiln_slot *sl = &slots[k];
-        long best = best_node(s, sl, tids[k], sels[sl->role]);
+        int t = tids[k];
+        long best = t == ANY_TYPE && sl->n_devs ? best_node_any(s, sl, sels[sl->role], &t)
+                                                : best_node(s, sl, t, sels[sl->role]);
         if (best < 0) {
             for (size_t i = 0; i < k; i++)
                 hold(s, &slots[i], false);
@@ -417,7 +548,7 @@ static bool place_live(kiln_sched *s, kiln_slot *slots, const int *tids,
         int got = 0;
         sl->node = (size_t)best;
         for (size_t j = 0; j < nd->n_devs && got < sl->n_devs; j++)
-            if (!s->u[best].busy[j] && s->dev_type[best][j] == tids[k]) sl->devs[got++] = (int)j;
+            if (is_free(s, (size_t)best, j) && s->dev_type[best][j] == t) sl->devs[got++] = (int)j;
         hold(s, sl, true);
     }
     return true;

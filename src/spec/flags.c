@@ -312,8 +312,10 @@ static void parse_accel(parse_ctx *c, const flag_def *f, const char *val)
     *ac = (kiln_accelerator_config){.count = 1}; /* gcloud's default count */
     accel_state st = {.ac = ac};
     each_item(c, val, accel_item, &st);
-    if (!st.seen_type)
-        bad_value(c, "'%s' has no type; use count=N,type=TYPE (e.g. type=nvidia-tesla-t4)", val);
+    /* count=N alone: N GPUs of any one model, as nvidia.com/gpu asks (the
+     * scheduler picks the model); a type alone is gcloud's 1 of that type */
+    if (!st.seen_type && !st.seen_count)
+        bad_value(c, "'%s' names no accelerators; use count=N,type=TYPE or count=N", val);
     *SLOT(c->a, f->has_off, bool) = true;
 }
 

@@ -33,7 +33,6 @@
 #include "spec/tree.h"
 
 #define KF_GPU_RESOURCE  "nvidia.com/gpu"
-#define KF_DEFAULT_GPU   "NVIDIA_TESLA_K80" /* what BASIC_GPU uses */
 #define ANN_REGION       "kiln.dev/region"
 #define ANN_JOB_DIR      "kiln.dev/job-dir"
 #define ANN_MACHINE_TYPE "kiln.dev/machine-type"
@@ -48,7 +47,13 @@ static const char *const meta_keys[] = {"name", "namespace", "labels", "annotati
 static const char *const replica_keys[] = {"replicas", "restartPolicy", "template", NULL};
 static const char *const template_keys[] = {"metadata", "spec", NULL};
 static const char *const template_meta_keys[] = {"annotations", "labels", NULL};
-static const char *const pod_keys[] = {"containers", "nodeSelector", "volumes", NULL};
+static const char *const pod_keys[] = {"containers", "nodeSelector", "affinity", "volumes", NULL};
+static const char *const affinity_keys[] = {"nodeAffinity", NULL};
+static const char *const node_affinity_keys[] = {"requiredDuringSchedulingIgnoredDuringExecution",
+                                                 NULL};
+static const char *const node_selector_keys[] = {"nodeSelectorTerms", NULL};
+static const char *const term_keys[] = {"matchExpressions", NULL};
+static const char *const expr_keys[] = {"key", "operator", "values", NULL};
 static const char *const container_keys[] = {"name",  "image", "imagePullPolicy", "command",
                                              "args",  "env",   "resources",       "volumeMounts",
                                              "ports", NULL};
@@ -67,6 +72,8 @@ static const char *const run_policy_keys[] = {"backoffLimit",
                                               NULL};
 
 #define CTR "<replica>.template.spec.containers[]"
+#define NODE_REQ                                                                                   \
+    "<replica>.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 const kiln__kf_keys kiln__kf_key_tables[] = {
     {"", top_keys},
     {"metadata", meta_keys},
@@ -84,11 +91,17 @@ const kiln__kf_keys kiln__kf_key_tables[] = {
     {CTR ".resources", resources_keys},
     {CTR ".resources.limits", limits_keys},
     {CTR ".volumeMounts[]", mount_keys},
+    {"<replica>.template.spec.affinity", affinity_keys},
+    {"<replica>.template.spec.affinity.nodeAffinity", node_affinity_keys},
+    {NODE_REQ, node_selector_keys},
+    {NODE_REQ ".nodeSelectorTerms[]", term_keys},
+    {NODE_REQ ".nodeSelectorTerms[].matchExpressions[]", expr_keys},
     {"<replica>.template.spec.volumes[]", volume_keys},
     {"<replica>.template.spec.volumes[].hostPath", host_path_keys},
     {NULL, NULL},
 };
 #undef CTR
+#undef NODE_REQ
 
 /* What to say about a key kiln refuses, where a reason helps more than the list. */
 static const char *refusal_hint(const char *key)
@@ -381,9 +394,14 @@ static const json_t *pick_container(kiln__kf *c, const json_t *containers, const
     return json_array_get(containers, 0);
 }
 
-/* GPUs: resources.limits["nvidia.com/gpu"] (Kubernetes wants GPUs in limits);
- * the model from a node-selector label, else KF_DEFAULT_GPU. */
-static void map_gpus(kiln__kf *c, const json_t *ctr, const json_t *selector, const char *cpath,
+/* GPUs: resources.limits["nvidia.com/gpu"] (Kubernetes wants GPUs in limits).
+ * As under the NVIDIA device plugin it means any N GPUs of one model on a
+ * node: the model from a GPU-model key of the node selector (nodeSelector or
+ * required node affinity, rc->node_selector by now) when there is one
+ * ("nvidia-h100-80gb" -> NVIDIA_H100_80GB), else no type, which kiln's
+ * scheduler reads as any model (KILN_ACCEL_ANY_GPU). nvidia.com/gpu.product
+ * stays a node label the scheduler matches (NVIDIA-H100-80GB-HBM3). */
+static void map_gpus(kiln__kf *c, const json_t *ctr, const kiln_map *selector, const char *cpath,
                      kiln_replica_config *rc)
 {
     const json_t *gpu =
@@ -401,8 +419,11 @@ static void map_gpus(kiln__kf *c, const json_t *ctr, const json_t *selector, con
     const char *model = NULL;
     for (size_t i = 0; model == NULL && i < sizeof gpu_selector_keys / sizeof *gpu_selector_keys;
          i++)
-        model = kiln__kf_scalar(kiln__kf_get(selector, gpu_selector_keys[i]));
-    char *type = kiln__accelerator_enum(model ? model : KF_DEFAULT_GPU);
+        model = kiln_map_get(selector, gpu_selector_keys[i]);
+    rc->has_accelerator_config = true;
+    rc->accelerator_config.count = n;
+    if (model == NULL) return; /* any model */
+    char *type = kiln__accelerator_enum(model);
     if (type == NULL) {
         kiln__kf_bad(c, p,
                      "the node selector names GPU model '%s', which is not an accelerator "
@@ -410,10 +431,78 @@ static void map_gpus(kiln__kf *c, const json_t *ctr, const json_t *selector, con
                      model);
         return;
     }
-    rc->has_accelerator_config = true;
-    rc->accelerator_config.count = n;
     free(rc->accelerator_config.type);
     rc->accelerator_config.type = type;
+}
+
+/* Required node affinity, in the one shape a node selector can say: one
+ * nodeSelectorTerm whose matchExpressions are each `key In [value]` (how
+ * GKE's and NVIDIA's docs pin a GPU model). They join the node selector;
+ * any other shape is refused at its path rather than loosened. */
+static void map_affinity(kiln__kf *c, const json_t *pod, const char *rpath, kiln_replica_config *rc)
+{
+    char p[KILN__KF_PATH];
+    const json_t *aff = kiln__kf_get(pod, "affinity");
+    if (!kiln__kf_present(aff)) return;
+    snprintf(p, sizeof p, "%s.template.spec.affinity", rpath);
+    kiln__kf_check_keys(c, aff, p, affinity_keys);
+    const json_t *na = kiln__kf_get(aff, "nodeAffinity");
+    snprintf(p, sizeof p, "%s.template.spec.affinity.nodeAffinity", rpath);
+    kiln__kf_check_keys(c, na, p, node_affinity_keys);
+    const json_t *req = kiln__kf_get(na, "requiredDuringSchedulingIgnoredDuringExecution");
+    if (!kiln__kf_present(req)) return;
+    snprintf(
+        p, sizeof p,
+        "%s.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+        rpath);
+    kiln__kf_check_keys(c, req, p, node_selector_keys);
+    const json_t *terms = kiln__kf_get(req, "nodeSelectorTerms");
+    snprintf(p, sizeof p, "%s.template.spec.affinity.nodeAffinity.required...nodeSelectorTerms",
+             rpath);
+    if (!json_is_array(terms) || json_array_size(terms) != 1) {
+        kiln__kf_bad(c, p,
+                     "kiln reads exactly one nodeSelectorTerm (terms are ORed; kiln's node "
+                     "selector is one set of labels)");
+        return;
+    }
+    const json_t *term = json_array_get(terms, 0);
+    snprintf(p, sizeof p, "%s.template.spec.affinity.nodeAffinity.required...nodeSelectorTerms[0]",
+             rpath);
+    kiln__kf_check_keys(c, term, p, term_keys);
+    const json_t *exprs = kiln__kf_get(term, "matchExpressions");
+    size_t i;
+    json_t *e;
+    if (!json_is_array(exprs)) {
+        kiln__kf_bad(c, p, "needs matchExpressions: a list of {key, operator: In, values}");
+        return;
+    }
+    json_array_foreach((json_t *)exprs, i, e)
+    {
+        snprintf(p, sizeof p,
+                 "%s.template.spec.affinity.nodeAffinity.required...matchExpressions[%zu]", rpath,
+                 i);
+        kiln__kf_check_keys(c, e, p, expr_keys);
+        const char *key = kiln__kf_scalar(kiln__kf_get(e, "key"));
+        const char *op = kiln__kf_scalar(kiln__kf_get(e, "operator"));
+        const json_t *vals = kiln__kf_get(e, "values");
+        const char *val = kiln__kf_scalar(json_array_get(vals, 0));
+        if (!key || !*key || !op || strcmp(op, "In") != 0 || !json_is_array(vals) ||
+            json_array_size(vals) != 1 || !val) {
+            kiln__kf_bad(c, p,
+                         "kiln reads `key In [one value]` here (a node label the node must "
+                         "have); %s cannot be placed by kiln's node selector",
+                         op && strcmp(op, "In") != 0 ? "this operator"
+                                                     : "a choice among several values");
+            continue;
+        }
+        const char *have = kiln_map_get(&rc->node_selector, key);
+        if (have && strcmp(have, val) != 0) {
+            kiln__kf_bad(c, p, "'%s' is '%s' in nodeSelector and '%s' here: no node has both", key,
+                         have, val);
+            continue;
+        }
+        kiln__kf_nomem(c, kiln_map_set(&rc->node_selector, key, val));
+    }
 }
 
 static void map_restart_policy(kiln__kf *c, const json_t *spec, const char *rpath,
@@ -698,6 +787,7 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
     snprintf(p, sizeof p, "%s.template.spec.nodeSelector", rpath);
     const json_t *selector = kiln__kf_get(pod, "nodeSelector");
     map_string_map(c, selector, p, &rc->node_selector);
+    map_affinity(c, pod, rpath, rc);
     *machine = kiln__kf_scalar(kiln__kf_get(
         kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "annotations"), ANN_MACHINE_TYPE));
     snprintf(p, sizeof p, "%s.template.metadata.annotations", rpath);
@@ -741,7 +831,7 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
     map_env(c, kiln__kf_get(ctr, "env"), cpath, rc);
     map_limits(c, ctr, cpath, rc);
     map_mounts(c, pod, rpath, ctr, cpath, rc);
-    map_gpus(c, ctr, selector, cpath, rc);
+    map_gpus(c, ctr, &rc->node_selector, cpath, rc);
 }
 
 int64_t kiln__kf_replicas(kiln__kf *c, const json_t *spec, const char *rpath, bool master)

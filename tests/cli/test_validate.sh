@@ -95,8 +95,14 @@ err_has "trainingInput.masterConfig.acceleratorConfig.count: "; err_has "kiln va
 out_empty
 run 2 "$KILN" validate j1 --master-accelerator count=abc,type=nvidia-tesla-t4
 err_has "--master-accelerator: count=abc"
-run 2 "$KILN" validate j1 --master-accelerator count=2
-err_has "--master-accelerator: 'count=2' has no type"
+run 2 "$KILN" validate j1 --master-accelerator type=nvidia-tesla-t4,count=
+err_has "--master-accelerator: "
+# count alone: any GPUs of one model (nvidia.com/gpu), valid where some GPU type takes that count
+run 0 "$KILN" validate j1 --scale-tier custom --master-machine-type n1-standard-4 \
+    --master-accelerator count=2 --region us-central1
+run 2 "$KILN" validate j1 --scale-tier custom --master-machine-type n1-standard-4 \
+    --master-accelerator count=3 --region us-central1
+err_has "no GPU type takes 3 on n1-standard-4"
 run 2 "$KILN" validate j1 --job-dir ../up
 err_has "--job-dir: "
 run 2 "$KILN" validate --config "$TMP/broken.yaml"

@@ -196,7 +196,7 @@ try:
         name = node.get_attribute("data-node")
         for row in node.find_elements(By.CSS_SELECTOR, "tr[data-gpu]"):
             seen[(name, int(row.get_attribute("data-gpu")))] = (
-                row.find_element(By.CSS_SELECTOR, ".held-by").text, row.find_elements(By.TAG_NAME, "td")[4].text)
+                row.find_element(By.CSS_SELECTOR, ".held-by").text, row.find_element(By.CSS_SELECTOR, ".task").text)
     check("nodes page lists every simulated GPU", len(seen) == 4, seen)
     for (node, gpu), task in held.items():
         check(f"{node} GPU {gpu} held by gpu_hold's {task}", seen.get((node, gpu)) == ("gpu_hold", task),

@@ -192,7 +192,7 @@ int main(void)
     CHECK(strcmp(name, "master-replica-0") == 0);
 
     /* master: task master/0, RANK 0, world = master + 2 workers, its two GPUs */
-    int gpus[] = {2, 3};
+    const char *gpus[] = {"2", "3"};
     CHECK(kiln_exec_replica_env(job, tasks, NT, 0, gpus, 2, true, &env) == KILN_OK);
     check_tf_config(env_get(&env, "TF_CONFIG"), "master", "master", 0);
     CHECK_STR(env_get(&env, "CLUSTER_SPEC"), env_get(&env, "TF_CONFIG"));
@@ -203,13 +203,25 @@ int main(void)
     CHECK_STR(env_get(&env, "CUDA_VISIBLE_DEVICES"), "2,3");
     CHECK_STR(env_get(&env, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
     CHECK_STR(env_get(&env, "KILN_SIMULATED_DEVICES"), "1");
+    /* simulated GPUs are no container's real ones */
+    CHECK_STR(env_get(&env, "NVIDIA_VISIBLE_DEVICES"), "void");
     CHECK_STR(env_get(&env, "KILN_TASK_NAME"), "master-replica-0");
+
+    /* real GPUs: by UUID, for CUDA and NVIDIA's container runtime alike */
+    const char *uuids[] = {"GPU-11111111-2222-3333-4444-555555555555",
+                           "GPU-66666666-7777-8888-9999-000000000000"};
+    CHECK(kiln_exec_replica_env(job, tasks, NT, 0, uuids, 2, false, &env) == KILN_OK);
+    CHECK_STR(env_get(&env, "CUDA_VISIBLE_DEVICES"),
+              "GPU-11111111-2222-3333-4444-555555555555,GPU-66666666-7777-8888-9999-000000000000");
+    CHECK_STR(env_get(&env, "NVIDIA_VISIBLE_DEVICES"), env_get(&env, "CUDA_VISIBLE_DEVICES"));
+    CHECK(env_get(&env, "KILN_SIMULATED_DEVICES") == NULL);
 
     /* worker 1: RANK 2, no GPU -> CUDA_VISIBLE_DEVICES present and empty */
     CHECK(kiln_exec_replica_env(job, tasks, NT, 2, NULL, 0, false, &env) == KILN_OK);
     check_tf_config(env_get(&env, "TF_CONFIG"), "master", "worker", 1);
     CHECK_STR(env_get(&env, "RANK"), "2");
     CHECK_STR(env_get(&env, "CUDA_VISIBLE_DEVICES"), "");
+    CHECK_STR(env_get(&env, "NVIDIA_VISIBLE_DEVICES"), "void");
     CHECK(env_get(&env, "KILN_SIMULATED_DEVICES") == NULL);
 
     /* ps and evaluator: in TF's world only */

@@ -51,7 +51,8 @@ static void test_machine_shapes(const kiln_catalog *c)
         CHECK_MSG(m && m->family == KILN_FAMILY_LEGACY && !m->builtin_accelerator, "%s", legacy[i]);
     }
     CHECK(kiln_catalog_machine(c, "cloud_tpu")->is_tpu_worker);
-    CHECK(kiln_catalog_machine_count(c) == 22 + 5 + 9 + 1);
+    /* 22 n1 and a2, 19 Vertex GPU machines (a2-ultragpu, a3, a4, g2), 5 + 9 legacy, cloud_tpu */
+    CHECK(kiln_catalog_machine_count(c) == 22 + 19 + 5 + 9 + 1);
 
     static const char *const accels[] = {"NVIDIA_TESLA_K80",
                                          "NVIDIA_TESLA_P4",
@@ -67,7 +68,110 @@ static void test_machine_shapes(const kiln_catalog *c)
         const kiln_accelerator_type *a = kiln_catalog_accelerator(c, accels[i]);
         CHECK_MSG(a && a->is_tpu == (i >= 6) && a->is_pod == (i >= 8), "%s", accels[i]);
     }
-    CHECK(kiln_catalog_accelerator_count(c) == 10);
+    CHECK(kiln_catalog_accelerator_count(c) == 10 + 6);
+}
+
+/* Vertex AI's GPU machines (Compute Engine's accelerator-optimized table):
+ * shape, the one GPU type each takes and its count. */
+static void test_vertex_gpus(const kiln_catalog *c, kiln_diag *d)
+{
+    static const struct {
+        const char *machine, *gpu;
+        int vcpus;
+        double gb;
+        int64_t count;
+    } t[] = {
+        {"a2-ultragpu-1g", "NVIDIA_A100_80GB", 12, 170, 1},
+        {"a2-ultragpu-2g", "NVIDIA_A100_80GB", 24, 340, 2},
+        {"a2-ultragpu-4g", "NVIDIA_A100_80GB", 48, 680, 4},
+        {"a2-ultragpu-8g", "NVIDIA_A100_80GB", 96, 1360, 8},
+        {"a3-highgpu-1g", "NVIDIA_H100_80GB", 26, 234, 1},
+        {"a3-highgpu-2g", "NVIDIA_H100_80GB", 52, 468, 2},
+        {"a3-highgpu-4g", "NVIDIA_H100_80GB", 104, 936, 4},
+        {"a3-highgpu-8g", "NVIDIA_H100_80GB", 208, 1872, 8},
+        {"a3-megagpu-8g", "NVIDIA_H100_MEGA_80GB", 208, 1872, 8},
+        {"a3-ultragpu-8g", "NVIDIA_H200_141GB", 224, 2952, 8},
+        {"a4-highgpu-8g", "NVIDIA_B200", 224, 3968, 8},
+        {"g2-standard-4", "NVIDIA_L4", 4, 16, 1},
+        {"g2-standard-8", "NVIDIA_L4", 8, 32, 1},
+        {"g2-standard-12", "NVIDIA_L4", 12, 48, 1},
+        {"g2-standard-16", "NVIDIA_L4", 16, 64, 1},
+        {"g2-standard-24", "NVIDIA_L4", 24, 96, 2},
+        {"g2-standard-32", "NVIDIA_L4", 32, 128, 1},
+        {"g2-standard-48", "NVIDIA_L4", 48, 192, 4},
+        {"g2-standard-96", "NVIDIA_L4", 96, 384, 8},
+    };
+    kiln_replica_plan p[KILN_ROLE_COUNT];
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        const kiln_machine_type *m = kiln_catalog_machine(c, t[i].machine);
+        CHECK_MSG(m && m->vcpus == t[i].vcpus && m->memory_gb == t[i].gb &&
+                      m->accelerator_required && m->family == KILN_FAMILY_COMPUTE_ENGINE,
+                  "%s", t[i].machine);
+        int64_t v[4];
+        CHECK_MSG(kiln_catalog_valid_counts(c, t[i].machine, t[i].gpu, v, 4) == 1 &&
+                      v[0] == t[i].count,
+                  "%s takes %lld %s", t[i].machine, (long long)t[i].count, t[i].gpu);
+        /* a count without a type is the machine's own GPU */
+        kiln_job *j = mkcustom(t[i].machine, "", t[i].count);
+        kiln_set_str(&j->training_input.region, "europe-west4");
+        CHECK_MSG(run_validate(c, j, d) == 0 || !strcmp(t[i].gpu, "NVIDIA_H200_141GB"), "%s",
+                  t[i].machine);
+        CHECK_MSG(kiln_catalog_plan(c, j, p) == 1 && !strcmp(p[0].accelerator_type, t[i].gpu) &&
+                      p[0].accelerators_per_replica == t[i].count,
+                  "%s plans %s", t[i].machine, p[0].accelerator_type);
+        kiln_job_free(j);
+    }
+    /* the count table is the authority: 1 H200 has no Vertex machine */
+    kiln_job *j = mkcustom("a3-ultragpu-8g", "NVIDIA_H200_141GB", 1);
+    kiln_set_str(&j->training_input.region, "us-central1");
+    CHECK_ONLY(c, j, d, "trainingInput.masterConfig.acceleratorConfig.count");
+    CHECK_SAYS(d, "trainingInput.masterConfig.acceleratorConfig.count", "valid counts");
+    kiln_job_free(j);
+    /* H100 is offered in us-central1 but not in asia-east1 */
+    j = mkcustom("a3-highgpu-1g", "NVIDIA_H100_80GB", 1);
+    CHECK_VALID(c, j, d);
+    kiln_set_str(&j->training_input.region, "asia-east1");
+    CHECK_ONLY(c, j, d, "trainingInput.region");
+    kiln_job_free(j);
+    /* GPUs by count alone on a machine that takes GPUs by choice: any type
+     * whose cell lists the count; 3 is no type's count on n1-standard-4 */
+    j = mkcustom("n1-standard-4", "", 2);
+    CHECK_VALID(c, j, d);
+    CHECK(kiln_catalog_plan(c, j, p) == 1 && !strcmp(p[0].accelerator_type, KILN_ACCEL_ANY_GPU));
+    set_accel(j, KILN_ROLE_MASTER, "", 3);
+    CHECK_ONLY(c, j, d, "trainingInput.masterConfig.acceleratorConfig.count");
+    CHECK_SAYS(d, "trainingInput.masterConfig.acceleratorConfig.count", "no GPU type takes 3");
+    kiln_job_free(j);
+}
+
+/* kilnd's own GPUs (kiln_catalog_add_site_gpu): a board Vertex lacks, and
+ * a Vertex board in a count Vertex has no machine for, are valid on the
+ * general-purpose machine types, in any region; Vertex's cells stay. */
+static void test_site_gpus(kiln_diag *d)
+{
+    kiln_catalog *c = load_default();
+    kiln_job *j = mkcustom("n1-standard-8", "NVIDIA_RTX_4090", 2);
+    CHECK(run_validate(c, j, d) == 1);
+    CHECK_SAYS(d, "trainingInput.masterConfig.acceleratorConfig.type", "unknown accelerator");
+    CHECK(kiln_catalog_add_site_gpu(c, "NVIDIA_RTX_4090", 4) == KILN_OK);
+    CHECK(kiln_catalog_add_site_gpu(c, "NVIDIA_H200_141GB", 1) == KILN_OK);
+    CHECK(kiln_catalog_add_site_gpu(c, "TPU_V2", 8) == KILN_EINVAL);
+    CHECK(kiln_catalog_accelerator(c, "NVIDIA_RTX_4090")->site);
+    kiln_set_str(&j->training_input.region, "asia-east2"); /* a region without GPUs */
+    CHECK_VALID(c, j, d);
+    set_accel(j, KILN_ROLE_MASTER, "NVIDIA_RTX_4090", 5); /* more than the node has */
+    CHECK_ONLY(c, j, d, "trainingInput.masterConfig.acceleratorConfig.count");
+    set_accel(j, KILN_ROLE_MASTER, "NVIDIA_H200_141GB", 1);
+    CHECK_VALID(c, j, d);
+    kiln_job_free(j);
+    /* Vertex's own cells are kept: a3-ultragpu-8g still takes 8 H200 only,
+     * V100 on n1-standard-4 still 1, 2, 4 or 8 */
+    int64_t v[8];
+    CHECK(kiln_catalog_valid_counts(c, "a3-ultragpu-8g", "NVIDIA_H200_141GB", v, 8) == 1);
+    CHECK(kiln_catalog_add_site_gpu(c, "NVIDIA_TESLA_V100", 3) == KILN_OK);
+    CHECK(kiln_catalog_valid_counts(c, "n1-standard-4", "NVIDIA_TESLA_V100", v, 8) == 4);
+    CHECK(kiln_catalog_valid_counts(c, "a2-highgpu-1g", "NVIDIA_RTX_4090", v, 8) == 0);
+    kiln_catalog_free(c);
 }
 
 /* facts §4: us-central1 offers V100, K80 and P100, no zone all three; TPU
@@ -205,6 +309,8 @@ int main(void)
     test_machine_shapes(c);
     test_regions(c);
     test_tpu_versions(c, &d);
+    test_vertex_gpus(c, &d);
+    test_site_gpus(&d);
     test_mutated_overlays();
     kiln_diag_free(&d);
     kiln_catalog_free(c);

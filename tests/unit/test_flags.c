@@ -482,7 +482,7 @@ static void test_accelerator_errors(void)
     expect_bad(ARGV("--master-accelerator", "count=abc,type=nvidia-tesla-t4"), f, "count=abc",
                false);
     expect_bad(ARGV("--master-accelerator", "count=0,type=nvidia-tesla-t4"), f, "count=0", false);
-    expect_bad(ARGV("--master-accelerator", "count=2"), f, "no type", false);
+    expect_bad(ARGV("--master-accelerator", "nothing=2"), f, "nothing", false);
     expect_bad(ARGV("--master-accelerator", "size=2,type=nvidia-tesla-t4"), f, "unknown key 'size'",
                false);
     expect_bad(ARGV("--master-accelerator", "count=1,count=2,type=t"), f, "twice", false);

@@ -101,11 +101,13 @@ static void test_distributed(void)
     CHECK(m->host_mounts.n == 1);
     CHECK(m->host_mounts.n == 1 && strcmp(m->host_mounts.v[0], "/srv/data:/data:ro") == 0);
 
-    /* Worker: GPUs without a model label get the documented default */
+    /* Worker: GPUs without a model label are any one model (the device
+     * plugin's nvidia.com/gpu): a count and no type */
     CHECK(ti->worker_count == 3);
     CHECK_STR(ti->worker_type, "n1-standard-4");
+    CHECK(ti->worker_config.has_accelerator_config);
     CHECK(ti->worker_config.accelerator_config.count == 1);
-    CHECK_STR(ti->worker_config.accelerator_config.type, "NVIDIA_TESLA_K80");
+    CHECK(ti->worker_config.accelerator_config.type == NULL);
     CHECK_STR(ti->worker_config.restart_policy, "OnFailure");
 
     /* PS, Evaluator: CPU only */
@@ -489,6 +491,55 @@ static void test_tfjob_with_flags(void)
     remove(path);
 }
 
+/* nvidia.com/gpu narrowed by required node affinity on a GPU-model key, as
+ * GKE's docs pin a model; shapes kiln's node selector cannot say are refused. */
+static void test_gpu_affinity(void)
+{
+    kiln_diag d = KILN_DIAG_INIT;
+#define AFF(op, vals)                                                                              \
+    "          affinity:\n"                                                                        \
+    "            nodeAffinity:\n"                                                                  \
+    "              requiredDuringSchedulingIgnoredDuringExecution:\n"                              \
+    "                nodeSelectorTerms:\n"                                                         \
+    "                - matchExpressions:\n"                                                        \
+    "                  - {key: cloud.google.com/gke-accelerator, operator: " op ", values: " vals  \
+    "}\n"                                                                                          \
+    "                  - {key: nvidia.com/gpu.product, operator: In, values: "                     \
+    "[NVIDIA-H100-80GB-HBM3]}\n"
+    kiln_job *job = decode(HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n" POD(
+                               "img", "            resources: {limits: {nvidia.com/gpu: 2}}\n" AFF(
+                                          "In", "[nvidia-h100-80gb]")),
+                           &d, NULL);
+    CHECK(job != NULL && d.n == 0);
+    if (job) {
+        const kiln_replica_config *m = &job->training_input.master_config;
+        CHECK_STR(m->accelerator_config.type, "NVIDIA_H100_80GB");
+        CHECK(m->accelerator_config.count == 2);
+        CHECK_STR(kiln_map_get(&m->node_selector, "cloud.google.com/gke-accelerator"),
+                  "nvidia-h100-80gb");
+        CHECK_STR(kiln_map_get(&m->node_selector, "nvidia.com/gpu.product"),
+                  "NVIDIA-H100-80GB-HBM3");
+    }
+    kiln_job_free(job);
+    /* NotIn, or a choice of models, would loosen into something else: refused */
+    kiln_diag_clear(&d);
+    job = decode(HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n" POD(
+                     "img", "            resources: {limits: {nvidia.com/gpu: 1}}\n" AFF(
+                                "In", "[nvidia-h100-80gb, nvidia-l4]")),
+                 &d, NULL);
+    CHECK(job == NULL && d.n == 1 && strstr(d.v[0].description, "several values") != NULL);
+    kiln_job_free(job);
+    kiln_diag_clear(&d);
+    job = decode(HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n" POD(
+                     "img", "            resources: {limits: {nvidia.com/gpu: 1}}\n" AFF(
+                                "NotIn", "[nvidia-l4]")),
+                 &d, NULL);
+    CHECK(job == NULL && d.n == 1 && strstr(d.v[0].description, "operator") != NULL);
+    kiln_job_free(job);
+    kiln_diag_free(&d);
+#undef AFF
+}
+
 int main(void)
 {
     test_distributed();
@@ -501,5 +552,6 @@ int main(void)
     test_unread_keys_refused();
     test_booleans_and_port();
     test_tfjob_with_flags();
+    test_gpu_affinity();
     TEST_DONE();
 }

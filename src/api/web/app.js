@@ -291,24 +291,58 @@ function pageNodes() {
             `${t}: ${n.allocatable[t]} of ${c} free`).join('; ') : 'none')),
         (n.devices || []).length ? h('table', { class: 'devices' },
           h('thead', {}, h('tr', {}, h('th', {}, 'Device'), h('th', {}, 'Type'), h('th', {}, 'UUID'),
+            h('th', {}, 'Health'), h('th', { class: 'num' }, 'Util'), h('th', { class: 'num' }, 'Memory'),
             h('th', {}, 'Held by'), h('th', {}, 'Replica'))),
           h('tbody', {}, n.devices.map((d) => h('tr', { 'data-gpu': d.index },
             h('td', {}, `GPU ${d.index}`, d.simulated ? h('span', { class: 'muted' }, ' (simulated)') : null),
-            h('td', {}, d.type), h('td', { class: 'muted' }, d.uuid),
+            h('td', { title: d.model || '' }, d.type), h('td', { class: 'muted' }, d.uuid),
+            // a failed GPU: its Xid and what it means, or what else took it out
+            h('td', { class: 'health', 'data-health': d.health || '' },
+              d.health && d.health !== 'OK' ? h('span', { class: 'state FAILED' }, d.health) : (d.health || ''),
+              d.reason ? h('div', { class: d.health === 'OK' ? 'muted' : 'error' }, d.reason) : null,
+              d.lastXid ? h('div', { class: 'muted' }, `last Xid ${d.lastXid}: ${d.xidMeaning || ''}`) : null),
+            h('td', { class: 'num' }, d.telemetry && d.telemetry.utilization !== undefined
+              ? `${d.telemetry.utilization}%` : ''),
+            h('td', { class: 'num' }, d.telemetry && d.telemetry.memoryUsedGb !== undefined
+              ? `${num(d.telemetry.memoryUsedGb, 1)} GB` : ''),
             // d.job is projects/P/jobs/J: the link switches to the job's project
             h('td', { class: 'held-by' }, d.job ? h('a', { href: '#/jobs/' +
               encodeURIComponent(d.job.split('/')[3]), title: d.job,
               onclick: () => store.setItem('kiln.project', d.job.split('/')[1]) }, d.job.split('/')[3])
               : d.assigned ? 'another project' : h('span', { class: 'muted' }, 'free')),
-            h('td', {}, d.task || ''))))) : null);
+            h('td', { class: 'task' }, d.task || ''))))) : null,
+        (n.devices || []).some((d) => d.telemetry) ? gpuCharts(n.name, null, 0) : null);
     }));
   }, POLL_MS);
 }
 
+// Utilisation and memory over time of a node's GPUs (all of them, or those
+// whose UUIDs are in `only`, since `since` in Unix seconds), from the GPU
+// watch's samples (GET /v1/nodes/NODE:gpuHistory).
+function gpuCharts(node, only, since) {
+  const box = h('div', { class: 'gpu-charts', 'data-node': node });
+  api('/v1/nodes/' + encodeURIComponent(node) + ':gpuHistory').then((r) => {
+    const gpus = (r.gpus || []).filter((g) => !only || only.includes(g.uuid));
+    box.replaceChildren(...gpus.map((g) => {
+      const pts = (g.points || []).filter((p) => p[0] >= since);
+      const t0 = pts.length ? pts[0][0] : 0;
+      const series = (k) => pts.filter((p) => p[k] >= 0).map((p) => [Math.round(p[0] - t0), p[k]]);
+      const cu = h('canvas', { class: 'chart-gpu-util', 'aria-label': `GPU ${g.index} utilisation` });
+      const cm = h('canvas', { class: 'chart-gpu-mem', 'aria-label': `GPU ${g.index} memory` });
+      requestAnimationFrame(() => { drawChart(cu, series(1), '#1f7a3a', 's'); drawChart(cm, series(2), '#1f5fbf', 's'); });
+      return h('div', { class: 'charts', 'data-gpu': g.index },
+        h('div', { class: 'chart' }, h('h3', {}, `GPU ${g.index} utilisation (%) `,
+          h('span', { class: 'muted' }, g.model)), cu),
+        h('div', { class: 'chart' }, h('h3', {}, `GPU ${g.index} memory used (GB)`), cm));
+    }));
+  }).catch(() => {});
+  return box;
+}
+
 // ---------- one job ----------
 
-// A line chart of one series on a canvas; pts: [[x, y]...].
-function drawChart(canvas, pts, color) {
+// A line chart of one series on a canvas; pts: [[x, y]...]; xl names x.
+function drawChart(canvas, pts, color, xl = 'epoch') {
   const dpr = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 300, hh = canvas.clientHeight || 150;
   canvas.width = w * dpr;
@@ -336,8 +370,8 @@ function drawChart(canvas, pts, color) {
     g.beginPath(); g.moveTo(L, Y(y)); g.lineTo(w - R, Y(y)); g.stroke();
     g.fillText(Math.abs(y) >= 100 ? y.toFixed(0) : y.toPrecision(3), 2, Y(y) + 4);
   }
-  g.fillText(`epoch ${x0}`, L, hh - 5);
-  const lab = `epoch ${x1}`;
+  g.fillText(`${xl} ${x0}`, L, hh - 5);
+  const lab = `${xl} ${x1}`;
   g.fillText(lab, w - R - g.measureText(lab).width, hh - 5);
   g.strokeStyle = color;
   g.fillStyle = color;
@@ -415,6 +449,8 @@ function pageJob(id) {
   const summary = h('div', { class: 'card', id: 'summary' });
   const replicas = h('div', { id: 'replicas' });
   const metrics = h('div', { id: 'metrics' });
+  const gpus = h('div', { id: 'gpus' }, h('p', { class: 'muted' }, 'No GPU telemetry for this job.'));
+  let gpuAt = 0;
   const trials = h('div', { id: 'trials' });
   const events = h('pre', { class: 'logs', id: 'events' });
   const logs = h('pre', { class: 'logs', id: 'logs' });
@@ -423,6 +459,7 @@ function pageJob(id) {
   $('page').replaceChildren(h('p', {}, h('a', { href: '#/jobs' }, '← all jobs')), head, actions, summary,
     h('h2', {}, 'Replicas'), replicas,
     h('h2', {}, 'Training metrics'), metrics,
+    h('h2', {}, 'GPUs'), gpus,
     h('h2', {}, 'Trials'), trials,
     h('h2', {}, 'Events'), events,
     h('h2', {}, 'Logs ', h('label', { class: 'muted' }, follow, ' follow')), logs,
@@ -456,6 +493,14 @@ function pageJob(id) {
     head.replaceChildren(id, ' ', stateBadge(j.state));
     if (changed) cancelButtons();
     const ks = j.kilnStatus || {}, to = j.trainingOutput || {}, m = to.metrics || {};
+    // its GPUs' utilisation and memory since it started, every few seconds
+    const held = (ks.replicas || []).filter((r) => (r.gpuUuids || []).length && !r.simulatedGpus);
+    if (held.length && j.startTime && Date.now() - gpuAt > 5000) {
+      gpuAt = Date.now();
+      const since = new Date(j.startTime).getTime() / 1000;
+      gpus.replaceChildren(...[...new Set(held.map((r) => r.node))].map((node) =>
+        gpuCharts(node, held.filter((r) => r.node === node).flatMap((r) => r.gpuUuids), since)));
+    }
     summary.replaceChildren(h('dl', { class: 'kv' },
       h('dt', {}, 'created'), h('dd', {}, fmtTime(j.createTime)),
       h('dt', {}, 'started'), h('dd', {}, fmtTime(j.startTime)),
@@ -465,6 +510,9 @@ function pageJob(id) {
       h('dt', {}, 'accelerators'), h('dd', {}, accelerators(j) || 'none'),
       h('dt', {}, 'restarts'), h('dd', {}, `${ks.restarts || 0} (${ks.failures || 0} charged to the backoff limit)`),
       h('dt', {}, 'consumed ML units'), h('dd', { id: 'ml-units' }, num(to.consumedMLUnits, 4)),
+      to.gpuHours !== undefined ? [h('dt', {}, 'GPU-hours'), h('dd', { id: 'gpu-hours' }, num(to.gpuHours, 4))] : null,
+      to.meanGpuUtilization !== undefined ? [h('dt', {}, 'mean GPU utilisation'),
+        h('dd', { id: 'gpu-util' }, `${num(to.meanGpuUtilization, 1)}%`)] : null,
       m.loss !== undefined ? [h('dt', {}, 'last report'), h('dd', { id: 'last-metrics' },
         `epoch ${m.epoch ?? '?'}: loss ${num(m.loss, 4)}, accuracy ${num(m.accuracy, 4)}, ${num(m.samplesPerSecond, 0)} samples/s`)] : null,
       j.errorMessage ? [h('dt', {}, 'error'), h('dd', { class: 'error' }, j.errorMessage)] : null));

@@ -53,10 +53,15 @@ static kiln_err podman_check(const kiln_exec_config *cfg, size_t n_gpus, bool si
         return KILN_EINVAL;
     }
     if (n_gpus && !simulated && !have_nvidia_cdi(cfg)) {
+        /* the one step that makes it work, or what to install first */
+        bool ctk = access("/usr/bin/nvidia-ctk", X_OK) == 0 ||
+                   access("/usr/local/bin/nvidia-ctk", X_OK) == 0;
         snprintf(why, whylen,
-                 "a container with GPUs needs an NVIDIA CDI spec on the node (none in %s; "
-                 "generate one with nvidia-ctk cdi generate)",
-                 cfg->cdi_dirs ? cfg->cdi_dirs : "/etc/cdi:/var/run/cdi");
+                 "a container with GPUs needs an NVIDIA CDI spec on the node (none in %s): %s",
+                 cfg->cdi_dirs ? cfg->cdi_dirs : "/etc/cdi:/var/run/cdi",
+                 ctk ? "generate it with nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+                     : "install NVIDIA's container toolkit (nvidia-container-toolkit), then run "
+                       "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml (docs/gpu.md)");
         return KILN_EINVAL;
     }
     return KILN_OK;

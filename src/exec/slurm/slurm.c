@@ -238,8 +238,10 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
                      kiln_role_name(plans[p].role), t);
             return false;
         }
-        /* untyped GRES (no --slurm-gpu-type): any GPU type is "gpu" */
-        if (!d->slurm.gpu_type_n || gres_type(d, t)) continue;
+        /* untyped GRES (no --slurm-gpu-type): any GPU type is "gpu"; GPUs by
+         * count alone (nvidia.com/gpu) are untyped GRES too (gres_type has
+         * no mapping for them: --gpus-per-task=N) */
+        if (!d->slurm.gpu_type_n || gres_type(d, t) || strcmp(t, KILN_ACCEL_ANY_GPU) == 0) continue;
         char known[400] = "";
         size_t kl = 0;
         for (size_t i = 0; i < d->slurm.gpu_type_n && kl + 2 < sizeof known; i++)

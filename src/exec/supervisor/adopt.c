@@ -103,8 +103,10 @@ void kilnd_reconcile(kilnd *d)
             continue;
         }
         json_t *m = runtime_kept(r->runtime, "metrics"), *st = runtime_kept(r->runtime, "study");
-        char *keep = runtime_for_requeue(m, st);
+        json_t *gu = runtime_kept(r->runtime, "gpuUsage");
+        char *keep = runtime_for_requeue(m, st, gu);
         json_decref(st);
+        json_decref(gu);
         kiln_store_job_set_runtime(d->store, r->project, id, r->restarts + 1, r->failures, keep);
         free(keep);
         json_decref(m);
@@ -200,11 +202,25 @@ static rjob *adopt_reps(sup *s, const char *project, const char *job_id, json_t 
         else
             kiln_exec_task_name(r->role, r->index, r->task);
         json_t *g = json_object_get(o, "gpus"), *devs = json_object_get(o, "devs");
+        json_t *uuids = json_object_get(o, "gpuUuids");
         r->n_gpus = (int)json_array_size(g);
         if (r->n_gpus > KILN_MAX_REPLICA_DEVICES) goto fail;
         for (int k = 0; k < r->n_gpus; k++) {
             r->gpus[k] = (int)json_integer_value(json_array_get(g, (size_t)k));
             sl->devs[k] = (int)json_integer_value(json_array_get(devs, (size_t)k));
+            /* the same GPUs by UUID: NVML may list them in another order
+             * now (a GPU gone, a driver reloaded); one no longer there
+             * cannot be claimed, and the job is queued again */
+            const char *u = json_string_value(json_array_get(uuids, (size_t)k));
+            if (!u || r->dropped) continue;
+            const kiln_node *node = &d->cluster.nodes[r->node];
+            long at = -1;
+            for (size_t q = 0; q < node->n_devs && at < 0; q++)
+                if (strcmp(node->devs[q].uuid, u) == 0) at = (long)q;
+            if (at < 0) goto fail;
+            j->gpus_moved |= sl->devs[k] != (int)at;
+            sl->devs[k] = (int)at;
+            r->gpus[k] = node->devs[at].index;
         }
         sl->n_devs = r->n_gpus;
         sl->role = r->role;
@@ -279,6 +295,7 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     j->running =
         json_is_true(json_object_get(root, "running")) || j->job->state == KILN_STATE_RUNNING;
     j->metrics = runtime_kept(rec->runtime, "metrics"); /* trainingOutput keeps the last report */
+    gpu_usage_load(j, rec->runtime);
     j->start_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
@@ -287,6 +304,8 @@ static void adopt_job(sup *s, kiln_job_record *rec)
                 "kilnd restarted: adopted the job's %d running replica%s through their monitors "
                 "(restarts stay %d); %d that had ended before are judged again",
                 adopted, adopted == 1 ? "" : "s", j->restarts, away);
+    /* NVML lists its GPUs in another order now: the record says where they are */
+    if (j->gpus_moved) save_runtime(s, j);
     json_decref(root);
     return;
 fail:
@@ -303,8 +322,10 @@ static void adopt_job_failed(sup *s, kiln_job_record *rec)
     kill_monitors(d, rec->project, rec->job->job_id, NULL);
     int64_t now = kiln_now_ns();
     json_t *st = runtime_kept(rec->runtime, "study");
-    char *keep = runtime_for_requeue(NULL, st);
+    json_t *gu = runtime_kept(rec->runtime, "gpuUsage");
+    char *keep = runtime_for_requeue(NULL, st, gu);
     json_decref(st);
+    json_decref(gu);
     kiln_store_job_set_runtime(d->store, rec->project, rec->job->job_id, rec->restarts + 1,
                                rec->failures, keep);
     free(keep);

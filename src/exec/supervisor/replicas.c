@@ -158,9 +158,22 @@ static json_t *replica_json(sup *s, rjob *j, size_t i)
                           r->alive ? "RUNNING" : "EXITED");
     /* what the next kilnd needs to adopt the replica (monitor, slot) */
     const kiln_slot *sl = &j->pl.slots[i];
-    json_t *devs = json_array();
+    json_t *devs = json_array(), *uuids = json_array();
     for (int k = 0; devs && k < sl->n_devs; k++)
         json_array_append_new(devs, json_integer(sl->devs[k]));
+    /* which GPUs by identity: the model it got (nvidia.com/gpu asks for any)
+     * and the UUIDs a restarted kilnd claims again, whatever order NVML
+     * lists them in then */
+    const kiln_node *node = sl->node < s->d->cluster.n ? &s->d->cluster.nodes[sl->node] : NULL;
+    for (int k = 0; node && uuids && k < sl->n_devs; k++)
+        json_array_append_new(uuids, json_string(node->devs[sl->devs[k]].uuid));
+    if (o && node && sl->n_devs > 0) {
+        const kiln_device *d0 = &node->devs[sl->devs[0]];
+        json_object_set_new(o, "gpuType", json_string(d0->type));
+        if (d0->model) json_object_set_new(o, "gpuModel", json_string(d0->model));
+        json_object_set(o, "gpuUuids", uuids);
+    }
+    json_decref(uuids);
     json_t *a = json_pack(
         "{s:s,s:i,s:s,s:I,s:I,s:s,s:o,s:i,s:f,s:b,s:b,s:i}", "role", kiln_role_name(r->role),
         "index", r->index, "executor", kiln_exec_kind_name(r->kind), "monitor",
@@ -226,6 +239,8 @@ void save_runtime(sup *s, rjob *j)
     json_t *root =
         json_pack("{s:o,s:b}", "replicas", reps ? reps : json_array(), "running", j->running);
     if (root && j->metrics) json_object_set(root, "metrics", j->metrics);
+    json_t *gu = root ? gpu_usage_json(j) : NULL;
+    if (gu) json_object_set_new(root, "gpuUsage", gu);
     if (root && j->elastic) {
         int cur = 0;
         for (size_t i = 0; i < j->n; i++)
@@ -246,12 +261,13 @@ void save_runtime(sup *s, rjob *j)
  * replicas, but the last training metrics report stays, so that the job's
  * trainingOutput keeps it until the job reports again. NULL when there is
  * none; the caller frees the text. */
-char *runtime_for_requeue(json_t *metrics, json_t *study)
+char *runtime_for_requeue(json_t *metrics, json_t *study, json_t *gpu_usage)
 {
-    if (!metrics && !study) return NULL;
+    if (!metrics && !study && !gpu_usage) return NULL;
     json_t *o = json_object();
     if (o && metrics) json_object_set(o, "metrics", metrics);
-    if (o && study) json_object_set(o, "study", study); /* the trials so far stay */
+    if (o && study) json_object_set(o, "study", study);            /* the trials so far stay */
+    if (o && gpu_usage) json_object_set(o, "gpuUsage", gpu_usage); /* GPU-hours go on adding */
     char *txt = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return txt;

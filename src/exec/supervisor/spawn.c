@@ -350,8 +350,17 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     /* a trial's --NAME=VALUE flags follow the program's own args */
     if (err == KILN_OK && j->study) err = trial_args(j, image ? &cargs : &argv);
     if (err != KILN_OK) goto out;
-    err = kiln_exec_replica_env(j->job, tasks, nt, self, r->gpus, (size_t)r->n_gpus, r->simulated,
-                                &env);
+    /* CUDA_VISIBLE_DEVICES: real GPUs by UUID, simulated ones by index */
+    const kiln_node *node = &s->d->cluster.nodes[r->node];
+    const char *ids[KILN_MAX_REPLICA_DEVICES];
+    char idx[KILN_MAX_REPLICA_DEVICES][16];
+    for (int k = 0; k < r->n_gpus; k++) {
+        const kiln_device *dv = &node->devs[j->pl.slots[i].devs[k]];
+        snprintf(idx[k], sizeof idx[k], "%d", dv->index);
+        ids[k] = dv->simulated ? idx[k] : dv->uuid;
+    }
+    err =
+        kiln_exec_replica_env(j->job, tasks, nt, self, ids, (size_t)r->n_gpus, r->simulated, &env);
     if (err == KILN_OK && j->study) err = trial_env(j, &env);
     if (err != KILN_OK) goto out;
     char key[64], *kkv = NULL;

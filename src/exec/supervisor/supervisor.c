@@ -274,6 +274,7 @@ static void try_start(sup *s, qent *e, blocked *b)
     j->restarts = rec->restarts;
     j->failures = rec->failures;
     j->metrics = runtime_kept(rec->runtime, "metrics"); /* a requeued job's last report */
+    gpu_usage_load(j, rec->runtime);                    /* and its GPU time so far */
     j->next = s->jobs;
     s->jobs = j; /* from here on the job is released through the normal path */
     kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
@@ -569,8 +570,12 @@ static void finish(sup *s, rjob *j, rjob **link)
         return;
     case AS_REQUEUE: {
         j->restarts++;
-        d->restarts_total[KILND_RESTART_DRAIN]++;
-        char *keep = runtime_for_requeue(j->metrics, NULL);
+        /* a GPU that failed under it counts against backoffLimit; a drain does not */
+        j->failures += j->gpu_failure;
+        d->restarts_total[j->gpu_failure ? KILND_RESTART_GPU : KILND_RESTART_DRAIN]++;
+        json_t *gu = gpu_usage_json(j);
+        char *keep = runtime_for_requeue(j->metrics, NULL, gu);
+        json_decref(gu);
         kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, keep);
         free(keep);
         kiln_store_job_transition(d->store, j->project, j->job_id,
@@ -816,6 +821,7 @@ static bool tick(sup *s, bool woken)
 
     watch(s);
     reap(s);
+    gpu_tick(s, now);
     drains(s);
     for (rjob *j = s->jobs; j; j = j->next) {
         /* a package fetched (or cancelled): the attempt goes on (or ends) */

@@ -11,7 +11,8 @@
  *   adopt.c       what a previous kilnd left: reconcile and adoption;
  *   trials.c      tuning jobs: a study and its trials;
  *   pskeys.c      per-attempt parameter-server CURVE keys;
- *   trainmetrics.c  training metrics reports on a replica's stdout. */
+ *   trainmetrics.c  training metrics reports on a replica's stdout;
+ *   gpus.c        GPU health (a failed GPU's job) and GPU time and utilisation. */
 #ifndef KILN_SUPERVISOR_INT_H
 #define KILN_SUPERVISOR_INT_H
 
@@ -93,7 +94,12 @@ typedef struct rjob {
     json_t *metrics;               /* the chief's last training metrics report (trainmetrics.h) */
     kilnd_fail_reason fail_reason; /* counted when AS_FAIL ends the job FAILED */
     struct tstudy *study;          /* a tuning job's trial: its study (NULL: a plain job) */
-    int trial;                     /* the trial's id */
+    /* GPU time and utilisation over its runs (trainingOutput; gpus.c) */
+    double gpu_seconds, util_sum;
+    long long util_n;
+    bool gpu_failure; /* AS_REQUEUE because a GPU it held failed (a failure, not a drain) */
+    bool gpus_moved;  /* adopted: its GPUs (by UUID) have other indices than recorded */
+    int trial;        /* the trial's id */
     struct rjob *next;
 } rjob;
 
@@ -133,6 +139,9 @@ typedef struct sup {
     bool *port_used;
     int port_next;
     tstudy *studies;
+    /* what the GPU watch said last (gpus.c) */
+    uint64_t gpu_health_gen, gpu_sample_gen;
+    int64_t gpu_last_ns;
 } sup;
 
 static inline int64_t duration_ns(const kiln_duration *dur)
@@ -149,7 +158,7 @@ void save_runtime(sup *s, rjob *j);
 void study_save_runtime(sup *s, tstudy *st);
 /* The runtime record of a requeued job: the last metrics report and the
  * study stay. NULL when there is none; the caller frees it. */
-char *runtime_for_requeue(json_t *metrics, json_t *study);
+char *runtime_for_requeue(json_t *metrics, json_t *study, json_t *gpu_usage);
 /* The object a runtime record keeps under `key`, as a new reference, or NULL. */
 json_t *runtime_kept(const char *runtime, const char *key);
 /* Kills the process groups a runtime record names, when still the same. */
@@ -207,6 +216,15 @@ bool squeue_fits(sup *s, const qent *e);
 void squeue_note_fits(sup *s, qent *e);
 /* e was started or failed: it is not looked at again. */
 void squeue_gone(sup *s, qent *e);
+
+/* gpus.c */
+/* Each tick: GPU time of the replicas holding GPUs; on the watch's news,
+ * utilisation samples and failed or returned GPUs. */
+void gpu_tick(sup *s, int64_t now);
+/* A job's GPU usage as its runtime record keeps it ("gpuUsage"), NULL when
+ * none; and back from a record (a requeued or adopted job goes on counting). */
+json_t *gpu_usage_json(const rjob *j);
+void gpu_usage_load(rjob *j, const char *runtime);
 
 /* trials.c */
 void study_begin(sup *s, kiln_job_record *rec);
