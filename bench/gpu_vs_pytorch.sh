@@ -69,9 +69,10 @@ if [ "$WHAT" = resnet50 ] || [ "$WHAT" = all ]; then
     r=0
     while [ "$r" -lt "$R50_ROUNDS" ]; do
         r=$((r + 1))
-        timeout 240 "$KT" resnet50 --synthetic --device=/gpu:0 --precision=fp32 \
-            --batch_size="$R50_BATCH" --num_batches="$R50_STEPS" --num_warmup_batches=5 \
-            > "$T/k.out" 2>&1
+        # the algorithm cuDNN runs for each convolution, timed or not (stderr)
+        KILN_CUDNN_VERBOSE=1 timeout 240 "$KT" resnet50 --synthetic --device=/gpu:0 \
+            --precision=fp32 --batch_size="$R50_BATCH" --num_batches="$R50_STEPS" \
+            --num_warmup_batches=5 > "$T/k.out" 2> "$LOG/r50-algos.txt"
         cat "$T/k.out" >> "$LOG/r50-kiln.log"
         k=$(sed -n 's/^total images\/sec: //p' "$T/k.out")
         kt=$(sed -n 's/^achieved TFLOP\/s: \([0-9.]*\).*/\1/p' "$T/k.out")
@@ -80,8 +81,11 @@ if [ "$WHAT" = resnet50 ] || [ "$WHAT" = all ]; then
             --peak_tflops "$PEAK_FP32" 2>>"$LOG/r50-pt.err" | num images_per_sec)
         echo "${k:-0}" >> "$T/rk"; echo "${kt:-0}" >> "$T/rkt"; echo "${p:-0}" >> "$T/rp"
         echo "   round $r fp32: kiln ${k:-failed} pytorch ${p:-failed} images/s"
-        [ -n "$k" ] || tail -5 "$T/k.out"
+        [ -n "$k" ] || tail -5 "$T/k.out" "$LOG/r50-algos.txt"
     done
+    echo "   cuDNN's choices (direction, algorithm, math; count):"
+    sed -n 's/^kiln cudnn: \([a-z-]*\) .*: algo \([0-9]*\) math \([0-9-]*\) \([a-z]*\).*/\1 algo \2 math \3 \4/p' \
+        "$LOG/r50-algos.txt" | sort | uniq -c | sed 's/^/     /'
     K=$(best < "$T/rk"); KT_F=$(best < "$T/rkt"); P=$(best < "$T/rp")
     echo "== resnet50 fp32 best: kiln $K images/s ($KT_F TFLOP/s), pytorch $P images/s"
     echo "RATIO resnet50_fp32=$(ratio "$K" "$P")"
