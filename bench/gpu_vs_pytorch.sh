@@ -18,7 +18,8 @@
 # "MFU name=x" divides kiln's achieved TFLOP/s by PEAK_FP32 / PEAK_TF32
 # (dense, TFLOP/s; an H100 SXM's 67 and 495 by default).
 # Usage: bench/gpu_vs_pytorch.sh [mlp|resnet50|all]
-# Env: KT (kiln-train), PY (python3 with torch), DATA_DIR, ROUNDS (2),
+# Env: KT (kiln-train), PY (python3 with torch), DATA_DIR, ROUNDS (2), PT_PEERS (0:
+#      no PyTorch tf32 and bf16 ResNet runs),
 #      R50_ROUNDS (ROUNDS), MLP_STEPS (3000), R50_BATCH (256), R50_STEPS (20),
 #      OUT (a folder for logs)
 set -u
@@ -96,17 +97,21 @@ if [ "$WHAT" = resnet50 ] || [ "$WHAT" = all ]; then
     cat "$T/k.out" >> "$LOG/r50-kiln.log"
     k=$(sed -n 's/^total images\/sec: //p' "$T/k.out")
     kt=$(sed -n 's/^achieved TFLOP\/s: \([0-9.]*\).*/\1/p' "$T/k.out")
-    p=$(timeout 240 "$PY" "$HERE/pytorch_resnet50.py" --device cuda --batch_size "$R50_BATCH" \
-        --steps "$R50_STEPS" --warmup 5 --rounds 1 --precision fp32 --tf32 \
-        --peak_tflops "$PEAK_TF32" 2>>"$LOG/r50-pt.err" | num images_per_sec)
+    p=""
+    [ "${PT_PEERS:-1}" = 0 ] ||
+        p=$(timeout 240 "$PY" "$HERE/pytorch_resnet50.py" --device cuda --batch_size "$R50_BATCH" \
+            --steps "$R50_STEPS" --warmup 5 --rounds 1 --precision fp32 --tf32 \
+            --peak_tflops "$PEAK_TF32" 2>>"$LOG/r50-pt.err" | num images_per_sec)
     echo "== resnet50 tf32: kiln ${k:-failed} images/s (${kt:-?} TFLOP/s), pytorch ${p:-failed} images/s"
     echo "RATIO resnet50_tf32=$(ratio "${k:-0}" "${p:-0}")"
     echo "MFU resnet50_tf32=$(ratio "${kt:-0}" "$PEAK_TF32")"
     sed -n '/^profile/,$p' "$T/k.out"
     [ -n "$k" ] || tail -5 "$T/k.out"
-    p=$(timeout 240 "$PY" "$HERE/pytorch_resnet50.py" --device cuda --batch_size "$R50_BATCH" \
-        --steps "$R50_STEPS" --warmup 5 --rounds 1 --precision bf16 --channels_last \
-        --peak_tflops 989 2>>"$LOG/r50-pt.err" | num images_per_sec)
+    p=""
+    [ "${PT_PEERS:-1}" = 0 ] ||
+        p=$(timeout 240 "$PY" "$HERE/pytorch_resnet50.py" --device cuda --batch_size "$R50_BATCH" \
+            --steps "$R50_STEPS" --warmup 5 --rounds 1 --precision bf16 --channels_last \
+            --peak_tflops 989 2>>"$LOG/r50-pt.err" | num images_per_sec)
     echo "== resnet50 bf16: pytorch ${p:-failed} images/s; kiln: mixed precision not built"
     echo "RATIO resnet50_bf16=n/a"
 fi
