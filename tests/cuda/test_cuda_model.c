@@ -3,9 +3,11 @@
  * batches and the ResNet of models/resnet_dev.c:
  *
  *  - the MLP (SGD, Adam) and a CNN with batch norm, max and average pooling
- *    trained STEPS steps on /gpu:0 end within TOL of the CPU's parameters
- *    (fp32, TF32 off: cuBLAS and cuDNN sum in other orders than the CPU,
- *    batch norm amplifies it a little per step); losses and evaluation too;
+ *    trained on /gpu:0, after 1 step and after STEPS steps, against the
+ *    same model on the reference ops (double sums): at least about as close
+ *    to it as the CPU's fast path is (3x, or a floor). Batch norm and Adam
+ *    amplify rounding, so the CPU's fast path itself ends 3e-4..2e-3 from
+ *    the reference there (measured); a wrong gradient ends far further;
  *  - the step replayed from a CUDA graph (after the eager warm-up steps)
  *    gives the bits of the same step run eagerly (KILN_CUDA_GRAPHS=0), and
  *    two runs give the same bits (deterministic algorithms: what a
@@ -14,7 +16,10 @@
  *    same bits;
  *  - TF32 trains, within a TF32 tolerance of fp32;
  *  - ResNet (width 8, 64x64, batch 8) on the GPU: the first loss and the
- *    update of every parameter buffer within tolerance of the CPU model's,
+ *    update of every parameter buffer against the CPU model on its
+ *    reference ops, calibrated by the CPU's fast path the same way (its
+ *    first update is up to 24% off the reference in the last stage's
+ *    buffers, where batch norm normalises 32 values: measured),
  *    with kiln's and cuDNN's batch norm, timed and heuristic convolution
  *    algorithms; two runs bit-identical; the loss falls over more steps.
  * Skips (77, reason printed) without a GPU or without the CUDA backend. */
@@ -33,7 +38,6 @@
 
 #define STEPS 12
 #define B     64
-#define TOL   2e-3
 
 static kiln_data train, test;
 enum { MLP = 0, CNN = 1 };
@@ -58,9 +62,13 @@ static kiln_model *build(int shape, kiln_optimizer opt, const char *device, int 
         kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
     }
     setenv("KILN_CUDA_GRAPHS", graphs ? "1" : "0", 1);
-    int bad = kiln_model_set_device(m, device) || kiln_model_set_precision(m, prec) ||
+    /* "ref": the CPU's reference ops through the backend table */
+    if (strcmp(device, "ref") == 0) setenv("KILN_CPU_DEVICE_TABLE", "ref", 1);
+    int bad = kiln_model_set_device(m, strcmp(device, "ref") == 0 ? "/cpu:0" : device) ||
+              kiln_model_set_precision(m, prec) ||
               kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, B, 7);
     unsetenv("KILN_CUDA_GRAPHS");
+    unsetenv("KILN_CPU_DEVICE_TABLE");
     if (bad) {
         fprintf(stderr, "build on %s: %s\n", device, kiln_model_error(m));
         kiln_model_free(m);
@@ -80,50 +88,68 @@ static int steps(kiln_model *m, int from, int n, float *losses)
     return 0;
 }
 
-static void against_cpu(int shape, kiln_optimizer opt, const char *what, double tol)
+/* The GPU against the reference ops (double sums), calibrated by the
+ * CPU's fast path: a GPU must be at least about as close to the reference
+ * as the CPU's own fast path is (within 3x, or an absolute floor). Where a
+ * model amplifies rounding (batch norm, many steps), both drift from the
+ * reference by a similar amount; a wrong gradient drifts by far more. */
+static int calibrated(const char *what, const char *when, double gpu, double cpu, double floor)
+{
+    double lim = 3 * cpu > floor ? 3 * cpu : floor;
+    printf("%-12s %-14s vs the reference ops: /gpu:0 %.3g, CPU fast path %.3g (limit %.3g)\n", what,
+           when, gpu, cpu, lim);
+    return gpu <= lim;
+}
+
+static void against_cpu(int shape, kiln_optimizer opt, const char *what)
 {
     kiln_model *c = build(shape, opt, "/cpu:0", 1, KILN_PRECISION_FP32);
+    kiln_model *r = build(shape, opt, "ref", 1, KILN_PRECISION_FP32);
     kiln_model *g = build(shape, opt, "/gpu:0", 1, KILN_PRECISION_FP32);
     kiln_model *e = build(shape, opt, "/gpu:0", 0, KILN_PRECISION_FP32);
     kiln_model *g2 = build(shape, opt, "/gpu:0", 1, KILN_PRECISION_FP32);
     kiln_model *t = build(shape, opt, "/gpu:0", 1, KILN_PRECISION_TF32);
-    float lc[STEPS], lg[STEPS];
+    float lc[STEPS], lr[STEPS], lg[STEPS];
     int ident;
-    CHECK(c && g && e && g2 && t);
-    if (!c || !g || !e || !g2 || !t) goto out;
-    /* one step: the GPU's gradient and update against the CPU's, before
-     * rounding differences have had steps to grow */
-    CHECK(steps(c, 0, 1, lc) == 0 && steps(g, 0, 1, lg) == 0);
-    double e1 = param_diff(g, c, &ident);
-    printf("%-12s /gpu:0 vs CPU after 1 step: params rel err %.3g (tol 1e-5)\n", what, e1);
-    CHECK_MSG(e1 <= 1e-5, "%s: one GPU step differs from the CPU's by %g", what, e1);
-    CHECK(steps(c, 1, STEPS - 1, lc + 1) == 0 && steps(g, 1, STEPS - 1, lg + 1) == 0);
+    CHECK(c && r && g && e && g2 && t);
+    if (!c || !r || !g || !e || !g2 || !t) goto out;
+    /* one step: the gradient and update, before rounding had steps to grow */
+    CHECK(steps(c, 0, 1, lc) == 0 && steps(r, 0, 1, lr) == 0 && steps(g, 0, 1, lg) == 0);
+    CHECK_MSG(
+        calibrated(what, "after 1 step", param_diff(g, r, &ident), param_diff(c, r, &ident), 1e-6),
+        "%s: one GPU step is off the reference", what);
+    CHECK(steps(c, 1, STEPS - 1, lc + 1) == 0 && steps(r, 1, STEPS - 1, lr + 1) == 0 &&
+          steps(g, 1, STEPS - 1, lg + 1) == 0);
     CHECK(steps(e, 0, STEPS, NULL) == 0 && steps(g2, 0, STEPS, NULL) == 0);
     CHECK(steps(t, 0, STEPS, NULL) == 0);
-    for (int i = 0; i < STEPS; i++)
-        CHECK_MSG(fabsf(lc[i] - lg[i]) <= 1e-3f * fabsf(lc[i]), "%s: step %d loss %g vs %g", what,
-                  i, lc[i], lg[i]);
-    double err = param_diff(g, c, &ident);
-    printf("%-12s /gpu:0 vs CPU after %d steps: params rel err %.3g (tol %g)\n", what, STEPS, err,
-           TOL);
-    CHECK_MSG(err <= TOL, "%s: GPU parameters differ from the CPU's by %g", what, err);
+    char when[32];
+    snprintf(when, sizeof when, "after %d steps", STEPS);
+    CHECK_MSG(calibrated(what, when, param_diff(g, r, &ident), param_diff(c, r, &ident), 1e-5),
+              "%s: the GPU drifted off the reference", what);
+    double dl = fabs((double)lg[STEPS - 1] - lr[STEPS - 1]),
+           dc = fabs((double)lc[STEPS - 1] - lr[STEPS - 1]);
+    CHECK_MSG(dl <= fmax(3 * dc, 1e-4 * fabs(lr[STEPS - 1])), "%s: last loss %g (GPU) %g (ref)",
+              what, lg[STEPS - 1], lr[STEPS - 1]);
     double ge = param_diff(g, e, &ident);
     printf("%-12s graph replay vs eager: %s\n", what, ident ? "bit-identical" : "DIFFERENT");
     CHECK_MSG(ident, "%s: graph replay and eager steps differ (%g)", what, ge);
     param_diff(g, g2, &ident);
     printf("%-12s two GPU runs: %s\n", what, ident ? "bit-identical" : "DIFFERENT");
     CHECK_MSG(ident, "%s: two GPU runs differ", what);
-    double te = param_diff(t, c, &ident);
-    printf("%-12s tf32 vs CPU fp32: params rel err %.3g (tol 5e-2)\n", what, te);
+    double te = param_diff(t, r, &ident);
+    printf("%-12s tf32 vs the fp32 reference: params rel err %.3g (tol 5e-2)\n", what, te);
     CHECK_MSG(te <= 5e-2, "%s: tf32 parameters off by %g", what, te);
-    float ta, tb, aa, ab;
+    float ta, tb, tr, aa, ab, ar;
     CHECK(kiln_model_evaluate(c, test.x, test.y, 1000, &ta, &aa) == 0);
     CHECK(kiln_model_evaluate(g, test.x, test.y, 1000, &tb, &ab) == 0);
-    printf("%-12s evaluation: loss %.5f acc %.4f (CPU) vs %.5f %.4f (GPU)\n", what, ta, aa, tb, ab);
-    CHECK_MSG(fabsf(ta - tb) <= 10 * tol * fabsf(ta) && fabsf(aa - ab) <= 0.01f,
-              "%s: evaluation differs", what);
+    CHECK(kiln_model_evaluate(r, test.x, test.y, 1000, &tr, &ar) == 0);
+    printf("%-12s evaluation: loss %.5f acc %.4f (CPU) %.5f %.4f (GPU) %.5f %.4f (reference)\n",
+           what, ta, aa, tb, ab, tr, ar);
+    CHECK_MSG(fabsf(tb - tr) <= fmaxf(3 * fabsf(ta - tr), 1e-4f * tr) && fabsf(ab - ar) <= 0.02f,
+              "%s: evaluation off the reference", what);
 out:
     kiln_model_free(c);
+    kiln_model_free(r);
     kiln_model_free(g);
     kiln_model_free(e);
     kiln_model_free(g2);
@@ -154,10 +180,12 @@ out:
     kiln_model_free(b);
 }
 
-/* The largest relative difference between the GPU's and the CPU's
- * parameter UPDATE of one step (p_after - p_before), over the buffers;
- * *worst names the buffer; *same: d and d2 hold the same bits. */
-static double resnet_update_err(kiln_resnet *h, float **before, kiln_resnet_dev *d,
+/* The largest relative difference between a parameter UPDATE of one step
+ * (p_after - p_before) and the reference model's, over the buffers, relative
+ * to each update's own scale; the other model is the host model h2 or the
+ * device model d; *worst names the buffer; *same: d and d2 hold the same
+ * bits (when d2 is given). */
+static double resnet_update_err(kiln_resnet *h, float **before, kiln_resnet *h2, kiln_resnet_dev *d,
                                 kiln_resnet_dev *d2, int *worst, int *same)
 {
     double w = 0.0;
@@ -165,12 +193,17 @@ static double resnet_update_err(kiln_resnet *h, float **before, kiln_resnet_dev 
     *same = 1;
     *worst = -1;
     for (int i = 0; i < nb; i++) {
-        float *p;
+        float *p, *p2;
         const float *g;
         size_t n;
         kiln_resnet_buffer(h, i, &p, &g, &n);
         float *q = kiln_falloc(n), *q2 = kiln_falloc(n), *uc = kiln_falloc(n), *ug = kiln_falloc(n);
-        CHECK(kiln_resnet_dev_param(d, i, q, n) == KILN_OK);
+        if (h2) {
+            kiln_resnet_buffer(h2, i, &p2, &g, &n);
+            memcpy(q, p2, sizeof(float) * n);
+        } else {
+            CHECK(kiln_resnet_dev_param(d, i, q, n) == KILN_OK);
+        }
         if (d2) {
             CHECK(kiln_resnet_dev_param(d2, i, q2, n) == KILN_OK);
             *same &= bits_equal(q, q2, n);
@@ -208,14 +241,17 @@ static void resnet(const kiln__backend *be, const char *bn, const char *find, in
     float *before[200] = {0};
     setenv("KILN_BN", bn, 1);
     setenv("KILN_CUDNN_FIND", find, 1);
-    kiln_resnet *h = kiln_resnet_create(&cfg, err, sizeof err);
+    kiln_resnet_cfg rcfg = cfg;
+    rcfg.use_ref = 1; /* the reference ops: what both are compared with */
+    kiln_resnet *h = kiln_resnet_create(&rcfg, err, sizeof err);
+    kiln_resnet *hf = kiln_resnet_create(&cfg, err, sizeof err);
     kiln_resnet_dev *d = kiln_resnet_dev_create(&cfg, be, 0, 0, N, SIZE, err, sizeof err);
     kiln_resnet_dev *d2 =
         full ? kiln_resnet_dev_create(&cfg, be, 0, 0, N, SIZE, err, sizeof err) : NULL;
     unsetenv("KILN_BN");
     unsetenv("KILN_CUDNN_FIND");
-    CHECK_MSG(h && d && (d2 || !full), "resnet: %s", err);
-    if (!h || !d || (!d2 && full)) goto out;
+    CHECK_MSG(h && hf && d && (d2 || !full), "resnet: %s", err);
+    if (!h || !hf || !d || (!d2 && full)) goto out;
     int nb = kiln_resnet_buffer(h, -1, NULL, NULL, NULL);
     for (int i = 0; i < nb && i < 200; i++) {
         float *p;
@@ -226,20 +262,28 @@ static void resnet(const kiln__backend *be, const char *bn, const char *find, in
     }
     CHECK(kiln_resnet_dev_load(d, x, lab, N) == KILN_OK);
     if (d2) CHECK(kiln_resnet_dev_load(d2, x, lab, N) == KILN_OK);
-    float a, b;
+    float a, b, af;
     CHECK(kiln_resnet_train_step(h, x, lab8, N, SIZE, 0.05f, 0.9f, &a, err, sizeof err) == 0);
+    CHECK(kiln_resnet_train_step(hf, x, lab8, N, SIZE, 0.05f, 0.9f, &af, err, sizeof err) == 0);
     CHECK_MSG(kiln_resnet_dev_step(d, 0.05f, 0.9f) == KILN_OK &&
                   kiln_resnet_dev_wait(d, &b) == KILN_OK,
               "resnet step: %s", kiln_resnet_dev_error(d));
     if (d2) CHECK(kiln_resnet_dev_step(d2, 0.05f, 0.9f) == 0 && kiln_resnet_dev_wait(d2, 0) == 0);
-    double e = resnet_update_err(h, before, d, d2, &worst, &same);
-    printf("resnet (batch norm %s, conv algorithms %s): loss %.6f (CPU) %.6f (/gpu:0); first "
-           "update rel err %.3g, worst in buffer %d (tol 1e-2)%s\n",
-           bn, strcmp(find, "1") == 0 ? "timed" : "by heuristics", a, b, e, worst,
+    int wf;
+    double e = resnet_update_err(h, before, NULL, d, d2, &worst, &same);
+    double ef = resnet_update_err(h, before, hf, NULL, NULL, &wf, &same);
+    if (d2) resnet_update_err(h, before, NULL, d, d2, &worst, &same);
+    printf("resnet (batch norm %s, conv algorithms %s): loss %.6f (reference) %.6f (CPU fast) "
+           "%.6f (/gpu:0); the first update vs the reference's: /gpu:0 %.3g (buffer %d), CPU "
+           "fast path %.3g (buffer %d)%s\n",
+           bn, strcmp(find, "1") == 0 ? "timed" : "by heuristics", a, af, b, e, worst, ef, wf,
            d2 ? (same ? "; two GPU runs bit-identical" : "; two GPU runs DIFFER") : "");
-    CHECK_MSG(fabsf(a - b) <= 1e-4f * fabsf(a), "resnet: first loss %g vs %g", a, b);
-    CHECK_MSG(e <= 1e-2, "resnet (%s, find %s): the first update differs by %g in buffer %d", bn,
-              find, e, worst);
+    CHECK_MSG(fabsf(a - b) <= fmaxf(3 * fabsf(a - af), 1e-5f * fabsf(a)),
+              "resnet: first loss %g (GPU) vs %g (reference)", b, a);
+    CHECK_MSG(e <= fmax(3 * ef, 1e-3),
+              "resnet (%s, find %s): the first update is %g off the reference's (buffer %d), "
+              "the CPU's fast path %g",
+              bn, find, e, worst, ef);
     if (d2) CHECK_MSG(same, "two GPU resnet runs differ");
     if (full) {
         /* more steps: training goes on (the loss falls on the same batch) */
@@ -250,13 +294,14 @@ static void resnet(const kiln__backend *be, const char *bn, const char *find, in
         printf("resnet: loss %.4f -> %.4f after 5 steps on one batch\n", l0, l1);
         CHECK_MSG(l1 < l0, "resnet: the loss did not fall (%g -> %g)", l0, l1);
         CHECK(kiln_resnet_dev_forward(d, ld, 0) == KILN_OK);
-        CHECK(kiln_resnet_forward(h, x, N, SIZE, lh, 0, err, sizeof err) == KILN_OK);
+        CHECK(kiln_resnet_forward(hf, x, N, SIZE, lh, 0, err, sizeof err) == KILN_OK);
         CHECK(kiln_resnet_dev_profile(d, 0.05f, 0.9f, stdout) == KILN_OK);
     }
 out:
     for (int i = 0; i < 200; i++)
         kiln_ffree(before[i]);
     kiln_resnet_destroy(h);
+    kiln_resnet_destroy(hf);
     kiln_resnet_dev_destroy(d);
     kiln_resnet_dev_destroy(d2);
     kiln_ffree(x);
@@ -284,11 +329,9 @@ int main(void)
     train = (kiln_data){.x = full.x, .y = full.y, .n = (STEPS + 10) * B, .dim = full.dim};
     test = tfull;
     kiln_set_threads(4);
-    /* after STEPS steps: the MLP's sums differ only in order; batch norm
-     * over 64 images of 8 channels amplifies differences a little each step */
-    against_cpu(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd", 1e-4);
-    against_cpu(MLP, kiln_adam(0.001f), "mlp adam", 1e-3);
-    against_cpu(CNN, kiln_sgd(0.05f, 0.9f), "cnn+bn sgd", 2e-2);
+    against_cpu(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd");
+    against_cpu(MLP, kiln_adam(0.001f), "mlp adam");
+    against_cpu(CNN, kiln_sgd(0.05f, 0.9f), "cnn+bn sgd");
     restore();
     resnet(be, "kiln", "1", 1);
     resnet(be, "cudnn", "1", 0);

@@ -39,7 +39,7 @@ static kiln_data train, test;
 enum { MLP = 0, CNN = 1 };
 
 /* The model of `shape` (small_models.h's layers), on the CPU's fused path
- * (table 0) or through the device table (table 1). */
+ * (table 0), through the device table (1) or the reference table (2). */
 static kiln_model *build(int shape, kiln_optimizer opt, int table)
 {
     kiln_model *m = kiln_model_new(28, 28, 1);
@@ -58,7 +58,7 @@ static kiln_model *build(int shape, kiln_optimizer opt, int table)
         kiln_model_add(m, kiln_dense(32, KILN_RELU));
         kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
     }
-    setenv("KILN_CPU_DEVICE_TABLE", table ? "1" : "0", 1);
+    setenv("KILN_CPU_DEVICE_TABLE", table == 2 ? "ref" : table ? "1" : "0", 1);
     int bad = kiln_model_set_device(m, "/cpu:0");
     if (!bad) bad = kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, B, 7);
     unsetenv("KILN_CPU_DEVICE_TABLE");
@@ -79,9 +79,9 @@ static int steps(kiln_model *m, int from, int n, float *losses)
     return 0;
 }
 
-static void against_cpu(int shape, kiln_optimizer opt, const char *what)
+static void against_cpu(int shape, kiln_optimizer opt, const char *what, int table, double tol)
 {
-    kiln_model *a = build(shape, opt, 0), *b = build(shape, opt, 1);
+    kiln_model *a = build(shape, opt, 0), *b = build(shape, opt, table);
     float la[STEPS], lb[STEPS];
     int ident;
     CHECK(a && b);
@@ -91,25 +91,26 @@ static void against_cpu(int shape, kiln_optimizer opt, const char *what)
     CHECK_MSG(steps(a, 0, STEPS, la) == 0 && steps(b, 0, STEPS, lb) == 0, "%s: %s / %s", what,
               kiln_model_error(a), kiln_model_error(b));
     for (int i = 0; i < STEPS; i++)
-        CHECK_MSG(fabsf(la[i] - lb[i]) <= 1e-4f * fabsf(la[i]), "%s: step %d loss %g vs %g", what,
-                  i, la[i], lb[i]);
+        CHECK_MSG(fabsf(la[i] - lb[i]) <= fmax(1e-4, tol) * fabsf(la[i]),
+                  "%s: step %d loss %g vs %g", what, i, la[i], lb[i]);
     CHECK(kiln_model_step(a) == STEPS && kiln_model_step(b) == STEPS);
     double e = param_diff(a, b, &ident);
-    printf("%-14s device table vs CPU path: params rel err %.3g (tol %g)\n", what, e, TOL);
-    CHECK_MSG(e <= TOL, "%s: parameters differ by %g", what, e);
+    printf("%-14s %s table vs CPU path: params rel err %.3g (tol %g)\n", what,
+           table == 2 ? "reference" : "device", e, tol);
+    CHECK_MSG(e <= tol, "%s: parameters differ by %g", what, e);
     /* evaluation and prediction on the device path */
     float ta, tb, aa, ab, pa[10 * 5], pb[10 * 5];
     CHECK(kiln_model_evaluate(a, test.x, test.y, 100, &ta, &aa) == 0);
     CHECK(kiln_model_evaluate(b, test.x, test.y, 100, &tb, &ab) == 0);
-    CHECK_MSG(fabsf(ta - tb) <= 1e-4f * fabsf(ta) && fabsf(aa - ab) <= 0.011f,
+    CHECK_MSG(fabsf(ta - tb) <= fmax(1e-4, tol) * fabsf(ta) && fabsf(aa - ab) <= 0.011f,
               "%s: evaluation %g/%g vs %g/%g", what, ta, aa, tb, ab);
     CHECK(kiln_model_predict(a, test.x, 5, pa) == 0 && kiln_model_predict(b, test.x, 5, pb) == 0);
-    CHECK_MSG(rel_err(pb, pa, 50) <= 1e-4, "%s: predictions differ by %g", what,
+    CHECK_MSG(rel_err(pb, pa, 50) <= fmax(1e-4, 10 * tol), "%s: predictions differ by %g", what,
               rel_err(pb, pa, 50));
     /* one step more on one side is far outside the tolerance */
     CHECK(steps(b, STEPS, 1, NULL) == 0);
     e = param_diff(a, b, &ident);
-    CHECK_MSG(e > 10 * TOL, "%s: one extra step left no trace (%g)", what, e);
+    CHECK_MSG(e > 10 * tol, "%s: one extra step left no trace (%g)", what, e);
 out:
     kiln_model_free(a);
     kiln_model_free(b);
@@ -261,10 +262,16 @@ int main(void)
     train = (kiln_data){.x = full.x, .y = full.y, .n = (STEPS + 2) * B, .dim = full.dim};
     test = tfull;
     kiln_set_threads(2);
-    against_cpu(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd");
-    against_cpu(MLP, kiln_adam(0.001f), "mlp adam");
-    against_cpu(CNN, kiln_sgd(0.05f, 0.9f), "cnn+bn sgd");
-    against_cpu(CNN, kiln_adam(0.001f), "cnn+bn adam");
+    against_cpu(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd", 1, TOL);
+    against_cpu(MLP, kiln_adam(0.001f), "mlp adam", 1, TOL);
+    against_cpu(CNN, kiln_sgd(0.05f, 0.9f), "cnn+bn sgd", 1, TOL);
+    against_cpu(CNN, kiln_adam(0.001f), "cnn+bn adam", 1, TOL);
+    /* the reference table (what tests/cuda compares GPUs with): the MLP
+     * within TOL; the CNN's fast ops (float sums in batch norm, oneDNN's
+     * convolutions) round differently enough that 6 steps of batch norm
+     * over 32 images leave 3.2e-4 between the two (measured): 2e-3 */
+    against_cpu(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd", 2, TOL);
+    against_cpu(CNN, kiln_sgd(0.05f, 0.9f), "cnn+bn sgd", 2, 2e-3);
     state_round_trip(CNN, kiln_adam(0.001f), "cnn+bn adam");
     state_round_trip(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd");
     fit_pipelined();

@@ -154,8 +154,10 @@ typedef struct kiln__backend {
                 const float *hyper);
 } kiln__backend;
 
-/* The CPU table (backend/cpu.c). */
+/* The CPU table (backend/cpu.c), and the same on the _ref ops (double
+ * sums, plain loops: slow; what tests compare the GPU with). */
 extern const kiln__backend kiln__backend_cpu;
+extern const kiln__backend kiln__backend_cpu_ref;
 
 /* The CUDA table: loads the plugin on first use (backend/load.c). NULL with
  * a sentence in err when it cannot: not built, or a library missing. */

@@ -343,6 +343,142 @@ static int cpu_adam(kiln__dev *d, float *p, const float *g, float *m, float *v, 
     return 0;
 }
 
+/* ---- the reference table: the _ref ops (double sums, plain loops) ----
+ * What the GPU's results are compared against in tests/cuda: the fast CPU
+ * ops round differently from both, and where a computation amplifies
+ * rounding (batch norm over few rows, many layers deep) the fast CPU path
+ * is no closer to the truth than the GPU. */
+
+static int ref_dense_fwd(kiln__dev *d, const float *x, const float *w, const float *b, float *y,
+                         int B, int in, int out, int relu)
+{
+    (void)d;
+    kiln_dense_fwd_ref(x, w, b, y, B, in, out, relu);
+    return 0;
+}
+
+static int ref_dense_bwd(kiln__dev *d, const float *x, const float *w, const float *y, float *dy,
+                         float *dx, float *dw, float *db, int B, int in, int out, int relu,
+                         float beta)
+{
+    float *dbb = db;
+    /* the device path overwrites gradients (beta 0); the references do too */
+    if (beta != 0.0f) return fail(d, "cpu-ref: dense backward accumulates only with beta 0");
+    if (!dbb && !(dbb = scratch(d, (size_t)out))) return -1;
+    kiln_dense_bwd_ref(x, w, y, dy, dx, dw, dbb, B, in, out, relu);
+    return 0;
+}
+
+static int ref_conv_fwd(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
+                        const float *b, float *y, int relu)
+{
+    (void)d;
+    kiln_conv2d_fwd_ref(s, x, w, b, y, relu);
+    return 0;
+}
+
+static int ref_conv_bwd(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
+                        const float *y, float *dy, float *dx, float *dw, float *db, int relu,
+                        float beta)
+{
+    float *dbb = db, *dxx = dx;
+    if (beta != 0.0f) return fail(d, "cpu-ref: conv backward accumulates only with beta 0");
+    if (!dbb && !(dbb = scratch(d, (size_t)s->oc))) return -1;
+    /* the reference always writes dx: into memory of its own when the
+     * caller needs none */
+    if (!dxx && !(dxx = kiln_falloc((size_t)s->n * s->h * s->w * s->c)))
+        return fail(d, "cpu-ref: out of memory");
+    kiln_conv2d_bwd_ref(s, x, w, y, dy, dxx, dw, dbb, relu);
+    if (!dx) kiln_ffree(dxx);
+    return 0;
+}
+
+static int ref_avgpool_fwd(kiln__dev *d, const kiln_pool_shape *s, const float *x, float *y)
+{
+    (void)d;
+    kiln_avgpool_fwd_ref(s, x, y);
+    return 0;
+}
+
+static int ref_avgpool_bwd(kiln__dev *d, const kiln_pool_shape *s, const float *x, const float *y,
+                           const float *dy, float *dx)
+{
+    (void)d;
+    (void)x;
+    (void)y;
+    kiln_avgpool_bwd_ref(s, dy, dx);
+    return 0;
+}
+
+static int ref_bn_fwd_train(kiln__dev *d, const float *x, const float *gamma, const float *beta,
+                            float *y, float *mean, float *invstd, float *run_mean, float *run_var,
+                            float momentum, float eps, int M, int C)
+{
+    (void)d;
+    kiln_bn_fwd_train_ref(x, gamma, beta, y, mean, invstd, run_mean, run_var, momentum, eps, M, C);
+    return 0;
+}
+
+static int ref_bn_bwd(kiln__dev *d, const float *x, const float *gamma, const float *mean,
+                      const float *invstd, const float *dy, float *dx, float *dgamma, float *dbeta,
+                      float eps, int M, int C)
+{
+    (void)eps;
+    if (!dx && !(dx = scratch(d, (size_t)M * C))) return -1;
+    kiln_bn_bwd_ref(x, gamma, mean, invstd, dy, dx, dgamma, dbeta, M, C);
+    return 0;
+}
+
+static int ref_xent(kiln__dev *d, const float *logits, const int32_t *labels, int B, int K,
+                    float *dlogits, float grad_scale, float *loss, int *correct)
+{
+    uint8_t *y = (uint8_t *)scratch(d, ((size_t)B + 3) / 4);
+    int bad = 0, ok = 0;
+    if (!y) return -1;
+    if (K > 256) return fail(d, "cpu: cross-entropy over %d classes: at most 256", K);
+    for (int i = 0; i < B; i++) {
+        bad |= labels[i] < 0 || labels[i] >= K;
+        y[i] = bad ? 0 : (uint8_t)labels[i];
+    }
+    float l = kiln_xent_ref(logits, y, B, K, dlogits, &ok);
+    if (dlogits && grad_scale != 1.0f)
+        for (size_t i = 0; i < (size_t)B * K; i++)
+            dlogits[i] *= grad_scale;
+    if (loss) *loss = bad ? NAN : l;
+    if (correct) *correct = ok;
+    return 0;
+}
+
+static void ref_describe(kiln__dev *d, char *buf, size_t len)
+{
+    (void)d;
+    snprintf(buf, len, "CPU (the backend table on the reference ops)");
+}
+
+#define CPU_TABLE_COMMON                                                                           \
+    .abi = KILN__BACKEND_ABI, .open = cpu_open, .close = cpu_close, .error = cpu_error,            \
+    .set_tf32 = cpu_set_tf32, .sync = cpu_sync, .alloc = cpu_alloc, .free = cpu_free,              \
+    .host_alloc = cpu_alloc, .host_free = cpu_free, .upload = cpu_copy, .download = cpu_copy,      \
+    .upload_async = cpu_copy, .upload_ordered = cpu_copy, .download_async = cpu_copy,              \
+    .maxpool_fwd = cpu_maxpool_fwd, .maxpool_bwd = cpu_maxpool_bwd,                                \
+    .bn_fwd_infer = cpu_bn_fwd_infer, .relu_fwd = cpu_relu_fwd, .relu_bwd = cpu_relu_bwd,          \
+    .add = cpu_add, .pad2d = cpu_pad2d, .crop2d = cpu_crop2d, .sgd = cpu_sgd, .adam = cpu_adam
+
+const kiln__backend kiln__backend_cpu_ref = {
+    CPU_TABLE_COMMON,
+    .name = "cpu-ref",
+    .describe = ref_describe,
+    .dense_fwd = ref_dense_fwd,
+    .dense_bwd = ref_dense_bwd,
+    .conv_fwd = ref_conv_fwd,
+    .conv_bwd = ref_conv_bwd,
+    .avgpool_fwd = ref_avgpool_fwd,
+    .avgpool_bwd = ref_avgpool_bwd,
+    .bn_fwd_train = ref_bn_fwd_train,
+    .bn_bwd = ref_bn_bwd,
+    .xent = ref_xent,
+};
+
 const kiln__backend kiln__backend_cpu = {
     .abi = KILN__BACKEND_ABI,
     .name = "cpu",

@@ -389,8 +389,10 @@ int kiln_model_set_device(kiln_model *m, const char *device)
     snprintf(m->device, sizeof m->device, "%s", name);
     if (spec.kind == KILN_DEVICE_CPU) {
         /* KILN_CPU_DEVICE_TABLE=1: the CPU through the backend table, the
-         * code path a GPU runs (tests on machines without one) */
+         * code path a GPU runs (tests on machines without one); =ref: the
+         * same on the reference ops (tests' high-accuracy reference) */
         const char *t = getenv("KILN_CPU_DEVICE_TABLE");
+        if (t && strcmp(t, "ref") == 0) return kiln__dev_open(m, &kiln__backend_cpu_ref, 0);
         if (!(t && strcmp(t, "1") == 0)) return 0;
         return kiln__dev_open(m, &kiln__backend_cpu, 0);
     }
