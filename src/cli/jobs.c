@@ -28,11 +28,11 @@
 #define COMMON_FLAGS                                                                               \
     "\n"                                                                                           \
     "Common flags: --project P (or KILN_PROJECT; default 'default'), --endpoint URL (or\n"         \
-    "KILN_ENDPOINT; default " KILN_DEFAULT_ENDPOINT "), --format json|yaml|table.\n"              \
-    "KILN_TOKEN is sent as 'Authorization: Bearer TOKEN'. An https endpoint is\n"                 \
-    "verified against --ca-file FILE (or KILN_CA_FILE), else the system's CA store.\n"            \
+    "KILN_ENDPOINT; default " KILN_DEFAULT_ENDPOINT "), --format json|yaml|table.\n"               \
+    "KILN_TOKEN is sent as 'Authorization: Bearer TOKEN'. An https endpoint is\n"                  \
+    "verified against --ca-file FILE (or KILN_CA_FILE), else the system's CA store.\n"             \
     "\n"                                                                                           \
-    "Exit status: 0 ok, 1 usage or kilnd unreachable, 2 invalid request, 3 not found,\n"          \
+    "Exit status: 0 ok, 1 usage or kilnd unreachable, 2 invalid request, 3 not found,\n"           \
     "4 denied, 5 the streamed job ended FAILED or CANCELLED.\n"
 
 static const char usage[] =
@@ -46,7 +46,8 @@ static const char usage[] =
     "       kiln jobs update JOB [--update-labels K=V,...] [--remove-labels K,...]\n"
     "\n"
     "`kiln jobs COMMAND --help` describes one. Submit flags are those of\n"
-    "`kiln validate` (docs/cli.md). Filters: jobId:census* AND state:FAILED, labels.K=V.\n" COMMON_FLAGS;
+    "`kiln validate` (docs/cli.md). Filters: jobId:census* AND state:FAILED, "
+    "labels.K=V.\n" COMMON_FLAGS;
 
 static const char submit_usage[] =
     "usage: kiln jobs submit training JOB [--config FILE | --kubeflow-job FILE] [SUBMIT FLAGS]\n"
@@ -519,9 +520,12 @@ static const struct jobs_cmd {
     int (*run)(kiln_cli_ctx *ctx, int argc, char **argv);
     const char *usage;
 } jobs_cmds[] = {
-    {"submit", submit, submit_usage},     {"describe", describe, describe_usage},
-    {"list", list, list_usage},           {"cancel", cancel, cancel_usage},
-    {"stream-logs", stream, stream_usage}, {"update", update, update_usage},
+    {"submit", submit, submit_usage},
+    {"describe", describe, describe_usage},
+    {"list", list, list_usage},
+    {"cancel", cancel, cancel_usage},
+    {"stream-logs", stream, stream_usage},
+    {"update", update, update_usage},
 };
 
 int kiln_cli_jobs(int argc, char **argv)

@@ -14,7 +14,7 @@
 
 #define COMMON_FLAGS                                                                               \
     "\n"                                                                                           \
-    "Common flags: --endpoint URL, --format json|yaml|table, --ca-file FILE\n"                    \
+    "Common flags: --endpoint URL, --format json|yaml|table, --ca-file FILE\n"                     \
     "(KILN_ENDPOINT, KILN_TOKEN, KILN_CA_FILE).\n"
 
 static const char usage[] =
