@@ -332,6 +332,18 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
         goto out;
     }
+    /* who its replicas would run as: kilnd as root with no user for the
+     * project (or user root), or a user a kilnd not root cannot switch to,
+     * would fail every placement; refused now, naming what to change. Not a
+     * field of the job but kilnd's set-up, hence FAILED_PRECONDITION. */
+    {
+        long uid, gid;
+        char uwhy[768];
+        if (kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) != KILN_OK) {
+            rc = send_error_st(c, 400, "FAILED_PRECONDITION", NULL, "%s", uwhy);
+            goto out;
+        }
+    }
     if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
         rc = send_error(c, 500, NULL, "cannot normalise the job");
         goto out;

@@ -649,6 +649,8 @@ int main(int argc, char **argv)
             d.tokens ? ", tokens required" : "", d.kiln_train ? "" : ", no kiln-train");
     fprintf(stderr, "kilnd: containers: %s\n",
             d.exec.container_runtime ? d.exec.container_runtime : "none (no podman on PATH)");
+    /* what this configuration will refuse at every create (run-as users) */
+    kilnd_users_report(&d);
     for (;;) {
         /* every TRIM_EVERY_S without a signal: hand the allocator's free
          * memory back (bench/service_load.sh: after a burst of creates glibc

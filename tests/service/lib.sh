@@ -45,6 +45,7 @@ it_tuning_tb.sh) port_base=43000 ;;
 it_tuning_mnist.sh) port_base=46000 ;;
 it_slurm.sh) port_base=44000 ;;
 it_badbody.sh) port_base=47000 ;;
+it_root.sh) port_base=48000 ;;
 it_tuning_adopt.sh) port_base=45000 ;;
 *) port_base=29000 ;;
 esac
