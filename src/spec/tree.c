@@ -335,7 +335,7 @@ json_t *kiln__json_load(const char *buf, size_t len, kiln_diag *d, kiln_err *err
     root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root) {
         json_error_path(buf, len, je.position > 0 ? (size_t)je.position : 0, path, sizeof path);
-        /* jansson's words name its flag; say the rule instead */
+        /* jansson says "not supported" of a NUL in a key: say the rule */
         const char *near = strstr(je.text, " near ");
         if (strncmp(je.text, "NUL byte in object key", 22) == 0)
             kiln_diag_add(d, path,
