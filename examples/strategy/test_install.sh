@@ -1,6 +1,7 @@
 #!/bin/sh
 # examples/strategy built the way a user builds it: against an installed kiln
-# (cmake --install into a temp prefix) with pkg-config, then run like test.sh.
+# (cmake --install into a temp prefix) with pkg-config, then run like test.sh;
+# examples/custom_model is built the same way.
 #   sh test_install.sh BUILD_DIR SOURCE_DIR CC [EXTRA_FLAGS]
 # EXTRA_FLAGS: what a sanitized build's libraries need at link time
 # (-fsanitize=address,undefined), empty otherwise.
@@ -16,4 +17,10 @@ export PKG_CONFIG_PATH="$LIBDIR${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 # shellcheck disable=SC2086
 "$CC" -O2 -Wall -Wextra -Werror $EXTRA "$SRC/main.c" $(pkg-config --cflags --libs kiln) \
     -o "$TMP/strategy" || { echo "FAIL: building against the installed kiln"; exit 1; }
+# examples/custom_model the same way (built only: training it takes minutes)
+# shellcheck disable=SC2046
+# shellcheck disable=SC2086
+"$CC" -O2 -Wall -Wextra -Werror $EXTRA "$SRC/../custom_model/main.c" \
+    $(pkg-config --cflags --libs kiln) -o "$TMP/custom_model" ||
+    { echo "FAIL: building examples/custom_model against the installed kiln"; exit 1; }
 sh "$SRC/test.sh" "$TMP/strategy"

@@ -359,8 +359,9 @@ static enum MHD_Result begin(kilnd *d, struct MHD_Connection *c, const char *url
     if (cl && strtoull(cl, NULL, 10) > cap) {
         /* refused before reading it: MHD drops the rest and closes */
         rq->too_big = true;
-        return send_error(c, 413, NULL, "The request body is larger than %llu bytes",
-                          (unsigned long long)cap);
+        return send_error(c, 413, NULL, "The request body is larger than %llu bytes (%s)",
+                          (unsigned long long)cap,
+                          spool ? "kilnd --max-object" : "kilnd --max-body");
     }
     /* no disk for a caller without a valid token */
     if (spool && !rq->auth.ok) {
@@ -436,10 +437,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     kiln__api_last_code(true);
     kiln__api_hidden(true);
     if (rq->too_big && rq->spool_fd >= 0)
-        rc = send_error(c, 413, NULL, "The upload is larger than %llu bytes",
+        rc = send_error(c, 413, NULL, "The upload is larger than %llu bytes (kilnd --max-object)",
                         (unsigned long long)kiln__api_storage_cap(d));
     else if (rq->too_big)
-        rc = send_error(c, 413, NULL, "The request body is larger than %zu bytes", d->max_body);
+        rc =
+            send_error(c, 413, NULL, "The request body is larger than %zu bytes (kilnd --max-body)",
+                       d->max_body);
     else if (rq->spool_err)
         /* a full disk is the service's state, not a fault: 503, as creates */
         rc = send_error(c, rq->spool_err == ENOSPC ? 503 : 500, NULL,

@@ -246,6 +246,22 @@ static void check_tpus(kilnd *d, const kiln_job *job, kiln_diag *dg)
     if (!said) kiln_diag_add(dg, "trainingInput.scaleTier", "%s", why);
 }
 
+/* A body that is not a Job (kiln_job_from_json failed with `err`): the
+ * message names the first problem's field and rule as every other refusal
+ * does ("Field: F Error: WHAT"), and the fieldViolations list them all. A
+ * body that does not parse at all, or is not a JSON object, has no field:
+ * the message says what the body itself is. */
+static enum MHD_Result send_body_error(struct MHD_Connection *c, const kiln_api_req *rq,
+                                       const kiln_diag *dg, kiln_err err)
+{
+    if (rq->len == 0)
+        return send_error(c, 400, NULL, "The request body is empty: send a Job as JSON");
+    if (dg->n && dg->v[0].field[0])
+        return send_error(c, 400, dg, "Field: %s Error: %s", dg->v[0].field, dg->v[0].description);
+    return send_error(c, 400, dg, "The request body is not a valid Job: %s",
+                      dg->n ? dg->v[0].description : kiln_err_str(err));
+}
+
 static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char *project,
                                   const kiln_api_req *rq)
 {
@@ -263,7 +279,7 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     }
     err = kiln_job_from_json(rq->body ? rq->body : "", rq->len, &job, &dg);
     if (err != KILN_OK) {
-        rc = send_error(c, 400, &dg, "The request body is not a valid Job: %s", kiln_err_str(err));
+        rc = send_body_error(c, rq, &dg, err);
         goto out;
     }
     /* output-only fields are the service's to set (the store sets the times,
@@ -329,6 +345,18 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     if (dg.n) {
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
         goto out;
+    }
+    /* who its replicas would run as: kilnd as root with no user for the
+     * project (or user root), or a user a kilnd not root cannot switch to,
+     * would fail every placement; refused now, naming what to change. Not a
+     * field of the job but kilnd's set-up, hence FAILED_PRECONDITION. */
+    {
+        long uid, gid;
+        char uwhy[768];
+        if (kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) != KILN_OK) {
+            rc = send_error_st(c, 400, "FAILED_PRECONDITION", NULL, "%s", uwhy);
+            goto out;
+        }
     }
     if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
         rc = send_error(c, 500, NULL, "cannot normalise the job");
@@ -538,12 +566,12 @@ static enum MHD_Result job_patch(kilnd *d, struct MHD_Connection *c, const char 
     if (!mask || strcmp(mask, "labels") != 0) {
         kiln_diag_add(&dg, "updateMask", "only 'labels' can be updated (got '%.64s')",
                       mask ? mask : "");
-        rc = send_error(c, 400, &dg, "Only labels can be changed on a job");
+        rc = send_error(c, 400, &dg, "Field: updateMask Error: %s", dg.v[0].description);
         goto out;
     }
     kiln_err err = kiln_job_from_json(rq->body ? rq->body : "", rq->len, &job, &dg);
     if (err != KILN_OK) {
-        rc = send_error(c, 400, &dg, "The request body is not a valid Job");
+        rc = send_body_error(c, rq, &dg, err);
         goto out;
     }
     err = kiln_store_job_get(d->store, project, id, &cur);
@@ -562,7 +590,8 @@ static enum MHD_Result job_patch(kilnd *d, struct MHD_Connection *c, const char 
     for (size_t i = 0; i < job->labels.n; i++)
         kiln_map_set(&cur->job->labels, job->labels.keys[i], job->labels.vals[i]);
     if (kiln_catalog_validate(d->catalog, cur->job, &dg) != KILN_OK) {
-        rc = send_error(c, 400, &dg, "Invalid labels");
+        rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.n ? dg.v[0].field : "labels",
+                        dg.n ? dg.v[0].description : "invalid labels");
         goto out;
     }
     err = kiln_store_job_set_labels(d->store, project, id, &job->labels, &rec);

@@ -290,12 +290,13 @@ static int bad_usage(const char *fmt, const char *arg)
 static int parse(int argc, char **argv, opts *o)
 {
     int pos = 0;
+    /* help wins wherever it is, even after a flag this parser would refuse */
+    if (kiln_cli_wants_help(argc - 1, argv + 1) || (argc > 1 && !strcmp(argv[1], "help"))) {
+        fputs(usage, stdout);
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage, stdout);
-            return 0;
-        }
         if (!strncmp(a, "--format", 8) || !strncmp(a, "--catalog", 9)) {
             const char *eq = strchr(a, '=');
             size_t name_len = eq ? (size_t)(eq - a) : strlen(a);

@@ -4,8 +4,23 @@
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
+#include <stdbool.h>
+#include <string.h>
+
 int kiln_cli_validate(int argc, char **argv); /* src/cli/validate.c */
 int kiln_cli_catalog(int argc, char **argv);  /* src/cli/catalog.c */
 int kiln_cli_tokens(int argc, char **argv);   /* src/cli/tokens.c */
+
+/* Whether a command line asks for help: --help or -h anywhere before a
+ * bare `--` (after it, they are the program's own arguments). Every command
+ * and sub-command answers it with its usage on stdout and exit 0, before it
+ * reads a file or talks to kilnd. Inline: kiln-svc-cli (tests/service)
+ * links the service verbs without this directory's other files. */
+static inline bool kiln_cli_wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
+    return false;
+}
 
 #endif

@@ -18,10 +18,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "cli/cli_service.h"
 #include "kiln/catalog.h"
 #include "kiln/job.h"
 #include "kiln/submit.h"
+
+/* What every sub-command's usage ends with. */
+#define COMMON_FLAGS                                                                               \
+    "\n"                                                                                           \
+    "Common flags: --project P (or KILN_PROJECT; default 'default'), --endpoint URL (or\n"         \
+    "KILN_ENDPOINT; default " KILN_DEFAULT_ENDPOINT "), --format json|yaml|table.\n"               \
+    "KILN_TOKEN is sent as 'Authorization: Bearer TOKEN'. An https endpoint is\n"                  \
+    "verified against --ca-file FILE (or KILN_CA_FILE), else the system's CA store.\n"             \
+    "\n"                                                                                           \
+    "Exit status: 0 ok, 1 usage or kilnd unreachable, 2 invalid request, 3 not found,\n"           \
+    "4 denied, 5 the streamed job ended FAILED or CANCELLED.\n"
 
 static const char usage[] =
     "usage: kiln jobs submit training JOB [--config FILE | --kubeflow-job FILE] [SUBMIT FLAGS]\n"
@@ -33,15 +45,45 @@ static const char usage[] =
     "SECONDS]\n"
     "       kiln jobs update JOB [--update-labels K=V,...] [--remove-labels K,...]\n"
     "\n"
-    "Common flags: --project P (or KILN_PROJECT; default 'default'), --endpoint URL (or\n"
-    "KILN_ENDPOINT; default " KILN_DEFAULT_ENDPOINT "), --format json|yaml|table.\n"
-    "KILN_TOKEN is sent as 'Authorization: Bearer TOKEN'. An https endpoint is\n"
-    "verified against --ca-file FILE (or KILN_CA_FILE), else the system's CA store.\n"
-    "Submit flags are those of\n"
-    "`kiln validate` (docs/cli.md). Filters: jobId:census* AND state:FAILED, labels.K=V.\n"
+    "`kiln jobs COMMAND --help` describes one. Submit flags are those of\n"
+    "`kiln validate` (docs/cli.md). Filters: jobId:census* AND state:FAILED, "
+    "labels.K=V.\n" COMMON_FLAGS;
+
+static const char submit_usage[] =
+    "usage: kiln jobs submit training JOB [--config FILE | --kubeflow-job FILE] [SUBMIT FLAGS]\n"
+    "                 [--stream-logs] [-- USER_ARGS...]\n"
     "\n"
-    "Exit status: 0 ok, 1 usage or kilnd unreachable, 2 invalid request, 3 not found,\n"
-    "4 denied, 5 the streamed job ended FAILED or CANCELLED.\n";
+    "Submits a training job to kilnd. The file and the flags are read as `kiln validate`\n"
+    "reads them (its --help lists the submit flags; docs/cli.md has each), every flag\n"
+    "laid over the file; everything after a bare `--` goes to the program untouched.\n"
+    "--stream-logs then follows the job's logs until it ends.\n" COMMON_FLAGS;
+static const char describe_usage[] =
+    "usage: kiln jobs describe JOB\n"
+    "\n"
+    "Prints the job as kilnd has it (YAML unless --format); a tuning job's trials\n"
+    "follow as a table, best first.\n" COMMON_FLAGS;
+static const char list_usage[] =
+    "usage: kiln jobs list [--filter FILTER] [--page-size N] [--limit N]\n"
+    "\n"
+    "Lists the project's jobs, a table unless --format json|yaml. Filters:\n"
+    "jobId:census* AND state:FAILED, labels.K=V. --page-size is per request (1-100),\n"
+    "--limit the most jobs shown.\n" COMMON_FLAGS;
+static const char cancel_usage[] =
+    "usage: kiln jobs cancel JOB\n"
+    "\n"
+    "Cancels a queued or running job: its replicas get SIGTERM and, after kilnd's\n"
+    "grace period, SIGKILL.\n" COMMON_FLAGS;
+static const char stream_usage[] =
+    "usage: kiln jobs stream-logs JOB [--task-name TASK] [--trial N] [--polling-interval "
+    "SECONDS]\n"
+    "\n"
+    "Prints the job's log lines (severity, timestamp, task name, message) until the\n"
+    "job has ended: one task's with --task-name (master-replica-0), a tuning job's\n"
+    "trial N's with --trial N.\n" COMMON_FLAGS;
+static const char update_usage[] =
+    "usage: kiln jobs update JOB [--update-labels K=V,...] [--remove-labels K,...]\n"
+    "\n"
+    "Changes the job's labels, the one thing a job lets change.\n" COMMON_FLAGS;
 
 #define PROG "kiln jobs"
 
@@ -472,37 +514,47 @@ out:
     return rc;
 }
 
+/* The sub-commands, each with its own usage (`kiln jobs CMD --help`). */
+static const struct jobs_cmd {
+    const char *name;
+    int (*run)(kiln_cli_ctx *ctx, int argc, char **argv);
+    const char *usage;
+} jobs_cmds[] = {
+    {"submit", submit, submit_usage},
+    {"describe", describe, describe_usage},
+    {"list", list, list_usage},
+    {"cancel", cancel, cancel_usage},
+    {"stream-logs", stream, stream_usage},
+    {"update", update, update_usage},
+};
+
 int kiln_cli_jobs(int argc, char **argv)
 {
-    kiln_cli_ctx ctx;
+    const struct jobs_cmd *cmd = NULL;
+    kiln_cli_ctx ctx = {0};
     int rc = 1;
 
     argc--, argv++; /* past "jobs" */
-    if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0 ||
-        strcmp(argv[0], "help") == 0) {
-        fputs(usage, argc < 1 ? stderr : stdout);
-        return argc < 1 ? 1 : 0;
+    if (argc < 1) {
+        fputs(usage, stderr);
+        return 1;
     }
-    const char *sub = argv[0];
+    for (size_t i = 0; i < sizeof jobs_cmds / sizeof *jobs_cmds && !cmd; i++)
+        if (strcmp(argv[0], jobs_cmds[i].name) == 0) cmd = &jobs_cmds[i];
+    if (!cmd) {
+        bool help = kiln_cli_wants_help(1, argv) || strcmp(argv[0], "help") == 0;
+        if (!help) fprintf(stderr, PROG ": unknown command '%s'\n", argv[0]);
+        fputs(usage, help ? stdout : stderr);
+        return help ? 0 : 1;
+    }
     argc--, argv++;
-    if (kiln_cli_ctx_init(&ctx, &argc, argv, PROG) != 0) goto out;
-    if (strcmp(sub, "submit") == 0)
-        rc = submit(&ctx, argc, argv);
-    else if (strcmp(sub, "describe") == 0)
-        rc = describe(&ctx, argc, argv);
-    else if (strcmp(sub, "list") == 0)
-        rc = list(&ctx, argc, argv);
-    else if (strcmp(sub, "cancel") == 0)
-        rc = cancel(&ctx, argc, argv);
-    else if (strcmp(sub, "stream-logs") == 0)
-        rc = stream(&ctx, argc, argv);
-    else if (strcmp(sub, "update") == 0)
-        rc = update(&ctx, argc, argv);
-    else {
-        fprintf(stderr, PROG ": unknown command '%s'\n%s", sub, usage);
-        rc = 1;
+    /* before the common flags and the client: help needs neither kilnd nor
+     * a valid command line */
+    if (kiln_cli_wants_help(argc, argv)) {
+        fputs(cmd->usage, stdout);
+        return 0;
     }
-out:
+    if (kiln_cli_ctx_init(&ctx, &argc, argv, PROG) == 0) rc = cmd->run(&ctx, argc, argv);
     kiln_cli_ctx_free(&ctx);
     return rc;
 }
@@ -599,15 +651,16 @@ int kiln_cli_local(int argc, char **argv)
 
     argc--, argv++; /* past "local" */
     if (argc < 1 || strcmp(argv[0], "train") != 0) {
-        fputs(local_usage, argc >= 1 && strcmp(argv[0], "--help") == 0 ? stdout : stderr);
-        return argc >= 1 && strcmp(argv[0], "--help") == 0 ? 0 : 1;
+        bool help = argc >= 1 && (kiln_cli_wants_help(1, argv) || strcmp(argv[0], "help") == 0);
+        if (argc >= 1 && !help) fprintf(stderr, "kiln local: unknown command '%s'\n", argv[0]);
+        fputs(local_usage, help ? stdout : stderr);
+        return help ? 0 : 1;
     }
     argc--, argv++;
-    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(local_usage, stdout);
-            return 0;
-        }
+    if (kiln_cli_wants_help(argc, argv)) {
+        fputs(local_usage, stdout);
+        return 0;
+    }
     /* training JOB [--distributed expansion] flags... --stream-logs */
     sub = calloc((size_t)argc + 24, sizeof *sub);
     if (!sub) return 1;

@@ -7,18 +7,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "cli/cli_service.h"
 
 #define PROG "kiln nodes"
+
+#define COMMON_FLAGS                                                                               \
+    "\n"                                                                                           \
+    "Common flags: --endpoint URL, --format json|yaml|table, --ca-file FILE\n"                     \
+    "(KILN_ENDPOINT, KILN_TOKEN, KILN_CA_FILE).\n"
 
 static const char usage[] =
     "usage: kiln nodes list\n"
     "       kiln nodes describe NODE\n"
     "       kiln nodes drain NODE      (cordon + stop its replicas; their jobs are requeued)\n"
-    "       kiln nodes uncordon NODE [--gpu N]  (--gpu: that GPU back in service after a\n"
-    "                                          failure, e.g. an Xid, was looked at)\n"
-    "Common flags: --endpoint URL, --format json|yaml|table, --ca-file FILE\n"
-    "(KILN_ENDPOINT, KILN_TOKEN, KILN_CA_FILE).\n";
+    "       kiln nodes uncordon NODE [--gpu N]\n"
+    "\n"
+    "`kiln nodes COMMAND --help` describes one.\n" COMMON_FLAGS;
+
+/* Each sub-command's own usage (`kiln nodes CMD --help`), and the suffix of
+ * its request: NULL for list, "" for a GET of the node, ":verb" for a POST. */
+static const struct nodes_cmd {
+    const char *name, *suffix, *usage;
+} nodes_cmds[] = {
+    {"list", NULL,
+     "usage: kiln nodes list\n\nLists kilnd's nodes: CPUs, memory, whether cordoned, and each "
+     "accelerator\ntype's allocatable and total count (Slurm's state under --executor "
+     "slurm).\n" COMMON_FLAGS},
+    {"describe", "",
+     "usage: kiln nodes describe NODE\n\nPrints one node: its devices, which job holds each, "
+     "and its state.\n" COMMON_FLAGS},
+    {"drain", ":drain",
+     "usage: kiln nodes drain NODE\n\nCordons the node (it takes no new replicas) and stops "
+     "the replicas on it:\nSIGTERM, the grace period, SIGKILL. Their jobs are queued again and "
+     "resume from\ntheir newest checkpoint elsewhere.\n" COMMON_FLAGS},
+    {"uncordon", ":uncordon",
+     "usage: kiln nodes uncordon NODE [--gpu N]\n\nLets a drained node take replicas again; "
+     "with --gpu N, puts that GPU back in\nservice after a failure (an Xid, say) was looked "
+     "at.\n" COMMON_FLAGS},
+};
 
 /* "NVIDIA_TESLA_V100=4,..." from a {type: count} object */
 static void counts(json_t *o, char *buf, size_t len)
@@ -64,20 +91,36 @@ static void table(json_t *nodes)
 
 int kiln_cli_nodes(int argc, char **argv)
 {
-    kiln_cli_ctx ctx;
+    const struct nodes_cmd *cmd = NULL;
+    kiln_cli_ctx ctx = {0};
     json_t *v = NULL;
     char *path = NULL, *ne = NULL;
     int rc = 1;
 
     argc--, argv++; /* past "nodes" */
-    if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        fputs(usage, argc < 1 ? stderr : stdout);
-        return argc < 1 ? 1 : 0;
+    if (argc < 1) {
+        fputs(usage, stderr);
+        return 1;
     }
-    const char *sub = argv[0];
+    for (size_t i = 0; i < sizeof nodes_cmds / sizeof *nodes_cmds && !cmd; i++)
+        if (strcmp(argv[0], nodes_cmds[i].name) == 0) cmd = &nodes_cmds[i];
+    if (!cmd) {
+        bool help = kiln_cli_wants_help(1, argv) || strcmp(argv[0], "help") == 0;
+        if (!help) fprintf(stderr, PROG ": unknown command '%s'\n", argv[0]);
+        fputs(usage, help ? stdout : stderr);
+        return help ? 0 : 1;
+    }
     argc--, argv++;
+    if (kiln_cli_wants_help(argc, argv)) { /* before kilnd is asked anything */
+        fputs(cmd->usage, stdout);
+        return 0;
+    }
     if (kiln_cli_ctx_init(&ctx, &argc, argv, PROG) != 0) goto out;
-    if (strcmp(sub, "list") == 0 && argc == 0) {
+    if (!cmd->suffix) {
+        if (argc != 0) {
+            fprintf(stderr, "%s", cmd->usage);
+            goto out;
+        }
         rc = kiln_cli_call(&ctx, "GET", "/v1/nodes", NULL, &v, PROG);
         if (rc != 0) goto out;
         json_t *nodes = json_object_get(v, "nodes");
@@ -87,13 +130,10 @@ int kiln_cli_nodes(int argc, char **argv)
             kiln_cli_print(stdout, nodes, ctx.format);
         goto out;
     }
-    const char *suffix = strcmp(sub, "describe") == 0   ? ""
-                         : strcmp(sub, "drain") == 0    ? ":drain"
-                         : strcmp(sub, "uncordon") == 0 ? ":uncordon"
-                                                        : NULL;
+    const char *suffix = cmd->suffix;
     /* uncordon NODE --gpu N: one GPU, not the node */
     long gpu = -1;
-    if (suffix && strcmp(sub, "uncordon") == 0 && argc == 3 && strcmp(argv[1], "--gpu") == 0) {
+    if (strcmp(cmd->name, "uncordon") == 0 && argc == 3 && strcmp(argv[1], "--gpu") == 0) {
         char *end = NULL;
         gpu = strtol(argv[2], &end, 10);
         if (!end || *end || gpu < 0 || end == argv[2]) {
@@ -102,8 +142,8 @@ int kiln_cli_nodes(int argc, char **argv)
         }
         argc = 1;
     }
-    if (!suffix || argc != 1) {
-        fprintf(stderr, "%s", usage);
+    if (argc != 1) {
+        fprintf(stderr, "%s", cmd->usage);
         goto out;
     }
     if (!(ne = kiln_client_escape(ctx.client, argv[0]))) goto out;

@@ -37,7 +37,8 @@ int kiln_cli_tokens(int argc, char **argv)
     char token[80], hex[65];
     int rc = 1;
 
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    /* `kiln tokens --help` and `kiln tokens new --help` alike */
+    if (kiln_cli_wants_help(argc - 1, argv + 1) || (argc >= 2 && strcmp(argv[1], "help") == 0)) {
         fputs(usage, stdout);
         return 0;
     }

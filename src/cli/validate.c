@@ -36,14 +36,6 @@ static const char usage[] =
     "Exit status: 0 valid (Job on stdout), 1 unreadable input or bad command line,\n"
     "2 invalid job (violations on stderr as FIELD: DESCRIPTION).\n";
 
-/* --help / -h anywhere before a bare `--` (after it, it is a user arg). */
-static bool wants_help(int argc, char **argv)
-{
-    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
-    return false;
-}
-
 /* The violations, then one summary line; `err` explains an empty list
  * (ENOMEM, or a module that failed without saying why). */
 static void report(const kiln_diag *d, kiln_err err, const char *what)
@@ -123,7 +115,7 @@ int kiln_cli_validate(int argc, char **argv)
     int rc = 1;
 
     argc--, argv++; /* past "validate" */
-    if (wants_help(argc, argv)) {
+    if (kiln_cli_wants_help(argc, argv)) {
         fputs(usage, stdout);
         return 0;
     }

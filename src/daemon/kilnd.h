@@ -159,10 +159,15 @@ void kilnd_ttl_created(kilnd *d, const char *project, const char *job_id);
 void kilnd_ttl_tick(kilnd *d, int64_t now_ns);
 
 /* The user a project's replicas run as: uid and gid -1 for kilnd's own.
- * KILN_EINVAL with a sentence when that would be root and the site did not
- * allow it (src/daemon/users.c). */
+ * KILN_EINVAL with a sentence naming what to change when that would be
+ * root and the site did not allow it, or a user kilnd cannot switch to
+ * (src/daemon/users.c). The API asks it when a job is created, the
+ * supervisor again at placement. */
 kiln_err kilnd_project_user(const kilnd *d, const char *project, long *uid, long *gid, char *why,
                             size_t whylen);
+/* At start: one line on stderr for each kind of job kilnd will refuse as
+ * configured (kilnd_project_user's refusals), nothing when there is none. */
+void kilnd_users_report(const kilnd *d);
 /* Gives a job's directory, its replicas/ and log files to uid:gid (the
  * monitor's own files stay kilnd's). */
 void kilnd_chown_job(const char *job_dir, long uid, long gid);

@@ -711,6 +711,8 @@ int main(int argc, char **argv)
         if (kiln_exec_check(&d.exec, KILN_EXEC_CONTAINER, 1, false, why, sizeof why) != KILN_OK)
             fprintf(stderr, "kilnd: containers with GPUs: %s\n", why);
     }
+    /* what this configuration will refuse at every create (run-as users) */
+    kilnd_users_report(&d);
     for (;;) {
         /* every TRIM_EVERY_S without a signal: hand the allocator's free
          * memory back (bench/service_load.sh: after a burst of creates glibc

@@ -4,8 +4,10 @@
  * G]" in the tokens file). kilnd started as root runs a replica as that
  * user; with no user named it would run as root, which it refuses unless
  * the site says so (--allow-root-replicas). kilnd not started as root runs
- * replicas as itself and cannot switch: a project user is then an error at
- * placement, not a silent downgrade. */
+ * replicas as itself and cannot switch: a project user is then an error, not
+ * a silent downgrade. Both are refused when a job is created (src/api), said
+ * at start (kilnd_users_report), and checked again at placement for jobs a
+ * kilnd with another configuration accepted. */
 #include <errno.h>
 #include <grp.h>
 #include <limits.h>
@@ -51,28 +53,43 @@ int kilnd_parse_project_line(kilnd *d, const char *path, int lineno, const char 
     return u->project && u->user ? 0 : -1;
 }
 
+/* The line of the tokens file that names `project`'s user (its own, else
+ * the first "project * user U"), or NULL. */
+static const kilnd_user *user_of(const kilnd *d, const char *project)
+{
+    for (size_t i = 0; i < d->n_users; i++)
+        if (strcmp(d->users[i].project, project) == 0 || strcmp(d->users[i].project, "*") == 0)
+            return &d->users[i];
+    return NULL;
+}
+
 kiln_err kilnd_project_user(const kilnd *d, const char *project, long *uid, long *gid, char *why,
                             size_t whylen)
 {
-    const kilnd_user *u = NULL;
-    *uid = *gid = -1;
-    for (size_t i = 0; i < d->n_users && !u; i++)
-        if (strcmp(d->users[i].project, project) == 0 || strcmp(d->users[i].project, "*") == 0)
-            u = &d->users[i];
+    const kilnd_user *u = user_of(d, project);
     bool root = geteuid() == 0;
+    *uid = *gid = -1;
     if (u && !root && (uid_t)u->uid != geteuid()) {
         snprintf(why, whylen,
-                 "project %s runs as user %s, and kilnd (not root) cannot switch to it: start "
-                 "kilnd as root, or as that user",
-                 project, u->user);
+                 "project %s runs as user %s ('project %s user %s' in the tokens file), and "
+                 "kilnd (uid %ld, not root) cannot switch to it: start kilnd as root, or as "
+                 "that user",
+                 project, u->user, u->project, u->user, (long)geteuid());
         return KILN_EINVAL;
     }
     if (root && (!u || u->uid == 0) && !d->allow_root_replicas) {
-        snprintf(why, whylen,
-                 "kilnd runs as root and would run project %s's replicas as root: name the "
-                 "project's user in the tokens file ('project %s user NAME'), or allow root "
-                 "replicas with kilnd --allow-root-replicas",
-                 project, project);
+        if (u)
+            snprintf(why, whylen,
+                     "kilnd runs as root and the tokens file runs project %s as root ('project "
+                     "%s user %s'): name another user there ('project %s user U'), or, on a "
+                     "single-user machine, start kilnd with --allow-root-replicas yes",
+                     project, u->project, u->user, project);
+        else
+            snprintf(why, whylen,
+                     "kilnd runs as root and would run project %s's replicas as root: name the "
+                     "project's user in kilnd's tokens file ('project %s user U'), or, on a "
+                     "single-user machine, start kilnd with --allow-root-replicas yes",
+                     project, project);
         return KILN_EINVAL;
     }
     if (u && root) {
@@ -80,6 +97,40 @@ kiln_err kilnd_project_user(const kilnd *d, const char *project, long *uid, long
         *gid = u->gid;
     }
     return KILN_OK;
+}
+
+void kilnd_users_report(const kilnd *d)
+{
+    bool root = geteuid() == 0, any = false;
+    char others[512] = "";
+    size_t n = 0;
+
+    /* under Slurm, main() refuses both cases before starting */
+    if (d->slurm.on) return;
+    for (size_t i = 0; i < d->n_users; i++) {
+        const kilnd_user *u = &d->users[i];
+        if (user_of(d, u->project) != u) continue; /* shadowed: never used */
+        any |= strcmp(u->project, "*") == 0;
+        if (strcmp(u->project, "*") != 0 && n < sizeof others)
+            n += (size_t)snprintf(others + n, sizeof others - n, "%s%s", n ? ", " : "", u->project);
+        if (root && u->uid == 0 && !d->allow_root_replicas)
+            fprintf(stderr,
+                    "kilnd: as configured, kilnd will refuse every job of project %s: it runs as "
+                    "root ('project %s user %s') and --allow-root-replicas is not yes\n",
+                    u->project, u->project, u->user);
+        else if (!root && (uid_t)u->uid != geteuid())
+            fprintf(stderr,
+                    "kilnd: as configured, kilnd will refuse every job of project %s: it runs as "
+                    "user %s, and kilnd (uid %ld, not root) cannot switch to it\n",
+                    u->project, u->user, (long)geteuid());
+    }
+    if (root && !any && !d->allow_root_replicas)
+        fprintf(stderr,
+                "kilnd: as configured, kilnd will refuse every job of %s%s: it runs as root and "
+                "would run their replicas as root. Name each project's user in the tokens file "
+                "('project P user U', kilnd --tokens FILE), or, on a single-user machine, start "
+                "kilnd with --allow-root-replicas yes (docs/service.md)\n",
+                n ? "a project other than " : "every project", others);
 }
 
 static void chown_one(const char *path, long uid, long gid)

@@ -61,6 +61,24 @@ static const char *type_name(const json_t *v)
 
 /* --- scalars --- */
 
+/* The text of a JSON string, or NULL after a violation when it holds a NUL
+ * (\u0000, which JSON allows): a C string ends there, so "5\u0000x" would
+ * be read as 5 and "--lr\u0000=9" would reach a program as "--lr", values
+ * the sender never wrote. Every field that reads a string goes through it. */
+static const char *text_of(const json_t *v, const char *path, kiln_diag *d)
+{
+    const char *s = json_string_value(v);
+    const char *nul = s ? memchr(s, 0, json_string_length(v)) : NULL;
+    if (nul) {
+        kiln_diag_add(d, path,
+                      "holds a NUL character (\\u0000) at byte %zu; no field may hold one (a "
+                      "program's arguments, environment and paths end at the first NUL)",
+                      (size_t)(nul - s));
+        return NULL;
+    }
+    return s;
+}
+
 static bool dec_string(const json_t *v, char **slot, const char *path, kiln_diag *d)
 {
     if (!json_is_string(v)) {
@@ -72,10 +90,7 @@ static bool dec_string(const json_t *v, char **slot, const char *path, kiln_diag
         kiln_diag_add(d, path, "value is %zu bytes; at most %d are allowed", len, MAX_STR_BYTES);
         return false;
     }
-    if (memchr(json_string_value(v), 0, len)) {
-        kiln_diag_add(d, path, "value contains a NUL character");
-        return false;
-    }
+    if (!text_of(v, path, d)) return false;
     if (kiln_set_str(slot, json_string_value(v)) != KILN_OK) {
         kiln_diag_add(d, path, "out of memory");
         return false;
@@ -90,8 +105,9 @@ static bool dec_int64(const json_t *v, int64_t *out, const char *path, kiln_diag
         return true;
     }
     if (json_is_string(v)) {
-        const char *s = json_string_value(v);
+        const char *s = text_of(v, path, d);
         char *end;
+        if (!s) return false;
         errno = 0;
         long long x = strtoll(s, &end, 10);
         if (*s && *end == 0 && errno == 0 && s[0] != ' ' && s[0] != '+') {
@@ -111,7 +127,11 @@ static bool dec_bool(const json_t *v, bool *out, const char *path, int flags, ki
         *out = json_is_true(v);
         return true;
     }
-    if ((flags & KILN__DEC_YAML) && kiln__parse_bool(json_string_value(v), out)) return true;
+    if ((flags & KILN__DEC_YAML) && json_is_string(v)) {
+        const char *s = text_of(v, path, d);
+        if (!s) return false;
+        if (kiln__parse_bool(s, out)) return true;
+    }
     kiln_diag_add(d, path, "expected true or false, got %s", type_name(v));
     return false;
 }
@@ -123,8 +143,9 @@ static bool dec_double(const json_t *v, double *out, const char *path, kiln_diag
         return true;
     }
     if (json_is_string(v)) {
-        const char *s = json_string_value(v);
+        const char *s = text_of(v, path, d);
         char *end;
+        if (!s) return false;
         errno = 0;
         double x = strtod(s, &end);
         if (*s && *end == 0 && errno == 0 && isfinite(x)) {
@@ -148,6 +169,7 @@ static bool dec_duration(const json_t *v, kiln_duration *out, const char *path, 
     int32_t nanos = 0;
     int digits = 0;
 
+    if (s && !text_of(v, path, d)) return false;
     if (!s) goto bad;
     if (*p == '-') goto bad; /* negative durations mean nothing here */
     while (*p >= '0' && *p <= '9') {
@@ -183,8 +205,9 @@ static bool dec_enum(const json_t *v, const char *const *enums, char **slot, con
         kiln_diag_add(d, path, "expected a string, got %s", type_name(v));
         return false;
     }
-    const char *s = json_string_value(v);
+    const char *s = text_of(v, path, d);
     size_t n = 0;
+    if (!s) return false;
     for (; enums[n]; n++)
         if (strcmp(enums[n], s) == 0) return dec_string(v, slot, path, d);
     char allowed[512] = "";
@@ -205,7 +228,7 @@ static bool dec_list_header(const json_t *v, const char *path, kiln_diag *d)
         return false;
     }
     if (json_array_size(v) > MAX_LIST_ITEMS) {
-        kiln_diag_add(d, path, "list has %zu items; at most %d are allowed", json_array_size(v),
+        kiln_diag_add(d, path, "%zu items; at most %d are allowed", json_array_size(v),
                       MAX_LIST_ITEMS);
         return false;
     }
@@ -269,7 +292,8 @@ static bool dec_map(const json_t *v, kiln_map *out, const char *path, kiln_diag 
         return false;
     }
     if (json_object_size(v) > MAX_LIST_ITEMS) {
-        kiln_diag_add(d, path, "map has too many entries (%zu)", json_object_size(v));
+        kiln_diag_add(d, path, "%zu entries; at most %d are allowed", json_object_size(v),
+                      MAX_LIST_ITEMS);
         return false;
     }
     json_object_foreach((json_t *)v, k, item)
@@ -356,8 +380,8 @@ static bool dec_field(const kiln__field *f, const json_t *v, void *base, const c
         ok = dec_int64(v, AT(base, f->off, int64_t), path, d);
         if (ok &&
             (*AT(base, f->off, int64_t) > INT32_MAX || *AT(base, f->off, int64_t) < INT32_MIN)) {
-            kiln_diag_add(d, path, "%" PRId64 " is out of range for an int32",
-                          *AT(base, f->off, int64_t));
+            kiln_diag_add(d, path, "%" PRId64 " is out of range: an int32 holds %d to %d",
+                          *AT(base, f->off, int64_t), INT32_MIN, INT32_MAX);
             ok = false;
         }
         break;
@@ -407,10 +431,10 @@ static bool dec_field(const kiln__field *f, const json_t *v, void *base, const c
         break;
     }
     case FK_STATE: {
-        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        const char *s = json_is_string(v) ? text_of(v, path, d) : NULL;
         if (s && kiln_job_state_parse(s, AT(base, f->off, kiln_job_state))) {
             ok = true;
-        } else {
+        } else if (!json_is_string(v) || s) {
             kiln_diag_add(d, path,
                           "expected one of STATE_UNSPECIFIED, QUEUED, PREPARING, RUNNING, "
                           "SUCCEEDED, FAILED, CANCELLING, CANCELLED");

@@ -69,6 +69,14 @@ static void attach(loader *l, json_t *val, const yaml_mark_t *m)
             fail(l, m, KILN_EINVAL, "mapping keys must be plain strings");
             return;
         }
+        /* a key is a C string from here on: one with a NUL in it would
+         * be cut short at the NUL, a different key, so it is refused */
+        if (memchr(json_string_value(val), 0, json_string_length(val))) {
+            json_decref(val);
+            fail(l, m, KILN_EINVAL,
+                 "a mapping key holds a NUL character, which no field name or map key may hold");
+            return;
+        }
         f->key = strdup(json_string_value(val));
         json_decref(val);
         if (!f->key) fail(l, m, KILN_ENOMEM, "out of memory");
@@ -232,10 +240,88 @@ json_t *kiln__yaml_load(const char *buf, size_t len, kiln_diag *d)
     return kiln__yaml_load_err(buf, len, d, NULL);
 }
 
+/* Where in the document a JSON syntax error stands, as a field path
+ * ("trainingInput.args[2]", "" at the top), so that even a body that does
+ * not parse is refused naming its field. jansson stops at the first error
+ * with `pos` just past the token it could not take; every token before it
+ * was well formed, so a plain scan of those is enough: objects and arrays
+ * on a stack, the pending key of each object, the index of each array.
+ * Keys are shown as written (escapes and all). */
+#define PATH_DEPTH 64
+static bool json_delim(char c)
+{
+    return c && strchr("{}[],: \t\r\n", c);
+}
+
+static void json_error_path(const char *buf, size_t len, size_t pos, char *out, size_t cap)
+{
+    struct {
+        bool array;
+        size_t index;
+        const char *key; /* NULL: no key read yet (objects) */
+        int key_len;
+    } st[PATH_DEPTH];
+    int depth = 0, untracked = 0; /* untracked: levels deeper than PATH_DEPTH */
+    size_t used = 0;
+
+    if (pos > len) pos = len;
+    for (size_t i = 0, end; i < pos; i = end) {
+        char c = buf[i];
+        end = i + 1;
+        if (c == '"') {
+            while (end < len && buf[end] != '"')
+                end += buf[end] == '\\' ? 2 : 1;
+            end++; /* past the closing quote */
+        } else if (!json_delim(c)) {
+            while (end < len && !json_delim(buf[end]) && buf[end] != '"')
+                end++;
+        }
+        if (end >= pos) break; /* the token jansson stopped at (pos is just past it) */
+        if (c == '{' || c == '[') {
+            if (depth == PATH_DEPTH) {
+                untracked++;
+                continue;
+            }
+            st[depth].array = c == '[';
+            st[depth].index = 0;
+            st[depth].key = NULL;
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (untracked)
+                untracked--;
+            else if (depth)
+                depth--;
+        } else if (c == ',' && depth && !untracked) {
+            if (st[depth - 1].array)
+                st[depth - 1].index++;
+            else
+                st[depth - 1].key = NULL;
+        } else if (c == '"' && depth && !untracked && !st[depth - 1].array && !st[depth - 1].key) {
+            st[depth - 1].key = buf + i + 1;
+            st[depth - 1].key_len = (int)(end - i - 2 < 200 ? end - i - 2 : 200);
+        }
+    }
+    out[0] = '\0';
+    for (int k = 0; k < depth && used < cap; k++) {
+        int n;
+        if (st[k].array)
+            n = snprintf(out + used, cap - used, "[%zu]", st[k].index);
+        else if (st[k].key)
+            n = snprintf(out + used, cap - used, "%s%.*s", used ? "." : "", st[k].key_len,
+                         st[k].key);
+        else
+            break; /* an object before its key: the path ends at the object */
+        used += n > 0 ? (size_t)n : 0;
+    }
+    if (untracked && used < cap) snprintf(out + used, cap - used, "...");
+    if (used >= cap && cap > 4) memcpy(out + cap - 4, "...", 4);
+}
+
 json_t *kiln__json_load(const char *buf, size_t len, kiln_diag *d, kiln_err *errp)
 {
     json_error_t je;
     json_t *root;
+    char path[512];
 
     if (len > KILN_SPEC_MAX_BYTES) {
         kiln_diag_add(d, "", "input is %zu bytes; kiln accepts at most %u", len,
@@ -243,10 +329,21 @@ json_t *kiln__json_load(const char *buf, size_t len, kiln_diag *d, kiln_err *err
         if (errp) *errp = KILN_ELIMIT;
         return NULL;
     }
-    /* jansson checks UTF-8, rejects NUL in strings unless asked, and caps depth */
-    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    /* jansson checks UTF-8 and caps the depth. NUL (\u0000) is let into
+     * string values so that the decoder refuses it at the field that holds
+     * it (codec.c), naming the rule; jansson still refuses it in keys. */
+    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root) {
-        kiln_diag_add(d, "", "line %d, column %d: %s", je.line, je.column, je.text);
+        json_error_path(buf, len, je.position > 0 ? (size_t)je.position : 0, path, sizeof path);
+        /* jansson says "not supported" of a NUL in a key: say the rule */
+        const char *near = strstr(je.text, " near ");
+        if (strncmp(je.text, "NUL byte in object key", 22) == 0)
+            kiln_diag_add(d, path,
+                          "line %d, column %d: a key holds a NUL character (\\u0000), which no "
+                          "field name or map key may hold%s",
+                          je.line, je.column, near ? near : "");
+        else
+            kiln_diag_add(d, path, "line %d, column %d: %s", je.line, je.column, je.text);
         if (errp) *errp = KILN_EINVAL;
         return NULL;
     }

@@ -24,7 +24,10 @@ json_t *kiln__yaml_load_err(const char *buf, size_t len, kiln_diag *d, kiln_err 
 #define KILN_SPEC_MAX_DOCS 64
 json_t *kiln__yaml_load_all(const char *buf, size_t len, kiln_diag *d, kiln_err *errp);
 
-/* Parses JSON with the same caps and error style. */
+/* Parses JSON with the same size cap and error style, except that a syntax
+ * error's violation names the field where it stands ("trainingInput.args[2]",
+ * "" at the top level). NUL (\u0000) is let into string values, for the
+ * decoder to refuse at its field; in keys it is a syntax error. */
 json_t *kiln__json_load(const char *buf, size_t len, kiln_diag *d, kiln_err *err);
 
 /* Emits a tree as a YAML document (block style, keys in insertion order).

@@ -146,23 +146,97 @@ probe_podman() {
 }
 fix_podman() { echo "apt-get install podman runc catatonit busybox-static, as root outside a chroot"; }
 
-# run-as-user tests: root, and a user they can create and remove
+# run-as-user tests: root, and a user they can create and remove (as
+# it_runas does: the tools being there is not enough where /etc/passwd
+# cannot be written)
 probe_runas() {
     [ "$(id -u)" = 0 ] || { echo "not root (uid $(id -u))"; return 1; }
     for _t in useradd userdel; do
         command -v "$_t" >/dev/null 2>&1 || { echo "$_t (passwd) is not installed"; return 1; }
     done
+    _u=kilnprobe$$
+    if ! _e=$(useradd -r -M -s /usr/sbin/nologin "$_u" 2>&1); then
+        echo "useradd failed: $(printf '%s' "$_e" | tail -1)"
+        return 1
+    fi
+    if ! _e=$(userdel "$_u" 2>&1); then
+        echo "userdel failed: $(printf '%s' "$_e" | tail -1)"
+        return 1
+    fi
 }
-fix_runas() { echo "run as root with passwd (useradd) installed"; }
+fix_runas() { echo "run as root with passwd (useradd) installed and /etc/passwd writable"; }
 
+# kiln_munge_start DIR: munged with a key of its own (never the machine's)
+# and its socket, pid file, log and seed, all in DIR (made, mode 700): the
+# Slurm test cluster (tests/service/slurm_cluster.sh) and the slurm probe
+# start it the same way. The socket is DIR/munge.socket. Returns 1 with the
+# reason on stdout when munged did not come up.
+kiln_munge_start() {
+    _md=$1
+    if ! mkdir -p "$_md" || ! chmod 700 "$_md"; then
+        echo "cannot make the munge directory $_md"
+        return 1
+    fi
+    if [ ! -s "$_md/munge.key" ] && ! mungekey -c -k "$_md/munge.key" 2>/dev/null &&
+        ! dd if=/dev/urandom of="$_md/munge.key" bs=1024 count=1 status=none; then
+        echo "cannot make a munge key in $_md"
+        return 1
+    fi
+    chmod 600 "$_md/munge.key"
+    if ! _e=$(munged -f --socket="$_md/munge.socket" --key-file="$_md/munge.key" \
+        --pid-file="$_md/munged.pid" --log-file="$_md/munged.log" \
+        --seed-file="$_md/munged.seed" 2>&1); then
+        echo "munged did not start: $(printf '%s' "$_e" | tail -1)"
+        return 1
+    fi
+    for _i in $(seq 1 50); do
+        [ -S "$_md/munge.socket" ] && return 0
+        sleep 0.1
+    done
+    echo "munged made no socket in 5 s: $(tail -1 "$_md/munged.log" 2>/dev/null)"
+    return 1
+}
+
+# kiln_munge_stop DIR: stops the munged of kiln_munge_start DIR (bounded)
+kiln_munge_stop() {
+    [ -s "$1/munged.pid" ] || return 0
+    _mp=$(cat "$1/munged.pid")
+    kill -TERM "$_mp" 2>/dev/null
+    for _i in $(seq 1 50); do
+        kill -0 "$_mp" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$_mp" 2>/dev/null
+    rm -f "$1/munged.pid"
+}
+
+# The Slurm tests need root (slurmd), the daemons, and first of all a munge
+# credential that round-trips with the test cluster's own munge setup:
+# packages that are installed but cannot authenticate (a chroot that
+# refuses munged, a key it will not read) make the cluster fail to start,
+# and must skip the tests with the reason instead.
 probe_slurm() {
-    for _t in munged slurmctld slurmd sbatch; do
+    for _t in munged munge unmunge slurmctld slurmd sbatch; do
         command -v "$_t" >/dev/null 2>&1 || { echo "$_t is not installed"; return 1; }
     done
     [ "$(id -u)" = 0 ] || { echo "not root: slurmd must run as root (uid $(id -u))"; return 1; }
-    id munge >/dev/null 2>&1 || { echo "there is no munge user"; return 1; }
+    _d=$(_kp_tmp) || { echo "cannot make a temporary directory"; return 1; }
+    _rc=0
+    if ! _e=$(kiln_munge_start "$_d/munge"); then
+        echo "$_e"
+        _rc=1
+    elif ! _e=$({ munge -n -S "$_d/munge/munge.socket" |
+        unmunge -S "$_d/munge/munge.socket" >/dev/null; } 2>&1); then
+        echo "a munge credential does not round-trip (munge -n | unmunge): $(printf '%s' "$_e" | tail -1)"
+        _rc=1
+    fi
+    kiln_munge_stop "$_d/munge"
+    rm -rf "$_d"
+    return $_rc
 }
-fix_slurm() { echo "apt-get install slurm-wlm munge, as root outside a chroot"; }
+fix_slurm() {
+    echo "apt-get install slurm-wlm munge, as root, where munged starts and a credential round-trips (munge -n | unmunge)"
+}
 
 probe_chromium() {
     command -v chromium >/dev/null 2>&1 || { echo "chromium is not installed"; return 1; }
@@ -182,10 +256,24 @@ probe_chromium() {
 }
 fix_chromium() { echo "apt-get install chromium chromium-driver"; }
 
-# the dashboard test drives chromium through Debian's selenium and chromedriver
+# the dashboard test drives chromium through Debian's selenium and
+# chromedriver: a session is started and loads a page, as the test does
 probe_selenium() {
     command -v chromedriver >/dev/null 2>&1 || { echo "chromedriver (chromium-driver) is not installed"; return 1; }
-    _kp_py /usr/bin/python3 'import selenium.webdriver'
+    _kp_py /usr/bin/python3 'import selenium.webdriver' || return 1
+    _kp_py /usr/bin/python3 '
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+o = webdriver.ChromeOptions()
+o.binary_location = "/usr/bin/chromium"
+for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+    o.add_argument(a)
+d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
+try:
+    d.get("data:text/html,<p id=k>kiln-probe-ok</p>")
+    assert d.find_element("id", "k").text == "kiln-probe-ok", "the page did not render"
+finally:
+    d.quit()'
 }
 fix_selenium() { echo "apt-get install chromium-driver python3-selenium"; }
 
@@ -230,7 +318,12 @@ _kp_py() {
         return 1
     fi
 }
-probe_torch() { _kp_py "${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}" 'import torch.distributed'; }
+# the DDP tests run torch.distributed's gloo backend (an import alone
+# succeeds in a torch built without it)
+probe_torch() {
+    _kp_py "${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}" 'import torch.distributed as d
+assert d.is_available() and d.is_gloo_available(), "torch.distributed without gloo"'
+}
 fix_torch() { echo "apt-get install python3-torch"; }
 # the interpreters test_summary_tb tries, in its order (a pyenv python3 on
 # PATH may lack what Debian's /usr/bin/python3 has)

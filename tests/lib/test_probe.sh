@@ -8,7 +8,9 @@
 #     unprivileged build container gives) the privileged probes say no with a
 #     reason, and the real coll_mpi_netns script skips (77) with its
 #     "SKIP [netns]:" line instead of failing; the same in a chroot made of
-#     bind mounts, where / is no mount point (the case that failed);
+#     bind mounts, where / is no mount point (the case that failed); there
+#     too the slurm probe's yes means the Slurm test cluster starts, and
+#     where unmunge cannot decode a credential it says no with that reason;
 #  4. scripts/test-summary --strict refuses a skipped software test, an
 #     untagged skip and (where this is real root) a skipped privileged test,
 #     and allows a skipped [gpu] test.
@@ -95,6 +97,24 @@ if kiln_probe netns; then
                 >"$r/tmp/mpi.out" 2>&1
             echo $? >"$r/tmp/mpi.rc"
         fi
+        # the slurm probe there, and where it says yes the test cluster
+        # itself (its own ports: it_slurm may run beside this test)
+        chroot "$r" sh "$src/tests/lib/probe.sh" check slurm >"$r/tmp/slurm.out" 2>&1
+        echo $? >"$r/tmp/slurm.rc"
+        if [ "$(cat "$r/tmp/slurm.rc")" = 0 ]; then
+            chroot "$r" bash "$src/tests/service/slurm_cluster.sh" start /tmp/cluster 44995 \
+                >"$r/tmp/cluster.out" 2>&1
+            echo $? >"$r/tmp/cluster.rc"
+            chroot "$r" bash "$src/tests/service/slurm_cluster.sh" stop /tmp/cluster >/dev/null 2>&1
+        fi
+        # and a chroot whose munge cannot decode a credential (the failure
+        # issue 28 met: "Unauthorized credential for client UID=0"): the
+        # packages are all there, the round trip is not
+        printf "#!/bin/sh\necho \"unmunge: Error: Unauthorized credential for client UID=0 GID=0\" >&2\nexit 13\n" \
+            >"$r/tmp/unmunge" && chmod 755 "$r/tmp/unmunge" &&
+            mount --bind "$r/tmp/unmunge" "$r/usr/bin/unmunge" || exit 1
+        chroot "$r" sh "$src/tests/lib/probe.sh" check slurm >"$r/tmp/slurm-broken.out" 2>&1
+        echo $? >"$r/tmp/slurm-broken.rc"
     ' sh "$R" "$SRC" "$RANKDIR" "$MPIRUN" "$RANK"
     rc=$(cat "$R/tmp/probe.rc" 2>/dev/null)
     [ "$rc" = 77 ] && grep -q '^SKIP \[netns\]: ip netns exec failed' "$R/tmp/probe.out" &&
@@ -106,6 +126,33 @@ if kiln_probe netns; then
             ok "coll_mpi_netns skips in a chroot" ||
             bad "coll_mpi_netns in a chroot: exit '$rc' (want 77): $(tail -3 "$R/tmp/mpi.out" 2>/dev/null)"
     fi
+    # slurm: a yes there means the test's cluster starts there; a no is a
+    # well-formed skip line
+    rc=$(cat "$R/tmp/slurm.rc" 2>/dev/null)
+    case $rc in
+    0)
+        if [ "$(cat "$R/tmp/cluster.rc" 2>/dev/null)" = 0 ]; then
+            ok "slurm in a chroot: the probe says yes and the test cluster starts there"
+        else
+            bad "slurm in a chroot: the probe says yes but the test cluster does not start: $(tail -5 "$R/tmp/cluster.out" 2>/dev/null)"
+        fi
+        ;;
+    77)
+        grep -q '^SKIP \[slurm\]: ..*; to run it: ' "$R/tmp/slurm.out" &&
+            ok "slurm in a chroot: $(cat "$R/tmp/slurm.out")" ||
+            bad "slurm in a chroot: a malformed skip line: $(cat "$R/tmp/slurm.out")"
+        ;;
+    *) bad "slurm in a chroot: exit '$rc': $(cat "$R/tmp/slurm.out" 2>/dev/null)" ;;
+    esac
+    # a credential that does not round-trip is a no, naming why (where the
+    # probe otherwise says yes, that is the only thing missing)
+    rc=$(cat "$R/tmp/slurm-broken.rc" 2>/dev/null)
+    want='^SKIP \[slurm\]: '
+    [ "$(cat "$R/tmp/slurm.rc" 2>/dev/null)" = 0 ] &&
+        want='^SKIP \[slurm\]: a munge credential does not round-trip (munge -n | unmunge): unmunge: Error: Unauthorized credential'
+    [ "$rc" = 77 ] && grep -q "$want" "$R/tmp/slurm-broken.out" &&
+        ok "slurm where munge cannot decode: $(cat "$R/tmp/slurm-broken.out")" ||
+        bad "slurm where munge cannot decode: exit '$rc': $(cat "$R/tmp/slurm-broken.out" 2>/dev/null)"
 else
     echo "note: the chroot check needs the netns probe ($KILN_PROBE_WHY): not run"
 fi

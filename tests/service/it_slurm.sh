@@ -26,7 +26,7 @@
 PORT_RANGE=44000-44799 # the cluster's own daemons listen on 44900-44992
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
-kiln_need slurm
+kiln_need slurm mknod # the cluster's fake GPUs are device nodes
 HERE=$(cd "$(dirname "$0")" && pwd)
 CLUSTER=$T/slurm
 AT_EXIT="$HERE/slurm_cluster.sh stop $CLUSTER"
@@ -51,7 +51,7 @@ done
 [ -n "$SPORT" ] || { fail "no three free ports in 44900-44992 for the test cluster"; finish; }
 if [ -z "$started" ]; then
     cat "$T/cluster.out" >&2
-    tail -n 20 "$CLUSTER"/log/*.log >&2
+    tail -n 20 "$CLUSTER"/log/*.log "$CLUSTER"/munge/munged.log >&2
     fail "the test cluster did not start"
     finish
 fi

@@ -192,7 +192,29 @@ static void test_shape_errors(void)
     expect_error(0, "{\"state\":\"DONE\"}", "state", "SUCCEEDED");
     expect_error(0, "[1,2]", "", "expected an object");
     expect_error(0, "{\"jobId\": \"a\", \"jobId\": \"b\"}", "", "duplicate");
-    expect_error(0, "{\"jobId\": ", "", "line 1");
+    /* JSON that does not parse is refused at the field where it stops */
+    expect_error(0, "{\"jobId\": ", "jobId", "line 1");
+    expect_error(0, "{\"trainingInput\":{\"args\":[\"x\",]}}", "trainingInput.args[1]",
+                 "unexpected token");
+    expect_error(0, "{\"trainingInput\":{\"masterConfig\":{\"env\":{\"A\":1e}}}}",
+                 "trainingInput.masterConfig.env.A", "line 1");
+    expect_error(0, "{\"trainingInput\":{\"workerCount\":99999999999999999999999}}",
+                 "trainingInput.workerCount", "too big integer");
+    expect_error(0, "{\"labels\":{\"a\\u0000b\":\"x\"}}", "labels", "NUL character");
+    /* NUL is refused at its field, in every kind of field that reads text */
+    expect_error(0, "{\"trainingInput\":{\"args\":[\"ok\",\"a\\u0000b\"]}}",
+                 "trainingInput.args[1]", "NUL character (\\u0000) at byte 1");
+    expect_error(0, "{\"trainingInput\":{\"workerCount\":\"2\\u0000\"}}",
+                 "trainingInput.workerCount", "NUL");
+    expect_error(0, "{\"trainingInput\":{\"scaleTier\":\"BASIC\\u0000\"}}",
+                 "trainingInput.scaleTier", "NUL");
+    expect_error(0, "{\"trainingInput\":{\"scheduling\":{\"maxWaitTime\":\"3600s\\u0000\"}}}",
+                 "trainingInput.scheduling.maxWaitTime", "NUL");
+    expect_error(0, "{\"state\":\"QUEUED\\u0000\"}", "state", "NUL");
+    expect_error(1, "labels: {\"a\\0b\": x}\n", "", "NUL character");
+    /* the limits name themselves */
+    expect_error(0, "{\"trainingInput\":{\"scheduling\":{\"priority\":99999999999}}}",
+                 "trainingInput.scheduling.priority", "an int32 holds -2147483648 to 2147483647");
     expect_error(1, "trainingInput:\n  workerCount: [1\n", "", "line");
     expect_error(1, "a: &x 1\nb: *x\n", "", "aliases");
     expect_error(1, "jobId: a\n---\njobId: b\n", "", "one YAML document");
@@ -202,7 +224,7 @@ static void test_shape_errors(void)
     expect_error(1, "? [a]\n: b\n", "", "keys must be plain strings");
     expect_error(1, "trainingInput: [1]\n", "trainingInput", "expected an object");
     expect_error(1, "\xff\xfe: x\n", "", NULL); /* not UTF-8 */
-    expect_error(0, "{\"jobId\": \"\xc3\x28\"}", "", NULL);
+    expect_error(0, "{\"jobId\": \"\xc3\x28\"}", "jobId", NULL);
 }
 
 static void test_all_errors_reported(void)
