@@ -519,8 +519,9 @@ static int run_step(kiln_model *m, int s, int n)
             /* nothing ran while capturing, so the step can still run eagerly;
              * say so once: the run goes on, slower than it could */
             if (g) be->graph_free(v->d, g);
-            fprintf(stderr, "kiln: %s: the training step cannot be captured as a CUDA graph "
-                            "(%s); running it without graphs\n",
+            fprintf(stderr,
+                    "kiln: %s: the training step cannot be captured as a CUDA graph "
+                    "(%s); running it without graphs\n",
                     m->device, m->err);
             v->use_graphs = 0;
             return step_ops(m, s, n);
