@@ -34,6 +34,13 @@ EXPECT='unknown or incomplete' expect2 --synthetic --bogus=1
 EXPECT='index must be a decimal' expect2 --synthetic --device=/gpu:x
 EXPECT='the CPU path is fp32 only' expect2 --synthetic --device=/cpu:0 --precision=tf32
 EXPECT='expected fp32, tf32, bf16 or fp16' expect2 --synthetic --precision=fp8
+# --display_every on the CPU: a line every 2 steps and the last
+"$KT" resnet50 --synthetic --device=/cpu:0 --batch_size=2 --image_size=64 --width=4 \
+    --num_batches=5 --num_warmup_batches=0 --display_every=2 >"$out.d" 2>&1
+[ "$(grep -c 'images/sec: [0-9.]* +/- ' "$out.d")" -eq 3 ] ||
+    { echo "--display_every=2 over 5 steps: want 3 lines: $(cat "$out.d")"; fail=1; }
+rm -f "$out.d"
+EXPECT='no CPU compute threads' expect2 --synthetic --device=/gpu:0 --threads=4
 # a GPU that cannot be used (none here, or no driver, or no CUDA backend):
 # exit 1 and a message naming it, never a quiet CPU run
 if ! "$KT" devices --device=/gpu:0 >/dev/null 2>&1; then

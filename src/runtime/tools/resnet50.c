@@ -36,7 +36,9 @@ static void usage(FILE *f)
                "                           [--display_every=10]\n"
                "  --device: by default the first GPU this process sees, else the CPU\n"
                "  --width scales every stage (64 is ResNet-50; smaller is for quick checks)\n"
-               "  --display_every: GPU steps between waits and printed lines\n");
+               "  --display_every: steps between printed lines (on a GPU also between waits;\n"
+               "                   default 10 there, 1 on the CPU)\n"
+               "  --threads: the CPU path's compute threads (refused on a GPU, which has none)\n");
 }
 
 static int num(const char *flag, const char *v, long lo, long hi, long *out)
@@ -270,6 +272,14 @@ int kiln_train_resnet50_main(int argc, char **argv)
     if (!o.device && kiln_cuda_device_count(&n, err, sizeof err) == KILN_OK && n > 0)
         dev = (kiln_device_spec){.kind = KILN_DEVICE_GPU, .index = 0};
     if (dev.kind == KILN_DEVICE_GPU) {
+        if (o.threads) {
+            /* accepted and not acted on would be worse than refused */
+            fprintf(stderr,
+                    "kiln-train resnet50: --threads=%ld: the GPU path computes on /gpu:%d and has "
+                    "no CPU compute threads to set; drop the flag, or add --device=/cpu:0\n",
+                    o.threads, dev.index);
+            return 2;
+        }
         if (precision == KILN_PRECISION_BF16 || precision == KILN_PRECISION_FP16) {
             fprintf(stderr,
                     "kiln-train resnet50: --precision=%s: mixed precision is not built yet on the "
@@ -328,6 +338,7 @@ int kiln_train_resnet50_main(int argc, char **argv)
         sum2 += ips * ips;
         timed++;
         double mean = sum / timed, sd = timed > 1 ? sqrt(fmax(0, sum2 / timed - mean * mean)) : 0;
+        if ((step + 1) % (o.display > 0 ? o.display : 1) && step + 1 != o.batches) continue;
         printf("%ld\timages/sec: %.1f +/- %.1f (jitter = %.1f)\t%.3f\n", step + 1, mean, sd,
                fabs(ips - mean), loss);
         fflush(stdout);
