@@ -222,25 +222,26 @@ void kiln_cu_free(kiln_cuda_ctx *c, void *p)
 }
 
 /* On the compute stream, so the copy is ordered after queued work. */
-static kiln_err copy_sync(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes,
-                          enum cudaMemcpyKind kind)
+/* A copy in compute-stream order; wait: until it (and all before it) is done. */
+static kiln_err copy_on_stream(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes,
+                               enum cudaMemcpyKind kind, int wait)
 {
     kiln_err rc = KILN_OK;
     CK_KILN(kiln_cu__enter(c));
     CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, kind, c->stream));
-    CK_CUDA(c, cudaStreamSynchronize(c->stream));
+    if (wait) CK_CUDA(c, cudaStreamSynchronize(c->stream));
 out:
     return rc;
 }
 
 kiln_err kiln_cu_upload(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
 {
-    return copy_sync(c, dst, src, bytes, cudaMemcpyHostToDevice);
+    return copy_on_stream(c, dst, src, bytes, cudaMemcpyHostToDevice, 1);
 }
 
 kiln_err kiln_cu_download(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
 {
-    return copy_sync(c, dst, src, bytes, cudaMemcpyDeviceToHost);
+    return copy_on_stream(c, dst, src, bytes, cudaMemcpyDeviceToHost, 1);
 }
 
 kiln_err kiln_cu_host_alloc(kiln_cuda_ctx *c, size_t bytes, void **out)
@@ -271,20 +272,12 @@ out:
 
 kiln_err kiln_cu_download_async(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
 {
-    kiln_err rc = KILN_OK;
-    CK_KILN(kiln_cu__enter(c));
-    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
-out:
-    return rc;
+    return copy_on_stream(c, dst, src, bytes, cudaMemcpyDeviceToHost, 0);
 }
 
 kiln_err kiln_cu_upload_ordered(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
 {
-    kiln_err rc = KILN_OK;
-    CK_KILN(kiln_cu__enter(c));
-    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
-out:
-    return rc;
+    return copy_on_stream(c, dst, src, bytes, cudaMemcpyHostToDevice, 0);
 }
 
 unsigned long kiln_cu_mem_epoch(const kiln_cuda_ctx *c)

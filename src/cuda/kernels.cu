@@ -258,16 +258,33 @@ out:
     return rc;
 }
 
-/* ---- optimizers: the CPU's per-element operations, uncontracted ---- */
+/* ---- optimizers: the CPU's per-element operations, uncontracted ----
+ * One element's update each, shared by the kernels that take their
+ * hyper-parameters by value and those that read them from device memory. */
+
+__device__ __forceinline__ void sgd_elem(float *p, const float *g, float *v, size_t i, float lr,
+                                         float mom)
+{
+    float vi = __fadd_rn(__fmul_rn(mom, v[i]), g[i]);
+    v[i] = vi;
+    p[i] = __fsub_rn(p[i], __fmul_rn(lr, vi));
+}
+
+__device__ __forceinline__ void adam_elem(float *p, const float *g, float *m, float *v, size_t i,
+                                          float b1, float b2, float eps, float step, float sbc2)
+{
+    float gi = g[i];
+    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(__fsub_rn(1.0f, b1), gi));
+    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    float den = __fadd_rn(__fdiv_rn(sqrtf(vi), sbc2), eps);
+    p[i] = __fsub_rn(p[i], __fdiv_rn(__fmul_rn(step, mi), den));
+}
 
 __global__ void sgd_k(float *p, const float *g, float *v, size_t n, float lr, float mom)
 {
-    FOR_EACH(i, n)
-    {
-        float vi = __fadd_rn(__fmul_rn(mom, v[i]), g[i]);
-        v[i] = vi;
-        p[i] = __fsub_rn(p[i], __fmul_rn(lr, vi));
-    }
+    FOR_EACH(i, n) sgd_elem(p, g, v, i, lr, mom);
 }
 
 extern "C" kiln_err kiln_cu_sgd_update(kiln_cuda_ctx *c, float *p, const float *g, float *v,
@@ -285,17 +302,7 @@ out:
 __global__ void adam_k(float *p, const float *g, float *m, float *v, size_t n, float b1, float b2,
                        float eps, float step, float sbc2)
 {
-    FOR_EACH(i, n)
-    {
-        float gi = g[i];
-        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(__fsub_rn(1.0f, b1), gi));
-        float vi =
-            __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
-        m[i] = mi;
-        v[i] = vi;
-        float den = __fadd_rn(__fdiv_rn(sqrtf(vi), sbc2), eps);
-        p[i] = __fsub_rn(p[i], __fdiv_rn(__fmul_rn(step, mi), den));
-    }
+    FOR_EACH(i, n) adam_elem(p, g, m, v, i, b1, b2, eps, step, sbc2);
 }
 
 extern "C" kiln_err kiln_cu_adam_update(kiln_cuda_ctx *c, float *p, const float *g, float *m,
@@ -417,12 +424,7 @@ extern "C" float kiln_cu_bf16_to_f32_host(uint16_t h)
 __global__ void sgd_dev_k(float *p, const float *g, float *v, size_t n, const float *hyper)
 {
     float lr = hyper[0], mom = hyper[1];
-    FOR_EACH(i, n)
-    {
-        float vi = __fadd_rn(__fmul_rn(mom, v[i]), g[i]);
-        v[i] = vi;
-        p[i] = __fsub_rn(p[i], __fmul_rn(lr, vi));
-    }
+    FOR_EACH(i, n) sgd_elem(p, g, v, i, lr, mom);
 }
 
 extern "C" kiln_err kiln_cu_sgd_update_dev(kiln_cuda_ctx *c, float *p, const float *g, float *v,
@@ -441,17 +443,7 @@ __global__ void adam_dev_k(float *p, const float *g, float *m, float *v, size_t 
                            const float *hyper)
 {
     float step = hyper[0], sbc2 = hyper[1], b1 = hyper[2], b2 = hyper[3], eps = hyper[4];
-    FOR_EACH(i, n)
-    {
-        float gi = g[i];
-        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(__fsub_rn(1.0f, b1), gi));
-        float vi =
-            __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
-        m[i] = mi;
-        v[i] = vi;
-        float den = __fadd_rn(__fdiv_rn(sqrtf(vi), sbc2), eps);
-        p[i] = __fsub_rn(p[i], __fdiv_rn(__fmul_rn(step, mi), den));
-    }
+    FOR_EACH(i, n) adam_elem(p, g, m, v, i, b1, b2, eps, step, sbc2);
 }
 
 extern "C" kiln_err kiln_cu_adam_update_dev(kiln_cuda_ctx *c, float *p, const float *g, float *m,
