@@ -300,8 +300,12 @@ static int cpu_crop2d(kiln__dev *d, const float *src, float *dst, int n, int s, 
 
 /* Labels of up to 256 classes go through the CPU's own kernel (uint8
  * labels); a label it cannot hold makes the loss NaN, as on the GPU. */
-static int cpu_xent(kiln__dev *d, const float *logits, const int32_t *labels, int B, int K,
-                    float *dlogits, float grad_scale, float *loss, int *correct)
+typedef float (*xent_fn)(const float *logits, const uint8_t *labels, int B, int K, float *dlogits,
+                         int *correct);
+
+/* The table's cross-entropy on one of the CPU's (fast or reference) */
+static int xent_with(xent_fn fn, kiln__dev *d, const float *logits, const int32_t *labels, int B,
+                     int K, float *dlogits, float grad_scale, float *loss, int *correct)
 {
     uint8_t *y = (uint8_t *)scratch(d, ((size_t)B + 3) / 4);
     int bad = 0, ok = 0;
@@ -312,13 +316,19 @@ static int cpu_xent(kiln__dev *d, const float *logits, const int32_t *labels, in
         bad |= labels[i] < 0 || labels[i] >= K;
         y[i] = bad ? 0 : (uint8_t)labels[i];
     }
-    l = kiln_xent(logits, y, B, K, dlogits, &ok);
+    l = fn(logits, y, B, K, dlogits, &ok);
     if (dlogits && grad_scale != 1.0f)
         for (size_t i = 0; i < (size_t)B * K; i++)
             dlogits[i] *= grad_scale;
     if (loss) *loss = bad ? NAN : l;
     if (correct) *correct = ok;
     return 0;
+}
+
+static int cpu_xent(kiln__dev *d, const float *logits, const int32_t *labels, int B, int K,
+                    float *dlogits, float grad_scale, float *loss, int *correct)
+{
+    return xent_with(kiln_xent, d, logits, labels, B, K, dlogits, grad_scale, loss, correct);
 }
 
 static int cpu_sgd(kiln__dev *d, float *p, const float *g, float *v, size_t n, const float *hyper)
@@ -432,21 +442,7 @@ static int ref_bn_bwd(kiln__dev *d, const float *x, const float *gamma, const fl
 static int ref_xent(kiln__dev *d, const float *logits, const int32_t *labels, int B, int K,
                     float *dlogits, float grad_scale, float *loss, int *correct)
 {
-    uint8_t *y = (uint8_t *)scratch(d, ((size_t)B + 3) / 4);
-    int bad = 0, ok = 0;
-    if (!y) return -1;
-    if (K > 256) return fail(d, "cpu: cross-entropy over %d classes: at most 256", K);
-    for (int i = 0; i < B; i++) {
-        bad |= labels[i] < 0 || labels[i] >= K;
-        y[i] = bad ? 0 : (uint8_t)labels[i];
-    }
-    float l = kiln_xent_ref(logits, y, B, K, dlogits, &ok);
-    if (dlogits && grad_scale != 1.0f)
-        for (size_t i = 0; i < (size_t)B * K; i++)
-            dlogits[i] *= grad_scale;
-    if (loss) *loss = bad ? NAN : l;
-    if (correct) *correct = ok;
-    return 0;
+    return xent_with(kiln_xent_ref, d, logits, labels, B, K, dlogits, grad_scale, loss, correct);
 }
 
 static void ref_describe(kiln__dev *d, char *buf, size_t len)
@@ -480,40 +476,16 @@ const kiln__backend kiln__backend_cpu_ref = {
 };
 
 const kiln__backend kiln__backend_cpu = {
-    .abi = KILN__BACKEND_ABI,
+    CPU_TABLE_COMMON,
     .name = "cpu",
-    .open = cpu_open,
-    .close = cpu_close,
-    .error = cpu_error,
     .describe = cpu_describe,
-    .set_tf32 = cpu_set_tf32,
-    .sync = cpu_sync,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .host_alloc = cpu_alloc,
-    .host_free = cpu_free,
-    .upload = cpu_copy,
-    .download = cpu_copy,
-    .upload_async = cpu_copy,
-    .upload_ordered = cpu_copy,
-    .download_async = cpu_copy,
     .dense_fwd = cpu_dense_fwd,
     .dense_bwd = cpu_dense_bwd,
     .conv_fwd = cpu_conv_fwd,
     .conv_bwd = cpu_conv_bwd,
-    .maxpool_fwd = cpu_maxpool_fwd,
-    .maxpool_bwd = cpu_maxpool_bwd,
     .avgpool_fwd = cpu_avgpool_fwd,
     .avgpool_bwd = cpu_avgpool_bwd,
     .bn_fwd_train = cpu_bn_fwd_train,
-    .bn_fwd_infer = cpu_bn_fwd_infer,
     .bn_bwd = cpu_bn_bwd,
-    .relu_fwd = cpu_relu_fwd,
-    .relu_bwd = cpu_relu_bwd,
-    .add = cpu_add,
-    .pad2d = cpu_pad2d,
-    .crop2d = cpu_crop2d,
     .xent = cpu_xent,
-    .sgd = cpu_sgd,
-    .adam = cpu_adam,
 };

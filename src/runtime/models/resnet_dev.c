@@ -124,6 +124,20 @@ static void prof_add(prof *p, const char *what, double secs)
         }                                                                                          \
     } while (0)
 
+/* Every unit (conv + batch norm) into us, in the parameters' order;
+ * returns the count. */
+#define MAX_UNITS (1 + 4 * N_BLOCKS)
+static int all_units(kiln_resnet_dev *r, dunit **us)
+{
+    int nu = 0;
+    us[nu++] = &r->stem;
+    for (int i = 0; i < N_BLOCKS; i++) {
+        us[nu++] = &r->blk[i].a, us[nu++] = &r->blk[i].b, us[nu++] = &r->blk[i].c;
+        if (r->blk[i].has_down) us[nu++] = &r->blk[i].down;
+    }
+    return nu;
+}
+
 static float *dalloc(kiln_resnet_dev *r, size_t n, int *bad)
 {
     void *p = NULL;
@@ -181,14 +195,13 @@ void kiln_resnet_dev_destroy(kiln_resnet_dev *r)
 {
     if (!r) return;
     if (r->d) {
+        dunit *us[MAX_UNITS];
+        int nu = all_units(r, us);
         r->be->sync(r->d);
-        unit_free(r, &r->stem);
-        for (int i = 0; i < N_BLOCKS; i++) {
-            dblock *b = &r->blk[i];
-            unit_free(r, &b->a), unit_free(r, &b->b), unit_free(r, &b->c);
-            if (b->has_down) unit_free(r, &b->down);
-            if (b->y) r->be->free(r->d, b->y);
-        }
+        for (int i = 0; i < nu; i++)
+            unit_free(r, us[i]);
+        for (int i = 0; i < N_BLOCKS; i++)
+            if (r->blk[i].y) r->be->free(r->d, r->blk[i].y);
         float *f[] = {r->fc_w,   r->fc_b,    r->dfc_w,  r->dfc_b, r->vfc_w, r->vfc_b,  r->x,
                       r->padded, r->dpadded, r->pooled, r->feat,  r->dfeat, r->logits, r->dlogits,
                       r->g[0],   r->g[1],    r->g[2],   r->g[3],  r->tmp,   r->hyper,  r->loss};
@@ -241,13 +254,8 @@ static kiln_err upload_init(kiln_resnet_dev *r, const kiln_resnet_cfg *cfg)
     }
     for (size_t i = 0; i < most; i++)
         ones[i] = 1.0f;
-    dunit *us[1 + 4 * N_BLOCKS];
-    int nu = 0;
-    us[nu++] = &r->stem;
-    for (int i = 0; i < N_BLOCKS; i++) {
-        us[nu++] = &r->blk[i].a, us[nu++] = &r->blk[i].b, us[nu++] = &r->blk[i].c;
-        if (r->blk[i].has_down) us[nu++] = &r->blk[i].down;
-    }
+    dunit *us[MAX_UNITS];
+    int nu = all_units(r, us);
     for (int i = 0; i < nu; i++)
         CK(r->be->upload(r->d, us[i]->rvar, ones, (size_t)us[i]->cout * sizeof(float)),
            "initialising batch norm");
@@ -367,14 +375,9 @@ const char *kiln_resnet_dev_error(const kiln_resnet_dev *r)
 /* Sets every shape to a batch of n (<= max_n): the conv shapes' n. */
 static void set_batch(kiln_resnet_dev *r, int n)
 {
-    dunit *us[1 + 4 * N_BLOCKS];
-    int nu = 0;
+    dunit *us[MAX_UNITS];
     if (n == r->n) return;
-    us[nu++] = &r->stem;
-    for (int i = 0; i < N_BLOCKS; i++) {
-        us[nu++] = &r->blk[i].a, us[nu++] = &r->blk[i].b, us[nu++] = &r->blk[i].c;
-        if (r->blk[i].has_down) us[nu++] = &r->blk[i].down;
-    }
+    int nu = all_units(r, us);
     for (int i = 0; i < nu; i++) {
         dunit *u = us[i];
         u->s.n = n;

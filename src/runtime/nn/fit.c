@@ -135,6 +135,47 @@ static void src_stop(batch_src *s)
     free(s->y);
 }
 
+/* The bookkeeping both loops share: the epoch's clock and sample count,
+ * a step's kiln_fit_info, and the callbacks around a step. */
+typedef struct fit_clock {
+    uint64_t epoch; /* UINT64_MAX before the first batch */
+    double t0;
+    size_t seen;
+} fit_clock;
+
+/* A new epoch starts its clock and calls on_epoch_begin; 1: stop. */
+static int epoch_begin(kiln_model *m, const kiln_callbacks *cb, fit_clock *c, const kiln_batch *b,
+                       uint64_t spe)
+{
+    if (b->epoch == c->epoch) return 0;
+    c->epoch = b->epoch;
+    c->t0 = now_s();
+    c->seen = 0;
+    return cb->on_epoch_begin && cb->on_epoch_begin(cb->ud, m, b->epoch, spe) ? 1 : 0;
+}
+
+static kiln_fit_info batch_info(const kiln_batch *b, uint64_t spe)
+{
+    return (kiln_fit_info){.epoch = b->epoch,
+                           .step = b->step,
+                           .steps_per_epoch = spe,
+                           .batch = (int)b->size,
+                           .last_in_epoch = b->last_in_epoch};
+}
+
+/* After a step: the rate, the step count, on_step_end and, at an epoch's
+ * end, on_epoch_end; 1: a callback stops training. */
+static int step_done(kiln_model *m, const kiln_callbacks *cb, fit_clock *c, kiln_fit_info *info)
+{
+    c->seen += (size_t)info->batch;
+    double dt = now_s() - c->t0;
+    info->samples_per_sec = dt > 0 ? (double)c->seen / dt : 0.0;
+    info->global_step = kiln_model_step(m);
+    if (cb->on_step_end && cb->on_step_end(cb->ud, m, info)) return 1;
+    if (info->last_in_epoch && cb->on_epoch_end && cb->on_epoch_end(cb->ud, m, info)) return 1;
+    return 0;
+}
+
 /* The loop on a device (nn/model_dev.c): batch k+1 is staged (its upload
  * queued on the copy stream) between launching step k and waiting for it,
  * so the upload overlaps the step; step k's callbacks still run after it
@@ -143,29 +184,18 @@ static int fit_dev(kiln_model *m, batch_src *src, uint64_t spe, const kiln_callb
 {
     kiln_batch b, nb;
     int rc = 0, have = src_next(src, &b);
-    uint64_t cur_epoch = UINT64_MAX;
-    double t0 = now_s();
-    size_t seen = 0;
+    fit_clock clk = {.epoch = UINT64_MAX};
     if (have) {
         int r = kiln__dev_stage(m, b.images, b.labels, (int)b.size);
         src_release(src, &b); /* staged: copied into the device's own buffer */
         if (r) return -1;
     }
     while (have) {
-        if (b.epoch != cur_epoch) {
-            cur_epoch = b.epoch;
-            t0 = now_s();
-            seen = 0;
-            if (cb->on_epoch_begin && cb->on_epoch_begin(cb->ud, m, b.epoch, spe)) {
-                rc = 1;
-                break;
-            }
+        if (epoch_begin(m, cb, &clk, &b, spe)) {
+            rc = 1;
+            break;
         }
-        kiln_fit_info info = {.epoch = b.epoch,
-                              .step = b.step,
-                              .steps_per_epoch = spe,
-                              .batch = (int)b.size,
-                              .last_in_epoch = b.last_in_epoch};
+        kiln_fit_info info = batch_info(&b, spe);
         if (kiln__dev_launch(m)) {
             rc = -1;
             break;
@@ -183,15 +213,7 @@ static int fit_dev(kiln_model *m, batch_src *src, uint64_t spe, const kiln_callb
             rc = -1;
             break;
         }
-        seen += (size_t)info.batch;
-        double dt = now_s() - t0;
-        info.samples_per_sec = dt > 0 ? (double)seen / dt : 0.0;
-        info.global_step = kiln_model_step(m);
-        if (cb->on_step_end && cb->on_step_end(cb->ud, m, &info)) {
-            rc = 1;
-            break;
-        }
-        if (info.last_in_epoch && cb->on_epoch_end && cb->on_epoch_end(cb->ud, m, &info)) {
+        if (step_done(m, cb, &clk, &info)) {
             rc = 1;
             break;
         }
@@ -288,25 +310,14 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
         return rc;
     }
     kiln_batch b;
-    uint64_t cur_epoch = UINT64_MAX;
-    double t0 = now_s();
-    size_t seen = 0;
+    fit_clock clk = {.epoch = UINT64_MAX};
     while (src_next(&src, &b)) {
-        if (b.epoch != cur_epoch) {
-            cur_epoch = b.epoch;
-            t0 = now_s();
-            seen = 0;
-            if (cb->on_epoch_begin && cb->on_epoch_begin(cb->ud, m, b.epoch, spe)) {
-                src_release(&src, &b);
-                rc = 1;
-                break;
-            }
+        if (epoch_begin(m, cb, &clk, &b, spe)) {
+            src_release(&src, &b);
+            rc = 1;
+            break;
         }
-        kiln_fit_info info = {.epoch = b.epoch,
-                              .step = b.step,
-                              .steps_per_epoch = spe,
-                              .batch = (int)b.size,
-                              .last_in_epoch = b.last_in_epoch};
+        kiln_fit_info info = batch_info(&b, spe);
         int r;
         if (opts->sync) {
             /* this slice's weight in the global batch's mean loss */
@@ -323,15 +334,7 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
             rc = -1;
             break;
         }
-        seen += (size_t)info.batch;
-        double dt = now_s() - t0;
-        info.samples_per_sec = dt > 0 ? (double)seen / dt : 0.0;
-        info.global_step = kiln_model_step(m);
-        if (cb->on_step_end && cb->on_step_end(cb->ud, m, &info)) {
-            rc = 1;
-            break;
-        }
-        if (info.last_in_epoch && cb->on_epoch_end && cb->on_epoch_end(cb->ud, m, &info)) {
+        if (step_done(m, cb, &clk, &info)) {
             rc = 1;
             break;
         }

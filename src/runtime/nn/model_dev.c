@@ -172,30 +172,36 @@ void kiln__dev_free(kiln_model *m)
     m->dv = NULL;
 }
 
-/* Pushes every host copy to the device. */
-static int push(kiln_model *m)
+/* Copies every buffer's state between its host copy and its device copy
+ * (to_dev: host -> device), clearing the flag that asked for it. */
+static int sync_state(kiln_model *m, int to_dev)
 {
     kiln__devmodel *v = m->dv;
     int rc = 0;
-    for (int i = 0; i < v->nmir; i++)
-        CK(m, v->be->upload(v->d, v->mir[i].dev, v->mir[i].host, sizeof(float) * v->mir[i].n),
-           "uploading the model's state");
-    v->dev_stale = 0;
+    for (int i = 0; i < v->nmir; i++) {
+        const mirror *r = &v->mir[i];
+        size_t bytes = sizeof(float) * r->n;
+        CK(m,
+           to_dev ? v->be->upload(v->d, r->dev, r->host, bytes)
+                  : v->be->download(v->d, r->host, r->dev, bytes),
+           to_dev ? "uploading the model's state" : "downloading the model's state");
+    }
+    if (to_dev)
+        v->dev_stale = 0;
+    else
+        v->host_stale = 0;
 out:
     return rc;
 }
 
+static int push(kiln_model *m)
+{
+    return sync_state(m, 1);
+}
+
 int kiln__dev_pull(kiln_model *m)
 {
-    kiln__devmodel *v = m->dv;
-    int rc = 0;
-    if (!v || !v->host_stale) return 0;
-    for (int i = 0; i < v->nmir; i++)
-        CK(m, v->be->download(v->d, v->mir[i].host, v->mir[i].dev, sizeof(float) * v->mir[i].n),
-           "downloading the model's state");
-    v->host_stale = 0;
-out:
-    return rc;
+    return m->dv && m->dv->host_stale ? sync_state(m, 0) : 0;
 }
 
 void kiln__dev_exposed(kiln_model *m)
@@ -453,18 +459,26 @@ static int free_slot(const kiln__devmodel *v)
     return -1;
 }
 
+/* Slot s's pinned labels from y[0..n), each checked against the classes. */
+static int put_labels(kiln_model *m, int s, const uint8_t *y, int n)
+{
+    int K = (int)out_size(m->layers[m->nl - 1]);
+    for (int i = 0; i < n; i++) {
+        if (y[i] >= K) return fail(m, "label %d out of range for %d classes", y[i], K);
+        m->dv->hlab[s][i] = y[i];
+    }
+    return 0;
+}
+
 int kiln__dev_stage(kiln_model *m, const float *x, const uint8_t *y, int n)
 {
     kiln__devmodel *v = m->dv;
-    int K = (int)out_size(m->layers[m->nl - 1]), s = free_slot(v), rc = 0;
+    int s = free_slot(v), rc = 0;
     size_t dim = (size_t)m->h * m->w * m->c;
     if (n < 1 || n > m->batch)
         return fail(m, "batch of %d examples, compiled for 1..%d", n, m->batch);
     if (s < 0) return fail(m, "%s: both input slots are in use", m->device);
-    for (int i = 0; i < n; i++) {
-        if (y[i] >= K) return fail(m, "label %d out of range for %d classes", y[i], K);
-        v->hlab[s][i] = y[i];
-    }
+    if (put_labels(m, s, y, n)) return -1;
     memcpy(v->hin[s], x, sizeof(float) * (size_t)n * dim);
     CK(m, v->be->upload_async(v->d, v->in[s], v->hin[s], sizeof(float) * (size_t)n * dim),
        "uploading a batch");
@@ -553,18 +567,16 @@ int kiln__dev_launch(kiln_model *m)
     set_hyper(m);
     CK(m, v->be->upload_ordered(v->d, v->hyper, v->hhyper, sizeof(float) * KILN__HYPER_MAX),
        "uploading the learning rate");
-    if ((rc = run_step(m, s, n))) goto fail_step;
+    if ((rc = run_step(m, s, n))) goto out;
     CK(m, v->be->download_async(v->d, v->hloss, v->loss, 2 * sizeof(float)), "reading the loss");
     v->order[0] = v->order[1];
     v->nstaged--;
     v->staged[s] = 0;
     v->flight = s;
     v->host_stale = 1;
-    return 0;
 out:
-fail_step:
-    m->step--;
-    return rc ? rc : -1;
+    if (rc) m->step--; /* the step was not taken */
+    return rc;
 }
 
 int kiln__dev_finish(kiln_model *m, float *loss, int *correct)
@@ -604,15 +616,12 @@ void kiln__dev_unstage(kiln_model *m)
 static int infer(kiln_model *m, const float *x, const uint8_t *y, int n, int *slot)
 {
     kiln__devmodel *v = m->dv;
-    int s = free_slot(v), rc = 0, K = (int)out_size(m->layers[m->nl - 1]);
+    int s = free_slot(v), rc = 0;
     size_t dim = (size_t)m->h * m->w * m->c;
     if (s < 0) return fail(m, "%s: both input slots are in use", m->device);
     if (v->dev_stale && (rc = push(m))) return rc;
     if (y) {
-        for (int i = 0; i < n; i++) {
-            if (y[i] >= K) return fail(m, "label %d out of range for %d classes", y[i], K);
-            v->hlab[s][i] = y[i];
-        }
+        if (put_labels(m, s, y, n)) return -1;
         CK(m, v->be->upload(v->d, v->lab[s], v->hlab[s], sizeof(int32_t) * (size_t)n),
            "uploading labels");
     }
