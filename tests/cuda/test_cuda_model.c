@@ -270,9 +270,8 @@ static void resnet(const kiln__backend *be, const char *bn, const char *find, in
               "resnet step: %s", kiln_resnet_dev_error(d));
     if (d2) CHECK(kiln_resnet_dev_step(d2, 0.05f, 0.9f) == 0 && kiln_resnet_dev_wait(d2, 0) == 0);
     int wf;
-    double e = resnet_update_err(h, before, NULL, d, d2, &worst, &same);
     double ef = resnet_update_err(h, before, hf, NULL, NULL, &wf, &same);
-    if (d2) resnet_update_err(h, before, NULL, d, d2, &worst, &same);
+    double e = resnet_update_err(h, before, NULL, d, d2, &worst, &same);
     printf("resnet (batch norm %s, conv algorithms %s): loss %.6f (reference) %.6f (CPU fast) "
            "%.6f (/gpu:0); the first update vs the reference's: /gpu:0 %.3g (buffer %d), CPU "
            "fast path %.3g (buffer %d)%s\n",

@@ -15,9 +15,8 @@
  *  [SMALL_CONV2: conv 8 3x3 valid, relu, average pool 2], flatten, dense 10. */
 enum { SMALL_MLP = 0, SMALL_CNN = 1, SMALL_BN = 2, SMALL_CONV2 = 4 };
 
-/* The model compiled with opt, softmax cross-entropy, batch and seed 7; NULL
- * (the reason on stderr) where compile fails. */
-static inline kiln_model *small_model(int shape, kiln_optimizer opt, int batch)
+/* The layers of `shape`, not compiled yet (a device may still be set). */
+static inline kiln_model *small_model_layers(int shape)
 {
     kiln_model *m = kiln_model_new(28, 28, 1);
     if (shape & SMALL_CNN) {
@@ -37,6 +36,14 @@ static inline kiln_model *small_model(int shape, kiln_optimizer opt, int batch)
         kiln_model_add(m, kiln_dense(32, KILN_RELU));
         kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
     }
+    return m;
+}
+
+/* The model compiled with opt, softmax cross-entropy, batch and seed 7; NULL
+ * (the reason on stderr) where compile fails. */
+static inline kiln_model *small_model(int shape, kiln_optimizer opt, int batch)
+{
+    kiln_model *m = small_model_layers(shape);
     if (kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, batch, 7)) {
         fprintf(stderr, "compile: %s\n", kiln_model_error(m));
         kiln_model_free(m);

@@ -42,22 +42,8 @@ enum { MLP = 0, CNN = 1 };
  * (table 0), through the device table (1) or the reference table (2). */
 static kiln_model *build(int shape, kiln_optimizer opt, int table)
 {
-    kiln_model *m = kiln_model_new(28, 28, 1);
-    if (shape == CNN) {
-        kiln_model_add(m, kiln_conv2d(4, 3, 1, KILN_SAME, KILN_RELU));
-        kiln_model_add(m, kiln_batchnorm(0.9f, 1e-5f));
-        kiln_model_add(m, kiln_maxpool2d(2, 2));
-        kiln_model_add(m, kiln_conv2d(8, 3, 1, KILN_VALID, KILN_LINEAR));
-        kiln_model_add(m, kiln_relu());
-        kiln_model_add(m, kiln_avgpool2d(2, 2));
-        kiln_model_add(m, kiln_flatten());
-        kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    } else {
-        kiln_model_add(m, kiln_flatten());
-        kiln_model_add(m, kiln_dense(64, KILN_RELU));
-        kiln_model_add(m, kiln_dense(32, KILN_RELU));
-        kiln_model_add(m, kiln_dense(10, KILN_LINEAR));
-    }
+    kiln_model *m =
+        small_model_layers(shape == CNN ? SMALL_CNN | SMALL_BN | SMALL_CONV2 : SMALL_MLP);
     setenv("KILN_CPU_DEVICE_TABLE", table == 2 ? "ref" : table ? "1" : "0", 1);
     int bad = kiln_model_set_device(m, "/cpu:0");
     if (!bad) bad = kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, B, 7);
