@@ -601,17 +601,9 @@ static kiln_model *make_model(run *r)
     const kt_opts *o = &r->o;
     int batch = o->batch / r->world, n = 0;
     char why[512] = "";
-    if (o->device) {
-        if (r->world > 1 && strncmp(o->device, "/cpu", 4) != 0 && strncmp(o->device, "cpu", 3)) {
-            fprintf(stderr,
-                    "kiln-train: --device=%s: data-parallel training (%d replicas) runs on the "
-                    "CPU only so far; drop --device or train one replica per GPU job\n",
-                    o->device, r->world);
-            return NULL;
-        }
+    if (o->device) /* a GPU with several replicas was refused before they started */
         return kt_mnist_model_on(o->model, o->optimizer, o->lr, o->momentum, batch, o->seed,
                                  o->device, o->precision, 0, NULL, 0);
-    }
     if (r->world == 1 && kiln_cuda_device_count(&n, why, sizeof why) == KILN_OK && n > 0) {
         kiln_model *m = kt_mnist_model_on(o->model, o->optimizer, o->lr, o->momentum, batch,
                                           o->seed, "/gpu:0", o->precision, 1, why, sizeof why);
@@ -666,6 +658,19 @@ static int cmd_mnist(int argc, char **argv)
                 "kiln-train: --batch_size=%d is the global batch and must split evenly over the "
                 "%d replicas (try %d)\n",
                 r.o.batch, r.world, (r.o.batch / r.world + 1) * r.world);
+        kiln_strategy_free(r.s);
+        return 2;
+    }
+    /* before any replica is forked: one refusal, not one per replica
+     * ("/device:CPU:0" is the CPU too, so the parsed kind decides) */
+    kiln_device_spec spec;
+    if (r.world > 1 && r.o.device &&
+        kiln_device_parse(r.o.device, &spec, err, sizeof err) == KILN_OK &&
+        spec.kind == KILN_DEVICE_GPU) {
+        fprintf(stderr,
+                "kiln-train: --device=%s: data-parallel training (%d replicas) runs on the CPU "
+                "only so far; drop --device or train one replica per GPU job\n",
+                r.o.device, r.world);
         kiln_strategy_free(r.s);
         return 2;
     }
