@@ -102,7 +102,9 @@ if [ "$WHAT" = resnet50 ] || [ "$WHAT" = all ]; then
         p=$(timeout 240 "$PY" "$HERE/pytorch_resnet50.py" --device cuda --batch_size "$R50_BATCH" \
             --steps "$R50_STEPS" --warmup 5 --rounds 1 --precision fp32 --tf32 \
             --peak_tflops "$PEAK_TF32" 2>>"$LOG/r50-pt.err" | num images_per_sec)
-    echo "== resnet50 tf32: kiln ${k:-failed} images/s (${kt:-?} TFLOP/s), pytorch ${p:-failed} images/s"
+    pt=${p:-failed}
+    [ "${PT_PEERS:-1}" = 0 ] && pt="not run (PT_PEERS=0)"
+    echo "== resnet50 tf32: kiln ${k:-failed} images/s (${kt:-?} TFLOP/s), pytorch $pt"
     echo "RATIO resnet50_tf32=$(ratio "${k:-0}" "${p:-0}")"
     echo "MFU resnet50_tf32=$(ratio "${kt:-0}" "$PEAK_TF32")"
     sed -n '/^profile/,$p' "$T/k.out"
@@ -112,6 +114,8 @@ if [ "$WHAT" = resnet50 ] || [ "$WHAT" = all ]; then
         p=$(timeout 240 "$PY" "$HERE/pytorch_resnet50.py" --device cuda --batch_size "$R50_BATCH" \
             --steps "$R50_STEPS" --warmup 5 --rounds 1 --precision bf16 --channels_last \
             --peak_tflops 989 2>>"$LOG/r50-pt.err" | num images_per_sec)
-    echo "== resnet50 bf16: pytorch ${p:-failed} images/s; kiln: mixed precision not built"
+    pt=${p:-failed}
+    [ "${PT_PEERS:-1}" = 0 ] && pt="not run (PT_PEERS=0)"
+    echo "== resnet50 bf16: pytorch $pt; kiln: mixed precision not built"
     echo "RATIO resnet50_bf16=n/a"
 fi

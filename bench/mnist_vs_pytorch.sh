@@ -47,13 +47,13 @@ while [ $r -lt "$ROUNDS" ]; do
     [ $r -gt 1 ] || echo "== sgemm peak (round 1): $PEAK_JSON"
     echo "$PEAK_JSON" | num sgemm_gflops_all >> /tmp/kbench.peak.$$
     # both sides leave their first 10 steps out of the timing (warm-up)
-    K=$(env -u OPENBLAS_CORETYPE "$KT" mnist --model="$MODEL" --data_dir="$DATA_DIR" \
+    K=$(env -u OPENBLAS_CORETYPE "$KT" mnist --device=/cpu:0 --model="$MODEL" --data_dir="$DATA_DIR" \
         --max_steps="$STEPS" --log_format=json | tail -1)
     echo "$K" | num samples_per_sec >> /tmp/kbench.kiln.$$
     # training FLOPs per example (GEMM-shaped layers), from kiln's own count
     FPS=$(awk "BEGIN{print $(echo "$K" | num train_gflops) * 1e9 / $(echo "$K" | num samples_per_sec)}")
     if [ "${IM2COL:-0}" = 1 ]; then
-        env -u OPENBLAS_CORETYPE KILN_CONV=im2col "$KT" mnist --model="$MODEL" \
+        env -u OPENBLAS_CORETYPE KILN_CONV=im2col "$KT" mnist --device=/cpu:0 --model="$MODEL" \
             --data_dir="$DATA_DIR" --max_steps="$STEPS" --log_format=json | tail -1 |
             num samples_per_sec >> /tmp/kbench.im2col.$$
         echo "   round $r: kiln with KILN_CONV=im2col $(tail -1 /tmp/kbench.im2col.$$) samples/s"
@@ -86,7 +86,7 @@ echo "RESULT kiln training at $KS samples/s = $GFS GFLOP/s = $FRAC of the measur
 echo "== accuracy: $EPOCHS epochs each, seeds $SEEDS"
 : > /tmp/kbench.ka.$$; : > /tmp/kbench.pa.$$
 for seed in $SEEDS; do
-    K=$(env -u OPENBLAS_CORETYPE "$KT" mnist --model="$MODEL" --data_dir="$DATA_DIR" \
+    K=$(env -u OPENBLAS_CORETYPE "$KT" mnist --device=/cpu:0 --model="$MODEL" --data_dir="$DATA_DIR" \
         --train_epochs="$EPOCHS" --seed="$seed" --log_format=json | tail -1)
     P=$(OPENBLAS_CORETYPE=SkylakeX $PY "$HERE/pytorch_mnist.py" --model="$MODEL" \
         --data_dir="$DATA_DIR" --threads=$PTT --epochs="$EPOCHS" --seed="$seed")

@@ -37,7 +37,7 @@ r=0
 while [ $r -lt "$ROUNDS" ]; do
     r=$((r + 1))
     # shellcheck disable=SC2086
-    "$KT" mnist $COMMON > "$TMP/one.log" 2>&1
+    "$KT" mnist --device=/cpu:0 $COMMON > "$TMP/one.log" 2>&1
     ONE=$(tail -1 "$TMP/one.log" | num samples_per_sec)
     ONE_ACC=$(tail -1 "$TMP/one.log" | num test_accuracy)
     echo "$ONE" >> "$TMP/one"

@@ -6,9 +6,8 @@
 # a shared 2-core machine one thread is often faster), 2 warm-up steps on
 # both sides; prints images/sec of both and the ratio.
 #
-# Today kiln runs on the CPU only, so DEVICE=cpu is the only kiln side that
-# exists; on a GPU machine DEVICE=cuda runs just the PyTorch peer (the target
-# numbers, see docs/gpu.md) until the CUDA path is wired into the runtime.
+# DEVICE=cuda runs both on the first GPU instead, fp32 with TF32 off
+# (bench/gpu_vs_pytorch.sh adds tf32, the MLP and MFU: docs/gpu-training.md).
 # Env: BUILD (build), ROUNDS (3), BATCH (8), IMAGE (224), STEPS (3),
 # THREADS (both sides; default: all cores), DEVICE (cpu).
 set -eu
@@ -33,12 +32,19 @@ while [ $r -lt "$ROUNDS" ]; do
     kall=""
     if [ "$DEVICE" = cpu ]; then
         for t in 1 "$THREADS"; do
-            k=$(env -u OPENBLAS_CORETYPE "$KT" resnet50 --synthetic --batch_size="$BATCH" \
-                --image_size="$IMAGE" --num_batches="$STEPS" --num_warmup_batches=2 \
-                --threads="$t" | sed -n 's/^total images\/sec: //p')
+            k=$(env -u OPENBLAS_CORETYPE "$KT" resnet50 --synthetic --device=/cpu:0 \
+                --batch_size="$BATCH" --image_size="$IMAGE" --num_batches="$STEPS" \
+                --num_warmup_batches=2 --threads="$t" | sed -n 's/^total images\/sec: //p')
             echo "$k" >> /tmp/r50.kiln.$$
             kall="$kall ${t}t=$k"
         done
+    else
+        # fp32 (TF32 off), as the PyTorch runs below
+        k=$("$KT" resnet50 --synthetic --device=/gpu:0 --batch_size="$BATCH" \
+            --image_size="$IMAGE" --num_batches="$STEPS" --num_warmup_batches=2 |
+            sed -n 's/^total images\/sec: //p')
+        echo "$k" >> /tmp/r50.kiln.$$
+        kall=" gpu=$k"
     fi
     # PyTorch with 1 thread and with THREADS: OpenMP spinning collapses on
     # a shared 2-core machine, so its better configuration is the peer
@@ -56,9 +62,5 @@ done
 K=$(best < /tmp/r50.kiln.$$)
 P=$(best < /tmp/r50.pt.$$)
 rm -f /tmp/r50.kiln.$$ /tmp/r50.pt.$$
-if [ "$DEVICE" = cpu ]; then
-    echo "== best: kiln $K images/sec, pytorch $P images/sec"
-    echo "== ratio kiln/pytorch: $(awk -v k="$K" -v p="$P" 'BEGIN{printf "%.2f", k / p}')"
-else
-    echo "== best: pytorch $P images/sec on $DEVICE (kiln has no GPU path yet: docs/gpu.md)"
-fi
+echo "== best: kiln $K images/sec, pytorch $P images/sec ($DEVICE)"
+echo "== ratio kiln/pytorch: $(awk -v k="$K" -v p="$P" 'BEGIN{ if (p > 0) printf "%.2f", k / p; else print "n/a" }')"

@@ -68,7 +68,7 @@ rmedian() { paste "$1" "$2" | awk '$2 + 0 != 0 {print $1 / $2}' | sort -g |
 kiln() { # model, steps, extra flags...
     m=$1; s=$2; shift 2
     # shellcheck disable=SC2086
-    env -u OPENBLAS_CORETYPE $KENV "$KT" mnist --model="$m" --data_dir="$DATA_DIR" --max_steps="$s" \
+    env -u OPENBLAS_CORETYPE $KENV "$KT" mnist --device=/cpu:0 --model="$m" --data_dir="$DATA_DIR" --max_steps="$s" \
         --threads=1 --log_format=json $KILN_EXTRA "$@" | tail -1 | num samples_per_sec
 }
 ddp() { # model, steps, world, global batch
@@ -144,9 +144,9 @@ speed() {
 
 full() {
     echo "== convergence: MLP, 5 epochs, global batch 128"
-    A1=$(env -u OPENBLAS_CORETYPE "$KT" mnist --model=mlp --data_dir="$DATA_DIR" --train_epochs=5 \
+    A1=$(env -u OPENBLAS_CORETYPE "$KT" mnist --device=/cpu:0 --model=mlp --data_dir="$DATA_DIR" --train_epochs=5 \
         --threads=1 --batch_size=128 --log_format=json | tail -1)
-    A2=$(env -u OPENBLAS_CORETYPE "$KT" mnist --model=mlp --data_dir="$DATA_DIR" --train_epochs=5 \
+    A2=$(env -u OPENBLAS_CORETYPE "$KT" mnist --device=/cpu:0 --model=mlp --data_dir="$DATA_DIR" --train_epochs=5 \
         --world_size=2 --batch_size=128 --log_format=json | tail -1)
     AD=$(OPENBLAS_CORETYPE=SkylakeX $PY "$HERE/pytorch_ddp_mnist.py" --model=mlp --epochs=5 \
         --world_size=2 --batch_size=128 --threads=1 --data_dir="$DATA_DIR")
