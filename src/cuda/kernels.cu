@@ -685,15 +685,29 @@ __global__ void bn_infer_k(const float *x, const float *gamma, const float *beta
     }
 }
 
-/* scratch: the partial sums, then 2 doubles a channel of statistics */
-static kiln_err bn_scratch(kiln_cuda_ctx *c, int M, int C, int *nblk, int *rpb, double **part,
-                           double **st)
+/* The first pass of both directions: scratch for the partial sums (then 2
+ * doubles a channel of statistics, *st) and bn_partial_k over it; dy NULL:
+ * the forward sums of x and x*x, else the backward sums of dy and
+ * dy*xhat. *nblk: the row blocks summed. */
+static kiln_err bn_partials(kiln_cuda_ctx *c, const float *x, const float *dy, const float *mean,
+                            const float *invstd, int M, int C, int *nblk, double **part,
+                            double **st, const char *what)
 {
-    *nblk = bn_blocks(M, rpb);
-    size_t np = (size_t)*nblk * C * 2;
-    kiln_err rc = kiln_cu__ensure_scratch(c, sizeof(double) * (np + 2 * (size_t)C));
-    *part = (double *)c->scratch;
-    *st = *part + np;
+    kiln_err rc = KILN_OK;
+    int rpb;
+    CK_KILN(kiln_cu__enter(c));
+    *nblk = bn_blocks(M, &rpb);
+    {
+        size_t np = (size_t)*nblk * C * 2;
+        CK_KILN(kiln_cu__ensure_scratch(c, sizeof(double) * (np + 2 * (size_t)C)));
+        *part = (double *)c->scratch;
+        *st = *part + np;
+        dim3 grid((unsigned)*nblk, (unsigned)((C + BN_COLS - 1) / BN_COLS)),
+            block(BN_COLS, BN_LANES);
+        bn_partial_k<<<grid, block, 0, c->stream>>>(x, dy, mean, invstd, M, C, rpb, *part);
+        CK_LAUNCH(c, what);
+    }
+out:
     return rc;
 }
 
@@ -703,22 +717,16 @@ extern "C" kiln_err kiln_cu__bn_fwd_train_kiln(kiln_cuda_ctx *c, const float *x,
                                                float momentum, float eps, int M, int C)
 {
     kiln_err rc = KILN_OK;
-    int nblk, rpb;
+    int nblk;
     double *part, *st;
     size_t total = (size_t)M * C;
-    CK_KILN(kiln_cu__enter(c));
-    CK_KILN(bn_scratch(c, M, C, &nblk, &rpb, &part, &st));
-    {
-        dim3 grid((unsigned)nblk, (unsigned)((C + BN_COLS - 1) / BN_COLS)),
-            block(BN_COLS, BN_LANES);
-        bn_partial_k<<<grid, block, 0, c->stream>>>(x, NULL, NULL, NULL, M, C, rpb, part);
-        CK_LAUNCH(c, "batch norm partial sums");
-        bn_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, M, C, eps, momentum, mean,
-                                                           invstd, run_mean, run_var, st);
-        CK_LAUNCH(c, "batch norm statistics");
-        bn_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, beta, st, y, total, C);
-        CK_LAUNCH(c, "batch norm");
-    }
+    CK_KILN(
+        bn_partials(c, x, NULL, NULL, NULL, M, C, &nblk, &part, &st, "batch norm partial sums"));
+    bn_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, M, C, eps, momentum, mean,
+                                                       invstd, run_mean, run_var, st);
+    CK_LAUNCH(c, "batch norm statistics");
+    bn_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, beta, st, y, total, C);
+    CK_LAUNCH(c, "batch norm");
 out:
     return rc;
 }
@@ -728,22 +736,16 @@ extern "C" kiln_err kiln_cu__bn_bwd_kiln(kiln_cuda_ctx *c, const float *x, const
                                          float *dx, float *dgamma, float *dbeta, int M, int C)
 {
     kiln_err rc = KILN_OK;
-    int nblk, rpb;
+    int nblk;
     double *part, *st;
     size_t total = (size_t)M * C;
-    CK_KILN(kiln_cu__enter(c));
-    CK_KILN(bn_scratch(c, M, C, &nblk, &rpb, &part, &st));
-    {
-        dim3 grid((unsigned)nblk, (unsigned)((C + BN_COLS - 1) / BN_COLS)),
-            block(BN_COLS, BN_LANES);
-        bn_partial_k<<<grid, block, 0, c->stream>>>(x, dy, mean, invstd, M, C, rpb, part);
-        CK_LAUNCH(c, "batch norm backward partial sums");
-        bn_bwd_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, C, dgamma, dbeta, st);
-        CK_LAUNCH(c, "batch norm backward sums");
-        bn_bwd_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, mean, invstd, dy, st,
-                                                                     dx, total, M, C);
-        CK_LAUNCH(c, "batch norm backward");
-    }
+    CK_KILN(bn_partials(c, x, dy, mean, invstd, M, C, &nblk, &part, &st,
+                        "batch norm backward partial sums"));
+    bn_bwd_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, C, dgamma, dbeta, st);
+    CK_LAUNCH(c, "batch norm backward sums");
+    bn_bwd_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, mean, invstd, dy, st, dx,
+                                                                 total, M, C);
+    CK_LAUNCH(c, "batch norm backward");
 out:
     return rc;
 }
