@@ -72,6 +72,20 @@ typedef struct kiln_region {
     size_t n_tpu_types;
 } kiln_region;
 
+/* A runtime version (trainingInput.runtimeVersion) with one of its Python
+ * versions, and the container images a replica runs in for them: by default
+ * Vertex AI's prebuilt training containers (data/catalog/runtimes.yaml), a
+ * site's own in its catalog (docs/catalog.md, "Runtime versions"). */
+typedef struct kiln_runtime {
+    const char *version;   /* "2.11" */
+    const char *python;    /* "3.7" */
+    const char *cpu_image; /* replicas without GPUs; the site's mirrors applied */
+    const char *gpu_image; /* replicas with GPUs */
+    bool python_default;   /* the Python a job without pythonVersion gets */
+    bool site;             /* set by a site catalog, not the built-in one */
+    bool mirrored;         /* an image was rewritten by the site's runtimeMirrors */
+} kiln_runtime;
+
 /* Loads the built-in catalog. */
 kiln_err kiln_catalog_default(kiln_catalog **out, kiln_diag *d);
 /* Merges a site catalog file over `c` (entries with the same name replace,
@@ -105,8 +119,12 @@ kiln_err kiln_catalog_add_site_gpu(kiln_catalog *c, const char *name, int max_pe
  *   ("n1-standard-32 ... needs at least 4 NVIDIA_TESLA_V100");
  * - GPU types no single zone offers are reported at trainingInput.region, as is
  *   a TPU (or GPU) the region does not offer;
- * - masterConfig.imageUri together with runtimeVersion is reported at
- *   trainingInput.runtimeVersion;
+ * - masterConfig.imageUri together with runtimeVersion (or pythonVersion)
+ *   is reported at trainingInput.runtimeVersion (pythonVersion), another
+ *   role's imageUri with runtimeVersion at that imageUri; a runtimeVersion
+ *   or pythonVersion the catalog maps to no image is refused with the list
+ *   of what it maps, pythonVersion without runtimeVersion too, and a
+ *   runtimeVersion job needs a pythonModule (or a containerCommand);
  * - preset tiers (BASIC, ...) take images and commands but no machine types,
  *   counts, acceleratorConfig, or config for a role the tier does not have;
  * - self-hosted extension: containerCommand without any imageUri runs as a
@@ -127,7 +145,7 @@ kiln_err kiln_catalog_validate(const kiln_catalog *c, const kiln_job *job, kiln_
  * Job model accepts but kiln would not honour is refused here, at its field
  * path (docs/job-model.md's field table says which and why): packageUris
  * schemes, serviceAccount, network, diskConfig, enableWebAccess,
- * runtimeVersion/pythonVersion, runPolicy.ttlSecondsAfterFinished and
+ * pythonModule kiln.NAME with a runtimeVersion, runPolicy.ttlSecondsAfterFinished and
  * cleanPodPolicy None; and the replica settings kiln does act on are checked
  * for form: env (no name kiln sets itself), cpuLimit/memoryLimit and
  * hostMounts (container replicas only). kilnd calls it at create, `kiln
@@ -178,6 +196,22 @@ const kiln_region *kiln_catalog_region(const kiln_catalog *c, const char *name);
 const char *kiln_catalog_default_region(const kiln_catalog *c);
 /* Is `name` a scale tier of the catalog? */
 bool kiln_catalog_has_scale_tier(const kiln_catalog *c, const char *name);
+
+/* The runtime versions and Python versions the catalog maps to images, in
+ * catalog order (each version's default Python first). */
+size_t kiln_catalog_runtime_count(const kiln_catalog *c);
+const kiln_runtime *kiln_catalog_runtime_at(const kiln_catalog *c, size_t i);
+/* The pair for `version` and `python` (NULL python: the version's default),
+ * or NULL when the catalog maps no such pair. */
+const kiln_runtime *kiln_catalog_runtime(const kiln_catalog *c, const char *version,
+                                         const char *python);
+/* The image a replica of `role` runs in because the job names a
+ * runtimeVersion (and pythonVersion): the pair's GPU image when the role's
+ * plan has GPUs, its CPU image otherwise. NULL when the job names no
+ * runtimeVersion or the catalog does not map it (kiln_catalog_validate
+ * refuses that at create; a catalog changed since then is the caller's to
+ * report). The string belongs to `c`. */
+const char *kiln_catalog_runtime_image(const kiln_catalog *c, const kiln_job *job, kiln_role role);
 
 /* The concrete placement request of one role after scale tiers and legacy
  * built-in GPUs are resolved: what the scheduler needs. */

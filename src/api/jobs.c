@@ -339,6 +339,13 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
                               "PATH)",
                               rc_->image_uri);
         }
+        const char *rv = job->training_input.runtime_version;
+        if (rv && *rv)
+            kiln_diag_add(&dg, "trainingInput.runtimeVersion",
+                          "'%.32s' runs in a container image (kiln catalog list "
+                          "runtime-versions), and no node of this kilnd has a container runtime "
+                          "(install podman, or start kilnd with --container-runtime PATH)",
+                          rv);
     }
     /* TPUs: only where a node declares the TPU type the job asks for */
     check_tpus(d, job, &dg);

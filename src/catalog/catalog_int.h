@@ -37,6 +37,21 @@ typedef struct kiln__names {
     size_t n, cap;
 } kiln__names;
 
+/* One (runtimeVersion, pythonVersion) pair and its images (runtimes.yaml,
+ * a site's runtimeVersions). `pub` comes first so that lookups can hand out
+ * a pointer to it; its images are the raw ones with the mirrors applied
+ * (kiln__runtimes_resolve, after every merge). */
+typedef struct kiln__runtime {
+    kiln_runtime pub;
+    char *cpu_raw, *gpu_raw; /* as the file gives them */
+} kiln__runtime;
+
+/* runtimeMirrors: images under `from`/ are pulled from `to`/ instead. */
+typedef struct kiln__mirror {
+    char *from, *to;
+    bool site;
+} kiln__mirror;
+
 struct kiln_catalog {
     kiln_machine_type *machines;
     size_t n_machines, cap_machines;
@@ -48,7 +63,10 @@ struct kiln_catalog {
     size_t n_regions, cap_regions;
     kiln__scale_tier *tiers;
     size_t n_tiers, cap_tiers;
-    kiln__names runtime_versions;
+    kiln__runtime *runtimes; /* in file order: a version's first pair is its default Python */
+    size_t n_runtimes, cap_runtimes;
+    kiln__mirror *mirrors;
+    size_t n_mirrors, cap_mirrors;
 
     /* TPU rules (tpu.yaml) */
     kiln__names tpu_runtime_versions;

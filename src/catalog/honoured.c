@@ -318,20 +318,27 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
 {
     hctx h = {.job = job, .d = d};
     const kiln_training_input *ti = &job->training_input;
-    (void)c; /* the site catalog declares nothing of these yet: see the refusals' reasons */
     if (!job->has_training_input) return KILN_OK;
     check_packages(&h, ti);
-    if (set(ti->runtime_version))
-        refuse(&h, "trainingInput.runtimeVersion",
-               "'%.32s': this site runs no runtime versions (its list is empty): a replica runs "
-               "kilnd's Python, or the image in masterConfig.imageUri; leave runtimeVersion out "
-               "or give an image",
+    /* kiln.NAME is kilnd's kiln-train, a process on the node: a runtime
+     * version's image (runtimes.yaml) does not have it */
+    if (set(ti->runtime_version) && set(ti->python_module) &&
+        strncmp(ti->python_module, "kiln.", 5) == 0)
+        refuse(&h, "trainingInput.pythonModule",
+               "'%.128s' runs kilnd's kiln-train as a process on the node, not in runtime version "
+               "%.32s's image: leave runtimeVersion (and pythonVersion) out",
+               ti->python_module, ti->runtime_version);
+    /* what runs in a runtime version's image: the module, or a command */
+    bool cmd = false;
+    for (int r = 0; r < KILN_ROLE_COUNT && !cmd; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        cmd = rc && rc->container_command.n > 0;
+    }
+    if (set(ti->runtime_version) && !set(ti->python_module) && !cmd)
+        refuse(&h, "trainingInput.pythonModule",
+               "required with runtimeVersion %.32s: the module that runs in the runtime "
+               "version's image (python3 -m MODULE), or give a containerCommand",
                ti->runtime_version);
-    if (set(ti->python_version))
-        refuse(&h, "trainingInput.pythonVersion",
-               "'%.32s': this site offers no choice of Python (its list is empty): a replica "
-               "runs kilnd's Python (kilnd --python), or the image in masterConfig.imageUri",
-               ti->python_version);
     if (set(ti->service_account))
         refuse(&h, "trainingInput.serviceAccount",
                "not supported: a replica runs as its project's user on the node (kilnd "
@@ -365,6 +372,8 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
             image = rc->image_uri;
         else if (mc && set(mc->image_uri))
             image = mc->image_uri; /* AI Platform's default, and spawn.c's */
+        else
+            image = kiln_catalog_runtime_image(c, job, (kiln_role)r); /* runtimeVersion's */
         check_role(&h, (kiln_role)r, image);
     }
     return h.n ? KILN_EINVAL : KILN_OK;

@@ -2,7 +2,8 @@
  * a kiln_catalog, merging them, and checking the result as a whole.
  *
  * Every catalog file is a YAML mapping of sections (machineTypes, accelerators,
- * acceleratorCounts, regions, tpu, scaleTiers, runtimeVersions, defaults).
+ * acceleratorCounts, regions, tpu, scaleTiers, runtimeVersions, runtimeMirrors,
+ * defaults).
  * The built-in files and a site's overlay go through the same merge: named
  * entries replace an entry of the same name or are added; version lists merge
  * by value; `defaults` and `tpu` merge key by key. Cross references (a zone
@@ -37,6 +38,7 @@ typedef struct lctx {
     kiln_diag *d;
     int errors;
     bool nomem;
+    bool site; /* a site's file (kiln_catalog_merge_*), not a built-in one */
 } lctx;
 
 /* Formats a field path. Paths only label messages, so truncation is fine;
@@ -691,9 +693,211 @@ static void sec_tiers(lctx *x, const json_t *v)
 {
     each_entry(x, v, "scaleTiers", parse_tier);
 }
+/* ---------- runtimeVersions, runtimeMirrors ---------- */
+
+static void runtime_free(kiln__runtime *r)
+{
+    free((char *)r->pub.version);
+    free((char *)r->pub.python);
+    free((char *)r->pub.cpu_image);
+    free((char *)r->pub.gpu_image);
+    free(r->cpu_raw);
+    free(r->gpu_raw);
+    memset(r, 0, sizeof *r);
+}
+
+static kiln__runtime *runtime_find(const kiln_catalog *c, const char *version, const char *python)
+{
+    for (size_t i = 0; i < c->n_runtimes; i++)
+        if (!strcmp(c->runtimes[i].pub.version, version) &&
+            !strcmp(c->runtimes[i].pub.python, python))
+            return &c->runtimes[i];
+    return NULL;
+}
+
+/* A pair replaces the pair it names in place (so a version's default Python
+ * stays first), or is added at the end; `remove` drops it. */
+static kiln_err upsert_runtime(kiln_catalog *c, kiln__runtime *r, bool remove)
+{
+    kiln__runtime *have = runtime_find(c, r->pub.version, r->pub.python);
+    if (remove) {
+        if (have) {
+            runtime_free(have);
+            size_t i = (size_t)(have - c->runtimes);
+            memmove(have, have + 1, (c->n_runtimes - i - 1) * sizeof *have);
+            c->n_runtimes--;
+        }
+        runtime_free(r);
+        return KILN_OK;
+    }
+    if (have) {
+        runtime_free(have);
+        *have = *r;
+        return KILN_OK;
+    }
+    if (GROW(c->runtimes, c->n_runtimes, c->cap_runtimes)) return KILN_ENOMEM;
+    c->runtimes[c->n_runtimes++] = *r;
+    return KILN_OK;
+}
+
+/* An image reference as podman takes it: no blanks or control characters,
+ * not an option. */
+static bool image_ok(const char *s)
+{
+    if (!s[0] || s[0] == '-') return false;
+    for (; *s; s++)
+        if ((unsigned char)*s <= ' ' || *s == 0x7f) return false;
+    return true;
+}
+
+static char *get_image(lctx *x, const json_t *v, const char *path)
+{
+    char *s = get_name(x, v, path);
+    if (s && !image_ok(s)) {
+        bad(x, path, "'%.128s' is not an image reference (no blanks, not starting with '-')", s);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void parse_runtime(lctx *x, const json_t *e, const char *path)
+{
+    static const char *const keys[] = {"version", "python", "cpu", "gpu", "image", "remove", NULL};
+    kiln__runtime r = {0};
+    int before = x->errors;
+    bool remove = false;
+    const json_t *v;
+    char p[320];
+
+    if (json_is_string(e)) { /* the list of names this section used to be */
+        bad(x, path,
+            "'%.32s': a runtime version names its images now: {version: \"%.32s\", python: "
+            "\"3.7\", image: IMAGE} (docs/catalog.md, \"Runtime versions\")",
+            json_string_value(e), json_string_value(e));
+        return;
+    }
+    if (!json_is_object(e)) {
+        bad(x, path, "expected a mapping {version, python, cpu, gpu} or {version, python, image}");
+        return;
+    }
+    check_keys(x, e, path, keys);
+    r.pub.version = get_name(x, json_object_get(e, "version"), sub(p, sizeof p, path, "version"));
+    r.pub.python = get_name(x, json_object_get(e, "python"), sub(p, sizeof p, path, "python"));
+    if ((v = json_object_get(e, "remove")))
+        get_bool(x, v, sub(p, sizeof p, path, "remove"), &remove);
+    const json_t *img = json_object_get(e, "image"), *cpu = json_object_get(e, "cpu"),
+                 *gpu = json_object_get(e, "gpu");
+    if (remove && (img || cpu || gpu))
+        bad(x, sub(p, sizeof p, path, "remove"), "a pair that is removed names no images");
+    else if (!remove && img && (cpu || gpu))
+        bad(x, sub(p, sizeof p, path, "image"),
+            "give either image (for every replica) or cpu and gpu, not both");
+    else if (!remove && img) {
+        r.cpu_raw = get_image(x, img, sub(p, sizeof p, path, "image"));
+        r.gpu_raw = r.cpu_raw ? strdup(r.cpu_raw) : NULL;
+        if (r.cpu_raw && !r.gpu_raw) x->nomem = true;
+    } else if (!remove) {
+        r.cpu_raw = get_image(x, cpu, sub(p, sizeof p, path, "cpu"));
+        r.gpu_raw = get_image(x, gpu, sub(p, sizeof p, path, "gpu"));
+    }
+    r.pub.site = x->site;
+    if (x->errors != before || x->nomem || upsert_runtime(x->c, &r, remove)) {
+        if (!(x->errors != before)) x->nomem = true;
+        runtime_free(&r);
+    }
+}
+
 static void sec_runtimes(lctx *x, const json_t *v)
 {
-    add_names(x, &x->c->runtime_versions, v, "runtimeVersions");
+    each_entry(x, v, "runtimeVersions", parse_runtime);
+}
+
+/* runtimeMirrors: {REGISTRY/PATH: MIRROR/PATH, ...}; a key replaces the
+ * same key's mirror. */
+static void sec_mirrors(lctx *x, const json_t *v)
+{
+    const char *from;
+    const json_t *to;
+    char p[320];
+    if (!json_is_object(v)) {
+        bad(x, "runtimeMirrors", "expected a mapping REGISTRY/PATH: MIRROR/PATH");
+        return;
+    }
+    json_object_foreach((json_t *)v, from, to)
+    {
+        kiln_catalog *c = x->c;
+        sub(p, sizeof p, "runtimeMirrors", from);
+        char *t = get_image(x, to, p), *f = NULL;
+        if (!t) continue;
+        if (!image_ok(from) || from[strlen(from) - 1] == '/') {
+            bad(x, p, "'%.128s' is not a registry prefix (REGISTRY[/PATH], no trailing '/')", from);
+            free(t);
+            continue;
+        }
+        while (strlen(t) > 1 && t[strlen(t) - 1] == '/')
+            t[strlen(t) - 1] = '\0';
+        size_t i;
+        for (i = 0; i < c->n_mirrors && strcmp(c->mirrors[i].from, from); i++)
+            ;
+        if (i == c->n_mirrors &&
+            (GROW(c->mirrors, c->n_mirrors, c->cap_mirrors) || !(f = strdup(from)))) {
+            x->nomem = true;
+            free(t);
+            continue;
+        }
+        if (i == c->n_mirrors) {
+            c->mirrors[i].from = f;
+            c->n_mirrors++;
+        } else {
+            free(c->mirrors[i].to);
+        }
+        c->mirrors[i].to = t;
+        c->mirrors[i].site = x->site;
+    }
+}
+
+/* The image with the longest mirror prefix that matches (FROM/...)
+ * rewritten to its mirror; NULL on ENOMEM. */
+static char *mirrored(const kiln_catalog *c, const char *image, bool *hit)
+{
+    const kiln__mirror *best = NULL;
+    for (size_t i = 0; i < c->n_mirrors; i++) {
+        size_t n = strlen(c->mirrors[i].from);
+        if (!strncmp(image, c->mirrors[i].from, n) && image[n] == '/' &&
+            (!best || n > strlen(best->from)))
+            best = &c->mirrors[i];
+    }
+    *hit = best != NULL;
+    if (!best) return strdup(image);
+    char *out = NULL;
+    if (asprintf(&out, "%s%s", best->to, image + strlen(best->from)) < 0) return NULL;
+    return out;
+}
+
+/* Applies the mirrors to every pair and marks each version's default Python
+ * (its first pair). */
+static kiln_err resolve_runtimes(kiln_catalog *c)
+{
+    for (size_t i = 0; i < c->n_runtimes; i++) {
+        kiln__runtime *r = &c->runtimes[i];
+        bool h1, h2;
+        char *cpu = mirrored(c, r->cpu_raw, &h1), *gpu = mirrored(c, r->gpu_raw, &h2);
+        if (!cpu || !gpu) {
+            free(cpu);
+            free(gpu);
+            return KILN_ENOMEM;
+        }
+        free((char *)r->pub.cpu_image);
+        free((char *)r->pub.gpu_image);
+        r->pub.cpu_image = cpu;
+        r->pub.gpu_image = gpu;
+        r->pub.mirrored = h1 || h2;
+        r->pub.python_default = true;
+        for (size_t k = 0; k < i && r->pub.python_default; k++)
+            if (!strcmp(c->runtimes[k].pub.version, r->pub.version)) r->pub.python_default = false;
+    }
+    return KILN_OK;
 }
 
 static void sec_tpu(lctx *x, const json_t *v)
@@ -783,6 +987,7 @@ static const struct {
     {"tpu", sec_tpu},
     {"scaleTiers", sec_tiers},
     {"runtimeVersions", sec_runtimes},
+    {"runtimeMirrors", sec_mirrors},
     {"defaults", sec_defaults},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
@@ -816,10 +1021,10 @@ static kiln_err merge_tree(lctx *x, const json_t *root)
     return x->errors ? KILN_EINVAL : KILN_OK;
 }
 
-static kiln_err merge_one(kiln_catalog *c, const char *buf, size_t len, const char *name,
+static kiln_err merge_one(kiln_catalog *c, const char *buf, size_t len, const char *name, bool site,
                           kiln_diag *d)
 {
-    lctx x = {c, name ? name : "catalog", d, 0, false};
+    lctx x = {c, name ? name : "catalog", d, 0, false, site};
     kiln_err err = KILN_OK;
     kiln_diag inner = KILN_DIAG_INIT;
     json_t *root = kiln__yaml_load_err(buf, len, &inner, &err);
@@ -906,10 +1111,11 @@ static void check_rest(lctx *x)
 
 static kiln_err check_catalog(kiln_catalog *c, const char *name, kiln_diag *d)
 {
-    lctx x = {c, name ? name : "catalog", d, 0, false};
+    lctx x = {c, name ? name : "catalog", d, 0, false, false};
     check_machines_cells(&x);
     check_regions(&x);
     check_rest(&x);
+    if (!x.errors && resolve_runtimes(c) != KILN_OK) return KILN_ENOMEM;
     return x.errors ? KILN_EINVAL : KILN_OK;
 }
 
@@ -944,7 +1150,14 @@ void kiln_catalog_free(kiln_catalog *c)
     for (size_t i = 0; i < c->n_tiers; i++)
         tier_free(&c->tiers[i]);
     free(c->tiers);
-    names_free(&c->runtime_versions);
+    for (size_t i = 0; i < c->n_runtimes; i++)
+        runtime_free(&c->runtimes[i]);
+    free(c->runtimes);
+    for (size_t i = 0; i < c->n_mirrors; i++) {
+        free(c->mirrors[i].from);
+        free(c->mirrors[i].to);
+    }
+    free(c->mirrors);
     names_free(&c->tpu_runtime_versions);
     names_free(&c->tpu_tf_versions);
     free(c->tpu_legacy_accel);
@@ -959,7 +1172,7 @@ kiln_err kiln_catalog_default(kiln_catalog **out, kiln_diag *d)
     *out = NULL;
     if (!c) return KILN_ENOMEM;
     for (const struct kiln__embedded *f = kiln__catalog_files; f->name && !err; f++)
-        err = merge_one(c, f->data, f->len, f->name, d);
+        err = merge_one(c, f->data, f->len, f->name, false, d);
     if (!err) err = check_catalog(c, "catalog", d);
     if (err) goto out;
     *out = c;
@@ -972,7 +1185,7 @@ out:
 kiln_err kiln_catalog_merge_buf(kiln_catalog *c, const char *buf, size_t len, const char *name,
                                 kiln_diag *d)
 {
-    kiln_err err = merge_one(c, buf, len, name, d);
+    kiln_err err = merge_one(c, buf, len, name, true, d);
     return err ? err : check_catalog(c, name, d);
 }
 

@@ -251,3 +251,48 @@ size_t kiln_catalog_plan(const kiln_catalog *c, const kiln_job *job,
     }
     return k;
 }
+
+/* ---------- runtime versions ---------- */
+
+size_t kiln_catalog_runtime_count(const kiln_catalog *c)
+{
+    return c->n_runtimes;
+}
+
+const kiln_runtime *kiln_catalog_runtime_at(const kiln_catalog *c, size_t i)
+{
+    return i < c->n_runtimes ? &c->runtimes[i].pub : NULL;
+}
+
+const kiln_runtime *kiln_catalog_runtime(const kiln_catalog *c, const char *version,
+                                         const char *python)
+{
+    for (size_t i = 0; version && i < c->n_runtimes; i++) {
+        const kiln_runtime *r = &c->runtimes[i].pub;
+        if (strcmp(r->version, version)) continue;
+        if (python && *python ? !strcmp(r->python, python) : r->python_default) return r;
+    }
+    return NULL;
+}
+
+const char *kiln_catalog_runtime_image(const kiln_catalog *c, const kiln_job *job, kiln_role role)
+{
+    const kiln_training_input *ti = &job->training_input;
+    if (!job->has_training_input || !ti->runtime_version || !*ti->runtime_version) return NULL;
+    const kiln_runtime *r = kiln_catalog_runtime(c, ti->runtime_version, ti->python_version);
+    if (!r) return NULL;
+    /* GPUs as the scheduler reserves them: acceleratorConfig, or a legacy
+     * type's built-in GPUs (BASIC_GPU, complex_model_m_gpu); TPUs are not */
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    size_t n = kiln_catalog_plan(c, job, plans);
+    for (size_t i = 0; i < n; i++) {
+        if (plans[i].role != role) continue;
+        const kiln_accelerator_type *a =
+            plans[i].accelerator_type ? kiln_catalog_accelerator(c, plans[i].accelerator_type)
+                                      : NULL;
+        bool gpu =
+            plans[i].accelerators_per_replica > 0 && plans[i].accelerator_type && !(a && a->is_tpu);
+        return gpu ? r->gpu_image : r->cpu_image;
+    }
+    return r->cpu_image;
+}

@@ -694,29 +694,85 @@ static void check_tpu(vctx *v)
 
 /* ---------- images, commands, runtime ---------- */
 
+/* The runtime versions the catalog maps ("1.15, 2.1, ..."), or the Python
+ * versions it maps for `version`. */
+static void join_runtimes(const kiln_catalog *c, const char *version, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < kiln_catalog_runtime_count(c); i++) {
+        const kiln_runtime *r = kiln_catalog_runtime_at(c, i);
+        if (version ? strcmp(r->version, version) != 0 : !r->python_default) continue;
+        cat(buf, cap, "%s%s", buf[0] ? ", " : "", version ? r->python : r->version);
+    }
+    if (!buf[0]) cat(buf, cap, "none");
+}
+
+/* runtimeVersion and pythonVersion choose an image (runtimes.yaml): AI
+ * Platform's rule is "either this field or masterConfig.imageUri", and the
+ * version must be one this site maps. */
+static void check_runtime(vctx *v)
+{
+    const kiln_training_input *ti = v->ti;
+    const char *master_image = ti->has_master_config ? ti->master_config.image_uri : NULL;
+    const char *rv = ti->runtime_version, *pv = ti->python_version;
+    char f[160], list[MSG_MAX];
+
+    if (set(master_image) && set(rv))
+        viol(v, "trainingInput.runtimeVersion",
+             "'%.32s': set at most one of masterConfig.imageUri (%.128s) and runtimeVersion: a "
+             "custom image brings its own runtime",
+             rv, master_image);
+    if (set(master_image) && set(pv))
+        viol(v, "trainingInput.pythonVersion",
+             "'%.32s': set at most one of masterConfig.imageUri (%.128s) and pythonVersion: a "
+             "custom image brings its own Python",
+             pv, master_image);
+    else if (set(pv) && !set(rv)) {
+        join_runtimes(v->c, NULL, list, sizeof list);
+        viol(v, "trainingInput.pythonVersion",
+             "'%.32s' needs a runtimeVersion: a Python version is one of a runtime version's "
+             "(runtime versions here: %s; see kiln catalog list runtime-versions)",
+             pv, list);
+    }
+    if (!set(rv) || set(master_image)) return;
+    for (int r = KILN_ROLE_WORKER; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(v->job, (kiln_role)r);
+        if (rc && set(rc->image_uri))
+            viol(v, fld(f, sizeof f, (kiln_role)r, "Config.imageUri"),
+                 "'%.128s': set at most one of an imageUri and runtimeVersion (%.32s): the "
+                 "runtime version's image runs every replica",
+                 rc->image_uri, rv);
+    }
+    /* a TPU job's version outside the TPU list is reported by check_tpu */
+    if (v->tpu && !kiln__names_has(&v->c->tpu_runtime_versions, rv)) return;
+    if (!kiln_catalog_runtime(v->c, rv, NULL)) {
+        join_runtimes(v->c, NULL, list, sizeof list);
+        viol(v, "trainingInput.runtimeVersion",
+             "unknown runtime version '%.32s': this site maps %s to images (kiln catalog list "
+             "runtime-versions)",
+             rv, list);
+    } else if (set(pv) && !kiln_catalog_runtime(v->c, rv, pv)) {
+        join_runtimes(v->c, rv, list, sizeof list);
+        viol(v, "trainingInput.pythonVersion",
+             "'%.32s' is not offered with runtimeVersion %.32s at this site: Python %s (kiln "
+             "catalog list runtime-versions)",
+             pv, rv, list);
+    }
+}
+
 static void check_images(vctx *v)
 {
     const kiln_training_input *ti = v->ti;
     const char *master_image = ti->has_master_config ? ti->master_config.image_uri : NULL;
     const char *cmd_field = NULL;
-    char f[160], list[MSG_MAX];
+    char f[160];
 
-    if (set(master_image) && set(ti->runtime_version))
-        viol(v, "trainingInput.runtimeVersion",
-             "'%.32s': set at most one of masterConfig.imageUri (%.128s) and runtimeVersion: a "
-             "custom image brings its own runtime",
-             ti->runtime_version, master_image);
-    else if (set(ti->runtime_version) && !v->tpu &&
-             !kiln__names_has(&v->c->runtime_versions, ti->runtime_version)) {
-        join_names(&v->c->runtime_versions, list, sizeof list);
-        viol(v, "trainingInput.runtimeVersion", "unknown runtime version '%.32s': one of %s",
-             ti->runtime_version, list);
-    }
+    check_runtime(v);
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(v->job, (kiln_role)r);
         if (!rc) continue;
         bool cmd = rc->container_command.n > 0, args = rc->container_args.n > 0;
-        bool image = set(rc->image_uri) || set(master_image);
+        bool image = set(rc->image_uri) || set(master_image) || set(ti->runtime_version);
         /* kiln extension: with no image, containerCommand runs as a plain
          * process on the node; bare containerArgs would have nothing to run. */
         if (args && !cmd && !image)

@@ -1,4 +1,5 @@
-/* src/cli/catalog.c - `kiln catalog list machine-types|accelerators|regions`:
+/* src/cli/catalog.c - `kiln catalog list machine-types|accelerators|regions|
+ * runtime-versions`:
  * what the validator accepts, as an aligned table or as JSON, from the
  * built-in catalog plus an optional site catalog (--catalog FILE).
  *
@@ -14,18 +15,21 @@
 #include "kiln/catalog.h"
 
 static const char usage[] =
-    "usage: kiln catalog list machine-types|accelerators|regions\n"
+    "usage: kiln catalog list machine-types|accelerators|regions|runtime-versions\n"
     "                         [--format table|json] [--catalog FILE]\n"
     "\n"
     "Lists what jobs may use: machine types (with the accelerators and counts each\n"
-    "takes), accelerator types (with their per-accelerator vCPU/memory shares), or\n"
-    "regions (with each zone's GPUs and the region's TPUs). --catalog merges a site\n"
-    "catalog file over the built-in one first, as kilnd does.\n"
+    "takes), accelerator types (with their per-accelerator vCPU/memory shares),\n"
+    "regions (with each zone's GPUs and the region's TPUs), or runtime versions\n"
+    "(each runtimeVersion and pythonVersion with the images its replicas run in,\n"
+    "without and with GPUs, and whether the built-in catalog or the site's set\n"
+    "them). --catalog merges a site catalog file over the built-in one first, as\n"
+    "kilnd does.\n"
     "\n"
     "Exit status: 0 listed, 1 bad command line or unreadable file, 2 invalid site catalog.\n";
 
 typedef struct opts {
-    const char *what;    /* machine-types | accelerators | regions */
+    const char *what;    /* machine-types | accelerators | regions | runtime-versions */
     bool json;           /* --format json */
     const char *catalog; /* --catalog FILE */
 } opts;
@@ -199,6 +203,27 @@ static bool table_regions(const kiln_catalog *c, table *t)
     return ok;
 }
 
+/* "default", "site", "default, mirrored" */
+static const char *runtime_source(const kiln_runtime *r)
+{
+    if (r->site) return r->mirrored ? "site, mirrored" : "site";
+    return r->mirrored ? "default, mirrored" : "default";
+}
+
+static bool table_runtimes(const kiln_catalog *c, table *t)
+{
+    static const char *const head[] = {"VERSION", "PYTHON", "CPU_IMAGE", "GPU_IMAGE", "SOURCE"};
+    bool ok = table_row(t, head);
+    for (size_t i = 0; ok && i < kiln_catalog_runtime_count(c); i++) {
+        const kiln_runtime *r = kiln_catalog_runtime_at(c, i);
+        char py[64];
+        snprintf(py, sizeof py, "%s%s", r->python, r->python_default ? " (default)" : "");
+        const char *row[] = {r->version, py, r->cpu_image, r->gpu_image, runtime_source(r)};
+        ok = table_row(t, row);
+    }
+    return ok;
+}
+
 /* ---------- JSON ---------- */
 
 static json_t *num(double v)
@@ -276,6 +301,20 @@ static json_t *json_regions(const kiln_catalog *c)
     return out;
 }
 
+static json_t *json_runtimes(const kiln_catalog *c)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; out && i < kiln_catalog_runtime_count(c); i++) {
+        const kiln_runtime *r = kiln_catalog_runtime_at(c, i);
+        json_array_append_new(
+            out, json_pack("{s:s, s:s, s:b, s:s, s:s, s:s, s:b}", "runtimeVersion", r->version,
+                           "pythonVersion", r->python, "default", r->python_default, "cpuImage",
+                           r->cpu_image, "gpuImage", r->gpu_image, "source",
+                           r->site ? "site" : "default", "mirrored", r->mirrored));
+    }
+    return out;
+}
+
 /* ---------- command line ---------- */
 
 static int bad_usage(const char *fmt, const char *arg)
@@ -330,10 +369,13 @@ static int parse(int argc, char **argv, opts *o)
         }
     }
     if (pos < 1) return bad_usage("%s", "missing subcommand: list");
-    if (!o->what) return bad_usage("%s", "list what? machine-types, accelerators or regions");
+    if (!o->what)
+        return bad_usage("%s",
+                         "list what? machine-types, accelerators, regions or runtime-versions");
     if (strcmp(o->what, "machine-types") && strcmp(o->what, "accelerators") &&
-        strcmp(o->what, "regions"))
-        return bad_usage("cannot list '%s' (machine-types, accelerators or regions)", o->what);
+        strcmp(o->what, "regions") && strcmp(o->what, "runtime-versions"))
+        return bad_usage(
+            "cannot list '%s' (machine-types, accelerators, regions or runtime-versions)", o->what);
     return -1;
 }
 
@@ -357,7 +399,8 @@ static int print_json(const kiln_catalog *c, const char *what)
 {
     json_t *v = !strcmp(what, "machine-types")  ? json_machines(c)
                 : !strcmp(what, "accelerators") ? json_accels(c)
-                                                : json_regions(c);
+                : !strcmp(what, "regions")      ? json_regions(c)
+                                                : json_runtimes(c);
     char *s = v ? json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(v);
     if (!s) {
@@ -379,9 +422,12 @@ static int print_table(const kiln_catalog *c, const char *what)
     } else if (!strcmp(what, "accelerators")) {
         t.ncol = 4;
         ok = table_accels(c, &t);
-    } else {
+    } else if (!strcmp(what, "regions")) {
         t.ncol = 4;
         ok = table_regions(c, &t);
+    } else {
+        t.ncol = 5;
+        ok = table_runtimes(c, &t);
     }
     if (ok) table_print(&t, stdout);
     table_free(&t);

@@ -105,6 +105,24 @@ static kiln_err fill_region(const kiln_submit_args *a, const kiln_catalog *cat, 
     return kiln_set_str(&job->training_input.region, region ? region : "us-central1");
 }
 
+/* A job with a runtimeVersion: the image each role would run in (stderr,
+ * as the notes: stdout stays the job). */
+static void runtime_note(const kiln_catalog *cat, const kiln_job *job)
+{
+    const kiln_training_input *ti = &job->training_input;
+    const kiln_runtime *rt = kiln_catalog_runtime(cat, ti->runtime_version, ti->python_version);
+    if (!rt) return;
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    size_t n = kiln_catalog_plan(cat, job, plans);
+    for (size_t i = 0; i < n; i++) {
+        const char *image = kiln_catalog_runtime_image(cat, job, plans[i].role);
+        if (image)
+            fprintf(stderr,
+                    "note: trainingInput.runtimeVersion: %s (Python %s): the %s runs in %s\n",
+                    rt->version, rt->python, kiln_role_name(plans[i].role), image);
+    }
+}
+
 int kiln_cli_validate(int argc, char **argv)
 {
     kiln_submit_args a;
@@ -162,6 +180,7 @@ int kiln_cli_validate(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    runtime_note(cat, job);
     rc = print_job(job, a.format);
 out:
     kiln_catalog_free(cat);

@@ -247,7 +247,7 @@ static const char overlay[] =
     "regions:\n  - name: lab\n    tpus: [TPU_V2]\n    zones: {lab-a: [X1], lab-b: []}\n"
     "tpu: {workerCount: 1, runtimeVersions: [\"2.12\"], tfVersions: [pytorch-2.0]}\n"
     "scaleTiers:\n  - {name: LAB, master: {type: box}, worker: {type: box, count: 2}}\n"
-    "runtimeVersions: [\"2.12\"]\n"
+    "runtimeVersions: [{version: \"2.12\", python: \"3.7\", image: localhost/tf:2.12}]\n"
     "defaults: {region: lab, maxPriority: 10}\n";
 
 static void test_mutated_overlays(void)

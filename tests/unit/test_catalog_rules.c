@@ -490,7 +490,7 @@ static const char overlay[] =
     "regions:\n"
     "  - name: onprem\n"
     "    zones: {onprem-rack1: [NVIDIA_RTX_4090, NVIDIA_TESLA_T4], onprem-rack2: []}\n"
-    "runtimeVersions: [\"2.12\"]\n"
+    "runtimeVersions: [{version: \"2.12\", python: \"3.7\", image: localhost/tf:2.12}]\n"
     "defaults: {region: onprem}\n";
 
 static void test_overlay(kiln_diag *d)

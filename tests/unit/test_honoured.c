@@ -70,9 +70,22 @@ int main(void)
     expect_uri(c, "https://exa mple.com/t.tar.gz", "no spaces");
 
     /* fields kiln has no meaning for */
-    expect(c, BASE "\"runtimeVersion\": \"2.11\"}}", "trainingInput.runtimeVersion",
-           "no runtime versions");
-    expect(c, BASE "\"pythonVersion\": \"3.7\"}}", "trainingInput.pythonVersion", "kilnd's Python");
+    /* a runtime version runs its image: a module to run in it, not kiln-train */
+    expect(c, BASE "\"runtimeVersion\": \"2.11\"}}", "trainingInput.pythonModule",
+           "required with runtimeVersion 2.11");
+    expect(c,
+           BASE "\"runtimeVersion\": \"2.11\", \"pythonVersion\": \"3.7\", "
+                "\"pythonModule\": \"trainer.task\"}}",
+           NULL, NULL);
+    expect(c, BASE "\"runtimeVersion\": \"2.11\", \"pythonModule\": \"kiln.mnist\"}}",
+           "trainingInput.pythonModule", "kilnd's kiln-train");
+    /* its replicas are containers: container-only settings apply */
+    expect(c,
+           BASE "\"runtimeVersion\": \"2.11\", \"pythonModule\": \"t.task\", "
+                "\"masterConfig\": {\"cpuLimit\": \"2\"}}}",
+           NULL, NULL);
+    expect(c, BASE "\"pythonModule\": \"t.task\", \"masterConfig\": {\"cpuLimit\": \"2\"}}}",
+           "trainingInput.masterConfig.cpuLimit", "container replicas only");
     expect(c, BASE "\"serviceAccount\": \"a@b.iam\"}}", "trainingInput.serviceAccount",
            "not supported");
     expect(c, BASE "\"network\": \"projects/p/global/networks/n\"}}", "trainingInput.network",

@@ -215,6 +215,14 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
                  "instead (Slurm's --time; the job ends CANCELLED past it)");
         return false;
     }
+    if (ti->runtime_version && *ti->runtime_version) {
+        snprintf(field, flen, "trainingInput.runtimeVersion");
+        snprintf(why, whylen,
+                 "'%.32s' runs in a container image, and the Slurm executor runs no container "
+                 "images: leave runtimeVersion out (the job then runs as a process)",
+                 ti->runtime_version);
+        return false;
+    }
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
         if (rc && rc->image_uri && *rc->image_uri) {

@@ -280,14 +280,17 @@ static kiln_exec_task *job_tasks(sup *s, rjob *j, size_t *n)
 }
 
 /* The image a replica of `role` runs (its own imageUri, else the master's,
- * as AI Platform defaults it), or NULL: it runs as a process. */
-const char *image_of(const kiln_job *job, kiln_role role)
+ * as AI Platform defaults it, else the image the catalog maps the job's
+ * runtimeVersion to), or NULL: it runs as a process. A runtimeVersion the
+ * catalog no longer maps gives NULL too: placement fails such a job first
+ * (supervisor.c). */
+const char *image_of(const kiln_catalog *c, const kiln_job *job, kiln_role role)
 {
     const kiln_replica_config *rc = kiln_job_role_config(job, role);
     const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
     if (rc && rc->image_uri && *rc->image_uri) return rc->image_uri;
     if (mc && mc->image_uri && *mc->image_uri) return mc->image_uri;
-    return NULL;
+    return kiln_catalog_runtime_image(c, job, role);
 }
 
 /* A container's ENTRYPOINT override (containerCommand) and CMD override
@@ -301,6 +304,15 @@ static kiln_err container_program(const kiln_job *job, kiln_role role, kiln_strv
     kiln_strv pargs = {0};
     if (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)) rc = mc;
     kiln_err err = kiln_job_program_args(job, &pargs);
+    /* a runtime version's image runs the job's module, as AI Platform ran
+     * it on that runtime (validated: a runtimeVersion job has a module or a
+     * containerCommand) */
+    const kiln_training_input *ti = &job->training_input;
+    if (err == KILN_OK && ti->runtime_version && *ti->runtime_version && ti->python_module &&
+        *ti->python_module && (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)))
+        if ((err = kiln_strv_push(cmd, "python3")) == KILN_OK &&
+            (err = kiln_strv_push(cmd, "-m")) == KILN_OK)
+            err = kiln_strv_push(cmd, ti->python_module);
     for (size_t i = 0; err == KILN_OK && rc && i < rc->container_command.n; i++)
         err = kiln_strv_push(cmd, rc->container_command.v[i]);
     for (size_t i = 0; err == KILN_OK && rc && i < rc->container_args.n; i++)
@@ -328,7 +340,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     size_t nt = 0, self = 0;
     kiln_exec_task *tasks = job_tasks(s, j, &nt);
     replica *r = &j->reps[i];
-    const char *image = image_of(j->job, r->role);
+    const char *image = image_of(s->d->catalog, j->job, r->role);
     kiln_err err = KILN_ENOMEM;
 
     if (!tasks) goto out;

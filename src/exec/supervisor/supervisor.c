@@ -295,11 +295,24 @@ static void try_start(sup *s, qent *e, blocked *b)
     }
     kilnd_event(d, j->project, j->job_id, "INFO", "Job PREPARING: placed %zu replica%s", j->n,
                 j->n == 1 ? "" : "s");
+    /* a runtimeVersion the catalog mapped at create, and no longer maps
+     * (kilnd restarted with another --catalog): no image to run it in */
+    const kiln_training_input *jti = &j->job->training_input;
+    if (jti->runtime_version && *jti->runtime_version &&
+        !kiln_catalog_runtime(d->catalog, jti->runtime_version, jti->python_version)) {
+        begin_stop(s, j, AS_FAIL,
+                   "trainingInput.runtimeVersion %s (pythonVersion %s): this kilnd's catalog "
+                   "maps it to no image any more (kiln catalog list runtime-versions)",
+                   jti->runtime_version,
+                   jti->python_version && *jti->python_version ? jti->python_version : "default");
+        return;
+    }
     /* what the placement cannot see: a container runtime, a CDI spec for
      * real GPUs in a container. Not now means never here. */
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
-        kiln_exec_kind kind = image_of(j->job, r->role) ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
+        kiln_exec_kind kind =
+            image_of(d->catalog, j->job, r->role) ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
         if (kiln_exec_check(&d->exec, kind, (size_t)r->n_gpus, r->simulated, why, sizeof why) !=
             KILN_OK) {
             begin_stop(s, j, AS_FAIL, "This job can never run on node %s: the %s replica: %s",
