@@ -33,8 +33,15 @@ refused "an https URL naming no package file" "trainingInput.packageUris[0]" "" 
 check "the reason names the file types" grep -qF "must end in .tar.gz, .tgz" "$T/validate.err"
 refused "an https URL with a password" "trainingInput.packageUris[0]" "" ',"packageUris":["https://u:pw@example.com/t.tar.gz"]'
 refused "an http URL with no host" "trainingInput.packageUris[0]" "" ',"packageUris":["http:///t.whl"]'
-refused "runtimeVersion" "trainingInput.runtimeVersion" "" ',"runtimeVersion":"2.11"'
-refused "pythonVersion" "trainingInput.pythonVersion" "" ',"pythonVersion":"3.7"'
+# runtime versions choose an image (it_runtime_version.sh runs one): one
+# the catalog does not map, or a Python it does not offer with the version,
+# is refused with what it maps; pythonVersion comes with a runtimeVersion
+refused "an unmapped runtimeVersion" "trainingInput.runtimeVersion" "" ',"runtimeVersion":"2.12"'
+check "the refusal lists the mapped versions" grep -qF "this site maps 1.15, 2.1, 2.2" "$T/validate.err"
+refused "a Python the version lacks" "trainingInput.pythonVersion" "" ',"runtimeVersion":"2.11","pythonVersion":"3.5"'
+check "the refusal lists its Pythons" grep -qF "Python 3.7, 3.10" "$T/validate.err"
+refused "pythonVersion alone" "trainingInput.pythonVersion" "" ',"pythonVersion":"3.7"'
+check "the refusal asks for a runtimeVersion" grep -qF "needs a runtimeVersion" "$T/validate.err"
 refused "serviceAccount" "trainingInput.serviceAccount" "" ',"serviceAccount":"a@b"'
 refused "network" "trainingInput.network" "" ',"network":"n"'
 refused "enableWebAccess" "trainingInput.enableWebAccess" "" ',"enableWebAccess":true'

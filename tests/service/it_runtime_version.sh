@@ -1,0 +1,85 @@
+#!/bin/bash
+# tests/service/it_runtime_version.sh - a job that names a runtime version
+# runs in the image the catalog maps it to (docs/catalog.md, "Runtime
+# versions"), on a real kilnd with a site catalog that maps 2.11 / Python
+# 3.7 to an image built here (nothing is pulled: the host's /usr and /etc
+# mounted read-only give it Python, as lib.sh host_image's do):
+#   1. the site's map as `kiln catalog list runtime-versions` prints it: the
+#      site's image, the built-in pairs rewritten by the site's mirror;
+#   2. the seeds' command line, `kiln jobs submit training
+#      --runtime-version 2.11 --python-version 3.7 --package-path
+#      --module-name`: SUCCEEDED, and the module ran in a container of that
+#      image (it reads the image's own marker file), with its args;
+#   3. refused at create: a Python the site does not map with 2.11, a
+#      runtimeVersion beside masterConfig.imageUri.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need podman
+
+# an image whose only file of its own is a marker naming it
+IMG=localhost/kiln-it-rt-$$:2.11
+root=$T/rtimg
+mkdir -p "$root/tmp" "$root/run" "$root/var/tmp" "$root/root" "$root/home"
+for d in bin lib lib64 sbin; do ln -sfn "usr/$d" "$root/$d"; done
+printf '%s\n' "$IMG" >"$root/kiln-runtime-image"
+if ! tar -C "$root" -c . | podman import -q - "$IMG" >/dev/null; then
+    fail "cannot build the image $IMG"
+    finish
+fi
+AT_EXIT="${AT_EXIT:-:}; podman rmi -f $IMG >/dev/null 2>&1"
+
+cat >"$T/site.yaml" <<EOF
+runtimeVersions:
+  - {version: "2.11", python: "3.7", image: $IMG}
+runtimeMirrors:
+  us-docker.pkg.dev/vertex-ai/training: registry.invalid/mirror
+EOF
+printf '{"nodes": [{"name": "vm", "address": "127.0.0.1"}], %s}\n' \
+    "$(host_runtime_config "$T")" >"$T/host.json"
+
+# 1. the effective map
+"$KILN" catalog list runtime-versions --catalog "$T/site.yaml" >"$T/list" 2>&1
+check_eq "catalog list exit" "$?" 0
+check "2.11 / 3.7 is the site's image" grep -qE "^2\.11 +3\.7 \(default\) +$IMG +$IMG +site$" "$T/list"
+check "2.11 / 3.10 through the mirror" \
+    grep -qE "^2\.11 +3\.10 +registry\.invalid/mirror/tf-cpu\.2-11\.py310:latest +registry\.invalid/mirror/tf-gpu\.2-11\.py310:latest +default, mirrored$" "$T/list"
+check "2.10 is not under the mirror" grep -qE "^2\.10 +3\.7 \(default\) +us-docker\.pkg\.dev/deeplearning-platform-release/.* default$" "$T/list"
+
+start_kilnd "$T/d" --node-config "$T/host.json" --catalog "$T/site.yaml"
+
+# 2. the seeds' command line; the module reports where it runs
+mkdir -p "$T/pkg/trainer"
+: >"$T/pkg/trainer/__init__.py"
+cat >"$T/pkg/trainer/task.py" <<'EOF'
+import json, os, sys
+print("RUNTIME_IMAGE", open("/kiln-runtime-image").read().strip())
+print("IN_CONTAINER", os.path.exists("/run/.containerenv"))
+print("ARGS", " ".join(sys.argv[1:]))
+print("TASK", json.loads(os.environ["TF_CONFIG"])["task"]["type"])
+EOF
+"$KILN" jobs submit training rt_1 --runtime-version 2.11 --python-version 3.7 \
+    --package-path "$T/pkg/trainer" --module-name trainer.task --scale-tier basic \
+    --region us-central1 -- --epochs 1 >"$T/submit" 2>&1
+check_eq "submitted ($(head -c 300 "$T/submit"))" "$?" 0
+check "rt_1 SUCCEEDED" wait_state rt_1 SUCCEEDED 90
+"$KILN" jobs stream-logs rt_1 >"$T/logs" 2>&1
+check "the module ran in the site's image" grep -qF "RUNTIME_IMAGE $IMG" "$T/logs"
+check "... in a container" grep -qF "IN_CONTAINER True" "$T/logs"
+check "... with its args" grep -qF "ARGS --epochs 1" "$T/logs"
+check "... as the master" grep -qF "TASK master" "$T/logs"
+check "started as a container of that image" grep -qF "of image $IMG" "$T/logs"
+api GET /v1/projects/p1/jobs/rt_1
+check_eq "the job keeps its runtimeVersion" "$(printf '%s' "$BODY" | jget trainingInput.runtimeVersion)" 2.11
+check_eq "... and gains no imageUri" "$(printf '%s' "$BODY" | jget trainingInput.masterConfig.imageUri)" ""
+
+# 3. refusals at create
+body='{"jobId":"rt_2","trainingInput":{"scaleTier":"BASIC","region":"us-central1","pythonModule":"trainer.task","runtimeVersion":"2.11","pythonVersion":"3.5"}}'
+api POST /v1/projects/p1/jobs "$body"
+check_eq "3.5 with 2.11: 400" "$STATUS" 400
+check_eq "... at pythonVersion" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" trainingInput.pythonVersion
+check "... naming what the site maps" grep -qF "Python 3.7, 3.10 (kiln" <<<"$BODY"
+body='{"jobId":"rt_3","trainingInput":{"scaleTier":"BASIC","region":"us-central1","runtimeVersion":"2.11","masterConfig":{"imageUri":"'"$IMG"'"}}}'
+api POST /v1/projects/p1/jobs "$body"
+check_eq "runtimeVersion beside an image: 400" "$STATUS" 400
+check_eq "... at runtimeVersion" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" trainingInput.runtimeVersion
+finish
