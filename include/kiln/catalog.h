@@ -173,9 +173,11 @@ bool kiln_package_http_ok(const char *uri, const char **name, size_t *name_len, 
 
 /* Fills defaults the service would apply: scheduling.maxRunningTime (604800s)
  * when unset, the master's imageUri on every other role that runs (count > 0)
- * without one, and the catalog's default region when the job names none (a
- * TFJob). Call after a successful validate (or, for the region, before).
- * KILN_OK or KILN_ENOMEM (the job may then be partly filled). */
+ * without one, the catalog's default region when the job names none (a
+ * TFJob), and with a runtimeVersion but no pythonVersion the version's
+ * default Python (so a later catalog cannot change the job's image). Call after a successful
+ * validate (or, for the region, before). KILN_OK or KILN_ENOMEM (the job may then be partly
+ * filled). */
 kiln_err kiln_catalog_normalise(const kiln_catalog *c, kiln_job *job);
 
 /* ---- lookups (pointers stay valid while `c` lives) ---- */

@@ -137,8 +137,9 @@ bool kiln__region_offers_tpu(const kiln_region *r, const char *accel)
 /* ---------- normalise ---------- */
 
 /* Fills what the service fills: the default region (inputs without one, such
- * as a TFJob), scheduling.maxRunningTime, and the master's imageUri on every
- * other role that runs and names no image of its own. */
+ * as a TFJob), scheduling.maxRunningTime, the master's imageUri on every
+ * other role that runs and names no image of its own, and the runtime
+ * version's default pythonVersion. */
 kiln_err kiln_catalog_normalise(const kiln_catalog *c, kiln_job *job)
 {
     kiln_training_input *ti = &job->training_input;
@@ -153,6 +154,13 @@ kiln_err kiln_catalog_normalise(const kiln_catalog *c, kiln_job *job)
         ti->scheduling.has_max_running_time = true;
         ti->scheduling.max_running_time.seconds = c->max_running_time_s;
         ti->scheduling.max_running_time.nanos = 0;
+    }
+    /* the runtime version's default Python, written down: the job runs in
+     * the same image even if a later catalog orders its Pythons otherwise */
+    if (ti->runtime_version && *ti->runtime_version &&
+        (!ti->python_version || !*ti->python_version)) {
+        const kiln_runtime *rt = kiln_catalog_runtime(c, ti->runtime_version, NULL);
+        if (rt && kiln_set_str(&ti->python_version, rt->python)) return KILN_ENOMEM;
     }
     for (int r = KILN_ROLE_WORKER; image && *image && r < KILN_ROLE_COUNT; r++) {
         kiln_role_fields f = kiln_job_role_fields(ti, (kiln_role)r);

@@ -12,7 +12,9 @@
 #      image (it reads the image's own marker file), with its args;
 #   3. refused at create: a Python the site does not map with 2.11, a
 #      runtimeVersion beside masterConfig.imageUri;
-#   4. the real gcloud: `gcloud ai-platform jobs submit training
+#   4. a job queued while its pair was mapped, placed by a kilnd whose
+#      catalog no longer maps it: FAILED at placement, saying so;
+#   5. the real gcloud: `gcloud ai-platform jobs submit training
 #      --runtime-version 2.11 --python-version 3.7 --package-path trainer
 #      --staging-bucket gs://...` (its sdist uploaded to kilnd's staging
 #      store) runs in the same image (skipped, saying so, without gcloud).
@@ -87,7 +89,26 @@ api POST /v1/projects/p1/jobs "$body"
 check_eq "runtimeVersion beside an image: 400" "$STATUS" 400
 check_eq "... at runtimeVersion" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" trainingInput.runtimeVersion
 
-# 4. gcloud's own command line, as the seeds write it
+# 4. the node cordoned, a job queues with 2.9; kilnd comes back with a
+# catalog that drops 2.9 / 3.7; uncordoned, the job cannot be placed
+"$KILN" nodes drain vm >"$T/drain" 2>&1
+check_eq "drain ($(head -c 200 "$T/drain"))" "$?" 0
+body='{"jobId":"rt_q","trainingInput":{"scaleTier":"BASIC","region":"us-central1","pythonModule":"trainer.task","runtimeVersion":"2.9"}}'
+api POST /v1/projects/p1/jobs "$body"
+check_eq "rt_q accepted" "$STATUS" 200
+check_eq "... its default Python written down" "$(printf '%s' "$BODY" | jget trainingInput.pythonVersion)" 3.7
+check "rt_q QUEUED" wait_state rt_q QUEUED 10
+stop_kilnd
+printf 'runtimeVersions:\n  - {version: "2.9", python: "3.7", remove: true}\n' >"$T/drop.yaml"
+sed -n '/^runtimeVersions:/,/^runtimeMirrors:/p' "$T/site.yaml" | sed '1d;$d' >>"$T/drop.yaml"
+start_kilnd "$T/d" --node-config "$T/host.json" --catalog "$T/drop.yaml" --bucket stage-b
+"$KILN" nodes uncordon vm >/dev/null 2>&1
+check "rt_q FAILED at placement" wait_state rt_q FAILED 30
+api GET /v1/projects/p1/jobs/rt_q
+msg=$(printf '%s' "$BODY" | jget errorMessage)
+check "... saying the catalog maps it no more ($msg)" grep -qF "runtimeVersion 2.9 (pythonVersion 3.7): this kilnd's catalog maps it to no image any more" <<<"$msg"
+
+# 5. gcloud's own command line, as the seeds write it
 if ! command -v gcloud >/dev/null; then
     echo "gcloud not installed: its part is skipped" >&2
     finish

@@ -78,6 +78,20 @@ static void test_role_images(const kiln_catalog *c)
     kiln_set_str(&j->training_input.runtime_version, "2.10");
     CHECK(strstr(kiln_catalog_runtime_image(c, j, KILN_ROLE_MASTER), "tf2-gpu.2-10.py37") != NULL);
     kiln_job_free(j);
+
+    /* normalise writes the default Python down; an explicit one stays */
+    j = mkcustom("n1-standard-8", NULL, 0);
+    kiln_set_str(&j->training_input.runtime_version, "2.9");
+    CHECK(kiln_catalog_normalise(c, j) == KILN_OK);
+    CHECK_STR(j->training_input.python_version, "3.7");
+    kiln_set_str(&j->training_input.python_version, "3.10");
+    CHECK(kiln_catalog_normalise(c, j) == KILN_OK);
+    CHECK_STR(j->training_input.python_version, "3.10");
+    kiln_set_str(&j->training_input.runtime_version, NULL);
+    kiln_set_str(&j->training_input.python_version, NULL);
+    CHECK(kiln_catalog_normalise(c, j) == KILN_OK);
+    CHECK(j->training_input.python_version == NULL);
+    kiln_job_free(j);
 }
 
 static void test_refusals(const kiln_catalog *c, kiln_diag *d)
