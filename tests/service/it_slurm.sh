@@ -103,6 +103,9 @@ check "the refusal names it" grep -q 'NVIDIA_TESLA_V100 has no GPU type on this 
 api POST /v1/projects/p1/jobs '{"jobId":"image_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"docker.io/library/busybox"}}}'
 check_eq "an image refused at create" "$STATUS" 400
 check "the refusal names imageUri" grep -q 'trainingInput.masterConfig.imageUri.*not run by the Slurm executor' <<<"$BODY"
+api POST /v1/projects/p1/jobs '{"jobId":"rt_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","runtimeVersion":"2.11","pythonModule":"trainer.task"}}'
+check_eq "a runtime version refused at create" "$STATUS" 400
+check "the refusal names runtimeVersion" grep -q 'trainingInput.runtimeVersion.*the Slurm executor runs no container images' <<<"$BODY"
 api POST /v1/projects/p1/jobs "$(job_json pkg_1 true ',"packageUris":["gs://b/p.tar.gz"],"pythonModule":"trainer.task"')"
 check_eq "packageUris refused at create" "$STATUS" 400
 check "the refusal names packageUris" grep -q 'trainingInput.packageUris' <<<"$BODY"
