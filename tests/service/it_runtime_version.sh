@@ -11,7 +11,8 @@
 #      --module-name`: SUCCEEDED, and the module ran in a container of that
 #      image (it reads the image's own marker file), with its args;
 #   3. refused at create: a Python the site does not map with 2.11, a
-#      runtimeVersion beside masterConfig.imageUri;
+#      runtimeVersion beside masterConfig.imageUri, and by a kilnd with no
+#      container runtime (no podman on its PATH);
 #   4. a job queued while its pair was mapped, placed by a kilnd whose
 #      catalog no longer maps it: FAILED at placement, saying so;
 #   5. the real gcloud: `gcloud ai-platform jobs submit training
@@ -98,6 +99,18 @@ api POST /v1/projects/p1/jobs "$body"
 check_eq "rt_q accepted" "$STATUS" 200
 check_eq "... its default Python written down" "$(printf '%s' "$BODY" | jget trainingInput.pythonVersion)" 3.7
 check "rt_q QUEUED" wait_state rt_q QUEUED 10
+stop_kilnd
+# meanwhile: a kilnd that finds no podman refuses what would need it
+printf '#!/bin/sh\nPATH=/nonexistent exec %s "$@"\n' "$KILND" >"$T/kilnd-nopodman"
+chmod +x "$T/kilnd-nopodman"
+real_kilnd=$KILND
+KILND=$T/kilnd-nopodman
+start_kilnd "$T/np"
+KILND=$real_kilnd
+api POST /v1/projects/p1/jobs '{"jobId":"rt_np","trainingInput":{"scaleTier":"BASIC","region":"us-central1","pythonModule":"trainer.task","runtimeVersion":"2.11"}}'
+check_eq "no container runtime: 400" "$STATUS" 400
+check_eq "... at runtimeVersion" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" trainingInput.runtimeVersion
+check "... saying why" grep -qF "no node of this kilnd has a container runtime" <<<"$BODY"
 stop_kilnd
 printf 'runtimeVersions:\n  - {version: "2.9", python: "3.7", remove: true}\n' >"$T/drop.yaml"
 sed -n '/^runtimeVersions:/,/^runtimeMirrors:/p' "$T/site.yaml" | sed '1d;$d' >>"$T/drop.yaml"
