@@ -10,6 +10,8 @@
 #      --runtime-version 2.11 --python-version 3.7 --package-path
 #      --module-name`: SUCCEEDED, and the module ran in a container of that
 #      image (it reads the image's own marker file), with its args;
+#      A worker with a (simulated) GPU runs in the pair's GPU image, the
+#      master without one in its CPU image;
 #   3. refused at create: a Python the site does not map with 2.11, a
 #      runtimeVersion beside masterConfig.imageUri, and by a kilnd with no
 #      container runtime (no podman on its PATH);
@@ -23,31 +25,41 @@
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need podman
 
-# an image whose only file of its own is a marker naming it
+# images whose only file of their own is a marker naming them
+rt_image() { # rt_image NAME
+    local root=$T/rtimg-${1//[^A-Za-z0-9]/_} d
+    mkdir -p "$root/tmp" "$root/run" "$root/var/tmp" "$root/root" "$root/home"
+    for d in bin lib lib64 sbin; do ln -sfn "usr/$d" "$root/$d"; done
+    printf '%s\n' "$1" >"$root/kiln-runtime-image"
+    tar -C "$root" -c . | podman import -q - "$1" >/dev/null || return 1
+    AT_EXIT="${AT_EXIT:-:}; podman rmi -f $1 >/dev/null 2>&1"
+}
 IMG=localhost/kiln-it-rt-$$:2.11
-root=$T/rtimg
-mkdir -p "$root/tmp" "$root/run" "$root/var/tmp" "$root/root" "$root/home"
-for d in bin lib lib64 sbin; do ln -sfn "usr/$d" "$root/$d"; done
-printf '%s\n' "$IMG" >"$root/kiln-runtime-image"
-if ! tar -C "$root" -c . | podman import -q - "$IMG" >/dev/null; then
-    fail "cannot build the image $IMG"
-    finish
-fi
-AT_EXIT="${AT_EXIT:-:}; podman rmi -f $IMG >/dev/null 2>&1"
+CPU_IMG=localhost/kiln-it-rt-$$:2.8-cpu
+GPU_IMG=localhost/kiln-it-rt-$$:2.8-gpu
+for i in "$IMG" "$CPU_IMG" "$GPU_IMG"; do
+    rt_image "$i" || {
+        fail "cannot build the image $i"
+        finish
+    }
+done
 
 cat >"$T/site.yaml" <<EOF
 runtimeVersions:
   - {version: "2.11", python: "3.7", image: $IMG}
+  - {version: "2.8", python: "3.7", cpu: $CPU_IMG, gpu: $GPU_IMG}
 runtimeMirrors:
   us-docker.pkg.dev/vertex-ai/training: registry.invalid/mirror
 EOF
-printf '{"nodes": [{"name": "vm", "address": "127.0.0.1"}], %s}\n' \
+# one (simulated) T4, for the GPU image
+printf '{"nodes": [{"name": "vm", "address": "127.0.0.1", "cpus": 64, "memoryGb": 256, "hardResources": false, "accelerators": [{"type": "NVIDIA_TESLA_T4", "count": 1}]}], %s}\n' \
     "$(host_runtime_config "$T")" >"$T/host.json"
 
 # 1. the effective map
 "$KILN" catalog list runtime-versions --catalog "$T/site.yaml" >"$T/list" 2>&1
 check_eq "catalog list exit" "$?" 0
 check "2.11 / 3.7 is the site's image" grep -qE "^2\.11 +3\.7 \(default\) +$IMG +$IMG +site$" "$T/list"
+check "2.8 / 3.7 has the site's two" grep -qE "^2\.8 +3\.7 \(default\) +$CPU_IMG +$GPU_IMG +site$" "$T/list"
 check "2.11 / 3.10 through the mirror" \
     grep -qE "^2\.11 +3\.10 +registry\.invalid/mirror/tf-cpu\.2-11\.py310:latest +registry\.invalid/mirror/tf-gpu\.2-11\.py310:latest +default, mirrored$" "$T/list"
 check "2.10 is not under the mirror" grep -qE "^2\.10 +3\.7 \(default\) +us-docker\.pkg\.dev/deeplearning-platform-release/.* default$" "$T/list"
@@ -78,6 +90,16 @@ check "started as a container of that image" grep -qF "of image $IMG" "$T/logs"
 api GET /v1/projects/p1/jobs/rt_1
 check_eq "the job keeps its runtimeVersion" "$(printf '%s' "$BODY" | jget trainingInput.runtimeVersion)" 2.11
 check_eq "... and gains no imageUri" "$(printf '%s' "$BODY" | jget trainingInput.masterConfig.imageUri)" ""
+
+# the CPU image for the master, the GPU image for the worker with its T4
+body='{"jobId":"rt_gpu","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","workerType":"n1-standard-4","workerCount":"1","workerConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"}},"packageUris":["'"$T"'/pkg/trainer"],"pythonModule":"trainer.task","runtimeVersion":"2.8"}}'
+api POST /v1/projects/p1/jobs "$body"
+check_eq "rt_gpu accepted" "$STATUS" 200
+check "rt_gpu SUCCEEDED" wait_state rt_gpu SUCCEEDED 90
+RL=$T/d/jobs/p1/rt_gpu/replicas
+check "the master ran in the CPU image" grep -qF "RUNTIME_IMAGE $CPU_IMG" "$RL/master-replica-0.log"
+check "the worker ran in the GPU image" grep -qF "RUNTIME_IMAGE $GPU_IMG" "$RL/worker-replica-0.log"
+check "... as the worker" grep -qF "TASK worker" "$RL/worker-replica-0.log"
 
 # 3. refusals at create
 body='{"jobId":"rt_2","trainingInput":{"scaleTier":"BASIC","region":"us-central1","pythonModule":"trainer.task","runtimeVersion":"2.11","pythonVersion":"3.5"}}'
