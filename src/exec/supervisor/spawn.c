@@ -398,8 +398,15 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     size_t n_mounts = jd && jd[0] == '/' ? 2 : 1;
     if (n_mounts == 2) kilnd_mkdirs(jd);
     /* every replica's hostname (its container's name) resolves to its node,
-     * as pod names do: torchrun hands its peers the host agent's hostname */
-    for (size_t k = 0; image && k < j->n; k++) {
+     * as pod names do: torchrun hands its peers the host agent's hostname.
+     * The replica's own name comes first: podman writes the entries in this
+     * order, and a reverse lookup of an address (socket.getfqdn(), which
+     * torchrun's rendezvous names its node by) gives the first name on it;
+     * with every replica on one address, every container would otherwise
+     * take the first replica's name, and the rendezvous, seeing one node
+     * twice (same name, same pid under --init), forms a group per replica. */
+    for (size_t o = 0; image && o < j->n; o++) {
+        size_t k = o == 0 ? i : (o <= i ? o - 1 : o);
         char hn[160], *kv = NULL;
         if (j->reps[k].dropped) continue;
         container_name(j, &j->reps[k], hn, sizeof hn);
