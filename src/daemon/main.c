@@ -534,18 +534,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
             goto out;
         }
-        /* Slurm jobs run as the user that submits them, kilnd's own (--uid
-         * needs root and is not used): the run-as rules of the local
-         * executor (src/daemon/users.c) are refused here, not ignored */
-        if (d.n_users) {
-            fprintf(stderr, "kilnd: --executor slurm runs every replica as kilnd's own user, so "
-                            "the tokens file's 'project P user U' lines cannot be applied: "
-                            "remove them, or use --executor local\n");
-            goto out;
-        }
-        if (geteuid() == 0 && !d.allow_root_replicas) {
+        /* A project's Slurm jobs run as its user (root submits them with
+         * sbatch --uid/--gid), with the run-as rules of the local executor
+         * (src/daemon/users.c); as root with no project user at all, every
+         * job would run as root */
+        if (geteuid() == 0 && !d.n_users && !d.allow_root_replicas) {
             fprintf(stderr, "kilnd: --executor slurm as root would run every replica as root: "
-                            "run kilnd as another user, or allow that with "
+                            "run kilnd as another user, name the projects' users in the tokens "
+                            "file ('project P user U'), or allow that with "
                             "--allow-root-replicas yes\n");
             goto out;
         }

@@ -199,22 +199,6 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
                  "nodes (containerCommand or a kiln.* module)");
         return false;
     }
-    /* the TTL is the local supervisor's (src/daemon/ttl.c); Slurm's has none */
-    if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished) {
-        snprintf(field, flen, "trainingInput.runPolicy.ttlSecondsAfterFinished");
-        snprintf(why, whylen,
-                 "not supported with kilnd --executor slurm: Slurm keeps a finished job's "
-                 "files; leave ttlSecondsAfterFinished out");
-        return false;
-    }
-    /* the local supervisor's clock (supervisor.c); Slurm's own limit is --time */
-    if (ti->has_run_policy && ti->run_policy.has_active_deadline_seconds) {
-        snprintf(field, flen, "trainingInput.runPolicy.activeDeadlineSeconds");
-        snprintf(why, whylen,
-                 "not enforced with kilnd --executor slurm: give scheduling.maxRunningTime "
-                 "instead (Slurm's --time; the job ends CANCELLED past it)");
-        return false;
-    }
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
         if (rc && rc->image_uri && *rc->image_uri) {
@@ -444,7 +428,10 @@ typedef struct sjob {
     /* being stopped to be queued again (its node drained): why; kept in the
      * runtime record ("slurmRequeue") so that a new kilnd finishes the move */
     char *requeue;
-    bool restart;  /* the requeue is restartPolicy Always's restart, not a move */
+    bool restart; /* the requeue is restartPolicy Always's restart, not a move */
+    /* being stopped to fail: runPolicy.activeDeadlineSeconds passed (the
+     * message; a new kilnd decides it again from the job's start time) */
+    char *deadline;
     long position; /* while PENDING: its place in Slurm's queue (1 = next), or 0 */
     struct sjob *next;
 } sjob;
@@ -504,6 +491,7 @@ static void sjob_free(ssup *s, sjob *j)
     free(j->job_id);
     free(j->reps);
     free(j->requeue);
+    free(j->deadline);
     free(j);
 }
 
@@ -848,6 +836,22 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
     return true;
 }
 
+/* Gives the job's files that its replicas write to the project's user:
+ * the job dir, its log, work and replicas dirs (kilnd_chown_job), the
+ * slurm/ dir (the batch script makes each attempt's run dir in it, Slurm
+ * writes its output there) and a local jobDir. */
+static void give_files(const sjob *j, const kiln_job *job, long uid, long gid)
+{
+    char path[PATH_MAX + 32];
+    kilnd_chown_job(j->dir, uid, gid);
+    snprintf(path, sizeof path, "%s/slurm", j->dir);
+    if (chown(path, (uid_t)uid, (gid_t)gid) < 0)
+        fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", path, uid, gid, strerror(errno));
+    const char *jd = job->training_input.job_dir;
+    if (jd && jd[0] == '/' && chown(jd, (uid_t)uid, (gid_t)gid) < 0)
+        fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", jd, uid, gid, strerror(errno));
+}
+
 /* A Slurm job of this attempt's name exists already: a kilnd died between
  * its sbatch and the runtime record. It is followed (its replicas from the
  * spec.json written before that sbatch), not submitted again. */
@@ -936,14 +940,35 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
                 return; /* stays QUEUED until ports free up */
             }
         }
+    /* the project's Unix user, as on one machine (src/daemon/users.c):
+     * checked again here for a job a kilnd configured otherwise accepted */
+    long uid = -1, gid = -1;
+    if (kilnd_project_user(d, rec->project, &uid, &gid, why, sizeof why) != KILN_OK) {
+        refuse(s, rec, "%s", why);
+        sjob_free(s, j);
+        return;
+    }
     if (!write_files(s, j, rec, plans, np, name, why, sizeof why)) {
         refuse(s, rec, "%s", why);
         sjob_free(s, j);
         return;
     }
-    char script[PATH_MAX + 32], *out = NULL;
+    char script[PATH_MAX + 32], *out = NULL, ua[32] = "", ga[32] = "";
     snprintf(script, sizeof script, "%s/slurm/job.sbatch", j->dir);
-    int rc = kiln_slurm_run((char *[]){"sbatch", "--parsable", script, NULL}, &out, 60);
+    if (uid >= 0) {
+        /* the batch script, its tasks and monitors run as the user (root
+         * submits for it: sbatch --uid/--gid) and write the job's files */
+        give_files(j, rec->job, uid, gid);
+        snprintf(ua, sizeof ua, "--uid=%ld", uid);
+        snprintf(ga, sizeof ga, "--gid=%ld", gid);
+    }
+    char *sargv[] = {"sbatch", "--parsable", script, NULL, NULL, NULL};
+    if (uid >= 0) {
+        sargv[2] = ua;
+        sargv[3] = ga;
+        sargv[4] = script;
+    }
+    int rc = kiln_slurm_run(sargv, &out, 60);
     char l[600];
     last_line(out, l, sizeof l);
     j->id = rc == 0 && out ? strtol(out, NULL, 10) : 0;
@@ -1118,6 +1143,14 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
                     state);
         return;
     }
+    if (j->deadline) { /* stopped for runPolicy.activeDeadlineSeconds */
+        if (kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_FAILED,
+                                      j->deadline, now, NULL) == KILN_OK)
+            d->failures_total[KILND_FAIL_DEADLINE]++;
+        kilnd_event(d, j->project, j->job_id, "ERROR", "Job FAILED: %s (Slurm job %ld: %s)",
+                    j->deadline, j->id, state);
+        return;
+    }
     if (j->requeue && j->restart) {
         /* restartPolicy Always: a replica ended with 0 before the master */
         retry_or_fail(s, j, r, j->requeue, "Always", true, KILND_FAIL_BACKOFF_LIMIT, byname);
@@ -1239,7 +1272,14 @@ static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
         done = true;
         goto out;
     }
-    if ((st == KILN_STATE_CANCELLING || j->requeue) && !j->term_sent && sj) {
+    /* activeDeadlineSeconds as on one machine (kiln_exec_limit_passed);
+     * maxRunningTime is Slurm's own --time */
+    char lwhy[256];
+    if (st == KILN_STATE_RUNNING && !j->deadline && !j->requeue && !j->term_sent &&
+        kiln_exec_limit_passed(r->job, r->start_ns, now, KILN_LIMIT_ACTIVE_DEADLINE, lwhy,
+                               sizeof lwhy) == KILN_LIMIT_ACTIVE_DEADLINE)
+        j->deadline = strdup(lwhy);
+    if ((st == KILN_STATE_CANCELLING || j->requeue || j->deadline) && !j->term_sent && sj) {
         bool started = strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0;
         scancel(j->id, started); /* SIGTERM to the replicas first when they run */
         j->term_sent = true;
@@ -1250,10 +1290,11 @@ static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
                             : "%s: scancel %ld (%d ms grace not needed: not started)",
                     j->requeue && st != KILN_STATE_CANCELLING
                         ? (j->restart ? "Restarting" : "Stopping for the drain")
-                        : "Cancelling",
+                    : j->deadline && st != KILN_STATE_CANCELLING ? j->deadline
+                                                                 : "Cancelling",
                     j->id, d->grace_ms);
-    } else if ((st == KILN_STATE_CANCELLING || j->requeue) && j->term_sent && !j->killed &&
-               now >= j->kill_at_ns) {
+    } else if ((st == KILN_STATE_CANCELLING || j->requeue || j->deadline) && j->term_sent &&
+               !j->killed && now >= j->kill_at_ns) {
         scancel(j->id, false);
         j->killed = true;
     }
@@ -1573,6 +1614,10 @@ void *kiln_slurm_supervisor(kilnd *d)
     reconcile(&s);
     while (!d->stop) {
         tick(&s);
+        /* runPolicy.ttlSecondsAfterFinished: the same cleaning as on one
+         * machine (src/daemon/ttl.c); the job's files are on the shared
+         * file system kilnd sees */
+        if (!d->stop) kilnd_ttl_tick(d, kiln_now_ns());
         struct pollfd pf = {.fd = d->wake_fd[0], .events = POLLIN};
         if (poll(&pf, 1, POLL_MS) > 0 && (pf.revents & POLLIN)) {
             char buf[256];

@@ -279,38 +279,6 @@ static kiln_exec_task *job_tasks(sup *s, rjob *j, size_t *n)
     return tasks;
 }
 
-/* The image a replica of `role` runs (its own imageUri, else the master's,
- * as AI Platform defaults it), or NULL: it runs as a process. */
-const char *image_of(const kiln_job *job, kiln_role role)
-{
-    const kiln_replica_config *rc = kiln_job_role_config(job, role);
-    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
-    if (rc && rc->image_uri && *rc->image_uri) return rc->image_uri;
-    if (mc && mc->image_uri && *mc->image_uri) return mc->image_uri;
-    return NULL;
-}
-
-/* A container's ENTRYPOINT override (containerCommand) and CMD override
- * (containerArgs, then the program args: user args after `--` and
- * --job-dir), each the role's, else the master's. */
-static kiln_err container_program(const kiln_job *job, kiln_role role, kiln_strv *cmd,
-                                  kiln_strv *args)
-{
-    const kiln_replica_config *rc = kiln_job_role_config(job, role);
-    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
-    kiln_strv pargs = {0};
-    if (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)) rc = mc;
-    kiln_err err = kiln_job_program_args(job, &pargs);
-    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_command.n; i++)
-        err = kiln_strv_push(cmd, rc->container_command.v[i]);
-    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_args.n; i++)
-        err = kiln_strv_push(args, rc->container_args.v[i]);
-    for (size_t i = 0; err == KILN_OK && i < pargs.n; i++)
-        err = kiln_strv_push(args, pargs.v[i]);
-    kiln_strv_clear(&pargs);
-    return err;
-}
-
 /* "kiln-P-J-TASK": a container name unique per replica (P and J are
  * [A-Za-z0-9_-], the API checked them). */
 static void container_name(const rjob *j, const replica *r, char *buf, size_t len)
@@ -328,7 +296,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     size_t nt = 0, self = 0;
     kiln_exec_task *tasks = job_tasks(s, j, &nt);
     replica *r = &j->reps[i];
-    const char *image = image_of(j->job, r->role);
+    const char *image = kiln_exec_image(j->job, r->role);
     kiln_err err = KILN_ENOMEM;
 
     if (!tasks) goto out;
@@ -344,7 +312,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                              .staging = j->pypath[0] ? j->pypath : NULL};
     r->kind = image ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
     if (image)
-        err = container_program(j->job, r->role, &argv, &cargs);
+        err = kiln_exec_container_program(j->job, r->role, &argv, &cargs);
     else
         err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
     /* a trial's --NAME=VALUE flags follow the program's own args */

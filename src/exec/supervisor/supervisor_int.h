@@ -193,8 +193,6 @@ void stop_all(sup *s, rjob *j, int sig);
  * period, then `after` with the message. The first reason stands. */
 void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* The container image of a role, NULL for a process replica. */
-const char *image_of(const kiln_job *job, kiln_role role);
 
 /* adopt.c */
 /* Adopts the replicas a previous kilnd left running (its runtime records). */

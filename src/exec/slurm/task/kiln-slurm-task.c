@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,7 +177,15 @@ int main(int argc, char **argv)
         usleep(100000);
     }
 
-    /* 2. the environment */
+    /* 2. the environment; the identity is the one this task runs as: a
+     * job root submitted for a project's user (sbatch --uid) carries
+     * root's HOME and USER from the submitter's environment */
+    struct passwd *pw = getpwuid(getuid());
+    const char *user = getenv("USER");
+    if (pw && (!user || strcmp(user, pw->pw_name) != 0) &&
+        (setenv("HOME", pw->pw_dir, 1) || setenv("USER", pw->pw_name, 1) ||
+         setenv("LOGNAME", pw->pw_name, 1)))
+        die(task, "%s", "out of memory");
     char **old = environ;
     size_t no = 0;
     while (old[no])
