@@ -72,6 +72,11 @@ const char *kiln_exec_image(const kiln_job *job, kiln_role role);
 kiln_err kiln_exec_container_program(const kiln_job *job, kiln_role role, kiln_strv *cmd,
                                      kiln_strv *args);
 
+/* "kiln-P-J-TASK": a replica's container name and hostname, unique per
+ * replica (P and J are [A-Za-z0-9_-], the API checked them). */
+void kiln_exec_container_name(const char *project, const char *job_id, const char *task, char *buf,
+                              size_t len);
+
 /* Appends the user's own variables of `role` (<role>Config.env: a TFJob
  * container's env) to `env`, after kiln's; every executor calls it, so no
  * executor drops them. The names kiln sets were refused at create

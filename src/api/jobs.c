@@ -298,7 +298,8 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     }
     /* --executor slurm: what the Slurm executor cannot run (docs/slurm.md) */
     char sfield[128];
-    if (d->slurm.on && !kiln_slurm_check_job(d, job, sfield, sizeof sfield, why, sizeof why)) {
+    if (d->slurm.on &&
+        !kiln_slurm_check_job(d, project, job, sfield, sizeof sfield, why, sizeof why)) {
         rc = send_error(c, 400, NULL, "Field: %s Error: %s", sfield, why);
         goto out;
     }

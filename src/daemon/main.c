@@ -519,15 +519,9 @@ int main(int argc, char **argv)
         goto out;
     /* what one executor cannot act on, before anything is made or loaded */
     if (d.slurm.on) {
-        const char *local_only = d.node_config ? "--node-config"
-                                 : runtime     ? "--container-runtime"
-                                               : NULL;
-        if (local_only) {
-            fprintf(stderr,
-                    "kilnd: %s is the local executor's (this machine's nodes and container "
-                    "runtime); under --executor slurm the nodes are Slurm's and container "
-                    "images are refused: remove it\n",
-                    local_only);
+        if (d.node_config) {
+            fprintf(stderr, "kilnd: --node-config is the local executor's (this machine's "
+                            "nodes); under --executor slurm the nodes are Slurm's: remove it\n");
             goto out;
         }
         if (!d.slurm.partition || !*d.slurm.partition) {

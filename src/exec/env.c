@@ -287,6 +287,12 @@ kiln_err kiln_exec_container_program(const kiln_job *job, kiln_role role, kiln_s
     return err;
 }
 
+void kiln_exec_container_name(const char *project, const char *job_id, const char *task, char *buf,
+                              size_t len)
+{
+    snprintf(buf, len, "kiln-%s-%s-%s", project, job_id, task);
+}
+
 kiln_err kiln_exec_user_env(const kiln_job *job, kiln_role role, kiln_strv *env)
 {
     const kiln_replica_config *rc = kiln_job_role_config(job, role);

@@ -16,30 +16,8 @@ PORT_RANGE=55000-55799 # the cluster's own daemons listen on 55900-55992
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need slurm mknod runas
 HERE=$(cd "$(dirname "$0")" && pwd)
-CLUSTER=$T/slurm
-AT_EXIT="$HERE/slurm_cluster.sh stop $CLUSTER"
-# three free ports for the cluster's daemons (as it_slurm.sh finds them)
-SPORT= started=
-for base in $(seq 55900 3 55990); do
-    busy=$(ss -Htan "( sport >= :$base and sport <= :$((base + 2)) )" 2>/dev/null | wc -l)
-    [ "$busy" = 0 ] || continue
-    SPORT=$base
-    if "$HERE/slurm_cluster.sh" start "$CLUSTER" "$SPORT" >"$T/cluster.out" 2>&1; then
-        started=1
-        break
-    fi
-    grep -qs 'Address already in use' "$CLUSTER"/log/*.log || break
-    "$HERE/slurm_cluster.sh" stop "$CLUSTER" >/dev/null 2>&1
-    rm -rf "$CLUSTER"
-done
-[ -n "$SPORT" ] || { fail "no three free ports in 55900-55992 for the test cluster"; finish; }
-if [ -z "$started" ]; then
-    cat "$T/cluster.out" >&2
-    tail -n 20 "$CLUSTER"/log/*.log "$CLUSTER"/munge/munged.log >&2
-    fail "the test cluster did not start"
-    finish
-fi
-export SLURM_CONF=$CLUSTER/slurm.conf
+. "$HERE/slurm_lib.sh"
+slurm_test_cluster 55900 55992
 # the user's srun reaches munged's socket (the key stays root's alone)
 chmod 711 "$CLUSTER/munge"
 

@@ -48,6 +48,7 @@ it_badbody.sh) port_base=47000 ;;
 it_root.sh) port_base=48000 ;;
 it_tuning_adopt.sh) port_base=45000 ;;
 it_gpu_nvml.sh) port_base=49000 ;;
+it_slurm_container.sh) port_base=54000 ;;
 it_slurm_parity.sh) port_base=55000 ;;
 *) port_base=29000 ;;
 esac

@@ -184,6 +184,25 @@ out:
     return err;
 }
 
+kiln_err kiln__podman_kill_argv(const kiln_exec_config *cfg, const char *name, kiln_strv *av)
+{
+    kiln_err err = runtime_prefix(cfg, av);
+    if (err == KILN_OK) err = kiln_strv_push(av, "kill");
+    if (err == KILN_OK) err = push2(av, "--signal", "KILL");
+    return err == KILN_OK ? kiln_strv_push(av, name) : err;
+}
+
+kiln_err kiln__podman_stop_argv(const kiln_exec_config *cfg, const char *name, int grace_ms,
+                                kiln_strv *av)
+{
+    char t[32];
+    snprintf(t, sizeof t, "%d", (grace_ms + 999) / 1000);
+    kiln_err err = runtime_prefix(cfg, av);
+    if (err == KILN_OK) err = kiln_strv_push(av, "stop");
+    if (err == KILN_OK) err = push2(av, "--time", t);
+    return err == KILN_OK ? kiln_strv_push(av, name) : err;
+}
+
 /* SIGTERM goes to `podman run`, which passes it on to the container (its
  * --sig-proxy default), where catatonit hands it to the program. SIGKILL
  * cannot be passed on: `podman kill` kills the container itself, started
@@ -195,8 +214,7 @@ static void podman_signal(const kiln_exec_config *cfg, const kiln_exec_handle *h
     if (sig != SIGKILL || !cfg->container_runtime || !h->name[0]) return;
     kiln_strv av = {0};
     char **avp = NULL;
-    if (runtime_prefix(cfg, &av) == KILN_OK && kiln_strv_push(&av, "kill") == KILN_OK &&
-        push2(&av, "--signal", "KILL") == KILN_OK && kiln_strv_push(&av, h->name) == KILN_OK &&
+    if (kiln__podman_kill_argv(cfg, h->name, &av) == KILN_OK &&
         (avp = calloc(av.n + 1, sizeof *avp))) {
         memcpy(avp, av.v, av.n * sizeof *avp);
         pid_t pid = fork();

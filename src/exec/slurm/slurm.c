@@ -177,8 +177,8 @@ static void role_field(kiln_role r, const char *suffix, char *field, size_t flen
     snprintf(field, flen, "trainingInput.%sConfig.%s", kiln_role_field(r), suffix);
 }
 
-bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t flen, char *why,
-                          size_t whylen)
+bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, char *field,
+                          size_t flen, char *why, size_t whylen)
 {
     const kiln_training_input *ti = &job->training_input;
     if (ti->has_hyperparameters) {
@@ -199,14 +199,30 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
                  "nodes (containerCommand or a kiln.* module)");
         return false;
     }
+    /* container images run in podman on the node (container_argv): the
+     * runtime kilnd found (--container-runtime, else podman on its PATH) is
+     * the one at the same path on every node; as the project's user (sbatch
+     * --uid) podman would be rootless, which kiln does not set up */
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
-        if (rc && rc->image_uri && *rc->image_uri) {
-            role_field((kiln_role)r, "imageUri", field, flen);
+        if (!rc || !rc->image_uri || !*rc->image_uri) continue;
+        role_field((kiln_role)r, "imageUri", field, flen);
+        long uid = -1, gid = -1;
+        char uwhy[16];
+        if (!d->exec.container_runtime) {
             snprintf(why, whylen,
-                     "container images (%s) are not run by the Slurm executor: give "
-                     "containerCommand instead",
+                     "container images (%s) need podman on the Slurm nodes, and kilnd found none "
+                     "on its PATH (give --container-runtime PATH, the same path on every node)",
                      rc->image_uri);
+            return false;
+        }
+        if (project && kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK &&
+            uid >= 0) {
+            snprintf(why, whylen,
+                     "project %s's jobs run as its own user under Slurm (sbatch --uid), and podman "
+                     "as that user would be rootless podman, which kiln does not set up: run the "
+                     "image's program as a containerCommand, or the project without a user",
+                     project);
             return false;
         }
     }
@@ -697,6 +713,80 @@ out:
     return err;
 }
 
+/* Replica i's container: `podman run ...` and the pull and image check
+ * its monitor runs first, built by the local container backend's own code
+ * (kiln__podman_argv) with the same name, hostname, mounts, --init and
+ * environment. What only the node knows is left to kiln-slurm-task: the
+ * replicas' addresses (@KILN_HOST_K@ in --add-host, this replica's own
+ * name first, as on one machine) and the GPUs Slurm gave the task
+ * (KILN_SLURM_DEVICES, where the --device arguments go). */
+static kiln_err container_argv(ssup *s, sjob *j, const kiln_job *job, size_t i, const char *image,
+                               const kiln_strv *env, kiln_strv *prog, kiln_strv *pull,
+                               kiln_strv *exists)
+{
+    kiln_strv cmd = {0}, args = {0}, hosts = {0};
+    char name[200], work[PATH_MAX + 16], jlog[PATH_MAX + 16];
+    const srep *r = &j->reps[i];
+    const kiln_replica_config *rc = kiln_job_role_config(job, r->role);
+    kiln_err err = kiln_exec_container_program(job, r->role, &cmd, &args);
+    for (size_t o = 0; err == KILN_OK && o < j->n; o++) {
+        size_t k = o == 0 ? i : (o <= i ? o - 1 : o);
+        char hn[200], *kv = NULL;
+        kiln_exec_container_name(j->project, j->job_id, j->reps[k].task, hn, sizeof hn);
+        err = asprintf(&kv, "%s:@KILN_HOST_%zu@", hn, k) < 0 ? KILN_ENOMEM
+                                                             : kiln_strv_push(&hosts, kv);
+        free(kv);
+    }
+    if (err != KILN_OK) goto out;
+    kiln_exec_container_name(j->project, j->job_id, r->task, name, sizeof name);
+    snprintf(work, sizeof work, "%s/work", j->dir);
+    snprintf(jlog, sizeof jlog, "%s/log.tsv", j->dir);
+    const char *jd = job->training_input.job_dir;
+    const char *mounts[2] = {j->dir, jd};
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    size_t np = kiln_catalog_plan(s->d->catalog, job, plans);
+    bool gpus = false;
+    for (size_t p = 0; p < np; p++)
+        gpus |= plans[p].role == r->role && plans[p].accelerators_per_replica > 0;
+    kiln_exec_spec spec = {.kind = KILN_EXEC_CONTAINER,
+                           .task = r->task,
+                           .job_log = jlog,
+                           .work_dir = work,
+                           .argv = &cmd,
+                           .args = &args,
+                           .env = env,
+                           .image = image,
+                           .name = name,
+                           .mounts = mounts,
+                           .n_mounts = jd && jd[0] == '/' ? 2 : 1,
+                           .binds = rc ? &rc->host_mounts : NULL,
+                           .pull_policy = rc ? rc->image_pull_policy : NULL,
+                           .hosts = (const char *const *)hosts.v,
+                           .n_hosts = hosts.n,
+                           .devices_arg = gpus ? "KILN_SLURM_DEVICES" : NULL,
+                           .uid = -1,
+                           .gid = -1};
+    /* resources.limits (checked at create; container replicas only) */
+    if (rc && rc->cpu_limit && !kiln_quantity_cpu_milli(rc->cpu_limit, &spec.cpu_milli))
+        spec.cpu_milli = 0;
+    if (rc && rc->memory_limit && !kiln_quantity_bytes(rc->memory_limit, &spec.memory_bytes))
+        spec.memory_bytes = 0;
+    err = kiln__podman_argv(&s->d->exec, &spec, prog, pull, exists);
+out:
+    kiln_strv_clear(&cmd);
+    kiln_strv_clear(&args);
+    kiln_strv_clear(&hosts);
+    return err;
+}
+
+static json_t *strv_json(const kiln_strv *v)
+{
+    json_t *a = json_array();
+    for (size_t k = 0; a && k < v->n; k++)
+        json_array_append_new(a, json_string(v->v[k]));
+    return a;
+}
+
 /* Writes DIR/slurm/spec.json (what each replica runs, for kiln-slurm-task)
  * and DIR/slurm/job.sbatch; false with why. */
 static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
@@ -718,26 +808,44 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
     kiln_exec_paths paths = {.kiln_train = d->kiln_train, .python = d->python, .staging = NULL};
     json_t *reps = json_array();
     for (size_t i = 0; i < j->n; i++) {
-        kiln_strv argv = {0}, env = {0};
-        if (kiln_exec_program(rec->job, j->reps[i].role, &paths, &argv, why, whylen) != KILN_OK ||
-            replica_env(s, j, rec->job, i, rec->restarts, &env) != KILN_OK) {
+        kiln_strv argv = {0}, env = {0}, pull = {0}, exists = {0};
+        const char *image = kiln_exec_image(rec->job, j->reps[i].role);
+        bool ok = replica_env(s, j, rec->job, i, rec->restarts, &env) == KILN_OK;
+        if (ok && image)
+            ok = container_argv(s, j, rec->job, i, image, &env, &argv, &pull, &exists) == KILN_OK;
+        else if (ok)
+            ok =
+                kiln_exec_program(rec->job, j->reps[i].role, &paths, &argv, why, whylen) == KILN_OK;
+        json_t *one =
+            ok ? json_pack("{s:s,s:s,s:i,s:i,s:o,s:o}", "task", j->reps[i].task, "role",
+                           kiln_role_name(j->reps[i].role), "index", j->reps[i].index, "port",
+                           j->reps[i].port, "argv", strv_json(&argv), "env", strv_json(&env))
+               : NULL;
+        /* a container: its monitor pulls (unless pullPolicy Never) and
+         * checks the image first, on the node, as on one machine */
+        if (one && image) {
+            const kiln_replica_config *rc = kiln_job_role_config(rec->job, j->reps[i].role);
+            json_object_set_new(one, "image", json_string(image));
+            json_object_set_new(one, "pull", strv_json(&pull));
+            json_object_set_new(one, "exists", strv_json(&exists));
+            kiln_strv stop = {0};
+            char cname[200];
+            kiln_exec_container_name(j->project, j->job_id, j->reps[i].task, cname, sizeof cname);
+            if (kiln__podman_stop_argv(&s->d->exec, cname, s->d->grace_ms, &stop) == KILN_OK)
+                json_object_set_new(one, "stop", strv_json(&stop));
+            kiln_strv_clear(&stop);
+            if (rc && rc->image_pull_policy)
+                json_object_set_new(one, "pullPolicy", json_string(rc->image_pull_policy));
+        }
+        kiln_strv_clear(&argv);
+        kiln_strv_clear(&env);
+        kiln_strv_clear(&pull);
+        kiln_strv_clear(&exists);
+        if (!one || json_array_append_new(reps, one) < 0) {
             if (!why[0]) snprintf(why, whylen, "cannot build the replicas' environment");
-            kiln_strv_clear(&argv);
-            kiln_strv_clear(&env);
             json_decref(reps);
             return false;
         }
-        json_t *a = json_array(), *e = json_array();
-        for (size_t k = 0; k < argv.n; k++)
-            json_array_append_new(a, json_string(argv.v[k]));
-        for (size_t k = 0; k < env.n; k++)
-            json_array_append_new(e, json_string(env.v[k]));
-        json_array_append_new(reps, json_pack("{s:s,s:s,s:i,s:i,s:o,s:o}", "task", j->reps[i].task,
-                                              "role", kiln_role_name(j->reps[i].role), "index",
-                                              j->reps[i].index, "port", j->reps[i].port, "argv", a,
-                                              "env", e));
-        kiln_strv_clear(&argv);
-        kiln_strv_clear(&env);
     }
     json_t *spec = json_pack("{s:s,s:s,s:s,s:I,s:o}", "monitor", d->exec.monitor, "jobLog", jlog,
                              "workDir", work, "logCap", (json_int_t)d->log_cap, "replicas", reps);
@@ -904,7 +1012,7 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
     /* what create refuses (kiln_slurm_check_job), for a job queued by a
      * kilnd that ran with another executor */
     char field[128];
-    if (!kiln_slurm_check_job(d, rec->job, field, sizeof field, why, sizeof why)) {
+    if (!kiln_slurm_check_job(d, rec->project, rec->job, field, sizeof field, why, sizeof why)) {
         refuse(s, rec, "%s: %s", field, why);
         return;
     }

@@ -279,11 +279,9 @@ static kiln_exec_task *job_tasks(sup *s, rjob *j, size_t *n)
     return tasks;
 }
 
-/* "kiln-P-J-TASK": a container name unique per replica (P and J are
- * [A-Za-z0-9_-], the API checked them). */
 static void container_name(const rjob *j, const replica *r, char *buf, size_t len)
 {
-    snprintf(buf, len, "kiln-%s-%s-%s", j->project, j->job_id, r->task);
+    kiln_exec_container_name(j->project, j->job_id, r->task, buf, len);
 }
 
 /* Starts replica `i` of a running job (every replica at first; one alone
