@@ -391,7 +391,7 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     }
     kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
     if (ttl) kilnd_ttl_created(d, project, job->job_id);
-    kilnd_wake(d);
+    kiln_doorbell_ring(&d->wake);
     rc = send_json(c, 200, job_json(d, rec));
 out:
     kiln_job_record_free(rec);
@@ -551,7 +551,7 @@ static enum MHD_Result job_cancel(kilnd *d, struct MHD_Connection *c, const char
                              "Job projects/%s/jobs/%s is already %s and cannot be cancelled",
                              project, id, kiln_job_state_name(was));
     if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
-    kilnd_wake(d);
+    kiln_doorbell_ring(&d->wake);
     return send_json(c, 200, json_object());
 }
 

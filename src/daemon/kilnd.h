@@ -22,6 +22,7 @@
 #include "kiln/exec.h"
 #include "kiln/sched.h"
 #include "kiln/store.h"
+#include "util/doorbell.h"
 
 typedef enum kilnd_role { KILND_VIEWER = 1, KILND_EDITOR = 2 } kilnd_role;
 
@@ -132,11 +133,12 @@ typedef struct kilnd {
         _Atomic unsigned long long count, sum_ns;
     } sched_pass;
 
-    int wake_fd[2];
+    /* rung by whoever has work for the supervisor thread (util/doorbell.h):
+     * a create, a cancel, a drain, a fetch that ended, kilnd stopping */
+    kiln_doorbell wake;
     volatile sig_atomic_t stop;
 } kilnd;
 
-void kilnd_wake(kilnd *d);
 /* src/daemon/jobdir.c: DATA/jobs/PROJECT/JOB (project and job id are
  * checked by the API first). */
 void kilnd_job_dir(const kilnd *d, const char *project, const char *job_id, char *buf, size_t len);

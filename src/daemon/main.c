@@ -67,13 +67,6 @@ static const char usage[] =
     "Without --node-config this machine's GPUs come from NVML: libnvidia-ml.so.1, or\n"
     "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n";
 
-void kilnd_wake(kilnd *d)
-{
-    char b = 1;
-    ssize_t w = write(d->wake_fd[1], &b, 1);
-    (void)w; /* a full pipe already holds a wake-up */
-}
-
 /* Reads the "project P user U [group G]" lines of the tokens file into
  * d->users, once at start: the supervisor reads d->users without a lock, so
  * a SIGHUP reloads the tokens but not the run-as users (docs/service.md).
@@ -338,8 +331,7 @@ static void cleanup(kilnd *d)
         free(d->users[i].user);
     }
     free(d->users);
-    for (int i = 0; i < 2; i++)
-        if (d->wake_fd[i] >= 0) close(d->wake_fd[i]);
+    kiln_doorbell_close(&d->wake);
     pthread_mutex_destroy(&d->mu);
     pthread_rwlock_destroy(&d->tokens_mu);
 }
@@ -362,7 +354,7 @@ int main(int argc, char **argv)
                .max_inflight = 512,
                .max_inflight_token = 64,
                .min_free = (uint64_t)64 << 20,
-               .wake_fd = {-1, -1}};
+               .wake = {{-1, -1}}};
     kiln_diag dg = KILN_DIAG_INIT;
     char path[PATH_MAX + 32], bound[128];
     const char *kiln_train = NULL, *monitor = NULL, *runtime = NULL;
@@ -626,7 +618,7 @@ int main(int argc, char **argv)
     if (!d.node_config && !d.slurm.on && start_gpus(&d, gpu_note) < 0) goto out;
     d.sched = kiln_sched_new(&d.cluster);
     d.drain_pending = calloc(d.cluster.n ? d.cluster.n : 1, sizeof(bool));
-    if (!d.sched || !d.drain_pending || pipe2(d.wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (!d.sched || !d.drain_pending || kiln_doorbell_open(&d.wake) < 0) {
         fprintf(stderr, "kilnd: out of resources\n");
         goto out;
     }
@@ -733,7 +725,7 @@ out:
     if (lfd >= 0) close(lfd);
     if (sup_started) {
         d.stop = 1;
-        kilnd_wake(&d);
+        kiln_doorbell_ring(&d.wake);
         pthread_join(sup, NULL);
     }
     cleanup(&d);

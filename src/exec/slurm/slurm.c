@@ -415,8 +415,7 @@ kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, siz
         if (drain_n < (int)(sizeof drain_pending / sizeof *drain_pending))
             snprintf(drain_pending[drain_n++], sizeof *drain_pending, "%s", node);
         pthread_mutex_unlock(&drain_mu);
-        if (write(d->wake_fd[1], "d", 1) < 0) {
-        } /* a full pipe wakes it anyway */
+        kiln_doorbell_ring(&d->wake);
     }
     return KILN_OK;
 }
@@ -1726,12 +1725,8 @@ void *kiln_slurm_supervisor(kilnd *d)
          * machine (src/daemon/ttl.c); the job's files are on the shared
          * file system kilnd sees */
         if (!d->stop) kilnd_ttl_tick(d, kiln_now_ns());
-        struct pollfd pf = {.fd = d->wake_fd[0], .events = POLLIN};
-        if (poll(&pf, 1, POLL_MS) > 0 && (pf.revents & POLLIN)) {
-            char buf[256];
-            while (read(d->wake_fd[0], buf, sizeof buf) > 0) {
-            }
-        }
+        struct pollfd pf = {.fd = kiln_doorbell_fd(&d->wake), .events = POLLIN};
+        if (poll(&pf, 1, POLL_MS) > 0 && (pf.revents & POLLIN)) kiln_doorbell_drain(&d->wake);
     }
     /* the Slurm jobs run on; the next kilnd follows them */
     while (s.jobs) {

@@ -153,7 +153,8 @@ static kiln_err fetch_packages(kilnd *d, rjob *j, char *why, size_t whylen)
         kilnd_mkdirs(staging);
         kilnd_event(d, j->project, j->job_id, "INFO", "fetching %s (at most %llu bytes)", u,
                     (unsigned long long)d->max_package_bytes);
-        err = kilnd_fetch_start(u, dst, d->max_package_bytes, d->wake_fd[1], &j->fetch);
+        err = kilnd_fetch_start(u, dst, d->max_package_bytes, kiln_doorbell_ring_fd(&d->wake),
+                                &j->fetch);
         if (err != KILN_OK)
             snprintf(why, whylen, "packageUris[%zu] '%s': cannot start fetching it: %s",
                      j->fetch_next, u, kiln_err_str(err));

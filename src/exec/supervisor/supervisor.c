@@ -886,16 +886,14 @@ void *kilnd_supervisor(void *arg)
             continue;
         }
         size_t k = 0;
-        pf[k++] = (struct pollfd){.fd = d->wake_fd[0], .events = POLLIN};
+        pf[k++] = (struct pollfd){.fd = kiln_doorbell_fd(&d->wake), .events = POLLIN};
         for (rjob *j = s.jobs; j; j = j->next)
             for (size_t i = 0; i < j->n; i++)
                 pf[k++] = (struct pollfd){.fd = j->reps[i].h.life_fd, .events = POLLIN};
         int rc = poll(pf, k, TICK_MS);
         woken = false;
         if (rc > 0 && (pf[0].revents & POLLIN)) {
-            char buf[256];
-            while (read(d->wake_fd[0], buf, sizeof buf) > 0) {
-            }
+            kiln_doorbell_drain(&d->wake);
             woken = true;
         }
         free(pf);
