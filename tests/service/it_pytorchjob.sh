@@ -197,7 +197,10 @@ apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: el-grow}
 spec:
-  elasticPolicy: {minReplicas: 1, maxReplicas: 2}
+  elasticPolicy:
+    minReplicas: 1
+    maxReplicas: 2
+    rdzvConf: [{key: last_call_timeout, value: "2"}]
   pytorchReplicaSpecs:
     Worker:
       replicas: 2
@@ -207,14 +210,22 @@ spec:
           containers:
             - name: pytorch
               image: pytorch/pytorch
-              command: ["sh", "-c", "echo nnodes=\$PET_NNODES; sleep 12"]
+              command: ["sh", "-c", "echo nnodes=\$PET_NNODES; exec env KILN_ELASTIC_STATE=$T/el-grow $SYSPY $HERE/pytorchjob/torchrun.py $HERE/pytorchjob/elastic.py 40"]
               resources: {limits: {nvidia.com/gpu: 1}}
 YAML
+mkdir -p "$T/el-grow"
 "$KILN" jobs submit training --kubeflow-job "$T/grow.yaml" >/dev/null 2>&1
 check "elastic job RUNNING with the one free GPU" wait_state el_grow RUNNING 20
 api GET /v1/projects/p1/jobs/el_grow
 check_eq "started with 1 worker" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 1
 check_eq "wants 2" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.wanted)" 2
+# torchrun's group of one takes its first step before the GPU frees up
+alone=""
+for _ in $(seq 1 300); do
+    "$KILN" jobs stream-logs el_grow 2>/dev/null | grep -q "step 1: all-reduced across 1" && alone=1 && break
+    sleep 0.1
+done
+check "the one worker's container ran in a group of one" test -n "$alone"
 api POST /v1/projects/p1/jobs/blocker:cancel '{}'
 grown=""
 for _ in $(seq 1 100); do
@@ -224,10 +235,12 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 check_eq "a worker was added when the GPU freed up" "$grown" 2
-check "elastic job SUCCEEDED" wait_state el_grow SUCCEEDED 60
+check "elastic job SUCCEEDED" wait_state el_grow SUCCEEDED 90
 "$KILN" jobs stream-logs el_grow >"$T/grow.logs" 2>&1
 check "the added worker was told min:max" grep -q "worker-replica-0.nnodes=1:2" "$T/grow.logs"
 check "the addition is logged" grep -q "Adding worker-replica-0" "$T/grow.logs"
+check "the containers' group grew to two" grep -q "rank 0 joined a group of 2 at step [1-9][0-9]*" "$T/grow.logs"
+check "both finished in the group of two" test "$(grep -c 'done in a group of 2' "$T/grow.logs")" -eq 2
 
 # ---- elastic and drains: two workers on two nodes, one node drained ----
 stop_kilnd
