@@ -152,6 +152,7 @@ static void detached(const kiln_strv *av)
             }
             signal(SIGTERM, SIG_DFL);
             execvp(v[0], v);
+            _exit(127);
         }
         _exit(0);
     }
