@@ -1722,7 +1722,7 @@ void *kiln_slurm_supervisor(kilnd *d)
     while (!d->stop) {
         tick(&s);
         /* runPolicy.ttlSecondsAfterFinished: the same cleaning as on one
-         * machine (src/daemon/ttl.c); the job's files are on the shared
+         * machine (src/jobfiles/ttl.c); the job's files are on the shared
          * file system kilnd sees */
         if (!d->stop) kilnd_ttl_tick(d, kiln_now_ns());
         struct pollfd pf = {.fd = kiln_doorbell_fd(&d->wake), .events = POLLIN};
