@@ -61,6 +61,22 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
                                size_t self, const char *const *gpus, size_t n_gpus, bool simulated,
                                kiln_strv *env);
 
+/* The image a replica of `role` runs (its own imageUri, else the master's,
+ * as AI Platform defaults it), or NULL: it runs as a process. */
+const char *kiln_exec_image(const kiln_job *job, kiln_role role);
+
+/* A container replica's ENTRYPOINT override (containerCommand, into `cmd`)
+ * and CMD override (containerArgs, then the program args: user args after
+ * `--` and --job-dir, into `args`), each the role's, else the master's.
+ * Both executors start containers from it. */
+kiln_err kiln_exec_container_program(const kiln_job *job, kiln_role role, kiln_strv *cmd,
+                                     kiln_strv *args);
+
+/* "kiln-P-J-TASK": a replica's container name and hostname, unique per
+ * replica (P and J are [A-Za-z0-9_-], the API checked them). */
+void kiln_exec_container_name(const char *project, const char *job_id, const char *task, char *buf,
+                              size_t len);
+
 /* Appends the user's own variables of `role` (<role>Config.env: a TFJob
  * container's env) to `env`, after kiln's; every executor calls it, so no
  * executor drops them. The names kiln sets were refused at create
@@ -74,6 +90,23 @@ kiln_err kiln_exec_user_env(const kiln_job *job, kiln_role role, kiln_strv *env)
  * characters); `instance` tells two kilnd lives apart (its pid). */
 void kiln_exec_coll_key(const char *project, const char *job_id, long instance, int attempt,
                         char out[64]);
+
+/* The run limits of a started job, decided here once for every executor
+ * (the local supervisor and the Slurm one call it; docs/slurm.md):
+ * scheduling.maxRunningTime cancels the job, runPolicy.activeDeadlineSeconds
+ * fails it (Kubeflow's DeadlineExceeded). `which` is a mask of the limits
+ * the caller enforces itself (Slurm's --time does maxRunningTime there). */
+typedef enum kiln_exec_limit {
+    KILN_LIMIT_NONE = 0,
+    KILN_LIMIT_MAX_RUNNING_TIME = 1,
+    KILN_LIMIT_ACTIVE_DEADLINE = 2,
+} kiln_exec_limit;
+
+/* Which limit of `which` the job, running since start_ns (0: not started),
+ * has passed at now_ns, with the sentence that ends it in `why`;
+ * KILN_LIMIT_NONE while none has. */
+kiln_exec_limit kiln_exec_limit_passed(const kiln_job *job, int64_t start_ns, int64_t now_ns,
+                                       unsigned which, char *why, size_t whylen);
 
 /* Where the program comes from and what it is. */
 typedef struct kiln_exec_paths {
@@ -156,7 +189,11 @@ typedef struct kiln_exec_spec {
     const int *gpus; /* the replica's GPUs (NVML indices) */
     size_t n_gpus;
     bool simulated; /* simulated GPUs: only CUDA_VISIBLE_DEVICES */
-    long uid, gid;  /* run as (-1: the monitor's own) */
+    /* container, instead of gpus: one argument standing where the GPUs'
+     * --device arguments go, which the Slurm executor's task replaces on
+     * its node with the GPUs Slurm gave it (NULL: none) */
+    const char *devices_arg;
+    long uid, gid; /* run as (-1: the monitor's own) */
 } kiln_exec_spec;
 
 /* What kilnd keeps of a started (or adopted) replica. */

@@ -298,7 +298,8 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     }
     /* --executor slurm: what the Slurm executor cannot run (docs/slurm.md) */
     char sfield[128];
-    if (d->slurm.on && !kiln_slurm_check_job(d, job, sfield, sizeof sfield, why, sizeof why)) {
+    if (d->slurm.on &&
+        !kiln_slurm_check_job(d, project, job, sfield, sizeof sfield, why, sizeof why)) {
         rc = send_error(c, 400, NULL, "Field: %s Error: %s", sfield, why);
         goto out;
     }
@@ -397,7 +398,7 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     }
     kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
     if (ttl) kilnd_ttl_created(d, project, job->job_id);
-    kilnd_wake(d);
+    kiln_doorbell_ring(&d->wake);
     rc = send_json(c, 200, job_json(d, rec));
 out:
     kiln_job_record_free(rec);
@@ -557,7 +558,7 @@ static enum MHD_Result job_cancel(kilnd *d, struct MHD_Connection *c, const char
                              "Job projects/%s/jobs/%s is already %s and cannot be cancelled",
                              project, id, kiln_job_state_name(was));
     if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
-    kilnd_wake(d);
+    kiln_doorbell_ring(&d->wake);
     return send_json(c, 200, json_object());
 }
 

@@ -232,7 +232,7 @@ static enum MHD_Result gpu_method(kilnd *d, struct MHD_Connection *c, const char
     kiln_sched_set_device_failed(d->sched, node, (size_t)j, false);
     json_t *o = node_json(d, node, NULL);
     pthread_mutex_unlock(&d->mu);
-    kilnd_wake(d);
+    kiln_doorbell_ring(&d->wake);
     return send_json(c, 200, o);
 }
 
@@ -286,6 +286,6 @@ enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *
     if (drain) d->drain_pending[idx] = true;
     json_t *o = node_json(d, (size_t)idx, NULL);
     pthread_mutex_unlock(&d->mu);
-    kilnd_wake(d);
+    kiln_doorbell_ring(&d->wake);
     return send_json(c, 200, o);
 }

@@ -350,7 +350,7 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
         refuse(&h, "trainingInput.enableWebAccess",
                "not supported: kiln has no interactive shell into replicas (read their logs "
                "with kiln jobs stream-logs)");
-    /* acted on by kilnd (src/daemon/ttl.c): in range, so endTime + TTL fits */
+    /* acted on by kilnd (src/jobfiles/ttl.c): in range, so endTime + TTL fits */
     if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished &&
         (ti->run_policy.ttl_seconds_after_finished < 0 ||
          ti->run_policy.ttl_seconds_after_finished > KILN_TTL_MAX_SECONDS))

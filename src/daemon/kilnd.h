@@ -22,6 +22,8 @@
 #include "kiln/exec.h"
 #include "kiln/sched.h"
 #include "kiln/store.h"
+#include "jobfiles/jobfiles.h" /* a job's directory, events and TTL: below the API */
+#include "util/doorbell.h"
 
 typedef enum kilnd_role { KILND_VIEWER = 1, KILND_EDITOR = 2 } kilnd_role;
 
@@ -132,31 +134,11 @@ typedef struct kilnd {
         _Atomic unsigned long long count, sum_ns;
     } sched_pass;
 
-    int wake_fd[2];
+    /* rung by whoever has work for the supervisor thread (util/doorbell.h):
+     * a create, a cancel, a drain, a fetch that ended, kilnd stopping */
+    kiln_doorbell wake;
     volatile sig_atomic_t stop;
 } kilnd;
-
-void kilnd_wake(kilnd *d);
-/* src/daemon/jobdir.c: DATA/jobs/PROJECT/JOB (project and job id are
- * checked by the API first). */
-void kilnd_job_dir(const kilnd *d, const char *project, const char *job_id, char *buf, size_t len);
-/* Appends a service event to the job's log (task "service"). */
-void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *severity,
-                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* mkdir -p */
-int kilnd_mkdirs(const char *path);
-/* runPolicy.ttlSecondsAfterFinished (src/daemon/ttl.c): the API notes a
- * created job that has one (a marker under DATA/ttl, so a restart keeps
- * it); the supervisor's tick cleans the job's files once endTime + TTL has
- * passed, looking only at such jobs, once a second. */
-/* Before the job is stored: its marker, fsynced. 1: made by this call
- * (kilnd_ttl_unmark it if the store then refuses the job), 0: there
- * already, -1: not written (errno). */
-int kilnd_ttl_mark(kilnd *d, const char *project, const char *job_id);
-void kilnd_ttl_unmark(kilnd *d, const char *project, const char *job_id);
-/* After it is stored: the supervisor starts watching it. */
-void kilnd_ttl_created(kilnd *d, const char *project, const char *job_id);
-void kilnd_ttl_tick(kilnd *d, int64_t now_ns);
 
 /* The user a project's replicas run as: uid and gid -1 for kilnd's own.
  * KILN_EINVAL with a sentence naming what to change when that would be

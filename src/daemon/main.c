@@ -67,13 +67,6 @@ static const char usage[] =
     "Without --node-config this machine's GPUs come from NVML: libnvidia-ml.so.1, or\n"
     "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n";
 
-void kilnd_wake(kilnd *d)
-{
-    char b = 1;
-    ssize_t w = write(d->wake_fd[1], &b, 1);
-    (void)w; /* a full pipe already holds a wake-up */
-}
-
 /* Reads the "project P user U [group G]" lines of the tokens file into
  * d->users, once at start: the supervisor reads d->users without a lock, so
  * a SIGHUP reloads the tokens but not the run-as users (docs/service.md).
@@ -338,8 +331,7 @@ static void cleanup(kilnd *d)
         free(d->users[i].user);
     }
     free(d->users);
-    for (int i = 0; i < 2; i++)
-        if (d->wake_fd[i] >= 0) close(d->wake_fd[i]);
+    kiln_doorbell_close(&d->wake);
     pthread_mutex_destroy(&d->mu);
     pthread_rwlock_destroy(&d->tokens_mu);
 }
@@ -362,7 +354,7 @@ int main(int argc, char **argv)
                .max_inflight = 512,
                .max_inflight_token = 64,
                .min_free = (uint64_t)64 << 20,
-               .wake_fd = {-1, -1}};
+               .wake = {{-1, -1}}};
     kiln_diag dg = KILN_DIAG_INIT;
     char path[PATH_MAX + 32], bound[128];
     const char *kiln_train = NULL, *monitor = NULL, *runtime = NULL;
@@ -519,33 +511,23 @@ int main(int argc, char **argv)
         goto out;
     /* what one executor cannot act on, before anything is made or loaded */
     if (d.slurm.on) {
-        const char *local_only = d.node_config ? "--node-config"
-                                 : runtime     ? "--container-runtime"
-                                               : NULL;
-        if (local_only) {
-            fprintf(stderr,
-                    "kilnd: %s is the local executor's (this machine's nodes and container "
-                    "runtime); under --executor slurm the nodes are Slurm's and container "
-                    "images are refused: remove it\n",
-                    local_only);
+        if (d.node_config) {
+            fprintf(stderr, "kilnd: --node-config is the local executor's (this machine's "
+                            "nodes); under --executor slurm the nodes are Slurm's: remove it\n");
             goto out;
         }
         if (!d.slurm.partition || !*d.slurm.partition) {
             fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
             goto out;
         }
-        /* Slurm jobs run as the user that submits them, kilnd's own (--uid
-         * needs root and is not used): the run-as rules of the local
-         * executor (src/daemon/users.c) are refused here, not ignored */
-        if (d.n_users) {
-            fprintf(stderr, "kilnd: --executor slurm runs every replica as kilnd's own user, so "
-                            "the tokens file's 'project P user U' lines cannot be applied: "
-                            "remove them, or use --executor local\n");
-            goto out;
-        }
-        if (geteuid() == 0 && !d.allow_root_replicas) {
+        /* A project's Slurm jobs run as its user (root submits them with
+         * sbatch --uid/--gid), with the run-as rules of the local executor
+         * (src/daemon/users.c); as root with no project user at all, every
+         * job would run as root */
+        if (geteuid() == 0 && !d.n_users && !d.allow_root_replicas) {
             fprintf(stderr, "kilnd: --executor slurm as root would run every replica as root: "
-                            "run kilnd as another user, or allow that with "
+                            "run kilnd as another user, name the projects' users in the tokens "
+                            "file ('project P user U'), or allow that with "
                             "--allow-root-replicas yes\n");
             goto out;
         }
@@ -636,7 +618,7 @@ int main(int argc, char **argv)
     if (!d.node_config && !d.slurm.on && start_gpus(&d, gpu_note) < 0) goto out;
     d.sched = kiln_sched_new(&d.cluster);
     d.drain_pending = calloc(d.cluster.n ? d.cluster.n : 1, sizeof(bool));
-    if (!d.sched || !d.drain_pending || pipe2(d.wake_fd, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (!d.sched || !d.drain_pending || kiln_doorbell_open(&d.wake) < 0) {
         fprintf(stderr, "kilnd: out of resources\n");
         goto out;
     }
@@ -743,7 +725,7 @@ out:
     if (lfd >= 0) close(lfd);
     if (sup_started) {
         d.stop = 1;
-        kilnd_wake(&d);
+        kiln_doorbell_ring(&d.wake);
         pthread_join(sup, NULL);
     }
     cleanup(&d);

@@ -105,8 +105,6 @@ void kilnd_users_report(const kilnd *d)
     char others[512] = "";
     size_t n = 0;
 
-    /* under Slurm, main() refuses both cases before starting */
-    if (d->slurm.on) return;
     for (size_t i = 0; i < d->n_users; i++) {
         const kilnd_user *u = &d->users[i];
         if (user_of(d, u->project) != u) continue; /* shadowed: never used */

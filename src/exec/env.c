@@ -255,6 +255,54 @@ out:
     return err;
 }
 
+/* The image a replica of `role` names (its own imageUri, else the master's,
+ * as AI Platform defaults it), or NULL. A runtimeVersion's image comes from
+ * the catalog, which the caller asks (the supervisor's image_of). */
+const char *kiln_exec_image(const kiln_job *job, kiln_role role)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, role);
+    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+    if (rc && rc->image_uri && *rc->image_uri) return rc->image_uri;
+    if (mc && mc->image_uri && *mc->image_uri) return mc->image_uri;
+    return NULL;
+}
+
+/* A container's ENTRYPOINT override (containerCommand) and CMD override
+ * (containerArgs, then the program args: user args after `--` and
+ * --job-dir), each the role's, else the master's. */
+kiln_err kiln_exec_container_program(const kiln_job *job, kiln_role role, kiln_strv *cmd,
+                                     kiln_strv *args)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, role);
+    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+    kiln_strv pargs = {0};
+    if (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)) rc = mc;
+    kiln_err err = kiln_job_program_args(job, &pargs);
+    /* a runtime version's image runs the job's module, as AI Platform ran
+     * it on that runtime (validated: a runtimeVersion job has a module or a
+     * containerCommand) */
+    const kiln_training_input *ti = &job->training_input;
+    if (err == KILN_OK && ti->runtime_version && *ti->runtime_version && ti->python_module &&
+        *ti->python_module && (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)))
+        if ((err = kiln_strv_push(cmd, "python3")) == KILN_OK &&
+            (err = kiln_strv_push(cmd, "-m")) == KILN_OK)
+            err = kiln_strv_push(cmd, ti->python_module);
+    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_command.n; i++)
+        err = kiln_strv_push(cmd, rc->container_command.v[i]);
+    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_args.n; i++)
+        err = kiln_strv_push(args, rc->container_args.v[i]);
+    for (size_t i = 0; err == KILN_OK && i < pargs.n; i++)
+        err = kiln_strv_push(args, pargs.v[i]);
+    kiln_strv_clear(&pargs);
+    return err;
+}
+
+void kiln_exec_container_name(const char *project, const char *job_id, const char *task, char *buf,
+                              size_t len)
+{
+    snprintf(buf, len, "kiln-%s-%s-%s", project, job_id, task);
+}
+
 kiln_err kiln_exec_user_env(const kiln_job *job, kiln_role role, kiln_strv *env)
 {
     const kiln_replica_config *rc = kiln_job_role_config(job, role);

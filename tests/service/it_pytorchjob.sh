@@ -12,8 +12,10 @@
 # of the images the files name, built here (nothing is pulled) from the
 # merged-/usr links only, with the host's /usr and /etc mounted read-only:
 # the host's Python and torch run in them unchanged.
-# The elastic jobs run as processes (submit_as_processes): c10d groups do not
-# form across containers yet (docs/service.md, Limits).
+# The elastic jobs of one node run in containers as written (each container
+# is a node of its own name to torchrun's rendezvous: the group has both);
+# those on two nodes run as processes (submit_as_processes), so that the
+# test can kill and follow their programs by pid.
 # Skipped (77) where python3-torch is not installed, or podman cannot run.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
@@ -69,9 +71,8 @@ for r in 0 1 2; do
 done
 check "the replicas ran in containers of the image" grep -q "container kiln-p1-pt_gloo-worker-replica-1 of image localhost/kiln-examples/allreduce:0.1" "$T/gloo.logs"
 
-# submit_as_processes FILE: the elastic jobs below run as processes, not in
-# containers (docs/service.md, Limits: torchrun's c10d groups do not form
-# across containers yet). `kiln jobs submit training --kubeflow-job FILE`
+# submit_as_processes FILE: the drain jobs below run as processes, not in
+# containers. `kiln jobs submit training --kubeflow-job FILE`
 # converts FILE to the Job it POSTs; that request is captured by a one-shot
 # stand-in for kilnd, its imageUri fields are removed (a replica without an
 # image runs its command as a process) and the Job goes to the real kilnd.
@@ -142,13 +143,19 @@ spec:
                         "$HERE/pytorchjob/elastic.py", "$2"]
 YAML
 }
+# (in containers: each has its own hostname, which must be the name torchrun
+# finds for itself, socket.getfqdn(), or both agents are one node to c10d)
 elastic_job el-two 6
-submit_as_processes "$T/el-two.yaml" >/dev/null 2>&1
+"$KILN" jobs submit training --kubeflow-job "$T/el-two.yaml" >/dev/null 2>&1
 check_eq "elastic job submitted" "$?" 0
 check "elastic job SUCCEEDED" wait_state el_two SUCCEEDED 120
 "$KILN" jobs stream-logs el_two >"$T/el-two.logs" 2>&1
+check "the workers ran in containers" grep -q "container kiln-p1-el_two-worker-replica-0 of image localhost/kiln-examples/elastic-hello:0.1" "$T/el-two.logs"
 check "torchrun formed a group of two" grep -q "rank 1 done in a group of 2" "$T/el-two.logs"
 check "both agents took part" test "$(grep -c 'done in a group of 2' "$T/el-two.logs")" -eq 2
+check "worker 0 was in the group of two" grep -q "master-replica-0.*done in a group of 2" "$T/el-two.logs"
+check "worker 1 was in the group of two" grep -q "worker-replica-0.*done in a group of 2" "$T/el-two.logs"
+check "no group of one" test "$(grep -c 'group of 1' "$T/el-two.logs")" -eq 0
 
 # wait_steps JOB: until the job's group of two has taken 3 steps (60 s at most)
 wait_steps() {
@@ -161,20 +168,15 @@ wait_steps() {
 
 # ---- elastic: a worker killed mid-run is started again; the group re-forms ----
 elastic_job el-kill 40
-submit_as_processes "$T/el-kill.yaml" >/dev/null 2>&1
+"$KILN" jobs submit training --kubeflow-job "$T/el-kill.yaml" >/dev/null 2>&1
 check "elastic job RUNNING" wait_state el_kill RUNNING 30
 check "el_kill: the group of two took 3 steps" wait_steps el_kill
 api GET /v1/projects/p1/jobs/el_kill
 check_eq "current workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 2
 check_eq "wanted workers" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.wanted)" 2
 # worker-replica-0 is PyTorch's Worker 1 (Worker 0, the rendezvous host, is kiln's master)
-victim=$(printf '%s' "$BODY" | "$PY" -c '
-import json, sys
-for r in json.load(sys.stdin)["kilnStatus"]["replicas"]:
-    if r["task"] == "worker-replica-0": print(r["pid"])')
-check "found the worker's pid ($victim)" test "${victim:-0}" -gt 0
-# (never `kill -9 0`: that would be this test's own process group)
-[ "${victim:-0}" -gt 0 ] && kill -9 "$victim"
+# its container is killed (SIGKILL to everything in it: `podman run` exits 137)
+check "killed worker 1's container" podman kill --signal KILL kiln-p1-el_kill-worker-replica-0
 check "elastic job SUCCEEDED after the kill" wait_state el_kill SUCCEEDED 180
 "$KILN" jobs stream-logs el_kill >"$T/el-kill.logs" 2>&1
 check "the worker was started again alone" grep -q "worker-replica-0 exited with status 137: starting it again alone" "$T/el-kill.logs"
@@ -195,7 +197,10 @@ apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata: {name: el-grow}
 spec:
-  elasticPolicy: {minReplicas: 1, maxReplicas: 2}
+  elasticPolicy:
+    minReplicas: 1
+    maxReplicas: 2
+    rdzvConf: [{key: last_call_timeout, value: "2"}]
   pytorchReplicaSpecs:
     Worker:
       replicas: 2
@@ -205,14 +210,22 @@ spec:
           containers:
             - name: pytorch
               image: pytorch/pytorch
-              command: ["sh", "-c", "echo nnodes=\$PET_NNODES; sleep 12"]
+              command: ["sh", "-c", "echo nnodes=\$PET_NNODES; exec env KILN_ELASTIC_STATE=$T/el-grow $SYSPY $HERE/pytorchjob/torchrun.py $HERE/pytorchjob/elastic.py 40"]
               resources: {limits: {nvidia.com/gpu: 1}}
 YAML
-submit_as_processes "$T/grow.yaml" >/dev/null 2>&1
+mkdir -p "$T/el-grow"
+"$KILN" jobs submit training --kubeflow-job "$T/grow.yaml" >/dev/null 2>&1
 check "elastic job RUNNING with the one free GPU" wait_state el_grow RUNNING 20
 api GET /v1/projects/p1/jobs/el_grow
 check_eq "started with 1 worker" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)" 1
 check_eq "wants 2" "$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.wanted)" 2
+# torchrun's group of one takes its first step before the GPU frees up
+alone=""
+for _ in $(seq 1 300); do
+    "$KILN" jobs stream-logs el_grow 2>/dev/null | grep -q "step 1: all-reduced across 1" && alone=1 && break
+    sleep 0.1
+done
+check "the one worker's container ran in a group of one" test -n "$alone"
 api POST /v1/projects/p1/jobs/blocker:cancel '{}'
 grown=""
 for _ in $(seq 1 100); do
@@ -222,10 +235,12 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 check_eq "a worker was added when the GPU freed up" "$grown" 2
-check "elastic job SUCCEEDED" wait_state el_grow SUCCEEDED 60
+check "elastic job SUCCEEDED" wait_state el_grow SUCCEEDED 90
 "$KILN" jobs stream-logs el_grow >"$T/grow.logs" 2>&1
 check "the added worker was told min:max" grep -q "worker-replica-0.nnodes=1:2" "$T/grow.logs"
 check "the addition is logged" grep -q "Adding worker-replica-0" "$T/grow.logs"
+check "the containers' group grew to two" grep -q "rank 0 joined a group of 2 at step [1-9][0-9]*" "$T/grow.logs"
+check "both finished in the group of two" test "$(grep -c 'done in a group of 2' "$T/grow.logs")" -eq 2
 
 # ---- elastic and drains: two workers on two nodes, one node drained ----
 stop_kilnd

@@ -94,7 +94,7 @@ int main(void)
     expect(c, BASE "\"enableWebAccess\": false}}", NULL, NULL);
     expect(c, BASE "\"masterConfig\": {\"diskConfig\": {\"bootDiskSizeGb\": 200}}}}",
            "trainingInput.masterConfig.diskConfig", "boot disks");
-    /* a TTL is acted on (src/daemon/ttl.c), within ten years */
+    /* a TTL is acted on (src/jobfiles/ttl.c), within ten years */
     expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"60\"}}}", NULL, NULL);
     expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"0\"}}}", NULL, NULL);
     expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"400000000\"}}}",

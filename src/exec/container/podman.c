@@ -96,83 +96,111 @@ static char *entrypoint_json(const kiln_strv *cmd)
     return s;
 }
 
-static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
-                             kiln_exec_handle *h, char *why, size_t whylen)
+kiln_err kiln__podman_argv(const kiln_exec_config *cfg, const kiln_exec_spec *spec, kiln_strv *prog,
+                           kiln_strv *pull, kiln_strv *exists)
 {
-    kiln_strv prog = {0}, pull = {0}, exists = {0};
     char *ep = NULL, buf[64];
-    kiln_err err = podman_check(cfg, spec->n_gpus, spec->simulated, why, whylen);
-    if (err != KILN_OK) return err;
-    err = KILN_ENOMEM;
-    if (runtime_prefix(cfg, &prog) || kiln_strv_push(&prog, "run") ||
-        kiln_strv_push(&prog, "--rm") || kiln_strv_push(&prog, "--replace") ||
-        push2(&prog, "--name", spec->name) || push2(&prog, "--hostname", spec->name) ||
-        kiln_strv_push(&prog, "--init") || push2(&prog, "--pull", "never") ||
-        push2(&prog, "-w", spec->work_dir))
+    kiln_err err = KILN_ENOMEM;
+    if (runtime_prefix(cfg, prog) || kiln_strv_push(prog, "run") || kiln_strv_push(prog, "--rm") ||
+        kiln_strv_push(prog, "--replace") || push2(prog, "--name", spec->name) ||
+        push2(prog, "--hostname", spec->name) || kiln_strv_push(prog, "--init") ||
+        push2(prog, "--pull", "never") || push2(prog, "-w", spec->work_dir))
         goto out;
     for (size_t i = 0; i < cfg->run_args.n; i++)
-        if (kiln_strv_push(&prog, cfg->run_args.v[i]) != KILN_OK) goto out;
+        if (kiln_strv_push(prog, cfg->run_args.v[i]) != KILN_OK) goto out;
     for (size_t i = 0; i < spec->n_mounts; i++) {
         char *m = NULL;
         if (asprintf(&m, "%s:%s", spec->mounts[i], spec->mounts[i]) < 0) goto out;
-        err = push2(&prog, "-v", m);
+        kiln_err e = push2(prog, "-v", m);
         free(m);
-        if (err != KILN_OK) goto out;
-        err = KILN_ENOMEM;
+        if (e != KILN_OK) goto out;
     }
     for (size_t i = 0; spec->binds && i < spec->binds->n; i++)
-        if (push2(&prog, "-v", spec->binds->v[i]) != KILN_OK) goto out;
+        if (push2(prog, "-v", spec->binds->v[i]) != KILN_OK) goto out;
     if (spec->cpu_milli > 0) { /* resources.limits.cpu: --cpus takes a decimal count */
         snprintf(buf, sizeof buf, "%lld.%03lld", (long long)(spec->cpu_milli / 1000),
                  (long long)(spec->cpu_milli % 1000));
-        if (push2(&prog, "--cpus", buf) != KILN_OK) goto out;
+        if (push2(prog, "--cpus", buf) != KILN_OK) goto out;
     }
     if (spec->memory_bytes > 0) {
         snprintf(buf, sizeof buf, "%lldb", (long long)spec->memory_bytes);
-        if (push2(&prog, "--memory", buf) != KILN_OK) goto out;
+        if (push2(prog, "--memory", buf) != KILN_OK) goto out;
     }
     for (size_t i = 0; i < spec->n_hosts; i++)
-        if (push2(&prog, "--add-host", spec->hosts[i]) != KILN_OK) goto out;
+        if (push2(prog, "--add-host", spec->hosts[i]) != KILN_OK) goto out;
     for (size_t i = 0; spec->env && i < spec->env->n; i++) {
         size_t nl = strcspn(spec->env->v[i], "=");
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)nl, spec->env->v[i]);
-        if (push2(&prog, "-e", name) != KILN_OK) goto out;
+        if (push2(prog, "-e", name) != KILN_OK) goto out;
     }
     /* simulated GPUs are only CUDA_VISIBLE_DEVICES; real ones come through CDI */
     for (size_t i = 0; !spec->simulated && i < spec->n_gpus; i++) {
         snprintf(buf, sizeof buf, "nvidia.com/gpu=%d", spec->gpus[i]);
-        if (push2(&prog, "--device", buf) != KILN_OK) goto out;
+        if (push2(prog, "--device", buf) != KILN_OK) goto out;
     }
+    if (spec->devices_arg && kiln_strv_push(prog, spec->devices_arg) != KILN_OK) goto out;
     if (spec->uid >= 0) {
         snprintf(buf, sizeof buf, "%ld:%ld", spec->uid, spec->gid >= 0 ? spec->gid : spec->uid);
-        if (push2(&prog, "--user", buf) != KILN_OK) goto out;
+        if (push2(prog, "--user", buf) != KILN_OK) goto out;
     }
     if (spec->argv && spec->argv->n) {
         if (!(ep = entrypoint_json(spec->argv))) goto out;
-        if (push2(&prog, "--entrypoint", ep) != KILN_OK) goto out;
+        if (push2(prog, "--entrypoint", ep) != KILN_OK) goto out;
     }
-    if (kiln_strv_push(&prog, spec->image) != KILN_OK) goto out;
+    if (kiln_strv_push(prog, spec->image) != KILN_OK) goto out;
     for (size_t i = 0; spec->args && i < spec->args->n; i++)
-        if (kiln_strv_push(&prog, spec->args->v[i]) != KILN_OK) goto out;
+        if (kiln_strv_push(prog, spec->args->v[i]) != KILN_OK) goto out;
     bool never = spec->pull_policy && strcmp(spec->pull_policy, "Never") == 0;
-    if ((!never && (runtime_prefix(cfg, &pull) || push2(&pull, "pull", spec->image))) ||
-        runtime_prefix(cfg, &exists) || kiln_strv_push(&exists, "image") ||
-        push2(&exists, "exists", spec->image))
+    if ((!never && (runtime_prefix(cfg, pull) || push2(pull, "pull", spec->image))) ||
+        runtime_prefix(cfg, exists) || kiln_strv_push(exists, "image") ||
+        push2(exists, "exists", spec->image))
         goto out;
+    err = KILN_OK;
+out:
+    free(ep);
+    return err;
+}
+
+static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
+                             kiln_exec_handle *h, char *why, size_t whylen)
+{
+    kiln_strv prog = {0}, pull = {0}, exists = {0};
+    kiln_err err = podman_check(cfg, spec->n_gpus, spec->simulated, why, whylen);
+    if (err != KILN_OK) return err;
+    err = kiln__podman_argv(cfg, spec, &prog, &pull, &exists);
+    if (err != KILN_OK) goto out;
     /* the monitor runs as root and podman drops to the user (--user): the
      * monitor itself must not */
     kiln_exec_spec s = *spec;
     s.uid = s.gid = -1;
-    err = kiln__mon_start(cfg, &s, &prog, never ? NULL : &pull, &exists, h, why, whylen);
+    err = kiln__mon_start(cfg, &s, &prog, pull.n ? &pull : NULL, &exists, h, why, whylen);
     h->kind = KILN_EXEC_CONTAINER;
 out:
     if (err == KILN_ENOMEM) snprintf(why, whylen, "out of memory starting %s", spec->task);
-    free(ep);
     kiln_strv_clear(&prog);
     kiln_strv_clear(&pull);
     kiln_strv_clear(&exists);
     return err;
+}
+
+kiln_err kiln__podman_kill_argv(const kiln_exec_config *cfg, const char *name, kiln_strv *av)
+{
+    kiln_err err = runtime_prefix(cfg, av);
+    if (err == KILN_OK) err = kiln_strv_push(av, "kill");
+    if (err == KILN_OK) err = push2(av, "--signal", "KILL");
+    return err == KILN_OK ? kiln_strv_push(av, name) : err;
+}
+
+kiln_err kiln__podman_stop_argv(const kiln_exec_config *cfg, const char *name, int grace_ms,
+                                kiln_strv *av)
+{
+    char t[32];
+    snprintf(t, sizeof t, "%d", (grace_ms + 999) / 1000);
+    kiln_err err = runtime_prefix(cfg, av);
+    if (err == KILN_OK) err = kiln_strv_push(av, "stop");
+    if (err == KILN_OK) err = push2(av, "--time", t);
+    return err == KILN_OK ? kiln_strv_push(av, name) : err;
 }
 
 /* SIGTERM goes to `podman run`, which passes it on to the container (its
@@ -186,8 +214,7 @@ static void podman_signal(const kiln_exec_config *cfg, const kiln_exec_handle *h
     if (sig != SIGKILL || !cfg->container_runtime || !h->name[0]) return;
     kiln_strv av = {0};
     char **avp = NULL;
-    if (runtime_prefix(cfg, &av) == KILN_OK && kiln_strv_push(&av, "kill") == KILN_OK &&
-        push2(&av, "--signal", "KILL") == KILN_OK && kiln_strv_push(&av, h->name) == KILN_OK &&
+    if (kiln__podman_kill_argv(cfg, h->name, &av) == KILN_OK &&
         (avp = calloc(av.n + 1, sizeof *avp))) {
         memcpy(avp, av.v, av.n * sizeof *avp);
         pid_t pid = fork();

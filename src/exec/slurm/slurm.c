@@ -177,8 +177,8 @@ static void role_field(kiln_role r, const char *suffix, char *field, size_t flen
     snprintf(field, flen, "trainingInput.%sConfig.%s", kiln_role_field(r), suffix);
 }
 
-bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t flen, char *why,
-                          size_t whylen)
+bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, char *field,
+                          size_t flen, char *why, size_t whylen)
 {
     const kiln_training_input *ti = &job->training_input;
     if (ti->has_hyperparameters) {
@@ -199,38 +199,39 @@ bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t fle
                  "nodes (containerCommand or a kiln.* module)");
         return false;
     }
-    /* the TTL is the local supervisor's (src/daemon/ttl.c); Slurm's has none */
-    if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished) {
-        snprintf(field, flen, "trainingInput.runPolicy.ttlSecondsAfterFinished");
-        snprintf(why, whylen,
-                 "not supported with kilnd --executor slurm: Slurm keeps a finished job's "
-                 "files; leave ttlSecondsAfterFinished out");
-        return false;
-    }
-    /* the local supervisor's clock (supervisor.c); Slurm's own limit is --time */
-    if (ti->has_run_policy && ti->run_policy.has_active_deadline_seconds) {
-        snprintf(field, flen, "trainingInput.runPolicy.activeDeadlineSeconds");
-        snprintf(why, whylen,
-                 "not enforced with kilnd --executor slurm: give scheduling.maxRunningTime "
-                 "instead (Slurm's --time; the job ends CANCELLED past it)");
-        return false;
-    }
     if (ti->runtime_version && *ti->runtime_version) {
         snprintf(field, flen, "trainingInput.runtimeVersion");
         snprintf(why, whylen,
-                 "'%.32s' runs in a container image, and the Slurm executor runs no container "
-                 "images: leave runtimeVersion out (the job then runs as a process)",
+                 "'%.32s' runs in the catalog's image for it, which is not run by the Slurm "
+                 "executor yet: leave runtimeVersion out (the job then runs as a process) or "
+                 "give its image as imageUri",
                  ti->runtime_version);
         return false;
     }
+    /* container images run in podman on the node (container_argv): the
+     * runtime kilnd found (--container-runtime, else podman on its PATH) is
+     * the one at the same path on every node; as the project's user (sbatch
+     * --uid) podman would be rootless, which kiln does not set up */
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
-        if (rc && rc->image_uri && *rc->image_uri) {
-            role_field((kiln_role)r, "imageUri", field, flen);
+        if (!rc || !rc->image_uri || !*rc->image_uri) continue;
+        role_field((kiln_role)r, "imageUri", field, flen);
+        long uid = -1, gid = -1;
+        char uwhy[16];
+        if (!d->exec.container_runtime) {
             snprintf(why, whylen,
-                     "container images (%s) are not run by the Slurm executor: give "
-                     "containerCommand instead",
+                     "container images (%s) need podman on the Slurm nodes, and kilnd found none "
+                     "on its PATH (give --container-runtime PATH, the same path on every node)",
                      rc->image_uri);
+            return false;
+        }
+        if (project && kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK &&
+            uid >= 0) {
+            snprintf(why, whylen,
+                     "project %s's jobs run as its own user under Slurm (sbatch --uid), and podman "
+                     "as that user would be rootless podman, which kiln does not set up: run the "
+                     "image's program as a containerCommand, or the project without a user",
+                     project);
             return false;
         }
     }
@@ -423,8 +424,7 @@ kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, siz
         if (drain_n < (int)(sizeof drain_pending / sizeof *drain_pending))
             snprintf(drain_pending[drain_n++], sizeof *drain_pending, "%s", node);
         pthread_mutex_unlock(&drain_mu);
-        if (write(d->wake_fd[1], "d", 1) < 0) {
-        } /* a full pipe wakes it anyway */
+        kiln_doorbell_ring(&d->wake);
     }
     return KILN_OK;
 }
@@ -452,7 +452,10 @@ typedef struct sjob {
     /* being stopped to be queued again (its node drained): why; kept in the
      * runtime record ("slurmRequeue") so that a new kilnd finishes the move */
     char *requeue;
-    bool restart;  /* the requeue is restartPolicy Always's restart, not a move */
+    bool restart; /* the requeue is restartPolicy Always's restart, not a move */
+    /* being stopped to fail: runPolicy.activeDeadlineSeconds passed (the
+     * message; a new kilnd decides it again from the job's start time) */
+    char *deadline;
     long position; /* while PENDING: its place in Slurm's queue (1 = next), or 0 */
     struct sjob *next;
 } sjob;
@@ -512,6 +515,7 @@ static void sjob_free(ssup *s, sjob *j)
     free(j->job_id);
     free(j->reps);
     free(j->requeue);
+    free(j->deadline);
     free(j);
 }
 
@@ -717,6 +721,80 @@ out:
     return err;
 }
 
+/* Replica i's container: `podman run ...` and the pull and image check
+ * its monitor runs first, built by the local container backend's own code
+ * (kiln__podman_argv) with the same name, hostname, mounts, --init and
+ * environment. What only the node knows is left to kiln-slurm-task: the
+ * replicas' addresses (@KILN_HOST_K@ in --add-host, this replica's own
+ * name first, as on one machine) and the GPUs Slurm gave the task
+ * (KILN_SLURM_DEVICES, where the --device arguments go). */
+static kiln_err container_argv(ssup *s, sjob *j, const kiln_job *job, size_t i, const char *image,
+                               const kiln_strv *env, kiln_strv *prog, kiln_strv *pull,
+                               kiln_strv *exists)
+{
+    kiln_strv cmd = {0}, args = {0}, hosts = {0};
+    char name[200], work[PATH_MAX + 16], jlog[PATH_MAX + 16];
+    const srep *r = &j->reps[i];
+    const kiln_replica_config *rc = kiln_job_role_config(job, r->role);
+    kiln_err err = kiln_exec_container_program(job, r->role, &cmd, &args);
+    for (size_t o = 0; err == KILN_OK && o < j->n; o++) {
+        size_t k = o == 0 ? i : (o <= i ? o - 1 : o);
+        char hn[200], *kv = NULL;
+        kiln_exec_container_name(j->project, j->job_id, j->reps[k].task, hn, sizeof hn);
+        err = asprintf(&kv, "%s:@KILN_HOST_%zu@", hn, k) < 0 ? KILN_ENOMEM
+                                                             : kiln_strv_push(&hosts, kv);
+        free(kv);
+    }
+    if (err != KILN_OK) goto out;
+    kiln_exec_container_name(j->project, j->job_id, r->task, name, sizeof name);
+    snprintf(work, sizeof work, "%s/work", j->dir);
+    snprintf(jlog, sizeof jlog, "%s/log.tsv", j->dir);
+    const char *jd = job->training_input.job_dir;
+    const char *mounts[2] = {j->dir, jd};
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    size_t np = kiln_catalog_plan(s->d->catalog, job, plans);
+    bool gpus = false;
+    for (size_t p = 0; p < np; p++)
+        gpus |= plans[p].role == r->role && plans[p].accelerators_per_replica > 0;
+    kiln_exec_spec spec = {.kind = KILN_EXEC_CONTAINER,
+                           .task = r->task,
+                           .job_log = jlog,
+                           .work_dir = work,
+                           .argv = &cmd,
+                           .args = &args,
+                           .env = env,
+                           .image = image,
+                           .name = name,
+                           .mounts = mounts,
+                           .n_mounts = jd && jd[0] == '/' ? 2 : 1,
+                           .binds = rc ? &rc->host_mounts : NULL,
+                           .pull_policy = rc ? rc->image_pull_policy : NULL,
+                           .hosts = (const char *const *)hosts.v,
+                           .n_hosts = hosts.n,
+                           .devices_arg = gpus ? "KILN_SLURM_DEVICES" : NULL,
+                           .uid = -1,
+                           .gid = -1};
+    /* resources.limits (checked at create; container replicas only) */
+    if (rc && rc->cpu_limit && !kiln_quantity_cpu_milli(rc->cpu_limit, &spec.cpu_milli))
+        spec.cpu_milli = 0;
+    if (rc && rc->memory_limit && !kiln_quantity_bytes(rc->memory_limit, &spec.memory_bytes))
+        spec.memory_bytes = 0;
+    err = kiln__podman_argv(&s->d->exec, &spec, prog, pull, exists);
+out:
+    kiln_strv_clear(&cmd);
+    kiln_strv_clear(&args);
+    kiln_strv_clear(&hosts);
+    return err;
+}
+
+static json_t *strv_json(const kiln_strv *v)
+{
+    json_t *a = json_array();
+    for (size_t k = 0; a && k < v->n; k++)
+        json_array_append_new(a, json_string(v->v[k]));
+    return a;
+}
+
 /* Writes DIR/slurm/spec.json (what each replica runs, for kiln-slurm-task)
  * and DIR/slurm/job.sbatch; false with why. */
 static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
@@ -738,26 +816,44 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
     kiln_exec_paths paths = {.kiln_train = d->kiln_train, .python = d->python, .staging = NULL};
     json_t *reps = json_array();
     for (size_t i = 0; i < j->n; i++) {
-        kiln_strv argv = {0}, env = {0};
-        if (kiln_exec_program(rec->job, j->reps[i].role, &paths, &argv, why, whylen) != KILN_OK ||
-            replica_env(s, j, rec->job, i, rec->restarts, &env) != KILN_OK) {
+        kiln_strv argv = {0}, env = {0}, pull = {0}, exists = {0};
+        const char *image = kiln_exec_image(rec->job, j->reps[i].role);
+        bool ok = replica_env(s, j, rec->job, i, rec->restarts, &env) == KILN_OK;
+        if (ok && image)
+            ok = container_argv(s, j, rec->job, i, image, &env, &argv, &pull, &exists) == KILN_OK;
+        else if (ok)
+            ok =
+                kiln_exec_program(rec->job, j->reps[i].role, &paths, &argv, why, whylen) == KILN_OK;
+        json_t *one =
+            ok ? json_pack("{s:s,s:s,s:i,s:i,s:o,s:o}", "task", j->reps[i].task, "role",
+                           kiln_role_name(j->reps[i].role), "index", j->reps[i].index, "port",
+                           j->reps[i].port, "argv", strv_json(&argv), "env", strv_json(&env))
+               : NULL;
+        /* a container: its monitor pulls (unless pullPolicy Never) and
+         * checks the image first, on the node, as on one machine */
+        if (one && image) {
+            const kiln_replica_config *rc = kiln_job_role_config(rec->job, j->reps[i].role);
+            json_object_set_new(one, "image", json_string(image));
+            json_object_set_new(one, "pull", strv_json(&pull));
+            json_object_set_new(one, "exists", strv_json(&exists));
+            kiln_strv stop = {0};
+            char cname[200];
+            kiln_exec_container_name(j->project, j->job_id, j->reps[i].task, cname, sizeof cname);
+            if (kiln__podman_stop_argv(&s->d->exec, cname, s->d->grace_ms, &stop) == KILN_OK)
+                json_object_set_new(one, "stop", strv_json(&stop));
+            kiln_strv_clear(&stop);
+            if (rc && rc->image_pull_policy)
+                json_object_set_new(one, "pullPolicy", json_string(rc->image_pull_policy));
+        }
+        kiln_strv_clear(&argv);
+        kiln_strv_clear(&env);
+        kiln_strv_clear(&pull);
+        kiln_strv_clear(&exists);
+        if (!one || json_array_append_new(reps, one) < 0) {
             if (!why[0]) snprintf(why, whylen, "cannot build the replicas' environment");
-            kiln_strv_clear(&argv);
-            kiln_strv_clear(&env);
             json_decref(reps);
             return false;
         }
-        json_t *a = json_array(), *e = json_array();
-        for (size_t k = 0; k < argv.n; k++)
-            json_array_append_new(a, json_string(argv.v[k]));
-        for (size_t k = 0; k < env.n; k++)
-            json_array_append_new(e, json_string(env.v[k]));
-        json_array_append_new(reps, json_pack("{s:s,s:s,s:i,s:i,s:o,s:o}", "task", j->reps[i].task,
-                                              "role", kiln_role_name(j->reps[i].role), "index",
-                                              j->reps[i].index, "port", j->reps[i].port, "argv", a,
-                                              "env", e));
-        kiln_strv_clear(&argv);
-        kiln_strv_clear(&env);
     }
     json_t *spec = json_pack("{s:s,s:s,s:s,s:I,s:o}", "monitor", d->exec.monitor, "jobLog", jlog,
                              "workDir", work, "logCap", (json_int_t)d->log_cap, "replicas", reps);
@@ -856,6 +952,22 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
     return true;
 }
 
+/* Gives the job's files that its replicas write to the project's user:
+ * the job dir, its log, work and replicas dirs (kilnd_chown_job), the
+ * slurm/ dir (the batch script makes each attempt's run dir in it, Slurm
+ * writes its output there) and a local jobDir. */
+static void give_files(const sjob *j, const kiln_job *job, long uid, long gid)
+{
+    char path[PATH_MAX + 32];
+    kilnd_chown_job(j->dir, uid, gid);
+    snprintf(path, sizeof path, "%s/slurm", j->dir);
+    if (chown(path, (uid_t)uid, (gid_t)gid) < 0)
+        fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", path, uid, gid, strerror(errno));
+    const char *jd = job->training_input.job_dir;
+    if (jd && jd[0] == '/' && chown(jd, (uid_t)uid, (gid_t)gid) < 0)
+        fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", jd, uid, gid, strerror(errno));
+}
+
 /* A Slurm job of this attempt's name exists already: a kilnd died between
  * its sbatch and the runtime record. It is followed (its replicas from the
  * spec.json written before that sbatch), not submitted again. */
@@ -908,7 +1020,7 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
     /* what create refuses (kiln_slurm_check_job), for a job queued by a
      * kilnd that ran with another executor */
     char field[128];
-    if (!kiln_slurm_check_job(d, rec->job, field, sizeof field, why, sizeof why)) {
+    if (!kiln_slurm_check_job(d, rec->project, rec->job, field, sizeof field, why, sizeof why)) {
         refuse(s, rec, "%s: %s", field, why);
         return;
     }
@@ -944,14 +1056,35 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
                 return; /* stays QUEUED until ports free up */
             }
         }
+    /* the project's Unix user, as on one machine (src/daemon/users.c):
+     * checked again here for a job a kilnd configured otherwise accepted */
+    long uid = -1, gid = -1;
+    if (kilnd_project_user(d, rec->project, &uid, &gid, why, sizeof why) != KILN_OK) {
+        refuse(s, rec, "%s", why);
+        sjob_free(s, j);
+        return;
+    }
     if (!write_files(s, j, rec, plans, np, name, why, sizeof why)) {
         refuse(s, rec, "%s", why);
         sjob_free(s, j);
         return;
     }
-    char script[PATH_MAX + 32], *out = NULL;
+    char script[PATH_MAX + 32], *out = NULL, ua[32] = "", ga[32] = "";
     snprintf(script, sizeof script, "%s/slurm/job.sbatch", j->dir);
-    int rc = kiln_slurm_run((char *[]){"sbatch", "--parsable", script, NULL}, &out, 60);
+    if (uid >= 0) {
+        /* the batch script, its tasks and monitors run as the user (root
+         * submits for it: sbatch --uid/--gid) and write the job's files */
+        give_files(j, rec->job, uid, gid);
+        snprintf(ua, sizeof ua, "--uid=%ld", uid);
+        snprintf(ga, sizeof ga, "--gid=%ld", gid);
+    }
+    char *sargv[] = {"sbatch", "--parsable", script, NULL, NULL, NULL};
+    if (uid >= 0) {
+        sargv[2] = ua;
+        sargv[3] = ga;
+        sargv[4] = script;
+    }
+    int rc = kiln_slurm_run(sargv, &out, 60);
     char l[600];
     last_line(out, l, sizeof l);
     j->id = rc == 0 && out ? strtol(out, NULL, 10) : 0;
@@ -1126,6 +1259,14 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
                     state);
         return;
     }
+    if (j->deadline) { /* stopped for runPolicy.activeDeadlineSeconds */
+        if (kiln_store_job_transition(d->store, j->project, j->job_id, ACTIVE, KILN_STATE_FAILED,
+                                      j->deadline, now, NULL) == KILN_OK)
+            d->failures_total[KILND_FAIL_DEADLINE]++;
+        kilnd_event(d, j->project, j->job_id, "ERROR", "Job FAILED: %s (Slurm job %ld: %s)",
+                    j->deadline, j->id, state);
+        return;
+    }
     if (j->requeue && j->restart) {
         /* restartPolicy Always: a replica ended with 0 before the master */
         retry_or_fail(s, j, r, j->requeue, "Always", true, KILND_FAIL_BACKOFF_LIMIT, byname);
@@ -1247,7 +1388,14 @@ static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
         done = true;
         goto out;
     }
-    if ((st == KILN_STATE_CANCELLING || j->requeue) && !j->term_sent && sj) {
+    /* activeDeadlineSeconds as on one machine (kiln_exec_limit_passed);
+     * maxRunningTime is Slurm's own --time */
+    char lwhy[256];
+    if (st == KILN_STATE_RUNNING && !j->deadline && !j->requeue && !j->term_sent &&
+        kiln_exec_limit_passed(r->job, r->start_ns, now, KILN_LIMIT_ACTIVE_DEADLINE, lwhy,
+                               sizeof lwhy) == KILN_LIMIT_ACTIVE_DEADLINE)
+        j->deadline = strdup(lwhy);
+    if ((st == KILN_STATE_CANCELLING || j->requeue || j->deadline) && !j->term_sent && sj) {
         bool started = strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0;
         scancel(j->id, started); /* SIGTERM to the replicas first when they run */
         j->term_sent = true;
@@ -1258,10 +1406,11 @@ static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
                             : "%s: scancel %ld (%d ms grace not needed: not started)",
                     j->requeue && st != KILN_STATE_CANCELLING
                         ? (j->restart ? "Restarting" : "Stopping for the drain")
-                        : "Cancelling",
+                    : j->deadline && st != KILN_STATE_CANCELLING ? j->deadline
+                                                                 : "Cancelling",
                     j->id, d->grace_ms);
-    } else if ((st == KILN_STATE_CANCELLING || j->requeue) && j->term_sent && !j->killed &&
-               now >= j->kill_at_ns) {
+    } else if ((st == KILN_STATE_CANCELLING || j->requeue || j->deadline) && j->term_sent &&
+               !j->killed && now >= j->kill_at_ns) {
         scancel(j->id, false);
         j->killed = true;
     }
@@ -1581,12 +1730,12 @@ void *kiln_slurm_supervisor(kilnd *d)
     reconcile(&s);
     while (!d->stop) {
         tick(&s);
-        struct pollfd pf = {.fd = d->wake_fd[0], .events = POLLIN};
-        if (poll(&pf, 1, POLL_MS) > 0 && (pf.revents & POLLIN)) {
-            char buf[256];
-            while (read(d->wake_fd[0], buf, sizeof buf) > 0) {
-            }
-        }
+        /* runPolicy.ttlSecondsAfterFinished: the same cleaning as on one
+         * machine (src/jobfiles/ttl.c); the job's files are on the shared
+         * file system kilnd sees */
+        if (!d->stop) kilnd_ttl_tick(d, kiln_now_ns());
+        struct pollfd pf = {.fd = kiln_doorbell_fd(&d->wake), .events = POLLIN};
+        if (poll(&pf, 1, POLL_MS) > 0 && (pf.revents & POLLIN)) kiln_doorbell_drain(&d->wake);
     }
     /* the Slurm jobs run on; the next kilnd follows them */
     while (s.jobs) {

@@ -28,12 +28,13 @@ json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen);
 kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, size_t whylen);
 
 /* Create-time checks of the Slurm executor: what it cannot run (tuning,
- * elastic PyTorchJobs, packageUris, ttlSecondsAfterFinished,
- * activeDeadlineSeconds, container images, TPUs) and, with --slurm-gpu-type
- * maps, a GPU type the map lacks. false with the field and the sentence.
- * submit() asks again for jobs queued by a kilnd that ran another executor. */
-bool kiln_slurm_check_job(kilnd *d, const kiln_job *job, char *field, size_t flen, char *why,
-                          size_t whylen);
+ * elastic PyTorchJobs, packageUris, TPUs, container images without a
+ * container runtime or of a project with its own user) and, with
+ * --slurm-gpu-type maps, a GPU type the map lacks. false with the field and
+ * the sentence. submit() asks again for jobs queued by a kilnd that ran
+ * another executor. `project` may be NULL (its user is not checked). */
+bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, char *field,
+                          size_t flen, char *why, size_t whylen);
 
 /* Runs argv (searched in PATH) with kilnd's allow-listed environment plus
  * SLURM_CONF, at most `timeout_s` seconds; its stdout+stderr in *out (caller

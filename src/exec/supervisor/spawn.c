@@ -153,7 +153,8 @@ static kiln_err fetch_packages(kilnd *d, rjob *j, char *why, size_t whylen)
         kilnd_mkdirs(staging);
         kilnd_event(d, j->project, j->job_id, "INFO", "fetching %s (at most %llu bytes)", u,
                     (unsigned long long)d->max_package_bytes);
-        err = kilnd_fetch_start(u, dst, d->max_package_bytes, d->wake_fd[1], &j->fetch);
+        err = kilnd_fetch_start(u, dst, d->max_package_bytes, kiln_doorbell_ring_fd(&d->wake),
+                                &j->fetch);
         if (err != KILN_OK)
             snprintf(why, whylen, "packageUris[%zu] '%s': cannot start fetching it: %s",
                      j->fetch_next, u, kiln_err_str(err));
@@ -279,55 +280,20 @@ static kiln_exec_task *job_tasks(sup *s, rjob *j, size_t *n)
     return tasks;
 }
 
-/* The image a replica of `role` runs (its own imageUri, else the master's,
- * as AI Platform defaults it, else the image the catalog maps the job's
- * runtimeVersion to), or NULL: it runs as a process. A runtimeVersion the
+/* The image a replica of `role` runs: its own or the master's imageUri
+ * (kiln_exec_image), else the image the catalog maps the job's
+ * runtimeVersion to, or NULL: it runs as a process. A runtimeVersion the
  * catalog no longer maps gives NULL too: placement fails such a job first
  * (supervisor.c). */
 const char *image_of(const kiln_catalog *c, const kiln_job *job, kiln_role role)
 {
-    const kiln_replica_config *rc = kiln_job_role_config(job, role);
-    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
-    if (rc && rc->image_uri && *rc->image_uri) return rc->image_uri;
-    if (mc && mc->image_uri && *mc->image_uri) return mc->image_uri;
-    return kiln_catalog_runtime_image(c, job, role);
+    const char *image = kiln_exec_image(job, role);
+    return image ? image : kiln_catalog_runtime_image(c, job, role);
 }
 
-/* A container's ENTRYPOINT override (containerCommand) and CMD override
- * (containerArgs, then the program args: user args after `--` and
- * --job-dir), each the role's, else the master's. */
-static kiln_err container_program(const kiln_job *job, kiln_role role, kiln_strv *cmd,
-                                  kiln_strv *args)
-{
-    const kiln_replica_config *rc = kiln_job_role_config(job, role);
-    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
-    kiln_strv pargs = {0};
-    if (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)) rc = mc;
-    kiln_err err = kiln_job_program_args(job, &pargs);
-    /* a runtime version's image runs the job's module, as AI Platform ran
-     * it on that runtime (validated: a runtimeVersion job has a module or a
-     * containerCommand) */
-    const kiln_training_input *ti = &job->training_input;
-    if (err == KILN_OK && ti->runtime_version && *ti->runtime_version && ti->python_module &&
-        *ti->python_module && (!rc || (rc->container_command.n == 0 && rc->container_args.n == 0)))
-        if ((err = kiln_strv_push(cmd, "python3")) == KILN_OK &&
-            (err = kiln_strv_push(cmd, "-m")) == KILN_OK)
-            err = kiln_strv_push(cmd, ti->python_module);
-    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_command.n; i++)
-        err = kiln_strv_push(cmd, rc->container_command.v[i]);
-    for (size_t i = 0; err == KILN_OK && rc && i < rc->container_args.n; i++)
-        err = kiln_strv_push(args, rc->container_args.v[i]);
-    for (size_t i = 0; err == KILN_OK && i < pargs.n; i++)
-        err = kiln_strv_push(args, pargs.v[i]);
-    kiln_strv_clear(&pargs);
-    return err;
-}
-
-/* "kiln-P-J-TASK": a container name unique per replica (P and J are
- * [A-Za-z0-9_-], the API checked them). */
 static void container_name(const rjob *j, const replica *r, char *buf, size_t len)
 {
-    snprintf(buf, len, "kiln-%s-%s-%s", j->project, j->job_id, r->task);
+    kiln_exec_container_name(j->project, j->job_id, r->task, buf, len);
 }
 
 /* Starts replica `i` of a running job (every replica at first; one alone
@@ -356,7 +322,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                              .staging = j->pypath[0] ? j->pypath : NULL};
     r->kind = image ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
     if (image)
-        err = container_program(j->job, r->role, &argv, &cargs);
+        err = kiln_exec_container_program(j->job, r->role, &argv, &cargs);
     else
         err = kiln_exec_program(j->job, r->role, &paths, &argv, why, whylen);
     /* a trial's --NAME=VALUE flags follow the program's own args */
@@ -410,8 +376,15 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     size_t n_mounts = jd && jd[0] == '/' ? 2 : 1;
     if (n_mounts == 2) kilnd_mkdirs(jd);
     /* every replica's hostname (its container's name) resolves to its node,
-     * as pod names do: torchrun hands its peers the host agent's hostname */
-    for (size_t k = 0; image && k < j->n; k++) {
+     * as pod names do: torchrun hands its peers the host agent's hostname.
+     * The replica's own name comes first: podman writes the entries in this
+     * order, and a reverse lookup of an address (socket.getfqdn(), which
+     * torchrun's rendezvous names its node by) gives the first name on it;
+     * with every replica on one address, every container would otherwise
+     * take the first replica's name, and the rendezvous, seeing one node
+     * twice (same name, same pid under --init), forms a group per replica. */
+    for (size_t o = 0; image && o < j->n; o++) {
+        size_t k = o == 0 ? i : (o <= i ? o - 1 : o);
         char hn[160], *kv = NULL;
         if (j->reps[k].dropped) continue;
         container_name(j, &j->reps[k], hn, sizeof hn);

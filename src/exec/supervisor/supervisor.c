@@ -643,24 +643,22 @@ static void check_job(sup *s, rjob *j, bool woken, int64_t now)
             begin_stop(s, j, AS_CANCEL, "Job cancelled by request");
         kiln_job_record_free(r);
     }
-    const kiln_training_input *ti = &j->job->training_input;
-    if (j->after == AS_NONE && j->start_ns && ti->has_scheduling &&
-        ti->scheduling.has_max_running_time &&
-        now - j->start_ns > duration_ns(&ti->scheduling.max_running_time)) {
+    /* maxRunningTime cancels, Kubeflow's activeDeadlineSeconds fails
+     * (DeadlineExceeded): decided with the Slurm executor's code */
+    char lwhy[256];
+    kiln_exec_limit lim =
+        j->after == AS_NONE
+            ? kiln_exec_limit_passed(j->job, j->start_ns, now,
+                                     KILN_LIMIT_MAX_RUNNING_TIME | KILN_LIMIT_ACTIVE_DEADLINE, lwhy,
+                                     sizeof lwhy)
+            : KILN_LIMIT_NONE;
+    if (lim == KILN_LIMIT_MAX_RUNNING_TIME) {
         kiln_store_job_transition(d->store, j->project, j->job_id, KILN_STATE_MASK(RUNNING),
                                   KILN_STATE_CANCELLING, NULL, now, NULL);
-        begin_stop(s, j, AS_CANCEL, "The job ran longer than maxRunningTime (%llds); cancelled",
-                   (long long)ti->scheduling.max_running_time.seconds);
-    }
-    /* Kubeflow's runPolicy.activeDeadlineSeconds: the job fails (DeadlineExceeded) */
-    if (j->after == AS_NONE && j->start_ns && ti->has_run_policy &&
-        ti->run_policy.has_active_deadline_seconds &&
-        now - j->start_ns > ti->run_policy.active_deadline_seconds * 1000000000LL) {
+        begin_stop(s, j, AS_CANCEL, "%s", lwhy);
+    } else if (lim == KILN_LIMIT_ACTIVE_DEADLINE) {
         j->fail_reason = KILND_FAIL_DEADLINE;
-        begin_stop(s, j, AS_FAIL,
-                   "DeadlineExceeded: the job was active longer than "
-                   "runPolicy.activeDeadlineSeconds (%llds)",
-                   (long long)ti->run_policy.active_deadline_seconds);
+        begin_stop(s, j, AS_FAIL, "%s", lwhy);
     }
     for (size_t i = 0; i < j->n; i++)
         if (!j->reps[i].alive && !j->reps[i].handled && j->reps[i].spawned)
@@ -900,16 +898,14 @@ void *kilnd_supervisor(void *arg)
             continue;
         }
         size_t k = 0;
-        pf[k++] = (struct pollfd){.fd = d->wake_fd[0], .events = POLLIN};
+        pf[k++] = (struct pollfd){.fd = kiln_doorbell_fd(&d->wake), .events = POLLIN};
         for (rjob *j = s.jobs; j; j = j->next)
             for (size_t i = 0; i < j->n; i++)
                 pf[k++] = (struct pollfd){.fd = j->reps[i].h.life_fd, .events = POLLIN};
         int rc = poll(pf, k, TICK_MS);
         woken = false;
         if (rc > 0 && (pf[0].revents & POLLIN)) {
-            char buf[256];
-            while (read(d->wake_fd[0], buf, sizeof buf) > 0) {
-            }
+            kiln_doorbell_drain(&d->wake);
             woken = true;
         }
         free(pf);

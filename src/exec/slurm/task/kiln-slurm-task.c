@@ -23,6 +23,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <netdb.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +40,12 @@
 
 extern char **environ;
 
+static volatile sig_atomic_t terms; /* SIGTERMs received */
+
 static void on_term(int sig)
 {
     (void)sig; /* the monitor and the program got it too; their exit is reported */
+    terms++;
 }
 
 static void die(const char *task, const char *fmt, const char *a)
@@ -68,6 +73,23 @@ static void node_addr(const char *node, char *buf, size_t len)
         }
     }
     pclose(p);
+}
+
+/* A node's address as podman's --add-host takes it: numeric (NodeAddr is
+ * often a host name); IPv4 first. The name itself when it does not resolve
+ * (podman then says so, in the replica's log). */
+static char *numeric(const char *host)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    char buf[NI_MAXHOST];
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0) {
+        hints.ai_family = AF_UNSPEC;
+        if (getaddrinfo(host, NULL, &hints, &ai) != 0) ai = NULL;
+    }
+    bool ok = ai && getnameinfo(ai->ai_addr, ai->ai_addrlen, buf, sizeof buf, NULL, 0,
+                                NI_NUMERICHOST) == 0;
+    if (ai) freeaddrinfo(ai);
+    return strdup(ok ? buf : host);
 }
 
 /* Replaces every "@KILN_HOST_i@" in `s` by hosts[i]; a new string. */
@@ -109,6 +131,56 @@ static bool listed(const char *const *list, const char *kv)
         if (strncmp(kv, list[i], n) == 0 && kv[n] == '=') return true;
     }
     return false;
+}
+
+/* Runs av in a session of its own, out of the step's process tree (its
+ * parent exits at once), so that Slurm's SIGKILL of the step spares it. */
+static void detached(const kiln_strv *av)
+{
+    char **v = calloc(av->n + 1, sizeof *v);
+    if (!v) return;
+    memcpy(v, av->v, av->n * sizeof *v);
+    pid_t p = fork();
+    if (p == 0) {
+        setsid();
+        if (fork() == 0) {
+            int fd = open("/dev/null", O_RDWR);
+            if (fd >= 0) {
+                dup2(fd, 0);
+                dup2(fd, 1);
+                dup2(fd, 2);
+            }
+            signal(SIGTERM, SIG_DFL);
+            execvp(v[0], v);
+            _exit(127);
+        }
+        _exit(0);
+    }
+    if (p > 0)
+        while (waitpid(p, NULL, 0) < 0 && errno == EINTR) {
+        }
+    free(v);
+}
+
+/* A JSON array of strings as a kiln_strv (non-strings skipped). */
+static void strv_of(json_t *a, kiln_strv *v)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(a, i, x)
+    {
+        if (json_is_string(x) && kiln_strv_push(v, json_string_value(x)) != KILN_OK) return;
+    }
+}
+
+/* "0,1,..." for n GPUs: how CUDA counts the GPUs a container was given. */
+static char *renumbered(size_t n)
+{
+    char *out = calloc(n * 12 + 1, 1);
+    size_t len = 0;
+    for (size_t i = 0; out && i < n; i++)
+        len += (size_t)sprintf(out + len, "%s%zu", i ? "," : "", i);
+    return out;
 }
 
 static bool kept(const char *kv)
@@ -176,7 +248,15 @@ int main(int argc, char **argv)
         usleep(100000);
     }
 
-    /* 2. the environment */
+    /* 2. the environment; the identity is the one this task runs as: a
+     * job root submitted for a project's user (sbatch --uid) carries
+     * root's HOME and USER from the submitter's environment */
+    struct passwd *pw = getpwuid(getuid());
+    const char *user = getenv("USER");
+    if (pw && (!user || strcmp(user, pw->pw_name) != 0) &&
+        (setenv("HOME", pw->pw_dir, 1) || setenv("USER", pw->pw_name, 1) ||
+         setenv("LOGNAME", pw->pw_name, 1)))
+        die(task, "%s", "out of memory");
     char **old = environ;
     size_t no = 0;
     while (old[no])
@@ -198,6 +278,31 @@ int main(int argc, char **argv)
         char *s = subst(kv, hosts, n);
         if (s) nenv[k++] = s;
     }
+    /* a container replica: the GPUs Slurm gave the task go in through CDI
+     * (--device nvidia.com/gpu=N, in place of the KILN_SLURM_DEVICES
+     * argument), and inside it CUDA counts them from 0 */
+    const char *image = json_string_value(json_object_get(me, "image"));
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    kiln_strv devs = {0};
+    char *cvd_in = NULL;
+    if (image && cvd && *cvd) {
+        char *copy = strdup(cvd), *save = NULL;
+        if (!copy) die(task, "%s", "out of memory");
+        for (char *g = strtok_r(copy, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
+            char dev[64];
+            snprintf(dev, sizeof dev, "nvidia.com/gpu=%s", g);
+            if (kiln_strv_push(&devs, "--device") != KILN_OK ||
+                kiln_strv_push(&devs, dev) != KILN_OK)
+                die(task, "%s", "out of memory");
+        }
+        free(copy);
+        char *num = renumbered(devs.n / 2);
+        if (!num || asprintf(&cvd_in, "CUDA_VISIBLE_DEVICES=%s", num) < 0)
+            die(task, "%s", "out of memory");
+        free(num);
+        for (size_t q = 0; q < k; q++)
+            if (strncmp(nenv[q], "CUDA_VISIBLE_DEVICES=", 21) == 0) nenv[q] = cvd_in;
+    }
     size_t own_end = k;
     nenv[k++] = "KILN_MONITOR_HOLD_TERM=1"; /* the monitor outlives the step's SIGTERM */
     nenv[k] = NULL;
@@ -212,12 +317,36 @@ int main(int argc, char **argv)
     const char *jlog = json_string_value(json_object_get(spec, "jobLog"));
     const char *work = json_string_value(json_object_get(spec, "workDir"));
     if (!mon || !jlog || !work || na == 0) die(task, "%s", "the spec lacks the monitor or program");
-    const char **prog = calloc(na, sizeof *prog);
-    if (!prog) die(task, "%s", "out of memory");
-    for (i = 0; i < na; i++)
-        prog[i] = json_string_value(json_array_get(av, i));
-    /* processes only: kilnd's own user (-1), no image to pull */
+    /* the program; a container's --add-host addresses are the nodes' */
+    char **ips = calloc(n ? n : 1, sizeof *ips);
+    if (!ips) die(task, "%s", "out of memory");
+    for (size_t q = 0; image && q < n; q++)
+        if (!(ips[q] = numeric(hosts[q]))) die(task, "%s", "out of memory");
+    kiln_strv progv = {0};
+    for (i = 0; i < na; i++) {
+        const char *a = json_string_value(json_array_get(av, i));
+        if (!a) continue;
+        if (image && strcmp(a, "KILN_SLURM_DEVICES") == 0) {
+            for (size_t q = 0; q < devs.n; q++)
+                if (kiln_strv_push(&progv, devs.v[q]) != KILN_OK) die(task, "%s", "out of memory");
+            continue;
+        }
+        char *sa = image ? subst(a, ips, n) : strdup(a);
+        if (!sa || kiln_strv_push(&progv, sa) != KILN_OK) die(task, "%s", "out of memory");
+        free(sa);
+    }
+    const char **prog = (const char **)progv.v;
+    na = progv.n;
+    /* a container: the image pull (unless pullPolicy Never) and check the
+     * monitor runs first, as on one machine; the user is the task's own */
+    kiln_strv pull = {0}, exists = {0}, killv = {0};
+    strv_of(json_object_get(me, "pull"), &pull);
+    strv_of(json_object_get(me, "exists"), &exists);
+    strv_of(json_object_get(me, "stop"), &killv);
     kiln__mon_args ma = {.monitor = mon,
+                         .pull_policy = json_string_value(json_object_get(me, "pullPolicy")),
+                         .pull = image && pull.n ? &pull : NULL,
+                         .exists = image ? &exists : NULL,
                          .state = state,
                          .job_log = jlog,
                          .rep_log = rlog,
@@ -243,7 +372,18 @@ int main(int argc, char **argv)
         _exit(127);
     }
     int status = 0;
+    bool stopping = false;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        /* SIGTERM (scancel --signal=TERM, or the batch script stopping the
+         * job's other steps): `podman run` passes it on to the program, and
+         * as on one machine the container is killed after the grace period
+         * if it is still there: `podman stop --time GRACE`, detached, since
+         * Slurm kills the step (this task with it) while conmon keeps the
+         * container */
+        if (terms >= 1 && killv.n && !stopping) {
+            stopping = true;
+            detached(&killv);
+        }
     }
     /* the monitor records the program's status in STATE.exit */
     snprintf(path, sizeof path, "%s.exit", state);
@@ -259,7 +399,15 @@ int main(int argc, char **argv)
      * turn the replica's status into LeakSanitizer's exit 1 */
     free(margv);
     kiln_strv_clear(&mav);
-    free(prog);
+    kiln_strv_clear(&progv);
+    for (size_t q = 0; q < n; q++)
+        free(ips[q]);
+    free(ips);
+    kiln_strv_clear(&pull);
+    kiln_strv_clear(&exists);
+    kiln_strv_clear(&killv);
+    kiln_strv_clear(&devs);
+    free(cvd_in);
     for (size_t q = own; q < own_end; q++)
         free(nenv[q]);
     free(nenv);

@@ -1,4 +1,4 @@
-/* src/daemon/ttl.c - runPolicy.ttlSecondsAfterFinished: a finished job's
+/* src/jobfiles/ttl.c - runPolicy.ttlSecondsAfterFinished: a finished job's
  * files are cleaned once the TTL has passed (issue 16).
  *
  * What goes: everything under DATA/jobs/P/J except log.tsv (the job's log:

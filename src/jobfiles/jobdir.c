@@ -1,4 +1,4 @@
-/* src/daemon/jobdir.c - a job's directory and its service events: shared by
+/* src/jobfiles/jobdir.c - a job's directory and its service events: shared by
  * the API (a create, a cancel) and the supervisor, so neither calls into the
  * other for them. */
 #include <errno.h>

@@ -1,0 +1,128 @@
+#!/bin/bash
+# tests/service/it_slurm_container.sh - replicas with an imageUri under
+# `kilnd --executor slurm`: each runs in podman on its Slurm node, with the
+# local container backend's arguments (tests/service/it_container.sh runs
+# the same image on one machine), on the two-node test cluster:
+#   1. master + worker containers across both nodes: SUCCEEDED, TF_CONFIG
+#      right in both (the worker's read through the job dir, mounted at the
+#      same path), containerCommand/containerArgs as ENTRYPOINT/CMD, the
+#      program really in a container named and hostnamed kiln-P-J-TASK whose
+#      own name resolves first (/etc/hosts), --init;
+#   2. GPUs: the GPU Slurm gave the task goes in as --device
+#      nvidia.com/gpu=N (Slurm's CUDA_VISIBLE_DEVICES; the test cluster's
+#      GPUs are fake, so the runtime here is a wrapper that records its
+#      arguments and drops --device before running podman), and the program
+#      sees CUDA_VISIBLE_DEVICES=0;
+#   3. cancel: SIGTERM reaches the program in its container; one that
+#      ignores it is killed after the grace period, its container gone;
+#   4. a project with its own Unix user is refused an image at create.
+# Skipped (77) where Slurm or podman cannot run here.
+PORT_RANGE=54000-54799 # the cluster's own daemons listen on 54900-54992
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need slurm mknod podman
+HERE=$(cd "$(dirname "$0")" && pwd)
+IMG=kiln-it-sctr-$$:1
+make_image "$IMG" || {
+    fail "cannot build the test image"
+    finish
+}
+. "$HERE/slurm_lib.sh"
+slurm_test_cluster 54900 54992
+
+# the runtime: podman, through a wrapper that records each command line
+# and leaves out --device (the cluster's GPUs are fake: no CDI spec)
+cat >"$T/podman-wrap" <<EOF
+#!/bin/bash
+printf '%s\n' "\$*" >>"$T/podman-args.log"
+args=()
+while [ \$# -gt 0 ]; do
+    if [ "\$1" = --device ]; then shift 2; continue; fi
+    args+=("\$1")
+    shift
+done
+exec podman "\${args[@]}"
+EOF
+chmod 755 "$T/podman-wrap"
+printf 'kiln-test-token-0123456789 * editor\nproject p9 user nobody\n' >"$T/tokens"
+chmod 600 "$T/tokens"
+TOKEN=kiln-test-token-0123456789
+export TOKEN
+start_kilnd "$T/d" --executor slurm --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 \
+    --container-runtime "$T/podman-wrap" --tokens "$T/tokens"
+q() { printf '%s' "$1" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
+# ctr_job ID MASTER_SCRIPT WORKER_SCRIPT [extra trainingInput members] [extra masterConfig members]
+ctr_job() {
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"imageUri":"localhost/%s","containerCommand":["sh","-c",%s]%s},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{"containerCommand":["sh","-c",%s]}%s}}' \
+        "$1" "$IMG" "$(q "$2")" "${5:-}" "$(q "$3")" "${4:-}"
+}
+
+# 1. master + worker in containers, through Slurm
+JD=$T/jobdir
+m='echo "MASTER_TF $TF_CONFIG"; echo "MASTER_ARGS $0 $*"; test -e /run/.containerenv && echo IN_CONTAINER
+echo "HOSTNAME $(hostname)"; echo "HOSTS1 $(grep kiln- /etc/hosts | head -1 | tr "\t" " ")"; echo "PID1 $(cat /proc/1/comm)"
+for i in $(seq 1 300); do [ -e '"$JD"'/worker.tf ] && break; sleep 0.1; done
+echo "WORKER_TF $(cat '"$JD"'/worker.tf)"'
+w='echo "$TF_CONFIG" > '"$JD"'/worker.tf; echo "WHOSTS1 $(grep kiln- /etc/hosts | head -1 | tr "\t" " ")"; echo worker-done'
+body=$(ctr_job ctr_1 "$m" "$w" ',"jobDir":"'"$JD"'"' ',"containerArgs":["zero","one"]')
+api POST /v1/projects/p1/jobs "$body"
+check_eq "container job accepted" "$STATUS" 200
+check "container job SUCCEEDED" wait_state ctr_1 SUCCEEDED 120
+LOG=$T/d/jobs/p1/ctr_1/log.tsv
+[ "$(job_state ctr_1)" = SUCCEEDED ] || tail -n 30 "$LOG" >&2
+check "the master ran in a container" grep -q "master-replica-0	IN_CONTAINER" "$LOG"
+check "an init is PID 1 (--init: catatonit, podman-init in podman 4)" grep -qE "master-replica-0	PID1 (catatonit|podman-init)$" "$LOG"
+check "its hostname is its container's name" grep -q "master-replica-0	HOSTNAME kiln-p1-ctr_1-master-replica-0$" "$LOG"
+check "its own name comes first in /etc/hosts" grep -qE "master-replica-0	HOSTS1 [0-9.]+ kiln-p1-ctr_1-master-replica-0$" "$LOG"
+check "the worker's own name first in its /etc/hosts" grep -qE "worker-replica-0	WHOSTS1 [0-9.]+ kiln-p1-ctr_1-worker-replica-0$" "$LOG"
+check "containerArgs then --job-dir as CMD" grep -q "MASTER_ARGS zero one --job-dir $JD" "$LOG"
+tf_of() { # tf_of PREFIX -> "type index cluster-roles"
+    grep -m1 "	$1 " "$LOG" | cut -f4- | sed "s/^$1 //" | "$PY" -c '
+import json, sys
+t = json.loads(sys.stdin.read())
+print(t["task"]["type"], t["task"]["index"], ",".join(sorted(t["cluster"])), len(t["cluster"]["worker"]), t["environment"])'
+}
+check_eq "master's TF_CONFIG" "$(tf_of MASTER_TF)" "master 0 master,worker 1 cloud"
+check_eq "worker's TF_CONFIG (through the mounted job dir)" "$(tf_of WORKER_TF)" "worker 0 master,worker 1 cloud"
+check "podman run with the local backend's arguments" grep -q -- "run --rm --replace --name kiln-p1-ctr_1-master-replica-0 --hostname kiln-p1-ctr_1-master-replica-0 --init --pull never -w $T/d/jobs/p1/ctr_1/work" "$T/podman-args.log"
+check "the image checked on the node first" grep -q "image exists localhost/$IMG" "$T/podman-args.log"
+
+# 2. a GPU from Slurm: --device for the task's GPU, CUDA counts it as 0
+api POST /v1/projects/p1/jobs '{"jobId":"gpu_1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"imageUri":"localhost/'"$IMG"'","acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sh","-c","echo CVD=$CUDA_VISIBLE_DEVICES"]}}}'
+check_eq "gpu job accepted" "$STATUS" 200
+check "gpu job SUCCEEDED" wait_state gpu_1 SUCCEEDED 90
+check "the program sees its one GPU as 0" grep -q "master-replica-0	CVD=0$" "$T/d/jobs/p1/gpu_1/log.tsv"
+check "podman was given the GPU Slurm gave the task" grep -qE -- "--name kiln-p1-gpu_1-master-replica-0 .*--device nvidia.com/gpu=[01] " "$T/podman-args.log"
+
+# 3. cancel: SIGTERM reaches the program; one ignoring it is killed after
+# the grace period (1 s here) and its container removed
+api POST /v1/projects/p1/jobs "$(ctr_job polite "trap 'echo bye; exit 0' TERM; echo up; while true; do sleep 0.1; done" 'sleep 120')"
+check "polite running" wait_state polite RUNNING 60
+wait_file "$T/d/jobs/p1/polite/log.tsv" "	up$"
+api POST /v1/projects/p1/jobs/polite:cancel '{}'
+check "polite CANCELLED" wait_state polite CANCELLED 40
+check "SIGTERM reached the program in the container" grep -q "master-replica-0	bye" "$T/d/jobs/p1/polite/log.tsv"
+api POST /v1/projects/p1/jobs "$(ctr_job stubborn "trap '' TERM; echo up; while true; do sleep 0.1; done" 'sleep 120')"
+check "stubborn running" wait_state stubborn RUNNING 60
+wait_file "$T/d/jobs/p1/stubborn/log.tsv" "	up$"
+api POST /v1/projects/p1/jobs/stubborn:cancel '{}'
+check "stubborn CANCELLED" wait_state stubborn CANCELLED 60
+left=1
+for _ in $(seq 1 300); do
+    left=$(podman ps -q --filter name=kiln-p1-stubborn 2>/dev/null | wc -l)
+    [ "$left" = 0 ] && break
+    sleep 0.1
+done
+check_eq "no container left" "$left" 0
+for _ in $(seq 1 100); do
+    left=$(podman ps -q --filter name=kiln-p1-polite 2>/dev/null | wc -l)
+    [ "$left" = 0 ] && break
+    sleep 0.1
+done
+check_eq "no container of polite left" "$left" 0
+
+# 4. a project with its own user: podman would be rootless as that user
+api POST /v1/projects/p9/jobs "$(ctr_job as_user 'true' 'true')"
+check_eq "an image of a project with a user refused at create" "$STATUS" 400
+check "the refusal names imageUri and why" grep -q "trainingInput.masterConfig.imageUri.*rootless podman" <<<"$BODY"
+finish

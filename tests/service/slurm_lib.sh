@@ -1,0 +1,35 @@
+# tests/service/slurm_lib.sh - sourced after lib.sh by the Slurm tests that
+# start their own test cluster (tests/service/slurm_cluster.sh).
+#
+# slurm_test_cluster FIRST LAST: starts the cluster under $T/slurm with its
+# three daemons on three free ports in FIRST..LAST (a developer's cluster
+# may hold some; they lie in Linux's ephemeral range, so any socket counts,
+# and a port free when looked at can still be taken before slurmctld binds
+# it: a start that fails on "Address already in use" tries the next three).
+# Sets CLUSTER and SLURM_CONF, stops the cluster at exit; on failure fails
+# the test and finishes it.
+slurm_test_cluster() {
+    local first=$1 last=$2 base busy started= sport=
+    CLUSTER=$T/slurm
+    AT_EXIT="${AT_EXIT:-:}; $HERE/slurm_cluster.sh stop $CLUSTER"
+    for base in $(seq "$first" 3 "$((last - 2))"); do
+        busy=$(ss -Htan "( sport >= :$base and sport <= :$((base + 2)) )" 2>/dev/null | wc -l)
+        [ "$busy" = 0 ] || continue
+        sport=$base
+        if "$HERE/slurm_cluster.sh" start "$CLUSTER" "$sport" >"$T/cluster.out" 2>&1; then
+            started=1
+            break
+        fi
+        grep -qs 'Address already in use' "$CLUSTER"/log/*.log || break
+        "$HERE/slurm_cluster.sh" stop "$CLUSTER" >/dev/null 2>&1
+        rm -rf "$CLUSTER"
+    done
+    [ -n "$sport" ] || { fail "no three free ports in $first-$last for the test cluster"; finish; }
+    if [ -z "$started" ]; then
+        cat "$T/cluster.out" >&2
+        tail -n 20 "$CLUSTER"/log/*.log "$CLUSTER"/munge/munged.log >&2
+        fail "the test cluster did not start"
+        finish
+    fi
+    export SLURM_CONF=$CLUSTER/slurm.conf
+}
