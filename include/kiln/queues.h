@@ -96,6 +96,7 @@ typedef struct kiln_qcq {
     kiln_qstop stop;
     kiln_qgroup *groups;
     size_t ngroups;
+    long pending, admitted; /* workloads, as the supervisor's last pass counted them */
 } kiln_qcq;
 
 typedef struct kiln_qlq {

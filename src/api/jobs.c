@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kiln/queues.h"
 #include "api/api_int.h"
 #include "exec/slurm/slurm.h"
 #include "util/base64.h"
@@ -135,6 +136,39 @@ static json_t *training_output(const kiln_job_record *r, json_t *rt)
     return o;
 }
 
+/* With --queues: why a QUEUED job waits, as the supervisor's last
+ * admission pass said (src/exec/supervisor/admit.c); NULL before its first
+ * pass over the job. */
+static json_t *queue_status(kilnd *d, const char *project, const char *job_id)
+{
+    json_t *o = NULL;
+    kilnd_qwait key = {.project = (char *)project, .job_id = (char *)job_id};
+    pthread_mutex_lock(&d->queues_mu);
+    size_t lo = 0, hi = d->n_qwait;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const kilnd_qwait *w = &d->qwait[mid];
+        int c = strcmp(w->project, key.project);
+        if (!c) c = strcmp(w->job_id, key.job_id);
+        if (c == 0) {
+            o = json_object();
+            if (w->local_queue) json_object_set_new(o, "localQueue", json_string(w->local_queue));
+            if (w->cluster_queue)
+                json_object_set_new(o, "clusterQueue", json_string(w->cluster_queue));
+            if (w->position > 0)
+                json_object_set_new(o, "positionInClusterQueue", json_integer(w->position));
+            json_object_set_new(o, "reason", json_string(w->why));
+            break;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    pthread_mutex_unlock(&d->queues_mu);
+    return o;
+}
+
 static json_t *job_json(kilnd *d, const kiln_job_record *r)
 {
     char *s = kiln_job_to_json(r->job, KILN_ENC_COMPACT);
@@ -169,6 +203,10 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
         if (ew) json_object_set(ks, "elasticWorkers", ew);
     }
     json_decref(rt);
+    if (ks && d->queues_path && r->job->state == KILN_STATE_QUEUED) {
+        json_t *qs = queue_status(d, r->project, r->job->job_id);
+        if (qs) json_object_set_new(ks, "queue", qs);
+    }
     if (ks) json_object_set_new(o, "kilnStatus", ks);
     return o;
 }
@@ -355,6 +393,20 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         char uwhy[768];
         if (kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) != KILN_OK) {
             rc = send_error_st(c, 400, "FAILED_PRECONDITION", NULL, "%s", uwhy);
+            goto out;
+        }
+    }
+    /* --queues: the job's LocalQueue (its label or the project's default),
+     * its WorkloadPriorityClass, and quota it could ever be admitted under */
+    if (d->queues_path) {
+        kiln_replica_plan plans[KILN_ROLE_COUNT];
+        size_t np = kiln_catalog_plan(d->catalog, job, plans);
+        char qwhy[768];
+        pthread_mutex_lock(&d->queues_mu);
+        bool ok = kiln_queues_check_job(d->queues, project, job, plans, np, qwhy, sizeof qwhy);
+        pthread_mutex_unlock(&d->queues_mu);
+        if (!ok) {
+            rc = send_error(c, 400, NULL, "Field: labels Error: %s", qwhy);
             goto out;
         }
     }

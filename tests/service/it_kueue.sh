@@ -1,0 +1,143 @@
+#!/bin/bash
+# tests/service/it_kueue.sh - Kueue's admission (kilnd --queues, docs/queues.md)
+# on simulated GPUs (2 nodes x 2 V100) with a real kilnd: two teams'
+# ClusterQueues of 2 GPUs each in one cohort (examples/queues/two-teams.yaml).
+# Jobs are routed by label or the project's default LocalQueue, refused at
+# submit when they route nowhere; team A borrows team B's idle GPUs; a
+# waiting job says why (kilnStatus.queue); jobs that need not borrow are
+# admitted before borrowers; SIGHUP reloads the file, a bad one is kept out.
+. "$(dirname "$0")/lib.sh"
+
+cat >"$T/nodes.json" <<'JSON'
+{"nodes": [
+  {"name": "gpu-a", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]},
+  {"name": "gpu-b", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]}
+]}
+JSON
+cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/queues.yaml"
+
+# a bad queues file stops kilnd at start, naming the field
+printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n  name: x\nspec:\n  admissionChecks: [a]\n' >"$T/bad.yaml"
+"$KILND" --listen 127.0.0.1:0 --data-dir "$T/bad" --queues "$T/bad.yaml" 2>"$T/bad.err"
+check_eq "a bad queues file: kilnd does not start" "$?" 1
+check "it names the field" grep -q "ClusterQueue x: spec.admissionChecks" "$T/bad.err"
+
+start_kilnd "$T/d" --node-config "$T/nodes.json" --queues "$T/queues.yaml"
+
+# gjob ID GPUS [LABELS_JSON] [CMD]: a master with GPUS V100s
+gjob() {
+    printf '{"jobId":"%s","labels":%s,"trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_V100"},"containerCommand":["sh","-c","%s"]}}}' \
+        "$1" "${3:-{\}}" "$2" "${4:-sleep 60}"
+}
+st() { # st PROJECT JOB
+    api GET "/v1/projects/$1/jobs/$2"
+    printf '%s' "$BODY" | jget state
+}
+wait_st() { # wait_st PROJECT JOB STATE [SECONDS]
+    local i s=""
+    for i in $(seq 1 $(( ${4:-20} * 20 ))); do
+        s=$(st "$1" "$2")
+        [ "$s" = "$3" ] && return 0
+        sleep 0.05
+    done
+    echo "  job $1/$2 is '$s', waited for '$3'" >&2
+    return 1
+}
+held_gpus() { # GPUs held by running replicas, over both projects
+    local n=0 p j
+    for p in team-a team-b; do
+        api GET "/v1/projects/$p/jobs"
+        n=$((n + $(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(len(r.get("gpus", [])) for j in d.get("jobs", []) if j["state"] in ("PREPARING", "RUNNING")
+          for r in j.get("kilnStatus", {}).get("replicas", [])))')))
+    done
+    echo "$n"
+}
+B='{"kueue.x-k8s.io/queue-name":"training"}'
+
+# routing refusals, at submit
+api POST /v1/projects/team-b/jobs "$(gjob nolabel 1)"
+check_eq "team-b without a queue label: refused" "$STATUS" 400
+check "it says there is no default LocalQueue" grep -q "no LocalQueue named 'default'" <<<"$BODY"
+api POST /v1/projects/team-a/jobs "$(gjob wrongns 1 "$B")"
+check_eq "a LocalQueue of another project: refused" "$STATUS" 400
+check "it says so" grep -q "another project" <<<"$BODY"
+api POST /v1/projects/team-a/jobs "$(gjob toobig 8)"
+check_eq "more GPUs than the queue can ever hold: refused" "$STATUS" 400
+check "it names the limit" grep -q "can never hold more than 4" <<<"$BODY"
+api POST /v1/projects/team-a/jobs "$(gjob badpc 1 '{"kueue.x-k8s.io/priority-class":"nope"}')"
+check_eq "an unknown WorkloadPriorityClass: refused" "$STATUS" 400
+
+# team A: 2 GPUs of its own, then 2 borrowed from team B's idle quota
+api POST /v1/projects/team-a/jobs "$(gjob a1 2)"
+check_eq "a1 accepted (the project's default LocalQueue)" "$STATUS" 200
+check "a1 runs" wait_st team-a a1 RUNNING 10
+api POST /v1/projects/team-a/jobs "$(gjob a2 2)"
+check "a2 runs, borrowing" wait_st team-a a2 RUNNING 10
+api GET "/v1/projects/team-a/jobs/a2:logs"
+check "a2's log says it borrowed" grep -q "Admitted by ClusterQueue team-a (LocalQueue default, flavor v100, borrowing from cohort lab)" <<<"$BODY"
+api GET "/v1/projects/team-a/jobs/a1:logs"
+check "a1's log says it did not" grep -q "Admitted by ClusterQueue team-a (LocalQueue default, flavor v100)" <<<"$BODY"
+check_eq "4 GPUs held" "$(held_gpus)" 4
+
+# a3 waits: the cohort has nothing left to lend; it says why and where it stands
+api POST /v1/projects/team-a/jobs "$(gjob a3 2)"
+sleep 0.5
+check_eq "a3 queued" "$(st team-a a3)" QUEUED
+api GET /v1/projects/team-a/jobs/a3
+reason=$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)
+check "a3's reason names the cohort ($reason)" grep -q "cohort lab has 0 left to lend" <<<"$reason"
+check_eq "a3's ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.clusterQueue)" team-a
+check_eq "a3's LocalQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.localQueue)" default
+check_eq "a3 first in its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.positionInClusterQueue)" 1
+
+# team B's b1 (1 GPU, within its nominal quota) waits too: A borrowed it all
+# and nothing preempts yet
+api POST /v1/projects/team-b/jobs "$(gjob b1 1 "$B")"
+check_eq "b1 accepted (label)" "$STATUS" 200
+sleep 0.5
+check_eq "b1 queued" "$(st team-b b1)" QUEUED
+check_eq "still 4 GPUs held" "$(held_gpus)" 4
+
+# a2 ends: b1 (no borrowing) is admitted before a3 (older, but borrowing);
+# then the cohort has 1 GPU to lend, not the 2 a3 asks
+api POST /v1/projects/team-a/jobs/a2:cancel '{}'
+check "a2 cancelled" wait_st team-a a2 CANCELLED 10
+check "b1 runs" wait_st team-b b1 RUNNING 10
+sleep 0.5
+check_eq "a3 still queued" "$(st team-a a3)" QUEUED
+api GET /v1/projects/team-a/jobs/a3
+check "a3 waits for the cohort ($(printf '%s' "$BODY" | jget kilnStatus.queue.reason))" \
+    grep -q "cohort lab has 1 left" <<<"$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)"
+check_eq "3 GPUs held" "$(held_gpus)" 3
+
+# SIGHUP: a bad file is kept out (the old queues go on), a good one is used
+printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: Nonsense\n' >"$T/queues.yaml"
+kill -HUP "$KPID"
+check "a bad reload is logged" wait_file "$T/d/kilnd.err" "does not load; still admitting with the old one" 5
+api POST /v1/projects/team-a/jobs "$(gjob a4 1)"
+check_eq "the old queues still route" "$STATUS" 200
+cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/queues.yaml"
+cat >>"$T/queues.yaml" <<'YAML'
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata:
+  namespace: team-b
+  name: default
+spec:
+  clusterQueue: team-b
+YAML
+kill -HUP "$KPID"
+check "the reload is logged" wait_file "$T/d/kilnd.err" "reloaded the queues file" 5
+api POST /v1/projects/team-b/jobs "$(gjob b2 1)"
+check_eq "team-b's new default LocalQueue routes" "$STATUS" 200
+
+# b1 ends: A may borrow again; a3 (2) runs, and never more than 4 GPUs
+api POST /v1/projects/team-b/jobs/b1:cancel '{}'
+check "b1 cancelled" wait_st team-b b1 CANCELLED 10
+check "a3 runs" wait_st team-a a3 RUNNING 10
+check "at most 4 GPUs held" test "$(held_gpus)" -le 4
+finish
