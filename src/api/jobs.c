@@ -201,6 +201,10 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
         /* elastic PyTorchJobs: workers running now, and wanted (maxReplicas) */
         json_t *ew = json_object_get(rt, "elasticWorkers");
         if (ew) json_object_set(ks, "elasticWorkers", ew);
+        /* --queues: a preempted job waiting again: Kueue's Preempted condition */
+        json_t *pc = json_object_get(rt, "preempted");
+        if (json_is_object(pc) && r->job->state == KILN_STATE_QUEUED)
+            json_object_set_new(ks, "conditions", json_pack("[O]", pc));
     }
     json_decref(rt);
     if (ks && d->queues_path && r->job->state == KILN_STATE_QUEUED) {

@@ -182,8 +182,8 @@ static const char *esc(const char *s, char *buf, size_t len)
     return buf;
 }
 
-static const char *const restart_reasons[KILND_RESTART_REASONS] = {"replica_failure", "drain",
-                                                                   "kilnd_restart", "gpu_failure"};
+static const char *const restart_reasons[KILND_RESTART_REASONS] = {
+    "replica_failure", "drain", "kilnd_restart", "gpu_failure", "preempted"};
 static const char *const fail_reasons[KILND_FAIL_REASONS] = {
     "start_error", "replica_exit", "backoff_limit", "deadline", "unschedulable", "gpu_failure"};
 

@@ -27,10 +27,11 @@ typedef enum kilnd_role { KILND_VIEWER = 1, KILND_EDITOR = 2 } kilnd_role;
 
 /* Why a job's replicas were started again (kiln_restarts_total{reason}). */
 typedef enum kilnd_restart_reason {
-    KILND_RESTART_FAILURE, /* a replica failed and its restart policy retries */
-    KILND_RESTART_DRAIN,   /* its node was drained: requeued */
-    KILND_RESTART_KILND,   /* kilnd restarted while the job ran: requeued */
-    KILND_RESTART_GPU,     /* a GPU it held failed: requeued to run elsewhere */
+    KILND_RESTART_FAILURE,   /* a replica failed and its restart policy retries */
+    KILND_RESTART_DRAIN,     /* its node was drained: requeued */
+    KILND_RESTART_KILND,     /* kilnd restarted while the job ran: requeued */
+    KILND_RESTART_GPU,       /* a GPU it held failed: requeued to run elsewhere */
+    KILND_RESTART_PREEMPTED, /* --queues: preempted to free quota: requeued */
     KILND_RESTART_REASONS
 } kilnd_restart_reason;
 
@@ -129,7 +130,10 @@ typedef struct kilnd {
     struct kiln_queues *queues;
     pthread_mutex_t queues_mu;
     unsigned long queues_gen; /* bumped by every swap (under queues_mu) */
-    kilnd_qwait *qwait;       /* sorted by project, job id; under queues_mu */
+    /* jobs preempted (kueue_preempted_workloads_total): within their
+     * ClusterQueue, and reclaimed by another of the cohort; under queues_mu */
+    unsigned long long preempted_in_cq, preempted_reclaim;
+    kilnd_qwait *qwait; /* sorted by project, job id; under queues_mu */
     size_t n_qwait;
 
     pthread_mutex_t mu; /* guards sched and drain_pending */

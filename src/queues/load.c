@@ -285,16 +285,16 @@ static void read_preemption(ld *l, kiln_qcq *cq, const json_t *p)
             }
         }
     }
-    /* Preemption is kiln's to act on once victims can be stopped and
-     * resumed (docs/queues.md); until then anything but Never is refused,
-     * not accepted and left undone. */
-    if (cq->within_cq != KILN_QP_NEVER)
-        bad(l, "spec.preemption.withinClusterQueue", "kiln does not preempt yet: only Never");
-    if (cq->reclaim != KILN_QP_NEVER)
-        bad(l, "spec.preemption.reclaimWithinCohort", "kiln does not preempt yet: only Never");
+    /* preemption while borrowing needs Kueue's borrowing simulation of
+     * victims across the cohort, which kiln does not do: refused, not
+     * accepted and left undone */
     if (cq->borrow_within != KILN_QP_NEVER)
         bad(l, "spec.preemption.borrowWithinCohort.policy",
-            "kiln does not preempt yet: only Never");
+            "kiln does not preempt to borrow: only Never (withinClusterQueue and "
+            "reclaimWithinCohort are acted on)");
+    if (cq->has_max_priority_threshold && cq->borrow_within == KILN_QP_NEVER)
+        bad(l, "spec.preemption.borrowWithinCohort.maxPriorityThreshold",
+            "has no meaning with policy Never");
 }
 
 static kiln_qstop read_stop(ld *l, const json_t *spec)

@@ -55,6 +55,14 @@ print(sum(len(r.get("gpus", [])) for j in d.get("jobs", []) if j["state"] in ("P
     done
     echo "$n"
 }
+nodes_held() { # GPUs the scheduler has handed out, all nodes at one instant
+    api GET /v1/nodes
+    printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(n["capacity"].get("NVIDIA_TESLA_V100", 0) - n["allocatable"].get("NVIDIA_TESLA_V100", 0)
+          for n in d["nodes"]))'
+}
 B='{"kueue.x-k8s.io/queue-name":"training"}'
 
 # routing refusals, at submit
@@ -140,4 +148,60 @@ api POST /v1/projects/team-b/jobs/b1:cancel '{}'
 check "b1 cancelled" wait_st team-b b1 CANCELLED 10
 check "a3 runs" wait_st team-a a3 RUNNING 10
 check "at most 4 GPUs held" test "$(held_gpus)" -le 4
+for j in a1 a3 a4; do api POST "/v1/projects/team-a/jobs/$j:cancel" '{}'; done
+for j in b2; do api POST "/v1/projects/team-b/jobs/$j:cancel" '{}'; done
+stop_kilnd
+
+# ---- preemption: team B takes back what team A borrowed ----
+# the same teams, each queue reclaiming what it lent (reclaimWithinCohort)
+# and preempting its own lower-priority jobs (withinClusterQueue)
+sed 's/^  cohort: lab$/  cohort: lab\n  preemption:\n    reclaimWithinCohort: Any\n    withinClusterQueue: LowerPriority/' \
+    "$(dirname "$0")/../../examples/queues/two-teams.yaml" >"$T/preempt.yaml"
+check "the preemption file has both policies" test "$(grep -c reclaimWithinCohort "$T/preempt.yaml")" = 2
+start_kilnd "$T/p" --node-config "$T/nodes.json" --queues "$T/preempt.yaml"
+# a job that checkpoints its step to its working directory (kept across
+# runs) every 0.2 s and resumes from it: 30 steps
+CK='i=$(cat ckpt 2>/dev/null || echo 0); echo start at step $i; while [ $i -lt 30 ]; do sleep 0.2; i=$((i+1)); echo $i > ckpt.tmp; mv ckpt.tmp ckpt; done; echo finished at step $i'
+api POST /v1/projects/team-a/jobs "$(gjob a1 2 '{}' "$CK")"
+check "a1 runs" wait_st team-a a1 RUNNING 10
+sleep 0.1
+api POST /v1/projects/team-a/jobs "$(gjob a2 2 '{}' "$CK")"
+check "a2 runs, borrowing team B's idle GPUs" wait_st team-a a2 RUNNING 10
+# sample the GPUs held while B reclaims: never more than 4
+( while [ ! -e "$T/stop-sampling" ]; do nodes_held >>"$T/held"; sleep 0.1; done ) &
+SAMPLER=$!
+sleep 1
+t0=$(date +%s.%N)
+api POST /v1/projects/team-b/jobs "$(gjob b1 2 "$B" 'sleep 6')"
+check_eq "b1 accepted" "$STATUS" 200
+check "b1 runs once A's borrower stopped" wait_st team-b b1 RUNNING 15
+t1=$(date +%s.%N)
+took=$("$PY" -c "print(round($t1 - $t0, 2))")
+echo "  b1 got its 2 GPUs back in ${took} s (grace period 1 s)"
+check "within a pass plus the grace period, with slack (${took} s <= 5)" "$PY" -c "import sys; sys.exit(0 if $took <= 5 else 1)"
+check_eq "a1 (older) kept running" "$(st team-a a1)" RUNNING
+check_eq "a2 (the newest borrower) is queued again" "$(st team-a a2)" QUEUED
+api GET /v1/projects/team-a/jobs/a2
+check_eq "a2's condition: Preempted" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.type)" Preempted
+check_eq "its reason" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.reason)" InCohortReclamation
+check "it names who preempted it" grep -q "team-b/b1" <<<"$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.message)"
+check_eq "a restart, not a failure" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)/$(printf '%s' "$BODY" | jget kilnStatus.failures)" 1/0
+check "the audit log has the preemption, naming the job" \
+    grep -q '"verb":"PREEMPT".*"objectRef":{"resource":"jobs","namespace":"team-a","name":"a2"}' "$T/p/audit.log"
+api GET /metrics
+check "kiln_restarts_total counts it" grep -q 'kiln_restarts_total{reason="preempted"} 1' <<<"$BODY"
+# b1 ends; a2 is admitted again and resumes from its checkpoint
+check "b1 succeeds" wait_st team-b b1 SUCCEEDED 15
+check "a1 succeeds" wait_st team-a a1 SUCCEEDED 30
+check "a2 succeeds" wait_st team-a a2 SUCCEEDED 30
+touch "$T/stop-sampling"
+wait "$SAMPLER"
+api GET "/v1/projects/team-a/jobs/a2:logs"
+starts=$(printf '%s' "$BODY" | grep -o 'start at step [0-9]*' | awk '{print $4}' | tr '\n' ' ')
+check "a2 started at step 0, then resumed past it ($starts)" "$PY" -c "
+s = [int(x) for x in '$starts'.split()]
+import sys; sys.exit(0 if len(s) == 2 and s[0] == 0 and s[1] > 0 else 1)"
+check "a2 finished at step 30" grep -q "finished at step 30" <<<"$BODY"
+max=$(sort -n "$T/held" | tail -1)
+check "never more than 4 GPUs held ($(wc -l <"$T/held") samples, most $max)" test "${max:-99}" -le 4
 finish

@@ -154,8 +154,20 @@ int main(void)
     CHECK(load(all, &d) == NULL && has_field(&d, "nominalQuota"));
     snprintf(
         all, sizeof all, "%s%s", FLAVOR,
-        cq(a, sizeof a, "a", "lab", "2", NULL, "  preemption:\n    reclaimWithinCohort: Any\n"));
+        cq(a, sizeof a, "a", "lab", "2", NULL, "  preemption:\n    reclaimWithinCohort: Some\n"));
     CHECK(load(all, &d) == NULL && has_field(&d, "spec.preemption.reclaimWithinCohort"));
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", "lab", "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    withinClusterQueue: "
+                "LowerOrNewerEqualPriority\n"));
+    q = load(all, &d);
+    CHECK(q && q->cqs[0].reclaim == KILN_QP_ANY &&
+          q->cqs[0].within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY);
+    kiln_queues_free(q);
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", "lab", "2", NULL,
+                "  preemption:\n    borrowWithinCohort:\n      policy: LowerPriority\n"));
+    CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.policy"));
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", NULL, "2", NULL, "  queueingStrategy: Fastest\n"));
     CHECK(load(all, &d) == NULL && has_field(&d, "spec.queueingStrategy"));

@@ -22,8 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/supervisor/supervisor_int.h"
+#include "api/audit.h"
 #include "kiln/queues.h"
 
 enum { C_PENDING, C_ADMITTED, C_WAITING };
@@ -74,17 +76,18 @@ static bool flavor_usable(const kilnd *d, const kiln_qflavor *f, const qent *e)
     return true;
 }
 
-/* Charges a running job to its ClusterQueue: its replicas as placed, each
- * group's flavor the one its first replica's node belongs to. */
-static void charge_running(kilnd *d, kiln_queues *q, rjob *j)
+/* A running job's ClusterQueue, request (its replicas as placed) and
+ * flavors (each group's: the one its first GPU replica's node belongs to).
+ * False when it routes to no queue now. */
+static bool running_usage(kilnd *d, const kiln_queues *q, const rjob *j, size_t *cq_out,
+                          int64_t req[KILN_QRES_COUNT], kiln_qassign *a)
 {
     char why[256];
-    if (j->study || !j->job) return; /* trials of a tuning job: not through queues */
+    if (j->study || !j->job) return false; /* trials of a tuning job: not through queues */
     long lq = kiln_queues_route(q, j->project, &j->job->labels, why, sizeof why);
-    if (lq < 0) return;
+    if (lq < 0) return false;
     size_t cq = q->lqs[lq].cq;
-    q->cqs[cq].admitted++;
-    int64_t req[KILN_QRES_COUNT] = {0};
+    memset(req, 0, KILN_QRES_COUNT * sizeof *req);
     long node = -1;
     for (size_t i = 0; i < j->n; i++) {
         const replica *r = &j->reps[i];
@@ -96,10 +99,9 @@ static void charge_running(kilnd *d, kiln_queues *q, rjob *j)
         }
         if (node < 0 || (r->n_gpus && !j->reps[node].n_gpus)) node = (long)i;
     }
-    kiln_qassign a;
     for (size_t g = 0; g < 8; g++)
-        a.flavor[g] = -1;
-    a.borrows = false;
+        a->flavor[g] = -1;
+    a->borrows = false;
     const kiln_qcq *c = &q->cqs[cq];
     for (size_t g = 0; g < c->ngroups && g < 8; g++) {
         long f =
@@ -108,9 +110,29 @@ static void charge_running(kilnd *d, kiln_queues *q, rjob *j)
                 : -1;
         /* a node in none of the group's flavors (the file changed): charged
          * to the first, so that quota is never under-counted */
-        a.flavor[g] = f >= 0 ? f : c->groups[g].n ? (long)c->groups[g].flavors[0].flavor : -1;
+        a->flavor[g] = f >= 0 ? f : c->groups[g].n ? (long)c->groups[g].flavors[0].flavor : -1;
     }
+    *cq_out = cq;
+    return true;
+}
+
+/* Charges a running job to its ClusterQueue. */
+static void charge_running(kilnd *d, kiln_queues *q, rjob *j)
+{
+    size_t cq;
+    int64_t req[KILN_QRES_COUNT];
+    kiln_qassign a;
+    if (!running_usage(d, q, j, &cq, req, &a)) return;
+    q->cqs[cq].admitted++;
     kiln_queues_charge(q, cq, &a, req, 1);
+}
+
+static int64_t job_priority(const kiln_queues *q, const kiln_job *job)
+{
+    int64_t p = job->training_input.has_scheduling ? job->training_input.scheduling.priority : 0;
+    char why[256];
+    kiln_queues_priority(q, &job->labels, p, &p, why, sizeof why);
+    return p;
 }
 
 static int by_queue_order(const void *pa, const void *pb)
@@ -205,6 +227,197 @@ static const char *flavor_names(const kiln_queues *q, size_t cq, const kiln_qass
     return buf;
 }
 
+/* ---------- preemption ---------- */
+
+typedef struct victim {
+    rjob *j;
+    size_t cq;
+    int64_t prio;
+    int64_t req[KILN_QRES_COUNT];
+    kiln_qassign a;
+    bool other; /* of another ClusterQueue of the cohort: reclaimed */
+    bool out;   /* taken out of the simulation */
+} victim;
+
+/* Kueue's order of candidates: other ClusterQueues' (borrowers) first,
+ * then the lowest priority, then the newest. */
+static int by_victim_order(const void *pa, const void *pb)
+{
+    const victim *a = pa, *b = pb;
+    if (a->other != b->other) return a->other ? -1 : 1;
+    if (a->prio != b->prio) return a->prio < b->prio ? -1 : 1;
+    if (a->j->start_ns != b->j->start_ns) return a->j->start_ns > b->j->start_ns ? -1 : 1;
+    return 0;
+}
+
+static bool borrows_now(const kiln_queues *q, size_t cq)
+{
+    int64_t b[KILN_QRES_COUNT];
+    kiln_queues_borrowed(q, cq, b);
+    for (int r = 0; r < KILN_QRES_COUNT; r++)
+        if (b[r] > 0) return true;
+    return false;
+}
+
+/* Whether a preemption is under way (a victim still stopping): then no
+ * new one starts, so that victims are never chosen twice and two queues
+ * never take turns preempting each other. */
+static long preempting(const sup *s)
+{
+    long n = 0;
+    for (const rjob *j = s->jobs; j; j = j->next)
+        n += j->preempted != NULL;
+    return n;
+}
+
+static void rfc3339(int64_t ns, char *buf, size_t len)
+{
+    time_t t = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The audit log's line for a preemption: kilnd itself acted on a job. */
+static void audit_preemption(kilnd *d, const rjob *vj, const cand *x, const char *reason)
+{
+    if (!d->audit) return;
+    char uri[600], why[600];
+    snprintf(uri, sizeof uri, "/v1/projects/%s/jobs/%s", vj->project, vj->job_id);
+    snprintf(why, sizeof why, "%s: preempted by %s/%s", reason, x->e->rec->project,
+             x->e->rec->job->job_id);
+    kiln_audit_event ev = {.verb = "PREEMPT",
+                           .resource = uri,
+                           .project = "system:kilnd",
+                           .code = 200,
+                           .object_project = vj->project,
+                           .object_job = vj->job_id,
+                           .reason = why};
+    kiln_audit_write(d->audit, &ev);
+}
+
+/* Whether x's request fits its ClusterQueue's nominal quota alone (a
+ * usable flavor in each group it asks of): only such a job reclaims what
+ * its queue lent to the cohort (Kueue's reclaimWithinCohort). */
+static bool fits_nominal(const kiln_queues *q, const cand *x)
+{
+    const kiln_qcq *cq = &q->cqs[x->cq];
+    for (size_t g = 0; g < cq->ngroups; g++) {
+        const kiln_qgroup *grp = &cq->groups[g];
+        bool asks = false, found = false;
+        for (int r = 0; r < KILN_QRES_COUNT; r++)
+            asks |= grp->covers[r] && x->req[r] > 0;
+        if (!asks) continue;
+        for (size_t i = 0; i < grp->n && !found; i++) {
+            const kiln_qgflavor *gf = &grp->flavors[i];
+            if (!x->usable[gf->flavor]) continue;
+            bool ok = true;
+            for (int r = 0; r < KILN_QRES_COUNT; r++)
+                if (grp->covers[r] && gf->usage[r] + x->req[r] > gf->q[r].nominal) ok = false;
+            found = ok;
+        }
+        if (!found) return false;
+    }
+    return true;
+}
+
+/* Tries to make room for head x by preempting running jobs, as its
+ * ClusterQueue's preemption policies allow. True when victims are being
+ * stopped (x waits for them); their quota stays charged until they are gone. */
+static bool preempt_for(sup *s, kiln_queues *q, cand *x)
+{
+    kilnd *d = s->d;
+    const kiln_qcq *cq = &q->cqs[x->cq];
+    if (cq->within_cq == KILN_QP_NEVER && cq->reclaim == KILN_QP_NEVER) return false;
+    size_t nj = 0;
+    for (rjob *j = s->jobs; j; j = j->next)
+        nj++;
+    victim *vs = calloc(nj ? nj : 1, sizeof *vs);
+    if (!vs) return false;
+    size_t nv = 0;
+    bool ok = false;
+    for (rjob *j = s->jobs; j; j = j->next) {
+        victim *v = &vs[nv];
+        if (j->after != AS_NONE || !running_usage(d, q, j, &v->cq, v->req, &v->a)) continue;
+        v->j = j;
+        v->prio = job_priority(q, j->job);
+        if (v->cq == x->cq) {
+            bool lower = v->prio < x->prio;
+            bool newer_eq = v->prio == x->prio && j->start_ns > x->e->create_ns;
+            if (cq->within_cq == KILN_QP_LOWER_PRIORITY && lower) nv++;
+            if (cq->within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY && (lower || newer_eq)) nv++;
+        } else if (cq->cohort && q->cqs[v->cq].cohort &&
+                   strcmp(cq->cohort, q->cqs[v->cq].cohort) == 0 && cq->reclaim != KILN_QP_NEVER &&
+                   borrows_now(q, v->cq)) {
+            v->other = true;
+            if (cq->reclaim == KILN_QP_ANY || v->prio < x->prio) nv++;
+        }
+    }
+    qsort(vs, nv, sizeof *vs, by_victim_order);
+    /* take candidates out, in order, until x fits; a reclaim only from a
+     * queue that still borrows, and only for a job within its nominal quota */
+    kiln_qassign a;
+    char why[400];
+    size_t last = nv;
+    bool reclaim = fits_nominal(q, x);
+    for (size_t i = 0; i < nv; i++) {
+        victim *v = &vs[i];
+        if (v->other && (!reclaim || !borrows_now(q, v->cq))) continue;
+        kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
+        v->out = true;
+        if (kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
+            last = i;
+            ok = true;
+            break;
+        }
+    }
+    /* the fewest: give back, newest taken last first, any x does not need */
+    for (size_t i = ok ? last : 0; ok && i-- > 0;) {
+        victim *v = &vs[i];
+        if (!v->out) continue;
+        kiln_queues_charge(q, v->cq, &v->a, v->req, 1);
+        if (kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why))
+            v->out = false;
+        else
+            kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
+    }
+    /* the victims hold their devices until they stop: charged again */
+    for (size_t i = 0; i < nv; i++)
+        if (vs[i].out) kiln_queues_charge(q, vs[i].cq, &vs[i].a, vs[i].req, 1);
+    if (!ok) goto out;
+    char when[40], names[400] = "";
+    rfc3339(kiln_now_ns(), when, sizeof when);
+    for (size_t i = 0; i < nv; i++) {
+        victim *v = &vs[i];
+        if (!v->out) continue;
+        const char *reason = v->other ? "InCohortReclamation" : "InClusterQueue";
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "Preempted to accommodate %s/%s of ClusterQueue %s (%s): %s; queued again, "
+                 "it resumes from its newest checkpoint, not charged to its backoff limit",
+                 x->e->rec->project, x->e->rec->job->job_id, cq->name,
+                 v->other ? "reclaiming quota its cohort lent" : "higher priority", reason);
+        v->j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Preempted", "status",
+                                    "True", "reason", reason, "message", msg, "lastTransitionTime",
+                                    when, "preemptor", x->e->rec->job->job_id);
+        if (v->other)
+            d->preempted_reclaim++;
+        else
+            d->preempted_in_cq++;
+        kilnd_event(d, v->j->project, v->j->job_id, "WARNING", "%s", msg);
+        audit_preemption(d, v->j, x, reason);
+        begin_stop(s, v->j, AS_REQUEUE, "%s", msg);
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s/%s",
+                 names[0] ? ", " : "", v->j->project, v->j->job_id);
+    }
+    snprintf(x->why, sizeof x->why,
+             "preempting %s to free ClusterQueue %s's quota; admitted once they stop", names,
+             cq->name);
+out:
+    free(vs);
+    return ok;
+}
+
 void admit_pass(sup *s, qent **v, size_t n)
 {
     kilnd *d = s->d;
@@ -282,6 +495,12 @@ void admit_pass(sup *s, qent **v, size_t n)
                 snprintf(x->why, sizeof x->why, "ClusterQueue %s: %s", cq->name, why);
                 x->state = C_WAITING;
                 changed = true;
+                long busy = preempting(s);
+                if (busy)
+                    snprintf(x->why + strlen(x->why), sizeof x->why - strlen(x->why),
+                             " (%ld preempted job%s still stopping)", busy, busy == 1 ? "" : "s");
+                else
+                    preempt_for(s, q, x);
                 continue;
             }
             int64_t share = cq->fair_sharing ? kiln_queues_share(q, x->cq, x->req) : 0;

@@ -605,12 +605,27 @@ static void finish(sup *s, rjob *j, rjob **link)
         return;
     case AS_REQUEUE: {
         j->restarts++;
-        /* a GPU that failed under it counts against backoffLimit; a drain does not */
+        /* a GPU that failed under it counts against backoffLimit; a drain
+         * or a preemption does not */
         j->failures += j->gpu_failure;
-        d->restarts_total[j->gpu_failure ? KILND_RESTART_GPU : KILND_RESTART_DRAIN]++;
+        d->restarts_total[j->gpu_failure ? KILND_RESTART_GPU
+                          : j->preempted ? KILND_RESTART_PREEMPTED
+                                         : KILND_RESTART_DRAIN]++;
         json_t *gu = gpu_usage_json(j);
         char *keep = runtime_for_requeue(j->metrics, NULL, gu);
         json_decref(gu);
+        if (j->preempted) { /* the Preempted condition, shown while it waits */
+            json_t *k = keep ? json_loads(keep, 0, NULL) : json_object();
+            if (k) {
+                json_object_set(k, "preempted", j->preempted);
+                char *nk = json_dumps(k, JSON_COMPACT);
+                if (nk) {
+                    free(keep);
+                    keep = nk;
+                }
+                json_decref(k);
+            }
+        }
         kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, keep);
         free(keep);
         kiln_store_job_transition(d->store, j->project, j->job_id,

@@ -97,9 +97,10 @@ typedef struct rjob {
     /* GPU time and utilisation over its runs (trainingOutput; gpus.c) */
     double gpu_seconds, util_sum;
     long long util_n;
-    bool gpu_failure; /* AS_REQUEUE because a GPU it held failed (a failure, not a drain) */
-    bool gpus_moved;  /* adopted: its GPUs (by UUID) have other indices than recorded */
-    int trial;        /* the trial's id */
+    bool gpu_failure;  /* AS_REQUEUE because a GPU it held failed (a failure, not a drain) */
+    bool gpus_moved;   /* adopted: its GPUs (by UUID) have other indices than recorded */
+    int trial;         /* the trial's id */
+    json_t *preempted; /* --queues: it is being preempted: who and why (kept when requeued) */
     struct rjob *next;
 } rjob;
 
