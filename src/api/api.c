@@ -9,6 +9,7 @@
  *   PATCH /v1/projects/P/jobs/J?updateMask=labels             labels only
  *   GET   /v1/projects/P/jobs/J:logs?offset=&taskName=        kiln: log lines
  *   GET   /v1/nodes, /v1/nodes/N; POST /v1/nodes/N:drain, N:uncordon
+ *   GET   /v1/queues, /v1/queues/CQ                     kilnd --queues (docs/queues.md)
  *   POST  /v2/entries:list                    Logging: the jobs' log lines
  *   GET   /healthz
  *   /storage/v1/b/B/o..., /upload/storage/v1/..., /download/storage/v1/...
@@ -232,6 +233,8 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
                           "expected 'Authorization: Bearer TOKEN'");
     if (kiln__api_storage_owns(url)) return kiln__api_storage(d, c, method, url, rq, &a);
     if (strcmp(url, "/metrics") == 0) return kiln__api_metrics(d, c, method, &a);
+    if (strncmp(url, "/v1/queues", 10) == 0 && (url[10] == '\0' || url[10] == '/'))
+        return kiln__api_queues(d, c, method, url[10] ? url + 11 : "", &a);
     if (strncmp(url, "/v1/nodes", 9) == 0 && (url[9] == '\0' || url[9] == '/'))
         return kiln__api_nodes(d, c, method, url[9] ? url + 10 : "", &a);
     if (strncmp(url, "/v2/", 4) == 0) return kiln__api_logging(d, c, method, url + 4, rq, &a);

@@ -159,6 +159,23 @@ static void put(out *o, const char *fmt, ...)
     }
 }
 
+/* put() for another file's writer (queues.c): formats, then appends. */
+static void put_any(void *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_any(void *o, const char *fmt, ...)
+{
+    char *line = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&line, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        ((out *)o)->oom = true;
+        return;
+    }
+    put(o, "%s", line);
+    free(line);
+}
+
 static void head(out *o, const char *name, const char *type, const char *help)
 {
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -268,6 +285,7 @@ static void jobs_part(kilnd *d, out *o)
     for (int r = 0; r < KILND_FAIL_REASONS; r++)
         put(o, "kiln_job_failures_total{reason=\"%s\"} %llu\n", fail_reasons[r],
             (unsigned long long)d->failures_total[r]);
+    kiln__api_queues_metrics(d, put_any, o); /* kueue_*: kilnd --queues */
 }
 
 static void nodes_part(kilnd *d, out *o)

@@ -100,6 +100,25 @@ check "a3's reason names the cohort ($reason)" grep -q "cohort lab has 0 left to
 check_eq "a3's ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.clusterQueue)" team-a
 check_eq "a3's LocalQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.localQueue)" default
 check_eq "a3 first in its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.positionInClusterQueue)" 1
+check "kiln jobs describe shows it" grep -q "cohort lab has 0 left to lend" <<<"$(KILN_PROJECT=team-a "$KILN" jobs describe a3)"
+# the queues as kiln queues / GET /v1/queues / /metrics show them
+api GET /v1/queues/team-a
+check_eq "team-a: 2 admitted" "$(printf '%s' "$BODY" | jget admittedWorkloads)" 2
+check_eq "team-a: 1 pending" "$(printf '%s' "$BODY" | jget pendingWorkloads)" 1
+check_eq "team-a: 2 GPUs borrowed" "$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["borrowed"]["nvidia.com/gpu"])')" 2
+check_eq "team-a: usage 4 of flavor v100" "$(printf '%s' "$BODY" | jget resourceGroups.0.flavors.0.resources.0.usage)" 4
+check_eq "team-a: weighted share 2/4 borrowed" "$(printf '%s' "$BODY" | jget weightedShare)" 500
+"$KILN" queues list >"$T/ql"
+check "kiln queues list: team-a 4 of 2 GPUs, 2 borrowed" grep -Eq "^team-a +lab +1 +2 +4/2 +2 +500" "$T/ql"
+check "kiln queues list: team-b idle" grep -Eq "^team-b +lab +0 +0 +0/2 +0 +0" "$T/ql"
+api GET /v1/queues/nope
+check_eq "an unknown ClusterQueue: 404" "$STATUS" 404
+api GET /metrics
+check "kueue_cluster_queue_resource_usage" grep -q '^kueue_cluster_queue_resource_usage{cohort="lab",cluster_queue="team-a",flavor="v100",resource="nvidia.com/gpu"} 4$' <<<"$BODY"
+check "kueue_cluster_queue_nominal_quota" grep -q '^kueue_cluster_queue_nominal_quota{cohort="lab",cluster_queue="team-b",flavor="v100",resource="nvidia.com/gpu"} 2$' <<<"$BODY"
+check "kueue_pending_workloads" grep -q '^kueue_pending_workloads{cluster_queue="team-a",status="active"} 1$' <<<"$BODY"
+check "kueue_admitted_active_workloads" grep -q '^kueue_admitted_active_workloads{cluster_queue="team-a"} 2$' <<<"$BODY"
+check "kueue_cluster_queue_weighted_share" grep -q '^kueue_cluster_queue_weighted_share{cluster_queue="team-a"} 500$' <<<"$BODY"
 
 # team B's b1 (1 GPU, within its nominal quota) waits too: A borrowed it all
 # and nothing preempts yet
@@ -127,6 +146,7 @@ kill -HUP "$KPID"
 check "a bad reload is logged" wait_file "$T/d/kilnd.err" "does not load; still admitting with the old one" 5
 api POST /v1/projects/team-a/jobs "$(gjob a4 1)"
 check_eq "the old queues still route" "$STATUS" 200
+api POST /v1/projects/team-a/jobs/a4:cancel '{}'
 cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/queues.yaml"
 cat >>"$T/queues.yaml" <<'YAML'
 ---
@@ -142,14 +162,16 @@ kill -HUP "$KPID"
 check "the reload is logged" wait_file "$T/d/kilnd.err" "reloaded the queues file" 5
 api POST /v1/projects/team-b/jobs "$(gjob b2 1)"
 check_eq "team-b's new default LocalQueue routes" "$STATUS" 200
+api POST /v1/projects/team-b/jobs/b2:cancel '{}'
+check "a4 cancelled" wait_st team-a a4 CANCELLED 10
+check "b2 cancelled" wait_st team-b b2 CANCELLED 10
 
 # b1 ends: A may borrow again; a3 (2) runs, and never more than 4 GPUs
 api POST /v1/projects/team-b/jobs/b1:cancel '{}'
 check "b1 cancelled" wait_st team-b b1 CANCELLED 10
 check "a3 runs" wait_st team-a a3 RUNNING 10
 check "at most 4 GPUs held" test "$(held_gpus)" -le 4
-for j in a1 a3 a4; do api POST "/v1/projects/team-a/jobs/$j:cancel" '{}'; done
-for j in b2; do api POST "/v1/projects/team-b/jobs/$j:cancel" '{}'; done
+for j in a1 a3; do api POST "/v1/projects/team-a/jobs/$j:cancel" '{}'; done
 stop_kilnd
 
 # ---- preemption: team B takes back what team A borrowed ----
@@ -190,6 +212,7 @@ check "the audit log has the preemption, naming the job" \
     grep -q '"verb":"PREEMPT".*"objectRef":{"resource":"jobs","namespace":"team-a","name":"a2"}' "$T/p/audit.log"
 api GET /metrics
 check "kiln_restarts_total counts it" grep -q 'kiln_restarts_total{reason="preempted"} 1' <<<"$BODY"
+check "kueue_preempted_workloads_total counts it" grep -q '^kueue_preempted_workloads_total{reason="InCohortReclamation"} 1$' <<<"$BODY"
 # b1 ends; a2 is admitted again and resumes from its checkpoint
 check "b1 succeeds" wait_st team-b b1 SUCCEEDED 15
 check "a1 succeeds" wait_st team-a a1 SUCCEEDED 30
