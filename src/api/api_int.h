@@ -142,6 +142,8 @@ bool kiln__api_disk_low(kilnd *d, char *why, size_t len);
  * and clears it (per thread, like last_code). */
 void kiln__api_note_hidden(void);
 bool kiln__api_hidden(bool reset);
+/* A create's new job id, for the audit line's objectRef (this request). */
+void kiln__api_note_created(const char *job_id);
 /* The code of the response this thread queued last (0 = none since reset). */
 unsigned kiln__api_last_code(bool reset);
 int64_t kiln__api_mono_ns(void);

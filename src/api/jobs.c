@@ -444,6 +444,7 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         rc = send_error(c, 500, NULL, "cannot store the job: %s", kiln_err_str(err));
         goto out;
     }
+    kiln__api_note_created(job->job_id);
     kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
     if (ttl) kilnd_ttl_created(d, project, job->job_id);
     kilnd_wake(d);

@@ -81,6 +81,8 @@ check_eq "an unknown WorkloadPriorityClass: refused" "$STATUS" 400
 # team A: 2 GPUs of its own, then 2 borrowed from team B's idle quota
 api POST /v1/projects/team-a/jobs "$(gjob a1 2)"
 check_eq "a1 accepted (the project's default LocalQueue)" "$STATUS" 200
+check "the audit line of the create names the new job" \
+    grep -q '"requestURI":"/v1/projects/team-a/jobs".*"objectRef":{"resource":"jobs","namespace":"team-a","name":"a1"}' "$T/d/audit.log"
 check "a1 runs" wait_st team-a a1 RUNNING 10
 api POST /v1/projects/team-a/jobs "$(gjob a2 2)"
 check "a2 runs, borrowing" wait_st team-a a2 RUNNING 10
