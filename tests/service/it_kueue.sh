@@ -5,7 +5,10 @@
 # Jobs are routed by label or the project's default LocalQueue, refused at
 # submit when they route nowhere; team A borrows team B's idle GPUs; a
 # waiting job says why (kilnStatus.queue); jobs that need not borrow are
-# admitted before borrowers; SIGHUP reloads the file, a bad one is kept out.
+# admitted before borrowers; SIGHUP reloads the file, a bad one is kept out;
+# team B reclaims its GPUs by preemption within a pass plus the grace period,
+# A's preempted job resumes from its checkpoint; a kill -9 of kilnd while
+# B reclaims loses and double-runs nothing; never more than 4 GPUs held.
 . "$(dirname "$0")/lib.sh"
 
 cat >"$T/nodes.json" <<'JSON'
@@ -229,4 +232,38 @@ import sys; sys.exit(0 if len(s) == 2 and s[0] == 0 and s[1] > 0 else 1)"
 check "a2 finished at step 30" grep -q "finished at step 30" <<<"$BODY"
 max=$(sort -n "$T/held" | tail -1)
 check "never more than 4 GPUs held ($(wc -l <"$T/held") samples, most $max)" test "${max:-99}" -le 4
+stop_kilnd
+
+# ---- kill -9 of kilnd while B reclaims: nothing lost, nothing run twice ----
+# the job notes its shell's pid while it runs: a second copy of it running
+# at the same time says DOUBLE RUN
+CK2='if [ -e running ] && kill -0 $(cat running) 2>/dev/null; then echo DOUBLE RUN; fi; echo $$ > running; '"$CK"
+start_kilnd "$T/k" --node-config "$T/nodes.json" --queues "$T/preempt.yaml"
+api POST /v1/projects/team-a/jobs "$(gjob k1 2 '{}' "$CK2")"
+check "k1 runs" wait_st team-a k1 RUNNING 10
+sleep 0.1
+api POST /v1/projects/team-a/jobs "$(gjob k2 2 '{}' "$CK2")"
+check "k2 runs, borrowing" wait_st team-a k2 RUNNING 10
+sleep 1
+api POST /v1/projects/team-b/jobs "$(gjob kb 2 "$B" "$CK2")"
+check_eq "kb accepted" "$STATUS" 200
+sleep "0.$((RANDOM % 5))"
+kill -9 "$KPID"
+wait "$KPID" 2>/dev/null
+start_kilnd "$T/k" --node-config "$T/nodes.json" --queues "$T/preempt.yaml"
+: >"$T/held2"
+( while [ ! -e "$T/stop-sampling2" ]; do nodes_held >>"$T/held2"; sleep 0.1; done ) &
+SAMPLER=$!
+check "kb succeeds after the kill" wait_st team-b kb SUCCEEDED 40
+check "k1 succeeds after the kill" wait_st team-a k1 SUCCEEDED 40
+check "k2 succeeds after the kill" wait_st team-a k2 SUCCEEDED 40
+touch "$T/stop-sampling2"
+wait "$SAMPLER"
+for p in team-a/k1 team-a/k2 team-b/kb; do
+    api GET "/v1/projects/${p%/*}/jobs/${p#*/}:logs"
+    check_eq "$p finished once" "$(printf '%s' "$BODY" | grep -o 'finished at step 30' | wc -l)" 1
+    check "$p never ran twice at once" test "$(printf '%s' "$BODY" | grep -c 'DOUBLE RUN')" = 0
+done
+max=$(sort -n "$T/held2" | tail -1)
+check "never more than 4 GPUs held after the restart (most ${max:-none})" test "${max:-99}" -le 4
 finish
