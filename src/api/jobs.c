@@ -642,6 +642,24 @@ static enum MHD_Result job_patch(kilnd *d, struct MHD_Connection *c, const char 
                            "etag mismatch: the job changed since it was read");
         goto out;
     }
+    /* --queues: the queue and priority class labels move a job between
+     * queues; as in Kueue, only while it waits (an admitted job's quota
+     * stays where it was admitted) */
+    if (d->queues_path) {
+        static const char *const qlabels[] = {KILN_QUEUE_LABEL, KILN_PRIORITY_CLASS_LABEL};
+        for (size_t k = 0; k < 2; k++) {
+            const char *was = kiln_map_get(&cur->job->labels, qlabels[k]);
+            const char *now = kiln_map_get(&job->labels, qlabels[k]);
+            bool same = (!was && !now) || (was && now && strcmp(was, now) == 0);
+            if (!same && cur->job->state != KILN_STATE_QUEUED) {
+                rc = send_error(c, 400, NULL,
+                                "Field: labels Error: %s can change only while the job is QUEUED "
+                                "(it was admitted to its queue)",
+                                qlabels[k]);
+                goto out;
+            }
+        }
+    }
     /* the labels are checked by the same rules as on create */
     kiln_map_clear(&cur->job->labels);
     for (size_t i = 0; i < job->labels.n; i++)
@@ -650,6 +668,18 @@ static enum MHD_Result job_patch(kilnd *d, struct MHD_Connection *c, const char 
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.n ? dg.v[0].field : "labels",
                         dg.n ? dg.v[0].description : "invalid labels");
         goto out;
+    }
+    if (d->queues_path && cur->job->state == KILN_STATE_QUEUED) {
+        kiln_replica_plan plans[KILN_ROLE_COUNT];
+        size_t np = kiln_catalog_plan(d->catalog, cur->job, plans);
+        char qwhy[768];
+        pthread_mutex_lock(&d->queues_mu);
+        bool ok = kiln_queues_check_job(d->queues, project, cur->job, plans, np, qwhy, sizeof qwhy);
+        pthread_mutex_unlock(&d->queues_mu);
+        if (!ok) {
+            rc = send_error(c, 400, NULL, "Field: labels Error: %s", qwhy);
+            goto out;
+        }
     }
     err = kiln_store_job_set_labels(d->store, project, id, &job->labels, &rec);
     if (err != KILN_OK) {

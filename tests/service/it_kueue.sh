@@ -125,6 +125,15 @@ check "kueue_pending_workloads" grep -q '^kueue_pending_workloads{cluster_queue=
 check "kueue_admitted_active_workloads" grep -q '^kueue_admitted_active_workloads{cluster_queue="team-a"} 2$' <<<"$BODY"
 check "kueue_cluster_queue_weighted_share" grep -q '^kueue_cluster_queue_weighted_share{cluster_queue="team-a"} 500$' <<<"$BODY"
 
+# the queue label moves a waiting job only, and only to a queue of its project
+api PATCH "/v1/projects/team-a/jobs/a3?updateMask=labels" "{\"labels\":$B}"
+check_eq "a3 relabelled to another project's queue: refused" "$STATUS" 400
+api PATCH "/v1/projects/team-a/jobs/a1?updateMask=labels" "{\"labels\":$B}"
+check_eq "a running job's queue label: refused" "$STATUS" 400
+check "it says why" grep -q "only while the job is QUEUED" <<<"$BODY"
+api PATCH "/v1/projects/team-a/jobs/a3?updateMask=labels" '{"labels":{"kueue.x-k8s.io/priority-class":"urgent"}}'
+check_eq "a3 gets a WorkloadPriorityClass while it waits" "$STATUS" 200
+
 # team B's b1 (1 GPU, within its nominal quota) waits too: A borrowed it all
 # and nothing preempts yet
 api POST /v1/projects/team-b/jobs "$(gjob b1 1 "$B")"

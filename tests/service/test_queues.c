@@ -104,6 +104,30 @@ int main(void)
         q = NULL;
     }
 
+    /* Kueue's single-ClusterQueue sample, in its shape: 9 CPUs and 36Gi */
+    CHECK(kiln_queues_load_file(KILN_SOURCE_DIR "/examples/queues/single-clusterqueue.yaml", &q,
+                                &d) == KILN_OK);
+    kiln_diag_print(&d, stderr);
+    if (q) {
+        kiln_map l = {0};
+        kiln_map_set(&l, KILN_QUEUE_LABEL, "user-queue");
+        CHECK(kiln_queues_route(q, "default", &l, why, sizeof why) == 0);
+        kiln_map_clear(&l);
+        kiln_qassign as;
+        const int64_t fits[KILN_QRES_COUNT] = {0, 9000, 36LL << 30};
+        const int64_t cpu_over[KILN_QRES_COUNT] = {0, 9001, 1};
+        CHECK(kiln_queues_fit(q, 0, fits, NULL, &as, why, sizeof why) && as.flavor[0] == 0);
+        CHECK(!kiln_queues_fit(q, 0, cpu_over, NULL, &as, why, sizeof why));
+        CHECK_MSG(strstr(why, "cpu of flavor default-flavor: asks 9001m, 0 of nominalQuota 9") !=
+                      NULL,
+                  "%s", why);
+        /* a GPU job: the queue does not cover nvidia.com/gpu */
+        const int64_t gpu[KILN_QRES_COUNT] = {1, 1000, 1};
+        CHECK(!kiln_queues_fit(q, 0, gpu, NULL, &as, why, sizeof why));
+        kiln_queues_free(q);
+        q = NULL;
+    }
+
     /* borrowingLimit and lendingLimit */
     snprintf(all, sizeof all, "%s%s%s", FLAVOR,
              cq(a, sizeof a, "a", "lab", "2", "        borrowingLimit: 1\n", NULL),
@@ -212,7 +236,9 @@ int main(void)
     /* garbage is refused, not crashed on */
     CHECK(load("{{{{", &d) == NULL && d.n > 0);
     CHECK(load("- a\n- b\n", &d) == NULL);
-    CHECK(load("", &d) != NULL || d.n == 0);
+    q = load("", &d); /* an empty file: no queues (every job is then refused at submit) */
+    CHECK(q != NULL && q->ncqs == 0);
+    kiln_queues_free(q);
 
     /* quantities: cpu in millicores, memory in bytes */
     snprintf(all, sizeof all,
