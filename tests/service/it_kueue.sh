@@ -241,6 +241,22 @@ import sys; sys.exit(0 if len(s) == 2 and s[0] == 0 and s[1] > 0 else 1)"
 check "a2 finished at step 30" grep -q "finished at step 30" <<<"$BODY"
 max=$(sort -n "$T/held" | tail -1)
 check "never more than 4 GPUs held ($(wc -l <"$T/held") samples, most $max)" test "${max:-99}" -le 4
+
+# withinClusterQueue LowerPriority: with A using its own 2, B's urgent job
+# (WorkloadPriorityClass urgent, 1000) preempts B's own priority-0 job
+api POST /v1/projects/team-a/jobs "$(gjob a5 2 '{}' 'sleep 30')"
+check "a5 runs" wait_st team-a a5 RUNNING 10
+api POST /v1/projects/team-b/jobs "$(gjob blow 2 "$B" "$CK")"
+check "blow runs" wait_st team-b blow RUNNING 10
+api POST /v1/projects/team-b/jobs "$(gjob burgent 2 '{"kueue.x-k8s.io/queue-name":"training","kueue.x-k8s.io/priority-class":"urgent"}' 'sleep 2')"
+check "the urgent job runs" wait_st team-b burgent RUNNING 10
+check_eq "a5 (another queue, not borrowing) untouched" "$(st team-a a5)" RUNNING
+api GET /v1/projects/team-b/jobs/blow
+check_eq "blow preempted within its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.reason)" InClusterQueue
+check "blow resumes and succeeds" wait_st team-b blow SUCCEEDED 40
+api POST /v1/projects/team-a/jobs/a5:cancel '{}'
+api GET /metrics
+check "kueue_preempted_workloads_total{InClusterQueue} 1" grep -q '^kueue_preempted_workloads_total{reason="InClusterQueue"} 1$' <<<"$BODY"
 stop_kilnd
 
 # ---- kill -9 of kilnd while B reclaims: nothing lost, nothing run twice ----
