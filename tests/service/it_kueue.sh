@@ -8,7 +8,8 @@
 # admitted before borrowers; SIGHUP reloads the file, a bad one is kept out;
 # team B reclaims its GPUs by preemption within a pass plus the grace period,
 # A's preempted job resumes from its checkpoint; a kill -9 of kilnd while
-# B reclaims loses and double-runs nothing; never more than 4 GPUs held.
+# B reclaims loses and double-runs nothing; never more than 4 GPUs held;
+# StrictFIFO holds back a job that BestEffortFIFO lets past its head.
 . "$(dirname "$0")/lib.sh"
 
 cat >"$T/nodes.json" <<'JSON'
@@ -291,4 +292,31 @@ for p in team-a/k1 team-a/k2 team-b/kb; do
 done
 max=$(sort -n "$T/held2" | tail -1)
 check "never more than 4 GPUs held after the restart (most ${max:-none})" test "${max:-99}" -le 4
+stop_kilnd
+
+# ---- StrictFIFO holds back what BestEffortFIFO lets past ----
+{
+    printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: v100\n'
+    for cq in "strict StrictFIFO" "besteffort BestEffortFIFO"; do
+        set -- $cq
+        printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n  name: %s\nspec:\n  namespaceSelector: {}\n  queueingStrategy: %s\n  resourceGroups:\n  - coveredResources: ["nvidia.com/gpu"]\n    flavors:\n    - name: v100\n      resources:\n      - name: nvidia.com/gpu\n        nominalQuota: 2\n' "$1" "$2"
+        printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n  namespace: %s\n  name: default\nspec:\n  clusterQueue: %s\n' "$1" "$1"
+    done
+} >"$T/fifo.yaml"
+start_kilnd "$T/f" --node-config "$T/nodes.json" --queues "$T/fifo.yaml"
+for p in strict besteffort; do
+    api POST "/v1/projects/$p/jobs" "$(gjob x1 1 '{}' 'sleep 30')"
+    check "$p: x1 runs" wait_st "$p" x1 RUNNING 10
+    api POST "/v1/projects/$p/jobs" "$(gjob x2 2 '{}' 'sleep 1')"
+    sleep 0.1
+    api POST "/v1/projects/$p/jobs" "$(gjob x3 1 '{}' 'sleep 30')"
+done
+check "besteffort: x3 passes the head that does not fit" wait_st besteffort x3 RUNNING 10
+check_eq "besteffort: x2 waits" "$(st besteffort x2)" QUEUED
+check_eq "strict: x3 waits behind the head" "$(st strict x3)" QUEUED
+api GET /v1/projects/strict/jobs/x3
+check "strict: x3 says why ($(printf '%s' "$BODY" | jget kilnStatus.queue.reason))" \
+    grep -q "StrictFIFO" <<<"$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)"
+check_eq "strict: x3 second in its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.positionInClusterQueue)" 2
+for p in strict besteffort; do for j in x1 x2 x3; do api POST "/v1/projects/$p/jobs/$j:cancel" '{}'; done; done
 finish

@@ -195,6 +195,12 @@ static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
         x->job_id = strdup(c[i].e->rec->job->job_id);
         x->local_queue = c[i].lq >= 0 ? strdup(q->lqs[c[i].lq].name) : NULL;
         x->cluster_queue = c[i].lq >= 0 ? strdup(q->cqs[c[i].cq].name) : NULL;
+        if (!c[i].why[0] && c[i].lq >= 0) /* never its queue's head this pass */
+            snprintf(c[i].why, sizeof c[i].why,
+                     "waiting behind earlier jobs of ClusterQueue %s (%s)", q->cqs[c[i].cq].name,
+                     q->cqs[c[i].cq].strategy == KILN_Q_STRICT_FIFO
+                         ? "StrictFIFO: its head must be admitted first"
+                         : "BestEffortFIFO");
         x->why = strdup(c[i].why);
         x->position = c[i].lq >= 0 ? pos : 0;
         if (!x->project || !x->job_id || !x->why) n--; /* out of memory: left out */
