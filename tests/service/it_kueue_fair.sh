@@ -28,6 +28,19 @@ queues() {
 queues Hold >"$T/queues.yaml"
 start_kilnd "$T/d" --node-config "$T/nodes.json" --queues "$T/queues.yaml"
 
+list_all() { # list_all PROJECT: every job of the project (pages of 100), as {"jobs": [...]}
+    local tok="" all="[]"
+    while :; do
+        api GET "/v1/projects/$1/jobs?pageSize=100${tok:+&pageToken=$tok}"
+        all=$(printf '%s\n%s' "$all" "$BODY" | "$PY" -c 'import json, sys
+a = json.loads(sys.stdin.readline()); b = json.loads(sys.stdin.read())
+print(json.dumps(a + b.get("jobs", [])))')
+        tok=$(printf '%s' "$BODY" | "$PY" -c 'import json, sys, urllib.parse
+print(urllib.parse.quote(json.load(sys.stdin).get("nextPageToken", ""), safe=""))')
+        [ -z "$tok" ] && break
+    done
+    printf '{"jobs":%s}' "$all"
+}
 job() { # job ID
     printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_V100"},"containerCommand":["sh","-c","sleep 1"]}}}' "$1"
 }
@@ -50,8 +63,7 @@ sleep "$WINDOW"
 api GET /v1/queues
 printf '%s' "$BODY" >"$T/queues.json"
 for t in t1 t2 t3; do
-    api GET "/v1/projects/$t/jobs?pageSize=1000"
-    printf '%s' "$BODY" >"$T/$t.json"
+    list_all "$t" >"$T/$t.json"
 done
 out=$("$PY" - "$T" "$t0" "$WINDOW" <<'PY'
 import datetime, json, sys
@@ -83,8 +95,7 @@ echo "  GPU-time shares over ${WINDOW} s: $out (weights 1:1:2)"
 check "shares within 10% of 25/25/50 ($out)" test "$rc" = 0
 check "the cluster was kept busy (total GPU-seconds > 3 x ${WINDOW})" "$PY" -c "import sys; sys.exit(0 if float('$out'.split('total=')[1]) > 3 * $WINDOW else 1)"
 for t in t1 t2 t3; do
-    api GET "/v1/projects/$t/jobs?pageSize=1000"
-    for id in $(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(" ".join(j["jobId"] for j in json.load(sys.stdin).get("jobs", []) if j["state"] in ("QUEUED", "PREPARING", "RUNNING")))'); do
+    for id in $(list_all "$t" | "$PY" -c 'import json,sys; print(" ".join(j["jobId"] for j in json.load(sys.stdin).get("jobs", []) if j["state"] in ("QUEUED", "PREPARING", "RUNNING")))'); do
         api POST "/v1/projects/$t/jobs/$id:cancel" '{}'
     done
 done
