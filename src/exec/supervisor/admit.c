@@ -246,13 +246,13 @@ typedef struct victim {
 } victim;
 
 /* Kueue's order of candidates: other ClusterQueues' (borrowers) first,
- * then the lowest priority, then the newest. */
+ * then the lowest priority, then the most recently admitted. */
 static int by_victim_order(const void *pa, const void *pb)
 {
     const victim *a = pa, *b = pb;
     if (a->other != b->other) return a->other ? -1 : 1;
     if (a->prio != b->prio) return a->prio < b->prio ? -1 : 1;
-    if (a->j->start_ns != b->j->start_ns) return a->j->start_ns > b->j->start_ns ? -1 : 1;
+    if (a->j->admit_ns != b->j->admit_ns) return a->j->admit_ns > b->j->admit_ns ? -1 : 1;
     return 0;
 }
 
@@ -349,7 +349,8 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
         v->prio = job_priority(q, j->job);
         if (v->cq == x->cq) {
             bool lower = v->prio < x->prio;
-            bool newer_eq = v->prio == x->prio && j->start_ns > x->e->create_ns;
+            /* newer: created after the preemptor (unknown: not newer) */
+            bool newer_eq = v->prio == x->prio && j->create_ns > x->e->create_ns;
             if (cq->within_cq == KILN_QP_LOWER_PRIORITY && lower) nv++;
             if (cq->within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY && (lower || newer_eq)) nv++;
         } else if (cq->cohort && q->cqs[v->cq].cohort &&

@@ -288,6 +288,8 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
     rec->job = NULL;
     rjob_elastic(j, now);
     j->start_ns = rec->start_ns;
+    j->create_ns = rec->create_ns;
+    j->admit_ns = now;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
     j->metrics = runtime_kept(rec->runtime, "metrics"); /* a requeued job's last report */

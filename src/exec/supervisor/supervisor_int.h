@@ -101,6 +101,8 @@ typedef struct rjob {
     bool gpus_moved;   /* adopted: its GPUs (by UUID) have other indices than recorded */
     int trial;         /* the trial's id */
     json_t *preempted; /* --queues: it is being preempted: who and why (kept when requeued) */
+    int64_t create_ns; /* the job's createTime (0: unknown), for preemption's "newer" */
+    int64_t admit_ns;  /* when this run was placed (adopted: its start), for victims' order */
     struct rjob *next;
 } rjob;
 
