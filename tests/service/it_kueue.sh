@@ -79,6 +79,9 @@ check "it says so" grep -q "another project" <<<"$BODY"
 api POST /v1/projects/team-a/jobs "$(gjob toobig 8)"
 check_eq "more GPUs than the queue can ever hold: refused" "$STATUS" 400
 check "it names the limit" grep -q "can never hold more than 4" <<<"$BODY"
+api POST /v1/projects/team-a/jobs '{"jobId":"tune","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]},"hyperparameters":{"goal":"MAXIMIZE","hyperparameterMetricTag":"acc","maxTrials":"2","params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.01,"maxValue":0.1}]}}}'
+check_eq "a tuning job under --queues: refused" "$STATUS" 400
+check "at its field" grep -q "trainingInput.hyperparameters" <<<"$BODY"
 api POST /v1/projects/team-a/jobs "$(gjob badpc 1 '{"kueue.x-k8s.io/priority-class":"nope"}')"
 check_eq "an unknown WorkloadPriorityClass: refused" "$STATUS" 400
 
