@@ -22,6 +22,11 @@ file(GLOB KILN_DAEMON_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/daemon/*.c
      ${CMAKE_SOURCE_DIR}/src/exec/supervisor/*.c ${CMAKE_SOURCE_DIR}/src/exec/slurm/*.c)
 file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*.c)
 file(GLOB KILN_OBJECTS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/objects/*.c)
+file(GLOB KILN_QUEUES_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/queues/*.c)
+
+# Kueue's admission (kilnd --queues): its YAML, routing and quota (docs/queues.md).
+add_library(kiln_queues STATIC ${KILN_QUEUES_SRC})
+target_link_libraries(kiln_queues PUBLIC kiln_spec kiln_util PkgConfig::JANSSON)
 
 add_library(kiln_store STATIC ${KILN_STORE_SRC})
 # libcrypto: the HMAC that signs page tokens (src/store/token.c)
@@ -77,7 +82,7 @@ if(KILN_DAEMON_SRC)
   add_dependencies(kilnd kiln-monitor kiln-slurm-task kiln_fake_nvml kiln-nvml-facts)
   # libcurl: http(s):// packageUris, fetched when a job starts
   # (src/exec/supervisor/fetch.c; libcrypto gives their SHA-256)
-  target_link_libraries(kilnd PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
+  target_link_libraries(kilnd PRIVATE kiln_queues kiln_objects kiln_exec kiln_sched kiln_store kiln_devices kiln_catalog
                         kiln_spec kiln_util PkgConfig::MHD PkgConfig::GNUTLS PkgConfig::CRYPTO PkgConfig::CURL
                         PkgConfig::JANSSON Threads::Threads)
 endif()
@@ -98,7 +103,7 @@ foreach(src ${KILN_SVC_TESTS})
   get_filename_component(name ${src} NAME_WE)
   add_executable(svc_${name} ${src})
   target_include_directories(svc_${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
-  target_link_libraries(svc_${name} PRIVATE kiln_objects kiln_exec kiln_sched kiln_store kiln_devices
+  target_link_libraries(svc_${name} PRIVATE kiln_queues kiln_objects kiln_exec kiln_sched kiln_store kiln_devices
                         kiln_catalog kiln_spec kiln_util)
   target_compile_definitions(svc_${name} PRIVATE KILN_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   add_test(NAME svc_${name} COMMAND svc_${name})
@@ -125,6 +130,10 @@ if(TEST svc_it_storage)
 endif()
 if(TEST svc_it_tf_mwms)
   set_tests_properties(svc_it_tf_mwms PROPERTIES TIMEOUT 300)
+endif()
+# it_kueue runs four kilnd lifetimes (quota, preemption, a kill -9), about 45 s here
+if(TEST svc_it_kueue)
+  set_tests_properties(svc_it_kueue PROPERTIES TIMEOUT 300)
 endif()
 if(TEST svc_it_tf_mwms)
   kiln_test_needs(svc_it_tf_mwms tensorflow)
@@ -173,7 +182,8 @@ endif()
 # The service verbs without src/cli/main.c's dispatcher (used by the tests).
 if(TARGET kiln_client)
   add_executable(kiln-svc-cli ${CMAKE_SOURCE_DIR}/tests/service/cli_driver.c
-                 ${CMAKE_SOURCE_DIR}/src/cli/jobs.c ${CMAKE_SOURCE_DIR}/src/cli/nodes.c)
+                 ${CMAKE_SOURCE_DIR}/src/cli/jobs.c ${CMAKE_SOURCE_DIR}/src/cli/nodes.c
+                 ${CMAKE_SOURCE_DIR}/src/cli/queues.c)
   target_link_libraries(kiln-svc-cli PRIVATE kiln_client kiln_catalog kiln_spec kiln_util)
 endif()
 

@@ -9,6 +9,7 @@
  *   PATCH /v1/projects/P/jobs/J?updateMask=labels             labels only
  *   GET   /v1/projects/P/jobs/J:logs?offset=&taskName=        kiln: log lines
  *   GET   /v1/nodes, /v1/nodes/N; POST /v1/nodes/N:drain, N:uncordon
+ *   GET   /v1/queues, /v1/queues/CQ                     kilnd --queues (docs/queues.md)
  *   POST  /v2/entries:list                    Logging: the jobs' log lines
  *   GET   /healthz
  *   /storage/v1/b/B/o..., /upload/storage/v1/..., /download/storage/v1/...
@@ -57,6 +58,15 @@ static _Thread_local bool hidden;
 void kiln__api_note_hidden(void)
 {
     hidden = true;
+}
+
+/* The job a create made (its id is the body's, or kilnd's), for the
+ * audit line's objectRef: set by the handler, read and cleared by audit(). */
+static _Thread_local char created_job[256];
+
+void kiln__api_note_created(const char *job_id)
+{
+    snprintf(created_job, sizeof created_job, "%s", job_id ? job_id : "");
 }
 
 bool kiln__api_hidden(bool reset)
@@ -232,6 +242,8 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
                           "expected 'Authorization: Bearer TOKEN'");
     if (kiln__api_storage_owns(url)) return kiln__api_storage(d, c, method, url, rq, &a);
     if (strcmp(url, "/metrics") == 0) return kiln__api_metrics(d, c, method, &a);
+    if (strncmp(url, "/v1/queues", 10) == 0 && (url[10] == '\0' || url[10] == '/'))
+        return kiln__api_queues(d, c, method, url[10] ? url + 11 : "", &a);
     if (strncmp(url, "/v1/nodes", 9) == 0 && (url[9] == '\0' || url[9] == '/'))
         return kiln__api_nodes(d, c, method, url[9] ? url + 10 : "", &a);
     if (strncmp(url, "/v2/", 4) == 0) return kiln__api_logging(d, c, method, url + 4, rq, &a);
@@ -326,13 +338,35 @@ static void audit(kilnd *d, struct MHD_Connection *c, const char *method, const 
         inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof ip);
     else if (sa && sa->sa_family == AF_INET6)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof ip);
+    /* objectRef: the project and job the path names; a create's new job */
+    char oproj[128] = "", ojob[256] = "";
+    if (strncmp(url, "/v1/projects/", 13) == 0) {
+        const char *p = url + 13, *sl = strchr(p, '/');
+        size_t pl = sl ? (size_t)(sl - p) : strlen(p);
+        if (pl < sizeof oproj) {
+            memcpy(oproj, p, pl);
+            oproj[pl] = '\0';
+        }
+        if (sl && strncmp(sl, "/jobs/", 6) == 0) {
+            const char *j = sl + 6;
+            size_t jl = strcspn(j, ":/");
+            if (jl < sizeof ojob) {
+                memcpy(ojob, j, jl);
+                ojob[jl] = '\0';
+            }
+        }
+    }
+    if (!ojob[0] && created_job[0]) snprintf(ojob, sizeof ojob, "%s", created_job);
+    created_job[0] = '\0';
     kiln_audit_event e = {.token_id = rq->token_id[0] ? rq->token_id : NULL,
                           .project = rq->auth.ok ? rq->auth.project : NULL,
                           .verb = method,
                           .resource = url,
                           .code = code,
                           .source = ip[0] ? ip : NULL,
-                          .denied = denied};
+                          .denied = denied,
+                          .object_project = oproj[0] ? oproj : NULL,
+                          .object_job = ojob[0] ? ojob : NULL};
     if (kiln_audit_write(d->audit, &e) < 0)
         fprintf(stderr, "kilnd: cannot append to the audit log: %s\n", strerror(errno));
 }
@@ -436,6 +470,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     enum MHD_Result rc;
     kiln__api_last_code(true);
     kiln__api_hidden(true);
+    kiln__api_note_created(NULL);
     if (rq->too_big && rq->spool_fd >= 0)
         rc = send_error(c, 413, NULL, "The upload is larger than %llu bytes (kilnd --max-object)",
                         (unsigned long long)kiln__api_storage_cap(d));

@@ -92,6 +92,12 @@ enum MHD_Result kiln__api_jobs(kilnd *d, struct MHD_Connection *c, const char *m
 void kiln__api_jobs_cache_init(kilnd *d);
 void kiln__api_jobs_cache_free(kilnd *d);
 
+/* /v1/queues + rest ("" or a ClusterQueue's name): kilnd --queues (queues.c). */
+enum MHD_Result kiln__api_queues(kilnd *d, struct MHD_Connection *c, const char *method,
+                                 const char *rest, const kiln_api_auth *a);
+/* Kueue's metrics (kueue_*) for /metrics; nothing without --queues. */
+void kiln__api_queues_metrics(kilnd *d, void (*emit)(void *, const char *, ...), void *o);
+
 /* /v1/nodes + rest ("" or "NAME" or "NAME:verb"). */
 enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *method,
                                 const char *rest, const kiln_api_auth *a);
@@ -136,6 +142,8 @@ bool kiln__api_disk_low(kilnd *d, char *why, size_t len);
  * and clears it (per thread, like last_code). */
 void kiln__api_note_hidden(void);
 bool kiln__api_hidden(bool reset);
+/* A create's new job id, for the audit line's objectRef (this request). */
+void kiln__api_note_created(const char *job_id);
 /* The code of the response this thread queued last (0 = none since reset). */
 unsigned kiln__api_last_code(bool reset);
 int64_t kiln__api_mono_ns(void);

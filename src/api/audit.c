@@ -104,6 +104,14 @@ int kiln_audit_write(kiln_audit *a, const kiln_audit_event *e)
                           str_or_null(e->resource), "tokenId", str_or_null(e->token_id), "project",
                           str_or_null(e->project), "sourceIP", str_or_null(e->source), "code",
                           (int)e->code, "decision", json_string(e->denied ? "deny" : "allow"));
+    /* Kubernetes' objectRef: the project (namespace) and, for a job, its id */
+    if (v && e->object_project && e->object_job)
+        json_object_set_new(v, "objectRef",
+                            json_pack("{s:s, s:s, s:s}", "resource", "jobs", "namespace",
+                                      e->object_project, "name", e->object_job));
+    else if (v && e->object_project)
+        json_object_set_new(v, "objectRef", json_pack("{s:s}", "namespace", e->object_project));
+    if (v && e->reason) json_object_set_new(v, "reason", json_string(e->reason));
     if (v) line = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(v);
     if (!line) {

@@ -23,6 +23,9 @@ typedef struct kiln_audit_event {
     unsigned code;        /* the response's HTTP status (0: none was sent) */
     const char *source;   /* the client's address */
     bool denied;          /* 401, 403, or a 404 that hides another project's */
+    /* objectRef (Kubernetes' audit Event): the job it touched, NULL: none */
+    const char *object_project, *object_job;
+    const char *reason; /* why, for an act of kilnd itself (a preemption); NULL: none */
 } kiln_audit_event;
 
 /* Opens (creating, mode 0600) path for appending; past max_bytes the file

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kiln/queues.h"
 #include "api/api_int.h"
 #include "exec/slurm/slurm.h"
 #include "util/base64.h"
@@ -135,6 +136,39 @@ static json_t *training_output(const kiln_job_record *r, json_t *rt)
     return o;
 }
 
+/* With --queues: why a QUEUED job waits, as the supervisor's last
+ * admission pass said (src/exec/supervisor/admit.c); NULL before its first
+ * pass over the job. */
+static json_t *queue_status(kilnd *d, const char *project, const char *job_id)
+{
+    json_t *o = NULL;
+    kilnd_qwait key = {.project = (char *)project, .job_id = (char *)job_id};
+    pthread_mutex_lock(&d->queues_mu);
+    size_t lo = 0, hi = d->n_qwait;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const kilnd_qwait *w = &d->qwait[mid];
+        int c = strcmp(w->project, key.project);
+        if (!c) c = strcmp(w->job_id, key.job_id);
+        if (c == 0) {
+            o = json_object();
+            if (w->local_queue) json_object_set_new(o, "localQueue", json_string(w->local_queue));
+            if (w->cluster_queue)
+                json_object_set_new(o, "clusterQueue", json_string(w->cluster_queue));
+            if (w->position > 0)
+                json_object_set_new(o, "positionInClusterQueue", json_integer(w->position));
+            json_object_set_new(o, "reason", json_string(w->why));
+            break;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    pthread_mutex_unlock(&d->queues_mu);
+    return o;
+}
+
 static json_t *job_json(kilnd *d, const kiln_job_record *r)
 {
     char *s = kiln_job_to_json(r->job, KILN_ENC_COMPACT);
@@ -167,8 +201,16 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
         /* elastic PyTorchJobs: workers running now, and wanted (maxReplicas) */
         json_t *ew = json_object_get(rt, "elasticWorkers");
         if (ew) json_object_set(ks, "elasticWorkers", ew);
+        /* --queues: a preempted job waiting again: Kueue's Preempted condition */
+        json_t *pc = json_object_get(rt, "preempted");
+        if (json_is_object(pc) && r->job->state == KILN_STATE_QUEUED)
+            json_object_set_new(ks, "conditions", json_pack("[O]", pc));
     }
     json_decref(rt);
+    if (ks && d->queues_path && r->job->state == KILN_STATE_QUEUED) {
+        json_t *qs = queue_status(d, r->project, r->job->job_id);
+        if (qs) json_object_set_new(ks, "queue", qs);
+    }
     if (ks) json_object_set_new(o, "kilnStatus", ks);
     return o;
 }
@@ -366,6 +408,27 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
             goto out;
         }
     }
+    /* --queues: the job's LocalQueue (its label or the project's default),
+     * its WorkloadPriorityClass, and quota it could ever be admitted under */
+    if (d->queues_path && job->training_input.has_hyperparameters) {
+        rc = send_error(c, 400, NULL,
+                        "Field: trainingInput.hyperparameters Error: kilnd runs with --queues and "
+                        "a tuning job's trials are not admitted through queues yet "
+                        "(docs/queues.md)");
+        goto out;
+    }
+    if (d->queues_path) {
+        kiln_replica_plan plans[KILN_ROLE_COUNT];
+        size_t np = kiln_catalog_plan(d->catalog, job, plans);
+        char qwhy[768];
+        pthread_mutex_lock(&d->queues_mu);
+        bool ok = kiln_queues_check_job(d->queues, project, job, plans, np, qwhy, sizeof qwhy);
+        pthread_mutex_unlock(&d->queues_mu);
+        if (!ok) {
+            rc = send_error(c, 400, NULL, "Field: labels Error: %s", qwhy);
+            goto out;
+        }
+    }
     if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
         rc = send_error(c, 500, NULL, "cannot normalise the job");
         goto out;
@@ -396,6 +459,7 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
         rc = send_error(c, 500, NULL, "cannot store the job: %s", kiln_err_str(err));
         goto out;
     }
+    kiln__api_note_created(job->job_id);
     kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
     if (ttl) kilnd_ttl_created(d, project, job->job_id);
     kiln_doorbell_ring(&d->wake);
@@ -593,6 +657,24 @@ static enum MHD_Result job_patch(kilnd *d, struct MHD_Connection *c, const char 
                            "etag mismatch: the job changed since it was read");
         goto out;
     }
+    /* --queues: the queue and priority class labels move a job between
+     * queues; as in Kueue, only while it waits (an admitted job's quota
+     * stays where it was admitted) */
+    if (d->queues_path) {
+        static const char *const qlabels[] = {KILN_QUEUE_LABEL, KILN_PRIORITY_CLASS_LABEL};
+        for (size_t k = 0; k < 2; k++) {
+            const char *was = kiln_map_get(&cur->job->labels, qlabels[k]);
+            const char *now = kiln_map_get(&job->labels, qlabels[k]);
+            bool same = (!was && !now) || (was && now && strcmp(was, now) == 0);
+            if (!same && cur->job->state != KILN_STATE_QUEUED) {
+                rc = send_error(c, 400, NULL,
+                                "Field: labels Error: %s can change only while the job is QUEUED "
+                                "(it was admitted to its queue)",
+                                qlabels[k]);
+                goto out;
+            }
+        }
+    }
     /* the labels are checked by the same rules as on create */
     kiln_map_clear(&cur->job->labels);
     for (size_t i = 0; i < job->labels.n; i++)
@@ -601,6 +683,18 @@ static enum MHD_Result job_patch(kilnd *d, struct MHD_Connection *c, const char 
         rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.n ? dg.v[0].field : "labels",
                         dg.n ? dg.v[0].description : "invalid labels");
         goto out;
+    }
+    if (d->queues_path && cur->job->state == KILN_STATE_QUEUED) {
+        kiln_replica_plan plans[KILN_ROLE_COUNT];
+        size_t np = kiln_catalog_plan(d->catalog, cur->job, plans);
+        char qwhy[768];
+        pthread_mutex_lock(&d->queues_mu);
+        bool ok = kiln_queues_check_job(d->queues, project, cur->job, plans, np, qwhy, sizeof qwhy);
+        pthread_mutex_unlock(&d->queues_mu);
+        if (!ok) {
+            rc = send_error(c, 400, NULL, "Field: labels Error: %s", qwhy);
+            goto out;
+        }
     }
     err = kiln_store_job_set_labels(d->store, project, id, &job->labels, &rec);
     if (err != KILN_OK) {

@@ -159,6 +159,23 @@ static void put(out *o, const char *fmt, ...)
     }
 }
 
+/* put() for another file's writer (queues.c): formats, then appends. */
+static void put_any(void *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put_any(void *o, const char *fmt, ...)
+{
+    char *line = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&line, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        ((out *)o)->oom = true;
+        return;
+    }
+    put(o, "%s", line);
+    free(line);
+}
+
 static void head(out *o, const char *name, const char *type, const char *help)
 {
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -182,8 +199,8 @@ static const char *esc(const char *s, char *buf, size_t len)
     return buf;
 }
 
-static const char *const restart_reasons[KILND_RESTART_REASONS] = {"replica_failure", "drain",
-                                                                   "kilnd_restart", "gpu_failure"};
+static const char *const restart_reasons[KILND_RESTART_REASONS] = {
+    "replica_failure", "drain", "kilnd_restart", "gpu_failure", "preempted"};
 static const char *const fail_reasons[KILND_FAIL_REASONS] = {
     "start_error", "replica_exit", "backoff_limit", "deadline", "unschedulable", "gpu_failure"};
 
@@ -268,6 +285,7 @@ static void jobs_part(kilnd *d, out *o)
     for (int r = 0; r < KILND_FAIL_REASONS; r++)
         put(o, "kiln_job_failures_total{reason=\"%s\"} %llu\n", fail_reasons[r],
             (unsigned long long)d->failures_total[r]);
+    kiln__api_queues_metrics(d, put_any, o); /* kueue_*: kilnd --queues */
 }
 
 static void nodes_part(kilnd *d, out *o)

@@ -29,10 +29,11 @@ typedef enum kilnd_role { KILND_VIEWER = 1, KILND_EDITOR = 2 } kilnd_role;
 
 /* Why a job's replicas were started again (kiln_restarts_total{reason}). */
 typedef enum kilnd_restart_reason {
-    KILND_RESTART_FAILURE, /* a replica failed and its restart policy retries */
-    KILND_RESTART_DRAIN,   /* its node was drained: requeued */
-    KILND_RESTART_KILND,   /* kilnd restarted while the job ran: requeued */
-    KILND_RESTART_GPU,     /* a GPU it held failed: requeued to run elsewhere */
+    KILND_RESTART_FAILURE,   /* a replica failed and its restart policy retries */
+    KILND_RESTART_DRAIN,     /* its node was drained: requeued */
+    KILND_RESTART_KILND,     /* kilnd restarted while the job ran: requeued */
+    KILND_RESTART_GPU,       /* a GPU it held failed: requeued to run elsewhere */
+    KILND_RESTART_PREEMPTED, /* --queues: preempted to free quota: requeued */
     KILND_RESTART_REASONS
 } kilnd_restart_reason;
 
@@ -61,6 +62,15 @@ typedef struct kilnd_user {
     {                                                                                              \
         0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0                            \
     }
+
+/* With --queues: why a QUEUED job waits (the supervisor's admission pass,
+ * src/exec/supervisor/admit.c), for the API's kilnStatus.queue. */
+typedef struct kilnd_qwait {
+    char *project, *job_id;
+    char *local_queue, *cluster_queue; /* NULL: it routes to none now */
+    char *why;                         /* the reason it was not admitted in the last pass */
+    long position;                     /* 1-based, in its ClusterQueue's order */
+} kilnd_qwait;
 
 typedef struct kilnd {
     /* configuration (read only once started) */
@@ -112,6 +122,21 @@ typedef struct kilnd {
      * it under tokens_mu (writer); the API reads under it (reader). */
     struct kilnd_tokens *tokens;
     pthread_rwlock_t tokens_mu;
+
+    /* --queues FILE: Kueue's admission (kiln/queues.h, docs/queues.md);
+     * NULL: today's one queue. SIGHUP swaps it under queues_mu; the
+     * supervisor holds queues_mu through the admission part of a pass (and
+     * may take mu inside it), API threads while they read it (never with
+     * mu held). */
+    char *queues_path;
+    struct kiln_queues *queues;
+    pthread_mutex_t queues_mu;
+    unsigned long queues_gen; /* bumped by every swap (under queues_mu) */
+    /* jobs preempted (kueue_preempted_workloads_total): within their
+     * ClusterQueue, and reclaimed by another of the cohort; under queues_mu */
+    unsigned long long preempted_in_cq, preempted_reclaim;
+    kilnd_qwait *qwait; /* sorted by project, job id; under queues_mu */
+    size_t n_qwait;
 
     pthread_mutex_t mu; /* guards sched and drain_pending */
     kiln_sched *sched;

@@ -35,6 +35,7 @@
 #include "util/atomic.h"
 #include "daemon/tokens.h"
 #include "kiln/objects.h"
+#include "kiln/queues.h"
 
 /* seconds between malloc_trim calls of the idle main thread (see main) */
 #define TRIM_EVERY_S 10
@@ -52,6 +53,7 @@ static const char usage[] =
     "             [--allow-root-replicas yes|no] [--nvml-library PATH]\n"
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
+    "             [--queues FILE]\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
@@ -65,7 +67,10 @@ static const char usage[] =
     "(default 64 MiB) creates answer 503. --executor slurm hands each job whole to\n"
     "the Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md.\n"
     "Without --node-config this machine's GPUs come from NVML: libnvidia-ml.so.1, or\n"
-    "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n";
+    "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n"
+    "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
+    "LocalQueue, ResourceFlavor, Cohort and WorkloadPriorityClass YAML (docs/queues.md);\n"
+    "SIGHUP reloads it (a bad file leaves the old one in use).\n";
 
 /* Reads the "project P user U [group G]" lines of the tokens file into
  * d->users, once at start: the supervisor reads d->users without a lock, so
@@ -303,6 +308,36 @@ static int start_gpus(kilnd *d, const char *note)
     return 0;
 }
 
+/* SIGHUP: the queues file again. A file that does not load leaves the old
+ * queues in use, and the log says why. The supervisor's next pass charges
+ * the running jobs to the new queues (it recounts usage every pass). */
+static void reload_queues(kilnd *d)
+{
+    kiln_diag dg = KILN_DIAG_INIT;
+    kiln_queues *nq = NULL;
+    if (kiln_queues_load_file(d->queues_path, &nq, &dg) != KILN_OK) {
+        fprintf(stderr,
+                "kilnd: SIGHUP: the queues file %s does not load; still admitting with "
+                "the old one:\n",
+                d->queues_path);
+        kiln_diag_print(&dg, stderr);
+        kiln_diag_free(&dg);
+        return;
+    }
+    pthread_mutex_lock(&d->queues_mu);
+    kiln_queues *old = d->queues;
+    d->queues = nq;
+    d->queues_gen++;
+    pthread_mutex_unlock(&d->queues_mu);
+    kiln_queues_free(old);
+    kiln_diag_free(&dg);
+    fprintf(stderr,
+            "kilnd: SIGHUP: reloaded the queues file %s (%zu ClusterQueues, %zu "
+            "LocalQueues)\n",
+            d->queues_path, nq->ncqs, nq->nlqs);
+    kilnd_wake(d);
+}
+
 static void cleanup(kilnd *d)
 {
     kiln_gpu_watch_stop(d->gpus);
@@ -334,6 +369,16 @@ static void cleanup(kilnd *d)
     kiln_doorbell_close(&d->wake);
     pthread_mutex_destroy(&d->mu);
     pthread_rwlock_destroy(&d->tokens_mu);
+    kiln_queues_free(d->queues);
+    for (size_t i = 0; i < d->n_qwait; i++) {
+        free(d->qwait[i].project);
+        free(d->qwait[i].job_id);
+        free(d->qwait[i].local_queue);
+        free(d->qwait[i].cluster_queue);
+        free(d->qwait[i].why);
+    }
+    free(d->qwait);
+    pthread_mutex_destroy(&d->queues_mu);
 }
 
 int main(int argc, char **argv)
@@ -371,6 +416,7 @@ int main(int argc, char **argv)
 
     pthread_mutex_init(&d.mu, NULL);
     pthread_rwlock_init(&d.tokens_mu, NULL);
+    pthread_mutex_init(&d.queues_mu, NULL);
     /* before any thread: the supervisor fetches http(s) packageUris (fetch.c) */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (getenv("KILN_PYTHON") && *getenv("KILN_PYTHON")) d.python = getenv("KILN_PYTHON");
@@ -401,6 +447,8 @@ int main(int argc, char **argv)
             d.catalog_path = (char *)v;
         else if (strcmp(a, "--tokens") == 0)
             d.tokens_path = (char *)v;
+        else if (strcmp(a, "--queues") == 0)
+            d.queues_path = (char *)v;
         else if (strcmp(a, "--python") == 0)
             d.python = v;
         else if (strcmp(a, "--tls-cert") == 0)
@@ -606,6 +654,16 @@ int main(int argc, char **argv)
     if (kiln_catalog_default(&d.catalog, &dg) != KILN_OK) goto diag;
     if (d.catalog_path && kiln_catalog_merge_file(d.catalog, d.catalog_path, &dg) != KILN_OK)
         goto diag;
+    if (d.queues_path && d.slurm.on) {
+        fprintf(stderr, "kilnd: --queues with --executor slurm: Slurm places every job itself "
+                        "(its accounts, QOS and fair share do what Kueue's queues do); "
+                        "docs/queues.md says how projects map to Slurm accounts\n");
+        goto out;
+    }
+    if (d.queues_path && kiln_queues_load_file(d.queues_path, &d.queues, &dg) != KILN_OK) {
+        fprintf(stderr, "kilnd: --queues %s:\n", d.queues_path);
+        goto diag;
+    }
     char gpu_note[1024];
     if (kiln_cluster_load(d.node_config, d.nvml_library, &d.cluster, &dg, gpu_note,
                           sizeof gpu_note) != KILN_OK)
@@ -714,6 +772,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "kilnd: SIGHUP: %s\n",
                 reloaded ? "reloaded the tokens file and the certificate"
                          : "reload failed (above); still serving with the old ones");
+        if (d.queues_path) reload_queues(&d);
     }
     fprintf(stderr, "kilnd: stopping\n");
     rc = 0;

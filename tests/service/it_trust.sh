@@ -90,20 +90,23 @@ check_eq "unknown token -> 401" "$STATUS" 401
     "$(sha "$E2" | cut -c1-12)" "$(sha wrong-token-0123456789 | cut -c1-12)" <<'EOF' 2>"$T/audit.diff"
 import json, re, sys
 path, e1, v1, e2, wrong = sys.argv[1:]
+# objectRef (Kubernetes'): the job touched; a create names the new job
+job = {"resource": "jobs", "namespace": "p1", "name": "long_1"}
 want = [
-    ("POST", "/v1/projects/p1/jobs", e1, "p1", 200, "allow"),
-    ("POST", "/v1/projects/p1/jobs/long_1:cancel", None, None, 401, "deny"),
-    ("POST", "/v1/projects/p1/jobs/long_1:cancel", v1, "p1", 403, "deny"),
-    ("GET", "/v1/projects/p1/jobs/long_1", e2, "p2", 404, "deny"),
-    ("GET", "/v1/projects/p1/jobs", wrong, None, 401, "deny"),
+    ("POST", "/v1/projects/p1/jobs", e1, "p1", 200, "allow", job),
+    ("POST", "/v1/projects/p1/jobs/long_1:cancel", None, None, 401, "deny", job),
+    ("POST", "/v1/projects/p1/jobs/long_1:cancel", v1, "p1", 403, "deny", job),
+    ("GET", "/v1/projects/p1/jobs/long_1", e2, "p2", 404, "deny", job),
+    ("GET", "/v1/projects/p1/jobs", wrong, None, 401, "deny", {"namespace": "p1"}),
 ]
 lines = open(path).read().splitlines()
 ok = len(lines) == len(want)
 for line, w in zip(lines, want):
     e = json.loads(line)
     keys = ["requestReceivedTimestamp", "verb", "requestURI", "tokenId", "project", "sourceIP",
-            "code", "decision"]
-    got = (e["verb"], e["requestURI"], e["tokenId"], e["project"], e["code"], e["decision"])
+            "code", "decision", "objectRef"]
+    got = (e["verb"], e["requestURI"], e["tokenId"], e["project"], e["code"], e["decision"],
+           e.get("objectRef"))
     if list(e) != keys or got != w or e["sourceIP"] != "127.0.0.1" or not re.fullmatch(
             r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", e["requestReceivedTimestamp"]):
         print("got ", line, "\nwant", w, file=sys.stderr)

@@ -507,6 +507,12 @@ function pageJob(id) {
       j.endTime ? [h('dt', {}, 'ended'), h('dd', {}, fmtTime(j.endTime))] : null,
       h('dt', {}, 'duration'), h('dd', {}, fmtDuration(j)),
       j.jobPosition ? [h('dt', {}, 'queue position'), h('dd', { id: 'position' }, j.jobPosition)] : null,
+      // kilnd --queues: its queue, place in its ClusterQueue and why it waits (docs/queues.md)
+      ks.queue ? [h('dt', {}, 'queue'), h('dd', { id: 'kueue' },
+        `${ks.queue.localQueue || '?'} -> ClusterQueue ${ks.queue.clusterQueue || '?'}` +
+        (ks.queue.positionInClusterQueue ? `, position ${ks.queue.positionInClusterQueue}` : '')),
+      h('dt', {}, 'waiting because'), h('dd', { id: 'kueue-reason' }, ks.queue.reason || '')] : null,
+      (ks.conditions || []).map((c) => [h('dt', {}, c.type), h('dd', { class: 'error' }, c.message || c.reason)]),
       h('dt', {}, 'accelerators'), h('dd', {}, accelerators(j) || 'none'),
       h('dt', {}, 'restarts'), h('dd', {}, `${ks.restarts || 0} (${ks.failures || 0} charged to the backoff limit)`),
       h('dt', {}, 'consumed ML units'), h('dd', { id: 'ml-units' }, num(to.consumedMLUnits, 4)),

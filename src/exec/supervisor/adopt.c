@@ -297,6 +297,8 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     j->metrics = runtime_kept(rec->runtime, "metrics"); /* trainingOutput keeps the last report */
     gpu_usage_load(j, rec->runtime);
     j->start_ns = rec->start_ns;
+    j->create_ns = rec->create_ns;
+    j->admit_ns = rec->start_ns;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
     adopt_link(s, j);

@@ -366,6 +366,7 @@ void rjob_free(sup *s, rjob *j)
     free(j->job_id);
     free(j->after_msg);
     json_decref(j->metrics);
+    json_decref(j->preempted);
     kiln_job_free(j->job);
     free(j);
 }

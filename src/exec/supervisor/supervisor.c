@@ -180,7 +180,8 @@ static bool skip_now(sup *s, const qent *e, const blocked *b)
  * job waiting for busy V100s holds back the later jobs that want V100s (so a
  * big job is not starved by small ones arriving after it), while jobs wanting
  * other types, or none, may start past it. */
-static void try_start(sup *s, qent *e, blocked *b)
+static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *wait_why,
+                      size_t wait_len)
 {
     kilnd *d = s->d;
     kiln_job_record *rec = e->rec;
@@ -209,14 +210,30 @@ static void try_start(sup *s, qent *e, blocked *b)
     memcpy(plans, e->plans, np * sizeof *plans); /* place_elastic changes its copy */
     pthread_mutex_lock(&d->mu);
     const kiln_map *sel[KILN_ROLE_COUNT];
+    kiln_map merged[KILN_ROLE_COUNT] = {0}; /* the role's selector and `extra` */
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
         sel[r] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
+        if (!extra || !extra->n) continue;
+        bool ok = true;
+        for (size_t i = 0; ok && sel[r] && i < sel[r]->n; i++)
+            ok = kiln_map_set(&merged[r], sel[r]->keys[i], sel[r]->vals[i]) == KILN_OK;
+        for (size_t i = 0; ok && i < extra->n; i++)
+            ok = kiln_map_set(&merged[r], extra->keys[i], extra->vals[i]) == KILN_OK;
+        if (ok) sel[r] = &merged[r];
     }
     kiln_err err = rec->job->training_input.pytorch_job.has_elastic_policy
                        ? place_elastic(d, rec->job, plans, &np, sel, &pl, why, sizeof why)
                        : kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
     pthread_mutex_unlock(&d->mu);
+    for (int r = 0; r < KILN_ROLE_COUNT; r++)
+        kiln_map_clear(&merged[r]);
+    if (wait_why && wait_len) snprintf(wait_why, wait_len, "%s", err == KILN_OK ? "" : why);
+    if (err == KILN_EINVAL && extra && extra->n) {
+        /* never fits under this flavor's nodes: the admission tries another
+         * flavor or waits; the job is not failed for the flavor's sake */
+        return;
+    }
     if (err == KILN_EINVAL || err == KILN_ELIMIT) {
         char msg[600];
         snprintf(msg, sizeof msg, "This job can never run on this cluster: %s", why);
@@ -271,6 +288,8 @@ static void try_start(sup *s, qent *e, blocked *b)
     rec->job = NULL;
     rjob_elastic(j, now);
     j->start_ns = rec->start_ns;
+    j->create_ns = rec->create_ns;
+    j->admit_ns = now;
     j->restarts = rec->restarts;
     j->failures = rec->failures;
     j->metrics = runtime_kept(rec->runtime, "metrics"); /* a requeued job's last report */
@@ -333,6 +352,16 @@ nomem:
     kiln_placement_free(&pl);
 }
 
+bool start_admitted(sup *s, qent *e, const kiln_map *extra, char *why, size_t whylen)
+{
+    blocked b = {0}; /* admission ordered the jobs: no holding back by type here */
+    rjob *before = s->jobs;
+    if (why && whylen) why[0] = 0;
+    /* a started job's spec moves to its rjob (e->rec->job is then NULL) */
+    try_start(s, e, &b, extra, why, whylen);
+    return s->jobs != before && s->jobs && strcmp(s->jobs->project, e->rec->project) == 0;
+}
+
 /* A pass over the queue (kept in memory: queue.c), in queue order. */
 static void schedule(sup *s)
 {
@@ -344,6 +373,13 @@ static void schedule(sup *s)
     running_set rs = {0};
     running_build(s, &rs);
     blocked b = {0};
+    if (d->queues_path) { /* Kueue's admission decides the order (admit.c) */
+        for (size_t i = 0; i < n; i++)
+            v[i]->running =
+                !v[i]->gone && is_running(s, &rs, v[i]->rec->project, v[i]->rec->job->job_id);
+        admit_pass(s, v, n);
+        n = 0;
+    }
     for (size_t i = 0; i < n && !d->stop; i++) {
         qent *e = v[i];
         if (e->gone) continue;
@@ -351,7 +387,8 @@ static void schedule(sup *s)
          * most of a long queue waits behind a full cluster */
         if ((e->max_wait_ns == INT64_MAX || kiln_now_ns() <= e->max_wait_ns) && skip_now(s, e, &b))
             continue;
-        if (!is_running(s, &rs, e->rec->project, e->rec->job->job_id)) try_start(s, e, &b);
+        if (!is_running(s, &rs, e->rec->project, e->rec->job->job_id))
+            try_start(s, e, &b, NULL, NULL, 0);
     }
     free(rs.tab);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -583,12 +620,27 @@ static void finish(sup *s, rjob *j, rjob **link)
         return;
     case AS_REQUEUE: {
         j->restarts++;
-        /* a GPU that failed under it counts against backoffLimit; a drain does not */
+        /* a GPU that failed under it counts against backoffLimit; a drain
+         * or a preemption does not */
         j->failures += j->gpu_failure;
-        d->restarts_total[j->gpu_failure ? KILND_RESTART_GPU : KILND_RESTART_DRAIN]++;
+        d->restarts_total[j->gpu_failure ? KILND_RESTART_GPU
+                          : j->preempted ? KILND_RESTART_PREEMPTED
+                                         : KILND_RESTART_DRAIN]++;
         json_t *gu = gpu_usage_json(j);
         char *keep = runtime_for_requeue(j->metrics, NULL, gu);
         json_decref(gu);
+        if (j->preempted) { /* the Preempted condition, shown while it waits */
+            json_t *k = keep ? json_loads(keep, 0, NULL) : json_object();
+            if (k) {
+                json_object_set(k, "preempted", j->preempted);
+                char *nk = json_dumps(k, JSON_COMPACT);
+                if (nk) {
+                    free(keep);
+                    keep = nk;
+                }
+                json_decref(k);
+            }
+        }
         kiln_store_job_set_runtime(d->store, j->project, j->job_id, j->restarts, j->failures, keep);
         free(keep);
         kiln_store_job_transition(d->store, j->project, j->job_id,

@@ -97,9 +97,12 @@ typedef struct rjob {
     /* GPU time and utilisation over its runs (trainingOutput; gpus.c) */
     double gpu_seconds, util_sum;
     long long util_n;
-    bool gpu_failure; /* AS_REQUEUE because a GPU it held failed (a failure, not a drain) */
-    bool gpus_moved;  /* adopted: its GPUs (by UUID) have other indices than recorded */
-    int trial;        /* the trial's id */
+    bool gpu_failure;  /* AS_REQUEUE because a GPU it held failed (a failure, not a drain) */
+    bool gpus_moved;   /* adopted: its GPUs (by UUID) have other indices than recorded */
+    int trial;         /* the trial's id */
+    json_t *preempted; /* --queues: it is being preempted: who and why (kept when requeued) */
+    int64_t create_ns; /* the job's createTime (0: unknown), for preemption's "newer" */
+    int64_t admit_ns;  /* when this run was placed (adopted: its start), for victims' order */
     struct rjob *next;
 } rjob;
 
@@ -128,6 +131,7 @@ typedef struct qent {
     uint32_t shape; /* interned placement shape; 0 = unknown */
     bool fits;      /* placement said OK or ECONFLICT once: it can fit this cluster */
     bool gone;      /* started or failed in a pass: leaves at the next one */
+    bool running;   /* its job runs already (a requeue not yet seen): not admitted */
 } qent;
 
 typedef struct sup {
@@ -216,6 +220,17 @@ bool squeue_fits(sup *s, const qent *e);
 void squeue_note_fits(sup *s, qent *e);
 /* e was started or failed: it is not looked at again. */
 void squeue_gone(sup *s, qent *e);
+
+/* supervisor.c: places and starts one queued job whose every replica must
+ * also land on nodes with `extra`'s labels (a Kueue flavor's nodeLabels;
+ * NULL: none). True when it started (it is s->jobs' head); else `why`
+ * says what placement answered ("" when the job left the queue). */
+bool start_admitted(sup *s, qent *e, const kiln_map *extra, char *why, size_t whylen);
+
+/* admit.c: with --queues, a pass admits queued jobs as Kueue does: the
+ * ClusterQueues' heads, against quota, non-borrowers first; it publishes
+ * why each job waits (kilnd's qwait) and each queue's counts. */
+void admit_pass(sup *s, qent **v, size_t n);
 
 /* gpus.c */
 /* Each tick: GPU time of the replicas holding GPUs; on the watch's news,

@@ -1,0 +1,557 @@
+/* src/exec/supervisor/admit.c - with --queues, a scheduling pass admits
+ * queued jobs as Kueue admits workloads (docs/queues.md).
+ *
+ * Each pass recounts every ClusterQueue's usage from the jobs running now
+ * (their placed replicas, charged to the flavor whose nodeLabels their
+ * nodes carry), so a reload of the queues file or a restart of kilnd never
+ * leaves quota counted twice or lost. Then, as Kueue's scheduler does:
+ *  - each ClusterQueue offers its head: its first job in order (priority,
+ *    the WorkloadPriorityClass's value when the job names one, then
+ *    creation time); under StrictFIFO a head that cannot be admitted holds
+ *    back the rest of its queue, under BestEffortFIFO the next one is tried;
+ *  - the whole gang is checked against quota, flavor by flavor in the
+ *    resource group's order, borrowing from the cohort where allowed;
+ *  - among the heads that fit, those that need not borrow go first; with
+ *    fairSharing, the one whose weighted share after admission is lowest;
+ *    then priority, then age;
+ *  - an admitted job is placed on nodes with its flavor's nodeLabels (the
+ *    flavor's labels join the job's own nodeSelector). A job whose quota
+ *    fits but whose devices are busy waits, and is counted nowhere.
+ * The quota arithmetic is src/queues' (kiln/queues.h): this file only
+ * orders, places and publishes why each job waits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/supervisor/supervisor_int.h"
+#include "api/audit.h"
+#include "kiln/queues.h"
+
+enum { C_PENDING, C_ADMITTED, C_WAITING };
+
+typedef struct cand {
+    qent *e;
+    long lq; /* -1: routes nowhere now */
+    size_t cq;
+    int64_t prio;
+    int64_t req[KILN_QRES_COUNT];
+    bool *usable; /* per flavor: some node of it can hold the job's replicas */
+    int state;
+    char why[512];
+} cand;
+
+static bool map_matches(const kiln_map *want, const kiln_map *labels)
+{
+    for (size_t i = 0; want && i < want->n; i++) {
+        const char *v = kiln_map_get(labels, want->keys[i]);
+        if (!v || strcmp(v, want->vals[i]) != 0) return false;
+    }
+    return true;
+}
+
+static bool node_has(const kiln_node *n, const char *type)
+{
+    if (!type || strcmp(type, KILN_ACCEL_ANY_GPU) == 0) return true;
+    for (size_t k = 0; k < n->n_devs; k++)
+        if (strcmp(n->devs[k].type, type) == 0) return true;
+    return false;
+}
+
+/* Whether each of the job's replica plans has a node carrying flavor f's
+ * labels, the role's nodeSelector and its accelerator type. */
+static bool flavor_usable(const kilnd *d, const kiln_qflavor *f, const qent *e)
+{
+    for (size_t p = 0; p < e->np; p++) {
+        const kiln_replica_config *rc = kiln_job_role_config(e->rec->job, e->plans[p].role);
+        bool any = false;
+        for (size_t n = 0; n < d->cluster.n && !any; n++) {
+            const kiln_node *node = &d->cluster.nodes[n];
+            any = kiln_queues_flavor_matches(f, &node->labels) &&
+                  map_matches(rc ? &rc->node_selector : NULL, &node->labels) &&
+                  node_has(node, e->plans[p].accelerator_type);
+        }
+        if (!any) return false;
+    }
+    return true;
+}
+
+/* A running job's ClusterQueue, request (its replicas as placed) and
+ * flavors (each group's: the one its first GPU replica's node belongs to).
+ * False when it routes to no queue now. */
+static bool running_usage(kilnd *d, const kiln_queues *q, const rjob *j, size_t *cq_out,
+                          int64_t req[KILN_QRES_COUNT], kiln_qassign *a)
+{
+    char why[256];
+    if (j->study || !j->job) return false; /* trials of a tuning job: not through queues */
+    long lq = kiln_queues_route(q, j->project, &j->job->labels, why, sizeof why);
+    if (lq < 0) return false;
+    size_t cq = q->lqs[lq].cq;
+    memset(req, 0, KILN_QRES_COUNT * sizeof *req);
+    long node = -1;
+    for (size_t i = 0; i < j->n; i++) {
+        const replica *r = &j->reps[i];
+        if (r->dropped) continue;
+        req[KILN_QRES_GPU] += r->n_gpus;
+        if (i < j->pl.n) {
+            req[KILN_QRES_CPU] += (int64_t)j->pl.slots[i].vcpus * 1000;
+            req[KILN_QRES_MEMORY] += (int64_t)(j->pl.slots[i].memory_gb * 1073741824.0);
+        }
+        if (node < 0 || (r->n_gpus && !j->reps[node].n_gpus)) node = (long)i;
+    }
+    for (size_t g = 0; g < 8; g++)
+        a->flavor[g] = -1;
+    a->borrows = false;
+    const kiln_qcq *c = &q->cqs[cq];
+    for (size_t g = 0; g < c->ngroups && g < 8; g++) {
+        long f =
+            node >= 0 && j->reps[node].node < d->cluster.n
+                ? kiln_queues_node_flavor(q, cq, g, &d->cluster.nodes[j->reps[node].node].labels)
+                : -1;
+        /* a node in none of the group's flavors (the file changed): charged
+         * to the first, so that quota is never under-counted */
+        a->flavor[g] = f >= 0 ? f : c->groups[g].n ? (long)c->groups[g].flavors[0].flavor : -1;
+    }
+    *cq_out = cq;
+    return true;
+}
+
+/* Charges a running job to its ClusterQueue. */
+static void charge_running(kilnd *d, kiln_queues *q, rjob *j)
+{
+    size_t cq;
+    int64_t req[KILN_QRES_COUNT];
+    kiln_qassign a;
+    if (!running_usage(d, q, j, &cq, req, &a)) return;
+    q->cqs[cq].admitted++;
+    kiln_queues_charge(q, cq, &a, req, 1);
+}
+
+static int64_t job_priority(const kiln_queues *q, const kiln_job *job)
+{
+    int64_t p = job->training_input.has_scheduling ? job->training_input.scheduling.priority : 0;
+    char why[256];
+    kiln_queues_priority(q, &job->labels, p, &p, why, sizeof why);
+    return p;
+}
+
+static int by_queue_order(const void *pa, const void *pb)
+{
+    const cand *a = pa, *b = pb;
+    if ((a->lq < 0) != (b->lq < 0)) return a->lq < 0 ? 1 : -1;
+    if (a->cq != b->cq) return a->cq < b->cq ? -1 : 1;
+    if (a->prio != b->prio) return a->prio > b->prio ? -1 : 1;
+    if (a->e->create_ns != b->e->create_ns) return a->e->create_ns < b->e->create_ns ? -1 : 1;
+    return a->e->seq < b->e->seq ? -1 : a->e->seq > b->e->seq;
+}
+
+/* Whether head x goes before head y (Kueue's order of admission). */
+static bool goes_first(const kiln_queues *q, const cand *x, bool xb, int64_t xs, const cand *y,
+                       bool yb, int64_t ys)
+{
+    if (xb != yb) return !xb;
+    if (q->cqs[x->cq].fair_sharing && q->cqs[y->cq].fair_sharing && xs != ys) return xs < ys;
+    if (x->prio != y->prio) return x->prio > y->prio;
+    if (x->e->create_ns != y->e->create_ns) return x->e->create_ns < y->e->create_ns;
+    return x->e->seq < y->e->seq;
+}
+
+static int by_key(const void *pa, const void *pb)
+{
+    const kilnd_qwait *a = pa, *b = pb;
+    int c = strcmp(a->project, b->project);
+    return c ? c : strcmp(a->job_id, b->job_id);
+}
+
+static void qwait_free(kilnd_qwait *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(w[i].project);
+        free(w[i].job_id);
+        free(w[i].local_queue);
+        free(w[i].cluster_queue);
+        free(w[i].why);
+    }
+    free(w);
+}
+
+/* Replaces kilnd's record of why jobs wait (under queues_mu, held). */
+static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
+{
+    size_t n = 0;
+    kilnd_qwait *w = calloc(nc ? nc : 1, sizeof *w);
+    long pos = 0;
+    size_t last_cq = (size_t)-1;
+    for (size_t i = 0; w && i < nc; i++) {
+        if (c[i].state == C_ADMITTED) continue;
+        if (c[i].lq >= 0) {
+            if (c[i].cq != last_cq) pos = 0;
+            last_cq = c[i].cq;
+            pos++;
+            q->cqs[c[i].cq].pending++;
+        }
+        kilnd_qwait *x = &w[n++];
+        x->project = strdup(c[i].e->rec->project);
+        x->job_id = strdup(c[i].e->rec->job->job_id);
+        x->local_queue = c[i].lq >= 0 ? strdup(q->lqs[c[i].lq].name) : NULL;
+        x->cluster_queue = c[i].lq >= 0 ? strdup(q->cqs[c[i].cq].name) : NULL;
+        if (!c[i].why[0] && c[i].lq >= 0) /* never its queue's head this pass */
+            snprintf(c[i].why, sizeof c[i].why,
+                     "waiting behind earlier jobs of ClusterQueue %s (%s)", q->cqs[c[i].cq].name,
+                     q->cqs[c[i].cq].strategy == KILN_Q_STRICT_FIFO
+                         ? "StrictFIFO: its head must be admitted first"
+                         : "BestEffortFIFO");
+        x->why = strdup(c[i].why);
+        x->position = c[i].lq >= 0 ? pos : 0;
+        if (!x->project || !x->job_id || !x->why) n--; /* out of memory: left out */
+    }
+    if (w) qsort(w, n, sizeof *w, by_key);
+    qwait_free(d->qwait, d->n_qwait);
+    d->qwait = w;
+    d->n_qwait = w ? n : 0;
+}
+
+/* The labels of the flavors an assignment chose, joined. */
+static void assignment_labels(const kiln_queues *q, size_t cq, const kiln_qassign *a, kiln_map *out)
+{
+    for (size_t g = 0; g < q->cqs[cq].ngroups && g < 8; g++) {
+        if (a->flavor[g] < 0) continue;
+        const kiln_map *nl = &q->flavors[a->flavor[g]].node_labels;
+        for (size_t i = 0; i < nl->n; i++)
+            kiln_map_set(out, nl->keys[i], nl->vals[i]);
+    }
+}
+
+static const char *flavor_names(const kiln_queues *q, size_t cq, const kiln_qassign *a, char *buf,
+                                size_t len)
+{
+    buf[0] = 0;
+    for (size_t g = 0; g < q->cqs[cq].ngroups && g < 8; g++)
+        if (a->flavor[g] >= 0)
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "," : "",
+                     q->flavors[a->flavor[g]].name);
+    return buf;
+}
+
+/* ---------- preemption ---------- */
+
+typedef struct victim {
+    rjob *j;
+    size_t cq;
+    int64_t prio;
+    int64_t req[KILN_QRES_COUNT];
+    kiln_qassign a;
+    bool other; /* of another ClusterQueue of the cohort: reclaimed */
+    bool out;   /* taken out of the simulation */
+} victim;
+
+/* Kueue's order of candidates: other ClusterQueues' (borrowers) first,
+ * then the lowest priority, then the most recently admitted. */
+static int by_victim_order(const void *pa, const void *pb)
+{
+    const victim *a = pa, *b = pb;
+    if (a->other != b->other) return a->other ? -1 : 1;
+    if (a->prio != b->prio) return a->prio < b->prio ? -1 : 1;
+    if (a->j->admit_ns != b->j->admit_ns) return a->j->admit_ns > b->j->admit_ns ? -1 : 1;
+    return 0;
+}
+
+static bool borrows_now(const kiln_queues *q, size_t cq)
+{
+    int64_t b[KILN_QRES_COUNT];
+    kiln_queues_borrowed(q, cq, b);
+    for (int r = 0; r < KILN_QRES_COUNT; r++)
+        if (b[r] > 0) return true;
+    return false;
+}
+
+/* Whether a preemption is under way (a victim still stopping): then no
+ * new one starts, so that victims are never chosen twice and two queues
+ * never take turns preempting each other. */
+static long preempting(const sup *s)
+{
+    long n = 0;
+    for (const rjob *j = s->jobs; j; j = j->next)
+        n += j->preempted != NULL;
+    return n;
+}
+
+static void rfc3339(int64_t ns, char *buf, size_t len)
+{
+    time_t t = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* The audit log's line for a preemption: kilnd itself acted on a job. */
+static void audit_preemption(kilnd *d, const rjob *vj, const cand *x, const char *reason)
+{
+    if (!d->audit) return;
+    char uri[600], why[600];
+    snprintf(uri, sizeof uri, "/v1/projects/%s/jobs/%s", vj->project, vj->job_id);
+    snprintf(why, sizeof why, "%s: preempted by %s/%s", reason, x->e->rec->project,
+             x->e->rec->job->job_id);
+    kiln_audit_event ev = {.verb = "PREEMPT",
+                           .resource = uri,
+                           .project = "system:kilnd",
+                           .code = 200,
+                           .object_project = vj->project,
+                           .object_job = vj->job_id,
+                           .reason = why};
+    kiln_audit_write(d->audit, &ev);
+}
+
+/* Whether x's request fits its ClusterQueue's nominal quota alone (a
+ * usable flavor in each group it asks of): only such a job reclaims what
+ * its queue lent to the cohort (Kueue's reclaimWithinCohort). */
+static bool fits_nominal(const kiln_queues *q, const cand *x)
+{
+    const kiln_qcq *cq = &q->cqs[x->cq];
+    for (size_t g = 0; g < cq->ngroups; g++) {
+        const kiln_qgroup *grp = &cq->groups[g];
+        bool asks = false, found = false;
+        for (int r = 0; r < KILN_QRES_COUNT; r++)
+            asks |= grp->covers[r] && x->req[r] > 0;
+        if (!asks) continue;
+        for (size_t i = 0; i < grp->n && !found; i++) {
+            const kiln_qgflavor *gf = &grp->flavors[i];
+            if (!x->usable[gf->flavor]) continue;
+            bool ok = true;
+            for (int r = 0; r < KILN_QRES_COUNT; r++)
+                if (grp->covers[r] && gf->usage[r] + x->req[r] > gf->q[r].nominal) ok = false;
+            found = ok;
+        }
+        if (!found) return false;
+    }
+    return true;
+}
+
+/* Tries to make room for head x by preempting running jobs, as its
+ * ClusterQueue's preemption policies allow. True when victims are being
+ * stopped (x waits for them); their quota stays charged until they are gone. */
+static bool preempt_for(sup *s, kiln_queues *q, cand *x)
+{
+    kilnd *d = s->d;
+    const kiln_qcq *cq = &q->cqs[x->cq];
+    if (cq->within_cq == KILN_QP_NEVER && cq->reclaim == KILN_QP_NEVER) return false;
+    size_t nj = 0;
+    for (rjob *j = s->jobs; j; j = j->next)
+        nj++;
+    victim *vs = calloc(nj ? nj : 1, sizeof *vs);
+    if (!vs) return false;
+    size_t nv = 0;
+    bool ok = false;
+    for (rjob *j = s->jobs; j; j = j->next) {
+        victim *v = &vs[nv];
+        if (j->after != AS_NONE || !running_usage(d, q, j, &v->cq, v->req, &v->a)) continue;
+        v->j = j;
+        v->prio = job_priority(q, j->job);
+        if (v->cq == x->cq) {
+            bool lower = v->prio < x->prio;
+            /* newer: created after the preemptor (unknown: not newer) */
+            bool newer_eq = v->prio == x->prio && j->create_ns > x->e->create_ns;
+            if (cq->within_cq == KILN_QP_LOWER_PRIORITY && lower) nv++;
+            if (cq->within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY && (lower || newer_eq)) nv++;
+        } else if (cq->cohort && q->cqs[v->cq].cohort &&
+                   strcmp(cq->cohort, q->cqs[v->cq].cohort) == 0 && cq->reclaim != KILN_QP_NEVER &&
+                   borrows_now(q, v->cq)) {
+            v->other = true;
+            if (cq->reclaim == KILN_QP_ANY || v->prio < x->prio) nv++;
+        }
+    }
+    qsort(vs, nv, sizeof *vs, by_victim_order);
+    /* take candidates out, in order, until x fits; a reclaim only from a
+     * queue that still borrows, and only for a job within its nominal quota */
+    kiln_qassign a;
+    char why[400];
+    size_t last = nv;
+    bool reclaim = fits_nominal(q, x);
+    for (size_t i = 0; i < nv; i++) {
+        victim *v = &vs[i];
+        if (v->other && (!reclaim || !borrows_now(q, v->cq))) continue;
+        kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
+        v->out = true;
+        if (kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
+            last = i;
+            ok = true;
+            break;
+        }
+    }
+    /* the fewest: give back, newest taken last first, any x does not need */
+    for (size_t i = ok ? last : 0; ok && i-- > 0;) {
+        victim *v = &vs[i];
+        if (!v->out) continue;
+        kiln_queues_charge(q, v->cq, &v->a, v->req, 1);
+        if (kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why))
+            v->out = false;
+        else
+            kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
+    }
+    /* the victims hold their devices until they stop: charged again */
+    for (size_t i = 0; i < nv; i++)
+        if (vs[i].out) kiln_queues_charge(q, vs[i].cq, &vs[i].a, vs[i].req, 1);
+    if (!ok) goto out;
+    char when[40], names[400] = "";
+    rfc3339(kiln_now_ns(), when, sizeof when);
+    for (size_t i = 0; i < nv; i++) {
+        victim *v = &vs[i];
+        if (!v->out) continue;
+        const char *reason = v->other ? "InCohortReclamation" : "InClusterQueue";
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "Preempted to accommodate %s/%s of ClusterQueue %s (%s): %s; queued again, "
+                 "it resumes from its newest checkpoint, not charged to its backoff limit",
+                 x->e->rec->project, x->e->rec->job->job_id, cq->name,
+                 v->other ? "reclaiming quota its cohort lent" : "higher priority", reason);
+        v->j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Preempted", "status",
+                                    "True", "reason", reason, "message", msg, "lastTransitionTime",
+                                    when, "preemptor", x->e->rec->job->job_id);
+        if (v->other)
+            d->preempted_reclaim++;
+        else
+            d->preempted_in_cq++;
+        kilnd_event(d, v->j->project, v->j->job_id, "WARNING", "%s", msg);
+        audit_preemption(d, v->j, x, reason);
+        begin_stop(s, v->j, AS_REQUEUE, "%s", msg);
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s/%s",
+                 names[0] ? ", " : "", v->j->project, v->j->job_id);
+    }
+    snprintf(x->why, sizeof x->why,
+             "preempting %s to free ClusterQueue %s's quota; admitted once they stop", names,
+             cq->name);
+out:
+    free(vs);
+    return ok;
+}
+
+void admit_pass(sup *s, qent **v, size_t n)
+{
+    kilnd *d = s->d;
+    pthread_mutex_lock(&d->queues_mu);
+    kiln_queues *q = d->queues;
+    cand *c = calloc(n ? n : 1, sizeof *c);
+    bool *usable = calloc((n ? n : 1) * (q->nflavors ? q->nflavors : 1), sizeof *usable);
+    size_t nc = 0;
+    if (!c || !usable) goto out; /* out of memory: this pass admits nothing */
+    kiln_queues_reset_usage(q);
+    for (size_t k = 0; k < q->ncqs; k++)
+        q->cqs[k].pending = q->cqs[k].admitted = 0;
+    for (rjob *j = s->jobs; j; j = j->next)
+        charge_running(d, q, j);
+
+    for (size_t i = 0; i < n; i++) {
+        qent *e = v[i];
+        if (e->gone || e->running || !e->rec || !e->rec->job) continue;
+        cand *x = &c[nc];
+        x->e = e;
+        x->usable = usable + nc * q->nflavors;
+        x->lq = kiln_queues_route(q, e->rec->project, &e->rec->job->labels, x->why, sizeof x->why);
+        nc++;
+        if (x->lq < 0) {
+            x->state = C_WAITING;
+            continue;
+        }
+        x->cq = q->lqs[x->lq].cq;
+        if (!kiln_queues_priority(q, &e->rec->job->labels, e->priority, &x->prio, x->why,
+                                  sizeof x->why)) {
+            x->state = C_WAITING;
+            continue;
+        }
+        kiln_queues_request(e->plans, e->np, x->req);
+        for (size_t f = 0; f < q->nflavors; f++)
+            x->usable[f] = flavor_usable(d, &q->flavors[f], e);
+    }
+    qsort(c, nc, sizeof *c, by_queue_order);
+
+    for (;;) {
+        long best = -1;
+        bool best_b = false, changed = false;
+        int64_t best_s = 0;
+        kiln_qassign best_a;
+        for (size_t i = 0; i < nc;) {
+            /* the ClusterQueue starting at i: its head */
+            size_t end = i;
+            while (end < nc && c[end].lq >= 0 && c[end].cq == c[i].cq)
+                end++;
+            if (c[i].lq < 0 || end == i) break; /* the unrouted, at the end */
+            const kiln_qcq *cq = &q->cqs[c[i].cq];
+            long h = -1;
+            for (size_t k = i; k < end && h < 0; k++) {
+                if (c[k].state == C_ADMITTED) continue;
+                if (c[k].state == C_WAITING) {
+                    if (cq->strategy == KILN_Q_STRICT_FIFO) break;
+                    continue;
+                }
+                h = (long)k;
+            }
+            i = end;
+            if (h < 0) continue;
+            cand *x = &c[h];
+            if (cq->stop == KILN_QSTOP_HOLD || q->lqs[x->lq].stop == KILN_QSTOP_HOLD) {
+                snprintf(x->why, sizeof x->why, "%s %s has stopPolicy Hold: it admits nothing",
+                         cq->stop == KILN_QSTOP_HOLD ? "ClusterQueue" : "LocalQueue",
+                         cq->stop == KILN_QSTOP_HOLD ? cq->name : q->lqs[x->lq].name);
+                x->state = C_WAITING;
+                changed = true;
+                continue;
+            }
+            kiln_qassign a;
+            char why[400];
+            if (!kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
+                snprintf(x->why, sizeof x->why, "ClusterQueue %s: %s", cq->name, why);
+                x->state = C_WAITING;
+                changed = true;
+                long busy = preempting(s);
+                if (busy)
+                    snprintf(x->why + strlen(x->why), sizeof x->why - strlen(x->why),
+                             " (%ld preempted job%s still stopping)", busy, busy == 1 ? "" : "s");
+                else
+                    preempt_for(s, q, x);
+                continue;
+            }
+            int64_t share = cq->fair_sharing ? kiln_queues_share(q, x->cq, x->req) : 0;
+            if (best < 0 || goes_first(q, x, a.borrows, share, &c[best], best_b, best_s)) {
+                best = h;
+                best_b = a.borrows;
+                best_s = share;
+                best_a = a;
+            }
+        }
+        if (best < 0) {
+            if (!changed) break;
+            continue;
+        }
+        cand *x = &c[best];
+        kiln_map extra = {0};
+        assignment_labels(q, x->cq, &best_a, &extra);
+        char why[512] = "", fl[128];
+        bool started = start_admitted(s, x->e, &extra, why, sizeof why);
+        kiln_map_clear(&extra);
+        if (started) {
+            kiln_queues_charge(q, x->cq, &best_a, x->req, 1);
+            q->cqs[x->cq].admitted++;
+            x->state = C_ADMITTED;
+            kilnd_event(d, s->jobs->project, s->jobs->job_id, "INFO",
+                        "Admitted by ClusterQueue %s (LocalQueue %s, flavor %s%s%s)",
+                        q->cqs[x->cq].name, q->lqs[x->lq].name,
+                        flavor_names(q, x->cq, &best_a, fl, sizeof fl),
+                        best_a.borrows ? ", borrowing from cohort " : "",
+                        best_a.borrows ? q->cqs[x->cq].cohort : "");
+        } else if (x->e->gone) {
+            x->state = C_ADMITTED; /* failed or cancelled: it left the queue */
+        } else {
+            snprintf(x->why, sizeof x->why,
+                     "ClusterQueue %s has quota for it (flavor %s), but its replicas do not fit "
+                     "the nodes now%s%s",
+                     q->cqs[x->cq].name, flavor_names(q, x->cq, &best_a, fl, sizeof fl),
+                     why[0] ? ": " : "", why);
+            x->state = C_WAITING;
+        }
+    }
+    publish(d, q, c, nc);
+out:
+    pthread_mutex_unlock(&d->queues_mu);
+    free(c);
+    free(usable);
+}

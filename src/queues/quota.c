@@ -1,0 +1,406 @@
+/* src/queues/quota.c - routing, requests and quota arithmetic (kiln/queues.h).
+ *
+ * Quota as Kueue counts it, per flavor and resource:
+ *  - without a cohort, a ClusterQueue holds at most its nominalQuota;
+ *  - in a cohort, each ClusterQueue keeps (nominalQuota - lendingLimit) to
+ *    itself (all of it when lendingLimit is unset it lends everything) and
+ *    puts the rest in the cohort's pool; what a queue uses beyond its kept
+ *    part comes out of the pool, and it may hold at most nominalQuota +
+ *    borrowingLimit (no limit when unset). A queue using more than its
+ *    nominalQuota borrows. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kiln/queues.h"
+
+const char *kiln_queues_res_name(kiln_qres r)
+{
+    static const char *const n[KILN_QRES_COUNT] = {"nvidia.com/gpu", "cpu", "memory"};
+    return r < KILN_QRES_COUNT ? n[r] : "?";
+}
+
+void kiln_queues_format(kiln_qres r, int64_t v, char *buf, size_t len)
+{
+    if (r == KILN_QRES_CPU && v % 1000)
+        snprintf(buf, len, "%lldm", (long long)v);
+    else if (r == KILN_QRES_CPU)
+        snprintf(buf, len, "%lld", (long long)(v / 1000));
+    else if (r == KILN_QRES_MEMORY && v && v % (1LL << 30) == 0)
+        snprintf(buf, len, "%lldGi", (long long)(v >> 30));
+    else if (r == KILN_QRES_MEMORY && v && v % (1LL << 20) == 0)
+        snprintf(buf, len, "%lldMi", (long long)(v >> 20));
+    else
+        snprintf(buf, len, "%lld", (long long)v);
+}
+
+/* ---------- routing ---------- */
+
+static bool admits_project(const kiln_qcq *cq, const char *project)
+{
+    if (cq->all_namespaces) return true;
+    for (size_t i = 0; i < cq->namespaces.n; i++)
+        if (strcmp(cq->namespaces.v[i], project) == 0) return true;
+    return false;
+}
+
+long kiln_queues_route(const kiln_queues *q, const char *project, const kiln_map *labels, char *why,
+                       size_t whylen)
+{
+    const char *want = labels ? kiln_map_get(labels, KILN_QUEUE_LABEL) : NULL;
+    const char *name = want ? want : KILN_DEFAULT_LOCAL_QUEUE;
+    for (size_t i = 0; i < q->nlqs; i++) {
+        const kiln_qlq *lq = &q->lqs[i];
+        if (strcmp(lq->name, name) != 0 || strcmp(lq->namespace_, project) != 0) continue;
+        if (!admits_project(&q->cqs[lq->cq], project)) {
+            snprintf(why, whylen,
+                     "LocalQueue %s/%s points to ClusterQueue %s, whose namespaceSelector "
+                     "leaves project %s out",
+                     project, name, q->cqs[lq->cq].name, project);
+            return -1;
+        }
+        return (long)i;
+    }
+    if (want) {
+        bool elsewhere = false;
+        for (size_t i = 0; i < q->nlqs; i++)
+            elsewhere |= strcmp(q->lqs[i].name, want) == 0;
+        snprintf(why, whylen, "label %s: no LocalQueue '%s' in project %s%s", KILN_QUEUE_LABEL,
+                 want, project,
+                 elsewhere ? " (a LocalQueue of that name is in another project)" : "");
+    } else {
+        snprintf(why, whylen,
+                 "project %s has no LocalQueue named '%s' and the job has no %s label: kilnd runs "
+                 "with --queues, so every job goes through a queue",
+                 project, KILN_DEFAULT_LOCAL_QUEUE, KILN_QUEUE_LABEL);
+    }
+    return -1;
+}
+
+bool kiln_queues_priority(const kiln_queues *q, const kiln_map *labels, int64_t fallback,
+                          int64_t *out, char *why, size_t whylen)
+{
+    const char *pc = labels ? kiln_map_get(labels, KILN_PRIORITY_CLASS_LABEL) : NULL;
+    *out = fallback;
+    if (!pc) return true;
+    for (size_t i = 0; i < q->npcs; i++)
+        if (strcmp(q->pcs[i].name, pc) == 0) {
+            *out = q->pcs[i].value;
+            return true;
+        }
+    snprintf(why, whylen, "label %s: no WorkloadPriorityClass '%s' in the queues file",
+             KILN_PRIORITY_CLASS_LABEL, pc);
+    return false;
+}
+
+/* ---------- requests ---------- */
+
+static bool is_gpu(const char *accel)
+{
+    return accel && strncmp(accel, "TPU", 3) != 0;
+}
+
+void kiln_queues_request(const kiln_replica_plan *plans, size_t np, int64_t req[KILN_QRES_COUNT])
+{
+    memset(req, 0, KILN_QRES_COUNT * sizeof *req);
+    for (size_t p = 0; p < np; p++) {
+        const kiln_replica_plan *pl = &plans[p];
+        if (is_gpu(pl->accelerator_type))
+            req[KILN_QRES_GPU] += pl->count * pl->accelerators_per_replica;
+        req[KILN_QRES_CPU] += pl->count * (int64_t)pl->vcpus * 1000;
+        req[KILN_QRES_MEMORY] += pl->count * (int64_t)(pl->memory_gb * 1073741824.0);
+    }
+}
+
+/* ---------- quota ---------- */
+
+static bool same_cohort(const kiln_qcq *a, const kiln_qcq *b)
+{
+    return a->cohort && b->cohort && strcmp(a->cohort, b->cohort) == 0;
+}
+
+static int64_t lendable(const kiln_qquota *qq)
+{
+    return qq->has_lending_limit ? qq->lending_limit : qq->nominal;
+}
+
+static int64_t over(int64_t a, int64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/* The cohort's pool for flavor f, resource r: its size and what is drawn. */
+static void pool(const kiln_queues *q, const kiln_qcq *cq, size_t f, kiln_qres r, int64_t *size,
+                 int64_t *used)
+{
+    *size = *used = 0;
+    for (size_t c = 0; c < q->ncqs; c++) {
+        const kiln_qcq *x = &q->cqs[c];
+        if (x != cq && !same_cohort(x, cq)) continue;
+        for (size_t g = 0; g < x->ngroups; g++) {
+            if (!x->groups[g].covers[r]) continue;
+            for (size_t i = 0; i < x->groups[g].n; i++) {
+                const kiln_qgflavor *gf = &x->groups[g].flavors[i];
+                if (gf->flavor != f) continue;
+                int64_t keep = gf->q[r].nominal - lendable(&gf->q[r]);
+                *size += lendable(&gf->q[r]);
+                *used += over(gf->usage[r], keep);
+            }
+        }
+    }
+}
+
+/* Whether `want` more of r fits flavor entry gf of cq; `why` when not. */
+static bool fits_one(const kiln_queues *q, const kiln_qcq *cq, const kiln_qgflavor *gf, kiln_qres r,
+                     int64_t want, bool *borrows, char *why, size_t whylen)
+{
+    const kiln_qquota *qq = &gf->q[r];
+    int64_t after = gf->usage[r] + want;
+    char a[32], b[32], c[32];
+    const char *fname = q->flavors[gf->flavor].name;
+    if (!cq->cohort) {
+        if (after <= qq->nominal) return true;
+        kiln_queues_format(r, want, a, sizeof a);
+        kiln_queues_format(r, gf->usage[r], b, sizeof b);
+        kiln_queues_format(r, qq->nominal, c, sizeof c);
+        snprintf(why, whylen, "%s of flavor %s: asks %s, %s of nominalQuota %s in use",
+                 kiln_queues_res_name(r), fname, a, b, c);
+        return false;
+    }
+    if (qq->has_borrowing_limit && after > qq->nominal + qq->borrowing_limit) {
+        kiln_queues_format(r, want, a, sizeof a);
+        kiln_queues_format(r, gf->usage[r], b, sizeof b);
+        kiln_queues_format(r, qq->nominal + qq->borrowing_limit, c, sizeof c);
+        snprintf(why, whylen,
+                 "%s of flavor %s: asks %s, %s in use of nominalQuota + borrowingLimit %s",
+                 kiln_queues_res_name(r), fname, a, b, c);
+        return false;
+    }
+    int64_t size, used;
+    pool(q, cq, gf->flavor, r, &size, &used);
+    int64_t keep = qq->nominal - lendable(qq);
+    int64_t used_after = used - over(gf->usage[r], keep) + over(after, keep);
+    if (used_after > size) {
+        kiln_queues_format(r, want, a, sizeof a);
+        kiln_queues_format(r, gf->usage[r], b, sizeof b);
+        kiln_queues_format(r, size - used, c, sizeof c);
+        snprintf(why, whylen,
+                 "%s of flavor %s: asks %s, %s in use in this ClusterQueue; cohort %s has %s "
+                 "left to lend",
+                 kiln_queues_res_name(r), fname, a, b, cq->cohort, c);
+        return false;
+    }
+    if (after > qq->nominal) *borrows = true;
+    return true;
+}
+
+bool kiln_queues_fit(const kiln_queues *q, size_t cq_i, const int64_t req[KILN_QRES_COUNT],
+                     const bool *usable, kiln_qassign *a, char *why, size_t whylen)
+{
+    const kiln_qcq *cq = &q->cqs[cq_i];
+    memset(a, 0, sizeof *a);
+    for (size_t g = 0; g < 8; g++)
+        a->flavor[g] = -1;
+    if (why && whylen) why[0] = 0;
+    for (int r = 0; r < KILN_QRES_COUNT; r++) {
+        bool covered = false;
+        for (size_t g = 0; g < cq->ngroups; g++)
+            covered |= cq->groups[g].covers[r];
+        if (req[r] > 0 && !covered && r == KILN_QRES_GPU) {
+            snprintf(why, whylen, "ClusterQueue %s does not cover nvidia.com/gpu", cq->name);
+            return false;
+        }
+    }
+    for (size_t g = 0; g < cq->ngroups && g < 8; g++) {
+        const kiln_qgroup *grp = &cq->groups[g];
+        bool asks = false;
+        for (int r = 0; r < KILN_QRES_COUNT; r++)
+            asks |= grp->covers[r] && req[r] > 0;
+        if (!asks) continue;
+        char first_why[400] = "";
+        bool found = false;
+        for (size_t i = 0; i < grp->n && !found; i++) {
+            const kiln_qgflavor *gf = &grp->flavors[i];
+            if (usable && !usable[gf->flavor]) {
+                if (!first_why[0])
+                    snprintf(first_why, sizeof first_why,
+                             "flavor %s: no node with its nodeLabels can run the job",
+                             q->flavors[gf->flavor].name);
+                continue;
+            }
+            bool ok = true, borrows = false;
+            char w[400] = "";
+            for (int r = 0; r < KILN_QRES_COUNT && ok; r++)
+                if (grp->covers[r] && req[r] > 0)
+                    ok = fits_one(q, cq, gf, (kiln_qres)r, req[r], &borrows, w, sizeof w);
+            if (ok) {
+                a->flavor[g] = (long)gf->flavor;
+                a->borrows |= borrows;
+                found = true;
+            } else if (!first_why[0] || (usable && strstr(first_why, "no node"))) {
+                snprintf(first_why, sizeof first_why, "%s", w);
+            }
+        }
+        if (!found) {
+            snprintf(why, whylen, "%s", first_why[0] ? first_why : "no flavor fits");
+            return false;
+        }
+    }
+    return true;
+}
+
+static kiln_qgflavor *entry(kiln_queues *q, size_t cq_i, size_t g, long f)
+{
+    kiln_qcq *cq = &q->cqs[cq_i];
+    if (g >= cq->ngroups || f < 0) return NULL;
+    for (size_t i = 0; i < cq->groups[g].n; i++)
+        if (cq->groups[g].flavors[i].flavor == (size_t)f) return &cq->groups[g].flavors[i];
+    return NULL;
+}
+
+void kiln_queues_charge(kiln_queues *q, size_t cq_i, const kiln_qassign *a,
+                        const int64_t req[KILN_QRES_COUNT], int sign)
+{
+    kiln_qcq *cq = &q->cqs[cq_i];
+    for (size_t g = 0; g < cq->ngroups && g < 8; g++) {
+        kiln_qgflavor *gf = entry(q, cq_i, g, a->flavor[g]);
+        if (!gf) continue;
+        for (int r = 0; r < KILN_QRES_COUNT; r++)
+            if (cq->groups[g].covers[r]) gf->usage[r] += sign * req[r];
+    }
+}
+
+void kiln_queues_reset_usage(kiln_queues *q)
+{
+    for (size_t c = 0; c < q->ncqs; c++)
+        for (size_t g = 0; g < q->cqs[c].ngroups; g++)
+            for (size_t i = 0; i < q->cqs[c].groups[g].n; i++)
+                memset(q->cqs[c].groups[g].flavors[i].usage, 0,
+                       sizeof q->cqs[c].groups[g].flavors[i].usage);
+}
+
+void kiln_queues_borrowed(const kiln_queues *q, size_t cq_i, int64_t out[KILN_QRES_COUNT])
+{
+    const kiln_qcq *cq = &q->cqs[cq_i];
+    memset(out, 0, KILN_QRES_COUNT * sizeof *out);
+    for (size_t g = 0; g < cq->ngroups; g++)
+        for (size_t i = 0; i < cq->groups[g].n; i++)
+            for (int r = 0; r < KILN_QRES_COUNT; r++)
+                if (cq->groups[g].covers[r])
+                    out[r] += over(cq->groups[g].flavors[i].usage[r],
+                                   cq->groups[g].flavors[i].q[r].nominal);
+}
+
+int64_t kiln_queues_share(const kiln_queues *q, size_t cq_i, const int64_t extra[KILN_QRES_COUNT])
+{
+    const kiln_qcq *cq = &q->cqs[cq_i];
+    if (!cq->cohort) return 0;
+    int64_t best = 0;
+    for (int r = 0; r < KILN_QRES_COUNT; r++) {
+        int64_t above = 0, lend = 0, nominal = 0, usage = 0;
+        for (size_t g = 0; g < cq->ngroups; g++) {
+            if (!cq->groups[g].covers[r]) continue;
+            for (size_t i = 0; i < cq->groups[g].n; i++) {
+                nominal += cq->groups[g].flavors[i].q[r].nominal;
+                usage += cq->groups[g].flavors[i].usage[r];
+            }
+        }
+        usage += extra ? extra[r] : 0;
+        above = over(usage, nominal);
+        /* the cohort's lendable total of this resource, every flavor */
+        for (size_t c = 0; c < q->ncqs; c++) {
+            const kiln_qcq *x = &q->cqs[c];
+            if (!same_cohort(x, cq)) continue;
+            for (size_t g = 0; g < x->ngroups; g++)
+                if (x->groups[g].covers[r])
+                    for (size_t i = 0; i < x->groups[g].n; i++)
+                        lend += lendable(&x->groups[g].flavors[i].q[r]);
+        }
+        if (above > 0 && lend > 0) {
+            int64_t s = above * 1000 / lend;
+            if (s > best) best = s;
+        }
+    }
+    if (best == 0) return 0;
+    if (cq->weight <= 0) return INT64_MAX;
+    return (int64_t)((double)best / cq->weight);
+}
+
+bool kiln_queues_flavor_matches(const kiln_qflavor *f, const kiln_map *node_labels)
+{
+    for (size_t i = 0; i < f->node_labels.n; i++) {
+        const char *v = kiln_map_get(node_labels, f->node_labels.keys[i]);
+        if (!v || strcmp(v, f->node_labels.vals[i]) != 0) return false;
+    }
+    return true;
+}
+
+long kiln_queues_node_flavor(const kiln_queues *q, size_t cq_i, size_t g,
+                             const kiln_map *node_labels)
+{
+    const kiln_qcq *cq = &q->cqs[cq_i];
+    if (g >= cq->ngroups) return -1;
+    for (size_t i = 0; i < cq->groups[g].n; i++) {
+        size_t f = cq->groups[g].flavors[i].flavor;
+        if (kiln_queues_flavor_matches(&q->flavors[f], node_labels)) return (long)f;
+    }
+    return -1;
+}
+
+bool kiln_queues_check_job(const kiln_queues *q, const char *project, const kiln_job *job,
+                           const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
+{
+    long lq = kiln_queues_route(q, project, &job->labels, why, whylen);
+    if (lq < 0) return false;
+    int64_t prio;
+    if (!kiln_queues_priority(q, &job->labels, 0, &prio, why, whylen)) return false;
+    if (job->training_input.has_hyperparameters) {
+        snprintf(why, whylen,
+                 "a hyperparameter tuning job's trials are not admitted through "
+                 "queues yet: submit its trials as jobs, or run kilnd without --queues");
+        return false;
+    }
+    int64_t req[KILN_QRES_COUNT];
+    kiln_queues_request(plans, np, req);
+    const kiln_qcq *cq = &q->cqs[q->lqs[lq].cq];
+    /* the most each group's best flavor could ever hold for this queue */
+    for (int r = 0; r < KILN_QRES_COUNT; r++) {
+        if (req[r] <= 0) continue;
+        bool covered = false;
+        int64_t most = 0;
+        for (size_t g = 0; g < cq->ngroups; g++) {
+            if (!cq->groups[g].covers[r]) continue;
+            covered = true;
+            for (size_t i = 0; i < cq->groups[g].n; i++) {
+                const kiln_qgflavor *gf = &cq->groups[g].flavors[i];
+                int64_t cap = gf->q[r].nominal;
+                if (cq->cohort) {
+                    int64_t size = 0, used = 0;
+                    pool(q, cq, gf->flavor, (kiln_qres)r, &size, &used);
+                    cap = gf->q[r].nominal - lendable(&gf->q[r]) + size;
+                    if (gf->q[r].has_borrowing_limit &&
+                        cap > gf->q[r].nominal + gf->q[r].borrowing_limit)
+                        cap = gf->q[r].nominal + gf->q[r].borrowing_limit;
+                }
+                if (cap > most) most = cap;
+            }
+        }
+        char a[32], b[32];
+        kiln_queues_format((kiln_qres)r, req[r], a, sizeof a);
+        kiln_queues_format((kiln_qres)r, most, b, sizeof b);
+        if (!covered && r == KILN_QRES_GPU) {
+            snprintf(why, whylen,
+                     "the job asks %s nvidia.com/gpu; ClusterQueue %s (LocalQueue %s/%s) "
+                     "does not cover nvidia.com/gpu",
+                     a, cq->name, project, q->lqs[lq].name);
+            return false;
+        }
+        if (covered && req[r] > most) {
+            snprintf(why, whylen,
+                     "the job asks %s %s; ClusterQueue %s can never hold more than %s (its quota "
+                     "with what its cohort may lend)",
+                     a, kiln_queues_res_name((kiln_qres)r), cq->name, b);
+            return false;
+        }
+    }
+    return true;
+}

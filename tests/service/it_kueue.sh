@@ -1,0 +1,325 @@
+#!/bin/bash
+# tests/service/it_kueue.sh - Kueue's admission (kilnd --queues, docs/queues.md)
+# on simulated GPUs (2 nodes x 2 V100) with a real kilnd: two teams'
+# ClusterQueues of 2 GPUs each in one cohort (examples/queues/two-teams.yaml).
+# Jobs are routed by label or the project's default LocalQueue, refused at
+# submit when they route nowhere; team A borrows team B's idle GPUs; a
+# waiting job says why (kilnStatus.queue); jobs that need not borrow are
+# admitted before borrowers; SIGHUP reloads the file, a bad one is kept out;
+# team B reclaims its GPUs by preemption within a pass plus the grace period,
+# A's preempted job resumes from its checkpoint; a kill -9 of kilnd while
+# B reclaims loses and double-runs nothing; never more than 4 GPUs held;
+# StrictFIFO holds back a job that BestEffortFIFO lets past its head.
+. "$(dirname "$0")/lib.sh"
+
+cat >"$T/nodes.json" <<'JSON'
+{"nodes": [
+  {"name": "gpu-a", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]},
+  {"name": "gpu-b", "address": "127.0.0.1", "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]}
+]}
+JSON
+cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/queues.yaml"
+
+# a bad queues file stops kilnd at start, naming the field
+printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n  name: x\nspec:\n  admissionChecks: [a]\n' >"$T/bad.yaml"
+"$KILND" --listen 127.0.0.1:0 --data-dir "$T/bad" --queues "$T/bad.yaml" 2>"$T/bad.err"
+check_eq "a bad queues file: kilnd does not start" "$?" 1
+check "it names the field" grep -q "ClusterQueue x: spec.admissionChecks" "$T/bad.err"
+
+start_kilnd "$T/d" --node-config "$T/nodes.json" --queues "$T/queues.yaml"
+
+# gjob ID GPUS [LABELS_JSON] [CMD]: a master with GPUS V100s
+gjob() {
+    printf '{"jobId":"%s","labels":%s,"trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_V100"},"containerCommand":["sh","-c","%s"]}}}' \
+        "$1" "${3:-{\}}" "$2" "${4:-sleep 60}"
+}
+st() { # st PROJECT JOB
+    api GET "/v1/projects/$1/jobs/$2"
+    printf '%s' "$BODY" | jget state
+}
+wait_st() { # wait_st PROJECT JOB STATE [SECONDS]
+    local i s=""
+    for i in $(seq 1 $(( ${4:-20} * 20 ))); do
+        s=$(st "$1" "$2")
+        [ "$s" = "$3" ] && return 0
+        sleep 0.05
+    done
+    echo "  job $1/$2 is '$s', waited for '$3'" >&2
+    return 1
+}
+held_gpus() { # GPUs held by running replicas, over both projects
+    local n=0 p j
+    for p in team-a team-b; do
+        api GET "/v1/projects/$p/jobs"
+        n=$((n + $(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(len(r.get("gpus", [])) for j in d.get("jobs", []) if j["state"] in ("PREPARING", "RUNNING")
+          for r in j.get("kilnStatus", {}).get("replicas", [])))')))
+    done
+    echo "$n"
+}
+nodes_held() { # GPUs the scheduler has handed out, all nodes at one instant
+    api GET /v1/nodes
+    printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(n["capacity"].get("NVIDIA_TESLA_V100", 0) - n["allocatable"].get("NVIDIA_TESLA_V100", 0)
+          for n in d["nodes"]))'
+}
+B='{"kueue.x-k8s.io/queue-name":"training"}'
+
+# routing refusals, at submit
+api POST /v1/projects/team-b/jobs "$(gjob nolabel 1)"
+check_eq "team-b without a queue label: refused" "$STATUS" 400
+check "it says there is no default LocalQueue" grep -q "no LocalQueue named 'default'" <<<"$BODY"
+api POST /v1/projects/team-a/jobs "$(gjob wrongns 1 "$B")"
+check_eq "a LocalQueue of another project: refused" "$STATUS" 400
+check "it says so" grep -q "another project" <<<"$BODY"
+api POST /v1/projects/team-a/jobs "$(gjob toobig 8)"
+check_eq "more GPUs than the queue can ever hold: refused" "$STATUS" 400
+check "it names the limit" grep -q "can never hold more than 4" <<<"$BODY"
+api POST /v1/projects/team-a/jobs '{"jobId":"tune","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]},"hyperparameters":{"goal":"MAXIMIZE","hyperparameterMetricTag":"acc","maxTrials":"2","params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.01,"maxValue":0.1}]}}}'
+check_eq "a tuning job under --queues: refused" "$STATUS" 400
+check "at its field" grep -q "trainingInput.hyperparameters" <<<"$BODY"
+api POST /v1/projects/team-a/jobs "$(gjob badpc 1 '{"kueue.x-k8s.io/priority-class":"nope"}')"
+check_eq "an unknown WorkloadPriorityClass: refused" "$STATUS" 400
+
+# team A: 2 GPUs of its own, then 2 borrowed from team B's idle quota
+api POST /v1/projects/team-a/jobs "$(gjob a1 2)"
+check_eq "a1 accepted (the project's default LocalQueue)" "$STATUS" 200
+check "the audit line of the create names the new job" \
+    grep -q '"requestURI":"/v1/projects/team-a/jobs".*"objectRef":{"resource":"jobs","namespace":"team-a","name":"a1"}' "$T/d/audit.log"
+check "a1 runs" wait_st team-a a1 RUNNING 10
+api POST /v1/projects/team-a/jobs "$(gjob a2 2)"
+check "a2 runs, borrowing" wait_st team-a a2 RUNNING 10
+api GET "/v1/projects/team-a/jobs/a2:logs"
+check "a2's log says it borrowed" grep -q "Admitted by ClusterQueue team-a (LocalQueue default, flavor v100, borrowing from cohort lab)" <<<"$BODY"
+api GET "/v1/projects/team-a/jobs/a1:logs"
+check "a1's log says it did not" grep -q "Admitted by ClusterQueue team-a (LocalQueue default, flavor v100)" <<<"$BODY"
+check_eq "4 GPUs held" "$(held_gpus)" 4
+
+# a3 waits: the cohort has nothing left to lend; it says why and where it stands
+api POST /v1/projects/team-a/jobs "$(gjob a3 2)"
+sleep 0.5
+check_eq "a3 queued" "$(st team-a a3)" QUEUED
+api GET /v1/projects/team-a/jobs/a3
+reason=$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)
+check "a3's reason names the cohort ($reason)" grep -q "cohort lab has 0 left to lend" <<<"$reason"
+check_eq "a3's ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.clusterQueue)" team-a
+check_eq "a3's LocalQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.localQueue)" default
+check_eq "a3 first in its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.positionInClusterQueue)" 1
+check "kiln jobs describe shows it" grep -q "cohort lab has 0 left to lend" <<<"$(KILN_PROJECT=team-a "$KILN" jobs describe a3)"
+# the queues as kiln queues / GET /v1/queues / /metrics show them
+api GET /v1/queues/team-a
+check_eq "team-a: 2 admitted" "$(printf '%s' "$BODY" | jget admittedWorkloads)" 2
+check_eq "team-a: 1 pending" "$(printf '%s' "$BODY" | jget pendingWorkloads)" 1
+check_eq "team-a: 2 GPUs borrowed" "$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["borrowed"]["nvidia.com/gpu"])')" 2
+check_eq "team-a: usage 4 of flavor v100" "$(printf '%s' "$BODY" | jget resourceGroups.0.flavors.0.resources.0.usage)" 4
+check_eq "team-a: weighted share 2/4 borrowed" "$(printf '%s' "$BODY" | jget weightedShare)" 500
+"$KILN" queues list >"$T/ql"
+check "kiln queues list: team-a 4 of 2 GPUs, 2 borrowed" grep -Eq "^team-a +lab +1 +2 +4/2 +2 +500" "$T/ql"
+check "kiln queues list: team-b idle" grep -Eq "^team-b +lab +0 +0 +0/2 +0 +0" "$T/ql"
+api GET /v1/queues/nope
+check_eq "an unknown ClusterQueue: 404" "$STATUS" 404
+api GET /metrics
+check "kueue_cluster_queue_resource_usage" grep -q '^kueue_cluster_queue_resource_usage{cohort="lab",cluster_queue="team-a",flavor="v100",resource="nvidia.com/gpu"} 4$' <<<"$BODY"
+check "kueue_cluster_queue_nominal_quota" grep -q '^kueue_cluster_queue_nominal_quota{cohort="lab",cluster_queue="team-b",flavor="v100",resource="nvidia.com/gpu"} 2$' <<<"$BODY"
+check "kueue_pending_workloads" grep -q '^kueue_pending_workloads{cluster_queue="team-a",status="active"} 1$' <<<"$BODY"
+check "kueue_admitted_active_workloads" grep -q '^kueue_admitted_active_workloads{cluster_queue="team-a"} 2$' <<<"$BODY"
+check "kueue_cluster_queue_weighted_share" grep -q '^kueue_cluster_queue_weighted_share{cluster_queue="team-a"} 500$' <<<"$BODY"
+
+# the queue label moves a waiting job only, and only to a queue of its project
+api PATCH "/v1/projects/team-a/jobs/a3?updateMask=labels" "{\"labels\":$B}"
+check_eq "a3 relabelled to another project's queue: refused" "$STATUS" 400
+api PATCH "/v1/projects/team-a/jobs/a1?updateMask=labels" "{\"labels\":$B}"
+check_eq "a running job's queue label: refused" "$STATUS" 400
+check "it says why" grep -q "only while the job is QUEUED" <<<"$BODY"
+api PATCH "/v1/projects/team-a/jobs/a3?updateMask=labels" '{"labels":{"kueue.x-k8s.io/priority-class":"urgent"}}'
+check_eq "a3 gets a WorkloadPriorityClass while it waits" "$STATUS" 200
+
+# team B's b1 (1 GPU, within its nominal quota) waits too: A borrowed it all
+# and nothing preempts yet
+api POST /v1/projects/team-b/jobs "$(gjob b1 1 "$B")"
+check_eq "b1 accepted (label)" "$STATUS" 200
+sleep 0.5
+check_eq "b1 queued" "$(st team-b b1)" QUEUED
+check_eq "still 4 GPUs held" "$(held_gpus)" 4
+
+# a2 ends: b1 (no borrowing) is admitted before a3 (older, but borrowing);
+# then the cohort has 1 GPU to lend, not the 2 a3 asks
+api POST /v1/projects/team-a/jobs/a2:cancel '{}'
+check "a2 cancelled" wait_st team-a a2 CANCELLED 10
+check "b1 runs" wait_st team-b b1 RUNNING 10
+sleep 0.5
+check_eq "a3 still queued" "$(st team-a a3)" QUEUED
+api GET /v1/projects/team-a/jobs/a3
+check "a3 waits for the cohort ($(printf '%s' "$BODY" | jget kilnStatus.queue.reason))" \
+    grep -q "cohort lab has 1 left" <<<"$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)"
+check_eq "3 GPUs held" "$(held_gpus)" 3
+
+# SIGHUP: a bad file is kept out (the old queues go on), a good one is used
+printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: Nonsense\n' >"$T/queues.yaml"
+kill -HUP "$KPID"
+check "a bad reload is logged" wait_file "$T/d/kilnd.err" "does not load; still admitting with the old one" 5
+api POST /v1/projects/team-a/jobs "$(gjob a4 1)"
+check_eq "the old queues still route" "$STATUS" 200
+api POST /v1/projects/team-a/jobs/a4:cancel '{}'
+cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/queues.yaml"
+cat >>"$T/queues.yaml" <<'YAML'
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata:
+  namespace: team-b
+  name: default
+spec:
+  clusterQueue: team-b
+YAML
+kill -HUP "$KPID"
+check "the reload is logged" wait_file "$T/d/kilnd.err" "reloaded the queues file" 5
+api POST /v1/projects/team-b/jobs "$(gjob b2 1)"
+check_eq "team-b's new default LocalQueue routes" "$STATUS" 200
+api POST /v1/projects/team-b/jobs/b2:cancel '{}'
+check "a4 cancelled" wait_st team-a a4 CANCELLED 10
+check "b2 cancelled" wait_st team-b b2 CANCELLED 10
+
+# b1 ends: A may borrow again; a3 (2) runs, and never more than 4 GPUs
+api POST /v1/projects/team-b/jobs/b1:cancel '{}'
+check "b1 cancelled" wait_st team-b b1 CANCELLED 10
+check "a3 runs" wait_st team-a a3 RUNNING 10
+check "at most 4 GPUs held" test "$(held_gpus)" -le 4
+for j in a1 a3; do api POST "/v1/projects/team-a/jobs/$j:cancel" '{}'; done
+stop_kilnd
+
+# ---- preemption: team B takes back what team A borrowed ----
+# the same teams, each queue reclaiming what it lent (reclaimWithinCohort)
+# and preempting its own lower-priority jobs (withinClusterQueue)
+sed 's/^  cohort: lab$/  cohort: lab\n  preemption:\n    reclaimWithinCohort: Any\n    withinClusterQueue: LowerPriority/' \
+    "$(dirname "$0")/../../examples/queues/two-teams.yaml" >"$T/preempt.yaml"
+check "the preemption file has both policies" test "$(grep -c reclaimWithinCohort "$T/preempt.yaml")" = 2
+start_kilnd "$T/p" --node-config "$T/nodes.json" --queues "$T/preempt.yaml"
+# a job that checkpoints its step to its working directory (kept across
+# runs) every 0.2 s and resumes from it: 30 steps
+CK='i=$(cat ckpt 2>/dev/null || echo 0); echo start at step $i; while [ $i -lt 30 ]; do sleep 0.2; i=$((i+1)); echo $i > ckpt.tmp; mv ckpt.tmp ckpt; done; echo finished at step $i'
+api POST /v1/projects/team-a/jobs "$(gjob a1 2 '{}' "$CK")"
+check "a1 runs" wait_st team-a a1 RUNNING 10
+sleep 0.1
+api POST /v1/projects/team-a/jobs "$(gjob a2 2 '{}' "$CK")"
+check "a2 runs, borrowing team B's idle GPUs" wait_st team-a a2 RUNNING 10
+# sample the GPUs held while B reclaims: never more than 4
+( while [ ! -e "$T/stop-sampling" ]; do nodes_held >>"$T/held"; sleep 0.1; done ) &
+SAMPLER=$!
+sleep 1
+t0=$(date +%s.%N)
+api POST /v1/projects/team-b/jobs "$(gjob b1 2 "$B" 'sleep 6')"
+check_eq "b1 accepted" "$STATUS" 200
+check "b1 runs once A's borrower stopped" wait_st team-b b1 RUNNING 15
+t1=$(date +%s.%N)
+took=$("$PY" -c "print(round($t1 - $t0, 2))")
+echo "  b1 got its 2 GPUs back in ${took} s (grace period 1 s)"
+check "within a pass plus the grace period, with slack (${took} s <= 5)" "$PY" -c "import sys; sys.exit(0 if $took <= 5 else 1)"
+check_eq "a1 (older) kept running" "$(st team-a a1)" RUNNING
+check_eq "a2 (the newest borrower) is queued again" "$(st team-a a2)" QUEUED
+api GET /v1/projects/team-a/jobs/a2
+check_eq "a2's condition: Preempted" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.type)" Preempted
+check_eq "its reason" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.reason)" InCohortReclamation
+check "it names who preempted it" grep -q "team-b/b1" <<<"$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.message)"
+check_eq "a restart, not a failure" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)/$(printf '%s' "$BODY" | jget kilnStatus.failures)" 1/0
+check "the audit log has the preemption, naming the job" \
+    grep -q '"verb":"PREEMPT".*"objectRef":{"resource":"jobs","namespace":"team-a","name":"a2"}' "$T/p/audit.log"
+api GET /metrics
+check "kiln_restarts_total counts it" grep -q 'kiln_restarts_total{reason="preempted"} 1' <<<"$BODY"
+check "kueue_preempted_workloads_total counts it" grep -q '^kueue_preempted_workloads_total{reason="InCohortReclamation"} 1$' <<<"$BODY"
+# b1 ends; a2 is admitted again and resumes from its checkpoint
+check "b1 succeeds" wait_st team-b b1 SUCCEEDED 15
+check "a1 succeeds" wait_st team-a a1 SUCCEEDED 30
+check "a2 succeeds" wait_st team-a a2 SUCCEEDED 30
+touch "$T/stop-sampling"
+wait "$SAMPLER"
+api GET "/v1/projects/team-a/jobs/a2:logs"
+starts=$(printf '%s' "$BODY" | grep -o 'start at step [0-9]*' | awk '{print $4}' | tr '\n' ' ')
+check "a2 started at step 0, then resumed past it ($starts)" "$PY" -c "
+s = [int(x) for x in '$starts'.split()]
+import sys; sys.exit(0 if len(s) == 2 and s[0] == 0 and s[1] > 0 else 1)"
+check "a2 finished at step 30" grep -q "finished at step 30" <<<"$BODY"
+max=$(sort -n "$T/held" | tail -1)
+check "never more than 4 GPUs held ($(wc -l <"$T/held") samples, most $max)" test "${max:-99}" -le 4
+
+# withinClusterQueue LowerPriority: with A using its own 2, B's urgent job
+# (WorkloadPriorityClass urgent, 1000) preempts B's own priority-0 job
+api POST /v1/projects/team-a/jobs "$(gjob a5 2 '{}' 'sleep 30')"
+check "a5 runs" wait_st team-a a5 RUNNING 10
+api POST /v1/projects/team-b/jobs "$(gjob blow 2 "$B" "$CK")"
+check "blow runs" wait_st team-b blow RUNNING 10
+api POST /v1/projects/team-b/jobs "$(gjob burgent 2 '{"kueue.x-k8s.io/queue-name":"training","kueue.x-k8s.io/priority-class":"urgent"}' 'sleep 2')"
+check "the urgent job runs" wait_st team-b burgent RUNNING 10
+check_eq "a5 (another queue, not borrowing) untouched" "$(st team-a a5)" RUNNING
+api GET /v1/projects/team-b/jobs/blow
+check_eq "blow preempted within its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.reason)" InClusterQueue
+check "blow resumes and succeeds" wait_st team-b blow SUCCEEDED 40
+api POST /v1/projects/team-a/jobs/a5:cancel '{}'
+api GET /metrics
+check "kueue_preempted_workloads_total{InClusterQueue} 1" grep -q '^kueue_preempted_workloads_total{reason="InClusterQueue"} 1$' <<<"$BODY"
+stop_kilnd
+
+# ---- kill -9 of kilnd while B reclaims: nothing lost, nothing run twice ----
+# the job notes its shell's pid while it runs: a second copy of it running
+# at the same time says DOUBLE RUN
+CK2='if [ -e running ] && kill -0 $(cat running) 2>/dev/null; then echo DOUBLE RUN; fi; echo $$ > running; '"$CK"
+start_kilnd "$T/k" --node-config "$T/nodes.json" --queues "$T/preempt.yaml"
+api POST /v1/projects/team-a/jobs "$(gjob k1 2 '{}' "$CK2")"
+check "k1 runs" wait_st team-a k1 RUNNING 10
+sleep 0.1
+api POST /v1/projects/team-a/jobs "$(gjob k2 2 '{}' "$CK2")"
+check "k2 runs, borrowing" wait_st team-a k2 RUNNING 10
+sleep 1
+api POST /v1/projects/team-b/jobs "$(gjob kb 2 "$B" "$CK2")"
+check_eq "kb accepted" "$STATUS" 200
+sleep "0.$((RANDOM % 5))"
+kill -9 "$KPID"
+wait "$KPID" 2>/dev/null
+start_kilnd "$T/k" --node-config "$T/nodes.json" --queues "$T/preempt.yaml"
+: >"$T/held2"
+( while [ ! -e "$T/stop-sampling2" ]; do nodes_held >>"$T/held2"; sleep 0.1; done ) &
+SAMPLER=$!
+check "kb succeeds after the kill" wait_st team-b kb SUCCEEDED 40
+check "k1 succeeds after the kill" wait_st team-a k1 SUCCEEDED 40
+check "k2 succeeds after the kill" wait_st team-a k2 SUCCEEDED 40
+touch "$T/stop-sampling2"
+wait "$SAMPLER"
+for p in team-a/k1 team-a/k2 team-b/kb; do
+    api GET "/v1/projects/${p%/*}/jobs/${p#*/}:logs"
+    check_eq "$p finished once" "$(printf '%s' "$BODY" | grep -o 'finished at step 30' | wc -l)" 1
+    check "$p never ran twice at once" test "$(printf '%s' "$BODY" | grep -c 'DOUBLE RUN')" = 0
+done
+max=$(sort -n "$T/held2" | tail -1)
+check "never more than 4 GPUs held after the restart (most ${max:-none})" test "${max:-99}" -le 4
+stop_kilnd
+
+# ---- StrictFIFO holds back what BestEffortFIFO lets past ----
+{
+    printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: v100\n'
+    for cq in "strict StrictFIFO" "besteffort BestEffortFIFO"; do
+        set -- $cq
+        printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n  name: %s\nspec:\n  namespaceSelector: {}\n  queueingStrategy: %s\n  resourceGroups:\n  - coveredResources: ["nvidia.com/gpu"]\n    flavors:\n    - name: v100\n      resources:\n      - name: nvidia.com/gpu\n        nominalQuota: 2\n' "$1" "$2"
+        printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n  namespace: %s\n  name: default\nspec:\n  clusterQueue: %s\n' "$1" "$1"
+    done
+} >"$T/fifo.yaml"
+start_kilnd "$T/f" --node-config "$T/nodes.json" --queues "$T/fifo.yaml"
+for p in strict besteffort; do
+    api POST "/v1/projects/$p/jobs" "$(gjob x1 1 '{}' 'sleep 30')"
+    check "$p: x1 runs" wait_st "$p" x1 RUNNING 10
+    api POST "/v1/projects/$p/jobs" "$(gjob x2 2 '{}' 'sleep 1')"
+    sleep 0.1
+    api POST "/v1/projects/$p/jobs" "$(gjob x3 1 '{}' 'sleep 30')"
+done
+check "besteffort: x3 passes the head that does not fit" wait_st besteffort x3 RUNNING 10
+check_eq "besteffort: x2 waits" "$(st besteffort x2)" QUEUED
+check_eq "strict: x3 waits behind the head" "$(st strict x3)" QUEUED
+api GET /v1/projects/strict/jobs/x3
+check "strict: x3 says why ($(printf '%s' "$BODY" | jget kilnStatus.queue.reason))" \
+    grep -q "StrictFIFO" <<<"$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)"
+check_eq "strict: x3 second in its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.positionInClusterQueue)" 2
+for p in strict besteffort; do for j in x1 x2 x3; do api POST "/v1/projects/$p/jobs/$j:cancel" '{}'; done; done
+finish
