@@ -335,7 +335,7 @@ static void reload_queues(kilnd *d)
             "kilnd: SIGHUP: reloaded the queues file %s (%zu ClusterQueues, %zu "
             "LocalQueues)\n",
             d->queues_path, nq->ncqs, nq->nlqs);
-    kilnd_wake(d);
+    kiln_doorbell_ring(&d->wake);
 }
 
 static void cleanup(kilnd *d)
