@@ -92,6 +92,8 @@ static const char *check_accel(json_t *a, char *why, size_t len)
     const char *key;
     json_t *v;
     if (!json_is_object(a)) return snprintf(why, len, "must be an object"), "acceleratorConfig";
+    /* gcloud sends {} for an instance without GPUs */
+    if (json_object_size(a) == 0) return NULL;
     json_object_foreach(a, key, v)
     {
         if (strcmp(key, "type") != 0 && strcmp(key, "coreCount") != 0) {
@@ -195,11 +197,29 @@ static const char *check_instance(json_t *b, const char *id, char *why, size_t l
                          "noProxyAccess true would leave no way in");
                 return "noProxyAccess";
             }
+        } else if (strcmp(key, "dataDiskSizeGb") == 0) {
+            snprintf(why, len,
+                     "an instance's home is a directory under kilnd's data dir, without a disk "
+                     "size of its own: leave --data-disk-size out");
+            return "dataDiskSizeGb";
+        } else if (strcmp(key, "postStartupScript") == 0) {
+            snprintf(why, len,
+                     "kiln runs no post-startup script yet: run it in a terminal of the instance "
+                     "or with `kiln notebooks exec`");
+            return "postStartupScript";
         } else {
             snprintf(field, sizeof field, "%.100s", key);
             snprintf(why, len, "kiln does not act on this field (docs/notebooks.md)");
             return field;
         }
+    }
+    const char *vp = json_string_value(json_object_get(json_object_get(b, "vmImage"), "project"));
+    if (vp && strcmp(vp, "deeplearning-platform-release") != 0) {
+        snprintf(why, len,
+                 "kiln's notebook environments stand for deeplearning-platform-release's images "
+                 "only, not '%.100s'",
+                 vp);
+        return "vmImage.project";
     }
     return NULL;
 }

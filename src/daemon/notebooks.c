@@ -495,6 +495,11 @@ static json_t *nb_job_json(kilnd *d, const char *project, const char *name, json
             json_pack("{s:O,s:s}", "type", json_object_get(acc, "type"), "count", count));
     }
     const char *mt = json_string_value(json_object_get(doc, "machineType"));
+    /* gcloud's default n1-standard-1 (and n1-standard-2) are not in the
+     * catalog (AI Platform never trained on them): placed as the smallest
+     * n1-standard type it has (docs/notebooks.md) */
+    if (mt && (strcmp(mt, "n1-standard-1") == 0 || strcmp(mt, "n1-standard-2") == 0))
+        mt = "n1-standard-4";
     json_t *job = json_pack("{s:s,s:{s:s},s:{s:s,s:s,s:s,s:o,s:{s:s}}}", "jobId", id, "labels",
                             "kiln-notebook", name, "trainingInput", "scaleTier", "CUSTOM",
                             "masterType", mt ? mt : "n1-standard-4", "region", region,
