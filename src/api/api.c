@@ -233,6 +233,7 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
                           "expected 'Authorization: Bearer TOKEN'");
     if (kiln__api_storage_owns(url)) return kiln__api_storage(d, c, method, url, rq, &a);
     if (strcmp(url, "/metrics") == 0) return kiln__api_metrics(d, c, method, &a);
+    if (strcmp(url, "/v1/notebooks:signin") == 0) return kiln__api_notebooks_signin(d, c, method);
     if (strncmp(url, "/v1/nodes", 9) == 0 && (url[9] == '\0' || url[9] == '/'))
         return kiln__api_nodes(d, c, method, url[9] ? url + 10 : "", &a);
     if (strncmp(url, "/v2/", 4) == 0) return kiln__api_logging(d, c, method, url + 4, rq, &a);

@@ -147,6 +147,8 @@ int64_t kiln__api_mono_ns(void);
 enum MHD_Result kiln__api_notebooks(kilnd *d, struct MHD_Connection *c, const char *method,
                                     const char *project, const char *rest, const kiln_api_req *rq,
                                     const kiln_api_auth *a);
+/* POST /v1/notebooks:signin: the bearer token as the proxy's cookie. */
+enum MHD_Result kiln__api_notebooks_signin(kilnd *d, struct MHD_Connection *c, const char *method);
 /* /notebooks/P/NAME/...: the proxy to an instance's JupyterLab (nbproxy.c),
  * which authenticates itself (bearer token or the kiln_token cookie), its
  * body cap, and stop (ends the WebSocket splices before the daemon stops). */

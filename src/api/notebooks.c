@@ -380,6 +380,75 @@ out:
     return rc;
 }
 
+/* kiln's :exec (`kiln notebooks exec`): {"command": [ARGV...],
+ * "timeoutSeconds": N (default 60, at most 600)} */
+static enum MHD_Result exec_verb(kilnd *d, struct MHD_Connection *c, const char *project,
+                                 const char *id, const kiln_api_req *rq)
+{
+    char why[1024];
+    json_error_t je;
+    json_t *b = json_loadb(rq->body ? rq->body : "", rq->len, JSON_REJECT_DUPLICATES, &je);
+    json_t *cmd = json_object_get(b, "command"), *v, *to = json_object_get(b, "timeoutSeconds");
+    const char *key;
+    size_t i;
+    enum MHD_Result rc;
+    bool ok = json_is_array(cmd) && json_array_size(cmd) > 0 && json_array_size(cmd) <= 4096;
+    json_array_foreach(cmd, i, v) ok = ok && json_is_string(v);
+    json_object_foreach(b, key, v)
+    {
+        if (strcmp(key, "command") != 0 && strcmp(key, "timeoutSeconds") != 0) {
+            rc = send_error(c, 400, NULL,
+                            "Field: %.100s Error: exec takes command and "
+                            "timeoutSeconds only",
+                            key);
+            goto out;
+        }
+    }
+    if (!ok) {
+        rc = send_error(c, 400, NULL, "Field: command Error: required: a list of strings (argv)");
+        goto out;
+    }
+    long long t = to ? (json_is_integer(to)  ? json_integer_value(to)
+                        : json_is_string(to) ? atoll(json_string_value(to))
+                                             : -1)
+                     : 60;
+    if (t < 1 || t > 600) {
+        rc = send_error(c, 400, NULL, "Field: timeoutSeconds Error: from 1 to 600");
+        goto out;
+    }
+    json_t *res = kilnd_nb_exec(d, project, id, cmd, (int)t, why, sizeof why);
+    rc = res ? send_json(c, 200, res)
+             : send_error_st(c, 400, "FAILED_PRECONDITION", NULL, "%s", why);
+out:
+    json_decref(b);
+    return rc;
+}
+
+/* POST /v1/notebooks:signin: the caller's bearer token as the kiln_token
+ * cookie (HttpOnly, SameSite=Strict, path /notebooks/), so that a browser
+ * tab opened on an instance's proxyUri carries it (the dashboard calls this
+ * before it opens JupyterLab). */
+enum MHD_Result kiln__api_notebooks_signin(kilnd *d, struct MHD_Connection *c, const char *method)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    char cookie[512];
+    if (strcmp(method, "POST") != 0) return send_error(c, 405, NULL, "POST /v1/notebooks:signin");
+    if (!h || strncmp(h, "Bearer ", 7) != 0 || strlen(h + 7) > 256 || strpbrk(h + 7, ";,\r\n "))
+        return send_json(c, 200, json_pack("{s:b}", "cookie", false)); /* no tokens: none needed */
+    snprintf(cookie, sizeof cookie, "kiln_token=%s; Path=/notebooks/; HttpOnly; SameSite=Strict%s",
+             h + 7, d->tls ? "; Secure" : "");
+    char *body = strdup("{\"cookie\": true}");
+    struct MHD_Response *r =
+        body ? MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(body);
+        return send_error(c, 500, NULL, "out of memory");
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Set-Cookie", cookie);
+    return kiln__api_queue(c, 200, r);
+}
+
 static enum MHD_Result instance(kilnd *d, struct MHD_Connection *c, const char *method,
                                 const char *project, const char *loc, const char *rest,
                                 const kiln_api_req *rq, const kiln_api_auth *a)
@@ -419,6 +488,8 @@ static enum MHD_Result instance(kilnd *d, struct MHD_Connection *c, const char *
                            kilnd_nb_op_new(d, project, loc, id, verb,
                                            strcmp(w, "STOPPED") == 0 ? "STOPPED" : "ACTIVE", after))
                  : send_error_st(c, 400, "FAILED_PRECONDITION", NULL, "%s", why);
+    } else if (verb && strcmp(method, "POST") == 0 && strcmp(verb, "exec") == 0) {
+        rc = exec_verb(d, c, project, id, rq);
     } else if (verb && strcmp(method, "PATCH") == 0 &&
                (strcmp(verb, "setAccelerator") == 0 || strcmp(verb, "setMachineType") == 0 ||
                 strcmp(verb, "setLabels") == 0)) {

@@ -25,6 +25,7 @@ static const verb verbs[] = {
     {"catalog", kiln_cli_catalog, "list machine types, accelerators and regions"},
     {"jobs", kiln_cli_jobs, "submit, describe, list, cancel jobs and stream their logs (kilnd)"},
     {"nodes", kiln_cli_nodes, "list, describe, drain and uncordon kilnd's nodes"},
+    {"notebooks", kiln_cli_notebooks, "list, describe notebook instances and exec in them"},
     {"tokens", kiln_cli_tokens, "tokens new: a fresh bearer token and its hashed tokens-file line"},
     {"local", kiln_cli_local, "local train: run one job on this machine without a kilnd"},
 };

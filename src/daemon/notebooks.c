@@ -433,7 +433,8 @@ static void ops_tick(kilnd *d)
 static const char nb_script[] =
     "unset TF_CONFIG CLUSTER_SPEC MASTER_ADDR WORLD_SIZE RANK\n"
     "port=$MASTER_PORT; unset MASTER_PORT\n"
-    "export HOME=\"$3\" KILN_NOTEBOOK=\"$4\"\n"
+    /* the environment's python and jupyter first on PATH (terminals, exec) */
+    "export HOME=\"$3\" KILN_NOTEBOOK=\"$4\" PATH=\"$(dirname \"$1\"):$PATH\"\n"
     "cd \"$HOME\" || exit 1\n"
     /* root only where the site allowed root replicas (--allow-root-replicas) */
     "root=; [ \"$(id -u)\" -eq 0 ] && root=--ServerApp.allow_root=True\n"

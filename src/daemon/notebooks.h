@@ -69,6 +69,13 @@ json_t *kilnd_nb_op_get(kilnd *d, const char *project, const char *op_id);
 kiln_err kilnd_nb_upstream(kilnd *d, const char *project, const char *name, int *port, char *why,
                            size_t whylen);
 
+/* Runs command (a JSON array of strings) in the ACTIVE instance, as its
+ * Jupyter runs (user, home, environment: nbexec.c), for at most timeout_s:
+ * {exitCode, stdout, stderr, truncated, timedOut} (each output capped at
+ * 1 MiB), or NULL with why. Blocks the caller for the command's time. */
+json_t *kilnd_nb_exec(kilnd *d, const char *project, const char *name, json_t *command,
+                      int timeout_s, char *why, size_t whylen);
+
 /* The thread that moves instances along (started by main after the
  * supervisor; ends when d->stop is set). */
 void *kilnd_notebooks_run(void *arg);

@@ -84,6 +84,22 @@ check_eq "the cookie opens it too" \
 check "JupyterLab's page through the proxy" grep -q 'JupyterLab' \
     <<<"$(curl -s -H "Authorization: Bearer $E1" "$URL/notebooks/p1/nb1/lab")"
 
+# ---- the CLI: list, describe, exec as the notebook runs ----
+check "kiln notebooks list" grep -q 'nb1 .*ACTIVE .*2 x NVIDIA_TESLA_T4 (held)' <<<"$(KILN_TOKEN=$E1 "$KILN" notebooks list)"
+check_eq "kiln notebooks describe" "$(KILN_TOKEN=$E1 "$KILN" notebooks describe nb1 --format json | jget state)" ACTIVE
+out=$(KILN_TOKEN=$E1 "$KILN" notebooks exec nb1 -- sh -c 'echo "$CUDA_VISIBLE_DEVICES $(pwd) ${TF_CONFIG:-none}"; python -c "import jupyterlab"; cat kept.txt; exit 3' 2>&1)
+rc=$?
+check_eq "exec: its GPUs, its home, its python, its files" "$out" "0,1 $T/d/notebooks/p1/nb1 none
+written before stop"
+check_eq "exec: the command's exit status" "$rc" 3
+KILN_TOKEN=$E2 "$KILN" notebooks exec nb1 -- true >/dev/null 2>&1
+check_eq "exec with another project's token: not found" "$?" 3
+# the dashboard's sign-in: the token as an HttpOnly cookie for /notebooks/
+hdr=$(curl -s -D - -o /dev/null -X POST -H "Authorization: Bearer $E1" "$URL/v1/notebooks:signin")
+check "signin sets the HttpOnly cookie" grep -qi "set-cookie: kiln_token=$E1; Path=/notebooks/; HttpOnly; SameSite=Strict" <<<"$hdr"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/notebooks:signin")
+check_eq "signin without a token -> 401" "$code" 401
+
 # ---- nobody else gets in ----
 code=$(curl -s -o "$T/noauth" -w '%{http_code}' "$URL/notebooks/p1/nb1/api/contents/kept.txt")
 check_eq "no token -> 401" "$code" 401
