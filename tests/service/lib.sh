@@ -49,6 +49,7 @@ it_root.sh) port_base=48000 ;;
 it_tuning_adopt.sh) port_base=45000 ;;
 it_gpu_nvml.sh) port_base=49000 ;;
 it_notebooks.sh) port_base=53000 ;;
+it_notebooks_browser.sh) port_base=58000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}
