@@ -295,6 +295,11 @@ static void release(kilnd *d, kiln_api_req *rq)
     rq->slot = -1;
 }
 
+void kiln__api_release(kilnd *d, kiln_api_req *rq)
+{
+    release(d, rq);
+}
+
 static enum MHD_Result send_429(struct MHD_Connection *c)
 {
     char *body = kiln_diag_to_envelope(NULL, 429, "RESOURCE_EXHAUSTED",

@@ -147,6 +147,10 @@ int64_t kiln__api_mono_ns(void);
 enum MHD_Result kiln__api_notebooks(kilnd *d, struct MHD_Connection *c, const char *method,
                                     const char *project, const char *rest, const kiln_api_req *rq,
                                     const kiln_api_auth *a);
+/* Gives back the in-flight places rq holds (once; completed() does it for
+ * every request): an upgraded WebSocket lives on but is no request in
+ * flight, so the proxy gives its places back at the upgrade. */
+void kiln__api_release(kilnd *d, kiln_api_req *rq);
 /* POST /v1/notebooks:signin: the bearer token as the proxy's cookie. */
 enum MHD_Result kiln__api_notebooks_signin(kilnd *d, struct MHD_Connection *c, const char *method);
 /* /notebooks/P/NAME/...: the proxy to an instance's JupyterLab (nbproxy.c),

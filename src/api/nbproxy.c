@@ -204,6 +204,7 @@ static void stream_free(void *cls)
 /* ---------- WebSocket ---------- */
 
 typedef struct splice {
+    kilnd *d;
     int up;
     MHD_socket down;
     struct MHD_UpgradeResponseHandle *urh;
@@ -252,7 +253,10 @@ static void upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const c
     splice *s = cls;
     pthread_t t;
     pthread_attr_t at;
-    (void)c, (void)con_cls;
+    (void)c;
+    /* no longer a request in flight: its places go back (the API's
+     * limits would otherwise count every open kernel channel) */
+    if (con_cls) kiln__api_release(s->d, con_cls);
     s->down = sock;
     s->urh = urh;
     if (extra_in_size && (s->extra = malloc(extra_in_size))) {
@@ -414,6 +418,7 @@ enum MHD_Result kiln__api_nbproxy(kilnd *d, struct MHD_Connection *c, const char
             goto fail;
         }
         sp->up = fd;
+        sp->d = d;
         if (got > hl && (sp->pending = malloc(got - hl))) {
             memcpy(sp->pending, buf + hl, got - hl);
             sp->pending_n = got - hl;

@@ -86,12 +86,19 @@ static json_t *get_at(kilnd *d, const char *project, const char *loc, const char
     return doc;
 }
 
+/* Says why into why and returns the field at fault (the checks' one exit). */
+static const char *fault(char *why, size_t len, const char *field, const char *msg)
+{
+    snprintf(why, len, "%s", msg);
+    return field;
+}
+
 /* Checks acceleratorConfig {type, coreCount}: NULL or the field at fault. */
 static const char *check_accel(json_t *a, char *why, size_t len)
 {
     const char *key;
     json_t *v;
-    if (!json_is_object(a)) return snprintf(why, len, "must be an object"), "acceleratorConfig";
+    if (!json_is_object(a)) return fault(why, len, "acceleratorConfig", "must be an object");
     /* gcloud sends {} for an instance without GPUs */
     if (json_object_size(a) == 0) return NULL;
     json_object_foreach(a, key, v)
@@ -103,14 +110,13 @@ static const char *check_accel(json_t *a, char *why, size_t len)
     }
     json_t *t = json_object_get(a, "type"), *n = json_object_get(a, "coreCount");
     if (!json_is_string(t) || !json_string_length(t))
-        return snprintf(why, len, "required: an accelerator type (NVIDIA_TESLA_T4, ...)"),
-               "acceleratorConfig.type";
+        return fault(why, len, "acceleratorConfig.type",
+                     "required: an accelerator type (NVIDIA_TESLA_T4, ...)");
     long long count = json_is_string(n)    ? atoll(json_string_value(n))
                       : json_is_integer(n) ? (long long)json_integer_value(n)
                                            : -1;
     if (count < 1 || count > 64)
-        return snprintf(why, len, "required: a GPU count from 1 to 64"),
-               "acceleratorConfig.coreCount";
+        return fault(why, len, "acceleratorConfig.coreCount", "required: a GPU count from 1 to 64");
     return NULL;
 }
 
@@ -130,7 +136,7 @@ static const char *check_instance(json_t *b, const char *id, char *why, size_t l
             }
         } else if (strcmp(key, "machineType") == 0) {
             if (!json_is_string(v) || !json_string_length(v))
-                return snprintf(why, len, "must be a machine type name"), "machineType";
+                return fault(why, len, "machineType", "must be a machine type name");
         } else if (strcmp(key, "acceleratorConfig") == 0) {
             const char *f = check_accel(v, why, len);
             if (f) return f;
@@ -144,11 +150,10 @@ static const char *check_instance(json_t *b, const char *id, char *why, size_t l
                     snprintf(why, len, "kiln does not know this field");
                     return field;
                 }
-                if (!json_is_string(v2)) return snprintf(why, len, "must be strings"), "vmImage";
+                if (!json_is_string(v2)) return fault(why, len, "vmImage", "must be strings");
             }
             if (!json_object_get(v, "imageFamily") == !json_object_get(v, "imageName"))
-                return snprintf(why, len, "give exactly one of imageFamily and imageName"),
-                       "vmImage";
+                return fault(why, len, "vmImage", "give exactly one of imageFamily and imageName");
         } else if (strcmp(key, "containerImage") == 0) {
             snprintf(why, len,
                      "kiln runs notebook instances from vmImage environments only (podman "
@@ -157,15 +162,15 @@ static const char *check_instance(json_t *b, const char *id, char *why, size_t l
         } else if (strcmp(key, "labels") == 0) {
             const char *k2;
             json_t *v2;
-            if (!json_is_object(v)) return snprintf(why, len, "must be a map"), "labels";
+            if (!json_is_object(v)) return fault(why, len, "labels", "must be a map");
             json_object_foreach(v, k2, v2)
             {
-                if (!json_is_string(v2)) return snprintf(why, len, "values are strings"), "labels";
+                if (!json_is_string(v2)) return fault(why, len, "labels", "values are strings");
             }
         } else if (strcmp(key, "metadata") == 0) {
             const char *k2;
             json_t *v2;
-            if (!json_is_object(v)) return snprintf(why, len, "must be a map"), "metadata";
+            if (!json_is_object(v)) return fault(why, len, "metadata", "must be a map");
             json_object_foreach(v, k2, v2)
             {
                 snprintf(field, sizeof field, "metadata.%.100s", k2);
@@ -189,8 +194,7 @@ static const char *check_instance(json_t *b, const char *id, char *why, size_t l
                 return field;
             }
         } else if (strcmp(key, "noProxyAccess") == 0) {
-            if (!json_is_boolean(v))
-                return snprintf(why, len, "must be a boolean"), "noProxyAccess";
+            if (!json_is_boolean(v)) return fault(why, len, "noProxyAccess", "must be a boolean");
             if (json_is_true(v)) {
                 snprintf(why, len,
                          "kilnd's proxy is the only way into an instance's JupyterLab: "
@@ -327,7 +331,10 @@ static enum MHD_Result set_verb(kilnd *d, struct MHD_Connection *c, const char *
                                                                 : "labels";
     json_object_foreach(b, key, v)
     {
-        if (!strstr(allowed, key)) {
+        bool known = strcmp(verb, "setAccelerator") == 0
+                         ? strcmp(key, "type") == 0 || strcmp(key, "coreCount") == 0
+                         : strcmp(key, allowed) == 0;
+        if (!known) {
             snprintf(why, sizeof why, "%s takes %s only", verb, allowed);
             rc = send_error(c, 400, NULL, "Field: %s Error: %s", key, why);
             goto out;
@@ -341,14 +348,14 @@ static enum MHD_Result set_verb(kilnd *d, struct MHD_Connection *c, const char *
         json_object_set_new(set, "acceleratorConfig", acc);
     } else if (strcmp(verb, "setMachineType") == 0) {
         if (!json_is_string(json_object_get(b, "machineType")))
-            f = "machineType", snprintf(why, sizeof why, "required");
+            f = fault(why, sizeof why, "machineType", "required");
         json_object_set(set, "machineType", json_object_get(b, "machineType"));
     } else {
         json_t *lb = json_object_get(b, "labels");
-        if (lb && !json_is_object(lb)) f = "labels", snprintf(why, sizeof why, "must be a map");
+        if (lb && !json_is_object(lb)) f = fault(why, sizeof why, "labels", "must be a map");
         json_object_foreach(lb, key, v)
         {
-            if (!json_is_string(v)) f = "labels", snprintf(why, sizeof why, "values are strings");
+            if (!json_is_string(v)) f = fault(why, sizeof why, "labels", "values are strings");
         }
         json_object_set(set, "labels", lb ? lb : json_null());
     }

@@ -160,9 +160,13 @@ kill -9 "$KPID"
 wait "$KPID" 2>/dev/null
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/healthz")
 check_eq "kilnd is gone" "$code" 000
-start_kilnd "$T/d" --node-config "$T/nodes.json" --tokens "$T/tokens" --notebook-python "$NBPY"
+start_kilnd "$T/d" --node-config "$T/nodes.json" --tokens "$T/tokens" --notebook-python "$NBPY" \
+    --max-inflight-per-token 4
 gc_set
 check "ACTIVE through the next kilnd" wait_nb nb1 ACTIVE 30
+# open WebSockets are no requests in flight: 6 of them leave the token's 4
+check_eq "WebSockets do not hold the token's in-flight places" \
+    "$(nb nb1 "$E1" ws-hold 6 "$URL/v1/projects/p1/locations/-/instances" 2>&1)" 200
 check_eq "same run (adopted, not restarted)" "$(desc nb1 | jget kiln.job)" "$(printf '%s' "$out" | jget kiln.job)"
 check_eq "reachable after the restart" "$(nb nb1 "$E1" get restart.txt 2>&1)" "before kill"
 check_eq "a cell after the restart" "$(nb nb1 "$E1" run 'print(6*7)' 2>&1)" 42

@@ -6,6 +6,7 @@ kilnd's proxy with Jupyter's own protocols (REST and WebSocket).
   nbclient.py BASE TOKEN terminal TEXT  -> prints what the terminal echoed
   nbclient.py BASE TOKEN put PATH TEXT / get PATH
   nbclient.py BASE TOKEN ws-status      -> the HTTP status of a refused upgrade
+  nbclient.py BASE TOKEN ws-hold N URL  -> GET URL's status while N WebSockets are open
 
 BASE is http://HOST:PORT/notebooks/P/NAME/; TOKEN "" sends no credentials.
 Exit 1 with the reason on stderr when a step fails."""
@@ -90,6 +91,18 @@ def main():
              {"type": "file", "format": "text", "content": sys.argv[5]})
     elif verb == "get":
         print(rest(base, token, "GET", "api/contents/" + sys.argv[4])["content"])
+    elif verb == "ws-hold":  # ws-hold N API_URL: N WebSockets open, then GET API_URL
+        socks = [websocket.create_connection(ws_url(base, "api/events/subscribe"),
+                                             header=[f"{a}: {b}" for a, b in hdrs(token).items()],
+                                             timeout=10) for _ in range(int(sys.argv[4]))]
+        req = urllib.request.Request(sys.argv[5], headers=hdrs(token))
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                print(r.status)
+        except urllib.error.HTTPError as e:
+            print(e.code)
+        for w in socks:
+            w.close()
     elif verb == "ws-status":
         try:
             ws = websocket.create_connection(ws_url(base, "api/events/subscribe"),
