@@ -119,10 +119,11 @@ json_t *kilnd_nb_exec(kilnd *d, const char *project, const char *name, json_t *c
     if (kilnd_project_user(d, project, &uid, &gid, why, whylen) != KILN_OK) goto out;
     kilnd_nb_home(d, project, name, home, sizeof home);
     size_t n = json_array_size(command);
-    if (!(argv = calloc(n + 2, sizeof *argv))) goto oom;
+    if (!(argv = calloc(n + 3, sizeof *argv))) goto oom;
     argv[0] = "env"; /* finds the command on the notebook's PATH (envp's) */
+    argv[1] = "--";  /* a command starting with '-' is no option of env's */
     for (size_t i = 0; i < n; i++)
-        argv[i + 1] = json_string_value(json_array_get(command, i));
+        argv[i + 2] = json_string_value(json_array_get(command, i));
     if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) goto oom;
     pid = fork();
     if (pid < 0) goto oom;

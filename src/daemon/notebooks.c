@@ -429,7 +429,10 @@ static void ops_tick(kilnd *d)
 /* What the replica runs: JupyterLab on the replica's port (MASTER_PORT, the
  * port kilnd gave it), behind kilnd's proxy (base_url, no token of its own:
  * kilnd is the door), in the instance's home; without what a training
- * replica's cluster variables say (TF_CONFIG: a notebook is no cluster). */
+ * replica's cluster variables say (TF_CONFIG: a notebook is no cluster).
+ * allow_remote_access: the Host header is kilnd's public name (kept, so
+ * that Jupyter's WebSocket origin check sees Origin and Host agree); Jupyter
+ * still listens on loopback only. */
 static const char nb_script[] =
     "unset TF_CONFIG CLUSTER_SPEC MASTER_ADDR WORLD_SIZE RANK\n"
     "port=$MASTER_PORT; unset MASTER_PORT\n"
@@ -441,6 +444,7 @@ static const char nb_script[] =
     "exec \"$1\" -m jupyterlab $root --no-browser --ip=127.0.0.1 --port=\"$port\" "
     "--ServerApp.port_retries=0 --ServerApp.base_url=\"$2\" --IdentityProvider.token= "
     "--ServerApp.password= --ServerApp.disable_check_xsrf=True "
+    "--ServerApp.allow_remote_access=True "
     "--ServerApp.root_dir=\"$HOME\" --ServerApp.terminado_settings='{\"shell_command\": "
     "[\"/bin/bash\"]}'\n";
 

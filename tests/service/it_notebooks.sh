@@ -81,6 +81,8 @@ check "write a file" nb nb1 "$E1" put kept.txt "written before stop"
 check_eq "a terminal echoes" "$(nb nb1 "$E1" terminal hello 2>&1)" hello-42
 check_eq "the cookie opens it too" \
     "$(curl -s -o /dev/null -w '%{http_code}' --cookie "kiln_token=$E1" "$URL/notebooks/p1/nb1/lab")" 200
+check_eq "kilnd under a public name (Host header)" "$(curl -s -o /dev/null -w '%{http_code}' \
+    -H 'Host: kiln.example.com' -H "Authorization: Bearer $E1" "$URL/notebooks/p1/nb1/api/status")" 200
 check "JupyterLab's page through the proxy" grep -q 'JupyterLab' \
     <<<"$(curl -s -H "Authorization: Bearer $E1" "$URL/notebooks/p1/nb1/lab")"
 
