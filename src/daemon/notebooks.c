@@ -608,38 +608,60 @@ static void cancel_job(kilnd *d, const char *project, const char *id)
 
 /* ---------- Jupyter's status ---------- */
 
-/* GET base + "api/status" from 127.0.0.1:port: Jupyter's last_activity
- * (seconds since the epoch) into *last, kernels busy into *busy. 0 when it
- * answered 200. */
-static int probe(int port, const char *base, double *last, int *busy)
+/* GET base + path from Jupyter on 127.0.0.1:port (2 s at most): the JSON
+ * body of a 200, or NULL. */
+static json_t *jupyter_get(int port, const char *base, const char *path)
 {
-    char req[512], buf[8192];
+    enum { CAP = 256 * 1024 };
+    char req[512], *buf = malloc(CAP);
     size_t got = 0;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
+    json_t *v = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     struct timeval tv = {.tv_sec = 2};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0) return -1;
+    if (fd < 0 || !buf) goto out;
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) goto out;
-    int n = snprintf(req, sizeof req, "GET %sapi/status HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", base);
-    if (write(fd, req, (size_t)n) != n) goto out;
-    for (ssize_t k; got < sizeof buf - 1 && (k = read(fd, buf + got, sizeof buf - 1 - got)) > 0;)
+    int n = snprintf(req, sizeof req, "GET %s%s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", base, path);
+    if (n < 0 || (size_t)n >= sizeof req || write(fd, req, (size_t)n) != n) goto out;
+    for (ssize_t k; got < CAP - 1 && (k = read(fd, buf + got, CAP - 1 - got)) > 0;)
         got += (size_t)k;
     buf[got] = '\0';
     if (strncmp(buf, "HTTP/1.1 200", 12) != 0 && strncmp(buf, "HTTP/1.0 200", 12) != 0) goto out;
     char *body = strstr(buf, "\r\n\r\n");
-    json_t *st = body ? json_loads(body + 4, 0, NULL) : NULL;
+    if (body) v = json_loads(body + 4, 0, NULL);
+out:
+    if (fd >= 0) close(fd);
+    free(buf);
+    return v;
+}
+
+/* Whether Jupyter answers; its last_activity (seconds since the epoch)
+ * into *last and, when asked (busy not NULL), whether a kernel is busy
+ * (a long silent cell is activity too; unknown counts as busy). The
+ * polls carry no_track_activity, so they are no activity themselves. */
+static int probe(int port, const char *base, double *last, bool *busy)
+{
+    json_t *st = jupyter_get(port, base, "api/status?no_track_activity=1");
+    if (!st) return -1;
     const char *la = json_string_value(json_object_get(st, "last_activity"));
     struct tm tm = {0};
     *last = la && strptime(la, "%Y-%m-%dT%H:%M:%S", &tm) ? (double)timegm(&tm) : (double)time(NULL);
-    *busy = 0; /* kiln counts Jupyter's last_activity only (docs/notebooks.md) */
     json_decref(st);
-    rc = 0;
-out:
-    close(fd);
-    return rc;
+    if (busy) {
+        json_t *ks = jupyter_get(port, base, "api/kernels?no_track_activity=1"), *k;
+        size_t i;
+        *busy = !json_is_array(ks);
+        json_array_foreach(ks, i, k)
+        {
+            const char *es = json_string_value(json_object_get(k, "execution_state"));
+            if (es && strcmp(es, "idle") != 0 && strcmp(es, "dead") != 0) *busy = true;
+        }
+        json_decref(ks);
+    }
+    return 0;
 }
 
 /* ---------- the thread ---------- */
@@ -679,9 +701,11 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, b
             json_t *gpus = json_object_get(rep, "gpus");
             char base[300];
             double last = 0;
-            int busy = 0;
+            bool busy = false;
             snprintf(base, sizeof base, "/notebooks/%s/%s/", project, name);
-            if (port > 0 && probe(port, base, &last, &busy) == 0) {
+            const char *ist = json_string_value(
+                json_object_get(json_object_get(doc, "metadata"), "idle-shutdown-timeout"));
+            if (port > 0 && probe(port, base, &last, ist ? &busy : NULL) == 0) {
                 const char *was = json_string_value(json_object_get(doc, "state"));
                 if (!was || strcmp(was, "ACTIVE") != 0) {
                     json_object_set_new(k, "activeSince", json_integer(time(NULL)));
@@ -692,11 +716,17 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, b
                 json_object_set(k, "gpus", gpus ? gpus : json_array());
                 json_object_set_new(k, "node", json_incref(json_object_get(rep, "node")));
                 /* idle shutdown: Jupyter's own last activity, never before
-                 * the instance became ACTIVE */
-                const char *ist = json_string_value(
-                    json_object_get(json_object_get(doc, "metadata"), "idle-shutdown-timeout"));
+                 * the instance became ACTIVE nor while a kernel was busy
+                 * (noted to 10 s, so that a long cell costs a write per 10 s) */
+                if (busy) {
+                    json_int_t now10 = (json_int_t)time(NULL) / 10 * 10;
+                    if (json_integer_value(json_object_get(k, "busySeen")) != now10)
+                        json_object_set_new(k, "busySeen", json_integer(now10));
+                }
                 double since = (double)json_integer_value(json_object_get(k, "activeSince"));
+                double seen = (double)json_integer_value(json_object_get(k, "busySeen"));
                 if (last < since) last = since;
+                if (last < seen) last = seen;
                 if (ist && atof(ist) > 0 && !busy && time(NULL) - last > atof(ist) * 60) {
                     event(d, doc, project,
                           "idle for %s minutes (idle-shutdown-timeout): stopping, its GPUs go back",

@@ -188,10 +188,14 @@ check "3 x T4 refused (catalog's counts)" grep -q 'acceleratorConfig' "$T/r4.err
 check_eq "nothing refused was made" "$(gc list --format 'value(name.basename())' 2>&1)" nb1
 
 # ---- idle shutdown (fractional minutes: 0.05 = 3 s) ----
-check "create nb2 with idle-shutdown-timeout" gc create nb2 \
+check "create nb2 with idle-shutdown-timeout" gc create nb2 --async \
     --vm-image-project deeplearning-platform-release --vm-image-family pytorch-latest-gpu \
     --accelerator-type NVIDIA_TESLA_T4 --accelerator-core-count 1 \
     --metadata idle-shutdown-timeout=0.05 --no-remove-data-disk
+check "nb2 ACTIVE" wait_nb nb2 ACTIVE 60
+# a kernel busy in a silent cell for 8 s is no idleness
+check_eq "a silent 8 s cell outlives a 3 s idle timeout" \
+    "$(nb nb2 "$E1" run 'import time; time.sleep(8); print("done")' 2>&1)" done
 check "idle nb2 stops by itself" wait_nb nb2 STOPPED 40
 check "... saying why" grep -q 'idle-shutdown-timeout' <<<"$(desc nb2)"
 check_eq "... and its GPU is back" "$(allocatable)" 1
