@@ -207,10 +207,9 @@ static const char *check_instance(json_t *b, const char *id, char *why, size_t l
                      "size of its own: leave --data-disk-size out");
             return "dataDiskSizeGb";
         } else if (strcmp(key, "postStartupScript") == 0) {
-            snprintf(why, len,
-                     "kiln runs no post-startup script yet: run it in a terminal of the instance "
-                     "or with `kiln notebooks exec`");
-            return "postStartupScript";
+            /* checked against the staging store with the job (kilnd_nb_check_job) */
+            if (!json_is_string(v))
+                return fault(why, len, "postStartupScript", "must be a gs:// URI");
         } else {
             snprintf(field, sizeof field, "%.100s", key);
             snprintf(why, len, "kiln does not act on this field (docs/notebooks.md)");

@@ -25,6 +25,8 @@
 #include "daemon/notebooks.h"
 #include "kiln/catalog.h"
 #include "kiln/job.h"
+#include "kiln/objects.h"
+#include "util/atomic.h"
 
 #define KIND    "notebook"
 #define OP_KIND "nbop"
@@ -35,6 +37,58 @@ static pthread_mutex_t nb_mu = PTHREAD_MUTEX_INITIALIZER;
 void kilnd_nb_home(const kilnd *d, const char *project, const char *name, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/notebooks/%s/%s", d->data_dir, project, name);
+}
+
+kiln_err kilnd_nb_script(kilnd *d, const char *project, const char *uri, char *path, size_t len,
+                         char *why, size_t whylen)
+{
+    char bucket[64];
+    const char *proj = NULL, *slash = strncmp(uri, "gs://", 5) == 0 ? strchr(uri + 5, '/') : NULL;
+    const char *name = slash ? slash + 1 : NULL, *bad = NULL;
+    kiln_object_meta m = {0};
+    if (!slash || (size_t)(slash - uri - 5) >= sizeof bucket || !*name) {
+        snprintf(why, whylen, "'%.200s': kiln takes a gs://BUCKET/OBJECT of its staging store",
+                 uri);
+        return KILN_EINVAL;
+    }
+    snprintf(bucket, sizeof bucket, "%.*s", (int)(slash - uri - 5), uri + 5);
+    if (!kiln_objects_valid_name(name, strlen(name), &bad) ||
+        !kiln_objects_holds(d->objects, bucket, &proj) || (proj && strcmp(proj, project) != 0)) {
+        snprintf(why, whylen,
+                 "'%.200s': kilnd does not hold that bucket for project %s (kilnd --bucket "
+                 "NAME[:PROJECT])",
+                 uri, project);
+        return KILN_EINVAL;
+    }
+    kiln_err err = kiln_objects_stat(d->objects, bucket, name, &m);
+    kiln_object_meta_clear(&m);
+    if (err == KILN_OK) err = kiln_objects_path(d->objects, bucket, name, path, len);
+    if (err != KILN_OK)
+        snprintf(why, whylen, "'%.200s': no such object in kilnd's staging store", uri);
+    return err;
+}
+
+/* The instance's post-startup script, copied for this run where its
+ * Jupyter's user can read it (DATA/notebooks/P/.NAME.post-startup.sh), or
+ * "" when it has none. -1 with why. */
+static int stage_script(kilnd *d, const char *project, const char *name, json_t *doc, char *out,
+                        size_t len, char *why, size_t whylen)
+{
+    const char *uri = json_string_value(json_object_get(doc, "postStartupScript"));
+    char src[4096];
+    out[0] = '\0';
+    if (!uri) return 0;
+    if (kilnd_nb_script(d, project, uri, src, sizeof src, why, whylen) != KILN_OK) return -1;
+    FILE *f = fopen(src, "rb");
+    char *buf = malloc(1 << 20);
+    size_t n = f && buf ? fread(buf, 1, 1 << 20, f) : 0;
+    bool whole = f && buf && feof(f);
+    if (f) fclose(f);
+    snprintf(out, len, "%s/notebooks/%s/.%s.post-startup.sh", d->data_dir, project, name);
+    int rc = whole ? kiln__write_atomic(out, buf, n, 0644) : -1;
+    free(buf);
+    if (rc < 0) snprintf(why, whylen, "cannot stage the postStartupScript %s (at most 1 MiB)", uri);
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---------- environments ---------- */
@@ -440,6 +494,8 @@ static const char nb_script[] =
     "export HOME=\"$3\" KILN_NOTEBOOK=\"$4\" PATH=\"$(dirname \"$1\"):$PATH\"\n"
     "cd \"$HOME\" || exit 1\n"
     /* root only where the site allowed root replicas (--allow-root-replicas) */
+    "if [ -n \"$5\" ]; then echo \"kiln: postStartupScript\"; /bin/bash \"$5\" ||"
+    " echo \"kiln: postStartupScript failed (exit $?); JupyterLab starts anyway\"; fi\n"
     "root=; [ \"$(id -u)\" -eq 0 ] && root=--ServerApp.allow_root=True\n"
     "exec \"$1\" -m jupyterlab $root --no-browser --ip=127.0.0.1 --port=\"$port\" "
     "--ServerApp.port_retries=0 --ServerApp.base_url=\"$2\" --IdentityProvider.token= "
@@ -471,7 +527,7 @@ static void location_of(json_t *doc, char *out, size_t len)
 }
 
 static json_t *nb_job_json(kilnd *d, const char *project, const char *name, json_t *doc, int gen,
-                           char *why, size_t whylen)
+                           const char *script, char *why, size_t whylen)
 {
     char id[160], base[300], home[4096], loc[128], region[128];
     json_t *vm = json_object_get(doc, "vmImage");
@@ -486,8 +542,8 @@ static json_t *nb_job_json(kilnd *d, const char *project, const char *name, json
     kilnd_nb_home(d, project, name, home, sizeof home);
     location_of(doc, loc, sizeof loc);
     region_of(loc, region, sizeof region);
-    json_t *mc = json_pack("{s:[s,s,s,s,s,s,s,s]}", "containerCommand", "/bin/sh", "-c", nb_script,
-                           "kiln-notebook", py, base, home, name);
+    json_t *mc = json_pack("{s:[s,s,s,s,s,s,s,s,s]}", "containerCommand", "/bin/sh", "-c",
+                           nb_script, "kiln-notebook", py, base, home, name, script);
     json_t *acc = json_object_get(doc, "acceleratorConfig");
     if (acc && json_object_get(acc, "coreCount")) {
         json_t *c = json_object_get(acc, "coreCount");
@@ -529,9 +585,14 @@ kiln_err kilnd_nb_check_job(kilnd *d, const char *project, const char *name, jso
     kiln_diag dg = KILN_DIAG_INIT;
     kiln_job *job = NULL;
     kiln_err err = KILN_EINVAL;
+    char path[4096], *s = NULL;
+    const char *uri = json_string_value(json_object_get(doc, "postStartupScript"));
+    snprintf(field, flen, "postStartupScript");
+    if (uri && kilnd_nb_script(d, project, uri, path, sizeof path, why, whylen) != KILN_OK)
+        goto out;
     snprintf(field, flen, "vmImage");
-    json_t *jj = nb_job_json(d, project, name, doc, 0, why, whylen);
-    char *s = jj ? json_dumps(jj, JSON_COMPACT) : NULL;
+    json_t *jj = nb_job_json(d, project, name, doc, 0, "", why, whylen);
+    s = jj ? json_dumps(jj, JSON_COMPACT) : NULL;
     json_decref(jj);
     if (!s) goto out;
     err = kiln_job_from_json(s, strlen(s), &job, &dg);
@@ -558,8 +619,10 @@ static kiln_err start_job(kilnd *d, const char *project, const char *name, json_
     kiln_err err = KILN_EINVAL;
     json_t *k = kiln_part(doc);
     int gen = (int)json_integer_value(json_object_get(k, "gen")) + 1;
-    json_t *jj = nb_job_json(d, project, name, doc, gen, why, whylen);
-    char *s = jj ? json_dumps(jj, JSON_COMPACT) : NULL;
+    char script[4096], *s = NULL;
+    if (stage_script(d, project, name, doc, script, sizeof script, why, whylen) < 0) goto out;
+    json_t *jj = nb_job_json(d, project, name, doc, gen, script, why, whylen);
+    s = jj ? json_dumps(jj, JSON_COMPACT) : NULL;
     json_decref(jj);
     if (!s) goto out;
     err = kiln_job_from_json(s, strlen(s), &job, &dg);

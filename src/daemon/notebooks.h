@@ -35,6 +35,11 @@ const char *kilnd_nb_python(const kilnd *d, const char *family, const char *imag
 kiln_err kilnd_nb_check_job(kilnd *d, const char *project, const char *name, json_t *doc,
                             char *field, size_t flen, char *why, size_t whylen);
 
+/* The file behind a postStartupScript gs://BUCKET/OBJECT of kilnd's
+ * staging store held for the project; KILN_EINVAL/KILN_ENOTFOUND with why. */
+kiln_err kilnd_nb_script(kilnd *d, const char *project, const char *uri, char *path, size_t len,
+                         char *why, size_t whylen);
+
 /* Stores a new instance (doc: the validated Instance; kiln's part is added
  * here) and makes its home. KILN_EEXIST when the name is taken. */
 kiln_err kilnd_nb_create(kilnd *d, const char *project, const char *name, json_t *doc, char *why,

@@ -24,7 +24,8 @@ V1=viewer-p1-0123456789abcdef
 E2=editor-p2-0123456789abcdef
 printf '%s p1 editor\n%s p1 viewer\n%s p2 editor\n' "$E1" "$V1" "$E2" >"$T/tokens"
 chmod 600 "$T/tokens"
-start_kilnd "$T/d" --node-config "$T/nodes.json" --tokens "$T/tokens" --notebook-python "$NBPY"
+start_kilnd "$T/d" --node-config "$T/nodes.json" --tokens "$T/tokens" --notebook-python "$NBPY" \
+    --bucket nb-stage:p1
 TOKEN=$E1
 
 printf '%s' "$E1" >"$T/tok1"
@@ -163,7 +164,7 @@ wait "$KPID" 2>/dev/null
 code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/healthz")
 check_eq "kilnd is gone" "$code" 000
 start_kilnd "$T/d" --node-config "$T/nodes.json" --tokens "$T/tokens" --notebook-python "$NBPY" \
-    --max-inflight-per-token 4
+    --bucket nb-stage:p1 --max-inflight-per-token 4
 gc_set
 check "ACTIVE through the next kilnd" wait_nb nb1 ACTIVE 30
 # open WebSockets are no requests in flight: 6 of them leave the token's 4
@@ -185,7 +186,22 @@ check "unknown image family refused" grep -q 'windows-2019' "$T/r3.err"
 gc create bad4 --vm-image-project deeplearning-platform-release --vm-image-family common-cpu \
     --accelerator-type NVIDIA_TESLA_T4 --accelerator-core-count 3 >/dev/null 2>"$T/r4.err"
 check "3 x T4 refused (catalog's counts)" grep -q 'acceleratorConfig' "$T/r4.err"
+gc create bad5 --vm-image-project deeplearning-platform-release --vm-image-family common-cpu \
+    --post-startup-script gs://not-held/x.sh >/dev/null 2>"$T/r5.err"
+check "a postStartupScript outside the staging store refused" grep -q 'postStartupScript' "$T/r5.err"
 check_eq "nothing refused was made" "$(gc list --format 'value(name.basename())' 2>&1)" nb1
+
+# ---- postStartupScript: a gs:// object of kilnd's staging store, run before JupyterLab ----
+printf 'echo "ran in $(pwd) as $(id -u), TF_CONFIG=${TF_CONFIG:-none}" >post-ran.txt\n' >"$T/post.sh"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $E1" --data-binary @"$T/post.sh" \
+    "$URL/upload/storage/v1/b/nb-stage/o?uploadType=media&name=post.sh")
+check_eq "upload the script" "$code" 200
+check "create nb3 with --post-startup-script" gc create nb3 \
+    --vm-image-project deeplearning-platform-release --vm-image-family common-cpu \
+    --post-startup-script gs://nb-stage/post.sh
+check_eq "the script ran in the home before JupyterLab" "$(cat "$T/d/notebooks/p1/nb3/post-ran.txt" 2>&1)" \
+    "ran in $T/d/notebooks/p1/nb3 as $(id -u), TF_CONFIG=none"
+check "gcloud delete nb3" gc delete nb3 --quiet
 
 # ---- idle shutdown (fractional minutes: 0.05 = 3 s) ----
 check "create nb2 with idle-shutdown-timeout" gc create nb2 --async \
