@@ -737,7 +737,32 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
 
 /* Moves one instance a step towards what was asked. Returns true when doc
  * changed (to be saved); *gone when it is deleted. */
-static bool step(kilnd *d, const char *project, const char *name, json_t *doc, bool *gone)
+/* What Jupyter answered on `port` this tick (asked before the lock, so
+ * that a slow Jupyter never holds up the API's reads of instances). */
+typedef struct probed {
+    int port; /* 0: not asked */
+    bool ok, busy;
+    double last;
+} probed;
+
+/* The port of the RUNNING replica of a job, or 0. */
+static int job_port(kilnd *d, const char *project, const char *jid)
+{
+    kiln_job_record *r = NULL;
+    int port = 0;
+    if (jid && kiln_store_job_get(d->store, project, jid, &r) == KILN_OK &&
+        r->job->state == KILN_STATE_RUNNING && r->runtime) {
+        json_t *rt = json_loads(r->runtime, 0, NULL);
+        port = (int)json_integer_value(
+            json_object_get(json_array_get(json_object_get(rt, "replicas"), 0), "port"));
+        json_decref(rt);
+    }
+    kiln_job_record_free(r);
+    return port;
+}
+
+static bool step(kilnd *d, const char *project, const char *name, json_t *doc, const probed *pr,
+                 bool *gone)
 {
     json_t *k = kiln_part(doc);
     char *before = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS), why[1024];
@@ -762,13 +787,11 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, b
             json_t *rep = json_array_get(json_object_get(rt, "replicas"), 0);
             int port = (int)json_integer_value(json_object_get(rep, "port"));
             json_t *gpus = json_object_get(rep, "gpus");
-            char base[300];
-            double last = 0;
-            bool busy = false;
-            snprintf(base, sizeof base, "/notebooks/%s/%s/", project, name);
+            double last = pr->last;
+            bool busy = pr->busy;
             const char *ist = json_string_value(
                 json_object_get(json_object_get(doc, "metadata"), "idle-shutdown-timeout"));
-            if (port > 0 && probe(port, base, &last, ist ? &busy : NULL) == 0) {
+            if (port > 0 && pr->port == port && pr->ok) {
                 const char *was = json_string_value(json_object_get(doc, "state"));
                 if (!was || strcmp(was, "ACTIVE") != 0) {
                     json_object_set_new(k, "activeSince", json_integer(time(NULL)));
@@ -859,10 +882,23 @@ static void tick(kilnd *d)
     size_t n = 0;
     if (kiln_store_doc_list(d->store, KIND, NULL, &v, &n) != KILN_OK) return;
     for (size_t i = 0; i < n && !d->stop; i++) {
+        /* Jupyter first, unlocked: from the document as listed */
+        probed pr = {0};
+        json_t *seen = json_loads(v[i].json, 0, NULL);
+        const char *want = kstr(seen, "want");
+        if (want && strcmp(want, "ACTIVE") == 0 &&
+            (pr.port = job_port(d, v[i].project, kstr(seen, "job"))) > 0) {
+            char base[300];
+            snprintf(base, sizeof base, "/notebooks/%s/%s/", v[i].project, v[i].name);
+            bool idle_on =
+                json_object_get(json_object_get(seen, "metadata"), "idle-shutdown-timeout") != NULL;
+            pr.ok = probe(pr.port, base, &pr.last, idle_on ? &pr.busy : NULL) == 0;
+        }
+        json_decref(seen);
         pthread_mutex_lock(&nb_mu);
         json_t *doc = load(d, KIND, v[i].project, v[i].name); /* the API may have changed it */
         bool gone = false;
-        if (doc && step(d, v[i].project, v[i].name, doc, &gone))
+        if (doc && step(d, v[i].project, v[i].name, doc, &pr, &gone))
             save(d, KIND, v[i].project, v[i].name, gone ? NULL : doc);
         json_decref(doc);
         pthread_mutex_unlock(&nb_mu);
