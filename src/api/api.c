@@ -225,7 +225,9 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
 {
     if (strcmp(url, "/healthz") == 0) return send_text(c, 200, strdup("{\"status\":\"ok\"}"));
     if (kiln__api_is_web(url)) return kiln__api_web(c, method, url);
-    if (kiln__api_nbproxy_owns(url)) return kiln__api_nbproxy(d, c, method, url, rq);
+    /* the proxy may hang an end hook on its request (rq is the handler's own) */
+    if (kiln__api_nbproxy_owns(url))
+        return kiln__api_nbproxy(d, c, method, url, (kiln_api_req *)rq);
     kiln_api_auth a = rq->auth;
     if (!a.ok)
         return send_error(c, 401, NULL,
@@ -500,6 +502,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     kiln_api_req *rq = *con_cls;
     (void)c, (void)toe;
     if (!rq) return;
+    if (rq->on_done) rq->on_done(rq->on_done_arg);
     release(cls, rq);
     if (rq->spool_fd >= 0) close(rq->spool_fd);
     free(rq->body);

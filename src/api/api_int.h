@@ -51,7 +51,11 @@ typedef struct kiln_api_req {
     int slot;          /* the per-token counter it holds (-1: none) */
     bool counted;      /* holds one of the overall in-flight count */
     bool begun;        /* begin() ran (the URI callback made rq before it) */
-    char *uri;         /* the request target as sent (path and query, not decoded) */
+    /* called once when the request ends (completed()), if set: the notebook
+     * proxy frees a WebSocket splice whose upgrade never happened */
+    void (*on_done)(void *arg);
+    void *on_done_arg;
+    char *uri; /* the request target as sent (path and query, not decoded) */
 } kiln_api_req;
 
 /* Queues `body` (taken over, freed by libmicrohttpd) as application/json;
@@ -159,7 +163,7 @@ enum MHD_Result kiln__api_notebooks_signin(kilnd *d, struct MHD_Connection *c, c
 bool kiln__api_nbproxy_owns(const char *url);
 uint64_t kiln__api_nbproxy_cap(void);
 enum MHD_Result kiln__api_nbproxy(kilnd *d, struct MHD_Connection *c, const char *method,
-                                  const char *url, const kiln_api_req *rq);
+                                  const char *url, kiln_api_req *rq);
 void kiln__api_nbproxy_stop(void);
 
 /* GET / and /ui/FILE: the dashboard, served without auth (it holds no data;

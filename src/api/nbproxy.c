@@ -214,6 +214,17 @@ typedef struct splice {
     size_t extra_n;
 } splice;
 
+/* The request ended before libmicrohttpd handed over the upgraded socket
+ * (the client went away before the 101): nobody splices, free it here. */
+static void splice_abandon(void *arg)
+{
+    splice *s = arg;
+    close(s->up);
+    free(s->pending);
+    free(s);
+    atomic_fetch_sub(&ws_live, 1);
+}
+
 static void *splice_run(void *arg)
 {
     splice *s = arg;
@@ -255,8 +266,14 @@ static void upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const c
     pthread_attr_t at;
     (void)c;
     /* no longer a request in flight: its places go back (the API's
-     * limits would otherwise count every open kernel channel) */
-    if (con_cls) kiln__api_release(s->d, con_cls);
+     * limits would otherwise count every open kernel channel); the splice
+     * is the thread's now, not the request's end hook's */
+    if (con_cls) {
+        kiln_api_req *rq = con_cls;
+        rq->on_done = NULL;
+        rq->on_done_arg = NULL;
+        kiln__api_release(s->d, rq);
+    }
     s->down = sock;
     s->urh = urh;
     if (extra_in_size && (s->extra = malloc(extra_in_size))) {
@@ -323,7 +340,7 @@ static bool allowed(kilnd *d, struct MHD_Connection *c, const kiln_api_req *rq, 
 }
 
 enum MHD_Result kiln__api_nbproxy(kilnd *d, struct MHD_Connection *c, const char *method,
-                                  const char *url, const kiln_api_req *rq)
+                                  const char *url, kiln_api_req *rq)
 {
     char project[64], name[64], why[256];
     const char *p = url + 11, *s1 = strchr(p, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
@@ -426,6 +443,8 @@ enum MHD_Result kiln__api_nbproxy(kilnd *d, struct MHD_Connection *c, const char
         copy_headers(r, buf, hl, true);
         free(buf);
         free(h.s);
+        rq->on_done = splice_abandon; /* until upgraded() takes it */
+        rq->on_done_arg = sp;
         return kiln__api_queue(c, 101, r);
     }
     if (ws) { /* refused upstream: its answer goes back as a plain one */
