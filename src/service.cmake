@@ -183,7 +183,8 @@ endif()
 if(TARGET kiln_client)
   add_executable(kiln-svc-cli ${CMAKE_SOURCE_DIR}/tests/service/cli_driver.c
                  ${CMAKE_SOURCE_DIR}/src/cli/jobs.c ${CMAKE_SOURCE_DIR}/src/cli/nodes.c
-                 ${CMAKE_SOURCE_DIR}/src/cli/queues.c)
+                 ${CMAKE_SOURCE_DIR}/src/cli/queues.c
+                 ${CMAKE_SOURCE_DIR}/src/cli/notebooks.c)
   target_link_libraries(kiln-svc-cli PRIVATE kiln_client kiln_catalog kiln_spec kiln_util)
 endif()
 

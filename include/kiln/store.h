@@ -179,6 +179,23 @@ void kiln_store_write_stats_get(kiln_store *s, kiln_store_write_stats *out);
 kiln_err kiln_store_node_cordoned(kiln_store *s, const char *node, bool *cordoned);
 kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordoned);
 
+/* Documents of other kinds of resource, as JSON text keyed by (kind,
+ * project, name): notebook instances ("notebook") and their long-running
+ * operations ("nbop") (src/daemon/notebooks.c). put with json NULL deletes
+ * (no error when absent); get gives KILN_ENOTFOUND when absent (*json NULL);
+ * list gives a kind's documents of one project (NULL: all) in name order,
+ * names and bodies malloc'd, freed with kiln_store_docs_free. */
+kiln_err kiln_store_doc_put(kiln_store *s, const char *kind, const char *project, const char *name,
+                            const char *json);
+kiln_err kiln_store_doc_get(kiln_store *s, const char *kind, const char *project, const char *name,
+                            char **json);
+typedef struct kiln_store_doc {
+    char *project, *name, *json;
+} kiln_store_doc;
+kiln_err kiln_store_doc_list(kiln_store *s, const char *kind, const char *project,
+                             kiln_store_doc **out, size_t *n);
+void kiln_store_docs_free(kiln_store_doc *v, size_t n);
+
 void kiln_job_record_free(kiln_job_record *r);
 void kiln_job_records_free(kiln_job_record **v, size_t n);
 

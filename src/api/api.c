@@ -235,6 +235,9 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
 {
     if (strcmp(url, "/healthz") == 0) return send_text(c, 200, strdup("{\"status\":\"ok\"}"));
     if (kiln__api_is_web(url)) return kiln__api_web(c, method, url);
+    /* the proxy may hang an end hook on its request (rq is the handler's own) */
+    if (kiln__api_nbproxy_owns(url))
+        return kiln__api_nbproxy(d, c, method, url, (kiln_api_req *)rq);
     kiln_api_auth a = rq->auth;
     if (!a.ok)
         return send_error(c, 401, NULL,
@@ -244,13 +247,15 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
     if (strcmp(url, "/metrics") == 0) return kiln__api_metrics(d, c, method, &a);
     if (strncmp(url, "/v1/queues", 10) == 0 && (url[10] == '\0' || url[10] == '/'))
         return kiln__api_queues(d, c, method, url[10] ? url + 11 : "", &a);
+    if (strcmp(url, "/v1/notebooks:signin") == 0) return kiln__api_notebooks_signin(d, c, method);
     if (strncmp(url, "/v1/nodes", 9) == 0 && (url[9] == '\0' || url[9] == '/'))
         return kiln__api_nodes(d, c, method, url[9] ? url + 10 : "", &a);
     if (strncmp(url, "/v2/", 4) == 0) return kiln__api_logging(d, c, method, url + 4, rq, &a);
     if (strncmp(url, "/v1/projects/", 13) != 0)
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
     const char *p = url + 13, *slash = strchr(p, '/');
-    if (!slash || strncmp(slash, "/jobs", 5) != 0 || (slash[5] && slash[5] != '/'))
+    bool nb = slash && strncmp(slash, "/locations/", 11) == 0;
+    if (!slash || (!nb && (strncmp(slash, "/jobs", 5) != 0 || (slash[5] && slash[5] != '/'))))
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
     size_t pl = (size_t)(slash - p);
     if (!kiln__api_valid_name(p, pl))
@@ -262,6 +267,7 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
         kiln__api_note_hidden();
         return send_error(c, 404, NULL, "Project %s not found", project);
     }
+    if (nb) return kiln__api_notebooks(d, c, method, project, slash + 11, rq, &a);
     return kiln__api_jobs(d, c, method, project, slash + 5, rq, &a);
 }
 
@@ -301,6 +307,11 @@ static void release(kilnd *d, kiln_api_req *rq)
     if (rq->slot >= 0) atomic_fetch_sub(&d->limits->per[rq->slot], 1);
     rq->counted = false;
     rq->slot = -1;
+}
+
+void kiln__api_release(kilnd *d, kiln_api_req *rq)
+{
+    release(d, rq);
 }
 
 static enum MHD_Result send_429(struct MHD_Connection *c)
@@ -389,13 +400,17 @@ static enum MHD_Result begin(kilnd *d, struct MHD_Connection *c, const char *url
     /* storage uploads stream to a temp file under their own cap; every
      * other body keeps max_body */
     bool spool = kiln__api_storage_spools(url, method);
-    uint64_t cap = spool ? kiln__api_storage_cap(d) : d->max_body;
+    uint64_t cap = spool                         ? kiln__api_storage_cap(d)
+                   : kiln__api_nbproxy_owns(url) ? kiln__api_nbproxy_cap()
+                                                 : d->max_body;
     if (cl && strtoull(cl, NULL, 10) > cap) {
         /* refused before reading it: MHD drops the rest and closes */
         rq->too_big = true;
         return send_error(c, 413, NULL, "The request body is larger than %llu bytes (%s)",
                           (unsigned long long)cap,
-                          spool ? "kilnd --max-object" : "kilnd --max-body");
+                          spool                         ? "kilnd --max-object"
+                          : kiln__api_nbproxy_owns(url) ? "the notebook proxy's cap"
+                                                        : "kilnd --max-body");
     }
     /* no disk for a caller without a valid token */
     if (spool && !rq->auth.ok) {
@@ -410,6 +425,28 @@ static enum MHD_Result begin(kilnd *d, struct MHD_Connection *c, const char *url
     return MHD_YES;
 }
 
+static kiln_api_req *new_req(const char *uri)
+{
+    kiln_api_req *rq = calloc(1, sizeof *rq);
+    if (!rq) return NULL;
+    rq->spool_fd = -1;
+    rq->slot = -1;
+    rq->t0_ns = kiln__api_mono_ns();
+    if (uri && !(rq->uri = strdup(uri))) {
+        free(rq);
+        return NULL;
+    }
+    return rq;
+}
+
+/* Before the headers: the request target as sent, which the notebook proxy
+ * forwards unchanged (libmicrohttpd hands the handler a decoded path). */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    (void)cls, (void)c;
+    return new_req(uri);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
@@ -417,12 +454,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     kilnd *d = cls;
     kiln_api_req *rq = *con_cls;
     (void)version;
-    if (!rq) {
-        rq = calloc(1, sizeof *rq);
-        if (!rq) return MHD_NO;
-        rq->spool_fd = -1;
-        rq->slot = -1;
-        rq->t0_ns = kiln__api_mono_ns();
+    if (!rq || !rq->begun) {
+        if (!rq && !(rq = new_req(NULL))) return MHD_NO;
+        rq->begun = true;
         *con_cls = rq;
         kiln__api_last_code(true);
         enum MHD_Result rc = begin(d, c, url, method, rq);
@@ -450,7 +484,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (*upload_size) {
-        if (!rq->too_big && rq->len + *upload_size > d->max_body) {
+        size_t cap = kiln__api_nbproxy_owns(url) ? (size_t)kiln__api_nbproxy_cap() : d->max_body;
+        if (!rq->too_big && rq->len + *upload_size > cap) {
             rq->too_big = true;
             free(rq->body);
             rq->body = NULL;
@@ -474,6 +509,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (rq->too_big && rq->spool_fd >= 0)
         rc = send_error(c, 413, NULL, "The upload is larger than %llu bytes (kilnd --max-object)",
                         (unsigned long long)kiln__api_storage_cap(d));
+    else if (rq->too_big && kiln__api_nbproxy_owns(url))
+        rc = send_error(c, 413, NULL,
+                        "The request body is larger than %llu bytes (the notebook "
+                        "proxy's cap)",
+                        (unsigned long long)kiln__api_nbproxy_cap());
     else if (rq->too_big)
         rc =
             send_error(c, 413, NULL, "The request body is larger than %zu bytes (kilnd --max-body)",
@@ -497,9 +537,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
     kiln_api_req *rq = *con_cls;
     (void)c, (void)toe;
     if (!rq) return;
+    if (rq->on_done) rq->on_done(rq->on_done_arg);
     release(cls, rq);
     if (rq->spool_fd >= 0) close(rq->spool_fd);
     free(rq->body);
+    free(rq->uri);
     free(rq);
     *con_cls = NULL;
 }
@@ -614,7 +656,8 @@ int kiln_api_tls_reload(kilnd *d)
 
 struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd)
 {
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+    /* upgrades: the notebook proxy's WebSockets (nbproxy.c) */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_UPGRADE;
     kiln__api_jobs_cache_init(d);
     kiln__api_metrics_init(d);
     d->limits = calloc(1, sizeof *d->limits);
@@ -640,12 +683,14 @@ struct MHD_Daemon *kiln_api_start(kilnd *d, int listen_fd)
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(d->threads > 0 ? d->threads : 2),
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, 1024u,
         MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED, completed, d,
+        MHD_OPTION_URI_LOG_CALLBACK, uri_seen, d,
         d->tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, tls_pick,
         MHD_OPTION_HTTPS_PRIORITIES, "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2", MHD_OPTION_END);
 }
 
 void kiln_api_stop(kilnd *d, struct MHD_Daemon *m)
 {
+    kiln__api_nbproxy_stop();
     if (m) MHD_stop_daemon(m);
     kiln__api_jobs_cache_free(d);
     kiln__api_storage_free(d);

@@ -50,6 +50,12 @@ typedef struct kiln_api_req {
     bool limited;      /* answered 429 at once; the body is dropped */
     int slot;          /* the per-token counter it holds (-1: none) */
     bool counted;      /* holds one of the overall in-flight count */
+    bool begun;        /* begin() ran (the URI callback made rq before it) */
+    /* called once when the request ends (completed()), if set: the notebook
+     * proxy frees a WebSocket splice whose upgrade never happened */
+    void (*on_done)(void *arg);
+    void *on_done_arg;
+    char *uri; /* the request target as sent (path and query, not decoded) */
 } kiln_api_req;
 
 /* Queues `body` (taken over, freed by libmicrohttpd) as application/json;
@@ -147,6 +153,26 @@ void kiln__api_note_created(const char *job_id);
 /* The code of the response this thread queued last (0 = none since reset). */
 unsigned kiln__api_last_code(bool reset);
 int64_t kiln__api_mono_ns(void);
+
+/* /v1/projects/PROJECT/locations/ + rest ("L/instances...", "L/operations/ID"):
+ * the Notebooks API subset (notebooks.c); the project is already checked. */
+enum MHD_Result kiln__api_notebooks(kilnd *d, struct MHD_Connection *c, const char *method,
+                                    const char *project, const char *rest, const kiln_api_req *rq,
+                                    const kiln_api_auth *a);
+/* Gives back the in-flight places rq holds (once; completed() does it for
+ * every request): an upgraded WebSocket lives on but is no request in
+ * flight, so the proxy gives its places back at the upgrade. */
+void kiln__api_release(kilnd *d, kiln_api_req *rq);
+/* POST /v1/notebooks:signin: the bearer token as the proxy's cookie. */
+enum MHD_Result kiln__api_notebooks_signin(kilnd *d, struct MHD_Connection *c, const char *method);
+/* /notebooks/P/NAME/...: the proxy to an instance's JupyterLab (nbproxy.c),
+ * which authenticates itself (bearer token or the kiln_token cookie), its
+ * body cap, and stop (ends the WebSocket splices before the daemon stops). */
+bool kiln__api_nbproxy_owns(const char *url);
+uint64_t kiln__api_nbproxy_cap(void);
+enum MHD_Result kiln__api_nbproxy(kilnd *d, struct MHD_Connection *c, const char *method,
+                                  const char *url, kiln_api_req *rq);
+void kiln__api_nbproxy_stop(void);
 
 /* GET / and /ui/FILE: the dashboard, served without auth (it holds no data;
  * its pages call the API with the token the user gives them). Returns false

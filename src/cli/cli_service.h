@@ -13,6 +13,7 @@
 
 int kiln_cli_jobs(int argc, char **argv);   /* src/cli/jobs.c */
 int kiln_cli_nodes(int argc, char **argv);  /* src/cli/nodes.c */
+int kiln_cli_notebooks(int argc, char **argv); /* src/cli/notebooks.c */
 int kiln_cli_queues(int argc, char **argv); /* src/cli/queues.c */
 int kiln_cli_local(int argc, char **argv);  /* src/cli/jobs.c: `kiln local train` */
 

@@ -26,6 +26,7 @@ static const verb verbs[] = {
     {"jobs", kiln_cli_jobs, "submit, describe, list, cancel jobs and stream their logs (kilnd)"},
     {"nodes", kiln_cli_nodes, "list, describe, drain and uncordon kilnd's nodes"},
     {"queues", kiln_cli_queues, "list and describe kilnd's ClusterQueues (kilnd --queues)"},
+    {"notebooks", kiln_cli_notebooks, "list, describe notebook instances and exec in them"},
     {"tokens", kiln_cli_tokens, "tokens new: a fresh bearer token and its hashed tokens-file line"},
     {"local", kiln_cli_local, "local train: run one job on this machine without a kilnd"},
 };

@@ -110,6 +110,11 @@ typedef struct kilnd {
     } slurm;
     kilnd_user *users;
     size_t n_users;
+    /* notebook instances (src/daemon/notebooks.h): the Python with
+     * JupyterLab for the known vmImage families, and KEY=PYTHON overrides */
+    char *nb_python;
+    const char **nb_env;
+    size_t nb_env_n;
 
     kiln_store *store;
     kiln_catalog *catalog;

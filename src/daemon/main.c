@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "daemon/kilnd.h"
+#include "daemon/notebooks.h"
 #include "util/atomic.h"
 #include "daemon/tokens.h"
 #include "kiln/objects.h"
@@ -54,6 +55,7 @@ static const char usage[] =
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
     "             [--queues FILE]\n"
+    "             [--notebook-python PATH] [--notebook-env KEY=PYTHON]...\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
     "127.0.0.1:8470, --data-dir ./var (SQLite store, logs), this machine as the\n"
@@ -70,7 +72,10 @@ static const char usage[] =
     "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n"
     "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
     "LocalQueue, ResourceFlavor, Cohort and WorkloadPriorityClass YAML (docs/queues.md);\n"
-    "SIGHUP reloads it (a bad file leaves the old one in use).\n";
+    "SIGHUP reloads it (a bad file leaves the old one in use).\n"
+    "Notebook instances (docs/notebooks.md) run JupyterLab from --notebook-python\n"
+    "(default $KILN_NOTEBOOK_PYTHON or ~/.cache/kiln/notebook-venv/bin/python);\n"
+    "--notebook-env maps a vmImage family or image name to another Python.\n";
 
 /* Reads the "project P user U [group G]" lines of the tokens file into
  * d->users, once at start: the supervisor reads d->users without a lock, so
@@ -367,6 +372,8 @@ static void cleanup(kilnd *d)
     }
     free(d->users);
     kiln_doorbell_close(&d->wake);
+    free(d->nb_python);
+    free(d->nb_env);
     pthread_mutex_destroy(&d->mu);
     pthread_rwlock_destroy(&d->tokens_mu);
     kiln_queues_free(d->queues);
@@ -406,8 +413,8 @@ int main(int argc, char **argv)
     const char *slurm_flag = NULL; /* the first --slurm-* flag given: needs --executor slurm */
     char *cfg_runtime = NULL;
     struct MHD_Daemon *api = NULL;
-    pthread_t sup;
-    bool sup_started = false;
+    pthread_t sup, nb;
+    bool sup_started = false, nb_started = false;
     int lfd = -1, rc = 1;
     char *data_abs = NULL, *audit_default = NULL;
     bool insecure_plain = false;
@@ -420,6 +427,11 @@ int main(int argc, char **argv)
     /* before any thread: the supervisor fetches http(s) packageUris (fetch.c) */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (getenv("KILN_PYTHON") && *getenv("KILN_PYTHON")) d.python = getenv("KILN_PYTHON");
+    if (getenv("KILN_NOTEBOOK_PYTHON") && *getenv("KILN_NOTEBOOK_PYTHON"))
+        d.nb_python = strdup(getenv("KILN_NOTEBOOK_PYTHON"));
+    else if (getenv("HOME") &&
+             asprintf(&d.nb_python, "%s/.cache/kiln/notebook-venv/bin/python", getenv("HOME")) < 0)
+        d.nb_python = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -451,7 +463,18 @@ int main(int argc, char **argv)
             d.queues_path = (char *)v;
         else if (strcmp(a, "--python") == 0)
             d.python = v;
-        else if (strcmp(a, "--tls-cert") == 0)
+        else if (strcmp(a, "--notebook-python") == 0) {
+            free(d.nb_python);
+            d.nb_python = strdup(v);
+        } else if (strcmp(a, "--notebook-env") == 0) {
+            const char **nv = realloc(d.nb_env, (d.nb_env_n + 1) * sizeof *nv);
+            if (!nv || !strchr(v, '=')) {
+                fprintf(stderr, "kilnd: --notebook-env is KEY=PYTHON, not '%s'\n", v);
+                goto out;
+            }
+            d.nb_env = nv;
+            d.nb_env[d.nb_env_n++] = v;
+        } else if (strcmp(a, "--tls-cert") == 0)
             d.tls_cert = v;
         else if (strcmp(a, "--tls-key") == 0)
             d.tls_key = v;
@@ -730,6 +753,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (pthread_create(&sup, NULL, kilnd_supervisor, &d) != 0) goto out;
     sup_started = true;
+    /* notebook instances: their jobs go through the supervisor (not with Slurm) */
+    if (!d.slurm.on && pthread_create(&nb, NULL, kilnd_notebooks_run, &d) == 0) nb_started = true;
     api = kiln_api_start(&d, lfd);
     if (!api) {
         fprintf(stderr, "kilnd: cannot start the HTTP server\n");
@@ -787,6 +812,7 @@ out:
         kiln_doorbell_ring(&d.wake);
         pthread_join(sup, NULL);
     }
+    if (nb_started) pthread_join(nb, NULL);
     cleanup(&d);
     kiln_diag_free(&dg);
     curl_global_cleanup();

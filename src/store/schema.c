@@ -41,6 +41,11 @@ static const char *const migrations[KILN__STORE_SCHEMA] = {
     " WHERE l.type = 'text';"
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);"
     "INSERT INTO meta(key, value) VALUES ('token_key', randomblob(32));",
+
+    /* 2 -> 3: documents of other resources (notebook instances and their
+     * operations), JSON text by kind, project and name */
+    "CREATE TABLE docs(kind TEXT NOT NULL, project TEXT NOT NULL, name TEXT NOT NULL,"
+    " body TEXT NOT NULL, PRIMARY KEY(kind, project, name)) WITHOUT ROWID;",
 };
 
 static int user_version(sqlite3 *db)

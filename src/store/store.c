@@ -860,6 +860,119 @@ out:
     return durable(s, ticket, err);
 }
 
+kiln_err kiln_store_doc_put(kiln_store *s, const char *kind, const char *project, const char *name,
+                            const char *json)
+{
+    sqlite3_stmt *st = NULL;
+    kiln_err err = KILN_EIO;
+    uint64_t ticket = 0;
+
+    pthread_mutex_lock(&s->mu);
+    int64_t t0 = mono_ns();
+    if (writes_refused(s)) goto out;
+    const char *sql = json ? "INSERT OR REPLACE INTO docs(kind, project, name, body)"
+                             " VALUES (?1, ?2, ?3, ?4)"
+                           : "DELETE FROM docs WHERE kind = ?1 AND project = ?2 AND name = ?3";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) goto out;
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, project, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+    if (json) sqlite3_bind_text(st, 4, json, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_DONE) {
+        err = KILN_OK;
+        ticket = committed(s);
+    }
+out:
+    sqlite3_finalize(st);
+    note_write(s, t0);
+    pthread_mutex_unlock(&s->mu);
+    return durable(s, ticket, err);
+}
+
+kiln_err kiln_store_doc_get(kiln_store *s, const char *kind, const char *project, const char *name,
+                            char **json)
+{
+    sqlite3_stmt *st = NULL;
+    kiln_err err = KILN_EIO;
+
+    *json = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT body FROM docs WHERE kind = ?1 AND project = ?2 AND name = ?3",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, project, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) err = KILN_ENOTFOUND;
+    if (rc == SQLITE_ROW)
+        err = (*json = strdup((const char *)sqlite3_column_text(st, 0))) ? KILN_OK : KILN_ENOMEM;
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    return err;
+}
+
+void kiln_store_docs_free(kiln_store_doc *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        free(v[i].project);
+        free(v[i].name);
+        free(v[i].json);
+    }
+    free(v);
+}
+
+kiln_err kiln_store_doc_list(kiln_store *s, const char *kind, const char *project,
+                             kiln_store_doc **out, size_t *n)
+{
+    sqlite3_stmt *st = NULL;
+    kiln_err err = KILN_EIO;
+    kiln_store_doc *v = NULL;
+    size_t k = 0, cap = 0;
+    int rc;
+
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT project, name, body FROM docs WHERE kind = ?1 AND"
+                           " (?2 IS NULL OR project = ?2) ORDER BY project, name",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    if (project) sqlite3_bind_text(st, 2, project, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (k == cap) {
+            kiln_store_doc *nv = realloc(v, (cap = cap ? 2 * cap : 8) * sizeof *v);
+            if (!nv) {
+                err = KILN_ENOMEM;
+                goto out;
+            }
+            v = nv;
+        }
+        v[k] = (kiln_store_doc){strdup((const char *)sqlite3_column_text(st, 0)),
+                                strdup((const char *)sqlite3_column_text(st, 1)),
+                                strdup((const char *)sqlite3_column_text(st, 2))};
+        k++;
+        if (!v[k - 1].project || !v[k - 1].name || !v[k - 1].json) {
+            err = KILN_ENOMEM;
+            goto out;
+        }
+    }
+    if (rc == SQLITE_DONE) err = KILN_OK;
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    if (err != KILN_OK) {
+        kiln_store_docs_free(v, k);
+        v = NULL;
+        k = 0;
+    }
+    *out = v;
+    *n = k;
+    return err;
+}
+
 /* The calling thread's reader, opened on first use; NULL on failure. */
 static reader *my_reader(kiln_store *s)
 {

@@ -20,7 +20,7 @@
 /* ---- schema.c ---- */
 
 /* The schema version this build writes (PRAGMA user_version). */
-#define KILN__STORE_SCHEMA 2
+#define KILN__STORE_SCHEMA 3
 /* Brings `db` to KILN__STORE_SCHEMA in one transaction: creates a new store,
  * or migrates an older one in place. A store written by a newer kiln is
  * refused (its meaning is unknown here). Errors go to `d`. */

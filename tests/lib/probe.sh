@@ -31,7 +31,7 @@
 # them. "hardware" probes (gpu) may legitimately be absent anywhere.
 # "software" probes are satisfied by scripts/bootstrap.
 
-KILN_PROBES="netns mknod tmpfs userns podman runas slurm chromium selenium promtool openssl gpu torch tensorboard tensorflow gcloud"
+KILN_PROBES="netns mknod tmpfs userns podman runas slurm chromium selenium promtool openssl gpu torch tensorboard tensorflow jupyterlab gcloud"
 
 kiln_probe_class() {
     case $1 in
@@ -339,6 +339,12 @@ probe_tensorflow() {
         'import tensorflow'
 }
 fix_tensorflow() { echo "scripts/bootstrap makes the venv with tensorflow-cpu"; }
+# notebook instances: JupyterLab and websocket-client in the notebook venv
+probe_jupyterlab() {
+    _kp_py "${KILN_NOTEBOOK_PYTHON:-${KILN_NOTEBOOK_VENV:-$HOME/.cache/kiln/notebook-venv}/bin/python}" \
+        'import jupyterlab, websocket'
+}
+fix_jupyterlab() { echo "scripts/bootstrap makes the notebook venv with jupyterlab"; }
 probe_gcloud() {
     command -v gcloud >/dev/null 2>&1 || { echo "gcloud (google-cloud-cli) is not installed"; return 1; }
     if ! _e=$(gcloud --version 2>&1 >/dev/null); then

@@ -4,6 +4,7 @@
 //   #/jobs/JOB          one job: spec, replicas, metrics chart, trials, logs
 //   #/queue             QUEUED jobs in queue order
 //   #/nodes             nodes, their accelerators and who holds them
+//   #/notebooks         notebook instances: state, GPUs, a link to JupyterLab
 // Every page polls while it is shown ("live"), and every value from the API is
 // put into the page as text (textContent), never as HTML.
 'use strict';
@@ -266,6 +267,59 @@ function pageQueue() {
     show(all, gen);
     if (!performance.getEntriesByName('kiln-queue-rendered').length) performance.mark('kiln-queue-rendered');
     if (!performance.getEntriesByName('kiln-queue-complete').length) performance.mark('kiln-queue-complete');
+  }, POLL_MS * 2);
+}
+
+// ---------- notebooks ----------
+
+// Opens an instance's JupyterLab (its proxyUri, behind kilnd) in a new tab:
+// the tab carries no Authorization header, so kilnd first sets the token as
+// an HttpOnly cookie for /notebooks/ (docs/notebooks.md).
+async function openNotebook(uri) {
+  const tab = window.open('about:blank', '_blank');
+  try {
+    await api('/v1/notebooks:signin', { method: 'POST', body: '{}' });
+    if (tab) tab.location = uri; else window.location = uri;
+  } catch (e) {
+    if (tab) tab.close();
+    showError(e);
+  }
+}
+
+function pageNotebooks() {
+  const body = h('tbody', {});
+  $('page').replaceChildren(h('h1', {}, 'Notebooks'),
+    h('p', { class: 'muted' }, 'Create instances with gcloud notebooks instances create (docs/notebooks.md).'),
+    h('table', { id: 'notebooks' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'State'), h('th', {}, 'Location'),
+        h('th', {}, 'Machine'), h('th', {}, 'GPUs'), h('th', {}, 'Node'), h('th', {}, 'Last event'),
+        h('th', {}, ''))),
+      body));
+  poll(async (gen) => {
+    const r = await api(`/v1/projects/${encodeURIComponent(project())}/locations/-/instances`);
+    if (gen !== generation) return;
+    const list = r.instances || [];
+    if (!list.length) {
+      body.replaceChildren(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No notebook instances in this project.')));
+      return;
+    }
+    body.replaceChildren(...list.map((n) => {
+      const parts = (n.name || '').split('/');
+      const k = n.kiln || {};
+      const acc = n.acceleratorConfig || {};
+      const held = (k.gpus || []).length;
+      const ev = (k.events || [])[(k.events || []).length - 1];
+      return h('tr', { 'data-notebook': parts[5] || '' },
+        h('td', {}, parts[5] || n.name), h('td', {}, stateBadge(n.state)),
+        h('td', {}, parts[3] || ''), h('td', {}, n.machineType || ''),
+        h('td', { class: 'gpus' }, acc.coreCount ? `${acc.coreCount} × ${acc.type}` : 'none',
+          held ? h('span', { class: 'muted' }, ` (held: GPU ${k.gpus.join(', ')})`) : null),
+        h('td', {}, k.node || ''),
+        h('td', { class: 'muted' }, ev ? `${fmtTime(ev.time)}: ${ev.message}` : ''),
+        h('td', {}, n.proxyUri ? h('a', { href: n.proxyUri, class: 'open-lab', target: '_blank',
+          rel: 'noopener', onclick: (e) => { e.preventDefault(); openNotebook(n.proxyUri); } },
+        'Open JupyterLab') : ''));
+    }));
   }, POLL_MS * 2);
 }
 
@@ -585,6 +639,7 @@ function route() {
   if (parts[0] === 'jobs' && parts[1]) return pageJob(decodeURIComponent(parts[1]));
   if (parts[0] === 'queue') return pageQueue();
   if (parts[0] === 'nodes') return pageNodes();
+  if (parts[0] === 'notebooks') return pageNotebooks();
   return pageJobs(new URLSearchParams(qs || ''));
 }
 
