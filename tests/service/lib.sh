@@ -51,6 +51,7 @@ it_gpu_nvml.sh) port_base=49000 ;;
 it_runtime_version.sh) port_base=56000 ;;
 it_slurm_container.sh) port_base=54000 ;;
 it_slurm_parity.sh) port_base=55000 ;;
+it_slurm_tuning.sh) port_base=59000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}
