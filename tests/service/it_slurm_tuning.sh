@@ -105,6 +105,17 @@ check_eq "early: best first, objective = the last value" \
     "[('1', 1.0, '4'), ('2', 2.0, '4'), ('3', 3.0, '4')]"
 check "early: the stop is in the job's log" grep -q "Trial 4 is stopped early" "$T/d/jobs/p1/early1/log.tsv"
 
+# ---- kiln-train's protocol: training metrics reports on stdout (the
+# monitor's .metrics file on the node), "test_accuracy" as the tag ----
+cmd='q=${0#--q=}; echo "{\"event\":\"epoch\",\"epoch\":1,\"step\":5,\"test_accuracy\":0.$q}"; echo "{\"event\":\"epoch\",\"rank\":1,\"step\":6,\"test_accuracy\":0.99}"'
+hp=',"hyperparameters":{"goal":"MAXIMIZE","hyperparameterMetricTag":"test_accuracy","algorithm":"GRID_SEARCH","maxTrials":2,"maxParallelTrials":2,"params":[{"parameterName":"q","type":"INTEGER","minValue":1,"maxValue":2}]}'
+api POST /v1/projects/p1/jobs "$(job_json stdout1 "$cmd" "$hp")"
+check_eq "stdout reports: create" "$STATUS" 200
+check "stdout reports: the study succeeds" wait_state stdout1 SUCCEEDED 60
+check_eq "stdout reports: each trial measured from its stdout, best (MAXIMIZE) first, rank 1 ignored" \
+    "$(out_of stdout1 '[(x["trialId"], x["finalMetric"]["objectiveValue"], x["finalMetric"]["trainingStep"]) for x in o["trials"]]')" \
+    "[('2', 0.2, '5'), ('1', 0.1, '5')]"
+
 # ---- cancel of a running study: its trials' Slurm jobs stop ----
 cmd='echo "{\"loss\": 1}" >>"$CLOUD_ML_HP_METRIC_FILE"; sleep 60'
 hp=',"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":4,"maxParallelTrials":2,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1}]}'

@@ -38,6 +38,7 @@
 #include "daemon/kilnd.h"
 #include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
 #include "exec/slurm/slurm.h"
+#include "exec/supervisor/trainmetrics.h" /* kiln-train's reports: a leaf parser */
 #include "kiln/catalog.h"
 #include "exec/trials/trialbook.h"
 #include "kiln/exec.h"
@@ -447,6 +448,7 @@ typedef struct srep {
     int index;
     char task[48];
     int port;
+    long moff; /* a trial's: how far its monitor's .metrics file was read */
 } srep;
 
 typedef struct sjob {
@@ -608,6 +610,7 @@ static bool reps_read(ssup *s, sjob *j, json_t *reps)
         x->index = (int)json_integer_value(json_object_get(rp, "index"));
         x->port = (int)json_integer_value(json_object_get(rp, "port"));
         x->role = role_of(json_string_value(json_object_get(rp, "role")));
+        x->moff = (long)json_integer_value(json_object_get(rp, "metricsOffset"));
         port_mark(s, x->port);
     }
     return true;
@@ -625,6 +628,8 @@ static void reps_json(const sjob *j, json_t *reps)
                               j->reps[i].port, "slurmJobId", (json_int_t)j->id);
         if (o && node[0]) json_object_set_new(o, "node", json_string(node));
         if (o && j->study) json_object_set_new(o, "trial", json_integer(j->trial));
+        if (o && j->reps[i].moff > 0)
+            json_object_set_new(o, "metricsOffset", json_integer((json_int_t)j->reps[i].moff));
         if (o) json_array_append_new(reps, o);
     }
 }
@@ -1772,6 +1777,34 @@ static void start_trials(ssup *s)
     }
 }
 
+/* kiln-train's training metrics reports, as on one machine: the monitor
+ * of each replica writes its stdout lines that may be reports to
+ * RUNDIR/TASK.metrics (on the shared file system); the new whole lines are
+ * measured for the trial (kiln_trials_report). True when any was read. */
+static bool trial_reports(sjob *j, kiln_trial *t)
+{
+    bool any = false;
+    for (size_t i = 0; i < j->n; i++) {
+        char path[PATH_MAX + 160], *line = NULL;
+        size_t cap = 0;
+        snprintf(path, sizeof path, "%s/%ld/%s.metrics", j->sdir, j->id, j->reps[i].task);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        ssize_t n;
+        if (fseek(f, j->reps[i].moff, SEEK_SET) == 0)
+            while ((n = getline(&line, &cap, f)) > 0 && line[n - 1] == '\n') {
+                json_t *p = kilnd_train_metrics_parse(line, (size_t)n - 1);
+                if (p) kiln_trials_report(j->study->st, t, p);
+                json_decref(p);
+                j->reps[i].moff += (long)n; /* a line cut short waits for its end */
+                any = true;
+            }
+        free(line);
+        fclose(f);
+    }
+    return any;
+}
+
 /* A trial's Slurm job ended (`state`): the trial ends in its study (read
  * to its last report first), and the job ends when the study does. */
 static void trial_ended(ssup *s, sjob *j, const char *state, const char *reason)
@@ -1811,6 +1844,7 @@ static void trial_ended(ssup *s, sjob *j, const char *state, const char *reason)
                  has_reason ? ": " : "", has_reason ? reason : "");
     }
     if (t) kiln_trials_read(st->st, t, j->dir, j->tjob->training_input.job_dir);
+    if (t) trial_reports(j, t);
     if (t) kiln_study_end(st->st, t, end, kiln_now_ns());
     st->running--;
     kilnd_event(s->d, j->project, j->job_id, end == KILN_TRIAL_FAILED ? "ERROR" : "INFO",
@@ -1833,7 +1867,9 @@ static bool follow_trial(ssup *s, sjob *j, json_t *sj, int64_t now)
     kiln_trial *t = kiln_study_find(st->st, j->trial);
     bool running = strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0;
     if (running && !j->start_ns) j->start_ns = now;
-    if (t && running && kiln_trials_read(st->st, t, j->dir, j->tjob->training_input.job_dir))
+    if (t && running &&
+        (kiln_trials_read(st->st, t, j->dir, j->tjob->training_input.job_dir) |
+         trial_reports(j, t)))
         study_save(s, st); /* reports are recorded at once, with their offsets */
     char why[256];
     if (t && running && !j->stop_why && !j->term_sent &&

@@ -208,30 +208,11 @@ static bool trial_read(rjob *j, kiln_trial *t)
                             j->job ? j->job->training_input.job_dir : NULL);
 }
 
-/* kiln-train's reports (trainmetrics.h) name their numbers in camelCase:
- * the tag matches as written, or in its camelCase form (test_accuracy). */
+/* kiln-train's reports on stdout (trainmetrics.h): measured by trialbook.h. */
 void trial_metrics(rjob *j, json_t *report)
 {
     kiln_trial *t = kiln_study_find(j->study->st, j->trial);
-    const char *tag = kiln_study_metric_tag(j->study->st);
-    char camel[128];
-    size_t n = 0;
-    bool up = false;
-    for (const char *p = tag; *p && n + 1 < sizeof camel; p++) {
-        if (*p == '_' && n > 0) {
-            up = true;
-            continue;
-        }
-        camel[n++] = up && *p >= 'a' && *p <= 'z' ? (char)(*p - 'a' + 'A') : *p;
-        up = false;
-    }
-    camel[n] = '\0';
-    json_t *v = json_object_get(report, tag);
-    if (!json_is_number(v)) v = json_object_get(report, camel);
-    json_t *step = json_object_get(report, "step");
-    if (!json_is_integer(step)) step = json_object_get(report, "epoch");
-    if (t && json_is_number(v))
-        kiln_study_report(j->study->st, t, json_integer_value(step), json_number_value(v));
+    if (t) kiln_trials_report(j->study->st, t, report);
 }
 
 /* Each tick: the hypertune file's new lines, the event files' new records,

@@ -96,6 +96,28 @@ bool kiln_trials_read(kiln_study *st, kiln_trial *t, const char *dir, const char
     return t->file_offset != off || t->n_curve != curve || t->step != step;
 }
 
+void kiln_trials_report(kiln_study *st, kiln_trial *t, const json_t *report)
+{
+    const char *tag = kiln_study_metric_tag(st);
+    char camel[128];
+    size_t n = 0;
+    bool up = false;
+    for (const char *p = tag; *p && n + 1 < sizeof camel; p++) {
+        if (*p == '_' && n > 0) {
+            up = true;
+            continue;
+        }
+        camel[n++] = up && *p >= 'a' && *p <= 'z' ? (char)(*p - 'a' + 'A') : *p;
+        up = false;
+    }
+    camel[n] = '\0';
+    json_t *v = json_object_get(report, tag);
+    if (!json_is_number(v)) v = json_object_get(report, camel);
+    json_t *step = json_object_get(report, "step");
+    if (!json_is_integer(step)) step = json_object_get(report, "epoch");
+    if (json_is_number(v)) kiln_study_report(st, t, json_integer_value(step), json_number_value(v));
+}
+
 bool kiln_trials_stop_early(kiln_study *st, kiln_trial *t, const kiln_hyperparameter_spec *hp,
                             char *why, size_t whylen)
 {

@@ -13,6 +13,7 @@
 #ifndef KILN_TRIALBOOK_H
 #define KILN_TRIALBOOK_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,13 @@ void kiln_trials_metric_file(const char *dir, int trial, char *buf, size_t len);
  * a local path elsewhere). True when anything new was read (the caller then
  * saves the study: an adopting kilnd reads on from the recorded offsets). */
 bool kiln_trials_read(kiln_study *st, kiln_trial *t, const char *dir, const char *trial_job_dir);
+
+/* A training metrics report of the trial's program (kiln-train's JSON
+ * lines on stdout, as src/exec/supervisor/trainmetrics.h turns them into an
+ * object): its number for the study's metric tag, as written or in its
+ * camelCase form (test_accuracy -> testAccuracy), at its "step" (or
+ * "epoch"), is reported to the study. */
+void kiln_trials_report(kiln_study *st, kiln_trial *t, const json_t *report);
 
 /* enableTrialEarlyStopping: true when running trial `t` is to stop now (the
  * median rule or ASHA), with why in `why`; the trial is marked stopped early
