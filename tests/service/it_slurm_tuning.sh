@@ -129,6 +129,28 @@ for _ in $(seq 1 100); do [ "$(trial_jobs cancel1)" = 0 ] && break; sleep 0.1; d
 check_eq "cancel: no trial's Slurm job is left" "$(trial_jobs cancel1)" 0
 check_eq "cancel: no third trial was started" "$(out_of cancel1 'len(t)')" 2
 
+# ---- kill -9 of kilnd mid-study: the trials' Slurm jobs run on, the next
+# kilnd follows them again (no trial run twice) and reads their reports on
+# from the recorded offsets (none counted twice) ----
+cmd='lr=${0#--lr=}; echo "$CLOUD_ML_TRIAL_ID $SLURM_JOB_ID" >>runs.txt; echo "{\"loss\": 1, \"global_step\": 1}" >>"$CLOUD_ML_HP_METRIC_FILE"; sleep 5; echo "{\"loss\": $lr, \"global_step\": 2}" >>"$CLOUD_ML_HP_METRIC_FILE"'
+hp=',"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":3,"maxParallelTrials":2,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1}]}'
+api POST /v1/projects/p1/jobs "$(job_json restart1 "$cmd" "$hp")"
+check_eq "restart: create" "$STATUS" 200
+R=$T/d/jobs/p1/restart1
+for _ in $(seq 1 300); do [ -s "$R/1/runs.txt" ] && [ -s "$R/2/runs.txt" ] && break; sleep 0.1; done
+sleep 1 # the first reports are read and recorded
+kill -9 "$KPID"
+wait "$KPID" 2>/dev/null
+sleep 1
+start_kilnd "$T/d" --executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+check "restart: the study succeeds" wait_state restart1 SUCCEEDED 60
+check_eq "restart: trials 1 and 2 ran once each, 3 after them" \
+    "$(cat "$R"/1/runs.txt "$R"/2/runs.txt "$R"/3/runs.txt 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')" "1 2 3 "
+check "restart: followed again, not resubmitted" grep -q "following trial 1's Slurm job" "$R/log.tsv"
+check_eq "restart: every trial's 2 reports, none twice, the lr last" \
+    "$(out_of restart1 '[(x["trialId"], len(x["allMetrics"]), x["finalMetric"]["trainingStep"], abs(x["finalMetric"]["objectiveValue"] - float(x["hyperparameters"]["lr"])) < 1e-9) for x in t]')" \
+    "[('1', 2, '2', True), ('2', 2, '2', True), ('3', 2, '2', True)]"
+
 # ---- refused: a restart policy the Slurm executor would not carry out ----
 api POST /v1/projects/p1/jobs '{"jobId":"retry1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"restartPolicy":"OnFailure","containerCommand":["true"]},"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":2,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.1,"maxValue":0.2}]}}}'
 check_eq "OnFailure on a tuning job is refused" "$STATUS" 400
