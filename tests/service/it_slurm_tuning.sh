@@ -12,7 +12,9 @@
 #   - enableTrialEarlyStopping (median rule): the bad trials are stopped
 #     (their Slurm jobs scancelled) and count as SUCCEEDED, stopped early;
 #   - cancel of a running study stops its trials' Slurm jobs;
-#   - a restart policy other than Never on a tuning job is refused at create.
+#   - kill -9 of kilnd mid-study: the next kilnd follows the trials again;
+#   - restart policies per trial: OnFailure runs a failed trial again,
+#     ExitCode 3 fails it.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
 PORT_RANGE=59000-59799 # the cluster's own daemons listen on 59900-59992
 . "$(dirname "$0")/lib.sh"
@@ -151,9 +153,27 @@ check_eq "restart: every trial's 2 reports, none twice, the lr last" \
     "$(out_of restart1 '[(x["trialId"], len(x["allMetrics"]), x["finalMetric"]["trainingStep"], abs(x["finalMetric"]["objectiveValue"] - float(x["hyperparameters"]["lr"])) < 1e-9) for x in t]')" \
     "[('1', 2, '2', True), ('2', 2, '2', True), ('3', 2, '2', True)]"
 
-# ---- refused: a restart policy the Slurm executor would not carry out ----
-api POST /v1/projects/p1/jobs '{"jobId":"retry1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"restartPolicy":"OnFailure","containerCommand":["true"]},"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":2,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.1,"maxValue":0.2}]}}}'
-check_eq "OnFailure on a tuning job is refused" "$STATUS" 400
-check "... naming the field" grep -q 'masterConfig.restartPolicy' <<<"$BODY"
+# ---- restart policies, per trial as on one machine: OnFailure runs a
+# failed trial's replicas again (a new Slurm job, the same trial and
+# values); ExitCode with 3 does not ----
+cmd='lr=${0#--lr=}; if [ ! -e tried ]; then touch tried; echo "failing once"; exit 3; fi; echo "{\"loss\": $lr}" >>"$CLOUD_ML_HP_METRIC_FILE"'
+hp=',"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":2,"maxParallelTrials":2,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1}]}'
+job=$(job_json retry1 "$cmd" "$hp")
+api POST /v1/projects/p1/jobs "${job/\"masterConfig\":\{/\"masterConfig\":\{\"restartPolicy\":\"OnFailure\",}"
+check_eq "OnFailure: create" "$STATUS" 200
+check "OnFailure: the study succeeds" wait_state retry1 SUCCEEDED 60
+check_eq "OnFailure: both trials SUCCEEDED on their second run, measured" \
+    "$(out_of retry1 '[(x["trialId"], x["state"], abs(x["finalMetric"]["objectiveValue"] - float(x["hyperparameters"]["lr"])) < 1e-9) for x in t]')" \
+    "[('1', 'SUCCEEDED', True), ('2', 'SUCCEEDED', True)]"
+check "OnFailure: trial 1 was submitted again" \
+    grep -q "Trial 1: The replica trial-1-master-replica-0 exited with a non-zero status of 3.*submitting it again (restart policy OnFailure, restart 1 of at most 3)" "$T/d/jobs/p1/retry1/log.tsv"
+hp1=${hp/\"maxTrials\":2,\"maxParallelTrials\":2/\"maxTrials\":1,\"maxParallelTrials\":1}
+job=$(job_json retry2 "$cmd" "$hp1")
+api POST /v1/projects/p1/jobs "${job/\"masterConfig\":\{/\"masterConfig\":\{\"restartPolicy\":\"ExitCode\",}"
+check_eq "ExitCode: create" "$STATUS" 200
+check "ExitCode: exit 3 is permanent: the study FAILS" wait_state retry2 FAILED 60
+check_eq "ExitCode: its one trial FAILED, not run again" \
+    "$(out_of retry2 '[(x["trialId"], x["state"]) for x in t]')" "[('1', 'FAILED')]"
+check "ExitCode: ... saying why" grep -q "Trial 1 ended FAILED.*non-zero status of 3" "$T/d/jobs/p1/retry2/log.tsv"
 
 finish

@@ -184,21 +184,6 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
                           size_t flen, char *why, size_t whylen)
 {
     const kiln_training_input *ti = &job->training_input;
-    /* tuning jobs run, a Slurm job per trial; a failed trial is not
-     * submitted again by a restart policy (one machine restarts its
-     * replicas), so a policy other than Never is refused rather than ignored */
-    for (int r = 0; ti->has_hyperparameters && r < KILN_ROLE_COUNT; r++) {
-        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
-        if (!rc || !rc->restart_policy || !*rc->restart_policy ||
-            strcmp(rc->restart_policy, "Never") == 0)
-            continue;
-        role_field((kiln_role)r, "restartPolicy", field, flen);
-        snprintf(why, whylen,
-                 "the Slurm executor does not restart a tuning job's trials (restart policy "
-                 "%.40s): use Never, and maxFailedTrials for failed trials",
-                 rc->restart_policy);
-        return false;
-    }
     if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy) {
         snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy");
         snprintf(why, whylen, "elastic PyTorchJobs are not supported by the Slurm executor");
@@ -477,6 +462,7 @@ typedef struct sjob {
     kiln_job *tjob;
     char *stop_why;           /* being stopped early (the study's rule): why */
     int64_t start_ns;         /* when Slurm ran it (activeDeadlineSeconds counts per trial) */
+    int failures;             /* the trial's runs its restart policy started again so far */
     char sdir[PATH_MAX + 48]; /* DIR/slurm, or DIR/slurm/trial-N */
     struct sjob *next;
 } sjob;
@@ -888,12 +874,12 @@ static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
         snprintf(why, whylen, "trial %d is not in the study", j->trial);
         return false;
     }
-    if (trial) {
-        /* a trial run again reports from the start: its previous run's
-         * hypertune lines must not count a second time (as on one machine) */
-        kiln_trials_metric_file(j->dir, j->trial, metric, sizeof metric);
-        unlink(metric);
-    }
+    kiln_trials_metric_file(j->dir, j->trial, metric, sizeof metric);
+    /* a trial run again from the start (a drain, a kilnd restart) reports
+     * from the start: its previous run's hypertune lines must not count a
+     * second time (as on one machine); its restart policy's run goes on
+     * from where the file was read */
+    if (trial && j->failures == 0) unlink(metric);
     char rdir[PATH_MAX + 16];
     snprintf(rdir, sizeof rdir, "%s/replicas", j->dir);
     kilnd_mkdirs(rdir);
@@ -1598,11 +1584,14 @@ static void study_save(ssup *s, sstudy *st)
             reps_json(j, reps);
             json_t *one = json_array();
             reps_json(j, one);
-            json_t *run = json_pack("{s:i,s:I,s:s,s:I,s:o}", "trial", j->trial, "slurmJobId",
+            json_t *run = json_pack("{s:i,s:I,s:s,s:I,s:i,s:o}", "trial", j->trial, "slurmJobId",
                                     (json_int_t)j->id, "slurmState", j->sstate, "start",
-                                    (json_int_t)j->start_ns, "replicas", one ? one : json_array());
+                                    (json_int_t)j->start_ns, "failures", j->failures, "replicas",
+                                    one ? one : json_array());
             if (run && j->requeue)
                 json_object_set_new(run, "slurmRequeue", json_string(j->requeue));
+            if (run && j->requeue && j->restart)
+                json_object_set_new(run, "slurmRestart", json_true());
             if (run) json_array_append_new(runs, run);
         }
     json_t *rt =
@@ -1700,7 +1689,7 @@ static void study_begin(ssup *s, kiln_job_record *rec)
 
 /* Submits trial `t` of `st` as a Slurm job (kiln.P.J.trial-N.RUN); false
  * when it could not be (the trial then FAILED, with why in the job's log). */
-static bool submit_trial(ssup *s, sstudy *st, kiln_trial *t)
+static bool submit_trial(ssup *s, sstudy *st, kiln_trial *t, int failures)
 {
     kilnd *d = s->d;
     kiln_replica_plan plans[KILN_ROLE_COUNT];
@@ -1713,6 +1702,7 @@ static bool submit_trial(ssup *s, sstudy *st, kiln_trial *t)
     }
     j->study = st;
     j->trial = t->id;
+    j->failures = failures;
     sjob_dirs(s, j);
     size_t np = kiln_catalog_plan(d->catalog, j->tjob, plans), n = 0;
     for (size_t p = 0; p < np; p++)
@@ -1771,7 +1761,7 @@ static void start_trials(ssup *s)
         while (!st->cancelling && st->running < kiln_trials_parallel(hp) &&
                !kiln_study_finished(st->st)) {
             kiln_trial *t = kiln_study_next(st->st, kiln_now_ns());
-            if (!t || !submit_trial(s, st, t)) break;
+            if (!t || !submit_trial(s, st, t, 0)) break;
         }
         if (st->running == 0 && (st->cancelling || kiln_study_finished(st->st))) study_end(s, st);
     }
@@ -1813,8 +1803,13 @@ static void trial_ended(ssup *s, sjob *j, const char *state, const char *reason)
     kiln_trial *t = kiln_study_find(st->st, j->trial);
     kiln_trial_state end = KILN_TRIAL_FAILED;
     char msg[1024] = "";
+    const char *pol = NULL; /* a failure's restart policy, when it retries */
     if (st->cancelling) {
         end = KILN_TRIAL_CANCELLED;
+    } else if (j->requeue && j->restart) {
+        /* restartPolicy Always: a replica ended with 0 before the master */
+        snprintf(msg, sizeof msg, "%s", j->requeue);
+        pol = "Always";
     } else if (j->requeue) {
         end = KILN_TRIAL_QUEUED; /* a drain: it runs again later, same values */
         snprintf(msg, sizeof msg, "%s", j->requeue);
@@ -1842,7 +1837,31 @@ static void trial_ended(ssup *s, sjob *j, const char *state, const char *reason)
                      j->reps[fi].task, code);
         snprintf(msg, sizeof msg, "%sSlurm job %ld ended %s%s%s", rf, j->id, state,
                  has_reason ? ": " : "", has_reason ? reason : "");
+        /* the restart policy of the replica that failed first, as on one
+         * machine: its replicas run again (a new Slurm job), same trial */
+        if (fi < 0 && (code = batch_exit(j)) <= 0) code = 137;
+        const char *p =
+            kiln_job_restart_policy(j->tjob, fi >= 0 ? j->reps[fi].role : KILN_ROLE_MASTER);
+        if (strcmp(p, "Always") == 0 || strcmp(p, "OnFailure") == 0 ||
+            (strcmp(p, "ExitCode") == 0 && code >= 128))
+            pol = p;
     }
+    int limit = kiln_job_backoff_limit(j->tjob);
+    if (pol && t && j->failures < limit) {
+        trial_reports(j, t);
+        kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                    "Trial %d: %s; submitting it again (restart policy %s, restart %d of at most "
+                    "%d)",
+                    j->trial, msg, pol, j->failures + 1, limit);
+        st->running--;
+        j->study = NULL; /* the new run is the trial's record from here */
+        submit_trial(s, st, t, j->failures + 1);
+        if (st->running == 0 && (st->cancelling || kiln_study_finished(st->st))) study_end(s, st);
+        return;
+    }
+    if (pol && strlen(msg) + 80 < sizeof msg)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                 "; the backoff limit (%d restarts) is reached", limit);
     if (t) kiln_trials_read(st->st, t, j->dir, j->tjob->training_input.job_dir);
     if (t) trial_reports(j, t);
     if (t) kiln_study_end(st->st, t, end, kiln_now_ns());
@@ -1883,6 +1902,17 @@ static bool follow_trial(ssup *s, sjob *j, json_t *sj, int64_t now)
         kiln_exec_limit_passed(j->tjob, j->start_ns, now, KILN_LIMIT_ACTIVE_DEADLINE, why,
                                sizeof why) == KILN_LIMIT_ACTIVE_DEADLINE)
         j->deadline = strdup(why);
+    /* restartPolicy Always, as on one machine and for plain jobs */
+    int wi = running && !j->requeue && !j->term_sent ? always_exited(j, j->tjob) : -1;
+    if (wi >= 0 && asprintf(&j->requeue,
+                            "The replica %s exited with status 0 before the master (restart "
+                            "policy Always)",
+                            j->reps[wi].task) >= 0) {
+        j->restart = true;
+        study_save(s, st);
+    } else if (wi >= 0) {
+        j->requeue = NULL;
+    }
     bool stop = st->cancelling || j->requeue || j->deadline || j->stop_why;
     if (stop && !j->term_sent && sj && !is_final(sstate)) {
         scancel(j->id, running); /* SIGTERM to the replicas first when they run */
@@ -1955,6 +1985,8 @@ static void study_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
         snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
         const char *rq = json_string_value(json_object_get(run, "slurmRequeue"));
         if (rq) j->requeue = strdup(rq);
+        j->restart = json_is_true(json_object_get(run, "slurmRestart"));
+        j->failures = (int)json_integer_value(json_object_get(run, "failures"));
         sjob_dirs(s, j);
         st->running++;
         j->next = s->jobs;
