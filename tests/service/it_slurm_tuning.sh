@@ -12,6 +12,7 @@
 #   - enableTrialEarlyStopping (median rule): the bad trials are stopped
 #     (their Slurm jobs scancelled) and count as SUCCEEDED, stopped early;
 #   - cancel of a running study stops its trials' Slurm jobs;
+#   - runPolicy.activeDeadlineSeconds per trial (DeadlineExceeded);
 #   - kill -9 of kilnd mid-study: the next kilnd follows the trials again;
 #   - restart policies per trial: OnFailure runs a failed trial again,
 #     ExitCode 3 fails it.
@@ -130,6 +131,17 @@ check "cancel: the job is CANCELLED" wait_state cancel1 CANCELLED 40
 for _ in $(seq 1 100); do [ "$(trial_jobs cancel1)" = 0 ] && break; sleep 0.1; done
 check_eq "cancel: no trial's Slurm job is left" "$(trial_jobs cancel1)" 0
 check_eq "cancel: no third trial was started" "$(out_of cancel1 'len(t)')" 2
+
+# ---- runPolicy.activeDeadlineSeconds counts per trial, from when its
+# Slurm job runs: the trial FAILS with DeadlineExceeded, its job stopped ----
+cmd='echo "{\"loss\": 1}" >>"$CLOUD_ML_HP_METRIC_FILE"; sleep 60'
+hp=',"runPolicy":{"activeDeadlineSeconds":"2"},"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":1,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1}]}'
+api POST /v1/projects/p1/jobs "$(job_json deadline1 "$cmd" "$hp")"
+check_eq "deadline: create" "$STATUS" 200
+check "deadline: the study FAILS (its one trial did)" wait_state deadline1 FAILED 40
+check_eq "deadline: the trial FAILED" "$(out_of deadline1 '[(x["trialId"], x["state"]) for x in t]')" "[('1', 'FAILED')]"
+check "deadline: ... with DeadlineExceeded" grep -q "Trial 1 ended FAILED.*DeadlineExceeded" "$T/d/jobs/p1/deadline1/log.tsv"
+check_eq "deadline: its Slurm job stopped" "$(trial_jobs deadline1)" 0
 
 # ---- kill -9 of kilnd mid-study: the trials' Slurm jobs run on, the next
 # kilnd follows them again (no trial run twice) and reads their reports on

@@ -18,7 +18,13 @@
  * Cancel: `scancel --signal=TERM` (the steps), `scancel` after the grace
  * period. maxRunningTime is Slurm's --time. The runtime record holds the
  * Slurm job id: a new kilnd follows the same Slurm job and submits nothing
- * twice. */
+ * twice.
+ *
+ * Tuning jobs: each trial is a Slurm job of its own (its files under
+ * DIR/slurm/trial-N), maxParallelTrials at once; what the trials are, what
+ * they reported, early stopping and the job's end are decided by
+ * src/exec/trials (trialbook.h) over src/tune, as for the local supervisor:
+ * this file only submits, follows and stops the trials' Slurm jobs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -39,8 +45,8 @@
 #include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
 #include "exec/slurm/slurm.h"
 #include "exec/supervisor/trainmetrics.h" /* kiln-train's reports: a leaf parser */
-#include "kiln/catalog.h"
 #include "exec/trials/trialbook.h"
+#include "kiln/catalog.h"
 #include "kiln/exec.h"
 #include "kiln/tune.h"
 #include "util/atomic.h"
