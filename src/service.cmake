@@ -18,7 +18,7 @@ file(GLOB KILN_EXEC_SRC    CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/exec/*.c
      ${CMAKE_SOURCE_DIR}/src/exec/local/*.c ${CMAKE_SOURCE_DIR}/src/exec/container/*.c)
 file(GLOB KILN_API_SRC     CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.c)
 file(GLOB KILN_DAEMON_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/daemon/*.c
-     ${CMAKE_SOURCE_DIR}/src/jobfiles/*.c
+     ${CMAKE_SOURCE_DIR}/src/jobfiles/*.c ${CMAKE_SOURCE_DIR}/src/exec/trials/*.c
      ${CMAKE_SOURCE_DIR}/src/exec/supervisor/*.c ${CMAKE_SOURCE_DIR}/src/exec/slurm/*.c)
 file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*.c)
 file(GLOB KILN_OBJECTS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/objects/*.c)
@@ -114,6 +114,11 @@ endforeach()
 if(TARGET svc_test_trainmetrics)
   target_sources(svc_test_trainmetrics PRIVATE ${CMAKE_SOURCE_DIR}/src/exec/supervisor/trainmetrics.c)
   target_link_libraries(svc_test_trainmetrics PRIVATE PkgConfig::JANSSON m)
+endif()
+# the trial decisions of both executors (src/exec/trials) likewise
+if(TARGET svc_test_trialbook)
+  target_sources(svc_test_trialbook PRIVATE ${CMAKE_SOURCE_DIR}/src/exec/trials/trialbook.c)
+  target_link_libraries(svc_test_trialbook PRIVATE kiln_tune PkgConfig::JANSSON m)
 endif()
 file(GLOB KILN_SVC_SH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/service/it_*.sh)
 foreach(sh ${KILN_SVC_SH})

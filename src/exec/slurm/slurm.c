@@ -18,7 +18,13 @@
  * Cancel: `scancel --signal=TERM` (the steps), `scancel` after the grace
  * period. maxRunningTime is Slurm's --time. The runtime record holds the
  * Slurm job id: a new kilnd follows the same Slurm job and submits nothing
- * twice. */
+ * twice.
+ *
+ * Tuning jobs: each trial is a Slurm job of its own (its files under
+ * DIR/slurm/trial-N), maxParallelTrials at once; what the trials are, what
+ * they reported, early stopping and the job's end are decided by
+ * src/exec/trials (trialbook.h) over src/tune, as for the local supervisor:
+ * this file only submits, follows and stops the trials' Slurm jobs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -38,8 +44,11 @@
 #include "daemon/kilnd.h"
 #include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
 #include "exec/slurm/slurm.h"
+#include "exec/supervisor/trainmetrics.h" /* kiln-train's reports: a leaf parser */
+#include "exec/trials/trialbook.h"
 #include "kiln/catalog.h"
 #include "kiln/exec.h"
+#include "kiln/tune.h"
 #include "util/atomic.h"
 
 #define POLL_MS 500
@@ -181,12 +190,6 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
                           size_t flen, char *why, size_t whylen)
 {
     const kiln_training_input *ti = &job->training_input;
-    if (ti->has_hyperparameters) {
-        snprintf(field, flen, "trainingInput.hyperparameters");
-        snprintf(why, whylen,
-                 "hyperparameter tuning jobs are not supported by the Slurm executor yet");
-        return false;
-    }
     if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy) {
         snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy");
         snprintf(why, whylen, "elastic PyTorchJobs are not supported by the Slurm executor");
@@ -436,6 +439,7 @@ typedef struct srep {
     int index;
     char task[48];
     int port;
+    long moff; /* a trial's: how far its monitor's .metrics file was read */
 } srep;
 
 typedef struct sjob {
@@ -457,8 +461,29 @@ typedef struct sjob {
      * message; a new kilnd decides it again from the job's start time) */
     char *deadline;
     long position; /* while PENDING: its place in Slurm's queue (1 = next), or 0 */
+    /* a tuning job's trial (study != NULL): one Slurm job per trial run,
+     * its files under DIR/slurm/trial-N, its own copy of the spec (jobDir/N) */
+    struct sstudy *study;
+    int trial;
+    kiln_job *tjob;
+    char *stop_why;           /* being stopped early (the study's rule): why */
+    int64_t start_ns;         /* when Slurm ran it (activeDeadlineSeconds counts per trial) */
+    int failures;             /* the trial's runs its restart policy started again so far */
+    char sdir[PATH_MAX + 48]; /* DIR/slurm, or DIR/slurm/trial-N */
     struct sjob *next;
 } sjob;
+
+/* A tuning job while it runs: its study (decided in src/exec/trials and
+ * src/tune, as on one machine); the executor only submits and follows the
+ * trials' Slurm jobs. */
+typedef struct sstudy {
+    char *project, *job_id;
+    kiln_job *job; /* the spec the study points into */
+    kiln_study *st;
+    int running; /* trials with a Slurm job */
+    bool cancelling;
+    struct sstudy *next;
+} sstudy;
 
 typedef struct ssup {
     kilnd *d;
@@ -471,6 +496,7 @@ typedef struct ssup {
      * failed, so a stuck slurmctld costs one timeout per tick, not one per job) */
     json_t *nodes;
     bool nodes_read;
+    sstudy *studies;
 } ssup;
 
 /* A port of --port-range no running kiln job holds. The search goes on
@@ -516,16 +542,28 @@ static void sjob_free(ssup *s, sjob *j)
     free(j->reps);
     free(j->requeue);
     free(j->deadline);
+    free(j->stop_why);
+    kiln_job_free(j->tjob);
     free(j);
+}
+
+/* j's job directory and where its Slurm files go (a trial's their own). */
+static void sjob_dirs(ssup *s, sjob *j)
+{
+    kilnd_job_dir(s->d, j->project, j->job_id, j->dir, sizeof j->dir);
+    if (j->study)
+        snprintf(j->sdir, sizeof j->sdir, "%s/slurm/trial-%d", j->dir, j->trial);
+    else
+        snprintf(j->sdir, sizeof j->sdir, "%s/slurm", j->dir);
 }
 
 /* The Slurm node replica i runs on, once its task has said (kiln-slurm-task
  * writes "ADDR NODE" to RUNDIR/hosts/TASK); "" before. */
 static void rep_node(const sjob *j, size_t i, char *node, size_t len)
 {
-    char path[PATH_MAX + 128], addr[256];
+    char path[PATH_MAX + 160], addr[256];
     node[0] = '\0';
-    snprintf(path, sizeof path, "%s/slurm/%ld/hosts/%s", j->dir, j->id, j->reps[i].task);
+    snprintf(path, sizeof path, "%s/%ld/hosts/%s", j->sdir, j->id, j->reps[i].task);
     FILE *f = fopen(path, "r");
     if (!f) return;
     char nb[128];
@@ -564,15 +602,16 @@ static bool reps_read(ssup *s, sjob *j, json_t *reps)
         x->index = (int)json_integer_value(json_object_get(rp, "index"));
         x->port = (int)json_integer_value(json_object_get(rp, "port"));
         x->role = role_of(json_string_value(json_object_get(rp, "role")));
+        x->moff = (long)json_integer_value(json_object_get(rp, "metricsOffset"));
         port_mark(s, x->port);
     }
     return true;
 }
 
-static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
+/* j's replicas for the runtime record (appended to `reps`). */
+static void reps_json(const sjob *j, json_t *reps)
 {
-    json_t *reps = json_array();
-    for (size_t i = 0; i < j->n; i++) {
+    for (size_t i = 0; reps && i < j->n; i++) {
         /* the node Slurm gave it, once its task has said (kiln-slurm-task) */
         char node[128];
         rep_node(j, i, node, sizeof node);
@@ -580,8 +619,23 @@ static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
                               kiln_role_name(j->reps[i].role), "index", j->reps[i].index, "port",
                               j->reps[i].port, "slurmJobId", (json_int_t)j->id);
         if (o && node[0]) json_object_set_new(o, "node", json_string(node));
+        if (o && j->study) json_object_set_new(o, "trial", json_integer(j->trial));
+        if (o && j->reps[i].moff > 0)
+            json_object_set_new(o, "metricsOffset", json_integer((json_int_t)j->reps[i].moff));
         if (o) json_array_append_new(reps, o);
     }
+}
+
+static void study_save(ssup *s, sstudy *st);
+
+static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
+{
+    if (j->study) { /* a trial: the study's record, with every trial's Slurm job */
+        study_save(s, j->study);
+        return;
+    }
+    json_t *reps = json_array();
+    reps_json(j, reps);
     json_t *rt = json_pack("{s:s,s:I,s:s,s:s,s:o}", "executor", "slurm", "slurmJobId",
                            (json_int_t)j->id, "slurmPartition", s->d->slurm.partition, "slurmState",
                            j->sstate, "replicas", reps);
@@ -691,6 +745,16 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
     return true;
 }
 
+/* The replicas' working directory: DIR/work, a trial's DIR/N (as on one
+ * machine: its event files are read there). */
+static void work_dir(const sjob *j, char *buf, size_t len)
+{
+    if (j->study)
+        kiln_trials_dir(j->dir, j->trial, buf, len);
+    else
+        snprintf(buf, len, "%s/work", j->dir);
+}
+
 /* The environment of replica `self`, with "@KILN_HOST_i@" where replica i's
  * host goes (kiln-slurm-task puts in the Slurm node's address). */
 static kiln_err replica_env(ssup *s, sjob *j, const kiln_job *job, size_t self, int attempt,
@@ -737,6 +801,8 @@ static kiln_err container_argv(ssup *s, sjob *j, const kiln_job *job, size_t i, 
     const srep *r = &j->reps[i];
     const kiln_replica_config *rc = kiln_job_role_config(job, r->role);
     kiln_err err = kiln_exec_container_program(job, r->role, &cmd, &args);
+    kiln_trial *trial = j->study ? kiln_study_find(j->study->st, j->trial) : NULL;
+    if (err == KILN_OK && trial) err = kiln_trial_args(j->study->st, trial, &args);
     for (size_t o = 0; err == KILN_OK && o < j->n; o++) {
         size_t k = o == 0 ? i : (o <= i ? o - 1 : o);
         char hn[200], *kv = NULL;
@@ -747,7 +813,7 @@ static kiln_err container_argv(ssup *s, sjob *j, const kiln_job *job, size_t i, 
     }
     if (err != KILN_OK) goto out;
     kiln_exec_container_name(j->project, j->job_id, r->task, name, sizeof name);
-    snprintf(work, sizeof work, "%s/work", j->dir);
+    work_dir(j, work, sizeof work);
     snprintf(jlog, sizeof jlog, "%s/log.tsv", j->dir);
     const char *jd = job->training_input.job_dir;
     const char *mounts[2] = {j->dir, jd};
@@ -797,33 +863,48 @@ static json_t *strv_json(const kiln_strv *v)
 
 /* Writes DIR/slurm/spec.json (what each replica runs, for kiln-slurm-task)
  * and DIR/slurm/job.sbatch; false with why. */
-static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
+static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
                         const kiln_replica_plan *plans, size_t np, const char *name, char *why,
                         size_t whylen)
 {
     kilnd *d = s->d;
-    char sdir[PATH_MAX + 16], work[PATH_MAX + 16], path[PATH_MAX + 32], jlog[PATH_MAX + 16];
-    snprintf(sdir, sizeof sdir, "%s/slurm", j->dir);
-    snprintf(work, sizeof work, "%s/work", j->dir);
+    char sdir[PATH_MAX + 64], work[PATH_MAX + 32], path[PATH_MAX + 96], jlog[PATH_MAX + 16];
+    snprintf(sdir, sizeof sdir, "%s", j->sdir);
+    work_dir(j, work, sizeof work);
     snprintf(jlog, sizeof jlog, "%s/log.tsv", j->dir);
     kilnd_mkdirs(sdir);
     kilnd_mkdirs(work);
+    char metric[PATH_MAX + 48];
+    kiln_trial *trial = j->study ? kiln_study_find(j->study->st, j->trial) : NULL;
+    if (j->study && !trial) {
+        snprintf(why, whylen, "trial %d is not in the study", j->trial);
+        return false;
+    }
+    kiln_trials_metric_file(j->dir, j->trial, metric, sizeof metric);
+    /* a trial run again from the start (a drain, a kilnd restart) reports
+     * from the start: its previous run's hypertune lines must not count a
+     * second time (as on one machine); its restart policy's run goes on
+     * from where the file was read */
+    if (trial && j->failures == 0) unlink(metric);
     char rdir[PATH_MAX + 16];
     snprintf(rdir, sizeof rdir, "%s/replicas", j->dir);
     kilnd_mkdirs(rdir);
-    const char *jd = rec->job->training_input.job_dir;
+    const char *jd = job->training_input.job_dir;
     if (jd && jd[0] == '/') kilnd_mkdirs(jd);
     kiln_exec_paths paths = {.kiln_train = d->kiln_train, .python = d->python, .staging = NULL};
     json_t *reps = json_array();
     for (size_t i = 0; i < j->n; i++) {
         kiln_strv argv = {0}, env = {0}, pull = {0}, exists = {0};
-        const char *image = kiln_exec_image(rec->job, j->reps[i].role);
-        bool ok = replica_env(s, j, rec->job, i, rec->restarts, &env) == KILN_OK;
+        const char *image = kiln_exec_image(job, j->reps[i].role);
+        bool ok = replica_env(s, j, job, i, attempt, &env) == KILN_OK;
+        /* a trial's replicas: CLOUD_ML_HP_METRIC_FILE, the trial in TF_CONFIG */
+        if (ok && trial) ok = kiln_trial_env(j->study->st, trial, metric, &env) == KILN_OK;
         if (ok && image)
-            ok = container_argv(s, j, rec->job, i, image, &env, &argv, &pull, &exists) == KILN_OK;
+            ok = container_argv(s, j, job, i, image, &env, &argv, &pull, &exists) == KILN_OK;
         else if (ok)
-            ok =
-                kiln_exec_program(rec->job, j->reps[i].role, &paths, &argv, why, whylen) == KILN_OK;
+            ok = kiln_exec_program(job, j->reps[i].role, &paths, &argv, why, whylen) == KILN_OK;
+        /* a trial's --NAME=VALUE flags follow the program's own args */
+        if (ok && trial && !image) ok = kiln_trial_args(j->study->st, trial, &argv) == KILN_OK;
         json_t *one =
             ok ? json_pack("{s:s,s:s,s:i,s:i,s:o,s:o}", "task", j->reps[i].task, "role",
                            kiln_role_name(j->reps[i].role), "index", j->reps[i].index, "port",
@@ -832,7 +913,7 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
         /* a container: its monitor pulls (unless pullPolicy Never) and
          * checks the image first, on the node, as on one machine */
         if (one && image) {
-            const kiln_replica_config *rc = kiln_job_role_config(rec->job, j->reps[i].role);
+            const kiln_replica_config *rc = kiln_job_role_config(job, j->reps[i].role);
             json_object_set_new(one, "image", json_string(image));
             json_object_set_new(one, "pull", strv_json(&pull));
             json_object_set_new(one, "exists", strv_json(&exists));
@@ -871,7 +952,7 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
         snprintf(why, whylen, "cannot write %.400s: %s", path, strerror(errno));
         return false;
     }
-    const kiln_training_input *ti = &rec->job->training_input;
+    const kiln_training_input *ti = &job->training_input;
     char tlimit[48] = "";
     if (ti->has_scheduling && ti->scheduling.has_max_running_time) {
         long long sec = ti->scheduling.max_running_time.seconds;
@@ -958,9 +1039,19 @@ static bool write_files(ssup *s, sjob *j, const kiln_job_record *rec,
  * writes its output there) and a local jobDir. */
 static void give_files(const sjob *j, const kiln_job *job, long uid, long gid)
 {
-    char path[PATH_MAX + 32];
+    char path[PATH_MAX + 64];
     kilnd_chown_job(j->dir, uid, gid);
     snprintf(path, sizeof path, "%s/slurm", j->dir);
+    if (j->study && chown(path, (uid_t)uid, (gid_t)gid) < 0) /* the trial's is in it */
+        fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", path, uid, gid, strerror(errno));
+    if (j->study) { /* the trial's directory: its working dir and hypertune file */
+        char td[PATH_MAX + 48];
+        kiln_trials_dir(j->dir, j->trial, td, sizeof td);
+        if (chown(td, (uid_t)uid, (gid_t)gid) < 0)
+            fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", td, uid, gid,
+                    strerror(errno));
+    }
+    snprintf(path, sizeof path, "%s", j->sdir);
     if (chown(path, (uid_t)uid, (gid_t)gid) < 0)
         fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", path, uid, gid, strerror(errno));
     const char *jd = job->training_input.job_dir;
@@ -973,8 +1064,8 @@ static void give_files(const sjob *j, const kiln_job *job, long uid, long gid)
  * spec.json written before that sbatch), not submitted again. */
 static bool adopt(ssup *s, sjob *j, json_t *sj)
 {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/slurm/spec.json", j->dir);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/spec.json", j->sdir);
     json_t *spec = json_load_file(path, 0, NULL);
     bool ok = reps_read(s, j, json_object_get(spec, "replicas")) && j->n > 0;
     json_decref(spec);
@@ -983,6 +1074,50 @@ static bool adopt(ssup *s, sjob *j, json_t *sj)
     const char *st = json_string_value(json_object_get(sj, "job_state"));
     snprintf(j->sstate, sizeof j->sstate, "%s", st ? st : "PENDING");
     return j->id > 0;
+}
+
+/* Writes j's files (its replicas as `job` describes them, attempt
+ * `attempt`) and hands it to Slurm (sbatch) as `name`, as the project's
+ * user; false with the sentence in `why` when nothing was submitted. */
+static bool launch(ssup *s, sjob *j, const kiln_job *job, int attempt,
+                   const kiln_replica_plan *plans, size_t np, const char *name, char *why,
+                   size_t whylen)
+{
+    kilnd *d = s->d;
+    /* the project's Unix user, as on one machine (src/daemon/users.c):
+     * checked again here for a job a kilnd configured otherwise accepted */
+    long uid = -1, gid = -1;
+    if (kilnd_project_user(d, j->project, &uid, &gid, why, whylen) != KILN_OK) return false;
+    if (!write_files(s, j, job, attempt, plans, np, name, why, whylen)) return false;
+    char script[PATH_MAX + 64], *out = NULL, ua[32] = "", ga[32] = "";
+    snprintf(script, sizeof script, "%s/job.sbatch", j->sdir);
+    if (uid >= 0) {
+        /* the batch script, its tasks and monitors run as the user (root
+         * submits for it: sbatch --uid/--gid) and write the job's files */
+        give_files(j, job, uid, gid);
+        snprintf(ua, sizeof ua, "--uid=%ld", uid);
+        snprintf(ga, sizeof ga, "--gid=%ld", gid);
+    }
+    char *sargv[] = {"sbatch", "--parsable", script, NULL, NULL, NULL};
+    if (uid >= 0) {
+        sargv[2] = ua;
+        sargv[3] = ga;
+        sargv[4] = script;
+    }
+    int rc = kiln_slurm_run(sargv, &out, 60);
+    char l[600];
+    last_line(out, l, sizeof l);
+    j->id = rc == 0 && out ? strtol(out, NULL, 10) : 0;
+    free(out);
+    if (j->id <= 0) {
+        snprintf(why, whylen, "Slurm refused the job (partition %s): %s", d->slurm.partition,
+                 l[0] ? l : "sbatch failed");
+        return false;
+    }
+    /* test only (it_slurm.sh): a kilnd dying between sbatch and its record */
+    const char *die = getenv("KILN_TEST_DIE_AFTER_SBATCH");
+    if (die && strcmp(die, "1") == 0) _exit(70);
+    return true;
 }
 
 /* Hands a job to Slurm (sbatch), as attempt rec->restarts: a QUEUED job, or
@@ -1000,7 +1135,7 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
             sjob_free(s, j);
             return;
         }
-        kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+        sjob_dirs(s, j);
         if (!adopt(s, j, prev)) {
             sjob_free(s, j);
             refuse(s, rec, "Slurm job %s exists but its replicas' spec is unreadable", name);
@@ -1042,7 +1177,7 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
         sjob_free(s, j);
         return;
     }
-    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    sjob_dirs(s, j);
     for (size_t p = 0; p < np; p++)
         for (int64_t k = 0; k < plans[p].count; k++) {
             srep *r = &j->reps[j->n++];
@@ -1056,48 +1191,11 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
                 return; /* stays QUEUED until ports free up */
             }
         }
-    /* the project's Unix user, as on one machine (src/daemon/users.c):
-     * checked again here for a job a kilnd configured otherwise accepted */
-    long uid = -1, gid = -1;
-    if (kilnd_project_user(d, rec->project, &uid, &gid, why, sizeof why) != KILN_OK) {
+    if (!launch(s, j, rec->job, rec->restarts, plans, np, name, why, sizeof why)) {
         refuse(s, rec, "%s", why);
         sjob_free(s, j);
         return;
     }
-    if (!write_files(s, j, rec, plans, np, name, why, sizeof why)) {
-        refuse(s, rec, "%s", why);
-        sjob_free(s, j);
-        return;
-    }
-    char script[PATH_MAX + 32], *out = NULL, ua[32] = "", ga[32] = "";
-    snprintf(script, sizeof script, "%s/slurm/job.sbatch", j->dir);
-    if (uid >= 0) {
-        /* the batch script, its tasks and monitors run as the user (root
-         * submits for it: sbatch --uid/--gid) and write the job's files */
-        give_files(j, rec->job, uid, gid);
-        snprintf(ua, sizeof ua, "--uid=%ld", uid);
-        snprintf(ga, sizeof ga, "--gid=%ld", gid);
-    }
-    char *sargv[] = {"sbatch", "--parsable", script, NULL, NULL, NULL};
-    if (uid >= 0) {
-        sargv[2] = ua;
-        sargv[3] = ga;
-        sargv[4] = script;
-    }
-    int rc = kiln_slurm_run(sargv, &out, 60);
-    char l[600];
-    last_line(out, l, sizeof l);
-    j->id = rc == 0 && out ? strtol(out, NULL, 10) : 0;
-    free(out);
-    if (j->id <= 0) {
-        refuse(s, rec, "Slurm refused the job (partition %s): %s", d->slurm.partition,
-               l[0] ? l : "sbatch failed");
-        sjob_free(s, j);
-        return;
-    }
-    /* test only (it_slurm.sh): a kilnd dying between sbatch and its record */
-    const char *die = getenv("KILN_TEST_DIE_AFTER_SBATCH");
-    if (die && strcmp(die, "1") == 0) _exit(70);
     snprintf(j->sstate, sizeof j->sstate, "PENDING");
     save_runtime(s, j, rec->restarts, rec->failures);
     kilnd_event(d, j->project, j->job_id, "INFO",
@@ -1115,8 +1213,8 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
  * when the file was written; false while it has none. */
 static bool rep_exit(const sjob *j, size_t i, int *code, struct timespec *at)
 {
-    char path[PATH_MAX + 128], text[256];
-    snprintf(path, sizeof path, "%s/slurm/%ld/%s.exit", j->dir, j->id, j->reps[i].task);
+    char path[PATH_MAX + 160], text[256];
+    snprintf(path, sizeof path, "%s/%ld/%s.exit", j->sdir, j->id, j->reps[i].task);
     struct stat sb;
     FILE *f = fopen(path, "r");
     if (!f) return false;
@@ -1184,8 +1282,8 @@ static int always_exited(const sjob *j, const kiln_job *job)
  * code, or -1 when there is none. */
 static int batch_exit(const sjob *j)
 {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/slurm/%ld/exit", j->dir, j->id);
+    char path[PATH_MAX + 96];
+    snprintf(path, sizeof path, "%s/%ld/exit", j->sdir, j->id);
     FILE *f = fopen(path, "r");
     int code = -1;
     if (f) {
@@ -1446,11 +1544,10 @@ static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
                         j->id, nodes ? nodes : "?");
         }
         if (!j->nodes_known) { /* the replicas' nodes, once every task has said */
-            char path[PATH_MAX + 64];
+            char path[PATH_MAX + 160];
             size_t have = 0;
             for (size_t i = 0; i < j->n; i++) {
-                snprintf(path, sizeof path, "%s/slurm/%ld/hosts/%s", j->dir, j->id,
-                         j->reps[i].task);
+                snprintf(path, sizeof path, "%s/%ld/hosts/%s", j->sdir, j->id, j->reps[i].task);
                 have += access(path, F_OK) == 0;
             }
             if (have == j->n) {
@@ -1478,6 +1575,440 @@ static bool follow(ssup *s, sjob *j, json_t *sj, json_t *byname, int64_t now)
 out:
     kiln_job_record_free(r);
     return done;
+}
+
+/* ---------- tuning jobs: each trial a Slurm job of its own ---------- */
+
+/* The study's runtime record: the study (trainingOutput.trials comes from
+ * it) and every trial's Slurm job, so that a new kilnd follows them again. */
+static void study_save(ssup *s, sstudy *st)
+{
+    json_t *reps = json_array(), *runs = json_array();
+    for (int pass = 0; pass < 2; pass++)
+        for (sjob *j = pass ? s->fresh : s->jobs; reps && runs && j; j = j->next) {
+            if (j->study != st) continue;
+            reps_json(j, reps);
+            json_t *one = json_array();
+            reps_json(j, one);
+            json_t *run = json_pack("{s:i,s:I,s:s,s:I,s:i,s:o}", "trial", j->trial, "slurmJobId",
+                                    (json_int_t)j->id, "slurmState", j->sstate, "start",
+                                    (json_int_t)j->start_ns, "failures", j->failures, "replicas",
+                                    one ? one : json_array());
+            if (run && j->requeue)
+                json_object_set_new(run, "slurmRequeue", json_string(j->requeue));
+            if (run && j->requeue && j->restart)
+                json_object_set_new(run, "slurmRestart", json_true());
+            if (run) json_array_append_new(runs, run);
+        }
+    json_t *rt =
+        json_pack("{s:s,s:s,s:o,s:o,s:o}", "executor", "slurm", "slurmPartition",
+                  s->d->slurm.partition, "replicas", reps ? reps : json_array(), "slurmTrials",
+                  runs ? runs : json_array(), "study", kiln_study_to_json(st->st));
+    char *txt = rt ? json_dumps(rt, JSON_COMPACT) : NULL;
+    if (txt) kiln_store_job_set_runtime(s->d->store, st->project, st->job_id, 0, 0, txt);
+    free(txt);
+    json_decref(rt);
+}
+
+static void study_free(ssup *s, sstudy *st)
+{
+    if (!st) return;
+    for (sstudy **l = &s->studies; *l; l = &(*l)->next)
+        if (*l == st) {
+            *l = st->next;
+            break;
+        }
+    kiln_study_free(st->st);
+    kiln_job_free(st->job);
+    free(st->project);
+    free(st->job_id);
+    free(st);
+}
+
+static sstudy *study_new(ssup *s, const kiln_job_record *rec)
+{
+    sstudy *st = calloc(1, sizeof *st);
+    if (!st || !(st->project = strdup(rec->project)) || !(st->job_id = strdup(rec->job->job_id)) ||
+        !(st->job = kiln_job_clone(rec->job))) {
+        study_free(s, st);
+        return NULL;
+    }
+    st->next = s->studies;
+    s->studies = st;
+    return st;
+}
+
+/* The job is over when its study is (kiln_trials_outcome decides how). */
+static void study_end(ssup *s, sstudy *st)
+{
+    kilnd *d = s->d;
+    char msg[200];
+    kiln_job_state end = kiln_trials_outcome(st->st, st->cancelling, msg, sizeof msg);
+    study_save(s, st);
+    if (kiln_store_job_transition(d->store, st->project, st->job_id, ACTIVE, end,
+                                  end == KILN_STATE_FAILED ? msg : NULL, kiln_now_ns(),
+                                  NULL) == KILN_OK)
+        kilnd_event(d, st->project, st->job_id, end == KILN_STATE_FAILED ? "ERROR" : "INFO",
+                    end == KILN_STATE_FAILED ? "Job FAILED: %s" : "%s", msg);
+    study_free(s, st);
+}
+
+/* A QUEUED tuning job starts: its study is made (or resumed) and the job
+ * is RUNNING; start_trials submits the trials. */
+static void study_begin(ssup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
+    char field[128], why[1024] = "";
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    if (!kiln_slurm_check_job(d, rec->project, rec->job, field, sizeof field, why, sizeof why)) {
+        refuse(s, rec, "%s: %s", field, why);
+        return;
+    }
+    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
+    if (np == 0) {
+        refuse(s, rec, "the job has no replicas to run in this catalog");
+        return;
+    }
+    if (!fits(s, plans, np, why, sizeof why)) {
+        refuse(s, rec, "This job can never run on this cluster: %s", why);
+        return;
+    }
+    sstudy *st = study_new(s, rec);
+    if (!st) return;
+    st->st = kiln_trials_open(d->store, rec->project, rec->job->job_id, st->job, rec->runtime, true,
+                              why, sizeof why);
+    if (!st->st) {
+        if (why[0]) refuse(s, rec, "%s", why);
+        study_free(s, st);
+        return;
+    }
+    const kiln_hyperparameter_spec *hp = &st->job->training_input.hyperparameters;
+    study_save(s, st);
+    kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(QUEUED),
+                              KILN_STATE_RUNNING, NULL, kiln_now_ns(), NULL);
+    kilnd_event(d, rec->project, rec->job->job_id, "INFO",
+                "Job RUNNING: a hyperparameter tuning study of %lld trials, %d at once, each "
+                "trial a Slurm job of its own (%zu trials kept from before)",
+                (long long)(hp->max_trials > 0 ? hp->max_trials : 1), kiln_trials_parallel(hp),
+                kiln_study_trial_count(st->st));
+}
+
+/* Submits trial `t` of `st` as a Slurm job (kiln.P.J.trial-N.RUN); false
+ * when it could not be (the trial then FAILED, with why in the job's log). */
+static bool submit_trial(ssup *s, sstudy *st, kiln_trial *t, int failures)
+{
+    kilnd *d = s->d;
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    char name[300], why[1024] = "";
+    sjob *j = calloc(1, sizeof *j);
+    if (!j || !(j->project = strdup(st->project)) || !(j->job_id = strdup(st->job_id)) ||
+        !(j->tjob = kiln_trials_job(st->job, t->id, NULL))) {
+        snprintf(why, sizeof why, "out of memory");
+        goto fail;
+    }
+    j->study = st;
+    j->trial = t->id;
+    j->failures = failures;
+    sjob_dirs(s, j);
+    size_t np = kiln_catalog_plan(d->catalog, j->tjob, plans), n = 0;
+    for (size_t p = 0; p < np; p++)
+        n += (size_t)plans[p].count;
+    if (!(j->reps = calloc(n ? n : 1, sizeof *j->reps))) goto fail;
+    for (size_t p = 0; p < np; p++)
+        for (int64_t k = 0; k < plans[p].count; k++) {
+            srep *r = &j->reps[j->n++];
+            char base[48];
+            r->role = plans[p].role;
+            r->index = (int)k;
+            kiln_exec_task_name(r->role, r->index, base);
+            snprintf(r->task, sizeof r->task, "trial-%d-%.30s", t->id, base);
+            if ((r->port = port_take(s)) < 0) {
+                /* not a failure: it waits for ports, as on one machine */
+                kiln_study_end(st->st, t, KILN_TRIAL_QUEUED, 0);
+                sjob_free(s, j);
+                return false;
+            }
+        }
+    /* trials are not adopted by name (a trial whose kilnd died before
+     * recording its Slurm job runs again): the name only tells them apart */
+    snprintf(name, sizeof name, "kiln.%s.%s.trial-%d", st->project, st->job_id, t->id);
+    if (!launch(s, j, j->tjob, 0, plans, np, name, why, sizeof why)) goto fail;
+    snprintf(j->sstate, sizeof j->sstate, "PENDING");
+    st->running++;
+    j->next = s->fresh;
+    s->fresh = j;
+    study_save(s, st);
+    kilnd_event(d, j->project, j->job_id, "INFO",
+                "Trial %d: submitted to Slurm as job %ld (%s): %zu replica%s", t->id, j->id, name,
+                j->n, j->n == 1 ? "" : "s");
+    return true;
+fail:
+    sjob_free(s, j);
+    kiln_study_end(st->st, t, KILN_TRIAL_FAILED, kiln_now_ns());
+    kilnd_event(d, st->project, st->job_id, "ERROR", "Trial %d ended FAILED: %s", t->id,
+                why[0] ? why : "out of memory");
+    study_save(s, st);
+    return true;
+}
+
+/* Submits trials up to maxParallelTrials for every running study; a study
+ * whose job is being cancelled submits none, and ends once none runs. */
+static void start_trials(ssup *s)
+{
+    for (sstudy *st = s->studies, *next; st; st = next) {
+        next = st->next;
+        const kiln_hyperparameter_spec *hp = &st->job->training_input.hyperparameters;
+        kiln_job_record *r = NULL;
+        if (kiln_store_job_get(s->d->store, st->project, st->job_id, &r) == KILN_OK &&
+            (r->job->state == KILN_STATE_CANCELLING ||
+             ((1u << r->job->state) & KILN_STATES_TERMINAL)))
+            st->cancelling = true;
+        kiln_job_record_free(r);
+        while (!st->cancelling && st->running < kiln_trials_parallel(hp) &&
+               !kiln_study_finished(st->st)) {
+            kiln_trial *t = kiln_study_next(st->st, kiln_now_ns());
+            if (!t || !submit_trial(s, st, t, 0)) break;
+        }
+        if (st->running == 0 && (st->cancelling || kiln_study_finished(st->st))) study_end(s, st);
+    }
+}
+
+/* kiln-train's training metrics reports, as on one machine: the monitor
+ * of each replica writes its stdout lines that may be reports to
+ * RUNDIR/TASK.metrics (on the shared file system); the new whole lines are
+ * measured for the trial (kiln_trials_report). True when any was read. */
+static bool trial_reports(sjob *j, kiln_trial *t)
+{
+    bool any = false;
+    for (size_t i = 0; i < j->n; i++) {
+        char path[PATH_MAX + 160], *line = NULL;
+        size_t cap = 0;
+        snprintf(path, sizeof path, "%s/%ld/%s.metrics", j->sdir, j->id, j->reps[i].task);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        ssize_t n;
+        if (fseek(f, j->reps[i].moff, SEEK_SET) == 0)
+            while ((n = getline(&line, &cap, f)) > 0 && line[n - 1] == '\n') {
+                json_t *p = kilnd_train_metrics_parse(line, (size_t)n - 1);
+                if (p) kiln_trials_report(j->study->st, t, p);
+                json_decref(p);
+                j->reps[i].moff += (long)n; /* a line cut short waits for its end */
+                any = true;
+            }
+        free(line);
+        fclose(f);
+    }
+    return any;
+}
+
+/* A trial's Slurm job ended (`state`): the trial ends in its study (read
+ * to its last report first), and the job ends when the study does. */
+static void trial_ended(ssup *s, sjob *j, const char *state, const char *reason)
+{
+    sstudy *st = j->study;
+    kiln_trial *t = kiln_study_find(st->st, j->trial);
+    kiln_trial_state end = KILN_TRIAL_FAILED;
+    char msg[1024] = "";
+    const char *pol = NULL; /* a failure's restart policy, when it retries */
+    if (st->cancelling) {
+        end = KILN_TRIAL_CANCELLED;
+    } else if (j->requeue && j->restart) {
+        /* restartPolicy Always: a replica ended with 0 before the master */
+        snprintf(msg, sizeof msg, "%s", j->requeue);
+        pol = "Always";
+    } else if (j->requeue) {
+        end = KILN_TRIAL_QUEUED; /* a drain: it runs again later, same values */
+        snprintf(msg, sizeof msg, "%s", j->requeue);
+    } else if (j->deadline) {
+        snprintf(msg, sizeof msg, "%s", j->deadline);
+    } else if (j->stop_why) {
+        end = KILN_TRIAL_SUCCEEDED; /* stopped early: a finished trial */
+        snprintf(msg, sizeof msg, "%s", j->stop_why);
+    } else if (strcmp(state, "COMPLETED") == 0) {
+        end = KILN_TRIAL_SUCCEEDED;
+    } else if (strcmp(state, "TIMEOUT") == 0) {
+        /* maxRunningTime (each trial's --time): as on one machine, a trial
+         * past it cancels the job, and the other trials stop */
+        end = KILN_TRIAL_CANCELLED;
+        st->cancelling = true;
+        snprintf(msg, sizeof msg, "the trial ran longer than maxRunningTime; the job is cancelled");
+        kiln_store_job_transition(s->d->store, st->project, st->job_id, KILN_STATE_MASK(RUNNING),
+                                  KILN_STATE_CANCELLING, NULL, kiln_now_ns(), NULL);
+    } else {
+        int code = 0, fi = first_failure(j, &code);
+        bool has_reason = reason && *reason && strcmp(reason, "None") != 0;
+        char rf[300] = "";
+        if (fi >= 0)
+            snprintf(rf, sizeof rf, "The replica %s exited with a non-zero status of %d. ",
+                     j->reps[fi].task, code);
+        snprintf(msg, sizeof msg, "%sSlurm job %ld ended %s%s%s", rf, j->id, state,
+                 has_reason ? ": " : "", has_reason ? reason : "");
+        /* the restart policy of the replica that failed first, as on one
+         * machine: its replicas run again (a new Slurm job), same trial */
+        if (fi < 0 && (code = batch_exit(j)) <= 0) code = 137;
+        const char *p =
+            kiln_job_restart_policy(j->tjob, fi >= 0 ? j->reps[fi].role : KILN_ROLE_MASTER);
+        if (strcmp(p, "Always") == 0 || strcmp(p, "OnFailure") == 0 ||
+            (strcmp(p, "ExitCode") == 0 && code >= 128))
+            pol = p;
+    }
+    int limit = kiln_job_backoff_limit(j->tjob);
+    if (pol && t && j->failures < limit) {
+        trial_reports(j, t);
+        kilnd_event(s->d, j->project, j->job_id, "WARNING",
+                    "Trial %d: %s; submitting it again (restart policy %s, restart %d of at most "
+                    "%d)",
+                    j->trial, msg, pol, j->failures + 1, limit);
+        st->running--;
+        j->study = NULL; /* the new run is the trial's record from here */
+        submit_trial(s, st, t, j->failures + 1);
+        if (st->running == 0 && (st->cancelling || kiln_study_finished(st->st))) study_end(s, st);
+        return;
+    }
+    if (pol && strlen(msg) + 80 < sizeof msg)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                 "; the backoff limit (%d restarts) is reached", limit);
+    if (t) kiln_trials_read(st->st, t, j->dir, j->tjob->training_input.job_dir);
+    if (t) trial_reports(j, t);
+    if (t) kiln_study_end(st->st, t, end, kiln_now_ns());
+    st->running--;
+    kilnd_event(s->d, j->project, j->job_id, end == KILN_TRIAL_FAILED ? "ERROR" : "INFO",
+                "Trial %d ended %s (Slurm job %ld: %s)%s%s", j->trial, kiln_trials_end_word(end),
+                j->id, state, msg[0] ? ": " : "", msg);
+    j->study = NULL; /* its record is the study's from here */
+    study_save(s, st);
+    if (st->running == 0 && (st->cancelling || kiln_study_finished(st->st))) study_end(s, st);
+}
+
+/* One trial's Slurm job against what squeue said: its reports, early
+ * stopping, per-trial deadline, cancel and drain; true when it is done. */
+static bool follow_trial(ssup *s, sjob *j, json_t *sj, int64_t now)
+{
+    kilnd *d = s->d;
+    sstudy *st = j->study;
+    const char *sstate = sj ? json_string_value(json_object_get(sj, "job_state")) : NULL;
+    const char *reason = sj ? json_string_value(json_object_get(sj, "state_reason")) : NULL;
+    if (!sstate) sstate = "";
+    kiln_trial *t = kiln_study_find(st->st, j->trial);
+    bool running = strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0;
+    if (running && !j->start_ns) j->start_ns = now;
+    if (t && running &&
+        (kiln_trials_read(st->st, t, j->dir, j->tjob->training_input.job_dir) |
+         trial_reports(j, t)))
+        study_save(s, st); /* reports are recorded at once, with their offsets */
+    char why[256];
+    if (t && running && !j->stop_why && !j->term_sent &&
+        kiln_trials_stop_early(st->st, t, &st->job->training_input.hyperparameters, why,
+                               sizeof why)) {
+        j->stop_why = strdup(why);
+        kilnd_event(d, j->project, j->job_id, "INFO", "Trial %d is stopped early: %s", j->trial,
+                    why);
+    }
+    if (running && !j->deadline && !j->term_sent &&
+        kiln_exec_limit_passed(j->tjob, j->start_ns, now, KILN_LIMIT_ACTIVE_DEADLINE, why,
+                               sizeof why) == KILN_LIMIT_ACTIVE_DEADLINE)
+        j->deadline = strdup(why);
+    /* restartPolicy Always, as on one machine and for plain jobs */
+    int wi = running && !j->requeue && !j->term_sent ? always_exited(j, j->tjob) : -1;
+    if (wi >= 0 && asprintf(&j->requeue,
+                            "The replica %s exited with status 0 before the master (restart "
+                            "policy Always)",
+                            j->reps[wi].task) >= 0) {
+        j->restart = true;
+        study_save(s, st);
+    } else if (wi >= 0) {
+        j->requeue = NULL;
+    }
+    bool stop = st->cancelling || j->requeue || j->deadline || j->stop_why;
+    if (stop && !j->term_sent && sj && !is_final(sstate)) {
+        scancel(j->id, running); /* SIGTERM to the replicas first when they run */
+        j->term_sent = true;
+        j->killed = !running;
+        j->kill_at_ns = now + (int64_t)d->grace_ms * 1000000;
+    } else if (stop && j->term_sent && !j->killed && now >= j->kill_at_ns) {
+        scancel(j->id, false);
+        j->killed = true;
+    }
+    if (!sj) { /* Slurm forgot it, or does not show it yet */
+        if (++j->missing < 3) return false;
+        int code = batch_exit(j);
+        trial_ended(s, j, code == 0 ? "COMPLETED" : "FAILED",
+                    code < 0 ? "Slurm no longer knows the job and its batch script left no exit "
+                               "status"
+                             : NULL);
+        return true;
+    }
+    j->missing = 0;
+    if (strcmp(sstate, j->sstate) != 0) {
+        snprintf(j->sstate, sizeof j->sstate, "%s", sstate);
+        study_save(s, st);
+        if (!is_final(sstate))
+            kilnd_event(d, j->project, j->job_id, "INFO", "Trial %d: Slurm job %ld %s", j->trial,
+                        j->id, sstate);
+    }
+    if (is_final(sstate)) {
+        trial_ended(s, j, sstate, reason);
+        return true;
+    }
+    return false;
+}
+
+/* A previous kilnd's tuning job: its study from the runtime record, its
+ * trials' Slurm jobs followed again; trials that were running without a
+ * recorded Slurm job run again with the same values. */
+static void study_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
+{
+    char why[300];
+    sstudy *st = study_new(s, r);
+    if (!st) return;
+    st->st = kiln_trials_open(s->d->store, r->project, r->job->job_id, st->job, r->runtime, false,
+                              why, sizeof why);
+    if (!st->st) {
+        study_free(s, st);
+        return;
+    }
+    st->cancelling = r->job->state == KILN_STATE_CANCELLING;
+    size_t k;
+    json_t *run;
+    json_array_foreach(json_object_get(rt, "slurmTrials"), k, run)
+    {
+        int id = (int)json_integer_value(json_object_get(run, "trial"));
+        json_int_t sid = json_integer_value(json_object_get(run, "slurmJobId"));
+        kiln_trial *t = kiln_study_find(st->st, id);
+        if (!t || t->state != KILN_TRIAL_RUNNING || sid <= 0) continue;
+        sjob *j = calloc(1, sizeof *j);
+        if (!j || !(j->project = strdup(r->project)) || !(j->job_id = strdup(r->job->job_id)) ||
+            !(j->tjob = kiln_trials_job(st->job, id, NULL)) ||
+            !reps_read(s, j, json_object_get(run, "replicas"))) {
+            sjob_free(s, j);
+            continue;
+        }
+        j->study = st;
+        j->trial = id;
+        j->id = (long)sid;
+        j->start_ns = json_integer_value(json_object_get(run, "start"));
+        const char *ss = json_string_value(json_object_get(run, "slurmState"));
+        snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
+        const char *rq = json_string_value(json_object_get(run, "slurmRequeue"));
+        if (rq) j->requeue = strdup(rq);
+        j->restart = json_is_true(json_object_get(run, "slurmRestart"));
+        j->failures = (int)json_integer_value(json_object_get(run, "failures"));
+        sjob_dirs(s, j);
+        st->running++;
+        j->next = s->jobs;
+        s->jobs = j;
+        kilnd_event(s->d, r->project, r->job->job_id, "INFO",
+                    "kilnd restarted: following trial %d's Slurm job %ld again", id, j->id);
+    }
+    for (size_t i = 0; i < kiln_study_trial_count(st->st); i++) {
+        kiln_trial *t = kiln_study_trial(st->st, i);
+        bool followed = false;
+        for (sjob *j = s->jobs; j && !followed; j = j->next)
+            followed = j->study == st && j->trial == t->id;
+        if (t->state == KILN_TRIAL_RUNNING && !followed)
+            kiln_study_end(st->st, t, KILN_TRIAL_QUEUED, 0);
+    }
+    study_save(s, st);
 }
 
 /* squeue --json: the leaders of the heterogeneous jobs (and plain jobs) by
@@ -1518,6 +2049,13 @@ static void reconcile(ssup *s)
         kiln_job_record *r = v[i];
         json_t *rt = r->runtime ? json_loads(r->runtime, 0, NULL) : NULL;
         json_int_t id = json_integer_value(json_object_get(rt, "slurmJobId"));
+        const char *ex = json_string_value(json_object_get(rt, "executor"));
+        if (r->job->state != KILN_STATE_QUEUED && json_is_object(json_object_get(rt, "study")) &&
+            ex && strcmp(ex, "slurm") == 0) { /* a tuning job: its trials' Slurm jobs */
+            study_reconcile(s, r, rt);
+            json_decref(rt);
+            continue;
+        }
         if (id <= 0) {
             if (r->job->state != KILN_STATE_QUEUED) {
                 const char *m = "kilnd restarted with --executor slurm; this job's replicas "
@@ -1537,7 +2075,7 @@ static void reconcile(ssup *s)
             continue;
         }
         j->id = (long)id;
-        kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+        sjob_dirs(s, j);
         const char *ss = json_string_value(json_object_get(rt, "slurmState"));
         snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
         const char *rq = json_string_value(json_object_get(rt, "slurmRequeue"));
@@ -1557,6 +2095,8 @@ static bool tracked(ssup *s, const char *project, const char *id)
 {
     for (sjob *j = s->jobs; j; j = j->next)
         if (strcmp(j->project, project) == 0 && strcmp(j->job_id, id) == 0) return true;
+    for (sstudy *st = s->studies; st; st = st->next)
+        if (strcmp(st->project, project) == 0 && strcmp(st->job_id, id) == 0) return true;
     return false;
 }
 
@@ -1637,6 +2177,7 @@ static void positions(ssup *s, json_t *q)
     qsort(v, n, sizeof *v, pend_cmp);
     for (sjob *j = s->jobs; j; j = j->next) {
         char key[32];
+        if (j->study) continue; /* a trial: its job is RUNNING, no place in a queue */
         snprintf(key, sizeof key, "%ld", j->id);
         json_t *me = json_object_get(q, key);
         const char *st = json_string_value(json_object_get(me, "job_state"));
@@ -1673,12 +2214,17 @@ static void tick(ssup *s)
     if (kiln_store_jobs_by_state(d->store, KILN_STATE_MASK(QUEUED), &v, &n) == KILN_OK) {
         for (size_t i = 0; i < n && !d->stop; i++) {
             if (tracked(s, v[i]->project, v[i]->job->job_id)) continue;
+            if (v[i]->job->training_input.has_hyperparameters) {
+                study_begin(s, v[i]); /* its trials are submitted by start_trials */
+                continue;
+            }
             /* squeue first: a Slurm job of this attempt's name is adopted */
             if (!q && !(q = squeue_all(&byname))) break; /* slurmctld does not answer */
             submit(s, v[i], byname, false);
         }
         kiln_job_records_free(v, n);
     }
+    if (!d->stop) start_trials(s);
     if (s->fresh) { /* just submitted: squeue again, so that they are seen */
         json_decref(q);
         json_decref(byname);
@@ -1697,7 +2243,8 @@ static void tick(ssup *s)
         sjob *j = *link;
         char k[32];
         snprintf(k, sizeof k, "%ld", j->id);
-        if (follow(s, j, json_object_get(q, k), byname, now)) {
+        json_t *sj = json_object_get(q, k);
+        if (j->study ? follow_trial(s, j, sj, now) : follow(s, j, sj, byname, now)) {
             *link = j->next;
             sjob_free(s, j);
             continue;
@@ -1743,6 +2290,8 @@ void *kiln_slurm_supervisor(kilnd *d)
         s.jobs = j->next;
         sjob_free(&s, j);
     }
+    while (s.studies) /* their records stay: the next kilnd goes on with them */
+        study_free(&s, s.studies);
     free(s.port_used);
     return NULL;
 }

@@ -9,7 +9,10 @@
  *   replicas.c    ports, training metrics, the runtime record, freeing;
  *   spawn.c       staging packages and starting a job's replicas;
  *   adopt.c       what a previous kilnd left: reconcile and adoption;
- *   trials.c      tuning jobs: a study and its trials;
+ *   trials.c      tuning jobs: placing and starting a study's trials (what
+ *                 the trials are, their reports, early stopping and the
+ *                 job's end: src/exec/trials/trialbook.h, shared with the
+ *                 Slurm executor);
  *   pskeys.c      per-attempt parameter-server CURVE keys;
  *   trainmetrics.c  training metrics reports on a replica's stdout;
  *   gpus.c        GPU health (a failed GPU's job) and GPU time and utilisation. */

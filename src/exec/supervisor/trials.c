@@ -29,6 +29,7 @@
 
 #include "daemon/kilnd.h"
 #include "exec/supervisor/pskeys.h"
+#include "exec/trials/trialbook.h"
 #include "exec/supervisor/trainmetrics.h"
 #include "kiln/exec.h"
 #include "kiln/objects.h"
@@ -61,18 +62,6 @@ void studies_free(sup *s)
         study_free(s, s->studies);
 }
 
-/* FNV-1a of the job's name: a study's seed, so that the same job id draws
- * the same trials (and a resumed study carries its own seed). */
-static uint64_t study_seed(const char *project, const char *id)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (const char *p = project; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    for (const char *p = id; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-    return h;
-}
-
 /* The job's runtime record: the study and its running trials' replicas
  * (replicas.c). */
 static void study_save(sup *s, tstudy *t)
@@ -88,40 +77,25 @@ void study_begin(sup *s, kiln_job_record *rec)
     kilnd *d = s->d;
     const char *id = rec->job->job_id;
     tstudy *t = calloc(1, sizeof *t);
-    json_t *kept = runtime_kept(rec->runtime, "study");
+    char msg[300];
     if (!t) goto fail;
     t->project = strdup(rec->project);
     t->job_id = strdup(id);
     t->job = kiln_job_clone(rec->job);
     if (!t->project || !t->job_id || !t->job) goto fail;
     const kiln_hyperparameter_spec *hp = &t->job->training_input.hyperparameters;
-    const char *resume = hp->resume_previous_job_id;
-    if (kept) {
-        t->st = kiln_study_from_json(hp, kept);
-    } else if (resume && *resume) { /* the previous job's study, checked at create */
-        kiln_job_record *prev = NULL;
-        if (kiln_store_job_get(d->store, rec->project, resume, &prev) == KILN_OK)
-            t->st = kiln_study_resume(hp, prev->runtime);
-        kiln_job_record_free(prev);
-        if (!t->st) {
-            char msg[300];
-            snprintf(msg, sizeof msg,
-                     "resumePreviousJobId: job '%.100s' has no study to resume any more", resume);
-            kiln_store_job_transition(d->store, rec->project, id, KILN_STATE_MASK(PREPARING),
-                                      KILN_STATE_FAILED, msg, kiln_now_ns(), NULL);
-            kilnd_event(d, rec->project, id, "ERROR", "Job FAILED: %s", msg);
-            json_decref(kept);
-            study_free(s, t);
-            return;
-        }
-    } else {
-        t->st = kiln_study_new(hp, study_seed(rec->project, id));
+    /* kept, resumed or new (trialbook.h); trials that were running (kilnd
+     * restart, drain) run again, same values */
+    t->st =
+        kiln_trials_open(d->store, rec->project, id, t->job, rec->runtime, true, msg, sizeof msg);
+    if (!t->st && msg[0]) { /* resumePreviousJobId's study is gone */
+        kiln_store_job_transition(d->store, rec->project, id, KILN_STATE_MASK(PREPARING),
+                                  KILN_STATE_FAILED, msg, kiln_now_ns(), NULL);
+        kilnd_event(d, rec->project, id, "ERROR", "Job FAILED: %s", msg);
+        study_free(s, t);
+        return;
     }
     if (!t->st) goto fail;
-    /* trials that were running (kilnd restart, drain) run again, same values */
-    for (size_t i = 0; i < kiln_study_trial_count(t->st); i++)
-        if (kiln_study_trial(t->st, i)->state == KILN_TRIAL_RUNNING)
-            kiln_study_end(t->st, kiln_study_trial(t->st, i), KILN_TRIAL_QUEUED, 0);
     t->next = s->studies;
     s->studies = t;
     study_save(s, t);
@@ -138,10 +112,8 @@ void study_begin(sup *s, kiln_job_record *rec)
                 (long long)(hp->max_trials > 0 ? hp->max_trials : 1),
                 (long long)(hp->max_parallel_trials > 0 ? hp->max_parallel_trials : 1),
                 kiln_study_trial_count(t->st));
-    json_decref(kept);
     return;
 fail:
-    json_decref(kept);
     study_free(s, t);
     kiln_store_job_transition(d->store, rec->project, id, KILN_STATE_MASK(PREPARING),
                               KILN_STATE_QUEUED, NULL, kiln_now_ns(), NULL);
@@ -179,21 +151,7 @@ fail:
  * replicas were started with). NULL on ENOMEM. */
 kiln_job *trial_job(tstudy *st, int trial, const char *job_dir)
 {
-    kiln_job *job = kiln_job_clone(st->job);
-    if (!job) return NULL;
-    char *jd = job->training_input.job_dir, *tjd = NULL;
-    if (job_dir) {
-        if (kiln_set_str(&job->training_input.job_dir, job_dir) != KILN_OK) goto fail;
-    } else if (jd && *jd &&
-               asprintf(&tjd, "%s%s%d", jd, jd[strlen(jd) - 1] == '/' ? "" : "/", trial) >= 0) {
-        kiln_err err = kiln_set_str(&job->training_input.job_dir, tjd);
-        free(tjd);
-        if (err != KILN_OK) goto fail;
-    }
-    return job;
-fail:
-    kiln_job_free(job);
-    return NULL;
+    return kiln_trials_job(st->job, trial, job_dir);
 }
 
 /* The job is over when its study is: SUCCEEDED when a trial succeeded,
@@ -202,25 +160,19 @@ static void study_end(sup *s, tstudy *t)
 {
     kilnd *d = s->d;
     int64_t now = kiln_now_ns();
-    size_t ok = kiln_study_count(t->st, KILN_TRIAL_SUCCEEDED);
-    size_t failed = kiln_study_count(t->st, KILN_TRIAL_FAILED);
+    char msg[200];
+    kiln_job_state end = kiln_trials_outcome(t->st, t->cancelling, msg, sizeof msg);
     study_save(s, t);
-    if (t->cancelling) {
+    if (end == KILN_STATE_CANCELLED) {
         kiln_store_job_transition(d->store, t->project, t->job_id,
                                   KILN_STATE_MASK(CANCELLING) | KILN_STATE_MASK(RUNNING),
                                   KILN_STATE_CANCELLED, NULL, now, NULL);
-        kilnd_event(d, t->project, t->job_id, "INFO", "Job CANCELLED");
-    } else if (ok) {
+        kilnd_event(d, t->project, t->job_id, "INFO", "%s", msg);
+    } else if (end == KILN_STATE_SUCCEEDED) {
         kiln_store_job_transition(d->store, t->project, t->job_id, KILN_STATE_MASK(RUNNING),
                                   KILN_STATE_SUCCEEDED, NULL, now, NULL);
-        kilnd_event(d, t->project, t->job_id, "INFO",
-                    "Job completed successfully: %zu trials succeeded, %zu failed", ok, failed);
+        kilnd_event(d, t->project, t->job_id, "INFO", "%s", msg);
     } else {
-        char msg[200];
-        snprintf(msg, sizeof msg,
-                 "%zu trials failed and none succeeded (maxFailedTrials reached or every trial "
-                 "failed)",
-                 failed);
         kiln_store_job_transition(d->store, t->project, t->job_id, KILN_STATE_MASK(RUNNING),
                                   KILN_STATE_FAILED, msg, now, NULL);
         kilnd_event(d, t->project, t->job_id, "ERROR", "Job FAILED: %s", msg);
@@ -236,7 +188,7 @@ kiln_err trial_args(rjob *j, kiln_strv *argv)
 
 static void trial_metric_file(rjob *j, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%d/hypertune.metrics", j->dir, j->trial);
+    kiln_trials_metric_file(j->dir, j->trial, buf, len);
 }
 
 kiln_err trial_env(rjob *j, kiln_strv *env)
@@ -247,68 +199,36 @@ kiln_err trial_env(rjob *j, kiln_strv *env)
     return t ? kiln_trial_env(j->study->st, t, path, env) : KILN_EINVAL;
 }
 
-/* TensorBoard event files: in the trial's working directory JOBS/P/ID/N
- * and in its jobDir (jobDir/N, once spawn made it a local path). */
-static void trial_read_tfevents(rjob *j, kiln_trial *t)
+/* The trial's new reports (trialbook.h): its hypertune file and its
+ * TensorBoard event files, in JOBS/P/ID/N and in its jobDir (jobDir/N,
+ * once spawn made it a local path). True when anything was new. */
+static bool trial_read(rjob *j, kiln_trial *t)
 {
-    char dir[PATH_MAX + 48];
-    const char *jd = j->job ? j->job->training_input.job_dir : NULL;
-    snprintf(dir, sizeof dir, "%s/%d", j->dir, j->trial);
-    kiln_study_read_tfevents(j->study->st, t, dir);
-    if (jd && jd[0] == '/' && strncmp(jd, dir, strlen(dir)) != 0)
-        kiln_study_read_tfevents(j->study->st, t, jd);
+    return kiln_trials_read(j->study->st, t, j->dir,
+                            j->job ? j->job->training_input.job_dir : NULL);
 }
 
-/* kiln-train's reports (trainmetrics.h) name their numbers in camelCase:
- * the tag matches as written, or in its camelCase form (test_accuracy). */
+/* kiln-train's reports on stdout (trainmetrics.h): measured by trialbook.h. */
 void trial_metrics(rjob *j, json_t *report)
 {
     kiln_trial *t = kiln_study_find(j->study->st, j->trial);
-    const char *tag = kiln_study_metric_tag(j->study->st);
-    char camel[128];
-    size_t n = 0;
-    bool up = false;
-    for (const char *p = tag; *p && n + 1 < sizeof camel; p++) {
-        if (*p == '_' && n > 0) {
-            up = true;
-            continue;
-        }
-        camel[n++] = up && *p >= 'a' && *p <= 'z' ? (char)(*p - 'a' + 'A') : *p;
-        up = false;
-    }
-    camel[n] = '\0';
-    json_t *v = json_object_get(report, tag);
-    if (!json_is_number(v)) v = json_object_get(report, camel);
-    json_t *step = json_object_get(report, "step");
-    if (!json_is_integer(step)) step = json_object_get(report, "epoch");
-    if (t && json_is_number(v))
-        kiln_study_report(j->study->st, t, json_integer_value(step), json_number_value(v));
+    if (t) kiln_trials_report(j->study->st, t, report);
 }
 
 /* Each tick: the hypertune file's new lines, the event files' new records,
  * and the early-stopping rule (median or ASHA). */
 void trial_check(sup *s, rjob *j)
 {
-    char path[PATH_MAX + 48];
     if (!j->study || j->after != AS_NONE) return;
     kiln_trial *t = kiln_study_find(j->study->st, j->trial);
     if (!t) return;
-    trial_metric_file(j, path, sizeof path);
-    long off = t->file_offset;
-    size_t curve = t->n_curve;
-    int64_t step = t->step;
-    kiln_study_read_hypertune(j->study->st, t, path);
-    trial_read_tfevents(j, t);
     /* new reports are recorded at once, with the offsets they were read up
      * to: an adopting kilnd reads on from there */
-    if (t->file_offset != off || t->n_curve != curve || t->step != step) save_runtime(s, j);
-    if (j->study->job->training_input.hyperparameters.enable_trial_early_stopping &&
-        kiln_study_should_stop(j->study->st, t)) {
-        char why[256];
-        kiln_study_stop_reason(j->study->st, t, why, sizeof why);
-        t->stopped_early = true;
+    if (trial_read(j, t)) save_runtime(s, j);
+    char why[256];
+    if (kiln_trials_stop_early(j->study->st, t, &j->study->job->training_input.hyperparameters, why,
+                               sizeof why))
         begin_stop(s, j, AS_SUCCEED, "%s", why);
-    }
 }
 
 /* A trial's replicas are gone: the trial ends in its study, and the job
@@ -317,25 +237,18 @@ void trial_finish(sup *s, rjob *j)
 {
     tstudy *st = j->study;
     kiln_trial *t = kiln_study_find(st->st, j->trial);
-    char path[PATH_MAX + 48];
     const char *msg = j->after_msg ? j->after_msg : "";
     kiln_trial_state end = KILN_TRIAL_CANCELLED;
     if (j->after == AS_SUCCEED) end = KILN_TRIAL_SUCCEEDED;
     if (j->after == AS_FAIL) end = KILN_TRIAL_FAILED;
     if (j->after == AS_REQUEUE) end = KILN_TRIAL_QUEUED; /* a drain: it runs again later */
     if (j->after == AS_CANCEL || j->after == AS_NONE) st->cancelling = true;
-    trial_metric_file(j, path, sizeof path);
-    if (t) kiln_study_read_hypertune(st->st, t, path);
-    if (t) trial_read_tfevents(j, t);
+    if (t) trial_read(j, t);
     if (t) kiln_study_end(st->st, t, end, kiln_now_ns());
     st->running--;
     kilnd_event(s->d, j->project, j->job_id, end == KILN_TRIAL_FAILED ? "ERROR" : "INFO",
-                "Trial %d ended %s%s%s", j->trial,
-                end == KILN_TRIAL_SUCCEEDED ? "SUCCEEDED"
-                : end == KILN_TRIAL_FAILED  ? "FAILED"
-                : end == KILN_TRIAL_QUEUED  ? "and is queued again"
-                                            : "CANCELLED",
-                msg[0] ? ": " : "", msg);
+                "Trial %d ended %s%s%s", j->trial, kiln_trials_end_word(end), msg[0] ? ": " : "",
+                msg);
     j->study = NULL; /* the rjob's runtime record is the study's from here */
     study_save(s, st);
     if (st->running == 0 && (st->cancelling || kiln_study_finished(st->st))) study_end(s, st);
@@ -423,7 +336,7 @@ void start_trials(sup *s)
     for (tstudy *st = s->studies, *next; st; st = next) {
         next = st->next;
         const kiln_hyperparameter_spec *hp = &st->job->training_input.hyperparameters;
-        int par = hp->max_parallel_trials > 0 ? (int)hp->max_parallel_trials : 1;
+        int par = kiln_trials_parallel(hp);
         if (!st->cancelling) {
             kiln_job_record *r = NULL;
             if (kiln_store_job_get(s->d->store, st->project, st->job_id, &r) == KILN_OK &&
