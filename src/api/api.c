@@ -238,7 +238,9 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
     if (strncmp(url, "/v1/projects/", 13) != 0)
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
     const char *p = url + 13, *slash = strchr(p, '/');
-    if (!slash || strncmp(slash, "/jobs", 5) != 0 || (slash[5] && slash[5] != '/'))
+    /* the ml API's jobs, or aiplatform v1's locations/L/... (vertex.c) */
+    bool vertex = slash && strncmp(slash, "/locations/", 11) == 0;
+    if (!vertex && (!slash || strncmp(slash, "/jobs", 5) != 0 || (slash[5] && slash[5] != '/')))
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
     size_t pl = (size_t)(slash - p);
     if (!kiln__api_valid_name(p, pl))
@@ -250,6 +252,7 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
         kiln__api_note_hidden();
         return send_error(c, 404, NULL, "Project %s not found", project);
     }
+    if (vertex) return kiln__api_vertex(d, c, method, project, slash + 11, rq, &a);
     return kiln__api_jobs(d, c, method, project, slash + 5, rq, &a);
 }
 
