@@ -48,6 +48,8 @@ it_badbody.sh) port_base=47000 ;;
 it_root.sh) port_base=48000 ;;
 it_tuning_adopt.sh) port_base=45000 ;;
 it_gpu_nvml.sh) port_base=49000 ;;
+it_vertex.sh) port_base=50000 ;;
+it_vertex_sdk.sh) port_base=51000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}
