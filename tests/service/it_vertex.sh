@@ -79,6 +79,14 @@ check_eq "describe labels" "$(printf '%s' "$out" | jget labels.team)" ml
 check_eq "describe replicaCount" "$(printf '%s' "$out" | jget jobSpec.workerPoolSpecs.0.replicaCount)" 1
 check "describe endTime RFC 3339" grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$' <<<"$(printf '%s' "$out" | jget endTime)"
 
+# stream-logs reads the job's lines through the Logging subset (entries are
+# labelled with the CustomJob's number); for a job that has ended (endTime) it
+# returns after two polls without new lines
+out=$(gc ai custom-jobs stream-logs "$ID1" --region $R --polling-interval 1 2>&1)
+check_eq "stream-logs exit" "$?" 0
+check "stream-logs: the container's lines" grep -qE "master-replica-0.*ID=$ID1" <<<"$out"
+check "stream-logs: the service's lines" grep -q "Job completed successfully" <<<"$out"
+
 # 2. --config: a CustomJobSpec in YAML with a chief and a worker pool, the
 # output directory in the staging bucket, and the bucket at /gcs/stage1
 cat >"$T/spec.yaml" <<EOF
