@@ -133,6 +133,35 @@ check_eq "describe: the worker pool" "$(printf '%s' "$out" | jget jobSpec.worker
 check_eq "describe: timeout" "$(printf '%s' "$out" | jget jobSpec.scheduling.timeout)" 600s
 check_eq "describe: baseOutputDirectory" "$(printf '%s' "$out" | jget jobSpec.baseOutputDirectory.outputUriPrefix)" gs://stage1/run1
 
+# pythonPackageSpec: an sdist in the staging bucket, run with python3 -m in
+# the executor image (kiln stages the package and puts it on PYTHONPATH)
+mkdir -p "$T/pkg/trainer-0.1/trainer"
+: >"$T/pkg/trainer-0.1/trainer/__init__.py"
+printf 'import os, sys\nprint("task args", sys.argv[1:], os.environ.get("CLOUD_ML_JOB_ID"))\n' >"$T/pkg/trainer-0.1/trainer/task.py"
+tar -C "$T/pkg" -czf "$T/trainer-0.1.tar.gz" trainer-0.1
+curl -s -m 10 -o /dev/null -X POST --data-binary @"$T/trainer-0.1.tar.gz" \
+    "$URL/upload/storage/v1/b/stage1/o?uploadType=media&name=pkg/trainer-0.1.tar.gz"
+cat >"$T/py.yaml" <<EOF
+workerPoolSpecs:
+  - machineSpec: {machineType: n1-standard-4}
+    replicaCount: 1
+    pythonPackageSpec:
+      executorImageUri: $IMG
+      packageUris: [gs://stage1/pkg/trainer-0.1.tar.gz]
+      pythonModule: trainer.task
+      args: [--lr, "0.1"]
+EOF
+out=$(gc ai custom-jobs create --region $R --display-name py-1 --config "$T/py.yaml" 2>&1)
+IDP=$(job_id_of "$out")
+check "create pythonPackageSpec ($(tail -2 <<<"$out"))" test -n "$IDP"
+check "py-1 succeeds" wait_vx "$IDP" JOB_STATE_SUCCEEDED 90
+api GET "/v1/projects/p1/jobs/customjob_$IDP:logs"
+check "the module ran with its args" grep -qF "task args ['--lr', '0.1'] $IDP" <<<"$BODY"
+api GET "$COL/$IDP"
+check_eq "describe: pythonPackageSpec back" "$(printf '%s' "$BODY" | jget jobSpec.workerPoolSpecs.0.pythonPackageSpec.pythonModule)" trainer.task
+api DELETE "$COL/$IDP"
+check_eq "delete py-1" "$STATUS" 200
+
 # 3. list (gcloud pages through pageSize/pageToken itself)
 out=$(gc ai custom-jobs list --region $R --format 'value(displayName)' 2>"$T/err")
 check_eq "list" "$(printf '%s\n' "$out" | sort | tr '\n' ' ')" "config-1 flags-1 "

@@ -138,4 +138,31 @@ except Exception as e:
     print("RAISED", type(e).__name__, "jobSpec.enableWebAccess" in str(e))'
 check_eq "enable_web_access refused, named ($(errtail bad1))" "$(sed -n 's/^RAISED //p' <<<"$OUT")" "BadRequest True"
 
+# 6. scheduling, list (with a server-side filter) and delete
+sdk misc1 '
+job = aiplatform.CustomJob(display_name="sched-1", worker_pool_specs=[{
+    "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+    "container_spec": {"image_uri": IMG, "command": ["true"]}}])
+job.run(sync=True, timeout=900, disable_retries=True)
+print("TIMEOUT", job.job_spec.scheduling.timeout.seconds)
+print("NORETRY", job.job_spec.scheduling.disable_retries)
+print("LIST", sorted(set(j.display_name for j in aiplatform.CustomJob.list())))
+print("LISTF", [j.display_name for j in aiplatform.CustomJob.list(filter="display_name=\"sched-1\"")])
+job.delete()
+try:
+    aiplatform.CustomJob.get(job.resource_name)
+    print("GONE no")
+except Exception as e:
+    print("GONE", type(e).__name__)
+print("NAME", job.resource_name)'
+check_eq "misc exit ($(errtail misc1))" "$RC" 0
+check_eq "scheduling.timeout kept" "$(sed -n 's/^TIMEOUT //p' <<<"$OUT")" 900
+check_eq "disableRetries kept" "$(sed -n 's/^NORETRY //p' <<<"$OUT")" True
+check_eq "CustomJob.list" "$(sed -n 's/^LIST //p' <<<"$OUT")" "['cancel-1', 'fail-1', 'local-1', 'sched-1', 'sdk-1']"
+check_eq "CustomJob.list(filter=...)" "$(sed -n 's/^LISTF //p' <<<"$OUT")" "['sched-1']"
+check_eq "delete: gone" "$(sed -n 's/^GONE //p' <<<"$OUT")" NotFound
+id=$(sed -n 's/^NAME //p' <<<"$OUT")
+api GET "/v1/projects/p1/jobs/customjob_${id##*/}"
+check_eq "deleted from the ml API too" "$STATUS" 404
+
 finish
