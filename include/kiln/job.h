@@ -272,6 +272,12 @@ kiln_err kiln_job_from_tfjob(const char *buf, size_t len, kiln_job **out, kiln_d
  * Output-only fields (name, state, times) are refused too. The job has no
  * jobId: the caller names it. */
 kiln_err kiln_job_from_custom_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* A Vertex AI HyperparameterTuningJob in JSON (src/spec/vertex.c): its
+ * studySpec onto trainingInput.hyperparameters, its trialJobSpec as a
+ * CustomJob's jobSpec. Refusals as for kiln_job_from_custom_job. */
+kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* The studySpec of such a job (a json_t *, as kiln_job_custom_job_spec). */
+void *kiln_job_study_spec(const kiln_job *job);
 /* The CustomJobSpec of a job (jobSpec as aiplatform v1 shows it), built back
  * from the Job model; NULL on ENOMEM. A jansson object (json_t *), returned
  * as void * so that this header needs no jansson. */

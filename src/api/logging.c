@@ -120,7 +120,9 @@ static bool scan_job(kilnd *d, const char *project, const char *job, const kiln_
     FILE *fp = fopen(path, "re");
     if (!fp) return true; /* no log yet: no entries */
     /* a CustomJob's entries carry its Vertex id, the number (vertex.c) */
-    const char *shown = strncmp(job, "customjob_", 10) == 0 ? job + 10 : job;
+    const char *shown = strncmp(job, "customjob_", 10) == 0     ? job + 10
+                        : strncmp(job, "hptuningjob_", 12) == 0 ? job + 12
+                                                                : job;
     long long off = 0;
     ssize_t n;
     while ((n = getline(&line, &cap, fp)) > 0) {
@@ -293,10 +295,12 @@ static enum MHD_Result entries_list(kilnd *d, struct MHD_Connection *c, const ki
         /* a number is a CustomJob's id: its kiln job is customjob_N */
         char cj[96];
         bool num = *job && strspn(job, "0123456789") == strlen(job) && strlen(job) < 64;
-        if (num) snprintf(cj, sizeof cj, "customjob_%s", job);
-        if (num)
+        if (num) {
+            snprintf(cj, sizeof cj, "customjob_%s", job);
             ok = scan_job(d, project, cj, f, &pg);
-        else if (kiln__api_valid_name(job, strlen(job)))
+            snprintf(cj, sizeof cj, "hptuningjob_%s", job);
+            if (ok) ok = scan_job(d, project, cj, f, &pg);
+        } else if (kiln__api_valid_name(job, strlen(job)))
             ok = scan_job(d, project, job, f, &pg);
     } else {
         char path[PATH_MAX];

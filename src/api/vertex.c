@@ -31,16 +31,33 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "kiln/tune.h"
 
-/* kiln's job ids start with a letter (the ml API's rule) and Vertex's are
- * numbers: the kiln job of CustomJob N is customjob_N (what the ml API and
- * `kiln jobs` show). */
-#define CJ_PREFIX "customjob_"
-#define CJ_PLEN   (sizeof CJ_PREFIX - 1)
+/* The two resources, each a kind of kiln job. kiln's job ids start with a
+ * letter (the ml API's rule) and Vertex's are numbers: the kiln job of
+ * CustomJob N is customjob_N, of HyperparameterTuningJob N hptuningjob_N
+ * (what the ml API and `kiln jobs` show). */
+typedef struct vx_kind {
+    const char *coll;   /* the collection in the URL, and the list's key */
+    const char *prefix; /* of the kiln job id */
+    const char *what;   /* in messages */
+    bool hp;            /* a tuning job */
+} vx_kind;
+static const vx_kind CJ = {"customJobs", "customjob_", "CustomJob", false};
+static const vx_kind HPT = {"hyperparameterTuningJobs", "hptuningjob_", "HyperparameterTuningJob",
+                            true};
 
-static const char *vx_id(const char *job_id)
+static const char *vx_id(const vx_kind *k, const char *job_id)
 {
-    return strncmp(job_id, CJ_PREFIX, CJ_PLEN) == 0 ? job_id + CJ_PLEN : job_id;
+    size_t n = strlen(k->prefix);
+    return strncmp(job_id, k->prefix, n) == 0 ? job_id + n : job_id;
+}
+
+static bool is_kind(const vx_kind *k, const kiln_job *job)
+{
+    const kiln_training_input *ti = &job->training_input;
+    return ti->has_vertex && ti->has_hyperparameters == k->hp &&
+           strncmp(job->job_id, k->prefix, strlen(k->prefix)) == 0;
 }
 
 /* JobState (google/cloud/aiplatform/v1/job_state.proto) of a kiln state */
@@ -100,16 +117,83 @@ static bool alt_ok(struct MHD_Connection *c)
     return !b || strncmp(b, "json", 4) == 0;
 }
 
-/* ---------- the CustomJob as the API shows it ---------- */
+/* ---------- the resources as the API shows them ---------- */
 
-static json_t *custom_job_json(const char *project, const char *location, const kiln_job_record *r,
-                               bool ints)
+/* A tuning job's trials as Vertex shows them (Trial: id, state, parameters,
+ * finalMeasurement, times), in id order, from the study kilnd keeps in the
+ * job's runtime record (src/exec/supervisor/trials.c). */
+static json_t *trials_json(const kiln_job_record *r, bool ints, int *succeeded)
+{
+    static const char *const tstate[] = {"REQUESTED", "ACTIVE", "SUCCEEDED", "INFEASIBLE",
+                                         "STOPPING"};
+    static const int tnum[] = {1, 2, 4, 5, 3};
+    const kiln_hyperparameter_spec *hp = &r->job->training_input.hyperparameters;
+    json_t *rt = r->runtime ? json_loads(r->runtime, 0, NULL) : NULL;
+    kiln_study *st = kiln_study_from_json(hp, json_object_get(rt, "study"));
+    json_t *out = json_array();
+    *succeeded = 0;
+    for (size_t i = 0; st && out && i < kiln_study_trial_count(st); i++) {
+        kiln_trial *t = kiln_study_trial(st, i);
+        char id[16], when[40];
+        snprintf(id, sizeof id, "%d", t->id);
+        /* FAILED and CANCELLED trials are INFEASIBLE for Vertex; a trial
+         * stopped early SUCCEEDED with its last measurement */
+        int k = t->state == KILN_TRIAL_QUEUED      ? 0
+                : t->state == KILN_TRIAL_RUNNING   ? 1
+                : t->state == KILN_TRIAL_SUCCEEDED ? 2
+                                                   : 3;
+        if (k == 2) ++*succeeded;
+        json_t *ps = json_array(), *o;
+        for (size_t p = 0; ps && p < hp->n_params; p++) {
+            const kiln_parameter_spec *sp = &hp->params[p];
+            json_t *v = strcmp(sp->type, "CATEGORICAL") == 0
+                            ? json_string(sp->categorical_values.v[(size_t)t->values[p]])
+                        : strcmp(sp->type, "INTEGER") == 0 ? json_integer((json_int_t)t->values[p])
+                                                           : json_real(t->values[p]);
+            json_array_append_new(
+                ps, json_pack("{s:s,s:o}", "parameterId", sp->parameter_name, "value", v));
+        }
+        o = json_pack("{s:s,s:o,s:o}", "id", id, "state",
+                      ints ? json_integer(tnum[k]) : json_string(tstate[k]), "parameters",
+                      ps ? ps : json_array());
+        if (!o) continue;
+        if (t->has_metric) {
+            char step[24];
+            snprintf(step, sizeof step, "%lld", (long long)t->step);
+            json_object_set_new(o, "finalMeasurement",
+                                json_pack("{s:s,s:[{s:s,s:f}]}", "stepCount", step, "metrics",
+                                          "metricId", kiln_study_metric_tag(st), "value",
+                                          t->objective));
+        }
+        if (t->start_ns) {
+            time_t sec = (time_t)(t->start_ns / 1000000000);
+            struct tm tm;
+            gmtime_r(&sec, &tm);
+            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            json_object_set_new(o, "startTime", json_string(when));
+        }
+        if (t->end_ns) {
+            time_t sec = (time_t)(t->end_ns / 1000000000);
+            struct tm tm;
+            gmtime_r(&sec, &tm);
+            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            json_object_set_new(o, "endTime", json_string(when));
+        }
+        json_array_append_new(out, o);
+    }
+    kiln_study_free(st);
+    json_decref(rt);
+    return out;
+}
+
+static json_t *resource_json(const vx_kind *k, const char *project, const char *location,
+                             const kiln_job_record *r, bool ints)
 {
     const kiln_job *job = r->job;
     const kiln_training_input *ti = &job->training_input;
     char name[512];
-    snprintf(name, sizeof name, "projects/%s/locations/%s/customJobs/%s", project, location,
-             vx_id(job->job_id));
+    snprintf(name, sizeof name, "projects/%s/locations/%s/%s/%s", project, location, k->coll,
+             vx_id(k, job->job_id));
     json_t *o = json_object(), *spec = kiln_job_custom_job_spec(job);
     if (!o || !spec) {
         json_decref(o);
@@ -120,7 +204,24 @@ static json_t *custom_job_json(const char *project, const char *location, const 
     json_object_set_new(o, "name", json_string(name));
     json_object_set_new(o, "displayName",
                         json_string(ti->vertex.display_name ? ti->vertex.display_name : ""));
-    json_object_set_new(o, "jobSpec", spec);
+    if (k->hp) {
+        const kiln_hyperparameter_spec *hp = &ti->hyperparameters;
+        json_t *ss = kiln_job_study_spec(job);
+        if (ss) json_object_set_new(o, "studySpec", ss);
+        json_object_set_new(o, "maxTrialCount", json_integer(hp->max_trials));
+        json_object_set_new(o, "parallelTrialCount", json_integer(hp->max_parallel_trials));
+        if (hp->max_failed_trials)
+            json_object_set_new(o, "maxFailedTrialCount", json_integer(hp->max_failed_trials));
+        json_object_set_new(o, "trialJobSpec", spec);
+        int done = 0;
+        json_t *tr = trials_json(r, ints, &done);
+        if (tr && json_array_size(tr))
+            json_object_set_new(o, "trials", tr);
+        else
+            json_decref(tr);
+    } else {
+        json_object_set_new(o, "jobSpec", spec);
+    }
     json_object_set_new(o, "state", ints ? json_integer(st) : json_string(vx_state_names[st]));
     if (job->create_time) json_object_set_new(o, "createTime", json_string(job->create_time));
     if (job->start_time) json_object_set_new(o, "startTime", json_string(job->start_time));
@@ -148,22 +249,23 @@ static json_t *custom_job_json(const char *project, const char *location, const 
     return o;
 }
 
-/* A job of this project that is a CustomJob (made through this API), or
- * NULL after answering 404. */
-static kiln_job_record *get_custom(kilnd *d, struct MHD_Connection *c, const char *project,
-                                   const char *location, const char *id, enum MHD_Result *rc)
+/* A job of this project of kind k (made through this API), or NULL after
+ * answering 404. */
+static kiln_job_record *get_vx(const vx_kind *k, kilnd *d, struct MHD_Connection *c,
+                               const char *project, const char *location, const char *id,
+                               enum MHD_Result *rc)
 {
     kiln_job_record *r = NULL;
     char kid[64];
-    snprintf(kid, sizeof kid, CJ_PREFIX "%s", id);
+    snprintf(kid, sizeof kid, "%s%s", k->prefix, id);
     kiln_err err = kiln_store_job_get(d->store, project, kid, &r);
-    if (err == KILN_OK && r->job->training_input.has_vertex) return r;
+    if (err == KILN_OK && is_kind(k, r->job)) return r;
     kiln_job_record_free(r);
     if (err != KILN_OK && err != KILN_ENOTFOUND)
         *rc = send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
     else
-        *rc = send_error(c, 404, NULL, "CustomJob projects/%s/locations/%s/customJobs/%s not found",
-                         project, location, id);
+        *rc = send_error(c, 404, NULL, "%s projects/%s/locations/%s/%s/%s not found", k->what,
+                         project, location, k->coll, id);
     return NULL;
 }
 
@@ -195,8 +297,8 @@ static void rename_fields(kiln_diag *dg)
     }
 }
 
-static enum MHD_Result cj_create(kilnd *d, struct MHD_Connection *c, const char *project,
-                                 const char *location, const kiln_api_req *rq)
+static enum MHD_Result cj_create(const vx_kind *k, kilnd *d, struct MHD_Connection *c,
+                                 const char *project, const char *location, const kiln_api_req *rq)
 {
     kiln_diag dg = KILN_DIAG_INIT;
     kiln_job *job = NULL;
@@ -210,15 +312,16 @@ static enum MHD_Result cj_create(kilnd *d, struct MHD_Connection *c, const char 
         goto out;
     }
     if (rq->len == 0) {
-        rc = send_error(c, 400, NULL, "The request body is empty: send a CustomJob as JSON");
+        rc = send_error(c, 400, NULL, "The request body is empty: send a %s as JSON", k->what);
         goto out;
     }
-    kiln_err err = kiln_job_from_custom_job(rq->body, rq->len, &job, &dg);
+    kiln_err err = k->hp ? kiln_job_from_hp_tuning_job(rq->body, rq->len, &job, &dg)
+                         : kiln_job_from_custom_job(rq->body, rq->len, &job, &dg);
     if (err != KILN_OK) {
         if (dg.n && dg.v[0].field && dg.v[0].field[0])
             rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
         else
-            rc = send_error(c, 400, &dg, "The request body is not a valid CustomJob: %s",
+            rc = send_error(c, 400, &dg, "The request body is not a valid %s: %s", k->what,
                             dg.n ? dg.v[0].description : kiln_err_str(err));
         goto out;
     }
@@ -227,7 +330,7 @@ static enum MHD_Result cj_create(kilnd *d, struct MHD_Connection *c, const char 
     for (int tries = 0; tries < 4; tries++) {
         char kid[64];
         new_id(id);
-        snprintf(kid, sizeof kid, CJ_PREFIX "%s", id);
+        snprintf(kid, sizeof kid, "%s%s", k->prefix, id);
         kiln_set_str(&job->job_id, kid);
         kiln_diag_clear(&dg);
         why = (kiln_api_refusal){0};
@@ -244,7 +347,7 @@ static enum MHD_Result cj_create(kilnd *d, struct MHD_Connection *c, const char 
                                &dg, "%s", why.msg);
         goto out;
     }
-    rc = send_json(c, 200, custom_job_json(project, location, rec, enum_ints(c)));
+    rc = send_json(c, 200, resource_json(k, project, location, rec, enum_ints(c)));
 out:
     kiln_job_record_free(rec);
     kiln_job_free(job);
@@ -363,8 +466,8 @@ static bool name_matches(const vx_filter *f, const kiln_job *job)
 
 /* The page token names the store's position under the store filter text
  * plus the display-name term, so that a token is only good for its own list. */
-static enum MHD_Result cj_list(kilnd *d, struct MHD_Connection *c, const char *project,
-                               const char *location)
+static enum MHD_Result cj_list(const vx_kind *k, kilnd *d, struct MHD_Connection *c,
+                               const char *project, const char *location)
 {
     kiln_diag dg = KILN_DIAG_INIT;
     kiln_job_filter *kf = NULL;
@@ -393,7 +496,7 @@ static enum MHD_Result cj_list(kilnd *d, struct MHD_Connection *c, const char *p
         rc = send_error(c, 400, &dg, "Invalid list filter: %s", why);
         goto out;
     }
-    snprintf(tokkey, sizeof tokkey, "vertex:%s|%s%s", vf.kiln, vf.name_neg ? "!" : "",
+    snprintf(tokkey, sizeof tokkey, "%s:%s|%s%s", k->coll, vf.kiln, vf.name_neg ? "!" : "",
              vf.has_name ? vf.name : "");
     if (pt && *pt && kiln_store_page_after(d->store, project, tokkey, pt, &after) != KILN_OK) {
         rc = send_error(c, 400, NULL,
@@ -426,15 +529,15 @@ static enum MHD_Result cj_list(kilnd *d, struct MHD_Connection *c, const char *p
             goto out;
         }
         for (size_t i = 0; i < n; i++) {
-            if (!v[i]->job->training_input.has_vertex || !name_matches(&vf, v[i]->job)) continue;
-            json_t *jj = custom_job_json(project, location, v[i], ints);
+            if (!is_kind(k, v[i]->job) || !name_matches(&vf, v[i]->job)) continue;
+            json_t *jj = resource_json(k, project, location, v[i], ints);
             if (jj) json_array_append_new(jobs, jj);
         }
         kiln_job_records_free(v, n);
         next = nx;
         if (!nx) break;
     }
-    if (json_array_size(jobs)) json_object_set(o, "customJobs", jobs);
+    if (json_array_size(jobs)) json_object_set(o, k->coll, jobs);
     if (next) {
         char tok[KILN_STORE_TOKEN_LEN];
         kiln_store_page_token(d->store, project, tokkey, next, tok);
@@ -501,16 +604,16 @@ static enum MHD_Result op_get(struct MHD_Connection *c, const char *project, con
 
 /* ---------- cancel, delete ---------- */
 
-static enum MHD_Result cj_cancel(kilnd *d, struct MHD_Connection *c, const char *project,
-                                 const char *location, const char *id)
+static enum MHD_Result cj_cancel(const vx_kind *k, kilnd *d, struct MHD_Connection *c,
+                                 const char *project, const char *location, const char *id)
 {
     enum MHD_Result rc;
-    kiln_job_record *r = get_custom(d, c, project, location, id, &rc);
+    kiln_job_record *r = get_vx(k, d, c, project, location, id, &rc);
     if (!r) return rc;
     kiln_job_record_free(r);
     kiln_job_state was = KILN_STATE_UNSPECIFIED;
     char kid[64];
-    snprintf(kid, sizeof kid, CJ_PREFIX "%s", id);
+    snprintf(kid, sizeof kid, "%s%s", k->prefix, id);
     kiln_err err = kiln__api_job_cancel(d, project, kid, &was);
     if (err == KILN_ENOTFOUND)
         return send_error(c, 404, NULL,
@@ -518,9 +621,10 @@ static enum MHD_Result cj_cancel(kilnd *d, struct MHD_Connection *c, const char 
                           location, id);
     if (err == KILN_ECONFLICT)
         return send_error_st(c, 400, "FAILED_PRECONDITION", NULL,
-                             "CustomJob projects/%s/locations/%s/customJobs/%s is already %s and "
-                             "cannot be cancelled",
-                             project, location, id, vx_state_names[vx_state_num(was)]);
+                             "%s projects/%s/locations/%s/%s/%s is already %s and cannot be "
+                             "cancelled",
+                             k->what, project, location, k->coll, id,
+                             vx_state_names[vx_state_num(was)]);
     if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
     return send_json(c, 200, json_object());
 }
@@ -535,18 +639,18 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
     return 0;
 }
 
-static enum MHD_Result cj_delete(kilnd *d, struct MHD_Connection *c, const char *project,
-                                 const char *location, const char *id)
+static enum MHD_Result cj_delete(const vx_kind *k, kilnd *d, struct MHD_Connection *c,
+                                 const char *project, const char *location, const char *id)
 {
     enum MHD_Result rc;
-    kiln_job_record *r = get_custom(d, c, project, location, id, &rc);
+    kiln_job_record *r = get_vx(k, d, c, project, location, id, &rc);
     if (!r) return rc;
     char created[40];
     snprintf(created, sizeof created, "%s", r->job->end_time ? r->job->end_time : "");
     kiln_job_record_free(r);
     kiln_job_state was = KILN_STATE_UNSPECIFIED;
     char kid[64];
-    snprintf(kid, sizeof kid, CJ_PREFIX "%s", id);
+    snprintf(kid, sizeof kid, "%s%s", k->prefix, id);
     kiln_err err = kiln_store_job_delete(d->store, project, kid, &was);
     if (err == KILN_ENOTFOUND)
         return send_error(c, 404, NULL,
@@ -554,9 +658,10 @@ static enum MHD_Result cj_delete(kilnd *d, struct MHD_Connection *c, const char 
                           location, id);
     if (err == KILN_ECONFLICT)
         return send_error_st(c, 400, "FAILED_PRECONDITION", NULL,
-                             "CustomJob projects/%s/locations/%s/customJobs/%s is %s: cancel it "
-                             "and let it end before deleting it",
-                             project, location, id, vx_state_names[vx_state_num(was)]);
+                             "%s projects/%s/locations/%s/%s/%s is %s: cancel it and let it end "
+                             "before deleting it",
+                             k->what, project, location, k->coll, id,
+                             vx_state_names[vx_state_num(was)]);
     if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
     /* its files (log, replicas' output, staged packages) go with it */
     char dir[PATH_MAX];
@@ -606,30 +711,38 @@ enum MHD_Result kiln__api_vertex(kilnd *d, struct MHD_Connection *c, const char 
         return send_error(c, 403, NULL, "Permission denied: a viewer token cannot change jobs");
     const char *coll = sl ? sl + 1 : "";
     const char *tail = NULL;
+    const vx_kind *k = NULL;
     bool is_ops = false;
-    if (strncmp(coll, "customJobs", 10) == 0 && (coll[10] == '\0' || coll[10] == '/')) {
-        tail = coll + 10;
+    size_t cl;
+    if ((cl = strlen(CJ.coll), strncmp(coll, CJ.coll, cl) == 0) &&
+        (coll[cl] == '\0' || coll[cl] == '/')) {
+        k = &CJ;
+        tail = coll + cl;
+    } else if ((cl = strlen(HPT.coll), strncmp(coll, HPT.coll, cl) == 0) &&
+               (coll[cl] == '\0' || coll[cl] == '/')) {
+        k = &HPT;
+        tail = coll + cl;
     } else if (strncmp(coll, "operations/", 11) == 0) {
         tail = coll + 10;
         is_ops = true;
     } else {
         return send_error(c, 404, NULL,
                           "no such resource under projects/%s/locations/%s: '%.64s' (kilnd "
-                          "serves customJobs and operations)",
+                          "serves customJobs, hyperparameterTuningJobs and operations)",
                           project, location, coll);
     }
     if (!*tail || strcmp(tail, "/") == 0) {
         if (is_ops) return send_error(c, 404, NULL, "kilnd lists no operations");
-        if (strcmp(method, "POST") == 0) return cj_create(d, c, project, location, rq);
-        if (strcmp(method, "GET") == 0) return cj_list(d, c, project, location);
-        return send_error(c, 405, NULL, "use GET or POST on customJobs");
+        if (strcmp(method, "POST") == 0) return cj_create(k, d, c, project, location, rq);
+        if (strcmp(method, "GET") == 0) return cj_list(k, d, c, project, location);
+        return send_error(c, 405, NULL, "use GET or POST on %s", k->coll);
     }
     const char *j = tail + 1, *colon = strchr(j, ':');
     size_t il = colon ? (size_t)(colon - j) : strlen(j);
     if (!valid_id(j, il))
         return send_error(c, 404, NULL, "%s projects/%s/locations/%s/%s/%.*s not found",
-                          is_ops ? "Operation" : "CustomJob", project, location,
-                          is_ops ? "operations" : "customJobs", (int)(il > 64 ? 64 : il), j);
+                          is_ops ? "Operation" : k->what, project, location,
+                          is_ops ? "operations" : k->coll, (int)(il > 64 ? 64 : il), j);
     memcpy(id, j, il);
     id[il] = '\0';
     if (is_ops) {
@@ -638,15 +751,15 @@ enum MHD_Result kiln__api_vertex(kilnd *d, struct MHD_Connection *c, const char 
     }
     if (!colon) {
         enum MHD_Result rc;
-        if (strcmp(method, "DELETE") == 0) return cj_delete(d, c, project, location, id);
+        if (strcmp(method, "DELETE") == 0) return cj_delete(k, d, c, project, location, id);
         if (strcmp(method, "GET") != 0) return send_error(c, 405, NULL, "use GET or DELETE");
-        kiln_job_record *r = get_custom(d, c, project, location, id, &rc);
+        kiln_job_record *r = get_vx(k, d, c, project, location, id, &rc);
         if (!r) return rc;
-        rc = send_json(c, 200, custom_job_json(project, location, r, enum_ints(c)));
+        rc = send_json(c, 200, resource_json(k, project, location, r, enum_ints(c)));
         kiln_job_record_free(r);
         return rc;
     }
     if (strcmp(colon, ":cancel") == 0 && strcmp(method, "POST") == 0)
-        return cj_cancel(d, c, project, location, id);
-    return send_error(c, 404, NULL, "unknown CustomJob method '%.40s' for %s", colon, method);
+        return cj_cancel(k, d, c, project, location, id);
+    return send_error(c, 404, NULL, "unknown %s method '%.40s' for %s", k->what, colon, method);
 }

@@ -254,6 +254,7 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
         /* Vertex's number: the kiln job customjob_N is CustomJob N */
         const char *id = job->job_id ? job->job_id : "";
         if (strncmp(id, "customjob_", 10) == 0) id += 10;
+        if (strncmp(id, "hptuningjob_", 12) == 0) id += 12;
         if ((err = push_kv(env, "CLOUD_ML_JOB_ID", id)) != KILN_OK) goto out;
     } else if ((err = push_kv(env, "CLUSTER_SPEC", tf)) != KILN_OK) {
         goto out;

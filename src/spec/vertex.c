@@ -728,6 +728,14 @@ void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
         {"trainingInput.vertex.baseOutputDirectory", "jobSpec.baseOutputDirectory.outputUriPrefix"},
         {"trainingInput.vertex.displayName", "displayName"},
         {"trainingInput.scaleTier", "jobSpec.workerPoolSpecs"},
+        {"trainingInput.hyperparameters.maxTrials", "maxTrialCount"},
+        {"trainingInput.hyperparameters.maxParallelTrials", "parallelTrialCount"},
+        {"trainingInput.hyperparameters.maxFailedTrials", "maxFailedTrialCount"},
+        {"trainingInput.hyperparameters.params", "studySpec.parameters"},
+        {"trainingInput.hyperparameters.goal", "studySpec.metrics[0].goal"},
+        {"trainingInput.hyperparameters.hyperparameterMetricTag", "studySpec.metrics[0].metricId"},
+        {"trainingInput.hyperparameters.algorithm", "studySpec.algorithm"},
+        {"trainingInput.hyperparameters", "studySpec"},
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         size_t n = strlen(fixed[i].ml);
@@ -766,4 +774,364 @@ void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
         }
     }
     snprintf(out, cap, "%s", f);
+}
+
+/* ---- HyperparameterTuningJob ----
+ *   studySpec.metrics[0] {metricId, goal}  -> hyperparameterMetricTag, goal
+ *   studySpec.parameters[]                 -> params (double/integer/categorical/
+ *                                             discrete value specs, scaleType)
+ *   studySpec.algorithm                    -> algorithm (GRID_SEARCH, RANDOM_SEARCH;
+ *                                             unspecified: kiln's default search)
+ *   studySpec.medianAutomatedStoppingSpec  -> enableTrialEarlyStopping (MEDIAN)
+ *   maxTrialCount, parallelTrialCount, maxFailedTrialCount -> maxTrials,
+ *                                             maxParallelTrials, maxFailedTrials
+ *   trialJobSpec                           -> as a CustomJob's jobSpec
+ * decayCurveStoppingSpec (kiln has no decay-curve model), conditional
+ * parameters, BEST_MEASUREMENT and the rest are refused. */
+
+static const char *enum_of(vctx *c, const json_t *v, const char *path, const char *const *names,
+                           size_t n)
+{
+    if (!v || json_is_null(v)) return NULL;
+    if (json_is_integer(v)) {
+        json_int_t k = json_integer_value(v);
+        if (k >= 0 && (size_t)k < n && names[k]) return names[k];
+    } else if (json_is_string(v)) {
+        for (size_t i = 0; i < n; i++)
+            if (names[i] && strcmp(names[i], json_string_value(v)) == 0) return names[i];
+    }
+    kiln_diag_add(c->d, path, "not a value of this enum");
+    return NULL;
+}
+
+static double num_of(vctx *c, const json_t *o, const char *key, const char *path, bool *ok)
+{
+    json_t *v = json_object_get(o, key);
+    if (json_is_number(v)) return json_number_value(v);
+    if (json_is_string(v)) { /* int64 travels as a string */
+        char *end;
+        double d = strtod(json_string_value(v), &end);
+        if (*json_string_value(v) && !*end) return d;
+    }
+    kiln_diag_add(c->d, path, "%s is required: a number", key);
+    *ok = false;
+    return 0;
+}
+
+static void study_param(vctx *c, const json_t *p, size_t i, kiln_parameter_spec *ps)
+{
+    static const char *const keys[] = {"parameterId",
+                                       "doubleValueSpec",
+                                       "integerValueSpec",
+                                       "categoricalValueSpec",
+                                       "discreteValueSpec",
+                                       "scaleType",
+                                       NULL};
+    static const char *const scales[] = {"SCALE_TYPE_UNSPECIFIED", "UNIT_LINEAR_SCALE",
+                                         "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"};
+    char path[96], f[160];
+    snprintf(path, sizeof path, "studySpec.parameters[%zu]", i);
+    if (!json_is_object(p)) {
+        kiln_diag_add(c->d, path, "must be a ParameterSpec object");
+        return;
+    }
+    if (!is_default(json_object_get(p, "conditionalParameterSpecs"))) {
+        snprintf(f, sizeof f, "%s.conditionalParameterSpecs", path);
+        kiln_diag_add(c->d, f,
+                      "conditional parameters are not supported: kiln's studies search every "
+                      "parameter in every trial (flatten them, or tune in separate jobs)");
+    }
+    check_keys(c, p, path, keys);
+    snprintf(f, sizeof f, "%s.parameterId", path);
+    const char *id = opt_str(c, p, "parameterId", f);
+    if (!id || !*id) kiln_diag_add(c->d, f, "is required");
+    nomem(c, kiln_set_str(&ps->parameter_name, id));
+    snprintf(f, sizeof f, "%s.scaleType", path);
+    const char *sc = enum_of(c, json_object_get(p, "scaleType"), f, scales, 4);
+    if (sc && strcmp(sc, "SCALE_TYPE_UNSPECIFIED") != 0)
+        nomem(c, kiln_set_str(&ps->scale_type, sc));
+    const json_t *dv = json_object_get(p, "doubleValueSpec");
+    const json_t *iv = json_object_get(p, "integerValueSpec");
+    const json_t *cv = json_object_get(p, "categoricalValueSpec");
+    const json_t *sv = json_object_get(p, "discreteValueSpec");
+    int kinds = !!dv + !!iv + !!cv + !!sv;
+    if (kinds != 1) {
+        kiln_diag_add(c->d, path,
+                      "give exactly one of doubleValueSpec, integerValueSpec, "
+                      "categoricalValueSpec, discreteValueSpec");
+        return;
+    }
+    bool ok = true;
+    if (dv || iv) {
+        const json_t *v = dv ? dv : iv;
+        static const char *const vkeys[] = {"minValue", "maxValue", NULL};
+        snprintf(f, sizeof f, "%s.%s", path, dv ? "doubleValueSpec" : "integerValueSpec");
+        check_keys(c, v, f, vkeys);
+        nomem(c, kiln_set_str(&ps->type, dv ? "DOUBLE" : "INTEGER"));
+        ps->min_value = num_of(c, v, "minValue", f, &ok);
+        ps->max_value = num_of(c, v, "maxValue", f, &ok);
+    } else if (cv) {
+        static const char *const vkeys[] = {"values", NULL};
+        snprintf(f, sizeof f, "%s.categoricalValueSpec", path);
+        check_keys(c, cv, f, vkeys);
+        nomem(c, kiln_set_str(&ps->type, "CATEGORICAL"));
+        snprintf(f, sizeof f, "%s.categoricalValueSpec.values", path);
+        str_list(c, cv, "values", f, &ps->categorical_values);
+    } else {
+        static const char *const vkeys[] = {"values", NULL};
+        snprintf(f, sizeof f, "%s.discreteValueSpec", path);
+        check_keys(c, sv, f, vkeys);
+        nomem(c, kiln_set_str(&ps->type, "DISCRETE"));
+        json_t *a = json_object_get(sv, "values"), *e;
+        size_t k;
+        snprintf(f, sizeof f, "%s.discreteValueSpec.values", path);
+        if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 1000) {
+            kiln_diag_add(c->d, f, "must be a list of 1 to 1000 numbers");
+            return;
+        }
+        ps->discrete_values = calloc(json_array_size(a), sizeof(double));
+        if (!ps->discrete_values) {
+            c->nomem = true;
+            return;
+        }
+        json_array_foreach(a, k, e)
+        {
+            if (!json_is_number(e)) kiln_diag_add(c->d, f, "item %zu must be a number", k);
+            ps->discrete_values[k] = json_number_value(e);
+        }
+        ps->n_discrete_values = json_array_size(a);
+    }
+}
+
+static void study_spec(vctx *c, const json_t *ss)
+{
+    static const char *const keys[] = {"metrics",
+                                       "parameters",
+                                       "algorithm",
+                                       "medianAutomatedStoppingSpec",
+                                       "measurementSelectionType",
+                                       NULL};
+    static const char *const goals[] = {"GOAL_TYPE_UNSPECIFIED", "MAXIMIZE", "MINIMIZE"};
+    static const char *const algos[] = {"ALGORITHM_UNSPECIFIED", NULL, "GRID_SEARCH",
+                                        "RANDOM_SEARCH"};
+    static const char *const msel[] = {"MEASUREMENT_SELECTION_TYPE_UNSPECIFIED", "LAST_MEASUREMENT",
+                                       "BEST_MEASUREMENT"};
+    kiln_hyperparameter_spec *hp = &c->job->training_input.hyperparameters;
+    if (!json_is_object(ss)) {
+        kiln_diag_add(c->d, "studySpec", "is required: {metrics, parameters, ...}");
+        return;
+    }
+    if (!is_default(json_object_get(ss, "decayCurveStoppingSpec")))
+        kiln_diag_add(c->d, "studySpec.decayCurveStoppingSpec",
+                      "kiln has no decay-curve model; medianAutomatedStoppingSpec (the median "
+                      "rule) is kiln's early stopping");
+    check_keys(c, ss, "studySpec", keys);
+    json_t *ms = json_object_get(ss, "metrics");
+    if (!json_is_array(ms) || json_array_size(ms) != 1) {
+        kiln_diag_add(c->d, "studySpec.metrics",
+                      "must hold exactly one metric: kiln's studies have one objective");
+    } else {
+        static const char *const mkeys[] = {"metricId", "goal", NULL};
+        json_t *m = json_array_get(ms, 0);
+        check_keys(c, m, "studySpec.metrics[0]", mkeys);
+        const char *id = opt_str(c, m, "metricId", "studySpec.metrics[0].metricId");
+        if (!id || !*id) kiln_diag_add(c->d, "studySpec.metrics[0].metricId", "is required");
+        nomem(c, kiln_set_str(&hp->hyperparameter_metric_tag, id));
+        const char *g =
+            enum_of(c, json_object_get(m, "goal"), "studySpec.metrics[0].goal", goals, 3);
+        if (!g || strcmp(g, "GOAL_TYPE_UNSPECIFIED") == 0)
+            kiln_diag_add(c->d, "studySpec.metrics[0].goal", "is required: MAXIMIZE or MINIMIZE");
+        else
+            nomem(c, kiln_set_str(&hp->goal, g));
+    }
+    json_t *ps = json_object_get(ss, "parameters"), *p;
+    size_t i;
+    if (!json_is_array(ps) || json_array_size(ps) == 0 || json_array_size(ps) > 100) {
+        kiln_diag_add(c->d, "studySpec.parameters", "must hold 1 to 100 ParameterSpecs");
+    } else {
+        hp->params = calloc(json_array_size(ps), sizeof *hp->params);
+        if (!hp->params) {
+            c->nomem = true;
+            return;
+        }
+        hp->n_params = json_array_size(ps);
+        json_array_foreach(ps, i, p) study_param(c, p, i, &hp->params[i]);
+    }
+    const char *a = enum_of(c, json_object_get(ss, "algorithm"), "studySpec.algorithm", algos, 4);
+    if (a && strcmp(a, "ALGORITHM_UNSPECIFIED") != 0) nomem(c, kiln_set_str(&hp->algorithm, a));
+    const char *sel = enum_of(c, json_object_get(ss, "measurementSelectionType"),
+                              "studySpec.measurementSelectionType", msel, 3);
+    if (sel && strcmp(sel, "BEST_MEASUREMENT") == 0)
+        kiln_diag_add(c->d, "studySpec.measurementSelectionType",
+                      "BEST_MEASUREMENT is refused: kiln's trial objective is its last report "
+                      "(LAST_MEASUREMENT)");
+    json_t *med = json_object_get(ss, "medianAutomatedStoppingSpec");
+    if (med && !json_is_null(med)) {
+        static const char *const mkeys[] = {"useElapsedDuration", NULL};
+        if (!json_is_object(med)) {
+            kiln_diag_add(c->d, "studySpec.medianAutomatedStoppingSpec", "must be an object");
+        } else {
+            check_keys(c, med, "studySpec.medianAutomatedStoppingSpec", mkeys);
+            if (opt_bool(c, med, "useElapsedDuration",
+                         "studySpec.medianAutomatedStoppingSpec.useElapsedDuration"))
+                kiln_diag_add(c->d, "studySpec.medianAutomatedStoppingSpec.useElapsedDuration",
+                              "kiln compares trials at training steps, not elapsed time");
+            hp->enable_trial_early_stopping = true;
+        }
+    }
+}
+
+static void int_field(vctx *c, const json_t *root, const char *key, int64_t *out)
+{
+    int64_t v = 0;
+    if (opt_int(c, root, key, key, &v) && (v < 0 || v > 1000000))
+        kiln_diag_add(c->d, key, "%lld is out of range", (long long)v);
+    else
+        *out = v;
+}
+
+kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d)
+{
+    static const char *const keys[] = {
+        "displayName",         "studySpec",    "maxTrialCount", "parallelTrialCount",
+        "maxFailedTrialCount", "trialJobSpec", "labels",        NULL};
+    static const char *const output_only[] = {"name",      "state",   "createTime",
+                                              "startTime", "endTime", "updateTime",
+                                              "error",     "trials",  NULL};
+    json_error_t je;
+    json_t *root = NULL;
+    kiln_err err = KILN_EINVAL;
+    size_t n0 = d->n;
+    vctx c = {.d = d};
+
+    *out = NULL;
+    if (len > KILN_SPEC_MAX_BYTES) {
+        kiln_diag_add(d, NULL, "the HyperparameterTuningJob is larger than %u bytes",
+                      KILN_SPEC_MAX_BYTES);
+        return KILN_ELIMIT;
+    }
+    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root || !json_is_object(root)) {
+        kiln_diag_add(d, NULL, "not a JSON object%s%s", root ? "" : ": ", root ? "" : je.text);
+        goto out;
+    }
+    if (!(c.job = kiln_job_new())) {
+        err = KILN_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; output_only[i]; i++)
+        if (!is_default(json_object_get(root, output_only[i])))
+            kiln_diag_add(d, output_only[i], "is output only: the service sets it");
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v)
+    {
+        bool known = false;
+        for (size_t i = 0; keys[i] && !known; i++)
+            known = strcmp(keys[i], k) == 0;
+        for (size_t i = 0; output_only[i] && !known; i++)
+            known = strcmp(output_only[i], k) == 0;
+        if (!known && !is_default(v))
+            kiln_diag_add(d, k,
+                          "not a HyperparameterTuningJob field kiln acts on (docs/vertex.md)");
+    }
+    kiln_training_input *ti = &c.job->training_input;
+    c.job->has_training_input = true;
+    ti->has_vertex = true;
+    ti->has_hyperparameters = true;
+    nomem(&c, kiln_set_str(&ti->scale_tier, "CUSTOM"));
+    const char *dn = opt_str(&c, root, "displayName", "displayName");
+    if (!dn || !*dn || strlen(dn) > 128)
+        kiln_diag_add(d, "displayName", "is required (at most 128 characters)");
+    else
+        nomem(&c, kiln_set_str(&ti->vertex.display_name, dn));
+    study_spec(&c, json_object_get(root, "studySpec"));
+    int_field(&c, root, "maxTrialCount", &ti->hyperparameters.max_trials);
+    int_field(&c, root, "parallelTrialCount", &ti->hyperparameters.max_parallel_trials);
+    int_field(&c, root, "maxFailedTrialCount", &ti->hyperparameters.max_failed_trials);
+    /* the trial's job: a CustomJobSpec, its violations under trialJobSpec */
+    size_t before = d->n;
+    job_spec(&c, json_object_get(root, "trialJobSpec"));
+    for (size_t i = before; i < d->n; i++) {
+        char f[600];
+        const char *old = d->v[i].field ? d->v[i].field : "";
+        if (strncmp(old, "jobSpec", 7) != 0) continue;
+        snprintf(f, sizeof f, "trialJobSpec%s", old + 7);
+        char *nf = strdup(f);
+        if (!nf) continue;
+        free(d->v[i].field);
+        d->v[i].field = nf;
+    }
+    json_t *labels = json_object_get(root, "labels");
+    if (labels && !json_is_null(labels)) {
+        if (!json_is_object(labels)) kiln_diag_add(d, "labels", "must be a map of strings");
+        json_object_foreach(labels, k, v)
+        {
+            if (!json_is_string(v))
+                kiln_diag_add(d, "labels", "the value of '%.64s' must be a string", k);
+            else
+                nomem(&c, kiln_map_set(&c.job->labels, k, json_string_value(v)));
+        }
+    }
+    if (c.nomem)
+        err = KILN_ENOMEM;
+    else if (d->n == n0 && !d->dropped)
+        err = KILN_OK;
+out:
+    json_decref(root);
+    if (err == KILN_OK)
+        *out = c.job;
+    else
+        kiln_job_free(c.job);
+    return err;
+}
+
+void *kiln_job_study_spec(const kiln_job *job)
+{
+    const kiln_hyperparameter_spec *hp = &job->training_input.hyperparameters;
+    json_t *ss = json_object(), *ps = json_array();
+    if (!ss || !ps) {
+        json_decref(ss);
+        json_decref(ps);
+        return NULL;
+    }
+    json_object_set_new(
+        ss, "metrics",
+        json_pack("[{s:s,s:s}]", "metricId",
+                  hp->hyperparameter_metric_tag ? hp->hyperparameter_metric_tag : "", "goal",
+                  hp->goal ? hp->goal : "GOAL_TYPE_UNSPECIFIED"));
+    for (size_t i = 0; i < hp->n_params; i++) {
+        const kiln_parameter_spec *p = &hp->params[i];
+        json_t *o = json_pack("{s:s}", "parameterId", p->parameter_name ? p->parameter_name : "");
+        const char *t = p->type ? p->type : "";
+        if (!o) continue;
+        if (strcmp(t, "DOUBLE") == 0)
+            json_object_set_new(
+                o, "doubleValueSpec",
+                json_pack("{s:f,s:f}", "minValue", p->min_value, "maxValue", p->max_value));
+        else if (strcmp(t, "INTEGER") == 0) {
+            char lo[32], hi[32];
+            snprintf(lo, sizeof lo, "%lld", (long long)p->min_value);
+            snprintf(hi, sizeof hi, "%lld", (long long)p->max_value);
+            json_object_set_new(o, "integerValueSpec",
+                                json_pack("{s:s,s:s}", "minValue", lo, "maxValue", hi));
+        } else if (strcmp(t, "CATEGORICAL") == 0) {
+            json_object_set_new(o, "categoricalValueSpec",
+                                json_pack("{s:o}", "values", strv_json(&p->categorical_values)));
+        } else {
+            json_t *a = json_array();
+            for (size_t k = 0; a && k < p->n_discrete_values; k++)
+                json_array_append_new(a, json_real(p->discrete_values[k]));
+            json_object_set_new(o, "discreteValueSpec", json_pack("{s:o}", "values", a));
+        }
+        if (p->scale_type && strcmp(p->scale_type, "NONE") != 0)
+            json_object_set_new(o, "scaleType", json_string(p->scale_type));
+        json_array_append_new(ps, o);
+    }
+    json_object_set_new(ss, "parameters", ps);
+    if (hp->algorithm && strcmp(hp->algorithm, "ALGORITHM_UNSPECIFIED") != 0)
+        json_object_set_new(ss, "algorithm", json_string(hp->algorithm));
+    if (hp->enable_trial_early_stopping)
+        json_object_set_new(ss, "medianAutomatedStoppingSpec", json_object());
+    return ss;
 }

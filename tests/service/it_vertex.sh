@@ -251,6 +251,79 @@ check_eq "non-numeric id -> 404" "$STATUS" 404
 api GET "/v1/projects/p1/locations/$R/trainingPipelines"
 check_eq "other collections -> 404" "$STATUS" 404
 
+# 8. a HyperparameterTuningJob (gcloud ai hp-tuning-jobs create --config):
+# kiln's study runs the trials, each a container with --NAME=VALUE args, its
+# AIP_*_DIR under base/TRIAL/, reporting through the cloudml-hypertune file
+cat >"$T/hp.yaml" <<EOF
+studySpec:
+  metrics:
+    - metricId: loss
+      goal: MINIMIZE
+  parameters:
+    - parameterId: lr
+      doubleValueSpec: {minValue: 0.001, maxValue: 0.1}
+      scaleType: UNIT_LOG_SCALE
+    - parameterId: layers
+      discreteValueSpec: {values: [2, 4]}
+  algorithm: RANDOM_SEARCH
+trialJobSpec:
+  workerPoolSpecs:
+    - machineSpec: {machineType: n1-standard-4}
+      replicaCount: 1
+      containerSpec:
+        imageUri: $IMG
+        command: ["sh", "-c", 'lr=\${0#--lr=}; echo "{\"loss\": \$lr, \"global_step\": \"3\"}" >>"\$CLOUD_ML_HP_METRIC_FILE"; echo "trial \$CLOUD_ML_TRIAL_ID \$0 \$1 \$AIP_MODEL_DIR"']
+  baseOutputDirectory: {outputUriPrefix: gs://stage1/hp1}
+EOF
+out=$(gc ai hp-tuning-jobs create --region $R --display-name hp-1 --config "$T/hp.yaml" \
+    --max-trial-count 3 --parallel-trial-count 1 2>&1)
+IDH=$(grep -oE 'job \[[0-9]+\]' <<<"$out" | head -1 | tr -dc 0-9)
+check "hp-tuning-jobs create ($(tail -2 <<<"$out"))" test -n "$IDH"
+HCOL=/v1/projects/p1/locations/$R/hyperparameterTuningJobs
+hp_ok() {
+    local i s
+    for i in $(seq 1 450); do
+        api GET "$HCOL/$IDH"
+        s=$(printf '%s' "$BODY" | jget state)
+        [ "$s" = JOB_STATE_SUCCEEDED ] && return 0
+        case "$s" in JOB_STATE_FAILED | JOB_STATE_CANCELLED) break ;; esac
+        sleep 0.2
+    done
+    echo "  hp-1 is $s: $(printf '%s' "$BODY" | head -c 600)" >&2
+    return 1
+}
+check "hp-1 succeeds" hp_ok
+out=$(gc ai hp-tuning-jobs describe "$IDH" --region $R --format json 2>"$T/err")
+check_eq "describe: 3 trials" "$(printf '%s' "$out" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["trials"]))')" 3
+check_eq "describe: trial 1 SUCCEEDED" "$(printf '%s' "$out" | jget trials.0.state)" SUCCEEDED
+check_eq "describe: trial ids" "$(printf '%s' "$out" | "$PY" -c 'import json,sys; print(",".join(t["id"] for t in json.load(sys.stdin)["trials"]))')" "1,2,3"
+check_eq "describe: parameters" "$(printf '%s' "$out" | jget trials.0.parameters.0.parameterId),$(printf '%s' "$out" | jget trials.0.parameters.1.parameterId)" "lr,layers"
+lr=$(printf '%s' "$out" | jget trials.0.parameters.0.value)
+check_eq "finalMeasurement is the reported loss" "$(printf '%s' "$out" | "$PY" -c 'import json,sys; t=json.load(sys.stdin)["trials"][0]; print(abs(t["finalMeasurement"]["metrics"][0]["value"] - t["parameters"][0]["value"]) < 1e-6, t["finalMeasurement"]["stepCount"])')" "True 3"
+check_eq "describe: studySpec goal" "$(printf '%s' "$out" | jget studySpec.metrics.0.goal)" MINIMIZE
+check_eq "describe: maxTrialCount" "$(printf '%s' "$out" | jget maxTrialCount)" 3
+api GET "/v1/projects/p1/jobs/hptuningjob_$IDH:logs"
+check "trial 2 got its args and its own AIP_MODEL_DIR" grep -qE "trial 2 --lr=[0-9.e-]+ --layers=[24](\\.0)? gs://stage1/hp1/2/model/" <<<"$BODY"
+out=$(gc ai hp-tuning-jobs list --region $R --format 'value(displayName)' 2>"$T/err")
+check_eq "hp-tuning-jobs list" "$out" hp-1
+api GET "$COL"
+check "a tuning job is not a CustomJob" test -z "$(printf '%s' "$BODY" | grep hp-1)"
+cat >"$T/hpbad.yaml" <<EOF
+studySpec:
+  metrics: [{metricId: loss, goal: MINIMIZE}]
+  parameters:
+    - parameterId: lr
+      doubleValueSpec: {minValue: 0.001, maxValue: 0.1}
+  decayCurveStoppingSpec: {useElapsedDuration: false}
+trialJobSpec:
+  workerPoolSpecs:
+    - machineSpec: {machineType: n1-standard-4}
+      replicaCount: 1
+      containerSpec: {imageUri: $IMG}
+EOF
+out=$(gc ai hp-tuning-jobs create --region $R --display-name hp-bad --config "$T/hpbad.yaml" --max-trial-count 2 2>&1)
+check "decayCurveStoppingSpec refused, named ($out)" grep -q "studySpec.decayCurveStoppingSpec" <<<"$out"
+
 # the ml v1 API is unchanged beside it
 check "ml_1 succeeds" wait_state ml_1 SUCCEEDED 30
 finish
