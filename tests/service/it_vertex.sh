@@ -308,6 +308,18 @@ out=$(gc ai hp-tuning-jobs list --region $R --format 'value(displayName)' 2>"$T/
 check_eq "hp-tuning-jobs list" "$out" hp-1
 api GET "$COL"
 check "a tuning job is not a CustomJob" test -z "$(printf '%s' "$BODY" | grep hp-1)"
+out=$(gc ai hp-tuning-jobs stream-logs "$IDH" --region $R --polling-interval 1 2>&1)
+check "hp stream-logs: every trial's lines" test "$(grep -c 'master-replica-0.*trial [123] --lr' <<<"$out")" = 3
+# cancel: the running trial is stopped and the job ends CANCELLED
+sed -e 's/^        command: .*/        command: ["sh", "-c", "sleep 600"]/' -e 's#gs://stage1/hp1#gs://stage1/hp2#' "$T/hp.yaml" >"$T/hp2.yaml"
+out=$(gc ai hp-tuning-jobs create --region $R --display-name hp-2 --config "$T/hp2.yaml" --max-trial-count 2 2>&1)
+IDH2=$(grep -oE 'job \[[0-9]+\]' <<<"$out" | head -1 | tr -dc 0-9)
+hp_state() { api GET "$HCOL/$IDH2"; printf '%s' "$BODY" | jget "$1"; }
+for _ in $(seq 1 300); do [ "$(hp_state trials.0.state)" = ACTIVE ] && break; sleep 0.2; done
+check_eq "hp-2: a trial is active" "$(hp_state trials.0.state)" ACTIVE
+check "hp cancel" gc ai hp-tuning-jobs cancel "$IDH2" --region $R
+for _ in $(seq 1 300); do [ "$(hp_state state)" = JOB_STATE_CANCELLED ] && break; sleep 0.2; done
+check_eq "hp-2 cancelled" "$(hp_state state)" JOB_STATE_CANCELLED
 cat >"$T/hpbad.yaml" <<EOF
 studySpec:
   metrics: [{metricId: loss, goal: MINIMIZE}]
