@@ -696,9 +696,12 @@ void *kiln_job_custom_job_spec(const kiln_job *job)
             snprintf(b, sizeof b, "%llds", (long long)ti->scheduling.max_running_time.seconds);
         json_object_set_new(sch, "timeout", json_string(b));
     }
-    const kiln_replica_config *wc = kiln_job_role_config(job, KILN_ROLE_WORKER);
-    if (wc && wc->restart_policy && strcmp(wc->restart_policy, "OnFailure") == 0)
-        json_object_set_new(sch, "restartJobOnWorkerRestart", json_true());
+    bool restart = false; /* OnFailure on any of pools 1-3 */
+    for (int r = KILN_ROLE_WORKER; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        restart |= rc && rc->restart_policy && strcmp(rc->restart_policy, "OnFailure") == 0;
+    }
+    if (restart) json_object_set_new(sch, "restartJobOnWorkerRestart", json_true());
     if (ti->has_run_policy && ti->run_policy.has_backoff_limit && ti->run_policy.backoff_limit == 0)
         json_object_set_new(sch, "disableRetries", json_true());
     if (json_object_size(sch))
