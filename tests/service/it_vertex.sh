@@ -272,7 +272,7 @@ trialJobSpec:
       replicaCount: 1
       containerSpec:
         imageUri: $IMG
-        command: ["sh", "-c", 'lr=\${0#--lr=}; echo "{\"loss\": \$lr, \"global_step\": \"3\"}" >>"\$CLOUD_ML_HP_METRIC_FILE"; echo "trial \$CLOUD_ML_TRIAL_ID \$0 \$1 \$AIP_MODEL_DIR"']
+        command: ["sh", "-c", 'lr=\${0#--lr=}; echo "{\"loss\": \$lr, \"global_step\": \"3\"}" >>"\$CLOUD_ML_HP_METRIC_FILE"; echo "trial \$CLOUD_ML_TRIAL_ID \$0 \$1 \$AIP_MODEL_DIR"; echo "CS=\$CLUSTER_SPEC"']
   baseOutputDirectory: {outputUriPrefix: gs://stage1/hp1}
 EOF
 out=$(gc ai hp-tuning-jobs create --region $R --display-name hp-1 --config "$T/hp.yaml" \
@@ -304,6 +304,7 @@ check_eq "describe: studySpec goal" "$(printf '%s' "$out" | jget studySpec.metri
 check_eq "describe: maxTrialCount" "$(printf '%s' "$out" | jget maxTrialCount)" 3
 api GET "/v1/projects/p1/jobs/hptuningjob_$IDH:logs"
 check "trial 2 got its args and its own AIP_MODEL_DIR" grep -qE "trial 2 --lr=[0-9.e-]+ --layers=[24](\\.0)? gs://stage1/hp1/2/model/" <<<"$BODY"
+check "trial 2's CLUSTER_SPEC names its trial" grep -qF '\"task\":{\"type\":\"workerpool0\",\"index\":0,\"trial\":\"2\"}' <<<"$BODY"
 out=$(gc ai hp-tuning-jobs list --region $R --format 'value(displayName)' 2>"$T/err")
 check_eq "hp-tuning-jobs list" "$out" hp-1
 api GET "$COL"
