@@ -162,6 +162,18 @@ check_eq "describe: pythonPackageSpec back" "$(printf '%s' "$BODY" | jget jobSpe
 api DELETE "$COL/$IDP"
 check_eq "delete py-1" "$STATUS" 200
 
+# the same through gcloud's flags: executor-image-uri, python-module, --python-package-uris
+out=$(gc ai custom-jobs create --region $R --display-name pyflags-1 \
+    --worker-pool-spec=machine-type=n1-standard-4,replica-count=1,executor-image-uri=$IMG,python-module=trainer.task \
+    --python-package-uris=gs://stage1/pkg/trainer-0.1.tar.gz --args=--lr,0.2 2>&1)
+IDF=$(job_id_of "$out")
+check "create --worker-pool-spec python-module ($(tail -2 <<<"$out"))" test -n "$IDF"
+check "pyflags-1 succeeds" wait_vx "$IDF" JOB_STATE_SUCCEEDED 90
+api GET "/v1/projects/p1/jobs/customjob_$IDF:logs"
+check "the flags' module ran with its args" grep -qF "task args ['--lr', '0.2'] $IDF" <<<"$BODY"
+api DELETE "$COL/$IDF"
+check_eq "delete pyflags-1" "$STATUS" 200
+
 # 3. list (gcloud pages through pageSize/pageToken itself)
 out=$(gc ai custom-jobs list --region $R --format 'value(displayName)' 2>"$T/err")
 check_eq "list" "$(printf '%s\n' "$out" | sort | tr '\n' ' ')" "config-1 flags-1 "
