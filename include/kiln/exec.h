@@ -54,6 +54,18 @@ void kiln_exec_task_name(kiln_role role, int index, char buf[48]);
 /* The TF_CONFIG document of tasks[self] (caller frees). NULL on ENOMEM. */
 char *kiln_exec_tf_config(const kiln_job *job, const kiln_exec_task *tasks, size_t n, size_t self);
 
+/* A Vertex AI CustomJob's CLUSTER_SPEC for tasks[self] (caller frees; NULL
+ * on ENOMEM): {"cluster": {"workerpool0": [HOST:PORT], ...}, "environment":
+ * "cloud", "task": {"type": "workerpoolK", "index": I}, "job": jobSpec},
+ * pool K being the replica's index in workerPoolSpecs (its role). */
+char *kiln_exec_vertex_cluster_spec(const kiln_job *job, const kiln_exec_task *tasks, size_t n,
+                                    size_t self);
+/* A Vertex job's AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR:
+ * baseOutputDirectory + model/, checkpoints/, logs/, and for tuning trial N
+ * (trial > 0) baseOutputDirectory/N/...; nothing for other jobs. Appended
+ * to env. */
+kiln_err kiln_exec_vertex_dirs(const kiln_job *job, int trial, kiln_strv *env);
+
 /* The environment variables kilnd sets for tasks[self] ("NAME=VALUE" each).
  * `gpus`: how CUDA_VISIBLE_DEVICES names its GPUs - UUIDs, or for simulated
  * GPUs their indices as text (n_gpus may be 0). */

@@ -114,6 +114,15 @@ typedef struct kiln_pytorch_job {
     kiln_elastic_policy elastic_policy;
 } kiln_pytorch_job;
 
+/* kiln extension: the job is a Vertex AI CustomJob (made through the
+ * aiplatform v1 API, src/api/vertex.c; kiln_job_from_custom_job). Its
+ * replicas get Vertex's environment (CLUSTER_SPEC with workerpoolN pools,
+ * AIP_*_DIR under baseOutputDirectory, CLOUD_ML_JOB_ID: kiln/exec.h). */
+typedef struct kiln_vertex_job {
+    char *display_name;          /* the CustomJob's displayName */
+    char *base_output_directory; /* jobSpec.baseOutputDirectory.outputUriPrefix */
+} kiln_vertex_job;
+
 typedef struct kiln_parameter_spec {
     char *parameter_name;
     char *type; /* DOUBLE | INTEGER | CATEGORICAL | DISCRETE */
@@ -178,6 +187,8 @@ typedef struct kiln_training_input {
     kiln_run_policy run_policy;
     bool has_pytorch_job; /* kiln extension */
     kiln_pytorch_job pytorch_job;
+    bool has_vertex; /* kiln extension */
+    kiln_vertex_job vertex;
 } kiln_training_input;
 
 typedef struct kiln_training_output {
@@ -254,6 +265,27 @@ kiln_err kiln_job_from_kubeflow_notes(const char *buf, size_t len, kiln_job **ou
                                       kiln_diag *notes);
 /* The same (the name from before PyTorchJob): a TFJob or a PyTorchJob. */
 kiln_err kiln_job_from_tfjob(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* A Vertex AI CustomJob resource in JSON (the body of aiplatform v1's
+ * customJobs.create; src/spec/vertex.c): workerPoolSpecs[0..3] become the
+ * master, workers, parameter servers and evaluators. Every field it does not
+ * act on is refused, by its CustomJob path (jobSpec.workerPoolSpecs[1]...).
+ * Output-only fields (name, state, times) are refused too. The job has no
+ * jobId: the caller names it. */
+kiln_err kiln_job_from_custom_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* A Vertex AI HyperparameterTuningJob in JSON (src/spec/vertex.c): its
+ * studySpec onto trainingInput.hyperparameters, its trialJobSpec as a
+ * CustomJob's jobSpec. Refusals as for kiln_job_from_custom_job. */
+kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* The studySpec of such a job (a json_t *, as kiln_job_custom_job_spec). */
+void *kiln_job_study_spec(const kiln_job *job);
+/* The CustomJobSpec of a job (jobSpec as aiplatform v1 shows it), built back
+ * from the Job model; NULL on ENOMEM. A jansson object (json_t *), returned
+ * as void * so that this header needs no jansson. */
+void *kiln_job_custom_job_spec(const kiln_job *job);
+/* The CustomJob path of an ml v1 field path (trainingInput.workerType ->
+ * jobSpec.workerPoolSpecs[1].machineSpec.machineType), into out; the path
+ * itself where there is none. */
+void kiln_job_custom_job_field(const char *ml_field, char *out, size_t cap);
 
 /* ---- encoding ---- (caller frees the string; NULL on ENOMEM) */
 enum { KILN_ENC_COMPACT = 1 /* JSON on one line */ };

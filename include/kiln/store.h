@@ -91,6 +91,12 @@ kiln_err kiln_store_job_transition(kiln_store *s, const char *project, const cha
 kiln_err kiln_store_job_set_labels(kiln_store *s, const char *project, const char *job_id,
                                    const kiln_map *labels, kiln_job_record **out);
 
+/* Removes an ended job (SUCCEEDED, FAILED, CANCELLED) and its labels from
+ * the store: KILN_ECONFLICT while it is active (*was, when non-NULL, gets
+ * its state), KILN_ENOTFOUND when absent. Its files are the caller's. */
+kiln_err kiln_store_job_delete(kiln_store *s, const char *project, const char *job_id,
+                               kiln_job_state *was);
+
 /* Supervisor bookkeeping: counters and the runtime JSON (NULL clears it). */
 kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const char *job_id,
                                     int restarts, int failures, const char *runtime);

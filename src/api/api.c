@@ -254,8 +254,12 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
     if (strncmp(url, "/v1/projects/", 13) != 0)
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
     const char *p = url + 13, *slash = strchr(p, '/');
-    bool nb = slash && strncmp(slash, "/locations/", 11) == 0;
-    if (!slash || (!nb && (strncmp(slash, "/jobs", 5) != 0 || (slash[5] && slash[5] != '/'))))
+    /* the ml API's jobs, or locations/L/...: the Notebooks API's instances
+     * and their operations (ids "operation-..."), else aiplatform v1's
+     * customJobs, hyperparameterTuningJobs and their operations (numeric
+     * ids) */
+    bool loc = slash && strncmp(slash, "/locations/", 11) == 0;
+    if (!slash || (!loc && (strncmp(slash, "/jobs", 5) != 0 || (slash[5] && slash[5] != '/'))))
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
     size_t pl = (size_t)(slash - p);
     if (!kiln__api_valid_name(p, pl))
@@ -267,7 +271,13 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
         kiln__api_note_hidden();
         return send_error(c, 404, NULL, "Project %s not found", project);
     }
-    if (nb) return kiln__api_notebooks(d, c, method, project, slash + 11, rq, &a);
+    if (loc) {
+        const char *coll = strchr(slash + 11, '/');
+        coll = coll ? coll + 1 : "";
+        if (strncmp(coll, "instances", 9) == 0 || strncmp(coll, "operations/operation-", 21) == 0)
+            return kiln__api_notebooks(d, c, method, project, slash + 11, rq, &a);
+        return kiln__api_vertex(d, c, method, project, slash + 11, rq, &a);
+    }
     return kiln__api_jobs(d, c, method, project, slash + 5, rq, &a);
 }
 

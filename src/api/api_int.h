@@ -94,6 +94,27 @@ json_t *kiln__api_gpu_holders(kilnd *d, const kiln_api_auth *a);
 enum MHD_Result kiln__api_jobs(kilnd *d, struct MHD_Connection *c, const char *method,
                                const char *project, const char *rest, const kiln_api_req *rq,
                                const kiln_api_auth *a);
+/* Why kiln__api_job_admit refused a job: the HTTP code, Google's status
+ * word (NULL: the code's own) and the message; violations are in its dg. */
+typedef struct kiln_api_refusal {
+    unsigned code;
+    const char *status;
+    char msg[1024];
+} kiln_api_refusal;
+/* Everything a create does after the body is parsed into `job` (its jobId
+ * set, output fields cleared): the catalog's and kiln's own checks, the
+ * store, the TTL marker, the QUEUED event, waking the supervisor. Returns
+ * the stored record (caller frees), or NULL with *why (and dg) filled. The
+ * ml v1 create and aiplatform v1's customJobs create (vertex.c) share it,
+ * so that a job is checked the same whichever API made it. May normalise
+ * `job` in place. */
+kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *job, kiln_diag *dg,
+                                     kiln_api_refusal *why);
+/* Cancels a job as projects.jobs.cancel does (QUEUED -> CANCELLED,
+ * running -> CANCELLING, the event written, the supervisor woken):
+ * KILN_ENOTFOUND, KILN_ECONFLICT (already ended; *was its state) or a store
+ * error. */
+kiln_err kiln__api_job_cancel(kilnd *d, const char *project, const char *id, kiln_job_state *was);
 /* The GET cache of jobs.c. */
 void kiln__api_jobs_cache_init(kilnd *d);
 void kiln__api_jobs_cache_free(kilnd *d);
@@ -103,6 +124,12 @@ enum MHD_Result kiln__api_queues(kilnd *d, struct MHD_Connection *c, const char 
                                  const char *rest, const kiln_api_auth *a);
 /* Kueue's metrics (kueue_*) for /metrics; nothing without --queues. */
 void kiln__api_queues_metrics(kilnd *d, void (*emit)(void *, const char *, ...), void *o);
+/* /v1/projects/PROJECT/locations/ + rest: the aiplatform v1 surface
+ * (vertex.c): customJobs, hyperparameterTuningJobs, operations. The project
+ * is already checked. */
+enum MHD_Result kiln__api_vertex(kilnd *d, struct MHD_Connection *c, const char *method,
+                                 const char *project, const char *rest, const kiln_api_req *rq,
+                                 const kiln_api_auth *a);
 
 /* /v1/nodes + rest ("" or "NAME" or "NAME:verb"). */
 enum MHD_Result kiln__api_nodes(kilnd *d, struct MHD_Connection *c, const char *method,

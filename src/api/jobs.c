@@ -1,5 +1,6 @@
 /* src/api/jobs.c - the ml API's projects.jobs resource. */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -304,12 +305,169 @@ static enum MHD_Result send_body_error(struct MHD_Connection *c, const kiln_api_
                       dg->n ? dg->v[0].description : kiln_err_str(err));
 }
 
+static void refuse(kiln_api_refusal *r, unsigned code, const char *status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse(kiln_api_refusal *r, unsigned code, const char *status, const char *fmt, ...)
+{
+    va_list ap;
+    r->code = code;
+    r->status = status;
+    va_start(ap, fmt);
+    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+    va_end(ap);
+}
+
+kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *job, kiln_diag *dg,
+                                     kiln_api_refusal *why_)
+{
+    kiln_job_record *rec = NULL;
+    char why[256];
+    kiln_err err;
+
+    err = kiln_catalog_validate(d->catalog, job, dg);
+    /* and what this kiln would not act on: refused now, not ignored later */
+    if (err == KILN_OK) err = kiln_catalog_check_honoured(d->catalog, job, dg);
+    if (err != KILN_OK) {
+        refuse(why_, 400, NULL, "Field: %s Error: %s", dg->n ? dg->v[0].field : "",
+               dg->n ? dg->v[0].description : "invalid job");
+        goto out;
+    }
+    /* --executor slurm: what the Slurm executor cannot run (docs/slurm.md) */
+    char sfield[128];
+    if (d->slurm.on &&
+        !kiln_slurm_check_job(d, project, job, sfield, sizeof sfield, why, sizeof why)) {
+        refuse(why_, 400, NULL, "Field: %s Error: %s", sfield, why);
+        goto out;
+    }
+    /* gs:// URIs must name what this kilnd's staging store holds (storage.c) */
+    kiln__api_storage_check_job(d, project, job, dg);
+    if (dg->n) {
+        refuse(why_, 400, NULL, "Field: %s Error: %s", dg->v[0].field, dg->v[0].description);
+        goto out;
+    }
+    /* resumePreviousJobId: a finished tuning job of this project (src/tune/resume.c) */
+    const char *resume = job->has_training_input && job->training_input.has_hyperparameters
+                             ? job->training_input.hyperparameters.resume_previous_job_id
+                             : NULL;
+    if (resume && *resume) {
+        kiln_job_record *prev = NULL;
+        kiln_store_job_get(d->store, project, resume, &prev);
+        kiln_tune_check_resume(&job->training_input.hyperparameters, resume,
+                               prev ? prev->job : NULL, prev ? prev->runtime : NULL, dg);
+        kiln_job_record_free(prev);
+        if (dg->n) {
+            refuse(why_, 400, NULL, "Field: %s Error: %s", dg->v[0].field, dg->v[0].description);
+            goto out;
+        }
+    }
+    /* a job that can never run is refused now, not failed after queueing:
+     * an image with no container runtime on any node */
+    if (!d->exec.container_runtime) {
+        static const char *const fields[KILN_ROLE_COUNT] = {
+            "trainingInput.masterConfig.imageUri", "trainingInput.workerConfig.imageUri",
+            "trainingInput.parameterServerConfig.imageUri",
+            "trainingInput.evaluatorConfig.imageUri"};
+        for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+            const kiln_replica_config *rc_ = kiln_job_role_config(job, (kiln_role)r);
+            if (rc_ && rc_->image_uri && *rc_->image_uri)
+                kiln_diag_add(dg, fields[r],
+                              "the image %s cannot run: no node of this kilnd has a container "
+                              "runtime (install podman, or start kilnd with --container-runtime "
+                              "PATH)",
+                              rc_->image_uri);
+        }
+        const char *rv = job->training_input.runtime_version;
+        if (rv && *rv)
+            kiln_diag_add(dg, "trainingInput.runtimeVersion",
+                          "'%.32s' runs in a container image (kiln catalog list "
+                          "runtime-versions), and no node of this kilnd has a container runtime "
+                          "(install podman, or start kilnd with --container-runtime PATH)",
+                          rv);
+    }
+    /* TPUs: only where a node declares the TPU type the job asks for */
+    check_tpus(d, job, dg);
+    if (dg->n) {
+        refuse(why_, 400, NULL, "Field: %s Error: %s", dg->v[0].field, dg->v[0].description);
+        goto out;
+    }
+    /* who its replicas would run as: kilnd as root with no user for the
+     * project (or user root), or a user a kilnd not root cannot switch to,
+     * would fail every placement; refused now, naming what to change. Not a
+     * field of the job but kilnd's set-up, hence FAILED_PRECONDITION. */
+    {
+        long uid, gid;
+        char uwhy[768];
+        if (kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) != KILN_OK) {
+            refuse(why_, 400, "FAILED_PRECONDITION", "%s", uwhy);
+            goto out;
+        }
+    }
+    /* --queues: the job's LocalQueue (its label or the project's default),
+     * its WorkloadPriorityClass, and quota it could ever be admitted under */
+    if (d->queues_path && job->training_input.has_hyperparameters) {
+        refuse(why_, 400, NULL,
+               "Field: trainingInput.hyperparameters Error: kilnd runs with --queues and a "
+               "tuning job's trials are not admitted through queues yet (docs/queues.md)");
+        goto out;
+    }
+    if (d->queues_path) {
+        kiln_replica_plan plans[KILN_ROLE_COUNT];
+        size_t np = kiln_catalog_plan(d->catalog, job, plans);
+        char qwhy[768];
+        pthread_mutex_lock(&d->queues_mu);
+        bool ok = kiln_queues_check_job(d->queues, project, job, plans, np, qwhy, sizeof qwhy);
+        pthread_mutex_unlock(&d->queues_mu);
+        if (!ok) {
+            refuse(why_, 400, NULL, "Field: labels Error: %s", qwhy);
+            goto out;
+        }
+    }
+    if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
+        refuse(why_, 500, NULL, "cannot normalise the job");
+        goto out;
+    }
+    /* the TTL's marker first: a crash after the insert must not lose it */
+    bool ttl = job->training_input.has_run_policy &&
+               job->training_input.run_policy.has_ttl_seconds_after_finished;
+    int marked = ttl ? kilnd_ttl_mark(d, project, job->job_id) : 0;
+    if (marked < 0) {
+        if (kiln__api_disk_low(d, why, sizeof why))
+            refuse(why_, 503, NULL, "%s", why);
+        else
+            refuse(why_, 500, NULL, "cannot record the job's ttlSecondsAfterFinished: %s",
+                   strerror(errno));
+        goto out;
+    }
+    err = kiln_store_job_create(d->store, project, job, kiln_now_ns(), &rec);
+    if (err != KILN_OK && marked == 1) kilnd_ttl_unmark(d, project, job->job_id);
+    if (err == KILN_EEXIST) {
+        refuse(why_, 409, NULL, "Resource projects/%s/jobs/%s already exists", project,
+               job->job_id);
+        goto out;
+    }
+    if (err != KILN_OK && kiln__api_disk_low(d, why, sizeof why)) {
+        refuse(why_, 503, NULL, "%s", why); /* filled up between the check and the write */
+        goto out;
+    }
+    if (err != KILN_OK) {
+        refuse(why_, 500, NULL, "cannot store the job: %s", kiln_err_str(err));
+        goto out;
+    }
+    kiln__api_note_created(job->job_id);
+    kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
+    if (ttl) kilnd_ttl_created(d, project, job->job_id);
+    kiln_doorbell_ring(&d->wake);
+out:
+    return rec;
+}
+
 static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char *project,
                                   const kiln_api_req *rq)
 {
     kiln_diag dg = KILN_DIAG_INIT;
     kiln_job *job = NULL;
     kiln_job_record *rec = NULL;
+    kiln_api_refusal why_ = {0};
     enum MHD_Result rc;
     char why[256];
     kiln_err err;
@@ -330,139 +488,12 @@ static enum MHD_Result job_create(kilnd *d, struct MHD_Connection *c, const char
     kiln_set_str(&job->training_output.hyperparameter_metric_tag, NULL);
     memset(&job->training_output, 0, sizeof job->training_output);
     job->has_training_output = false;
-    err = kiln_catalog_validate(d->catalog, job, &dg);
-    /* and what this kiln would not act on: refused now, not ignored later */
-    if (err == KILN_OK) err = kiln_catalog_check_honoured(d->catalog, job, &dg);
-    if (err != KILN_OK) {
-        rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.n ? dg.v[0].field : "",
-                        dg.n ? dg.v[0].description : "invalid job");
+    rec = kiln__api_job_admit(d, project, job, &dg, &why_);
+    if (!rec) {
+        rc = send_error_st(c, why_.code, why_.status ? why_.status : kiln__api_status_of(why_.code),
+                           &dg, "%s", why_.msg);
         goto out;
     }
-    /* --executor slurm: what the Slurm executor cannot run (docs/slurm.md) */
-    char sfield[128];
-    if (d->slurm.on &&
-        !kiln_slurm_check_job(d, project, job, sfield, sizeof sfield, why, sizeof why)) {
-        rc = send_error(c, 400, NULL, "Field: %s Error: %s", sfield, why);
-        goto out;
-    }
-    /* gs:// URIs must name what this kilnd's staging store holds (storage.c) */
-    kiln__api_storage_check_job(d, project, job, &dg);
-    if (dg.n) {
-        rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
-        goto out;
-    }
-    /* resumePreviousJobId: a finished tuning job of this project (src/tune/resume.c) */
-    const char *resume = job->has_training_input && job->training_input.has_hyperparameters
-                             ? job->training_input.hyperparameters.resume_previous_job_id
-                             : NULL;
-    if (resume && *resume) {
-        kiln_job_record *prev = NULL;
-        kiln_store_job_get(d->store, project, resume, &prev);
-        kiln_tune_check_resume(&job->training_input.hyperparameters, resume,
-                               prev ? prev->job : NULL, prev ? prev->runtime : NULL, &dg);
-        kiln_job_record_free(prev);
-        if (dg.n) {
-            rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
-            goto out;
-        }
-    }
-    /* a job that can never run is refused now, not failed after queueing:
-     * an image with no container runtime on any node */
-    if (!d->exec.container_runtime) {
-        static const char *const fields[KILN_ROLE_COUNT] = {
-            "trainingInput.masterConfig.imageUri", "trainingInput.workerConfig.imageUri",
-            "trainingInput.parameterServerConfig.imageUri",
-            "trainingInput.evaluatorConfig.imageUri"};
-        for (int r = 0; r < KILN_ROLE_COUNT; r++) {
-            const kiln_replica_config *rc_ = kiln_job_role_config(job, (kiln_role)r);
-            if (rc_ && rc_->image_uri && *rc_->image_uri)
-                kiln_diag_add(&dg, fields[r],
-                              "the image %s cannot run: no node of this kilnd has a container "
-                              "runtime (install podman, or start kilnd with --container-runtime "
-                              "PATH)",
-                              rc_->image_uri);
-        }
-        const char *rv = job->training_input.runtime_version;
-        if (rv && *rv)
-            kiln_diag_add(&dg, "trainingInput.runtimeVersion",
-                          "'%.32s' runs in a container image (kiln catalog list "
-                          "runtime-versions), and no node of this kilnd has a container runtime "
-                          "(install podman, or start kilnd with --container-runtime PATH)",
-                          rv);
-    }
-    /* TPUs: only where a node declares the TPU type the job asks for */
-    check_tpus(d, job, &dg);
-    if (dg.n) {
-        rc = send_error(c, 400, &dg, "Field: %s Error: %s", dg.v[0].field, dg.v[0].description);
-        goto out;
-    }
-    /* who its replicas would run as: kilnd as root with no user for the
-     * project (or user root), or a user a kilnd not root cannot switch to,
-     * would fail every placement; refused now, naming what to change. Not a
-     * field of the job but kilnd's set-up, hence FAILED_PRECONDITION. */
-    {
-        long uid, gid;
-        char uwhy[768];
-        if (kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) != KILN_OK) {
-            rc = send_error_st(c, 400, "FAILED_PRECONDITION", NULL, "%s", uwhy);
-            goto out;
-        }
-    }
-    /* --queues: the job's LocalQueue (its label or the project's default),
-     * its WorkloadPriorityClass, and quota it could ever be admitted under */
-    if (d->queues_path && job->training_input.has_hyperparameters) {
-        rc = send_error(c, 400, NULL,
-                        "Field: trainingInput.hyperparameters Error: kilnd runs with --queues and "
-                        "a tuning job's trials are not admitted through queues yet "
-                        "(docs/queues.md)");
-        goto out;
-    }
-    if (d->queues_path) {
-        kiln_replica_plan plans[KILN_ROLE_COUNT];
-        size_t np = kiln_catalog_plan(d->catalog, job, plans);
-        char qwhy[768];
-        pthread_mutex_lock(&d->queues_mu);
-        bool ok = kiln_queues_check_job(d->queues, project, job, plans, np, qwhy, sizeof qwhy);
-        pthread_mutex_unlock(&d->queues_mu);
-        if (!ok) {
-            rc = send_error(c, 400, NULL, "Field: labels Error: %s", qwhy);
-            goto out;
-        }
-    }
-    if (kiln_catalog_normalise(d->catalog, job) != KILN_OK) {
-        rc = send_error(c, 500, NULL, "cannot normalise the job");
-        goto out;
-    }
-    /* the TTL's marker first: a crash after the insert must not lose it */
-    bool ttl = job->training_input.has_run_policy &&
-               job->training_input.run_policy.has_ttl_seconds_after_finished;
-    int marked = ttl ? kilnd_ttl_mark(d, project, job->job_id) : 0;
-    if (marked < 0) {
-        rc = kiln__api_disk_low(d, why, sizeof why)
-                 ? send_error(c, 503, NULL, "%s", why)
-                 : send_error(c, 500, NULL, "cannot record the job's ttlSecondsAfterFinished: %s",
-                              strerror(errno));
-        goto out;
-    }
-    err = kiln_store_job_create(d->store, project, job, kiln_now_ns(), &rec);
-    if (err != KILN_OK && marked == 1) kilnd_ttl_unmark(d, project, job->job_id);
-    if (err == KILN_EEXIST) {
-        rc = send_error(c, 409, NULL, "Resource projects/%s/jobs/%s already exists", project,
-                        job->job_id);
-        goto out;
-    }
-    if (err != KILN_OK && kiln__api_disk_low(d, why, sizeof why)) {
-        rc = send_error(c, 503, NULL, "%s", why); /* filled up between the check and the write */
-        goto out;
-    }
-    if (err != KILN_OK) {
-        rc = send_error(c, 500, NULL, "cannot store the job: %s", kiln_err_str(err));
-        goto out;
-    }
-    kiln__api_note_created(job->job_id);
-    kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (created)");
-    if (ttl) kilnd_ttl_created(d, project, job->job_id);
-    kiln_doorbell_ring(&d->wake);
     rc = send_json(c, 200, job_json(d, rec));
 out:
     kiln_job_record_free(rec);
@@ -599,22 +630,29 @@ out:
     return rc;
 }
 
-static enum MHD_Result job_cancel(kilnd *d, struct MHD_Connection *c, const char *project,
-                                  const char *id)
+kiln_err kiln__api_job_cancel(kilnd *d, const char *project, const char *id, kiln_job_state *was)
 {
     int64_t now = kiln_now_ns();
-    kiln_job_state was = KILN_STATE_UNSPECIFIED;
     kiln_err err = kiln_store_job_transition(d->store, project, id, KILN_STATE_MASK(QUEUED),
-                                             KILN_STATE_CANCELLED, NULL, now, &was);
+                                             KILN_STATE_CANCELLED, NULL, now, was);
     if (err == KILN_OK) {
         kilnd_event(d, project, id, "INFO", "Job CANCELLED while queued");
     } else if (err == KILN_ECONFLICT) {
         err = kiln_store_job_transition(d->store, project, id,
                                         KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING) |
                                             KILN_STATE_MASK(CANCELLING),
-                                        KILN_STATE_CANCELLING, NULL, now, &was);
+                                        KILN_STATE_CANCELLING, NULL, now, was);
         if (err == KILN_OK) kilnd_event(d, project, id, "INFO", "Job CANCELLING (requested)");
     }
+    if (err == KILN_OK) kiln_doorbell_ring(&d->wake);
+    return err;
+}
+
+static enum MHD_Result job_cancel(kilnd *d, struct MHD_Connection *c, const char *project,
+                                  const char *id)
+{
+    kiln_job_state was = KILN_STATE_UNSPECIFIED;
+    kiln_err err = kiln__api_job_cancel(d, project, id, &was);
     if (err == KILN_ENOTFOUND)
         return send_error(c, 404, NULL, "Job projects/%s/jobs/%s not found", project, id);
     if (err == KILN_ECONFLICT)

@@ -119,6 +119,10 @@ static bool scan_job(kilnd *d, const char *project, const char *job, const kiln_
     snprintf(path, sizeof path, "%s/log.tsv", dir);
     FILE *fp = fopen(path, "re");
     if (!fp) return true; /* no log yet: no entries */
+    /* a CustomJob's entries carry its Vertex id, the number (vertex.c) */
+    const char *shown = strncmp(job, "customjob_", 10) == 0     ? job + 10
+                        : strncmp(job, "hptuningjob_", 12) == 0 ? job + 12
+                                                                : job;
     long long off = 0;
     ssize_t n;
     while ((n = getline(&line, &cap, fp)) > 0) {
@@ -139,7 +143,7 @@ static bool scan_job(kilnd *d, const char *project, const char *job, const kiln_
         snprintf(id, sizeof id, "%020lld-%s", at, job);
         snprintf(log_name, sizeof log_name, "projects/%s/logs/%.60s", project, fld[2]);
         kiln_log_view v = {.resource_type = "ml_job",
-                           .job_id = job,
+                           .job_id = shown,
                            .task_name = fld[2],
                            .project_id = project,
                            .log_name = log_name,
@@ -148,7 +152,8 @@ static bool scan_job(kilnd *d, const char *project, const char *job, const kiln_
                            .ts_ns = ts};
         if (!kiln_log_filter_match(f, &v)) continue;
         if (fld[3]) kiln__utf8_scrub(fld[3]);
-        if (!page_offer(pg, ts, id, sev ? fld[0] : "DEFAULT", job, fld[2], fld[3] ? fld[3] : "")) {
+        if (!page_offer(pg, ts, id, sev ? fld[0] : "DEFAULT", shown, fld[2],
+                        fld[3] ? fld[3] : "")) {
             ok = false;
             break;
         }
@@ -287,7 +292,16 @@ static enum MHD_Result entries_list(kilnd *d, struct MHD_Connection *c, const ki
     bool ok = true;
     const char *job = kiln_log_filter_job(f);
     if (job) {
-        if (kiln__api_valid_name(job, strlen(job))) ok = scan_job(d, project, job, f, &pg);
+        /* a number is a CustomJob's id: its kiln job is customjob_N */
+        char cj[96];
+        bool num = *job && strspn(job, "0123456789") == strlen(job) && strlen(job) < 64;
+        if (num) {
+            snprintf(cj, sizeof cj, "customjob_%s", job);
+            ok = scan_job(d, project, cj, f, &pg);
+            snprintf(cj, sizeof cj, "hptuningjob_%s", job);
+            if (ok) ok = scan_job(d, project, cj, f, &pg);
+        } else if (kiln__api_valid_name(job, strlen(job)))
+            ok = scan_job(d, project, job, f, &pg);
     } else {
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/jobs/%s", d->data_dir, project);

@@ -1013,11 +1013,37 @@ static bool split_uri(const char *uri, char bucket[64], const char **name)
     return true;
 }
 
+/* A directory URI (jobDir, a CustomJob's baseOutputDirectory): a gs:// one
+ * must name a bucket this kilnd holds for the project, and a path in it. */
+static void dir_uri_check(kilnd *d, const char *project, const char *jd, const char *field,
+                          kiln_diag *dg)
+{
+    char bucket[64];
+    const char *name, *proj, *why;
+    if (!jd || strncmp(jd, "gs://", 5) != 0) return;
+    char nm[KILN_OBJECT_NAME_MAX + 1];
+    if (!split_uri(jd, bucket, &name) || !kiln_objects_holds(d->objects, bucket, &proj) ||
+        (proj && strcmp(proj, project) != 0)) {
+        kiln_diag_add(dg, field,
+                      "'%s': kilnd does not hold that bucket for project %s (kilnd --bucket "
+                      "NAME[:PROJECT])",
+                      jd, project);
+        return;
+    }
+    /* a trailing '/' is usual in a directory URI */
+    snprintf(nm, sizeof nm, "%s", name);
+    size_t n = strlen(nm);
+    while (n && nm[n - 1] == '/')
+        nm[--n] = '\0';
+    if (!kiln_objects_valid_name(nm, n, &why))
+        kiln_diag_add(dg, field, "'%s': a path in the bucket is needed: %s", jd, why);
+}
+
 void kiln__api_storage_check_job(kilnd *d, const char *project, const kiln_job *job, kiln_diag *dg)
 {
     const kiln_training_input *ti = &job->training_input;
     char bucket[64];
-    const char *name, *proj, *why;
+    const char *name, *proj;
     if (!job->has_training_input) return;
     for (size_t i = 0; i < ti->package_uris.n; i++) {
         const char *u = ti->package_uris.v[i];
@@ -1037,24 +1063,9 @@ void kiln__api_storage_check_job(kilnd *d, const char *project, const kiln_job *
             kiln_diag_add(dg, field, "'%s': no such object in kilnd's staging store", u);
         kiln_object_meta_clear(&m);
     }
-    if (ti->job_dir && strncmp(ti->job_dir, "gs://", 5) == 0) {
-        const char *jd = ti->job_dir;
-        char nm[KILN_OBJECT_NAME_MAX + 1];
-        if (!split_uri(jd, bucket, &name) || !kiln_objects_holds(d->objects, bucket, &proj) ||
-            (proj && strcmp(proj, project) != 0)) {
-            kiln_diag_add(dg, "trainingInput.jobDir",
-                          "'%s': kilnd does not hold that bucket for project %s (kilnd --bucket "
-                          "NAME[:PROJECT])",
-                          jd, project);
-            return;
-        }
-        /* a trailing '/' is usual in a directory URI */
-        snprintf(nm, sizeof nm, "%s", name);
-        size_t n = strlen(nm);
-        while (n && nm[n - 1] == '/')
-            nm[--n] = '\0';
-        if (!kiln_objects_valid_name(nm, n, &why))
-            kiln_diag_add(dg, "trainingInput.jobDir", "'%s': a path in the bucket is needed: %s",
-                          jd, why);
-    }
+    dir_uri_check(d, project, ti->job_dir, "trainingInput.jobDir", dg);
+    /* a CustomJob's baseOutputDirectory: its replicas write under it */
+    if (ti->has_vertex)
+        dir_uri_check(d, project, ti->vertex.base_output_directory,
+                      "trainingInput.vertex.baseOutputDirectory", dg);
 }

@@ -15,8 +15,11 @@ void kiln_exec_task_name(kiln_role role, int index, char buf[48])
 
 static const char *tf_type(const kiln_job *job, kiln_role r)
 {
+    /* Vertex AI names the first pool's replica "chief" in TF_CONFIG */
     if (r == KILN_ROLE_MASTER)
-        return job->training_input.use_chief_in_tf_config ? "chief" : "master";
+        return job->training_input.use_chief_in_tf_config || job->training_input.has_vertex
+                   ? "chief"
+                   : "master";
     return kiln_role_name(r); /* worker, ps, evaluator */
 }
 
@@ -39,13 +42,17 @@ char *kiln_exec_tf_config(const kiln_job *job, const kiln_exec_task *tasks, size
             if (json_array_append_new(list, json_string(addr)) < 0) goto out;
         }
     }
-    /* "job": the trainingInput as the API shows it */
-    if (!(job_json = kiln_job_to_json(job, KILN_ENC_COMPACT))) goto out;
-    json_t *whole = json_loads(job_json, 0, NULL);
-    if (!whole) goto out;
-    ti = json_incref(json_object_get(whole, "trainingInput"));
-    json_decref(whole);
-    if (!ti && !(ti = json_object())) goto out;
+    /* "job": the trainingInput as the API shows it (a CustomJob's jobSpec) */
+    if (job->training_input.has_vertex) {
+        if (!(ti = kiln_job_custom_job_spec(job))) goto out;
+    } else {
+        if (!(job_json = kiln_job_to_json(job, KILN_ENC_COMPACT))) goto out;
+        json_t *whole = json_loads(job_json, 0, NULL);
+        if (!whole) goto out;
+        ti = json_incref(json_object_get(whole, "trainingInput"));
+        json_decref(whole);
+        if (!ti && !(ti = json_object())) goto out;
+    }
     root = json_pack("{s:O,s:{s:s,s:i},s:O,s:s}", "cluster", cluster, "task", "type",
                      tf_type(job, tasks[self].role), "index", tasks[self].index, "job", ti,
                      "environment", "cloud");
@@ -56,6 +63,39 @@ out:
     json_decref(ti);
     json_decref(root);
     free(job_json);
+    return out;
+}
+
+char *kiln_exec_vertex_cluster_spec(const kiln_job *job, const kiln_exec_task *tasks, size_t n,
+                                    size_t self)
+{
+    json_t *root = NULL, *cluster = json_object(), *spec = NULL;
+    char *out = NULL, pool[16];
+
+    if (!cluster) goto out;
+    /* every pool, evaluators included, by its index in workerPoolSpecs */
+    for (int r = KILN_ROLE_MASTER; r < KILN_ROLE_COUNT; r++) {
+        json_t *list = NULL;
+        snprintf(pool, sizeof pool, "workerpool%d", r);
+        for (size_t i = 0; i < n; i++) {
+            if (tasks[i].role != (kiln_role)r) continue;
+            if (!list && (!(list = json_array()) || json_object_set_new(cluster, pool, list) < 0))
+                goto out;
+            char addr[300];
+            snprintf(addr, sizeof addr, "%s:%d", tasks[i].host, tasks[i].port);
+            if (json_array_append_new(list, json_string(addr)) < 0) goto out;
+        }
+    }
+    if (!(spec = kiln_job_custom_job_spec(job))) goto out;
+    snprintf(pool, sizeof pool, "workerpool%d", (int)tasks[self].role);
+    root = json_pack("{s:O,s:s,s:{s:s,s:i},s:O}", "cluster", cluster, "environment", "cloud",
+                     "task", "type", pool, "index", tasks[self].index, "job", spec);
+    if (!root) goto out;
+    out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+out:
+    json_decref(cluster);
+    json_decref(spec);
+    json_decref(root);
     return out;
 }
 
@@ -205,7 +245,20 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
     kiln_strv_clear(env);
     if (!(tf = kiln_exec_tf_config(job, tasks, n, self))) goto out;
     if ((err = push_kv(env, "TF_CONFIG", tf)) != KILN_OK) goto out;
-    if ((err = push_kv(env, "CLUSTER_SPEC", tf)) != KILN_OK) goto out;
+    if (job->training_input.has_vertex) {
+        /* Vertex AI's own cluster document, and its job variables */
+        err = KILN_ENOMEM;
+        free(tf);
+        if (!(tf = kiln_exec_vertex_cluster_spec(job, tasks, n, self))) goto out;
+        if ((err = push_kv(env, "CLUSTER_SPEC", tf)) != KILN_OK) goto out;
+        /* Vertex's number: the kiln job customjob_N is CustomJob N */
+        const char *id = job->job_id ? job->job_id : "";
+        if (strncmp(id, "customjob_", 10) == 0) id += 10;
+        if (strncmp(id, "hptuningjob_", 12) == 0) id += 12;
+        if ((err = push_kv(env, "CLOUD_ML_JOB_ID", id)) != KILN_OK) goto out;
+    } else if ((err = push_kv(env, "CLUSTER_SPEC", tf)) != KILN_OK) {
+        goto out;
+    }
 
     /* PyTorchJob convention: the master and the workers form the world */
     const kiln_exec_task *me = &tasks[self], *master = NULL;
@@ -301,6 +354,25 @@ void kiln_exec_container_name(const char *project, const char *job_id, const cha
                               size_t len)
 {
     snprintf(buf, len, "kiln-%s-%s-%s", project, job_id, task);
+}
+
+kiln_err kiln_exec_vertex_dirs(const kiln_job *job, int trial, kiln_strv *env)
+{
+    static const char *const vars[3][2] = {{"AIP_MODEL_DIR", "model/"},
+                                           {"AIP_CHECKPOINT_DIR", "checkpoints/"},
+                                           {"AIP_TENSORBOARD_LOG_DIR", "logs/"}};
+    const char *base = job->training_input.vertex.base_output_directory;
+    char val[4096], t[24] = "";
+    if (!job->training_input.has_vertex || !base || !*base) return KILN_OK;
+    size_t bl = strlen(base);
+    bool slash = bl && base[bl - 1] == '/';
+    if (trial > 0) snprintf(t, sizeof t, "%d/", trial);
+    for (int k = 0; k < 3; k++) {
+        snprintf(val, sizeof val, "%s%s%s%s", base, slash ? "" : "/", t, vars[k][1]);
+        kiln_err err = push_kv(env, vars[k][0], val);
+        if (err != KILN_OK) return err;
+    }
+    return KILN_OK;
 }
 
 kiln_err kiln_exec_user_env(const kiln_job *job, kiln_role role, kiln_strv *env)

@@ -115,6 +115,13 @@ static const kiln__field pytorch_fields[] = {
 static const kiln__msg pytorch_msg = {"PyTorchJob", sizeof(kiln_pytorch_job), pytorch_fields,
                                       NF(pytorch_fields)};
 
+static const kiln__field vertex_fields[] = {
+    F(kiln_vertex_job, "displayName", FK_STR, display_name),
+    F(kiln_vertex_job, "baseOutputDirectory", FK_STR, base_output_directory),
+};
+static const kiln__msg vertex_msg = {"VertexJob", sizeof(kiln_vertex_job), vertex_fields,
+                                     NF(vertex_fields)};
+
 static const kiln__field param_fields[] = {
     F(kiln_parameter_spec, "parameterName", FK_STR, parameter_name),
     FE(kiln_parameter_spec, "type", type, param_types),
@@ -177,6 +184,7 @@ static const kiln__field ti_fields[] = {
     F(TI, "enableWebAccess", FK_BOOL, enable_web_access),
     FM(TI, "runPolicy", run_policy, has_run_policy, run_policy_msg),
     FM(TI, "pytorchJob", pytorch_job, has_pytorch_job, pytorch_msg),
+    FM(TI, "vertex", vertex, has_vertex, vertex_msg),
 };
 #undef TI
 static const kiln__msg ti_msg = {"TrainingInput", sizeof(kiln_training_input), ti_fields,

@@ -634,6 +634,53 @@ out:
     return err;
 }
 
+kiln_err kiln_store_job_delete(kiln_store *s, const char *project, const char *job_id,
+                               kiln_job_state *was)
+{
+    kiln_job_record *r = NULL;
+    sqlite3_stmt *st = NULL;
+    kiln_err err;
+    uint64_t ticket = 0;
+    bool tx = false;
+
+    pthread_mutex_lock(&s->mu);
+    int64_t t0 = mono_ns();
+    err = KILN_EIO;
+    if (writes_refused(s)) goto out;
+    err = get_locked(s, project, job_id, &r);
+    if (err != KILN_OK) goto out;
+    if (was) *was = r->job->state;
+    err = KILN_ECONFLICT;
+    if (!(KILN_STATES_TERMINAL & (1u << r->job->state))) goto out;
+    err = KILN_EIO;
+    /* the row and its labels together: a filter never sees half */
+    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) goto out;
+    tx = true;
+    if (sqlite3_prepare_v2(s->db, "DELETE FROM job_labels WHERE seq = ?1", -1, &st, NULL) !=
+        SQLITE_OK)
+        goto out;
+    sqlite3_bind_int64(st, 1, r->seq);
+    if (sqlite3_step(st) != SQLITE_DONE) goto out;
+    sqlite3_finalize(st);
+    st = NULL;
+    if (sqlite3_prepare_v2(s->db, "DELETE FROM jobs WHERE seq = ?1", -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_bind_int64(st, 1, r->seq);
+    if (sqlite3_step(st) != SQLITE_DONE) goto out;
+    err = end_tx(s, KILN_OK);
+    tx = false;
+    if (err != KILN_OK) goto out;
+    /* an ended job is in no queue and no supervisor's hands: no watcher to tell */
+    ticket = committed(s);
+out:
+    sqlite3_finalize(st);
+    if (tx) err = end_tx(s, err == KILN_OK ? KILN_EIO : err);
+    note_write(s, t0);
+    pthread_mutex_unlock(&s->mu);
+    kiln_job_record_free(r);
+    return durable(s, ticket, err);
+}
+
 kiln_err kiln_store_job_set_runtime(kiln_store *s, const char *project, const char *job_id,
                                     int restarts, int failures, const char *runtime)
 {

@@ -427,16 +427,20 @@ kiln_err kiln_trial_env(const kiln_study *s, const kiln_trial *t, const char *me
 {
     char id[16];
     snprintf(id, sizeof id, "%d", t->id);
-    /* TF_CONFIG's task carries the trial, as AI Platform sets it */
+    /* TF_CONFIG's task carries the trial, as AI Platform sets it; so does
+     * CLUSTER_SPEC's (its copy, or Vertex's own form) */
     for (size_t i = 0; i < env->n; i++) {
-        if (strncmp(env->v[i], "TF_CONFIG=", 10) != 0) continue;
-        json_t *tf = json_loads(env->v[i] + 10, 0, NULL);
+        const char *name = strncmp(env->v[i], "TF_CONFIG=", 10) == 0      ? "TF_CONFIG"
+                           : strncmp(env->v[i], "CLUSTER_SPEC=", 13) == 0 ? "CLUSTER_SPEC"
+                                                                          : NULL;
+        if (!name) continue;
+        json_t *tf = json_loads(env->v[i] + strlen(name) + 1, 0, NULL);
         json_t *task = json_object_get(tf, "task");
         char *txt = NULL, *kv = NULL;
         if (json_is_object(task)) json_object_set_new(task, "trial", json_string(id));
         txt = tf ? json_dumps(tf, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
         json_decref(tf);
-        if (!txt || asprintf(&kv, "TF_CONFIG=%s", txt) < 0) {
+        if (!txt || asprintf(&kv, "%s=%s", name, txt) < 0) {
             free(txt);
             return KILN_ENOMEM;
         }

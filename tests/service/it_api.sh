@@ -210,7 +210,8 @@ if "$PY" -c 'import yaml' 2>/dev/null; then
 import json, sys, urllib.request, urllib.error, yaml
 spec = yaml.safe_load(open(sys.argv[1]))
 url = sys.argv[2]
-vals = {"project": "p1", "job": "census_1", "node": None}
+vals = {"project": "p1", "job": "census_1", "node": None, "location": "us-central1",
+        "customJob": "1", "hpTuningJob": "1", "operation": "1"}
 nodes = json.load(urllib.request.urlopen(url + "/v1/nodes"))["nodes"]
 vals["node"] = nodes[0]["name"]
 bad = []

@@ -56,6 +56,8 @@ it_kueue_fair.sh) port_base=57000 ;;
 it_notebooks.sh) port_base=53000 ;;
 it_notebooks_browser.sh) port_base=58000 ;;
 it_slurm_tuning.sh) port_base=59000 ;;
+it_vertex.sh) port_base=50000 ;;
+it_vertex_sdk.sh) port_base=51000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}

@@ -296,11 +296,32 @@ static void container_name(const rjob *j, const replica *r, char *buf, size_t le
     kiln_exec_container_name(j->project, j->job_id, r->task, buf, len);
 }
 
+/* A Vertex AI job's containers see Cloud Storage at /gcs/BUCKET (Vertex's
+ * Cloud Storage FUSE mount): here every bucket kilnd's staging store holds
+ * for the job's project, read-write, so that what a replica writes under
+ * /gcs/BUCKET/PATH is the object gs://BUCKET/PATH. */
+static kiln_err gcs_binds(kilnd *d, const rjob *j, kiln_strv *binds)
+{
+    const char *b, *proj;
+    if (!j->job->training_input.has_vertex || !d->objects) return KILN_OK;
+    for (size_t i = 0; (b = kiln_objects_bucket_at(d->objects, i)) != NULL; i++) {
+        char m[PATH_MAX + 160];
+        if (!kiln_objects_holds(d->objects, b, &proj) || (proj && strcmp(proj, j->project) != 0))
+            continue;
+        snprintf(m, sizeof m, "%s/%s", kiln_objects_root(d->objects), b);
+        kilnd_mkdirs(m);
+        snprintf(m, sizeof m, "%s/%s:/gcs/%s", kiln_objects_root(d->objects), b, b);
+        kiln_err err = kiln_strv_push(binds, m);
+        if (err != KILN_OK) return err;
+    }
+    return KILN_OK;
+}
+
 /* Starts replica `i` of a running job (every replica at first; one alone
  * when an elastic worker is restarted or added). */
 kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
 {
-    kiln_strv argv = {0}, env = {0}, cargs = {0}, hosts = {0};
+    kiln_strv argv = {0}, env = {0}, cargs = {0}, hosts = {0}, binds = {0};
     char state[PATH_MAX + 64], rlog[PATH_MAX + 64], jlog[PATH_MAX + 16], work[PATH_MAX + 16];
     char name[160] = "";
     size_t nt = 0, self = 0;
@@ -340,6 +361,8 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     err =
         kiln_exec_replica_env(j->job, tasks, nt, self, ids, (size_t)r->n_gpus, r->simulated, &env);
     if (err == KILN_OK && j->study) err = trial_env(j, &env);
+    /* a CustomJob's AIP_*_DIR (a trial's under its own number) */
+    if (err == KILN_OK) err = kiln_exec_vertex_dirs(j->job, j->study ? j->trial : 0, &env);
     if (err != KILN_OK) goto out;
     char key[64], *kkv = NULL;
     kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), j->restarts, key);
@@ -356,6 +379,10 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     }
     /* the user's env (TFJob container env, <role>Config.env) after kiln's own */
     const kiln_replica_config *rc = kiln_job_role_config(j->job, r->role);
+    /* its hostPath mounts, and a CustomJob's buckets at /gcs/BUCKET */
+    for (size_t k = 0; rc && k < rc->host_mounts.n; k++)
+        if ((err = kiln_strv_push(&binds, rc->host_mounts.v[k])) != KILN_OK) goto out;
+    if (image && (err = gcs_binds(s->d, j, &binds)) != KILN_OK) goto out;
     if ((err = kiln_exec_user_env(j->job, r->role, &env)) != KILN_OK) goto out;
     if (paths.staging) {
         /* only the staged packages: kilnd's own PYTHONPATH is not the replica's */
@@ -424,7 +451,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .name = name,
                            .mounts = mounts,
                            .n_mounts = n_mounts,
-                           .binds = rc ? &rc->host_mounts : NULL,
+                           .binds = &binds,
                            .pull_policy = rc ? rc->image_pull_policy : NULL,
                            .hosts = (const char *const *)hosts.v,
                            .n_hosts = hosts.n,
@@ -472,6 +499,7 @@ out:
     kiln_strv_clear(&argv);
     kiln_strv_clear(&cargs);
     kiln_strv_clear(&hosts);
+    kiln_strv_clear(&binds);
     kiln_strv_clear(&env);
     return err;
 }

@@ -1,0 +1,1140 @@
+/* vertex.c - a Vertex AI CustomJob (aiplatform v1) onto the Job model.
+ *
+ *   jobSpec.workerPoolSpecs[0]  -> the master (replicaCount must be 1)
+ *   jobSpec.workerPoolSpecs[1]  -> workers            ([k] may be {} to skip a pool)
+ *   jobSpec.workerPoolSpecs[2]  -> parameter servers
+ *   jobSpec.workerPoolSpecs[3]  -> evaluators
+ *     machineSpec.machineType   -> <role>Type
+ *     machineSpec.accelerator*  -> <role>Config.acceleratorConfig (names or enum numbers)
+ *     containerSpec             -> <role>Config.imageUri, containerCommand, containerArgs, env
+ *     pythonPackageSpec         -> <role>Config.imageUri (executorImageUri), containerCommand
+ *                                  python3 -m MODULE, containerArgs, env; packageUris
+ *                                  (one list for the job: every pool must give the same)
+ *     diskSpec                  -> only Vertex's default (pd-ssd, 100 GB): the node's disk
+ *   jobSpec.scheduling.timeout  -> scheduling.maxRunningTime
+ *   restartJobOnWorkerRestart   -> restartPolicy OnFailure on pools 1-3 (kiln restarts all
+ *                                  of a job's replicas when one is restarted)
+ *   disableRetries              -> runPolicy.backoffLimit 0, restartPolicy Never
+ *   baseOutputDirectory         -> vertex.baseOutputDirectory (AIP_*_DIR, kiln/exec.h)
+ *   displayName, labels         -> vertex.displayName, labels
+ * Everything else is refused by its CustomJob path; a field holding its
+ * proto3 default (false, "", 0, [] or {}) is the same as absent. */
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/job.h"
+
+#define MAX_POOLS 4
+
+/* AcceleratorType's numbers (google/cloud/aiplatform/v1/accelerator_type.proto):
+ * the Python SDK's REST transport sends enums as integers. */
+static const char *const accel_names[] = {
+    [0] = "ACCELERATOR_TYPE_UNSPECIFIED",
+    [1] = "NVIDIA_TESLA_K80",
+    [2] = "NVIDIA_TESLA_P100",
+    [3] = "NVIDIA_TESLA_V100",
+    [4] = "NVIDIA_TESLA_P4",
+    [5] = "NVIDIA_TESLA_T4",
+    [6] = "TPU_V2",
+    [7] = "TPU_V3",
+    [8] = "NVIDIA_TESLA_A100",
+    [9] = "NVIDIA_A100_80GB",
+    [10] = "TPU_V4_POD",
+    [11] = "NVIDIA_L4",
+    [12] = "TPU_V5_LITEPOD",
+    [13] = "NVIDIA_H100_80GB",
+    [14] = "NVIDIA_H100_MEGA_80GB",
+    [15] = "NVIDIA_H200_141GB",
+    [16] = "NVIDIA_B200",
+    [17] = "NVIDIA_GB200",
+    [18] = "NVIDIA_RTX_PRO_6000",
+};
+#define N_ACCEL (sizeof accel_names / sizeof accel_names[0])
+
+typedef struct vctx {
+    kiln_diag *d;
+    kiln_job *job;
+    bool nomem;
+    bool have_pkgs; /* a pool gave packageUris: the others must match */
+} vctx;
+
+static void nomem(vctx *c, kiln_err e)
+{
+    if (e != KILN_OK) c->nomem = true;
+}
+
+/* proto3: a default value is "not set" */
+static bool is_default(const json_t *v)
+{
+    if (!v || json_is_null(v) || json_is_false(v)) return true;
+    if (json_is_string(v)) return json_string_length(v) == 0;
+    if (json_is_integer(v)) return json_integer_value(v) == 0;
+    if (json_is_real(v)) return json_real_value(v) == 0.0;
+    if (json_is_array(v)) return json_array_size(v) == 0;
+    if (json_is_object(v)) return json_object_size(v) == 0;
+    return false;
+}
+
+/* Every key of obj must be in `known`; the others are refused unless they
+ * hold their default. `why` says what kiln does instead, per refused key
+ * (NULL: the generic sentence). */
+static void check_keys(vctx *c, const json_t *obj, const char *path, const char *const *known)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v)
+    {
+        bool ok = false;
+        for (size_t i = 0; known[i] && !ok; i++)
+            ok = strcmp(known[i], k) == 0;
+        if (ok || is_default(v)) continue;
+        char f[512];
+        snprintf(f, sizeof f, "%s%s%.128s", path, *path ? "." : "", k);
+        kiln_diag_add(c->d, f,
+                      "not a field kiln acts on (it would be ignored, so it is refused; "
+                      "docs/vertex.md lists what kiln reads)");
+    }
+}
+
+static const char *opt_str(vctx *c, const json_t *obj, const char *key, const char *path)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return NULL;
+    if (!json_is_string(v)) {
+        kiln_diag_add(c->d, path, "must be a string");
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+/* An int64 as proto3's JSON has it: a number or a decimal string. */
+static bool opt_int(vctx *c, const json_t *obj, const char *key, const char *path, int64_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    *out = 0;
+    if (!v || json_is_null(v)) return false;
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return true;
+    }
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        errno = 0;
+        long long n = strtoll(s, &end, 10);
+        if (*s && !errno && !*end) {
+            *out = n;
+            return true;
+        }
+    }
+    kiln_diag_add(c->d, path, "must be a whole number (a JSON number or a decimal string)");
+    return false;
+}
+
+static bool opt_bool(vctx *c, const json_t *obj, const char *key, const char *path)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return false;
+    if (!json_is_boolean(v)) {
+        kiln_diag_add(c->d, path, "must be true or false");
+        return false;
+    }
+    return json_is_true(v);
+}
+
+/* A list of strings into v. */
+static void str_list(vctx *c, const json_t *obj, const char *key, const char *path, kiln_strv *v)
+{
+    json_t *a = json_object_get(obj, key), *e;
+    size_t i;
+    if (!a || json_is_null(a)) return;
+    if (!json_is_array(a)) {
+        kiln_diag_add(c->d, path, "must be a list of strings");
+        return;
+    }
+    json_array_foreach(a, i, e)
+    {
+        if (!json_is_string(e)) {
+            kiln_diag_add(c->d, path, "item %zu must be a string", i);
+            continue;
+        }
+        nomem(c, kiln_strv_push(v, json_string_value(e)));
+    }
+}
+
+/* env: [{name, value}] into the role's env map. */
+static void env_list(vctx *c, const json_t *obj, const char *path, kiln_map *env)
+{
+    json_t *a = json_object_get(obj, "env"), *e;
+    size_t i;
+    char p[512];
+    static const char *const keys[] = {"name", "value", NULL};
+    if (!a || json_is_null(a)) return;
+    if (!json_is_array(a)) {
+        kiln_diag_add(c->d, path, "must be a list of {name, value}");
+        return;
+    }
+    json_array_foreach(a, i, e)
+    {
+        snprintf(p, sizeof p, "%s[%zu]", path, i);
+        if (!json_is_object(e)) {
+            kiln_diag_add(c->d, p, "must be {name, value}");
+            continue;
+        }
+        check_keys(c, e, p, keys);
+        const char *n = opt_str(c, e, "name", p), *v = opt_str(c, e, "value", p);
+        if (!n || !*n) {
+            kiln_diag_add(c->d, p, "needs a name");
+            continue;
+        }
+        if (kiln_map_get(env, n)) {
+            kiln_diag_add(c->d, p, "'%.64s' is given twice", n);
+            continue;
+        }
+        nomem(c, kiln_map_set(env, n, v ? v : ""));
+    }
+}
+
+static void machine_spec(vctx *c, const json_t *ms, const char *path, kiln_role r)
+{
+    static const char *const keys[] = {"machineType", "acceleratorType", "acceleratorCount", NULL};
+    char p[512];
+    kiln_role_fields rf = kiln_job_role_fields(&c->job->training_input, r);
+    snprintf(p, sizeof p, "%s.machineSpec", path);
+    if (!json_is_object(ms)) {
+        kiln_diag_add(c->d, p, "is required: {machineType, acceleratorType, acceleratorCount}");
+        return;
+    }
+    check_keys(c, ms, p, keys);
+    snprintf(p, sizeof p, "%s.machineSpec.machineType", path);
+    const char *mt = opt_str(c, ms, "machineType", p);
+    if (!mt || !*mt)
+        kiln_diag_add(c->d, p, "is required (n1-standard-4, a2-highgpu-1g, ...)");
+    else
+        nomem(c, kiln_set_str(rf.type, mt));
+    json_t *at = json_object_get(ms, "acceleratorType");
+    const char *aname = NULL;
+    snprintf(p, sizeof p, "%s.machineSpec.acceleratorType", path);
+    if (json_is_integer(at)) {
+        json_int_t n = json_integer_value(at);
+        if (n < 0 || (size_t)n >= N_ACCEL || !accel_names[n])
+            kiln_diag_add(c->d, p, "%lld is not an AcceleratorType", (long long)n);
+        else if (n > 0)
+            aname = accel_names[n];
+    } else if (json_is_string(at)) {
+        aname = json_string_value(at);
+        if (strcmp(aname, "ACCELERATOR_TYPE_UNSPECIFIED") == 0 || !*aname) aname = NULL;
+    } else if (at && !json_is_null(at)) {
+        kiln_diag_add(c->d, p, "must be an AcceleratorType name or number");
+    }
+    int64_t count = 0;
+    snprintf(p, sizeof p, "%s.machineSpec.acceleratorCount", path);
+    opt_int(c, ms, "acceleratorCount", p, &count);
+    if (count < 0) kiln_diag_add(c->d, p, "must not be negative");
+    if (aname || count > 0) {
+        *rf.has_config = true;
+        rf.config->has_accelerator_config = true;
+        nomem(c, kiln_set_str(&rf.config->accelerator_config.type, aname));
+        rf.config->accelerator_config.count = count;
+        if (!aname) kiln_diag_add(c->d, p, "needs an acceleratorType");
+        if (aname && count == 0) {
+            snprintf(p, sizeof p, "%s.machineSpec.acceleratorCount", path);
+            kiln_diag_add(c->d, p, "must be at least 1 with an acceleratorType");
+        }
+    }
+}
+
+/* diskSpec: Vertex's default disk (pd-ssd, 100 GB) is what a replica gets
+ * without one; kiln's replicas use their node's disk, so only that default
+ * is accepted (it says nothing kiln would not do). */
+static void disk_spec(vctx *c, const json_t *ds, const char *path)
+{
+    static const char *const keys[] = {"bootDiskType", "bootDiskSizeGb", NULL};
+    char p[512];
+    if (!ds || is_default(ds)) return;
+    snprintf(p, sizeof p, "%s.diskSpec", path);
+    if (!json_is_object(ds)) {
+        kiln_diag_add(c->d, p, "must be {bootDiskType, bootDiskSizeGb}");
+        return;
+    }
+    check_keys(c, ds, p, keys);
+    snprintf(p, sizeof p, "%s.diskSpec.bootDiskType", path);
+    const char *t = opt_str(c, ds, "bootDiskType", p);
+    if (t && *t && strcmp(t, "pd-ssd") != 0)
+        kiln_diag_add(c->d, p,
+                      "'%.32s' is refused: kiln's replicas use their node's disk (kiln does not "
+                      "provision boot disks); only Vertex's default, pd-ssd, is accepted",
+                      t);
+    int64_t gb = 0;
+    snprintf(p, sizeof p, "%s.diskSpec.bootDiskSizeGb", path);
+    if (opt_int(c, ds, "bootDiskSizeGb", p, &gb) && gb != 0 && gb != 100)
+        kiln_diag_add(c->d, p,
+                      "%lld is refused: kiln's replicas use their node's disk (kiln does not "
+                      "provision boot disks); only Vertex's default, 100, is accepted",
+                      (long long)gb);
+}
+
+static void container_spec(vctx *c, const json_t *cs, const char *path, kiln_replica_config *rc)
+{
+    static const char *const keys[] = {"imageUri", "command", "args", "env", NULL};
+    char p[512];
+    snprintf(p, sizeof p, "%s.containerSpec", path);
+    if (!json_is_object(cs)) {
+        kiln_diag_add(c->d, p, "must be {imageUri, command, args, env}");
+        return;
+    }
+    check_keys(c, cs, p, keys);
+    snprintf(p, sizeof p, "%s.containerSpec.imageUri", path);
+    const char *img = opt_str(c, cs, "imageUri", p);
+    if (!img || !*img) kiln_diag_add(c->d, p, "is required");
+    nomem(c, kiln_set_str(&rc->image_uri, img));
+    snprintf(p, sizeof p, "%s.containerSpec.command", path);
+    str_list(c, cs, "command", p, &rc->container_command);
+    snprintf(p, sizeof p, "%s.containerSpec.args", path);
+    str_list(c, cs, "args", p, &rc->container_args);
+    snprintf(p, sizeof p, "%s.containerSpec.env", path);
+    env_list(c, cs, p, &rc->env);
+}
+
+static bool strv_eq(const kiln_strv *a, const kiln_strv *b)
+{
+    if (a->n != b->n) return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->v[i], b->v[i]) != 0) return false;
+    return true;
+}
+
+static void python_spec(vctx *c, const json_t *ps, const char *path, kiln_replica_config *rc)
+{
+    static const char *const keys[] = {
+        "executorImageUri", "packageUris", "pythonModule", "args", "env", NULL};
+    char p[512];
+    kiln_strv pkgs = {0};
+    snprintf(p, sizeof p, "%s.pythonPackageSpec", path);
+    if (!json_is_object(ps)) {
+        kiln_diag_add(c->d, p, "must be {executorImageUri, packageUris, pythonModule, args, env}");
+        return;
+    }
+    check_keys(c, ps, p, keys);
+    snprintf(p, sizeof p, "%s.pythonPackageSpec.executorImageUri", path);
+    const char *img = opt_str(c, ps, "executorImageUri", p);
+    if (!img || !*img) kiln_diag_add(c->d, p, "is required");
+    nomem(c, kiln_set_str(&rc->image_uri, img));
+    snprintf(p, sizeof p, "%s.pythonPackageSpec.pythonModule", path);
+    const char *mod = opt_str(c, ps, "pythonModule", p);
+    if (!mod || !*mod) kiln_diag_add(c->d, p, "is required");
+    /* what Vertex's prebuilt images run: the package installed, then the module */
+    nomem(c, kiln_strv_push(&rc->container_command, "python3"));
+    nomem(c, kiln_strv_push(&rc->container_command, "-m"));
+    nomem(c, kiln_strv_push(&rc->container_command, mod ? mod : ""));
+    snprintf(p, sizeof p, "%s.pythonPackageSpec.args", path);
+    str_list(c, ps, "args", p, &rc->container_args);
+    snprintf(p, sizeof p, "%s.pythonPackageSpec.env", path);
+    env_list(c, ps, p, &rc->env);
+    snprintf(p, sizeof p, "%s.pythonPackageSpec.packageUris", path);
+    str_list(c, ps, "packageUris", p, &pkgs);
+    kiln_strv *job_pkgs = &c->job->training_input.package_uris;
+    if (!c->have_pkgs) {
+        for (size_t i = 0; i < pkgs.n; i++)
+            nomem(c, kiln_strv_push(job_pkgs, pkgs.v[i]));
+        c->have_pkgs = true;
+    } else if (!strv_eq(job_pkgs, &pkgs)) {
+        kiln_diag_add(c->d, p,
+                      "must be the same list as the first pool's: kiln stages one set of "
+                      "packages for the whole job");
+    }
+    kiln_strv_clear(&pkgs);
+}
+
+static void worker_pool(vctx *c, const json_t *wp, size_t k)
+{
+    static const char *const keys[] = {"containerSpec", "pythonPackageSpec", "machineSpec",
+                                       "replicaCount",  "diskSpec",          NULL};
+    char path[64], p[512];
+    kiln_role r = (kiln_role)k;
+    kiln_role_fields rf = kiln_job_role_fields(&c->job->training_input, r);
+    snprintf(path, sizeof path, "jobSpec.workerPoolSpecs[%zu]", k);
+    if (!json_is_object(wp)) {
+        kiln_diag_add(c->d, path, "must be a WorkerPoolSpec object");
+        return;
+    }
+    if (json_object_size(wp) == 0) { /* a placeholder: no replicas of this role */
+        if (k == 0) kiln_diag_add(c->d, path, "the first pool (the chief) cannot be empty");
+        return;
+    }
+    check_keys(c, wp, path, keys);
+    int64_t n = 0;
+    snprintf(p, sizeof p, "%s.replicaCount", path);
+    opt_int(c, wp, "replicaCount", p, &n);
+    if (k == 0 && n != 1)
+        kiln_diag_add(c->d, p, "must be 1 for the first pool (the chief), got %lld", (long long)n);
+    else if (k > 0 && n < 1)
+        kiln_diag_add(c->d, p, "must be at least 1 (leave the pool {} for none)");
+    else if (n > 1000)
+        kiln_diag_add(c->d, p, "%lld is more than kiln runs (1000)", (long long)n);
+    if (rf.count) *rf.count = n;
+    machine_spec(c, json_object_get(wp, "machineSpec"), path, r);
+    disk_spec(c, json_object_get(wp, "diskSpec"), path);
+    *rf.has_config = true;
+    const json_t *cs = json_object_get(wp, "containerSpec");
+    const json_t *ps = json_object_get(wp, "pythonPackageSpec");
+    bool has_cs = cs && !is_default(cs), has_ps = ps && !is_default(ps);
+    if (has_cs && has_ps)
+        kiln_diag_add(c->d, path, "give one of containerSpec and pythonPackageSpec, not both");
+    else if (has_cs)
+        container_spec(c, cs, path, rf.config);
+    else if (has_ps)
+        python_spec(c, ps, path, rf.config);
+    else
+        kiln_diag_add(c->d, path, "needs a containerSpec or a pythonPackageSpec");
+}
+
+/* "3600s", "1.5s": whole seconds and nanos. */
+static bool parse_duration(const char *s, kiln_duration *out)
+{
+    char *end;
+    errno = 0;
+    if (!isdigit((unsigned char)*s)) return false;
+    long long sec = strtoll(s, &end, 10);
+    long nanos = 0;
+    if (errno || sec < 0 || sec > 315576000000LL) return false;
+    if (*end == '.') {
+        const char *f = end + 1;
+        int digits = 0;
+        while (isdigit((unsigned char)*f) && digits < 9) {
+            nanos = nanos * 10 + (*f++ - '0');
+            digits++;
+        }
+        if (digits == 0) return false;
+        for (; digits < 9; digits++)
+            nanos *= 10;
+        end = (char *)f;
+    }
+    if (strcmp(end, "s") != 0) return false;
+    out->seconds = sec;
+    out->nanos = (int32_t)nanos;
+    return true;
+}
+
+static void scheduling(vctx *c, const json_t *s)
+{
+    static const char *const keys[] = {"timeout", "restartJobOnWorkerRestart", "disableRetries",
+                                       NULL};
+    kiln_training_input *ti = &c->job->training_input;
+    if (!s || is_default(s)) return;
+    if (!json_is_object(s)) {
+        kiln_diag_add(c->d, "jobSpec.scheduling", "must be an object");
+        return;
+    }
+    check_keys(c, s, "jobSpec.scheduling", keys);
+    const char *t = opt_str(c, s, "timeout", "jobSpec.scheduling.timeout");
+    if (t && *t) {
+        kiln_duration dur;
+        if (!parse_duration(t, &dur) || (dur.seconds == 0 && dur.nanos == 0))
+            kiln_diag_add(c->d, "jobSpec.scheduling.timeout",
+                          "'%.32s' is not a positive duration like \"7200s\"", t);
+        else {
+            ti->has_scheduling = true;
+            ti->scheduling.has_max_running_time = true;
+            ti->scheduling.max_running_time = dur;
+        }
+    }
+    bool restart =
+        opt_bool(c, s, "restartJobOnWorkerRestart", "jobSpec.scheduling.restartJobOnWorkerRestart");
+    bool noretry = opt_bool(c, s, "disableRetries", "jobSpec.scheduling.disableRetries");
+    if (restart && noretry) {
+        kiln_diag_add(c->d, "jobSpec.scheduling.restartJobOnWorkerRestart",
+                      "cannot be true with disableRetries: a restart is a retry");
+        return;
+    }
+    for (int r = KILN_ROLE_MASTER; r < KILN_ROLE_COUNT && (restart || noretry); r++) {
+        kiln_role_fields rf = kiln_job_role_fields(ti, (kiln_role)r);
+        if (!*rf.has_config) continue;
+        if (noretry) nomem(c, kiln_set_str(&rf.config->restart_policy, "Never"));
+        if (restart && r != KILN_ROLE_MASTER)
+            nomem(c, kiln_set_str(&rf.config->restart_policy, "OnFailure"));
+    }
+    if (noretry) {
+        ti->has_run_policy = true;
+        ti->run_policy.has_backoff_limit = true;
+        ti->run_policy.backoff_limit = 0;
+    }
+}
+
+static void job_spec(vctx *c, const json_t *js)
+{
+    static const char *const keys[] = {"workerPoolSpecs", "scheduling", "baseOutputDirectory",
+                                       NULL};
+    kiln_training_input *ti = &c->job->training_input;
+    if (!json_is_object(js)) {
+        kiln_diag_add(c->d, "jobSpec", "is required: a CustomJobSpec with workerPoolSpecs");
+        return;
+    }
+    check_keys(c, js, "jobSpec", keys);
+    json_t *pools = json_object_get(js, "workerPoolSpecs"), *wp;
+    size_t k;
+    if (!json_is_array(pools) || json_array_size(pools) == 0) {
+        kiln_diag_add(c->d, "jobSpec.workerPoolSpecs", "is required: one to four WorkerPoolSpecs");
+    } else if (json_array_size(pools) > MAX_POOLS) {
+        kiln_diag_add(c->d, "jobSpec.workerPoolSpecs",
+                      "has %zu pools; a CustomJob has at most 4 (chief, workers, parameter "
+                      "servers, evaluators)",
+                      json_array_size(pools));
+    } else {
+        json_array_foreach(pools, k, wp) worker_pool(c, wp, k);
+    }
+    scheduling(c, json_object_get(js, "scheduling"));
+    json_t *bod = json_object_get(js, "baseOutputDirectory");
+    if (bod && !is_default(bod)) {
+        static const char *const bkeys[] = {"outputUriPrefix", NULL};
+        if (!json_is_object(bod)) {
+            kiln_diag_add(c->d, "jobSpec.baseOutputDirectory", "must be {outputUriPrefix}");
+        } else {
+            check_keys(c, bod, "jobSpec.baseOutputDirectory", bkeys);
+            const char *u =
+                opt_str(c, bod, "outputUriPrefix", "jobSpec.baseOutputDirectory.outputUriPrefix");
+            if (u && strncmp(u, "gs://", 5) != 0 && u[0] != '/')
+                kiln_diag_add(c->d, "jobSpec.baseOutputDirectory.outputUriPrefix",
+                              "'%.128s' is not a gs://BUCKET/PATH URI (or an absolute path on "
+                              "kilnd's machine)",
+                              u);
+            else if (u && strstr(u, ".."))
+                kiln_diag_add(c->d, "jobSpec.baseOutputDirectory.outputUriPrefix",
+                              "'%.128s' may not hold '..'", u);
+            else
+                nomem(c, kiln_set_str(&ti->vertex.base_output_directory, u));
+        }
+    }
+}
+
+kiln_err kiln_job_from_custom_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d)
+{
+    static const char *const keys[] = {"displayName", "jobSpec", "labels", NULL};
+    static const char *const output_only[] = {"name",    "state",      "createTime", "startTime",
+                                              "endTime", "updateTime", "error",      NULL};
+    json_error_t je;
+    json_t *root = NULL;
+    kiln_err err = KILN_EINVAL;
+    size_t n0 = d->n;
+    vctx c = {.d = d};
+
+    *out = NULL;
+    if (len > KILN_SPEC_MAX_BYTES) {
+        kiln_diag_add(d, NULL, "the CustomJob is larger than %u bytes", KILN_SPEC_MAX_BYTES);
+        return KILN_ELIMIT;
+    }
+    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        kiln_diag_add(d, NULL, "not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        goto out;
+    }
+    if (!json_is_object(root)) {
+        kiln_diag_add(d, NULL, "a CustomJob is a JSON object");
+        goto out;
+    }
+    if (!(c.job = kiln_job_new())) {
+        err = KILN_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; output_only[i]; i++)
+        if (!is_default(json_object_get(root, output_only[i])))
+            kiln_diag_add(d, output_only[i], "is output only: the service sets it");
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v)
+    {
+        bool known = false;
+        for (size_t i = 0; keys[i] && !known; i++)
+            known = strcmp(keys[i], k) == 0;
+        for (size_t i = 0; output_only[i] && !known; i++)
+            known = strcmp(output_only[i], k) == 0;
+        if (!known && !is_default(v))
+            kiln_diag_add(d, k,
+                          "not a CustomJob field kiln acts on (encryptionSpec and the others "
+                          "are refused rather than ignored; docs/vertex.md)");
+    }
+    kiln_training_input *ti = &c.job->training_input;
+    c.job->has_training_input = true;
+    ti->has_vertex = true;
+    nomem(&c, kiln_set_str(&ti->scale_tier, "CUSTOM"));
+    const char *dn = opt_str(&c, root, "displayName", "displayName");
+    if (!dn || !*dn)
+        kiln_diag_add(d, "displayName", "is required");
+    else if (strlen(dn) > 128)
+        kiln_diag_add(d, "displayName", "is longer than 128 characters");
+    else
+        nomem(&c, kiln_set_str(&ti->vertex.display_name, dn));
+    job_spec(&c, json_object_get(root, "jobSpec"));
+    json_t *labels = json_object_get(root, "labels");
+    if (labels && !json_is_null(labels)) {
+        if (!json_is_object(labels)) {
+            kiln_diag_add(d, "labels", "must be a map of strings");
+        } else {
+            json_object_foreach(labels, k, v)
+            {
+                if (!json_is_string(v)) {
+                    kiln_diag_add(d, "labels", "the value of '%.64s' must be a string", k);
+                    continue;
+                }
+                nomem(&c, kiln_map_set(&c.job->labels, k, json_string_value(v)));
+            }
+        }
+    }
+    if (c.nomem)
+        err = KILN_ENOMEM;
+    else if (d->n == n0 && !d->dropped)
+        err = KILN_OK;
+out:
+    json_decref(root);
+    if (err == KILN_OK)
+        *out = c.job;
+    else
+        kiln_job_free(c.job);
+    return err;
+}
+
+/* ---- back: the Job model as a CustomJobSpec ---- */
+
+static json_t *strv_json(const kiln_strv *v)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < v->n; i++)
+        json_array_append_new(a, json_string(v->v[i]));
+    return a;
+}
+
+static json_t *env_json(const kiln_map *m)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < m->n; i++)
+        json_array_append_new(a, json_pack("{s:s,s:s}", "name", m->keys[i], "value", m->vals[i]));
+    return a;
+}
+
+static bool is_python_pool(const kiln_replica_config *rc)
+{
+    return rc->container_command.n == 3 && strcmp(rc->container_command.v[0], "python3") == 0 &&
+           strcmp(rc->container_command.v[1], "-m") == 0;
+}
+
+static json_t *pool_json(const kiln_job *job, kiln_role r)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, r);
+    const char *type = kiln_job_role_type(job, r);
+    const kiln_training_input *ti = &job->training_input;
+    char cnt[32];
+    if (!rc && !(type && *type)) return json_object();
+    json_t *o = json_object(), *ms = json_object();
+    if (!o || !ms) {
+        json_decref(o);
+        json_decref(ms);
+        return NULL;
+    }
+    if (type && *type) json_object_set_new(ms, "machineType", json_string(type));
+    if (rc && rc->has_accelerator_config && rc->accelerator_config.type) {
+        json_object_set_new(ms, "acceleratorType", json_string(rc->accelerator_config.type));
+        json_object_set_new(ms, "acceleratorCount",
+                            json_integer((json_int_t)rc->accelerator_config.count));
+    }
+    json_object_set_new(o, "machineSpec", ms);
+    snprintf(cnt, sizeof cnt, "%lld", (long long)kiln_job_role_count(job, r));
+    json_object_set_new(o, "replicaCount", json_string(cnt));
+    if (!rc) return o;
+    json_t *spec = json_object();
+    if (!spec) {
+        json_decref(o);
+        return NULL;
+    }
+    if (is_python_pool(rc) && ti->package_uris.n) {
+        json_object_set_new(spec, "executorImageUri",
+                            json_string(rc->image_uri ? rc->image_uri : ""));
+        json_object_set_new(spec, "packageUris", strv_json(&ti->package_uris));
+        json_object_set_new(spec, "pythonModule", json_string(rc->container_command.v[2]));
+        if (rc->container_args.n) json_object_set_new(spec, "args", strv_json(&rc->container_args));
+        if (rc->env.n) json_object_set_new(spec, "env", env_json(&rc->env));
+        json_object_set_new(o, "pythonPackageSpec", spec);
+    } else {
+        if (rc->image_uri) json_object_set_new(spec, "imageUri", json_string(rc->image_uri));
+        if (rc->container_command.n)
+            json_object_set_new(spec, "command", strv_json(&rc->container_command));
+        if (rc->container_args.n) json_object_set_new(spec, "args", strv_json(&rc->container_args));
+        if (rc->env.n) json_object_set_new(spec, "env", env_json(&rc->env));
+        json_object_set_new(o, "containerSpec", spec);
+    }
+    return o;
+}
+
+void *kiln_job_custom_job_spec(const kiln_job *job)
+{
+    const kiln_training_input *ti = &job->training_input;
+    json_t *js = json_object(), *pools = json_array();
+    if (!js || !pools) goto fail;
+    /* trailing empty pools are left out, as the clients send them */
+    int last = 0;
+    for (int r = 1; r < KILN_ROLE_COUNT; r++)
+        if (kiln_job_role_count(job, (kiln_role)r) > 0) last = r;
+    for (int r = 0; r <= last; r++) {
+        json_t *p = kiln_job_role_count(job, (kiln_role)r) > 0 || r == 0
+                        ? pool_json(job, (kiln_role)r)
+                        : json_object();
+        if (!p || json_array_append_new(pools, p) < 0) goto fail;
+    }
+    json_object_set_new(js, "workerPoolSpecs", pools);
+    pools = NULL;
+    json_t *sch = json_object();
+    if (!sch) goto fail;
+    if (ti->has_scheduling && ti->scheduling.has_max_running_time) {
+        char b[48];
+        if (ti->scheduling.max_running_time.nanos)
+            snprintf(b, sizeof b, "%lld.%09ds", (long long)ti->scheduling.max_running_time.seconds,
+                     (int)ti->scheduling.max_running_time.nanos);
+        else
+            snprintf(b, sizeof b, "%llds", (long long)ti->scheduling.max_running_time.seconds);
+        json_object_set_new(sch, "timeout", json_string(b));
+    }
+    bool restart = false; /* OnFailure on any of pools 1-3 */
+    for (int r = KILN_ROLE_WORKER; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        restart |= rc && rc->restart_policy && strcmp(rc->restart_policy, "OnFailure") == 0;
+    }
+    if (restart) json_object_set_new(sch, "restartJobOnWorkerRestart", json_true());
+    if (ti->has_run_policy && ti->run_policy.has_backoff_limit && ti->run_policy.backoff_limit == 0)
+        json_object_set_new(sch, "disableRetries", json_true());
+    if (json_object_size(sch))
+        json_object_set_new(js, "scheduling", sch);
+    else
+        json_decref(sch);
+    if (ti->vertex.base_output_directory && *ti->vertex.base_output_directory)
+        json_object_set_new(
+            js, "baseOutputDirectory",
+            json_pack("{s:s}", "outputUriPrefix", ti->vertex.base_output_directory));
+    return js;
+fail:
+    json_decref(js);
+    json_decref(pools);
+    return NULL;
+}
+
+void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
+{
+    static const char *const roles[KILN_ROLE_COUNT] = {"master", "worker", "parameterServer",
+                                                       "evaluator"};
+    static const struct {
+        const char *ml, *vx;
+    } fixed[] = {
+        {"trainingInput.scheduling.maxRunningTime", "jobSpec.scheduling.timeout"},
+        {"trainingInput.packageUris", "jobSpec.workerPoolSpecs[0].pythonPackageSpec.packageUris"},
+        {"trainingInput.vertex.baseOutputDirectory", "jobSpec.baseOutputDirectory.outputUriPrefix"},
+        {"trainingInput.vertex.displayName", "displayName"},
+        {"trainingInput.scaleTier", "jobSpec.workerPoolSpecs"},
+        {"trainingInput.hyperparameters.maxTrials", "maxTrialCount"},
+        {"trainingInput.hyperparameters.maxParallelTrials", "parallelTrialCount"},
+        {"trainingInput.hyperparameters.maxFailedTrials", "maxFailedTrialCount"},
+        {"trainingInput.hyperparameters.params", "studySpec.parameters"},
+        {"trainingInput.hyperparameters.goal", "studySpec.metrics[0].goal"},
+        {"trainingInput.hyperparameters.hyperparameterMetricTag", "studySpec.metrics[0].metricId"},
+        {"trainingInput.hyperparameters.algorithm", "studySpec.algorithm"},
+        {"trainingInput.hyperparameters", "studySpec"},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        size_t n = strlen(fixed[i].ml);
+        if (strncmp(f, fixed[i].ml, n) == 0) {
+            snprintf(out, cap, "%s%s", fixed[i].vx, f + n);
+            return;
+        }
+    }
+    if (strncmp(f, "trainingInput.", 14) == 0) {
+        const char *t = f + 14;
+        for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+            size_t n = strlen(roles[r]);
+            if (strncmp(t, roles[r], n) != 0) continue;
+            const char *rest = t + n;
+            const char *to = NULL;
+            if (strcmp(rest, "Type") == 0)
+                to = ".machineSpec.machineType";
+            else if (strcmp(rest, "Count") == 0)
+                to = ".replicaCount";
+            else if (strncmp(rest, "Config.acceleratorConfig.type", 29) == 0)
+                to = ".machineSpec.acceleratorType";
+            else if (strncmp(rest, "Config.acceleratorConfig.count", 30) == 0)
+                to = ".machineSpec.acceleratorCount";
+            else if (strncmp(rest, "Config.acceleratorConfig", 24) == 0)
+                to = ".machineSpec";
+            else if (strncmp(rest, "Config.imageUri", 15) == 0)
+                to = ".containerSpec.imageUri";
+            else if (strncmp(rest, "Config.env", 10) == 0)
+                to = ".containerSpec.env";
+            else if (strncmp(rest, "Config", 6) == 0)
+                to = "";
+            if (to) {
+                snprintf(out, cap, "jobSpec.workerPoolSpecs[%d]%s", r, to);
+                return;
+            }
+        }
+    }
+    snprintf(out, cap, "%s", f);
+}
+
+/* ---- HyperparameterTuningJob ----
+ *   studySpec.metrics[0] {metricId, goal}  -> hyperparameterMetricTag, goal
+ *   studySpec.parameters[]                 -> params (double/integer/categorical/
+ *                                             discrete value specs, scaleType)
+ *   studySpec.algorithm                    -> algorithm (GRID_SEARCH, RANDOM_SEARCH;
+ *                                             unspecified: kiln's default search)
+ *   studySpec.medianAutomatedStoppingSpec  -> enableTrialEarlyStopping (MEDIAN)
+ *   maxTrialCount, parallelTrialCount, maxFailedTrialCount -> maxTrials,
+ *                                             maxParallelTrials, maxFailedTrials
+ *   trialJobSpec                           -> as a CustomJob's jobSpec
+ * decayCurveStoppingSpec (kiln has no decay-curve model), conditional
+ * parameters, BEST_MEASUREMENT and the rest are refused. */
+
+static const char *enum_of(vctx *c, const json_t *v, const char *path, const char *const *names,
+                           size_t n)
+{
+    if (!v || json_is_null(v)) return NULL;
+    if (json_is_integer(v)) {
+        json_int_t k = json_integer_value(v);
+        if (k >= 0 && (size_t)k < n && names[k]) return names[k];
+    } else if (json_is_string(v)) {
+        for (size_t i = 0; i < n; i++)
+            if (names[i] && strcmp(names[i], json_string_value(v)) == 0) return names[i];
+    }
+    kiln_diag_add(c->d, path, "not a value of this enum");
+    return NULL;
+}
+
+static double num_of(vctx *c, const json_t *o, const char *key, const char *path, bool *ok)
+{
+    json_t *v = json_object_get(o, key);
+    if (json_is_number(v)) return json_number_value(v);
+    if (json_is_string(v)) { /* int64 travels as a string */
+        char *end;
+        double d = strtod(json_string_value(v), &end);
+        if (*json_string_value(v) && !*end) return d;
+    }
+    kiln_diag_add(c->d, path, "%s is required: a number", key);
+    *ok = false;
+    return 0;
+}
+
+static void study_param(vctx *c, const json_t *p, size_t i, kiln_parameter_spec *ps)
+{
+    static const char *const keys[] = {"parameterId",
+                                       "doubleValueSpec",
+                                       "integerValueSpec",
+                                       "categoricalValueSpec",
+                                       "discreteValueSpec",
+                                       "scaleType",
+                                       NULL};
+    static const char *const scales[] = {"SCALE_TYPE_UNSPECIFIED", "UNIT_LINEAR_SCALE",
+                                         "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"};
+    char path[96], f[160];
+    snprintf(path, sizeof path, "studySpec.parameters[%zu]", i);
+    if (!json_is_object(p)) {
+        kiln_diag_add(c->d, path, "must be a ParameterSpec object");
+        return;
+    }
+    if (!is_default(json_object_get(p, "conditionalParameterSpecs"))) {
+        snprintf(f, sizeof f, "%s.conditionalParameterSpecs", path);
+        kiln_diag_add(c->d, f,
+                      "conditional parameters are not supported: kiln's studies search every "
+                      "parameter in every trial (flatten them, or tune in separate jobs)");
+    }
+    check_keys(c, p, path, keys);
+    snprintf(f, sizeof f, "%s.parameterId", path);
+    const char *id = opt_str(c, p, "parameterId", f);
+    if (!id || !*id) kiln_diag_add(c->d, f, "is required");
+    nomem(c, kiln_set_str(&ps->parameter_name, id));
+    snprintf(f, sizeof f, "%s.scaleType", path);
+    const char *sc = enum_of(c, json_object_get(p, "scaleType"), f, scales, 4);
+    if (sc && strcmp(sc, "SCALE_TYPE_UNSPECIFIED") != 0)
+        nomem(c, kiln_set_str(&ps->scale_type, sc));
+    const json_t *dv = json_object_get(p, "doubleValueSpec");
+    const json_t *iv = json_object_get(p, "integerValueSpec");
+    const json_t *cv = json_object_get(p, "categoricalValueSpec");
+    const json_t *sv = json_object_get(p, "discreteValueSpec");
+    int kinds = !!dv + !!iv + !!cv + !!sv;
+    if (kinds != 1) {
+        kiln_diag_add(c->d, path,
+                      "give exactly one of doubleValueSpec, integerValueSpec, "
+                      "categoricalValueSpec, discreteValueSpec");
+        return;
+    }
+    bool ok = true;
+    if (dv || iv) {
+        const json_t *v = dv ? dv : iv;
+        static const char *const vkeys[] = {"minValue", "maxValue", NULL};
+        snprintf(f, sizeof f, "%s.%s", path, dv ? "doubleValueSpec" : "integerValueSpec");
+        check_keys(c, v, f, vkeys);
+        nomem(c, kiln_set_str(&ps->type, dv ? "DOUBLE" : "INTEGER"));
+        ps->min_value = num_of(c, v, "minValue", f, &ok);
+        ps->max_value = num_of(c, v, "maxValue", f, &ok);
+    } else if (cv) {
+        static const char *const vkeys[] = {"values", NULL};
+        snprintf(f, sizeof f, "%s.categoricalValueSpec", path);
+        check_keys(c, cv, f, vkeys);
+        nomem(c, kiln_set_str(&ps->type, "CATEGORICAL"));
+        snprintf(f, sizeof f, "%s.categoricalValueSpec.values", path);
+        str_list(c, cv, "values", f, &ps->categorical_values);
+    } else {
+        static const char *const vkeys[] = {"values", NULL};
+        snprintf(f, sizeof f, "%s.discreteValueSpec", path);
+        check_keys(c, sv, f, vkeys);
+        nomem(c, kiln_set_str(&ps->type, "DISCRETE"));
+        json_t *a = json_object_get(sv, "values"), *e;
+        size_t k;
+        snprintf(f, sizeof f, "%s.discreteValueSpec.values", path);
+        if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 1000) {
+            kiln_diag_add(c->d, f, "must be a list of 1 to 1000 numbers");
+            return;
+        }
+        ps->discrete_values = calloc(json_array_size(a), sizeof(double));
+        if (!ps->discrete_values) {
+            c->nomem = true;
+            return;
+        }
+        json_array_foreach(a, k, e)
+        {
+            if (!json_is_number(e)) kiln_diag_add(c->d, f, "item %zu must be a number", k);
+            ps->discrete_values[k] = json_number_value(e);
+        }
+        ps->n_discrete_values = json_array_size(a);
+    }
+}
+
+static void study_spec(vctx *c, const json_t *ss)
+{
+    static const char *const keys[] = {"metrics",
+                                       "parameters",
+                                       "algorithm",
+                                       "medianAutomatedStoppingSpec",
+                                       "measurementSelectionType",
+                                       NULL};
+    static const char *const goals[] = {"GOAL_TYPE_UNSPECIFIED", "MAXIMIZE", "MINIMIZE"};
+    static const char *const algos[] = {"ALGORITHM_UNSPECIFIED", NULL, "GRID_SEARCH",
+                                        "RANDOM_SEARCH"};
+    static const char *const msel[] = {"MEASUREMENT_SELECTION_TYPE_UNSPECIFIED", "LAST_MEASUREMENT",
+                                       "BEST_MEASUREMENT"};
+    kiln_hyperparameter_spec *hp = &c->job->training_input.hyperparameters;
+    if (!json_is_object(ss)) {
+        kiln_diag_add(c->d, "studySpec", "is required: {metrics, parameters, ...}");
+        return;
+    }
+    if (!is_default(json_object_get(ss, "decayCurveStoppingSpec")))
+        kiln_diag_add(c->d, "studySpec.decayCurveStoppingSpec",
+                      "kiln has no decay-curve model; medianAutomatedStoppingSpec (the median "
+                      "rule) is kiln's early stopping");
+    check_keys(c, ss, "studySpec", keys);
+    json_t *ms = json_object_get(ss, "metrics");
+    if (!json_is_array(ms) || json_array_size(ms) != 1) {
+        kiln_diag_add(c->d, "studySpec.metrics",
+                      "must hold exactly one metric: kiln's studies have one objective");
+    } else {
+        static const char *const mkeys[] = {"metricId", "goal", NULL};
+        json_t *m = json_array_get(ms, 0);
+        check_keys(c, m, "studySpec.metrics[0]", mkeys);
+        const char *id = opt_str(c, m, "metricId", "studySpec.metrics[0].metricId");
+        if (!id || !*id) kiln_diag_add(c->d, "studySpec.metrics[0].metricId", "is required");
+        nomem(c, kiln_set_str(&hp->hyperparameter_metric_tag, id));
+        const char *g =
+            enum_of(c, json_object_get(m, "goal"), "studySpec.metrics[0].goal", goals, 3);
+        if (!g || strcmp(g, "GOAL_TYPE_UNSPECIFIED") == 0)
+            kiln_diag_add(c->d, "studySpec.metrics[0].goal", "is required: MAXIMIZE or MINIMIZE");
+        else
+            nomem(c, kiln_set_str(&hp->goal, g));
+    }
+    json_t *ps = json_object_get(ss, "parameters"), *p;
+    size_t i;
+    if (!json_is_array(ps) || json_array_size(ps) == 0 || json_array_size(ps) > 100) {
+        kiln_diag_add(c->d, "studySpec.parameters", "must hold 1 to 100 ParameterSpecs");
+    } else {
+        hp->params = calloc(json_array_size(ps), sizeof *hp->params);
+        if (!hp->params) {
+            c->nomem = true;
+            return;
+        }
+        hp->n_params = json_array_size(ps);
+        json_array_foreach(ps, i, p) study_param(c, p, i, &hp->params[i]);
+    }
+    const char *a = enum_of(c, json_object_get(ss, "algorithm"), "studySpec.algorithm", algos, 4);
+    if (a && strcmp(a, "ALGORITHM_UNSPECIFIED") != 0) nomem(c, kiln_set_str(&hp->algorithm, a));
+    const char *sel = enum_of(c, json_object_get(ss, "measurementSelectionType"),
+                              "studySpec.measurementSelectionType", msel, 3);
+    if (sel && strcmp(sel, "BEST_MEASUREMENT") == 0)
+        kiln_diag_add(c->d, "studySpec.measurementSelectionType",
+                      "BEST_MEASUREMENT is refused: kiln's trial objective is its last report "
+                      "(LAST_MEASUREMENT)");
+    json_t *med = json_object_get(ss, "medianAutomatedStoppingSpec");
+    if (med && !json_is_null(med)) {
+        static const char *const mkeys[] = {"useElapsedDuration", NULL};
+        if (!json_is_object(med)) {
+            kiln_diag_add(c->d, "studySpec.medianAutomatedStoppingSpec", "must be an object");
+        } else {
+            check_keys(c, med, "studySpec.medianAutomatedStoppingSpec", mkeys);
+            if (opt_bool(c, med, "useElapsedDuration",
+                         "studySpec.medianAutomatedStoppingSpec.useElapsedDuration"))
+                kiln_diag_add(c->d, "studySpec.medianAutomatedStoppingSpec.useElapsedDuration",
+                              "kiln compares trials at training steps, not elapsed time");
+            hp->enable_trial_early_stopping = true;
+        }
+    }
+}
+
+static void int_field(vctx *c, const json_t *root, const char *key, int64_t *out)
+{
+    int64_t v = 0;
+    if (opt_int(c, root, key, key, &v) && (v < 0 || v > 1000000))
+        kiln_diag_add(c->d, key, "%lld is out of range", (long long)v);
+    else
+        *out = v;
+}
+
+kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d)
+{
+    static const char *const keys[] = {
+        "displayName",         "studySpec",    "maxTrialCount", "parallelTrialCount",
+        "maxFailedTrialCount", "trialJobSpec", "labels",        NULL};
+    static const char *const output_only[] = {"name",      "state",   "createTime",
+                                              "startTime", "endTime", "updateTime",
+                                              "error",     "trials",  NULL};
+    json_error_t je;
+    json_t *root = NULL;
+    kiln_err err = KILN_EINVAL;
+    size_t n0 = d->n;
+    vctx c = {.d = d};
+
+    *out = NULL;
+    if (len > KILN_SPEC_MAX_BYTES) {
+        kiln_diag_add(d, NULL, "the HyperparameterTuningJob is larger than %u bytes",
+                      KILN_SPEC_MAX_BYTES);
+        return KILN_ELIMIT;
+    }
+    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root || !json_is_object(root)) {
+        kiln_diag_add(d, NULL, "not a JSON object%s%s", root ? "" : ": ", root ? "" : je.text);
+        goto out;
+    }
+    if (!(c.job = kiln_job_new())) {
+        err = KILN_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; output_only[i]; i++)
+        if (!is_default(json_object_get(root, output_only[i])))
+            kiln_diag_add(d, output_only[i], "is output only: the service sets it");
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v)
+    {
+        bool known = false;
+        for (size_t i = 0; keys[i] && !known; i++)
+            known = strcmp(keys[i], k) == 0;
+        for (size_t i = 0; output_only[i] && !known; i++)
+            known = strcmp(output_only[i], k) == 0;
+        if (!known && !is_default(v))
+            kiln_diag_add(d, k,
+                          "not a HyperparameterTuningJob field kiln acts on (docs/vertex.md)");
+    }
+    kiln_training_input *ti = &c.job->training_input;
+    c.job->has_training_input = true;
+    ti->has_vertex = true;
+    ti->has_hyperparameters = true;
+    nomem(&c, kiln_set_str(&ti->scale_tier, "CUSTOM"));
+    const char *dn = opt_str(&c, root, "displayName", "displayName");
+    if (!dn || !*dn || strlen(dn) > 128)
+        kiln_diag_add(d, "displayName", "is required (at most 128 characters)");
+    else
+        nomem(&c, kiln_set_str(&ti->vertex.display_name, dn));
+    study_spec(&c, json_object_get(root, "studySpec"));
+    int_field(&c, root, "maxTrialCount", &ti->hyperparameters.max_trials);
+    int_field(&c, root, "parallelTrialCount", &ti->hyperparameters.max_parallel_trials);
+    int_field(&c, root, "maxFailedTrialCount", &ti->hyperparameters.max_failed_trials);
+    /* the trial's job: a CustomJobSpec, its violations under trialJobSpec */
+    size_t before = d->n;
+    job_spec(&c, json_object_get(root, "trialJobSpec"));
+    for (size_t i = before; i < d->n; i++) {
+        char f[600];
+        const char *old = d->v[i].field ? d->v[i].field : "";
+        if (strncmp(old, "jobSpec", 7) != 0) continue;
+        snprintf(f, sizeof f, "trialJobSpec%s", old + 7);
+        char *nf = strdup(f);
+        if (!nf) continue;
+        free(d->v[i].field);
+        d->v[i].field = nf;
+    }
+    json_t *labels = json_object_get(root, "labels");
+    if (labels && !json_is_null(labels)) {
+        if (!json_is_object(labels)) kiln_diag_add(d, "labels", "must be a map of strings");
+        json_object_foreach(labels, k, v)
+        {
+            if (!json_is_string(v))
+                kiln_diag_add(d, "labels", "the value of '%.64s' must be a string", k);
+            else
+                nomem(&c, kiln_map_set(&c.job->labels, k, json_string_value(v)));
+        }
+    }
+    if (c.nomem)
+        err = KILN_ENOMEM;
+    else if (d->n == n0 && !d->dropped)
+        err = KILN_OK;
+out:
+    json_decref(root);
+    if (err == KILN_OK)
+        *out = c.job;
+    else
+        kiln_job_free(c.job);
+    return err;
+}
+
+void *kiln_job_study_spec(const kiln_job *job)
+{
+    const kiln_hyperparameter_spec *hp = &job->training_input.hyperparameters;
+    json_t *ss = json_object(), *ps = json_array();
+    if (!ss || !ps) {
+        json_decref(ss);
+        json_decref(ps);
+        return NULL;
+    }
+    json_object_set_new(
+        ss, "metrics",
+        json_pack("[{s:s,s:s}]", "metricId",
+                  hp->hyperparameter_metric_tag ? hp->hyperparameter_metric_tag : "", "goal",
+                  hp->goal ? hp->goal : "GOAL_TYPE_UNSPECIFIED"));
+    for (size_t i = 0; i < hp->n_params; i++) {
+        const kiln_parameter_spec *p = &hp->params[i];
+        json_t *o = json_pack("{s:s}", "parameterId", p->parameter_name ? p->parameter_name : "");
+        const char *t = p->type ? p->type : "";
+        if (!o) continue;
+        if (strcmp(t, "DOUBLE") == 0)
+            json_object_set_new(
+                o, "doubleValueSpec",
+                json_pack("{s:f,s:f}", "minValue", p->min_value, "maxValue", p->max_value));
+        else if (strcmp(t, "INTEGER") == 0) {
+            char lo[32], hi[32];
+            snprintf(lo, sizeof lo, "%lld", (long long)p->min_value);
+            snprintf(hi, sizeof hi, "%lld", (long long)p->max_value);
+            json_object_set_new(o, "integerValueSpec",
+                                json_pack("{s:s,s:s}", "minValue", lo, "maxValue", hi));
+        } else if (strcmp(t, "CATEGORICAL") == 0) {
+            json_object_set_new(o, "categoricalValueSpec",
+                                json_pack("{s:o}", "values", strv_json(&p->categorical_values)));
+        } else {
+            json_t *a = json_array();
+            for (size_t k = 0; a && k < p->n_discrete_values; k++)
+                json_array_append_new(a, json_real(p->discrete_values[k]));
+            json_object_set_new(o, "discreteValueSpec", json_pack("{s:o}", "values", a));
+        }
+        if (p->scale_type && strcmp(p->scale_type, "NONE") != 0)
+            json_object_set_new(o, "scaleType", json_string(p->scale_type));
+        json_array_append_new(ps, o);
+    }
+    json_object_set_new(ss, "parameters", ps);
+    if (hp->algorithm && strcmp(hp->algorithm, "ALGORITHM_UNSPECIFIED") != 0)
+        json_object_set_new(ss, "algorithm", json_string(hp->algorithm));
+    if (hp->enable_trial_early_stopping)
+        json_object_set_new(ss, "medianAutomatedStoppingSpec", json_object());
+    return ss;
+}
