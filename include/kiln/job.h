@@ -149,6 +149,10 @@ typedef struct kiln_hyperparameter_spec {
     int64_t asha_reduction_factor;
     bool has_asha_min_steps;
     int64_t asha_min_steps;
+    /* kiln extension (Vertex's studySpec.measurementSelectionType): which
+     * report is a trial's objective, LAST_MEASUREMENT (unset: AI Platform's
+     * rule) or BEST_MEASUREMENT (the best by the goal) */
+    char *measurement_selection;
 } kiln_hyperparameter_spec;
 
 typedef struct kiln_training_input {

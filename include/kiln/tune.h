@@ -79,12 +79,14 @@ typedef struct kiln_trial {
     int id;         /* 1, 2, ... */
     double *values; /* per parameter: the value, or the category's index */
     kiln_trial_state state;
-    bool has_metric; /* objective and step hold the last report */
+    bool has_metric; /* objective and step hold the last report (with
+                      * BEST_MEASUREMENT: the best by the goal) */
     double objective;
     int64_t step;
     bool stopped_early;
     int64_t start_ns, end_ns;
-    size_t n_curve; /* intermediate reports: (step, value) */
+    size_t n_curve;     /* intermediate reports: (step, value) */
+    uint64_t n_reports; /* every report, past KILN_TUNE_CURVE_MAX too */
     int64_t *curve_steps;
     double *curve_values;
     int asha_rungs;   /* ASHA: the rungs it is recorded at (0, 1, ... asha_rungs - 1) */
@@ -133,7 +135,10 @@ size_t kiln_study_count(const kiln_study *s, kiln_trial_state st);
  * else a new one from the algorithm. NULL when there is nothing to start:
  * maxTrials reached, the grid is exhausted, or maxFailedTrials trials failed. */
 kiln_trial *kiln_study_next(kiln_study *s, int64_t now_ns);
-/* An intermediate or final report: the objective is the last reported value. */
+/* An intermediate or final report: the objective is the last reported value,
+ * or with measurementSelectionType BEST_MEASUREMENT (a kiln extension, from
+ * Vertex's studySpec) the best reported value by the goal, and the trial's
+ * step that value's step. */
 void kiln_study_report(kiln_study *s, kiln_trial *t, int64_t step, double value);
 /* A trial's end. QUEUED puts it back to run again later (a drain). */
 void kiln_study_end(kiln_study *s, kiln_trial *t, kiln_trial_state st, int64_t now_ns);
@@ -145,7 +150,16 @@ bool kiln_study_failed_out(const kiln_study *s);
 /* Whether a running trial is to be stopped early. The median stopping rule
  * (as Vizier; earlyStoppingRule unset or MEDIAN): its best value so far is
  * worse than the median, over the SUCCEEDED trials, of their running
- * averages up to the same step. Needs 3 such trials. With ASHA: see below. */
+ * averages up to the same step. Needs 3 such trials. With ASHA: see below.
+ * With the decay-curve rule (earlyStoppingRule DECAY_CURVE, a kiln extension;
+ * Vertex's decayCurveStoppingSpec), instead of the median rule: a running
+ * trial at step S (its latest report) with best value so far V is projected
+ * to end at V + G, where G is the largest gain by the goal (final objective
+ * minus the value last reported at or before S) among the SUCCEEDED trials,
+ * not stopped early, that reported at or before S and ended past S; it is
+ * stopped when even that projection is worse than the best final objective
+ * of the SUCCEEDED trials. Needs 3 trials to project from. kiln fits no Gaussian process (as
+ * Vertex does): the projection is the most optimistic curve seen so far. */
 bool kiln_study_should_stop(const kiln_study *s, const kiln_trial *t);
 
 /* ASHA, asynchronous successive halving (Li et al.), when the spec has

@@ -38,7 +38,10 @@ static const char *const scale_types[] = {"NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG
                                           "UNIT_REVERSE_LOG_SCALE", NULL};
 static const char *const algorithms[] = {"ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH",
                                          NULL};
-static const char *const early_stopping_rules[] = {"MEDIAN", "ASHA", NULL}; /* kiln extension */
+static const char *const early_stopping_rules[] = {"MEDIAN", "ASHA", "DECAY_CURVE",
+                                                   NULL}; /* kiln extension */
+static const char *const measurement_selections[] = {"LAST_MEASUREMENT", "BEST_MEASUREMENT",
+                                                     NULL}; /* kiln extension */
 
 static const kiln__field accel_fields[] = {
     F(kiln_accelerator_config, "count", FK_INT64, count),
@@ -150,6 +153,8 @@ static const kiln__field hp_fields[] = {
     FH(kiln_hyperparameter_spec, "ashaReductionFactor", FK_INT64, asha_reduction_factor,
        has_asha_reduction_factor),
     FH(kiln_hyperparameter_spec, "ashaMinSteps", FK_INT64, asha_min_steps, has_asha_min_steps),
+    FE(kiln_hyperparameter_spec, "measurementSelectionType", measurement_selection,
+       measurement_selections),
 };
 static const kiln__msg hp_msg = {"HyperparameterSpec", sizeof(kiln_hyperparameter_spec), hp_fields,
                                  NF(hp_fields)};

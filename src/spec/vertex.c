@@ -786,11 +786,15 @@ void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
  *   studySpec.algorithm                    -> algorithm (GRID_SEARCH, RANDOM_SEARCH;
  *                                             unspecified: kiln's default search)
  *   studySpec.medianAutomatedStoppingSpec  -> enableTrialEarlyStopping (MEDIAN)
+ *   studySpec.decayCurveStoppingSpec       -> enableTrialEarlyStopping,
+ *                                             earlyStoppingRule DECAY_CURVE
+ *   studySpec.measurementSelectionType     -> measurementSelectionType (kiln
+ *                                             extension: LAST or BEST_MEASUREMENT)
  *   maxTrialCount, parallelTrialCount, maxFailedTrialCount -> maxTrials,
  *                                             maxParallelTrials, maxFailedTrials
  *   trialJobSpec                           -> as a CustomJob's jobSpec
- * decayCurveStoppingSpec (kiln has no decay-curve model), conditional
- * parameters, BEST_MEASUREMENT and the rest are refused. */
+ * useElapsedDuration: true, conditional parameters and the rest are
+ * refused. */
 
 static const char *enum_of(vctx *c, const json_t *v, const char *path, const char *const *names,
                            size_t n)
@@ -912,6 +916,7 @@ static void study_spec(vctx *c, const json_t *ss)
                                        "parameters",
                                        "algorithm",
                                        "medianAutomatedStoppingSpec",
+                                       "decayCurveStoppingSpec",
                                        "measurementSelectionType",
                                        NULL};
     static const char *const goals[] = {"GOAL_TYPE_UNSPECIFIED", "MAXIMIZE", "MINIMIZE"};
@@ -924,10 +929,6 @@ static void study_spec(vctx *c, const json_t *ss)
         kiln_diag_add(c->d, "studySpec", "is required: {metrics, parameters, ...}");
         return;
     }
-    if (!is_default(json_object_get(ss, "decayCurveStoppingSpec")))
-        kiln_diag_add(c->d, "studySpec.decayCurveStoppingSpec",
-                      "kiln has no decay-curve model; medianAutomatedStoppingSpec (the median "
-                      "rule) is kiln's early stopping");
     check_keys(c, ss, "studySpec", keys);
     json_t *ms = json_object_get(ss, "metrics");
     if (!json_is_array(ms) || json_array_size(ms) != 1) {
@@ -964,23 +965,34 @@ static void study_spec(vctx *c, const json_t *ss)
     if (a && strcmp(a, "ALGORITHM_UNSPECIFIED") != 0) nomem(c, kiln_set_str(&hp->algorithm, a));
     const char *sel = enum_of(c, json_object_get(ss, "measurementSelectionType"),
                               "studySpec.measurementSelectionType", msel, 3);
-    if (sel && strcmp(sel, "BEST_MEASUREMENT") == 0)
-        kiln_diag_add(c->d, "studySpec.measurementSelectionType",
-                      "BEST_MEASUREMENT is refused: kiln's trial objective is its last report "
-                      "(LAST_MEASUREMENT)");
-    json_t *med = json_object_get(ss, "medianAutomatedStoppingSpec");
-    if (med && !json_is_null(med)) {
+    /* unspecified is Vertex's LAST_MEASUREMENT, as AI Platform's rule */
+    if (sel && strcmp(sel, "MEASUREMENT_SELECTION_TYPE_UNSPECIFIED") != 0)
+        nomem(c, kiln_set_str(&hp->measurement_selection, sel));
+    /* the automated stopping spec, a oneof: the median rule or the decay
+     * curve (kiln's rule: kiln_study_should_stop) */
+    static const char *const stops[] = {"medianAutomatedStoppingSpec", "decayCurveStoppingSpec"};
+    for (int k = 0; k < 2; k++) {
+        json_t *sp = json_object_get(ss, stops[k]);
+        char f[96];
+        snprintf(f, sizeof f, "studySpec.%s", stops[k]);
+        if (!sp || json_is_null(sp)) continue;
         static const char *const mkeys[] = {"useElapsedDuration", NULL};
-        if (!json_is_object(med)) {
-            kiln_diag_add(c->d, "studySpec.medianAutomatedStoppingSpec", "must be an object");
-        } else {
-            check_keys(c, med, "studySpec.medianAutomatedStoppingSpec", mkeys);
-            if (opt_bool(c, med, "useElapsedDuration",
-                         "studySpec.medianAutomatedStoppingSpec.useElapsedDuration"))
-                kiln_diag_add(c->d, "studySpec.medianAutomatedStoppingSpec.useElapsedDuration",
-                              "kiln compares trials at training steps, not elapsed time");
-            hp->enable_trial_early_stopping = true;
+        if (!json_is_object(sp)) {
+            kiln_diag_add(c->d, f, "must be an object");
+            continue;
         }
+        if (hp->enable_trial_early_stopping) {
+            kiln_diag_add(c->d, f,
+                          "give one of medianAutomatedStoppingSpec, "
+                          "decayCurveStoppingSpec");
+            continue;
+        }
+        check_keys(c, sp, f, mkeys);
+        snprintf(f, sizeof f, "studySpec.%s.useElapsedDuration", stops[k]);
+        if (opt_bool(c, sp, "useElapsedDuration", f))
+            kiln_diag_add(c->d, f, "kiln compares trials at training steps, not elapsed time");
+        hp->enable_trial_early_stopping = true;
+        if (k == 1) nomem(c, kiln_set_str(&hp->early_stopping_rule, "DECAY_CURVE"));
     }
 }
 
@@ -1135,6 +1147,13 @@ void *kiln_job_study_spec(const kiln_job *job)
     if (hp->algorithm && strcmp(hp->algorithm, "ALGORITHM_UNSPECIFIED") != 0)
         json_object_set_new(ss, "algorithm", json_string(hp->algorithm));
     if (hp->enable_trial_early_stopping)
-        json_object_set_new(ss, "medianAutomatedStoppingSpec", json_object());
+        json_object_set_new(ss,
+                            hp->early_stopping_rule &&
+                                    strcmp(hp->early_stopping_rule, "DECAY_CURVE") == 0
+                                ? "decayCurveStoppingSpec"
+                                : "medianAutomatedStoppingSpec",
+                            json_object());
+    if (hp->measurement_selection)
+        json_object_set_new(ss, "measurementSelectionType", json_string(hp->measurement_selection));
     return ss;
 }

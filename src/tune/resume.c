@@ -1,7 +1,8 @@
 /* resume.c - resumePreviousJobId: a new tuning job that continues a
  * finished tuning job's study. The previous job must be of the same project
  * (the caller looks it up there), finished, a tuning job that ran (its
- * runtime record holds a study), with the same params, goal and metric tag.
+ * runtime record holds a study), with the same params, goal, metric tag and
+ * measurementSelectionType.
  * The new study starts with the previous one's trials: they count toward
  * maxTrials (and failed ones toward maxFailedTrials), feed the model-based
  * search, and the new trials' ids follow theirs. */
@@ -56,6 +57,13 @@ static const char *goal_of(const kiln_hyperparameter_spec *hp)
     return kiln__tune_maximize(hp) ? "MAXIMIZE" : "MINIMIZE";
 }
 
+/* measurementSelectionType, unset being LAST_MEASUREMENT */
+static const char *sel_of(const kiln_hyperparameter_spec *hp)
+{
+    const char *m = hp->measurement_selection;
+    return m && strcmp(m, "BEST_MEASUREMENT") == 0 ? m : "LAST_MEASUREMENT";
+}
+
 int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_id,
                            const kiln_job *prev, const char *prev_runtime, kiln_diag *d)
 {
@@ -107,6 +115,15 @@ int kiln_tune_check_resume(const kiln_hyperparameter_spec *hp, const char *prev_
                       "job '%s''s hyperparameterMetricTag is '%s', this job's '%s': a "
                       "resumed study keeps its metric",
                       prev_id, tb, ta);
+        return 1;
+    }
+    /* the trials' objectives were chosen by the previous job's rule */
+    const char *ma = sel_of(hp), *mb = sel_of(ph);
+    if (strcmp(ma, mb) != 0) {
+        kiln_diag_add(d, FIELD,
+                      "job '%s''s measurementSelectionType is %s, this job's %s: a resumed "
+                      "study keeps how its trials' objectives were chosen",
+                      prev_id, mb, ma);
         return 1;
     }
     json_t *st = runtime_study(prev_runtime);

@@ -21,7 +21,9 @@ struct kiln_study {
     uint64_t seed;
     kiln_trial *trials;
     size_t n, cap;
-    bool asha; /* earlyStoppingRule ASHA (with enableTrialEarlyStopping) */
+    bool asha;  /* earlyStoppingRule ASHA (with enableTrialEarlyStopping) */
+    bool best;  /* measurementSelectionType BEST_MEASUREMENT */
+    bool decay; /* earlyStoppingRule DECAY_CURVE (with enableTrialEarlyStopping) */
     int64_t eta, min_steps;
     rung rungs[KILN_TUNE_ASHA_MAX_RUNGS];
 };
@@ -64,6 +66,8 @@ kiln_study *kiln_study_new(const kiln_hyperparameter_spec *hp, uint64_t seed)
     s->hp = hp;
     s->seed = seed;
     s->asha = hp->enable_trial_early_stopping && is(hp->early_stopping_rule, "ASHA");
+    s->best = is(hp->measurement_selection, "BEST_MEASUREMENT");
+    s->decay = hp->enable_trial_early_stopping && is(hp->early_stopping_rule, "DECAY_CURVE");
     s->eta = hp->has_asha_reduction_factor ? hp->asha_reduction_factor : KILN_TUNE_ASHA_ETA;
     s->min_steps = hp->has_asha_min_steps ? hp->asha_min_steps : KILN_TUNE_ASHA_MIN_STEPS;
     if (s->eta < 2) s->eta = 2; /* kiln_tune_check refused these */
@@ -187,12 +191,19 @@ kiln_trial *kiln_study_next(kiln_study *s, int64_t now_ns)
 static void asha_record(kiln_study *s, kiln_trial *t, int64_t step, double value, bool decide);
 
 /* A report kept in the trial (the persisted form's curve comes back this
- * way too, without ASHA's records). */
-static void add_report(kiln_trial *t, int64_t step, double value)
+ * way too, without ASHA's records). The objective is the last report, or
+ * with BEST_MEASUREMENT the best so far by the goal (the first of equals):
+ * step is then the best report's step. */
+static void add_report(const kiln_study *s, kiln_trial *t, int64_t step, double value)
 {
-    t->has_metric = true;
-    t->objective = value;
-    t->step = step;
+    bool better =
+        !t->has_metric || !s->best || (maximize(s) ? value > t->objective : value < t->objective);
+    t->n_reports++;
+    if (better) {
+        t->has_metric = true;
+        t->objective = value;
+        t->step = step;
+    }
     if (t->n_curve >= KILN_TUNE_CURVE_MAX) return; /* the objective still follows */
     int64_t *st = realloc(t->curve_steps, (t->n_curve + 1) * sizeof *st);
     if (!st) return;
@@ -208,7 +219,7 @@ static void add_report(kiln_trial *t, int64_t step, double value)
 void kiln_study_report(kiln_study *s, kiln_trial *t, int64_t step, double value)
 {
     if (!isfinite(value)) return;
-    add_report(t, step, value);
+    add_report(s, t, step, value);
     if (s->asha && t->state == KILN_TRIAL_RUNNING) asha_record(s, t, step, value, true);
 }
 
@@ -221,6 +232,7 @@ void kiln_study_end(kiln_study *s, kiln_trial *t, kiln_trial_state st, int64_t n
     if (st == KILN_TRIAL_QUEUED) { /* runs again from the start: its reports too */
         t->has_metric = false;
         t->n_curve = 0;
+        t->n_reports = 0;
         t->stopped_early = false;
         asha_forget(s, t);
     }
@@ -249,10 +261,45 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The decay-curve rule (kiln_study_decay_curve): false when there is no
+ * basis yet. *proj and *target say why, for the job's events. */
+static bool decay_stop(const kiln_study *s, const kiln_trial *t, double *proj, double *target)
+{
+    enum { MIN_COMPLETED = 3 };
+    bool max = maximize(s);
+    int64_t at = t->curve_steps[t->n_curve - 1];
+    double now = t->curve_values[0];
+    for (size_t k = 1; k < t->n_curve; k++)
+        now = max ? fmax(now, t->curve_values[k]) : fmin(now, t->curve_values[k]);
+    double gain = 0, best = 0;
+    size_t n = 0, nb = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const kiln_trial *c = &s->trials[i];
+        if (c == t || c->state != KILN_TRIAL_SUCCEEDED || !c->has_metric) continue;
+        best = nb++ == 0 ? c->objective : max ? fmax(best, c->objective) : fmin(best, c->objective);
+        if (c->stopped_early || c->n_curve == 0 || c->curve_steps[0] > at ||
+            c->curve_steps[c->n_curve - 1] <= at)
+            continue;
+        size_t k = 0; /* its last report at or before `at` */
+        while (k + 1 < c->n_curve && c->curve_steps[k + 1] <= at)
+            k++;
+        double g = c->objective - c->curve_values[k]; /* what it gained (or lost) after */
+        gain = n++ == 0 ? g : max ? fmax(gain, g) : fmin(gain, g);
+    }
+    if (n < MIN_COMPLETED) return false;
+    *proj = now + gain;
+    *target = best;
+    return max ? *proj < best : *proj > best;
+}
+
 bool kiln_study_should_stop(const kiln_study *s, const kiln_trial *t)
 {
     enum { MIN_COMPLETED = 3 };
     if (s->asha) return t->state == KILN_TRIAL_RUNNING && t->asha_stop;
+    if (s->decay) {
+        double proj, target;
+        return t->state == KILN_TRIAL_RUNNING && t->n_curve > 0 && decay_stop(s, t, &proj, &target);
+    }
     if (t->state != KILN_TRIAL_RUNNING || t->n_curve == 0) return false;
     bool max = maximize(s);
     int64_t at = t->curve_steps[t->n_curve - 1];
@@ -375,6 +422,14 @@ void kiln_study_stop_reason(const kiln_study *s, const kiln_trial *t, char *buf,
                  "Trial %d stopped early (ASHA): at rung %d (step %lld) it is not among the "
                  "best 1/%lld of the %zu trials recorded there",
                  t->id, k, (long long)rung_step(s, k), (long long)s->eta, s->rungs[k].n);
+    } else if (s->decay) {
+        double proj = 0, target = 0;
+        if (t->n_curve) decay_stop(s, t, &proj, &target);
+        snprintf(buf, len,
+                 "Trial %d stopped early (decay curve): its best value so far plus the most "
+                 "any completed trial gained after the same step projects %g, worse than the "
+                 "best completed trial's %g",
+                 t->id, proj, target);
     } else {
         snprintf(buf, len,
                  "Trial %d stopped early: its best value so far is worse than the median of "
@@ -636,7 +691,7 @@ kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_
         json_array_foreach(curve, k, pt)
         {
             double v = json_number_value(json_array_get(pt, 1));
-            if (isfinite(v)) add_report(t, json_integer_value(json_array_get(pt, 0)), v);
+            if (isfinite(v)) add_report(s, t, json_integer_value(json_array_get(pt, 0)), v);
         }
         t->asha_stop = json_is_true(json_object_get(o, "ashaStop"));
         if (t->state == KILN_TRIAL_RUNNING && !tb_restore(t, o)) goto bad;

@@ -339,7 +339,7 @@ studySpec:
   parameters:
     - parameterId: lr
       doubleValueSpec: {minValue: 0.001, maxValue: 0.1}
-  decayCurveStoppingSpec: {useElapsedDuration: false}
+  decayCurveStoppingSpec: {useElapsedDuration: true}
 trialJobSpec:
   workerPoolSpecs:
     - machineSpec: {machineType: n1-standard-4}
@@ -347,7 +347,7 @@ trialJobSpec:
       containerSpec: {imageUri: $IMG}
 EOF
 out=$(gc ai hp-tuning-jobs create --region $R --display-name hp-bad --config "$T/hpbad.yaml" --max-trial-count 2 2>&1)
-check "decayCurveStoppingSpec refused, named ($out)" grep -q "studySpec.decayCurveStoppingSpec" <<<"$out"
+check "decayCurveStoppingSpec.useElapsedDuration refused, named ($out)" grep -q "studySpec.decayCurveStoppingSpec.useElapsedDuration" <<<"$out"
 
 # the ml v1 API is unchanged beside it
 check "ml_1 succeeds" wait_state ml_1 SUCCEEDED 30

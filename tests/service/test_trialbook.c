@@ -56,6 +56,16 @@ int main(void)
     CHECK(t->objective == 0.5 && t->step == 9);
     CHECK(!kiln_trials_read(st, t, dir, NULL));
 
+    /* a worse report is read (the objective stays the last report) */
+    f = fopen(path, "a");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{\"test_accuracy\": 0.375, \"global_step\": 10}\n", f);
+        fclose(f);
+    }
+    CHECK(kiln_trials_read(st, t, dir, NULL));
+    CHECK(t->objective == 0.375 && t->step == 10);
+
     /* enableTrialEarlyStopping unset: never stopped */
     CHECK(!kiln_trials_stop_early(st, t, hp, why, sizeof why));
     CHECK(!t->stopped_early);
@@ -85,6 +95,30 @@ int main(void)
     CHECK(kiln_trials_outcome(none, false, msg, sizeof msg) == KILN_STATE_FAILED);
     CHECK(strstr(msg, "1 trials failed and none succeeded") != NULL);
     kiln_study_free(none);
+
+    /* measurementSelectionType BEST_MEASUREMENT: a worse report is still
+     * read (it changes the curve), the objective stays the best by the goal */
+    kiln_job *bj = hpjob("{\"goal\":\"MAXIMIZE\",\"hyperparameterMetricTag\":\"test_accuracy\","
+                         "\"measurementSelectionType\":\"BEST_MEASUREMENT\",\"maxTrials\":1,"
+                         "\"params\":[{\"parameterName\":\"x\",\"type\":\"DOUBLE\","
+                         "\"minValue\":0,\"maxValue\":1}]}");
+    kiln_study *bs = kiln_trials_open(NULL, "p", "t2", bj, NULL, true, why, sizeof why);
+    kiln_trial *bt = bs ? kiln_study_next(bs, 1) : NULL;
+    CHECK(bt && bt->id == 1);
+    if (bt) {
+        CHECK(kiln_trials_read(bs, bt, dir, NULL)); /* 0.5@9 then 0.375@10 */
+        CHECK(bt->objective == 0.5 && bt->step == 9 && bt->n_curve == 2);
+        f = fopen(path, "a");
+        if (f) {
+            fputs("{\"test_accuracy\": 0.25, \"global_step\": 11}\n", f);
+            fclose(f);
+        }
+        CHECK(kiln_trials_read(bs, bt, dir, NULL));
+        CHECK(bt->objective == 0.5 && bt->step == 9 && bt->n_curve == 3);
+        CHECK(!kiln_trials_read(bs, bt, dir, NULL));
+    }
+    kiln_study_free(bs);
+    kiln_job_free(bj);
 
     unlink(path);
     kiln_trials_dir(dir, 1, path, sizeof path);

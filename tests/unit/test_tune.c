@@ -674,6 +674,14 @@ static void test_resume(void)
               1 &&
           strstr(d.v[0].description, "hyperparameterMetricTag"));
     kiln_diag_free(&d);
+    kiln_job *best =
+        hpjob("{\"goal\":\"MINIMIZE\",\"hyperparameterMetricTag\":\"loss\","
+              "\"measurementSelectionType\":\"BEST_MEASUREMENT\",\"params\":[" LR "]}");
+    CHECK(kiln_tune_check_resume(&best->training_input.hyperparameters, "p", prev, runtime, &d) ==
+              1 &&
+          strstr(d.v[0].description, "measurementSelectionType"));
+    kiln_diag_free(&d);
+    kiln_job_free(best);
     kiln_study *r = kiln_study_resume(hp, runtime);
     CHECK(r && kiln_study_trial_count(r) == 3 && kiln_study_count(r, KILN_TRIAL_SUCCEEDED) == 3);
     kiln_trial *t4 = r ? kiln_study_next(r, 3) : NULL;
@@ -691,6 +699,107 @@ static void test_resume(void)
     kiln_job_free(tag);
 }
 
+/* The decay-curve rule (earlyStoppingRule DECAY_CURVE), MAXIMIZE: three
+ * completed trials 0.5/0.6/0.7 at steps 1..3 gain 0.2 after step 1 and 0.1
+ * after step 2 (best final 0.7); a running trial is stopped only when its
+ * best so far plus that gain is below 0.7. */
+static void test_decay_curve(void)
+{
+    kiln_job *j = hpjob("{\"goal\":\"MAXIMIZE\",\"maxTrials\":6,\"enableTrialEarlyStopping\":true,"
+                        "\"earlyStoppingRule\":\"DECAY_CURVE\",\"params\":[" LR "]}");
+    kiln_study *s = study_of(j, 7);
+    for (int k = 0; k < 3; k++) {
+        kiln_trial *t = kiln_study_next(s, 1);
+        for (int st = 1; st <= 3; st++)
+            kiln_study_report(s, t, st, 0.4 + 0.1 * st);
+        CHECK(!kiln_study_should_stop(s, t)); /* nothing completed to project from */
+        kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, 2);
+    }
+    kiln_trial *t = kiln_study_next(s, 1);
+    kiln_study_report(s, t, 1, 0.55);
+    CHECK(!kiln_study_should_stop(s, t)); /* 0.55 + 0.2 = 0.75 >= 0.7 */
+    kiln_study_report(s, t, 2, 0.58);
+    CHECK(kiln_study_should_stop(s, t)); /* 0.58 + 0.1 = 0.68 < 0.7 */
+    char why[300];
+    kiln_study_stop_reason(s, t, why, sizeof why);
+    CHECK_MSG(strstr(why, "decay curve") && strstr(why, "0.68") && strstr(why, "0.7"), "%s", why);
+    /* the median rule would let it run: 0.58 beats the median average 0.55 */
+    kiln_job *mj = hpjob("{\"goal\":\"MAXIMIZE\",\"maxTrials\":6,\"enableTrialEarlyStopping\":"
+                         "true,\"params\":[" LR "]}");
+    json_t *js = kiln_study_to_json(s);
+    kiln_study *m = kiln_study_from_json(&mj->training_input.hyperparameters, js);
+    CHECK(m && !kiln_study_should_stop(m, kiln_study_find(m, 4)));
+    kiln_study_free(m);
+    /* past every completed trial's last step: no basis, it runs on */
+    kiln_trial *u = kiln_study_next(s, 1);
+    kiln_study_report(s, u, 3, 0.1);
+    CHECK(!kiln_study_should_stop(s, u));
+    /* the persisted form decides the same */
+    kiln_study *r = kiln_study_from_json(&j->training_input.hyperparameters, js);
+    CHECK(r && kiln_study_should_stop(r, kiln_study_find(r, 4)));
+    kiln_study_free(r);
+    json_decref(js);
+    kiln_job_free(mj);
+    kiln_study_free(s);
+    kiln_job_free(j);
+}
+
+/* measurementSelectionType (kiln extension; Vertex's studySpec): unset and
+ * LAST_MEASUREMENT take a trial's last report, BEST_MEASUREMENT its best by
+ * the goal, with that report's step; the persisted form keeps it; the
+ * ranking and trainingOutput follow the objective. */
+static void test_measurement_selection(void)
+{
+    static const char *const spec[] = {
+        "{\"goal\":\"MAXIMIZE\",\"maxTrials\":2,\"params\":[" LR "]}",
+        "{\"goal\":\"MAXIMIZE\",\"measurementSelectionType\":\"LAST_MEASUREMENT\","
+        "\"maxTrials\":2,\"params\":[" LR "]}",
+        "{\"goal\":\"MAXIMIZE\",\"measurementSelectionType\":\"BEST_MEASUREMENT\","
+        "\"maxTrials\":2,\"params\":[" LR "]}",
+        "{\"goal\":\"MINIMIZE\",\"measurementSelectionType\":\"BEST_MEASUREMENT\","
+        "\"maxTrials\":2,\"params\":[" LR "]}"};
+    /* curve 0.3@1, 0.9@2, 0.5@3: last 0.5@3; best max 0.9@2; best min 0.3@1 */
+    static const double want[] = {0.5, 0.5, 0.9, 0.3};
+    static const int64_t want_step[] = {3, 3, 2, 1};
+    for (int k = 0; k < 4; k++) {
+        kiln_job *j = hpjob(spec[k]);
+        kiln_study *s = study_of(j, 7);
+        kiln_trial *t = s ? kiln_study_next(s, 1) : NULL;
+        CHECK(t != NULL);
+        if (!t) continue;
+        kiln_study_report(s, t, 1, 0.3);
+        kiln_study_report(s, t, 2, 0.9);
+        kiln_study_report(s, t, 3, 0.5);
+        CHECK_MSG(t->objective == want[k] && t->step == want_step[k], "spec %d: %g at %lld", k,
+                  t->objective, (long long)t->step);
+        CHECK(t->n_curve == 3 && t->n_reports == 3);
+        kiln_study_end(s, t, KILN_TRIAL_SUCCEEDED, 2);
+        /* a second trial with 0.6 last and 0.7 best: ranked by the objective */
+        kiln_trial *u = kiln_study_next(s, 1);
+        kiln_study_report(s, u, 1, 0.7);
+        kiln_study_report(s, u, 2, 0.6);
+        kiln_study_end(s, u, KILN_TRIAL_SUCCEEDED, 2);
+        json_t *o = kiln_study_output_trials(s);
+        const char *first = json_string_value(json_object_get(json_array_get(o, 0), "trialId"));
+        /* MAXIMIZE last: 0.6 > 0.5 (2 first); best: 0.9 > 0.7 (1 first);
+         * MINIMIZE best: 0.3 < 0.6 (1 first) */
+        CHECK_STR(first, k < 2 ? "2" : "1");
+        double fv = json_number_value(json_object_get(
+            json_object_get(json_array_get(o, 0), "finalMetric"), "objectiveValue"));
+        CHECK(fv == (k < 2 ? 0.6 : want[k]));
+        json_decref(o);
+        /* the persisted form comes back with the same objective */
+        json_t *js = kiln_study_to_json(s);
+        kiln_study *r = kiln_study_from_json(&j->training_input.hyperparameters, js);
+        CHECK(r && kiln_study_find(r, 1)->objective == want[k] &&
+              kiln_study_find(r, 1)->step == want_step[k]);
+        json_decref(js);
+        kiln_study_free(r);
+        kiln_study_free(s);
+        kiln_job_free(j);
+    }
+}
+
 int main(void)
 {
     kiln_catalog *c = load_default();
@@ -704,6 +813,8 @@ int main(void)
     test_median_stop();
     test_asha();
     test_hypertune_and_output();
+    test_measurement_selection();
+    test_decay_curve();
     test_running_offsets();
     test_resume();
     kiln_diag_free(&d);

@@ -151,11 +151,53 @@ int main(void)
 #define M "\"metrics\":[{\"metricId\":\"m\",\"goal\":\"MAXIMIZE\"}]"
 #define P                                                                                          \
     "\"parameters\":[{\"parameterId\":\"a\",\"doubleValueSpec\":{\"minValue\":0,\"maxValue\":1}}]"
-    kiln_job_free(decode(HP("{" M "," P ",\"decayCurveStoppingSpec\":{}}"), NULL, true));
+    /* decayCurveStoppingSpec: kiln's decay-curve rule, shown back; by
+     * elapsed time, or with the median spec too (a oneof), refused */
+    {
+        kiln_job *hj = decode(HP("{" M "," P ",\"decayCurveStoppingSpec\":{}}"), NULL, true);
+        const kiln_hyperparameter_spec *hp = hj ? &hj->training_input.hyperparameters : NULL;
+        CHECK(hp && hp->enable_trial_early_stopping && hp->early_stopping_rule &&
+              strcmp(hp->early_stopping_rule, "DECAY_CURVE") == 0);
+        json_t *ss = hj ? kiln_job_study_spec(hj) : NULL;
+        CHECK(json_is_object(json_object_get(ss, "decayCurveStoppingSpec")) &&
+              !json_object_get(ss, "medianAutomatedStoppingSpec"));
+        json_decref(ss);
+        kiln_job_free(hj);
+        hj = decode(HP("{" M "," P ",\"medianAutomatedStoppingSpec\":{}}"), NULL, true);
+        hp = hj ? &hj->training_input.hyperparameters : NULL;
+        CHECK(hp && hp->enable_trial_early_stopping && !hp->early_stopping_rule);
+        kiln_job_free(hj);
+    }
     kiln_job_free(
         decode(HP("{" M "," P ",\"decayCurveStoppingSpec\":{\"useElapsedDuration\":true}}"),
+               "studySpec.decayCurveStoppingSpec.useElapsedDuration", true));
+    kiln_job_free(
+        decode(HP("{" M "," P ",\"medianAutomatedStoppingSpec\":{},\"decayCurveStoppingSpec\":{}}"),
                "studySpec.decayCurveStoppingSpec", true));
-    kiln_job_free(decode(HP("{" M "," P ",\"measurementSelectionType\":2}"),
+    /* measurementSelectionType: BEST_MEASUREMENT (2, the SDK's default) and
+     * LAST_MEASUREMENT carried to the study and shown back; unspecified
+     * (0) is LAST, left unset; a number out of the enum is refused */
+    {
+        static const char *const sel[] = {"2", "\"BEST_MEASUREMENT\"", "1", "0"};
+        static const char *const want[] = {"BEST_MEASUREMENT", "BEST_MEASUREMENT",
+                                           "LAST_MEASUREMENT", NULL};
+        for (int k = 0; k < 4; k++) {
+            char buf[1024];
+            snprintf(buf, sizeof buf, HP("{" M "," P ",\"measurementSelectionType\":%s}"), sel[k]);
+            kiln_job *hj = decode(buf, NULL, true);
+            const char *got =
+                hj ? hj->training_input.hyperparameters.measurement_selection : "(no hj)";
+            CHECK_MSG(want[k] ? got && strcmp(got, want[k]) == 0 : got == NULL,
+                      "measurementSelectionType %s: %s", sel[k], got ? got : "(unset)");
+            json_t *ss = hj ? kiln_job_study_spec(hj) : NULL;
+            const char *shown = json_string_value(json_object_get(ss, "measurementSelectionType"));
+            CHECK_MSG(want[k] ? shown && strcmp(shown, want[k]) == 0 : shown == NULL,
+                      "studySpec shows %s", shown ? shown : "(nothing)");
+            json_decref(ss);
+            kiln_job_free(hj);
+        }
+    }
+    kiln_job_free(decode(HP("{" M "," P ",\"measurementSelectionType\":3}"),
                          "studySpec.measurementSelectionType", true));
     kiln_job_free(decode(HP("{" M ",\"parameters\":[{\"parameterId\":\"a\",\"doubleValueSpec\":{"
                             "\"minValue\":0,\"maxValue\":1},\"conditionalParameterSpecs\":[{}]}]}"),

@@ -82,8 +82,7 @@ bool kiln_trials_read(kiln_study *st, kiln_trial *t, const char *dir, const char
 {
     char path[4200];
     long off = t->file_offset;
-    size_t curve = t->n_curve;
-    int64_t step = t->step;
+    uint64_t reports = t->n_reports;
     kiln_trials_metric_file(dir, t->id, path, sizeof path);
     kiln_study_read_hypertune(st, t, path);
     /* TensorBoard event files: in the trial's directory and in its jobDir
@@ -93,7 +92,7 @@ bool kiln_trials_read(kiln_study *st, kiln_trial *t, const char *dir, const char
     const char *jd = trial_job_dir;
     if (jd && jd[0] == '/' && strncmp(jd, path, strlen(path)) != 0)
         kiln_study_read_tfevents(st, t, jd);
-    return t->file_offset != off || t->n_curve != curve || t->step != step;
+    return t->file_offset != off || t->n_reports != reports;
 }
 
 void kiln_trials_report(kiln_study *st, kiln_trial *t, const json_t *report)
