@@ -196,7 +196,7 @@ int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const re
     for (size_t k = 0; k < nw; k++) {
         replica *r = &j->reps[idx[k]];
         const kiln_slot *sl = &j->pl.slots[idx[k]];
-        bool had = r->hpa_ns > 0 && ticks[k] >= r->hpa_ticks;
+        bool had = r->hpa_ns > 0 && r->hpa_pid == r->h.pid && ticks[k] >= r->hpa_ticks;
         double dt = (double)(now - r->hpa_ns) / 1e9;
         if (had && dt > 0) {
             use[2 * measured] = 1000.0 * (double)(ticks[k] - r->hpa_ticks) / hz / dt;
@@ -209,6 +209,7 @@ int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const re
         }
         r->hpa_ticks = ticks[k];
         r->hpa_ns = now;
+        r->hpa_pid = r->h.pid;
     }
     h->measured = (int)measured;
     int desired = -1;

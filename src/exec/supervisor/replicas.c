@@ -334,10 +334,11 @@ void rjob_elastic(rjob *j, int64_t now)
     j->el_min = (int)pt->elastic_policy.min_replicas;
     j->el_max = (int)pt->elastic_policy.max_replicas;
     j->grow_at_ns = now + 1000000000LL;
-    int workers = 0; /* as placed (adopted: as recorded, dropped ones included) */
+    int workers = 0; /* as placed (adopted: those still in the job) */
     for (size_t i = 0; i < j->pl.n; i++)
-        workers += j->pl.slots[i].role == KILN_ROLE_WORKER ||
-                   (j->wo && j->pl.slots[i].role == KILN_ROLE_MASTER);
+        workers += j->pl.slots[i].node != (size_t)-1 && /* not a dropped one */
+                   (j->pl.slots[i].role == KILN_ROLE_WORKER ||
+                    (j->wo && j->pl.slots[i].role == KILN_ROLE_MASTER));
     hpa_start(j, workers);
 }
 

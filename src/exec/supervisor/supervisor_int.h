@@ -59,6 +59,7 @@ typedef struct replica {
      * when it was read (0: not yet), for the HPA's next look (hpa.c) */
     unsigned long long hpa_ticks;
     int64_t hpa_ns;
+    pid_t hpa_pid; /* the group measured (a restarted replica starts afresh) */
 } replica;
 
 typedef enum after_stop {
