@@ -91,6 +91,15 @@ typedef struct kiln_run_policy { /* kiln extension, from Kubeflow runPolicy */
 /* kiln extension, from a Kubeflow PyTorchJob's spec.elasticPolicy: the
  * workers form their group through torchrun's rendezvous, so their number
  * may change while the job runs (docs/job-model.md, "Elastic PyTorch jobs"). */
+/* One of elasticPolicy.metrics: a HorizontalPodAutoscaler (autoscaling/v2)
+ * MetricSpec of type Resource, flattened (docs/job-model.md). */
+typedef struct kiln_elastic_metric {
+    char *resource;              /* cpu | memory */
+    char *target_type;           /* Utilization | AverageValue */
+    int64_t average_utilization; /* Utilization: percent of the replica's request */
+    char *average_value;         /* AverageValue: a quantity per worker ("500m", "1Gi") */
+} kiln_elastic_metric;
+
 typedef struct kiln_elastic_policy {
     int64_t min_replicas; /* workers needed to run (0: the Worker replicas) */
     int64_t max_replicas; /* workers wanted at most (0: the Worker replicas) */
@@ -102,7 +111,9 @@ typedef struct kiln_elastic_policy {
     bool has_max_restarts;
     int64_t max_restarts; /* restarts per worker; the others carry on */
     bool standalone;
-    char *n_proc_per_node; /* auto | cpu | gpu | N (not with spec.nprocPerNode) */
+    char *n_proc_per_node;        /* auto | cpu | gpu | N (not with spec.nprocPerNode) */
+    kiln_elastic_metric *metrics; /* autoscaling: the worker count follows these */
+    size_t n_metrics;
 } kiln_elastic_policy;
 
 /* kiln extension: the job came from a Kubeflow PyTorchJob, whose replicas get

@@ -314,6 +314,45 @@ static void check_role(hctx *h, kiln_role r, const char *image)
     }
 }
 
+/* elasticPolicy.metrics (kilnd's HPA, src/exec/supervisor/hpa.c): each
+ * target complete and measurable. The workers' use is read from their
+ * process groups in /proc, so the workers must run as processes. */
+static void check_metrics(hctx *h, const kiln_training_input *ti, const char *worker_image)
+{
+    if (!ti->has_pytorch_job || !ti->pytorch_job.has_elastic_policy) return;
+    const kiln_elastic_policy *ep = &ti->pytorch_job.elastic_policy;
+    for (size_t i = 0; i < ep->n_metrics; i++) {
+        const kiln_elastic_metric *m = &ep->metrics[i];
+        char f[160];
+        int64_t v = 0;
+        bool cpu = set(m->resource) && strcmp(m->resource, "cpu") == 0;
+        bool util = set(m->target_type) && strcmp(m->target_type, "Utilization") == 0;
+#define MF(suffix)                                                                                 \
+    (snprintf(f, sizeof f, "trainingInput.pytorchJob.elasticPolicy.metrics[%zu]" suffix, i), f)
+        if (!set(m->resource))
+            refuse(h, MF(".resource"), "required: cpu or memory");
+        else if (!set(m->target_type))
+            refuse(h, MF(".targetType"), "required: Utilization or AverageValue");
+        else if (util && (m->average_utilization < 1 || set(m->average_value)))
+            refuse(h, MF(".averageUtilization"),
+                   "required with targetType Utilization (a whole percent, 1 or more), and "
+                   "averageValue not with it");
+        else if (!util && (m->average_utilization != 0 || !set(m->average_value) ||
+                           !(cpu ? kiln_quantity_cpu_milli(m->average_value, &v)
+                                 : kiln_quantity_bytes(m->average_value, &v)) ||
+                           v <= 0))
+            refuse(h, MF(".averageValue"),
+                   "required with targetType AverageValue: a %s quantity above 0 (and "
+                   "averageUtilization not with it)",
+                   cpu ? "CPU (500m, 2)" : "memory (512Mi, 1Gi)");
+        else if (worker_image)
+            refuse(h, MF(""),
+                   "autoscaling measures the workers' processes on their node: the workers "
+                   "must run as processes (no imageUri), not in containers");
+#undef MF
+    }
+}
+
 kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job, kiln_diag *d)
 {
     hctx h = {.job = job, .d = d};
@@ -375,6 +414,8 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
         else
             image = kiln_catalog_runtime_image(c, job, (kiln_role)r); /* runtimeVersion's */
         check_role(&h, (kiln_role)r, image);
+        if (r == (ti->pytorch_job.workers_only ? KILN_ROLE_MASTER : KILN_ROLE_WORKER))
+            check_metrics(&h, ti, image);
     }
     return h.n ? KILN_EINVAL : KILN_OK;
 }

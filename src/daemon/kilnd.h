@@ -82,6 +82,10 @@ typedef struct kilnd {
     char *kiln_train;   /* NULL: not found */
     const char *python; /* for pythonModule jobs; default "python3" from PATH */
     int grace_ms;       /* SIGTERM -> SIGKILL */
+    /* elasticPolicy.metrics (src/exec/supervisor/hpa.c): how often the HPA
+     * looks (--hpa-sync-period) and how long a lower count must stand
+     * before workers are taken away (--hpa-downscale-stabilization) */
+    int hpa_sync_ms, hpa_down_window_ms;
     int port_base, port_count;
     size_t max_body;
     uint64_t max_object;        /* bytes per storage object (--max-object) */

@@ -7,7 +7,7 @@
  *         [--kiln-train PATH] [--python PATH] [--log-cap BYTES]
  *         [--bucket NAME[:PROJECT]]... [--max-object BYTES] [--max-package-bytes N]
  *         [--container-runtime PATH] [--monitor PATH] [--allow-root-replicas yes]
- *         [--nvml-library PATH]
+ *         [--nvml-library PATH] [--hpa-sync-period S] [--hpa-downscale-stabilization S]
  *
  * The address actually bound (port 0 picks a free one) is printed and also
  * written to DATA/kilnd.addr (atomically), which is how tests find it. */
@@ -54,7 +54,8 @@ static const char usage[] =
     "             [--allow-root-replicas yes|no] [--nvml-library PATH]\n"
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
-    "             [--queues FILE]\n"
+    "             [--queues FILE] [--hpa-sync-period SECONDS]\n"
+    "             [--hpa-downscale-stabilization SECONDS]\n"
     "             [--notebook-python PATH] [--notebook-env KEY=PYTHON]...\n"
     "\n"
     "Serves the projects.jobs REST API (docs/service.md). Defaults: --listen\n"
@@ -393,6 +394,8 @@ int main(int argc, char **argv)
     kilnd d = {.listen = "127.0.0.1:8470",
                .data_dir = "./var",
                .grace_ms = 10000,
+               .hpa_sync_ms = 15000,
+               .hpa_down_window_ms = 300000,
                .port_base = 30000,
                .port_count = 10000,
                .max_body = 1u << 20,
@@ -533,6 +536,10 @@ int main(int argc, char **argv)
             d.allow_root_replicas = strcmp(v, "yes") == 0;
         } else if (strcmp(a, "--grace-period") == 0)
             d.grace_ms = (int)(atof(v) * 1000);
+        else if (strcmp(a, "--hpa-sync-period") == 0)
+            d.hpa_sync_ms = (int)(atof(v) * 1000);
+        else if (strcmp(a, "--hpa-downscale-stabilization") == 0)
+            d.hpa_down_window_ms = (int)(atof(v) * 1000);
         else if (strcmp(a, "--threads") == 0)
             d.threads = atoi(v);
         else if (strcmp(a, "--log-cap") == 0)
@@ -561,6 +568,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "kilnd: unknown option %s\n%s", a, usage);
             goto out;
         }
+    }
+    if (d.hpa_sync_ms < 100 || d.hpa_sync_ms > 3600000 || d.hpa_down_window_ms < 0 ||
+        d.hpa_down_window_ms > 3600000) {
+        fprintf(stderr, "kilnd: --hpa-sync-period (0.1 to 3600 seconds) or "
+                        "--hpa-downscale-stabilization (0 to 3600 seconds) out of range\n");
+        goto out;
     }
     if (d.grace_ms < 0 || d.threads < 1 || d.threads > 64 || d.max_body < 1024 ||
         d.log_cap < 1024 || d.max_object < 1 || d.max_object > ((uint64_t)1 << 40) ||

@@ -95,6 +95,17 @@ static const kiln__field run_policy_fields[] = {
 static const kiln__msg run_policy_msg = {"RunPolicy", sizeof(kiln_run_policy), run_policy_fields,
                                          NF(run_policy_fields)};
 
+static const char *const metric_resources[] = {"cpu", "memory", NULL};
+static const char *const metric_targets[] = {"Utilization", "AverageValue", NULL};
+static const kiln__field metric_fields[] = {
+    FE(kiln_elastic_metric, "resource", resource, metric_resources),
+    FE(kiln_elastic_metric, "targetType", target_type, metric_targets),
+    F(kiln_elastic_metric, "averageUtilization", FK_INT64, average_utilization),
+    F(kiln_elastic_metric, "averageValue", FK_STR, average_value),
+};
+static const kiln__msg metric_msg = {"ElasticMetric", sizeof(kiln_elastic_metric), metric_fields,
+                                     NF(metric_fields)};
+
 static const kiln__field elastic_fields[] = {
     F(kiln_elastic_policy, "minReplicas", FK_INT64, min_replicas),
     F(kiln_elastic_policy, "maxReplicas", FK_INT64, max_replicas),
@@ -106,6 +117,8 @@ static const kiln__field elastic_fields[] = {
     FH(kiln_elastic_policy, "maxRestarts", FK_INT64, max_restarts, has_max_restarts),
     F(kiln_elastic_policy, "standalone", FK_BOOL, standalone),
     F(kiln_elastic_policy, "nProcPerNode", FK_STR, n_proc_per_node),
+    {"metrics", FK_MSGV, OFF(kiln_elastic_policy, metrics), -1, &metric_msg, NULL,
+     OFF(kiln_elastic_policy, n_metrics)},
 };
 static const kiln__msg elastic_msg = {"ElasticPolicy", sizeof(kiln_elastic_policy), elastic_fields,
                                       NF(elastic_fields)};

@@ -7,13 +7,15 @@
  *   the pod container "pytorch" runs the program; the operator requires it
  *   spec.nprocPerNode               -> pytorchJob.nprocPerNode (auto|cpu|gpu|N)
  *   spec.elasticPolicy              -> pytorchJob.elasticPolicy (torchrun's
- *                                      rendezvous; metrics are refused)
+ *                                      rendezvous; metrics: kiln's HPA,
+ *                                      Resource cpu/memory only)
  * The operator's validation rules are kept, each reported at its field path:
  * one Master replica, the "pytorch" container in every replica type, a Worker
  * spec with elasticPolicy, and elasticPolicy.nProcPerNode not together with
  * spec.nprocPerNode. scaleTier is CUSTOM. */
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "spec/kubeflow.h"
@@ -130,6 +132,114 @@ static void map_elastic_counts(kiln__kf *c, const json_t *el, kiln_elastic_polic
     }
 }
 
+/* elasticPolicy.metrics: the HorizontalPodAutoscaler (autoscaling/v2)
+ * MetricSpecs the operator would give the job's HPA. kiln's supervisor is
+ * that HPA for Resource metrics (cpu, memory) of the workers' processes;
+ * Pods, Object, External and ContainerResource metrics need a metrics
+ * pipeline kiln does not have, so they are refused. */
+/* Keys of a MetricSpec part other than `ok` are refused at their path. */
+static bool only_keys(kiln__kf *c, const json_t *o, const char *p, const char *const *ok, size_t n)
+{
+    const char *key;
+    json_t *val;
+    bool clean = true;
+    if (!json_is_object(o)) {
+        kiln__kf_bad(c, p, "must be a map");
+        return false;
+    }
+    json_object_foreach((json_t *)o, key, val)
+    {
+        if (one_of(key, ok, n)) continue;
+        char q[KILN__KF_PATH + 64];
+        snprintf(q, sizeof q, "%s.%.100s", p, key);
+        kiln__kf_bad(c, q, "not read by kiln's autoscaler here");
+        clean = false;
+    }
+    return clean;
+}
+
+static void map_metric(kiln__kf *c, const json_t *m, const char *p, kiln_elastic_metric *out)
+{
+    char q[KILN__KF_PATH + 64];
+    const char *type = kiln__kf_scalar(kiln__kf_get(m, "type"));
+    if (!type || strcmp(type, "Resource") != 0) {
+        snprintf(q, sizeof q, "%s.type", p);
+        kiln__kf_bad(c, q,
+                     "'%s': kiln autoscales on Resource metrics only (cpu or memory of the "
+                     "workers); Pods, Object, External and ContainerResource metrics are not "
+                     "supported",
+                     type ? type : "missing");
+        return;
+    }
+    static const char *const mk[] = {"type", "resource"}, *const rk[] = {"name", "target"},
+                             *const tk[] = {"type", "averageUtilization", "averageValue"};
+    const json_t *res = kiln__kf_get(m, "resource");
+    snprintf(q, sizeof q, "%s.resource", p);
+    if (!only_keys(c, m, p, mk, 2) || !only_keys(c, res, q, rk, 2)) return;
+    const char *name = kiln__kf_scalar(kiln__kf_get(res, "name"));
+    if (!name || (strcmp(name, "cpu") != 0 && strcmp(name, "memory") != 0)) {
+        snprintf(q, sizeof q, "%s.resource.name", p);
+        kiln__kf_bad(c, q, "'%s' is not a resource kiln measures: use cpu or memory",
+                     name ? name : "missing");
+        return;
+    }
+    const json_t *tg = kiln__kf_get(res, "target");
+    snprintf(q, sizeof q, "%s.resource.target", p);
+    if (!only_keys(c, tg, q, tk, 3)) return;
+    const char *tt = kiln__kf_scalar(kiln__kf_get(tg, "type"));
+    int64_t pct = 0;
+    const char *val = kiln__kf_scalar(kiln__kf_get(tg, "averageValue"));
+    if (tt && strcmp(tt, "Utilization") == 0) {
+        if (!kiln__kf_get_int(kiln__kf_get(tg, "averageUtilization"), &pct) || pct < 1) {
+            snprintf(q, sizeof q, "%s.resource.target.averageUtilization", p);
+            kiln__kf_bad(c, q, "required with type Utilization: a whole percent, 1 or more");
+            return;
+        }
+    } else if (tt && strcmp(tt, "AverageValue") == 0) {
+        if (!val || !*val) { /* the quantity itself: honoured.c, at create */
+            snprintf(q, sizeof q, "%s.resource.target.averageValue", p);
+            kiln__kf_bad(c, q, "required with type AverageValue: a %s quantity above 0",
+                         strcmp(name, "cpu") == 0 ? "CPU (\"500m\", \"2\")" : "memory (\"1Gi\")");
+            return;
+        }
+    } else {
+        snprintf(q, sizeof q, "%s.resource.target.type", p);
+        kiln__kf_bad(c, q,
+                     "'%s': use Utilization or AverageValue (Value is for Object and "
+                     "External metrics)",
+                     tt ? tt : "missing");
+        return;
+    }
+    kiln__kf_nomem(c, kiln_set_str(&out->resource, name));
+    kiln__kf_nomem(c, kiln_set_str(&out->target_type, tt));
+    out->average_utilization = pct;
+    if (strcmp(tt, "AverageValue") == 0) kiln__kf_nomem(c, kiln_set_str(&out->average_value, val));
+}
+
+static void map_metrics(kiln__kf *c, const json_t *v, kiln_elastic_policy *ep)
+{
+    if (!kiln__kf_present(v)) return;
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 8) {
+        kiln__kf_bad(c, PT_ELASTIC ".metrics",
+                     "must be a list of 1 to 8 MetricSpecs (autoscaling/v2)");
+        return;
+    }
+    ep->metrics = calloc(json_array_size(v), sizeof *ep->metrics);
+    if (!ep->metrics) {
+        kiln__kf_nomem(c, KILN_ENOMEM);
+        return;
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(v, i, m)
+    {
+        char p[KILN__KF_PATH];
+        snprintf(p, sizeof p, PT_ELASTIC ".metrics[%zu]", i);
+        map_metric(c, m, p, &ep->metrics[ep->n_metrics]);
+        if (ep->metrics[ep->n_metrics].resource) ep->n_metrics++;
+    }
+}
+
 static void map_elastic(kiln__kf *c, const json_t *spec, kiln_pytorch_job *pt)
 {
     static const char *const backends[] = {"c10d", "etcd", "etcd-v2", "static"};
@@ -150,11 +260,7 @@ static void map_elastic(kiln__kf *c, const json_t *spec, kiln_pytorch_job *pt)
         snprintf(p, sizeof p, PT_ELASTIC ".%.200s", key);
         kiln__kf_bad(c, p, "not an elasticPolicy field");
     }
-    if (kiln__kf_present(kiln__kf_get(el, "metrics")))
-        kiln__kf_bad(c, PT_ELASTIC ".metrics",
-                     "autoscaling on metrics (a HorizontalPodAutoscaler) is not supported: kiln "
-                     "starts as many workers as fit between minReplicas and maxReplicas and adds "
-                     "more when devices free up; remove metrics");
+    map_metrics(c, kiln__kf_get(el, "metrics"), ep);
     map_elastic_counts(c, el, ep);
     const char *b = kiln__kf_scalar(kiln__kf_get(el, "rdzvBackend"));
     if (kiln__kf_present(kiln__kf_get(el, "rdzvBackend")) && !one_of(b, backends, 4))

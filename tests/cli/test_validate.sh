@@ -122,7 +122,7 @@ done
 run 0 "$KILN" validate --tfjob "$PT/elastic-echo.yaml" --format json
 out_has '"elasticPolicy"'
 run 2 "$KILN" validate --kubeflow-job "$PT/elastic-imagenet.yaml"
-err_has "spec.elasticPolicy.metrics: autoscaling on metrics"
+err_has "trainingInput.pytorchJob.elasticPolicy.metrics[0]: autoscaling measures the workers' processes"
 run 2 "$KILN" validate --kubeflow-job "$PT/elastic-etcd.yaml"
 err_has "the file holds 3 YAML documents (1: Service 'rdzv-store-client'; 2: Pod 'rdzv-store'"
 sed 's/kind: PyTorchJob/kind: MPIJob/' "$PT/simple.yaml" >"$TMP/mpi.yaml"

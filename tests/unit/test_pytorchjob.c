@@ -180,13 +180,28 @@ static void test_rules(void)
 /* What kiln does not read, refused with a reason. */
 static void test_refusals(void)
 {
+    /* elasticPolicy.metrics: Resource metrics become kiln's autoscaler's */
     char *buf = example("elastic-imagenet.yaml");
     kiln_diag d = KILN_DIAG_INIT;
     kiln_job *job = decode(buf, &d, NULL);
-    CHECK(job == NULL && d.n == 1 && strcmp(d.v[0].field, "spec.elasticPolicy.metrics") == 0);
+    const kiln_elastic_policy *ep = job ? &job->training_input.pytorch_job.elastic_policy : NULL;
+    CHECK(job && d.n == 0 && ep->n_metrics == 1 && strcmp(ep->metrics[0].resource, "cpu") == 0 &&
+          strcmp(ep->metrics[0].target_type, "Utilization") == 0 &&
+          ep->metrics[0].average_utilization == 75 && ep->metrics[0].average_value == NULL);
     kiln_job_free(job);
     kiln_diag_free(&d);
     free(buf);
+    expect_bad(HEAD "spec:\n  elasticPolicy:\n    metrics:\n      - type: Pods\n        pods: {}\n"
+                    "  pytorchReplicaSpecs:\n" WORKER("2"),
+               "spec.elasticPolicy.metrics[0].type", "Resource metrics only");
+    expect_bad(HEAD "spec:\n  elasticPolicy:\n    metrics:\n      - type: Resource\n"
+                    "        resource: {name: cpu, target: {type: Value, value: 2}}\n"
+                    "  pytorchReplicaSpecs:\n" WORKER("2"),
+               "spec.elasticPolicy.metrics[0].resource.target.value", "not read");
+    expect_bad(HEAD "spec:\n  elasticPolicy:\n    metrics:\n      - type: Resource\n"
+                    "        resource: {name: nvidia.com/gpu, target: {type: Utilization}}\n"
+                    "  pytorchReplicaSpecs:\n" WORKER("2"),
+               "spec.elasticPolicy.metrics[0].resource.name", "cpu or memory");
 
     buf = example("elastic-etcd.yaml");
     job = decode(buf, &d, NULL);

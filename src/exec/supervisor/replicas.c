@@ -247,9 +247,11 @@ void save_runtime(sup *s, rjob *j)
             cur += !j->reps[i].dropped && j->reps[i].alive &&
                    (j->reps[i].role == KILN_ROLE_WORKER ||
                     (j->wo && j->reps[i].role == KILN_ROLE_MASTER));
-        json_object_set_new(
-            root, "elasticWorkers",
-            json_pack("{s:i,s:i,s:i}", "current", cur, "wanted", j->el_max, "min", j->el_min));
+        json_object_set_new(root, "elasticWorkers",
+                            json_pack("{s:i,s:i,s:i}", "current", cur, "wanted",
+                                      j->hpa ? hpa_wanted(j) : j->el_max, "min", j->el_min));
+        json_t *hpa = hpa_json(j);
+        if (hpa) json_object_set_new(root, "autoscaler", hpa);
     }
     char *txt = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     kiln_store_job_set_runtime(s->d->store, j->project, j->job_id, j->restarts, j->failures, txt);
@@ -332,6 +334,12 @@ void rjob_elastic(rjob *j, int64_t now)
     j->el_min = (int)pt->elastic_policy.min_replicas;
     j->el_max = (int)pt->elastic_policy.max_replicas;
     j->grow_at_ns = now + 1000000000LL;
+    int workers = 0; /* as placed (adopted: those still in the job) */
+    for (size_t i = 0; i < j->pl.n; i++)
+        workers += j->pl.slots[i].node != (size_t)-1 && /* not a dropped one */
+                   (j->pl.slots[i].role == KILN_ROLE_WORKER ||
+                    (j->wo && j->pl.slots[i].role == KILN_ROLE_MASTER));
+    hpa_start(j, workers);
 }
 
 /* Lets go of a replica's monitor (its life pipe); the monitor runs on. */
@@ -365,6 +373,7 @@ void rjob_free(sup *s, rjob *j)
     free(j->project);
     free(j->job_id);
     free(j->after_msg);
+    hpa_free(j);
     json_decref(j->metrics);
     json_decref(j->preempted);
     kiln_job_free(j->job);

@@ -115,6 +115,8 @@ static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const cha
 
 /* Elastic PyTorchJobs start with as many workers as fit now, from maxReplicas
  * down to minReplicas (the rest are added when devices free up: grow()).
+ * With elasticPolicy.metrics they start from the Worker replicas (within
+ * the bounds), as the operator's job does before its HPA acts (hpa.c).
  * `plans` has room for KILN_ROLE_COUNT; *np is updated. Called under d->mu. */
 static kiln_err place_elastic(kilnd *d, const kiln_job *job, kiln_replica_plan *plans, size_t *np,
                               const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl,
@@ -132,7 +134,13 @@ static kiln_err place_elastic(kilnd *d, const kiln_job *job, kiln_replica_plan *
         plans[w].role = KILN_ROLE_WORKER;
     }
     kiln_err err = KILN_EINVAL;
-    for (int64_t want = ep->max_replicas; want >= ep->min_replicas && want >= 1; want--) {
+    int64_t top = ep->max_replicas;
+    if (ep->n_metrics > 0) { /* autoscaled: the Worker replicas first, then the HPA decides */
+        top = job->training_input.worker_count + wo;
+        if (top < ep->min_replicas) top = ep->min_replicas;
+        if (top > ep->max_replicas) top = ep->max_replicas;
+    }
+    for (int64_t want = top; want >= ep->min_replicas && want >= 1; want--) {
         plans[w].count = want - wo;
         size_t n = plans[w].count > 0 ? w + 1 : w; /* a PyTorchJob has no roles past Worker */
         err = kiln_sched_place_sel(d->sched, plans, n, sel, pl, why, whylen);
@@ -471,23 +479,57 @@ static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
     close_replica(s, j, r);
     kilnd_event(s->d, j->project, j->job_id, "WARNING",
                 "%s left the job (%s); %d workers carry on (minReplicas %d, maxReplicas %d)",
-                r->task, was_leaving ? "its node is drained" : "out of restarts", live_workers(j),
-                j->el_min, j->el_max);
+                r->task,
+                !was_leaving   ? "out of restarts"
+                : r->scaled_in ? "the autoscaler took it away"
+                               : "its node is drained",
+                live_workers(j), j->el_min, j->el_max);
     save_runtime(s, j);
     return true;
 }
 
+/* Takes workers out of an elastic job down to `want` (the autoscaler's
+ * count): the newest first, never the rendezvous host, each stopped as a
+ * drain stops it (SIGTERM, SIGKILL after the grace period; elastic_exit
+ * then drops it). torchrun's agents re-form the group without them. */
+static void shrink(sup *s, rjob *j, int want)
+{
+    while (live_workers(j) > want && live_workers(j) > j->el_min) {
+        replica *pick = NULL;
+        for (size_t i = 0; i < j->n; i++) {
+            replica *r = &j->reps[i];
+            bool rdzv_host = j->wo ? r->role == KILN_ROLE_MASTER : r->index == 0;
+            if (!elastic_worker(j, r) || r->dropped || r->leaving || rdzv_host) continue;
+            if (!pick || r->index > pick->index) pick = r;
+        }
+        if (!pick) break;
+        pick->leaving = true;
+        pick->scaled_in = true;
+        if (pick->alive) {
+            kiln_exec_signal(&s->d->exec, &pick->h, SIGTERM);
+            pick->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
+        }
+        kilnd_event(s->d, j->project, j->job_id, "INFO",
+                    "Removing %s: the autoscaler wants %d workers (SIGTERM, SIGKILL after %d ms)",
+                    pick->task, want, s->d->grace_ms);
+    }
+    save_runtime(s, j);
+}
+
 /* Adds one worker to an elastic job below maxReplicas when one fits now:
- * torchrun's agents see it waiting and re-form the group with it. */
+ * torchrun's agents see it waiting and re-form the group with it. With
+ * elasticPolicy.metrics the autoscaler's count (hpa.c) is the bound instead,
+ * and workers above it are taken away (shrink). */
 static void grow(sup *s, rjob *j, int64_t now)
 {
     kilnd *d = s->d;
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     kiln_placement pl = {0};
     char why[512];
-    if (!j->elastic || j->after != AS_NONE || j->fetch || now < j->grow_at_ns ||
-        live_workers(j) >= j->el_max)
-        return;
+    if (!j->elastic || j->after != AS_NONE || j->fetch) return;
+    int want = j->hpa ? hpa_tick(s, j, live_workers(j), elastic_worker, now) : j->el_max;
+    if (j->hpa && live_workers(j) > want) shrink(s, j, want);
+    if (now < j->grow_at_ns || live_workers(j) >= want) return;
     j->grow_at_ns = now + 1000000000LL; /* a try a second at most */
     size_t np = kiln_catalog_plan(d->catalog, j->job, plans), w = 0;
     while (w < np && plans[w].role != KILN_ROLE_WORKER)
@@ -527,8 +569,9 @@ static void grow(sup *s, rjob *j, int64_t now)
     r->port = port;
     kiln_placement_free(&pl);
     kilnd_event(d, j->project, j->job_id, "INFO",
-                "Adding %s: devices are free; the job now has %d of at most %d workers", r->task,
-                live_workers(j), j->el_max);
+                "Adding %s: %s; the job now has %d of at most %d workers", r->task,
+                j->hpa ? "the autoscaler wants more workers" : "devices are free", live_workers(j),
+                j->el_max);
     if (spawn_one(s, j, j->n - 1, why, sizeof why) != KILN_OK) begin_stop(s, j, AS_FAIL, "%s", why);
     save_runtime(s, j);
 }

@@ -47,6 +47,7 @@ typedef struct replica {
     bool handled;       /* its exit has been acted on */
     bool dropped;       /* elastic: left the job (drained, out of restarts); its slot is released */
     bool leaving;       /* elastic: stopped for a drain, leaves the job when it exits */
+    bool scaled_in;     /* elastic: leaving because the autoscaler wants fewer (hpa.c) */
     int restarts;       /* elastic: times this replica alone was started again */
     int code;           /* exit code (a signal is 128 + its number) */
     char why[512];      /* it could never run (image pull), or its monitor is gone */
@@ -54,6 +55,11 @@ typedef struct replica {
     bool failed;        /* it could never run */
     int64_t kill_at_ns; /* elastic: a leaving worker gets SIGKILL then (0 = not due) */
     long long moff;     /* bytes of its monitor's metrics file (TASK.metrics) read */
+    /* elasticPolicy.metrics: its process group's CPU time (clock ticks) and
+     * when it was read (0: not yet), for the HPA's next look (hpa.c) */
+    unsigned long long hpa_ticks;
+    int64_t hpa_ns;
+    pid_t hpa_pid; /* the group measured (a restarted replica starts afresh) */
 } replica;
 
 typedef enum after_stop {
@@ -94,6 +100,7 @@ typedef struct rjob {
     bool elastic;
     int el_min, el_max, wo;
     int64_t grow_at_ns;            /* next attempt to add a worker */
+    struct hpa *hpa;               /* elasticPolicy.metrics: the job's HPA (NULL: none) */
     json_t *metrics;               /* the chief's last training metrics report (trainmetrics.h) */
     kilnd_fail_reason fail_reason; /* counted when AS_FAIL ends the job FAILED */
     struct tstudy *study;          /* a tuning job's trial: its study (NULL: a plain job) */
@@ -176,6 +183,24 @@ void replica_from_slot(sup *s, replica *r, const kiln_slot *sl);
 /* An elastic PyTorchJob's bounds from j->job (nothing for another job);
  * its first try to add a worker a second after `now`. */
 void rjob_elastic(rjob *j, int64_t now);
+/* hpa.c: elasticPolicy.metrics. kilnd is the job's HorizontalPodAutoscaler:
+ * every --hpa-sync-period it measures the workers' process groups and sets
+ * the number of workers wanted by Kubernetes' algorithm; grow() and
+ * shrink() in supervisor.c move the job to it. */
+/* Sets up j->hpa for a job with metrics (nothing for another); `workers`
+ * is how many workers it started with. */
+void hpa_start(rjob *j, int workers);
+void hpa_free(rjob *j);
+/* Takes a measurement when one is due; returns the workers wanted now
+ * (the count it was given while there is nothing to act on). `live` are
+ * the job's workers now, `is_worker` tells them from the other replicas. */
+int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const replica *),
+             int64_t now);
+/* The workers the HPA wants now (j->hpa set). */
+int hpa_wanted(const rjob *j);
+/* The runtime record's view: the HPA's last figures (NULL: none). */
+json_t *hpa_json(const rjob *j);
+
 /* Lets go of a replica's monitor (its life pipe); the monitor runs on. */
 void close_replica(sup *s, rjob *j, replica *r);
 /* Releases a job's ports, placement, log and memory. */

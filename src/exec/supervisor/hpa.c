@@ -1,0 +1,280 @@
+/* hpa.c - elasticPolicy.metrics: kilnd as the HorizontalPodAutoscaler that
+ * the Kubeflow training operator creates for an elastic PyTorchJob
+ * (autoscaling/v2, minReplicas/maxReplicas from elasticPolicy).
+ *
+ * Every --hpa-sync-period (Kubernetes' default 15 s) each live worker's
+ * process group is measured from /proc: CPU time since the last look and
+ * resident memory. Kubernetes' algorithm then gives the workers wanted:
+ *   ratio = current / target   (Utilization: percent of the replicas'
+ *           requests, the slot's vCPUs and memory; AverageValue: per worker)
+ *   no change while |ratio - 1| <= 0.1 (the tolerance)
+ *   desired = ceil(ratio * measured workers), the largest over the metrics;
+ *   a worker not measured yet counts as using nothing when scaling up
+ * Scaling up goes at most to max(2 * current, current + 4) a look (the
+ * default scaleUp policy); scaling down takes the highest recommendation
+ * of the stabilisation window (--hpa-downscale-stabilization, 300 s).
+ * The result is clamped to [minReplicas, maxReplicas]. */
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/supervisor/supervisor_int.h"
+#include "kiln/catalog.h"
+
+#define HPA_TOLERANCE 0.1
+#define HPA_RECS      512 /* recommendations kept for the stabilisation window */
+
+typedef struct hpa_rec {
+    int64_t ns;
+    int n;
+} hpa_rec;
+
+struct hpa {
+    int want;        /* workers wanted now */
+    int64_t next_ns; /* next look */
+    hpa_rec recs[HPA_RECS];
+    size_t nrec, head; /* a ring, oldest at head */
+    /* the last look, for GET (percent for Utilization, millicores or bytes per worker) */
+    double last[8];
+    int measured;
+};
+
+void hpa_start(rjob *j, int workers)
+{
+    const kiln_elastic_policy *ep = &j->job->training_input.pytorch_job.elastic_policy;
+    if (!j->elastic || ep->n_metrics == 0 || j->hpa) return;
+    j->hpa = calloc(1, sizeof *j->hpa);
+    if (!j->hpa) return; /* no HPA: the job keeps the workers it has */
+    j->hpa->want = workers;
+    for (size_t i = 0; i < 8; i++)
+        j->hpa->last[i] = -1;
+}
+
+void hpa_free(rjob *j)
+{
+    free(j->hpa);
+    j->hpa = NULL;
+}
+
+/* One process's CPU ticks and resident bytes, with its process group. */
+static bool proc_stat(const char *pid, long *pgrp, unsigned long long *ticks, long long *rss)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    if (!p) return false;
+    unsigned long long ut = 0, st = 0;
+    long rs = 0;
+    /* fields 3.. : state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime cutime cstime priority nice threads
+     * itrealvalue starttime vsize rss */
+    if (sscanf(p + 1,
+               " %*c %*d %ld %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+               "%*u %*u %ld",
+               pgrp, &ut, &st, &rs) != 4)
+        return false;
+    *ticks = ut + st;
+    *rss = (long long)rs * sysconf(_SC_PAGESIZE);
+    return true;
+}
+
+/* Sums CPU ticks and memory of the process groups `pg[0..n)` into the
+ * same-indexed totals, in one pass over /proc. */
+static void measure(const long *pg, size_t n, unsigned long long *ticks, long long *rss)
+{
+    DIR *dir = opendir("/proc");
+    struct dirent *e;
+    if (!dir) return;
+    while ((e = readdir(dir)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        long g;
+        unsigned long long t;
+        long long r;
+        if (!proc_stat(e->d_name, &g, &t, &r)) continue;
+        for (size_t i = 0; i < n; i++)
+            if (pg[i] == g) {
+                ticks[i] += t;
+                rss[i] += r;
+            }
+    }
+    closedir(dir);
+}
+
+/* Kubernetes' replica calculation for one metric: the workers it wants,
+ * or `live` within the tolerance; *shown is its current value. */
+static int recommend(const kiln_elastic_metric *m, const double *use, const double *req,
+                     size_t measured, int missing, int live, double *shown)
+{
+    bool cpu = strcmp(m->resource, "cpu") == 0;
+    bool util = strcmp(m->target_type, "Utilization") == 0;
+    int64_t tv = 0;
+    double target;
+    if (util)
+        target = (double)m->average_utilization;
+    else if (cpu ? kiln_quantity_cpu_milli(m->average_value, &tv)
+                 : kiln_quantity_bytes(m->average_value, &tv))
+        target = (double)tv;
+    else
+        return live; /* refused at create (honoured.c): not reached */
+    double u = 0, q = 0;
+    for (size_t i = 0; i < measured; i++) {
+        u += use[cpu ? 2 * i : 2 * i + 1];
+        q += req[cpu ? 2 * i : 2 * i + 1];
+    }
+    if (measured == 0 || target <= 0 || (util && q <= 0)) return live;
+    double cur = util ? 100.0 * u / q : u / (double)measured;
+    *shown = cur;
+    double ratio = cur / target;
+    if (ratio > 1 && missing > 0) { /* the not-yet-measured as using nothing */
+        double per = q / (double)measured;
+        cur = util ? 100.0 * u / (q + per * missing) : u / (double)(measured + missing);
+        ratio = cur / target;
+        if (ratio <= 1) return live;
+        measured += (size_t)missing;
+    }
+    if (fabs(ratio - 1.0) <= HPA_TOLERANCE) return live;
+    return (int)ceil(ratio * (double)measured);
+}
+
+static void remember(struct hpa *h, int64_t now, int n)
+{
+    size_t at = (h->head + h->nrec) % HPA_RECS;
+    if (h->nrec == HPA_RECS)
+        h->head = (h->head + 1) % HPA_RECS;
+    else
+        h->nrec++;
+    h->recs[at] = (hpa_rec){.ns = now, .n = n};
+}
+
+/* The highest recommendation of the window: scaling down waits for it. */
+static int window_max(const struct hpa *h, int64_t since)
+{
+    int best = 0;
+    for (size_t k = 0; k < h->nrec; k++) {
+        const hpa_rec *r = &h->recs[(h->head + k) % HPA_RECS];
+        if (r->ns >= since && r->n > best) best = r->n;
+    }
+    return best;
+}
+
+int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const replica *),
+             int64_t now)
+{
+    struct hpa *h = j->hpa;
+    const kiln_elastic_policy *ep = &j->job->training_input.pytorch_job.elastic_policy;
+    if (!h || now < h->next_ns || j->after != AS_NONE || j->fetch) return h ? h->want : live;
+    h->next_ns = now + (int64_t)s->d->hpa_sync_ms * 1000000LL;
+    size_t nw = 0;
+    long *pg = calloc(j->n ? j->n : 1, sizeof *pg);
+    unsigned long long *ticks = calloc(j->n ? j->n : 1, sizeof *ticks);
+    long long *rss = calloc(j->n ? j->n : 1, sizeof *rss);
+    double *use = calloc(2 * (j->n ? j->n : 1), sizeof *use); /* cpu milli, bytes */
+    double *req = calloc(2 * (j->n ? j->n : 1), sizeof *req);
+    size_t *idx = calloc(j->n ? j->n : 1, sizeof *idx);
+    if (!pg || !ticks || !rss || !use || !req || !idx) goto out;
+    for (size_t i = 0; i < j->n; i++) {
+        replica *r = &j->reps[i];
+        if (!is_worker(j, r) || r->dropped || r->leaving || !r->alive || !r->started ||
+            r->h.pid <= 0)
+            continue;
+        pg[nw] = (long)r->h.pid; /* a process replica leads its own group */
+        idx[nw++] = i;
+    }
+    measure(pg, nw, ticks, rss);
+    size_t measured = 0;
+    int missing = 0;
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    for (size_t k = 0; k < nw; k++) {
+        replica *r = &j->reps[idx[k]];
+        const kiln_slot *sl = &j->pl.slots[idx[k]];
+        bool had = r->hpa_ns > 0 && r->hpa_pid == r->h.pid && ticks[k] >= r->hpa_ticks;
+        double dt = (double)(now - r->hpa_ns) / 1e9;
+        if (had && dt > 0) {
+            use[2 * measured] = 1000.0 * (double)(ticks[k] - r->hpa_ticks) / hz / dt;
+            use[2 * measured + 1] = (double)rss[k];
+            req[2 * measured] = 1000.0 * sl->vcpus;
+            req[2 * measured + 1] = sl->memory_gb * 1073741824.0;
+            measured++;
+        } else {
+            missing++;
+        }
+        r->hpa_ticks = ticks[k];
+        r->hpa_ns = now;
+        r->hpa_pid = r->h.pid;
+    }
+    h->measured = (int)measured;
+    int desired = -1;
+    for (size_t m = 0; m < ep->n_metrics; m++) {
+        double shown = -1;
+        int n = recommend(&ep->metrics[m], use, req, measured, missing, live, &shown);
+        if (m < 8) h->last[m] = shown;
+        if (n > desired) desired = n;
+    }
+    if (measured == 0) goto out; /* nothing to go by yet: no change */
+    remember(h, now, desired);
+    int next = h->want;
+    if (desired > h->want) {
+        int cap = h->want * 2 > h->want + 4 ? h->want * 2 : h->want + 4;
+        next = desired < cap ? desired : cap;
+    } else if (desired < h->want) {
+        int hi = window_max(h, now - (int64_t)s->d->hpa_down_window_ms * 1000000LL);
+        next = hi < h->want ? hi : h->want;
+    }
+    if (next < ep->min_replicas) next = (int)ep->min_replicas;
+    if (next > ep->max_replicas) next = (int)ep->max_replicas;
+    if (next != h->want) {
+        const kiln_elastic_metric *m0 = &ep->metrics[0];
+        bool util = strcmp(m0->target_type, "Utilization") == 0;
+        char cur[64];
+        if (util)
+            snprintf(cur, sizeof cur, "%.0f%% of requests (target %lld%%)", h->last[0],
+                     (long long)m0->average_utilization);
+        else
+            snprintf(cur, sizeof cur, "%.0f%s a worker (target %s)", h->last[0],
+                     strcmp(m0->resource, "cpu") == 0 ? "m" : " bytes", m0->average_value);
+        kilnd_event(s->d, j->project, j->job_id, "INFO",
+                    "Autoscaling (elasticPolicy.metrics): %s %s over %zu worker%s; %d -> %d "
+                    "workers (minReplicas %lld, maxReplicas %lld)",
+                    m0->resource, cur, measured, measured == 1 ? "" : "s", h->want, next,
+                    (long long)ep->min_replicas, (long long)ep->max_replicas);
+        h->want = next;
+    }
+out:
+    free(pg);
+    free(ticks);
+    free(rss);
+    free(use);
+    free(req);
+    free(idx);
+    return h->want;
+}
+
+int hpa_wanted(const rjob *j)
+{
+    return j->hpa->want;
+}
+
+json_t *hpa_json(const rjob *j)
+{
+    const kiln_elastic_policy *ep = &j->job->training_input.pytorch_job.elastic_policy;
+    if (!j->hpa) return NULL;
+    json_t *ms = json_array();
+    for (size_t m = 0; ms && m < ep->n_metrics && m < 8; m++) {
+        json_t *o = json_pack("{s:s,s:s}", "resource", ep->metrics[m].resource, "targetType",
+                              ep->metrics[m].target_type);
+        if (o && j->hpa->last[m] >= 0)
+            json_object_set_new(o, "current", json_integer((json_int_t)llround(j->hpa->last[m])));
+        json_array_append_new(ms, o);
+    }
+    return json_pack("{s:i,s:i,s:o}", "desiredWorkers", j->hpa->want, "measuredWorkers",
+                     j->hpa->measured, "metrics", ms ? ms : json_array());
+}
