@@ -189,6 +189,14 @@ const char *kiln_queues_res_name(kiln_qres r);
 /* "2", "1500m", "16Gi": a resource amount in this module's units. */
 void kiln_queues_format(kiln_qres r, int64_t v, char *buf, size_t len);
 
+/* Under --executor slurm, Slurm admits every job and kiln holds no queue:
+ * one violation per field of `q` (at its path), saying what does its work
+ * in Slurm (an account's GrpTRES, a QOS's Preempt, Fairshare) or why Slurm
+ * gives it no meaning (cohort lending, flavors' nodeLabels, StrictFIFO).
+ * At least one (a file of Cohort declarations only is refused as useless).
+ * Returns how many were added. */
+size_t kiln_queues_slurm_refusals(const kiln_queues *q, kiln_diag *d);
+
 #ifdef __cplusplus
 }
 #endif
