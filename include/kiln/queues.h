@@ -145,7 +145,8 @@ bool kiln_queues_priority(const kiln_queues *q, const kiln_map *labels, int64_t 
                           int64_t *out, char *why, size_t whylen);
 /* Whether a job can be submitted: it routes (above), its priority class
  * exists, and its gang asks only resources its ClusterQueue covers (a
- * GPU job in a queue without nvidia.com/gpu could never be admitted). */
+ * GPU job in a queue without nvidia.com/gpu could never be admitted). For a
+ * tuning job `plans` are one trial's gang: each trial is admitted on its own. */
 bool kiln_queues_check_job(const kiln_queues *q, const char *project, const kiln_job *job,
                            const kiln_replica_plan *plans, size_t np, char *why, size_t whylen);
 

@@ -70,6 +70,7 @@ state() {
 
 api POST /v1/projects/team-t/jobs "$tjob"
 check_eq "a tuning job under --queues: created (no longer refused)" "$STATUS" 200
+[ "$STATUS" = 200 ] || { echo "$BODY" >&2; finish; }
 
 # while the study runs: GPUs held sampled every 0.1 s; a plain job submitted
 # once a trial runs waits for the quota the trial holds

@@ -434,6 +434,16 @@ out:
     return ok;
 }
 
+/* Whether the tuning job of `rec` has a running study. */
+static bool study_running(const sup *s, const kiln_job_record *rec)
+{
+    for (const tstudy *t = s->studies; t; t = t->next)
+        if (strcmp(t->project, rec->project) == 0 && rec->job &&
+            strcmp(t->job_id, rec->job->job_id) == 0)
+            return true;
+    return false;
+}
+
 void admit_pass(sup *s, qent **v, size_t n)
 {
     kilnd *d = s->d;
@@ -542,6 +552,9 @@ void admit_pass(sup *s, qent **v, size_t n)
         char why[512] = "", fl[128];
         bool started = start_admitted(s, x->e, &extra, why, sizeof why);
         kiln_map_clear(&extra);
+        /* a tuning job that started is a study (no rjob: start_admitted
+         * says false); it left the queue either way */
+        if (x->tuning && x->e->gone) started = study_running(s, x->e->rec);
         if (started && x->tuning) {
             x->state = C_ADMITTED;
             kilnd_event(d, x->e->rec->project, x->e->rec->job->job_id, "INFO",
