@@ -145,7 +145,8 @@ bool kiln_queues_priority(const kiln_queues *q, const kiln_map *labels, int64_t 
                           int64_t *out, char *why, size_t whylen);
 /* Whether a job can be submitted: it routes (above), its priority class
  * exists, and its gang asks only resources its ClusterQueue covers (a
- * GPU job in a queue without nvidia.com/gpu could never be admitted). */
+ * GPU job in a queue without nvidia.com/gpu could never be admitted). For a
+ * tuning job `plans` are one trial's gang: each trial is admitted on its own. */
 bool kiln_queues_check_job(const kiln_queues *q, const char *project, const kiln_job *job,
                            const kiln_replica_plan *plans, size_t np, char *why, size_t whylen);
 
@@ -188,6 +189,14 @@ long kiln_queues_node_flavor(const kiln_queues *q, size_t cq, size_t g,
 const char *kiln_queues_res_name(kiln_qres r);
 /* "2", "1500m", "16Gi": a resource amount in this module's units. */
 void kiln_queues_format(kiln_qres r, int64_t v, char *buf, size_t len);
+
+/* Under --executor slurm, Slurm admits every job and kiln holds no queue:
+ * one violation per field of `q` (at its path), saying what does its work
+ * in Slurm (an account's GrpTRES, a QOS's Preempt, Fairshare) or why Slurm
+ * gives it no meaning (cohort lending, flavors' nodeLabels, StrictFIFO).
+ * At least one (a file of Cohort declarations only is refused as useless).
+ * Returns how many were added. */
+size_t kiln_queues_slurm_refusals(const kiln_queues *q, kiln_diag *d);
 
 #ifdef __cplusplus
 }

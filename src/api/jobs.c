@@ -404,12 +404,6 @@ kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *jo
     }
     /* --queues: the job's LocalQueue (its label or the project's default),
      * its WorkloadPriorityClass, and quota it could ever be admitted under */
-    if (d->queues_path && job->training_input.has_hyperparameters) {
-        refuse(why_, 400, NULL,
-               "Field: trainingInput.hyperparameters Error: kilnd runs with --queues and a "
-               "tuning job's trials are not admitted through queues yet (docs/queues.md)");
-        goto out;
-    }
     if (d->queues_path) {
         kiln_replica_plan plans[KILN_ROLE_COUNT];
         size_t np = kiln_catalog_plan(d->catalog, job, plans);

@@ -690,14 +690,17 @@ int main(int argc, char **argv)
     if (kiln_catalog_default(&d.catalog, &dg) != KILN_OK) goto diag;
     if (d.catalog_path && kiln_catalog_merge_file(d.catalog, d.catalog_path, &dg) != KILN_OK)
         goto diag;
-    if (d.queues_path && d.slurm.on) {
-        fprintf(stderr, "kilnd: --queues with --executor slurm: Slurm places every job itself "
-                        "(its accounts, QOS and fair share do what Kueue's queues do); "
-                        "docs/queues.md says how projects map to Slurm accounts\n");
-        goto out;
-    }
     if (d.queues_path && kiln_queues_load_file(d.queues_path, &d.queues, &dg) != KILN_OK) {
         fprintf(stderr, "kilnd: --queues %s:\n", d.queues_path);
+        goto diag;
+    }
+    /* Slurm admits every job itself: each field of the file is named with
+     * what does its work in Slurm, or why Slurm gives it no meaning */
+    if (d.queues_path && d.slurm.on && kiln_queues_slurm_refusals(d.queues, &dg) > 0) {
+        fprintf(stderr,
+                "kilnd: --queues %s with --executor slurm: Slurm places every job itself, "
+                "so these fields are refused (docs/queues.md, \"Under --executor slurm\"):\n",
+                d.queues_path);
         goto diag;
     }
     char gpu_note[1024];

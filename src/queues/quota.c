@@ -353,12 +353,7 @@ bool kiln_queues_check_job(const kiln_queues *q, const char *project, const kiln
     if (lq < 0) return false;
     int64_t prio;
     if (!kiln_queues_priority(q, &job->labels, 0, &prio, why, whylen)) return false;
-    if (job->training_input.has_hyperparameters) {
-        snprintf(why, whylen,
-                 "a hyperparameter tuning job's trials are not admitted through "
-                 "queues yet: submit its trials as jobs, or run kilnd without --queues");
-        return false;
-    }
+    /* a tuning job: `plans` are one trial's gang, each trial a workload */
     int64_t req[KILN_QRES_COUNT];
     kiln_queues_request(plans, np, req);
     const kiln_qcq *cq = &q->cqs[q->lqs[lq].cq];

@@ -79,9 +79,11 @@ check "it says so" grep -q "another project" <<<"$BODY"
 api POST /v1/projects/team-a/jobs "$(gjob toobig 8)"
 check_eq "more GPUs than the queue can ever hold: refused" "$STATUS" 400
 check "it names the limit" grep -q "can never hold more than 4" <<<"$BODY"
-api POST /v1/projects/team-a/jobs '{"jobId":"tune","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"]},"hyperparameters":{"goal":"MAXIMIZE","hyperparameterMetricTag":"acc","maxTrials":"2","params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.01,"maxValue":0.1}]}}}'
-check_eq "a tuning job under --queues: refused" "$STATUS" 400
-check "at its field" grep -q "trainingInput.hyperparameters" <<<"$BODY"
+# a tuning job is admitted trial by trial (it_kueue_tuning.sh): one whose
+# trial asks more than the queue could ever hold is refused as a job is
+api POST /v1/projects/team-a/jobs '{"jobId":"tune","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"8","type":"NVIDIA_TESLA_V100"},"containerCommand":["true"]},"hyperparameters":{"goal":"MAXIMIZE","hyperparameterMetricTag":"acc","maxTrials":"2","params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.01,"maxValue":0.1}]}}}'
+check_eq "a tuning job whose trial the queue can never hold: refused" "$STATUS" 400
+check "it names the limit" grep -q "can never hold more than 4" <<<"$BODY"
 api POST /v1/projects/team-a/jobs "$(gjob badpc 1 '{"kueue.x-k8s.io/priority-class":"nope"}')"
 check_eq "an unknown WorkloadPriorityClass: refused" "$STATUS" 400
 

@@ -53,6 +53,7 @@ it_slurm_container.sh) port_base=54000 ;;
 it_slurm_parity.sh) port_base=55000 ;;
 it_kueue.sh) port_base=52000 ;;
 it_kueue_fair.sh) port_base=57000 ;;
+it_kueue_tuning.sh) port_base=61000 ;;
 it_notebooks.sh) port_base=53000 ;;
 it_notebooks_browser.sh) port_base=58000 ;;
 it_slurm_tuning.sh) port_base=59000 ;;

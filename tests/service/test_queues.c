@@ -76,6 +76,20 @@ int main(void)
         CHECK(kiln_queues_priority(q, &l, 5, &p, why, sizeof why) && p == 1000);
         kiln_map_set(&l, KILN_PRIORITY_CLASS_LABEL, "nope");
         CHECK(!kiln_queues_priority(q, &l, 5, &p, why, sizeof why));
+        /* under --executor slurm each field is named with its Slurm counterpart */
+        kiln_diag sd = KILN_DIAG_INIT;
+        CHECK(kiln_queues_slurm_refusals(q, &sd) == sd.n && sd.n >= 6);
+        CHECK(has_field(&sd, "ClusterQueue team-a: spec.cohort"));
+        CHECK(has_field(&sd, "ResourceFlavor v100: spec.nodeLabels"));
+        CHECK(has_field(&sd, "LocalQueue team-b/training: spec.clusterQueue"));
+        CHECK(has_field(&sd,
+                        "ClusterQueue team-b: spec.resourceGroups[0].flavors[0] nvidia.com/gpu "
+                        "nominalQuota"));
+        bool grp = false;
+        for (size_t i = 0; i < sd.n; i++)
+            grp |= strstr(sd.v[i].description, "GrpTRES=gres/gpu=2") != NULL;
+        CHECK(grp);
+        kiln_diag_free(&sd);
         kiln_map_clear(&l);
 
         /* quota: A takes its 2, borrows B's 2, and no more; B then has none */

@@ -38,6 +38,7 @@ typedef struct cand {
     int64_t req[KILN_QRES_COUNT];
     bool *usable; /* per flavor: some node of it can hold the job's replicas */
     int state;
+    bool tuning; /* a tuning job: its study starts, holding nothing; its trials are admitted */
     char why[512];
 } cand;
 
@@ -60,20 +61,26 @@ static bool node_has(const kiln_node *n, const char *type)
 
 /* Whether each of the job's replica plans has a node carrying flavor f's
  * labels, the role's nodeSelector and its accelerator type. */
-static bool flavor_usable(const kilnd *d, const kiln_qflavor *f, const qent *e)
+static bool plans_usable(const kilnd *d, const kiln_qflavor *f, const kiln_job *job,
+                         const kiln_replica_plan *plans, size_t np)
 {
-    for (size_t p = 0; p < e->np; p++) {
-        const kiln_replica_config *rc = kiln_job_role_config(e->rec->job, e->plans[p].role);
+    for (size_t p = 0; p < np; p++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, plans[p].role);
         bool any = false;
         for (size_t n = 0; n < d->cluster.n && !any; n++) {
             const kiln_node *node = &d->cluster.nodes[n];
             any = kiln_queues_flavor_matches(f, &node->labels) &&
                   map_matches(rc ? &rc->node_selector : NULL, &node->labels) &&
-                  node_has(node, e->plans[p].accelerator_type);
+                  node_has(node, plans[p].accelerator_type);
         }
         if (!any) return false;
     }
     return true;
+}
+
+static bool flavor_usable(const kilnd *d, const kiln_qflavor *f, const qent *e)
+{
+    return plans_usable(d, f, e->rec->job, e->plans, e->np);
 }
 
 /* A running job's ClusterQueue, request (its replicas as placed) and
@@ -83,7 +90,9 @@ static bool running_usage(kilnd *d, const kiln_queues *q, const rjob *j, size_t 
                           int64_t req[KILN_QRES_COUNT], kiln_qassign *a)
 {
     char why[256];
-    if (j->study || !j->job) return false; /* trials of a tuning job: not through queues */
+    /* a trial of a tuning job is a workload of its own (admit_trial): its
+     * j->job is the trial's copy of the spec, with the job's labels */
+    if (!j->job) return false;
     long lq = kiln_queues_route(q, j->project, &j->job->labels, why, sizeof why);
     if (lq < 0) return false;
     size_t cq = q->lqs[lq].cq;
@@ -425,6 +434,16 @@ out:
     return ok;
 }
 
+/* Whether the tuning job of `rec` has a running study. */
+static bool study_running(const sup *s, const kiln_job_record *rec)
+{
+    for (const tstudy *t = s->studies; t; t = t->next)
+        if (strcmp(t->project, rec->project) == 0 && rec->job &&
+            strcmp(t->job_id, rec->job->job_id) == 0)
+            return true;
+    return false;
+}
+
 void admit_pass(sup *s, qent **v, size_t n)
 {
     kilnd *d = s->d;
@@ -458,7 +477,8 @@ void admit_pass(sup *s, qent **v, size_t n)
             x->state = C_WAITING;
             continue;
         }
-        kiln_queues_request(e->plans, e->np, x->req);
+        x->tuning = e->rec->job->training_input.has_hyperparameters;
+        if (!x->tuning) kiln_queues_request(e->plans, e->np, x->req);
         for (size_t f = 0; f < q->nflavors; f++)
             x->usable[f] = flavor_usable(d, &q->flavors[f], e);
     }
@@ -498,7 +518,11 @@ void admit_pass(sup *s, qent **v, size_t n)
             }
             kiln_qassign a;
             char why[400];
-            if (!kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
+            if (x->tuning) { /* nothing to charge: each trial is admitted (admit_trial) */
+                for (size_t g = 0; g < 8; g++)
+                    a.flavor[g] = -1;
+                a.borrows = false;
+            } else if (!kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
                 snprintf(x->why, sizeof x->why, "ClusterQueue %s: %s", cq->name, why);
                 x->state = C_WAITING;
                 changed = true;
@@ -528,7 +552,16 @@ void admit_pass(sup *s, qent **v, size_t n)
         char why[512] = "", fl[128];
         bool started = start_admitted(s, x->e, &extra, why, sizeof why);
         kiln_map_clear(&extra);
-        if (started) {
+        /* a tuning job that started is a study (no rjob: start_admitted
+         * says false); it left the queue either way */
+        if (x->tuning && x->e->gone) started = study_running(s, x->e->rec);
+        if (started && x->tuning) {
+            x->state = C_ADMITTED;
+            kilnd_event(d, x->e->rec->project, x->e->rec->job->job_id, "INFO",
+                        "Admitted by ClusterQueue %s (LocalQueue %s): each trial is admitted "
+                        "against its quota as its own workload",
+                        q->cqs[x->cq].name, q->lqs[x->lq].name);
+        } else if (started) {
             kiln_queues_charge(q, x->cq, &best_a, x->req, 1);
             q->cqs[x->cq].admitted++;
             x->state = C_ADMITTED;
@@ -554,4 +587,85 @@ out:
     pthread_mutex_unlock(&d->queues_mu);
     free(c);
     free(usable);
+}
+
+/* A trial of a running tuning job, after the pass (trials.c): its own
+ * workload, as Kueue makes one per trial. It routes as its job does (the
+ * trial's spec carries the job's labels), its whole gang is checked against
+ * the ClusterQueue's quota (flavors, cohort borrowing), and placed on the
+ * chosen flavor's nodes; then charged, so that the next trial and the next
+ * pass see it (each pass recounts it as a running job, so it is also a
+ * preemption victim like any other). It comes after the pass's heads: it
+ * takes only quota that no queued head could use (BestEffortFIFO), and
+ * under StrictFIFO or stopPolicy Hold it waits while its ClusterQueue has
+ * pending workloads or admits nothing. A trial never preempts. */
+kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
+                     const kiln_replica_plan *plans, size_t np, kiln_placement *pl, char *why,
+                     size_t whylen)
+{
+    kilnd *d = s->d;
+    kiln_err err = KILN_ECONFLICT;
+    kiln_map sel[KILN_ROLE_COUNT] = {{0}};
+    const kiln_map *selp[KILN_ROLE_COUNT];
+    int64_t req[KILN_QRES_COUNT];
+    int64_t prio;
+    kiln_qassign a;
+    char qwhy[400];
+    kiln_map extra = {0};
+    size_t cq;
+    const kiln_qcq *c;
+    pthread_mutex_lock(&d->queues_mu);
+    kiln_queues *q = d->queues;
+    bool *usable = calloc(q->nflavors ? q->nflavors : 1, sizeof *usable);
+    if (!usable) {
+        err = KILN_ENOMEM;
+        goto out;
+    }
+    long lq = kiln_queues_route(q, project, &job->labels, why, whylen);
+    if (lq < 0) goto out;
+    cq = q->lqs[lq].cq;
+    c = &q->cqs[cq];
+    int64_t fallback =
+        job->training_input.has_scheduling ? job->training_input.scheduling.priority : 0;
+    if (!kiln_queues_priority(q, &job->labels, fallback, &prio, why, whylen)) goto out;
+    if (c->stop == KILN_QSTOP_HOLD || q->lqs[lq].stop == KILN_QSTOP_HOLD) {
+        snprintf(why, whylen, "stopPolicy Hold: ClusterQueue %s admits nothing", c->name);
+        goto out;
+    }
+    if (c->strategy == KILN_Q_STRICT_FIFO && c->pending > 0) {
+        snprintf(why, whylen, "ClusterQueue %s is StrictFIFO and has %ld pending workloads",
+                 c->name, (long)c->pending);
+        goto out;
+    }
+    kiln_queues_request(plans, np, req);
+    for (size_t f = 0; f < q->nflavors; f++)
+        usable[f] = plans_usable(d, &q->flavors[f], job, plans, np);
+    if (!kiln_queues_fit(q, cq, req, usable, &a, qwhy, sizeof qwhy)) {
+        snprintf(why, whylen, "ClusterQueue %s: %s", c->name, qwhy);
+        goto out;
+    }
+    /* on the chosen flavors' nodes: their labels join each role's selector */
+    assignment_labels(q, cq, &a, &extra);
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        for (size_t i = 0; rc && i < rc->node_selector.n; i++)
+            kiln_map_set(&sel[r], rc->node_selector.keys[i], rc->node_selector.vals[i]);
+        for (size_t i = 0; i < extra.n; i++)
+            kiln_map_set(&sel[r], extra.keys[i], extra.vals[i]);
+        selp[r] = sel[r].n ? &sel[r] : NULL;
+    }
+    pthread_mutex_lock(&d->mu);
+    err = kiln_sched_place_sel(d->sched, plans, np, selp, pl, why, whylen);
+    pthread_mutex_unlock(&d->mu);
+    if (err == KILN_OK) {
+        kiln_queues_charge(q, cq, &a, req, 1);
+        q->cqs[cq].admitted++;
+    }
+out:
+    pthread_mutex_unlock(&d->queues_mu);
+    kiln_map_clear(&extra);
+    for (int r = 0; r < KILN_ROLE_COUNT; r++)
+        kiln_map_clear(&sel[r]);
+    free(usable);
+    return err;
 }

@@ -259,6 +259,12 @@ bool start_admitted(sup *s, qent *e, const kiln_map *extra, char *why, size_t wh
  * ClusterQueues' heads, against quota, non-borrowers first; it publishes
  * why each job waits (kilnd's qwait) and each queue's counts. */
 void admit_pass(sup *s, qent **v, size_t n);
+/* admit.c: with --queues, a trial of a running tuning job is a workload of
+ * its own: placed (into *pl) only when its job's ClusterQueue has quota for
+ * its gang, then charged. KILN_ECONFLICT with `why` when it waits. */
+kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
+                     const kiln_replica_plan *plans, size_t np, kiln_placement *pl, char *why,
+                     size_t whylen);
 
 /* gpus.c */
 /* Each tick: GPU time of the replicas holding GPUs; on the watch's news,

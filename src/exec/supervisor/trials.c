@@ -268,9 +268,14 @@ static bool launch_trial(sup *s, tstudy *st)
         const kiln_replica_config *rc = kiln_job_role_config(st->job, (kiln_role)r);
         sel[r] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
     }
-    pthread_mutex_lock(&d->mu);
-    kiln_err err = kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
-    pthread_mutex_unlock(&d->mu);
+    kiln_err err;
+    if (d->queues_path) { /* each trial is admitted against its job's quota */
+        err = admit_trial(s, st->project, st->job, plans, np, &pl, why, sizeof why);
+    } else {
+        pthread_mutex_lock(&d->mu);
+        err = kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
+        pthread_mutex_unlock(&d->mu);
+    }
     if (err != KILN_OK) return false;
     kiln_trial *t = kiln_study_next(st->st, kiln_now_ns());
     rjob *j = t ? calloc(1, sizeof *j) : NULL;
@@ -295,6 +300,7 @@ static bool launch_trial(sup *s, tstudy *st)
     j->study = st;
     j->trial = t->id;
     j->start_ns = kiln_now_ns();
+    j->admit_ns = j->start_ns; /* --queues: victims' order (newest admitted first) */
     st->running++;
     j->next = s->jobs;
     s->jobs = j; /* from here on released through the normal path */
