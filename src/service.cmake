@@ -138,13 +138,21 @@ if(TEST svc_it_tf_mwms)
 endif()
 # it_kueue runs four kilnd lifetimes (quota, preemption, a kill -9), about 45 s here
 if(TEST svc_it_kueue)
-  set_tests_properties(svc_it_kueue PROPERTIES TIMEOUT 300)
+  set_tests_properties(svc_it_kueue PROPERTIES TIMEOUT 420)
 endif()
 # it_vertex runs the real gcloud some thirty times and a dozen container jobs;
 # it_vertex_sdk starts the Vertex SDK (slow imports) for each of its steps
 if(TEST svc_it_vertex)
   set_tests_properties(svc_it_vertex PROPERTIES TIMEOUT 420)
 endif()
+# it_notebooks drives the real gcloud through a dozen waits on JupyterLab
+# (about 110 s here alone); it_pytorchjob runs torchrun in containers (about
+# 130 s alone): a loaded 2-core box took both past 180 s
+foreach(t svc_it_notebooks svc_it_pytorchjob)
+  if(TEST ${t})
+    set_tests_properties(${t} PROPERTIES TIMEOUT 480)
+  endif()
+endforeach()
 if(TEST svc_it_vertex_sdk)
   set_tests_properties(svc_it_vertex_sdk PROPERTIES TIMEOUT 300)
 endif()
@@ -188,7 +196,7 @@ endforeach()
 # gcloud's log streaming polls every 5 s and stops after two empty polls:
 # the test streams five times (about 100 s, more under ASan)
 if(TEST svc_it_gcloud)
-  set_tests_properties(svc_it_gcloud PROPERTIES TIMEOUT 300)
+  set_tests_properties(svc_it_gcloud PROPERTIES TIMEOUT 600)
   kiln_test_needs(svc_it_gcloud gcloud podman openssl)
 endif()
 

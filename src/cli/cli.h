@@ -5,6 +5,7 @@
 #define KILN_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 int kiln_cli_validate(int argc, char **argv); /* src/cli/validate.c */
@@ -21,6 +22,19 @@ static inline bool kiln_cli_wants_help(int argc, char **argv)
     for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return true;
     return false;
+}
+
+/* A sub-command's usage (`kiln X SUB --help`) cut from its command's usage
+ * text: the line that names `cmdline` ("kiln X SUB") as "usage: ...", then
+ * the text after the usage lines. The whole text when no line names it. */
+static inline void kiln_cli_sub_usage(const char *usage, const char *cmdline, FILE *out)
+{
+    const char *p = strstr(usage, cmdline), *rest = strstr(usage, "\n\n");
+    if (!p) {
+        fputs(usage, out);
+        return;
+    }
+    fprintf(out, "usage: %.*s\n%s", (int)strcspn(p, "\n"), p, rest ? rest : "\n");
 }
 
 #endif

@@ -75,7 +75,9 @@ int kiln_cli_notebooks(int argc, char **argv)
     const char *cmd = argv[0];
     argc--, argv++;
     if (kiln_cli_wants_help(argc, argv)) {
-        fputs(usage, stdout);
+        char sub[64];
+        snprintf(sub, sizeof sub, "kiln notebooks %.40s", cmd);
+        kiln_cli_sub_usage(usage, sub, stdout);
         return 0;
     }
     if (kiln_cli_ctx_init(&ctx, &argc, argv, PROG) != 0) goto out;

@@ -76,7 +76,7 @@ int kiln_cli_queues(int argc, char **argv)
     int rc = 1;
 
     argc--, argv++; /* past "queues" */
-    if (argc < 1 || kiln_cli_wants_help(argc, argv) || strcmp(argv[0], "help") == 0) {
+    if (argc < 1 || kiln_cli_wants_help(1, argv) || strcmp(argv[0], "help") == 0) {
         bool help = argc >= 1;
         fputs(usage, help ? stdout : stderr);
         return help ? 0 : 1;
@@ -87,6 +87,10 @@ int kiln_cli_queues(int argc, char **argv)
         return 1;
     }
     argc--, argv++;
+    if (kiln_cli_wants_help(argc, argv)) { /* before kilnd is asked anything */
+        kiln_cli_sub_usage(usage, list ? "kiln queues list" : "kiln queues describe", stdout);
+        return 0;
+    }
     if (kiln_cli_ctx_init(&ctx, &argc, argv, PROG) != 0) goto out;
     if (argc != (list ? 0 : 1)) {
         fputs(usage, stderr);

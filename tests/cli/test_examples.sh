@@ -7,8 +7,8 @@
 #    job) validates: `kiln validate` exits 0. Unless
 #    tests/cli/examples.near-misses lists it as an intentional near miss:
 #    then it exits 2 with exactly the stderr listed there;
-#  - a program (examples/custom_model, strategy, tf_mwms) is built or run
-#    by the CTest tests named below, which must exist in this build;
+#  - a program (examples/custom_model, strategy, tf_mwms) is built or run,
+#    or a queues file (examples/queues) loaded, by the CTest tests named below, which must exist in this build;
 #  - any other file fails this test: a new kind of example needs its check
 #    here. So does a near-miss entry whose file is gone.
 # A file without a top-level jobId (AI Platform's config.yaml holds only
@@ -24,6 +24,7 @@ declare -A program_tests=(
     [examples/custom_model/]="example_strategy_install" # built against the installed kiln there
     [examples/strategy/]="example_strategy example_strategy_install"
     [examples/tf_mwms/]="svc_it_tf_mwms"
+    [examples/queues/]="svc_test_queues svc_it_kueue" # Kueue files kilnd --queues loads
 )
 
 # the near misses: "== FILE" starts an entry, the lines up to the next one
