@@ -147,8 +147,10 @@ if(TEST svc_it_vertex)
 endif()
 # it_notebooks drives the real gcloud through a dozen waits on JupyterLab
 # (about 110 s here alone); it_pytorchjob runs torchrun in containers (about
-# 130 s alone): a loaded 2-core box took both past 180 s
-foreach(t svc_it_notebooks svc_it_pytorchjob)
+# 130 s alone): a loaded 2-core box took both past 180 s. The Slurm tests
+# start a two-node cluster each, as it_slurm does
+foreach(t svc_it_notebooks svc_it_pytorchjob svc_it_slurm_tuning svc_it_slurm_container
+          svc_it_slurm_parity)
   if(TEST ${t})
     set_tests_properties(${t} PROPERTIES TIMEOUT 480)
   endif()
