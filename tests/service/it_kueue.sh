@@ -299,6 +299,37 @@ max=$(sort -n "$T/held2" | tail -1)
 check "never more than 4 GPUs held after the restart (most ${max:-none})" test "${max:-99}" -le 4
 stop_kilnd
 
+# ---- kill -9 of kilnd just after it sent the victim SIGTERM: the victim
+# exits while no kilnd runs (status 143), and the next kilnd must finish the
+# preemption (requeue, resume) instead of judging that exit a failure.
+# Without the record of the preemption (admit.c's save_runtime before the
+# SIGTERM), this passes only when the next kilnd's admission pass preempts
+# again before its first tick judges the exit: the order CI once lost ----
+start_kilnd "$T/k3" --node-config "$T/nodes.json" --queues "$T/preempt.yaml"
+api POST /v1/projects/team-a/jobs "$(gjob m1 2 '{}' "$CK")"
+check "m1 runs" wait_st team-a m1 RUNNING 10
+api POST /v1/projects/team-a/jobs "$(gjob m2 2 '{}' "$CK")"
+check "m2 runs, borrowing" wait_st team-a m2 RUNNING 10
+sleep 1
+api POST /v1/projects/team-b/jobs "$(gjob mb 2 "$B" "$CK")"
+seen=""
+for _ in $(seq 1 200); do
+    api GET "/v1/projects/team-a/jobs/m2:logs"
+    grep -q "Preempted to accommodate" <<<"$BODY" && seen=1 && break
+    sleep 0.02
+done
+kill -9 "$KPID"
+wait "$KPID" 2>/dev/null
+check "m2 was being preempted when kilnd died" test -n "$seen"
+sleep 1.5 # past the grace period: m2's replica has had its SIGTERM and exited
+start_kilnd "$T/k3" --node-config "$T/nodes.json" --queues "$T/preempt.yaml"
+check "mb succeeds after the kill" wait_st team-b mb SUCCEEDED 40
+check "m2, preempted across the restart, resumes and succeeds" wait_st team-a m2 SUCCEEDED 40
+check "m1 succeeds" wait_st team-a m1 SUCCEEDED 40
+api GET /v1/projects/team-a/jobs/m2
+check_eq "m2's preemption was not charged as a failure" "$(printf '%s' "$BODY" | jget kilnStatus.failures)" 0
+stop_kilnd
+
 # ---- StrictFIFO holds back what BestEffortFIFO lets past ----
 {
     printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: v100\n'

@@ -422,6 +422,9 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
             d->preempted_in_cq++;
         kilnd_event(d, v->j->project, v->j->job_id, "WARNING", "%s", msg);
         audit_preemption(d, v->j, x, reason);
+        /* recorded before the first SIGTERM: a kilnd killed while the
+         * victim stops must requeue it, not judge its exit a failure */
+        save_runtime(s, v->j);
         begin_stop(s, v->j, AS_REQUEUE, "%s", msg);
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s/%s",
                  names[0] ? ", " : "", v->j->project, v->j->job_id);

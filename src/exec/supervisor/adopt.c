@@ -308,6 +308,14 @@ static void adopt_job(sup *s, kiln_job_record *rec)
                 adopted, adopted == 1 ? "" : "s", j->restarts, away);
     /* NVML lists its GPUs in another order now: the record says where they are */
     if (j->gpus_moved) save_runtime(s, j);
+    /* the previous kilnd was preempting it (admit.c): the stop goes on, and
+     * its replicas' exits, SIGTERM's included, requeue it as a preemption */
+    json_t *pre = json_object_get(root, "preempting");
+    if (json_is_object(pre)) {
+        const char *m = json_string_value(json_object_get(pre, "message"));
+        j->preempted = json_incref(pre);
+        begin_stop(s, j, AS_REQUEUE, "%s", m ? m : "Preempted");
+    }
     json_decref(root);
     return;
 fail:

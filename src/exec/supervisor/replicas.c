@@ -239,6 +239,8 @@ void save_runtime(sup *s, rjob *j)
     json_t *root =
         json_pack("{s:o,s:b}", "replicas", reps ? reps : json_array(), "running", j->running);
     if (root && j->metrics) json_object_set(root, "metrics", j->metrics);
+    /* being preempted (admit.c): the next kilnd finishes the stop */
+    if (root && j->preempted) json_object_set(root, "preempting", j->preempted);
     json_t *gu = root ? gpu_usage_json(j) : NULL;
     if (gu) json_object_set_new(root, "gpuUsage", gu);
     if (root && j->elastic) {
