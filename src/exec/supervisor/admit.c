@@ -579,9 +579,9 @@ void admit_pass(sup *s, qent **v, size_t n)
         } else {
             snprintf(x->why, sizeof x->why,
                      "ClusterQueue %s has quota for it (flavor %s), but its replicas do not fit "
-                     "the nodes now%s%s",
+                     "the nodes now%s%.300s",
                      q->cqs[x->cq].name, flavor_names(q, x->cq, &best_a, fl, sizeof fl),
-                     why[0] ? ": " : "", why);
+                     why[0] ? ": " : "", why[0] ? why : "");
             x->state = C_WAITING;
         }
     }
