@@ -20,6 +20,10 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+# The render-time bounds are the release build's; a sanitizer build of kilnd
+# is slower, and CTest says by how much (src/service.cmake: KILN_TIME_SCALE)
+SLOW = float(os.environ.get("KILN_TIME_SCALE", "1"))
+
 URL, TOKEN, SHOTS = sys.argv[1], sys.argv[2], sys.argv[3]
 URL_OPEN = sys.argv[4] if len(sys.argv) > 4 else ""
 PROJECT = "p1"
@@ -249,7 +253,7 @@ try:
     ms = driver.execute_script(
         "const e = performance.getEntriesByName('kiln-jobs-rendered'); return e.length ? e[0].startTime : -1")
     print(f"  job list (1,000 jobs, a page of 100): rendered {ms:.0f} ms after navigation", flush=True)
-    check("job list with 1,000 jobs renders in under a second", 0 < ms < 1000, ms)
+    check(f"job list with 1,000 jobs renders in under {SLOW:g} s", 0 < ms < 1000 * SLOW, ms)
     driver.find_element(By.ID, "next").click()
     WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, 'tr[data-job="bulk_0100"]'))
     check("paging: page 2 starts at bulk_0100", text("#page-no") == "page 2", text("#page-no"))
@@ -262,8 +266,8 @@ try:
         "return [m('kiln-queue-rendered'), m('kiln-queue-complete')]")
     print(f"  queue (999 queued jobs, 10 API pages): first rows {ms:.0f} ms, all {full:.0f} ms after navigation",
           flush=True)
-    check("queue with 999 queued jobs shows its head in under a second", 0 < ms < 1000, ms)
-    check("queue with 999 queued jobs complete in under 2 s", 0 < full < 2000, full)
+    check(f"queue with 999 queued jobs shows its head in under {SLOW:g} s", 0 < ms < 1000 * SLOW, ms)
+    check(f"queue with 999 queued jobs complete in under {2 * SLOW:g} s", 0 < full < 2000 * SLOW, full)
     shot(driver, "queue-1000")
     fresh("/#/jobs?filter=" + urllib.request.quote("labels.batch:b3 AND state:QUEUED"))
     WebDriverWait(driver, 10).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#jobs-table tr[data-job]"))
