@@ -604,6 +604,24 @@ static enum MHD_Result op_get(struct MHD_Connection *c, const char *project, con
 
 /* ---------- cancel, delete ---------- */
 
+/* A cancel's or delete's failure: gone (404), in a state that forbids it
+ * (FAILED_PRECONDITION, with the state between `pre` and `post`), or the
+ * store's own error. The job's kind names it (a CustomJob or a
+ * HyperparameterTuningJob, in its own collection). */
+static enum MHD_Result send_act_err(const vx_kind *k, struct MHD_Connection *c, const char *project,
+                                    const char *location, const char *id, kiln_err err,
+                                    kiln_job_state was, const char *pre, const char *post)
+{
+    if (err == KILN_ENOTFOUND)
+        return send_error(c, 404, NULL, "%s projects/%s/locations/%s/%s/%s not found", k->what,
+                          project, location, k->coll, id);
+    if (err == KILN_ECONFLICT)
+        return send_error_st(c, 400, "FAILED_PRECONDITION", NULL,
+                             "%s projects/%s/locations/%s/%s/%s %s%s%s", k->what, project, location,
+                             k->coll, id, pre, vx_state_names[vx_state_num(was)], post);
+    return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
+}
+
 static enum MHD_Result cj_cancel(const vx_kind *k, kilnd *d, struct MHD_Connection *c,
                                  const char *project, const char *location, const char *id)
 {
@@ -615,17 +633,9 @@ static enum MHD_Result cj_cancel(const vx_kind *k, kilnd *d, struct MHD_Connecti
     char kid[64];
     snprintf(kid, sizeof kid, "%s%s", k->prefix, id);
     kiln_err err = kiln__api_job_cancel(d, project, kid, &was);
-    if (err == KILN_ENOTFOUND)
-        return send_error(c, 404, NULL,
-                          "CustomJob projects/%s/locations/%s/customJobs/%s not found", project,
-                          location, id);
-    if (err == KILN_ECONFLICT)
-        return send_error_st(c, 400, "FAILED_PRECONDITION", NULL,
-                             "%s projects/%s/locations/%s/%s/%s is already %s and cannot be "
-                             "cancelled",
-                             k->what, project, location, k->coll, id,
-                             vx_state_names[vx_state_num(was)]);
-    if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
+    if (err != KILN_OK)
+        return send_act_err(k, c, project, location, id, err, was, "is already ",
+                            " and cannot be cancelled");
     return send_json(c, 200, json_object());
 }
 
@@ -652,17 +662,9 @@ static enum MHD_Result cj_delete(const vx_kind *k, kilnd *d, struct MHD_Connecti
     char kid[64];
     snprintf(kid, sizeof kid, "%s%s", k->prefix, id);
     kiln_err err = kiln_store_job_delete(d->store, project, kid, &was);
-    if (err == KILN_ENOTFOUND)
-        return send_error(c, 404, NULL,
-                          "CustomJob projects/%s/locations/%s/customJobs/%s not found", project,
-                          location, id);
-    if (err == KILN_ECONFLICT)
-        return send_error_st(c, 400, "FAILED_PRECONDITION", NULL,
-                             "%s projects/%s/locations/%s/%s/%s is %s: cancel it and let it end "
-                             "before deleting it",
-                             k->what, project, location, k->coll, id,
-                             vx_state_names[vx_state_num(was)]);
-    if (err != KILN_OK) return send_error(c, 500, NULL, "store: %s", kiln_err_str(err));
+    if (err != KILN_OK)
+        return send_act_err(k, c, project, location, id, err, was, "is ",
+                            ": cancel it and let it end before deleting it");
     /* its files (log, replicas' output, staged packages) go with it */
     char dir[PATH_MAX];
     kilnd_job_dir(d, project, kid, dir, sizeof dir);

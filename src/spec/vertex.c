@@ -79,6 +79,48 @@ static bool is_default(const json_t *v)
     return false;
 }
 
+/* A job's top-level keys: an output-only one set is refused (the service
+ * sets it), and so is any key in neither list that holds more than its
+ * default, with `unknown` as the reason. */
+static void top_keys(kiln_diag *d, json_t *root, const char *const *keys,
+                     const char *const *output_only, const char *unknown)
+{
+    for (size_t i = 0; output_only[i]; i++)
+        if (!is_default(json_object_get(root, output_only[i])))
+            kiln_diag_add(d, output_only[i], "is output only: the service sets it");
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v)
+    {
+        bool known = false;
+        for (size_t i = 0; keys[i] && !known; i++)
+            known = strcmp(keys[i], k) == 0;
+        for (size_t i = 0; output_only[i] && !known; i++)
+            known = strcmp(output_only[i], k) == 0;
+        if (!known && !is_default(v)) kiln_diag_add(d, k, "%s", unknown);
+    }
+}
+
+/* A job's labels: a map of strings, onto the kiln job's labels (the
+ * label rules themselves are checked with every job's, at admission). */
+static void job_labels(vctx *c, const json_t *labels)
+{
+    if (!labels || json_is_null(labels)) return;
+    if (!json_is_object(labels)) {
+        kiln_diag_add(c->d, "labels", "must be a map of strings");
+        return;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)labels, k, v)
+    {
+        if (!json_is_string(v))
+            kiln_diag_add(c->d, "labels", "the value of '%.64s' must be a string", k);
+        else
+            nomem(c, kiln_map_set(&c->job->labels, k, json_string_value(v)));
+    }
+}
+
 /* Every key of obj must be in `known`; the others are refused unless they
  * hold their default. `why` says what kiln does instead, per refused key
  * (NULL: the generic sentence). */
@@ -540,23 +582,9 @@ kiln_err kiln_job_from_custom_job(const char *buf, size_t len, kiln_job **out, k
         err = KILN_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; output_only[i]; i++)
-        if (!is_default(json_object_get(root, output_only[i])))
-            kiln_diag_add(d, output_only[i], "is output only: the service sets it");
-    const char *k;
-    json_t *v;
-    json_object_foreach(root, k, v)
-    {
-        bool known = false;
-        for (size_t i = 0; keys[i] && !known; i++)
-            known = strcmp(keys[i], k) == 0;
-        for (size_t i = 0; output_only[i] && !known; i++)
-            known = strcmp(output_only[i], k) == 0;
-        if (!known && !is_default(v))
-            kiln_diag_add(d, k,
-                          "not a CustomJob field kiln acts on (encryptionSpec and the others "
-                          "are refused rather than ignored; docs/vertex.md)");
-    }
+    top_keys(d, root, keys, output_only,
+             "not a CustomJob field kiln acts on (encryptionSpec and the others are refused "
+             "rather than ignored; docs/vertex.md)");
     kiln_training_input *ti = &c.job->training_input;
     c.job->has_training_input = true;
     ti->has_vertex = true;
@@ -569,21 +597,7 @@ kiln_err kiln_job_from_custom_job(const char *buf, size_t len, kiln_job **out, k
     else
         nomem(&c, kiln_set_str(&ti->vertex.display_name, dn));
     job_spec(&c, json_object_get(root, "jobSpec"));
-    json_t *labels = json_object_get(root, "labels");
-    if (labels && !json_is_null(labels)) {
-        if (!json_is_object(labels)) {
-            kiln_diag_add(d, "labels", "must be a map of strings");
-        } else {
-            json_object_foreach(labels, k, v)
-            {
-                if (!json_is_string(v)) {
-                    kiln_diag_add(d, "labels", "the value of '%.64s' must be a string", k);
-                    continue;
-                }
-                nomem(&c, kiln_map_set(&c.job->labels, k, json_string_value(v)));
-            }
-        }
-    }
+    job_labels(&c, json_object_get(root, "labels"));
     if (c.nomem)
         err = KILN_ENOMEM;
     else if (d->n == n0 && !d->dropped)
@@ -1034,22 +1048,8 @@ kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out
         err = KILN_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; output_only[i]; i++)
-        if (!is_default(json_object_get(root, output_only[i])))
-            kiln_diag_add(d, output_only[i], "is output only: the service sets it");
-    const char *k;
-    json_t *v;
-    json_object_foreach(root, k, v)
-    {
-        bool known = false;
-        for (size_t i = 0; keys[i] && !known; i++)
-            known = strcmp(keys[i], k) == 0;
-        for (size_t i = 0; output_only[i] && !known; i++)
-            known = strcmp(output_only[i], k) == 0;
-        if (!known && !is_default(v))
-            kiln_diag_add(d, k,
-                          "not a HyperparameterTuningJob field kiln acts on (docs/vertex.md)");
-    }
+    top_keys(d, root, keys, output_only,
+             "not a HyperparameterTuningJob field kiln acts on (docs/vertex.md)");
     kiln_training_input *ti = &c.job->training_input;
     c.job->has_training_input = true;
     ti->has_vertex = true;
@@ -1077,17 +1077,7 @@ kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out
         free(d->v[i].field);
         d->v[i].field = nf;
     }
-    json_t *labels = json_object_get(root, "labels");
-    if (labels && !json_is_null(labels)) {
-        if (!json_is_object(labels)) kiln_diag_add(d, "labels", "must be a map of strings");
-        json_object_foreach(labels, k, v)
-        {
-            if (!json_is_string(v))
-                kiln_diag_add(d, "labels", "the value of '%.64s' must be a string", k);
-            else
-                nomem(&c, kiln_map_set(&c.job->labels, k, json_string_value(v)));
-        }
-    }
+    job_labels(&c, json_object_get(root, "labels"));
     if (c.nomem)
         err = KILN_ENOMEM;
     else if (d->n == n0 && !d->dropped)
