@@ -39,4 +39,9 @@ int kiln_cli_call(kiln_cli_ctx *ctx, const char *method, const char *path, const
 /* Prints a value as JSON or YAML (block style). */
 void kiln_cli_print(FILE *f, json_t *v, const char *format);
 
+/* Prints one object a describe-like verb fetched: `table` prints it as a
+ * one-row table through the verb's own `table` (which takes an array),
+ * anything else as kiln_cli_print does, YAML by default. */
+void kiln_cli_print_one(json_t *v, const char *format, void (*table)(json_t *rows));
+
 #endif

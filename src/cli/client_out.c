@@ -238,3 +238,14 @@ void kiln_cli_print(FILE *f, json_t *v, const char *format)
         fputc('\n', f);
     }
 }
+
+void kiln_cli_print_one(json_t *v, const char *format, void (*table)(json_t *rows))
+{
+    if (format && strcmp(format, "table") == 0) {
+        json_t *rows = json_pack("[O]", v);
+        if (rows) table(rows);
+        json_decref(rows);
+    } else {
+        kiln_cli_print(stdout, v, format ? format : "yaml");
+    }
+}

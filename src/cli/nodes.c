@@ -160,13 +160,7 @@ int kiln_cli_nodes(int argc, char **argv)
     else if (*suffix)
         fprintf(stderr, "Node [%s] %s.\n", argv[0],
                 strcmp(suffix, ":drain") == 0 ? "cordoned and draining" : "uncordoned");
-    if (ctx.format && strcmp(ctx.format, "table") == 0) {
-        json_t *arr = json_pack("[O]", v);
-        table(arr);
-        json_decref(arr);
-    } else {
-        kiln_cli_print(stdout, v, ctx.format ? ctx.format : "yaml");
-    }
+    kiln_cli_print_one(v, ctx.format, table);
 out:
     json_decref(v);
     free(path);

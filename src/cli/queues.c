@@ -113,13 +113,7 @@ int kiln_cli_queues(int argc, char **argv)
     }
     rc = kiln_cli_call(&ctx, "GET", path, NULL, &v, PROG);
     if (rc != 0) goto out;
-    if (ctx.format && strcmp(ctx.format, "table") == 0) {
-        json_t *arr = json_pack("[O]", v);
-        table(arr);
-        json_decref(arr);
-    } else {
-        kiln_cli_print(stdout, v, ctx.format ? ctx.format : "yaml");
-    }
+    kiln_cli_print_one(v, ctx.format, table);
 out:
     json_decref(v);
     free(path);

@@ -122,6 +122,11 @@ check_eq "team-a: weighted share 2/4 borrowed" "$(printf '%s' "$BODY" | jget wei
 "$KILN" queues list >"$T/ql"
 check "kiln queues list: team-a 4 of 2 GPUs, 2 borrowed" grep -Eq "^team-a +lab +1 +2 +4/2 +2 +500" "$T/ql"
 check "kiln queues list: team-b idle" grep -Eq "^team-b +lab +0 +0 +0/2 +0 +0" "$T/ql"
+"$KILN" queues describe team-a --format table >"$T/qd"
+check "kiln queues describe --format table: team-a's one row" grep -Eq "^team-a +lab +1 +2 +4/2 +2 +500" "$T/qd"
+check_eq "kiln queues describe --format table: a header and one row" "$(wc -l <"$T/qd")" 2
+"$KILN" queues describe team-a >"$T/qd"
+check "kiln queues describe: YAML by default" grep -q "^admittedWorkloads: 2$" "$T/qd"
 api GET /v1/queues/nope
 check_eq "an unknown ClusterQueue: 404" "$STATUS" 404
 api GET /metrics

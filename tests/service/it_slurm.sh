@@ -28,34 +28,8 @@ PORT_RANGE=44000-44799 # the cluster's own daemons listen on 44900-44992
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need slurm mknod # the cluster's fake GPUs are device nodes
 HERE=$(cd "$(dirname "$0")" && pwd)
-CLUSTER=$T/slurm
-AT_EXIT="$HERE/slurm_cluster.sh stop $CLUSTER"
-# the cluster's three daemons take three free ports from 44900 (another
-# cluster on this machine, say a developer's, may hold the first ones; and
-# they lie in Linux's ephemeral range, so any socket counts, not listeners only)
-# A port free when looked at can still be taken before slurmctld binds it: a
-# start that fails on "Address already in use" tries the next three ports.
-SPORT= started=
-for base in $(seq 44900 3 44990); do
-    busy=$(ss -Htan "( sport >= :$base and sport <= :$((base + 2)) )" 2>/dev/null | wc -l)
-    [ "$busy" = 0 ] || continue
-    SPORT=$base
-    if "$HERE/slurm_cluster.sh" start "$CLUSTER" "$SPORT" >"$T/cluster.out" 2>&1; then
-        started=1
-        break
-    fi
-    grep -qs 'Address already in use' "$CLUSTER"/log/*.log || break
-    "$HERE/slurm_cluster.sh" stop "$CLUSTER" >/dev/null 2>&1
-    rm -rf "$CLUSTER"
-done
-[ -n "$SPORT" ] || { fail "no three free ports in 44900-44992 for the test cluster"; finish; }
-if [ -z "$started" ]; then
-    cat "$T/cluster.out" >&2
-    tail -n 20 "$CLUSTER"/log/*.log "$CLUSTER"/munge/munged.log >&2
-    fail "the test cluster did not start"
-    finish
-fi
-export SLURM_CONF=$CLUSTER/slurm.conf
+. "$HERE/slurm_lib.sh"
+slurm_test_cluster 44900 44992
 # the cluster's GPUs are typed GRES gpu:t4; kiln's NVIDIA_TESLA_T4 maps to them
 KILND_SLURM=(--executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
     --slurm-gpu-type NVIDIA_TESLA_T4=t4)
