@@ -330,6 +330,12 @@ const kiln_replica_config *kiln_job_role_config(const kiln_job *job, kiln_role r
  * ("Never" when unset) and the job's runPolicy.backoffLimit (3 when unset). */
 const char *kiln_job_restart_policy(const kiln_job *job, kiln_role r);
 int kiln_job_backoff_limit(const kiln_job *job);
+/* Kubeflow's restart rule, decided here for every executor: whether a
+ * replica that ended with `code` (a signal as 128 + its number) is run
+ * again under restart policy `pol`: Always, whatever the status; OnFailure,
+ * any non-zero status; ExitCode, 128-255 only (1-127 are permanent
+ * errors); Never, not at all. The backoff limit is the caller's. */
+bool kiln_restart_policy_retries(const char *pol, int code);
 
 /* String helpers that keep the ownership rules in one place. */
 kiln_err kiln_set_str(char **slot, const char *value); /* NULL or "" clears */

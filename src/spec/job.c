@@ -404,6 +404,14 @@ const char *kiln_job_restart_policy(const kiln_job *job, kiln_role r)
     return "Never";
 }
 
+bool kiln_restart_policy_retries(const char *pol, int code)
+{
+    if (strcmp(pol, "Always") == 0) return true;
+    if (code == 0) return false;
+    if (strcmp(pol, "OnFailure") == 0) return true;
+    return strcmp(pol, "ExitCode") == 0 && code >= 128;
+}
+
 int kiln_job_backoff_limit(const kiln_job *job)
 {
     const kiln_training_input *ti = &job->training_input;

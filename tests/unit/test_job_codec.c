@@ -318,6 +318,22 @@ static void test_int_wire_types(void)
                  "trainingInput.scheduling.priority", "int32");
 }
 
+/* Kubeflow's restart rule, which both executors now ask (job.h). */
+static void test_restart_policy_retries(void)
+{
+    CHECK(kiln_restart_policy_retries("Always", 0));
+    CHECK(kiln_restart_policy_retries("Always", 1));
+    CHECK(!kiln_restart_policy_retries("OnFailure", 0));
+    CHECK(kiln_restart_policy_retries("OnFailure", 1));
+    CHECK(kiln_restart_policy_retries("OnFailure", 137));
+    CHECK(!kiln_restart_policy_retries("ExitCode", 0));
+    CHECK(!kiln_restart_policy_retries("ExitCode", 1));
+    CHECK(!kiln_restart_policy_retries("ExitCode", 127)); /* permanent */
+    CHECK(kiln_restart_policy_retries("ExitCode", 128));
+    CHECK(kiln_restart_policy_retries("ExitCode", 143)); /* SIGTERM */
+    CHECK(!kiln_restart_policy_retries("Never", 137));
+}
+
 int main(void)
 {
     test_decode_fields();
@@ -328,5 +344,6 @@ int main(void)
     test_cut_utf8_in_messages();
     test_limits();
     test_int_wire_types();
+    test_restart_policy_retries();
     TEST_DONE();
 }

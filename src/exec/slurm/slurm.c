@@ -1422,8 +1422,7 @@ static void ended_as(ssup *s, sjob *j, kiln_job_record *r, const char *state, co
     else if ((code = batch_exit(j)) <= 0)
         code = 137;
     const char *pol = kiln_job_restart_policy(r->job, role);
-    bool retry = strcmp(pol, "Always") == 0 || strcmp(pol, "OnFailure") == 0 ||
-                 (strcmp(pol, "ExitCode") == 0 && code >= 128);
+    bool retry = kiln_restart_policy_retries(pol, code);
     snprintf(msg, sizeof msg, "%sSlurm job %ld ended %s%s%s", rf, j->id, state,
              has_reason ? ": " : "", has_reason ? reason : "");
     retry_or_fail(s, j, r, msg, pol, retry, rf[0] ? KILND_FAIL_REPLICA_EXIT : KILND_FAIL_START,
@@ -1848,9 +1847,7 @@ static void trial_ended(ssup *s, sjob *j, const char *state, const char *reason)
         if (fi < 0 && (code = batch_exit(j)) <= 0) code = 137;
         const char *p =
             kiln_job_restart_policy(j->tjob, fi >= 0 ? j->reps[fi].role : KILN_ROLE_MASTER);
-        if (strcmp(p, "Always") == 0 || strcmp(p, "OnFailure") == 0 ||
-            (strcmp(p, "ExitCode") == 0 && code >= 128))
-            pol = p;
+        if (kiln_restart_policy_retries(p, code)) pol = p;
     }
     int limit = kiln_job_backoff_limit(j->tjob);
     if (pol && t && j->failures < limit) {

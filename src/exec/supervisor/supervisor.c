@@ -599,17 +599,8 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
         begin_stop(s, j, AS_SUCCEED, "Job completed successfully.");
         return;
     }
-    bool retry;
-    if (strcmp(pol, "Always") == 0)
-        retry = true;
-    else if (code == 0)
-        return; /* a worker or ps that finished: fine */
-    else if (strcmp(pol, "OnFailure") == 0)
-        retry = true;
-    else if (strcmp(pol, "ExitCode") == 0)
-        retry = code >= 128; /* 1-127 permanent, 128-255 retried */
-    else
-        retry = false;
+    if (code == 0 && strcmp(pol, "Always") != 0) return; /* a worker or ps that finished: fine */
+    bool retry = kiln_restart_policy_retries(pol, code);
     if (retry && j->failures < kiln_job_backoff_limit(j->job)) {
         /* an all-reduce group cannot lose a member: restart all of it */
         begin_stop(s, j, AS_RESTART,
