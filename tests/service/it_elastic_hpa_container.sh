@@ -24,8 +24,8 @@ printf '{"nodes": [{"name": "n1", "address": "127.0.0.1", "cpus": 16, "memoryGb"
 start_kilnd "$T/d" --node-config "$T/nodes.json" --hpa-sync-period 1 --hpa-downscale-stabilization 2
 
 # each worker: one busy loop (a core) for 12 s, then idle; worker 0 (kiln's
-# master) ends the job with status 0 at 30 s
-BURN='while :; do :; done & a=$!; sleep 12; kill $a; sleep 18'
+# master) ends the job with status 0 at 40 s (room for slow container starts)
+BURN='while :; do :; done & a=$!; sleep 12; kill $a; sleep 28'
 JOB=$(cat <<JSON
 {"jobId": "hpac1", "trainingInput": {"scaleTier": "CUSTOM", "region": "us-central1",
  "masterType": "n1-standard-4", "masterConfig": {"imageUri": "localhost/$IMG",
