@@ -4,7 +4,9 @@
 # utilisation from its GPU watch (NVML; here the stand-in,
 # tests/nvml/fake_nvml.c, playing three H100s whose utilisation the test
 # sets). A workers-only elastic job, one H100 a worker (minReplicas 1,
-# maxReplicas 3, target 50% busy), runs process workers (the GPU reading
+# maxReplicas 3, target 50% busy; and a cpu target of 8 cores a worker
+# that the idle workers never reach: the larger count wins, and the event
+# names the metric that gave it), runs process workers (the GPU reading
 # does not depend on how the worker runs; the container case of the
 # measurement is it_elastic_hpa_container.sh). With the GPUs 90% busy it
 # scales up from one worker; with them idle it scales back down (2 s
@@ -30,7 +32,8 @@ gjob() { # gjob ID MASTERCONFIG-MEMBERS
     printf '{"jobId": "%s", "trainingInput": {"scaleTier": "CUSTOM", "region": "us-central1",
  "masterType": "n1-standard-4", "masterConfig": {%s"containerCommand": ["sh", "-c", "sleep 60"]},
  "pytorchJob": {"workersOnly": true, "elasticPolicy": {"minReplicas": "1", "maxReplicas": "3",
-   "metrics": [{"resource": "nvidia.com/gpu", "targetType": "Utilization",
+   "metrics": [{"resource": "cpu", "targetType": "AverageValue", "averageValue": "8"},
+               {"resource": "nvidia.com/gpu", "targetType": "Utilization",
                 "averageUtilization": "50"}]}}}}' "$1" "$2"
 }
 JOB=$(gjob hpag1 '"acceleratorConfig": {"count": "1", "type": "NVIDIA_H100_80GB"}, ')
@@ -42,7 +45,7 @@ most=1 busy="" end=$((SECONDS + 30))
 while [ "$SECONDS" -lt "$end" ]; do
     api GET /v1/projects/p1/jobs/hpag1
     cur=$(printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current)
-    b=$(printf '%s' "$BODY" | jget kilnStatus.autoscaler.metrics.0.current)
+    b=$(printf '%s' "$BODY" | jget kilnStatus.autoscaler.metrics.1.current)
     [ -n "$b" ] && busy=$b
     [ -n "$cur" ] && [ "$cur" -gt "$most" ] && most=$cur
     [ "$most" -ge 3 ] && break
@@ -61,13 +64,13 @@ done
 check "the HPA scaled the idle GPU job back down to minReplicas" test -n "$down"
 cp "$T/d/jobs/p1/hpag1/log.tsv" "$T/hpag1.logs"
 first=$(grep -m1 "Autoscaling (elasticPolicy.metrics)" "$T/hpag1.logs")
-check "the first scale-up is logged with the GPUs' utilisation" grep -q "Autoscaling (elasticPolicy.metrics): nvidia.com/gpu 90% busy (target 50%) over 1 worker; 1 -> 2 workers" <<<"$first"
-check "the scale-down is logged at 0% busy" grep -q "nvidia.com/gpu 0% busy (target 50%) over [23] workers; [23] -> 1 workers" "$T/hpag1.logs"
+check "the first scale-up is logged with the GPUs' utilisation (the metric that gave the count)" grep -q "Autoscaling (elasticPolicy.metrics): nvidia.com/gpu 90% busy (target 50%) over 1 worker; 1 -> 2 workers" <<<"$first"
+check "the scale-down is logged" grep -q "Autoscaling (elasticPolicy.metrics): .* over [23] workers; [23] -> 1 workers" "$T/hpag1.logs"
 api POST /v1/projects/p1/jobs/hpag1:cancel '{}'
 check "cancelled" wait_state hpag1 CANCELLED 20
 
 # ---- no GPUs to measure: refused at create, naming the field ----
 api POST /v1/projects/p1/jobs "$(gjob hpag2 "")"
 check_eq "a GPU metric on workers without GPUs is refused" "$STATUS" 400
-check "naming its field" grep -q "trainingInput.pytorchJob.elasticPolicy.metrics\[0\].resource Error: nvidia.com/gpu: the workers hold no GPUs" <<<"$BODY"
+check "naming its field" grep -q "trainingInput.pytorchJob.elasticPolicy.metrics\[1\].resource Error: nvidia.com/gpu: the workers hold no GPUs" <<<"$BODY"
 finish

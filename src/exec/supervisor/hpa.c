@@ -297,11 +297,15 @@ int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const re
     }
     h->measured = (int)measured;
     int desired = -1;
+    size_t top = 0; /* the metric that gave the count, for the event */
     for (size_t m = 0; m < ep->n_metrics; m++) {
         double shown = -1;
         int n = recommend(&ep->metrics[m], use, req, measured, missing, live, &shown);
         if (m < 8) h->last[m] = shown;
-        if (n > desired) desired = n;
+        if (n > desired) {
+            desired = n;
+            top = m < 8 ? m : top;
+        }
     }
     if (measured == 0) goto out; /* nothing to go by yet: no change */
     remember(h, now, desired);
@@ -316,17 +320,18 @@ int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const re
     if (next < ep->min_replicas) next = (int)ep->min_replicas;
     if (next > ep->max_replicas) next = (int)ep->max_replicas;
     if (next != h->want) {
-        const kiln_elastic_metric *m0 = &ep->metrics[0];
+        const kiln_elastic_metric *m0 = &ep->metrics[top];
         bool util = strcmp(m0->target_type, "Utilization") == 0;
+        double v = h->last[top];
         char cur[64];
         if (metric_of(m0) == M_GPU)
-            snprintf(cur, sizeof cur, "%.0f%% busy (target %lld%%)", h->last[0],
+            snprintf(cur, sizeof cur, "%.0f%% busy (target %lld%%)", v,
                      (long long)m0->average_utilization);
         else if (util)
-            snprintf(cur, sizeof cur, "%.0f%% of requests (target %lld%%)", h->last[0],
+            snprintf(cur, sizeof cur, "%.0f%% of requests (target %lld%%)", v,
                      (long long)m0->average_utilization);
         else
-            snprintf(cur, sizeof cur, "%.0f%s a worker (target %s)", h->last[0],
+            snprintf(cur, sizeof cur, "%.0f%s a worker (target %s)", v,
                      strcmp(m0->resource, "cpu") == 0 ? "m" : " bytes", m0->average_value);
         kilnd_event(s->d, j->project, j->job_id, "INFO",
                     "Autoscaling (elasticPolicy.metrics): %s %s over %zu worker%s; %d -> %d "
