@@ -258,6 +258,30 @@ void kiln_exec_forget(const char *state);
 /* The backend's name ("local", "container"). */
 const char *kiln_exec_kind_name(kiln_exec_kind kind);
 
+/* ---- a container's resource use, from its cgroup (elasticPolicy.metrics) ----
+ * A container replica's processes live outside its `podman run`'s process
+ * group, in the container's own cgroup. kiln_exec_container_pids finds the
+ * containers' main processes by name (one `podman ps`, bounded); the cgroup
+ * is then read from /proc/PID/cgroup once per container start and kept. */
+typedef struct kiln_cgroup {
+    char cpu[512]; /* cgroup v2 dir with cpu.stat, or v1 cpuacct dir ("": none) */
+    char mem[512]; /* cgroup v2 dir with memory.current, or v1 memory dir ("": none) */
+    bool cpu_v2, mem_v2;
+} kiln_cgroup;
+
+/* The main process of each running container names[0..n) into pids[i] (0:
+ * not running, or podman did not answer within timeout_ms: the caller blocks
+ * at most that long). Returns how many were found. */
+size_t kiln_exec_container_pids(const kiln_exec_config *cfg, const char *const *names, size_t n,
+                                pid_t *pids, int timeout_ms);
+/* The cgroup of process `pid` (v2 preferred; v1 cpuacct/memory on a hybrid
+ * host); false when it has none to read. */
+bool kiln_cgroup_of(pid_t pid, kiln_cgroup *cg);
+/* Its CPU time so far (microseconds) and working set (bytes: usage less
+ * inactive_file, as the kubelet reports it to metrics-server); false when
+ * the cgroup is gone (the container ended). */
+bool kiln_cgroup_read(const kiln_cgroup *cg, unsigned long long *cpu_us, long long *mem_bytes);
+
 /* Appends one log line "SEVERITY\tTIMESTAMP\tTASK\tMESSAGE\n" to fd
  * (O_APPEND; one write, so concurrent writers do not interleave). Returns 0
  * when the whole line was written, 1 when only part of it was (a full disk:

@@ -202,6 +202,9 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
         /* elastic PyTorchJobs: workers running now, and wanted (maxReplicas) */
         json_t *ew = json_object_get(rt, "elasticWorkers");
         if (ew) json_object_set(ks, "elasticWorkers", ew);
+        /* elasticPolicy.metrics: the autoscaler's last look (kubectl get hpa) */
+        json_t *as = json_object_get(rt, "autoscaler");
+        if (as) json_object_set(ks, "autoscaler", as);
         /* --queues: a preempted job waiting again: Kueue's Preempted condition */
         json_t *pc = json_object_get(rt, "preempted");
         if (json_is_object(pc) && r->job->state == KILN_STATE_QUEUED)

@@ -314,10 +314,25 @@ static void check_role(hctx *h, kiln_role r, const char *image)
     }
 }
 
+/* Whether the workers (role `r`) hold GPUs: an acceleratorConfig with a
+ * count of a GPU type (or none: a GPU), or a legacy machine type's own. */
+static bool role_has_gpus(const kiln_catalog *c, const kiln_job *job, kiln_role r)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, r);
+    const kiln_training_input *ti = &job->training_input;
+    const char *type = r == KILN_ROLE_MASTER ? ti->master_type : ti->worker_type;
+    const kiln_machine_type *mt = set(type) ? kiln_catalog_machine(c, type) : NULL;
+    if (rc && rc->has_accelerator_config && rc->accelerator_config.count > 0)
+        return !set(rc->accelerator_config.type) ||
+               strncmp(rc->accelerator_config.type, "TPU", 3) != 0;
+    return mt && mt->builtin_accelerator_count > 0;
+}
+
 /* elasticPolicy.metrics (kilnd's HPA, src/exec/supervisor/hpa.c): each
  * target complete and measurable. The workers' use is read from their
- * process groups in /proc, so the workers must run as processes. */
-static void check_metrics(hctx *h, const kiln_training_input *ti, const char *worker_image)
+ * process groups in /proc, or from a container worker's cgroup; GPU
+ * utilisation from the GPU watch, so the workers must hold GPUs. */
+static void check_metrics(hctx *h, const kiln_training_input *ti, bool worker_gpus)
 {
     if (!ti->has_pytorch_job || !ti->pytorch_job.has_elastic_policy) return;
     const kiln_elastic_policy *ep = &ti->pytorch_job.elastic_policy;
@@ -326,17 +341,27 @@ static void check_metrics(hctx *h, const kiln_training_input *ti, const char *wo
         char f[160];
         int64_t v = 0;
         bool cpu = set(m->resource) && strcmp(m->resource, "cpu") == 0;
+        bool gpu = set(m->resource) && strcmp(m->resource, "nvidia.com/gpu") == 0;
         bool util = set(m->target_type) && strcmp(m->target_type, "Utilization") == 0;
 #define MF(suffix)                                                                                 \
     (snprintf(f, sizeof f, "trainingInput.pytorchJob.elasticPolicy.metrics[%zu]" suffix, i), f)
         if (!set(m->resource))
-            refuse(h, MF(".resource"), "required: cpu or memory");
+            refuse(h, MF(".resource"), "required: cpu, memory or nvidia.com/gpu");
         else if (!set(m->target_type))
             refuse(h, MF(".targetType"), "required: Utilization or AverageValue");
         else if (util && (m->average_utilization < 1 || set(m->average_value)))
             refuse(h, MF(".averageUtilization"),
                    "required with targetType Utilization (a whole percent, 1 or more), and "
                    "averageValue not with it");
+        else if (gpu && !util)
+            refuse(h, MF(".targetType"),
+                   "'%.32s': nvidia.com/gpu is measured as utilisation (percent of the time "
+                   "the workers' GPUs are busy), not as a quantity: use Utilization",
+                   m->target_type);
+        else if (gpu && !worker_gpus)
+            refuse(h, MF(".resource"),
+                   "nvidia.com/gpu: the workers hold no GPUs to measure (give them an "
+                   "acceleratorConfig)");
         else if (!util && (m->average_utilization != 0 || !set(m->average_value) ||
                            !(cpu ? kiln_quantity_cpu_milli(m->average_value, &v)
                                  : kiln_quantity_bytes(m->average_value, &v)) ||
@@ -345,10 +370,6 @@ static void check_metrics(hctx *h, const kiln_training_input *ti, const char *wo
                    "required with targetType AverageValue: a %s quantity above 0 (and "
                    "averageUtilization not with it)",
                    cpu ? "CPU (500m, 2)" : "memory (512Mi, 1Gi)");
-        else if (worker_image)
-            refuse(h, MF(""),
-                   "autoscaling measures the workers' processes on their node: the workers "
-                   "must run as processes (no imageUri), not in containers");
 #undef MF
     }
 }
@@ -415,7 +436,7 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
             image = kiln_catalog_runtime_image(c, job, (kiln_role)r); /* runtimeVersion's */
         check_role(&h, (kiln_role)r, image);
         if (r == (ti->pytorch_job.workers_only ? KILN_ROLE_MASTER : KILN_ROLE_WORKER))
-            check_metrics(&h, ti, image);
+            check_metrics(&h, ti, role_has_gpus(c, job, (kiln_role)r));
     }
     return h.n ? KILN_EINVAL : KILN_OK;
 }

@@ -95,7 +95,7 @@ static const kiln__field run_policy_fields[] = {
 static const kiln__msg run_policy_msg = {"RunPolicy", sizeof(kiln_run_policy), run_policy_fields,
                                          NF(run_policy_fields)};
 
-static const char *const metric_resources[] = {"cpu", "memory", NULL};
+static const char *const metric_resources[] = {"cpu", "memory", "nvidia.com/gpu", NULL};
 static const char *const metric_targets[] = {"Utilization", "AverageValue", NULL};
 static const kiln__field metric_fields[] = {
     FE(kiln_elastic_metric, "resource", resource, metric_resources),

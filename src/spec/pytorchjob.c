@@ -134,7 +134,8 @@ static void map_elastic_counts(kiln__kf *c, const json_t *el, kiln_elastic_polic
 
 /* elasticPolicy.metrics: the HorizontalPodAutoscaler (autoscaling/v2)
  * MetricSpecs the operator would give the job's HPA. kiln's supervisor is
- * that HPA for Resource metrics (cpu, memory) of the workers' processes;
+ * that HPA for Resource metrics (cpu, memory, nvidia.com/gpu utilisation)
+ * of the workers, processes or containers;
  * Pods, Object, External and ContainerResource metrics need a metrics
  * pipeline kiln does not have, so they are refused. */
 /* Keys of a MetricSpec part other than `ok` are refused at their path. */
@@ -165,9 +166,9 @@ static void map_metric(kiln__kf *c, const json_t *m, const char *p, kiln_elastic
     if (!type || strcmp(type, "Resource") != 0) {
         snprintf(q, sizeof q, "%s.type", p);
         kiln__kf_bad(c, q,
-                     "'%s': kiln autoscales on Resource metrics only (cpu or memory of the "
-                     "workers); Pods, Object, External and ContainerResource metrics are not "
-                     "supported",
+                     "'%s': kiln autoscales on Resource metrics only (cpu, memory or "
+                     "nvidia.com/gpu of the workers); Pods, Object, External and "
+                     "ContainerResource metrics are not supported",
                      type ? type : "missing");
         return;
     }
@@ -177,9 +178,11 @@ static void map_metric(kiln__kf *c, const json_t *m, const char *p, kiln_elastic
     snprintf(q, sizeof q, "%s.resource", p);
     if (!only_keys(c, m, p, mk, 2) || !only_keys(c, res, q, rk, 2)) return;
     const char *name = kiln__kf_scalar(kiln__kf_get(res, "name"));
-    if (!name || (strcmp(name, "cpu") != 0 && strcmp(name, "memory") != 0)) {
+    bool gpu = name && strcmp(name, "nvidia.com/gpu") == 0;
+    if (!name || (strcmp(name, "cpu") != 0 && strcmp(name, "memory") != 0 && !gpu)) {
         snprintf(q, sizeof q, "%s.resource.name", p);
-        kiln__kf_bad(c, q, "'%s' is not a resource kiln measures: use cpu or memory",
+        kiln__kf_bad(c, q,
+                     "'%s' is not a resource kiln measures: use cpu, memory or nvidia.com/gpu",
                      name ? name : "missing");
         return;
     }
@@ -195,6 +198,12 @@ static void map_metric(kiln__kf *c, const json_t *m, const char *p, kiln_elastic
             kiln__kf_bad(c, q, "required with type Utilization: a whole percent, 1 or more");
             return;
         }
+    } else if (tt && strcmp(tt, "AverageValue") == 0 && gpu) {
+        snprintf(q, sizeof q, "%s.resource.target.type", p);
+        kiln__kf_bad(c, q,
+                     "'AverageValue': nvidia.com/gpu is measured as utilisation (percent of the "
+                     "time the workers' GPUs are busy), not as a quantity: use Utilization");
+        return;
     } else if (tt && strcmp(tt, "AverageValue") == 0) {
         if (!val || !*val) { /* the quantity itself: honoured.c, at create */
             snprintf(q, sizeof q, "%s.resource.target.averageValue", p);

@@ -121,8 +121,15 @@ for f in simple cpu-demo elastic-echo mnist-gloo mnist-nccl mnist-mpi smoke-send
 done
 run 0 "$KILN" validate --tfjob "$PT/elastic-echo.yaml" --format json
 out_has '"elasticPolicy"'
-run 2 "$KILN" validate --kubeflow-job "$PT/elastic-imagenet.yaml"
-err_has "trainingInput.pytorchJob.elasticPolicy.metrics[0]: autoscaling measures the workers' processes"
+# the operator's imagenet example: autoscaled container workers (cgroups)
+run 0 "$KILN" validate --kubeflow-job "$PT/elastic-imagenet.yaml"
+out_has "averageUtilization: 75"
+sed 's/name: cpu/name: nvidia.com\/gpu/' "$PT/elastic-imagenet.yaml" >"$TMP/gpu-metric.yaml"
+run 2 "$KILN" validate --kubeflow-job "$TMP/gpu-metric.yaml"
+err_has "trainingInput.pytorchJob.elasticPolicy.metrics[0].resource: nvidia.com/gpu: the workers hold no GPUs to measure"
+sed 's/cpu: 2/cpu: 2\n                  nvidia.com\/gpu: 1/' "$TMP/gpu-metric.yaml" >"$TMP/gpu-metric2.yaml"
+run 0 "$KILN" validate --kubeflow-job "$TMP/gpu-metric2.yaml"
+out_has "resource: nvidia.com/gpu"
 run 2 "$KILN" validate --kubeflow-job "$PT/elastic-etcd.yaml"
 err_has "the file holds 3 YAML documents (1: Service 'rdzv-store-client'; 2: Pod 'rdzv-store'"
 sed 's/kind: PyTorchJob/kind: MPIJob/' "$PT/simple.yaml" >"$TMP/mpi.yaml"

@@ -6,8 +6,9 @@
 # process group burns up to two cores for 12 s: the HPA scales it up to
 # more workers, which burn too; once they all idle it scales back down
 # (a 2 s stabilisation window here), and the job SUCCEEDS when worker 0
-# exits. A Kubeflow file with a Pods metric, and a container job with
-# metrics, are refused naming the field.
+# exits. A Kubeflow file with a Pods metric, and an nvidia.com/gpu metric
+# given as an AverageValue, are refused naming the field (container workers:
+# it_elastic_hpa_container.sh).
 . "$(dirname "$0")/lib.sh"
 command -v yes >/dev/null || { echo "SKIP: needs yes(1)"; exit 77; }
 
@@ -78,8 +79,9 @@ check "a Pods metric is refused" test $? -ne 0
 check "naming spec.elasticPolicy.metrics[0].type" grep -q "spec.elasticPolicy.metrics\[0\].type: 'Pods'" <<<"$out"
 sed -e 's/type: Pods/type: Resource/' -e 's/pods:/resource:/' -e 's/metric: {name: samples_per_second}/name: cpu/' \
     "$T/pods.yaml" >"$T/container.yaml"
+sed -i 's/name: cpu/name: nvidia.com\/gpu/' "$T/container.yaml"
 out=$("$KILN" jobs submit training --kubeflow-job "$T/container.yaml" 2>&1)
-check "metrics on container workers are refused" grep -q "elasticPolicy.metrics\[0\]: autoscaling measures the workers' processes" <<<"$out"
+check "an nvidia.com/gpu AverageValue is refused" grep -q "spec.elasticPolicy.metrics\[0\].resource.target.type: 'AverageValue': nvidia.com/gpu is measured as utilisation" <<<"$out"
 api POST /v1/projects/p1/jobs '{"jobId": "hpa2", "trainingInput": {"scaleTier": "CUSTOM", "region": "us-central1", "masterType": "n1-standard-4", "masterConfig": {"containerCommand": ["true"]}, "pytorchJob": {"workersOnly": true, "elasticPolicy": {"minReplicas": "1", "maxReplicas": "3", "metrics": [{"resource": "cpu", "targetType": "AverageValue", "averageValue": "lots"}]}}}}'
 check_eq "a bad averageValue is refused" "$STATUS" 400
 check "naming its field" grep -q "trainingInput.pytorchJob.elasticPolicy.metrics\[0\].averageValue" <<<"$BODY"

@@ -146,6 +146,31 @@ int main(void)
     CHECK(kiln_quantity_bytes("1048576", &v) && v == 1048576);
     CHECK(!kiln_quantity_bytes("4GB", &v) && !kiln_quantity_bytes("Gi", &v));
 
+    /* elasticPolicy.metrics: container workers are measured from their
+     * cgroups (accepted); nvidia.com/gpu is a Utilization of the workers'
+     * GPUs: refused as an AverageValue, and on workers without GPUs */
+#define EL(cfg, metric)                                                                            \
+    "{\"jobId\": \"j\", \"trainingInput\": {\"scaleTier\": \"CUSTOM\", \"region\": "               \
+    "\"us-central1\", \"masterType\": \"n1-standard-4\", \"masterConfig\": {" cfg "}, "            \
+    "\"pytorchJob\": {\"workersOnly\": true, \"elasticPolicy\": {\"minReplicas\": \"1\", "         \
+    "\"maxReplicas\": \"3\", \"metrics\": [" metric "]}}}}"
+#define CPU75 "{\"resource\": \"cpu\", \"targetType\": \"Utilization\", \"averageUtilization\": 75}"
+#define GPU50                                                                                      \
+    "{\"resource\": \"nvidia.com/gpu\", \"targetType\": \"Utilization\", "                         \
+    "\"averageUtilization\": 50}"
+#define ONE_GPU "\"acceleratorConfig\": {\"count\": \"1\", \"type\": \"NVIDIA_TESLA_T4\"}"
+    expect(c, EL("\"imageUri\": \"localhost/w:1\"", CPU75), NULL, NULL);
+    expect(c, EL("\"containerCommand\": [\"true\"]", CPU75), NULL, NULL);
+    expect(c, EL(ONE_GPU, GPU50), NULL, NULL);
+    expect(c, EL(ONE_GPU ", \"imageUri\": \"localhost/w:1\"", GPU50), NULL, NULL);
+    expect(c, EL("\"containerCommand\": [\"true\"]", GPU50),
+           "trainingInput.pytorchJob.elasticPolicy.metrics[0].resource", "hold no GPUs");
+    expect(c,
+           EL(ONE_GPU, "{\"resource\": \"nvidia.com/gpu\", \"targetType\": \"AverageValue\", "
+                       "\"averageValue\": \"1\"}"),
+           "trainingInput.pytorchJob.elasticPolicy.metrics[0].targetType", "use Utilization");
+#undef EL
+
     kiln_catalog_free(c);
     kiln_diag_free(&d);
     TEST_DONE();

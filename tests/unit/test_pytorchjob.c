@@ -199,9 +199,38 @@ static void test_refusals(void)
                     "  pytorchReplicaSpecs:\n" WORKER("2"),
                "spec.elasticPolicy.metrics[0].resource.target.value", "not read");
     expect_bad(HEAD "spec:\n  elasticPolicy:\n    metrics:\n      - type: Resource\n"
+                    "        resource: {name: ephemeral-storage, target: {type: Utilization}}\n"
+                    "  pytorchReplicaSpecs:\n" WORKER("2"),
+               "spec.elasticPolicy.metrics[0].resource.name", "cpu, memory or nvidia.com/gpu");
+    /* nvidia.com/gpu: utilisation only (percent busy), never a quantity */
+    expect_bad(HEAD "spec:\n  elasticPolicy:\n    metrics:\n      - type: Resource\n"
+                    "        resource: {name: nvidia.com/gpu, target: {type: AverageValue, "
+                    "averageValue: \"1\"}}\n"
+                    "  pytorchReplicaSpecs:\n" WORKER("2"),
+               "spec.elasticPolicy.metrics[0].resource.target.type", "use Utilization");
+    expect_bad(HEAD "spec:\n  elasticPolicy:\n    metrics:\n      - type: Resource\n"
                     "        resource: {name: nvidia.com/gpu, target: {type: Utilization}}\n"
                     "  pytorchReplicaSpecs:\n" WORKER("2"),
-               "spec.elasticPolicy.metrics[0].resource.name", "cpu or memory");
+               "spec.elasticPolicy.metrics[0].resource.target.averageUtilization",
+               "a whole percent");
+    buf = example("elastic-imagenet.yaml");
+    char *gpu = strstr(buf, "name: cpu");
+    CHECK(gpu != NULL);
+    if (gpu) {
+        /* the imagenet example with a GPU metric: read the same way */
+        char *b2 = NULL;
+        CHECK(asprintf(&b2, "%.*sname: nvidia.com/gpu%s", (int)(gpu - buf), buf, gpu + 9) > 0);
+        job = decode(b2, &d, NULL);
+        ep = job ? &job->training_input.pytorch_job.elastic_policy : NULL;
+        CHECK(job && d.n == 0 && ep->n_metrics == 1 &&
+              strcmp(ep->metrics[0].resource, "nvidia.com/gpu") == 0 &&
+              strcmp(ep->metrics[0].target_type, "Utilization") == 0 &&
+              ep->metrics[0].average_utilization == 75);
+        kiln_job_free(job);
+        kiln_diag_free(&d);
+        free(b2);
+    }
+    free(buf);
 
     buf = example("elastic-etcd.yaml");
     job = decode(buf, &d, NULL);

@@ -55,11 +55,14 @@ typedef struct replica {
     bool failed;        /* it could never run */
     int64_t kill_at_ns; /* elastic: a leaving worker gets SIGKILL then (0 = not due) */
     long long moff;     /* bytes of its monitor's metrics file (TASK.metrics) read */
-    /* elasticPolicy.metrics: its process group's CPU time (clock ticks) and
-     * when it was read (0: not yet), for the HPA's next look (hpa.c) */
-    unsigned long long hpa_ticks;
+    /* elasticPolicy.metrics: its CPU time (microseconds: its process group's,
+     * or its container's cgroup's) and when it was read (0: not yet), for the
+     * HPA's next look (hpa.c) */
+    unsigned long long hpa_cpu_us;
     int64_t hpa_ns;
-    pid_t hpa_pid; /* the group measured (a restarted replica starts afresh) */
+    pid_t hpa_pid;      /* the replica measured (a restarted replica starts afresh) */
+    kiln_cgroup hpa_cg; /* a container's cgroup, found once per start */
+    pid_t hpa_cg_for;   /* the `podman run` hpa_cg was found for (0: none yet) */
 } replica;
 
 typedef enum after_stop {
