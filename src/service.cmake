@@ -18,7 +18,8 @@ file(GLOB KILN_EXEC_SRC    CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/exec/*.c
      ${CMAKE_SOURCE_DIR}/src/exec/local/*.c ${CMAKE_SOURCE_DIR}/src/exec/container/*.c)
 file(GLOB KILN_API_SRC     CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.c)
 file(GLOB KILN_DAEMON_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/daemon/*.c
-     ${CMAKE_SOURCE_DIR}/src/jobfiles/*.c ${CMAKE_SOURCE_DIR}/src/exec/trials/*.c
+     ${CMAKE_SOURCE_DIR}/src/jobfiles/*.c ${CMAKE_SOURCE_DIR}/src/notebooks/*.c
+     ${CMAKE_SOURCE_DIR}/src/exec/trials/*.c
      ${CMAKE_SOURCE_DIR}/src/exec/supervisor/*.c ${CMAKE_SOURCE_DIR}/src/exec/slurm/*.c)
 file(GLOB KILN_CLIENT_SRC  CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/cli/client*.c)
 file(GLOB KILN_OBJECTS_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/objects/*.c)

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "daemon/notebooks.h"
+#include "notebooks/notebooks.h"
 #include "daemon/tokens.h"
 
 #define NB_MAX_WS   256           /* WebSocket connections spliced at once */

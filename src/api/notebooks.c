@@ -7,7 +7,7 @@
  *   PATCH  .../instances/N:setAccelerator | :setMachineType | :setLabels
  *   GET    .../locations/L/operations/ID             the long-running operations
  * The instances themselves (their jobs, states, operations) live in
- * src/daemon/notebooks.c; this file checks what is sent and renders what
+ * src/notebooks/notebooks.c; this file checks what is sent and renders what
  * is shown. Every field kiln accepts is acted on; any other is refused
  * naming it. */
 #include <jansson.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "api/api_int.h"
-#include "daemon/notebooks.h"
+#include "notebooks/notebooks.h"
 
 /* gcloud's instance ids: [a-z]([-a-z0-9]*[a-z0-9])?, at most 63 */
 static bool valid_id(const char *s)

@@ -114,7 +114,7 @@ typedef struct kilnd {
     } slurm;
     kilnd_user *users;
     size_t n_users;
-    /* notebook instances (src/daemon/notebooks.h): the Python with
+    /* notebook instances (src/notebooks/notebooks.h): the Python with
      * JupyterLab for the known vmImage families, and KEY=PYTHON overrides */
     char *nb_python;
     const char **nb_env;

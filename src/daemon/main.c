@@ -32,7 +32,7 @@
 #include <jansson.h>
 
 #include "daemon/kilnd.h"
-#include "daemon/notebooks.h"
+#include "notebooks/notebooks.h"
 #include "util/atomic.h"
 #include "daemon/tokens.h"
 #include "kiln/objects.h"

@@ -1,4 +1,4 @@
-/* src/daemon/nbexec.c - `kiln notebooks exec`: a command in a running
+/* src/notebooks/nbexec.c - `kiln notebooks exec`: a command in a running
  * instance (notebooks.h, docs/notebooks.md).
  *
  * The command runs as the instance's Jupyter runs: the project's user, the
@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/notebooks.h"
+#include "notebooks/notebooks.h"
 #include "util/utf8.h"
 
 #define OUT_CAP (1u << 20) /* bytes kept of each of stdout and stderr */

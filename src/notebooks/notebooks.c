@@ -1,4 +1,4 @@
-/* src/daemon/notebooks.c - notebook instances as kiln jobs (notebooks.h).
+/* src/notebooks/notebooks.c - notebook instances as kiln jobs (notebooks.h).
  *
  * Why a job: a running instance needs exactly what a replica gets - a
  * placement by the scheduler on GPUs it holds alone, the project's Unix
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/notebooks.h"
+#include "notebooks/notebooks.h"
 #include "kiln/catalog.h"
 #include "kiln/job.h"
 #include "kiln/objects.h"

@@ -1,4 +1,4 @@
-/* src/daemon/notebooks.h - notebook instances (docs/notebooks.md).
+/* src/notebooks/notebooks.h - notebook instances (docs/notebooks.md).
  *
  * An instance is a document in the store (kind "notebook": the Instance as
  * the Notebooks API shows it, plus kiln's own "kiln" object) and, while it
