@@ -43,6 +43,7 @@
 
 #include "daemon/kilnd.h"
 #include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
+#include "exec/slurm/accounts.h"
 #include "exec/slurm/slurm.h"
 #include "exec/supervisor/trainmetrics.h" /* kiln-train's reports: a leaf parser */
 #include "exec/trials/trialbook.h"
@@ -963,6 +964,13 @@ static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
     fprintf(f, "#!/bin/bash\n# kiln job projects/%s/jobs/%s (written by kilnd: docs/slurm.md)\n",
             j->project, j->job_id);
     bool het = np > 1;
+    /* --queues: its ClusterQueue's account and its priority class's QOS
+     * (accounts.h), else --slurm-account */
+    char acct[256] = "", qos[256] = "";
+    if (d->queues_path)
+        kiln_slurm_job_account(d, j->project, &job->labels, acct, sizeof acct, qos, sizeof qos);
+    else if (d->slurm.account)
+        snprintf(acct, sizeof acct, "%s", d->slurm.account);
     for (size_t p = 0; p < np; p++) {
         if (p) fprintf(f, "#SBATCH hetjob\n");
         /* CPU and memory: the machine type's where the site says so, else 1 CPU */
@@ -982,7 +990,8 @@ static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
          * so no Slurm privilege is needed; kiln's jobs order among themselves */
         long long prio = ti->has_scheduling ? (long long)ti->scheduling.priority : 0;
         if (prio < 1000) fprintf(f, " --nice=%lld", 1000 - prio);
-        if (d->slurm.account) fprintf(f, " --account=%s", d->slurm.account);
+        if (acct[0]) fprintf(f, " --account=%s", acct);
+        if (qos[0]) fprintf(f, " --qos=%s", qos);
         if (p == 0)
             fprintf(f, " --job-name=%s --output=%s/batch-%%j.log --chdir=%s", name, sdir, work);
         fprintf(f, "\n");
@@ -2204,6 +2213,32 @@ static void positions(ssup *s, json_t *q)
     free(v);
 }
 
+/* --queues: why each kiln job Slurm holds PENDING waits, in the API's
+ * kilnStatus.queue (accounts.h): squeue's reason, and its ClusterQueue's
+ * account. `q`: squeue's leaders by id. */
+static void waits(ssup *s, json_t *q)
+{
+    size_t n = 0, cap = 0;
+    for (sjob *j = s->jobs; j; j = j->next)
+        cap++;
+    kiln_slurm_wait *w = calloc(cap ? cap : 1, sizeof *w);
+    if (!w) return;
+    for (sjob *j = s->jobs; j; j = j->next) {
+        char key[32];
+        if (j->study) continue;
+        snprintf(key, sizeof key, "%ld", j->id);
+        json_t *me = json_object_get(q, key);
+        const char *st = json_string_value(json_object_get(me, "job_state"));
+        if (!st || strcmp(st, "PENDING") != 0) continue;
+        w[n++] = (kiln_slurm_wait){j->project, j->job_id,
+                                   json_string_value(json_object_get(me, "account")),
+                                   json_string_value(json_object_get(me, "qos")),
+                                   json_string_value(json_object_get(me, "state_reason"))};
+    }
+    kiln_slurm_publish_waits(s->d, w, n);
+    free(w);
+}
+
 static void tick(ssup *s)
 {
     kilnd *d = s->d;
@@ -2252,6 +2287,7 @@ static void tick(ssup *s)
         link = &j->next;
     }
     positions(s, q);
+    if (d->queues_path) waits(s, q);
     while (s->fresh) { /* restarts and moves submitted while following */
         sjob *j = s->fresh;
         s->fresh = j->next;
