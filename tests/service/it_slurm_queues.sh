@@ -67,6 +67,7 @@ check_eq "account team-b: GrpTRES gres/gpu=2, Fairshare 3 (fairSharing.weight)" 
 me=$(id -un)
 check "project team-a's user ($me) is associated to team-a, allowed QOS urgent" \
     grep -qE "^team-a\|$me\|.*urgent" <<<"$(assoc team-a)"
+check_eq "sshare: team-b's raw shares are 3" "$(sshare -n -P -A team-b -o Account,RawShares | awk -F'|' '$1=="team-b"{print $2; exit}')" 3
 check_eq "QOS urgent: Priority 100" "$(sacctmgr -n -P show qos urgent format=name,priority)" "urgent|100"
 
 gjob() { # gjob ID COMMAND [LABELS]
@@ -109,6 +110,18 @@ check "a3's kilnStatus says Slurm's reason and team-a's quota ($reason)" \
 check_eq "a3's kilnStatus names its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.clusterQueue)" team-a
 check_eq "squeue: a3 pends on AssocGrpGRES in account team-a with QOS urgent" \
     "$(squeue -h -n kiln.team-a.a3.0 -o '%a %q %T %r' 2>/dev/null | head -1)" "team-a urgent PENDING AssocGrpGRES"
+# kiln queues describe: Slurm's count of the account (scontrol show assoc_mgr)
+qd=
+for _ in $(seq 1 50); do
+    api GET /v1/queues/team-a
+    qd=$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+c = json.load(sys.stdin)
+print(c["resourceGroups"][0]["flavors"][0]["resources"][0]["usage"], c["admittedWorkloads"], c["pendingWorkloads"])')
+    [ "$qd" = "2 2 1" ] && break
+    sleep 0.1
+done
+check_eq "GET /v1/queues/team-a: usage 2 GPUs, 2 admitted, 1 pending (Slurm's)" "$qd" "2 2 1"
 # team B's job starts at once: 2 of the 4 GPUs are free and team-b's quota is its own
 t0=$SECONDS
 api POST /v1/projects/team-b/jobs "$(gjob b1 "$(hold b1)")"

@@ -268,3 +268,86 @@ void kiln_slurm_publish_waits(kilnd *d, const kiln_slurm_wait *w, size_t n)
     d->n_qwait = v ? k : 0;
     pthread_mutex_unlock(&d->queues_mu);
 }
+
+/* "N(3)" or "2(3)" -> 3 (the part in use); -1 when there is none */
+static long long used_of(const char *v)
+{
+    const char *p = strchr(v, '(');
+    return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
+/* One line of scontrol -o show assoc_mgr: an account's own association
+ * (UserName empty) applied to its ClusterQueue. */
+static void usage_line(kiln_queues *q, char *line)
+{
+    char *acct = NULL, *tres = NULL, *save = NULL;
+    bool account_level = false;
+    long long jobs = -1, submitted = -1;
+    for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (strncmp(t, "Account=", 8) == 0)
+            acct = t + 8;
+        else if (strcmp(t, "UserName=") == 0)
+            account_level = true;
+        else if (strncmp(t, "GrpJobs=", 8) == 0)
+            jobs = used_of(t + 8);
+        else if (strncmp(t, "GrpSubmitJobs=", 14) == 0)
+            submitted = used_of(t + 14);
+        else if (strncmp(t, "GrpTRES=", 8) == 0)
+            tres = t + 8;
+    }
+    if (!acct || !account_level) return;
+    for (size_t c = 0; c < q->ncqs; c++) {
+        kiln_qcq *cq = &q->cqs[c];
+        if (strcmp(cq->name, acct) != 0) continue;
+        if (jobs >= 0) cq->admitted = (long)jobs;
+        if (submitted >= 0 && jobs >= 0) cq->pending = (long)(submitted - jobs);
+        char *s2 = NULL;
+        for (char *e = tres ? strtok_r(tres, ",", &s2) : NULL; e; e = strtok_r(NULL, ",", &s2)) {
+            int r = strncmp(e, "gres/gpu=", 9) == 0 ? KILN_QRES_GPU
+                    : strncmp(e, "cpu=", 4) == 0    ? KILN_QRES_CPU
+                    : strncmp(e, "mem=", 4) == 0    ? KILN_QRES_MEMORY
+                                                    : -1;
+            long long u = r >= 0 ? used_of(e) : -1;
+            if (u < 0) continue;
+            /* Slurm's units -> kiln_queues': CPUs -> millicores, MB -> bytes */
+            int64_t v = r == KILN_QRES_CPU      ? (int64_t)u * 1000
+                        : r == KILN_QRES_MEMORY ? (int64_t)u * 1024 * 1024
+                                                : (int64_t)u;
+            for (size_t g = 0; g < cq->ngroups; g++)
+                if (cq->groups[g].covers[r] && cq->groups[g].n) {
+                    cq->groups[g].flavors[0].usage[r] = v; /* one flavor under Slurm */
+                    break;
+                }
+        }
+        return;
+    }
+}
+
+void kiln_slurm_queue_usage(kilnd *d)
+{
+    char accts[4096] = "accounts=";
+    pthread_mutex_lock(&d->queues_mu);
+    for (size_t i = 0; d->queues && i < d->queues->ncqs; i++)
+        snprintf(accts + strlen(accts), sizeof accts - strlen(accts), "%s%s", i ? "," : "",
+                 d->queues->cqs[i].name);
+    pthread_mutex_unlock(&d->queues_mu);
+    if (strcmp(accts, "accounts=") == 0) return;
+    char *out = NULL;
+    char *argv[] = {"scontrol", "-o", "show", "assoc_mgr", "flags=assoc", accts, NULL};
+    if (kiln_slurm_run(argv, &out, 10) != 0 || !out) {
+        free(out);
+        return;
+    }
+    pthread_mutex_lock(&d->queues_mu);
+    kiln_queues *q = d->queues;
+    if (q) {
+        kiln_queues_reset_usage(q);
+        for (size_t i = 0; i < q->ncqs; i++)
+            q->cqs[i].admitted = q->cqs[i].pending = 0;
+        char *save = NULL;
+        for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            usage_line(q, l);
+    }
+    pthread_mutex_unlock(&d->queues_mu);
+    free(out);
+}

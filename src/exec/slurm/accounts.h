@@ -53,4 +53,11 @@ typedef struct kiln_slurm_wait {
  * Takes d->queues_mu. */
 void kiln_slurm_publish_waits(kilnd *d, const kiln_slurm_wait *w, size_t n);
 
+/* Each ClusterQueue's usage, admitted and pending workloads as Slurm counts
+ * them against its account (scontrol show assoc_mgr: the account's GrpTRES
+ * in use, GrpJobs running, GrpSubmitJobs submitted), for GET /v1/queues and
+ * /metrics: every job of the account, kiln's or not. Nothing changes when
+ * scontrol does not answer. Takes d->queues_mu (not while scontrol runs). */
+void kiln_slurm_queue_usage(kilnd *d);
+
 #endif

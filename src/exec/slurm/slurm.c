@@ -2295,6 +2295,7 @@ static void tick(ssup *s)
         s->jobs = j;
     }
 out:
+    if (d->queues_path && !d->stop) kiln_slurm_queue_usage(d); /* GET /v1/queues: Slurm's */
     json_decref(q);
     json_decref(byname);
     json_decref(s->nodes); /* the next tick's submits see the nodes anew */
