@@ -123,11 +123,13 @@ print(c["resourceGroups"][0]["flavors"][0]["resources"][0]["usage"], c["admitted
 done
 check_eq "GET /v1/queues/team-a: usage 2 GPUs, 2 admitted, 1 pending (Slurm's)" "$qd" "2 2 1"
 # team B's job starts at once: 2 of the 4 GPUs are free and team-b's quota is its own
-t0=$SECONDS
+t0=$(date +%s%N)
 api POST /v1/projects/team-b/jobs "$(gjob b1 "$(hold b1)")"
 check_eq "team-b b1: created" "$STATUS" 200
 check "b1 RUNNING while a3 waits" wait_st team-b b1 RUNNING 15
-check "b1 started within 15 s ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -le 15
+ms=$((($(date +%s%N) - t0) / 1000000))
+echo "b1 (team-b) RUNNING $ms ms after its create, with team-a's third job waiting"
+check "b1 started within 15 s ($ms ms)" test "$ms" -le 15000
 check_eq "a3 still QUEUED" "$(st team-a a3)" QUEUED
 check "b1 went with --account=team-b" grep -q -- "--account=team-b" "$T/d/jobs/team-b/b1/slurm/job.sbatch"
 check "a3 went with --account=team-a --qos=urgent" grep -q -- "--account=team-a --qos=urgent" "$T/d/jobs/team-a/a3/slurm/job.sbatch"
