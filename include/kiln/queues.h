@@ -198,8 +198,10 @@ void kiln_queues_format(kiln_qres r, int64_t v, char *buf, size_t len);
  * nodeLabels, more than one flavor, StrictFIFO) or that kiln does not carry
  * into Slurm (preemption, stopPolicy: Hold), or whose value Slurm cannot
  * hold (fractions of a CPU or MiB, a fractional weight, a negative
- * priority). Returns how many were added. */
-size_t kiln_queues_slurm_refusals(const kiln_queues *q, kiln_diag *d);
+ * priority), and cpu or memory quotas unless `machine_resources`
+ * (--slurm-machine-resources yes: only then does Slurm count a replica's
+ * machine type as kiln does). Returns how many were added. */
+size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d);
 /* ClusterQueue cq's account's GrpTRES, "gres/gpu=2,cpu=8,mem=16384": its
  * nominal quota (summed over flavors) in Slurm's units (devices, CPUs, MiB),
  * -1 for a resource it does not cover (which clears an earlier limit). */

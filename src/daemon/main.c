@@ -324,7 +324,7 @@ static void reload_queues(kilnd *d)
     kiln_queues *nq = NULL;
     char why[1024];
     if (kiln_queues_load_file(d->queues_path, &nq, &dg) != KILN_OK ||
-        (d->slurm.on && kiln_queues_slurm_refusals(nq, &dg) > 0)) {
+        (d->slurm.on && kiln_queues_slurm_refusals(nq, d->slurm.machine_resources, &dg) > 0)) {
         fprintf(stderr,
                 "kilnd: SIGHUP: the queues file %s does not load; still admitting with "
                 "the old one:\n",
@@ -708,7 +708,8 @@ int main(int argc, char **argv)
     /* Slurm admits every job itself: the file becomes Slurm's accounts,
      * QOS and associations (src/exec/slurm/accounts.h); what Slurm gives no
      * meaning is refused */
-    if (d.queues_path && d.slurm.on && kiln_queues_slurm_refusals(d.queues, &dg) > 0) {
+    if (d.queues_path && d.slurm.on &&
+        kiln_queues_slurm_refusals(d.queues, d.slurm.machine_resources, &dg) > 0) {
         fprintf(stderr,
                 "kilnd: --queues %s with --executor slurm: these fields are refused "
                 "(docs/queues.md, \"Under --executor slurm\"):\n",

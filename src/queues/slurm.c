@@ -31,12 +31,25 @@ static void add(kiln_diag *d, const char *kind, const char *name, const char *fi
 
 #define MIB (1024LL * 1024LL)
 
-static void cq_fields(const kiln_qcq *c, kiln_diag *d)
+static void cq_fields(const kiln_qcq *c, bool machine_resources, kiln_diag *d)
 {
     char f[300], why[600];
     const char *n = c->name;
     for (size_t g = 0; g < c->ngroups; g++) {
         const kiln_qgroup *grp = &c->groups[g];
+        /* kiln counts a replica's machine type's CPUs and memory against the
+         * quota; Slurm counts what sbatch asked, which is 1 CPU and its
+         * default memory unless the machine types are passed on */
+        for (int r = KILN_QRES_CPU; r <= KILN_QRES_MEMORY && !machine_resources; r++)
+            if (grp->covers[r]) {
+                snprintf(f, sizeof f, "spec.resourceGroups[%zu].coveredResources %s", g,
+                         res_name(r));
+                add(d, "ClusterQueue", n, f,
+                    "under --executor slurm a replica asks Slurm for its machine type's CPUs "
+                    "and memory only with --slurm-machine-resources yes (else 1 CPU and "
+                    "Slurm's default memory): without it the account's GrpTRES would count "
+                    "other amounts than kiln's quota");
+            }
         if (grp->n > 1) {
             snprintf(f, sizeof f, "spec.resourceGroups[%zu].flavors[1]", g);
             add(d, "ClusterQueue", n, f,
@@ -99,7 +112,7 @@ static void cq_fields(const kiln_qcq *c, kiln_diag *d)
             "MaxSubmitJobs=0 (sacctmgr), set by the site");
 }
 
-size_t kiln_queues_slurm_refusals(const kiln_queues *q, kiln_diag *d)
+size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d)
 {
     size_t before = d->n + d->dropped;
     for (size_t i = 0; i < q->nflavors; i++)
@@ -111,7 +124,7 @@ size_t kiln_queues_slurm_refusals(const kiln_queues *q, kiln_diag *d)
         add(d, "Cohort", q->cohorts.v[i], "kind: Cohort",
             "meaningless in Slurm: accounts lend no quota to each other");
     for (size_t i = 0; i < q->ncqs; i++)
-        cq_fields(&q->cqs[i], d);
+        cq_fields(&q->cqs[i], machine_resources, d);
     for (size_t i = 0; i < q->nlqs; i++)
         if (q->lqs[i].stop == KILN_QSTOP_HOLD) {
             char name[300];

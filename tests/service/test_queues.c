@@ -81,7 +81,7 @@ int main(void)
          * acted on (quota -> GrpTRES, LocalQueue -> association, priority
          * class -> QOS) */
         kiln_diag sd = KILN_DIAG_INIT;
-        CHECK(kiln_queues_slurm_refusals(q, &sd) == sd.n && sd.n == 3);
+        CHECK(kiln_queues_slurm_refusals(q, true, &sd) == sd.n && sd.n == 3);
         CHECK(has_field(&sd, "ClusterQueue team-a: spec.cohort"));
         CHECK(has_field(&sd, "ClusterQueue team-b: spec.cohort"));
         CHECK(has_field(&sd, "ResourceFlavor v100: spec.nodeLabels"));
@@ -126,9 +126,16 @@ int main(void)
                                 &d) == KILN_OK);
     kiln_diag_print(&d, stderr);
     if (q) {
-        /* under Slurm: nothing refused; 9 CPUs and 36Gi (36864 MiB) of GrpTRES */
+        /* under Slurm with --slurm-machine-resources yes: nothing refused; 9
+         * CPUs and 36Gi (36864 MiB) of GrpTRES. Without it Slurm would count 1
+         * CPU a replica: both quotas refused */
         kiln_diag sd = KILN_DIAG_INIT;
-        CHECK(kiln_queues_slurm_refusals(q, &sd) == 0);
+        CHECK(kiln_queues_slurm_refusals(q, false, &sd) == 2 &&
+              has_field(
+                  &sd, "ClusterQueue cluster-queue: spec.resourceGroups[0].coveredResources cpu") &&
+              has_field(&sd, "coveredResources memory"));
+        kiln_diag_clear(&sd);
+        CHECK(kiln_queues_slurm_refusals(q, true, &sd) == 0);
         kiln_diag_print(&sd, stderr);
         kiln_diag_free(&sd);
         char tres[200];
@@ -298,7 +305,7 @@ int main(void)
         q = load(all, &d);
         CHECK(q != NULL);
         if (q) {
-            CHECK(kiln_queues_slurm_refusals(q, &sd) == 0);
+            CHECK(kiln_queues_slurm_refusals(q, true, &sd) == 0);
             CHECK(kiln_queues_slurm_fairshare(q, 0) == 3);
             kiln_queues_free(q);
         }
@@ -306,7 +313,7 @@ int main(void)
                  cq(a, sizeof a, "s", NULL, "3", NULL, "  fairSharing:\n    weight: 0.5\n"));
         q = load(all, &d);
         kiln_diag_clear(&sd);
-        CHECK(q && kiln_queues_slurm_refusals(q, &sd) == 1 &&
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 1 &&
               has_field(&sd, "ClusterQueue s: spec.fairSharing.weight"));
         kiln_queues_free(q);
         snprintf(all, sizeof all, "%s%s", FLAVOR,
@@ -315,7 +322,7 @@ int main(void)
                     "  queueingStrategy: StrictFIFO\n  stopPolicy: Hold\n"));
         q = load(all, &d);
         kiln_diag_clear(&sd);
-        CHECK(q && kiln_queues_slurm_refusals(q, &sd) == 3 &&
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 3 &&
               has_field(&sd, "ClusterQueue s: spec.preemption") &&
               has_field(&sd, "spec.queueingStrategy: StrictFIFO") &&
               has_field(&sd, "spec.stopPolicy: Hold"));
@@ -334,7 +341,7 @@ int main(void)
         q = load(all, &d);
         kiln_diag_print(&d, stderr);
         kiln_diag_clear(&sd);
-        CHECK(q && kiln_queues_slurm_refusals(q, &sd) == 3 &&
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 3 &&
               has_field(&sd, "flavors[0] cpu nominalQuota") &&
               has_field(&sd, "flavors[0] memory nominalQuota") &&
               has_field(&sd, "ClusterQueue s: spec.resourceGroups[0].flavors[1]"));
@@ -349,7 +356,7 @@ int main(void)
         q = load(all, &d);
         kiln_diag_print(&d, stderr);
         kiln_diag_clear(&sd);
-        CHECK(q && kiln_queues_slurm_refusals(q, &sd) == 3 &&
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 3 &&
               has_field(&sd, "LocalQueue p/default: spec.stopPolicy: Hold") &&
               has_field(&sd, "WorkloadPriorityClass low: value") && has_field(&sd, "Cohort lab"));
         kiln_diag_print(&sd, stderr);
