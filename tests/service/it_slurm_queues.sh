@@ -122,6 +122,8 @@ print(c["resourceGroups"][0]["flavors"][0]["resources"][0]["usage"], c["admitted
     sleep 0.1
 done
 check_eq "GET /v1/queues/team-a: usage 2 GPUs, 2 admitted, 1 pending (Slurm's)" "$qd" "2 2 1"
+check_eq "kiln queues list: team-a 1 pending, 2 admitted, 2/2 GPUs" \
+    "$("$KILN" queues list | awk '$1=="team-a"{print $3, $4, $5}')" "1 2 2/2"
 # team B's job starts at once: 2 of the 4 GPUs are free and team-b's quota is its own
 t0=$(date +%s%N)
 api POST /v1/projects/team-b/jobs "$(gjob b1 "$(hold b1)")"
