@@ -12,14 +12,16 @@
 #     job starts at once; when an A job ends, the third runs;
 #   - jobs go with --account=<ClusterQueue> and --qos=<priority class>;
 #   - SIGHUP applies a changed quota to the account;
+#   - with the projects' own Unix user (tokens file 'project P user U'), the
+#     associations are U's and U's job runs in account team-b;
 #   - a field Slurm makes meaningless (cohort) is refused at start, and a
 #     sacctmgr failure stops kilnd's start naming the account.
 # Skipped (77) with the reason where Slurm or its accounting cannot run here
-# (probes `slurm`, `slurmdbd`).
+# (probes `slurm`, `slurmdbd`, `runas`).
 PORT_RANGE=41000-41799 # the cluster's own daemons listen on 41900-41992
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
-kiln_need slurm mknod slurmdbd
+kiln_need slurm mknod slurmdbd runas
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/slurm_lib.sh"
 slurm_test_cluster 41900 41992 --accounting
@@ -158,4 +160,34 @@ check "SIGHUP: team-a's is still gres/gpu=2" test "$(assoc team-a | awk -F'|' '$
 touch "$T/end-a2" "$T/end-a3" "$T/end-b1"
 check "a3 SUCCEEDED" wait_st team-a a3 SUCCEEDED 30
 check "b1 SUCCEEDED" wait_st team-b b1 SUCCEEDED 30
+stop_kilnd
+
+# ---- the projects' own user: the associations are U's, and Slurm runs U's
+# job in account team-b (it would refuse one without the association) ----
+U=kilnq$$
+useradd -r -M -s /usr/sbin/nologin "$U" || {
+    fail "useradd $U"
+    finish
+}
+AT_EXIT="$AT_EXIT; userdel $U >/dev/null 2>&1"
+chmod 711 "$CLUSTER/munge"
+chmod 755 "$T" # the user's replicas reach the data dir below it
+TOKEN=tok-editor-0123456789abcdef
+printf '%s * editor\nproject team-a user %s\nproject team-b user %s\n' "$TOKEN" "$U" "$U" >"$T/tokens"
+chmod 600 "$T/tokens"
+export TOKEN
+NO_ROOT_OK=1 start_kilnd "$T/d2" "${KILND_SLURM[@]}" --queues "$T/queues.yaml" --tokens "$T/tokens"
+check "user $U is associated to team-a and team-b" \
+    test "$( (assoc team-a; assoc team-b) | awk -F'|' -v u="$U" '$2==u{print $1}' | tr '\n' ' ')" = "team-a team-b "
+api POST /v1/projects/team-b/jobs "$(gjob asu 'echo RUNS_AS $(id -un)')"
+check_eq "team-b asu: created" "$STATUS" 200
+check "asu SUCCEEDED" wait_st team-b asu SUCCEEDED 60
+check "asu ran as $U" grep -q "RUNS_AS $U$" "$T/d2/jobs/team-b/asu/log.tsv"
+acct=
+for _ in $(seq 1 50); do
+    acct=$(sacct -n -P -X --name=kiln.team-b.asu.0 -o Account,User 2>/dev/null | head -1)
+    [ -n "$acct" ] && break
+    sleep 0.1
+done
+check_eq "sacct: Slurm ran it in account team-b as $U" "$acct" "team-b|$U"
 finish
