@@ -947,6 +947,20 @@ static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
     }
     json_decref(spec);
 
+    /* --queues: its ClusterQueue's account and its priority class's QOS
+     * (accounts.h), else --slurm-account. A job no LocalQueue takes now
+     * (the file changed since its create) goes nowhere: without its account
+     * it would run outside every quota */
+    char acct[256] = "", qos[256] = "";
+    if (d->queues_path &&
+        !kiln_slurm_job_account(d, j->project, &job->labels, acct, sizeof acct, qos, sizeof qos)) {
+        snprintf(why, whylen,
+                 "no LocalQueue of the queues file takes project %s's job now (it changed "
+                 "since the job was created), so it has no Slurm account",
+                 j->project);
+        return false;
+    }
+    if (!d->queues_path && d->slurm.account) snprintf(acct, sizeof acct, "%s", d->slurm.account);
     snprintf(path, sizeof path, "%s/job.sbatch", sdir);
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -964,13 +978,6 @@ static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
     fprintf(f, "#!/bin/bash\n# kiln job projects/%s/jobs/%s (written by kilnd: docs/slurm.md)\n",
             j->project, j->job_id);
     bool het = np > 1;
-    /* --queues: its ClusterQueue's account and its priority class's QOS
-     * (accounts.h), else --slurm-account */
-    char acct[256] = "", qos[256] = "";
-    if (d->queues_path)
-        kiln_slurm_job_account(d, j->project, &job->labels, acct, sizeof acct, qos, sizeof qos);
-    else if (d->slurm.account)
-        snprintf(acct, sizeof acct, "%s", d->slurm.account);
     for (size_t p = 0; p < np; p++) {
         if (p) fprintf(f, "#SBATCH hetjob\n");
         /* CPU and memory: the machine type's where the site says so, else 1 CPU */
