@@ -9,8 +9,9 @@
  * to that account, a WorkloadPriorityClass a QOS of that Priority. This file
  * says what those objects are (pure arithmetic, no Slurm) and refuses, each
  * at its path, the fields Slurm gives no meaning (cohort lending, flavors'
- * node labels, StrictFIFO) or that kiln does not carry into Slurm yet
- * (preemption, stopPolicy: Hold), naming Slurm's way to do it. */
+ * node labels, StrictFIFO, preemption: Slurm's frees nodes, not an
+ * account's quota) or that kiln does not carry into Slurm (stopPolicy:
+ * Hold), naming Slurm's way to do it. */
 #include <stdio.h>
 #include <string.h>
 
@@ -95,9 +96,12 @@ static void cq_fields(const kiln_qcq *c, bool machine_resources, kiln_diag *d)
     if (c->within_cq != KILN_QP_NEVER || c->reclaim != KILN_QP_NEVER ||
         c->borrow_within != KILN_QP_NEVER)
         add(d, "ClusterQueue", n, "spec.preemption",
-            "not carried into Slurm by kiln: preemption there is a QOS's Preempt= list with "
-            "PreemptType=preempt/qos and PreemptMode=REQUEUE (sacctmgr modify qos HIGH set "
-            "Preempt=LOW), set by the site");
+            "meaningless in Slurm as kiln maps the file: Slurm's preemption (a QOS's Preempt= "
+            "list, PreemptType=preempt/qos, PreemptMode=REQUEUE) frees nodes, never an "
+            "account's GrpTRES (a higher-QOS job of a full account stays PENDING with "
+            "AssocGrpGRES), so withinClusterQueue cannot happen, and reclaimWithinCohort "
+            "needs a cohort, which Slurm has not; a site wanting node preemption sets it in "
+            "Slurm");
     if (c->fair_sharing &&
         (c->weight < 1 || c->weight != (double)(long)c->weight || c->weight > 1e6)) {
         snprintf(why, sizeof why,
