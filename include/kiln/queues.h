@@ -196,7 +196,8 @@ void kiln_queues_format(kiln_qres r, int64_t v, char *buf, size_t len);
  * projects' users to it, a WorkloadPriorityClass a QOS. One violation per
  * field (at its path) that Slurm gives no meaning (cohort lending, flavors'
  * nodeLabels, more than one flavor, StrictFIFO, preemption) or that kiln
- * does not carry into Slurm (stopPolicy: Hold), or whose value Slurm cannot
+ * does not carry into Slurm (a LocalQueue's stopPolicy: Hold), or whose
+ * value Slurm cannot
  * hold (fractions of a CPU or MiB, a fractional weight, a negative
  * priority), and cpu or memory quotas unless `machine_resources`
  * (--slurm-machine-resources yes: only then does Slurm count a replica's

@@ -10,8 +10,10 @@
  * says what those objects are (pure arithmetic, no Slurm) and refuses, each
  * at its path, the fields Slurm gives no meaning (cohort lending, flavors'
  * node labels, StrictFIFO, preemption: Slurm's frees nodes, not an
- * account's quota) or that kiln does not carry into Slurm (stopPolicy:
- * Hold), naming Slurm's way to do it. */
+ * account's quota) or that kiln does not carry into Slurm (a LocalQueue's
+ * stopPolicy: Hold), naming Slurm's way to do it. A ClusterQueue's
+ * stopPolicy: Hold is its account's GrpJobs=0: pending jobs stay pending
+ * (AssocGrpJobsLimit), running ones run on, as Kueue's Hold. */
 #include <stdio.h>
 #include <string.h>
 
@@ -110,10 +112,6 @@ static void cq_fields(const kiln_qcq *c, bool machine_resources, kiln_diag *d)
                  c->weight);
         add(d, "ClusterQueue", n, "spec.fairSharing.weight", why);
     }
-    if (c->stop == KILN_QSTOP_HOLD)
-        add(d, "ClusterQueue", n, "spec.stopPolicy: Hold",
-            "not carried into Slurm by kiln: holding is scontrol hold, or the account's "
-            "MaxSubmitJobs=0 (sacctmgr), set by the site");
 }
 
 size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d)
@@ -134,8 +132,10 @@ size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, 
             char name[300];
             snprintf(name, sizeof name, "%s/%s", q->lqs[i].namespace_, q->lqs[i].name);
             add(d, "LocalQueue", name, "spec.stopPolicy: Hold",
-                "not carried into Slurm by kiln: holding is scontrol hold, or the association's "
-                "MaxSubmitJobs=0 (sacctmgr), set by the site");
+                "not carried into Slurm by kiln: a LocalQueue is an association of a Unix "
+                "user, which other projects' LocalQueues may share (kilnd's own user by "
+                "default), so its GrpJobs=0 could hold them too; hold the ClusterQueue, or "
+                "the jobs (scontrol hold)");
         }
     for (size_t i = 0; i < q->npcs; i++)
         if (q->pcs[i].value < 0 || q->pcs[i].value > 2147483647LL)

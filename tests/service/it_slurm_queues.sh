@@ -11,7 +11,8 @@
 #     (AssocGrpGRES) naming ClusterQueue team-a in kilnStatus, while team B's
 #     job starts at once; when an A job ends, the third runs;
 #   - jobs go with --account=<ClusterQueue> and --qos=<priority class>;
-#   - SIGHUP applies a changed quota to the account;
+#   - SIGHUP applies stopPolicy: Hold (GrpJobs=0: b1 runs on, b2 waits,
+#     saying its ClusterQueue is held), then a changed quota (GrpTRES);
 #   - with the projects' own Unix user (tokens file 'project P user U'), the
 #     associations are U's and U's job runs in account team-b;
 #   - a field Slurm makes meaningless (cohort) is refused at start, and a
@@ -39,8 +40,12 @@ lq() { # lq PROJECT CLUSTERQUEUE
 pc() { # pc NAME VALUE
     printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata:\n  name: %s\nvalue: %s\n' "$1" "$2"
 }
-{ flavor; cq team-a 2; cq team-b 2 '  fairSharing:\n    weight: 3\n'; lq team-a team-a; lq team-b team-b; pc urgent 100; } >"$T/queues.yaml"
-sed -i 's/\\n/\n/g' "$T/queues.yaml"
+write_queues() { # write_queues TEAM_B_GPUS [TEAM_B SPEC LINES]: $T/queues.yaml
+    { flavor; cq team-a 2; cq team-b "$1" "  fairSharing:\n    weight: 3\n${2:-}"; lq team-a team-a
+        lq team-b team-b; pc urgent 100; } | sed 's/\\n/\n/g' >"$T/q.new"
+    mv "$T/q.new" "$T/queues.yaml"
+}
+write_queues 2
 
 KILND_SLURM=(--executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
     --slurm-gpu-type NVIDIA_TESLA_T4=t4)
@@ -145,21 +150,50 @@ check "a3 RUNNING once a1 ended" wait_st team-a a3 RUNNING 30
 check_eq "Slurm runs 2 of team-a's jobs, 1 of team-b's" \
     "$(squeue -h -t RUNNING -o '%a' 2>/dev/null | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')" "team-a=2 team-b=1 "
 
-# ---- SIGHUP: a new quota is the account's new GrpTRES ----
-awk '/nominalQuota: 2/ { if (++n == 2) sub(/2$/, "1") } 1' "$T/queues.yaml" >"$T/q2.yaml"
-mv "$T/q2.yaml" "$T/queues.yaml"
+# ---- SIGHUP: team-b held (stopPolicy: Hold is its account's GrpJobs=0):
+# its running job runs on, a new one waits; then released with a quota of 1 ----
+grpjobs() { sacctmgr -n -P show assoc where account="$1" format=user,grpjobs | awk -F'|' '$1==""{print $2}'; }
+reason_of() { # reason_of PROJECT JOB PATTERN: waits up to 10 s for kilnStatus.queue.reason to match
+    local r=
+    for _ in $(seq 1 100); do
+        api GET "/v1/projects/$1/jobs/$2"
+        r=$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)
+        grep -q "$3" <<<"$r" && { echo "$r"; return 0; }
+        sleep 0.1
+    done
+    echo "$r"
+    return 1
+}
+write_queues 2 '  stopPolicy: Hold\n'
+kill -HUP "$KPID"
+for _ in $(seq 1 100); do [ "$(grpjobs team-b)" = 0 ] && break; sleep 0.1; done
+check_eq "SIGHUP with Hold: account team-b's GrpJobs is 0" "$(grpjobs team-b)" 0
+api POST /v1/projects/team-b/jobs "$(gjob b2 "$(hold b2)")"
+check_eq "team-b b2: created" "$STATUS" 200
+r=$(reason_of team-b b2 "ClusterQueue team-b is held")
+check "b2 waits: its ClusterQueue is held ($r)" grep -q "AssocGrpJobsLimit.*ClusterQueue team-b is held (stopPolicy: Hold" <<<"$r"
+check_eq "b1 runs on while team-b is held" "$(st team-b b1)" RUNNING
+check_eq "b2 QUEUED while held" "$(st team-b b2)" QUEUED
+write_queues 1
 kill -HUP "$KPID"
 ok_hup=
 for _ in $(seq 1 100); do
-    [ "$(assoc team-b | awk -F'|' '$2==""{print $3}')" = "gres/gpu=1" ] && { ok_hup=1; break; }
+    [ "$(assoc team-b | awk -F'|' '$2==""{print $3}')" = "gres/gpu=1" ] && [ -z "$(grpjobs team-b)" ] && { ok_hup=1; break; }
     sleep 0.1
 done
-check "SIGHUP: account team-b's GrpTRES is gres/gpu=1" test -n "$ok_hup"
+check "SIGHUP: account team-b's GrpTRES is gres/gpu=1, its hold lifted" test -n "$ok_hup"
 check "SIGHUP: team-a's is still gres/gpu=2" test "$(assoc team-a | awk -F'|' '$2==""{print $3}')" = "gres/gpu=2"
+# released, b2 would start at once with a quota of 2 (3 of the 4 GPUs are
+# in use): with 1, b1's, it stays QUEUED (Slurm may keep its last reason)
+sleep 3
+check_eq "b2 still QUEUED on team-b's quota of 1, b1 holding it" "$(st team-b b2)" QUEUED
+touch "$T/end-b1"
+check "b2 RUNNING once b1 ended" wait_st team-b b2 RUNNING 30
 
-touch "$T/end-a2" "$T/end-a3" "$T/end-b1"
+touch "$T/end-a2" "$T/end-a3" "$T/end-b2"
 check "a3 SUCCEEDED" wait_st team-a a3 SUCCEEDED 30
 check "b1 SUCCEEDED" wait_st team-b b1 SUCCEEDED 30
+check "b2 SUCCEEDED" wait_st team-b b2 SUCCEEDED 30
 stop_kilnd
 
 # ---- the projects' own user: the associations are U's, and Slurm runs U's

@@ -322,10 +322,11 @@ int main(void)
                     "  queueingStrategy: StrictFIFO\n  stopPolicy: Hold\n"));
         q = load(all, &d);
         kiln_diag_clear(&sd);
-        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 3 &&
+        /* a ClusterQueue's Hold is acted on (its account's GrpJobs=0) */
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 2 &&
               has_field(&sd, "ClusterQueue s: spec.preemption") &&
               has_field(&sd, "spec.queueingStrategy: StrictFIFO") &&
-              has_field(&sd, "spec.stopPolicy: Hold"));
+              !has_field(&sd, "spec.stopPolicy: Hold"));
         kiln_queues_free(q);
         /* fractions of a CPU or a MiB; two flavors in a group */
         snprintf(all, sizeof all,

@@ -55,6 +55,10 @@ static bool account(const kilnd *d, const kiln_queues *q, size_t cq, char *why, 
 {
     const char *name = q->cqs[cq].name;
     char tres[200], grp[220], fs[48], parent[300], what[400], last[320];
+    /* stopPolicy: Hold -> GrpJobs=0: no job of the account starts, those
+     * running run on (Kueue's Hold); -1 lifts it */
+    bool hold = q->cqs[cq].stop == KILN_QSTOP_HOLD;
+    char *jobs = hold ? "GrpJobs=0" : "GrpJobs=-1";
     kiln_queues_slurm_tres(q, cq, tres, sizeof tres);
     snprintf(fs, sizeof fs, "Fairshare=%ld", kiln_queues_slurm_fairshare(q, cq));
     snprintf(what, sizeof what, "account %s (ClusterQueue %s, GrpTRES=%s)", name, name, tres);
@@ -66,7 +70,7 @@ static bool account(const kilnd *d, const kiln_queues *q, size_t cq, char *why, 
         char wn[300];
         snprintf(wn, sizeof wn, "name=%s", name);
         snprintf(grp, sizeof grp, "GrpTRES=%s", tres);
-        char *mod[] = {"-i", "modify", "account", "where", wn, "set", grp, fs, NULL};
+        char *mod[] = {"-i", "modify", "account", "where", wn, "set", grp, fs, jobs, NULL};
         rc = sacctmgr(mod, NULL, NULL, last, sizeof last);
     } else {
         /* a new account: the limits of covered resources only (-1 clears,
@@ -81,8 +85,16 @@ static bool account(const kilnd *d, const kiln_queues *q, size_t cq, char *why, 
         snprintf(parent, sizeof parent, "parent=%s", d->slurm.account ? d->slurm.account : "root");
         char desc[300];
         snprintf(desc, sizeof desc, "Description=kiln ClusterQueue %s", name);
-        char *addv[] = {
-            "-i", "add", "account", (char *)name, parent, desc, fs, clean[0] ? grp : NULL, NULL};
+        char *addv[] = {"-i",
+                        "add",
+                        "account",
+                        (char *)name,
+                        parent,
+                        desc,
+                        fs,
+                        hold ? jobs : "GrpJobs=-1",
+                        clean[0] ? grp : NULL,
+                        NULL};
         rc = sacctmgr(addv, NULL, NULL, last, sizeof last);
     }
     return rc == 0 ? true : fail(why, whylen, what, rc, last);
@@ -195,7 +207,12 @@ void kiln_slurm_wait_reason(const kiln_queues *q, const char *account, const cha
     const char *r = reason && *reason ? reason : "None";
     char tres[200] = "";
     if (cq >= 0) kiln_queues_slurm_tres(q, (size_t)cq, tres, sizeof tres);
-    if (cq >= 0 && strncmp(r, "AssocGrp", 8) == 0)
+    if (cq >= 0 && strcmp(r, "AssocGrpJobsLimit") == 0 && q->cqs[cq].stop == KILN_QSTOP_HOLD)
+        snprintf(buf, len,
+                 "Slurm holds it PENDING (%s): ClusterQueue %s is held (stopPolicy: Hold; "
+                 "Slurm account %s has GrpJobs=0)",
+                 r, q->cqs[cq].name, account);
+    else if (cq >= 0 && strncmp(r, "AssocGrp", 8) == 0)
         snprintf(buf, len,
                  "Slurm holds it PENDING (%s): ClusterQueue %s's quota is in use (Slurm account "
                  "%s, GrpTRES=%s)",
