@@ -293,6 +293,10 @@ probe_slurmdbd() {
     for _c in slurmdbd sacctmgr mariadbd mariadb-install-db mariadb-admin; do
         command -v "$_c" >/dev/null 2>&1 || { echo "$_c is not installed"; return 1; }
     done
+    # mariadbd runs (Slurm's daemons and clients want a configuration even
+    # for -V: the test cluster's start is their check, and a broken install
+    # fails the test)
+    _e=$(mariadbd --no-defaults --version 2>&1) || { echo "mariadbd --version failed: $_e"; return 1; }
 }
 fix_slurmdbd() { echo "scripts/bootstrap (apt-get install slurmdbd mariadb-server)"; }
 
