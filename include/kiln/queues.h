@@ -190,13 +190,25 @@ const char *kiln_queues_res_name(kiln_qres r);
 /* "2", "1500m", "16Gi": a resource amount in this module's units. */
 void kiln_queues_format(kiln_qres r, int64_t v, char *buf, size_t len);
 
-/* Under --executor slurm, Slurm admits every job and kiln holds no queue:
- * one violation per field of `q` (at its path), saying what does its work
- * in Slurm (an account's GrpTRES, a QOS's Preempt, Fairshare) or why Slurm
- * gives it no meaning (cohort lending, flavors' nodeLabels, StrictFIFO).
- * At least one (a file of Cohort declarations only is refused as useless).
- * Returns how many were added. */
-size_t kiln_queues_slurm_refusals(const kiln_queues *q, kiln_diag *d);
+/* Under --executor slurm Slurm admits every job, and the file is carried
+ * out with Slurm's accounting (docs/queues.md, "Under --executor slurm"):
+ * a ClusterQueue is an account, its LocalQueues associations of their
+ * projects' users to it, a WorkloadPriorityClass a QOS. One violation per
+ * field (at its path) that Slurm gives no meaning (cohort lending, flavors'
+ * nodeLabels, more than one flavor, StrictFIFO, preemption) or that kiln
+ * does not carry into Slurm (a LocalQueue's stopPolicy: Hold), or whose
+ * value Slurm cannot
+ * hold (fractions of a CPU or MiB, a fractional weight, a negative
+ * priority), and cpu or memory quotas unless `machine_resources`
+ * (--slurm-machine-resources yes: only then does Slurm count a replica's
+ * machine type as kiln does). Returns how many were added. */
+size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d);
+/* ClusterQueue cq's account's GrpTRES, "gres/gpu=2,cpu=8,mem=16384": its
+ * nominal quota (summed over flavors) in Slurm's units (devices, CPUs, MiB),
+ * -1 for a resource it does not cover (which clears an earlier limit). */
+void kiln_queues_slurm_tres(const kiln_queues *q, size_t cq, char *buf, size_t len);
+/* ClusterQueue cq's account's Fairshare: fairSharing.weight, 1 without it. */
+long kiln_queues_slurm_fairshare(const kiln_queues *q, size_t cq);
 
 #ifdef __cplusplus
 }

@@ -37,6 +37,7 @@
 #include "daemon/tokens.h"
 #include "kiln/objects.h"
 #include "kiln/queues.h"
+#include "exec/slurm/accounts.h"
 
 /* seconds between malloc_trim calls of the idle main thread (see main) */
 #define TRIM_EVERY_S 10
@@ -321,13 +322,23 @@ static void reload_queues(kilnd *d)
 {
     kiln_diag dg = KILN_DIAG_INIT;
     kiln_queues *nq = NULL;
-    if (kiln_queues_load_file(d->queues_path, &nq, &dg) != KILN_OK) {
+    char why[1024];
+    if (kiln_queues_load_file(d->queues_path, &nq, &dg) != KILN_OK ||
+        (d->slurm.on && kiln_queues_slurm_refusals(nq, d->slurm.machine_resources, &dg) > 0)) {
         fprintf(stderr,
                 "kilnd: SIGHUP: the queues file %s does not load; still admitting with "
                 "the old one:\n",
                 d->queues_path);
         kiln_diag_print(&dg, stderr);
         kiln_diag_free(&dg);
+        kiln_queues_free(nq);
+        return;
+    }
+    /* under Slurm its accounts first: jobs submitted after the swap name them */
+    if (d->slurm.on && !kiln_slurm_accounts_apply(d, nq, why, sizeof why)) {
+        fprintf(stderr, "kilnd: SIGHUP: %s; still submitting with the old queues file\n", why);
+        kiln_diag_free(&dg);
+        kiln_queues_free(nq);
         return;
     }
     pthread_mutex_lock(&d->queues_mu);
@@ -694,14 +705,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "kilnd: --queues %s:\n", d.queues_path);
         goto diag;
     }
-    /* Slurm admits every job itself: each field of the file is named with
-     * what does its work in Slurm, or why Slurm gives it no meaning */
-    if (d.queues_path && d.slurm.on && kiln_queues_slurm_refusals(d.queues, &dg) > 0) {
+    /* Slurm admits every job itself: the file becomes Slurm's accounts,
+     * QOS and associations (src/exec/slurm/accounts.h); what Slurm gives no
+     * meaning is refused */
+    if (d.queues_path && d.slurm.on &&
+        kiln_queues_slurm_refusals(d.queues, d.slurm.machine_resources, &dg) > 0) {
         fprintf(stderr,
-                "kilnd: --queues %s with --executor slurm: Slurm places every job itself, "
-                "so these fields are refused (docs/queues.md, \"Under --executor slurm\"):\n",
+                "kilnd: --queues %s with --executor slurm: these fields are refused "
+                "(docs/queues.md, \"Under --executor slurm\"):\n",
                 d.queues_path);
         goto diag;
+    }
+    if (d.queues_path && d.slurm.on &&
+        !kiln_slurm_accounts_apply(&d, d.queues, path, sizeof path)) {
+        fprintf(stderr, "kilnd: --queues %s with --executor slurm: %s\n", d.queues_path, path);
+        goto out;
     }
     char gpu_note[1024];
     if (kiln_cluster_load(d.node_config, d.nvml_library, &d.cluster, &dg, gpu_note,

@@ -1,25 +1,27 @@
 /* src/queues/slurm.c - what a Kueue file means under --executor slurm
- * (docs/queues.md, "Under --executor slurm").
+ * (docs/queues.md, "Under --executor slurm"; docs/slurm.md, "Queues").
  *
- * The Slurm executor hands each job whole to Slurm at once and Slurm's own
- * scheduler admits it: kiln holds no queue there, so no field of the file
- * can be acted on by kiln itself. Each field present is named here with
- * what does its work in Slurm: either Slurm's own object for it (an
- * account's GrpTRES, a QOS's Preempt, the association's Fairshare), set
- * with sacctmgr by the site, or why Slurm has no meaning for it (cohort
- * lending, flavors' node labels, StrictFIFO). */
+ * The Slurm executor hands each job whole to Slurm and Slurm's own scheduler
+ * admits it, so the file is carried out with Slurm's own accounting objects
+ * (src/exec/slurm/accounts.c makes them with sacctmgr): a ClusterQueue is an
+ * account whose GrpTRES is its nominal quota and whose Fairshare is its
+ * fairSharing.weight, a LocalQueue an association of its project's Unix user
+ * to that account, a WorkloadPriorityClass a QOS of that Priority. This file
+ * says what those objects are (pure arithmetic, no Slurm) and refuses, each
+ * at its path, the fields Slurm gives no meaning (cohort lending, flavors'
+ * node labels, StrictFIFO, preemption: Slurm's frees nodes, not an
+ * account's quota) or that kiln does not carry into Slurm (a LocalQueue's
+ * stopPolicy: Hold), naming Slurm's way to do it. A ClusterQueue's
+ * stopPolicy: Hold is its account's GrpJobs=0: pending jobs stay pending
+ * (AssocGrpJobsLimit), running ones run on, as Kueue's Hold. */
 #include <stdio.h>
+#include <string.h>
 
 #include "kiln/queues.h"
 
 static const char *res_name(int r)
 {
     return r == KILN_QRES_GPU ? "nvidia.com/gpu" : r == KILN_QRES_CPU ? "cpu" : "memory";
-}
-
-static const char *tres_name(int r)
-{
-    return r == KILN_QRES_GPU ? "gres/gpu" : r == KILN_QRES_CPU ? "cpu" : "mem";
 }
 
 static void add(kiln_diag *d, const char *kind, const char *name, const char *field,
@@ -30,27 +32,50 @@ static void add(kiln_diag *d, const char *kind, const char *name, const char *fi
     kiln_diag_add(d, path, "%s", why);
 }
 
-static void cq_fields(const kiln_qcq *c, kiln_diag *d)
+#define MIB (1024LL * 1024LL)
+
+static void cq_fields(const kiln_qcq *c, bool machine_resources, kiln_diag *d)
 {
     char f[300], why[600];
     const char *n = c->name;
-    for (size_t g = 0; g < c->ngroups; g++)
-        for (size_t i = 0; i < c->groups[g].n; i++)
+    for (size_t g = 0; g < c->ngroups; g++) {
+        const kiln_qgroup *grp = &c->groups[g];
+        /* kiln counts a replica's machine type's CPUs and memory against the
+         * quota; Slurm counts what sbatch asked, which is 1 CPU and its
+         * default memory unless the machine types are passed on */
+        for (int r = KILN_QRES_CPU; r <= KILN_QRES_MEMORY && !machine_resources; r++)
+            if (grp->covers[r]) {
+                snprintf(f, sizeof f, "spec.resourceGroups[%zu].coveredResources %s", g,
+                         res_name(r));
+                add(d, "ClusterQueue", n, f,
+                    "under --executor slurm a replica asks Slurm for its machine type's CPUs "
+                    "and memory only with --slurm-machine-resources yes (else 1 CPU and "
+                    "Slurm's default memory): without it the account's GrpTRES would count "
+                    "other amounts than kiln's quota");
+            }
+        if (grp->n > 1) {
+            snprintf(f, sizeof f, "spec.resourceGroups[%zu].flavors[1]", g);
+            add(d, "ClusterQueue", n, f,
+                "meaningless in Slurm: an account has one GrpTRES per resource, not one per "
+                "flavor (jobs go to the one partition --slurm-partition names): give each "
+                "resource group one flavor");
+        }
+        for (size_t i = 0; i < grp->n; i++)
             for (int r = 0; r < KILN_QRES_COUNT; r++) {
-                const kiln_qgroup *grp = &c->groups[g];
                 if (!grp->covers[r]) continue;
                 const kiln_qquota *q = &grp->flavors[i].q[r];
-                snprintf(f, sizeof f, "spec.resourceGroups[%zu].flavors[%zu] %s nominalQuota", g, i,
-                         res_name(r));
-                snprintf(why, sizeof why,
-                         "under --executor slurm Slurm admits, not kiln: a nominal quota is the "
-                         "Slurm account's GrpTRES (sacctmgr modify account %s set "
-                         "GrpTRES=%s=%lld%s), set by the site in Slurm",
-                         n, tres_name(r), (long long)q->nominal,
-                         r == KILN_QRES_MEMORY ? " (bytes; Slurm counts MB)"
-                         : r == KILN_QRES_CPU  ? " (millicores; Slurm counts CPUs)"
-                                               : "");
-                add(d, "ClusterQueue", n, f, why);
+                if (r == KILN_QRES_CPU && q->nominal % 1000) {
+                    snprintf(f, sizeof f, "spec.resourceGroups[%zu].flavors[%zu] cpu nominalQuota",
+                             g, i);
+                    add(d, "ClusterQueue", n, f,
+                        "Slurm's GrpTRES counts whole CPUs: give a whole number of CPUs");
+                }
+                if (r == KILN_QRES_MEMORY && q->nominal % MIB) {
+                    snprintf(f, sizeof f,
+                             "spec.resourceGroups[%zu].flavors[%zu] memory nominalQuota", g, i);
+                    add(d, "ClusterQueue", n, f,
+                        "Slurm's GrpTRES counts memory in MiB: give a whole number of Mi");
+                }
                 if (q->has_borrowing_limit || q->has_lending_limit) {
                     snprintf(f, sizeof f, "spec.resourceGroups[%zu].flavors[%zu] %s %s", g, i,
                              res_name(r),
@@ -61,6 +86,7 @@ static void cq_fields(const kiln_qcq *c, kiln_diag *d)
                         "shared partition or QOS, taken back by QOS preemption)");
                 }
             }
+    }
     if (c->cohort)
         add(d, "ClusterQueue", n, "spec.cohort",
             "meaningless in Slurm: accounts lend no quota to each other (a parent account's "
@@ -69,25 +95,26 @@ static void cq_fields(const kiln_qcq *c, kiln_diag *d)
         add(d, "ClusterQueue", n, "spec.queueingStrategy: StrictFIFO",
             "meaningless in Slurm: its backfill scheduler starts a later job that fits before "
             "an earlier one that does not (BestEffortFIFO is what Slurm does)");
-    if (c->within_cq != KILN_QP_NEVER || c->reclaim != KILN_QP_NEVER)
+    if (c->within_cq != KILN_QP_NEVER || c->reclaim != KILN_QP_NEVER ||
+        c->borrow_within != KILN_QP_NEVER)
         add(d, "ClusterQueue", n, "spec.preemption",
-            "under --executor slurm preemption is Slurm's: a QOS's Preempt= list with "
-            "PreemptMode=REQUEUE (sacctmgr), set by the site in Slurm");
-    if (c->fair_sharing) {
+            "meaningless in Slurm as kiln maps the file: Slurm's preemption (a QOS's Preempt= "
+            "list, PreemptType=preempt/qos, PreemptMode=REQUEUE) frees nodes, never an "
+            "account's GrpTRES (a higher-QOS job of a full account stays PENDING with "
+            "AssocGrpGRES), so withinClusterQueue cannot happen, and reclaimWithinCohort "
+            "needs a cohort, which Slurm has not; a site wanting node preemption sets it in "
+            "Slurm");
+    if (c->fair_sharing &&
+        (c->weight < 1 || c->weight != (double)(long)c->weight || c->weight > 1e6)) {
         snprintf(why, sizeof why,
-                 "under --executor slurm fair sharing is Slurm's multifactor priority: the "
-                 "account's Fairshare (sacctmgr modify account %s set Fairshare=%g), set by the "
-                 "site in Slurm",
-                 n, c->weight);
+                 "the weight is the account's Slurm Fairshare, a whole number of shares from 1 "
+                 "(got %g)",
+                 c->weight);
         add(d, "ClusterQueue", n, "spec.fairSharing.weight", why);
     }
-    if (c->stop == KILN_QSTOP_HOLD)
-        add(d, "ClusterQueue", n, "spec.stopPolicy: Hold",
-            "under --executor slurm holding is Slurm's: scontrol hold, or the account's "
-            "MaxSubmitJobs=0");
 }
 
-size_t kiln_queues_slurm_refusals(const kiln_queues *q, kiln_diag *d)
+size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d)
 {
     size_t before = d->n + d->dropped;
     for (size_t i = 0; i < q->nflavors; i++)
@@ -95,24 +122,51 @@ size_t kiln_queues_slurm_refusals(const kiln_queues *q, kiln_diag *d)
             add(d, "ResourceFlavor", q->flavors[i].name, "spec.nodeLabels",
                 "meaningless under --executor slurm: jobs go to the one partition "
                 "--slurm-partition names and Slurm chooses the nodes");
+    for (size_t i = 0; i < q->cohorts.n; i++)
+        add(d, "Cohort", q->cohorts.v[i], "kind: Cohort",
+            "meaningless in Slurm: accounts lend no quota to each other");
     for (size_t i = 0; i < q->ncqs; i++)
-        cq_fields(&q->cqs[i], d);
-    for (size_t i = 0; i < q->nlqs; i++) {
-        char why[600], name[300];
-        snprintf(name, sizeof name, "%s/%s", q->lqs[i].namespace_, q->lqs[i].name);
-        snprintf(why, sizeof why,
-                 "not acted on under --executor slurm yet: project %s's jobs go to the account "
-                 "--slurm-account names, not to an account named for ClusterQueue %s",
-                 q->lqs[i].namespace_, q->cqs[q->lqs[i].cq].name);
-        add(d, "LocalQueue", name, "spec.clusterQueue", why);
-    }
+        cq_fields(&q->cqs[i], machine_resources, d);
+    for (size_t i = 0; i < q->nlqs; i++)
+        if (q->lqs[i].stop == KILN_QSTOP_HOLD) {
+            char name[300];
+            snprintf(name, sizeof name, "%s/%s", q->lqs[i].namespace_, q->lqs[i].name);
+            add(d, "LocalQueue", name, "spec.stopPolicy: Hold",
+                "not carried into Slurm by kiln: a LocalQueue is an association of a Unix "
+                "user, which other projects' LocalQueues may share (kilnd's own user by "
+                "default), so its GrpJobs=0 could hold them too; hold the ClusterQueue, or "
+                "the jobs (scontrol hold)");
+        }
     for (size_t i = 0; i < q->npcs; i++)
-        add(d, "WorkloadPriorityClass", q->pcs[i].name, "value",
-            "not acted on under --executor slurm: kiln passes a job's scheduling.priority as "
-            "--nice; a priority class is a Slurm QOS's Priority (sacctmgr)");
-    if (d->n + d->dropped == before) /* only Cohort declarations: nothing to act on */
-        kiln_diag_add(d, "",
-                      "under --executor slurm Slurm admits every job: a file that sets "
-                      "nothing Slurm could act on has no use there (remove --queues)");
+        if (q->pcs[i].value < 0 || q->pcs[i].value > 2147483647LL)
+            add(d, "WorkloadPriorityClass", q->pcs[i].name, "value",
+                "the value is the Slurm QOS's Priority: 0 to 2147483647");
     return d->n + d->dropped - before;
+}
+
+void kiln_queues_slurm_tres(const kiln_queues *q, size_t cq, char *buf, size_t len)
+{
+    const kiln_qcq *c = &q->cqs[cq];
+    int64_t v[KILN_QRES_COUNT];
+    bool covered[KILN_QRES_COUNT] = {false};
+    for (int r = 0; r < KILN_QRES_COUNT; r++)
+        v[r] = 0;
+    for (size_t g = 0; g < c->ngroups; g++)
+        for (int r = 0; r < KILN_QRES_COUNT; r++)
+            if (c->groups[g].covers[r]) {
+                covered[r] = true;
+                for (size_t i = 0; i < c->groups[g].n; i++)
+                    v[r] += c->groups[g].flavors[i].q[r].nominal;
+            }
+    /* -1 clears a limit an earlier file set for a resource no longer covered */
+    snprintf(buf, len, "gres/gpu=%lld,cpu=%lld,mem=%lld",
+             covered[KILN_QRES_GPU] ? (long long)v[KILN_QRES_GPU] : -1LL,
+             covered[KILN_QRES_CPU] ? (long long)(v[KILN_QRES_CPU] / 1000) : -1LL,
+             covered[KILN_QRES_MEMORY] ? (long long)(v[KILN_QRES_MEMORY] / MIB) : -1LL);
+}
+
+long kiln_queues_slurm_fairshare(const kiln_queues *q, size_t cq)
+{
+    const kiln_qcq *c = &q->cqs[cq];
+    return c->fair_sharing ? (long)c->weight : 1;
 }

@@ -31,7 +31,7 @@
 # them. "hardware" probes (gpu) may legitimately be absent anywhere.
 # "software" probes are satisfied by scripts/bootstrap.
 
-KILN_PROBES="netns mknod tmpfs userns podman runas slurm chromium selenium promtool openssl gpu torch tensorboard tensorflow jupyterlab gcloud"
+KILN_PROBES="netns mknod tmpfs userns podman runas slurm slurmdbd chromium selenium promtool openssl gpu torch tensorboard tensorflow jupyterlab gcloud"
 
 kiln_probe_class() {
     case $1 in
@@ -285,6 +285,20 @@ probe_promtool() {
     fi
 }
 fix_promtool() { echo "apt-get install prometheus"; }
+
+# Slurm's accounting for a test cluster of its own (slurm_cluster.sh
+# --accounting): slurmdbd, and MariaDB's server and tools to give it a
+# database under the cluster's directory
+probe_slurmdbd() {
+    for _c in slurmdbd sacctmgr mariadbd mariadb-install-db mariadb-admin; do
+        command -v "$_c" >/dev/null 2>&1 || { echo "$_c is not installed"; return 1; }
+    done
+    # mariadbd runs (Slurm's daemons and clients want a configuration even
+    # for -V: the test cluster's start is their check, and a broken install
+    # fails the test)
+    _e=$(mariadbd --no-defaults --version 2>&1) || { echo "mariadbd --version failed: $_e"; return 1; }
+}
+fix_slurmdbd() { echo "scripts/bootstrap (apt-get install slurmdbd mariadb-server)"; }
 
 # the TLS tests make their certificates with the openssl command
 probe_openssl() {

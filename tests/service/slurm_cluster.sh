@@ -5,29 +5,40 @@
 #   -N n2) with 2 fake GPUs each (typed GRES gpu:t4) (character devices made with mknod and
 #   declared through gres.conf File=, so Slurm sets CUDA_VISIBLE_DEVICES).
 #
-#   slurm_cluster.sh start DIR [PORT]   prints SLURM_CONF=DIR/slurm.conf
+#   slurm_cluster.sh start DIR [PORT] [--accounting]
+#                                       prints SLURM_CONF=DIR/slurm.conf
 #   slurm_cluster.sh stop DIR           stops everything started under DIR
 #
 # PORT (default 44900) is slurmctld's; the two slurmd take PORT+1 and PORT+2.
+# --accounting (opt-in) adds Slurm's accounting: a MariaDB of the cluster's
+# own (mariadbd with its datadir and socket under DIR/db, no network) and
+# slurmdbd on 127.0.0.1:PORT+3, the cluster registered with sacctmgr, and
+# slurm.conf enforcing associations, limits and QOS with multifactor
+# priority (Fairshare) (docs/slurm.md, "Queues").
 # Every wait is bounded; a start that fails stops what it started.
-# Needs root (slurmd), munged, slurmctld and slurmd (Debian: slurm-wlm munge).
+# Needs root (slurmd), munged, slurmctld and slurmd (Debian: slurm-wlm munge);
+# --accounting also slurmdbd and mariadbd (Debian: slurmdbd mariadb-server).
 set -u
 
 # kiln_munge_start/stop: the munge setup the slurm probe tries first
 . "$(dirname "$0")/../lib/probe.sh"
 
-cmd=${1:?usage: $0 start|stop DIR [PORT]}
-DIR=${2:?usage: $0 start|stop DIR [PORT]}
+cmd=${1:?usage: $0 start|stop DIR [PORT [--accounting]]}
+DIR=${2:?usage: $0 start|stop DIR [PORT [--accounting]]}
 PORT=${3:-44900}
+ACCT=
+[ "${4:-}" = --accounting ] && ACCT=1
 
 stop_all() {
     local f pid
+    # mariadbd after slurmdbd, which writes to it as it stops
     for f in "$DIR"/run/slurmd-n1.pid "$DIR"/run/slurmd-n2.pid "$DIR"/run/slurmctld.pid \
-        "$DIR"/munge/munged.pid; do
+        "$DIR"/run/slurmdbd.pid "$DIR"/db/mariadbd.pid "$DIR"/munge/munged.pid; do
         [ -s "$f" ] || continue
         pid=$(cat "$f")
         kill -TERM "$pid" 2>/dev/null
-        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        # bounded: 10 s (mariadbd flushes InnoDB as it stops)
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -9 "$pid" 2>/dev/null
         rm -f "$f"
     done
@@ -65,6 +76,21 @@ NodeName=n1 Name=gpu Type=t4 File=$DIR/dev/n1gpu[0-1]
 NodeName=n2 Name=gpu Type=t4 File=$DIR/dev/n2gpu[0-1]
 EOF
 
+# accounting: slurm.conf's part of it (slurmdbd itself starts below)
+ACCT_CONF="AccountingStorageType=accounting_storage/none"
+if [ -n "$ACCT" ]; then
+    ACCT_CONF="AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$((PORT + 3))
+AccountingStoragePass=$SOCK
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=gres/gpu
+PriorityType=priority/multifactor
+PriorityWeightFairshare=10000
+PriorityWeightQOS=10000
+JobAcctGatherType=jobacct_gather/none"
+fi
+
 cat >"$DIR/slurm.conf" <<EOF
 ClusterName=kilntest
 SlurmctldHost=localhost
@@ -92,7 +118,7 @@ ReturnToService=2
 MinJobAge=600
 KillWait=5
 InactiveLimit=0
-AccountingStorageType=accounting_storage/none
+$ACCT_CONF
 JobCompType=jobcomp/none
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 1)) CPUs=2 RealMemory=4000 Gres=gpu:t4:2 State=UNKNOWN
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 2)) CPUs=2 RealMemory=4000 Gres=gpu:t4:2 State=UNKNOWN
@@ -100,6 +126,50 @@ PartitionName=kiln Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 EOF
 
 export SLURM_CONF=$DIR/slurm.conf
+
+# accounting: the cluster's own MariaDB (its socket under DIR/db, no TCP),
+# slurmdbd on loopback, and the cluster registered before slurmctld starts
+if [ -n "$ACCT" ]; then
+    DB=$DIR/db
+    mkdir -p "$DB"
+    export MYSQL_UNIX_PORT=$DB/mariadb.sock # slurmdbd's client library's socket
+    if [ ! -d "$DB/data/mysql" ]; then
+        mariadb-install-db --no-defaults --user=root --datadir="$DB/data" \
+            --auth-root-authentication-method=socket --skip-test-db \
+            >"$DIR/log/mariadb-install.log" 2>&1
+    fi
+    setsid mariadbd --no-defaults --user=root --datadir="$DB/data" --socket="$DB/mariadb.sock" \
+        --pid-file="$DB/mariadbd.pid" --skip-networking --log-error="$DIR/log/mariadb.log" \
+        --innodb-buffer-pool-size=64M </dev/null >/dev/null 2>&1 &
+    # bounded: 30 s
+    for _ in $(seq 1 300); do
+        mariadb-admin --no-defaults --socket="$DB/mariadb.sock" ping >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    mariadb-admin --no-defaults --socket="$DB/mariadb.sock" ping >/dev/null
+    cat >"$DIR/slurmdbd.conf" <<EOF
+AuthType=auth/munge
+AuthInfo=socket=$SOCK
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$((PORT + 3))
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=root
+StorageLoc=kiln_acct_db
+PidFile=$DIR/run/slurmdbd.pid
+LogFile=$DIR/log/slurmdbd.log
+EOF
+    chmod 600 "$DIR/slurmdbd.conf"
+    slurmdbd
+    # bounded: 30 s (it makes its tables on a first start)
+    for _ in $(seq 1 300); do sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.1; done
+    sacctmgr -n list cluster >/dev/null
+    sacctmgr -n -P list cluster format=cluster | grep -qx kilntest ||
+        sacctmgr -i add cluster kilntest >/dev/null
+fi
+
 slurmctld -c -f "$SLURM_CONF"
 for _ in $(seq 1 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.1; done
 scontrol ping >/dev/null 2>&1

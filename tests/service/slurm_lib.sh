@@ -8,15 +8,18 @@
 # it: a start that fails on "Address already in use" tries the next three).
 # Sets CLUSTER and SLURM_CONF, stops the cluster at exit; on failure fails
 # the test and finishes it.
+# slurm_test_cluster FIRST LAST --accounting: the same with Slurm's
+# accounting (slurmdbd on a fourth port, its own MariaDB: slurm_cluster.sh).
 slurm_test_cluster() {
-    local first=$1 last=$2 base busy started= sport=
+    local first=$1 last=$2 opt=${3:-} base busy started= sport= n=3
+    [ "$opt" = --accounting ] && n=4
     CLUSTER=$T/slurm
     AT_EXIT="${AT_EXIT:-:}; $HERE/slurm_cluster.sh stop $CLUSTER"
-    for base in $(seq "$first" 3 "$((last - 2))"); do
-        busy=$(ss -Htan "( sport >= :$base and sport <= :$((base + 2)) )" 2>/dev/null | wc -l)
+    for base in $(seq "$first" "$n" "$((last - n + 1))"); do
+        busy=$(ss -Htan "( sport >= :$base and sport <= :$((base + n - 1)) )" 2>/dev/null | wc -l)
         [ "$busy" = 0 ] || continue
         sport=$base
-        if "$HERE/slurm_cluster.sh" start "$CLUSTER" "$sport" >"$T/cluster.out" 2>&1; then
+        if "$HERE/slurm_cluster.sh" start "$CLUSTER" "$sport" $opt >"$T/cluster.out" 2>&1; then
             started=1
             break
         fi
@@ -24,7 +27,7 @@ slurm_test_cluster() {
         "$HERE/slurm_cluster.sh" stop "$CLUSTER" >/dev/null 2>&1
         rm -rf "$CLUSTER"
     done
-    [ -n "$sport" ] || { fail "no three free ports in $first-$last for the test cluster"; finish; }
+    [ -n "$sport" ] || { fail "no $n free ports in $first-$last for the test cluster"; finish; }
     if [ -z "$started" ]; then
         cat "$T/cluster.out" >&2
         tail -n 20 "$CLUSTER"/log/*.log "$CLUSTER"/munge/munged.log >&2

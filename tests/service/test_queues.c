@@ -76,19 +76,22 @@ int main(void)
         CHECK(kiln_queues_priority(q, &l, 5, &p, why, sizeof why) && p == 1000);
         kiln_map_set(&l, KILN_PRIORITY_CLASS_LABEL, "nope");
         CHECK(!kiln_queues_priority(q, &l, 5, &p, why, sizeof why));
-        /* under --executor slurm each field is named with its Slurm counterpart */
+        /* under --executor slurm the file is Slurm's accounts: what Slurm
+         * makes meaningless is refused (cohort, nodeLabels), the rest is
+         * acted on (quota -> GrpTRES, LocalQueue -> association, priority
+         * class -> QOS) */
         kiln_diag sd = KILN_DIAG_INIT;
-        CHECK(kiln_queues_slurm_refusals(q, &sd) == sd.n && sd.n >= 6);
+        CHECK(kiln_queues_slurm_refusals(q, true, &sd) == sd.n && sd.n == 3);
         CHECK(has_field(&sd, "ClusterQueue team-a: spec.cohort"));
+        CHECK(has_field(&sd, "ClusterQueue team-b: spec.cohort"));
         CHECK(has_field(&sd, "ResourceFlavor v100: spec.nodeLabels"));
-        CHECK(has_field(&sd, "LocalQueue team-b/training: spec.clusterQueue"));
-        CHECK(has_field(&sd,
-                        "ClusterQueue team-b: spec.resourceGroups[0].flavors[0] nvidia.com/gpu "
-                        "nominalQuota"));
-        bool grp = false;
-        for (size_t i = 0; i < sd.n; i++)
-            grp |= strstr(sd.v[i].description, "GrpTRES=gres/gpu=2") != NULL;
-        CHECK(grp);
+        CHECK(!has_field(&sd, "LocalQueue"));
+        CHECK(!has_field(&sd, "nominalQuota"));
+        CHECK(!has_field(&sd, "WorkloadPriorityClass"));
+        char tres[200];
+        kiln_queues_slurm_tres(q, 1, tres, sizeof tres);
+        CHECK_MSG(strcmp(tres, "gres/gpu=2,cpu=-1,mem=-1") == 0, "%s", tres);
+        CHECK(kiln_queues_slurm_fairshare(q, 0) == 1);
         kiln_diag_free(&sd);
         kiln_map_clear(&l);
 
@@ -123,6 +126,21 @@ int main(void)
                                 &d) == KILN_OK);
     kiln_diag_print(&d, stderr);
     if (q) {
+        /* under Slurm with --slurm-machine-resources yes: nothing refused; 9
+         * CPUs and 36Gi (36864 MiB) of GrpTRES. Without it Slurm would count 1
+         * CPU a replica: both quotas refused */
+        kiln_diag sd = KILN_DIAG_INIT;
+        CHECK(kiln_queues_slurm_refusals(q, false, &sd) == 2 &&
+              has_field(
+                  &sd, "ClusterQueue cluster-queue: spec.resourceGroups[0].coveredResources cpu") &&
+              has_field(&sd, "coveredResources memory"));
+        kiln_diag_clear(&sd);
+        CHECK(kiln_queues_slurm_refusals(q, true, &sd) == 0);
+        kiln_diag_print(&sd, stderr);
+        kiln_diag_free(&sd);
+        char tres[200];
+        kiln_queues_slurm_tres(q, 0, tres, sizeof tres);
+        CHECK_MSG(strcmp(tres, "gres/gpu=-1,cpu=9,mem=36864") == 0, "%s", tres);
         kiln_map l = {0};
         kiln_map_set(&l, KILN_QUEUE_LABEL, "user-queue");
         CHECK(kiln_queues_route(q, "default", &l, why, sizeof why) == 0);
@@ -279,6 +297,75 @@ int main(void)
               strstr(why, "nvidia.com/gpu"));
         kiln_queues_free(q);
     }
+    /* under --executor slurm: what Slurm cannot hold is refused, each at its path */
+    {
+        kiln_diag sd = KILN_DIAG_INIT;
+        snprintf(all, sizeof all, "%s%s", FLAVOR,
+                 cq(a, sizeof a, "s", NULL, "3", NULL, "  fairSharing:\n    weight: 3\n"));
+        q = load(all, &d);
+        CHECK(q != NULL);
+        if (q) {
+            CHECK(kiln_queues_slurm_refusals(q, true, &sd) == 0);
+            CHECK(kiln_queues_slurm_fairshare(q, 0) == 3);
+            kiln_queues_free(q);
+        }
+        snprintf(all, sizeof all, "%s%s", FLAVOR,
+                 cq(a, sizeof a, "s", NULL, "3", NULL, "  fairSharing:\n    weight: 0.5\n"));
+        q = load(all, &d);
+        kiln_diag_clear(&sd);
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 1 &&
+              has_field(&sd, "ClusterQueue s: spec.fairSharing.weight"));
+        kiln_queues_free(q);
+        snprintf(all, sizeof all, "%s%s", FLAVOR,
+                 cq(a, sizeof a, "s", NULL, "3", NULL,
+                    "  preemption:\n    withinClusterQueue: LowerPriority\n"
+                    "  queueingStrategy: StrictFIFO\n  stopPolicy: Hold\n"));
+        q = load(all, &d);
+        kiln_diag_clear(&sd);
+        /* a ClusterQueue's Hold is acted on (its account's GrpJobs=0) */
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 2 &&
+              has_field(&sd, "ClusterQueue s: spec.preemption") &&
+              has_field(&sd, "spec.queueingStrategy: StrictFIFO") &&
+              !has_field(&sd, "spec.stopPolicy: Hold"));
+        kiln_queues_free(q);
+        /* fractions of a CPU or a MiB; two flavors in a group */
+        snprintf(all, sizeof all,
+                 FLAVOR HDR "kind: ResourceFlavor\nmetadata:\n  name: other\n---\n" HDR
+                            "kind: ClusterQueue\nmetadata:\n  name: s\nspec:\n"
+                            "  resourceGroups:\n  - coveredResources: [cpu, memory]\n"
+                            "    flavors:\n    - name: v100\n      resources:\n"
+                            "      - name: cpu\n        nominalQuota: 1500m\n"
+                            "      - name: memory\n        nominalQuota: 1000k\n"
+                            "    - name: other\n      resources:\n"
+                            "      - name: cpu\n        nominalQuota: 2\n"
+                            "      - name: memory\n        nominalQuota: 1Gi\n");
+        q = load(all, &d);
+        kiln_diag_print(&d, stderr);
+        kiln_diag_clear(&sd);
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 3 &&
+              has_field(&sd, "flavors[0] cpu nominalQuota") &&
+              has_field(&sd, "flavors[0] memory nominalQuota") &&
+              has_field(&sd, "ClusterQueue s: spec.resourceGroups[0].flavors[1]"));
+        kiln_queues_free(q);
+        /* a negative priority (no Slurm QOS Priority), a held LocalQueue, a Cohort */
+        snprintf(all, sizeof all,
+                 "%s%s" HDR "kind: LocalQueue\nmetadata:\n  namespace: p\n  name: default\nspec:\n"
+                 "  clusterQueue: s\n  stopPolicy: Hold\n---\n" HDR
+                 "kind: WorkloadPriorityClass\nmetadata:\n  name: low\nvalue: -5\n---\n" HDR
+                 "kind: Cohort\nmetadata:\n  name: lab\n",
+                 FLAVOR, cq(a, sizeof a, "s", NULL, "3", NULL, NULL));
+        q = load(all, &d);
+        kiln_diag_print(&d, stderr);
+        kiln_diag_clear(&sd);
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 3 &&
+              has_field(&sd, "LocalQueue p/default: spec.stopPolicy: Hold") &&
+              has_field(&sd, "WorkloadPriorityClass low: value") && has_field(&sd, "Cohort lab"));
+        kiln_diag_print(&sd, stderr);
+        kiln_queues_free(q);
+        q = NULL;
+        kiln_diag_free(&sd);
+    }
+
     kiln_diag_free(&d);
     TEST_DONE();
 }

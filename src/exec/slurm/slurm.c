@@ -43,6 +43,7 @@
 
 #include "daemon/kilnd.h"
 #include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
+#include "exec/slurm/accounts.h"
 #include "exec/slurm/slurm.h"
 #include "exec/supervisor/trainmetrics.h" /* kiln-train's reports: a leaf parser */
 #include "exec/trials/trialbook.h"
@@ -946,6 +947,20 @@ static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
     }
     json_decref(spec);
 
+    /* --queues: its ClusterQueue's account and its priority class's QOS
+     * (accounts.h), else --slurm-account. A job no LocalQueue takes now
+     * (the file changed since its create) goes nowhere: without its account
+     * it would run outside every quota */
+    char acct[256] = "", qos[256] = "";
+    if (d->queues_path &&
+        !kiln_slurm_job_account(d, j->project, &job->labels, acct, sizeof acct, qos, sizeof qos)) {
+        snprintf(why, whylen,
+                 "no LocalQueue of the queues file takes project %s's job now (it changed "
+                 "since the job was created), so it has no Slurm account",
+                 j->project);
+        return false;
+    }
+    if (!d->queues_path && d->slurm.account) snprintf(acct, sizeof acct, "%s", d->slurm.account);
     snprintf(path, sizeof path, "%s/job.sbatch", sdir);
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -982,7 +997,8 @@ static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
          * so no Slurm privilege is needed; kiln's jobs order among themselves */
         long long prio = ti->has_scheduling ? (long long)ti->scheduling.priority : 0;
         if (prio < 1000) fprintf(f, " --nice=%lld", 1000 - prio);
-        if (d->slurm.account) fprintf(f, " --account=%s", d->slurm.account);
+        if (acct[0]) fprintf(f, " --account=%s", acct);
+        if (qos[0]) fprintf(f, " --qos=%s", qos);
         if (p == 0)
             fprintf(f, " --job-name=%s --output=%s/batch-%%j.log --chdir=%s", name, sdir, work);
         fprintf(f, "\n");
@@ -2201,6 +2217,32 @@ static void positions(ssup *s, json_t *q)
     free(v);
 }
 
+/* --queues: why each kiln job Slurm holds PENDING waits, in the API's
+ * kilnStatus.queue (accounts.h): squeue's reason, and its ClusterQueue's
+ * account. `q`: squeue's leaders by id. */
+static void waits(ssup *s, json_t *q)
+{
+    size_t n = 0, cap = 0;
+    for (sjob *j = s->jobs; j; j = j->next)
+        cap++;
+    kiln_slurm_wait *w = calloc(cap ? cap : 1, sizeof *w);
+    if (!w) return;
+    for (sjob *j = s->jobs; j; j = j->next) {
+        char key[32];
+        if (j->study) continue;
+        snprintf(key, sizeof key, "%ld", j->id);
+        json_t *me = json_object_get(q, key);
+        const char *st = json_string_value(json_object_get(me, "job_state"));
+        if (!st || strcmp(st, "PENDING") != 0) continue;
+        w[n++] = (kiln_slurm_wait){j->project, j->job_id,
+                                   json_string_value(json_object_get(me, "account")),
+                                   json_string_value(json_object_get(me, "qos")),
+                                   json_string_value(json_object_get(me, "state_reason"))};
+    }
+    kiln_slurm_publish_waits(s->d, w, n);
+    free(w);
+}
+
 static void tick(ssup *s)
 {
     kilnd *d = s->d;
@@ -2249,6 +2291,7 @@ static void tick(ssup *s)
         link = &j->next;
     }
     positions(s, q);
+    if (d->queues_path) waits(s, q);
     while (s->fresh) { /* restarts and moves submitted while following */
         sjob *j = s->fresh;
         s->fresh = j->next;
@@ -2256,6 +2299,7 @@ static void tick(ssup *s)
         s->jobs = j;
     }
 out:
+    if (d->queues_path && !d->stop) kiln_slurm_queue_usage(d); /* GET /v1/queues: Slurm's */
     json_decref(q);
     json_decref(byname);
     json_decref(s->nodes); /* the next tick's submits see the nodes anew */
