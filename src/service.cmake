@@ -150,7 +150,7 @@ endif()
 # 130 s alone): a loaded 2-core box took both past 180 s. The Slurm tests
 # start a two-node cluster each, as it_slurm does
 foreach(t svc_it_notebooks svc_it_pytorchjob svc_it_slurm_tuning svc_it_slurm_container
-          svc_it_slurm_parity)
+          svc_it_slurm_parity svc_it_slurm_elastic)
   if(TEST ${t})
     set_tests_properties(${t} PROPERTIES TIMEOUT 480)
   endif()

@@ -60,6 +60,7 @@ it_slurm_tuning.sh) port_base=59000 ;;
 it_vertex.sh) port_base=50000 ;;
 it_vertex_sdk.sh) port_base=51000 ;;
 it_elastic_hpa.sh) port_base=62000 ;;
+it_slurm_elastic.sh) port_base=64000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}

@@ -1,0 +1,129 @@
+#!/bin/bash
+# tests/service/it_slurm_elastic.sh - elastic PyTorchJobs under
+# `kilnd --executor slurm` on the two-node test cluster
+# (tests/service/slurm_cluster.sh): each worker is a Slurm job of its own
+# (kiln.P.J.worker-K.R), Worker 0 first, the others with its node as their
+# rendezvous endpoint:
+#   - min 1 / max 2 workers: the job RUNS, both workers run and see the same
+#     PET_RDZV_ENDPOINT (Worker 0's node and port) and PET_RDZV_ID, and
+#     PET_NNODES=1:2;
+#   - scancel of worker 1's Slurm job: it is submitted again alone (a new
+#     Slurm job, restart 1) while worker 0's Slurm job runs on;
+#   - kill -9 of kilnd mid-job: the next kilnd follows the workers' Slurm
+#     jobs again, submitting none twice; the job SUCCEEDS when Worker 0's
+#     program ends with 0 (the other worker is stopped);
+#   - cancel: every worker's Slurm job is gone, the job CANCELLED;
+#   - an elastic job with a Master replica, and elasticPolicy.metrics, are
+#     refused at create naming the field.
+# The workers are small shell programs (torchrun is not needed to see what
+# kilnd gives them). Skipped (77) with the reason where Slurm cannot run
+# here (probe `slurm`).
+PORT_RANGE=64000-64799 # the cluster's own daemons listen on 64900-64992
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/probe.sh"
+kiln_need slurm mknod
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/slurm_lib.sh"
+slurm_test_cluster 64900 64992
+KILND_SLURM=(--executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train")
+start_kilnd "$T/d" "${KILND_SLURM[@]}"
+
+# el_job ID: Workers only (kiln's master is Worker 0), min 1, max 2; each
+# worker says what it was given and runs until $T/ID.stop exists
+el_job() {
+    local prog cmd
+    prog="echo \"ENV \$KILN_TASK_NAME ep=\$PET_RDZV_ENDPOINT id=\$PET_RDZV_ID nn=\$PET_NNODES\"; echo \$SLURM_JOB_ID >>$T/$1.\$KILN_TASK_NAME.runs; while [ ! -e $T/$1.stop ]; do sleep 0.2; done; echo worker done"
+    cmd=$(printf '%s' "$prog" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":["sh","-c",%s]},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{"containerCommand":["sh","-c",%s]},"pytorchJob":{"workersOnly":true,"elasticPolicy":{"minReplicas":"1","maxReplicas":"2","maxRestarts":"3"}}}}' \
+        "$1" "$cmd" "$cmd"
+}
+# sid NAME [STATE]: the Slurm job id of that name (in that state)
+sid() { squeue -h -n "$1" ${2:+-t "$2"} -o %i 2>/dev/null | head -1; }
+# wait_sid NAME STATE [SECONDS]
+wait_sid() {
+    for _ in $(seq 1 $(( ${3:-30} * 5 ))); do
+        [ -n "$(sid "$1" "$2")" ] && return 0
+        sleep 0.2
+    done
+    echo "  no Slurm job $1 in state $2" >&2
+    squeue -h -o '%i %j %T' >&2
+    return 1
+}
+current() {
+    api GET "/v1/projects/p1/jobs/$1"
+    printf '%s' "$BODY" | jget kilnStatus.elasticWorkers.current
+}
+LOG=$T/d/jobs/p1/el_1/log.tsv
+
+# ---- refused at create ----
+api POST /v1/projects/p1/jobs '{"jobId":"el_master","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":["true"]},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{"containerCommand":["true"]},"pytorchJob":{"elasticPolicy":{"minReplicas":"1","maxReplicas":"2"}}}}'
+check_eq "an elastic job with a Master is refused" "$STATUS" 400
+check "naming elasticPolicy" grep -q "trainingInput.pytorchJob.elasticPolicy.*Workers only" <<<"$(printf '%s' "$BODY" | jget error.message)"
+api POST /v1/projects/p1/jobs '{"jobId":"el_hpa","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":["true"]},"pytorchJob":{"workersOnly":true,"elasticPolicy":{"minReplicas":"1","maxReplicas":"2","metrics":[{"resource":"cpu","targetType":"Utilization","averageUtilization":"50"}]}}}}'
+check_eq "elasticPolicy.metrics is refused" "$STATUS" 400
+check "naming the metrics" grep -q "trainingInput.pytorchJob.elasticPolicy.metrics" <<<"$(printf '%s' "$BODY" | jget error.message)"
+
+# ---- min 1 / max 2: both workers, one rendezvous ----
+api POST /v1/projects/p1/jobs "$(el_job el_1)"
+check_eq "el_1 accepted" "$STATUS" 200
+[ "$STATUS" = 200 ] || printf '%s\n' "$BODY" >&2
+check "el_1 RUNNING" wait_state el_1 RUNNING 60
+check "worker 0 said what it got" wait_file "$LOG" "master-replica-0	ENV" 30
+check "worker 1 said what it got" wait_file "$LOG" "worker-replica-0	ENV" 30
+w0=$(grep -o 'master-replica-0	ENV .*' "$LOG" | head -1 | cut -d' ' -f3-)
+w1=$(grep -o 'worker-replica-0	ENV .*' "$LOG" | head -1 | cut -d' ' -f3-)
+ep0=$(printf '%s' "$w0" | grep -o 'ep=[^ ]*')
+check "worker 0's endpoint is an address and a port" grep -Eq '^ep=[^@: ]+:64[0-7][0-9]{2}$' <<<"$ep0"
+check_eq "both workers got one rendezvous (endpoint, id, nnodes)" "$w1" "$w0"
+check_eq "the rendezvous id is the job's, nnodes min:max" "$(printf '%s' "$w0" | cut -d' ' -f2-)" "id=el_1 nn=1:2"
+n0=$(sid kiln.p1.el_1.worker-0.0 RUNNING)
+n1=$(sid kiln.p1.el_1.worker-1.0 RUNNING)
+check "worker 0 is a Slurm job of its own" test -n "$n0"
+check "worker 1 is a Slurm job of its own" test -n "$n1"
+check "two Slurm jobs" test -n "$n0" -a -n "$n1" -a "$n0" != "$n1"
+cur=""
+for _ in $(seq 1 50); do cur=$(current el_1); [ "$cur" = 2 ] && break; sleep 0.1; done
+check_eq "elasticWorkers.current" "$cur" 2
+
+# ---- worker 1's Slurm job scancelled: restarted alone ----
+scancel "$n1"
+check "worker 1 submitted again (kiln.p1.el_1.worker-1.1)" wait_sid kiln.p1.el_1.worker-1.1 RUNNING 40
+check_eq "worker 0's Slurm job ran on" "$(sid kiln.p1.el_1.worker-0.0 RUNNING)" "$n0"
+check "the restart is logged" grep -q "Worker 1 (worker-replica-0, Slurm job $n1 ended CANCELLED.*starting it again alone (restart 1 of at most 3" "$LOG"
+check "worker 0 ran once" test "$(wc -l <"$T/el_1.master-replica-0.runs")" -eq 1
+check "worker 1 ran twice" wait_file "$T/el_1.worker-replica-0.runs" "$(sid kiln.p1.el_1.worker-1.1)" 20
+
+# ---- kill -9 of kilnd: the next one follows the workers again ----
+kill -9 "$KPID"
+wait "$KPID" 2>/dev/null
+sleep 2
+start_kilnd "$T/d" "${KILND_SLURM[@]}"
+check "worker 0 followed again" wait_file "$LOG" "following worker 0's Slurm job $n0 again" 10
+check "worker 1 followed again" wait_file "$LOG" "following worker 1's Slurm job" 10
+sleep 2
+check_eq "no new Slurm job for worker 0" "$(squeue -h -n kiln.p1.el_1.worker-0.1 -o %i | wc -l)" 0
+check_eq "no new Slurm job for worker 1" "$(squeue -h -n kiln.p1.el_1.worker-1.2 -o %i | wc -l)" 0
+check "el_1 still RUNNING" wait_state el_1 RUNNING 5
+touch "$T/el_1.stop"
+check "el_1 SUCCEEDED when worker 0 ended with 0" wait_state el_1 SUCCEEDED 60
+check "worker 0 finished" grep -q "master-replica-0	worker done" "$LOG"
+check_eq "worker 0 ran once in all" "$(wc -l <"$T/el_1.master-replica-0.runs")" 1
+check_eq "worker 1 ran twice in all" "$(wc -l <"$T/el_1.worker-replica-0.runs")" 2
+left=""
+for _ in $(seq 1 50); do
+    left=$(squeue -h -o '%j' | grep -c '^kiln\.p1\.el_1\.')
+    [ "$left" = 0 ] && break
+    sleep 0.2
+done
+check_eq "no Slurm job of el_1 left" "$left" 0
+
+# ---- cancel: every worker's Slurm job goes ----
+api POST /v1/projects/p1/jobs "$(el_job el_2)"
+check_eq "el_2 accepted" "$STATUS" 200
+check "el_2 RUNNING" wait_state el_2 RUNNING 60
+check "el_2's worker 1 runs" wait_sid kiln.p1.el_2.worker-1.0 RUNNING 40
+api POST /v1/projects/p1/jobs/el_2:cancel '{}'
+check "el_2 CANCELLED" wait_state el_2 CANCELLED 30
+check_eq "no Slurm job of el_2 left" "$(squeue -h -o '%j' | grep -c '^kiln\.p1\.el_2\.')" 0
+check "the programs were stopped, not finished" test ! -e "$T/el_2.stop"
+finish
