@@ -104,10 +104,21 @@ sleep 2
 check_eq "no new Slurm job for worker 0" "$(squeue -h -n kiln.p1.el_1.worker-0.1 -o %i | wc -l)" 0
 check_eq "no new Slurm job for worker 1" "$(squeue -h -n kiln.p1.el_1.worker-1.2 -o %i | wc -l)" 0
 check "el_1 still RUNNING" wait_state el_1 RUNNING 5
+
+# ---- Worker 0 (the rendezvous host) scancelled: restarted alone, same endpoint ----
+n1b=$(sid kiln.p1.el_1.worker-1.1 RUNNING)
+scancel "$n0"
+check "worker 0 submitted again (kiln.p1.el_1.worker-0.1)" wait_sid kiln.p1.el_1.worker-0.1 RUNNING 40
+check "worker 0's restart is logged" wait_file "$LOG" "Worker 0 (master-replica-0, Slurm job $n0 ended CANCELLED.*starting it again alone (restart 1 of at most 3" 10
+check "worker 0 said what it got again" wait_file "$T/el_1.master-replica-0.runs" "$(sid kiln.p1.el_1.worker-0.1)" 20
+check_eq "worker 0 kept its endpoint (its port; both nodes are 127.0.0.1)" \
+    "$(grep -o 'master-replica-0	ENV .*' "$LOG" | tail -1 | cut -d' ' -f3-)" "$w0"
+check_eq "worker 1's Slurm job ran on" "$(sid kiln.p1.el_1.worker-1.1 RUNNING)" "$n1b"
+check "not moved" test "$(grep -c 'Worker 0 moved' "$LOG")" -eq 0
 touch "$T/el_1.stop"
 check "el_1 SUCCEEDED when worker 0 ended with 0" wait_state el_1 SUCCEEDED 60
 check "worker 0 finished" grep -q "master-replica-0	worker done" "$LOG"
-check_eq "worker 0 ran once in all" "$(wc -l <"$T/el_1.master-replica-0.runs")" 1
+check_eq "worker 0 ran twice in all" "$(wc -l <"$T/el_1.master-replica-0.runs")" 2
 check_eq "worker 1 ran twice in all" "$(wc -l <"$T/el_1.worker-replica-0.runs")" 2
 left=""
 for _ in $(seq 1 50); do
@@ -117,13 +128,36 @@ for _ in $(seq 1 50); do
 done
 check_eq "no Slurm job of el_1 left" "$left" 0
 
+# ---- workers past minReplicas wait in Slurm's queue, join when granted ----
+# each worker asks for 2 GPUs (a whole node); a plain job holds one node
+api POST /v1/projects/p1/jobs '{"jobId":"blocker","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"2","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","120"]}}}'
+check_eq "blocker accepted" "$STATUS" 200
+check "blocker RUNNING on one node" wait_state blocker RUNNING 60
+api POST /v1/projects/p1/jobs "$(el_job el_3 | sed 's/"containerCommand"/"acceleratorConfig":{"count":"2","type":"NVIDIA_TESLA_T4"},"containerCommand"/g')"
+check_eq "el_3 accepted" "$STATUS" 200
+check "el_3 RUNNING with minReplicas (1) workers" wait_state el_3 RUNNING 60
+check "its worker 1 waits in Slurm's queue" wait_sid kiln.p1.el_3.worker-1.0 PENDING 20
+sleep 2
+check_eq "still pending while the node is held" "$(sid kiln.p1.el_3.worker-1.0 RUNNING)" ""
+check_eq "elasticWorkers.current 1" "$(current el_3)" 1
+api POST /v1/projects/p1/jobs/blocker:cancel '{}'
+check "worker 1 granted once the node frees up" wait_sid kiln.p1.el_3.worker-1.0 RUNNING 40
+cur=""
+for _ in $(seq 1 50); do cur=$(current el_3); [ "$cur" = 2 ] && break; sleep 0.1; done
+check_eq "elasticWorkers.current 2" "$cur" 2
+check "the added worker got the endpoint" wait_file "$T/d/jobs/p1/el_3/log.tsv" "worker-replica-0	ENV worker-replica-0 ep=" 20
+
 # ---- cancel: every worker's Slurm job goes ----
 api POST /v1/projects/p1/jobs "$(el_job el_2)"
 check_eq "el_2 accepted" "$STATUS" 200
 check "el_2 RUNNING" wait_state el_2 RUNNING 60
 check "el_2's worker 1 runs" wait_sid kiln.p1.el_2.worker-1.0 RUNNING 40
 api POST /v1/projects/p1/jobs/el_2:cancel '{}'
+api POST /v1/projects/p1/jobs/el_3:cancel '{}'
 check "el_2 CANCELLED" wait_state el_2 CANCELLED 30
+check "el_3 CANCELLED" wait_state el_3 CANCELLED 30
 check_eq "no Slurm job of el_2 left" "$(squeue -h -o '%j' | grep -c '^kiln\.p1\.el_2\.')" 0
-check "the programs were stopped, not finished" test ! -e "$T/el_2.stop"
+check_eq "no Slurm job of el_3 left" "$(squeue -h -o '%j' | grep -c '^kiln\.p1\.el_3\.')" 0
+check "el_2's workers were stopped, not finished" test "$(grep -c 'worker done' "$T/d/jobs/p1/el_2/log.tsv")" -eq 0
+check "el_2's worker 1 was told to stop" grep -q "Worker 1 (worker-replica-0): Slurm job [0-9]* ended" "$T/d/jobs/p1/el_2/log.tsv"
 finish

@@ -64,24 +64,26 @@ kiln_elastic_verdict kiln_elastic_worker_ended(const kiln_elastic_rules *r, kiln
         snprintf(msg, len, "worker %zu finished with status 0", k);
         return KILN_EV_GO_ON;
     }
-    if (k == 0) {
-        w[k].state = KILN_EW_LEFT;
-        snprintf(msg, len,
-                 "worker 0, the rendezvous host of the other workers, exited with a non-zero "
-                 "status of %d",
-                 code);
-        return KILN_EV_FAIL;
-    }
     if (w[k].restarts < r->max_restarts) {
         w[k].restarts++;
         w[k].state = KILN_EW_WAIT;
         snprintf(msg, len,
                  "worker %zu exited with status %d: starting it again alone (restart %d of at "
-                 "most %d, elasticPolicy.maxRestarts); the other workers carry on",
-                 k, code, w[k].restarts, r->max_restarts);
+                 "most %d, elasticPolicy.maxRestarts); the other workers carry on%s",
+                 k, code, w[k].restarts, r->max_restarts,
+                 k == 0 ? " (it hosts the rendezvous: a worker given another endpoint than its "
+                          "new one is started again with it)"
+                        : "");
         return KILN_EV_GO_ON;
     }
     w[k].state = KILN_EW_LEFT;
+    if (k == 0) { /* as on one machine: the rendezvous host cannot leave */
+        snprintf(msg, len,
+                 "worker 0, the rendezvous host of the other workers, exited with a non-zero "
+                 "status of %d after %d restarts (elasticPolicy.maxRestarts)",
+                 code, w[k].restarts);
+        return KILN_EV_FAIL;
+    }
     int can = 0; /* workers that run, or still may */
     for (size_t i = 0; i < n; i++)
         can += w[i].state == KILN_EW_WAIT || w[i].state == KILN_EW_PENDING ||

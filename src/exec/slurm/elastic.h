@@ -50,8 +50,8 @@ kiln_ew_state kiln_ew_state_parse(const char *s);
  * (WAIT: start it again alone, DONE, LEFT) and says what the job does;
  * `msg` gets a sentence without its full stop for the job's log (GO_ON)
  * or its errorMessage (FAIL). Worker 0 hosts the rendezvous: its success
- * ends the job, as kiln's master's does; its failure fails the job (its
- * endpoint, which every other worker was given, would move with it). */
+ * ends the job, as kiln's master's does, and it cannot leave (out of
+ * restarts, it fails the job). */
 kiln_elastic_verdict kiln_elastic_worker_ended(const kiln_elastic_rules *r, kiln_ew *w, size_t n,
                                                size_t k, int code, char *msg, size_t len);
 

@@ -538,6 +538,15 @@ static int port_take(ssup *s)
     return -1;
 }
 
+/* Takes `port` when it is free; false when held. */
+static bool port_claim(ssup *s, int port)
+{
+    int p = port - s->d->port_base;
+    if (p < 0 || p >= s->d->port_count || s->port_used[p]) return false;
+    s->port_used[p] = true;
+    return true;
+}
+
 static void port_mark(ssup *s, int port)
 {
     int p = port - s->d->port_base;
@@ -2061,6 +2070,9 @@ typedef struct sgroup {
     kiln_elastic_rules rules;
     kiln_ew *w;             /* rules.max workers: w[K] is PyTorch's Worker K */
     char rdzv[256];         /* Worker 0's node address, once its task has said */
+    char rdzv_was[256];     /* Worker 0's address before it was started again: the
+                             * running workers' endpoint, until the new one is known */
+    int *runs;              /* per worker: its Slurm jobs so far (kiln.P.J.worker-K.RUNS) */
     int rdzv_port;          /* Worker 0's port: the rendezvous (c10d store) port */
     int restarts, failures; /* the job record's, kept */
     bool cancelling;
@@ -2092,6 +2104,7 @@ static void el_free(ssup *s, sgroup *g)
     free(g->project);
     free(g->job_id);
     free(g->w);
+    free(g->runs);
     free(g->end_msg);
     free(g);
 }
@@ -2107,7 +2120,8 @@ static sgroup *el_new(ssup *s, const kiln_job_record *rec)
     g->rules = kiln_elastic_rules_of(g->job);
     g->restarts = rec->restarts;
     g->failures = rec->failures;
-    if (!(g->w = calloc((size_t)g->rules.max, sizeof *g->w))) {
+    if (!(g->w = calloc((size_t)g->rules.max, sizeof *g->w)) ||
+        !(g->runs = calloc((size_t)g->rules.max, sizeof *g->runs))) {
         el_free(s, g);
         return NULL;
     }
@@ -2158,8 +2172,9 @@ static void el_save(ssup *s, sgroup *g)
 {
     json_t *reps = json_array(), *ws = json_array();
     for (int k = 0; reps && ws && k < g->rules.max; k++) {
-        json_t *o = json_pack("{s:i,s:s,s:i}", "worker", k, "state",
-                              kiln_ew_state_name(g->w[k].state), "restarts", g->w[k].restarts);
+        json_t *o =
+            json_pack("{s:i,s:s,s:i,s:i}", "worker", k, "state", kiln_ew_state_name(g->w[k].state),
+                      "restarts", g->w[k].restarts, "runs", g->runs[k]);
         sjob *j = el_job(s, g, k);
         if (o && j) {
             json_t *one = json_array();
@@ -2168,11 +2183,12 @@ static void el_save(ssup *s, sgroup *g)
             json_object_set_new(o, "slurmJobId", json_integer((json_int_t)j->id));
             json_object_set_new(o, "slurmState", json_string(j->sstate));
             json_object_set_new(o, "replicas", one ? one : json_array());
+            if (j->requeue) json_object_set_new(o, "slurmRequeue", json_string(j->requeue));
         }
         if (o) json_array_append_new(ws, o);
     }
-    json_t *el = json_pack("{s:s,s:i,s:o}", "rdzvHost", g->rdzv, "rdzvPort", g->rdzv_port,
-                           "workers", ws ? ws : json_array());
+    json_t *el = json_pack("{s:s,s:s,s:i,s:o}", "rdzvHost", g->rdzv, "rdzvHostWas", g->rdzv_was,
+                           "rdzvPort", g->rdzv_port, "workers", ws ? ws : json_array());
     json_t *rt =
         json_pack("{s:s,s:s,s:o,s:o,s:{s:i,s:i,s:i}}", "executor", "slurm", "slurmPartition",
                   s->d->slurm.partition, "replicas", reps ? reps : json_array(), "slurmElastic",
@@ -2223,8 +2239,7 @@ static void el_submit(ssup *s, sgroup *g, int k, json_t *byname)
     kilnd *d = s->d;
     char name[300], why[1024] = "";
     kiln_replica_plan plan;
-    snprintf(name, sizeof name, "kiln.%s.%s.worker-%d.%d", g->project, g->job_id, k,
-             g->w[k].restarts);
+    snprintf(name, sizeof name, "kiln.%s.%s.worker-%d.%d", g->project, g->job_id, k, g->runs[k]);
     json_t *prev = byname ? json_object_get(byname, name) : NULL;
     sjob *j = calloc(1, sizeof *j);
     if (!j || !(j->project = strdup(g->project)) || !(j->job_id = strdup(g->job_id))) {
@@ -2252,7 +2267,11 @@ static void el_submit(ssup *s, sgroup *g, int k, json_t *byname)
         }
         srep *r = &j->reps[j->n++];
         el_rep(k, r);
-        if ((r->port = port_take(s)) < 0) { /* waits for a port, as a plain job does */
+        /* Worker 0 started again keeps its port: on the same node its
+         * endpoint is the one the running workers were given */
+        r->port =
+            k == 0 && g->rdzv_port > 0 && port_claim(s, g->rdzv_port) ? g->rdzv_port : port_take(s);
+        if (r->port < 0) { /* waits for a port, as a plain job does */
             sjob_free(s, j);
             return;
         }
@@ -2320,7 +2339,16 @@ static void el_worker_ended(ssup *s, sjob *j, const char *state, const char *rea
     sgroup *g = j->el;
     int k = j->worker;
     char msg[600], line[900];
-    j->el = NULL;                  /* no longer the worker's Slurm job in the record */
+    j->el = NULL; /* no longer the worker's Slurm job in the record */
+    g->runs[k]++; /* its next Slurm job has a name of its own */
+    if (j->requeue && !g->end && !g->cancelling) { /* stopped for Worker 0's new endpoint */
+        g->w[k].state = KILN_EW_WAIT;
+        kilnd_event(s->d, g->project, g->job_id, "INFO",
+                    "Worker %d (%s): Slurm job %ld ended %s; %s", k, j->n ? j->reps[0].task : "?",
+                    j->id, state, j->requeue);
+        el_save(s, g);
+        return;
+    }
     if (g->end || g->cancelling) { /* stopped with the job */
         if (g->w[k].state == KILN_EW_PENDING || g->w[k].state == KILN_EW_RUNNING)
             g->w[k].state = KILN_EW_WAIT;
@@ -2353,9 +2381,40 @@ static void el_worker_ended(ssup *s, sjob *j, const char *state, const char *rea
              j->n ? j->reps[0].task : "?", j->id, state, has_reason ? ": " : "",
              has_reason ? reason : "", msg);
     kilnd_event(s->d, g->project, g->job_id, code ? "WARNING" : "INFO", "%s", line);
+    if (k == 0 && g->w[0].state == KILN_EW_WAIT && g->rdzv[0]) {
+        /* started again, maybe elsewhere: the others wait for its address */
+        snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", g->rdzv);
+        g->rdzv[0] = '\0';
+    }
     if (v == KILN_EV_SUCCEED) el_end(g, KILN_STATE_SUCCEEDED, KILND_FAIL_START, NULL);
     if (v == KILN_EV_FAIL) el_end(g, KILN_STATE_FAILED, KILND_FAIL_REPLICA_EXIT, line);
     el_save(s, g);
+}
+
+/* Worker 0, started again, runs on `g->rdzv`: the workers given its old
+ * address (another node, or another port) are stopped and submitted
+ * again with the new one (not counted as restarts). */
+static void el_moved(ssup *s, sgroup *g, int64_t now)
+{
+    if (!g->rdzv_was[0]) return;
+    bool moved = strcmp(g->rdzv_was, g->rdzv) != 0;
+    g->rdzv_was[0] = '\0';
+    if (!moved) return;
+    for (int k = 1; k < g->rules.max; k++) {
+        sjob *j = el_job(s, g, k);
+        if (!j || j->requeue || j->term_sent) continue;
+        if (asprintf(&j->requeue,
+                     "submitting it again with Worker 0's new rendezvous endpoint %s:%d", g->rdzv,
+                     g->rdzv_port) < 0) {
+            j->requeue = NULL;
+            continue;
+        }
+        j->kill_at_ns = now;
+        kilnd_event(s->d, g->project, g->job_id, "WARNING",
+                    "Worker %d (%s): Worker 0 moved to %s; stopping Slurm job %ld (SIGTERM, "
+                    "scancel after %d ms)",
+                    k, j->n ? j->reps[0].task : "?", g->rdzv, j->id, s->d->grace_ms);
+    }
 }
 
 /* One worker's Slurm job against what squeue said: its state, Worker 0's
@@ -2368,7 +2427,7 @@ static bool follow_worker(ssup *s, sjob *j, json_t *sj, int64_t now)
     const char *sstate = sj ? json_string_value(json_object_get(sj, "job_state")) : NULL;
     const char *reason = sj ? json_string_value(json_object_get(sj, "state_reason")) : NULL;
     if (!sstate) sstate = "";
-    bool stop = g->cancelling || g->end;
+    bool stop = g->cancelling || g->end || j->requeue;
     bool running = strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0;
     if (stop && !j->term_sent && sj && !is_final(sstate)) {
         scancel(j->id, running); /* SIGTERM to its replica first when it runs */
@@ -2407,6 +2466,7 @@ static bool follow_worker(ssup *s, sjob *j, json_t *sj, int64_t now)
                         "Worker 0 runs on %s: the rendezvous endpoint is %s:%d; submitting the "
                         "other workers",
                         addr, addr, g->rdzv_port);
+            el_moved(s, g, now);
             el_save(s, g);
         }
         if (f) fclose(f);
@@ -2493,6 +2553,8 @@ static void el_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
     json_t *el = json_object_get(rt, "slurmElastic"), *o;
     const char *rh = json_string_value(json_object_get(el, "rdzvHost"));
     snprintf(g->rdzv, sizeof g->rdzv, "%s", rh ? rh : "");
+    rh = json_string_value(json_object_get(el, "rdzvHostWas"));
+    snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", rh ? rh : "");
     g->rdzv_port = (int)json_integer_value(json_object_get(el, "rdzvPort"));
     if (g->rdzv_port > 0) port_mark(s, g->rdzv_port);
     g->cancelling = r->job->state == KILN_STATE_CANCELLING;
@@ -2503,6 +2565,7 @@ static void el_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
         if (k < 0 || k >= g->rules.max) continue;
         g->w[k].state = kiln_ew_state_parse(json_string_value(json_object_get(o, "state")));
         g->w[k].restarts = (int)json_integer_value(json_object_get(o, "restarts"));
+        g->runs[k] = (int)json_integer_value(json_object_get(o, "runs"));
         json_int_t sid = json_integer_value(json_object_get(o, "slurmJobId"));
         if (g->w[k].state != KILN_EW_PENDING && g->w[k].state != KILN_EW_RUNNING) continue;
         sjob *j = calloc(1, sizeof *j);
@@ -2518,6 +2581,8 @@ static void el_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
         j->id = (long)sid;
         const char *ss = json_string_value(json_object_get(o, "slurmState"));
         snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
+        const char *rq = json_string_value(json_object_get(o, "slurmRequeue"));
+        if (rq) j->requeue = strdup(rq); /* being stopped for Worker 0's new endpoint */
         sjob_dirs(s, j);
         j->next = s->jobs;
         s->jobs = j;
