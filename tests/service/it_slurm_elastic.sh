@@ -128,6 +128,23 @@ for _ in $(seq 1 50); do
 done
 check_eq "no Slurm job of el_1 left" "$left" 0
 
+# ---- a kilnd dying between a worker's sbatch and its record submits nothing twice ----
+# (KILN_TEST_DIE_AFTER_SBATCH=1 is a test-only hook: kilnd _exits(70) right after sbatch)
+stop_kilnd
+KILN_TEST_DIE_AFTER_SBATCH=1 start_kilnd "$T/d" "${KILND_SLURM[@]}"
+api POST /v1/projects/p1/jobs "$(el_job el_4)"
+for _ in $(seq 1 400); do kill -0 "$KPID" 2>/dev/null || break; sleep 0.05; done
+wait "$KPID" 2>/dev/null
+check_eq "kilnd died right after worker 0's sbatch (test hook)" "$?" 70
+start_kilnd "$T/d" "${KILND_SLURM[@]}"
+check "el_4 RUNNING" wait_state el_4 RUNNING 60
+check "the new kilnd adopted worker 0's Slurm job" wait_file "$T/d/jobs/p1/el_4/log.tsv" "kiln.p1.el_4.worker-0.0, [A-Z]*) was submitted by a kilnd that stopped before recording it: following it" 10
+check "el_4's worker 1 runs" wait_sid kiln.p1.el_4.worker-1.0 RUNNING 40
+check_eq "one Slurm job kiln.p1.el_4.worker-0.0" "$(squeue -h -t all -n kiln.p1.el_4.worker-0.0 -o %i | wc -l)" 1
+check_eq "worker 0's program ran once" "$(wc -l <"$T/el_4.master-replica-0.runs")" 1
+touch "$T/el_4.stop"
+check "el_4 SUCCEEDED" wait_state el_4 SUCCEEDED 60
+
 # ---- workers past minReplicas wait in Slurm's queue, join when granted ----
 # each worker asks for 2 GPUs (a whole node); a plain job holds one node
 api POST /v1/projects/p1/jobs '{"jobId":"blocker","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"2","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","120"]}}}'

@@ -2556,7 +2556,8 @@ static void el_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
     rh = json_string_value(json_object_get(el, "rdzvHostWas"));
     snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", rh ? rh : "");
     g->rdzv_port = (int)json_integer_value(json_object_get(el, "rdzvPort"));
-    if (g->rdzv_port > 0) port_mark(s, g->rdzv_port);
+    /* (its port is marked held by worker 0's Slurm job, when it has one;
+     * else el_submit claims it again for worker 0) */
     g->cancelling = r->job->state == KILN_STATE_CANCELLING;
     size_t i;
     json_array_foreach(json_object_get(el, "workers"), i, o)
