@@ -177,4 +177,34 @@ check_eq "no Slurm job of el_2 left" "$(squeue -h -o '%j' | grep -c '^kiln\.p1\.
 check_eq "no Slurm job of el_3 left" "$(squeue -h -o '%j' | grep -c '^kiln\.p1\.el_3\.')" 0
 check "el_2's workers were stopped, not finished" test "$(grep -c 'worker done' "$T/d/jobs/p1/el_2/log.tsv")" -eq 0
 check "el_2's worker 1 was told to stop" grep -q "Worker 1 (worker-replica-0): Slurm job [0-9]* ended" "$T/d/jobs/p1/el_2/log.tsv"
+# ---- Worker 0 started again on another node: the others get its new endpoint ----
+# n2 gets an address of its own (127.0.0.2 is loopback too), and Worker 0's
+# node is drained before its Slurm job is cancelled, so that Slurm places
+# it on the other node
+scontrol update NodeName=n2 NodeAddr=127.0.0.2
+api POST /v1/projects/p1/jobs "$(el_job el_5)"
+check_eq "el_5 accepted" "$STATUS" 200
+check "el_5's worker 1 runs" wait_sid kiln.p1.el_5.worker-1.0 RUNNING 40
+L5=$T/d/jobs/p1/el_5/log.tsv
+check "el_5's worker 1 said what it got" wait_file "$L5" "worker-replica-0	ENV" 20
+m0=$(sid kiln.p1.el_5.worker-0.0 RUNNING)
+node0=$(squeue -h -j "$m0" -o %N)
+ep_old=$(grep -o 'worker-replica-0	ENV .*' "$L5" | head -1 | grep -o 'ep=[^ ]*')
+scontrol update NodeName="$node0" State=DRAIN Reason=it_slurm_elastic
+scancel "$m0"
+check "el_5's worker 0 submitted again" wait_sid kiln.p1.el_5.worker-0.1 RUNNING 40
+check "it runs on the other node" test "$(squeue -h -n kiln.p1.el_5.worker-0.1 -o %N)" != "$node0"
+check "the move is logged" wait_file "$L5" "Worker 0 moved to 127.0.0." 20
+check "worker 1 submitted again with the new endpoint" wait_sid kiln.p1.el_5.worker-1.1 RUNNING 40
+check "worker 1 said what it got again" wait_file "$T/el_5.worker-replica-0.runs" "$(sid kiln.p1.el_5.worker-1.1)" 20
+sleep 1
+ep_new=$(grep -o 'worker-replica-0	ENV .*' "$L5" | tail -1 | grep -o 'ep=[^ ]*')
+ep_w0=$(grep -o 'master-replica-0	ENV .*' "$L5" | tail -1 | grep -o 'ep=[^ ]*')
+check "worker 1's endpoint changed" test -n "$ep_new" -a "$ep_new" != "$ep_old"
+check_eq "to Worker 0's new one" "$ep_new" "$ep_w0"
+check "worker 1's stop is not a restart of its own" grep -q "Worker 1 (worker-replica-0): Slurm job [0-9]* ended [A-Z]*; submitting it again with Worker 0's new rendezvous endpoint" "$L5"
+check_eq "the one restart counted is worker 0's" "$(grep -c 'starting it again alone' "$L5")" 1
+scontrol update NodeName="$node0" State=RESUME
+touch "$T/el_5.stop"
+check "el_5 SUCCEEDED" wait_state el_5 SUCCEEDED 60
 finish

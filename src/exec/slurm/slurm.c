@@ -2057,7 +2057,7 @@ static void study_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
 /* ---------- elastic PyTorchJobs: each worker a Slurm job of its own ---------- */
 
 /* An elastic PyTorchJob (Workers only) while it runs. Each worker is a
- * Slurm job of its own (kiln.P.J.worker-K.R, R = its restarts so far), so
+ * Slurm job of its own (kiln.P.J.worker-K.N, N = its Slurm jobs so far), so
  * that Slurm grants each when it has room: Worker 0 first (it hosts the
  * c10d rendezvous on its node), the others once its node is known, with
  * that endpoint; workers past minReplicas wait in Slurm's queue and join
