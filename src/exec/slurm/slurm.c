@@ -2446,8 +2446,20 @@ static bool follow_worker(ssup *s, sjob *j, json_t *sj, int64_t now)
     }
     j->missing = 0;
     if (strcmp(sstate, j->sstate) != 0) {
+        bool was_running =
+            strcmp(j->sstate, "RUNNING") == 0 || strcmp(j->sstate, "COMPLETING") == 0;
         snprintf(j->sstate, sizeof j->sstate, "%s", sstate);
-        if (running) g->w[k].state = KILN_EW_RUNNING;
+        if (!is_final(sstate)) g->w[k].state = running ? KILN_EW_RUNNING : KILN_EW_PENDING;
+        if (k == 0 && was_running && !running && !is_final(sstate) && g->rdzv[0] && j->n) {
+            /* Slurm requeued it (preemption, scontrol requeue): the same
+             * Slurm job may run again elsewhere; the others wait for its
+             * new address, and those given the old one are moved then */
+            char path[PATH_MAX + 160];
+            snprintf(path, sizeof path, "%s/%ld/hosts/%s", j->sdir, j->id, j->reps[0].task);
+            unlink(path);
+            snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", g->rdzv);
+            g->rdzv[0] = '\0';
+        }
         if (!is_final(sstate))
             kilnd_event(d, g->project, g->job_id, "INFO", "Worker %d (%s): Slurm job %ld %s%s%s%s",
                         k, j->n ? j->reps[0].task : "?", j->id, sstate,
@@ -2463,8 +2475,8 @@ static bool follow_worker(ssup *s, sjob *j, json_t *sj, int64_t now)
         if (f && fscanf(f, "%255s", addr) == 1) {
             snprintf(g->rdzv, sizeof g->rdzv, "%s", addr);
             kilnd_event(d, g->project, g->job_id, "INFO",
-                        "Worker 0 runs on %s: the rendezvous endpoint is %s:%d; submitting the "
-                        "other workers",
+                        "Worker 0 runs on %s: the rendezvous endpoint is %s:%d, which the other "
+                        "workers are given",
                         addr, addr, g->rdzv_port);
             el_moved(s, g, now);
             el_save(s, g);
