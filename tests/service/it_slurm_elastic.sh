@@ -145,6 +145,24 @@ check_eq "worker 0's program ran once" "$(wc -l <"$T/el_4.master-replica-0.runs"
 touch "$T/el_4.stop"
 check "el_4 SUCCEEDED" wait_state el_4 SUCCEEDED 60
 
+# ---- torchrun's c10d rendezvous across the workers' Slurm jobs ----
+# (it_pytorchjob's program and launcher, with Debian's python3-torch)
+SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
+if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null; then
+    mkdir -p "$T/el_t"
+    tcmd="[\"env\",\"KILN_ELASTIC_STATE=$T/el_t\",\"$SYSPY\",\"$HERE/pytorchjob/torchrun.py\",\"$HERE/pytorchjob/elastic.py\",\"6\"]"
+    api POST /v1/projects/p1/jobs "{\"jobId\":\"el_t\",\"trainingInput\":{\"scaleTier\":\"CUSTOM\",\"region\":\"us-central1\",\"masterType\":\"n1-standard-4\",\"masterConfig\":{\"containerCommand\":$tcmd},\"workerType\":\"n1-standard-4\",\"workerCount\":\"1\",\"workerConfig\":{\"containerCommand\":$tcmd},\"pytorchJob\":{\"workersOnly\":true,\"elasticPolicy\":{\"rdzvBackend\":\"c10d\",\"minReplicas\":\"1\",\"maxReplicas\":\"2\"}}}}"
+    check_eq "el_t (torchrun) accepted" "$STATUS" 200
+    check "el_t SUCCEEDED" wait_state el_t SUCCEEDED 120
+    LT=$T/d/jobs/p1/el_t/log.tsv
+    check "worker 0 (its own Slurm job) was in torchrun's group of two" grep -q "master-replica-0	rank [01] done in a group of 2" "$LT"
+    check "worker 1 (its own Slurm job) was in the group of two" grep -q "worker-replica-0	rank [01] done in a group of 2" "$LT"
+    check "no group of one" test "$(grep -c 'group of 1' "$LT")" -eq 0
+    check "two Slurm jobs ran it" test -n "$(squeue -h -t all -n kiln.p1.el_t.worker-1.0 -o %i)"
+else
+    echo "SKIP (torchrun case only): $SYSPY has no torch.distributed (python3-torch)" >&2
+fi
+
 # ---- workers past minReplicas wait in Slurm's queue, join when granted ----
 # each worker asks for 2 GPUs (a whole node); a plain job holds one node
 api POST /v1/projects/p1/jobs '{"jobId":"blocker","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"2","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","120"]}}}'
