@@ -150,8 +150,10 @@ check "el_4 SUCCEEDED" wait_state el_4 SUCCEEDED 60
 SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
 if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null; then
     mkdir -p "$T/el_t"
-    tcmd="[\"env\",\"KILN_ELASTIC_STATE=$T/el_t\",\"$SYSPY\",\"$HERE/pytorchjob/torchrun.py\",\"$HERE/pytorchjob/elastic.py\",\"6\"]"
-    api POST /v1/projects/p1/jobs "{\"jobId\":\"el_t\",\"trainingInput\":{\"scaleTier\":\"CUSTOM\",\"region\":\"us-central1\",\"masterType\":\"n1-standard-4\",\"masterConfig\":{\"containerCommand\":$tcmd},\"workerType\":\"n1-standard-4\",\"workerCount\":\"1\",\"workerConfig\":{\"containerCommand\":$tcmd},\"pytorchJob\":{\"workersOnly\":true,\"elasticPolicy\":{\"rdzvBackend\":\"c10d\",\"minReplicas\":\"1\",\"maxReplicas\":\"2\"}}}}"
+    # tcmd STATEDIR STEPS: each worker's command, torchrun over elastic.py
+    tcmd() { printf '["env","KILN_ELASTIC_STATE=%s","%s","%s","%s","%s"]' "$1" "$SYSPY" \
+        "$HERE/pytorchjob/torchrun.py" "$HERE/pytorchjob/elastic.py" "$2"; }
+    api POST /v1/projects/p1/jobs "{\"jobId\":\"el_t\",\"trainingInput\":{\"scaleTier\":\"CUSTOM\",\"region\":\"us-central1\",\"masterType\":\"n1-standard-4\",\"masterConfig\":{\"containerCommand\":$(tcmd "$T/el_t" 6)},\"workerType\":\"n1-standard-4\",\"workerCount\":\"1\",\"workerConfig\":{\"containerCommand\":$(tcmd "$T/el_t" 6)},\"pytorchJob\":{\"workersOnly\":true,\"elasticPolicy\":{\"rdzvBackend\":\"c10d\",\"minReplicas\":\"1\",\"maxReplicas\":\"2\"}}}}"
     check_eq "el_t (torchrun) accepted" "$STATUS" 200
     check "el_t SUCCEEDED" wait_state el_t SUCCEEDED 120
     LT=$T/d/jobs/p1/el_t/log.tsv
@@ -159,6 +161,17 @@ if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null; then
     check "worker 1 (its own Slurm job) was in the group of two" grep -q "worker-replica-0	rank [01] done in a group of 2" "$LT"
     check "no group of one" test "$(grep -c 'group of 1' "$LT")" -eq 0
     check "two Slurm jobs ran it" test -n "$(squeue -h -t all -n kiln.p1.el_t.worker-1.0 -o %i)"
+    # worker 1's Slurm job cancelled mid-run: it comes back alone, the group re-forms
+    mkdir -p "$T/el_tk"
+    api POST /v1/projects/p1/jobs "{\"jobId\":\"el_tk\",\"trainingInput\":{\"scaleTier\":\"CUSTOM\",\"region\":\"us-central1\",\"masterType\":\"n1-standard-4\",\"masterConfig\":{\"containerCommand\":$(tcmd "$T/el_tk" 40)},\"workerType\":\"n1-standard-4\",\"workerCount\":\"1\",\"workerConfig\":{\"containerCommand\":$(tcmd "$T/el_tk" 40)},\"pytorchJob\":{\"workersOnly\":true,\"elasticPolicy\":{\"rdzvBackend\":\"c10d\",\"minReplicas\":\"1\",\"maxReplicas\":\"2\",\"maxRestarts\":\"3\"}}}}"
+    check_eq "el_tk accepted" "$STATUS" 200
+    LK=$T/d/jobs/p1/el_tk/log.tsv
+    check "el_tk: the group of two took 3 steps" wait_file "$LK" "step 3: all-reduced across 2" 60
+    scancel "$(sid kiln.p1.el_tk.worker-1.0 RUNNING)"
+    check "el_tk SUCCEEDED after worker 1's Slurm job was cancelled" wait_state el_tk SUCCEEDED 150
+    check "worker 1 came back alone" grep -q "Worker 1 (worker-replica-0, Slurm job [0-9]* ended CANCELLED.*starting it again alone" "$LK"
+    check "the group re-formed with it (agent restart)" grep -q "joined a group of 2 at step [1-9][0-9]* (restart [1-9])" "$LK"
+    check "both finished in a group of two" test "$(grep -c 'done in a group of 2' "$LK")" -eq 2
 else
     echo "SKIP (torchrun case only): $SYSPY has no torch.distributed (python3-torch)" >&2
 fi
