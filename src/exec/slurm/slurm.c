@@ -1085,7 +1085,8 @@ static void give_files(const sjob *j, const kiln_job *job, long uid, long gid)
     char path[PATH_MAX + 64];
     kilnd_chown_job(j->dir, uid, gid);
     snprintf(path, sizeof path, "%s/slurm", j->dir);
-    if (j->study && chown(path, (uid_t)uid, (gid_t)gid) < 0) /* the trial's is in it */
+    if ((j->study || j->el) &&
+        chown(path, (uid_t)uid, (gid_t)gid) < 0) /* the trial's, the worker's dir is in it */
         fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", path, uid, gid, strerror(errno));
     if (j->study) { /* the trial's directory: its working dir and hypertune file */
         char td[PATH_MAX + 48];
@@ -2450,15 +2451,22 @@ static bool follow_worker(ssup *s, sjob *j, json_t *sj, int64_t now)
             strcmp(j->sstate, "RUNNING") == 0 || strcmp(j->sstate, "COMPLETING") == 0;
         snprintf(j->sstate, sizeof j->sstate, "%s", sstate);
         if (!is_final(sstate)) g->w[k].state = running ? KILN_EW_RUNNING : KILN_EW_PENDING;
-        if (k == 0 && was_running && !running && !is_final(sstate) && g->rdzv[0] && j->n) {
-            /* Slurm requeued it (preemption, scontrol requeue): the same
-             * Slurm job may run again elsewhere; the others wait for its
-             * new address, and those given the old one are moved then */
-            char path[PATH_MAX + 160];
-            snprintf(path, sizeof path, "%s/%ld/hosts/%s", j->sdir, j->id, j->reps[0].task);
-            unlink(path);
-            snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", g->rdzv);
-            g->rdzv[0] = '\0';
+        if (was_running && !running && !is_final(sstate) && !stop &&
+            asprintf(&j->requeue,
+                     "Slurm requeued its job (preemption, scontrol requeue): submitting it again "
+                     "as a new Slurm job of its own, not counted as a restart") >= 0) {
+            /* Slurm would run the same job again, in the same run directory
+             * as the run it stopped: kilnd cancels it and submits the
+             * worker anew instead, as for a moved endpoint; Worker 0's
+             * new address is then compared with the one the others have */
+            kilnd_event(d, g->project, g->job_id, "WARNING", "Worker %d (%s): Slurm job %ld: %s", k,
+                        j->n ? j->reps[0].task : "?", j->id, j->requeue);
+            if (k == 0 && g->rdzv[0]) {
+                snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", g->rdzv);
+                g->rdzv[0] = '\0';
+            }
+        } else if (was_running && !running && !is_final(sstate) && !stop) {
+            j->requeue = NULL;
         }
         if (!is_final(sstate))
             kilnd_event(d, g->project, g->job_id, "INFO", "Worker %d (%s): Slurm job %ld %s%s%s%s",
