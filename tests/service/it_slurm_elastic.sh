@@ -2,7 +2,7 @@
 # tests/service/it_slurm_elastic.sh - elastic PyTorchJobs under
 # `kilnd --executor slurm` on the two-node test cluster
 # (tests/service/slurm_cluster.sh): each worker is a Slurm job of its own
-# (kiln.P.J.worker-K.R), Worker 0 first, the others with its node as their
+# (kiln.P.J.worker-K.N, N its Slurm jobs so far), Worker 0 first, the others with its node as their
 # rendezvous endpoint:
 #   - min 1 / max 2 workers: the job RUNS, both workers run and see the same
 #     PET_RDZV_ENDPOINT (Worker 0's node and port) and PET_RDZV_ID, and
@@ -10,14 +10,26 @@
 #   - scancel of worker 1's Slurm job: it is submitted again alone (a new
 #     Slurm job, restart 1) while worker 0's Slurm job runs on;
 #   - kill -9 of kilnd mid-job: the next kilnd follows the workers' Slurm
-#     jobs again, submitting none twice; the job SUCCEEDS when Worker 0's
-#     program ends with 0 (the other worker is stopped);
+#     jobs again, submitting none twice; scancel of Worker 0's Slurm job
+#     starts it again alone with the same endpoint (its port kept) while
+#     worker 1 runs on; the job SUCCEEDS when Worker 0's program ends with 0;
+#   - a kilnd dying right after Worker 0's sbatch: the next one adopts that
+#     Slurm job by its name (one Slurm job, the program ran once);
+#   - with torch (it_pytorchjob's elastic.py through torchrun.py): torchrun's
+#     c10d rendezvous forms one group of two across the two Slurm jobs, and
+#     re-forms it when worker 1's Slurm job is cancelled and comes back alone;
+#   - workers asking a whole node's GPUs, one node held by another job: the
+#     job RUNS with 1 worker, worker 1 PENDING in Slurm until the node frees;
+#   - scontrol requeue of Worker 0's Slurm job: cancelled and submitted anew,
+#     not counted as a restart, worker 1 runs on;
 #   - cancel: every worker's Slurm job is gone, the job CANCELLED;
+#   - Worker 0 started again on the other node (n2 given 127.0.0.2): worker 1
+#     is stopped and submitted again with the new endpoint;
 #   - an elastic job with a Master replica, and elasticPolicy.metrics, are
 #     refused at create naming the field.
-# The workers are small shell programs (torchrun is not needed to see what
-# kilnd gives them). Skipped (77) with the reason where Slurm cannot run
-# here (probe `slurm`).
+# The workers are small shell programs where what kilnd gives them is
+# checked. Skipped (77) with the reason where Slurm cannot run here (probe
+# `slurm`); the torchrun cases alone say SKIP without python3-torch.
 PORT_RANGE=64000-64799 # the cluster's own daemons listen on 64900-64992
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
