@@ -44,6 +44,7 @@
 #include "daemon/kilnd.h"
 #include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
 #include "exec/slurm/accounts.h"
+#include "exec/slurm/elastic.h"
 #include "exec/slurm/slurm.h"
 #include "exec/supervisor/trainmetrics.h" /* kiln-train's reports: a leaf parser */
 #include "exec/trials/trialbook.h"
@@ -191,9 +192,24 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
                           size_t flen, char *why, size_t whylen)
 {
     const kiln_training_input *ti = &job->training_input;
-    if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy) {
+    /* elastic PyTorchJobs: each worker a Slurm job of its own (el_*),
+     * Worker 0 the rendezvous host */
+    if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy &&
+        !ti->pytorch_job.workers_only) {
         snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy");
-        snprintf(why, whylen, "elastic PyTorchJobs are not supported by the Slurm executor");
+        snprintf(why, whylen,
+                 "an elastic PyTorchJob with a Master replica: under the Slurm executor each "
+                 "elastic worker is a Slurm job of its own and Worker 0 hosts the rendezvous, so "
+                 "the job must have Workers only (the Kubeflow form of elastic jobs)");
+        return false;
+    }
+    if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy &&
+        ti->pytorch_job.elastic_policy.n_metrics > 0) {
+        snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy.metrics");
+        snprintf(why, whylen,
+                 "autoscaling measures the workers' processes on kilnd's own machine, which "
+                 "the Slurm executor's workers are not on: leave metrics out (the job then "
+                 "runs between minReplicas and maxReplicas as Slurm grants workers)");
         return false;
     }
     if (ti->package_uris.n) {
@@ -471,6 +487,10 @@ typedef struct sjob {
     int64_t start_ns;         /* when Slurm ran it (activeDeadlineSeconds counts per trial) */
     int failures;             /* the trial's runs its restart policy started again so far */
     char sdir[PATH_MAX + 48]; /* DIR/slurm, or DIR/slurm/trial-N */
+    /* an elastic job's worker (el != NULL): one Slurm job per worker, its
+     * one replica PyTorch's Worker `worker`, its files under DIR/slurm/worker-K */
+    struct sgroup *el;
+    int worker;
     struct sjob *next;
 } sjob;
 
@@ -498,6 +518,7 @@ typedef struct ssup {
     json_t *nodes;
     bool nodes_read;
     sstudy *studies;
+    struct sgroup *groups; /* elastic jobs */
 } ssup;
 
 /* A port of --port-range no running kiln job holds. The search goes on
@@ -516,6 +537,15 @@ static int port_take(ssup *s)
         return s->d->port_base + i;
     }
     return -1;
+}
+
+/* Takes `port` when it is free; false when held. */
+static bool port_claim(ssup *s, int port)
+{
+    int p = port - s->d->port_base;
+    if (p < 0 || p >= s->d->port_count || s->port_used[p]) return false;
+    s->port_used[p] = true;
+    return true;
 }
 
 static void port_mark(ssup *s, int port)
@@ -554,6 +584,8 @@ static void sjob_dirs(ssup *s, sjob *j)
     kilnd_job_dir(s->d, j->project, j->job_id, j->dir, sizeof j->dir);
     if (j->study)
         snprintf(j->sdir, sizeof j->sdir, "%s/slurm/trial-%d", j->dir, j->trial);
+    else if (j->el)
+        snprintf(j->sdir, sizeof j->sdir, "%s/slurm/worker-%d", j->dir, j->worker);
     else
         snprintf(j->sdir, sizeof j->sdir, "%s/slurm", j->dir);
 }
@@ -628,9 +660,14 @@ static void reps_json(const sjob *j, json_t *reps)
 }
 
 static void study_save(ssup *s, sstudy *st);
+static void el_save(ssup *s, struct sgroup *g);
 
 static void save_runtime(ssup *s, sjob *j, int restarts, int failures)
 {
+    if (j->el) { /* an elastic worker: the job's record, with every worker's Slurm job */
+        el_save(s, j->el);
+        return;
+    }
     if (j->study) { /* a trial: the study's record, with every trial's Slurm job */
         study_save(s, j->study);
         return;
@@ -756,14 +793,17 @@ static void work_dir(const sjob *j, char *buf, size_t len)
         snprintf(buf, len, "%s/work", j->dir);
 }
 
+static size_t el_tasks(const sjob *j, kiln_exec_task *tasks, size_t *self);
+
 /* The environment of replica `self`, with "@KILN_HOST_i@" where replica i's
  * host goes (kiln-slurm-task puts in the Slurm node's address). */
 static kiln_err replica_env(ssup *s, sjob *j, const kiln_job *job, size_t self, int attempt,
                             kiln_strv *env)
 {
-    kiln_exec_task *tasks = calloc(j->n, sizeof *tasks);
+    kiln_exec_task *tasks = calloc(j->n + 1, sizeof *tasks);
     char(*hosts)[40] = calloc(j->n, sizeof *hosts);
     kiln_err err = KILN_ENOMEM;
+    size_t nt = j->n;
     if (!tasks || !hosts) goto out;
     for (size_t i = 0; i < j->n; i++) {
         snprintf(hosts[i], sizeof hosts[i], "@KILN_HOST_%zu@", i);
@@ -772,7 +812,8 @@ static kiln_err replica_env(ssup *s, sjob *j, const kiln_job *job, size_t self, 
                                     .host = hosts[i],
                                     .port = j->reps[i].port};
     }
-    err = kiln_exec_replica_env(job, tasks, j->n, self, NULL, 0, false, env);
+    if (j->el) nt = el_tasks(j, tasks, &self);
+    err = kiln_exec_replica_env(job, tasks, nt, self, NULL, 0, false, env);
     if (err != KILN_OK) goto out;
     char key[64], kv[96];
     kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), attempt, key);
@@ -1013,7 +1054,9 @@ static bool write_files(ssup *s, sjob *j, const kiln_job *job, int attempt,
         sh_quote(f, d->slurm.task);
         fprintf(f, " \"$R\" ");
         sh_quote(f, sdir);
-        fprintf(f, "/spec.json %s &\npids+=($!)\n", kiln_role_name(plans[p].role));
+        fprintf(f, "/spec.json %s", kiln_role_name(plans[p].role));
+        if (j->el) fprintf(f, " %d", j->reps[0].index); /* its one replica: not SLURM_PROCID's */
+        fprintf(f, " &\npids+=($!)\n");
         if (plans[p].role == KILN_ROLE_MASTER) fprintf(f, "master=$!\n");
     }
     /* As on one machine: the first failure stops the others and is the job's
@@ -1058,7 +1101,8 @@ static void give_files(const sjob *j, const kiln_job *job, long uid, long gid)
     char path[PATH_MAX + 64];
     kilnd_chown_job(j->dir, uid, gid);
     snprintf(path, sizeof path, "%s/slurm", j->dir);
-    if (j->study && chown(path, (uid_t)uid, (gid_t)gid) < 0) /* the trial's is in it */
+    if ((j->study || j->el) &&
+        chown(path, (uid_t)uid, (gid_t)gid) < 0) /* the trial's, the worker's dir is in it */
         fprintf(stderr, "kilnd: cannot give %s to %ld:%ld: %s\n", path, uid, gid, strerror(errno));
     if (j->study) { /* the trial's directory: its working dir and hypertune file */
         char td[PATH_MAX + 48];
@@ -2024,6 +2068,565 @@ static void study_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
     study_save(s, st);
 }
 
+/* ---------- elastic PyTorchJobs: each worker a Slurm job of its own ---------- */
+
+/* An elastic PyTorchJob (Workers only) while it runs. Each worker is a
+ * Slurm job of its own (kiln.P.J.worker-K.N, N = its Slurm jobs so far), so
+ * that Slurm grants each when it has room: Worker 0 first (it hosts the
+ * c10d rendezvous on its node), the others once its node is known, with
+ * that endpoint; workers past minReplicas wait in Slurm's queue and join
+ * when granted (torchrun's agents re-form the group). What a worker's end
+ * means is decided by src/exec/slurm/elastic.c; this section only submits,
+ * follows and stops the Slurm jobs. */
+typedef struct sgroup {
+    char *project, *job_id;
+    kiln_job *job;
+    kiln_elastic_rules rules;
+    kiln_ew *w;             /* rules.max workers: w[K] is PyTorch's Worker K */
+    char rdzv[256];         /* Worker 0's node address, once its task has said */
+    char rdzv_was[256];     /* Worker 0's address before it was started again: the
+                             * running workers' endpoint, until the new one is known */
+    int *runs;              /* per worker: its Slurm jobs so far (kiln.P.J.worker-K.RUNS) */
+    int rdzv_port;          /* Worker 0's port: the rendezvous (c10d store) port */
+    int restarts, failures; /* the job record's, kept */
+    bool cancelling;
+    kiln_job_state end; /* ending (SUCCEEDED, FAILED, CANCELLED) once no worker runs; 0: not */
+    char *end_msg;
+    kilnd_fail_reason fail;
+    struct sgroup *next;
+} sgroup;
+
+static bool el_tracked(ssup *s, const char *project, const char *id)
+{
+    for (sgroup *g = s->groups; g; g = g->next)
+        if (strcmp(g->project, project) == 0 && strcmp(g->job_id, id) == 0) return true;
+    return false;
+}
+
+static void el_free(ssup *s, sgroup *g)
+{
+    if (!g) return;
+    for (sgroup **l = &s->groups; *l; l = &(*l)->next)
+        if (*l == g) {
+            *l = g->next;
+            break;
+        }
+    for (int pass = 0; pass < 2; pass++) /* no worker points at it any more */
+        for (sjob *j = pass ? s->fresh : s->jobs; j; j = j->next)
+            if (j->el == g) j->el = NULL;
+    kiln_job_free(g->job);
+    free(g->project);
+    free(g->job_id);
+    free(g->w);
+    free(g->runs);
+    free(g->end_msg);
+    free(g);
+}
+
+static sgroup *el_new(ssup *s, const kiln_job_record *rec)
+{
+    sgroup *g = calloc(1, sizeof *g);
+    if (!g || !(g->project = strdup(rec->project)) || !(g->job_id = strdup(rec->job->job_id)) ||
+        !(g->job = kiln_job_clone(rec->job))) {
+        el_free(s, g);
+        return NULL;
+    }
+    g->rules = kiln_elastic_rules_of(g->job);
+    g->restarts = rec->restarts;
+    g->failures = rec->failures;
+    if (!(g->w = calloc((size_t)g->rules.max, sizeof *g->w)) ||
+        !(g->runs = calloc((size_t)g->rules.max, sizeof *g->runs))) {
+        el_free(s, g);
+        return NULL;
+    }
+    g->next = s->groups;
+    s->groups = g;
+    return g;
+}
+
+/* Worker K's Slurm job being followed, or NULL. */
+static sjob *el_job(ssup *s, sgroup *g, int k)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (sjob *j = pass ? s->fresh : s->jobs; j; j = j->next)
+            if (j->el == g && j->worker == k) return j;
+    return NULL;
+}
+
+/* Worker K's replica: Worker 0 is kiln's master (workersOnly), Worker K
+ * kiln's worker K-1, as on one machine. */
+static void el_rep(int k, srep *r)
+{
+    r->role = k == 0 ? KILN_ROLE_MASTER : KILN_ROLE_WORKER;
+    r->index = k == 0 ? 0 : k - 1;
+    kiln_exec_task_name(r->role, r->index, r->task);
+}
+
+/* The tasks whose environment a worker's replica gets: Worker 0 (the
+ * rendezvous host) and itself; the others join through the rendezvous,
+ * not through an address list. Returns their count, *self its place. */
+static size_t el_tasks(const sjob *j, kiln_exec_task *tasks, size_t *self)
+{
+    const srep *me = &j->reps[0];
+    kiln_exec_task mine = {
+        .role = me->role, .index = me->index, .host = "@KILN_HOST_0@", .port = me->port};
+    tasks[0] = mine;
+    *self = 0;
+    if (j->worker == 0) return 1;
+    tasks[0] = (kiln_exec_task){
+        .role = KILN_ROLE_MASTER, .index = 0, .host = j->el->rdzv, .port = j->el->rdzv_port};
+    tasks[1] = mine;
+    *self = 1;
+    return 2;
+}
+
+/* The runtime record: every worker (its state, restarts and Slurm job),
+ * Worker 0's address, and kilnStatus.elasticWorkers as on one machine. */
+static void el_save(ssup *s, sgroup *g)
+{
+    json_t *reps = json_array(), *ws = json_array();
+    for (int k = 0; reps && ws && k < g->rules.max; k++) {
+        json_t *o =
+            json_pack("{s:i,s:s,s:i,s:i}", "worker", k, "state", kiln_ew_state_name(g->w[k].state),
+                      "restarts", g->w[k].restarts, "runs", g->runs[k]);
+        sjob *j = el_job(s, g, k);
+        if (o && j) {
+            json_t *one = json_array();
+            reps_json(j, one);
+            reps_json(j, reps);
+            json_object_set_new(o, "slurmJobId", json_integer((json_int_t)j->id));
+            json_object_set_new(o, "slurmState", json_string(j->sstate));
+            json_object_set_new(o, "replicas", one ? one : json_array());
+            if (j->requeue) json_object_set_new(o, "slurmRequeue", json_string(j->requeue));
+        }
+        if (o) json_array_append_new(ws, o);
+    }
+    json_t *el = json_pack("{s:s,s:s,s:i,s:o}", "rdzvHost", g->rdzv, "rdzvHostWas", g->rdzv_was,
+                           "rdzvPort", g->rdzv_port, "workers", ws ? ws : json_array());
+    json_t *rt =
+        json_pack("{s:s,s:s,s:o,s:o,s:{s:i,s:i,s:i}}", "executor", "slurm", "slurmPartition",
+                  s->d->slurm.partition, "replicas", reps ? reps : json_array(), "slurmElastic",
+                  el ? el : json_object(), "elasticWorkers", "current",
+                  kiln_elastic_running(g->w, (size_t)g->rules.max), "wanted", g->rules.max, "min",
+                  g->rules.min);
+    char *txt = rt ? json_dumps(rt, JSON_COMPACT) : NULL;
+    if (txt)
+        kiln_store_job_set_runtime(s->d->store, g->project, g->job_id, g->restarts, g->failures,
+                                   txt);
+    free(txt);
+    json_decref(rt);
+}
+
+/* The job ends as `end` once no worker has a Slurm job (el_steps): the
+ * others are stopped first (follow_worker). The first word stands. */
+static void el_end(sgroup *g, kiln_job_state end, kilnd_fail_reason fail, const char *msg)
+{
+    if (g->end) return;
+    g->end = end;
+    g->fail = fail;
+    free(g->end_msg);
+    g->end_msg = msg ? strdup(msg) : NULL;
+}
+
+/* Worker K's plan: its role's (Workers past 0 have Worker 0's shape when
+ * the job has one Worker replica only), one task. false: none. */
+static bool el_plan(ssup *s, sgroup *g, int k, kiln_replica_plan *plan)
+{
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    size_t np = kiln_catalog_plan(s->d->catalog, g->job, plans), m = np, w = np;
+    for (size_t p = 0; p < np; p++) {
+        if (plans[p].role == KILN_ROLE_MASTER) m = p;
+        if (plans[p].role == KILN_ROLE_WORKER) w = p;
+    }
+    size_t use = k > 0 && w < np ? w : m;
+    if (use >= np) return false;
+    *plan = plans[use];
+    plan->role = k == 0 ? KILN_ROLE_MASTER : KILN_ROLE_WORKER;
+    plan->count = 1;
+    return true;
+}
+
+/* Submits Worker K as a Slurm job of its own, or adopts one of its name
+ * (a kilnd that died between its sbatch and the runtime record). */
+static void el_submit(ssup *s, sgroup *g, int k, json_t *byname)
+{
+    kilnd *d = s->d;
+    char name[300], why[1024] = "";
+    kiln_replica_plan plan;
+    snprintf(name, sizeof name, "kiln.%s.%s.worker-%d.%d", g->project, g->job_id, k, g->runs[k]);
+    json_t *prev = byname ? json_object_get(byname, name) : NULL;
+    sjob *j = calloc(1, sizeof *j);
+    if (!j || !(j->project = strdup(g->project)) || !(j->job_id = strdup(g->job_id))) {
+        sjob_free(s, j);
+        return;
+    }
+    j->el = g;
+    j->worker = k;
+    sjob_dirs(s, j);
+    if (prev) {
+        if (!adopt(s, j, prev)) {
+            sjob_free(s, j);
+            el_end(g, KILN_STATE_FAILED, KILND_FAIL_START,
+                   "an elastic worker's Slurm job exists but its spec is unreadable");
+            return;
+        }
+        kilnd_event(d, g->project, g->job_id, "WARNING",
+                    "Slurm job %ld (%s, %s) was submitted by a kilnd that stopped before "
+                    "recording it: following it, not submitting again",
+                    j->id, name, j->sstate);
+    } else {
+        if (!(j->reps = calloc(1, sizeof *j->reps))) {
+            sjob_free(s, j);
+            return;
+        }
+        srep *r = &j->reps[j->n++];
+        el_rep(k, r);
+        /* Worker 0 started again keeps its port: on the same node its
+         * endpoint is the one the running workers were given */
+        r->port =
+            k == 0 && g->rdzv_port > 0 && port_claim(s, g->rdzv_port) ? g->rdzv_port : port_take(s);
+        if (r->port < 0) { /* waits for a port, as a plain job does */
+            sjob_free(s, j);
+            return;
+        }
+        if (!el_plan(s, g, k, &plan)) {
+            sjob_free(s, j);
+            el_end(g, KILN_STATE_FAILED, KILND_FAIL_START,
+                   "the job has no replicas to run in this catalog");
+            return;
+        }
+        if (k == 0) g->rdzv_port = r->port;
+        if (!launch(s, j, g->job, g->w[k].restarts, &plan, 1, name, why, sizeof why)) {
+            kilnd_event(d, g->project, g->job_id, "ERROR", "Worker %d: %s", k, why);
+            sjob_free(s, j);
+            el_end(g, KILN_STATE_FAILED, KILND_FAIL_START, why);
+            return;
+        }
+        snprintf(j->sstate, sizeof j->sstate, "PENDING");
+        kilnd_event(d, g->project, g->job_id, "INFO",
+                    "Worker %d (%s): submitted to Slurm as job %ld (%s)%s", k, j->reps[0].task,
+                    j->id, name,
+                    k == 0 ? "; it hosts the rendezvous, the other workers follow once its node "
+                             "is known"
+                           : "");
+    }
+    if (k == 0 && j->n) g->rdzv_port = j->reps[0].port;
+    g->w[k].state = strcmp(j->sstate, "RUNNING") == 0 ? KILN_EW_RUNNING : KILN_EW_PENDING;
+    j->next = s->fresh;
+    s->fresh = j;
+    el_save(s, g);
+}
+
+/* A QUEUED elastic job starts: its workers are submitted by el_steps; the
+ * job stays QUEUED until minReplicas of them run. */
+static void el_begin(ssup *s, kiln_job_record *rec)
+{
+    kilnd *d = s->d;
+    char field[128], why[1024] = "";
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    if (!kiln_slurm_check_job(d, rec->project, rec->job, field, sizeof field, why, sizeof why)) {
+        refuse(s, rec, "%s: %s", field, why);
+        return;
+    }
+    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
+    if (np == 0) {
+        refuse(s, rec, "the job has no replicas to run in this catalog");
+        return;
+    }
+    if (!fits(s, plans, np, why, sizeof why)) {
+        refuse(s, rec, "This job can never run on this cluster: %s", why);
+        return;
+    }
+    sgroup *g = el_new(s, rec);
+    if (!g) return;
+    el_save(s, g);
+    kilnd_event(d, rec->project, rec->job->job_id, "INFO",
+                "Elastic job: each of its %d to %d workers is a Slurm job of its own, granted "
+                "as Slurm has room; the job runs once %d run%s",
+                g->rules.min, g->rules.max, g->rules.min, g->rules.min == 1 ? "s" : "");
+}
+
+/* Worker j's Slurm job ended (`state`, Slurm's word): what it means for
+ * the job (elastic.c decides). */
+static void el_worker_ended(ssup *s, sjob *j, const char *state, const char *reason)
+{
+    sgroup *g = j->el;
+    int k = j->worker;
+    char msg[600], line[900];
+    j->el = NULL; /* no longer the worker's Slurm job in the record */
+    g->runs[k]++; /* its next Slurm job has a name of its own */
+    if (j->requeue && !g->end && !g->cancelling) { /* stopped for Worker 0's new endpoint */
+        g->w[k].state = KILN_EW_WAIT;
+        kilnd_event(s->d, g->project, g->job_id, "INFO",
+                    "Worker %d (%s): Slurm job %ld ended %s; %s", k, j->n ? j->reps[0].task : "?",
+                    j->id, state, j->requeue);
+        el_save(s, g);
+        return;
+    }
+    if (g->end || g->cancelling) { /* stopped with the job */
+        if (g->w[k].state == KILN_EW_PENDING || g->w[k].state == KILN_EW_RUNNING)
+            g->w[k].state = KILN_EW_WAIT;
+        kilnd_event(s->d, g->project, g->job_id, "INFO", "Worker %d (%s): Slurm job %ld ended %s",
+                    k, j->n ? j->reps[0].task : "?", j->id, state);
+        el_save(s, g);
+        return;
+    }
+    if (strcmp(state, "TIMEOUT") == 0) { /* maxRunningTime, each worker's --time */
+        g->w[k].state = KILN_EW_LEFT;
+        el_end(g, KILN_STATE_CANCELLED, KILND_FAIL_START,
+               "The job ran longer than maxRunningTime; cancelled (a worker's Slurm job: "
+               "TIMEOUT)");
+        el_save(s, g);
+        return;
+    }
+    int code = 0;
+    struct timespec at;
+    if (!j->n || !rep_exit(j, 0, &code, &at)) {
+        code = batch_exit(j);
+        if (code < 0) code = strcmp(state, "COMPLETED") == 0 ? 0 : 137;
+    }
+    /* Slurm took it (scancel outside kiln, a node failure, preemption):
+     * lost, counted as killed, whatever its program said to the signal */
+    if (strcmp(state, "COMPLETED") != 0 && code == 0) code = 137;
+    kiln_elastic_verdict v = kiln_elastic_worker_ended(&g->rules, g->w, (size_t)g->rules.max,
+                                                       (size_t)k, code, msg, sizeof msg);
+    bool has_reason = reason && *reason && strcmp(reason, "None") != 0;
+    snprintf(line, sizeof line, "Worker %d (%s, Slurm job %ld ended %s%s%s): %s", k,
+             j->n ? j->reps[0].task : "?", j->id, state, has_reason ? ": " : "",
+             has_reason ? reason : "", msg);
+    kilnd_event(s->d, g->project, g->job_id, code ? "WARNING" : "INFO", "%s", line);
+    if (k == 0 && g->w[0].state == KILN_EW_WAIT && g->rdzv[0]) {
+        /* started again, maybe elsewhere: the others wait for its address */
+        snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", g->rdzv);
+        g->rdzv[0] = '\0';
+    }
+    if (v == KILN_EV_SUCCEED) el_end(g, KILN_STATE_SUCCEEDED, KILND_FAIL_START, NULL);
+    if (v == KILN_EV_FAIL) el_end(g, KILN_STATE_FAILED, KILND_FAIL_REPLICA_EXIT, line);
+    el_save(s, g);
+}
+
+/* Worker 0, started again, runs on `g->rdzv`: the workers given its old
+ * address (another node, or another port) are stopped and submitted
+ * again with the new one (not counted as restarts). */
+static void el_moved(ssup *s, sgroup *g, int64_t now)
+{
+    if (!g->rdzv_was[0]) return;
+    bool moved = strcmp(g->rdzv_was, g->rdzv) != 0;
+    g->rdzv_was[0] = '\0';
+    if (!moved) return;
+    for (int k = 1; k < g->rules.max; k++) {
+        sjob *j = el_job(s, g, k);
+        if (!j || j->requeue || j->term_sent) continue;
+        if (asprintf(&j->requeue,
+                     "submitting it again with Worker 0's new rendezvous endpoint %s:%d", g->rdzv,
+                     g->rdzv_port) < 0) {
+            j->requeue = NULL;
+            continue;
+        }
+        j->kill_at_ns = now;
+        kilnd_event(s->d, g->project, g->job_id, "WARNING",
+                    "Worker %d (%s): Worker 0 moved to %s; stopping Slurm job %ld (SIGTERM, "
+                    "scancel after %d ms)",
+                    k, j->n ? j->reps[0].task : "?", g->rdzv, j->id, s->d->grace_ms);
+    }
+}
+
+/* One worker's Slurm job against what squeue said: its state, Worker 0's
+ * address, the stop when the job ends; true when it is done with. */
+static bool follow_worker(ssup *s, sjob *j, json_t *sj, int64_t now)
+{
+    kilnd *d = s->d;
+    sgroup *g = j->el;
+    int k = j->worker;
+    const char *sstate = sj ? json_string_value(json_object_get(sj, "job_state")) : NULL;
+    const char *reason = sj ? json_string_value(json_object_get(sj, "state_reason")) : NULL;
+    if (!sstate) sstate = "";
+    bool stop = g->cancelling || g->end || j->requeue;
+    bool running = strcmp(sstate, "RUNNING") == 0 || strcmp(sstate, "COMPLETING") == 0;
+    if (stop && !j->term_sent && sj && !is_final(sstate)) {
+        scancel(j->id, running); /* SIGTERM to its replica first when it runs */
+        j->term_sent = true;
+        j->killed = !running;
+        j->kill_at_ns = now + (int64_t)d->grace_ms * 1000000;
+    } else if (stop && j->term_sent && !j->killed && now >= j->kill_at_ns) {
+        scancel(j->id, false);
+        j->killed = true;
+    }
+    if (!sj) { /* Slurm forgot it, or does not show it yet */
+        if (++j->missing < 3) return false;
+        el_worker_ended(s, j, batch_exit(j) == 0 ? "COMPLETED" : "FAILED",
+                        "Slurm no longer knows the job");
+        return true;
+    }
+    j->missing = 0;
+    if (strcmp(sstate, j->sstate) != 0) {
+        bool was_running =
+            strcmp(j->sstate, "RUNNING") == 0 || strcmp(j->sstate, "COMPLETING") == 0;
+        snprintf(j->sstate, sizeof j->sstate, "%s", sstate);
+        if (!is_final(sstate)) g->w[k].state = running ? KILN_EW_RUNNING : KILN_EW_PENDING;
+        if (was_running && !running && !is_final(sstate) && !stop &&
+            asprintf(&j->requeue,
+                     "Slurm requeued its job (preemption, scontrol requeue): submitting it again "
+                     "as a new Slurm job of its own, not counted as a restart") >= 0) {
+            /* Slurm would run the same job again, in the same run directory
+             * as the run it stopped: kilnd cancels it and submits the
+             * worker anew instead, as for a moved endpoint; Worker 0's
+             * new address is then compared with the one the others have */
+            kilnd_event(d, g->project, g->job_id, "WARNING", "Worker %d (%s): Slurm job %ld: %s", k,
+                        j->n ? j->reps[0].task : "?", j->id, j->requeue);
+            if (k == 0 && g->rdzv[0]) {
+                snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", g->rdzv);
+                g->rdzv[0] = '\0';
+            }
+        } else if (was_running && !running && !is_final(sstate) && !stop) {
+            j->requeue = NULL;
+        }
+        if (!is_final(sstate))
+            kilnd_event(d, g->project, g->job_id, "INFO", "Worker %d (%s): Slurm job %ld %s%s%s%s",
+                        k, j->n ? j->reps[0].task : "?", j->id, sstate,
+                        reason && strcmp(reason, "None") ? " (" : "",
+                        reason && strcmp(reason, "None") ? reason : "",
+                        reason && strcmp(reason, "None") ? ")" : "");
+        el_save(s, g);
+    }
+    if (k == 0 && running && !g->rdzv[0] && j->n) { /* its task wrote "ADDR NODE" */
+        char path[PATH_MAX + 160], addr[256];
+        snprintf(path, sizeof path, "%s/%ld/hosts/%s", j->sdir, j->id, j->reps[0].task);
+        FILE *f = fopen(path, "r");
+        if (f && fscanf(f, "%255s", addr) == 1) {
+            snprintf(g->rdzv, sizeof g->rdzv, "%s", addr);
+            kilnd_event(d, g->project, g->job_id, "INFO",
+                        "Worker 0 runs on %s: the rendezvous endpoint is %s:%d, which the other "
+                        "workers are given",
+                        addr, addr, g->rdzv_port);
+            el_moved(s, g, now);
+            el_save(s, g);
+        }
+        if (f) fclose(f);
+    }
+    if (is_final(sstate)) {
+        el_worker_ended(s, j, sstate, reason);
+        return true;
+    }
+    return false;
+}
+
+/* Every elastic job once per tick, after its workers were followed: the
+ * workers to submit, the job's RUNNING, its limits, and its end once no
+ * worker has a Slurm job left. `byname`: squeue's jobs by name. */
+static void el_steps(ssup *s, json_t *byname, int64_t now)
+{
+    kilnd *d = s->d;
+    for (sgroup *g = s->groups, *next; g; g = next) {
+        next = g->next;
+        kiln_job_record *r = NULL;
+        if (kiln_store_job_get(d->store, g->project, g->job_id, &r) != KILN_OK) {
+            el_free(s, g);
+            continue;
+        }
+        kiln_job_state st = r->job->state;
+        const kiln_training_input *ti = &r->job->training_input;
+        char why[256];
+        if (st == KILN_STATE_CANCELLING || ((1u << st) & KILN_STATES_TERMINAL))
+            g->cancelling = true;
+        if (!g->cancelling && !g->end && st == KILN_STATE_QUEUED && ti->has_scheduling &&
+            ti->scheduling.has_max_wait_time &&
+            now - r->create_ns > ti->scheduling.max_wait_time.seconds * 1000000000LL) {
+            snprintf(why, sizeof why, "still queued after maxWaitTime (%llds); cancelled",
+                     (long long)ti->scheduling.max_wait_time.seconds);
+            el_end(g, KILN_STATE_CANCELLED, KILND_FAIL_START, why);
+        }
+        if (!g->cancelling && !g->end && st == KILN_STATE_RUNNING &&
+            kiln_exec_limit_passed(r->job, r->start_ns, now, KILN_LIMIT_ACTIVE_DEADLINE, why,
+                                   sizeof why) == KILN_LIMIT_ACTIVE_DEADLINE)
+            el_end(g, KILN_STATE_FAILED, KILND_FAIL_DEADLINE, why);
+        for (int k = 0; !g->cancelling && !g->end && byname && k < g->rules.max; k++)
+            if (kiln_elastic_should_submit(g->w, (size_t)g->rules.max, (size_t)k, g->rdzv[0]))
+                el_submit(s, g, k, byname);
+        int run = kiln_elastic_running(g->w, (size_t)g->rules.max);
+        if (!g->cancelling && !g->end &&
+            kiln_elastic_is_running(&g->rules, g->w, (size_t)g->rules.max) &&
+            kiln_store_job_transition(d->store, g->project, g->job_id,
+                                      KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING),
+                                      KILN_STATE_RUNNING, NULL, now, NULL) == KILN_OK)
+            kilnd_event(d, g->project, g->job_id, "INFO",
+                        "Job RUNNING: %d of at most %d workers run (minReplicas %d)", run,
+                        g->rules.max, g->rules.min);
+        bool live = false;
+        for (int k = 0; k < g->rules.max && !live; k++)
+            live = el_job(s, g, k) != NULL;
+        if ((g->cancelling || g->end) && !live) { /* every worker's Slurm job is gone */
+            kiln_job_state end = g->cancelling ? KILN_STATE_CANCELLED : g->end;
+            const char *msg = g->cancelling ? NULL : g->end_msg;
+            if (end == KILN_STATE_SUCCEEDED)
+                kiln_store_job_transition(d->store, g->project, g->job_id,
+                                          KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING),
+                                          KILN_STATE_RUNNING, NULL, now, NULL);
+            if (kiln_store_job_transition(d->store, g->project, g->job_id, ACTIVE, end, msg, now,
+                                          NULL) == KILN_OK) {
+                if (end == KILN_STATE_FAILED) d->failures_total[g->fail]++;
+                kilnd_event(d, g->project, g->job_id, end == KILN_STATE_FAILED ? "ERROR" : "INFO",
+                            "Job %s%s%s", kiln_job_state_name(end), msg ? ": " : "",
+                            msg ? msg : "");
+            }
+            el_save(s, g);
+            el_free(s, g);
+        }
+        kiln_job_record_free(r);
+    }
+}
+
+/* A previous kilnd's elastic job: its workers' Slurm jobs followed again
+ * from the runtime record; workers it had not submitted are submitted by
+ * el_steps (a Slurm job of their name is adopted, not submitted twice). */
+static void el_reconcile(ssup *s, kiln_job_record *r, json_t *rt)
+{
+    sgroup *g = el_new(s, r);
+    if (!g) return;
+    json_t *el = json_object_get(rt, "slurmElastic"), *o;
+    const char *rh = json_string_value(json_object_get(el, "rdzvHost"));
+    snprintf(g->rdzv, sizeof g->rdzv, "%s", rh ? rh : "");
+    rh = json_string_value(json_object_get(el, "rdzvHostWas"));
+    snprintf(g->rdzv_was, sizeof g->rdzv_was, "%s", rh ? rh : "");
+    g->rdzv_port = (int)json_integer_value(json_object_get(el, "rdzvPort"));
+    /* (its port is marked held by worker 0's Slurm job, when it has one;
+     * else el_submit claims it again for worker 0) */
+    g->cancelling = r->job->state == KILN_STATE_CANCELLING;
+    size_t i;
+    json_array_foreach(json_object_get(el, "workers"), i, o)
+    {
+        int k = (int)json_integer_value(json_object_get(o, "worker"));
+        if (k < 0 || k >= g->rules.max) continue;
+        g->w[k].state = kiln_ew_state_parse(json_string_value(json_object_get(o, "state")));
+        g->w[k].restarts = (int)json_integer_value(json_object_get(o, "restarts"));
+        g->runs[k] = (int)json_integer_value(json_object_get(o, "runs"));
+        json_int_t sid = json_integer_value(json_object_get(o, "slurmJobId"));
+        if (g->w[k].state != KILN_EW_PENDING && g->w[k].state != KILN_EW_RUNNING) continue;
+        sjob *j = calloc(1, sizeof *j);
+        if (sid <= 0 || !j || !(j->project = strdup(r->project)) ||
+            !(j->job_id = strdup(r->job->job_id)) ||
+            !reps_read(s, j, json_object_get(o, "replicas")) || j->n == 0) {
+            sjob_free(s, j);
+            g->w[k].state = KILN_EW_WAIT; /* submitted again, or adopted by name */
+            continue;
+        }
+        j->el = g;
+        j->worker = k;
+        j->id = (long)sid;
+        const char *ss = json_string_value(json_object_get(o, "slurmState"));
+        snprintf(j->sstate, sizeof j->sstate, "%s", ss ? ss : "");
+        const char *rq = json_string_value(json_object_get(o, "slurmRequeue"));
+        if (rq) j->requeue = strdup(rq); /* being stopped for Worker 0's new endpoint */
+        sjob_dirs(s, j);
+        j->next = s->jobs;
+        s->jobs = j;
+        kilnd_event(s->d, r->project, r->job->job_id, "INFO",
+                    "kilnd restarted: following worker %d's Slurm job %ld again (last seen %s)", k,
+                    j->id, j->sstate[0] ? j->sstate : "?");
+    }
+    el_save(s, g);
+}
+
 /* squeue --json: the leaders of the heterogeneous jobs (and plain jobs) by
  * id, or NULL when squeue could not answer (then nothing is decided). */
 static json_t *squeue_all(json_t **byname)
@@ -2069,6 +2672,12 @@ static void reconcile(ssup *s)
             json_decref(rt);
             continue;
         }
+        if (json_is_object(json_object_get(rt, "slurmElastic")) && ex &&
+            strcmp(ex, "slurm") == 0) { /* an elastic job: its workers' Slurm jobs */
+            el_reconcile(s, r, rt);
+            json_decref(rt);
+            continue;
+        }
         if (id <= 0) {
             if (r->job->state != KILN_STATE_QUEUED) {
                 const char *m = "kilnd restarted with --executor slurm; this job's replicas "
@@ -2104,13 +2713,15 @@ static void reconcile(ssup *s)
     kiln_job_records_free(v, n);
 }
 
+static bool el_tracked(ssup *s, const char *project, const char *id);
+
 static bool tracked(ssup *s, const char *project, const char *id)
 {
     for (sjob *j = s->jobs; j; j = j->next)
         if (strcmp(j->project, project) == 0 && strcmp(j->job_id, id) == 0) return true;
     for (sstudy *st = s->studies; st; st = st->next)
         if (strcmp(st->project, project) == 0 && strcmp(st->job_id, id) == 0) return true;
-    return false;
+    return el_tracked(s, project, id);
 }
 
 /* `kiln nodes drain N`: the jobs with a replica on N stop (SIGTERM, the
@@ -2127,7 +2738,7 @@ static void drains(ssup *s)
     pthread_mutex_unlock(&drain_mu);
     for (int k = 0; k < nn; k++)
         for (sjob *j = s->jobs; j; j = j->next) {
-            if (j->requeue || j->term_sent) continue;
+            if (j->requeue || j->term_sent || j->el) continue; /* elastic: docs/slurm.md */
             bool on = false;
             for (size_t i = 0; i < j->n && !on; i++) {
                 char node[128];
@@ -2190,7 +2801,7 @@ static void positions(ssup *s, json_t *q)
     qsort(v, n, sizeof *v, pend_cmp);
     for (sjob *j = s->jobs; j; j = j->next) {
         char key[32];
-        if (j->study) continue; /* a trial: its job is RUNNING, no place in a queue */
+        if (j->study || j->el) continue; /* a trial, a worker: not the job's place */
         snprintf(key, sizeof key, "%ld", j->id);
         json_t *me = json_object_get(q, key);
         const char *st = json_string_value(json_object_get(me, "job_state"));
@@ -2257,6 +2868,11 @@ static void tick(ssup *s)
                 study_begin(s, v[i]); /* its trials are submitted by start_trials */
                 continue;
             }
+            if (v[i]->job->training_input.has_pytorch_job &&
+                v[i]->job->training_input.pytorch_job.has_elastic_policy) {
+                el_begin(s, v[i]); /* its workers are submitted by el_steps */
+                continue;
+            }
             /* squeue first: a Slurm job of this attempt's name is adopted */
             if (!q && !(q = squeue_all(&byname))) break; /* slurmctld does not answer */
             submit(s, v[i], byname, false);
@@ -2275,7 +2891,7 @@ static void tick(ssup *s)
         j->next = s->jobs;
         s->jobs = j;
     }
-    if (!s->jobs) goto out;
+    if (!s->jobs && !s->groups) goto out;
     if (!q && !(q = squeue_all(&byname))) goto out; /* slurmctld does not answer: decide nothing */
     int64_t now = kiln_now_ns();
     for (sjob **link = &s->jobs; *link;) {
@@ -2283,7 +2899,9 @@ static void tick(ssup *s)
         char k[32];
         snprintf(k, sizeof k, "%ld", j->id);
         json_t *sj = json_object_get(q, k);
-        if (j->study ? follow_trial(s, j, sj, now) : follow(s, j, sj, byname, now)) {
+        if (j->el      ? follow_worker(s, j, sj, now)
+            : j->study ? follow_trial(s, j, sj, now)
+                       : follow(s, j, sj, byname, now)) {
             *link = j->next;
             sjob_free(s, j);
             continue;
@@ -2292,7 +2910,8 @@ static void tick(ssup *s)
     }
     positions(s, q);
     if (d->queues_path) waits(s, q);
-    while (s->fresh) { /* restarts and moves submitted while following */
+    el_steps(s, byname, now); /* elastic jobs: workers submitted, the job's state */
+    while (s->fresh) {        /* restarts and moves submitted while following */
         sjob *j = s->fresh;
         s->fresh = j->next;
         j->next = s->jobs;
@@ -2333,6 +2952,8 @@ void *kiln_slurm_supervisor(kilnd *d)
     }
     while (s.studies) /* their records stay: the next kilnd goes on with them */
         study_free(&s, s.studies);
+    while (s.groups)
+        el_free(&s, s.groups);
     free(s.port_used);
     return NULL;
 }

@@ -1,12 +1,14 @@
 /* src/exec/slurm/task/kiln-slurm-task.c - one replica of a kiln job, as one
  * task of a Slurm step (the batch script kilnd writes runs it through srun).
  *
- *   kiln-slurm-task RUNDIR SPEC ROLE
+ *   kiln-slurm-task RUNDIR SPEC ROLE [INDEX]
  *
  * RUNDIR is DIR/slurm/SLURM_JOB_ID (on a file system every node shares),
  * SPEC the job's spec.json (kilnd wrote it: per replica its task name,
  * port, program and environment with "@KILN_HOST_i@" where replica i's
- * address goes). The replica is SPEC's ROLE replica number SLURM_PROCID.
+ * address goes). The replica is SPEC's ROLE replica number SLURM_PROCID,
+ * or INDEX where given (an elastic job's worker: a Slurm job of its own,
+ * whose one task is not the role's replica 0).
  *
  *  1. its address: the Slurm node's NodeAddr (scontrol show node), written
  *     to RUNDIR/hosts/TASK; then it waits (at most 120 s) for every other
@@ -191,13 +193,13 @@ static bool kept(const char *kv)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: kiln-slurm-task RUNDIR SPEC ROLE\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: kiln-slurm-task RUNDIR SPEC ROLE [INDEX]\n");
         return 2;
     }
     const char *rundir = argv[1], *role = argv[3];
     const char *procid = getenv("SLURM_PROCID"), *node = getenv("SLURMD_NODENAME");
-    int index = procid ? atoi(procid) : 0;
+    int index = argc == 5 ? atoi(argv[4]) : procid ? atoi(procid) : 0;
     json_error_t jerr;
     json_t *spec = json_load_file(argv[2], 0, &jerr);
     if (!spec) die(role, "cannot read the job's spec: %s", jerr.text);
