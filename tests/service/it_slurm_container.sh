@@ -15,7 +15,12 @@
 #      sees CUDA_VISIBLE_DEVICES=0;
 #   3. cancel: SIGTERM reaches the program in its container; one that
 #      ignores it is killed after the grace period, its container gone;
-#   4. a project with its own Unix user is refused an image at create.
+#   4. a project with its own Unix user is refused an image at create;
+#   5. an elastic PyTorchJob whose workers are containers (min 1, max 2):
+#      each worker a Slurm job of its own running in podman, both given
+#      Worker 0's rendezvous endpoint, the same id and 1:2 nodes, each
+#      container its own name first in /etc/hosts (Worker 0 is kiln's
+#      master-replica-0, Worker 1 worker-replica-0); SUCCEEDED.
 # Skipped (77) where Slurm or podman cannot run here.
 PORT_RANGE=54000-54799 # the cluster's own daemons listen on 54900-54992
 . "$(dirname "$0")/lib.sh"
@@ -125,4 +130,21 @@ check_eq "no container of polite left" "$left" 0
 api POST /v1/projects/p9/jobs "$(ctr_job as_user 'true' 'true')"
 check_eq "an image of a project with a user refused at create" "$STATUS" 400
 check "the refusal names imageUri and why" grep -q "trainingInput.masterConfig.imageUri.*rootless podman" <<<"$BODY"
+
+# 5. elastic workers in containers, each its own Slurm job (docs/slurm.md)
+e='test -e /run/.containerenv && echo "ELC $KILN_TASK_NAME ep=$PET_RDZV_ENDPOINT id=$PET_RDZV_ID nn=$PET_NNODES"
+echo "EHOSTS1 $(grep kiln- /etc/hosts | head -1 | tr "\t" " ")"
+for i in $(seq 1 200); do [ "$(ls '"$T"'/elc.up.* 2>/dev/null | wc -l)" -ge 2 ] && break; touch '"$T"'/elc.up.$KILN_TASK_NAME; sleep 0.2; done; echo elc-done'
+api POST /v1/projects/p1/jobs "{\"jobId\":\"elc_1\",\"trainingInput\":{\"scaleTier\":\"CUSTOM\",\"region\":\"us-central1\",\"masterType\":\"n1-standard-4\",\"masterConfig\":{\"imageUri\":\"localhost/$IMG\",\"containerCommand\":[\"sh\",\"-c\",$(q "$e")]},\"workerType\":\"n1-standard-4\",\"workerCount\":\"1\",\"workerConfig\":{\"imageUri\":\"localhost/$IMG\",\"containerCommand\":[\"sh\",\"-c\",$(q "$e")]},\"pytorchJob\":{\"workersOnly\":true,\"elasticPolicy\":{\"minReplicas\":\"1\",\"maxReplicas\":\"2\"}}}}"
+check_eq "elastic container job accepted" "$STATUS" 200
+check "elastic container job SUCCEEDED" wait_state elc_1 SUCCEEDED 150
+ELOG=$T/d/jobs/p1/elc_1/log.tsv
+[ "$(job_state elc_1)" = SUCCEEDED ] || tail -n 30 "$ELOG" >&2
+eps=$(grep -o "ELC [^ ]* ep=[^ ]* id=[^ ]* nn=[^ ]*" "$ELOG" | sort -u)
+check_eq "two workers ran in containers" "$(printf '%s\n' "$eps" | grep -c ELC)" 2
+check_eq "both given one endpoint, one id, 1:2 nodes" "$(printf '%s\n' "$eps" | cut -d' ' -f3- | sort -u | wc -l)" 1
+check "the id is the job's, the nodes 1:2" grep -q "id=elc_1 nn=1:2$" <<<"$eps"
+check "each container's own name first in its /etc/hosts" test "$(grep -cE "EHOSTS1 [0-9.]+ kiln-p1-elc_1-(master|worker)-replica-0$" "$ELOG")" = 2
+[ "$(grep -cE "EHOSTS1 [0-9.]+ kiln-p1-elc_1-(master|worker)-replica-0$" "$ELOG")" = 2 ] || grep -E "EHOSTS1|ELC" "$ELOG" >&2
+check "each worker was a Slurm job of its own" test "$(grep -c "submitted to Slurm as job" "$ELOG")" -ge 2
 finish
