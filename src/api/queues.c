@@ -151,5 +151,7 @@ void kiln__api_queues_metrics(kilnd *d, void (*emit)(void *, const char *, ...),
          d->preempted_in_cq);
     emit(o, "kueue_preempted_workloads_total{reason=\"InCohortReclamation\"} %llu\n",
          d->preempted_reclaim);
+    emit(o, "kueue_preempted_workloads_total{reason=\"InCohortReclaimWhileBorrowing\"} %llu\n",
+         d->preempted_borrow);
     pthread_mutex_unlock(&d->queues_mu);
 }

@@ -142,8 +142,9 @@ typedef struct kilnd {
     pthread_mutex_t queues_mu;
     unsigned long queues_gen; /* bumped by every swap (under queues_mu) */
     /* jobs preempted (kueue_preempted_workloads_total): within their
-     * ClusterQueue, and reclaimed by another of the cohort; under queues_mu */
-    unsigned long long preempted_in_cq, preempted_reclaim;
+     * ClusterQueue, reclaimed by another of the cohort, and taken by a
+     * borrower (borrowWithinCohort); under queues_mu */
+    unsigned long long preempted_in_cq, preempted_reclaim, preempted_borrow;
     kilnd_qwait *qwait; /* sorted by project, job id; under queues_mu */
     size_t n_qwait;
 

@@ -285,13 +285,16 @@ static void read_preemption(ld *l, kiln_qcq *cq, const json_t *p)
             }
         }
     }
-    /* preemption while borrowing needs Kueue's borrowing simulation of
-     * victims across the cohort, which kiln does not do: refused, not
-     * accepted and left undone */
-    if (cq->borrow_within != KILN_QP_NEVER)
+    /* Kueue's own validation: preempting while borrowing takes victims
+     * only from the cohort's borrowing ClusterQueues, which reclaimWithinCohort
+     * opens; and without a cohort there is nobody to preempt */
+    if (cq->borrow_within != KILN_QP_NEVER && !cq->cohort)
         bad(l, "spec.preemption.borrowWithinCohort.policy",
-            "kiln does not preempt to borrow: only Never (withinClusterQueue and "
-            "reclaimWithinCohort are acted on)");
+            "needs spec.cohort: without a cohort there is nothing to borrow");
+    else if (cq->borrow_within != KILN_QP_NEVER && cq->reclaim == KILN_QP_NEVER)
+        bad(l, "spec.preemption.borrowWithinCohort.policy",
+            "LowerPriority needs reclaimWithinCohort LowerPriority or Any (Kueue's rule: "
+            "reclaimWithinCohort=Never and borrowWithinCohort.policy!=Never)");
     if (cq->has_max_priority_threshold && cq->borrow_within == KILN_QP_NEVER)
         bad(l, "spec.preemption.borrowWithinCohort.maxPriorityThreshold",
             "has no meaning with policy Never");

@@ -220,9 +220,37 @@ int main(void)
     CHECK(q && q->cqs[0].reclaim == KILN_QP_ANY &&
           q->cqs[0].within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY);
     kiln_queues_free(q);
+    /* borrowWithinCohort: acted on with a cohort and reclaimWithinCohort
+     * (Kueue's rule); a threshold with policy Never means nothing: refused */
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", "lab", "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n"
+                "      policy: LowerPriority\n      maxPriorityThreshold: 100\n"));
+    q = load(all, &d);
+    kiln_diag_print(&d, stderr);
+    CHECK(q && q->cqs[0].borrow_within == KILN_QP_LOWER_PRIORITY &&
+          q->cqs[0].has_max_priority_threshold && q->cqs[0].max_priority_threshold == 100);
+    kiln_queues_free(q);
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", "lab", "2", NULL,
                 "  preemption:\n    borrowWithinCohort:\n      policy: LowerPriority\n"));
+    CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.policy") &&
+          strstr(d.v[0].description, "reclaimWithinCohort") != NULL);
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", NULL, "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n"
+                "      policy: LowerPriority\n"));
+    CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.policy") &&
+          strstr(d.v[0].description, "spec.cohort") != NULL);
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", "lab", "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n"
+                "      policy: Never\n      maxPriorityThreshold: 5\n"));
+    CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.maxPriorityThreshold"));
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", "lab", "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n"
+                "      policy: Any\n"));
     CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.policy"));
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", NULL, "2", NULL, "  queueingStrategy: Fastest\n"));

@@ -250,8 +250,9 @@ typedef struct victim {
     int64_t prio;
     int64_t req[KILN_QRES_COUNT];
     kiln_qassign a;
-    bool other; /* of another ClusterQueue of the cohort: reclaimed */
-    bool out;   /* taken out of the simulation */
+    bool other;           /* of another ClusterQueue of the cohort: reclaimed */
+    bool while_borrowing; /* taken for a preemptor that borrows (borrowWithinCohort) */
+    bool out;             /* taken out of the simulation */
 } victim;
 
 /* Kueue's order of candidates: other ClusterQueues' (borrowers) first,
@@ -338,7 +339,16 @@ static bool fits_nominal(const kiln_queues *q, const cand *x)
 
 /* Tries to make room for head x by preempting running jobs, as its
  * ClusterQueue's preemption policies allow. True when victims are being
- * stopped (x waits for them); their quota stays charged until they are gone. */
+ * stopped (x waits for them); their quota stays charged until they are gone.
+ *
+ * Another ClusterQueue's job is a victim only while its queue borrows, and
+ * only (reclaimWithinCohort) for an x within its own nominal quota, or
+ * (borrowWithinCohort: LowerPriority) for an x that borrows, when the victim's
+ * priority is below x's and at most maxPriorityThreshold. No loop follows:
+ * a victim taken while x borrows has a lower priority than x, so it cannot
+ * take x's place back by borrowWithinCohort, and x's queue, within its
+ * nominal quota once the victim's queue stops borrowing, is not reclaimed
+ * from while it does not borrow. */
 static bool preempt_for(sup *s, kiln_queues *q, cand *x)
 {
     kilnd *d = s->d;
@@ -376,9 +386,24 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
     char why[400];
     size_t last = nv;
     bool reclaim = fits_nominal(q, x);
+    /* borrowWithinCohort: Kueue's bound, below x's priority and at most the
+     * threshold */
+    bool borrow_pre = cq->borrow_within != KILN_QP_NEVER;
+    int64_t below = x->prio;
+    if (borrow_pre && cq->has_max_priority_threshold && cq->max_priority_threshold < below - 1)
+        below = cq->max_priority_threshold + 1;
+    long over_threshold = 0;
     for (size_t i = 0; i < nv; i++) {
         victim *v = &vs[i];
-        if (v->other && (!reclaim || !borrows_now(q, v->cq))) continue;
+        if (v->other && !borrows_now(q, v->cq)) continue;
+        if (v->other && !reclaim) {
+            if (!borrow_pre) continue;
+            if (v->prio >= below) {
+                over_threshold += v->prio < x->prio;
+                continue;
+            }
+            v->while_borrowing = true;
+        }
         kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
         v->out = true;
         if (kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
@@ -400,23 +425,40 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
     /* the victims hold their devices until they stop: charged again */
     for (size_t i = 0; i < nv; i++)
         if (vs[i].out) kiln_queues_charge(q, vs[i].cq, &vs[i].a, vs[i].req, 1);
-    if (!ok) goto out;
+    if (!ok) {
+        if (over_threshold)
+            snprintf(x->why + strlen(x->why), sizeof x->why - strlen(x->why),
+                     " (borrowWithinCohort: the cohort's borrowers of lower priority are above "
+                     "maxPriorityThreshold %lld)",
+                     (long long)cq->max_priority_threshold);
+        goto out;
+    }
     char when[40], names[400] = "";
     rfc3339(kiln_now_ns(), when, sizeof when);
     for (size_t i = 0; i < nv; i++) {
         victim *v = &vs[i];
         if (!v->out) continue;
-        const char *reason = v->other ? "InCohortReclamation" : "InClusterQueue";
-        char msg[600];
+        const char *reason = v->while_borrowing ? "InCohortReclaimWhileBorrowing"
+                             : v->other         ? "InCohortReclamation"
+                                                : "InClusterQueue";
+        char msg[600], how[200];
+        if (v->while_borrowing)
+            snprintf(how, sizeof how,
+                     "borrowing within cohort %s: priority %lld over this job's %lld", cq->cohort,
+                     (long long)x->prio, (long long)v->prio);
+        else
+            snprintf(how, sizeof how, "%s",
+                     v->other ? "reclaiming quota its cohort lent" : "higher priority");
         snprintf(msg, sizeof msg,
                  "Preempted to accommodate %s/%s of ClusterQueue %s (%s): %s; queued again, "
                  "it resumes from its newest checkpoint, not charged to its backoff limit",
-                 x->e->rec->project, x->e->rec->job->job_id, cq->name,
-                 v->other ? "reclaiming quota its cohort lent" : "higher priority", reason);
+                 x->e->rec->project, x->e->rec->job->job_id, cq->name, how, reason);
         v->j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Preempted", "status",
                                     "True", "reason", reason, "message", msg, "lastTransitionTime",
                                     when, "preemptor", x->e->rec->job->job_id);
-        if (v->other)
+        if (v->while_borrowing)
+            d->preempted_borrow++;
+        else if (v->other)
             d->preempted_reclaim++;
         else
             d->preempted_in_cq++;
