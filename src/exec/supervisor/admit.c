@@ -172,23 +172,36 @@ static int by_key(const void *pa, const void *pb)
     return c ? c : strcmp(a->job_id, b->job_id);
 }
 
+static void qwait_clear(kilnd_qwait *x)
+{
+    free(x->project);
+    free(x->job_id);
+    free(x->local_queue);
+    free(x->cluster_queue);
+    free(x->why);
+    *x = (kilnd_qwait){0};
+}
+
 static void qwait_free(kilnd_qwait *w, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        free(w[i].project);
-        free(w[i].job_id);
-        free(w[i].local_queue);
-        free(w[i].cluster_queue);
-        free(w[i].why);
-    }
+    for (size_t i = 0; i < n; i++)
+        qwait_clear(&w[i]);
     free(w);
 }
 
-/* Replaces kilnd's record of why jobs wait (under queues_mu, held). */
+/* Replaces kilnd's record of why jobs wait (under queues_mu, held); the
+ * running tuning jobs' waiting trials (admit_trial's) are kept. */
 static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
 {
-    size_t n = 0;
-    kilnd_qwait *w = calloc(nc ? nc : 1, sizeof *w);
+    size_t n = 0, nt = 0;
+    for (size_t i = 0; i < d->n_qwait; i++)
+        nt += d->qwait[i].trial;
+    kilnd_qwait *w = calloc(nc + nt ? nc + nt : 1, sizeof *w);
+    for (size_t i = 0; w && i < d->n_qwait; i++)
+        if (d->qwait[i].trial) { /* moved over: the old array's copy is cleared */
+            w[n++] = d->qwait[i];
+            d->qwait[i] = (kilnd_qwait){0};
+        }
     long pos = 0;
     size_t last_cq = (size_t)-1;
     for (size_t i = 0; w && i < nc; i++) {
@@ -212,7 +225,7 @@ static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
                          : "BestEffortFIFO");
         x->why = strdup(c[i].why);
         x->position = c[i].lq >= 0 ? pos : 0;
-        if (!x->project || !x->job_id || !x->why) n--; /* out of memory: left out */
+        if (!x->project || !x->job_id || !x->why) qwait_clear(&w[--n]); /* out of memory */
     }
     if (w) qsort(w, n, sizeof *w, by_key);
     qwait_free(d->qwait, d->n_qwait);
@@ -634,6 +647,45 @@ out:
     free(usable);
 }
 
+/* Records (why != NULL) or forgets why a running tuning job's next trial
+ * waits, for kilnStatus.queue (under queues_mu, held). */
+static void trial_wait(kilnd *d, const char *project, const char *job_id, const char *lq,
+                       const char *cq, const char *why)
+{
+    kilnd_qwait *x = NULL;
+    for (size_t i = 0; i < d->n_qwait && !x; i++)
+        if (d->qwait[i].trial && strcmp(d->qwait[i].project, project) == 0 &&
+            strcmp(d->qwait[i].job_id, job_id) == 0)
+            x = &d->qwait[i];
+    if (x) { /* forgotten, or written again below */
+        qwait_clear(x);
+        *x = d->qwait[--d->n_qwait];
+    }
+    kilnd_qwait *w = why ? realloc(d->qwait, (d->n_qwait + 1) * sizeof *w) : NULL;
+    if (w) { /* out of memory: not shown */
+        d->qwait = w;
+        x = &w[d->n_qwait];
+        *x = (kilnd_qwait){.project = strdup(project),
+                           .job_id = strdup(job_id),
+                           .local_queue = lq ? strdup(lq) : NULL,
+                           .cluster_queue = cq ? strdup(cq) : NULL,
+                           .why = strdup(why),
+                           .trial = true};
+        if (x->project && x->job_id && x->why)
+            d->n_qwait++;
+        else
+            qwait_clear(x);
+    }
+    qsort(d->qwait, d->n_qwait, sizeof *d->qwait, by_key);
+}
+
+void trial_wait_clear(sup *s, const char *project, const char *job_id)
+{
+    pthread_mutex_lock(&s->d->queues_mu);
+    trial_wait(s->d, project, job_id, NULL, NULL, NULL);
+    pthread_mutex_unlock(&s->d->queues_mu);
+}
+
 /* A trial of a running tuning job, after the pass (trials.c): its own
  * workload, as Kueue makes one per trial. It routes as its job does (the
  * trial's spec carries the job's labels), its whole gang is checked against
@@ -659,6 +711,7 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
     kiln_map extra = {0};
     size_t cq;
     const kiln_qcq *c;
+    long lq = -1;
     pthread_mutex_lock(&d->queues_mu);
     kiln_queues *q = d->queues;
     bool *usable = calloc(q->nflavors ? q->nflavors : 1, sizeof *usable);
@@ -666,7 +719,7 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
         err = KILN_ENOMEM;
         goto out;
     }
-    long lq = kiln_queues_route(q, project, &job->labels, why, whylen);
+    lq = kiln_queues_route(q, project, &job->labels, why, whylen);
     if (lq < 0) goto out;
     cq = q->lqs[lq].cq;
     c = &q->cqs[cq];
@@ -705,8 +758,19 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
     if (err == KILN_OK) {
         kiln_queues_charge(q, cq, &a, req, 1);
         q->cqs[cq].admitted++;
+    } else if (err != KILN_ENOMEM) {
+        char fl[128], pw[400];
+        snprintf(pw, sizeof pw, "%s", why);
+        snprintf(why, whylen,
+                 "ClusterQueue %s has quota for it (flavor %s), but its replicas do not fit the "
+                 "nodes now: %s",
+                 c->name, flavor_names(q, cq, &a, fl, sizeof fl), pw);
     }
 out:
+    /* why the next trial waits, for its job's kilnStatus.queue */
+    if (err != KILN_ENOMEM)
+        trial_wait(d, project, job->job_id, lq >= 0 ? q->lqs[lq].name : NULL,
+                   lq >= 0 ? q->cqs[q->lqs[lq].cq].name : NULL, err == KILN_OK ? NULL : why);
     pthread_mutex_unlock(&d->queues_mu);
     kiln_map_clear(&extra);
     for (int r = 0; r < KILN_ROLE_COUNT; r++)

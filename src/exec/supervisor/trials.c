@@ -163,6 +163,7 @@ static void study_end(sup *s, tstudy *t)
     char msg[200];
     kiln_job_state end = kiln_trials_outcome(t->st, t->cancelling, msg, sizeof msg);
     study_save(s, t);
+    if (d->queues_path) trial_wait_clear(s, t->project, t->job_id);
     if (end == KILN_STATE_CANCELLED) {
         kiln_store_job_transition(d->store, t->project, t->job_id,
                                   KILN_STATE_MASK(CANCELLING) | KILN_STATE_MASK(RUNNING),
