@@ -68,8 +68,7 @@ static json_t *cq_json(const kiln_queues *q, size_t k)
     if (cq->fair_sharing) json_object_set_new(o, "fairSharingWeight", json_real(cq->weight));
     int64_t share = kiln_queues_share(q, k, NULL);
     json_object_set_new(o, "weightedShare", json_integer(share == INT64_MAX ? -1 : share));
-    json_object_set_new(o, "stopPolicy",
-                        json_string(cq->stop == KILN_QSTOP_HOLD ? "Hold" : "None"));
+    json_object_set_new(o, "stopPolicy", json_string(kiln_queues_stop_name(cq->stop)));
     return o;
 }
 

@@ -300,6 +300,11 @@ static void read_preemption(ld *l, kiln_qcq *cq, const json_t *p)
             "has no meaning with policy Never");
 }
 
+const char *kiln_queues_stop_name(kiln_qstop s)
+{
+    return s == KILN_QSTOP_HOLD_AND_DRAIN ? "HoldAndDrain" : s == KILN_QSTOP_HOLD ? "Hold" : "None";
+}
+
 static kiln_qstop read_stop(ld *l, const json_t *spec)
 {
     const json_t *v = json_object_get(spec, "stopPolicy");
@@ -307,13 +312,9 @@ static kiln_qstop read_stop(ld *l, const json_t *spec)
     const char *s = scalar(v);
     if (s && strcmp(s, "None") == 0) return KILN_QSTOP_NONE;
     if (s && strcmp(s, "Hold") == 0) return KILN_QSTOP_HOLD;
-    if (s && strcmp(s, "HoldAndDrain") == 0)
-        bad(l, "spec.stopPolicy",
-            "HoldAndDrain evicts admitted jobs, which kiln does not do yet: "
-            "None or Hold");
-    else
-        bad(l, "spec.stopPolicy", "'%s' is not one of None, Hold, HoldAndDrain",
-            s ? s : "(not a scalar)");
+    if (s && strcmp(s, "HoldAndDrain") == 0) return KILN_QSTOP_HOLD_AND_DRAIN;
+    bad(l, "spec.stopPolicy", "'%s' is not one of None, Hold, HoldAndDrain",
+        s ? s : "(not a scalar)");
     return KILN_QSTOP_NONE;
 }
 

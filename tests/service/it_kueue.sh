@@ -12,6 +12,8 @@
 # borrowWithinCohort: a higher-priority job of a queue with no quota of its
 # own preempts another queue's lower-priority borrower (not when only
 # reclaimWithinCohort is set, not above maxPriorityThreshold), and no loop;
+# stopPolicy HoldAndDrain on SIGHUP evicts a queue's running job, holds it,
+# and lifted lets it resume;
 # StrictFIFO holds back a job that BestEffortFIFO lets past its head.
 . "$(dirname "$0")/lib.sh"
 
@@ -427,6 +429,52 @@ check "m2, preempted across the restart, resumes and succeeds" wait_st team-a m2
 check "m1 succeeds" wait_st team-a m1 SUCCEEDED 40
 api GET /v1/projects/team-a/jobs/m2
 check_eq "m2's preemption was not charged as a failure" "$(printf '%s' "$BODY" | jget kilnStatus.failures)" 0
+stop_kilnd
+
+# ---- stopPolicy HoldAndDrain, set by SIGHUP: team-a's running job is
+# evicted (stopped as a preemption stops it, back to QUEUED with a condition
+# naming the hold, not charged), nothing of team-a is admitted while the
+# hold lasts, team-b runs on; the hold lifted, the job resumes ----
+cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/drain.yaml"
+start_kilnd "$T/h" --node-config "$T/nodes.json" --queues "$T/drain.yaml"
+CKH="$CK; while [ ! -e $T/h-go ]; do sleep 0.1; done"
+api POST /v1/projects/team-a/jobs "$(gjob h1 2 '{}' "$CKH")"
+check "h1 runs" wait_st team-a h1 RUNNING 10
+api POST /v1/projects/team-b/jobs "$(gjob hb 1 "$B" "while [ ! -e $T/h-go ]; do sleep 0.1; done")"
+check "hb runs" wait_st team-b hb RUNNING 10
+sleep 1
+sed 's/^  queueingStrategy: BestEffortFIFO$/&\n  stopPolicy: HoldAndDrain/' \
+    "$(dirname "$0")/../../examples/queues/two-teams.yaml" >"$T/drain.yaml"
+check "the file holds and drains team-a" test "$(grep -c HoldAndDrain "$T/drain.yaml")" = 1
+kill -HUP "$KPID"
+check "the reload is logged" wait_file "$T/h/kilnd.err" "reloaded the queues file" 5
+check "h1 is evicted, back to QUEUED" wait_st team-a h1 QUEUED 10
+api GET /v1/projects/team-a/jobs/h1
+check_eq "h1's condition: Evicted" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.type)" Evicted
+check_eq "its reason" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.reason)" ClusterQueueStopped
+check "it names the hold" grep -q "ClusterQueue team-a has stopPolicy HoldAndDrain" <<<"$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.message)"
+check "h1 waits for the hold ($(printf '%s' "$BODY" | jget kilnStatus.queue.reason))" \
+    grep -q "ClusterQueue team-a has stopPolicy HoldAndDrain: it admits nothing" <<<"$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)"
+check_eq "a restart, not a failure" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)/$(printf '%s' "$BODY" | jget kilnStatus.failures)" 1/0
+check "the audit log has the eviction, naming the job" \
+    grep -q '"verb":"EVICT".*"objectRef":{"resource":"jobs","namespace":"team-a","name":"h1"}' "$T/h/audit.log"
+api GET /v1/queues/team-a
+check_eq "GET /v1/queues: stopPolicy HoldAndDrain" "$(printf '%s' "$BODY" | jget stopPolicy)" HoldAndDrain
+sleep 1
+check_eq "h1 stays QUEUED while the hold lasts" "$(st team-a h1)" QUEUED
+check_eq "team-b's hb runs on" "$(st team-b hb)" RUNNING
+# the hold lifted: h1 is admitted again and resumes from its checkpoint
+cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/drain.yaml"
+kill -HUP "$KPID"
+check "h1 runs again once the hold is lifted" wait_st team-a h1 RUNNING 10
+touch "$T/h-go"
+check "h1 succeeds" wait_st team-a h1 SUCCEEDED 30
+check "hb succeeds" wait_st team-b hb SUCCEEDED 10
+api GET "/v1/projects/team-a/jobs/h1:logs"
+starts=$(printf '%s' "$BODY" | grep -o 'start at step [0-9]*' | awk '{print $4}' | tr '\n' ' ')
+check "h1 started at step 0, then resumed past it ($starts)" "$PY" -c "
+s = [int(x) for x in '$starts'.split()]
+import sys; sys.exit(0 if len(s) == 2 and s[0] == 0 and s[1] > 0 else 1)"
 stop_kilnd
 
 # ---- StrictFIFO holds back what BestEffortFIFO lets past ----

@@ -257,6 +257,12 @@ int main(void)
     CHECK(load(all, &d) == NULL && has_field(&d, "spec.queueingStrategy"));
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", NULL, "2", NULL, "  stopPolicy: HoldAndDrain\n"));
+    q = load(all, &d);
+    CHECK(q && q->cqs[0].stop == KILN_QSTOP_HOLD_AND_DRAIN &&
+          strcmp(kiln_queues_stop_name(q->cqs[0].stop), "HoldAndDrain") == 0);
+    kiln_queues_free(q);
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", NULL, "2", NULL, "  stopPolicy: Drain\n"));
     CHECK(load(all, &d) == NULL && has_field(&d, "spec.stopPolicy"));
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", NULL, "2", NULL,
@@ -355,6 +361,14 @@ int main(void)
               has_field(&sd, "ClusterQueue s: spec.preemption") &&
               has_field(&sd, "spec.queueingStrategy: StrictFIFO") &&
               !has_field(&sd, "spec.stopPolicy: Hold"));
+        kiln_queues_free(q);
+        /* HoldAndDrain: Slurm's GrpJobs=0 stops nothing running: refused */
+        snprintf(all, sizeof all, "%s%s", FLAVOR,
+                 cq(a, sizeof a, "s", NULL, "3", NULL, "  stopPolicy: HoldAndDrain\n"));
+        q = load(all, &d);
+        kiln_diag_clear(&sd);
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 1 &&
+              has_field(&sd, "ClusterQueue s: spec.stopPolicy: HoldAndDrain"));
         kiln_queues_free(q);
         /* fractions of a CPU or a MiB; two flavors in a group */
         snprintf(all, sizeof all,

@@ -307,15 +307,14 @@ static void rfc3339(int64_t ns, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* The audit log's line for a preemption: kilnd itself acted on a job. */
-static void audit_preemption(kilnd *d, const rjob *vj, const cand *x, const char *reason)
+/* The audit log's line for a preemption (verb PREEMPT) or an eviction
+ * (EVICT): kilnd itself acted on a job. */
+static void audit_stop(kilnd *d, const rjob *vj, const char *verb, const char *why)
 {
     if (!d->audit) return;
-    char uri[600], why[600];
+    char uri[600];
     snprintf(uri, sizeof uri, "/v1/projects/%s/jobs/%s", vj->project, vj->job_id);
-    snprintf(why, sizeof why, "%s: preempted by %s/%s", reason, x->e->rec->project,
-             x->e->rec->job->job_id);
-    kiln_audit_event ev = {.verb = "PREEMPT",
+    kiln_audit_event ev = {.verb = verb,
                            .resource = uri,
                            .project = "system:kilnd",
                            .code = 200,
@@ -476,7 +475,10 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
         else
             d->preempted_in_cq++;
         kilnd_event(d, v->j->project, v->j->job_id, "WARNING", "%s", msg);
-        audit_preemption(d, v->j, x, reason);
+        char aw[600];
+        snprintf(aw, sizeof aw, "%s: preempted by %s/%s", reason, x->e->rec->project,
+                 x->e->rec->job->job_id);
+        audit_stop(d, v->j, "PREEMPT", aw);
         /* recorded before the first SIGTERM: a kilnd killed while the
          * victim stops must requeue it, not judge its exit a failure */
         save_runtime(s, v->j);
@@ -490,6 +492,50 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
 out:
     free(vs);
     return ok;
+}
+
+/* stopPolicy HoldAndDrain: the running workloads of a ClusterQueue or
+ * LocalQueue so held are evicted, stopped as a preemption stops them
+ * (SIGTERM, grace period, SIGKILL), back to QUEUED with an Evicted
+ * condition naming the hold, not charged to their backoff limit; the hold
+ * keeps them there. A trial goes back to its study. Each pass looks, so a
+ * file loaded at start or on SIGHUP drains from its first pass. */
+static void drain_held(sup *s, kiln_queues *q)
+{
+    kilnd *d = s->d;
+    char when[40];
+    rfc3339(kiln_now_ns(), when, sizeof when);
+    for (rjob *j = s->jobs; j; j = j->next) {
+        char why[256];
+        if (j->after != AS_NONE || j->preempted || !j->job) continue;
+        long lq = kiln_queues_route(q, j->project, &j->job->labels, why, sizeof why);
+        if (lq < 0) continue;
+        const kiln_qlq *l = &q->lqs[lq];
+        const kiln_qcq *c = &q->cqs[l->cq];
+        bool by_cq = c->stop == KILN_QSTOP_HOLD_AND_DRAIN;
+        if (!by_cq && l->stop != KILN_QSTOP_HOLD_AND_DRAIN) continue;
+        const char *reason = by_cq ? "ClusterQueueStopped" : "LocalQueueStopped";
+        char msg[600];
+        if (by_cq)
+            snprintf(msg, sizeof msg,
+                     "Evicted: ClusterQueue %s has stopPolicy HoldAndDrain: %s; queued again, "
+                     "it waits while the hold lasts and resumes from its newest checkpoint, not "
+                     "charged to its backoff limit",
+                     c->name, reason);
+        else
+            snprintf(msg, sizeof msg,
+                     "Evicted: LocalQueue %s/%s has stopPolicy HoldAndDrain: %s; queued again, "
+                     "it waits while the hold lasts and resumes from its newest checkpoint, not "
+                     "charged to its backoff limit",
+                     l->namespace_, l->name, reason);
+        j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", "Evicted", "status", "True",
+                                 "reason", reason, "message", msg, "lastTransitionTime", when);
+        if (!j->preempted) continue; /* out of memory: the next pass tries again */
+        kilnd_event(d, j->project, j->job_id, "WARNING", "%s", msg);
+        audit_stop(d, j, "EVICT", msg);
+        save_runtime(s, j); /* before the SIGTERM, as a preemption (preempt_for) */
+        begin_stop(s, j, AS_REQUEUE, "%s", msg);
+    }
 }
 
 /* Whether the tuning job of `rec` has a running study. */
@@ -516,6 +562,7 @@ void admit_pass(sup *s, qent **v, size_t n)
         q->cqs[k].pending = q->cqs[k].admitted = 0;
     for (rjob *j = s->jobs; j; j = j->next)
         charge_running(d, q, j);
+    drain_held(s, q);
 
     for (size_t i = 0; i < n; i++) {
         qent *e = v[i];
@@ -566,10 +613,11 @@ void admit_pass(sup *s, qent **v, size_t n)
             i = end;
             if (h < 0) continue;
             cand *x = &c[h];
-            if (cq->stop == KILN_QSTOP_HOLD || q->lqs[x->lq].stop == KILN_QSTOP_HOLD) {
-                snprintf(x->why, sizeof x->why, "%s %s has stopPolicy Hold: it admits nothing",
-                         cq->stop == KILN_QSTOP_HOLD ? "ClusterQueue" : "LocalQueue",
-                         cq->stop == KILN_QSTOP_HOLD ? cq->name : q->lqs[x->lq].name);
+            if (cq->stop != KILN_QSTOP_NONE || q->lqs[x->lq].stop != KILN_QSTOP_NONE) {
+                bool held = cq->stop != KILN_QSTOP_NONE;
+                snprintf(x->why, sizeof x->why, "%s %s has stopPolicy %s: it admits nothing",
+                         held ? "ClusterQueue" : "LocalQueue", held ? cq->name : q->lqs[x->lq].name,
+                         kiln_queues_stop_name(held ? cq->stop : q->lqs[x->lq].stop));
                 x->state = C_WAITING;
                 changed = true;
                 continue;
@@ -726,8 +774,11 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
     int64_t fallback =
         job->training_input.has_scheduling ? job->training_input.scheduling.priority : 0;
     if (!kiln_queues_priority(q, &job->labels, fallback, &prio, why, whylen)) goto out;
-    if (c->stop == KILN_QSTOP_HOLD || q->lqs[lq].stop == KILN_QSTOP_HOLD) {
-        snprintf(why, whylen, "stopPolicy Hold: ClusterQueue %s admits nothing", c->name);
+    if (c->stop != KILN_QSTOP_NONE || q->lqs[lq].stop != KILN_QSTOP_NONE) {
+        snprintf(why, whylen, "stopPolicy %s: %s %s admits nothing",
+                 kiln_queues_stop_name(c->stop != KILN_QSTOP_NONE ? c->stop : q->lqs[lq].stop),
+                 c->stop != KILN_QSTOP_NONE ? "ClusterQueue" : "LocalQueue",
+                 c->stop != KILN_QSTOP_NONE ? c->name : q->lqs[lq].name);
         goto out;
     }
     if (c->strategy == KILN_Q_STRICT_FIFO && c->pending > 0) {
