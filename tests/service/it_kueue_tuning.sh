@@ -76,7 +76,7 @@ check_eq "a tuning job under --queues: created (no longer refused)" "$STATUS" 20
 
 # while the study runs: GPUs held sampled every 0.1 s; a plain job submitted
 # once a trial runs waits for the quota the trial holds
-max=0 s="" plain=0 why="" twhy="" tdesc=""
+max=0 s="" plain=0 why="" twhy="" tdesc="" lastq=""
 for i in $(seq 1 300); do
     h=$(nodes_held)
     [ "$h" -gt "$max" ] && max=$h
@@ -103,11 +103,21 @@ if j["state"] == "RUNNING" and q.get("waitingFor") == "nextTrial":
         KILN_PROJECT=team-t "$KILN" jobs describe study1 >"$T/desc" 2>&1
         grep -q "waitingFor: nextTrial" "$T/desc" && grep -q "reason: .*ClusterQueue tune: nvidia.com/gpu of flavor v100" "$T/desc" && tdesc=1
     fi
+    # the last trial runs: no next trial, so none waits
+    if [ -z "$lastq" ] && [ "$(grep -c '^start' "$trace" 2>/dev/null)" = 3 ]; then
+        api GET /v1/projects/team-t/jobs/study1
+        lastq=$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+j = json.load(sys.stdin)
+if j["state"] == "RUNNING":
+    print(j.get("kilnStatus", {}).get("queue"))' 2>/dev/null)
+    fi
     s=$(state study1)
     case "$s" in SUCCEEDED | FAILED | CANCELLED) break ;; esac
     sleep 0.1
 done
 check_eq "the study SUCCEEDED" "$s" SUCCEEDED
+check_eq "while the last trial ran, no trial was said to wait" "$lastq" None
 echo "  while its next trial waited: $twhy"
 check "while its next trial waited, the RUNNING job said why ($twhy)" \
     grep -q "^default tune ClusterQueue tune: nvidia.com/gpu of flavor v100: asks 1" <<<"$twhy"

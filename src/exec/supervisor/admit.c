@@ -724,7 +724,7 @@ static void trial_wait(kilnd *d, const char *project, const char *job_id, const 
         else
             qwait_clear(x);
     }
-    qsort(d->qwait, d->n_qwait, sizeof *d->qwait, by_key);
+    if (d->n_qwait) qsort(d->qwait, d->n_qwait, sizeof *d->qwait, by_key);
 }
 
 void trial_wait_clear(sup *s, const char *project, const char *job_id)
