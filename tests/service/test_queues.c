@@ -261,6 +261,13 @@ int main(void)
     CHECK(q && q->cqs[0].stop == KILN_QSTOP_HOLD_AND_DRAIN &&
           strcmp(kiln_queues_stop_name(q->cqs[0].stop), "HoldAndDrain") == 0);
     kiln_queues_free(q);
+    snprintf(all, sizeof all,
+             "%s%s" HDR "kind: LocalQueue\nmetadata:\n  namespace: p\n  name: default\nspec:\n"
+             "  clusterQueue: a\n  stopPolicy: HoldAndDrain\n",
+             FLAVOR, cq(a, sizeof a, "a", NULL, "2", NULL, NULL));
+    q = load(all, &d);
+    CHECK(q && q->nlqs == 1 && q->lqs[0].stop == KILN_QSTOP_HOLD_AND_DRAIN);
+    kiln_queues_free(q);
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", NULL, "2", NULL, "  stopPolicy: Drain\n"));
     CHECK(load(all, &d) == NULL && has_field(&d, "spec.stopPolicy"));
