@@ -55,7 +55,11 @@ typedef enum kiln_qpolicy {
     KILN_QP_ANY
 } kiln_qpolicy;
 
-typedef enum kiln_qstop { KILN_QSTOP_NONE, KILN_QSTOP_HOLD } kiln_qstop;
+/* stopPolicy: Hold admits nothing new; HoldAndDrain also evicts the
+ * admitted workloads (back to QUEUED) */
+typedef enum kiln_qstop { KILN_QSTOP_NONE, KILN_QSTOP_HOLD, KILN_QSTOP_HOLD_AND_DRAIN } kiln_qstop;
+/* "None", "Hold", "HoldAndDrain" */
+const char *kiln_queues_stop_name(kiln_qstop s);
 
 typedef struct kiln_qflavor {
     char *name;

@@ -135,6 +135,10 @@ size_t kiln_study_count(const kiln_study *s, kiln_trial_state st);
  * else a new one from the algorithm. NULL when there is nothing to start:
  * maxTrials reached, the grid is exhausted, or maxFailedTrials trials failed. */
 kiln_trial *kiln_study_next(kiln_study *s, int64_t now_ns);
+/* Whether kiln_study_next may give a trial: a QUEUED one, or a new one below
+ * maxTrials while the study has not failed out (a grid may still be
+ * exhausted). False: asking for quota for a next trial is pointless. */
+bool kiln_study_may_start(const kiln_study *s);
 /* An intermediate or final report: the objective is the last reported value,
  * or with measurementSelectionType BEST_MEASUREMENT (a kiln extension, from
  * Vertex's studySpec) the best reported value by the goal, and the trial's

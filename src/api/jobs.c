@@ -137,7 +137,8 @@ static json_t *training_output(const kiln_job_record *r, json_t *rt)
     return o;
 }
 
-/* With --queues: why a QUEUED job waits, as the supervisor's last
+/* With --queues: why a QUEUED job waits (or a RUNNING tuning job's next
+ * trial), as the supervisor's last
  * admission pass said (src/exec/supervisor/admit.c); NULL before its first
  * pass over the job. */
 static json_t *queue_status(kilnd *d, const char *project, const char *job_id)
@@ -158,6 +159,7 @@ static json_t *queue_status(kilnd *d, const char *project, const char *job_id)
                 json_object_set_new(o, "clusterQueue", json_string(w->cluster_queue));
             if (w->position > 0)
                 json_object_set_new(o, "positionInClusterQueue", json_integer(w->position));
+            if (w->trial) json_object_set_new(o, "waitingFor", json_string("nextTrial"));
             json_object_set_new(o, "reason", json_string(w->why));
             break;
         }
@@ -211,7 +213,11 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
             json_object_set_new(ks, "conditions", json_pack("[O]", pc));
     }
     json_decref(rt);
-    if (ks && d->queues_path && r->job->state == KILN_STATE_QUEUED) {
+    /* a QUEUED job: why it waits; a RUNNING tuning job: why its next
+     * trial waits (each trial is its own workload) */
+    if (ks && d->queues_path &&
+        (r->job->state == KILN_STATE_QUEUED ||
+         (r->job->state == KILN_STATE_RUNNING && r->job->training_input.has_hyperparameters))) {
         json_t *qs = queue_status(d, r->project, r->job->job_id);
         if (qs) json_object_set_new(ks, "queue", qs);
     }

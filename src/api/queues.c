@@ -68,8 +68,7 @@ static json_t *cq_json(const kiln_queues *q, size_t k)
     if (cq->fair_sharing) json_object_set_new(o, "fairSharingWeight", json_real(cq->weight));
     int64_t share = kiln_queues_share(q, k, NULL);
     json_object_set_new(o, "weightedShare", json_integer(share == INT64_MAX ? -1 : share));
-    json_object_set_new(o, "stopPolicy",
-                        json_string(cq->stop == KILN_QSTOP_HOLD ? "Hold" : "None"));
+    json_object_set_new(o, "stopPolicy", json_string(kiln_queues_stop_name(cq->stop)));
     return o;
 }
 
@@ -151,5 +150,7 @@ void kiln__api_queues_metrics(kilnd *d, void (*emit)(void *, const char *, ...),
          d->preempted_in_cq);
     emit(o, "kueue_preempted_workloads_total{reason=\"InCohortReclamation\"} %llu\n",
          d->preempted_reclaim);
+    emit(o, "kueue_preempted_workloads_total{reason=\"InCohortReclaimWhileBorrowing\"} %llu\n",
+         d->preempted_borrow);
     pthread_mutex_unlock(&d->queues_mu);
 }

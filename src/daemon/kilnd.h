@@ -64,12 +64,14 @@ typedef struct kilnd_user {
     }
 
 /* With --queues: why a QUEUED job waits (the supervisor's admission pass,
- * src/exec/supervisor/admit.c), for the API's kilnStatus.queue. */
+ * src/exec/supervisor/admit.c), or why a RUNNING tuning job's next trial
+ * waits (admit_trial), for the API's kilnStatus.queue. */
 typedef struct kilnd_qwait {
     char *project, *job_id;
     char *local_queue, *cluster_queue; /* NULL: it routes to none now */
     char *why;                         /* the reason it was not admitted in the last pass */
-    long position;                     /* 1-based, in its ClusterQueue's order */
+    long position;                     /* 1-based, in its ClusterQueue's order; 0 for a trial */
+    bool trial;                        /* its job runs: the next trial waits */
 } kilnd_qwait;
 
 typedef struct kilnd {
@@ -142,8 +144,9 @@ typedef struct kilnd {
     pthread_mutex_t queues_mu;
     unsigned long queues_gen; /* bumped by every swap (under queues_mu) */
     /* jobs preempted (kueue_preempted_workloads_total): within their
-     * ClusterQueue, and reclaimed by another of the cohort; under queues_mu */
-    unsigned long long preempted_in_cq, preempted_reclaim;
+     * ClusterQueue, reclaimed by another of the cohort, and taken by a
+     * borrower (borrowWithinCohort); under queues_mu */
+    unsigned long long preempted_in_cq, preempted_reclaim, preempted_borrow;
     kilnd_qwait *qwait; /* sorted by project, job id; under queues_mu */
     size_t n_qwait;
 

@@ -285,16 +285,24 @@ static void read_preemption(ld *l, kiln_qcq *cq, const json_t *p)
             }
         }
     }
-    /* preemption while borrowing needs Kueue's borrowing simulation of
-     * victims across the cohort, which kiln does not do: refused, not
-     * accepted and left undone */
-    if (cq->borrow_within != KILN_QP_NEVER)
+    /* Kueue's own validation: preempting while borrowing takes victims
+     * only from the cohort's borrowing ClusterQueues, which reclaimWithinCohort
+     * opens; and without a cohort there is nobody to preempt */
+    if (cq->borrow_within != KILN_QP_NEVER && !cq->cohort)
         bad(l, "spec.preemption.borrowWithinCohort.policy",
-            "kiln does not preempt to borrow: only Never (withinClusterQueue and "
-            "reclaimWithinCohort are acted on)");
+            "needs spec.cohort: without a cohort there is nothing to borrow");
+    else if (cq->borrow_within != KILN_QP_NEVER && cq->reclaim == KILN_QP_NEVER)
+        bad(l, "spec.preemption.borrowWithinCohort.policy",
+            "LowerPriority needs reclaimWithinCohort LowerPriority or Any (Kueue's rule: "
+            "reclaimWithinCohort=Never and borrowWithinCohort.policy!=Never)");
     if (cq->has_max_priority_threshold && cq->borrow_within == KILN_QP_NEVER)
         bad(l, "spec.preemption.borrowWithinCohort.maxPriorityThreshold",
             "has no meaning with policy Never");
+}
+
+const char *kiln_queues_stop_name(kiln_qstop s)
+{
+    return s == KILN_QSTOP_HOLD_AND_DRAIN ? "HoldAndDrain" : s == KILN_QSTOP_HOLD ? "Hold" : "None";
 }
 
 static kiln_qstop read_stop(ld *l, const json_t *spec)
@@ -304,13 +312,9 @@ static kiln_qstop read_stop(ld *l, const json_t *spec)
     const char *s = scalar(v);
     if (s && strcmp(s, "None") == 0) return KILN_QSTOP_NONE;
     if (s && strcmp(s, "Hold") == 0) return KILN_QSTOP_HOLD;
-    if (s && strcmp(s, "HoldAndDrain") == 0)
-        bad(l, "spec.stopPolicy",
-            "HoldAndDrain evicts admitted jobs, which kiln does not do yet: "
-            "None or Hold");
-    else
-        bad(l, "spec.stopPolicy", "'%s' is not one of None, Hold, HoldAndDrain",
-            s ? s : "(not a scalar)");
+    if (s && strcmp(s, "HoldAndDrain") == 0) return KILN_QSTOP_HOLD_AND_DRAIN;
+    bad(l, "spec.stopPolicy", "'%s' is not one of None, Hold, HoldAndDrain",
+        s ? s : "(not a scalar)");
     return KILN_QSTOP_NONE;
 }
 

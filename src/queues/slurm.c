@@ -38,6 +38,13 @@ static void cq_fields(const kiln_qcq *c, bool machine_resources, kiln_diag *d)
 {
     char f[300], why[600];
     const char *n = c->name;
+    /* a held account's jobs run on (GrpJobs=0); kilnd does not cancel and
+     * requeue them through Slurm */
+    if (c->stop == KILN_QSTOP_HOLD_AND_DRAIN)
+        add(d, "ClusterQueue", n, "spec.stopPolicy: HoldAndDrain",
+            "not carried into Slurm by kiln: Slurm's GrpJobs=0 holds the account's new jobs "
+            "but does not stop those running; use Hold (and scancel or scontrol requeue the "
+            "running jobs)");
     for (size_t g = 0; g < c->ngroups; g++) {
         const kiln_qgroup *grp = &c->groups[g];
         /* kiln counts a replica's machine type's CPUs and memory against the
@@ -128,10 +135,12 @@ size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, 
     for (size_t i = 0; i < q->ncqs; i++)
         cq_fields(&q->cqs[i], machine_resources, d);
     for (size_t i = 0; i < q->nlqs; i++)
-        if (q->lqs[i].stop == KILN_QSTOP_HOLD) {
+        if (q->lqs[i].stop != KILN_QSTOP_NONE) {
             char name[300];
             snprintf(name, sizeof name, "%s/%s", q->lqs[i].namespace_, q->lqs[i].name);
-            add(d, "LocalQueue", name, "spec.stopPolicy: Hold",
+            add(d, "LocalQueue", name,
+                q->lqs[i].stop == KILN_QSTOP_HOLD ? "spec.stopPolicy: Hold"
+                                                  : "spec.stopPolicy: HoldAndDrain",
                 "not carried into Slurm by kiln: a LocalQueue is an association of a Unix "
                 "user, which other projects' LocalQueues may share (kilnd's own user by "
                 "default), so its GrpJobs=0 could hold them too; hold the ClusterQueue, or "

@@ -164,6 +164,14 @@ static bool choose(kiln_study *s, uint64_t k, double *out)
     return true;
 }
 
+bool kiln_study_may_start(const kiln_study *s)
+{
+    if (kiln_study_failed_out(s)) return false;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->trials[i].state == KILN_TRIAL_QUEUED) return true;
+    return (int64_t)s->n < max_trials(s);
+}
+
 kiln_trial *kiln_study_next(kiln_study *s, int64_t now_ns)
 {
     kiln_trial *t = NULL;

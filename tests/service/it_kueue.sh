@@ -9,6 +9,11 @@
 # team B reclaims its GPUs by preemption within a pass plus the grace period,
 # A's preempted job resumes from its checkpoint; a kill -9 of kilnd while
 # B reclaims loses and double-runs nothing; never more than 4 GPUs held;
+# borrowWithinCohort: a higher-priority job of a queue with no quota of its
+# own preempts another queue's lower-priority borrower (not when only
+# reclaimWithinCohort is set, not above maxPriorityThreshold), and no loop;
+# stopPolicy HoldAndDrain on SIGHUP evicts a queue's running job, holds it,
+# and lifted lets it resume;
 # StrictFIFO holds back a job that BestEffortFIFO lets past its head.
 . "$(dirname "$0")/lib.sh"
 
@@ -270,6 +275,97 @@ api GET /metrics
 check "kueue_preempted_workloads_total{InClusterQueue} 1" grep -q '^kueue_preempted_workloads_total{reason="InClusterQueue"} 1$' <<<"$BODY"
 stop_kilnd
 
+# ---- borrowWithinCohort: a borrower of higher priority preempts another
+# queue's lower-priority borrower; maxPriorityThreshold bounds whom ----
+# team-a (nominal 2) borrows team-b's idle 2 with priority-10 jobs; team-c,
+# team-d and team-e have no quota of their own (nominal 0), so every job of
+# theirs borrows and reclaimWithinCohort alone (team-e) never preempts for
+# it: only borrowWithinCohort (team-c; team-d with a threshold of 5) does
+{
+    printf 'apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: v100\n'
+    for cq in "team-a 2 none" "team-b 2 none" "team-c 0 bwc" "team-d 0 bwc5" "team-e 0 reclaim"; do
+        set -- $cq
+        printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: ClusterQueue\nmetadata:\n  name: %s\nspec:\n  namespaceSelector: {}\n  cohort: lab\n' "$1"
+        case $3 in
+        bwc) printf '  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n      policy: LowerPriority\n' ;;
+        bwc5) printf '  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n      policy: LowerPriority\n      maxPriorityThreshold: 5\n' ;;
+        reclaim) printf '  preemption:\n    reclaimWithinCohort: Any\n' ;;
+        esac
+        printf '  resourceGroups:\n  - coveredResources: ["nvidia.com/gpu"]\n    flavors:\n    - name: v100\n      resources:\n      - name: nvidia.com/gpu\n        nominalQuota: %s\n' "$2"
+        printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n  namespace: %s\n  name: default\nspec:\n  clusterQueue: %s\n' "$1" "$1"
+    done
+    printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata:\n  name: low\nvalue: 10\n'
+    printf -- '---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\nmetadata:\n  name: high\nvalue: 1000\n'
+} >"$T/bwc.yaml"
+start_kilnd "$T/bw" --node-config "$T/nodes.json" --queues "$T/bwc.yaml"
+LOW='{"kueue.x-k8s.io/priority-class":"low"}'
+HIGH='{"kueue.x-k8s.io/priority-class":"high"}'
+# the jobs here run until the test lets them end (a file appears), however
+# slowly a shared machine answers the test's requests
+CKL="$CK; while [ ! -e $T/w-go ]; do sleep 0.1; done"
+api POST /v1/projects/team-a/jobs "$(gjob w1 2 "$LOW" "$CKL")"
+check "w1 runs" wait_st team-a w1 RUNNING 10
+sleep 0.1
+api POST /v1/projects/team-a/jobs "$(gjob w2 2 "$LOW" "$CKL")"
+check "w2 runs, borrowing team-b's idle GPUs" wait_st team-a w2 RUNNING 10
+: >"$T/held3"
+( while [ ! -e "$T/stop-sampling3" ]; do nodes_held >>"$T/held3"; sleep 0.1; done ) &
+SAMPLER=$!
+# team-e: reclaimWithinCohort only; its job would borrow: nothing preempted
+api POST /v1/projects/team-e/jobs "$(gjob e1 2 "$HIGH" 'sleep 2')"
+check_eq "e1 accepted" "$STATUS" 200
+sleep 1
+check_eq "e1 (reclaimWithinCohort only, would borrow) waits" "$(st team-e e1)" QUEUED
+check_eq "w2 untouched by it" "$(st team-a w2)" RUNNING
+api POST /v1/projects/team-e/jobs/e1:cancel '{}'
+check "e1 cancelled" wait_st team-e e1 CANCELLED 10
+# team-d: borrowWithinCohort with maxPriorityThreshold 5; w1/w2 are at 10
+api POST /v1/projects/team-d/jobs "$(gjob d1 2 "$HIGH" 'sleep 2')"
+sleep 1
+check_eq "d1 (threshold 5, victims at 10) waits" "$(st team-d d1)" QUEUED
+check_eq "w2 untouched by it" "$(st team-a w2)" RUNNING
+api GET /v1/projects/team-d/jobs/d1
+reason=$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)
+check "d1's reason names the threshold ($reason)" grep -q "above maxPriorityThreshold 5" <<<"$reason"
+api POST /v1/projects/team-d/jobs/d1:cancel '{}'
+check "d1 cancelled" wait_st team-d d1 CANCELLED 10
+# team-c: borrowWithinCohort LowerPriority: c1 (1000) takes w2's place
+api POST /v1/projects/team-c/jobs "$(gjob c1 2 "$HIGH" "while [ ! -e $T/c-go ]; do sleep 0.1; done")"
+check "c1 runs, borrowing, once w2 stopped" wait_st team-c c1 RUNNING 15
+check_eq "w1 (older) kept running" "$(st team-a w1)" RUNNING
+check_eq "w2 (the newest borrower) is queued again" "$(st team-a w2)" QUEUED
+api GET /v1/projects/team-a/jobs/w2
+check_eq "w2's condition: Preempted" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.type)" Preempted
+check_eq "its reason" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.reason)" InCohortReclaimWhileBorrowing
+check "it names who and why" grep -q "team-c/c1 of ClusterQueue team-c (borrowing within cohort lab: priority 1000 over this job's 10)" <<<"$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.message)"
+check_eq "a restart, not a failure" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)/$(printf '%s' "$BODY" | jget kilnStatus.failures)" 1/0
+check "the audit log has it" \
+    grep -q '"verb":"PREEMPT".*"objectRef":{"resource":"jobs","namespace":"team-a","name":"w2"}.*InCohortReclaimWhileBorrowing' "$T/bw/audit.log"
+api GET /v1/projects/team-c/jobs/c1:logs
+check "c1's log says it borrowed" grep -q "Admitted by ClusterQueue team-c (LocalQueue default, flavor v100, borrowing from cohort lab)" <<<"$BODY"
+# no loop: the requeued w2 (lower priority, its queue at its nominal 2)
+# preempts nothing back while c1 runs
+sleep 1
+check_eq "c1 still runs" "$(st team-c c1)" RUNNING
+check_eq "w2 still waits" "$(st team-a w2)" QUEUED
+api GET /metrics
+check "kueue_preempted_workloads_total{InCohortReclaimWhileBorrowing} 1" grep -q '^kueue_preempted_workloads_total{reason="InCohortReclaimWhileBorrowing"} 1$' <<<"$BODY"
+check "nothing counted as reclamation" grep -q '^kueue_preempted_workloads_total{reason="InCohortReclamation"} 0$' <<<"$BODY"
+touch "$T/c-go" "$T/w-go"
+check "c1 succeeds" wait_st team-c c1 SUCCEEDED 15
+check "w2 resumes and succeeds" wait_st team-a w2 SUCCEEDED 30
+check "w1 succeeds" wait_st team-a w1 SUCCEEDED 30
+touch "$T/stop-sampling3"
+wait "$SAMPLER"
+api GET "/v1/projects/team-a/jobs/w2:logs"
+starts=$(printf '%s' "$BODY" | grep -o 'start at step [0-9]*' | awk '{print $4}' | tr '\n' ' ')
+check "w2 started at step 0, then resumed past it ($starts)" "$PY" -c "
+s = [int(x) for x in '$starts'.split()]
+import sys; sys.exit(0 if len(s) == 2 and s[0] == 0 and s[1] > 0 else 1)"
+max=$(sort -n "$T/held3" | tail -1)
+check "never more than 4 GPUs held ($(wc -l <"$T/held3") samples, most ${max:-none})" test "${max:-99}" -le 4
+stop_kilnd
+
 # ---- kill -9 of kilnd while B reclaims: nothing lost, nothing run twice ----
 # the job notes its shell's pid while it runs: a second copy of it running
 # at the same time says DOUBLE RUN
@@ -333,6 +429,52 @@ check "m2, preempted across the restart, resumes and succeeds" wait_st team-a m2
 check "m1 succeeds" wait_st team-a m1 SUCCEEDED 40
 api GET /v1/projects/team-a/jobs/m2
 check_eq "m2's preemption was not charged as a failure" "$(printf '%s' "$BODY" | jget kilnStatus.failures)" 0
+stop_kilnd
+
+# ---- stopPolicy HoldAndDrain, set by SIGHUP: team-a's running job is
+# evicted (stopped as a preemption stops it, back to QUEUED with a condition
+# naming the hold, not charged), nothing of team-a is admitted while the
+# hold lasts, team-b runs on; the hold lifted, the job resumes ----
+cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/drain.yaml"
+start_kilnd "$T/h" --node-config "$T/nodes.json" --queues "$T/drain.yaml"
+CKH="$CK; while [ ! -e $T/h-go ]; do sleep 0.1; done"
+api POST /v1/projects/team-a/jobs "$(gjob h1 2 '{}' "$CKH")"
+check "h1 runs" wait_st team-a h1 RUNNING 10
+api POST /v1/projects/team-b/jobs "$(gjob hb 1 "$B" "while [ ! -e $T/h-go ]; do sleep 0.1; done")"
+check "hb runs" wait_st team-b hb RUNNING 10
+sleep 1
+sed 's/^  queueingStrategy: BestEffortFIFO$/&\n  stopPolicy: HoldAndDrain/' \
+    "$(dirname "$0")/../../examples/queues/two-teams.yaml" >"$T/drain.yaml"
+check "the file holds and drains team-a" test "$(grep -c HoldAndDrain "$T/drain.yaml")" = 1
+kill -HUP "$KPID"
+check "the reload is logged" wait_file "$T/h/kilnd.err" "reloaded the queues file" 5
+check "h1 is evicted, back to QUEUED" wait_st team-a h1 QUEUED 10
+api GET /v1/projects/team-a/jobs/h1
+check_eq "h1's condition: Evicted" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.type)" Evicted
+check_eq "its reason" "$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.reason)" ClusterQueueStopped
+check "it names the hold" grep -q "ClusterQueue team-a has stopPolicy HoldAndDrain" <<<"$(printf '%s' "$BODY" | jget kilnStatus.conditions.0.message)"
+check "h1 waits for the hold ($(printf '%s' "$BODY" | jget kilnStatus.queue.reason))" \
+    grep -q "ClusterQueue team-a has stopPolicy HoldAndDrain: it admits nothing" <<<"$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)"
+check_eq "a restart, not a failure" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)/$(printf '%s' "$BODY" | jget kilnStatus.failures)" 1/0
+check "the audit log has the eviction, naming the job" \
+    grep -q '"verb":"EVICT".*"objectRef":{"resource":"jobs","namespace":"team-a","name":"h1"}' "$T/h/audit.log"
+api GET /v1/queues/team-a
+check_eq "GET /v1/queues: stopPolicy HoldAndDrain" "$(printf '%s' "$BODY" | jget stopPolicy)" HoldAndDrain
+sleep 1
+check_eq "h1 stays QUEUED while the hold lasts" "$(st team-a h1)" QUEUED
+check_eq "team-b's hb runs on" "$(st team-b hb)" RUNNING
+# the hold lifted: h1 is admitted again and resumes from its checkpoint
+cp "$(dirname "$0")/../../examples/queues/two-teams.yaml" "$T/drain.yaml"
+kill -HUP "$KPID"
+check "h1 runs again once the hold is lifted" wait_st team-a h1 RUNNING 10
+touch "$T/h-go"
+check "h1 succeeds" wait_st team-a h1 SUCCEEDED 30
+check "hb succeeds" wait_st team-b hb SUCCEEDED 10
+api GET "/v1/projects/team-a/jobs/h1:logs"
+starts=$(printf '%s' "$BODY" | grep -o 'start at step [0-9]*' | awk '{print $4}' | tr '\n' ' ')
+check "h1 started at step 0, then resumed past it ($starts)" "$PY" -c "
+s = [int(x) for x in '$starts'.split()]
+import sys; sys.exit(0 if len(s) == 2 and s[0] == 0 and s[1] > 0 else 1)"
 stop_kilnd
 
 # ---- StrictFIFO holds back what BestEffortFIFO lets past ----

@@ -6,7 +6,9 @@
 # of 3 trials, 2 at once, 1 GPU each: the devices could hold 2 trials, the
 # quota holds 1, so never more than 1 trial runs; every trial ends, the job
 # SUCCEEDED. Then a plain 1-GPU job of the same queue, submitted while a
-# trial holds the quota, waits for it (kilnStatus.queue says why).
+# trial holds the quota, waits for it (kilnStatus.queue says why). While
+# the study's second trial waits for the quota, the tuning job (RUNNING)
+# says why in its kilnStatus.queue and kiln jobs describe shows it.
 . "$(dirname "$0")/lib.sh"
 
 cat >"$T/nodes.json" <<'JSON'
@@ -74,7 +76,7 @@ check_eq "a tuning job under --queues: created (no longer refused)" "$STATUS" 20
 
 # while the study runs: GPUs held sampled every 0.1 s; a plain job submitted
 # once a trial runs waits for the quota the trial holds
-max=0 s="" plain=0 why=""
+max=0 s="" plain=0 why="" twhy="" tdesc="" lastq=""
 for i in $(seq 1 300); do
     h=$(nodes_held)
     [ "$h" -gt "$max" ] && max=$h
@@ -88,11 +90,40 @@ for i in $(seq 1 300); do
         why=$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); print(j["state"], j.get("kilnStatus",{}).get("queue",{}).get("reason",""))' 2>/dev/null)
         case "$why" in "QUEUED ClusterQueue tune"*) ;; *) why="" ;; esac
     fi
+    if [ -z "$twhy" ] && [ -s "$trace" ]; then
+        api GET /v1/projects/team-t/jobs/study1
+        twhy=$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+j = json.load(sys.stdin)
+q = j.get("kilnStatus", {}).get("queue", {})
+if j["state"] == "RUNNING" and q.get("waitingFor") == "nextTrial":
+    print(q.get("localQueue"), q.get("clusterQueue"), q.get("reason"))' 2>/dev/null)
+    fi
+    if [ -z "$tdesc" ] && [ -s "$trace" ]; then
+        KILN_PROJECT=team-t "$KILN" jobs describe study1 >"$T/desc" 2>&1
+        grep -q "waitingFor: nextTrial" "$T/desc" && grep -q "reason: .*ClusterQueue tune: nvidia.com/gpu of flavor v100" "$T/desc" && tdesc=1
+    fi
+    # the last trial runs: no next trial, so none waits
+    if [ -z "$lastq" ] && [ "$(grep -c '^start' "$trace" 2>/dev/null)" = 3 ]; then
+        api GET /v1/projects/team-t/jobs/study1
+        lastq=$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+j = json.load(sys.stdin)
+if j["state"] == "RUNNING":
+    print(j.get("kilnStatus", {}).get("queue"))' 2>/dev/null)
+    fi
     s=$(state study1)
     case "$s" in SUCCEEDED | FAILED | CANCELLED) break ;; esac
     sleep 0.1
 done
 check_eq "the study SUCCEEDED" "$s" SUCCEEDED
+check_eq "while the last trial ran, no trial was said to wait" "$lastq" None
+echo "  while its next trial waited: $twhy"
+check "while its next trial waited, the RUNNING job said why ($twhy)" \
+    grep -q "^default tune ClusterQueue tune: nvidia.com/gpu of flavor v100: asks 1" <<<"$twhy"
+check "kiln jobs describe showed it" test -n "$tdesc"
+api GET /v1/projects/team-t/jobs/study1
+check_eq "once the study ended, no waiting reason" "$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(json.load(sys.stdin).get("kilnStatus",{}).get("queue"))')" None
 check_eq "never more than 1 GPU held (the quota), though 2 trials could run at once" "$max" 1
 check "the plain job waited for the quota a trial held ($why)" test -n "$why"
 for i in $(seq 1 200); do

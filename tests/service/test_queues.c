@@ -220,15 +220,56 @@ int main(void)
     CHECK(q && q->cqs[0].reclaim == KILN_QP_ANY &&
           q->cqs[0].within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY);
     kiln_queues_free(q);
+    /* borrowWithinCohort: acted on with a cohort and reclaimWithinCohort
+     * (Kueue's rule); a threshold with policy Never means nothing: refused */
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", "lab", "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n"
+                "      policy: LowerPriority\n      maxPriorityThreshold: 100\n"));
+    q = load(all, &d);
+    kiln_diag_print(&d, stderr);
+    CHECK(q && q->cqs[0].borrow_within == KILN_QP_LOWER_PRIORITY &&
+          q->cqs[0].has_max_priority_threshold && q->cqs[0].max_priority_threshold == 100);
+    kiln_queues_free(q);
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", "lab", "2", NULL,
                 "  preemption:\n    borrowWithinCohort:\n      policy: LowerPriority\n"));
+    CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.policy") &&
+          strstr(d.v[0].description, "reclaimWithinCohort") != NULL);
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", NULL, "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n"
+                "      policy: LowerPriority\n"));
+    CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.policy") &&
+          strstr(d.v[0].description, "spec.cohort") != NULL);
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", "lab", "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n"
+                "      policy: Never\n      maxPriorityThreshold: 5\n"));
+    CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.maxPriorityThreshold"));
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", "lab", "2", NULL,
+                "  preemption:\n    reclaimWithinCohort: Any\n    borrowWithinCohort:\n"
+                "      policy: Any\n"));
     CHECK(load(all, &d) == NULL && has_field(&d, "borrowWithinCohort.policy"));
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", NULL, "2", NULL, "  queueingStrategy: Fastest\n"));
     CHECK(load(all, &d) == NULL && has_field(&d, "spec.queueingStrategy"));
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", NULL, "2", NULL, "  stopPolicy: HoldAndDrain\n"));
+    q = load(all, &d);
+    CHECK(q && q->cqs[0].stop == KILN_QSTOP_HOLD_AND_DRAIN &&
+          strcmp(kiln_queues_stop_name(q->cqs[0].stop), "HoldAndDrain") == 0);
+    kiln_queues_free(q);
+    snprintf(all, sizeof all,
+             "%s%s" HDR "kind: LocalQueue\nmetadata:\n  namespace: p\n  name: default\nspec:\n"
+             "  clusterQueue: a\n  stopPolicy: HoldAndDrain\n",
+             FLAVOR, cq(a, sizeof a, "a", NULL, "2", NULL, NULL));
+    q = load(all, &d);
+    CHECK(q && q->nlqs == 1 && q->lqs[0].stop == KILN_QSTOP_HOLD_AND_DRAIN);
+    kiln_queues_free(q);
+    snprintf(all, sizeof all, "%s%s", FLAVOR,
+             cq(a, sizeof a, "a", NULL, "2", NULL, "  stopPolicy: Drain\n"));
     CHECK(load(all, &d) == NULL && has_field(&d, "spec.stopPolicy"));
     snprintf(all, sizeof all, "%s%s", FLAVOR,
              cq(a, sizeof a, "a", NULL, "2", NULL,
@@ -327,6 +368,14 @@ int main(void)
               has_field(&sd, "ClusterQueue s: spec.preemption") &&
               has_field(&sd, "spec.queueingStrategy: StrictFIFO") &&
               !has_field(&sd, "spec.stopPolicy: Hold"));
+        kiln_queues_free(q);
+        /* HoldAndDrain: Slurm's GrpJobs=0 stops nothing running: refused */
+        snprintf(all, sizeof all, "%s%s", FLAVOR,
+                 cq(a, sizeof a, "s", NULL, "3", NULL, "  stopPolicy: HoldAndDrain\n"));
+        q = load(all, &d);
+        kiln_diag_clear(&sd);
+        CHECK(q && kiln_queues_slurm_refusals(q, true, &sd) == 1 &&
+              has_field(&sd, "ClusterQueue s: spec.stopPolicy: HoldAndDrain"));
         kiln_queues_free(q);
         /* fractions of a CPU or a MiB; two flavors in a group */
         snprintf(all, sizeof all,

@@ -172,23 +172,36 @@ static int by_key(const void *pa, const void *pb)
     return c ? c : strcmp(a->job_id, b->job_id);
 }
 
+static void qwait_clear(kilnd_qwait *x)
+{
+    free(x->project);
+    free(x->job_id);
+    free(x->local_queue);
+    free(x->cluster_queue);
+    free(x->why);
+    *x = (kilnd_qwait){0};
+}
+
 static void qwait_free(kilnd_qwait *w, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        free(w[i].project);
-        free(w[i].job_id);
-        free(w[i].local_queue);
-        free(w[i].cluster_queue);
-        free(w[i].why);
-    }
+    for (size_t i = 0; i < n; i++)
+        qwait_clear(&w[i]);
     free(w);
 }
 
-/* Replaces kilnd's record of why jobs wait (under queues_mu, held). */
+/* Replaces kilnd's record of why jobs wait (under queues_mu, held); the
+ * running tuning jobs' waiting trials (admit_trial's) are kept. */
 static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
 {
-    size_t n = 0;
-    kilnd_qwait *w = calloc(nc ? nc : 1, sizeof *w);
+    size_t n = 0, nt = 0;
+    for (size_t i = 0; i < d->n_qwait; i++)
+        nt += d->qwait[i].trial;
+    kilnd_qwait *w = calloc(nc + nt ? nc + nt : 1, sizeof *w);
+    for (size_t i = 0; w && i < d->n_qwait; i++)
+        if (d->qwait[i].trial) { /* moved over: the old array's copy is cleared */
+            w[n++] = d->qwait[i];
+            d->qwait[i] = (kilnd_qwait){0};
+        }
     long pos = 0;
     size_t last_cq = (size_t)-1;
     for (size_t i = 0; w && i < nc; i++) {
@@ -212,7 +225,7 @@ static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
                          : "BestEffortFIFO");
         x->why = strdup(c[i].why);
         x->position = c[i].lq >= 0 ? pos : 0;
-        if (!x->project || !x->job_id || !x->why) n--; /* out of memory: left out */
+        if (!x->project || !x->job_id || !x->why) qwait_clear(&w[--n]); /* out of memory */
     }
     if (w) qsort(w, n, sizeof *w, by_key);
     qwait_free(d->qwait, d->n_qwait);
@@ -250,8 +263,9 @@ typedef struct victim {
     int64_t prio;
     int64_t req[KILN_QRES_COUNT];
     kiln_qassign a;
-    bool other; /* of another ClusterQueue of the cohort: reclaimed */
-    bool out;   /* taken out of the simulation */
+    bool other;           /* of another ClusterQueue of the cohort: reclaimed */
+    bool while_borrowing; /* taken for a preemptor that borrows (borrowWithinCohort) */
+    bool out;             /* taken out of the simulation */
 } victim;
 
 /* Kueue's order of candidates: other ClusterQueues' (borrowers) first,
@@ -293,15 +307,14 @@ static void rfc3339(int64_t ns, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* The audit log's line for a preemption: kilnd itself acted on a job. */
-static void audit_preemption(kilnd *d, const rjob *vj, const cand *x, const char *reason)
+/* The audit log's line for a preemption (verb PREEMPT) or an eviction
+ * (EVICT): kilnd itself acted on a job. */
+static void audit_stop(kilnd *d, const rjob *vj, const char *verb, const char *why)
 {
     if (!d->audit) return;
-    char uri[600], why[600];
+    char uri[600];
     snprintf(uri, sizeof uri, "/v1/projects/%s/jobs/%s", vj->project, vj->job_id);
-    snprintf(why, sizeof why, "%s: preempted by %s/%s", reason, x->e->rec->project,
-             x->e->rec->job->job_id);
-    kiln_audit_event ev = {.verb = "PREEMPT",
+    kiln_audit_event ev = {.verb = verb,
                            .resource = uri,
                            .project = "system:kilnd",
                            .code = 200,
@@ -338,7 +351,16 @@ static bool fits_nominal(const kiln_queues *q, const cand *x)
 
 /* Tries to make room for head x by preempting running jobs, as its
  * ClusterQueue's preemption policies allow. True when victims are being
- * stopped (x waits for them); their quota stays charged until they are gone. */
+ * stopped (x waits for them); their quota stays charged until they are gone.
+ *
+ * Another ClusterQueue's job is a victim only while its queue borrows, and
+ * only (reclaimWithinCohort) for an x within its own nominal quota, or
+ * (borrowWithinCohort: LowerPriority) for an x that borrows, when the victim's
+ * priority is below x's and at most maxPriorityThreshold. No loop follows:
+ * a victim taken while x borrows has a lower priority than x, so it cannot
+ * take x's place back by borrowWithinCohort, and x's queue, within its
+ * nominal quota once the victim's queue stops borrowing, is not reclaimed
+ * from while it does not borrow. */
 static bool preempt_for(sup *s, kiln_queues *q, cand *x)
 {
     kilnd *d = s->d;
@@ -376,9 +398,24 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
     char why[400];
     size_t last = nv;
     bool reclaim = fits_nominal(q, x);
+    /* borrowWithinCohort: Kueue's bound, below x's priority and at most the
+     * threshold */
+    bool borrow_pre = cq->borrow_within != KILN_QP_NEVER;
+    int64_t below = x->prio;
+    if (borrow_pre && cq->has_max_priority_threshold && cq->max_priority_threshold < below - 1)
+        below = cq->max_priority_threshold + 1;
+    long over_threshold = 0;
     for (size_t i = 0; i < nv; i++) {
         victim *v = &vs[i];
-        if (v->other && (!reclaim || !borrows_now(q, v->cq))) continue;
+        if (v->other && !borrows_now(q, v->cq)) continue;
+        if (v->other && !reclaim) {
+            if (!borrow_pre) continue;
+            if (v->prio >= below) {
+                over_threshold += v->prio < x->prio;
+                continue;
+            }
+            v->while_borrowing = true;
+        }
         kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
         v->out = true;
         if (kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
@@ -400,28 +437,48 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
     /* the victims hold their devices until they stop: charged again */
     for (size_t i = 0; i < nv; i++)
         if (vs[i].out) kiln_queues_charge(q, vs[i].cq, &vs[i].a, vs[i].req, 1);
-    if (!ok) goto out;
+    if (!ok) {
+        if (over_threshold)
+            snprintf(x->why + strlen(x->why), sizeof x->why - strlen(x->why),
+                     " (borrowWithinCohort: the cohort's borrowers of lower priority are above "
+                     "maxPriorityThreshold %lld)",
+                     (long long)cq->max_priority_threshold);
+        goto out;
+    }
     char when[40], names[400] = "";
     rfc3339(kiln_now_ns(), when, sizeof when);
     for (size_t i = 0; i < nv; i++) {
         victim *v = &vs[i];
         if (!v->out) continue;
-        const char *reason = v->other ? "InCohortReclamation" : "InClusterQueue";
-        char msg[600];
+        const char *reason = v->while_borrowing ? "InCohortReclaimWhileBorrowing"
+                             : v->other         ? "InCohortReclamation"
+                                                : "InClusterQueue";
+        char msg[600], how[200];
+        if (v->while_borrowing)
+            snprintf(how, sizeof how,
+                     "borrowing within cohort %s: priority %lld over this job's %lld", cq->cohort,
+                     (long long)x->prio, (long long)v->prio);
+        else
+            snprintf(how, sizeof how, "%s",
+                     v->other ? "reclaiming quota its cohort lent" : "higher priority");
         snprintf(msg, sizeof msg,
                  "Preempted to accommodate %s/%s of ClusterQueue %s (%s): %s; queued again, "
                  "it resumes from its newest checkpoint, not charged to its backoff limit",
-                 x->e->rec->project, x->e->rec->job->job_id, cq->name,
-                 v->other ? "reclaiming quota its cohort lent" : "higher priority", reason);
+                 x->e->rec->project, x->e->rec->job->job_id, cq->name, how, reason);
         v->j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Preempted", "status",
                                     "True", "reason", reason, "message", msg, "lastTransitionTime",
                                     when, "preemptor", x->e->rec->job->job_id);
-        if (v->other)
+        if (v->while_borrowing)
+            d->preempted_borrow++;
+        else if (v->other)
             d->preempted_reclaim++;
         else
             d->preempted_in_cq++;
         kilnd_event(d, v->j->project, v->j->job_id, "WARNING", "%s", msg);
-        audit_preemption(d, v->j, x, reason);
+        char aw[600];
+        snprintf(aw, sizeof aw, "%s: preempted by %s/%s", reason, x->e->rec->project,
+                 x->e->rec->job->job_id);
+        audit_stop(d, v->j, "PREEMPT", aw);
         /* recorded before the first SIGTERM: a kilnd killed while the
          * victim stops must requeue it, not judge its exit a failure */
         save_runtime(s, v->j);
@@ -435,6 +492,50 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
 out:
     free(vs);
     return ok;
+}
+
+/* stopPolicy HoldAndDrain: the running workloads of a ClusterQueue or
+ * LocalQueue so held are evicted, stopped as a preemption stops them
+ * (SIGTERM, grace period, SIGKILL), back to QUEUED with an Evicted
+ * condition naming the hold, not charged to their backoff limit; the hold
+ * keeps them there. A trial goes back to its study. Each pass looks, so a
+ * file loaded at start or on SIGHUP drains from its first pass. */
+static void drain_held(sup *s, kiln_queues *q)
+{
+    kilnd *d = s->d;
+    char when[40];
+    rfc3339(kiln_now_ns(), when, sizeof when);
+    for (rjob *j = s->jobs; j; j = j->next) {
+        char why[256];
+        if (j->after != AS_NONE || j->preempted || !j->job) continue;
+        long lq = kiln_queues_route(q, j->project, &j->job->labels, why, sizeof why);
+        if (lq < 0) continue;
+        const kiln_qlq *l = &q->lqs[lq];
+        const kiln_qcq *c = &q->cqs[l->cq];
+        bool by_cq = c->stop == KILN_QSTOP_HOLD_AND_DRAIN;
+        if (!by_cq && l->stop != KILN_QSTOP_HOLD_AND_DRAIN) continue;
+        const char *reason = by_cq ? "ClusterQueueStopped" : "LocalQueueStopped";
+        char msg[600];
+        if (by_cq)
+            snprintf(msg, sizeof msg,
+                     "Evicted: ClusterQueue %s has stopPolicy HoldAndDrain: %s; queued again, "
+                     "it waits while the hold lasts and resumes from its newest checkpoint, not "
+                     "charged to its backoff limit",
+                     c->name, reason);
+        else
+            snprintf(msg, sizeof msg,
+                     "Evicted: LocalQueue %s/%s has stopPolicy HoldAndDrain: %s; queued again, "
+                     "it waits while the hold lasts and resumes from its newest checkpoint, not "
+                     "charged to its backoff limit",
+                     l->namespace_, l->name, reason);
+        j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", "Evicted", "status", "True",
+                                 "reason", reason, "message", msg, "lastTransitionTime", when);
+        if (!j->preempted) continue; /* out of memory: the next pass tries again */
+        kilnd_event(d, j->project, j->job_id, "WARNING", "%s", msg);
+        audit_stop(d, j, "EVICT", msg);
+        save_runtime(s, j); /* before the SIGTERM, as a preemption (preempt_for) */
+        begin_stop(s, j, AS_REQUEUE, "%s", msg);
+    }
 }
 
 /* Whether the tuning job of `rec` has a running study. */
@@ -461,6 +562,7 @@ void admit_pass(sup *s, qent **v, size_t n)
         q->cqs[k].pending = q->cqs[k].admitted = 0;
     for (rjob *j = s->jobs; j; j = j->next)
         charge_running(d, q, j);
+    drain_held(s, q);
 
     for (size_t i = 0; i < n; i++) {
         qent *e = v[i];
@@ -511,10 +613,11 @@ void admit_pass(sup *s, qent **v, size_t n)
             i = end;
             if (h < 0) continue;
             cand *x = &c[h];
-            if (cq->stop == KILN_QSTOP_HOLD || q->lqs[x->lq].stop == KILN_QSTOP_HOLD) {
-                snprintf(x->why, sizeof x->why, "%s %s has stopPolicy Hold: it admits nothing",
-                         cq->stop == KILN_QSTOP_HOLD ? "ClusterQueue" : "LocalQueue",
-                         cq->stop == KILN_QSTOP_HOLD ? cq->name : q->lqs[x->lq].name);
+            if (cq->stop != KILN_QSTOP_NONE || q->lqs[x->lq].stop != KILN_QSTOP_NONE) {
+                bool held = cq->stop != KILN_QSTOP_NONE;
+                snprintf(x->why, sizeof x->why, "%s %s has stopPolicy %s: it admits nothing",
+                         held ? "ClusterQueue" : "LocalQueue", held ? cq->name : q->lqs[x->lq].name,
+                         kiln_queues_stop_name(held ? cq->stop : q->lqs[x->lq].stop));
                 x->state = C_WAITING;
                 changed = true;
                 continue;
@@ -592,6 +695,45 @@ out:
     free(usable);
 }
 
+/* Records (why != NULL) or forgets why a running tuning job's next trial
+ * waits, for kilnStatus.queue (under queues_mu, held). */
+static void trial_wait(kilnd *d, const char *project, const char *job_id, const char *lq,
+                       const char *cq, const char *why)
+{
+    kilnd_qwait *x = NULL;
+    for (size_t i = 0; i < d->n_qwait && !x; i++)
+        if (d->qwait[i].trial && strcmp(d->qwait[i].project, project) == 0 &&
+            strcmp(d->qwait[i].job_id, job_id) == 0)
+            x = &d->qwait[i];
+    if (x) { /* forgotten, or written again below */
+        qwait_clear(x);
+        *x = d->qwait[--d->n_qwait];
+    }
+    kilnd_qwait *w = why ? realloc(d->qwait, (d->n_qwait + 1) * sizeof *w) : NULL;
+    if (w) { /* out of memory: not shown */
+        d->qwait = w;
+        x = &w[d->n_qwait];
+        *x = (kilnd_qwait){.project = strdup(project),
+                           .job_id = strdup(job_id),
+                           .local_queue = lq ? strdup(lq) : NULL,
+                           .cluster_queue = cq ? strdup(cq) : NULL,
+                           .why = strdup(why),
+                           .trial = true};
+        if (x->project && x->job_id && x->why)
+            d->n_qwait++;
+        else
+            qwait_clear(x);
+    }
+    if (d->n_qwait) qsort(d->qwait, d->n_qwait, sizeof *d->qwait, by_key);
+}
+
+void trial_wait_clear(sup *s, const char *project, const char *job_id)
+{
+    pthread_mutex_lock(&s->d->queues_mu);
+    trial_wait(s->d, project, job_id, NULL, NULL, NULL);
+    pthread_mutex_unlock(&s->d->queues_mu);
+}
+
 /* A trial of a running tuning job, after the pass (trials.c): its own
  * workload, as Kueue makes one per trial. It routes as its job does (the
  * trial's spec carries the job's labels), its whole gang is checked against
@@ -617,6 +759,7 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
     kiln_map extra = {0};
     size_t cq;
     const kiln_qcq *c;
+    long lq = -1;
     pthread_mutex_lock(&d->queues_mu);
     kiln_queues *q = d->queues;
     bool *usable = calloc(q->nflavors ? q->nflavors : 1, sizeof *usable);
@@ -624,15 +767,18 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
         err = KILN_ENOMEM;
         goto out;
     }
-    long lq = kiln_queues_route(q, project, &job->labels, why, whylen);
+    lq = kiln_queues_route(q, project, &job->labels, why, whylen);
     if (lq < 0) goto out;
     cq = q->lqs[lq].cq;
     c = &q->cqs[cq];
     int64_t fallback =
         job->training_input.has_scheduling ? job->training_input.scheduling.priority : 0;
     if (!kiln_queues_priority(q, &job->labels, fallback, &prio, why, whylen)) goto out;
-    if (c->stop == KILN_QSTOP_HOLD || q->lqs[lq].stop == KILN_QSTOP_HOLD) {
-        snprintf(why, whylen, "stopPolicy Hold: ClusterQueue %s admits nothing", c->name);
+    if (c->stop != KILN_QSTOP_NONE || q->lqs[lq].stop != KILN_QSTOP_NONE) {
+        snprintf(why, whylen, "stopPolicy %s: %s %s admits nothing",
+                 kiln_queues_stop_name(c->stop != KILN_QSTOP_NONE ? c->stop : q->lqs[lq].stop),
+                 c->stop != KILN_QSTOP_NONE ? "ClusterQueue" : "LocalQueue",
+                 c->stop != KILN_QSTOP_NONE ? c->name : q->lqs[lq].name);
         goto out;
     }
     if (c->strategy == KILN_Q_STRICT_FIFO && c->pending > 0) {
@@ -663,8 +809,19 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
     if (err == KILN_OK) {
         kiln_queues_charge(q, cq, &a, req, 1);
         q->cqs[cq].admitted++;
+    } else if (err != KILN_ENOMEM) {
+        char fl[128], pw[400];
+        snprintf(pw, sizeof pw, "%s", why);
+        snprintf(why, whylen,
+                 "ClusterQueue %s has quota for it (flavor %s), but its replicas do not fit the "
+                 "nodes now: %s",
+                 c->name, flavor_names(q, cq, &a, fl, sizeof fl), pw);
     }
 out:
+    /* why the next trial waits, for its job's kilnStatus.queue */
+    if (err != KILN_ENOMEM)
+        trial_wait(d, project, job->job_id, lq >= 0 ? q->lqs[lq].name : NULL,
+                   lq >= 0 ? q->cqs[q->lqs[lq].cq].name : NULL, err == KILN_OK ? NULL : why);
     pthread_mutex_unlock(&d->queues_mu);
     kiln_map_clear(&extra);
     for (int r = 0; r < KILN_ROLE_COUNT; r++)

@@ -268,6 +268,8 @@ void admit_pass(sup *s, qent **v, size_t n);
 kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
                      const kiln_replica_plan *plans, size_t np, kiln_placement *pl, char *why,
                      size_t whylen);
+/* admit.c: forgets why a tuning job's next trial waited (its study ended). */
+void trial_wait_clear(sup *s, const char *project, const char *job_id);
 
 /* gpus.c */
 /* Each tick: GPU time of the replicas holding GPUs; on the watch's news,

@@ -163,6 +163,7 @@ static void study_end(sup *s, tstudy *t)
     char msg[200];
     kiln_job_state end = kiln_trials_outcome(t->st, t->cancelling, msg, sizeof msg);
     study_save(s, t);
+    if (d->queues_path) trial_wait_clear(s, t->project, t->job_id);
     if (end == KILN_STATE_CANCELLED) {
         kiln_store_job_transition(d->store, t->project, t->job_id,
                                   KILN_STATE_MASK(CANCELLING) | KILN_STATE_MASK(RUNNING),
@@ -269,6 +270,10 @@ static bool launch_trial(sup *s, tstudy *st)
         sel[r] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
     }
     kiln_err err;
+    if (!kiln_study_may_start(st->st)) { /* no next trial: none waits */
+        if (d->queues_path) trial_wait_clear(s, st->project, st->job_id);
+        return false;
+    }
     if (d->queues_path) { /* each trial is admitted against its job's quota */
         err = admit_trial(s, st->project, st->job, plans, np, &pl, why, sizeof why);
     } else {
