@@ -35,4 +35,20 @@ slurm_test_cluster() {
         finish
     fi
     export SLURM_CONF=$CLUSTER/slurm.conf
+    slurm_watchdog "$$"
+}
+
+# slurm_watchdog PID: a test killed outright (ctest's timeout sends SIGKILL,
+# so no exit trap runs) would leave its cluster's daemons and its kilnd
+# running, and they slow every later test; this stops them once PID is gone.
+slurm_watchdog() {
+    local pid=$1
+    (
+        trap '' HUP
+        while kill -0 "$pid" 2>/dev/null; do sleep 2; done
+        [ -d "$CLUSTER" ] || exit 0
+        pkill -KILL -f -- "--data-dir $T/" 2>/dev/null
+        "$HERE/slurm_cluster.sh" stop "$CLUSTER" >/dev/null 2>&1
+    ) </dev/null >/dev/null 2>&1 &
+    disown 2>/dev/null || true
 }

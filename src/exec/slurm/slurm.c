@@ -812,6 +812,10 @@ static kiln_err replica_env(ssup *s, sjob *j, const kiln_job *job, size_t self, 
                                     .host = hosts[i],
                                     .port = j->reps[i].port};
     }
+    /* el_tasks renumbers `self` into the job's whole worker list: the
+     * replica's own role is read from j->reps first (an elastic worker's
+     * sjob holds that one replica only) */
+    kiln_role role = j->reps[self].role;
     if (j->el) nt = el_tasks(j, tasks, &self);
     err = kiln_exec_replica_env(job, tasks, nt, self, NULL, 0, false, env);
     if (err != KILN_OK) goto out;
@@ -820,7 +824,7 @@ static kiln_err replica_env(ssup *s, sjob *j, const kiln_job *job, size_t self, 
     snprintf(kv, sizeof kv, "KILN_COLL_KEY=%s", key);
     err = kiln_strv_push(env, kv);
     /* the user's env after kiln's, as on one machine (it was dropped here) */
-    if (err == KILN_OK) err = kiln_exec_user_env(job, j->reps[self].role, env);
+    if (err == KILN_OK) err = kiln_exec_user_env(job, role, env);
 out:
     free(tasks);
     free(hosts);
@@ -2798,7 +2802,7 @@ static void positions(ssup *s, json_t *q)
         v[n].id = json_integer_value(json_object_get(e, "job_id"));
         n++;
     }
-    qsort(v, n, sizeof *v, pend_cmp);
+    if (n) qsort(v, n, sizeof *v, pend_cmp); /* v is NULL when squeue listed nothing */
     for (sjob *j = s->jobs; j; j = j->next) {
         char key[32];
         if (j->study || j->el) continue; /* a trial, a worker: not the job's place */
