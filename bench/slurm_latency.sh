@@ -11,7 +11,16 @@
 #
 # The job: a master and 2 workers with 1 GPU (gpu:t4) each, running `sleep
 # 2`. Both sides are polled every 20 ms; kilnd itself asks squeue every
-# 0.5 s (src/exec/slurm), which is most of what kiln adds.
+# 0.1 s for 2 s after a submit, then every 0.5 s (src/exec/slurm).
+#
+# Then the same for two more kinds of kiln job, each against its own
+# sbatch by hand (issue 31's figures), both sides until squeue says R:
+#   container  the same job with an imageUri (a busybox image imported
+#              here), against the hand-made job whose srun runs `podman
+#              run` of the same image (kiln's RUNNING would also wait for
+#              the containers to start, which squeue's R does not);
+#   trial      a tuning job's first trial (1 trial, master only, 1 GPU),
+#              against sbatch of one 1-GPU task.
 set -u
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [ROUNDS]}" && pwd)
 ROUNDS=${2:-5}
@@ -22,6 +31,7 @@ KPID=
 cleanup() {
     [ -n "$KPID" ] && kill "$KPID" 2>/dev/null && wait "$KPID" 2>/dev/null
     "$HERE/tests/service/slurm_cluster.sh" stop "$CL" >/dev/null 2>&1
+    [ -n "${IMG:-}" ] && podman rmi -f "$IMG" >/dev/null 2>&1
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -47,13 +57,34 @@ for _ in $(seq 1 100); do [ -s "$T/d/kilnd.addr" ] && break; sleep 0.05; done
 URL=http://$(cat "$T/d/kilnd.addr")
 
 state() { curl -s "$URL/v1/projects/p1/jobs/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("state",""))'; }
-kiln_round() { # prints seconds from POST to RUNNING, waits for the end
-    local id=$1 t0 t1 s
-    local body='{"jobId":"'$id'","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","2"]},"workerType":"n1-standard-4","workerCount":"2","workerConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","2"]}}}'
+IMG=localhost/kiln-bench-lat-$$:1
+body_of() { # body_of KIND ID
+    local img=
+    [ "$1" = container ] && img='"imageUri":"'$IMG'",'
+    if [ "$1" = trial ]; then
+        printf '%s' '{"jobId":"'$2'","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","2"]},"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":1,"maxParallelTrials":1,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1}]}}}'
+        return
+    fi
+    printf '%s' '{"jobId":"'$2'","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{'"$img"'"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","2"]},"workerType":"n1-standard-4","workerCount":"2","workerConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","2"]}}}'
+}
+# running KIND ID: a plain job as kiln says it (the API's RUNNING); a
+# container job or a trial as Slurm says it (its Slurm job in R), the
+# yardstick of the hand-made side
+running() {
+    case $1 in
+    trial) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln\.p1\.$2\.trial-[0-9.]* R$" ;;
+    container) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln\.p1\.$2\.[0-9]* R$" ;;
+    *) [ "$(state "$2")" = RUNNING ] ;;
+    esac
+}
+kiln_round() { # kiln_round KIND ID: seconds from POST to running, waits for the end
+    local kind=$1 id=$2 t0 t1 s
+    local body
+    body=$(body_of "$kind" "$id")
     t0=$(now)
     curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d "$body" "$URL/v1/projects/p1/jobs"
     for _ in $(seq 1 1500); do
-        [ "$(state "$id")" = RUNNING ] && break
+        running "$kind" "$id" && break
         sleep 0.02
     done
     t1=$(now)
@@ -64,15 +95,14 @@ kiln_round() { # prints seconds from POST to RUNNING, waits for the end
     done
     awk "BEGIN{printf \"%.3f\", $t1 - $t0}"
 }
-sbatch_round() { # the same shape by hand
-    local t0 t1 jid
-    cat >"$T/job.sh" <<'SB'
-#!/bin/bash
-#SBATCH --partition=kiln --ntasks=1 --gpus-per-task=t4:1 --output=/dev/null
-#SBATCH hetjob
-#SBATCH --partition=kiln --ntasks=2 --gpus-per-task=t4:1
-srun --het-group=0,1 sleep 2
-SB
+sbatch_round() { # sbatch_round KIND: the same shape by hand
+    local t0 t1 jid run='sleep 2'
+    [ "$1" = container ] && run="podman run --rm --pull never $IMG sleep 2"
+    if [ "$1" = trial ]; then
+        printf '#!/bin/bash\n#SBATCH --partition=kiln --ntasks=1 --gpus-per-task=t4:1 --output=/dev/null\nsrun sleep 2\n' >"$T/job.sh"
+    else
+        printf '#!/bin/bash\n#SBATCH --partition=kiln --ntasks=1 --gpus-per-task=t4:1 --output=/dev/null\n#SBATCH hetjob\n#SBATCH --partition=kiln --ntasks=2 --gpus-per-task=t4:1\nsrun --het-group=0,1 %s\n' "$run" >"$T/job.sh"
+    fi
     t0=$(now)
     jid=$(sbatch --parsable "$T/job.sh" | cut -d';' -f1 | cut -d+ -f1)
     for _ in $(seq 1 1500); do
@@ -88,20 +118,34 @@ SB
 }
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-echo "# submit -> running through Slurm (2 slurmd, 3 one-GPU tasks): $cpu"
-printf '%-6s %10s %10s\n' round kiln_s sbatch_s
-K=() S=()
-for r in $(seq 1 "$ROUNDS"); do
-    if [ $((r % 2)) = 1 ]; then
-        k=$(kiln_round "lat_$r")
-        s=$(sbatch_round)
-    else
-        s=$(sbatch_round)
-        k=$(kiln_round "lat_$r")
-    fi
-    K+=("$k") S+=("$s")
-    printf '%-6s %10s %10s\n' "$r" "$k" "$s"
-done
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-mk=$(med "${K[@]}") ms=$(med "${S[@]}")
-printf 'median  %10s %10s   kiln/sbatch %.2fx\n' "$mk" "$ms" "$(awk "BEGIN{print $mk/$ms}")"
+KINDS=${KINDS:-plain container trial}
+if [[ " $KINDS " = *" container "* ]]; then
+    root=$T/img
+    mkdir -p "$root/bin" "$root/tmp"
+    cp "$(command -v busybox)" "$root/bin/busybox" && ln -sf busybox "$root/bin/sleep" && ln -sf busybox "$root/bin/sh"
+    tar -C "$root" -c . | podman import -q - "$IMG" >/dev/null || { echo "cannot import the bench image" >&2; exit 1; }
+fi
+for kind in $KINDS; do
+    case $kind in
+    plain) echo "# submit -> running through Slurm (2 slurmd, 3 one-GPU tasks): $cpu" ;;
+    container) echo "# the same job in containers (imageUri; by hand: srun podman run), to squeue's R: $cpu" ;;
+    trial) echo "# a tuning job's first trial (1 one-GPU task), to squeue's R: $cpu" ;;
+    *) echo "unknown kind $kind (plain, container, trial)" >&2; exit 2 ;;
+    esac
+    printf '%-6s %10s %10s\n' round kiln_s sbatch_s
+    K=() S=()
+    for r in $(seq 1 "$ROUNDS"); do
+        if [ $((r % 2)) = 1 ]; then
+            k=$(kiln_round "$kind" "lat_${kind}_$r")
+            s=$(sbatch_round "$kind")
+        else
+            s=$(sbatch_round "$kind")
+            k=$(kiln_round "$kind" "lat_${kind}_$r")
+        fi
+        K+=("$k") S+=("$s")
+        printf '%-6s %10s %10s\n' "$r" "$k" "$s"
+    done
+    mk=$(med "${K[@]}") ms=$(med "${S[@]}")
+    printf 'median  %10s %10s   %s kiln/sbatch %.2fx\n' "$mk" "$ms" "$kind" "$(awk "BEGIN{print $mk/$ms}")"
+done
