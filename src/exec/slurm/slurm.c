@@ -791,6 +791,29 @@ static bool fits(ssup *s, const kiln_replica_plan *plans, size_t np, char *why, 
     return true;
 }
 
+/* Whether a QUEUED job can be handed to Slurm at all: what create refuses
+ * (kiln_slurm_check_job, for a job queued by a kilnd that ran with another
+ * executor), a plan in this catalog, and a partition that could ever hold
+ * it. Its plans' count, or 0 after the job was refused (FAILED, saying why). */
+static size_t runnable(ssup *s, kiln_job_record *rec, kiln_replica_plan plans[KILN_ROLE_COUNT])
+{
+    char field[128], why[1024] = "";
+    if (!kiln_slurm_check_job(s->d, rec->project, rec->job, field, sizeof field, why, sizeof why)) {
+        refuse(s, rec, "%s: %s", field, why);
+        return 0;
+    }
+    size_t np = kiln_catalog_plan(s->d->catalog, rec->job, plans);
+    if (np == 0) {
+        refuse(s, rec, "the job has no replicas to run in this catalog");
+        return 0;
+    }
+    if (!fits(s, plans, np, why, sizeof why)) {
+        refuse(s, rec, "This job can never run on this cluster: %s", why);
+        return 0;
+    }
+    return np;
+}
+
 /* The replicas' working directory: DIR/work, a trial's DIR/N (as on one
  * machine: its event files are read there). */
 static void work_dir(const sjob *j, char *buf, size_t len)
@@ -1225,22 +1248,8 @@ static void submit(ssup *s, kiln_job_record *rec, json_t *byname, bool restart)
     }
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     char why[1024] = "";
-    /* what create refuses (kiln_slurm_check_job), for a job queued by a
-     * kilnd that ran with another executor */
-    char field[128];
-    if (!kiln_slurm_check_job(d, rec->project, rec->job, field, sizeof field, why, sizeof why)) {
-        refuse(s, rec, "%s: %s", field, why);
-        return;
-    }
-    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
-    if (np == 0) {
-        refuse(s, rec, "the job has no replicas to run in this catalog");
-        return;
-    }
-    if (!fits(s, plans, np, why, sizeof why)) {
-        refuse(s, rec, "This job can never run on this cluster: %s", why);
-        return;
-    }
+    size_t np = runnable(s, rec, plans);
+    if (np == 0) return;
     sjob *j = calloc(1, sizeof *j);
     size_t n = 0;
     for (size_t p = 0; p < np; p++)
@@ -1730,21 +1739,10 @@ static void study_end(ssup *s, sstudy *st)
 static void study_begin(ssup *s, kiln_job_record *rec)
 {
     kilnd *d = s->d;
-    char field[128], why[1024] = "";
+    char why[1024] = "";
     kiln_replica_plan plans[KILN_ROLE_COUNT];
-    if (!kiln_slurm_check_job(d, rec->project, rec->job, field, sizeof field, why, sizeof why)) {
-        refuse(s, rec, "%s: %s", field, why);
-        return;
-    }
-    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
-    if (np == 0) {
-        refuse(s, rec, "the job has no replicas to run in this catalog");
-        return;
-    }
-    if (!fits(s, plans, np, why, sizeof why)) {
-        refuse(s, rec, "This job can never run on this cluster: %s", why);
-        return;
-    }
+    size_t np = runnable(s, rec, plans);
+    if (np == 0) return;
     sstudy *st = study_new(s, rec);
     if (!st) return;
     st->st = kiln_trials_open(d->store, rec->project, rec->job->job_id, st->job, rec->runtime, true,
@@ -2335,21 +2333,9 @@ static void el_submit(ssup *s, sgroup *g, int k, json_t *byname)
 static void el_begin(ssup *s, kiln_job_record *rec)
 {
     kilnd *d = s->d;
-    char field[128], why[1024] = "";
     kiln_replica_plan plans[KILN_ROLE_COUNT];
-    if (!kiln_slurm_check_job(d, rec->project, rec->job, field, sizeof field, why, sizeof why)) {
-        refuse(s, rec, "%s: %s", field, why);
-        return;
-    }
-    size_t np = kiln_catalog_plan(d->catalog, rec->job, plans);
-    if (np == 0) {
-        refuse(s, rec, "the job has no replicas to run in this catalog");
-        return;
-    }
-    if (!fits(s, plans, np, why, sizeof why)) {
-        refuse(s, rec, "This job can never run on this cluster: %s", why);
-        return;
-    }
+    size_t np = runnable(s, rec, plans);
+    if (np == 0) return;
     sgroup *g = el_new(s, rec);
     if (!g) return;
     el_save(s, g);
