@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "daemon/kilnd.h"
+#include "exec/supervisor/qwait.h"
 #include "notebooks/notebooks.h"
 #include "util/atomic.h"
 #include "daemon/tokens.h"
@@ -389,14 +390,7 @@ static void cleanup(kilnd *d)
     pthread_mutex_destroy(&d->mu);
     pthread_rwlock_destroy(&d->tokens_mu);
     kiln_queues_free(d->queues);
-    for (size_t i = 0; i < d->n_qwait; i++) {
-        free(d->qwait[i].project);
-        free(d->qwait[i].job_id);
-        free(d->qwait[i].local_queue);
-        free(d->qwait[i].cluster_queue);
-        free(d->qwait[i].why);
-    }
-    free(d->qwait);
+    kilnd_qwait_free(d->qwait, d->n_qwait);
     pthread_mutex_destroy(&d->queues_mu);
 }
 

@@ -11,6 +11,7 @@
 
 #include "exec/slurm/accounts.h"
 #include "exec/slurm/slurm.h"
+#include "exec/supervisor/qwait.h"
 
 #define SACCTMGR_TIMEOUT_S 30
 
@@ -227,30 +228,6 @@ void kiln_slurm_wait_reason(const kiln_queues *q, const char *account, const cha
         snprintf(buf, len, "Slurm holds it PENDING (%s)", r);
 }
 
-static int by_key(const void *a, const void *b)
-{
-    const kilnd_qwait *x = a, *y = b;
-    int c = strcmp(x->project, y->project);
-    return c ? c : strcmp(x->job_id, y->job_id);
-}
-
-static void qwait_clear(kilnd_qwait *x)
-{
-    free(x->project);
-    free(x->job_id);
-    free(x->local_queue);
-    free(x->cluster_queue);
-    free(x->why);
-    *x = (kilnd_qwait){0};
-}
-
-static void qwait_free(kilnd_qwait *w, size_t n)
-{
-    for (size_t i = 0; w && i < n; i++)
-        qwait_clear(&w[i]);
-    free(w);
-}
-
 void kiln_slurm_publish_waits(kilnd *d, const kiln_slurm_wait *w, size_t n)
 {
     kilnd_qwait *v = calloc(n ? n : 1, sizeof *v);
@@ -274,15 +251,12 @@ void kiln_slurm_publish_waits(kilnd *d, const kiln_slurm_wait *w, size_t n)
                     }
             }
         if (!x->project || !x->job_id || !x->why) { /* out of memory: left out */
-            qwait_clear(x);
+            kilnd_qwait_clear(x);
             continue;
         }
         k++;
     }
-    if (v) qsort(v, k, sizeof *v, by_key);
-    qwait_free(d->qwait, d->n_qwait);
-    d->qwait = v;
-    d->n_qwait = v ? k : 0;
+    kilnd_qwait_publish(d, v, k);
     pthread_mutex_unlock(&d->queues_mu);
 }
 

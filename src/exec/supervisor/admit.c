@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/supervisor/qwait.h"
 #include "exec/supervisor/supervisor_int.h"
 #include "api/audit.h"
 #include "kiln/queues.h"
@@ -165,30 +166,6 @@ static bool goes_first(const kiln_queues *q, const cand *x, bool xb, int64_t xs,
     return x->e->seq < y->e->seq;
 }
 
-static int by_key(const void *pa, const void *pb)
-{
-    const kilnd_qwait *a = pa, *b = pb;
-    int c = strcmp(a->project, b->project);
-    return c ? c : strcmp(a->job_id, b->job_id);
-}
-
-static void qwait_clear(kilnd_qwait *x)
-{
-    free(x->project);
-    free(x->job_id);
-    free(x->local_queue);
-    free(x->cluster_queue);
-    free(x->why);
-    *x = (kilnd_qwait){0};
-}
-
-static void qwait_free(kilnd_qwait *w, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        qwait_clear(&w[i]);
-    free(w);
-}
-
 /* Replaces kilnd's record of why jobs wait (under queues_mu, held); the
  * running tuning jobs' waiting trials (admit_trial's) are kept. */
 static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
@@ -225,12 +202,9 @@ static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
                          : "BestEffortFIFO");
         x->why = strdup(c[i].why);
         x->position = c[i].lq >= 0 ? pos : 0;
-        if (!x->project || !x->job_id || !x->why) qwait_clear(&w[--n]); /* out of memory */
+        if (!x->project || !x->job_id || !x->why) kilnd_qwait_clear(&w[--n]); /* out of memory */
     }
-    if (w) qsort(w, n, sizeof *w, by_key);
-    qwait_free(d->qwait, d->n_qwait);
-    d->qwait = w;
-    d->n_qwait = w ? n : 0;
+    kilnd_qwait_publish(d, w, n);
 }
 
 /* The labels of the flavors an assignment chose, joined. */
@@ -706,7 +680,7 @@ static void trial_wait(kilnd *d, const char *project, const char *job_id, const 
             strcmp(d->qwait[i].job_id, job_id) == 0)
             x = &d->qwait[i];
     if (x) { /* forgotten, or written again below */
-        qwait_clear(x);
+        kilnd_qwait_clear(x);
         *x = d->qwait[--d->n_qwait];
     }
     kilnd_qwait *w = why ? realloc(d->qwait, (d->n_qwait + 1) * sizeof *w) : NULL;
@@ -722,9 +696,9 @@ static void trial_wait(kilnd *d, const char *project, const char *job_id, const 
         if (x->project && x->job_id && x->why)
             d->n_qwait++;
         else
-            qwait_clear(x);
+            kilnd_qwait_clear(x);
     }
-    if (d->n_qwait) qsort(d->qwait, d->n_qwait, sizeof *d->qwait, by_key);
+    kilnd_qwait_sort(d);
 }
 
 void trial_wait_clear(sup *s, const char *project, const char *job_id)
