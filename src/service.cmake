@@ -155,7 +155,7 @@ endif()
 # 130 s alone): a loaded 2-core box took both past 180 s. The Slurm tests
 # start a two-node cluster each, as it_slurm does
 foreach(t svc_it_notebooks svc_it_pytorchjob svc_it_slurm_tuning svc_it_slurm_container
-          svc_it_slurm_parity svc_it_slurm_queues svc_it_slurm_elastic)
+          svc_it_slurm_parity svc_it_slurm_queues svc_it_slurm_elastic svc_it_slurm_steps)
   if(TEST ${t})
     set_tests_properties(${t} PROPERTIES TIMEOUT 480)
   endif()
@@ -192,6 +192,9 @@ if(TEST svc_it_dashboard)
 endif()
 if(TEST svc_it_container)
   kiln_test_needs(svc_it_container podman)
+endif()
+if(TEST svc_it_slurm_steps)
+  kiln_test_needs(svc_it_slurm_steps slurm mknod)
 endif()
 if(TEST svc_it_slurm)
   kiln_test_needs(svc_it_slurm slurm mknod)

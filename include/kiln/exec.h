@@ -206,6 +206,11 @@ typedef struct kiln_exec_spec {
      * its node with the GPUs Slurm gave it (NULL: none) */
     const char *devices_arg;
     long uid, gid; /* run as (-1: the monitor's own) */
+    /* where it runs: a command that runs what follows it on the replica's
+     * node (`srun --jobid=A --het-group=K ... --`: a step of the Slurm
+     * allocation its gang holds), put before the program and before the
+     * image's pull and check; NULL or empty: this machine */
+    const kiln_strv *via;
 } kiln_exec_spec;
 
 /* What kilnd keeps of a started (or adopted) replica. */

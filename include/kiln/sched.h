@@ -39,6 +39,10 @@ typedef struct kiln_slot {
     double memory_gb;
     int limit_vcpus; /* the plan's: no node smaller than these takes it, hard or not */
     double limit_memory_gb;
+    /* held by another placement backend: the Slurm allocation (job id) and
+     * its component that hold this slot; 0: kiln's own book alone */
+    long alloc;
+    int alloc_part;
 } kiln_slot;
 
 typedef struct kiln_placement {

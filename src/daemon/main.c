@@ -39,6 +39,8 @@
 #include "kiln/objects.h"
 #include "kiln/queues.h"
 #include "exec/slurm/accounts.h"
+#include "exec/slurm/alloc.h"
+#include "exec/slurm/slurm.h"
 
 /* seconds between malloc_trim calls of the idle main thread (see main) */
 #define TRIM_EVERY_S 10
@@ -56,6 +58,7 @@ static const char usage[] =
     "             [--allow-root-replicas yes|no] [--nvml-library PATH]\n"
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
+    "             [--slurm-launch batch|steps]\n"
     "             [--queues FILE] [--hpa-sync-period SECONDS]\n"
     "             [--hpa-downscale-stabilization SECONDS]\n"
     "             [--notebook-python PATH] [--notebook-env KEY=PYTHON]...\n"
@@ -70,7 +73,9 @@ static const char usage[] =
     "--tls-key (PEM), or --insecure-plain-http. SIGHUP reloads the tokens file and\n"
     "the certificate. Below --min-free-bytes free in the data dir's file system\n"
     "(default 64 MiB) creates answer 503. --executor slurm hands each job whole to\n"
-    "the Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md.\n"
+    "the Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md;\n"
+    "with --slurm-launch steps kiln's own supervisor runs it, Slurm places each gang\n"
+    "as an allocation and every replica is a step in it.\n"
     "Without --node-config this machine's GPUs come from NVML: libnvidia-ml.so.1, or\n"
     "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n"
     "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
@@ -234,6 +239,12 @@ out:
 }
 
 /* PATH lookup of an executable name (a name with a slash is taken as is). */
+/* A Slurm node's GRES type as kiln's accelerator type (--slurm-gpu-type). */
+static const char *slurm_type_of(void *ctx, const char *gres)
+{
+    return kiln_slurm_kiln_type(ctx, gres);
+}
+
 static char *which(const char *name)
 {
     if (strchr(name, '/')) return access(name, X_OK) == 0 ? strdup(name) : NULL;
@@ -516,6 +527,12 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--slurm-account") == 0) {
             free(d.slurm.account);
             d.slurm.account = strdup(v);
+        } else if (strcmp(a, "--slurm-launch") == 0) {
+            if (strcmp(v, "batch") != 0 && strcmp(v, "steps") != 0) {
+                fprintf(stderr, "kilnd: --slurm-launch is batch or steps, not '%s'\n", v);
+                goto out;
+            }
+            d.slurm.steps = strcmp(v, "steps") == 0;
         } else if (strcmp(a, "--slurm-machine-resources") == 0) {
             if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0) {
                 fprintf(stderr, "kilnd: --slurm-machine-resources wants yes or no\n");
@@ -607,6 +624,12 @@ int main(int argc, char **argv)
         }
         if (!d.slurm.partition || !*d.slurm.partition) {
             fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
+            goto out;
+        }
+        if (d.slurm.steps && d.queues_path) {
+            fprintf(stderr, "kilnd: --queues with --slurm-launch steps is not built yet: use "
+                            "--slurm-launch batch (Slurm's accounts carry the queues: "
+                            "docs/queues.md) or leave out --queues\n");
             goto out;
         }
         /* A project's Slurm jobs run as its user (root submits them with
@@ -716,8 +739,16 @@ int main(int argc, char **argv)
         goto out;
     }
     char gpu_note[1024];
-    if (kiln_cluster_load(d.node_config, d.nvml_library, &d.cluster, &dg, gpu_note,
-                          sizeof gpu_note) != KILN_OK)
+    if (d.slurm.on && d.slurm.steps) {
+        /* the one supervisor over Slurm: the partition's nodes are the
+         * cluster kiln's book keeps (Slurm places; src/exec/supervisor/place.c) */
+        if (kiln_slurm_cluster(d.slurm.partition, d.slurm.machine_resources, slurm_type_of, &d,
+                               &d.cluster, path, sizeof path) != KILN_OK) {
+            fprintf(stderr, "kilnd: --slurm-launch steps: %s\n", path);
+            goto out;
+        }
+    } else if (kiln_cluster_load(d.node_config, d.nvml_library, &d.cluster, &dg, gpu_note,
+                                 sizeof gpu_note) != KILN_OK)
         goto diag;
     if (d.node_config && d.nvml_library) {
         fprintf(stderr, "kilnd: --nvml-library is for this machine's GPUs; with --node-config "
@@ -756,15 +787,16 @@ int main(int argc, char **argv)
     }
 
     if (d.slurm.on) {
-        /* the Slurm executor reconciles from Slurm itself (src/exec/slurm) */
+        /* the Slurm executor's replicas run under it; with --slurm-launch
+         * steps, a container's GPUs go in through it */
         d.slurm.task = find_next_to_self("kiln-slurm-task");
         if (!d.slurm.task) {
             fprintf(stderr, "kilnd: cannot find kiln-slurm-task next to kilnd\n");
             goto out;
         }
-    } else {
-        kilnd_reconcile(&d);
     }
+    /* the Slurm executor reconciles from Slurm itself (src/exec/slurm) */
+    if (!d.slurm.on || d.slurm.steps) kilnd_reconcile(&d);
 
     lfd = bind_listen(d.listen, bound, sizeof bound);
     if (lfd < 0) {

@@ -292,11 +292,22 @@ kiln_err kiln__mon_argv(const kiln__mon_args *a, const char *const *prog, size_t
     return KILN_OK;
 }
 
+/* *out = via then v (an empty v stays empty: no pull is no pull). */
+static kiln_err via_prefix(const kiln_strv *via, const kiln_strv *v, kiln_strv *out)
+{
+    kiln_err err = KILN_OK;
+    for (size_t i = 0; v->n && err == KILN_OK && i < via->n; i++)
+        err = kiln_strv_push(out, via->v[i]);
+    for (size_t i = 0; err == KILN_OK && i < v->n; i++)
+        err = kiln_strv_push(out, v->v[i]);
+    return err;
+}
+
 kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
                          const kiln_strv *prog, const kiln_strv *pull, const kiln_strv *exists,
                          kiln_exec_handle *h, char *why, size_t whylen)
 {
-    kiln_strv av = {0}, env = {0};
+    kiln_strv av = {0}, env = {0}, vprog = {0}, vpull = {0}, vexists = {0};
     char **avp = NULL, **envp = NULL;
     int life[2] = {-1, -1};
     kiln_err err = KILN_ENOMEM;
@@ -311,6 +322,15 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
         return KILN_EINVAL;
     }
     kiln_exec_forget(spec->state);
+    if (spec->via && spec->via->n) { /* each command runs on the replica's node */
+        if (via_prefix(spec->via, prog, &vprog) != KILN_OK ||
+            (pull && via_prefix(spec->via, pull, &vpull) != KILN_OK) ||
+            (exists && via_prefix(spec->via, exists, &vexists) != KILN_OK))
+            goto out;
+        prog = &vprog;
+        pull = pull ? &vpull : NULL;
+        exists = exists ? &vexists : NULL;
+    }
     kiln__mon_args ma = {.monitor = cfg->monitor,
                          .state = spec->state,
                          .job_log = spec->job_log,
@@ -374,5 +394,8 @@ out:
     free(envp);
     kiln_strv_clear(&av);
     kiln_strv_clear(&env);
+    kiln_strv_clear(&vprog);
+    kiln_strv_clear(&vpull);
+    kiln_strv_clear(&vexists);
     return err;
 }

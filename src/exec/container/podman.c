@@ -166,7 +166,9 @@ static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *
                              kiln_exec_handle *h, char *why, size_t whylen)
 {
     kiln_strv prog = {0}, pull = {0}, exists = {0};
-    kiln_err err = podman_check(cfg, spec->n_gpus, spec->simulated, why, whylen);
+    /* on another node (spec->via) the GPUs' CDI spec is that node's */
+    bool remote = spec->via && spec->via->n;
+    kiln_err err = podman_check(cfg, remote ? 0 : spec->n_gpus, spec->simulated, why, whylen);
     if (err != KILN_OK) return err;
     err = kiln__podman_argv(cfg, spec, &prog, &pull, &exists);
     if (err != KILN_OK) goto out;

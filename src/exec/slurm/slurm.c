@@ -175,6 +175,18 @@ static const char *gres_type(const kilnd *d, const char *t)
 }
 
 /* The kiln accelerator type of GRES type `g` (the map read backwards), or NULL. */
+static const char *kiln_type_of(const kilnd *d, const char *g);
+
+const char *kiln_slurm_gres_type(const kilnd *d, const char *t)
+{
+    return gres_type(d, t);
+}
+
+const char *kiln_slurm_kiln_type(const kilnd *d, const char *g)
+{
+    return kiln_type_of(d, g);
+}
+
 static const char *kiln_type_of(const kilnd *d, const char *g)
 {
     for (size_t i = 0; g && *g && i < d->slurm.gpu_type_n; i++) {
@@ -199,9 +211,12 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
                           size_t flen, char *why, size_t whylen)
 {
     const kiln_training_input *ti = &job->training_input;
+    /* --slurm-launch batch (this file's supervisor) runs less than kiln's
+     * own supervisor does over Slurm's allocations (steps) */
+    bool batch = !d->slurm.steps;
     /* elastic PyTorchJobs: each worker a Slurm job of its own (el_*),
      * Worker 0 the rendezvous host */
-    if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy &&
+    if (batch && ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy &&
         !ti->pytorch_job.workers_only) {
         snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy");
         snprintf(why, whylen,
@@ -219,14 +234,30 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
                  "runs between minReplicas and maxReplicas as Slurm grants workers)");
         return false;
     }
-    if (ti->package_uris.n) {
+    /* Slurm's nodes have names, not labels (the placement asks --nodelist) */
+    for (int r = 0; !batch && r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        for (size_t i = 0; rc && i < rc->node_selector.n; i++) {
+            const char *k = rc->node_selector.keys[i];
+            if (strcmp(k, "kubernetes.io/hostname") == 0 || strcmp(k, "kiln.dev/node") == 0)
+                continue;
+            char sfx[200];
+            snprintf(sfx, sizeof sfx, "nodeSelector.%.150s", k);
+            role_field((kiln_role)r, sfx, field, flen);
+            snprintf(why, whylen,
+                     "Slurm's nodes have no labels: only kubernetes.io/hostname or "
+                     "kiln.dev/node (a node's name) can be asked of Slurm");
+            return false;
+        }
+    }
+    if (batch && ti->package_uris.n) {
         snprintf(field, flen, "trainingInput.packageUris");
         snprintf(why, whylen,
                  "packageUris are not staged by the Slurm executor yet: use a program on the "
                  "nodes (containerCommand or a kiln.* module)");
         return false;
     }
-    if (ti->runtime_version && *ti->runtime_version) {
+    if (batch && ti->runtime_version && *ti->runtime_version) {
         snprintf(field, flen, "trainingInput.runtimeVersion");
         snprintf(why, whylen,
                  "'%.32s' runs in the catalog's image for it, which is not run by the Slurm "
@@ -252,8 +283,8 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
                      rc->image_uri);
             return false;
         }
-        if (project && kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK &&
-            uid >= 0) {
+        if (batch && project &&
+            kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK && uid >= 0) {
             snprintf(why, whylen,
                      "project %s's jobs run as its own user under Slurm (sbatch --uid), and podman "
                      "as that user would be rootless podman, which kiln does not set up: run the "

@@ -41,4 +41,9 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
  * frees). Returns the exit status (-1: could not run or timed out). */
 int kiln_slurm_run(char *const argv[], char **out, int timeout_s);
 
+/* The site's GPU type map (--slurm-gpu-type KILN_TYPE=GRES_TYPE): the GRES
+ * type of kiln type `t`, and kiln's type of GRES type `g`; NULL: unmapped. */
+const char *kiln_slurm_gres_type(const kilnd *d, const char *t);
+const char *kiln_slurm_kiln_type(const kilnd *d, const char *g);
+
 #endif

@@ -144,7 +144,7 @@ static size_t node_by_name(const kilnd *d, const char *name)
 static void reps_drop(sup *s, rjob *j, bool ports)
 {
     for (size_t i = 0; j->reps && i < j->n; i++) {
-        if (j->reps[i].alive) kiln_exec_signal(&s->d->exec, &j->reps[i].h, SIGKILL);
+        if (j->reps[i].alive) rep_signal(s, j, &j->reps[i], SIGKILL);
         if (ports && j->reps[i].port > 0 && !j->reps[i].dropped) port_give(s, j->reps[i].port);
     }
     free(j->reps);
@@ -226,6 +226,10 @@ static rjob *adopt_reps(sup *s, const char *project, const char *job_id, json_t 
         sl->role = r->role;
         sl->index = r->index;
         sl->node = r->dropped ? (size_t)-1 : r->node;
+        sl->alloc = (long)json_integer_value(json_object_get(o, "slurmAllocation"));
+        sl->alloc_part = json_object_get(o, "slurmComponent")
+                             ? (int)json_integer_value(json_object_get(o, "slurmComponent"))
+                             : -1;
         sl->vcpus = (int)json_integer_value(json_object_get(o, "vcpus"));
         sl->memory_gb = json_number_value(json_object_get(o, "memoryGb"));
         const char *ex = json_string_value(json_object_get(o, "executor"));

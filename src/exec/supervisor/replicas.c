@@ -182,6 +182,11 @@ static json_t *replica_json(sup *s, rjob *j, size_t i)
         devs ? devs : json_array(), "vcpus", sl->vcpus, "memoryGb", sl->memory_gb, "dropped",
         r->dropped, "started", r->started, "restarts", r->restarts);
     if (a && r->leaving) json_object_set_new(a, "leaving", json_true());
+    /* placed by Slurm: the allocation and component it is a step of */
+    if (a && sl->alloc > 0) {
+        json_object_set_new(a, "slurmAllocation", json_integer(sl->alloc));
+        json_object_set_new(a, "slurmComponent", json_integer(sl->alloc_part));
+    }
     if (a) json_object_set_new(a, "code", json_integer(r->code));
     if (a) json_object_set_new(a, "metricsOffset", json_integer(r->moff));
     /* a tuning job's replicas say whose trial they are */
@@ -364,11 +369,7 @@ void rjob_free(sup *s, rjob *j)
         close_replica(s, j, &j->reps[i]);
         if (j->reps[i].port > 0) port_give(s, j->reps[i].port);
     }
-    if (j->pl.n) {
-        pthread_mutex_lock(&s->d->mu);
-        kiln_sched_release(s->d->sched, &j->pl);
-        pthread_mutex_unlock(&s->d->mu);
-    }
+    if (j->pl.n) place_release(s, &j->pl);
     kiln_placement_free(&j->pl);
     if (j->log_fd >= 0) close(j->log_fd);
     free(j->reps);

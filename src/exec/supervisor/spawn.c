@@ -244,7 +244,7 @@ static kiln_err stage_packages(kilnd *d, rjob *j, char *why, size_t whylen, char
 void stop_all(sup *s, rjob *j, int sig)
 {
     for (size_t i = 0; i < j->n; i++)
-        if (j->reps[i].alive) kiln_exec_signal(&s->d->exec, &j->reps[i].h, sig);
+        if (j->reps[i].alive) rep_signal(s, j, &j->reps[i], sig);
 }
 
 void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
@@ -321,7 +321,7 @@ static kiln_err gcs_binds(kilnd *d, const rjob *j, kiln_strv *binds)
  * when an elastic worker is restarted or added). */
 kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
 {
-    kiln_strv argv = {0}, env = {0}, cargs = {0}, hosts = {0}, binds = {0};
+    kiln_strv argv = {0}, env = {0}, cargs = {0}, hosts = {0}, binds = {0}, via = {0};
     char state[PATH_MAX + 64], rlog[PATH_MAX + 64], jlog[PATH_MAX + 16], work[PATH_MAX + 16];
     char name[160] = "";
     size_t nt = 0, self = 0;
@@ -438,7 +438,25 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
         if (n_mounts == 2 && chown(jd, (uid_t)uid, (gid_t)gid) < 0) {
         }
     }
+    /* placed by Slurm: a step of its allocation, run from here by srun,
+     * which needs to find the cluster's configuration. A container's GPUs
+     * are the ones Slurm gives the step: kiln-slurm-task puts them in its
+     * place on the node (--device nvidia.com/gpu=N for each) */
+    if ((err = place_via(s, j, i, &via)) != KILN_OK) goto out;
+    bool slurm_gpus = via.n && image && r->n_gpus > 0;
+    if (slurm_gpus && ((err = kiln_strv_push(&via, s->d->slurm.task)) != KILN_OK ||
+                       (err = kiln_strv_push(&via, "--devices")) != KILN_OK))
+        goto out;
+    const char *sconf = getenv("SLURM_CONF");
+    if (via.n && sconf) {
+        char *kv = NULL;
+        if (asprintf(&kv, "SLURM_CONF=%s", sconf) < 0) kv = NULL;
+        err = kv ? kiln_strv_push(&env, kv) : KILN_ENOMEM;
+        free(kv);
+        if (err != KILN_OK) goto out;
+    }
     kiln_exec_spec spec = {.kind = r->kind,
+                           .via = &via,
                            .task = r->task,
                            .state = state,
                            .job_log = jlog,
@@ -460,6 +478,10 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .simulated = r->simulated,
                            .uid = uid,
                            .gid = gid};
+    if (slurm_gpus) {
+        spec.n_gpus = 0;
+        spec.devices_arg = "KILN_SLURM_DEVICES";
+    }
     /* resources.limits (checked at create; container replicas only) */
     if (rc && image && rc->cpu_limit && !kiln_quantity_cpu_milli(rc->cpu_limit, &spec.cpu_milli))
         spec.cpu_milli = 0;
@@ -501,6 +523,7 @@ out:
     kiln_strv_clear(&hosts);
     kiln_strv_clear(&binds);
     kiln_strv_clear(&env);
+    kiln_strv_clear(&via);
     return err;
 }
 

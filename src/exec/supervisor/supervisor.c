@@ -118,7 +118,8 @@ static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const cha
  * With elasticPolicy.metrics they start from the Worker replicas (within
  * the bounds), as the operator's job does before its HPA acts (hpa.c).
  * `plans` has room for KILN_ROLE_COUNT; *np is updated. Called under d->mu. */
-static kiln_err place_elastic(kilnd *d, const kiln_job *job, kiln_replica_plan *plans, size_t *np,
+static kiln_err place_elastic(sup *s, const place_who *who, const kiln_job *job,
+                              kiln_replica_plan *plans, size_t *np,
                               const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl,
                               char *why, size_t whylen)
 {
@@ -129,7 +130,7 @@ static kiln_err place_elastic(kilnd *d, const kiln_job *job, kiln_replica_plan *
         if (plans[p].role == KILN_ROLE_WORKER) w = p;
     if (w == *np) { /* one Worker only: the others have the master's shape (worker 0's) */
         if (*np == 0 || *np >= KILN_ROLE_COUNT || !wo)
-            return kiln_sched_place_sel(d->sched, plans, *np, sel, pl, why, whylen);
+            return place_job(s, who, plans, *np, sel, pl, why, whylen);
         plans[w] = plans[0];
         plans[w].role = KILN_ROLE_WORKER;
     }
@@ -140,10 +141,15 @@ static kiln_err place_elastic(kilnd *d, const kiln_job *job, kiln_replica_plan *
         if (top < ep->min_replicas) top = ep->min_replicas;
         if (top > ep->max_replicas) top = ep->max_replicas;
     }
+    /* Slurm: the gang is minReplicas workers, one allocation; the others
+     * are asked of Slurm one by one (grow), each an allocation of its own,
+     * and join the job as Slurm grants them */
+    if (place_slurm(s)) top = ep->min_replicas > 1 ? ep->min_replicas : 1;
     for (int64_t want = top; want >= ep->min_replicas && want >= 1; want--) {
         plans[w].count = want - wo;
         size_t n = plans[w].count > 0 ? w + 1 : w; /* a PyTorchJob has no roles past Worker */
-        err = kiln_sched_place_sel(d->sched, plans, n, sel, pl, why, whylen);
+        err = place_job(s, who, plans, n, sel, pl, why, whylen);
+        if (err == KILN_ECONFLICT && place_slurm(s)) break; /* Slurm's answer: it waits */
         if (err == KILN_OK) {
             *np = n;
             break;
@@ -177,6 +183,9 @@ static bool is_blocked(const blocked *b, const char *type)
  * maxWaitTime is not looked at here: try_start does that first. */
 static bool skip_now(sup *s, const qent *e, const blocked *b)
 {
+    /* Slurm orders the allocations (priorities, backfill): every queued
+     * job's is asked for, and looked at, on every pass */
+    if (place_slurm(s)) return false;
     if (squeue_failed_now(s, e)) return true;
     if (e->nt == 0 || !squeue_fits(s, e)) return false;
     for (size_t t = 0; t < e->nt; t++)
@@ -230,10 +239,11 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
             ok = kiln_map_set(&merged[r], extra->keys[i], extra->vals[i]) == KILN_OK;
         if (ok) sel[r] = &merged[r];
     }
-    kiln_err err = rec->job->training_input.pytorch_job.has_elastic_policy
-                       ? place_elastic(d, rec->job, plans, &np, sel, &pl, why, sizeof why)
-                       : kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
     pthread_mutex_unlock(&d->mu);
+    place_who who = {rec->project, rec->job->job_id, NULL};
+    kiln_err err = rec->job->training_input.pytorch_job.has_elastic_policy
+                       ? place_elastic(s, &who, rec->job, plans, &np, sel, &pl, why, sizeof why)
+                       : place_job(s, &who, plans, np, sel, &pl, why, sizeof why);
     for (int r = 0; r < KILN_ROLE_COUNT; r++)
         kiln_map_clear(&merged[r]);
     if (wait_why && wait_len) snprintf(wait_why, wait_len, "%s", err == KILN_OK ? "" : why);
@@ -255,12 +265,11 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
     for (size_t p = 0; p < np; p++)
         held |= is_blocked(b, plans[p].accelerator_type);
     if (err == KILN_OK && held) { /* it fits, but an earlier job waits for these devices */
-        pthread_mutex_lock(&d->mu);
-        kiln_sched_release(d->sched, &pl);
-        pthread_mutex_unlock(&d->mu);
+        place_release(s, &pl);
         kiln_placement_free(&pl);
         return;
     }
+    if (err != KILN_OK && place_slurm(s)) return; /* Slurm keeps the order of what waits */
     if (err != KILN_OK) { /* waits for devices: later jobs wanting them wait behind it */
         if (err == KILN_ECONFLICT) squeue_fail_now(s, e);
         for (size_t p = 0; p < np; p++)
@@ -276,9 +285,7 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
         /* cancelled meanwhile; or a tuning job, which fits: its trials are
          * placed one by one (start_trials) */
         if (rec->job->training_input.has_hyperparameters) study_begin(s, rec);
-        pthread_mutex_lock(&d->mu);
-        kiln_sched_release(d->sched, &pl);
-        pthread_mutex_unlock(&d->mu);
+        place_release(s, &pl);
         kiln_placement_free(&pl);
         return;
     }
@@ -340,8 +347,9 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
         replica *r = &j->reps[i];
         kiln_exec_kind kind =
             image_of(d->catalog, j->job, r->role) ? KILN_EXEC_CONTAINER : KILN_EXEC_LOCAL;
-        if (kiln_exec_check(&d->exec, kind, (size_t)r->n_gpus, r->simulated, why, sizeof why) !=
-            KILN_OK) {
+        /* a Slurm node's GPUs are that node's business (its CDI spec) */
+        size_t ng = j->pl.slots[i].alloc > 0 ? 0 : (size_t)r->n_gpus;
+        if (kiln_exec_check(&d->exec, kind, ng, r->simulated, why, sizeof why) != KILN_OK) {
             begin_stop(s, j, AS_FAIL, "This job can never run on node %s: the %s replica: %s",
                        d->cluster.nodes[r->node].name, r->task, why);
             return;
@@ -354,9 +362,7 @@ nomem:
     kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(PREPARING),
                               KILN_STATE_QUEUED, NULL, now, NULL);
     rjob_free(s, j);
-    pthread_mutex_lock(&d->mu);
-    kiln_sched_release(d->sched, &pl);
-    pthread_mutex_unlock(&d->mu);
+    place_release(s, &pl);
     kiln_placement_free(&pl);
 }
 
@@ -432,10 +438,7 @@ static int live_workers(const rjob *j)
 static void drop_replica(sup *s, rjob *j, replica *r)
 {
     size_t i = (size_t)(r - j->reps);
-    kiln_placement one = {.slots = &j->pl.slots[i], .n = 1};
-    pthread_mutex_lock(&s->d->mu);
-    kiln_sched_release(s->d->sched, &one);
-    pthread_mutex_unlock(&s->d->mu);
+    place_release_slot(s, &j->pl, i);
     j->pl.slots[i].node = (size_t)-1; /* released: kiln_sched_release skips it */
     if (r->port > 0) port_give(s, r->port);
     r->port = 0;
@@ -506,7 +509,7 @@ static void shrink(sup *s, rjob *j, int want)
         pick->leaving = true;
         pick->scaled_in = true;
         if (pick->alive) {
-            kiln_exec_signal(&s->d->exec, &pick->h, SIGTERM);
+            rep_signal(s, j, pick, SIGTERM);
             pick->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
         }
         kilnd_event(s->d, j->project, j->job_id, "INFO",
@@ -542,9 +545,15 @@ static void grow(sup *s, rjob *j, int64_t now)
     if (!rc) rc = kiln_job_role_config(j->job, KILN_ROLE_MASTER);
     const kiln_map *sel[KILN_ROLE_COUNT] = {0};
     sel[KILN_ROLE_WORKER] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
-    pthread_mutex_lock(&d->mu);
-    kiln_err err = kiln_sched_place_sel(d->sched, &plans[w], 1, sel, &pl, why, sizeof why);
-    pthread_mutex_unlock(&d->mu);
+    int index = 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (j->reps[i].role == KILN_ROLE_WORKER && j->reps[i].index >= index)
+            index = j->reps[i].index + 1;
+    char tag[32];
+    snprintf(tag, sizeof tag, "-w%d", index);
+    place_who who = {j->project, j->job_id, tag};
+    if (place_slurm(s)) j->grow_at_ns = now + 200000000LL; /* Slurm's answer comes by squeue */
+    kiln_err err = place_job(s, &who, &plans[w], 1, sel, &pl, why, sizeof why);
     if (err != KILN_OK) return;
     replica *reps = realloc(j->reps, (j->n + 1) * sizeof *reps);
     if (reps) j->reps = reps;
@@ -552,16 +561,10 @@ static void grow(sup *s, rjob *j, int64_t now)
     if (slots) j->pl.slots = slots;
     int port = slots ? port_take(s) : -1;
     if (port < 0) {
-        pthread_mutex_lock(&d->mu);
-        kiln_sched_release(d->sched, &pl);
-        pthread_mutex_unlock(&d->mu);
+        place_release(s, &pl);
         kiln_placement_free(&pl);
         return;
     }
-    int index = 0;
-    for (size_t i = 0; i < j->n; i++)
-        if (j->reps[i].role == KILN_ROLE_WORKER && j->reps[i].index >= index)
-            index = j->reps[i].index + 1;
     j->pl.slots[j->pl.n++] = pl.slots[0];
     j->pl.slots[j->pl.n - 1].index = index;
     replica *r = &j->reps[j->n++];
@@ -849,7 +852,7 @@ static bool drain_elastic(sup *s, rjob *j, size_t n)
         if (r->dropped || r->node != n) continue;
         r->leaving = true;
         if (r->alive) {
-            kiln_exec_signal(&s->d->exec, &r->h, SIGTERM);
+            rep_signal(s, j, r, SIGTERM);
             r->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
         }
     }
@@ -868,7 +871,7 @@ static void kill_leavers(sup *s, rjob *j, int64_t now)
     for (size_t i = 0; i < j->n; i++) {
         replica *r = &j->reps[i];
         if (!r->alive || !r->leaving || !r->kill_at_ns || now < r->kill_at_ns) continue;
-        kiln_exec_signal(&s->d->exec, &r->h, SIGKILL);
+        rep_signal(s, j, r, SIGKILL);
         r->kill_at_ns = 0;
     }
 }
@@ -919,8 +922,14 @@ static bool tick(sup *s, bool woken)
     watch(s);
     reap(s);
     gpu_tick(s, now);
+    place_tick(s, now);
     drains(s);
     for (rjob *j = s->jobs; j; j = j->next) {
+        char lost[512];
+        /* Slurm took its allocation back (a node failed, scancel): the job
+         * is queued again, as after a drain */
+        if (j->after == AS_NONE && !j->fetch && place_lost(s, j, lost, sizeof lost))
+            begin_stop(s, j, AS_REQUEUE, "%s; the job is queued again", lost);
         /* a package fetched (or cancelled): the attempt goes on (or ends) */
         if (j->fetch && kilnd_fetch_done(j->fetch)) spawn_attempt(s, j);
         mark_running(s, j);
@@ -962,7 +971,7 @@ void *kilnd_supervisor(void *arg)
     sup s = {.d = arg};
     kilnd *d = s.d;
     /* --executor slurm: jobs go whole to Slurm, which places them */
-    if (d->slurm.on) return kiln_slurm_supervisor(d);
+    if (d->slurm.on && !d->slurm.steps) return kiln_slurm_supervisor(d);
     s.port_used = calloc((size_t)d->port_count, sizeof(bool));
     if (!s.port_used) {
         d->stop = 1;
@@ -1006,6 +1015,7 @@ void *kilnd_supervisor(void *arg)
         rjob_free(&s, j);
     }
     studies_free(&s);
+    place_free(&s);
     squeue_close(&s);
     free(s.port_used);
     return NULL;

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 
 #include "daemon/kilnd.h"
+#include "exec/slurm/alloc.h"
 #include "kiln/exec.h"
 #include "kiln/tune.h"
 
@@ -159,6 +160,11 @@ typedef struct sup {
     /* what the GPU watch said last (gpus.c) */
     uint64_t gpu_health_gen, gpu_sample_gen;
     int64_t gpu_last_ns;
+    /* place.c, under Slurm: allocations asked for and not yet handed to a
+     * job, and squeue's last answer about kiln's allocations */
+    struct palloc *pending;
+    kiln_slurm_alloc_list sq;
+    int64_t sq_ns_read, sq_fast_until;
 } sup;
 
 static inline int64_t duration_ns(const kiln_duration *dur)
@@ -230,6 +236,39 @@ void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* The container image of a role, NULL for a process replica. */
 const char *image_of(const kiln_catalog *c, const kiln_job *job, kiln_role role);
+
+/* place.c: the placement backends (kiln's scheduler, or Slurm with
+ * --slurm-launch steps) and what a replica placed by Slurm needs to run */
+bool place_slurm(const sup *s);
+/* Whose gang is placed: a job, and `tag` for one of its parts ("-t3":
+ * trial 3, "-w4": elastic worker 4; NULL: the job's gang). Under Slurm the
+ * allocation is "kiln-PROJECT-JOB" then the tag, its files in the job's
+ * directory (slurm/NAME). */
+typedef struct place_who {
+    const char *project, *job_id, *tag;
+} place_who;
+/* Places plans[0..np) (KILN_OK, *pl filled), or says it waits
+ * (KILN_ECONFLICT) or can never fit (KILN_EINVAL, KILN_ELIMIT), `why` saying
+ * what. Under Slurm the allocation is asked for once and looked at on
+ * every call until Slurm runs it. */
+kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
+                   const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
+                   size_t whylen);
+/* Gives a placement back (Slurm: cancels its allocations). */
+void place_release(sup *s, const kiln_placement *pl);
+/* Gives slot i back (an allocation of its own is cancelled). */
+void place_release_slot(sup *s, kiln_placement *pl, size_t i);
+/* Once a tick: squeue's view of kiln's allocations, and the cancel of those
+ * no pass asks for any more. */
+void place_tick(sup *s, int64_t now);
+/* A running job's allocation ended under it (a node failed, scancel). */
+bool place_lost(const sup *s, const rjob *j, char *why, size_t whylen);
+void place_free(sup *s);
+/* Signals a replica where it runs (a Slurm step: scancel --signal). */
+void rep_signal(sup *s, rjob *j, replica *r, int sig);
+/* The command before replica i's program that runs it on its node (none
+ * for kiln's own nodes). */
+kiln_err place_via(const sup *s, const rjob *j, size_t i, kiln_strv *via);
 
 /* adopt.c */
 /* Adopts the replicas a previous kilnd left running (its runtime records). */

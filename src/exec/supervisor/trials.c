@@ -277,9 +277,12 @@ static bool launch_trial(sup *s, tstudy *st)
     if (d->queues_path) { /* each trial is admitted against its job's quota */
         err = admit_trial(s, st->project, st->job, plans, np, &pl, why, sizeof why);
     } else {
-        pthread_mutex_lock(&d->mu);
-        err = kiln_sched_place_sel(d->sched, plans, np, sel, &pl, why, sizeof why);
-        pthread_mutex_unlock(&d->mu);
+        /* under Slurm each trial is an allocation of its own, named for the
+         * trial it will be (the study numbers them in order) */
+        char tag[32];
+        snprintf(tag, sizeof tag, "-t%zu", kiln_study_trial_count(st->st) + 1);
+        place_who who = {st->project, st->job_id, tag};
+        err = place_job(s, &who, plans, np, sel, &pl, why, sizeof why);
     }
     if (err != KILN_OK) return false;
     kiln_trial *t = kiln_study_next(st->st, kiln_now_ns());
@@ -293,9 +296,7 @@ static bool launch_trial(sup *s, tstudy *st)
     }
     if (!j || !j->project || !j->job_id || !j->reps || !j->job) {
         if (t) kiln_study_end(st->st, t, KILN_TRIAL_QUEUED, 0);
-        pthread_mutex_lock(&d->mu);
-        kiln_sched_release(d->sched, &pl);
-        pthread_mutex_unlock(&d->mu);
+        place_release(s, &pl);
         kiln_placement_free(&pl);
         if (j) rjob_free(s, j);
         return false;

@@ -191,10 +191,53 @@ static bool kept(const char *kv)
            listed(task_env, kv);
 }
 
+/* kiln-slurm-task --devices PROG ARGS...: a container replica launched as a
+ * step of its gang's allocation (kilnd --slurm-launch steps). The GPUs are
+ * the ones Slurm gave the step (its CUDA_VISIBLE_DEVICES): each goes in
+ * through CDI (--device nvidia.com/gpu=N) where PROG's KILN_SLURM_DEVICES
+ * argument stands, and inside the container CUDA counts them from 0. */
+static int exec_devices(int argc, char **argv)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    kiln_strv av = {0}, devs = {0};
+    char *copy = cvd ? strdup(cvd) : NULL, *save = NULL;
+    for (char *g = copy ? strtok_r(copy, ",", &save) : NULL; g; g = strtok_r(NULL, ",", &save)) {
+        char dev[64];
+        snprintf(dev, sizeof dev, "nvidia.com/gpu=%s", g);
+        if (kiln_strv_push(&devs, "--device") != KILN_OK || kiln_strv_push(&devs, dev) != KILN_OK)
+            die("kiln-slurm-task", "%s", "out of memory");
+    }
+    free(copy);
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "KILN_SLURM_DEVICES") == 0) {
+            for (size_t q = 0; q < devs.n; q++)
+                if (kiln_strv_push(&av, devs.v[q]) != KILN_OK)
+                    die("kiln-slurm-task", "%s", "out of memory");
+            continue;
+        }
+        if (kiln_strv_push(&av, argv[i]) != KILN_OK) die("kiln-slurm-task", "%s", "out of memory");
+    }
+    if (av.n == 0) die("kiln-slurm-task", "%s", "--devices: nothing to run");
+    if (devs.n) {
+        char *num = renumbered(devs.n / 2);
+        if (!num || setenv("CUDA_VISIBLE_DEVICES", num, 1) != 0)
+            die("kiln-slurm-task", "%s", "out of memory");
+        free(num);
+    }
+    char **v = calloc(av.n + 1, sizeof *v);
+    if (!v) die("kiln-slurm-task", "%s", "out of memory");
+    memcpy(v, av.v, av.n * sizeof *v);
+    execvp(v[0], v);
+    fprintf(stderr, "kiln-slurm-task: cannot run %s: %s\n", v[0], strerror(errno));
+    return 127;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "--devices") == 0) return exec_devices(argc, argv);
     if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: kiln-slurm-task RUNDIR SPEC ROLE [INDEX]\n");
+        fprintf(stderr, "usage: kiln-slurm-task RUNDIR SPEC ROLE [INDEX]\n"
+                        "       kiln-slurm-task --devices PROG [ARGS...]\n");
         return 2;
     }
     const char *rundir = argv[1], *role = argv[3];

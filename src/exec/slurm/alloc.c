@@ -1,0 +1,439 @@
+/* src/exec/slurm/alloc.c - Slurm allocations and steps (alloc.h): the
+ * plumbing of the Slurm placement and launch backend, through Slurm's own
+ * commands. Nothing here decides what happens to a job. */
+#include "exec/slurm/alloc.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exec/slurm/slurm.h" /* kiln_slurm_run */
+#include "util/atomic.h"
+
+#define CMD_TIMEOUT_S 30
+
+/* The last non-empty line of a command's output: Slurm's error sentence. */
+static void last_line(const char *out, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (!out) return;
+    size_t n = strlen(out);
+    while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
+        n--;
+    size_t s = n;
+    while (s && out[s - 1] != '\n')
+        s--;
+    snprintf(buf, len, "%.*s", (int)(n - s), out + s);
+}
+
+kiln_err kiln_slurm_alloc_submit(const kiln_slurm_alloc_req *rq, long *id, char *why, size_t whylen)
+{
+    char script[PATH_MAX], out[PATH_MAX], buf[256];
+    char *sbout = NULL, *text = NULL;
+    size_t tlen = 0;
+    FILE *f = NULL;
+    kiln_err err = KILN_EIO;
+    *id = 0;
+    if (rq->n == 0) {
+        snprintf(why, whylen, "an allocation of no replicas");
+        return KILN_EINVAL;
+    }
+    snprintf(script, sizeof script, "%s/%s.sh", rq->dir, rq->name);
+    snprintf(out, sizeof out, "%s/%s-%%j.out", rq->dir, rq->name);
+    /* the script: one component per replica, then a body that only waits
+     * (the replicas are steps srun starts into it; scancel ends it) */
+    f = open_memstream(&text, &tlen);
+    if (!f) goto nomem;
+    fprintf(f, "#!/bin/sh\n# kilnd: an allocation for the replicas of one kiln gang, a component\n"
+               "# per role; each replica runs in it as a step (srun --jobid --het-group).\n");
+    for (size_t k = 0; k < rq->n; k++) {
+        const kiln_slurm_comp *c = &rq->comps[k];
+        if (k) fprintf(f, "#SBATCH hetjob\n");
+        fprintf(f, "#SBATCH --ntasks=%d", c->tasks);
+        if (c->cpus > 0) fprintf(f, " --cpus-per-task=%d", c->cpus);
+        if (c->mem_mb > 0)
+            fprintf(f, " --mem-per-cpu=%ldM",
+                    (c->mem_mb + (c->cpus > 0 ? c->cpus : 1) - 1) / (c->cpus > 0 ? c->cpus : 1));
+        if (c->gpus > 0)
+            fprintf(f, " --gpus-per-task=%s%s%d", c->gres ? c->gres : "", c->gres ? ":" : "",
+                    c->gpus);
+        if (c->node) fprintf(f, " --nodes=1 --nodelist=%s", c->node);
+        fprintf(f, "\n");
+    }
+    /* the layout: where Slurm put each component's tasks, written once
+     * (kilnd reads it when the allocation runs), then only a wait */
+    fprintf(f, "set -e\nL=\"%s/layout.$SLURM_JOB_ID\"\n{\n", rq->dir);
+    for (size_t k = 0; k < rq->n; k++) {
+        const char *sfx = rq->n > 1 ? "_HET_GROUP_" : "";
+        char num[24] = "";
+        if (rq->n > 1) snprintf(num, sizeof num, "%zu", k);
+        fprintf(f,
+                "  printf '%%s %%s' %zu \"$SLURM_TASKS_PER_NODE%s%s\"\n"
+                "  for h in $(scontrol show hostnames \"$SLURM_JOB_NODELIST%s%s\"); do "
+                "printf ' %%s' \"$h\"; done\n  echo\n",
+                k, sfx, num, sfx, num);
+    }
+    fprintf(f, "} >\"$L.tmp\"\nmv \"$L.tmp\" \"$L\"\nexec sleep 2147483647\n");
+    if (fclose(f) != 0) {
+        f = NULL;
+        goto nomem;
+    }
+    f = NULL;
+    if (kiln__write_atomic(script, text, tlen, 0755) != 0) {
+        snprintf(why, whylen, "cannot write %s: %s", script, strerror(errno));
+        goto out;
+    }
+    if (rq->uid >= 0 && chown(script, (uid_t)rq->uid, (gid_t)rq->gid) < 0) {
+        /* sbatch reads it as root; the owner is only for the user's eyes */
+    }
+    char jn[256], part[256], acct[256], qos[256], uid[64], gid[64], tl[64], o[PATH_MAX + 8];
+    if (snprintf(jn, sizeof jn, "--job-name=%s", rq->name) >= (int)sizeof jn ||
+        snprintf(part, sizeof part, "--partition=%s", rq->partition) >= (int)sizeof part ||
+        snprintf(o, sizeof o, "--output=%.*s", PATH_MAX - 1, out) >= (int)sizeof o) {
+        snprintf(why, whylen, "a job name, partition or directory too long for sbatch");
+        err = KILN_EINVAL;
+        goto out;
+    }
+    char *argv[16];
+    size_t a = 0;
+    argv[a++] = "sbatch";
+    argv[a++] = "--parsable";
+    argv[a++] = jn;
+    argv[a++] = part;
+    argv[a++] = o;
+    argv[a++] = "--chdir=/";
+    if (rq->account) {
+        snprintf(acct, sizeof acct, "--account=%s", rq->account);
+        argv[a++] = acct;
+    }
+    if (rq->qos) {
+        snprintf(qos, sizeof qos, "--qos=%s", rq->qos);
+        argv[a++] = qos;
+    }
+    if (rq->uid >= 0) {
+        snprintf(uid, sizeof uid, "--uid=%ld", rq->uid);
+        snprintf(gid, sizeof gid, "--gid=%ld", rq->gid);
+        argv[a++] = uid;
+        argv[a++] = gid;
+    }
+    if (rq->time_limit_s > 0) {
+        long m = (rq->time_limit_s + 59) / 60;
+        snprintf(tl, sizeof tl, "--time=%ld", m);
+        argv[a++] = tl;
+    }
+    argv[a++] = script;
+    argv[a] = NULL;
+    int rc = kiln_slurm_run(argv, &sbout, CMD_TIMEOUT_S);
+    if (rc != 0) {
+        last_line(sbout, buf, sizeof buf);
+        snprintf(why, whylen, "sbatch: %s", *buf ? buf : "failed");
+        /* what no waiting changes: Slurm's "can never run" answers */
+        if (strstr(buf, "Requested node configuration is not available") ||
+            strstr(buf, "Invalid generic resource") || strstr(buf, "Invalid partition") ||
+            strstr(buf, "Node count specification invalid") ||
+            strstr(buf, "More processors requested than permitted"))
+            err = KILN_EINVAL;
+        goto out;
+    }
+    /* --parsable: "ID" or "ID;CLUSTER" */
+    char *end = NULL;
+    long v = sbout ? strtol(sbout, &end, 10) : 0;
+    if (v <= 0 || !end || (*end && *end != ';' && *end != '\n')) {
+        last_line(sbout, buf, sizeof buf);
+        snprintf(why, whylen, "sbatch answered '%s', not a job id", buf);
+        goto out;
+    }
+    *id = v;
+    err = KILN_OK;
+    goto out;
+nomem:
+    snprintf(why, whylen, "out of memory");
+    err = KILN_ENOMEM;
+out:
+    if (f) fclose(f);
+    free(text);
+    free(sbout);
+    return err;
+}
+
+void kiln_slurm_alloc_list_free(kiln_slurm_alloc_list *l)
+{
+    free(l->rows);
+    *l = (kiln_slurm_alloc_list){0};
+}
+
+void kiln_slurm_alloc_list_read(const char *prefix, kiln_slurm_alloc_list *out)
+{
+    *out = (kiln_slurm_alloc_list){0};
+    /* %F: a heterogeneous job's leader id (its own id otherwise); every
+     * component is listed, the first is kept */
+    char *argv[] = {"squeue", "--noheader", "--all", "--format=%F|%T|%r|%j", NULL};
+    char *text = NULL;
+    if (kiln_slurm_run(argv, &text, CMD_TIMEOUT_S) != 0) {
+        free(text);
+        return;
+    }
+    out->ok = true;
+    size_t pl = strlen(prefix);
+    char *save = NULL;
+    for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+        char *f[4] = {0}, *p = ln;
+        for (int k = 0; k < 4 && p; k++) {
+            f[k] = p;
+            p = k < 3 ? strchr(p, '|') : NULL;
+            if (p) *p++ = '\0';
+        }
+        if (!f[3] || strncmp(f[3], prefix, pl) != 0) continue;
+        long id = strtol(f[0], NULL, 10);
+        if (id <= 0 || kiln_slurm_alloc_find(out, id, NULL)) continue;
+        kiln_slurm_alloc_row *nr = realloc(out->rows, (out->n + 1) * sizeof *nr);
+        if (!nr) {
+            out->ok = false; /* not all known: act as if squeue had failed */
+            break;
+        }
+        out->rows = nr;
+        kiln_slurm_alloc_row *r = &out->rows[out->n++];
+        r->id = id;
+        snprintf(r->state, sizeof r->state, "%s", f[1]);
+        snprintf(r->reason, sizeof r->reason, "%s", f[2]);
+        snprintf(r->name, sizeof r->name, "%s", f[3]);
+    }
+    free(text);
+}
+
+const kiln_slurm_alloc_row *kiln_slurm_alloc_find(const kiln_slurm_alloc_list *l, long id,
+                                                  const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if ((id > 0 && l->rows[i].id == id) || (name && strcmp(l->rows[i].name, name) == 0))
+            return &l->rows[i];
+    return NULL;
+}
+
+kiln_slurm_alloc_state kiln_slurm_alloc_state_of(const kiln_slurm_alloc_row *r)
+{
+    if (!r) return KILN_SLURM_ALLOC_ENDED;
+    if (strcmp(r->state, "RUNNING") == 0) return KILN_SLURM_ALLOC_RUNNING;
+    if (strcmp(r->state, "PENDING") == 0 || strcmp(r->state, "CONFIGURING") == 0 ||
+        strcmp(r->state, "REQUEUED") == 0 || strcmp(r->state, "REQUEUE_HOLD") == 0 ||
+        strcmp(r->state, "RESV_DEL_HOLD") == 0 || strcmp(r->state, "SUSPENDED") == 0)
+        return KILN_SLURM_ALLOC_PENDING;
+    return KILN_SLURM_ALLOC_ENDED; /* COMPLETING, CANCELLED, FAILED, TIMEOUT, NODE_FAIL ... */
+}
+
+/* SLURM_TASKS_PER_NODE "2(x3),1" -> 2 2 2 1 into per[] (at most max nodes). */
+static int tasks_per_node(const char *s, int *per, int max)
+{
+    int n = 0;
+    while (s && *s && n < max) {
+        char *e;
+        long t = strtol(s, &e, 10), rep = 1;
+        if (e == s || t < 0) return -1;
+        if (strncmp(e, "(x", 2) == 0) {
+            rep = strtol(e + 2, &e, 10);
+            if (*e != ')' || rep <= 0) return -1;
+            e++;
+        }
+        for (long r = 0; r < rep && n < max; r++)
+            per[n++] = (int)t;
+        if (*e != ',' && *e != '\0') return -1;
+        s = *e == ',' ? e + 1 : e;
+    }
+    return n;
+}
+
+kiln_err kiln_slurm_alloc_layout(const char *dir, long id, const kiln_slurm_comp *comps, size_t n,
+                                 kiln_slurm_node_name *const nodes[], char *why, size_t whylen)
+{
+    char path[PATH_MAX], line[8192];
+    snprintf(path, sizeof path, "%s/layout.%ld", dir, id);
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        snprintf(why, whylen, "Slurm job %ld runs; its batch script has not written %s yet", id,
+                 path);
+        return KILN_ECONFLICT;
+    }
+    kiln_err err = KILN_OK;
+    size_t seen = 0;
+    while (err == KILN_OK && fgets(line, sizeof line, f)) {
+        char *save = NULL, *tok = strtok_r(line, " \n", &save);
+        char *end = NULL;
+        unsigned long k = tok ? strtoul(tok, &end, 10) : 0;
+        char *tpn = strtok_r(NULL, " \n", &save);
+        if (!tok || !end || *end || k >= n || !tpn) {
+            err = KILN_EIO;
+            break;
+        }
+        int per[256];
+        int nn = tasks_per_node(tpn, per, 256), t = 0;
+        for (int i = 0; err == KILN_OK && i < nn; i++) {
+            char *host = strtok_r(NULL, " \n", &save);
+            if (!host) err = KILN_EIO;
+            for (int q = 0; err == KILN_OK && q < per[i]; q++, t++)
+                if (t < comps[k].tasks) snprintf(nodes[k][t], sizeof nodes[k][t], "%s", host);
+        }
+        if (nn < 0 || t != comps[k].tasks) err = KILN_EIO;
+        seen++;
+    }
+    fclose(f);
+    if (err == KILN_OK && seen != n) err = KILN_EIO;
+    if (err != KILN_OK)
+        snprintf(why, whylen, "%s: not the layout of the %zu components kilnd asked for", path, n);
+    return err;
+}
+
+void kiln_slurm_alloc_cancel(long id)
+{
+    char ids[32], *out = NULL;
+    snprintf(ids, sizeof ids, "%ld", id);
+    char *argv[] = {"scancel", ids, NULL};
+    kiln_slurm_run(argv, &out, CMD_TIMEOUT_S);
+    free(out);
+}
+
+kiln_err kiln_slurm_step_argv(long id, int het, const char *node, int gpus, int cpus,
+                              const char *step, kiln_strv *av)
+{
+    char j[48], h[48], nl[96], g[48], c[48], *n = NULL;
+    snprintf(j, sizeof j, "--jobid=%ld", id);
+    snprintf(h, sizeof h, "--het-group=%d", het);
+    snprintf(nl, sizeof nl, "--nodelist=%s", node);
+    snprintf(g, sizeof g, "--gpus-per-task=%d", gpus);
+    snprintf(c, sizeof c, "--cpus-per-task=%d", cpus);
+    if (asprintf(&n, "--job-name=%s", step) < 0) return KILN_ENOMEM;
+    /* --exact: only what it asks for, so that the component's other
+     * replicas on the node start beside it; --kill-on-bad-exit=0: a
+     * replica's exit is the supervisor's to act on; --export=ALL: the
+     * replica's environment is exactly the monitor's */
+    const char *args[] = {"srun",
+                          j,
+                          het >= 0 ? h : NULL,
+                          "--nodes=1",
+                          "--ntasks=1",
+                          nl,
+                          "--exact",
+                          gpus > 0 ? g : NULL,
+                          cpus > 0 ? c : NULL,
+                          n,
+                          "--quiet",
+                          "--export=ALL",
+                          "--kill-on-bad-exit=0",
+                          "--unbuffered"};
+    kiln_err err = KILN_OK;
+    for (size_t k = 0; err == KILN_OK && k < sizeof args / sizeof *args; k++)
+        if (args[k]) err = kiln_strv_push(av, args[k]);
+    if (err == KILN_OK) err = kiln_strv_push(av, "--");
+    free(n);
+    return err;
+}
+
+void kiln_slurm_step_signal(long id, const char *step, int sig)
+{
+    char ids[32], *text = NULL;
+    snprintf(ids, sizeof ids, "--jobs=%ld", id);
+    char *argv[] = {"squeue", "--noheader", "--steps", ids, "--format=%i|%j", NULL};
+    if (kiln_slurm_run(argv, &text, CMD_TIMEOUT_S) != 0) {
+        free(text);
+        return;
+    }
+    char *save = NULL;
+    for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+        char *bar = strchr(ln, '|');
+        if (!bar || strcmp(bar + 1, step) != 0) continue;
+        *bar = '\0';
+        char s[48], *out = NULL;
+        snprintf(s, sizeof s, "--signal=%d", sig);
+        char *cv[] = {"scancel", s, ln, NULL};
+        kiln_slurm_run(cv, &out, CMD_TIMEOUT_S);
+        free(out);
+    }
+    free(text);
+}
+
+kiln_err kiln_slurm_cluster(const char *partition, bool hard, kiln_slurm_type_of type_of, void *ctx,
+                            kiln_cluster *out, char *why, size_t whylen)
+{
+    char p[256], *text = NULL;
+    snprintf(p, sizeof p, "--partition=%s", partition);
+    /* one line per node: name, NodeAddr, CPUs, memory (MB), GRES */
+    char *argv[] = {"sinfo", "--noheader", "--Node", p, "--format=%N|%o|%c|%m|%G", NULL};
+    kiln_err err = KILN_EIO;
+    json_t *nodes = json_array(), *root = NULL;
+    memset(out, 0, sizeof *out);
+    if (kiln_slurm_run(argv, &text, CMD_TIMEOUT_S) != 0) {
+        char b[256];
+        last_line(text, b, sizeof b);
+        snprintf(why, whylen, "sinfo: %s", b);
+        goto out;
+    }
+    char *save = NULL;
+    for (char *ln = strtok_r(text, "\n", &save); nodes && ln; ln = strtok_r(NULL, "\n", &save)) {
+        char *f[5] = {0}, *q = ln;
+        for (int k = 0; k < 5 && q; k++) {
+            f[k] = q;
+            q = k < 4 ? strchr(q, '|') : NULL;
+            if (q) *q++ = '\0';
+        }
+        if (!f[4]) continue;
+        bool dup = false;
+        size_t i;
+        json_t *n;
+        json_array_foreach(nodes, i, n) dup |=
+            strcmp(json_string_value(json_object_get(n, "name")), f[0]) == 0;
+        if (dup) continue; /* a node in two partitions' lines */
+        json_t *accs = json_array();
+        /* GRES "gpu:t4:2(S:0)", "gpu:2", "(null)", several comma-separated */
+        char *gsave = NULL;
+        for (char *g = strtok_r(f[4], ",", &gsave); g; g = strtok_r(NULL, ",", &gsave)) {
+            if (strncmp(g, "gpu", 3) != 0) continue;
+            char type[64] = "";
+            int cnt = 0;
+            if (sscanf(g, "gpu:%63[^:]:%d", type, &cnt) != 2) {
+                type[0] = '\0';
+                if (sscanf(g, "gpu:%d", &cnt) != 1) continue;
+            }
+            const char *kt = type_of ? type_of(ctx, type) : NULL;
+            if (cnt > 0)
+                json_array_append_new(
+                    accs, json_pack("{s:s,s:i}", "type", kt ? kt : "NVIDIA_GPU", "count", cnt));
+        }
+        json_array_append_new(nodes, json_pack("{s:s,s:s,s:i,s:f,s:b,s:o}", "name", f[0], "address",
+                                               *f[1] ? f[1] : f[0], "cpus", atoi(f[2]), "memoryGb",
+                                               atof(f[3]) / 1024.0, "hardResources", hard,
+                                               "accelerators", accs));
+    }
+    if (json_array_size(nodes) == 0) {
+        snprintf(why, whylen, "the Slurm partition %s has no nodes", partition);
+        err = KILN_EINVAL;
+        goto out;
+    }
+    root = json_pack("{s:O}", "nodes", nodes);
+    char *doc = root ? json_dumps(root, 0) : NULL;
+    kiln_diag dg = {0};
+    err = doc ? kiln_cluster_from_json(doc, strlen(doc), out, &dg) : KILN_ENOMEM;
+    if (err != KILN_OK)
+        snprintf(why, whylen, "Slurm's nodes: %s", dg.n ? dg.v[0].description : "?");
+    kiln_diag_free(&dg);
+    free(doc);
+    /* Slurm's GPUs are real and named by index: what CUDA_VISIBLE_DEVICES
+     * holds in a step, and what a CDI spec names them by */
+    for (size_t i = 0; err == KILN_OK && i < out->n; i++)
+        for (size_t k = 0; k < out->nodes[i].n_devs; k++) {
+            kiln_device *dv = &out->nodes[i].devs[k];
+            dv->simulated = false;
+            free(dv->uuid);
+            if (asprintf(&dv->uuid, "%d", dv->index) < 0) dv->uuid = NULL;
+            if (!dv->uuid) err = KILN_ENOMEM;
+        }
+out:
+    json_decref(root);
+    json_decref(nodes);
+    free(text);
+    return err;
+}

@@ -1,0 +1,396 @@
+/* src/exec/supervisor/place.c - where a job's replicas go: the placement
+ * backends under the one supervisor.
+ *
+ * Two backends fill the same four slots (place, release, claim, lost):
+ *  - kiln's own scheduler (kiln/sched.h) on the nodes kilnd was given:
+ *    an answer at once;
+ *  - Slurm (kilnd --executor slurm --slurm-launch steps): a gang is one
+ *    allocation (src/exec/slurm/alloc.h) that Slurm places whole, with its
+ *    own priorities; the answer is "waits" until Slurm runs it, then the
+ *    nodes and GPUs Slurm chose. kiln's book claims the same slots, so
+ *    `kiln nodes` and the GPU figures read as on one machine.
+ * Everything above (restart policies, elastic workers and the autoscaler,
+ * trials, drains, deadlines, adoption, logs) is the supervisor's, the same
+ * code for both; a replica placed by Slurm is launched as a step of its
+ * allocation (spawn.c puts `srun --jobid` before its program). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exec/slurm/alloc.h"
+#include "exec/slurm/slurm.h"
+#include "exec/supervisor/supervisor_int.h"
+#include "kiln/catalog.h"
+
+/* An allocation asked for and not yet handed to a job: kept between passes
+ * (Slurm answers later), cancelled when no pass has asked for it for
+ * STALE_NS (its job left the queue, the autoscaler wants fewer workers). */
+#define STALE_NS (5 * 1000000000LL)
+
+typedef struct palloc {
+    char name[256];
+    long id;
+    int64_t asked_ns, submitted_ns;
+    struct palloc *next;
+} palloc;
+
+bool place_slurm(const sup *s)
+{
+    return s->d->slurm.on && s->d->slurm.steps;
+}
+
+static palloc *pending_find(sup *s, const char *name)
+{
+    for (palloc *p = s->pending; p; p = p->next)
+        if (strcmp(p->name, name) == 0) return p;
+    return NULL;
+}
+
+static void pending_drop(sup *s, palloc *gone)
+{
+    for (palloc **l = &s->pending; *l; l = &(*l)->next)
+        if (*l == gone) {
+            *l = gone->next;
+            free(gone);
+            return;
+        }
+}
+
+/* The node a role's nodeSelector pins (kubernetes.io/hostname or
+ * kiln.dev/node), or NULL; false with `why` for a label Slurm has no
+ * meaning for (Slurm's nodes have features, not labels). */
+static bool pinned_node(const kiln_map *sel, const char **node, char *why, size_t whylen)
+{
+    *node = NULL;
+    for (size_t i = 0; sel && i < sel->n; i++) {
+        if (strcmp(sel->keys[i], "kubernetes.io/hostname") == 0 ||
+            strcmp(sel->keys[i], "kiln.dev/node") == 0) {
+            *node = sel->vals[i];
+            continue;
+        }
+        snprintf(why, whylen,
+                 "nodeSelector %s: Slurm's nodes have no labels (only kubernetes.io/hostname "
+                 "or kiln.dev/node, a node's name, can be asked of Slurm)",
+                 sel->keys[i]);
+        return false;
+    }
+    return true;
+}
+
+/* The components of plans[0..np): one per role, in plan order (a role's
+ * replicas are one component's tasks, laid out by Slurm). */
+static kiln_err comps_of(const kilnd *d, const kiln_replica_plan *plans, size_t np,
+                         const kiln_map *const sel[KILN_ROLE_COUNT], kiln_slurm_comp *comps,
+                         char *why, size_t whylen)
+{
+    for (size_t p = 0; p < np; p++) {
+        kiln_slurm_comp *cp = &comps[p];
+        *cp = (kiln_slurm_comp){.tasks = (int)plans[p].count};
+        if (!pinned_node(sel ? sel[plans[p].role] : NULL, &cp->node, why, whylen))
+            return KILN_EINVAL;
+        if (plans[p].accelerator_type && plans[p].accelerators_per_replica > 0) {
+            cp->gpus = (int)plans[p].accelerators_per_replica;
+            cp->gres = kiln_slurm_gres_type(d, plans[p].accelerator_type);
+        }
+        if (d->slurm.machine_resources) {
+            cp->cpus = plans[p].vcpus;
+            cp->mem_mb = (long)(plans[p].memory_gb * 1024.0);
+        }
+    }
+    return KILN_OK;
+}
+
+/* The directory of allocation `name`: its script, output and layout, in
+ * the job's directory (which the nodes share); written by the batch
+ * script, so its user's. */
+static void alloc_dir(kilnd *d, const place_who *w, const char *name, long uid, long gid, char *buf,
+                      size_t len)
+{
+    char jd[PATH_MAX];
+    kilnd_job_dir(d, w->project, w->job_id, jd, sizeof jd);
+    if (snprintf(buf, len, "%.3800s/slurm/%.250s", jd, name) >= (int)len) buf[0] = '\0';
+    kilnd_mkdirs(buf);
+    if (uid >= 0 && chown(buf, (uid_t)uid, (gid_t)gid) < 0) {
+        /* sbatch's job then cannot write its layout: kilnd says so, waiting */
+    }
+}
+
+/* The slots of a running allocation from its layout; kiln's book claims
+ * them. Slurm chooses a step's GPUs on its node when it starts (its
+ * CUDA_VISIBLE_DEVICES); the book takes as many of the node's, free ones
+ * first, so that `kiln nodes` counts what Slurm holds. */
+static kiln_err slots_of(sup *s, long id, const char *dir, const kiln_replica_plan *plans,
+                         size_t np, const kiln_slurm_comp *comps, kiln_placement *pl, char *why,
+                         size_t whylen)
+{
+    kilnd *d = s->d;
+    size_t n = 0;
+    for (size_t p = 0; p < np; p++)
+        n += (size_t)comps[p].tasks;
+    kiln_slurm_node_name *names = calloc(n, sizeof *names);
+    kiln_slurm_node_name *rows[KILN_ROLE_COUNT];
+    pl->slots = calloc(n, sizeof *pl->slots);
+    kiln_err err = names && pl->slots ? KILN_OK : KILN_ENOMEM;
+    for (size_t p = 0, at = 0; err == KILN_OK && p < np; at += (size_t)comps[p++].tasks)
+        rows[p] = names + at;
+    if (err == KILN_OK)
+        err = kiln_slurm_alloc_layout(dir, id, comps, np, (kiln_slurm_node_name *const *)rows, why,
+                                      whylen);
+    pthread_mutex_lock(&d->mu);
+    for (size_t p = 0, k = 0; err == KILN_OK && p < np; p++)
+        for (int t = 0; err == KILN_OK && t < comps[p].tasks; t++, k++) {
+            long node = kiln_cluster_find(&d->cluster, rows[p][t]);
+            if (node < 0) {
+                snprintf(why, whylen,
+                         "Slurm placed a %s replica on node %s, which was not in partition %s "
+                         "when kilnd started (restart kilnd to see it)",
+                         kiln_role_name(plans[p].role), rows[p][t], d->slurm.partition);
+                err = KILN_EIO;
+                break;
+            }
+            kiln_slot *sl = &pl->slots[k];
+            *sl = (kiln_slot){.role = plans[p].role,
+                              .index = t,
+                              .node = (size_t)node,
+                              .vcpus = plans[p].vcpus,
+                              .memory_gb = plans[p].memory_gb,
+                              .alloc = id,
+                              .alloc_part = np > 1 ? (int)p : -1};
+            const kiln_node *nd = &d->cluster.nodes[node];
+            for (int pass = 0; pass < 2; pass++) /* free ones first, then any */
+                for (size_t v = 0; v < nd->n_devs && sl->n_devs < comps[p].gpus; v++) {
+                    bool taken = pass == 0 && !kiln_sched_device_free(d->sched, (size_t)node, v);
+                    for (size_t q = 0; !taken && q <= k; q++)
+                        for (int g = 0; !taken && g < pl->slots[q].n_devs; g++)
+                            taken =
+                                pl->slots[q].node == (size_t)node && pl->slots[q].devs[g] == (int)v;
+                    if (!taken) sl->devs[sl->n_devs++] = (int)v;
+                }
+            pl->n = k + 1;
+        }
+    if (err == KILN_OK) kiln_sched_claim(d->sched, pl);
+    pthread_mutex_unlock(&d->mu);
+    free(names);
+    if (err != KILN_OK) kiln_placement_free(pl);
+    return err;
+}
+
+/* Slurm: the allocation `name` for plans[0..np) (ECONFLICT while it waits). */
+static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_plan *plans,
+                               size_t np, const kiln_map *const sel[KILN_ROLE_COUNT],
+                               kiln_placement *pl, char *why, size_t whylen)
+{
+    kilnd *d = s->d;
+    kiln_slurm_comp comps[KILN_ROLE_COUNT];
+    kiln_err err = np > 0 && np <= KILN_ROLE_COUNT ? comps_of(d, plans, np, sel, comps, why, whylen)
+                                                   : KILN_EINVAL;
+    if (err != KILN_OK) return err;
+    if (np > d->cluster.n) {
+        snprintf(why, whylen,
+                 "its %zu replica types would each need nodes of their own (Slurm gives the "
+                 "components of a heterogeneous job no node in common), and partition %s has %zu",
+                 np, d->slurm.partition, d->cluster.n);
+        return KILN_EINVAL;
+    }
+    long uid = -1, gid = -1;
+    if (kilnd_project_user(d, w->project, &uid, &gid, why, whylen) != KILN_OK) return KILN_EINVAL;
+    char dir[PATH_MAX + 256], name[256];
+    snprintf(name, sizeof name, "kiln-%s-%s%s", w->project, w->job_id, w->tag ? w->tag : "");
+    alloc_dir(d, w, name, uid, gid, dir, sizeof dir);
+    if (!dir[0]) {
+        snprintf(why, whylen, "the job's directory path is too long for its Slurm files");
+        return KILN_EINVAL;
+    }
+    int64_t now = kiln_now_ns();
+    palloc *pa = pending_find(s, name);
+    if (!pa) {
+        if (!s->sq.ok) {
+            snprintf(why, whylen, "waiting for squeue to answer");
+            return KILN_ECONFLICT;
+        }
+        /* a previous kilnd's allocation of that name is this one's */
+        const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, 0, name);
+        long id = row && kiln_slurm_alloc_state_of(row) != KILN_SLURM_ALLOC_ENDED ? row->id : 0;
+        if (!id) {
+            /* what can never fit the partition's nodes is said by kiln's
+             * own rules (Slurm would keep it pending for ever): the book
+             * of the same nodes answers, and holds nothing after */
+            kiln_placement probe = {0};
+            pthread_mutex_lock(&d->mu);
+            kiln_err perr = kiln_sched_place_sel(d->sched, plans, np, sel, &probe, why, whylen);
+            if (perr == KILN_OK) kiln_sched_release(d->sched, &probe);
+            pthread_mutex_unlock(&d->mu);
+            kiln_placement_free(&probe);
+            if (perr == KILN_EINVAL || perr == KILN_ELIMIT || perr == KILN_ENOMEM) return perr;
+            kiln_slurm_alloc_req rq = {.name = name,
+                                       .dir = dir,
+                                       .partition = d->slurm.partition,
+                                       .account = d->slurm.account,
+                                       .uid = uid,
+                                       .gid = gid,
+                                       .comps = comps,
+                                       .n = np};
+            err = kiln_slurm_alloc_submit(&rq, &id, why, whylen);
+            if (err == KILN_EINVAL) return KILN_EINVAL; /* Slurm: never */
+            if (err != KILN_OK) return KILN_ECONFLICT;  /* sbatch again at the next pass */
+        }
+        pa = calloc(1, sizeof *pa);
+        if (!pa) {
+            kiln_slurm_alloc_cancel(id);
+            return KILN_ENOMEM;
+        }
+        snprintf(pa->name, sizeof pa->name, "%s", name);
+        pa->id = id;
+        pa->submitted_ns = now;
+        pa->next = s->pending;
+        s->pending = pa;
+        s->sq_fast_until = now + 2000000000LL; /* Slurm often starts it within 0.2 s */
+    }
+    pa->asked_ns = now;
+    const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, pa->id, NULL);
+    kiln_slurm_alloc_state st = row ? kiln_slurm_alloc_state_of(row) : KILN_SLURM_ALLOC_PENDING;
+    /* not listed although squeue answered after the submit: gone */
+    if (st == KILN_SLURM_ALLOC_ENDED || (s->sq.ok && !row && s->sq_ns_read > pa->submitted_ns)) {
+        snprintf(why, whylen, "Slurm job %ld ended before it ran (%s); asking again", pa->id,
+                 row ? row->state : "gone from squeue");
+        pending_drop(s, pa);
+        return KILN_ECONFLICT;
+    }
+    if (st == KILN_SLURM_ALLOC_PENDING) {
+        snprintf(why, whylen, "Slurm job %ld is pending (%s)", pa->id,
+                 row && row->reason[0] ? row->reason : "submitted");
+        return KILN_ECONFLICT;
+    }
+    /* running: where Slurm put each replica, as its batch script wrote it */
+    err = slots_of(s, pa->id, dir, plans, np, comps, pl, why, whylen);
+    if (err == KILN_ECONFLICT) { /* the script has not written it yet: look again soon */
+        s->sq_fast_until = now + 1000000000LL;
+        return KILN_ECONFLICT;
+    }
+    if (err != KILN_OK) { /* nothing can run in it: give it back, ask again later */
+        kiln_slurm_alloc_cancel(pa->id);
+        pending_drop(s, pa);
+        return err == KILN_ENOMEM ? KILN_ENOMEM : KILN_ECONFLICT;
+    }
+    pending_drop(s, pa); /* the job holds it now: its slots say which */
+    return KILN_OK;
+}
+
+kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
+                   const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
+                   size_t whylen)
+{
+    if (place_slurm(s)) return place_in_slurm(s, w, plans, np, sel, pl, why, whylen);
+    pthread_mutex_lock(&s->d->mu);
+    kiln_err err = kiln_sched_place_sel(s->d->sched, plans, np, sel, pl, why, whylen);
+    pthread_mutex_unlock(&s->d->mu);
+    return err;
+}
+
+/* Cancels the allocations that hold p's slots [from, to) (each once). */
+static void cancel_allocs(const kiln_placement *p, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        long a = p->slots[i].alloc;
+        bool seen = a <= 0;
+        for (size_t k = from; !seen && k < i; k++)
+            seen = p->slots[k].alloc == a;
+        if (!seen) kiln_slurm_alloc_cancel(a);
+    }
+}
+
+void place_release(sup *s, const kiln_placement *pl)
+{
+    pthread_mutex_lock(&s->d->mu);
+    kiln_sched_release(s->d->sched, pl);
+    pthread_mutex_unlock(&s->d->mu);
+    if (pl->n) cancel_allocs(pl, 0, pl->n);
+}
+
+void place_release_slot(sup *s, kiln_placement *pl, size_t i)
+{
+    kiln_placement one = {.slots = &pl->slots[i], .n = 1};
+    pthread_mutex_lock(&s->d->mu);
+    kiln_sched_release(s->d->sched, &one);
+    pthread_mutex_unlock(&s->d->mu);
+    /* an allocation of its own (an elastic worker's) goes back to Slurm;
+     * one its gang shares stays until the gang ends */
+    long a = pl->slots[i].alloc;
+    bool shared = false;
+    for (size_t k = 0; a > 0 && k < pl->n; k++)
+        shared |= k != i && pl->slots[k].alloc == a && pl->slots[k].node != (size_t)-1;
+    if (a > 0 && !shared) kiln_slurm_alloc_cancel(a);
+    pl->slots[i].alloc = 0;
+}
+
+void place_tick(sup *s, int64_t now)
+{
+    if (!place_slurm(s)) return;
+    /* squeue every 0.5 s, every 0.1 s for 2 s after a submit */
+    int64_t every = now < s->sq_fast_until ? 100000000LL : 500000000LL;
+    if (now - s->sq_ns_read < every) return;
+    kiln_slurm_alloc_list_free(&s->sq);
+    kiln_slurm_alloc_list_read("kiln-", &s->sq);
+    s->sq_ns_read = now;
+    s->dirty = true; /* Slurm may have started a pending gang: a pass looks */
+    for (palloc *p = s->pending, *next; p; p = next) {
+        next = p->next;
+        if (now - p->asked_ns > STALE_NS) { /* nobody wants it any more */
+            kiln_slurm_alloc_cancel(p->id);
+            pending_drop(s, p);
+        }
+    }
+}
+
+bool place_lost(const sup *s, const rjob *j, char *why, size_t whylen)
+{
+    if (!place_slurm(s) || !s->sq.ok) return false;
+    for (size_t i = 0; i < j->pl.n; i++) {
+        const kiln_slot *sl = &j->pl.slots[i];
+        if (sl->alloc <= 0 || sl->node == (size_t)-1) continue;
+        const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, sl->alloc, NULL);
+        if (row && kiln_slurm_alloc_state_of(row) != KILN_SLURM_ALLOC_ENDED) continue;
+        /* an allocation handed over after this squeue was read is not lost */
+        if (!row && s->sq_ns_read < j->admit_ns) continue;
+        snprintf(why, whylen, "Slurm ended allocation %ld of %s (%s%s%s)", sl->alloc,
+                 j->reps[i].task, row ? row->state : "gone from squeue",
+                 row && row->reason[0] ? ": " : "", row ? row->reason : "");
+        return true;
+    }
+    return false;
+}
+
+void place_free(sup *s)
+{
+    while (s->pending) { /* kilnd stopping: the next kilnd finds them by name */
+        palloc *p = s->pending;
+        s->pending = p->next;
+        free(p);
+    }
+    kiln_slurm_alloc_list_free(&s->sq);
+}
+
+void rep_signal(sup *s, rjob *j, replica *r, int sig)
+{
+    size_t i = (size_t)(r - j->reps);
+    const kiln_slot *sl = i < j->pl.n ? &j->pl.slots[i] : NULL;
+    /* a step's program: Slurm signals it where it runs (srun, signalled
+     * itself, would cancel the step at once, with no grace); SIGKILL ends
+     * srun, and with it the step */
+    if (sl && sl->alloc > 0 && sig != SIGKILL) {
+        kiln_slurm_step_signal(sl->alloc, r->task, sig);
+        return;
+    }
+    kiln_exec_signal(&s->d->exec, &r->h, sig);
+}
+
+kiln_err place_via(const sup *s, const rjob *j, size_t i, kiln_strv *via)
+{
+    const kiln_slot *sl = &j->pl.slots[i];
+    if (sl->alloc <= 0) return KILN_OK;
+    int cpus = s->d->slurm.machine_resources ? sl->vcpus : 0;
+    return kiln_slurm_step_argv(sl->alloc, sl->alloc_part, s->d->cluster.nodes[sl->node].name,
+                                sl->n_devs, cpus, j->reps[i].task, via);
+}
