@@ -83,6 +83,8 @@ int kiln__dev_predict(kiln_model *m, const float *x, int n, float *out);
 /* Host copies of the state: refresh them from the device when a step
  * changed it; mark them handed out (the next step uploads them first). */
 int kiln__dev_pull(kiln_model *m);
+/* fp16's loss scale and the steps it skipped; 0 where nothing is scaled */
+float kiln__dev_loss_scale(const kiln_model *m, uint64_t *skipped);
 void kiln__dev_exposed(kiln_model *m);
 
 #endif

@@ -109,7 +109,7 @@ static void usage(FILE *f)
         "                        [--bucket_bytes=N] [--allreduce=inline|thread]"
         " [--eval_timeout_s=S]\n"
         "                        [--shard_optimizer[=0|1]] [--device=/gpu:N|/cpu:0]\n"
-        "                        [--precision=fp32|tf32]\n"
+        "                        [--precision=fp32|tf32|bf16|fp16]\n"
         "       kiln-train inspect FILE|DIR\n"
         "       kiln-train devices [--format=text|json] [--device=/gpu:N|/cpu:0]\n"
         "       kiln-train resnet50 --synthetic [--batch_size=N] [--image_size=N]"
@@ -674,6 +674,16 @@ static int cmd_mnist(int argc, char **argv)
         kiln_strategy_free(r.s);
         return 2;
     }
+    /* mixed precision runs on the device path, which has no gradient sync yet */
+    if (r.world > 1 &&
+        (r.o.precision == KILN_PRECISION_BF16 || r.o.precision == KILN_PRECISION_FP16)) {
+        fprintf(stderr,
+                "kiln-train: --precision=%s: data-parallel training (%d replicas) is fp32 only "
+                "so far; drop --precision or train one replica\n",
+                kiln_precision_name((kiln_precision)r.o.precision), r.world);
+        kiln_strategy_free(r.s);
+        return 2;
+    }
     int local = role == KILN_ROLE_REPLICA && r.o.world_size > 1;
     if (local) {
         /* before any thread exists: the launcher forks the replicas, and
@@ -729,6 +739,7 @@ static int cmd_mnist(int argc, char **argv)
     kt_fmnist_standardise(&r.test);
     if (!(r.m = make_model(&r))) goto out;
     r.cfg.gpu = strncmp(kiln_model_device(r.m), "/gpu", 4) == 0;
+    r.cfg.precision = kiln_precision_name((kiln_precision)r.o.precision);
     if (role == KILN_ROLE_EVALUATOR) {
         rc = run_evaluator(&r);
         goto out;
