@@ -73,7 +73,9 @@ kiln_err kiln_resnet_train_step(kiln_resnet *r, const float *x, const uint8_t *l
 struct kiln__backend;
 typedef struct kiln_resnet_dev kiln_resnet_dev;
 
-/* precision: a kiln_precision (kiln/train.h): fp32 or tf32 */
+/* precision: a kiln_precision (kiln/train.h): fp32, tf32 or bf16 (mixed:
+ * fp32 parameters and batch norm, bf16-rounded GEMM/convolution inputs);
+ * fp16 is refused */
 kiln_resnet_dev *kiln_resnet_dev_create(const kiln_resnet_cfg *cfg, const struct kiln__backend *be,
                                         int index, int precision, int max_n, int size, char *err,
                                         size_t errlen);

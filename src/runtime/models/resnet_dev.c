@@ -289,6 +289,20 @@ kiln_resnet_dev *kiln_resnet_dev_create(const kiln_resnet_cfg *cfg, const kiln__
         dfail(r, "turning TF32 on");
         goto fail;
     }
+    /* bf16: the convolutions and the classifier on bf16-rounded inputs
+     * with fp32 sums (backend.h); batch norm, its statistics, the loss and
+     * SGD stay fp32. fp16 would need the loss scaler, which this step does
+     * not run yet. */
+    if (precision == KILN_PRECISION_FP16) {
+        snprintf(r->err, sizeof r->err,
+                 "resnet: precision fp16 is not built for ResNet-50 (no loss scaling in its "
+                 "step yet); use bf16");
+        goto fail;
+    }
+    if (precision == KILN_PRECISION_BF16 && be->set_precision(r->d, KILN__LOWP_BF16)) {
+        dfail(r, "setting bf16");
+        goto fail;
+    }
     r->width = w;
     r->classes = cfg->classes;
     r->max_n = max_n;

@@ -3,9 +3,10 @@
  * prints it (a line per step with images/sec, then "total images/sec").
  *
  * On a GPU (the first one by default, --device=/gpu:N) it runs
- * models/resnet_dev.c on the CUDA backend, fp32 or tf32; on the CPU,
- * models/resnet.h in fp32. Mixed precision is refused with the reason until
- * it is built (docs/gpu.md). */
+ * models/resnet_dev.c on the CUDA backend, fp32, tf32 or bf16 (mixed:
+ * fp32 parameters and batch norm); on the CPU, models/resnet.h in fp32.
+ * fp16 is refused with the reason until ResNet's step scales its loss
+ * (docs/gpu-training.md). */
 #include "backend/backend.h"
 #include "kiln/cuda.h"
 #include "kiln/tensor.h"
@@ -31,7 +32,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: kiln-train resnet50 --synthetic [--batch_size=32] [--image_size=224]\n"
                "                           [--num_batches=10] [--num_warmup_batches=2]\n"
-               "                           [--device=/gpu:N|/cpu:0] [--precision=fp32|tf32]\n"
+               "                           [--device=/gpu:N|/cpu:0] [--precision=fp32|tf32|bf16]\n"
                "                           [--threads=N] [--width=64] [--num_classes=1000]\n"
                "                           [--display_every=10]\n"
                "  --device: by default the first GPU this process sees, else the CPU\n"
@@ -280,19 +281,18 @@ int kiln_train_resnet50_main(int argc, char **argv)
                     o.threads, dev.index);
             return 2;
         }
-        if (precision == KILN_PRECISION_BF16 || precision == KILN_PRECISION_FP16) {
+        if (precision == KILN_PRECISION_FP16) {
             fprintf(stderr,
-                    "kiln-train resnet50: --precision=%s: mixed precision is not built yet on the "
-                    "GPU path (fp32 and tf32 are; docs/gpu.md)\n",
-                    o.precision);
+                    "kiln-train resnet50: --precision=fp16: not built yet for ResNet-50 (its step "
+                    "has no loss scaling); --precision=bf16 is (docs/gpu-training.md)\n");
             return 2;
         }
         return run_gpu(&o, &dev, precision);
     }
     if (precision != KILN_PRECISION_FP32) {
         fprintf(stderr,
-                "kiln-train resnet50: --precision=%s: the CPU path is fp32 only (tf32, bf16 and "
-                "fp16 are GPU formats, docs/gpu.md)\n",
+                "kiln-train resnet50: --precision=%s: the CPU path is fp32 only (tf32 and bf16 "
+                "run on a GPU, docs/gpu-training.md)\n",
                 o.precision);
         return 2;
     }
