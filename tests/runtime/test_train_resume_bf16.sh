@@ -2,8 +2,8 @@
 # tests/runtime/test_train_resume_bf16.sh KILN_TRAIN - mixed precision in
 # kiln-train on the CPU (the CPU backend table: the reference rounding,
 # docs/gpu-training.md): --precision=bf16 trains and says so, ends elsewhere
-# than fp32 from the same seed, resumes an fp32 checkpoint only with a
-# warning, and test_train_resume.sh's kill-and-resume in bf16 ends with the
+# than fp32 from the same seed, is resumed in fp32 only with a warning,
+# fp16's done line carries its loss scale, bf16 with replicas is refused, and test_train_resume.sh's kill-and-resume in bf16 ends with the
 # uninterrupted run's SHA-256 (checkpoints hold the fp32 masters).
 set -u
 KT=${1:?usage: test_train_resume_bf16.sh path/to/kiln-train}
@@ -28,6 +28,12 @@ S32=$(sha "$TMP/fp32"); S16=$(sha "$TMP/bf16")
     fail "fp32 resume of bf16: $(tail -3 "$TMP/mix.log")"
 grep -q 'resuming in fp32 a checkpoint trained in bf16' "$TMP/mix.log" ||
     fail "no warning for a resume across precisions: $(head -3 "$TMP/mix.log")"
+# fp16: its done line says the loss scale and the steps it skipped
+# shellcheck disable=SC2086
+"$KT" mnist $A --precision=fp16 --model_dir="$TMP/fp16" > "$TMP/fp16.log" 2>&1 ||
+    fail "fp16: $(tail -3 "$TMP/fp16.log")"
+grep -q '"event":"done".*"loss_scale":[0-9]*,"skipped_steps":[0-9]*}' "$TMP/fp16.log" ||
+    fail "fp16: no loss scale in: $(tail -1 "$TMP/fp16.log")"
 # data-parallel replicas are fp32 only so far: refused by name, exit 2
 "$KT" mnist --world_size=2 --precision=bf16 --train_examples=64 --model_dir="$TMP/dp" \
     > "$TMP/dp.log" 2>&1

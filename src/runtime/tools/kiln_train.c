@@ -883,15 +883,25 @@ static int cmd_mnist(int argc, char **argv)
     float tl = 0, ta = 0;
     kiln_model_evaluate(r.m, r.test.x, r.test.y, r.test.n, &tl, &ta);
     double sps = r.train_secs > 0 ? (double)r.samples / r.train_secs : 0.0;
+    /* fp16: the loss scale it ended with and the steps an overflow skipped
+     * (this process's: a resumed run's scaler starts again at 65536) */
+    uint64_t skipped = 0;
+    float scale = kiln_model_loss_scale(r.m, &skipped);
+    char ls[96] = "";
+    if (scale > 0)
+        snprintf(ls, sizeof ls,
+                 r.json ? ",\"loss_scale\":%g,\"skipped_steps\":%llu"
+                        : " loss_scale %g skipped_steps %llu",
+                 scale, (unsigned long long)skipped);
     if (r.json)
         printf("{\"event\":\"done\",\"test_accuracy\":%s,\"test_loss\":%s,"
                "\"samples_per_sec\":%.1f,\"steps\":%llu,\"train_seconds\":%.3f,"
-               "\"train_gflops\":%.1f,\"replicas\":%d}\n",
+               "\"train_gflops\":%.1f,\"replicas\":%d%s}\n",
                jnum(ta).s, jnum(tl).s, sps, (unsigned long long)kiln_model_step(r.m), r.train_secs,
-               sps * kiln_model_train_flops(r.m) / 1e9, r.world);
+               sps * kiln_model_train_flops(r.m) / 1e9, r.world, ls);
     else
-        printf("done: test_accuracy %.4f test_loss %.4f %.0f samples/s %llu steps\n", ta, tl, sps,
-               (unsigned long long)kiln_model_step(r.m));
+        printf("done: test_accuracy %.4f test_loss %.4f %.0f samples/s %llu steps%s\n", ta, tl, sps,
+               (unsigned long long)kiln_model_step(r.m), ls);
     rc = 0;
 out:
     fflush(stdout);
