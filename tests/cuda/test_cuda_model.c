@@ -172,7 +172,7 @@ out:
  * neighbouring values: floors of that size (bf16 2^-8, fp16 2^-11 relative)
  * times the layers' growth; the CPU table's calibration usually sets the
  * limit. */
-#define LP_FLOOR1(p) ((p) == KILN_PRECISION_BF16 ? 4e-3 : 5e-4)
+#define LP_FLOOR1(p) ((p) == KILN_PRECISION_BF16 ? 4e-3 : 1e-3)
 #define LP_FLOOR(p)  ((p) == KILN_PRECISION_BF16 ? 2e-2 : 3e-3)
 
 static void mixed(int shape, kiln_optimizer opt, kiln_precision prec, const char *what)

@@ -412,12 +412,21 @@ static void bf16_resume(void)
 {
     state_round_trip_prec(CNN, kiln_adam(0.001f), "cnn+bn adam bf16", KILN_PRECISION_BF16);
     state_round_trip_prec(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd fp16", KILN_PRECISION_FP16);
-    kiln_model *m = small_model_layers(SMALL_MLP);
+    kiln_model *m = small_model_layers(SMALL_MLP), *m2;
     CHECK(kiln_model_set_device(m, "/cpu:0") == 0);
     CHECK(kiln_model_set_precision(m, KILN_PRECISION_BF16) == 0);
     CHECK(kiln_model_compile(m, kiln_sgd(0.05f, 0.9f), KILN_SOFTMAX_XENT, B, 7) == 0);
     CHECK_MSG(strstr(kiln_model_device_name(m), "table") != NULL,
               "bf16 on /cpu:0 is not on the CPU table (%s)", kiln_model_device_name(m));
+    /* and back to fp32: the CPU's own path again */
+    m2 = small_model_layers(SMALL_MLP);
+    CHECK(kiln_model_set_device(m2, "/cpu:0") == 0);
+    CHECK(kiln_model_set_precision(m2, KILN_PRECISION_BF16) == 0);
+    CHECK(kiln_model_set_precision(m2, KILN_PRECISION_FP32) == 0);
+    CHECK(kiln_model_compile(m2, kiln_sgd(0.05f, 0.9f), KILN_SOFTMAX_XENT, B, 7) == 0);
+    CHECK_MSG(strcmp(kiln_model_device_name(m2), "CPU") == 0, "bf16 then fp32: %s",
+              kiln_model_device_name(m2));
+    kiln_model_free(m2);
     kiln_model_free(m);
     /* the precision set before the device: the device's reset would leave
      * bf16 on the fp32 path: refused at compile */

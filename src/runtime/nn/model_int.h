@@ -55,6 +55,7 @@ struct kiln_model {
     /* the device: NULL = the CPU's fused path (nn/model.c); otherwise every
      * step runs through a backend table (nn/model_dev.c) */
     struct kiln__devmodel *dv;
+    int dv_auto;     /* dv is the CPU table, opened by kiln_model_set_precision for bf16/fp16 */
     char device[48]; /* as set: "/cpu:0", "/gpu:1" */
     kiln_precision precision;
     char err[256];
