@@ -83,8 +83,8 @@ struct kiln__devmodel {
     int flight;                    /* slot of the launched step, -1 = none */
     float *hyper;                  /* device */
     float hhyper[KILN__HYPER_MAX]; /* plain host memory: upload_ordered copies it at once */
-    float *loss,
-        *hloss; /* [0] loss; ints follow: [1] the correct count, [2] fp16's overflow flag */
+    /* [0] the loss; ints follow: [1] the correct count, [2] fp16's overflow flag */
+    float *loss, *hloss;
     void *graph[2];
     int graph_n[2];
     unsigned long graph_epoch[2];
