@@ -11,15 +11,17 @@
 #             R50_STEPS timed steps: kiln-train resnet50 --synthetic
 #             --device=/gpu:0 in fp32 (TF32 off) and tf32, against
 #             bench/pytorch_resnet50.py fp32 and fp32 --tf32 (cudnn.benchmark
-#             on); PyTorch's bf16 is printed as the target kiln does not
-#             reach yet (its mixed precision is not built).
+#             on); and kiln-train resnet50 --precision=bf16 (mixed: fp32
+#             masters and batch norm, bf16-rounded convolution inputs on TF32
+#             tensor cores, docs/gpu-training.md) against PyTorch's AMP bf16
+#             with channels-last (its fastest eager form).
 #
 # Each line "RATIO name=x" is kiln's best over PyTorch's best of the rounds;
-# "MFU name=x" divides kiln's achieved TFLOP/s by PEAK_FP32 / PEAK_TF32
-# (dense, TFLOP/s; an H100 SXM's 67 and 495 by default).
+# "MFU name=x" divides kiln's achieved TFLOP/s by PEAK_FP32 / PEAK_TF32 /
+# PEAK_BF16 (dense, TFLOP/s; an H100 SXM's 67, 495 and 989 by default).
 # Usage: bench/gpu_vs_pytorch.sh [mlp|resnet50|all]
 # Env: KT (kiln-train), PY (python3 with torch), DATA_DIR, ROUNDS (2), PT_PEERS (0:
-#      no PyTorch tf32 and bf16 ResNet runs),
+#      no PyTorch tf32 ResNet run; the bf16 one always runs: it is a ratio),
 #      R50_ROUNDS (ROUNDS), MLP_STEPS (3000), R50_BATCH (256), R50_STEPS (20),
 #      OUT (a folder for logs)
 set -u
@@ -35,6 +37,7 @@ R50_BATCH=${R50_BATCH:-256}
 R50_STEPS=${R50_STEPS:-20}
 PEAK_FP32=${PEAK_FP32:-67}
 PEAK_TF32=${PEAK_TF32:-495}
+PEAK_BF16=${PEAK_BF16:-989}
 LOG=${OUT:-/tmp}
 export PYTHONUNBUFFERED=1
 num() { sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" | tail -1; }
@@ -109,13 +112,19 @@ if [ "$WHAT" = resnet50 ] || [ "$WHAT" = all ]; then
     echo "MFU resnet50_tf32=$(ratio "${kt:-0}" "$PEAK_TF32")"
     sed -n '/^profile/,$p' "$T/k.out"
     [ -n "$k" ] || tail -5 "$T/k.out"
-    p=""
-    [ "${PT_PEERS:-1}" = 0 ] ||
-        p=$(timeout 240 "$PY" "$HERE/pytorch_resnet50.py" --device cuda --batch_size "$R50_BATCH" \
-            --steps "$R50_STEPS" --warmup 5 --rounds 1 --precision bf16 --channels_last \
-            --peak_tflops 989 2>>"$LOG/r50-pt.err" | num images_per_sec)
-    pt=${p:-failed}
-    [ "${PT_PEERS:-1}" = 0 ] && pt="not run (PT_PEERS=0)"
-    echo "== resnet50 bf16: pytorch $pt; kiln: mixed precision not built"
-    echo "RATIO resnet50_bf16=n/a"
+    # bf16: kiln's mixed precision against PyTorch's AMP, channels-last
+    timeout 240 "$KT" resnet50 --synthetic --device=/gpu:0 --precision=bf16 \
+        --batch_size="$R50_BATCH" --num_batches="$R50_STEPS" --num_warmup_batches=5 \
+        > "$T/k.out" 2>&1
+    cat "$T/k.out" >> "$LOG/r50-kiln.log"
+    k=$(sed -n 's/^total images\/sec: //p' "$T/k.out")
+    kt=$(sed -n 's/^achieved TFLOP\/s: \([0-9.]*\).*/\1/p' "$T/k.out")
+    [ -n "$k" ] || tail -5 "$T/k.out"
+    p=$(timeout 240 "$PY" "$HERE/pytorch_resnet50.py" --device cuda --batch_size "$R50_BATCH" \
+        --steps "$R50_STEPS" --warmup 5 --rounds 1 --precision bf16 --channels_last \
+        --peak_tflops "$PEAK_BF16" 2>>"$LOG/r50-pt.err" | num images_per_sec)
+    [ -n "$p" ] || tail -5 "$LOG/r50-pt.err"
+    echo "== resnet50 bf16: kiln ${k:-failed} images/s (${kt:-?} TFLOP/s), pytorch ${p:-failed} images/s (AMP bf16, channels-last)"
+    echo "RATIO resnet50_bf16=$(ratio "${k:-0}" "${p:-0}")"
+    echo "MFU resnet50_bf16=$(ratio "${kt:-0}" "$PEAK_BF16")"
 fi

@@ -121,10 +121,20 @@ typedef enum kiln_precision {
 /* "fp32", "tf32", "bf16", "fp16"; -1 for anything else */
 int kiln_precision_parse(const char *s);
 const char *kiln_precision_name(kiln_precision p);
-/* Before compile. TF32 needs a GPU (the CPU has no TF32 arithmetic); the
- * sequential models take fp32 and tf32 (bf16 and fp16 are refused here, by
- * name: see docs/gpu.md). */
+/* Before compile, after kiln_model_set_device. TF32 needs a GPU (the CPU
+ * has no TF32 arithmetic). bf16 and fp16 are mixed precision: fp32 master
+ * weights and optimizer state (checkpoints unchanged), every GEMM and
+ * convolution on inputs rounded to the format with fp32 sums, fp16 with
+ * dynamic loss scaling. On a GPU they run on its tensor cores; on /cpu:0
+ * the model goes through the CPU's backend table, which rounds exactly the
+ * same way (the reference: slower than the CPU's fp32 path). See
+ * docs/gpu-training.md. */
 int kiln_model_set_precision(kiln_model *m, kiln_precision p);
+/* fp16: the current loss scale (65536 at first, halved on each step with
+ * an inf/NaN gradient, which is skipped; doubled after 2000 finite steps in
+ * a row) and, in *skipped (may be NULL), how many steps were skipped. 0
+ * for every other precision. */
+float kiln_model_loss_scale(const kiln_model *m, uint64_t *skipped);
 /* Brings the host copies of the model's state (kiln_model_buffer) up to
  * date with the device; a no-op on the CPU. 0, or -1 with the device's
  * error in kiln_model_error. */

@@ -5,7 +5,9 @@
  *
  * Every entry is a thin call of the op with the same contract, already
  * compared with the CPU reference by tests/cuda/test_cuda_ops.c; this file
- * only adapts the return convention (0 / -1, the message in the context). */
+ * only adapts the return convention (0 / -1, the message in the context).
+ * The GEMM and convolution entries are cuda/lowp.c's, which are the fp32
+ * ops until set_precision turns mixed precision on. */
 #include "backend/backend.h"
 #include "cuda/cuda_ops.h"
 #include "kiln/cuda.h"
@@ -51,6 +53,14 @@ static void b_describe(kiln__dev *d, char *buf, size_t len)
 static int b_set_tf32(kiln__dev *d, int on)
 {
     return R(kiln_cu_set_tf32(CTX(d), on));
+}
+
+static int b_set_precision(kiln__dev *d, int lowp)
+{
+    if (lowp == KILN__LOWP_OFF) return R(kiln_cu_set_lowp(CTX(d), 0, KILN_CU_BF16));
+    if (lowp != KILN__LOWP_BF16 && lowp != KILN__LOWP_FP16)
+        return R(kiln_cu_set_lowp(CTX(d), 1, (kiln_cu_dtype)-1)); /* refused, named */
+    return R(kiln_cu_set_lowp(CTX(d), 1, lowp == KILN__LOWP_BF16 ? KILN_CU_BF16 : KILN_CU_FP16));
 }
 
 static int b_sync(kiln__dev *d)
@@ -131,27 +141,27 @@ static unsigned long b_mem_epoch(kiln__dev *d)
 static int b_dense_fwd(kiln__dev *d, const float *x, const float *w, const float *b, float *y,
                        int B, int in, int out, int relu)
 {
-    return R(kiln_cu_dense_fwd(CTX(d), x, w, b, y, B, in, out, relu));
+    return R(kiln_cu_dense_fwd_lp(CTX(d), x, w, b, y, B, in, out, relu));
 }
 
 static int b_dense_bwd(kiln__dev *d, const float *x, const float *w, const float *y, float *dy,
                        float *dx, float *dw, float *db, int B, int in, int out, int relu,
                        float beta)
 {
-    return R(kiln_cu_dense_bwd(CTX(d), x, w, y, dy, dx, dw, db, B, in, out, relu, beta));
+    return R(kiln_cu_dense_bwd_lp(CTX(d), x, w, y, dy, dx, dw, db, B, in, out, relu, beta));
 }
 
 static int b_conv_fwd(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
                       const float *b, float *y, int relu)
 {
-    return R(kiln_cu_conv2d_fwd(CTX(d), s, x, w, b, y, relu));
+    return R(kiln_cu_conv2d_fwd_lp(CTX(d), s, x, w, b, y, relu));
 }
 
 static int b_conv_bwd(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
                       const float *y, float *dy, float *dx, float *dw, float *db, int relu,
                       float beta)
 {
-    return R(kiln_cu_conv2d_bwd(CTX(d), s, x, w, y, dy, dx, dw, db, relu, beta));
+    return R(kiln_cu_conv2d_bwd_lp(CTX(d), s, x, w, y, dy, dx, dw, db, relu, beta));
 }
 
 static int b_maxpool_fwd(kiln__dev *d, const kiln_pool_shape *s, const float *x, float *y)
@@ -229,6 +239,11 @@ static int b_xent(kiln__dev *d, const float *logits, const int32_t *labels, int 
     return R(kiln_cu_xent(CTX(d), logits, labels, B, K, dlogits, grad_scale, loss, correct));
 }
 
+static int b_scale_check(kiln__dev *d, float *g, size_t n, float factor, int *found)
+{
+    return R(kiln_cu_scale_check(CTX(d), g, n, factor, found));
+}
+
 static int b_sgd(kiln__dev *d, float *p, const float *g, float *v, size_t n, const float *hyper)
 {
     return R(kiln_cu_sgd_update_dev(CTX(d), p, g, v, n, hyper));
@@ -248,6 +263,7 @@ static const kiln__backend table = {
     .error = b_error,
     .describe = b_describe,
     .set_tf32 = b_set_tf32,
+    .set_precision = b_set_precision,
     .sync = b_sync,
     .alloc = b_alloc,
     .free = b_free,
@@ -280,6 +296,7 @@ static const kiln__backend table = {
     .pad2d = b_pad2d,
     .crop2d = b_crop2d,
     .xent = b_xent,
+    .scale_check = b_scale_check,
     .sgd = b_sgd,
     .adam = b_adam,
 };

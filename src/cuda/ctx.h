@@ -42,6 +42,10 @@ struct kiln_cuda_ctx {
     int nalgos;
     kiln_cu_algo algos[KILN_CU_ALGOS];
     int tf32;
+    int lowp; /* mixed precision on (cuda/lowp.c), in format lowp_t */
+    kiln_cu_dtype lowp_t;
+    void *lowp_buf; /* the rounded / cast copies of one op's inputs */
+    size_t lowp_bytes;
     char err[512];
 };
 
@@ -74,6 +78,7 @@ kiln_err kiln_cu__maxpool_bwd_first(kiln_cuda_ctx *c, const kiln_pool_shape *s, 
 /* Makes the workspace (or scratch) at least `bytes` large. */
 kiln_err kiln_cu__ensure_ws(kiln_cuda_ctx *c, size_t bytes);
 kiln_err kiln_cu__ensure_scratch(kiln_cuda_ctx *c, size_t bytes);
+kiln_err kiln_cu__ensure_lowp(kiln_cuda_ctx *c, size_t bytes);
 
 /* The checks: each jumps to the function's one cleanup label `out` with rc
  * set, so no path leaks a descriptor. */

@@ -152,6 +152,34 @@ kiln_err kiln_cu_cast_to_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, void *dst, cons
 kiln_err kiln_cu_cast_from_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, float *dst, const void *src,
                                 size_t n);
 
+/* dst = src rounded to t and back to fp32 (round to nearest even; fp16
+ * overflows to inf): fp32 values a tensor-core format holds exactly. */
+kiln_err kiln_cu_round_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, float *dst, const float *src,
+                            size_t n);
+
+/* ---- mixed precision (cuda/lowp.c): the runtime's backend table's rule
+ * (backend/backend.h, set_precision) ----
+ * After kiln_cu_set_lowp(c, 1, t) the _lp ops below take their GEMM and
+ * convolution inputs rounded to t and sum in fp32; outputs, bias and the
+ * bias gradient (the column sum of the fp32 dy, masked by ReLU first) stay
+ * fp32. Dense: cublasGemmEx on bf16/fp16 copies, CUBLAS_COMPUTE_32F.
+ * Convolution: cuDNN's fp32 NHWC convolution on rounded fp32 copies with
+ * TF32 tensor cores allowed: a bf16 or fp16 value is exact in TF32, so the
+ * products are those of the low-precision inputs and the sums fp32 (the
+ * speed is TF32's, not bf16's: bf16 storage is the next step). Without
+ * lowp on they are the fp32 ops. */
+kiln_err kiln_cu_set_lowp(kiln_cuda_ctx *c, int on, kiln_cu_dtype t);
+kiln_err kiln_cu_dense_fwd_lp(kiln_cuda_ctx *c, const float *x, const float *w, const float *b,
+                              float *y, int B, int in, int out, int relu);
+kiln_err kiln_cu_dense_bwd_lp(kiln_cuda_ctx *c, const float *x, const float *w, const float *y,
+                              float *dy, float *dx, float *dw, float *db, int B, int in, int out,
+                              int relu, float beta);
+kiln_err kiln_cu_conv2d_fwd_lp(kiln_cuda_ctx *c, const kiln_conv_shape *s, const float *x,
+                               const float *w, const float *b, float *y, int relu);
+kiln_err kiln_cu_conv2d_bwd_lp(kiln_cuda_ctx *c, const kiln_conv_shape *s, const float *x,
+                               const float *w, const float *y, float *dy, float *dx, float *dw,
+                               float *db, int relu, float beta);
+
 /* g *= factor, and *found (device int) is set to 1 if any result is inf or
  * NaN (never cleared here: zero it once per step, check all gradients, read
  * it back, then kiln_loss_scaler_update). factor = 1/scale unscales. */

@@ -131,6 +131,7 @@ void kiln_cu_ctx_destroy(kiln_cuda_ctx *c)
     cudaFree(c->blas_ws);
     cudaFree(c->ws);
     cudaFree(c->scratch);
+    cudaFree(c->lowp_buf);
     if (c->dnn) cudnnDestroy(c->dnn);
     if (c->copied) cudaEventDestroy(c->copied);
     if (c->copy_stream) cudaStreamDestroy(c->copy_stream);
@@ -187,6 +188,11 @@ out:
 kiln_err kiln_cu__ensure_ws(kiln_cuda_ctx *c, size_t bytes)
 {
     return grow(c, &c->ws, &c->ws_bytes, bytes);
+}
+
+kiln_err kiln_cu__ensure_lowp(kiln_cuda_ctx *c, size_t bytes)
+{
+    return grow(c, &c->lowp_buf, &c->lowp_bytes, bytes);
 }
 
 kiln_err kiln_cu__ensure_scratch(kiln_cuda_ctx *c, size_t bytes)

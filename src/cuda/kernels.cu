@@ -371,6 +371,32 @@ out:
     return rc;
 }
 
+/* dst = src rounded to bf16/fp16 and back (mixed precision on fp32 math:
+ * cuda/lowp.c); the same rounding as the casts above */
+__global__ void round_bf16_k(float *d, const float *s, size_t n)
+{
+    FOR_EACH(i, n) d[i] = __bfloat162float(__float2bfloat16_rn(s[i]));
+}
+__global__ void round_fp16_k(float *d, const float *s, size_t n)
+{
+    FOR_EACH(i, n) d[i] = __half2float(__float2half_rn(s[i]));
+}
+
+extern "C" kiln_err kiln_cu_round_lowp(kiln_cuda_ctx *c, kiln_cu_dtype t, float *dst,
+                                       const float *src, size_t n)
+{
+    kiln_err rc = KILN_OK;
+    if (n == 0) return KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    if (t == KILN_CU_BF16)
+        round_bf16_k<<<blocks_for(n), THREADS, 0, c->stream>>>(dst, src, n);
+    else
+        round_fp16_k<<<blocks_for(n), THREADS, 0, c->stream>>>(dst, src, n);
+    CK_LAUNCH(c, "round kernel");
+out:
+    return rc;
+}
+
 /* ---- loss scaling ---- */
 
 __global__ void scale_check_k(float *g, size_t n, float factor, int *found)

@@ -21,7 +21,20 @@
  *    first update is up to 24% off the reference in the last stage's
  *    buffers, where batch norm normalises 32 values: measured),
  *    with kiln's and cuDNN's batch norm, timed and heuristic convolution
- *    algorithms; two runs bit-identical; the loss falls over more steps.
+ *    algorithms; two runs bit-identical; the loss falls over more steps;
+ *  - mixed precision (bf16, fp16: cuBLAS GemmEx on 16-bit copies, cuDNN on
+ *    rounded copies with TF32 math) against the same precision on the CPU
+ *    table's reference ops (backend.h's rounding rule, double sums),
+ *    calibrated by the CPU table's fast ops in that precision (within 3x,
+ *    or a floor: LP_FLOOR1 after 1 step, LP_FLOOR after STEPS), graph
+ *    replay vs eager and two runs bit-identical, and an fp16 step whose
+ *    forward overflows skipped with every buffer's bits kept;
+ *  - ResNet in bf16 and fp16 on the GPU against the CPU table in the same
+ *    precision: inference logits within R_BF16 / R_FP16 (the CPU table's
+ *    bf16 is 1.0e-2 from fp32 at this shape, its reference ops 3.1e-3 from
+ *    its fast ones, measured; a wrong op is O(1) off), the loss falls over
+ *    12 steps (fp16 skips its first 2 for overflow on the CPU table,
+ *    measured), two GPU runs bit-identical.
  * Skips (77, reason printed) without a GPU or without the CUDA backend. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +167,79 @@ out:
     kiln_model_free(e);
     kiln_model_free(g2);
     kiln_model_free(t);
+}
+
+/* 16-bit rounding makes two correct implementations differ by a whole
+ * bf16/fp16 step wherever their fp32 sums round an activation to
+ * neighbouring values: floors of that size (bf16 2^-8, fp16 2^-11 relative)
+ * times the layers' growth; the CPU table's calibration usually sets the
+ * limit. */
+#define LP_FLOOR1(p) ((p) == KILN_PRECISION_BF16 ? 4e-3 : 1e-3)
+#define LP_FLOOR(p)  ((p) == KILN_PRECISION_BF16 ? 2e-2 : 3e-3)
+
+static void mixed(int shape, kiln_optimizer opt, kiln_precision prec, const char *what)
+{
+    const char *pn = kiln_precision_name(prec);
+    kiln_model *c = build(shape, opt, "/cpu:0", 1, prec); /* the CPU table, fast ops */
+    kiln_model *r = build(shape, opt, "ref", 1, prec);
+    kiln_model *g = build(shape, opt, "/gpu:0", 1, prec);
+    kiln_model *e = build(shape, opt, "/gpu:0", 0, prec);
+    kiln_model *g2 = build(shape, opt, "/gpu:0", 1, prec);
+    char label[48];
+    int ident;
+    snprintf(label, sizeof label, "%s %s", what, pn);
+    CHECK(c && r && g && e && g2);
+    if (!c || !r || !g || !e || !g2) goto out;
+    CHECK(steps(c, 0, 1, NULL) == 0 && steps(r, 0, 1, NULL) == 0 && steps(g, 0, 1, NULL) == 0);
+    CHECK_MSG(calibrated(label, "after 1 step", param_diff(g, r, &ident), param_diff(c, r, &ident),
+                         LP_FLOOR1(prec)),
+              "%s: one GPU step is off the CPU table's %s reference", label, pn);
+    CHECK(steps(c, 1, STEPS - 1, NULL) == 0 && steps(r, 1, STEPS - 1, NULL) == 0 &&
+          steps(g, 1, STEPS - 1, NULL) == 0);
+    CHECK(steps(e, 0, STEPS, NULL) == 0 && steps(g2, 0, STEPS, NULL) == 0);
+    char when[32];
+    snprintf(when, sizeof when, "after %d steps", STEPS);
+    CHECK_MSG(
+        calibrated(label, when, param_diff(g, r, &ident), param_diff(c, r, &ident), LP_FLOOR(prec)),
+        "%s: the GPU drifted off the CPU table's %s reference", label, pn);
+    double ge = param_diff(g, e, &ident);
+    printf("%-12s graph replay vs eager: %s\n", label, ident ? "bit-identical" : "DIFFERENT");
+    CHECK_MSG(ident, "%s: graph replay and eager steps differ (%g)", label, ge);
+    param_diff(g, g2, &ident);
+    printf("%-12s two GPU runs: %s\n", label, ident ? "bit-identical" : "DIFFERENT");
+    CHECK_MSG(ident, "%s: two GPU runs differ", label);
+    if (prec == KILN_PRECISION_FP16) {
+        /* an overflowing forward (a pixel beyond 65504): the step is skipped */
+        float *x = copy_buf(train.x, (size_t)B * train.dim), **snap;
+        size_t nb = kiln_model_num_buffers(g);
+        uint64_t skipped = 0;
+        CHECK(x && kiln_model_sync_host(g) == 0);
+        snap = calloc(nb, sizeof *snap);
+        for (size_t i = 0; snap && i < nb; i++)
+            snap[i] = copy_buf(kiln_model_buffer(g, i).data, kiln_model_buffer(g, i).size);
+        x[300] = 1e6f;
+        CHECK(kiln_model_train_step(g, x, train.y, B, NULL, NULL) == 0);
+        CHECK(kiln_model_sync_host(g) == 0);
+        int same = 1;
+        for (size_t i = 0; snap && i < nb; i++)
+            same &= bits_equal(kiln_model_buffer(g, i).data, snap[i], kiln_model_buffer(g, i).size);
+        float sc = kiln_model_loss_scale(g, &skipped);
+        printf("%-12s an overflowing step: %s, scale %g, %llu skipped\n", label,
+               same ? "skipped, every buffer bit-identical" : "BUFFERS CHANGED", sc,
+               (unsigned long long)skipped);
+        CHECK_MSG(same && sc == 32768.0f && skipped == 1, "%s: the overflow was not skipped",
+                  label);
+        for (size_t i = 0; snap && i < nb; i++)
+            free(snap[i]);
+        free(snap);
+        free(x);
+    }
+out:
+    kiln_model_free(c);
+    kiln_model_free(r);
+    kiln_model_free(g);
+    kiln_model_free(e);
+    kiln_model_free(g2);
 }
 
 static void restore(void)
@@ -306,6 +392,62 @@ out:
     kiln_ffree(x);
 }
 
+#define R_BF16 3e-2
+#define R_FP16 1e-2
+
+static void resnet_mixed(const kiln__backend *be, kiln_precision prec)
+{
+    const char *pn = kiln_precision_name(prec);
+    double tol = prec == KILN_PRECISION_BF16 ? R_BF16 : R_FP16;
+    enum { N = 8, SIZE = 64, CL = 10 };
+    kiln_resnet_cfg cfg = {.width = 8, .classes = CL, .seed = 3};
+    char err[512] = "";
+    kiln_rng r;
+    kiln_rng_seed(&r, 2);
+    float *x = rand_buf(&r, (size_t)N * SIZE * SIZE * 3, -1, 1), lc[N * CL], lg[N * CL];
+    int32_t lab[N] = {1, 4, 9, 0, 3, 3, 7, 2};
+    kiln_resnet_dev *c =
+        kiln_resnet_dev_create(&cfg, &kiln__backend_cpu, 0, prec, N, SIZE, err, sizeof err);
+    kiln_resnet_dev *g = kiln_resnet_dev_create(&cfg, be, 0, prec, N, SIZE, err, sizeof err);
+    kiln_resnet_dev *g2 = kiln_resnet_dev_create(&cfg, be, 0, prec, N, SIZE, err, sizeof err);
+    float first = 0, last = 0, l2 = 0;
+    CHECK_MSG(c && g && g2, "resnet %s: %s", pn, err);
+    if (!c || !g || !g2) goto out;
+    CHECK(kiln_resnet_dev_load(c, x, lab, N) == KILN_OK &&
+          kiln_resnet_dev_load(g, x, lab, N) == KILN_OK &&
+          kiln_resnet_dev_load(g2, x, lab, N) == KILN_OK);
+    CHECK_MSG(kiln_resnet_dev_forward(c, lc, 0) == KILN_OK &&
+                  kiln_resnet_dev_forward(g, lg, 0) == KILN_OK,
+              "resnet %s forward: %s", pn, kiln_resnet_dev_error(g));
+    double e = rel_err(lg, lc, N * CL);
+    printf("resnet %s  inference logits /gpu:0 vs the CPU table's %s: %.3g (tol %g)\n", pn, pn, e,
+           tol);
+    CHECK_MSG(e <= tol, "resnet %s logits off by %g", pn, e);
+    for (int s = 0; s < 12; s++) {
+        float l = 0;
+        CHECK_MSG(kiln_resnet_dev_step(g, 0.02f, 0.9f) == KILN_OK &&
+                      kiln_resnet_dev_wait(g, &l) == KILN_OK &&
+                      kiln_resnet_dev_step(g2, 0.02f, 0.9f) == KILN_OK &&
+                      kiln_resnet_dev_wait(g2, &l2) == KILN_OK,
+                  "resnet %s step: %s", pn, kiln_resnet_dev_error(g));
+        CHECK_MSG(l == l2, "resnet %s: two GPU runs differ at step %d (%g, %g)", pn, s, l, l2);
+        if (s == 0) first = l;
+        last = l;
+    }
+    uint64_t skipped = 0;
+    float sc = kiln_resnet_dev_loss_scale(g, &skipped);
+    printf("resnet %s  loss %.4f -> %.4f over 12 steps (loss scale %g, %llu skipped); two runs "
+           "bit-identical\n",
+           pn, first, last, sc, (unsigned long long)skipped);
+    CHECK_MSG(last == last && last < first, "resnet %s: the loss did not fall", pn);
+    CHECK_MSG(skipped <= 6, "resnet %s: %llu of 12 steps skipped", pn, (unsigned long long)skipped);
+out:
+    kiln_resnet_dev_destroy(c);
+    kiln_resnet_dev_destroy(g);
+    kiln_resnet_dev_destroy(g2);
+    kiln_ffree(x);
+}
+
 int main(void)
 {
     char err[512];
@@ -331,10 +473,16 @@ int main(void)
     against_cpu(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd");
     against_cpu(MLP, kiln_adam(0.001f), "mlp adam");
     against_cpu(CNN, kiln_sgd(0.05f, 0.9f), "cnn+bn sgd");
+    mixed(MLP, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_BF16, "mlp sgd");
+    mixed(MLP, kiln_adam(0.001f), KILN_PRECISION_FP16, "mlp adam");
+    mixed(CNN, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_BF16, "cnn+bn sgd");
+    mixed(CNN, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_FP16, "cnn+bn sgd");
     restore();
     resnet(be, "kiln", "1", 1);
     resnet(be, "cudnn", "1", 0);
     resnet(be, "kiln", "0", 0);
+    resnet_mixed(be, KILN_PRECISION_BF16);
+    resnet_mixed(be, KILN_PRECISION_FP16);
     kiln_data_free(&full);
     kiln_data_free(&tfull);
     TEST_DONE();

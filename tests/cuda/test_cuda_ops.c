@@ -16,6 +16,13 @@
  *  - bf16/fp16 GEMM (fp32 accumulation on tensor cores) vs the CPU on the
  *    same rounded inputs: 1e-3; vs the unrounded fp32 result: 2e-2
  *  - fp16 round trip: within half an fp16 ulp (2^-11 relative)
+ *  - mixed precision as the runtime's table runs it (cuda/lowp.c), vs the
+ *    CPU table's reference (backend/cpu.c, same rounding, double sums):
+ *    the rounding kernel bit-identical to kiln__round_lowp; dense forward
+ *    and backward (GemmEx) 1e-4, since the products of rounded inputs are
+ *    exact and only the order of the fp32 sums differs; convolutions
+ *    (cuDNN with TF32 allowed, whose Winograd variants round their
+ *    transforms to TF32) 1e-2, against bf16's own 4e-3 from fp32
  * Without a GPU (or a build without the backend) it prints why and exits 77. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +32,7 @@
 #include "rt_test.h"
 #include "test.h"
 
+#include "backend/backend.h"
 #include "cuda/cuda_ops.h"
 #include "kiln/cuda.h"
 #include "ops/ops.h"
@@ -557,6 +565,96 @@ static void check_async_upload(size_t n)
     kiln_cu_host_free(C, pin);
 }
 
+/* The runtime table's mixed-precision ops (lowp.c) in format t against
+ * the CPU reference table in the same precision. */
+static void check_lp(kiln_cu_dtype t, int lowp)
+{
+    const kiln__backend *be = &kiln__backend_cpu_ref;
+    kiln__dev *cd = NULL;
+    char err[256];
+    const char *name = t == KILN_CU_BF16 ? "bf16" : "fp16";
+    printf("mixed precision %s (the runtime table's ops vs the CPU table's)\n", name);
+    if (be->open(0, &cd, err, sizeof err) || be->set_precision(cd, lowp)) {
+        CHECK_MSG(0, "cpu-ref table: %s", cd ? be->error(cd) : err);
+        be->close(cd);
+        return;
+    }
+    OK(kiln_cu_set_lowp(C, 1, t));
+    /* rounding: edge values and random ones of every magnitude */
+    {
+        enum { NR = 4096 };
+        float *v = rand_buf(&R, NR, -1, 1), *want = kiln_falloc(NR);
+        static const float edge[] = {65504.0f,        65519.0f, 65520.0f, -70000.0f,
+                                     0x1p-25f,        0x3p-25f, 0x1p-14f, 1.0f + 0x1p-8f,
+                                     1.0f + 0x1p-11f, 3.0e38f,  -0.0f,    INFINITY};
+        for (int i = 0; i < NR; i++)
+            v[i] = ldexpf(v[i], (i % 80) - 40);
+        memcpy(v, edge, sizeof edge);
+        float *dV = dcopy(v, NR), *dO = dcopy(NULL, NR);
+        kiln__round_lowp(lowp, v, want, NR);
+        OK(kiln_cu_round_lowp(C, t, dO, dV, NR));
+        same("round kernel vs kiln__round_lowp", dO, want, NR);
+        kiln_ffree(v);
+        kiln_ffree(want);
+    }
+    /* dense */
+    {
+        int B = 48, in = 96, out = 40;
+        size_t nx = (size_t)B * in, nw = (size_t)in * out, ny = (size_t)B * out;
+        float *x = rand_buf(&R, nx, -1, 1), *w = rand_buf(&R, nw, -0.5, 0.5);
+        float *b = rand_buf(&R, out, -0.5, 0.5), *y = kiln_falloc(ny);
+        float *dy = rand_buf(&R, ny, -1, 1), *dyc = copy_buf(dy, ny);
+        float *dx = kiln_falloc(nx), *dw = kiln_falloc(nw), *db = kiln_falloc(out);
+        float *dX = dcopy(x, nx), *dW = dcopy(w, nw), *dB = dcopy(b, out), *dY = dcopy(NULL, ny);
+        float *dDY = dcopy(dy, ny), *dDX = dcopy(NULL, nx), *dDW = dcopy(NULL, nw);
+        float *dDB = dcopy(NULL, out);
+        CHECK(be->dense_fwd(cd, x, w, b, y, B, in, out, 1) == 0);
+        OK(kiln_cu_dense_fwd_lp(C, dX, dW, dB, dY, B, in, out, 1));
+        near("dense fwd (GemmEx)", dY, y, ny, 1e-4);
+        CHECK(be->dense_bwd(cd, x, w, y, dyc, dx, dw, db, B, in, out, 1, 0.0f) == 0);
+        OK(kiln_cu_dense_bwd_lp(C, dX, dW, dY, dDY, dDX, dDW, dDB, B, in, out, 1, 0.0f));
+        same("dense relu mask of dy", dDY, dyc, ny);
+        near("dense bwd dx", dDX, dx, nx, 1e-4);
+        near("dense bwd dw", dDW, dw, nw, 1e-4);
+        near("dense bwd db (fp32 dy)", dDB, db, out, 1e-4);
+        float *f[] = {x, w, b, y, dy, dyc, dx, dw, db};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            kiln_ffree(f[i]);
+    }
+    /* convolution: a 3x3 with ReLU and ResNet's 1x1 stride-2 projection */
+    for (int k = 0; k < 2; k++) {
+        kiln_conv_shape s;
+        if (k == 0)
+            kiln_conv_shape_init(&s, 4, 12, 12, 8, 16, 3, 3, 1, 1);
+        else
+            kiln_conv_shape_init(&s, 2, 14, 14, 16, 32, 1, 1, 2, 0);
+        int relu = k == 0;
+        size_t nx = (size_t)s.n * s.h * s.w * s.c, nw = (size_t)s.kh * s.kw * s.c * s.oc;
+        size_t ny = (size_t)s.n * s.oh * s.ow * s.oc;
+        float *x = rand_buf(&R, nx, -1, 1), *w = rand_buf(&R, nw, -0.5, 0.5);
+        float *b = rand_buf(&R, s.oc, -0.5, 0.5), *y = kiln_falloc(ny);
+        float *dy = rand_buf(&R, ny, -1, 1), *dyc = copy_buf(dy, ny);
+        float *dx = kiln_falloc(nx), *dw = kiln_falloc(nw), *db = kiln_falloc(s.oc);
+        float *dX = dcopy(x, nx), *dW = dcopy(w, nw), *dB = dcopy(b, s.oc), *dY = dcopy(NULL, ny);
+        float *dDY = dcopy(dy, ny), *dDX = dcopy(NULL, nx), *dDW = dcopy(NULL, nw);
+        float *dDB = dcopy(NULL, s.oc);
+        CHECK(be->conv_fwd(cd, &s, x, w, b, y, relu) == 0);
+        OK(kiln_cu_conv2d_fwd_lp(C, &s, dX, dW, dB, dY, relu));
+        near(k ? "conv 1x1/2 fwd" : "conv 3x3 fwd", dY, y, ny, 1e-2);
+        CHECK(be->conv_bwd(cd, &s, x, w, y, dyc, dx, dw, db, relu, 0.0f) == 0);
+        OK(kiln_cu_conv2d_bwd_lp(C, &s, dX, dW, dY, dDY, dDX, dDW, dDB, relu, 0.0f));
+        same("conv relu mask of dy", dDY, dyc, ny);
+        near("conv bwd dx", dDX, dx, nx, 1e-2);
+        near("conv bwd dw", dDW, dw, nw, 1e-2);
+        near("conv bwd db (fp32 dy)", dDB, db, s.oc, 1e-4);
+        float *f[] = {x, w, b, y, dy, dyc, dx, dw, db};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            kiln_ffree(f[i]);
+    }
+    OK(kiln_cu_set_lowp(C, 0, t)); /* fp32, TF32 off again */
+    be->close(cd);
+}
+
 int main(void)
 {
     char err[512];
@@ -610,6 +708,8 @@ int main(void)
     check_step_helpers(100003);
     check_casts_and_scaling(50021);
     check_async_upload(1 << 20);
+    check_lp(KILN_CU_BF16, KILN__LOWP_BF16);
+    check_lp(KILN_CU_FP16, KILN__LOWP_FP16);
     {
         kiln_conv_shape s = {0}; /* never initialised: refused, not run */
         CHECK(kiln_cu_conv2d_fwd(C, &s, NULL, NULL, NULL, NULL, 0) == KILN_EINVAL);

@@ -18,9 +18,17 @@
  *    runs) trains on the same batches in the same order as the CPU's loop,
  *    and stopped by a callback and resumed where it stopped ends
  *    bit-identical to an uninterrupted device run;
+ *  - mixed precision (bf16, fp16) on the CPU table, the reference of the
+ *    rounding (backend.h): 6 steps end within LOWP_TOL of fp32 and yet not
+ *    equal to it (the rounding is there); MIX_STEPS steps reach the fp32
+ *    model's test accuracy within ACC_PTS points; an fp16 step whose
+ *    forward overflows (a pixel of 1e6: inf in fp16) is skipped with every
+ *    buffer's bits kept and the loss scale halved; the host copies of a bf16
+ *    model continue bit-identically in a second one (a checkpoint restore);
+ *    bf16 on /cpu:0 without the table goes through it;
  *  - refusals: an unknown device string, a GPU where none can be driven
- *    (named), a device set after compile, TF32 on the CPU, mixed precision
- *    on these layers. */
+ *    (named), a device set after compile, TF32 on the CPU. */
+#include "backend/backend.h" /* kiln__round_lowp */
 #include "kiln/train.h"
 #include "rt_test.h"
 #include "small_models.h"
@@ -33,6 +41,18 @@
 #define STEPS 6
 #define B     32
 #define TOL   5e-5 /* test_gradsync.c's, for the same fused-vs-separate SGD rounding */
+/* bf16 keeps 8 significant bits (relative rounding 2^-9 = 2e-3), fp16 11
+ * (2.4e-4); param_diff is the largest absolute difference over the largest
+ * parameter (>= 1), where a ReLU unit that switches on in one run and not
+ * the other dominates. Measured (this file's output) after 6 steps: bf16
+ * MLP SGD 8.5e-4, MLP Adam 6.5e-3, CNN SGD 1.0e-3; fp16 MLP SGD 8.5e-4,
+ * CNN Adam 2.1e-3. Bounds with ~1.4-3x room. */
+#define LOWP_TOL_BF16 2e-2
+#define LOWP_TOL_FP16 3e-3
+#define MIX_STEPS     600 /* 19,200 examples, SGD 0.01: ~81% test accuracy in fp32 */
+#define ACC_PTS                                                                                    \
+    2.0 /* test accuracy within 2 points of fp32's (1,000 images); measured                        \
+           fp32 0.813, bf16 0.815, fp16 0.820 */
 
 static kiln_data train, test;
 
@@ -40,12 +60,13 @@ enum { MLP = 0, CNN = 1 };
 
 /* The model of `shape` (small_models.h's layers), on the CPU's fused path
  * (table 0), through the device table (1) or the reference table (2). */
-static kiln_model *build(int shape, kiln_optimizer opt, int table)
+static kiln_model *build_prec(int shape, kiln_optimizer opt, int table, kiln_precision prec)
 {
     kiln_model *m =
         small_model_layers(shape == CNN ? SMALL_CNN | SMALL_BN | SMALL_CONV2 : SMALL_MLP);
     setenv("KILN_CPU_DEVICE_TABLE", table == 2 ? "ref" : table ? "1" : "0", 1);
     int bad = kiln_model_set_device(m, "/cpu:0");
+    if (!bad) bad = kiln_model_set_precision(m, prec);
     if (!bad) bad = kiln_model_compile(m, opt, KILN_SOFTMAX_XENT, B, 7);
     unsetenv("KILN_CPU_DEVICE_TABLE");
     if (bad) {
@@ -54,6 +75,11 @@ static kiln_model *build(int shape, kiln_optimizer opt, int table)
         return NULL;
     }
     return m;
+}
+
+static kiln_model *build(int shape, kiln_optimizer opt, int table)
+{
+    return build_prec(shape, opt, table, KILN_PRECISION_FP32);
 }
 
 static int steps(kiln_model *m, int from, int n, float *losses)
@@ -113,9 +139,10 @@ static void copy_state(kiln_model *dst, kiln_model *src)
     kiln_model_set_step(dst, kiln_model_step(src));
 }
 
-static void state_round_trip(int shape, kiln_optimizer opt, const char *what)
+static void state_round_trip_prec(int shape, kiln_optimizer opt, const char *what, kiln_precision p)
 {
-    kiln_model *a = build(shape, opt, 1), *b = build(shape, opt, 1), *c = build(shape, opt, 1);
+    kiln_model *a = build_prec(shape, opt, 1, p), *b = build_prec(shape, opt, 1, p),
+               *c = build_prec(shape, opt, 1, p);
     int ident;
     CHECK(a && b && c);
     if (!a || !b || !c) goto out;
@@ -143,6 +170,11 @@ out:
     kiln_model_free(a);
     kiln_model_free(b);
     kiln_model_free(c);
+}
+
+static void state_round_trip(int shape, kiln_optimizer opt, const char *what)
+{
+    state_round_trip_prec(shape, opt, what, KILN_PRECISION_FP32);
 }
 
 typedef struct stopper {
@@ -203,6 +235,210 @@ out:
     kiln_model_free(b);
 }
 
+/* ---- mixed precision ---- */
+
+static const char *pname(kiln_precision p)
+{
+    return kiln_precision_name(p);
+}
+
+/* The reference rounding at its edges: ties to even, fp16's largest
+ * finite value, its overflow to inf and its subnormals, NaN kept. */
+static void rounding(void)
+{
+    static const float in[] = {1.0f + 0x1p-8f,
+                               1.0f + 0x3p-8f,
+                               1.0f + 0x1p-11f,
+                               1.0f + 0x3p-11f,
+                               65504.0f,
+                               65519.0f,
+                               65520.0f,
+                               -70000.0f,
+                               0x1p-25f,
+                               0x3p-25f,
+                               0x1p-14f,
+                               3.0e38f,
+                               0.1f,
+                               NAN};
+    static const float bf[] = {1.0f,     1.0f + 0x1p-6f, 1.0f,          1.0f,     65536.0f,
+                               65536.0f, 65536.0f,       -70144.0f,     0x1p-25f, 0x3p-25f,
+                               0x1p-14f, 0x1.c4p+127f,   0.10009765625f};
+    static const float hf[] = {
+        1.0f + 0x1p-8f,  1.0f + 0x3p-8f, 1.0f, 1.0f + 0x1p-9f, 65504.0f, 65504.0f,
+        INFINITY,        -INFINITY,      0.0f, 0x1p-23f,       0x1p-14f, INFINITY,
+        0.0999755859375f};
+    float ob[14], oh[14];
+    kiln__round_lowp(KILN__LOWP_BF16, in, ob, 14);
+    kiln__round_lowp(KILN__LOWP_FP16, in, oh, 14);
+    for (int i = 0; i < 13; i++) {
+        CHECK_MSG(ob[i] == bf[i], "bf16(%a) = %a, expected %a", in[i], ob[i], bf[i]);
+        CHECK_MSG(oh[i] == hf[i], "fp16(%a) = %a, expected %a", in[i], oh[i], hf[i]);
+    }
+    CHECK(isnan(ob[13]) && isnan(oh[13]));
+}
+
+/* STEPS steps in prec on the CPU table against fp32 on the CPU path */
+static void lowp_vs_fp32(int shape, kiln_optimizer opt, kiln_precision prec, const char *what)
+{
+    double tol = prec == KILN_PRECISION_BF16 ? LOWP_TOL_BF16 : LOWP_TOL_FP16;
+    kiln_model *a = build(shape, opt, 0), *b = build_prec(shape, opt, 1, prec);
+    float la[STEPS], lb[STEPS];
+    int ident;
+    CHECK(a && b);
+    if (!a || !b) goto out;
+    CHECK_MSG(steps(a, 0, STEPS, la) == 0 && steps(b, 0, STEPS, lb) == 0, "%s %s: %s / %s", what,
+              pname(prec), kiln_model_error(a), kiln_model_error(b));
+    for (int i = 0; i < STEPS; i++)
+        CHECK_MSG(fabsf(la[i] - lb[i]) <= tol * fabsf(la[i]) + 1e-3f,
+                  "%s %s: step %d loss %g vs %g", what, pname(prec), i, la[i], lb[i]);
+    double e = param_diff(a, b, &ident);
+    printf("%-14s %s on the CPU table vs fp32: params rel err %.3g (tol %g)\n", what, pname(prec),
+           e, tol);
+    CHECK_MSG(e <= tol, "%s %s: parameters differ from fp32 by %g", what, pname(prec), e);
+    /* the rounding is there: fp32 on the table is within TOL of a (above) */
+    CHECK_MSG(e > 10 * TOL, "%s %s: as close to fp32 as fp32 itself (%g): no rounding?", what,
+              pname(prec), e);
+    CHECK_MSG(kiln_model_loss_scale(b, NULL) == (prec == KILN_PRECISION_FP16 ? 65536.0f : 0.0f),
+              "%s %s: loss scale %g", what, pname(prec), kiln_model_loss_scale(b, NULL));
+out:
+    kiln_model_free(a);
+    kiln_model_free(b);
+}
+
+/* test accuracy on 1,000 images after MIX_STEPS steps */
+static float trained_acc(kiln_model *m, const kiln_data *d)
+{
+    float loss = 0, acc = -1;
+    for (int s = 0; s < MIX_STEPS; s++) {
+        size_t at = (size_t)s * B % (d->n - B);
+        if (kiln_model_train_step(m, d->x + at * d->dim, d->y + at, B, NULL, NULL)) return -1;
+    }
+    if (kiln_model_evaluate(m, test.x, test.y, 1000, &loss, &acc)) return -1;
+    return acc;
+}
+
+static void lowp_accuracy(const kiln_data *d)
+{
+    kiln_precision ps[] = {KILN_PRECISION_FP32, KILN_PRECISION_BF16, KILN_PRECISION_FP16};
+    float acc[3];
+    for (int i = 0; i < 3; i++) {
+        kiln_model *m = build_prec(MLP, kiln_sgd(0.02f, 0.9f), 1, ps[i]);
+        CHECK(m != NULL);
+        acc[i] = m ? trained_acc(m, d) : -1;
+        CHECK_MSG(acc[i] >= 0, "%s: %s", pname(ps[i]), m ? kiln_model_error(m) : "no model");
+        kiln_model_free(m);
+    }
+    printf(
+        "mlp after %d steps, test accuracy: fp32 %.3f bf16 %.3f fp16 %.3f (within %.1f points)\n",
+        MIX_STEPS, acc[0], acc[1], acc[2], ACC_PTS);
+    CHECK_MSG(acc[0] > 0.6f, "fp32 learned too little to compare with (%.3f)", acc[0]);
+    for (int i = 1; i < 3; i++)
+        CHECK_MSG(fabs(acc[i] - acc[0]) * 100 <= ACC_PTS, "%s accuracy %.3f vs fp32 %.3f",
+                  pname(ps[i]), acc[i], acc[0]);
+}
+
+/* every buffer of a (host copies) into fresh memory */
+static float **snapshot(kiln_model *a)
+{
+    size_t nb = kiln_model_num_buffers(a);
+    float **s = calloc(nb, sizeof *s);
+    for (size_t i = 0; s && i < nb; i++) {
+        kiln_buffer x = kiln_model_buffer(a, i);
+        s[i] = copy_buf(x.data, x.size);
+    }
+    return s;
+}
+
+static int same_as(kiln_model *a, float **s, const char **which)
+{
+    for (size_t i = 0; i < kiln_model_num_buffers(a); i++) {
+        kiln_buffer x = kiln_model_buffer(a, i);
+        if (!bits_equal(x.data, s[i], x.size)) {
+            *which = x.name;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void free_snapshot(kiln_model *a, float **s)
+{
+    for (size_t i = 0; s && i < kiln_model_num_buffers(a); i++)
+        free(s[i]);
+    free(s);
+}
+
+/* An fp16 step whose forward overflows is skipped: no buffer changes, the
+ * scale halves; the next finite step trains again. For SGD and Adam. */
+static void fp16_overflow(kiln_optimizer opt, const char *what)
+{
+    kiln_model *m = build_prec(MLP, opt, 1, KILN_PRECISION_FP16);
+    float *x = NULL, **snap = NULL, loss = 0;
+    uint64_t skipped = 9;
+    const char *which = "";
+    CHECK(m != NULL);
+    if (!m) return;
+    CHECK(steps(m, 0, 2, NULL) == 0);
+    CHECK(kiln_model_loss_scale(m, &skipped) == 65536.0f && skipped == 0);
+    CHECK(kiln_model_sync_host(m) == 0);
+    snap = snapshot(m);
+    x = copy_buf(train.x + 2 * (size_t)B * train.dim, (size_t)B * train.dim);
+    CHECK(snap && x);
+    if (!snap || !x) goto out;
+    x[100] = 1e6f; /* beyond fp16's 65504: inf after rounding */
+    CHECK(kiln_model_train_step(m, x, train.y + 2 * B, B, &loss, NULL) == 0);
+    CHECK(kiln_model_sync_host(m) == 0);
+    CHECK_MSG(same_as(m, snap, &which), "%s: the skipped fp16 step changed %s", what, which);
+    CHECK_MSG(kiln_model_loss_scale(m, &skipped) == 32768.0f && skipped == 1,
+              "%s: after an overflow: scale %g, %llu skipped", what, kiln_model_loss_scale(m, NULL),
+              (unsigned long long)skipped);
+    printf("%s fp16: an overflowing step (loss %g) skipped, every buffer bit-identical, scale "
+           "65536 -> %g\n",
+           what, loss, kiln_model_loss_scale(m, NULL));
+    /* the next finite step is applied */
+    CHECK(steps(m, 3, 1, NULL) == 0);
+    CHECK(kiln_model_sync_host(m) == 0);
+    CHECK_MSG(!same_as(m, snap, &which), "%s: a finite step after the skip changed nothing", what);
+    CHECK(kiln_model_loss_scale(m, &skipped) == 32768.0f && skipped == 1);
+out:
+    free(x);
+    free_snapshot(m, snap);
+    kiln_model_free(m);
+}
+
+/* bf16's state is fp32 masters: the host copies, written into a second
+ * model, continue bit-identically; /cpu:0 without the table takes it */
+static void bf16_resume(void)
+{
+    state_round_trip_prec(CNN, kiln_adam(0.001f), "cnn+bn adam bf16", KILN_PRECISION_BF16);
+    state_round_trip_prec(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd fp16", KILN_PRECISION_FP16);
+    kiln_model *m = small_model_layers(SMALL_MLP), *m2;
+    CHECK(kiln_model_set_device(m, "/cpu:0") == 0);
+    CHECK(kiln_model_set_precision(m, KILN_PRECISION_BF16) == 0);
+    CHECK(kiln_model_compile(m, kiln_sgd(0.05f, 0.9f), KILN_SOFTMAX_XENT, B, 7) == 0);
+    CHECK_MSG(strstr(kiln_model_device_name(m), "table") != NULL,
+              "bf16 on /cpu:0 is not on the CPU table (%s)", kiln_model_device_name(m));
+    /* and back to fp32: the CPU's own path again */
+    m2 = small_model_layers(SMALL_MLP);
+    CHECK(kiln_model_set_device(m2, "/cpu:0") == 0);
+    CHECK(kiln_model_set_precision(m2, KILN_PRECISION_BF16) == 0);
+    CHECK(kiln_model_set_precision(m2, KILN_PRECISION_FP32) == 0);
+    CHECK(kiln_model_compile(m2, kiln_sgd(0.05f, 0.9f), KILN_SOFTMAX_XENT, B, 7) == 0);
+    CHECK_MSG(strcmp(kiln_model_device_name(m2), "CPU") == 0, "bf16 then fp32: %s",
+              kiln_model_device_name(m2));
+    kiln_model_free(m2);
+    kiln_model_free(m);
+    /* the precision set before the device: the device's reset would leave
+     * bf16 on the fp32 path: refused at compile */
+    m = small_model_layers(SMALL_MLP);
+    CHECK(kiln_model_set_precision(m, KILN_PRECISION_BF16) == 0);
+    CHECK(kiln_model_set_device(m, "/cpu:0") == 0);
+    CHECK(kiln_model_compile(m, kiln_sgd(0.05f, 0.9f), KILN_SOFTMAX_XENT, B, 7) == -1);
+    CHECK_MSG(strstr(kiln_model_error(m), "bf16") != NULL, "bf16 then device: %s",
+              kiln_model_error(m));
+    kiln_model_free(m);
+}
+
 static void refusals(void)
 {
     kiln_model *m = kiln_model_new(28, 28, 1);
@@ -225,8 +461,6 @@ static void refusals(void)
     CHECK(kiln_model_set_device(m, "/cpu:0") == 0);
     CHECK(kiln_model_set_precision(m, KILN_PRECISION_TF32) == -1);
     CHECK_MSG(strstr(kiln_model_error(m), "tf32") != NULL, "tf32: %s", kiln_model_error(m));
-    CHECK(kiln_model_set_precision(m, KILN_PRECISION_BF16) == -1);
-    CHECK_MSG(strstr(kiln_model_error(m), "bf16") != NULL, "bf16: %s", kiln_model_error(m));
     CHECK(kiln_model_compile(m, kiln_sgd(0.1f, 0.0f), KILN_SOFTMAX_XENT, 4, 1) == 0);
     CHECK(kiln_model_set_device(m, "/cpu:0") == -1);
     CHECK_MSG(strstr(kiln_model_error(m), "before compile") != NULL, "after compile: %s",
@@ -261,6 +495,16 @@ int main(void)
     state_round_trip(CNN, kiln_adam(0.001f), "cnn+bn adam");
     state_round_trip(MLP, kiln_sgd(0.05f, 0.9f), "mlp sgd");
     fit_pipelined();
+    rounding();
+    lowp_vs_fp32(MLP, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_BF16, "mlp sgd");
+    lowp_vs_fp32(MLP, kiln_adam(0.001f), KILN_PRECISION_BF16, "mlp adam");
+    lowp_vs_fp32(CNN, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_BF16, "cnn+bn sgd");
+    lowp_vs_fp32(MLP, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_FP16, "mlp sgd");
+    lowp_vs_fp32(CNN, kiln_adam(0.001f), KILN_PRECISION_FP16, "cnn+bn adam");
+    fp16_overflow(kiln_sgd(0.05f, 0.9f), "mlp sgd");
+    fp16_overflow(kiln_adam(0.001f), "mlp adam");
+    bf16_resume();
+    lowp_accuracy(&full);
     refusals();
     kiln_data_free(&full);
     kiln_data_free(&tfull);

@@ -33,6 +33,8 @@ EXPECT='expected an integer' expect2 --synthetic --batch_size=0
 EXPECT='unknown or incomplete' expect2 --synthetic --bogus=1
 EXPECT='index must be a decimal' expect2 --synthetic --device=/gpu:x
 EXPECT='the CPU path is fp32 only' expect2 --synthetic --device=/cpu:0 --precision=tf32
+EXPECT='the CPU path is fp32 only' expect2 --synthetic --device=/cpu:0 --precision=bf16
+EXPECT='the CPU path is fp32 only' expect2 --synthetic --device=/cpu:0 --precision=fp16
 EXPECT='expected fp32, tf32, bf16 or fp16' expect2 --synthetic --precision=fp8
 # --display_every on the CPU: a line every 2 steps and the last
 "$KT" resnet50 --synthetic --device=/cpu:0 --batch_size=2 --image_size=64 --width=4 \

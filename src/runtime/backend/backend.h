@@ -28,6 +28,15 @@
  * weights [in, out], conv weights HWIO; backward overwrites dx (NULL skips
  * it), dw = beta*dw + grad, and with relu masks dy in place first.
  *
+ * Mixed precision (set_precision): every GEMM and convolution (dense and
+ * conv, forward and backward) takes its inputs rounded to bf16 or fp16
+ * (round to nearest even; fp16 overflows to inf) and multiplies and sums
+ * them in fp32, as tensor cores do; outputs, bias, activations, batch norm,
+ * the loss and the optimizer stay fp32 (fp32 master weights). A bias
+ * gradient is the column sum of the fp32 gradient (masked by ReLU first).
+ * The CPU table does exactly that with its fp32 ops on rounded copies: the
+ * reference the CUDA table is compared with.
+ *
  * The table is versioned: a plugin whose abi differs is refused. */
 #ifndef KILN_RT_BACKEND_H
 #define KILN_RT_BACKEND_H
@@ -37,7 +46,7 @@
 
 #include "ops/ops.h" /* kiln_conv_shape, kiln_pool_shape */
 
-#define KILN__BACKEND_ABI 1
+#define KILN__BACKEND_ABI 2
 /* the plugin's one exported symbol: const kiln__backend *kiln_cuda_backend_v1(void) */
 #define KILN__CUDA_BACKEND_SYMBOL "kiln_cuda_backend_v1"
 #define KILN__CUDA_BACKEND_LIB    "libkiln_cuda_backend.so"
@@ -59,6 +68,9 @@ enum {
 };
 #define KILN__HYPER_MAX 8
 
+/* set_precision's formats */
+enum { KILN__LOWP_OFF = 0, KILN__LOWP_BF16 = 1, KILN__LOWP_FP16 = 2 };
+
 typedef struct kiln__backend {
     int abi; /* KILN__BACKEND_ABI */
     const char *name;
@@ -72,6 +84,9 @@ typedef struct kiln__backend {
     void (*describe)(kiln__dev *d, char *buf, size_t len);
     /* TF32 tensor cores for fp32 GEMMs and convolutions (off by default) */
     int (*set_tf32)(kiln__dev *d, int on);
+    /* KILN__LOWP_*: the format GEMM and convolution inputs are rounded to
+     * (see above); KILN__LOWP_OFF: fp32 (or TF32 as set) */
+    int (*set_precision)(kiln__dev *d, int lowp);
     int (*sync)(kiln__dev *d);
 
     /* ---- memory ---- */
@@ -148,6 +163,9 @@ typedef struct kiln__backend {
      * NULL); dlogits (may be NULL) = (softmax - onehot) * grad_scale / B */
     int (*xent)(kiln__dev *d, const float *logits, const int32_t *labels, int B, int K,
                 float *dlogits, float grad_scale, float *loss, int *correct);
+    /* fp16 loss scaling: g *= factor (1/scale unscales), and the device int
+     * *found set to 1 when a result is inf or NaN (never cleared here) */
+    int (*scale_check)(kiln__dev *d, float *g, size_t n, float factor, int *found);
     /* the update rules of optim/update.h, hyper-parameters from device memory */
     int (*sgd)(kiln__dev *d, float *p, const float *g, float *v, size_t n, const float *hyper);
     int (*adam)(kiln__dev *d, float *p, const float *g, float *m, float *v, size_t n,
@@ -162,5 +180,10 @@ extern const kiln__backend kiln__backend_cpu_ref;
 /* The CUDA table: loads the plugin on first use (backend/load.c). NULL with
  * a sentence in err when it cannot: not built, or a library missing. */
 const kiln__backend *kiln__backend_cuda(char *err, size_t errlen);
+
+/* dst[i] = src[i] rounded to lowp (KILN__LOWP_BF16/FP16) and back to fp32,
+ * round to nearest even, NaN kept, fp16 beyond 65504 to inf: what the
+ * CUDA casts (__float2bfloat16_rn, __float2half_rn) give. dst may be src. */
+void kiln__round_lowp(int lowp, const float *src, float *dst, size_t n);
 
 #endif

@@ -3,7 +3,11 @@
  * are memcpy, there are no graphs, and every op is the runtime's fast CPU
  * op where its contract fits, a plain loop where the table asks for more
  * (in-place ReLU and add, max-pool backward without arg-max indices, int32
- * labels). */
+ * labels).
+ *
+ * Mixed precision (set_precision) is the reference of backend.h's rule:
+ * the GEMM and convolution inputs are rounded into copies, and the table's
+ * own fp32 op (fast or reference) multiplies and sums those in fp32. */
 #include "backend/backend.h"
 
 #include "kiln/tensor.h"
@@ -11,11 +15,32 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* A table's fp32 GEMM ops, which its mixed-precision entries run on
+ * rounded copies. */
+typedef struct fp32_ops {
+    int (*dense_fwd)(kiln__dev *d, const float *x, const float *w, const float *b, float *y, int B,
+                     int in, int out, int relu);
+    int (*dense_bwd)(kiln__dev *d, const float *x, const float *w, const float *y, float *dy,
+                     float *dx, float *dw, float *db, int B, int in, int out, int relu, float beta);
+    int (*conv_fwd)(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
+                    const float *b, float *y, int relu);
+    int (*conv_bwd)(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
+                    const float *y, float *dy, float *dx, float *dw, float *db, int relu,
+                    float beta);
+} fp32_ops;
+
+enum { LP_X, LP_W, LP_DY, LP_DB, LP_N }; /* the rounded copies (and a bias gradient) */
+
 struct kiln__dev {
+    const fp32_ops *ops;
+    int lowp; /* KILN__LOWP_* */
+    float *lp[LP_N];
+    size_t lp_n[LP_N];
     float *scratch; /* bn_bwd's dx when the caller needs none; xent's labels */
     size_t scratch_n;
     float *db; /* conv_bwd's bias gradient when the caller needs none */
@@ -47,7 +72,7 @@ static float *scratch(kiln__dev *d, size_t n)
     return d->scratch;
 }
 
-static int cpu_open(int index, kiln__dev **out, char *err, size_t errlen)
+static int open_with(const fp32_ops *ops, int index, kiln__dev **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (index != 0) {
@@ -58,6 +83,7 @@ static int cpu_open(int index, kiln__dev **out, char *err, size_t errlen)
         snprintf(err, errlen, "cpu: out of memory");
         return -1;
     }
+    (*out)->ops = ops;
     return 0;
 }
 
@@ -66,6 +92,8 @@ static void cpu_close(kiln__dev *d)
     if (!d) return;
     kiln_ffree(d->db);
     kiln_ffree(d->scratch);
+    for (int i = 0; i < LP_N; i++)
+        kiln_ffree(d->lp[i]);
     free(d);
 }
 
@@ -84,6 +112,14 @@ static int cpu_set_tf32(kiln__dev *d, int on)
 {
     (void)d;
     (void)on; /* fp32 is fp32 on the CPU */
+    return 0;
+}
+
+static int cpu_set_precision(kiln__dev *d, int lowp)
+{
+    if (lowp != KILN__LOWP_OFF && lowp != KILN__LOWP_BF16 && lowp != KILN__LOWP_FP16)
+        return fail(d, "cpu: unknown low-precision format %d", lowp);
+    d->lowp = lowp;
     return 0;
 }
 
@@ -353,6 +389,149 @@ static int cpu_adam(kiln__dev *d, float *p, const float *g, float *m, float *v, 
     return 0;
 }
 
+/* ---- mixed precision (backend.h): the reference ---- */
+
+/* bf16: the upper 16 bits, rounded to nearest even (the carry of a mantissa
+ * that rounds up goes into the exponent, up to inf, as it should) */
+static float round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x; /* NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* fp16: 10 mantissa bits for normals (2^-14 and up), multiples of 2^-24
+ * below (subnormals, rintf: nearest even in the default rounding mode),
+ * inf beyond 65504 (65520, the midpoint to 2^16, ties to even: inf) */
+static float round_fp16(float x)
+{
+    float a = fabsf(x), r;
+    uint32_t u;
+    if (isnan(x)) return x;
+    if (a >= 65520.0f) return copysignf(INFINITY, x); /* inf too */
+    if (a < 0x1p-14f) return rintf(x * 0x1p24f) * 0x1p-24f;
+    memcpy(&u, &x, sizeof u);
+    u += 0xfffu + ((u >> 13) & 1u);
+    u &= 0xffffe000u;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+void kiln__round_lowp(int lowp, const float *src, float *dst, size_t n)
+{
+    if (lowp == KILN__LOWP_BF16)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = round_bf16(src[i]);
+    else if (lowp == KILN__LOWP_FP16)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = round_fp16(src[i]);
+    else if (dst != src)
+        memmove(dst, src, sizeof(float) * n);
+}
+
+/* copy `which` of n floats (grown as needed), src rounded into it */
+static float *rounded(kiln__dev *d, int which, const float *src, size_t n)
+{
+    if (n > d->lp_n[which]) {
+        kiln_ffree(d->lp[which]);
+        d->lp_n[which] = 0;
+        if (!(d->lp[which] = kiln_falloc(n))) {
+            fail(d, "cpu: out of memory for %zu floats of rounded inputs", n);
+            return NULL;
+        }
+        d->lp_n[which] = n;
+    }
+    if (src) kiln__round_lowp(d->lowp, src, d->lp[which], n);
+    return d->lp[which];
+}
+
+/* With relu: dy = 0 where y <= 0, in place (the table's contract). Then
+ * db = beta*db + the column sums of dy[M, N] (db may be NULL), in double:
+ * the bias gradient of the fp32 gradient. */
+static void mask_colsum(float *dy, const float *y, int relu, float *db, float beta, size_t M,
+                        size_t N)
+{
+    if (relu)
+        for (size_t i = 0; i < M * N; i++)
+            dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    if (!db) return;
+    for (size_t j = 0; j < N; j++) {
+        double acc = 0.0;
+        for (size_t i = 0; i < M; i++)
+            acc += dy[i * N + j];
+        db[j] = (beta != 0.0f ? beta * db[j] : 0.0f) + (float)acc;
+    }
+}
+
+static int lp_dense_fwd(kiln__dev *d, const float *x, const float *w, const float *b, float *y,
+                        int B, int in, int out, int relu)
+{
+    const float *xr, *wr;
+    if (!d->lowp) return d->ops->dense_fwd(d, x, w, b, y, B, in, out, relu);
+    if (!(xr = rounded(d, LP_X, x, (size_t)B * in)) ||
+        !(wr = rounded(d, LP_W, w, (size_t)in * out)))
+        return -1;
+    return d->ops->dense_fwd(d, xr, wr, b, y, B, in, out, relu);
+}
+
+static int lp_dense_bwd(kiln__dev *d, const float *x, const float *w, const float *y, float *dy,
+                        float *dx, float *dw, float *db, int B, int in, int out, int relu,
+                        float beta)
+{
+    float *xr, *wr, *dyr, *dbr;
+    if (!d->lowp) return d->ops->dense_bwd(d, x, w, y, dy, dx, dw, db, B, in, out, relu, beta);
+    mask_colsum(dy, y, relu, db, beta, (size_t)B, (size_t)out);
+    if (!(xr = rounded(d, LP_X, x, (size_t)B * in)) ||
+        !(wr = rounded(d, LP_W, w, (size_t)in * out)) ||
+        !(dyr = rounded(d, LP_DY, dy, (size_t)B * out)) || !(dbr = rounded(d, LP_DB, NULL, out)))
+        return -1;
+    /* the op's own bias gradient (of the rounded dy) goes to dbr, unread */
+    return d->ops->dense_bwd(d, xr, wr, y, dyr, dx, dw, dbr, B, in, out, 0, beta);
+}
+
+static int lp_conv_fwd(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
+                       const float *b, float *y, int relu)
+{
+    const float *xr, *wr;
+    if (!d->lowp) return d->ops->conv_fwd(d, s, x, w, b, y, relu);
+    if (!(xr = rounded(d, LP_X, x, (size_t)s->n * s->h * s->w * s->c)) ||
+        !(wr = rounded(d, LP_W, w, (size_t)s->kh * s->kw * s->c * s->oc)))
+        return -1;
+    return d->ops->conv_fwd(d, s, xr, wr, b, y, relu);
+}
+
+static int lp_conv_bwd(kiln__dev *d, const kiln_conv_shape *s, const float *x, const float *w,
+                       const float *y, float *dy, float *dx, float *dw, float *db, int relu,
+                       float beta)
+{
+    size_t M = (size_t)s->n * s->oh * s->ow;
+    float *xr, *wr, *dyr;
+    if (!d->lowp) return d->ops->conv_bwd(d, s, x, w, y, dy, dx, dw, db, relu, beta);
+    mask_colsum(dy, y, relu, db, beta, M, (size_t)s->oc);
+    if (!(xr = rounded(d, LP_X, x, (size_t)s->n * s->h * s->w * s->c)) ||
+        !(wr = rounded(d, LP_W, w, (size_t)s->kh * s->kw * s->c * s->oc)) ||
+        !(dyr = rounded(d, LP_DY, dy, M * s->oc)))
+        return -1;
+    return d->ops->conv_bwd(d, s, xr, wr, y, dyr, dx, dw, NULL, 0, beta);
+}
+
+static int cpu_scale_check(kiln__dev *d, float *g, size_t n, float factor, int *found)
+{
+    (void)d;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float v = g[i] * factor;
+        g[i] = v;
+        bad |= !isfinite(v);
+    }
+    if (bad) *found = 1;
+    return 0;
+}
+
 /* ---- the reference table: the _ref ops (double sums, plain loops) ----
  * What the GPU's results are compared against in tests/cuda: the fast CPU
  * ops round differently from both, and where a computation amplifies
@@ -451,23 +630,35 @@ static void ref_describe(kiln__dev *d, char *buf, size_t len)
     snprintf(buf, len, "CPU (the backend table on the reference ops)");
 }
 
+static const fp32_ops cpu_ops = {cpu_dense_fwd, cpu_dense_bwd, cpu_conv_fwd, cpu_conv_bwd};
+static const fp32_ops ref_ops = {ref_dense_fwd, ref_dense_bwd, ref_conv_fwd, ref_conv_bwd};
+
+static int cpu_open(int index, kiln__dev **out, char *err, size_t errlen)
+{
+    return open_with(&cpu_ops, index, out, err, errlen);
+}
+
+static int ref_open(int index, kiln__dev **out, char *err, size_t errlen)
+{
+    return open_with(&ref_ops, index, out, err, errlen);
+}
+
 #define CPU_TABLE_COMMON                                                                           \
-    .abi = KILN__BACKEND_ABI, .open = cpu_open, .close = cpu_close, .error = cpu_error,            \
-    .set_tf32 = cpu_set_tf32, .sync = cpu_sync, .alloc = cpu_alloc, .free = cpu_free,              \
-    .host_alloc = cpu_alloc, .host_free = cpu_free, .upload = cpu_copy, .download = cpu_copy,      \
-    .upload_async = cpu_copy, .upload_ordered = cpu_copy, .download_async = cpu_copy,              \
-    .maxpool_fwd = cpu_maxpool_fwd, .maxpool_bwd = cpu_maxpool_bwd,                                \
-    .bn_fwd_infer = cpu_bn_fwd_infer, .relu_fwd = cpu_relu_fwd, .relu_bwd = cpu_relu_bwd,          \
-    .add = cpu_add, .pad2d = cpu_pad2d, .crop2d = cpu_crop2d, .sgd = cpu_sgd, .adam = cpu_adam
+    .abi = KILN__BACKEND_ABI, .close = cpu_close, .error = cpu_error, .set_tf32 = cpu_set_tf32,    \
+    .set_precision = cpu_set_precision, .scale_check = cpu_scale_check, .dense_fwd = lp_dense_fwd, \
+    .dense_bwd = lp_dense_bwd, .conv_fwd = lp_conv_fwd, .conv_bwd = lp_conv_bwd, .sync = cpu_sync, \
+    .alloc = cpu_alloc, .free = cpu_free, .host_alloc = cpu_alloc, .host_free = cpu_free,          \
+    .upload = cpu_copy, .download = cpu_copy, .upload_async = cpu_copy,                            \
+    .upload_ordered = cpu_copy, .download_async = cpu_copy, .maxpool_fwd = cpu_maxpool_fwd,        \
+    .maxpool_bwd = cpu_maxpool_bwd, .bn_fwd_infer = cpu_bn_fwd_infer, .relu_fwd = cpu_relu_fwd,    \
+    .relu_bwd = cpu_relu_bwd, .add = cpu_add, .pad2d = cpu_pad2d, .crop2d = cpu_crop2d,            \
+    .sgd = cpu_sgd, .adam = cpu_adam
 
 const kiln__backend kiln__backend_cpu_ref = {
     CPU_TABLE_COMMON,
     .name = "cpu-ref",
+    .open = ref_open,
     .describe = ref_describe,
-    .dense_fwd = ref_dense_fwd,
-    .dense_bwd = ref_dense_bwd,
-    .conv_fwd = ref_conv_fwd,
-    .conv_bwd = ref_conv_bwd,
     .avgpool_fwd = ref_avgpool_fwd,
     .avgpool_bwd = ref_avgpool_bwd,
     .bn_fwd_train = ref_bn_fwd_train,
@@ -478,11 +669,8 @@ const kiln__backend kiln__backend_cpu_ref = {
 const kiln__backend kiln__backend_cpu = {
     CPU_TABLE_COMMON,
     .name = "cpu",
+    .open = cpu_open,
     .describe = cpu_describe,
-    .dense_fwd = cpu_dense_fwd,
-    .dense_bwd = cpu_dense_bwd,
-    .conv_fwd = cpu_conv_fwd,
-    .conv_bwd = cpu_conv_bwd,
     .avgpool_fwd = cpu_avgpool_fwd,
     .avgpool_bwd = cpu_avgpool_bwd,
     .bn_fwd_train = cpu_bn_fwd_train,

@@ -73,7 +73,10 @@ kiln_err kiln_resnet_train_step(kiln_resnet *r, const float *x, const uint8_t *l
 struct kiln__backend;
 typedef struct kiln_resnet_dev kiln_resnet_dev;
 
-/* precision: a kiln_precision (kiln/train.h): fp32 or tf32 */
+/* precision: a kiln_precision (kiln/train.h): fp32, tf32, bf16 or fp16
+ * (mixed: fp32 parameters and batch norm, GEMM/convolution inputs rounded
+ * to the format; fp16 with dynamic loss scaling, whose steps wait for
+ * their overflow check) */
 kiln_resnet_dev *kiln_resnet_dev_create(const kiln_resnet_cfg *cfg, const struct kiln__backend *be,
                                         int index, int precision, int max_n, int size, char *err,
                                         size_t errlen);
@@ -87,6 +90,8 @@ kiln_err kiln_resnet_dev_load(kiln_resnet_dev *r, const float *x, const int32_t 
 /* Queues one training step on the loaded batch (forward, softmax
  * cross-entropy, backward, SGD momentum in PyTorch's form); does not wait. */
 kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum);
+/* fp16: the loss scale and the steps skipped for an overflow; 0 otherwise */
+float kiln_resnet_dev_loss_scale(const kiln_resnet_dev *r, uint64_t *skipped);
 /* Waits for every queued step; *loss (may be NULL): the last one's mean loss. */
 kiln_err kiln_resnet_dev_wait(kiln_resnet_dev *r, float *loss);
 /* The loaded batch's logits [n, classes] into host memory (training: batch

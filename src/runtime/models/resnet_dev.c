@@ -16,6 +16,7 @@
  * in stream order (upload_ordered), the loss into a pinned host slot that
  * kiln_resnet_dev_wait reads. */
 #include "backend/backend.h"
+#include "cuda/lossscale.h"
 #include "kiln/train.h"
 #include "models/resnet.h"
 
@@ -74,7 +75,9 @@ struct kiln_resnet_dev {
     size_t g_n;
     float *tmp;          /* the projection's batch-norm output in the forward pass */
     float *hyper;        /* device: {lr, momentum} */
-    float *loss, *hloss; /* device scalar; pinned host copy */
+    float *loss, *hloss; /* device [0] loss, [1] fp16's overflow flag (int); pinned host copy */
+    int scaling;         /* fp16: dynamic loss scaling (nn/model_dev.c's rule) */
+    kiln_loss_scaler scaler;
     kiln_pool_shape pool, gap;
     pbuf params[N_PARAMS];
     int np;
@@ -288,6 +291,19 @@ kiln_resnet_dev *kiln_resnet_dev_create(const kiln_resnet_cfg *cfg, const kiln__
     if (precision == KILN_PRECISION_TF32 && be->set_tf32(r->d, 1)) {
         dfail(r, "turning TF32 on");
         goto fail;
+    }
+    /* bf16, fp16: the convolutions and the classifier on rounded inputs
+     * with fp32 sums (backend.h); batch norm, its statistics, the loss and
+     * SGD stay fp32; fp16 scales the loss (kiln_resnet_dev_step) */
+    if ((precision == KILN_PRECISION_BF16 || precision == KILN_PRECISION_FP16) &&
+        be->set_precision(r->d,
+                          precision == KILN_PRECISION_BF16 ? KILN__LOWP_BF16 : KILN__LOWP_FP16)) {
+        dfail(r, "setting mixed precision");
+        goto fail;
+    }
+    if (precision == KILN_PRECISION_FP16) {
+        kiln_loss_scaler_init(&r->scaler);
+        r->scaling = 1;
     }
     r->width = w;
     r->classes = cfg->classes;
@@ -534,18 +550,39 @@ kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum)
     float h[KILN__HYPER_MAX] = {0};
     h[KILN__H_LR] = lr;
     h[KILN__H_MOMENTUM] = momentum;
+    float scale = r->scaling ? r->scaler.scale : 1.0f;
+    int apply = 1;
     if ((rc = forward(r, 1))) return rc;
-    CK(be->xent(r->d, r->logits, r->labels, r->n, r->classes, r->dlogits, 1.0f, r->loss, NULL),
+    CK(be->xent(r->d, r->logits, r->labels, r->n, r->classes, r->dlogits, scale, r->loss, NULL),
        "cross-entropy");
     if ((rc = backward(r))) return rc;
+    if (r->scaling) {
+        /* fp16: unscale with an inf/NaN check, wait for it, skip the update
+         * of a step that overflowed (so this step waits) */
+        int *found = (int *)(r->loss + 1), zero = 0, bad = 0;
+        CK(be->upload_ordered(r->d, found, &zero, sizeof zero), "loss scaling");
+        for (int i = 0; i < r->np; i++)
+            CK(be->scale_check(r->d, r->params[i].g, r->params[i].n, 1.0f / scale, found),
+               "loss scaling");
+        CK(be->download_async(r->d, r->hloss + 1, found, sizeof(int)), "loss scaling");
+        CK(be->sync(r->d), "training step");
+        memcpy(&bad, r->hloss + 1, sizeof bad);
+        apply = kiln_loss_scaler_update(&r->scaler, bad);
+    }
     /* in stream order: steps queued before still read the previous rate */
     CK(be->upload_ordered(r->d, r->hyper, h, sizeof h), "uploading the learning rate");
-    for (int i = 0; i < r->np; i++)
+    for (int i = 0; apply && i < r->np; i++)
         CK(be->sgd(r->d, r->params[i].p, r->params[i].g, r->params[i].v, r->params[i].n, r->hyper),
            "SGD step");
     CK(be->download_async(r->d, r->hloss, r->loss, sizeof(float)), "reading the loss");
 out:
     return rc;
+}
+
+float kiln_resnet_dev_loss_scale(const kiln_resnet_dev *r, uint64_t *skipped)
+{
+    if (skipped) *skipped = r->scaling ? r->scaler.skipped : 0;
+    return r->scaling ? r->scaler.scale : 0.0f;
 }
 
 kiln_err kiln_resnet_dev_wait(kiln_resnet_dev *r, float *loss)

@@ -370,6 +370,9 @@ int kiln_model_compile(kiln_model *m, kiln_optimizer opt, kiln_loss loss, int ba
         l->goff = m->grad_count;
         m->grad_count += l->nw + l->nb;
     }
+    if (!m->dv && (m->precision == KILN_PRECISION_BF16 || m->precision == KILN_PRECISION_FP16))
+        return fail(m, "precision %s: set the device before the precision",
+                    kiln_precision_name(m->precision));
     if (m->dv && kiln__dev_compile(m)) return -1;
     m->compiled = 1;
     return 0;
@@ -386,6 +389,7 @@ int kiln_model_set_device(kiln_model *m, const char *device)
     if (kiln_device_parse(device, &spec, err, sizeof err) != KILN_OK) return fail(m, "%s", err);
     kiln_device_format(&spec, name, sizeof name);
     kiln__dev_free(m);
+    m->dv_auto = 0;
     snprintf(m->device, sizeof m->device, "%s", name);
     if (spec.kind == KILN_DEVICE_CPU) {
         /* KILN_CPU_DEVICE_TABLE=1: the CPU through the backend table, the
@@ -427,6 +431,11 @@ const char *kiln_precision_name(kiln_precision p)
 int kiln_model_set_precision(kiln_model *m, kiln_precision p)
 {
     if (m->compiled) return fail(m, "set the precision before compile");
+    /* back from bf16/fp16 on /cpu:0: the CPU's own path again */
+    if (m->dv_auto && p != KILN_PRECISION_BF16 && p != KILN_PRECISION_FP16) {
+        kiln__dev_free(m);
+        m->dv_auto = 0;
+    }
     switch (p) {
     case KILN_PRECISION_FP32:
         break;
@@ -439,15 +448,23 @@ int kiln_model_set_precision(kiln_model *m, kiln_precision p)
         break;
     case KILN_PRECISION_BF16:
     case KILN_PRECISION_FP16:
-        return fail(m,
-                    "precision %s: mixed precision is built for ResNet-50 (kiln-train "
-                    "resnet50), not yet for these layers; use fp32 or tf32",
-                    kiln_precision_name(p));
+        /* the CPU's fused path is fp32 only: mixed precision on /cpu:0 runs
+         * through the CPU's backend table (the reference of the rounding) */
+        if (!m->dv) {
+            if (kiln__dev_open(m, &kiln__backend_cpu, 0)) return -1;
+            m->dv_auto = 1;
+        }
+        break;
     default:
         return fail(m, "unknown precision %d", (int)p);
     }
     m->precision = p;
     return 0;
+}
+
+float kiln_model_loss_scale(const kiln_model *m, uint64_t *skipped)
+{
+    return kiln__dev_loss_scale(m, skipped);
 }
 
 int kiln_model_sync_host(kiln_model *m)

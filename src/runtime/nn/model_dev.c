@@ -27,8 +27,21 @@
  * initialised) and a device copy. host_stale: a step changed the device
  * copy since the host one was refreshed; dev_stale: the host copies were
  * handed out (kiln_model_buffer) and may have been written, so the next
- * device step uploads them first. */
+ * device step uploads them first.
+ *
+ * Mixed precision (bf16, fp16). The parameters, gradients and optimizer
+ * slots stay fp32 (the masters; checkpoints are unchanged); the backend
+ * rounds every GEMM's and convolution's inputs to the format and sums in
+ * fp32 (backend.h, set_precision). fp16 adds dynamic loss scaling
+ * (cuda/lossscale.h, PyTorch's GradScaler policy): the loss gradient is
+ * multiplied by the scale, the weight gradients by 1/scale with an inf/NaN
+ * check, and a step whose gradients are not finite is skipped (no
+ * optimizer update: weights and slots keep their bits) and the scale
+ * halved; after 2000 finite steps in a row it doubles. The host reads the
+ * check before the update, once per step (as GradScaler's found_inf), so
+ * fp16 steps run without graphs. bf16 has fp32's range: no scaling. */
 #include "backend/backend.h"
+#include "cuda/lossscale.h"
 #include "nn/model_int.h"
 #include "nn/nn.h"
 
@@ -70,13 +83,16 @@ struct kiln__devmodel {
     int flight;                    /* slot of the launched step, -1 = none */
     float *hyper;                  /* device */
     float hhyper[KILN__HYPER_MAX]; /* plain host memory: upload_ordered copies it at once */
-    float *loss, *hloss;           /* [0] loss; the int count follows in the same allocation */
+    /* [0] the loss; ints follow: [1] the correct count, [2] fp16's overflow flag */
+    float *loss, *hloss;
     void *graph[2];
     int graph_n[2];
     unsigned long graph_epoch[2];
     long eager; /* full-size eager steps taken */
     int use_graphs;
     int host_stale, dev_stale;
+    int scaling; /* fp16: the loss scaler below is in use */
+    kiln_loss_scaler scaler;
 };
 
 static int dev_fail(kiln_model *m, const char *what)
@@ -219,6 +235,16 @@ int kiln__dev_compile(kiln_model *m)
     size_t tmp_n = 0, dim = (size_t)m->h * m->w * m->c;
     if (m->precision == KILN_PRECISION_TF32 && be->set_tf32(v->d, 1))
         return dev_fail(m, "turning TF32 on");
+    if (m->precision == KILN_PRECISION_BF16 || m->precision == KILN_PRECISION_FP16) {
+        int fp16 = m->precision == KILN_PRECISION_FP16;
+        if (be->set_precision(v->d, fp16 ? KILN__LOWP_FP16 : KILN__LOWP_BF16))
+            return dev_fail(m, "setting mixed precision");
+        if (fp16) {
+            kiln_loss_scaler_init(&v->scaler);
+            v->scaling = 1;
+            v->use_graphs = 0; /* the host decides each step whether to update */
+        }
+    }
     if (!(v->L = calloc((size_t)m->nl, sizeof *v->L))) return fail(m, "out of memory");
     int learns_below = 0;
     for (int i = 0; i < m->nl; i++) {
@@ -279,8 +305,8 @@ int kiln__dev_compile(kiln_model *m)
     }
     if (tmp_n) v->tmp = dalloc(m, sizeof(float) * tmp_n, &bad);
     v->hyper = dalloc(m, sizeof(float) * KILN__HYPER_MAX, &bad);
-    v->loss = dalloc(m, 2 * sizeof(float), &bad);
-    if (!bad && be->host_alloc(v->d, 2 * sizeof(float), (void **)&v->hloss)) {
+    v->loss = dalloc(m, 3 * sizeof(float), &bad);
+    if (!bad && be->host_alloc(v->d, 3 * sizeof(float), (void **)&v->hloss)) {
         dev_fail(m, "allocating pinned host memory");
         bad = 1;
     }
@@ -432,6 +458,30 @@ out:
     return rc;
 }
 
+/* fp16: unscales every weight gradient, checking for inf/NaN, waits for
+ * the check and updates the scaler; *apply says whether the step's update
+ * may run. */
+static int unscale(kiln_model *m, float scale, int *apply)
+{
+    kiln__devmodel *v = m->dv;
+    const kiln__backend *be = v->be;
+    int *found = (int *)(v->loss + 2), zero = 0, rc = 0, bad = 0;
+    CK(m, be->upload_ordered(v->d, found, &zero, sizeof zero), "loss scaling");
+    for (int i = 0; i < m->nl; i++) {
+        kiln_layer *l = m->layers[i];
+        dev_layer *D = &v->L[i];
+        if (l->ob < 0) continue;
+        CK(m, be->scale_check(v->d, D->dw, l->nw, 1.0f / scale, found), "loss scaling");
+        CK(m, be->scale_check(v->d, D->db, l->nb, 1.0f / scale, found), "loss scaling");
+    }
+    CK(m, be->download_async(v->d, v->hloss + 2, found, sizeof(int)), "loss scaling");
+    CK(m, be->sync(v->d), "training step");
+    memcpy(&bad, v->hloss + 2, sizeof bad);
+    *apply = kiln_loss_scaler_update(&v->scaler, bad);
+out:
+    return rc;
+}
+
 /* Forward, loss, backward and update on slot s's n examples: what a graph
  * captures. */
 static int step_ops(kiln_model *m, int s, int n)
@@ -439,16 +489,26 @@ static int step_ops(kiln_model *m, int s, int n)
     kiln__devmodel *v = m->dv;
     kiln_layer *last = m->layers[m->nl - 1];
     dev_layer *DL = &v->L[m->nl - 1];
-    int rc = forward(m, v->in[s], n, 1);
+    float scale = v->scaling ? v->scaler.scale : 1.0f;
+    int rc = forward(m, v->in[s], n, 1), apply = 1;
     if (rc) return rc;
     CK(m,
-       v->be->xent(v->d, DL->out, v->lab[s], n, (int)out_size(last), DL->dout, 1.0f, v->loss,
+       v->be->xent(v->d, DL->out, v->lab[s], n, (int)out_size(last), DL->dout, scale, v->loss,
                    (int *)(v->loss + 1)),
        "cross-entropy");
     if ((rc = backward(m, v->in[s], n))) return rc;
-    rc = optimize(m);
+    if (v->scaling && (rc = unscale(m, scale, &apply))) return rc;
+    if (apply) rc = optimize(m);
 out:
     return rc;
+}
+
+float kiln__dev_loss_scale(const kiln_model *m, uint64_t *skipped)
+{
+    const kiln__devmodel *v = m->dv;
+    int on = v && v->scaling;
+    if (skipped) *skipped = on ? v->scaler.skipped : 0;
+    return on ? v->scaler.scale : 0.0f;
 }
 
 /* A slot nothing is staged in or running on, or -1. */

@@ -55,6 +55,7 @@ struct kiln_model {
     /* the device: NULL = the CPU's fused path (nn/model.c); otherwise every
      * step runs through a backend table (nn/model_dev.c) */
     struct kiln__devmodel *dv;
+    int dv_auto;     /* dv is the CPU table, opened by kiln_model_set_precision for bf16/fp16 */
     char device[48]; /* as set: "/cpu:0", "/gpu:1" */
     kiln_precision precision;
     char err[256];
@@ -83,6 +84,8 @@ int kiln__dev_predict(kiln_model *m, const float *x, int n, float *out);
 /* Host copies of the state: refresh them from the device when a step
  * changed it; mark them handed out (the next step uploads them first). */
 int kiln__dev_pull(kiln_model *m);
+/* fp16's loss scale and the steps it skipped; 0 where nothing is scaled */
+float kiln__dev_loss_scale(const kiln_model *m, uint64_t *skipped);
 void kiln__dev_exposed(kiln_model *m);
 
 #endif

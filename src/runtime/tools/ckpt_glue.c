@@ -25,22 +25,30 @@ static void cfg_string(const run_cfg *c, char *out, size_t n)
     if (c->replicas > 1 && k > 0 && (size_t)k < n)
         k += snprintf(out + k, n - (size_t)k, " replicas=%d", c->replicas);
     /* a CPU run keeps the older string too */
-    if (c->gpu && k > 0 && (size_t)k < n) snprintf(out + k, n - (size_t)k, " device=gpu");
+    if (c->gpu && k > 0 && (size_t)k < n) k += snprintf(out + k, n - (size_t)k, " device=gpu");
+    /* and an fp32 run: other precisions round otherwise */
+    if (c->precision && strcmp(c->precision, "fp32") != 0 && k > 0 && (size_t)k < n)
+        snprintf(out + k, n - (size_t)k, " precision=%s", c->precision);
 }
 
 /* Copies a config string without its device-dependent words (threads=,
- * device=): what must match for any resume. *gpu: it names device=gpu. */
-static void cfg_core(const char *s, size_t len, char *out, size_t n, int *gpu)
+ * device=, precision=): what must match for any resume. *gpu: it names
+ * device=gpu; prec: its precision ("fp32" when it names none). */
+static void cfg_core(const char *s, size_t len, char *out, size_t n, int *gpu, char prec[16])
 {
     size_t o = 0;
     *gpu = 0;
+    snprintf(prec, 16, "fp32");
     for (size_t i = 0; i < len;) {
         size_t j = i;
         while (j < len && s[j] != ' ')
             j++;
         int skip = (j - i >= 8 && memcmp(s + i, "threads=", 8) == 0) ||
-                   (j - i >= 7 && memcmp(s + i, "device=", 7) == 0);
+                   (j - i >= 7 && memcmp(s + i, "device=", 7) == 0) ||
+                   (j - i >= 10 && memcmp(s + i, "precision=", 10) == 0);
         if (j - i == 10 && memcmp(s + i, "device=gpu", 10) == 0) *gpu = 1;
+        if (j - i > 10 && j - i < 26 && memcmp(s + i, "precision=", 10) == 0)
+            snprintf(prec, 16, "%.*s", (int)(j - i - 10), s + i + 10);
         if (!skip && o + (j - i) + 2 < n) {
             if (o) out[o++] = ' ';
             memcpy(out + o, s + i, j - i);
@@ -149,21 +157,29 @@ int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_c
         /* another device computes in another order: a resume across CPU and
          * GPU is allowed (the state is the same format), bit-exact it is not;
          * threads only matter on the CPU. Everything else must match. */
-        char a[256], b[256];
+        char a[256], b[256], ap[16], bp[16];
         int agpu, bgpu;
-        cfg_core((const char *)cb->data, cb->size, a, sizeof a, &agpu);
-        cfg_core(cs, strlen(cs), b, sizeof b, &bgpu);
-        if (agpu == bgpu || strcmp(a, b) != 0) {
+        cfg_core((const char *)cb->data, cb->size, a, sizeof a, &agpu, ap);
+        cfg_core(cs, strlen(cs), b, sizeof b, &bgpu, bp);
+        int same_prec = strcmp(ap, bp) == 0;
+        if ((agpu == bgpu && same_prec) || strcmp(a, b) != 0) {
             snprintf(err, errlen,
                      "checkpoint was written with \"%.*s\" but this run is \"%s\"; "
                      "use the same flags or another --model_dir",
                      (int)(cb->size < 200 ? cb->size : 200), (const char *)cb->data, cs);
             goto out;
         }
-        fprintf(stderr,
-                "kiln-train: resuming on the %s a checkpoint trained on the %s: it goes on "
-                "from the same state, but not bit-identical to a run that stayed there\n",
-                bgpu ? "GPU" : "CPU", agpu ? "GPU" : "CPU");
+        if (agpu != bgpu)
+            fprintf(stderr,
+                    "kiln-train: resuming on the %s a checkpoint trained on the %s: it goes on "
+                    "from the same state, but not bit-identical to a run that stayed there\n",
+                    bgpu ? "GPU" : "CPU", agpu ? "GPU" : "CPU");
+        /* the masters are fp32 in every precision: the state is the same */
+        if (!same_prec)
+            fprintf(stderr,
+                    "kiln-train: resuming in %s a checkpoint trained in %s: it goes on from the "
+                    "same (fp32) state, but not bit-identical to a run that stayed in %s\n",
+                    bp, ap, ap);
     }
     kiln_data_state ds;
     if (kiln_data_state_decode(db->data, db->size, &ds, &em) != KILN_OK) {

@@ -109,7 +109,7 @@ static void usage(FILE *f)
         "                        [--bucket_bytes=N] [--allreduce=inline|thread]"
         " [--eval_timeout_s=S]\n"
         "                        [--shard_optimizer[=0|1]] [--device=/gpu:N|/cpu:0]\n"
-        "                        [--precision=fp32|tf32]\n"
+        "                        [--precision=fp32|tf32|bf16|fp16]\n"
         "       kiln-train inspect FILE|DIR\n"
         "       kiln-train devices [--format=text|json] [--device=/gpu:N|/cpu:0]\n"
         "       kiln-train resnet50 --synthetic [--batch_size=N] [--image_size=N]"
@@ -674,6 +674,16 @@ static int cmd_mnist(int argc, char **argv)
         kiln_strategy_free(r.s);
         return 2;
     }
+    /* mixed precision runs on the device path, which has no gradient sync yet */
+    if (r.world > 1 &&
+        (r.o.precision == KILN_PRECISION_BF16 || r.o.precision == KILN_PRECISION_FP16)) {
+        fprintf(stderr,
+                "kiln-train: --precision=%s: data-parallel training (%d replicas) is fp32 only "
+                "so far; drop --precision or train one replica\n",
+                kiln_precision_name((kiln_precision)r.o.precision), r.world);
+        kiln_strategy_free(r.s);
+        return 2;
+    }
     int local = role == KILN_ROLE_REPLICA && r.o.world_size > 1;
     if (local) {
         /* before any thread exists: the launcher forks the replicas, and
@@ -729,6 +739,7 @@ static int cmd_mnist(int argc, char **argv)
     kt_fmnist_standardise(&r.test);
     if (!(r.m = make_model(&r))) goto out;
     r.cfg.gpu = strncmp(kiln_model_device(r.m), "/gpu", 4) == 0;
+    r.cfg.precision = kiln_precision_name((kiln_precision)r.o.precision);
     if (role == KILN_ROLE_EVALUATOR) {
         rc = run_evaluator(&r);
         goto out;
@@ -872,15 +883,25 @@ static int cmd_mnist(int argc, char **argv)
     float tl = 0, ta = 0;
     kiln_model_evaluate(r.m, r.test.x, r.test.y, r.test.n, &tl, &ta);
     double sps = r.train_secs > 0 ? (double)r.samples / r.train_secs : 0.0;
+    /* fp16: the loss scale it ended with and the steps an overflow skipped
+     * (this process's: a resumed run's scaler starts again at 65536) */
+    uint64_t skipped = 0;
+    float scale = kiln_model_loss_scale(r.m, &skipped);
+    char ls[96] = "";
+    if (scale > 0)
+        snprintf(ls, sizeof ls,
+                 r.json ? ",\"loss_scale\":%g,\"skipped_steps\":%llu"
+                        : " loss_scale %g skipped_steps %llu",
+                 scale, (unsigned long long)skipped);
     if (r.json)
         printf("{\"event\":\"done\",\"test_accuracy\":%s,\"test_loss\":%s,"
                "\"samples_per_sec\":%.1f,\"steps\":%llu,\"train_seconds\":%.3f,"
-               "\"train_gflops\":%.1f,\"replicas\":%d}\n",
+               "\"train_gflops\":%.1f,\"replicas\":%d%s}\n",
                jnum(ta).s, jnum(tl).s, sps, (unsigned long long)kiln_model_step(r.m), r.train_secs,
-               sps * kiln_model_train_flops(r.m) / 1e9, r.world);
+               sps * kiln_model_train_flops(r.m) / 1e9, r.world, ls);
     else
-        printf("done: test_accuracy %.4f test_loss %.4f %.0f samples/s %llu steps\n", ta, tl, sps,
-               (unsigned long long)kiln_model_step(r.m));
+        printf("done: test_accuracy %.4f test_loss %.4f %.0f samples/s %llu steps%s\n", ta, tl, sps,
+               (unsigned long long)kiln_model_step(r.m), ls);
     rc = 0;
 out:
     fflush(stdout);

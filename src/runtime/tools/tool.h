@@ -63,6 +63,7 @@ typedef struct run_pos {
 typedef struct run_cfg {
     const char *model, *optimizer;
     int gpu; /* trained on a GPU: a resume on another device is allowed, not bit-exact */
+    const char *precision; /* "bf16", ...: likewise; NULL or "fp32" for fp32 */
     int batch_size, threads;
     uint64_t seed;
     int replicas; /* data-parallel replicas; 0 or 1 = one (older checkpoints) */

@@ -1,0 +1,46 @@
+#!/bin/sh
+# tests/runtime/test_train_resume_bf16.sh KILN_TRAIN - mixed precision in
+# kiln-train on the CPU (the CPU backend table: the reference rounding,
+# docs/gpu-training.md): --precision=bf16 trains and says so, ends elsewhere
+# than fp32 from the same seed, is resumed in fp32 only with a warning,
+# fp16's done line carries its loss scale, bf16 with replicas is refused, and test_train_resume.sh's kill-and-resume in bf16 ends with the
+# uninterrupted run's SHA-256 (checkpoints hold the fp32 masters).
+set -u
+KT=${1:?usage: test_train_resume_bf16.sh path/to/kiln-train}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+sha() { "$KT" inspect "$1" | sed -n 's/.*"sha256":"\([0-9a-f]*\)".*/\1/p'; }
+A="--model=mlp --train_epochs=1 --train_examples=640 --batch_size=64 --threads=2 --seed=3 \
+   --log_format=json --device=/cpu:0"
+# shellcheck disable=SC2086
+"$KT" mnist $A --model_dir="$TMP/fp32" > "$TMP/fp32.log" 2>&1 || fail "fp32: $(tail -3 "$TMP/fp32.log")"
+# shellcheck disable=SC2086
+"$KT" mnist $A --precision=bf16 --model_dir="$TMP/bf16" > "$TMP/bf16.log" 2>&1 ||
+    fail "bf16: $(tail -3 "$TMP/bf16.log")"
+grep -q '"precision":"bf16"' "$TMP/bf16.log" || fail "the start line does not say bf16: $(head -2 "$TMP/bf16.log")"
+S32=$(sha "$TMP/fp32"); S16=$(sha "$TMP/bf16")
+[ -n "$S32" ] && [ -n "$S16" ] || fail "no sha256"
+[ "$S32" != "$S16" ] || fail "bf16 ended bit-identical to fp32: nothing was rounded"
+# a bf16 checkpoint resumed in fp32 (2 epochs: one more to train) goes on, with a warning
+# shellcheck disable=SC2086
+"$KT" mnist $A --train_epochs=2 --model_dir="$TMP/bf16" > "$TMP/mix.log" 2>&1 ||
+    fail "fp32 resume of bf16: $(tail -3 "$TMP/mix.log")"
+grep -q 'resuming in fp32 a checkpoint trained in bf16' "$TMP/mix.log" ||
+    fail "no warning for a resume across precisions: $(head -3 "$TMP/mix.log")"
+# fp16: its done line says the loss scale and the steps it skipped
+# shellcheck disable=SC2086
+"$KT" mnist $A --precision=fp16 --model_dir="$TMP/fp16" > "$TMP/fp16.log" 2>&1 ||
+    fail "fp16: $(tail -3 "$TMP/fp16.log")"
+grep -q '"event":"done".*"loss_scale":[0-9]*,"skipped_steps":[0-9]*}' "$TMP/fp16.log" ||
+    fail "fp16: no loss scale in: $(tail -1 "$TMP/fp16.log")"
+# data-parallel replicas are fp32 only so far: refused by name, exit 2
+"$KT" mnist --world_size=2 --precision=bf16 --train_examples=64 --model_dir="$TMP/dp" \
+    > "$TMP/dp.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q -- '--precision=bf16' "$TMP/dp.log" || fail "bf16 with 2 replicas: exit $rc: $(cat "$TMP/dp.log")"
+echo "bf16 sha256 $S16 differs from fp32's $S32"
+N=3000; EPOCHS=2; KILLS=8
+if [ "${KILN_TEST_SANITIZED:-0}" = 1 ]; then N=1000; KILLS=5; fi
+RESUME_N=$N RESUME_EPOCHS=$EPOCHS RESUME_KILLS=$KILLS RESUME_EXTRA=--precision=bf16 \
+    exec sh "$(dirname "$0")/test_train_resume.sh" "$KT"
