@@ -72,6 +72,7 @@ wait_gone() { # wait_gone NAME [SECONDS]
     squeue -h -o '%i %j %T' >&2
     return 1
 }
+# LOGS JOB: a finished job's log lines (stream-logs follows a running job)
 LOGS() { "$KILN" jobs stream-logs "$1" 2>&1; }
 
 # ---- nodes: Slurm's, in kiln's book ----
@@ -185,7 +186,7 @@ check_eq "el1 created" "$STATUS" 200
 check "el1 RUNNING" wait_state el1 RUNNING 60
 # (Workers only: kiln's master is PyTorch's Worker 0, the next is worker-replica-0)
 check "a second worker joins" wait_file "$T/d/jobs/p1/el1/log.tsv" "EL worker-replica-0" 30
-LOGS el1 >"$T/el.logs"
+cp "$T/d/jobs/p1/el1/log.tsv" "$T/el.logs" # (stream-logs would follow it to its end)
 check "in an allocation of its own (kiln-p1-el1-w0)" test "$(allocs el1 -w0)" = 1
 check_eq "the workers are in two Slurm jobs" "$(grep -o 'EL [a-z]*-replica-0 nn=[^ ]* job=[0-9]*' "$T/el.logs" | grep -o 'job=[0-9]*' | sort -u | wc -l)" 2
 check "the rendezvous bounds are 1:2" grep -q 'nn=1:2' "$T/el.logs"
@@ -235,6 +236,35 @@ if probe_podman >/dev/null 2>&1; then
     check "podman got the GPU Slurm gave the step" grep -qE -- '--device nvidia.com/gpu=[01] .*kiln-test-steps.* CVD=0$' "$T/podman-args.log"
 else
     echo "SKIPPED the container part: probe podman: $(probe_podman 2>&1)" >&2
+fi
+
+# ---- a project's own user: its allocation and its replicas are the user's ----
+if probe_runas >/dev/null 2>&1; then
+    chmod 711 "$CLUSTER/munge" # the user's srun reaches munged's socket (the key stays root's)
+    U=kilnsteps$$
+    if useradd -r -M -s /usr/sbin/nologin "$U"; then
+        AT_EXIT="$AT_EXIT; userdel $U >/dev/null 2>&1"
+        uid=$(id -u "$U") gid=$(id -g "$U")
+        chmod 755 "$T" # the user's replicas reach the data dir below it
+        TOKEN=tok-editor-0123456789abcdef
+        printf '%s * editor\nproject p1 user %s\n' "$TOKEN" "$U" >"$T/tokens"
+        chmod 600 "$T/tokens"
+        export TOKEN
+        stop_kilnd
+        NO_ROOT_OK=1 start_kilnd "$T/d" "${KILND_STEPS[@]}" --tokens "$T/tokens"
+        api POST /v1/projects/p1/jobs "$(job_json user1 'echo "IDS $(id -u) $(id -g)"; touch made-by-replica')"
+        check_eq "user1 created" "$STATUS" 200
+        check "user1 SUCCEEDED" wait_state user1 SUCCEEDED 60
+        J=$T/d/jobs/p1/user1
+        check "the replica ran as the project's user" grep -q "	IDS $uid $gid$" "$J/log.tsv"
+        check_eq "its file is the user's" "$(stat -c %u "$J/work/made-by-replica" 2>/dev/null)" "$uid"
+        check_eq "the allocation was the user's (its batch script wrote the layout)" \
+            "$(stat -c %u "$J"/slurm/kiln-p1-user1/layout.* 2>/dev/null)" "$uid"
+    else
+        fail "useradd $U"
+    fi
+else
+    echo "SKIPPED the project-user part: probe runas: $(probe_runas 2>&1)" >&2
 fi
 
 finish

@@ -288,6 +288,26 @@ kiln_err kiln_slurm_alloc_layout(const char *dir, long id, const kiln_slurm_comp
     return err;
 }
 
+bool kiln_slurm_alloc_ended(long id, char *state, size_t slen)
+{
+    char ids[48], *text = NULL;
+    snprintf(ids, sizeof ids, "--jobs=%ld", id);
+    char *argv[] = {"squeue", "--noheader", ids, "--format=%T", NULL};
+    state[0] = '\0';
+    int rc = kiln_slurm_run(argv, &text, CMD_TIMEOUT_S);
+    /* squeue answers an id it no longer knows with an error */
+    bool unknown = text && strstr(text, "Invalid job id");
+    if (rc != 0 && !unknown) {
+        free(text);
+        return false;
+    }
+    if (!unknown && text) sscanf(text, "%31s", state);
+    free(text);
+    kiln_slurm_alloc_row r = {.id = id};
+    snprintf(r.state, sizeof r.state, "%s", state);
+    return !state[0] || kiln_slurm_alloc_state_of(&r) == KILN_SLURM_ALLOC_ENDED;
+}
+
 void kiln_slurm_alloc_cancel(long id)
 {
     char ids[32], *out = NULL;

@@ -90,6 +90,10 @@ typedef char kiln_slurm_node_name[64];
 kiln_err kiln_slurm_alloc_layout(const char *dir, long id, const kiln_slurm_comp *comps, size_t n,
                                  kiln_slurm_node_name *const nodes[], char *why, size_t whylen);
 
+/* Whether allocation `id` has ended, asked of squeue now (its state in
+ * `state`: "" when squeue no longer lists it); false when squeue fails. */
+bool kiln_slurm_alloc_ended(long id, char *state, size_t slen);
+
 /* scancel of the whole allocation (every step in it ends). */
 void kiln_slurm_alloc_cancel(long id);
 

@@ -344,9 +344,9 @@ void place_tick(sup *s, int64_t now)
     }
 }
 
-bool place_lost(const sup *s, const rjob *j, char *why, size_t whylen)
+long place_lost(const sup *s, const rjob *j, char *why, size_t whylen)
 {
-    if (!place_slurm(s) || !s->sq.ok) return false;
+    if (!place_slurm(s) || !s->sq.ok) return -1;
     for (size_t i = 0; i < j->pl.n; i++) {
         const kiln_slot *sl = &j->pl.slots[i];
         if (sl->alloc <= 0 || sl->node == (size_t)-1) continue;
@@ -357,9 +357,29 @@ bool place_lost(const sup *s, const rjob *j, char *why, size_t whylen)
         snprintf(why, whylen, "Slurm ended allocation %ld of %s (%s%s%s)", sl->alloc,
                  j->reps[i].task, row ? row->state : "gone from squeue",
                  row && row->reason[0] ? ": " : "", row ? row->reason : "");
-        return true;
+        return (long)i;
     }
-    return false;
+    return -1;
+}
+
+bool place_ended(const sup *s, const rjob *j, size_t i, char *why, size_t whylen)
+{
+    const kiln_slot *sl = i < j->pl.n ? &j->pl.slots[i] : NULL;
+    char st[32];
+    if (!place_slurm(s) || !sl || sl->alloc <= 0 ||
+        !kiln_slurm_alloc_ended(sl->alloc, st, sizeof st))
+        return false;
+    snprintf(why, whylen, "Slurm ended allocation %ld of %s (%s)", sl->alloc, j->reps[i].task,
+             st[0] ? st : "gone from squeue");
+    return true;
+}
+
+bool place_own(const rjob *j, size_t i)
+{
+    long a = i < j->pl.n ? j->pl.slots[i].alloc : 0;
+    for (size_t k = 0; a > 0 && k < j->pl.n; k++)
+        if (k != i && j->pl.slots[k].alloc == a) return false;
+    return a > 0;
 }
 
 void place_free(sup *s)

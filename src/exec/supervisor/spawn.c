@@ -496,7 +496,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     r->spawned = true;
     r->started = false;
     r->handled = false;
-    r->lost = r->failed = false;
+    r->lost = r->failed = r->alloc_gone = false;
     r->code = 0;
     r->why[0] = '\0';
     char gl[128] = "";

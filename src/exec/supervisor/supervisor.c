@@ -596,6 +596,22 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
         kilnd_event(s->d, j->project, j->job_id, code ? "WARNING" : "INFO",
                     "%s exited with status %d", r->task, code);
     if (j->after != AS_NONE) return; /* stopping anyway */
+    /* placed by Slurm: a step killed because Slurm ended its allocation
+     * (scancel, a node lost, preempted) failed through no fault of its
+     * own. An elastic worker in an allocation of its own leaves the job
+     * (grow asks Slurm for another); anything else queues the job again */
+    char lost[512];
+    size_t ri = (size_t)(r - j->reps);
+    if (code != 0 && place_ended(s, j, ri, lost, sizeof lost)) {
+        if (elastic_worker(j, r) && place_own(j, ri)) {
+            r->leaving = true;
+            kilnd_event(s->d, j->project, j->job_id, "WARNING", "%s: the worker leaves the job",
+                        lost);
+        } else {
+            begin_stop(s, j, AS_REQUEUE, "%s; the job is queued again", lost);
+            return;
+        }
+    }
     if (elastic_exit(s, j, r, code)) return;
     const char *pol = kiln_job_restart_policy(j->job, r->role);
     if (code == 0 && r->role == KILN_ROLE_MASTER) {
@@ -926,10 +942,16 @@ static bool tick(sup *s, bool woken)
     drains(s);
     for (rjob *j = s->jobs; j; j = j->next) {
         char lost[512];
-        /* Slurm took its allocation back (a node failed, scancel): the job
-         * is queued again, as after a drain */
-        if (j->after == AS_NONE && !j->fetch && place_lost(s, j, lost, sizeof lost))
-            begin_stop(s, j, AS_REQUEUE, "%s; the job is queued again", lost);
+        /* Slurm took an allocation back (a node failed, scancel) while its
+         * replicas' srun still runs: they are stopped, and their exits
+         * decide (on_exit_of: the job queued again, or an elastic worker
+         * of its own allocation leaving) */
+        long li = j->after == AS_NONE && !j->fetch ? place_lost(s, j, lost, sizeof lost) : -1;
+        if (li >= 0 && j->reps[li].alive && !j->reps[li].alloc_gone) {
+            j->reps[li].alloc_gone = true;
+            kilnd_event(d, j->project, j->job_id, "WARNING", "%s", lost);
+            rep_signal(s, j, &j->reps[li], SIGKILL);
+        }
         /* a package fetched (or cancelled): the attempt goes on (or ends) */
         if (j->fetch && kilnd_fetch_done(j->fetch)) spawn_attempt(s, j);
         mark_running(s, j);

@@ -53,6 +53,7 @@ typedef struct replica {
     int code;           /* exit code (a signal is 128 + its number) */
     char why[512];      /* it could never run (image pull), or its monitor is gone */
     bool lost;          /* its monitor is gone without an exit status */
+    bool alloc_gone;    /* Slurm ended its allocation: its srun was stopped (place.c) */
     bool failed;        /* it could never run */
     int64_t kill_at_ns; /* elastic: a leaving worker gets SIGKILL then (0 = not due) */
     long long moff;     /* bytes of its monitor's metrics file (TASK.metrics) read */
@@ -261,8 +262,14 @@ void place_release_slot(sup *s, kiln_placement *pl, size_t i);
 /* Once a tick: squeue's view of kiln's allocations, and the cancel of those
  * no pass asks for any more. */
 void place_tick(sup *s, int64_t now);
-/* A running job's allocation ended under it (a node failed, scancel). */
-bool place_lost(const sup *s, const rjob *j, char *why, size_t whylen);
+/* A running job's allocation ended under it (a node failed, scancel): the
+ * slot of the first replica it held, or -1. */
+long place_lost(const sup *s, const rjob *j, char *why, size_t whylen);
+/* Replica i's allocation has ended, asked of Slurm now: what its exit
+ * means is then the allocation's loss, not the program's failure. */
+bool place_ended(const sup *s, const rjob *j, size_t i, char *why, size_t whylen);
+/* Replica i holds an allocation of its own (an elastic worker's). */
+bool place_own(const rjob *j, size_t i);
 void place_free(sup *s);
 /* Signals a replica where it runs (a Slurm step: scancel --signal). */
 void rep_signal(sup *s, rjob *j, replica *r, int sig);
