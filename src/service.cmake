@@ -125,6 +125,11 @@ endif()
 if(TARGET svc_test_slurm_elastic)
   target_sources(svc_test_slurm_elastic PRIVATE ${CMAKE_SOURCE_DIR}/src/exec/slurm/elastic.c)
 endif()
+# the Slurm placement backend's plumbing (src/exec/slurm/alloc.c), against
+# a stand-in for Slurm's commands that the test defines
+if(TARGET svc_test_slurm_alloc)
+  target_sources(svc_test_slurm_alloc PRIVATE ${CMAKE_SOURCE_DIR}/src/exec/slurm/alloc.c)
+endif()
 file(GLOB KILN_SVC_SH CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/service/it_*.sh)
 foreach(sh ${KILN_SVC_SH})
   get_filename_component(name ${sh} NAME_WE)

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,7 +235,8 @@ static int tasks_per_node(const char *s, int *per, int max)
     while (s && *s && n < max) {
         char *e;
         long t = strtol(s, &e, 10), rep = 1;
-        if (e == s || t < 0) return -1;
+        /* no node holds more replicas than a job may have */
+        if (e == s || t < 0 || t > KILN_MAX_REPLICAS) return -1;
         if (strncmp(e, "(x", 2) == 0) {
             rep = strtol(e + 2, &e, 10);
             if (*e != ')' || rep <= 0) return -1;
@@ -248,10 +250,53 @@ static int tasks_per_node(const char *s, int *per, int max)
     return n;
 }
 
+kiln_err kiln_slurm_alloc_layout_parse(const char *text, const kiln_slurm_comp *comps, size_t n,
+                                       kiln_slurm_node_name *const nodes[])
+{
+    kiln_err err = n <= 64 ? KILN_OK : KILN_EIO;
+    size_t seen = 0;
+    uint64_t got = 0; /* the components whose line was read */
+    char line[8192];
+    const char *p = text;
+    while (err == KILN_OK && *p) {
+        size_t ll = strcspn(p, "\n");
+        if (ll >= sizeof line) return KILN_EIO;
+        memcpy(line, p, ll);
+        line[ll] = '\0';
+        p += ll + (p[ll] == '\n');
+        char *save = NULL, *tok = strtok_r(line, " ", &save);
+        char *end = NULL;
+        unsigned long k = tok ? strtoul(tok, &end, 10) : 0;
+        char *tpn = strtok_r(NULL, " ", &save);
+        if (!tok || !end || *end || k >= n || !tpn || (got >> k & 1)) {
+            err = KILN_EIO;
+            break;
+        }
+        int per[256];
+        int nn = tasks_per_node(tpn, per, 256), t = 0;
+        for (int i = 0; err == KILN_OK && i < nn; i++) {
+            char *host = strtok_r(NULL, " ", &save);
+            if (!host || strlen(host) >= sizeof nodes[k][0]) err = KILN_EIO;
+            for (int q = 0; err == KILN_OK && q < per[i]; q++, t++) {
+                if (t >= comps[k].tasks) { /* more tasks than asked for */
+                    err = KILN_EIO;
+                    break;
+                }
+                snprintf(nodes[k][t], sizeof nodes[k][t], "%s", host);
+            }
+        }
+        if (nn < 0 || t != comps[k].tasks || strtok_r(NULL, " ", &save)) err = KILN_EIO;
+        got |= 1ull << k;
+        seen++;
+    }
+    if (err == KILN_OK && seen != n) err = KILN_EIO;
+    return err;
+}
+
 kiln_err kiln_slurm_alloc_layout(const char *dir, long id, const kiln_slurm_comp *comps, size_t n,
                                  kiln_slurm_node_name *const nodes[], char *why, size_t whylen)
 {
-    char path[PATH_MAX], line[8192];
+    char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/layout.%ld", dir, id);
     FILE *f = fopen(path, "re");
     if (!f) {
@@ -259,30 +304,15 @@ kiln_err kiln_slurm_alloc_layout(const char *dir, long id, const kiln_slurm_comp
                  path);
         return KILN_ECONFLICT;
     }
-    kiln_err err = KILN_OK;
-    size_t seen = 0;
-    while (err == KILN_OK && fgets(line, sizeof line, f)) {
-        char *save = NULL, *tok = strtok_r(line, " \n", &save);
-        char *end = NULL;
-        unsigned long k = tok ? strtoul(tok, &end, 10) : 0;
-        char *tpn = strtok_r(NULL, " \n", &save);
-        if (!tok || !end || *end || k >= n || !tpn) {
-            err = KILN_EIO;
-            break;
-        }
-        int per[256];
-        int nn = tasks_per_node(tpn, per, 256), t = 0;
-        for (int i = 0; err == KILN_OK && i < nn; i++) {
-            char *host = strtok_r(NULL, " \n", &save);
-            if (!host) err = KILN_EIO;
-            for (int q = 0; err == KILN_OK && q < per[i]; q++, t++)
-                if (t < comps[k].tasks) snprintf(nodes[k][t], sizeof nodes[k][t], "%s", host);
-        }
-        if (nn < 0 || t != comps[k].tasks) err = KILN_EIO;
-        seen++;
-    }
+    /* a few lines of node names: a bound, not a read of whatever is there */
+    char text[65536];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    bool more = fgetc(f) != EOF;
     fclose(f);
-    if (err == KILN_OK && seen != n) err = KILN_EIO;
+    text[len] = '\0';
+    kiln_err err = more || strlen(text) != len
+                       ? KILN_EIO
+                       : kiln_slurm_alloc_layout_parse(text, comps, n, nodes);
     if (err != KILN_OK)
         snprintf(why, whylen, "%s: not the layout of the %zu components kilnd asked for", path, n);
     return err;

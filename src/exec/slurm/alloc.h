@@ -89,6 +89,10 @@ kiln_slurm_alloc_state kiln_slurm_alloc_state_of(const kiln_slurm_alloc_row *r);
 typedef char kiln_slurm_node_name[64];
 kiln_err kiln_slurm_alloc_layout(const char *dir, long id, const kiln_slurm_comp *comps, size_t n,
                                  kiln_slurm_node_name *const nodes[], char *why, size_t whylen);
+/* The same from the file's text: KILN_EIO for anything but exactly the
+ * components' lines, each with its tasks' count and nodes. */
+kiln_err kiln_slurm_alloc_layout_parse(const char *text, const kiln_slurm_comp *comps, size_t n,
+                                       kiln_slurm_node_name *const nodes[]);
 
 /* Whether allocation `id` has ended, asked of squeue now (its state in
  * `state`: "" when squeue no longer lists it); false when squeue fails. */

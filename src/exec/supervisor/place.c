@@ -241,6 +241,10 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
             kiln_slurm_alloc_cancel(id);
             return KILN_ENOMEM;
         }
+        kilnd_event(d, w->project, w->job_id, "INFO",
+                    "%s Slurm allocation %ld (%s) for %zu replica type%s: Slurm places it",
+                    row && row->id == id ? "Taking over the" : "Asked for", id, name, np,
+                    np == 1 ? "" : "s");
         snprintf(pa->name, sizeof pa->name, "%s", name);
         pa->id = id;
         pa->submitted_ns = now;
@@ -265,6 +269,10 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
     }
     /* running: where Slurm put each replica, as its batch script wrote it */
     err = slots_of(s, pa->id, dir, plans, np, comps, pl, why, whylen);
+    if (err == KILN_OK)
+        kilnd_event(d, w->project, w->job_id, "INFO",
+                    "Slurm allocation %ld runs (%.1f s after it was asked for)", pa->id,
+                    (double)(now - pa->submitted_ns) / 1e9);
     if (err == KILN_ECONFLICT) { /* the script has not written it yet: look again soon */
         s->sq_fast_until = now + 1000000000LL;
         return KILN_ECONFLICT;

@@ -1,0 +1,213 @@
+/* tests/service/test_slurm_alloc.c - the Slurm placement backend's
+ * plumbing (src/exec/slurm/alloc.h) against Slurm's answers as text, with
+ * no Slurm: this file stands in for kiln_slurm_run and answers each command
+ * as sbatch, squeue and scancel would (or garbage, or an error).
+ *   - the allocation's batch script: a component per role, hetjob between
+ *     them, its GPUs, CPUs, memory and node, the layout it writes; sbatch's
+ *     arguments (user, account); Slurm's "never" answers against the others;
+ *   - squeue's rows: kiln's by name prefix, a heterogeneous job once, junk
+ *     skipped; the states that mean pending, running and ended;
+ *   - the layout file: block distribution of SLURM_TASKS_PER_NODE ("2(x2),1"),
+ *     and every malformed file refused (too many or too few tasks, a
+ *     component twice or missing, a count past any job's, hosts missing);
+ *   - a step's srun line, and whether an allocation has ended. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "exec/slurm/alloc.h"
+#include "test.h"
+
+/* ---- the stand-in for Slurm's commands ---- */
+static char last_cmd[4096];
+static const char *answer = "";
+static int answer_rc = 0;
+
+int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
+{
+    (void)timeout_s;
+    size_t n = 0;
+    last_cmd[0] = '\0';
+    for (size_t i = 0; argv[i]; i++)
+        n += (size_t)snprintf(last_cmd + n, sizeof last_cmd - n, "%s%s", i ? " " : "", argv[i]);
+    *out = strdup(answer);
+    return answer_rc;
+}
+
+static void reply(int rc, const char *text)
+{
+    answer_rc = rc;
+    answer = text;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    static char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/kiln-alloc-test.XXXXXX", why[512], path[512];
+    CHECK(mkdtemp(dir) != NULL);
+
+    /* ---- submit ---- */
+    kiln_slurm_comp comps[2] = {{.tasks = 1, .cpus = 4, .mem_mb = 15360},
+                                {.tasks = 2, .gpus = 1, .gres = "t4", .node = "n2"}};
+    kiln_slurm_alloc_req rq = {.name = "kiln-p1-j1",
+                               .dir = dir,
+                               .partition = "gpu",
+                               .account = "team-a",
+                               .uid = 1234,
+                               .gid = 99,
+                               .comps = comps,
+                               .n = 2};
+    long id = 0;
+    reply(0, "4242\n");
+    CHECK(kiln_slurm_alloc_submit(&rq, &id, why, sizeof why) == KILN_OK);
+    CHECK(id == 4242);
+    CHECK(strstr(last_cmd, "sbatch --parsable --job-name=kiln-p1-j1 --partition=gpu") == last_cmd);
+    CHECK(strstr(last_cmd, "--account=team-a") && strstr(last_cmd, "--uid=1234") &&
+          strstr(last_cmd, "--gid=99"));
+    snprintf(path, sizeof path, "%s/kiln-p1-j1.sh", dir);
+    const char *sh = slurp(path);
+    CHECK(sh != NULL);
+    if (sh) {
+        CHECK(strstr(sh, "#SBATCH --ntasks=1 --cpus-per-task=4 --mem-per-cpu=3840M\n"));
+        CHECK(strstr(sh, "#SBATCH hetjob\n#SBATCH --ntasks=2 --gpus-per-task=t4:1 --nodes=1 "
+                         "--nodelist=n2\n"));
+        CHECK(strstr(sh, "SLURM_TASKS_PER_NODE_HET_GROUP_1"));
+        CHECK(strstr(sh, "exec sleep"));
+    }
+    /* one component: a plain job, its variables without _HET_GROUP_ */
+    rq.n = 1;
+    reply(0, "77;cluster\n");
+    CHECK(kiln_slurm_alloc_submit(&rq, &id, why, sizeof why) == KILN_OK && id == 77);
+    sh = slurp(path);
+    CHECK(sh && !strstr(sh, "hetjob") && strstr(sh, "\"$SLURM_TASKS_PER_NODE\""));
+    rq.n = 2;
+    /* Slurm's "never", its other errors, and an answer that is no id */
+    reply(1, "sbatch: error: Batch job submission failed: Requested node configuration is not "
+             "available\n");
+    CHECK(kiln_slurm_alloc_submit(&rq, &id, why, sizeof why) == KILN_EINVAL);
+    CHECK(strstr(why, "Requested node configuration") != NULL && id == 0);
+    reply(1, "sbatch: error: Batch job submission failed: Socket timed out\n");
+    CHECK(kiln_slurm_alloc_submit(&rq, &id, why, sizeof why) == KILN_EIO);
+    reply(0, "Submitted batch job 5\n");
+    CHECK(kiln_slurm_alloc_submit(&rq, &id, why, sizeof why) == KILN_EIO);
+    CHECK(strstr(why, "not a job id") != NULL);
+    rq.n = 0;
+    CHECK(kiln_slurm_alloc_submit(&rq, &id, why, sizeof why) == KILN_EINVAL);
+    rq.n = 2;
+
+    /* ---- squeue's rows ---- */
+    kiln_slurm_alloc_list l;
+    reply(0, "7|RUNNING|None|kiln-p1-a\n7|RUNNING|None|kiln-p1-a\n8|PENDING|Resources|kiln-p1-b\n"
+             "9|RUNNING|None|someone-else\ngarbage\n|||\n10|COMPLETING|None|kiln-p1-c\n");
+    kiln_slurm_alloc_list_read("kiln-", &l);
+    CHECK(l.ok && l.n == 3);
+    const kiln_slurm_alloc_row *r = kiln_slurm_alloc_find(&l, 0, "kiln-p1-b");
+    CHECK(r && r->id == 8 && strcmp(r->reason, "Resources") == 0);
+    CHECK(kiln_slurm_alloc_state_of(r) == KILN_SLURM_ALLOC_PENDING);
+    CHECK(kiln_slurm_alloc_state_of(kiln_slurm_alloc_find(&l, 7, NULL)) ==
+          KILN_SLURM_ALLOC_RUNNING);
+    CHECK(kiln_slurm_alloc_state_of(kiln_slurm_alloc_find(&l, 10, NULL)) == KILN_SLURM_ALLOC_ENDED);
+    CHECK(kiln_slurm_alloc_find(&l, 9, NULL) == NULL);
+    CHECK(kiln_slurm_alloc_state_of(NULL) == KILN_SLURM_ALLOC_ENDED);
+    kiln_slurm_alloc_list_free(&l);
+    reply(1, "squeue: error: slurm_receive_msg: Socket timed out\n");
+    kiln_slurm_alloc_list_read("kiln-", &l);
+    CHECK(!l.ok && l.n == 0); /* nothing known: nothing has ended */
+    kiln_slurm_alloc_list_free(&l);
+
+    /* ---- the layout ---- */
+    kiln_slurm_comp lc[2] = {{.tasks = 1}, {.tasks = 5}};
+    kiln_slurm_node_name n0[1], n1[5];
+    kiln_slurm_node_name *const rows[2] = {n0, n1};
+    CHECK(kiln_slurm_alloc_layout(dir, 55, lc, 2, rows, why, sizeof why) == KILN_ECONFLICT);
+    snprintf(path, sizeof path, "%s/layout.55", dir);
+    put(path, "0 1 n1\n1 2(x2),1 n2 n3 n4\n");
+    CHECK(kiln_slurm_alloc_layout(dir, 55, lc, 2, rows, why, sizeof why) == KILN_OK);
+    CHECK(strcmp(n0[0], "n1") == 0);
+    CHECK(strcmp(n1[0], "n2") == 0 && strcmp(n1[1], "n2") == 0 && strcmp(n1[2], "n3") == 0 &&
+          strcmp(n1[3], "n3") == 0 && strcmp(n1[4], "n4") == 0);
+    const char *bad[] = {
+        "0 1 n1\n",                       /* a component missing */
+        "0 1 n1\n0 1 n1\n",               /* one twice */
+        "0 1 n1\n1 2(x2) n2 n3\n",        /* too few tasks */
+        "0 1 n1\n1 2(x3) n2 n3 n4\n",     /* too many */
+        "0 1 n1\n1 2(x2),1 n2 n3\n",      /* a host missing */
+        "0 1 n1\n1 99999999999(x9) n2\n", /* past any job's count */
+        "0 1 n1\n1 5(x0) n2\n",           /* no repeat */
+        "0 1 n1\n1 x n2\n",               /* no number */
+        "0 1 n1\n1 5;rm n2\n",            /* junk after it */
+        "7 1 n1\n1 5 n2\n",               /* no such component */
+        "0 1 n1\n1\n",                    /* no counts */
+        "0 1 nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\n1 5 "
+        "n2\n",
+        "", /* empty */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        put(path, bad[i]);
+        kiln_err e = kiln_slurm_alloc_layout(dir, 55, lc, 2, rows, why, sizeof why);
+        if (e != KILN_EIO) fprintf(stderr, "layout %zu accepted: %s", i, bad[i]);
+        CHECK(e == KILN_EIO);
+    }
+    unlink(path);
+
+    /* ---- a step's srun, an allocation's end ---- */
+    kiln_strv av = {0};
+    CHECK(kiln_slurm_step_argv(42, 1, "n2", 2, 0, "worker-replica-1", &av) == KILN_OK);
+    CHECK(av.n > 3 && strcmp(av.v[0], "srun") == 0 && strcmp(av.v[av.n - 1], "--") == 0);
+    bool het = false, gpus = false, cpus = false, node = false;
+    for (size_t i = 0; i < av.n; i++) {
+        het |= strcmp(av.v[i], "--het-group=1") == 0;
+        gpus |= strcmp(av.v[i], "--gpus-per-task=2") == 0;
+        cpus |= strncmp(av.v[i], "--cpus-per-task", 15) == 0;
+        node |= strcmp(av.v[i], "--nodelist=n2") == 0;
+    }
+    CHECK(het && gpus && !cpus && node);
+    kiln_strv_clear(&av);
+    CHECK(kiln_slurm_step_argv(42, -1, "n1", 0, 4, "master-replica-0", &av) == KILN_OK);
+    het = gpus = cpus = false;
+    for (size_t i = 0; i < av.n; i++) {
+        het |= strncmp(av.v[i], "--het-group", 11) == 0;
+        gpus |= strncmp(av.v[i], "--gpus-per-task", 15) == 0;
+        cpus |= strcmp(av.v[i], "--cpus-per-task=4") == 0;
+    }
+    CHECK(!het && !gpus && cpus);
+    kiln_strv_clear(&av);
+    char st[32];
+    reply(0, "RUNNING\n");
+    CHECK(!kiln_slurm_alloc_ended(42, st, sizeof st) && strcmp(st, "RUNNING") == 0);
+    reply(0, "CANCELLED\n");
+    CHECK(kiln_slurm_alloc_ended(42, st, sizeof st));
+    reply(0, "");
+    CHECK(kiln_slurm_alloc_ended(42, st, sizeof st) && st[0] == '\0');
+    reply(1, "slurm_load_jobs error: Invalid job id specified\n");
+    CHECK(kiln_slurm_alloc_ended(42, st, sizeof st));
+    reply(1, "squeue: error: Unable to contact slurm controller\n");
+    CHECK(!kiln_slurm_alloc_ended(42, st, sizeof st)); /* unknown is not ended */
+
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    if (system(path) != 0) {
+    }
+    TEST_DONE();
+}
