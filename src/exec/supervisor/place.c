@@ -1,7 +1,7 @@
 /* src/exec/supervisor/place.c - where a job's replicas go: the placement
  * backends under the one supervisor.
  *
- * Two backends fill the same four slots (place, release, claim, lost):
+ * Two backends, a table of them (`placers`):
  *  - kiln's own scheduler (kiln/sched.h) on the nodes kilnd was given:
  *    an answer at once;
  *  - Slurm (kilnd --executor slurm --slurm-launch steps): a gang is one
@@ -286,15 +286,46 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
     return KILN_OK;
 }
 
-kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
-                   const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
-                   size_t whylen)
+/* kiln's own nodes: the book answers at once */
+static kiln_err place_local(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
+                            const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl,
+                            char *why, size_t whylen)
 {
-    if (place_slurm(s)) return place_in_slurm(s, w, plans, np, sel, pl, why, whylen);
+    (void)w;
     pthread_mutex_lock(&s->d->mu);
     kiln_err err = kiln_sched_place_sel(s->d->sched, plans, np, sel, pl, why, whylen);
     pthread_mutex_unlock(&s->d->mu);
     return err;
+}
+
+static void slurm_tick(sup *s, int64_t now);
+
+/* The placement backends' table (the layout of src/exec's): what differs
+ * between them. Releasing is common (kiln's book, then the allocations a
+ * slot names, which kiln's own slots never do). */
+typedef struct placer {
+    const char *name;
+    kiln_err (*place)(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
+                      const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
+                      size_t whylen);
+    void (*tick)(sup *s, int64_t now); /* NULL: nothing to look at */
+} placer;
+
+static const placer placers[] = {
+    {"kiln", place_local, NULL},
+    {"slurm", place_in_slurm, slurm_tick},
+};
+
+static const placer *placer_of(const sup *s)
+{
+    return &placers[place_slurm(s) ? 1 : 0];
+}
+
+kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
+                   const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
+                   size_t whylen)
+{
+    return placer_of(s)->place(s, w, plans, np, sel, pl, why, whylen);
 }
 
 /* Cancels the allocations that hold p's slots [from, to) (each once). */
@@ -335,8 +366,14 @@ void place_release_slot(sup *s, kiln_placement *pl, size_t i)
 
 void place_tick(sup *s, int64_t now)
 {
-    if (!place_slurm(s)) return;
-    /* squeue every 0.5 s, every 0.1 s for 2 s after a submit */
+    const placer *p = placer_of(s);
+    if (p->tick) p->tick(s, now);
+}
+
+/* Slurm: squeue's view of kiln's allocations (every 0.5 s, every 0.1 s for
+ * 2 s after a submit), and the cancel of pending ones nobody asks for. */
+static void slurm_tick(sup *s, int64_t now)
+{
     int64_t every = now < s->sq_fast_until ? 100000000LL : 500000000LL;
     if (now - s->sq_ns_read < every) return;
     kiln_slurm_alloc_list_free(&s->sq);

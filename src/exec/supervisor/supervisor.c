@@ -225,7 +225,6 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
     }
     if (skip_now(s, e, b)) return;
     memcpy(plans, e->plans, np * sizeof *plans); /* place_elastic changes its copy */
-    pthread_mutex_lock(&d->mu);
     const kiln_map *sel[KILN_ROLE_COUNT];
     kiln_map merged[KILN_ROLE_COUNT] = {0}; /* the role's selector and `extra` */
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
@@ -239,7 +238,8 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
             ok = kiln_map_set(&merged[r], extra->keys[i], extra->vals[i]) == KILN_OK;
         if (ok) sel[r] = &merged[r];
     }
-    pthread_mutex_unlock(&d->mu);
+    /* the placement backend takes d->mu itself (kiln's book); Slurm's
+     * commands run without it */
     place_who who = {rec->project, rec->job->job_id, NULL};
     kiln_err err = rec->job->training_input.pytorch_job.has_elastic_policy
                        ? place_elastic(s, &who, rec->job, plans, &np, sel, &pl, why, sizeof why)
