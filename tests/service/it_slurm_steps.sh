@@ -8,6 +8,9 @@
 #   - a master and two workers with a GPU each across both nodes: SUCCEEDED,
 #     each worker its own GPU of n2 (Slurm's CUDA_VISIBLE_DEVICES), TF_CONFIG
 #     with the nodes' addresses, the allocation gone after;
+#   - kiln-train's multi_worker_mirrored mnist and an unmodified PyTorch DDP
+#     script (when torch is there) across both nodes;
+#   - restartPolicy Always: the gang restarted in its allocation;
 #   - what can never fit fails at once with kiln's reason; a nodeSelector
 #     label Slurm has no meaning for is refused at create, named;
 #   - OnFailure restarts in the same allocation (one sbatch);
@@ -102,6 +105,51 @@ check_eq "one allocation asked for" "$(allocs g1)" 1
 check "the allocation is given back" wait_gone kiln-p1-g1 10
 api GET /v1/projects/p1/jobs/g1
 check "kilnStatus names the Slurm allocation" grep -q '"slurmAllocation"' <<<"$BODY"
+
+# ---- real training across both nodes: kiln-train's multi_worker_mirrored
+# mnist, and an unmodified PyTorch DDP script ----
+mnist='"pythonModule":"kiln.mnist","args":["--model=mlp","--train_epochs=1","--train_examples=512","--max_steps=4","--batch_size=96","--distribution_strategy=multi_worker_mirrored"]'
+api POST /v1/projects/p1/jobs "$(gang mnist1 x x | "$PY" -c '
+import json, sys
+j = json.load(sys.stdin)
+for c in ("masterConfig", "workerConfig"):
+    del j["trainingInput"][c]["containerCommand"]
+j["trainingInput"].update(json.loads("{" + sys.argv[1] + "}"))
+j["trainingInput"]["jobDir"] = sys.argv[2]
+print(json.dumps(j))' "$mnist" "$T/mnistdir")"
+check_eq "mnist1 created" "$STATUS" 200
+check "mnist1 SUCCEEDED" wait_state mnist1 SUCCEEDED 180
+LOGS mnist1 >"$T/mnist.logs"
+check "the replicas all-reduced (world of 3)" grep -qiE 'world.?size[ =:]*3|3 replicas|of 3' "$T/mnist.logs"
+if probe_torch >/dev/null 2>&1; then
+    SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
+    api POST /v1/projects/p1/jobs "$(gang ddp1 "cd $HERE && exec $SYSPY -m ddp.train" "cd $HERE && exec $SYSPY -m ddp.train")"
+    check_eq "ddp1 created" "$STATUS" 200
+    check "ddp1 SUCCEEDED" wait_state ddp1 SUCCEEDED 180
+    LOGS ddp1 >"$T/ddp.logs"
+    [ "$(job_state ddp1)" = SUCCEEDED ] || tail -n 40 "$T/ddp.logs" >&2
+    for r in 0 1 2; do
+        check "ddp rank $r in sync" grep -q "rank $r of 3 in sync: True" "$T/ddp.logs"
+    done
+else
+    echo "SKIPPED the DDP part: probe torch: $(probe_torch 2>&1)" >&2
+fi
+
+# ---- restartPolicy Always: a worker ending with 0 before the master
+# restarts the gang in its allocation; the master's success ends it ----
+always_cmd() { # always_cmd WHO FIRST_TIME LATER: by attempt, from a count file
+    printf 'n=$(cat %s/always.%s 2>/dev/null || echo 0); echo $((n + 1)) >%s/always.%s; if [ "$n" = 0 ]; then %s; else %s; fi' \
+        "$T" "$1" "$T" "$1" "$2" "$3"
+}
+api POST /v1/projects/p1/jobs "$(printf '{"jobId":"always1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":["sh","-c",%s]},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{"restartPolicy":"Always","containerCommand":["sh","-c",%s]}}}' \
+    "$(q "$(always_cmd master 'sleep 300' 'sleep 2; echo master done')")" "$(q "$(always_cmd worker 'echo worker done' 'echo worker again; sleep 300')")")"
+check_eq "always1 created" "$STATUS" 200
+check "always1 SUCCEEDED (its worker still running when the master ended)" wait_state always1 SUCCEEDED 60
+api GET /v1/projects/p1/jobs/always1
+check_eq "always1 restarts" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)" 1
+LOGS always1 >"$T/always.logs"
+check "the master finished on the second attempt" grep -q 'master done' "$T/always.logs"
+check_eq "one allocation for both attempts" "$(allocs always1)" 1
 
 # ---- never fits, and what Slurm has no meaning for ----
 api POST /v1/projects/p1/jobs "$(gang big1 true true | sed 's/"count":"1","type"/"count":"4","type"/g')"
