@@ -21,12 +21,12 @@
 #              the containers to start, which squeue's R does not);
 #   trial      a tuning job's first trial (1 trial, master only, 1 GPU),
 #              against sbatch of one 1-GPU task.
-# LAUNCH=steps measures kilnd --slurm-launch steps (kiln's own supervisor,
-# a gang one allocation, each replica a step in it) instead of the Slurm
-# executor's batch jobs (LAUNCH=batch, the default); the yardsticks are the
-# same (the allocation's R for container and trial).
+# LAUNCH=steps (the default, as kilnd's) measures kilnd --slurm-launch steps
+# (kiln's own supervisor, a gang one allocation, each replica a step in
+# it), LAUNCH=batch the Slurm executor's batch jobs; the yardsticks are the
+# same (the kiln job's Slurm job in R for container and trial).
 set -u
-LAUNCH=${LAUNCH:-batch}
+LAUNCH=${LAUNCH:-steps}
 case $LAUNCH in batch | steps) ;; *) echo "LAUNCH is batch or steps" >&2; exit 2 ;; esac
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [ROUNDS]}" && pwd)
 ROUNDS=${2:-5}

@@ -113,10 +113,10 @@ typedef struct kilnd {
         bool machine_resources; /* --slurm-machine-resources yes: CPU, memory of machine types */
         char **gpu_types;       /* --slurm-gpu-type KILN_TYPE=GRES_TYPE ("K=G"), repeatable */
         size_t gpu_type_n;
-        /* --slurm-launch steps: kiln's own supervisor runs the jobs, Slurm
-         * places each gang as an allocation and its replicas run as steps
-         * in it (src/exec/supervisor/place.c); batch (the default): the
-         * Slurm executor of src/exec/slurm/slurm.c */
+        /* --slurm-launch steps (the default): kiln's own supervisor runs
+         * the jobs, Slurm places each gang as an allocation and its
+         * replicas run as steps in it (src/exec/supervisor/place.c);
+         * batch: the Slurm executor of src/exec/slurm/slurm.c */
         bool steps;
     } slurm;
     kilnd_user *users;

@@ -74,8 +74,9 @@ static const char usage[] =
     "the certificate. Below --min-free-bytes free in the data dir's file system\n"
     "(default 64 MiB) creates answer 503. --executor slurm hands each job whole to\n"
     "the Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md;\n"
-    "with --slurm-launch steps kiln's own supervisor runs it, Slurm places each gang\n"
-    "as an allocation and every replica is a step in it.\n"
+    "kiln's own supervisor runs it, Slurm places each gang as an allocation and\n"
+    "every replica is a step in it (--slurm-launch steps, the default), or each job\n"
+    "is one Slurm batch job that Slurm's executor follows (--slurm-launch batch).\n"
     "Without --node-config this machine's GPUs come from NVML: libnvidia-ml.so.1, or\n"
     "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n"
     "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
@@ -409,6 +410,9 @@ int main(int argc, char **argv)
 {
     kilnd d = {.listen = "127.0.0.1:8470",
                .data_dir = "./var",
+               /* under --executor slurm, kiln's own supervisor over Slurm's
+                * allocations unless --slurm-launch batch */
+               .slurm.steps = true,
                .grace_ms = 10000,
                .hpa_sync_ms = 15000,
                .hpa_down_window_ms = 300000,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/service/it_slurm.sh - kilnd --executor slurm on a real Slurm cluster
+# tests/service/it_slurm.sh - kilnd --executor slurm --slurm-launch batch (the Slurm executor of src/exec/slurm/slurm.c) on a real Slurm cluster
 # started here (tests/service/slurm_cluster.sh: munged, slurmctld, two slurmd
 # n1 and n2 with 2 fake GPUs each, all under $T):
 #   - kiln-train's multi_worker_mirrored mnist, master + 2 workers with 1 GPU
@@ -31,7 +31,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/slurm_lib.sh"
 slurm_test_cluster 44900 44992
 # the cluster's GPUs are typed GRES gpu:t4; kiln's NVIDIA_TESLA_T4 maps to them
-KILND_SLURM=(--executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+# --grace-period 5 (after start_kilnd's 1): a loaded box once took longer than
+# 1 s from the cancel's SIGTERM to the replica's "got TERM" in the job's log
+KILND_SLURM=(--executor slurm --slurm-launch batch --grace-period 5 --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
     --slurm-gpu-type NVIDIA_TESLA_T4=t4)
 start_kilnd "$T/d" "${KILND_SLURM[@]}"
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/service/it_slurm_container.sh - replicas with an imageUri under
-# `kilnd --executor slurm`: each runs in podman on its Slurm node, with the
+# `kilnd --executor slurm --slurm-launch batch`: each runs in podman on its Slurm node, with the
 # local container backend's arguments (tests/service/it_container.sh runs
 # the same image on one machine), on the two-node test cluster:
 #   1. master + worker containers across both nodes: SUCCEEDED, TF_CONFIG
@@ -53,7 +53,7 @@ printf 'kiln-test-token-0123456789 * editor\nproject p9 user nobody\n' >"$T/toke
 chmod 600 "$T/tokens"
 TOKEN=kiln-test-token-0123456789
 export TOKEN
-start_kilnd "$T/d" --executor slurm --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 \
+start_kilnd "$T/d" --executor slurm --slurm-launch batch --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 \
     --container-runtime "$T/podman-wrap" --tokens "$T/tokens"
 q() { printf '%s' "$1" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
 # ctr_job ID MASTER_SCRIPT WORKER_SCRIPT [extra trainingInput members] [extra masterConfig members]

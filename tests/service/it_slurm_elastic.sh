@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/service/it_slurm_elastic.sh - elastic PyTorchJobs under
-# `kilnd --executor slurm` on the two-node test cluster
+# `kilnd --executor slurm --slurm-launch batch` on the two-node test cluster
 # (tests/service/slurm_cluster.sh): each worker is a Slurm job of its own
 # (kiln.P.J.worker-K.N, N its Slurm jobs so far), Worker 0 first, the others with its node as their
 # rendezvous endpoint:
@@ -37,7 +37,7 @@ kiln_need slurm mknod
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/slurm_lib.sh"
 slurm_test_cluster 64900 64992
-KILND_SLURM=(--executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train")
+KILND_SLURM=(--executor slurm --slurm-launch batch --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train")
 start_kilnd "$T/d" "${KILND_SLURM[@]}"
 
 # el_job ID: Workers only (kiln's master is Worker 0), min 1, max 2; each

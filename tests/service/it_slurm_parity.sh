@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/service/it_slurm_parity.sh - what runs on one machine runs under
-# `kilnd --executor slurm` too, on the two-node test cluster
+# `kilnd --executor slurm --slurm-launch batch` too, on the two-node test cluster
 # (tests/service/slurm_cluster.sh):
 #   - per-project Unix users: kilnd (root) submits a project's job for its
 #     user (sbatch --uid/--gid): the replicas run with that user's uid, gid,
@@ -34,7 +34,7 @@ TOKEN=tok-editor-0123456789abcdef
 printf '%s * editor\nproject p1 user %s\n' "$TOKEN" "$U" >"$T/tokens"
 chmod 600 "$T/tokens"
 export TOKEN
-NO_ROOT_OK=1 start_kilnd "$T/d" --executor slurm --slurm-partition kiln \
+NO_ROOT_OK=1 start_kilnd "$T/d" --executor slurm --slurm-launch batch --slurm-partition kiln \
     --kiln-train "$BUILD/bin/kiln-train" --tokens "$T/tokens"
 
 # ---- per-project users ----

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/service/it_slurm_queues.sh - `kilnd --executor slurm --queues FILE`:
+# tests/service/it_slurm_queues.sh - `kilnd --executor slurm --slurm-launch batch --queues FILE`:
 # Kueue's file carried out with Slurm's own accounting, on the two-node
 # test cluster (4 GPUs) with slurmdbd and its own MariaDB
 # (slurm_cluster.sh --accounting; docs/slurm.md, "Queues"):
@@ -47,7 +47,7 @@ write_queues() { # write_queues TEAM_B_GPUS [TEAM_B SPEC LINES]: $T/queues.yaml
 }
 write_queues 2
 
-KILND_SLURM=(--executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+KILND_SLURM=(--executor slurm --slurm-launch batch --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
     --slurm-gpu-type NVIDIA_TESLA_T4=t4)
 # the starts that must fail, as start_kilnd starts kilnd
 root_ok=()

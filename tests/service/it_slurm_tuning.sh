@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/service/it_slurm_tuning.sh - hyperparameter tuning jobs under
-# `kilnd --executor slurm`, on the two-node test cluster
+# `kilnd --executor slurm --slurm-launch batch`, on the two-node test cluster
 # (tests/service/slurm_cluster.sh): each trial is a Slurm job of its own,
 # maxParallelTrials of them at once, decided by the same study code as on
 # one machine (src/exec/trials, src/tune), mirroring it_tuning.sh:
@@ -24,7 +24,7 @@ kiln_need slurm mknod
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/slurm_lib.sh"
 slurm_test_cluster 59900 59992
-start_kilnd "$T/d" --executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+start_kilnd "$T/d" --executor slurm --slurm-launch batch --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
 
 # trial_jobs JOB: how many of JOB's trials have a Slurm job pending or running
 trial_jobs() {
@@ -156,7 +156,7 @@ sleep 1 # the first reports are read and recorded
 kill -9 "$KPID"
 wait "$KPID" 2>/dev/null
 sleep 1
-start_kilnd "$T/d" --executor slurm --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+start_kilnd "$T/d" --executor slurm --slurm-launch batch --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
 check "restart: the study succeeds" wait_state restart1 SUCCEEDED 60
 check_eq "restart: trials 1 and 2 ran once each, 3 after them" \
     "$(cat "$R"/1/runs.txt "$R"/2/runs.txt "$R"/3/runs.txt 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')" "1 2 3 "
