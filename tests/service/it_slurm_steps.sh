@@ -23,6 +23,9 @@
 #     is queued again and runs in a new one;
 #   - elastic PyTorchJob: minReplicas in the gang, the next worker an
 #     allocation of its own that joins when Slurm grants it;
+#   - elasticPolicy.metrics (cpu): Slurm's job accounting (sstat) measures
+#     the workers; busy, a worker is added in an allocation of its own, idle,
+#     taken away and its allocation given back; GPU utilisation refused;
 #   - tuning: each trial an allocation of its own, 2 at once;
 #   - `kiln nodes drain` of a running job's node: requeued onto the other;
 #   - a container replica with a GPU: podman on the node, the GPU Slurm chose
@@ -52,7 +55,7 @@ EOF
 chmod 755 "$T/podman-wrap"
 KILND_STEPS=(--executor slurm --slurm-launch steps --slurm-partition kiln
     --slurm-gpu-type NVIDIA_TESLA_T4=t4 --kiln-train "$BUILD/bin/kiln-train"
-    --container-runtime "$T/podman-wrap")
+    --container-runtime "$T/podman-wrap" --hpa-sync-period 1 --hpa-downscale-stabilization 2)
 start_kilnd "$T/d" "${KILND_STEPS[@]}"
 
 q() { printf '%s' "$1" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
@@ -241,6 +244,25 @@ check "the rendezvous bounds are 1:2" grep -q 'nn=1:2' "$T/el.logs"
 touch "$T/el.stop"
 check "el1 SUCCEEDED" wait_state el1 SUCCEEDED 30
 check "el1's allocations are given back" wait_gone kiln-p1-el1-w0 10
+
+# ---- elasticPolicy.metrics: Slurm's job accounting measures the workers ----
+# (a busy worker is 1000m of its 4 vCPUs' 4000m: 25% against a 10% target)
+hpa_prog="echo \"HPA \$KILN_TASK_NAME\"; while :; do if [ -e $T/hpa.busy ]; then :; else sleep 0.2; fi; [ -e $T/hpa.stop ] && exit 0; done"
+touch "$T/hpa.busy"
+api POST /v1/projects/p1/jobs "$(printf '{"jobId":"hpa1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":["sh","-c",%s]},"pytorchJob":{"workersOnly":true,"elasticPolicy":{"minReplicas":"1","maxReplicas":"2","metrics":[{"resource":"cpu","targetType":"Utilization","averageUtilization":"10"}]}}}}' "$(q "$hpa_prog")")"
+check_eq "hpa1 created (cpu metrics under Slurm)" "$STATUS" 200
+check "the autoscaler adds a worker for the busy one" wait_file "$T/d/jobs/p1/hpa1/log.tsv" "Adding worker-replica-0: the autoscaler wants more workers" 60
+check "which runs in an allocation of its own" wait_file "$T/d/jobs/p1/hpa1/log.tsv" "	HPA worker-replica-0" 30
+api GET /v1/projects/p1/jobs/hpa1
+check "kilnStatus.autoscaler shows Slurm's figure" grep -q '"autoscaler"' <<<"$BODY"
+rm -f "$T/hpa.busy"
+check "idle, it takes the worker away again" wait_file "$T/d/jobs/p1/hpa1/log.tsv" "Removing worker-replica-0: the autoscaler wants 1 workers" 60
+check "and Slurm gets that allocation back" wait_gone kiln-p1-hpa1-w0 20
+touch "$T/hpa.stop"
+check "hpa1 SUCCEEDED" wait_state hpa1 SUCCEEDED 30
+api POST /v1/projects/p1/jobs '{"jobId":"hpagpu","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":["true"],"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"}},"pytorchJob":{"workersOnly":true,"elasticPolicy":{"minReplicas":"1","maxReplicas":"2","metrics":[{"resource":"nvidia.com/gpu","targetType":"Utilization","averageUtilization":"50"}]}}}}'
+check_eq "GPU utilisation metrics refused under Slurm" "$STATUS" 400
+check "naming the metric" grep -q 'elasticPolicy.metrics\[0\].resource' <<<"$(printf '%s' "$BODY" | jget error.message)"
 
 # ---- tuning: each trial an allocation of its own, 2 at once ----
 cmd='lr=${0#--lr=}; echo "{\"loss\": $lr, \"global_step\": \"3\"}" >>"$CLOUD_ML_HP_METRIC_FILE"; echo "trial $CLOUD_ML_TRIAL_ID in $SLURM_JOB_ID"; sleep 2'

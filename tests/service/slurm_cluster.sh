@@ -77,7 +77,11 @@ NodeName=n2 Name=gpu Type=t4 File=$DIR/dev/n2gpu[0-1]
 EOF
 
 # accounting: slurm.conf's part of it (slurmdbd itself starts below)
-ACCT_CONF="AccountingStorageType=accounting_storage/none"
+# jobacct_gather/linux: sstat reads a running step's CPU time and memory
+# (the autoscaler of elastic jobs under --slurm-launch steps), each second
+ACCT_CONF="AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1"
 if [ -n "$ACCT" ]; then
     ACCT_CONF="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost

@@ -383,27 +383,114 @@ kiln_err kiln_slurm_step_argv(long id, int het, const char *node, int gpus, int 
     return err;
 }
 
-void kiln_slurm_step_signal(long id, const char *step, int sig)
+/* The id ("JOB.STEP") of the running step called `step` of allocation `id`
+ * (its srun --job-name); false when squeue lists none. */
+static bool step_id(long id, const char *step, char *out, size_t len)
 {
     char ids[32], *text = NULL;
+    bool found = false;
     snprintf(ids, sizeof ids, "--jobs=%ld", id);
     char *argv[] = {"squeue", "--noheader", "--steps", ids, "--format=%i|%j", NULL};
     if (kiln_slurm_run(argv, &text, CMD_TIMEOUT_S) != 0) {
         free(text);
-        return;
+        return false;
     }
     char *save = NULL;
-    for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
+    for (char *ln = strtok_r(text, "\n", &save); ln && !found; ln = strtok_r(NULL, "\n", &save)) {
         char *bar = strchr(ln, '|');
-        if (!bar || strcmp(bar + 1, step) != 0) continue;
+        if (!bar || strcmp(bar + 1, step) != 0 || (size_t)(bar - ln) >= len) continue;
         *bar = '\0';
-        char s[48], *out = NULL;
-        snprintf(s, sizeof s, "--signal=%d", sig);
-        char *cv[] = {"scancel", s, ln, NULL};
-        kiln_slurm_run(cv, &out, CMD_TIMEOUT_S);
-        free(out);
+        snprintf(out, len, "%s", ln);
+        found = true;
     }
     free(text);
+    return found;
+}
+
+void kiln_slurm_step_signal(long id, const char *step, int sig)
+{
+    char sid[64], s[48], *out = NULL;
+    if (!step_id(id, step, sid, sizeof sid)) return;
+    snprintf(s, sizeof s, "--signal=%d", sig);
+    char *cv[] = {"scancel", s, sid, NULL};
+    kiln_slurm_run(cv, &out, CMD_TIMEOUT_S);
+    free(out);
+}
+
+/* Slurm's CPU time "[D-]HH:MM:SS", "MM:SS.mmm" or "SS.mmm" in microseconds. */
+static bool slurm_time_us(const char *s, unsigned long long *us)
+{
+    unsigned long long days = 0, f[3] = {0, 0, 0};
+    int n = 0;
+    double frac = 0;
+    const char *dash = strchr(s, '-');
+    if (dash) {
+        char *e;
+        days = strtoull(s, &e, 10);
+        if (e != dash) return false;
+        s = dash + 1;
+    }
+    while (*s && n < 3) {
+        char *e;
+        if (*s < '0' || *s > '9') return false;
+        f[n++] = strtoull(s, &e, 10);
+        if (*e == '.') {
+            frac = strtod(e, &e);
+            if (*e) return false;
+            break;
+        }
+        if (*e == ':')
+            s = e + 1;
+        else if (*e == '\0')
+            break;
+        else
+            return false;
+        if (!*s) return false;
+    }
+    if (n == 0 || days > 100000) return false;
+    unsigned long long secs = 0;
+    for (int i = 0; i < n; i++) /* the last field is seconds */
+        secs = secs * 60 + f[i];
+    *us = ((days * 86400ULL + secs) * 1000000ULL) + (unsigned long long)(frac * 1e6);
+    return true;
+}
+
+/* A size "4780K", "12M", "1.5G", "123" in bytes; -1 when it is none. */
+static long long slurm_bytes(const char *s)
+{
+    char *e;
+    double v = strtod(s, &e);
+    if (e == s || v < 0) return -1;
+    double m = *e == 'K'   ? 1024.0
+               : *e == 'M' ? 1048576.0
+               : *e == 'G' ? 1073741824.0
+               : *e == 'T' ? 1099511627776.0
+                           : 1.0;
+    return (long long)(v * m);
+}
+
+bool kiln_slurm_step_usage(long id, const char *step, unsigned long long *cpu_us, long long *mem)
+{
+    char sid[64], *text = NULL;
+    if (!step_id(id, step, sid, sizeof sid)) return false;
+    char *argv[] = {"sstat", "--noheader", "--parsable2", "--jobs", sid, "--format=TRESUsageInTot",
+                    NULL};
+    bool ok = false, got_cpu = false;
+    *mem = 0;
+    if (kiln_slurm_run(argv, &text, CMD_TIMEOUT_S) == 0 && text) {
+        /* "cpu=00:00:03,energy=0,fs/disk=14937,mem=4780K,pages=0,vmem=8112K" */
+        char *save = NULL;
+        text[strcspn(text, "\n")] = '\0';
+        for (char *kv = strtok_r(text, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+            if (strncmp(kv, "cpu=", 4) == 0)
+                got_cpu = slurm_time_us(kv + 4, cpu_us);
+            else if (strncmp(kv, "mem=", 4) == 0 && slurm_bytes(kv + 4) >= 0)
+                *mem = slurm_bytes(kv + 4);
+        }
+        ok = got_cpu;
+    }
+    free(text);
+    return ok;
 }
 
 kiln_err kiln_slurm_cluster(const char *partition, bool hard, kiln_slurm_type_of type_of, void *ctx,

@@ -114,6 +114,13 @@ kiln_err kiln_slurm_step_argv(long id, int het, const char *node, int gpus, int 
  * --signal): srun itself, signalled, would cancel the step at once. */
 void kiln_slurm_step_signal(long id, const char *step, int sig);
 
+/* The CPU time (microseconds) and memory (bytes) used so far by the step
+ * called `step` of allocation `id`, as Slurm's job accounting gathers them
+ * (sstat's TRESUsageInTot: the site needs a JobAcctGatherType other than
+ * none; its frequency bounds how fresh they are). false when Slurm does
+ * not say. For elasticPolicy.metrics of workers on Slurm's nodes. */
+bool kiln_slurm_step_usage(long id, const char *step, unsigned long long *cpu_us, long long *mem);
+
 /* The partition's nodes as kiln's cluster: names, NodeAddr, CPUs, memory
  * (hard limits for placement when `hard`: --slurm-machine-resources yes),
  * GPUs (GRES gpu, their kiln type through the --slurm-gpu-type map: `type_of`

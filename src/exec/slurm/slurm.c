@@ -225,7 +225,22 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
                  "the job must have Workers only (the Kubeflow form of elastic jobs)");
         return false;
     }
-    if (ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy &&
+    /* under steps, Slurm's job accounting measures the workers' CPU and
+     * memory (sstat); their GPUs' utilisation it does not gather here */
+    const kiln_elastic_policy *ep = &ti->pytorch_job.elastic_policy;
+    for (size_t m = 0;
+         !batch && ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy && m < ep->n_metrics;
+         m++) {
+        if (!ep->metrics[m].resource || strcmp(ep->metrics[m].resource, "nvidia.com/gpu") != 0)
+            continue;
+        snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy.metrics[%zu].resource", m);
+        snprintf(why, whylen,
+                 "nvidia.com/gpu: kilnd reads GPU utilisation through NVML on its own machine, "
+                 "and the workers' GPUs are on Slurm's nodes; cpu and memory are measured by "
+                 "Slurm's job accounting (sstat)");
+        return false;
+    }
+    if (batch && ti->has_pytorch_job && ti->pytorch_job.has_elastic_policy &&
         ti->pytorch_job.elastic_policy.n_metrics > 0) {
         snprintf(field, flen, "trainingInput.pytorchJob.elasticPolicy.metrics");
         snprintf(why, whylen,

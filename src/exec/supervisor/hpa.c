@@ -7,7 +7,9 @@
  * process worker's process group (resident memory), from its cgroup for a
  * container worker (its processes are children of conmon, outside its
  * `podman run`'s group; memory is the working set, as metrics-server
- * reports it: kiln/exec.h kiln_cgroup_read); and, for an nvidia.com/gpu
+ * reports it: kiln/exec.h kiln_cgroup_read), or from Slurm's job accounting
+ * for a worker that is a step on a Slurm node (sstat: alloc.h
+ * kiln_slurm_step_usage; its memory is Slurm's figure); and, for an nvidia.com/gpu
  * metric, the percent busy of the worker's GPUs from the GPU watch (NVML).
  * Kubernetes' algorithm then gives the workers wanted:
  *   ratio = current / target   (Utilization: percent of the replicas'
@@ -175,7 +177,9 @@ static void find_cgroups(sup *s, rjob *j, const size_t *idx, size_t n)
     if (!names || !pids || !which) goto out;
     for (size_t k = 0; k < n; k++) {
         replica *r = &j->reps[idx[k]];
-        if (r->kind != KILN_EXEC_CONTAINER || r->hpa_cg_for == r->h.pid || !r->h.name[0]) continue;
+        if (r->kind != KILN_EXEC_CONTAINER || r->hpa_cg_for == r->h.pid || !r->h.name[0] ||
+            j->pl.slots[idx[k]].alloc > 0) /* on a Slurm node: measured by Slurm */
+            continue;
         which[nn] = idx[k];
         names[nn++] = r->h.name;
     }
@@ -252,8 +256,11 @@ int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const re
             r->h.pid <= 0)
             continue;
         /* a process replica leads its own group; a container's processes
-         * are in no group of ours (its cgroup is read instead) */
-        pg[nw] = r->kind == KILN_EXEC_CONTAINER ? -1 : (long)r->h.pid;
+         * are in no group of ours (its cgroup is read instead); a step on
+         * a Slurm node is Slurm's to measure (-2) */
+        pg[nw] = j->pl.slots[i].alloc > 0         ? -2
+                 : r->kind == KILN_EXEC_CONTAINER ? -1
+                                                  : (long)r->h.pid;
         procs = procs || pg[nw] > 0;
         idx[nw++] = i;
     }
@@ -271,6 +278,8 @@ int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const re
         if (pg[k] > 0) {
             cpu_us = (unsigned long long)((double)ticks[k] * 1e6 / hz);
             mem = rss[k];
+        } else if (pg[k] == -2) {
+            read = kiln_slurm_step_usage(sl->alloc, r->task, &cpu_us, &mem);
         } else if (r->hpa_cg_for != r->h.pid || !kiln_cgroup_read(&r->hpa_cg, &cpu_us, &mem)) {
             r->hpa_cg_for = 0; /* not found yet, or gone: looked for again next time */
             read = false;
