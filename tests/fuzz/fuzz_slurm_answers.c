@@ -1,10 +1,9 @@
 /* fuzz_slurm_answers.c - libFuzzer target for what kilnd reads of Slurm
- * under --slurm-launch steps (src/exec/slurm/alloc.c): squeue's rows and
- * an allocation's layout file (written by a batch script on a node, so by
- * the job's user). Any bytes: never a crash or a read past them; a layout
- * accepted names a node for every task, and no row is kept twice or
- * without its name's prefix. Replayed over tests/fuzz/corpus/
- * fuzz_slurm_answers in every build. */
+ * under --slurm-launch steps (src/exec/slurm/alloc.c): squeue's rows, a
+ * step's usage as sstat gives it, and an allocation's layout file (written by a batch script on a
+ * node, so by the job's user). Any bytes: never a crash or a read past them; a layout accepted
+ * names a node for every task, and no row is kept twice or without its name's prefix. Replayed over
+ * tests/fuzz/corpus/ fuzz_slurm_answers in every build. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +47,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (l.rows[k].id == l.rows[i].id) abort();
     }
     kiln_slurm_alloc_list_free(&l);
+    /* squeue's steps and sstat's usage ("1.0|w\ncpu=00:00:03,mem=4K"):
+     * the same bytes answer both */
+    unsigned long long us = 0;
+    long long mem = 0;
+    if (kiln_slurm_step_usage(1, "w", &us, &mem) && mem < 0) abort();
     free(text);
     return 0;
 }

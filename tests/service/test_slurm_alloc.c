@@ -25,6 +25,7 @@
 static char last_cmd[4096];
 static const char *answer = "";
 static int answer_rc = 0;
+static const char *sstat_answer = ""; /* sstat's, apart */
 
 int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
 {
@@ -33,7 +34,7 @@ int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
     last_cmd[0] = '\0';
     for (size_t i = 0; argv[i]; i++)
         n += (size_t)snprintf(last_cmd + n, sizeof last_cmd - n, "%s%s", i ? " " : "", argv[i]);
-    *out = strdup(answer);
+    *out = strdup(strcmp(argv[0], "sstat") == 0 ? sstat_answer : answer);
     return answer_rc;
 }
 
@@ -205,6 +206,30 @@ int main(void)
     CHECK(kiln_slurm_alloc_ended(42, st, sizeof st));
     reply(1, "squeue: error: Unable to contact slurm controller\n");
     CHECK(!kiln_slurm_alloc_ended(42, st, sizeof st)); /* unknown is not ended */
+
+    /* ---- a step's use, from Slurm's job accounting ---- */
+    unsigned long long us = 0;
+    long long mem = 0;
+    reply(0, "42.0|master-replica-0\n42.1|worker-replica-1\n42.batch|batch\n");
+    sstat_answer = "cpu=00:01:03,energy=0,fs/disk=14937,mem=4780K,pages=0,vmem=8112K\n";
+    CHECK(kiln_slurm_step_usage(42, "worker-replica-1", &us, &mem));
+    CHECK(strstr(last_cmd, "sstat") && strstr(last_cmd, "42.1"));
+    CHECK(us == 63000000ULL && mem == 4780LL * 1024);
+    sstat_answer = "cpu=1-02:00:00,mem=1.5G\n";
+    CHECK(kiln_slurm_step_usage(42, "worker-replica-1", &us, &mem));
+    CHECK(us == (86400ULL + 7200ULL) * 1000000ULL && mem == 1610612736LL);
+    sstat_answer = "cpu=01:02.500,mem=12M";
+    CHECK(kiln_slurm_step_usage(42, "master-replica-0", &us, &mem) && us == 62500000ULL);
+    const char *nonsense[] = {"",       "energy=0",           "cpu=", "cpu=aa:bb", "cpu=1:2:3:4x",
+                              "cpu=-5", "cpu=00:00:0a,mem=1K"};
+    for (size_t i = 0; i < sizeof nonsense / sizeof *nonsense; i++) {
+        sstat_answer = nonsense[i];
+        bool got = kiln_slurm_step_usage(42, "worker-replica-1", &us, &mem);
+        if (got) fprintf(stderr, "sstat answer %zu taken: %s\n", i, nonsense[i]);
+        CHECK(!got);
+    }
+    sstat_answer = "cpu=00:00:01";
+    CHECK(!kiln_slurm_step_usage(42, "no-such-step", &us, &mem)); /* not among the steps */
 
     snprintf(path, sizeof path, "rm -rf %s", dir);
     if (system(path) != 0) {

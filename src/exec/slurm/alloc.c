@@ -420,38 +420,35 @@ void kiln_slurm_step_signal(long id, const char *step, int sig)
 /* Slurm's CPU time "[D-]HH:MM:SS", "MM:SS.mmm" or "SS.mmm" in microseconds. */
 static bool slurm_time_us(const char *s, unsigned long long *us)
 {
-    unsigned long long days = 0, f[3] = {0, 0, 0};
-    int n = 0;
+    unsigned long long days = 0, secs = 0;
     double frac = 0;
     const char *dash = strchr(s, '-');
     if (dash) {
         char *e;
         days = strtoull(s, &e, 10);
-        if (e != dash) return false;
+        if (e != dash || e == s || days > 100000) return false;
         s = dash + 1;
     }
-    while (*s && n < 3) {
+    /* up to three numbers joined by ':', the last one seconds, then
+     * perhaps a fraction; nothing else */
+    for (int n = 0;; n++) {
         char *e;
-        if (*s < '0' || *s > '9') return false;
-        f[n++] = strtoull(s, &e, 10);
+        if (n == 3 || *s < '0' || *s > '9') return false;
+        unsigned long long v = strtoull(s, &e, 10);
+        if (v > 1000000) return false;
+        secs = secs * 60 + v;
+        if (*e == ':') {
+            s = e + 1;
+            continue;
+        }
         if (*e == '.') {
             frac = strtod(e, &e);
-            if (*e) return false;
-            break;
+            if (frac >= 1) return false;
         }
-        if (*e == ':')
-            s = e + 1;
-        else if (*e == '\0')
-            break;
-        else
-            return false;
-        if (!*s) return false;
+        if (*e) return false;
+        break;
     }
-    if (n == 0 || days > 100000) return false;
-    unsigned long long secs = 0;
-    for (int i = 0; i < n; i++) /* the last field is seconds */
-        secs = secs * 60 + f[i];
-    *us = ((days * 86400ULL + secs) * 1000000ULL) + (unsigned long long)(frac * 1e6);
+    *us = (days * 86400ULL + secs) * 1000000ULL + (unsigned long long)(frac * 1e6);
     return true;
 }
 
