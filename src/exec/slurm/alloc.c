@@ -463,7 +463,9 @@ static long long slurm_bytes(const char *s)
                : *e == 'G' ? 1073741824.0
                : *e == 'T' ? 1099511627776.0
                            : 1.0;
-    return (long long)(v * m);
+    /* no machine has 4 EiB: a figure past that is no figure (and past
+     * long long's range, undefined to convert) */
+    return v * m < 4611686018427387904.0 ? (long long)(v * m) : -1;
 }
 
 bool kiln_slurm_step_usage(long id, const char *step, unsigned long long *cpu_us, long long *mem)
