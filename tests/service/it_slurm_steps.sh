@@ -16,6 +16,7 @@
 #   - OnFailure restarts in the same allocation (one sbatch);
 #   - cancel: SIGTERM reaches the program (scancel --signal of its step);
 #   - activeDeadlineSeconds fails the job, the allocation given back;
+#     ttlSecondsAfterFinished cleans the job's files, its Slurm files too;
 #   - kilnd killed (-9) mid-job: the next one adopts the replicas, one
 #     allocation; killed while its allocation waits in Slurm: the next one
 #     takes the same allocation by name;
@@ -23,6 +24,9 @@
 #     is queued again and runs in a new one;
 #   - elastic PyTorchJob: minReplicas in the gang, the next worker an
 #     allocation of its own that joins when Slurm grants it;
+#   - torchrun's c10d group of two across the gang's allocation and a
+#     worker's own (with torch); that worker's allocation cancelled: it
+#     leaves, another comes in an allocation of its own, the group re-forms;
 #   - elasticPolicy.metrics (cpu): Slurm's job accounting (sstat) measures
 #     the workers; busy, a worker is added in an allocation of its own, idle,
 #     taken away and its allocation given back; GPU utilisation refused;
@@ -194,6 +198,18 @@ api GET /v1/projects/p1/jobs/dl1
 check "by its deadline" grep -q 'DeadlineExceeded' <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 check "dl1's allocation is given back" wait_gone kiln-p1-dl1 10
 
+# ---- ttlSecondsAfterFinished: the job's files go, its Slurm files with them ----
+api POST /v1/projects/p1/jobs "$(job_json ttl1 'echo ttl-ran' ',"runPolicy":{"ttlSecondsAfterFinished":"2"}')"
+check_eq "ttl1 created" "$STATUS" 200
+check "ttl1 SUCCEEDED" wait_state ttl1 SUCCEEDED 60
+cleaned=""
+for _ in $(seq 1 150); do
+    [ ! -e "$T/d/jobs/p1/ttl1/work" ] && [ ! -e "$T/d/jobs/p1/ttl1/slurm" ] && cleaned=1 && break
+    sleep 0.1
+done
+check "ttl1's files, its allocation's included, were cleaned after the TTL" test -n "$cleaned"
+check "its log stays" grep -q "	ttl-ran$" "$T/d/jobs/p1/ttl1/log.tsv"
+
 # ---- kill -9 of kilnd mid-job: the replicas run on, the next one adopts them ----
 api POST /v1/projects/p1/jobs "$(job_json late1 'echo start; sleep 4; echo done')"
 check "late1 RUNNING" wait_state late1 RUNNING 60
@@ -244,6 +260,40 @@ check "the rendezvous bounds are 1:2" grep -q 'nn=1:2' "$T/el.logs"
 touch "$T/el.stop"
 check "el1 SUCCEEDED" wait_state el1 SUCCEEDED 30
 check "el1's allocations are given back" wait_gone kiln-p1-el1-w0 10
+
+# ---- torchrun's c10d rendezvous across the workers' allocations ----
+# (it_pytorchjob's program and launcher, with Debian's python3-torch)
+SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
+if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null; then
+    mkdir -p "$T/el_t" "$T/el_tk"
+    # tcmd STATEDIR STEPS: each worker's command, torchrun over elastic.py
+    tcmd() { printf '["env","KILN_ELASTIC_STATE=%s","%s","%s","%s","%s"]' "$1" "$SYSPY" \
+        "$HERE/pytorchjob/torchrun.py" "$HERE/pytorchjob/elastic.py" "$2"; }
+    tjob() { # tjob ID STATEDIR STEPS
+        printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":%s},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{"containerCommand":%s},"pytorchJob":{"workersOnly":true,"elasticPolicy":{"rdzvBackend":"c10d","minReplicas":"1","maxReplicas":"2","maxRestarts":"3"}}}}' \
+            "$1" "$(tcmd "$2" "$3")" "$(tcmd "$2" "$3")"
+    }
+    api POST /v1/projects/p1/jobs "$(tjob elt1 "$T/el_t" 6)"
+    check_eq "elt1 (torchrun) created" "$STATUS" 200
+    check "elt1 SUCCEEDED" wait_state elt1 SUCCEEDED 120
+    LT=$T/d/jobs/p1/elt1/log.tsv
+    check "worker 0 (the gang's allocation) was in torchrun's group of two" grep -q "master-replica-0	rank [01] done in a group of 2" "$LT"
+    check "worker 1 (an allocation of its own) was in the group of two" grep -q "worker-replica-0	rank [01] done in a group of 2" "$LT"
+    check "no group of one" test "$(grep -c 'group of 1' "$LT")" -eq 0
+    # worker 1's allocation cancelled mid-run: it leaves, another is asked
+    # of Slurm, and the group re-forms with it
+    api POST /v1/projects/p1/jobs "$(tjob eltk "$T/el_tk" 40)"
+    check_eq "eltk created" "$STATUS" 200
+    LK=$T/d/jobs/p1/eltk/log.tsv
+    check "eltk: the group of two took 3 steps" wait_file "$LK" "step 3: all-reduced across 2" 60
+    scancel -n kiln-p1-eltk-w0
+    check "eltk SUCCEEDED after worker 1's allocation was cancelled" wait_state eltk SUCCEEDED 150
+    check "the loss is said" grep -q "Slurm ended allocation [0-9]* of worker-replica-0.*the worker leaves the job" "$LK"
+    check "another worker came, in an allocation of its own" test "$(allocs eltk -w1)" = 1
+    check "the group re-formed with it" grep -q "joined a group of 2 at step [1-9][0-9]* (restart [1-9])" "$LK"
+else
+    echo "SKIP (torchrun cases only): $SYSPY has no torch.distributed (python3-torch)" >&2
+fi
 
 # ---- elasticPolicy.metrics: Slurm's job accounting measures the workers ----
 # (a busy worker is 1000m of its 4 vCPUs' 4000m: 25% against a 10% target)
