@@ -19,8 +19,7 @@
 
 #define CMD_TIMEOUT_S 30
 
-/* The last non-empty line of a command's output: Slurm's error sentence. */
-static void last_line(const char *out, char *buf, size_t len)
+void kiln_slurm_last_line(const char *out, char *buf, size_t len)
 {
     buf[0] = '\0';
     if (!out) return;
@@ -132,7 +131,7 @@ kiln_err kiln_slurm_alloc_submit(const kiln_slurm_alloc_req *rq, long *id, char 
     argv[a] = NULL;
     int rc = kiln_slurm_run(argv, &sbout, CMD_TIMEOUT_S);
     if (rc != 0) {
-        last_line(sbout, buf, sizeof buf);
+        kiln_slurm_last_line(sbout, buf, sizeof buf);
         snprintf(why, whylen, "sbatch: %s", *buf ? buf : "failed");
         /* what no waiting changes: Slurm's "can never run" answers */
         if (strstr(buf, "Requested node configuration is not available") ||
@@ -146,7 +145,7 @@ kiln_err kiln_slurm_alloc_submit(const kiln_slurm_alloc_req *rq, long *id, char 
     char *end = NULL;
     long v = sbout ? strtol(sbout, &end, 10) : 0;
     if (v <= 0 || !end || (*end && *end != ';' && *end != '\n')) {
-        last_line(sbout, buf, sizeof buf);
+        kiln_slurm_last_line(sbout, buf, sizeof buf);
         snprintf(why, whylen, "sbatch answered '%s', not a job id", buf);
         goto out;
     }
@@ -504,7 +503,7 @@ kiln_err kiln_slurm_cluster(const char *partition, bool hard, kiln_slurm_type_of
     memset(out, 0, sizeof *out);
     if (kiln_slurm_run(argv, &text, CMD_TIMEOUT_S) != 0) {
         char b[256];
-        last_line(text, b, sizeof b);
+        kiln_slurm_last_line(text, b, sizeof b);
         snprintf(why, whylen, "sinfo: %s", b);
         goto out;
     }

@@ -48,6 +48,10 @@ typedef struct kiln_slurm_alloc_req {
     size_t n;
 } kiln_slurm_alloc_req;
 
+/* The last non-empty line of a command's output (Slurm's error sentence)
+ * into buf; "" for none. */
+void kiln_slurm_last_line(const char *out, char *buf, size_t len);
+
 /* Submits the allocation; *id is its Slurm job id. KILN_EINVAL: Slurm
  * refused it for good (no node could ever hold it), KILN_EIO: sbatch failed
  * otherwise; `why` has Slurm's words either way. */

@@ -44,6 +44,7 @@
 #include "daemon/kilnd.h"
 #include "exec/exec_int.h" /* kiln__child_default_signals, kiln__exec_allowed_env */
 #include "exec/slurm/accounts.h"
+#include "exec/slurm/alloc.h" /* kiln_slurm_last_line */
 #include "exec/slurm/elastic.h"
 #include "exec/slurm/slurm.h"
 #include "exec/supervisor/trainmetrics.h" /* kiln-train's reports: a leaf parser */
@@ -146,20 +147,6 @@ fail_env:
     for (size_t i = 0; i < ne; i++)
         free(envp[i]);
     return -1;
-}
-
-/* The last line of a command's output, trimmed, for messages. */
-static void last_line(const char *out, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    if (!out) return;
-    size_t n = strlen(out);
-    while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
-        n--;
-    size_t s = n;
-    while (s && out[s - 1] != '\n')
-        s--;
-    snprintf(buf, len, "%.*s", (int)(n - s), out + s);
 }
 
 /* ---------- the site's mappings ---------- */
@@ -372,7 +359,7 @@ static json_t *sinfo_nodes(kilnd *d, char *why, size_t whylen)
     json_t *doc = rc == 0 && out ? json_loads(out, 0, NULL) : NULL;
     if (!doc) {
         char l[300];
-        last_line(out, l, sizeof l);
+        kiln_slurm_last_line(out, l, sizeof l);
         snprintf(why, whylen, "sinfo --json failed (%s)", l[0] ? l : "no output");
         free(out);
         return NULL;
@@ -486,7 +473,7 @@ kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, siz
     int rc = kiln_slurm_run(argv, &out, 20);
     if (rc != 0) {
         char l[300];
-        last_line(out, l, sizeof l);
+        kiln_slurm_last_line(out, l, sizeof l);
         snprintf(why, whylen, "scontrol update %s failed: %s", nn, l[0] ? l : "no output");
         free(out);
         return KILN_EIO;
@@ -1247,7 +1234,7 @@ static bool launch(ssup *s, sjob *j, const kiln_job *job, int attempt,
     }
     int rc = kiln_slurm_run(sargv, &out, 60);
     char l[600];
-    last_line(out, l, sizeof l);
+    kiln_slurm_last_line(out, l, sizeof l);
     j->id = rc == 0 && out ? strtol(out, NULL, 10) : 0;
     free(out);
     if (j->id <= 0) {
