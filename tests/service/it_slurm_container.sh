@@ -37,18 +37,7 @@ slurm_test_cluster 54900 54992
 
 # the runtime: podman, through a wrapper that records each command line
 # and leaves out --device (the cluster's GPUs are fake: no CDI spec)
-cat >"$T/podman-wrap" <<EOF
-#!/bin/bash
-printf '%s\n' "\$*" >>"$T/podman-args.log"
-args=()
-while [ \$# -gt 0 ]; do
-    if [ "\$1" = --device ]; then shift 2; continue; fi
-    args+=("\$1")
-    shift
-done
-exec podman "\${args[@]}"
-EOF
-chmod 755 "$T/podman-wrap"
+slurm_podman_wrap
 printf 'kiln-test-token-0123456789 * editor\nproject p9 user nobody\n' >"$T/tokens"
 chmod 600 "$T/tokens"
 TOKEN=kiln-test-token-0123456789

@@ -45,18 +45,7 @@ slurm_test_cluster 17900 17992
 
 # podman through a wrapper that records each command line and leaves out
 # --device (the cluster's GPUs are fake: no CDI spec on these nodes)
-cat >"$T/podman-wrap" <<EOF
-#!/bin/bash
-printf '%s CVD=%s\n' "\$*" "\${CUDA_VISIBLE_DEVICES-unset}" >>"$T/podman-args.log"
-args=()
-while [ \$# -gt 0 ]; do
-    if [ "\$1" = --device ]; then shift 2; continue; fi
-    args+=("\$1")
-    shift
-done
-exec podman "\${args[@]}"
-EOF
-chmod 755 "$T/podman-wrap"
+slurm_podman_wrap
 KILND_STEPS=(--executor slurm --slurm-launch steps --slurm-partition kiln
     --slurm-gpu-type NVIDIA_TESLA_T4=t4 --kiln-train "$BUILD/bin/kiln-train"
     --container-runtime "$T/podman-wrap" --hpa-sync-period 1 --hpa-downscale-stabilization 2)

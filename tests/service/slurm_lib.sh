@@ -38,6 +38,25 @@ slurm_test_cluster() {
     slurm_watchdog "$$"
 }
 
+# slurm_podman_wrap: $T/podman-wrap, podman through a wrapper that records
+# each command line (and the CUDA_VISIBLE_DEVICES it saw) in
+# $T/podman-args.log and leaves out --device (the cluster's GPUs are fake:
+# no CDI spec on these nodes); give it as kilnd's --container-runtime
+slurm_podman_wrap() {
+    cat >"$T/podman-wrap" <<EOF
+#!/bin/bash
+printf '%s CVD=%s\n' "\$*" "\${CUDA_VISIBLE_DEVICES-unset}" >>"$T/podman-args.log"
+args=()
+while [ \$# -gt 0 ]; do
+    if [ "\$1" = --device ]; then shift 2; continue; fi
+    args+=("\$1")
+    shift
+done
+exec podman "\${args[@]}"
+EOF
+    chmod 755 "$T/podman-wrap"
+}
+
 # slurm_watchdog PID: a test killed outright (ctest's timeout sends SIGKILL,
 # so no exit trap runs) would leave its cluster's daemons and its kilnd
 # running, and they slow every later test; this stops them once PID is gone.
