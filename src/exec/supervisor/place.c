@@ -41,11 +41,17 @@ bool place_slurm(const sup *s)
     return s->d->slurm.on && s->d->slurm.steps;
 }
 
-static palloc *pending_find(sup *s, const char *name)
+static palloc *pending_find(const sup *s, const char *name)
 {
     for (palloc *p = s->pending; p; p = p->next)
         if (strcmp(p->name, name) == 0) return p;
     return NULL;
+}
+
+/* The allocation name of w's gang: "kiln-PROJECT-JOB" then its tag. */
+static void alloc_name(const place_who *w, char *buf, size_t len)
+{
+    snprintf(buf, len, "kiln-%s-%s%s", w->project, w->job_id, w->tag ? w->tag : "");
 }
 
 static void pending_drop(sup *s, palloc *gone)
@@ -197,7 +203,7 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
     long uid = -1, gid = -1;
     if (kilnd_project_user(d, w->project, &uid, &gid, why, whylen) != KILN_OK) return KILN_EINVAL;
     char dir[PATH_MAX + 256], name[256];
-    snprintf(name, sizeof name, "kiln-%s-%s%s", w->project, w->job_id, w->tag ? w->tag : "");
+    alloc_name(w, name, sizeof name);
     alloc_dir(d, w, name, uid, gid, dir, sizeof dir);
     if (!dir[0]) {
         snprintf(why, whylen, "the job's directory path is too long for its Slurm files");
@@ -299,6 +305,33 @@ static void cancel_allocs(const kiln_placement *p, size_t from, size_t to)
             seen = p->slots[k].alloc == a;
         if (!seen) kiln_slurm_alloc_cancel(a);
     }
+}
+
+bool place_waiting(const sup *s, const place_who *w, char *why, size_t whylen)
+{
+    char name[256];
+    alloc_name(w, name, sizeof name);
+    const palloc *pa = place_slurm(s) ? pending_find(s, name) : NULL;
+    if (!pa) return false;
+    const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, pa->id, NULL);
+    kiln_slurm_alloc_state st = row ? kiln_slurm_alloc_state_of(row) : KILN_SLURM_ALLOC_PENDING;
+    if (st == KILN_SLURM_ALLOC_PENDING)
+        snprintf(why, whylen, "allocation %ld is pending (%s)", pa->id,
+                 row && row->reason[0] ? row->reason : "submitted");
+    else
+        snprintf(why, whylen, "allocation %ld is %s; its layout is being read", pa->id,
+                 row ? row->state : "gone from squeue");
+    return true;
+}
+
+void place_forget(sup *s, const place_who *w)
+{
+    char name[256];
+    alloc_name(w, name, sizeof name);
+    palloc *pa = place_slurm(s) ? pending_find(s, name) : NULL;
+    if (!pa) return;
+    kiln_slurm_alloc_cancel(pa->id);
+    pending_drop(s, pa);
 }
 
 void place_release(sup *s, const kiln_placement *pl)
