@@ -15,7 +15,10 @@
 #     once the blocker is gone;
 #   - preemption: a high-priority job preempts a low one whose allocation
 #     is still pending (cancelled at once, the quota given back, it waits
-#     again), then one that runs (stopped, queued again).
+#     again), then one that runs (stopped, queued again);
+#   - tuning: with the cluster taken, a trial's allocation pending in Slurm
+#     holds its GPU (a plain job is admitted beside it, the next waits for
+#     quota); never more than 2 allocations at once; all SUCCEEDED.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
 PORT_RANGE=18000-18799 # the cluster's own daemons listen on 18900-18992
 . "$(dirname "$0")/lib.sh"
@@ -218,5 +221,49 @@ done
 check_eq "low2 ran in one allocation (the cancelled one wrote no layout)" \
     "$(ls "$T/d/jobs/p1/low2/slurm/kiln-p1-low2"/layout.* 2>/dev/null | wc -l)" 1
 check "no allocation of kiln's left in Slurm" wait_gone kiln-p1-low1 10
+
+# ---- tuning: each trial a workload of its own, charged while its allocation is pending ----
+blocker=$(sbatch --parsable -p kiln -N2 --exclusive -o /dev/null --wrap 'sleep 300')
+for _ in $(seq 1 50); do [ "$(squeue -h -j "$blocker" -o %T)" = RUNNING ] && break; sleep 0.2; done
+: >"$T/tsamples"
+(
+    while [ ! -e "$T/stop-tsampling" ]; do
+        squeue -h -t PENDING,CONFIGURING,RUNNING -o '%j' 2>/dev/null | grep -c '^kiln-p1-\(tq1-t[0-9]*\|pa\|pb\)$' >>"$T/tsamples"
+        sleep 0.1
+    done
+) &
+SAMPLER=$!
+cmd='lr=${0#--lr=}; echo "{\"loss\": $lr, \"global_step\": \"3\"}" >>"$CLOUD_ML_HP_METRIC_FILE"; echo "trial $CLOUD_ML_TRIAL_ID in $SLURM_JOB_ID"; sleep 1'
+hp=',"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":3,"maxParallelTrials":2,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1,"scaleType":"UNIT_LOG_SCALE"}]}'
+api POST /v1/projects/p1/jobs "$(printf '{"jobId":"tq1","labels":{"kueue.x-k8s.io/queue-name":"training"},"trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sh","-c",%s]}%s}}' "$(q "$cmd")" "$hp")"
+check_eq "tq1 created" "$STATUS" 200
+for _ in $(seq 1 50); do [ "$(live kiln-p1-tq1-t1)" = 1 ] && break; sleep 0.2; done
+check_eq "its first trial's allocation pending in Slurm" "$(squeue -h -n kiln-p1-tq1-t1 -o %T | head -1)" PENDING
+api GET /v1/projects/p1/jobs/tq1
+check "the trial: admitted, waiting for Slurm" grep -q 'admitted by ClusterQueue cq-a (flavor t4); waiting for Slurm: allocation' <<<"$(printf '%s' "$BODY" | jget kilnStatus.queue.reason)"
+for j in pa pb; do
+    api POST /v1/projects/p1/jobs "$(gjob $j)"
+    check_eq "$j created" "$STATUS" 200
+done
+check "pa admitted, waiting for Slurm" wait_reason pa 'waiting for Slurm' 30
+sleep 2
+r=$(reason pb)
+check "pb waits for quota: the pending trial holds its GPU ($r)" grep -q 'ClusterQueue cq-a: .*nvidia.com/gpu' <<<"$r"
+check_eq "nothing asked of Slurm for pb" "$(live kiln-p1-pb)" 0
+check_eq "GET /v1/queues/cq-a: 2 GPUs charged" "$(queue_counts | cut -d' ' -f1)" 2
+scancel "$blocker"
+touch "$T/go-pa" "$T/go-pb"
+for _ in $(seq 1 600); do
+    case "$(job_state tq1)" in SUCCEEDED | FAILED | CANCELLED) break ;; esac
+    sleep 0.1
+done
+check_eq "tq1 SUCCEEDED" "$(job_state tq1)" SUCCEEDED
+check "pa SUCCEEDED" wait_state pa SUCCEEDED 60
+check "pb SUCCEEDED" wait_state pb SUCCEEDED 60
+touch "$T/stop-tsampling"
+wait "$SAMPLER" 2>/dev/null
+check_eq "never more than 2 of the trials' and pa/pb's allocations at once ($(wc -l <"$T/tsamples") samples)" "$(sort -n "$T/tsamples" | tail -1)" 2
+api GET /v1/projects/p1/jobs/tq1
+check_eq "3 trials reported" "$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["trainingOutput"]["trials"]))')" 3
 
 finish

@@ -241,6 +241,8 @@ static const char *flavor_names(const kiln_queues *q, size_t cq, const kiln_qass
     return buf;
 }
 
+static void trials_recharge(sup *s, kiln_queues *q); /* below, with admit_trial */
+
 /* ---------- preemption ---------- */
 
 typedef struct victim {
@@ -730,10 +732,12 @@ void admit_pass(sup *s, qent **v, size_t n)
     size_t nc = 0;
     if (!c || !usable) goto out; /* out of memory: this pass admits nothing */
     kiln_queues_reset_usage(q);
+    s->admit_gen++; /* the trials' holds are counted no more (trial_hold) */
     for (size_t k = 0; k < q->ncqs; k++)
         q->cqs[k].pending = q->cqs[k].admitted = 0;
     for (rjob *j = s->jobs; j; j = j->next)
         charge_running(d, q, j);
+    trials_recharge(s, q);
     drain_held(s, q);
 
     for (size_t i = 0; i < n; i++) {
@@ -919,6 +923,91 @@ void trial_wait_clear(sup *s, const char *project, const char *job_id)
     pthread_mutex_unlock(&s->d->queues_mu);
 }
 
+/* A trial whose allocation waits in Slurm, charged by admit_trial. Trials
+ * are asked every tick, passes (which reset usage) run less often: the
+ * charge of the tick before is taken back before the trial is checked
+ * again, so that it is counted once, and never against itself. */
+typedef struct thold {
+    char project[256], job_id[256], tag[32];
+    unsigned long gen, qgen;
+    size_t cq;
+    kiln_qassign a;
+    int64_t req[KILN_QRES_COUNT];
+    struct thold *next;
+} thold;
+
+static bool thold_is(const thold *h, const place_who *w)
+{
+    return strcmp(h->project, w->project) == 0 && strcmp(h->job_id, w->job_id) == 0 &&
+           strcmp(h->tag, w->tag ? w->tag : "") == 0;
+}
+
+/* Takes back w's charge if this pass's usage holds it (queues_mu held). */
+static void trial_unhold(sup *s, kiln_queues *q, const place_who *w)
+{
+    for (thold **l = &s->trial_holds; *l; l = &(*l)->next) {
+        thold *h = *l;
+        if (!thold_is(h, w)) continue;
+        if (h->gen == s->admit_gen && h->qgen == s->d->queues_gen) {
+            kiln_queues_charge(q, h->cq, &h->a, h->req, -1);
+            q->cqs[h->cq].admitted--;
+        }
+        *l = h->next;
+        free(h);
+        return;
+    }
+}
+
+/* Charges w's trial, its allocation waiting in Slurm, and remembers it. */
+static void trial_hold(sup *s, kiln_queues *q, const place_who *w, size_t cq,
+                       const kiln_qassign *a, const int64_t req[KILN_QRES_COUNT])
+{
+    thold *h = calloc(1, sizeof *h);
+    kiln_queues_charge(q, cq, a, req, 1);
+    q->cqs[cq].admitted++;
+    if (!h) return; /* out of memory: charged till the next pass all the same */
+    snprintf(h->project, sizeof h->project, "%s", w->project);
+    snprintf(h->job_id, sizeof h->job_id, "%s", w->job_id);
+    snprintf(h->tag, sizeof h->tag, "%s", w->tag ? w->tag : "");
+    h->gen = s->admit_gen;
+    h->qgen = s->d->queues_gen;
+    h->cq = cq;
+    h->a = *a;
+    memcpy(h->req, req, sizeof h->req);
+    h->next = s->trial_holds;
+    s->trial_holds = h;
+}
+
+/* At a pass's start: the trials whose allocation still waits in Slurm are
+ * charged again (admitted workloads, as the jobs of hold_waiting), so that
+ * the heads see their quota taken; the others are forgotten. */
+static void trials_recharge(sup *s, kiln_queues *q)
+{
+    for (thold **l = &s->trial_holds; *l;) {
+        thold *h = *l;
+        place_who w = {h->project, h->job_id, h->tag};
+        char sw[64];
+        if (h->qgen == s->d->queues_gen && place_waiting(s, &w, sw, sizeof sw)) {
+            kiln_queues_charge(q, h->cq, &h->a, h->req, 1);
+            q->cqs[h->cq].admitted++;
+            h->gen = s->admit_gen;
+            l = &h->next;
+        } else {
+            *l = h->next;
+            free(h);
+        }
+    }
+}
+
+void admit_free(sup *s)
+{
+    while (s->trial_holds) {
+        thold *h = s->trial_holds;
+        s->trial_holds = h->next;
+        free(h);
+    }
+}
+
 /* A trial of a running tuning job, after the pass (trials.c): its own
  * workload, as Kueue makes one per trial. It routes as its job does (the
  * trial's spec carries the job's labels), its whole gang is checked against
@@ -946,8 +1035,10 @@ kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
     size_t cq;
     const kiln_qcq *c;
     long lq = -1;
+    bool held = false;
     pthread_mutex_lock(&d->queues_mu);
     kiln_queues *q = d->queues;
+    trial_unhold(s, q, w); /* its charge of the tick before, if any */
     bool *usable = calloc(q->nflavors ? q->nflavors : 1, sizeof *usable);
     if (!usable) {
         err = KILN_ENOMEM;
@@ -977,7 +1068,6 @@ kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
         usable[f] = plans_usable(d, &q->flavors[f], job, plans, np);
     if (!kiln_queues_fit(q, cq, req, usable, &a, qwhy, sizeof qwhy)) {
         snprintf(why, whylen, "ClusterQueue %s: %s", c->name, qwhy);
-        place_forget(s, w); /* Slurm: an allocation asked for earlier is not kept */
         goto out;
     }
     /* on the chosen flavors' nodes: their labels join each role's selector */
@@ -996,11 +1086,11 @@ kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
         kiln_queues_charge(q, cq, &a, req, 1);
         q->cqs[cq].admitted++;
     } else if (err == KILN_ECONFLICT && place_waiting(s, w, sw, sizeof sw)) {
+        held = true;
         /* its allocation waits in Slurm: it holds the quota for the rest of
-         * this pass (the next trial and heads see it); the next pass asks
+         * this pass (the next trial and heads see it); the next check asks
          * again only if the quota is still there, else it is cancelled */
-        kiln_queues_charge(q, cq, &a, req, 1);
-        q->cqs[cq].admitted++;
+        trial_hold(s, q, w, cq, &a, req);
         snprintf(why, whylen, "admitted by ClusterQueue %s (flavor %s); waiting for Slurm: %s",
                  c->name, flavor_names(q, cq, &a, fl, sizeof fl), sw);
     } else if (err != KILN_ENOMEM) {
@@ -1012,6 +1102,9 @@ kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
                  c->name, flavor_names(q, cq, &a, fl, sizeof fl), pw);
     }
 out:
+    /* Slurm: an allocation asked for earlier that this check does not keep
+     * (no quota now, a stop policy) is given back at once */
+    if (err != KILN_OK && err != KILN_ENOMEM && !held) place_forget(s, w);
     /* why the next trial waits, for its job's kilnStatus.queue */
     if (err != KILN_ENOMEM)
         trial_wait(d, project, job->job_id, lq >= 0 ? q->lqs[lq].name : NULL,

@@ -1038,6 +1038,7 @@ void *kilnd_supervisor(void *arg)
     }
     studies_free(&s);
     place_free(&s);
+    admit_free(&s);
     squeue_close(&s);
     free(s.port_used);
     return NULL;

@@ -174,6 +174,10 @@ typedef struct sup {
     struct palloc *pending;
     kiln_slurm_alloc_list sq;
     int64_t sq_ns_read, sq_fast_until;
+    /* admit.c, under Slurm: trials charged while their allocation waits,
+     * since the last pass recounted (admit_gen) */
+    struct thold *trial_holds;
+    unsigned long admit_gen;
 } sup;
 
 static inline int64_t duration_ns(const kiln_duration *dur)
@@ -331,6 +335,8 @@ void admit_pass(sup *s, qent **v, size_t n);
 kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
                      const kiln_replica_plan *plans, size_t np, kiln_placement *pl, char *why,
                      size_t whylen);
+/* admit.c: frees what admission keeps between passes (kilnd stopping). */
+void admit_free(sup *s);
 /* admit.c: forgets why a tuning job's next trial waited (its study ended). */
 void trial_wait_clear(sup *s, const char *project, const char *job_id);
 
