@@ -959,8 +959,8 @@ static void trial_unhold(sup *s, kiln_queues *q, const place_who *w)
 }
 
 /* Charges w's trial, its allocation waiting in Slurm, and remembers it. */
-static void trial_hold(sup *s, kiln_queues *q, const place_who *w, size_t cq,
-                       const kiln_qassign *a, const int64_t req[KILN_QRES_COUNT])
+static void trial_hold(sup *s, kiln_queues *q, const place_who *w, size_t cq, const kiln_qassign *a,
+                       const int64_t req[KILN_QRES_COUNT])
 {
     thold *h = calloc(1, sizeof *h);
     kiln_queues_charge(q, cq, a, req, 1);

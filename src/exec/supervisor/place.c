@@ -284,6 +284,33 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
     return KILN_OK;
 }
 
+kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
+                    const kiln_map *const sel[KILN_ROLE_COUNT], char *why, size_t whylen)
+{
+    kilnd *d = s->d;
+    kiln_slurm_comp comps[KILN_ROLE_COUNT];
+    if (place_slurm(s)) {
+        kiln_err err = np > 0 && np <= KILN_ROLE_COUNT
+                           ? comps_of(d, plans, np, sel, comps, why, whylen)
+                           : KILN_EINVAL;
+        if (err != KILN_OK) return err;
+        if (np > d->cluster.n) {
+            snprintf(why, whylen,
+                     "its %zu replica types would each need nodes of their own, and partition "
+                     "%s has %zu",
+                     np, d->slurm.partition, d->cluster.n);
+            return KILN_EINVAL;
+        }
+    }
+    kiln_placement probe = {0};
+    pthread_mutex_lock(&d->mu);
+    kiln_err err = kiln_sched_place_sel(d->sched, plans, np, sel, &probe, why, whylen);
+    if (err == KILN_OK) kiln_sched_release(d->sched, &probe);
+    pthread_mutex_unlock(&d->mu);
+    kiln_placement_free(&probe);
+    return err == KILN_ECONFLICT ? KILN_OK : err;
+}
+
 kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
                    const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
                    size_t whylen)

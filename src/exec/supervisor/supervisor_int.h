@@ -275,6 +275,11 @@ bool place_waiting(const sup *s, const place_who *w, char *why, size_t whylen);
 /* Under Slurm: cancels w's allocation if it is asked for and not yet handed
  * over (admission took the job's quota back: preempted while pending). */
 void place_forget(sup *s, const place_who *w);
+/* Whether plans[0..np) can ever be placed (KILN_OK, also when the nodes
+ * are busy now), else why not (KILN_EINVAL, KILN_ELIMIT); places nothing
+ * and asks nothing of Slurm. */
+kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
+                    const kiln_map *const sel[KILN_ROLE_COUNT], char *why, size_t whylen);
 /* Gives a placement back (Slurm: cancels its allocations). */
 void place_release(sup *s, const kiln_placement *pl);
 /* Gives slot i back (an allocation of its own is cancelled). */
