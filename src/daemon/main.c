@@ -80,7 +80,9 @@ static const char usage[] =
     "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n"
     "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
     "LocalQueue, ResourceFlavor, Cohort and WorkloadPriorityClass YAML (docs/queues.md);\n"
-    "SIGHUP reloads it (a bad file leaves the old one in use).\n"
+    "SIGHUP reloads it (a bad file leaves the old one in use). Under --executor slurm\n"
+    "it becomes Slurm's accounts (--slurm-launch batch) or stays kiln's admission,\n"
+    "Slurm placing what kiln admitted (steps).\n"
     "Notebook instances (docs/notebooks.md) run JupyterLab from --notebook-python\n"
     "(default $KILN_NOTEBOOK_PYTHON or ~/.cache/kiln/notebook-venv/bin/python);\n"
     "--notebook-env maps a vmImage family or image name to another Python.\n";
@@ -732,8 +734,8 @@ int main(int argc, char **argv)
     if (d.queues_path && d.slurm.on && queues_slurm_refusals(&d, d.queues, &dg) > 0) {
         fprintf(stderr,
                 "kilnd: --queues %s with --executor slurm: these fields are refused "
-                "(docs/queues.md, \"Under --executor slurm\"):\n",
-                d.queues_path);
+                "(docs/queues.md, \"Under --executor slurm%s\"):\n",
+                d.queues_path, d.slurm.steps ? " --slurm-launch steps" : "");
         goto diag;
     }
     if (d.queues_path && d.slurm.on && !d.slurm.steps &&
