@@ -10,9 +10,10 @@
 #   - the cluster taken by a Slurm job of its own: three jobs, the first two
 #     admitted (their quota held while Slurm keeps their allocations
 #     pending: kilnStatus.queue says so), the third waits for quota, not for
-#     Slurm; at no time more than 2 allocations of the queue pending or
-#     running in Slurm, nor more than 2 jobs running, and all three finish
-#     once the blocker is gone;
+#     Slurm; one cancelled while pending gives its quota and allocation back
+#     at once, the third admitted in its place; at no time more than 2
+#     allocations of the queue pending or running in Slurm, nor more than 2
+#     running, and the two finish once the blocker is gone;
 #   - preemption: a high-priority job preempts a low one whose allocation
 #     is still pending (cancelled at once, the quota given back, it waits
 #     again), then one that runs (stopped, queued again);
@@ -175,12 +176,15 @@ check_eq "nothing asked of Slurm for o3" "$(live kiln-p1-o3)" 0
 check_eq "GET /v1/queues/cq-a: 2 GPUs charged, 2 admitted, 1 pending" "$(queue_counts)" "2 2 1"
 api GET /v1/projects/p1/jobs/o1
 check_eq "o1 is QUEUED" "$(printf '%s' "$BODY" | jget state)" QUEUED
+# cancelled while its allocation is pending: the quota and the allocation go back
+api POST /v1/projects/p1/jobs/o2:cancel '{}'
+check "o2 CANCELLED" wait_state o2 CANCELLED 30
+check "o2's pending allocation cancelled within 2 s" wait_gone kiln-p1-o2 2
+check "o3 admitted in its place, waiting for Slurm" wait_reason o3 'admitted by ClusterQueue cq-a (flavor t4); waiting for Slurm' 10
 scancel "$blocker"
 check "o1 RUNNING" wait_state o1 RUNNING 60
-check "o2 RUNNING" wait_state o2 RUNNING 60
-sleep 2
-check_eq "o3 still waits for quota" "$(job_state o3)" QUEUED
-for j in o1 o2 o3; do
+check "o3 RUNNING" wait_state o3 RUNNING 60
+for j in o1 o3; do
     touch "$T/go-$j"
     check "$j SUCCEEDED" wait_state $j SUCCEEDED 60
 done

@@ -730,6 +730,7 @@ void admit_pass(sup *s, qent **v, size_t n)
     cand *c = calloc(n ? n : 1, sizeof *c);
     bool *usable = calloc((n ? n : 1) * (q->nflavors ? q->nflavors : 1), sizeof *usable);
     size_t nc = 0;
+    int64_t pass_ns = kiln_now_ns();
     if (!c || !usable) goto out; /* out of memory: this pass admits nothing */
     kiln_queues_reset_usage(q);
     s->admit_gen++; /* the trials' holds are counted no more (trial_hold) */
@@ -878,6 +879,9 @@ void admit_pass(sup *s, qent **v, size_t n)
         }
     }
     publish(d, q, c, nc);
+    /* every admitted job's allocation was asked for in this pass: the
+     * others' (cancelled while Slurm held them) go back to Slurm now */
+    if (!d->stop) place_sweep(s, pass_ns);
 out:
     pthread_mutex_unlock(&d->queues_mu);
     free(c);

@@ -33,6 +33,7 @@ typedef struct palloc {
     char name[256];
     long id;
     int64_t asked_ns, submitted_ns;
+    bool gang; /* a job's gang (no tag): asked by the scheduling pass only */
     struct palloc *next;
 } palloc;
 
@@ -249,6 +250,7 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
         }
         snprintf(pa->name, sizeof pa->name, "%s", name);
         pa->id = id;
+        pa->gang = !w->tag;
         pa->submitted_ns = now;
         pa->next = s->pending;
         s->pending = pa;
@@ -359,6 +361,16 @@ void place_forget(sup *s, const place_who *w)
     if (!pa) return;
     kiln_slurm_alloc_cancel(pa->id);
     pending_drop(s, pa);
+}
+
+void place_sweep(sup *s, int64_t since)
+{
+    for (palloc *p = s->pending, *next; place_slurm(s) && p; p = next) {
+        next = p->next;
+        if (!p->gang || p->asked_ns >= since) continue;
+        kiln_slurm_alloc_cancel(p->id);
+        pending_drop(s, p);
+    }
 }
 
 void place_release(sup *s, const kiln_placement *pl)
