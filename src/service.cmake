@@ -160,7 +160,7 @@ endif()
 # 130 s alone): a loaded 2-core box took both past 180 s. The Slurm tests
 # start a two-node cluster each, as it_slurm does
 foreach(t svc_it_notebooks svc_it_pytorchjob svc_it_slurm_tuning svc_it_slurm_container
-          svc_it_slurm_parity svc_it_slurm_queues svc_it_slurm_elastic)
+          svc_it_slurm_parity svc_it_slurm_queues svc_it_slurm_elastic svc_it_slurm_steps_queues)
   if(TEST ${t})
     set_tests_properties(${t} PROPERTIES TIMEOUT 480)
   endif()
@@ -202,6 +202,9 @@ if(TEST svc_it_slurm_steps)
   kiln_test_needs(svc_it_slurm_steps slurm mknod)
   # about 2 minutes alone here, the Slurm matrix of the one supervisor
   set_tests_properties(svc_it_slurm_steps PROPERTIES TIMEOUT 600)
+endif()
+if(TEST svc_it_slurm_steps_queues)
+  kiln_test_needs(svc_it_slurm_steps_queues slurm mknod)
 endif()
 if(TEST svc_it_slurm)
   kiln_test_needs(svc_it_slurm slurm mknod)

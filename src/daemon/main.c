@@ -81,7 +81,9 @@ static const char usage[] =
     "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n"
     "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
     "LocalQueue, ResourceFlavor, Cohort and WorkloadPriorityClass YAML (docs/queues.md);\n"
-    "SIGHUP reloads it (a bad file leaves the old one in use).\n"
+    "SIGHUP reloads it (a bad file leaves the old one in use). Under --executor slurm\n"
+    "it becomes Slurm's accounts (--slurm-launch batch) or stays kiln's admission,\n"
+    "Slurm placing what kiln admitted (steps).\n"
     "Notebook instances (docs/notebooks.md) run JupyterLab from --notebook-python\n"
     "(default $KILN_NOTEBOOK_PYTHON or ~/.cache/kiln/notebook-venv/bin/python);\n"
     "--notebook-env maps a vmImage family or image name to another Python.\n";
@@ -328,6 +330,15 @@ static int start_gpus(kilnd *d, const char *note)
     return 0;
 }
 
+/* What a queues file may not say under --executor slurm: under batch,
+ * whatever Slurm's accounts cannot carry; under steps (kiln admits, Slurm
+ * places), a flavor's nodeLabels only. */
+static size_t queues_slurm_refusals(const kilnd *d, const kiln_queues *q, kiln_diag *dg)
+{
+    return d->slurm.steps ? kiln_queues_steps_refusals(q, dg)
+                          : kiln_queues_slurm_refusals(q, d->slurm.machine_resources, dg);
+}
+
 /* SIGHUP: the queues file again. A file that does not load leaves the old
  * queues in use, and the log says why. The supervisor's next pass charges
  * the running jobs to the new queues (it recounts usage every pass). */
@@ -337,7 +348,7 @@ static void reload_queues(kilnd *d)
     kiln_queues *nq = NULL;
     char why[1024];
     if (kiln_queues_load_file(d->queues_path, &nq, &dg) != KILN_OK ||
-        (d->slurm.on && kiln_queues_slurm_refusals(nq, d->slurm.machine_resources, &dg) > 0)) {
+        (d->slurm.on && queues_slurm_refusals(d, nq, &dg) > 0)) {
         fprintf(stderr,
                 "kilnd: SIGHUP: the queues file %s does not load; still admitting with "
                 "the old one:\n",
@@ -348,7 +359,7 @@ static void reload_queues(kilnd *d)
         return;
     }
     /* under Slurm its accounts first: jobs submitted after the swap name them */
-    if (d->slurm.on && !kiln_slurm_accounts_apply(d, nq, why, sizeof why)) {
+    if (d->slurm.on && !d->slurm.steps && !kiln_slurm_accounts_apply(d, nq, why, sizeof why)) {
         fprintf(stderr, "kilnd: SIGHUP: %s; still submitting with the old queues file\n", why);
         kiln_diag_free(&dg);
         kiln_queues_free(nq);
@@ -630,12 +641,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
             goto out;
         }
-        if (d.slurm.steps && d.queues_path) {
-            fprintf(stderr, "kilnd: --queues with --slurm-launch steps is not built yet: use "
-                            "--slurm-launch batch (Slurm's accounts carry the queues: "
-                            "docs/queues.md) or leave out --queues\n");
-            goto out;
-        }
         /* A project's Slurm jobs run as its user (root submits them with
          * sbatch --uid/--gid), with the run-as rules of the local executor
          * (src/daemon/users.c); as root with no project user at all, every
@@ -726,18 +731,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "kilnd: --queues %s:\n", d.queues_path);
         goto diag;
     }
-    /* Slurm admits every job itself: the file becomes Slurm's accounts,
-     * QOS and associations (src/exec/slurm/accounts.h); what Slurm gives no
-     * meaning is refused */
-    if (d.queues_path && d.slurm.on &&
-        kiln_queues_slurm_refusals(d.queues, d.slurm.machine_resources, &dg) > 0) {
+    /* --slurm-launch batch: Slurm admits every job itself, the file becomes
+     * Slurm's accounts, QOS and associations (src/exec/slurm/accounts.h);
+     * what Slurm gives no meaning is refused. steps: kiln's own admission
+     * (src/exec/supervisor/admit.c), Slurm places what it admitted */
+    if (d.queues_path && d.slurm.on && queues_slurm_refusals(&d, d.queues, &dg) > 0) {
         fprintf(stderr,
                 "kilnd: --queues %s with --executor slurm: these fields are refused "
-                "(docs/queues.md, \"Under --executor slurm\"):\n",
-                d.queues_path);
+                "(docs/queues.md, \"Under --executor slurm%s\"):\n",
+                d.queues_path, d.slurm.steps ? " --slurm-launch steps" : "");
         goto diag;
     }
-    if (d.queues_path && d.slurm.on &&
+    if (d.queues_path && d.slurm.on && !d.slurm.steps &&
         !kiln_slurm_accounts_apply(&d, d.queues, path, sizeof path)) {
         fprintf(stderr, "kilnd: --queues %s with --executor slurm: %s\n", d.queues_path, path);
         goto out;

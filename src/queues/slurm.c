@@ -121,6 +121,17 @@ static void cq_fields(const kiln_qcq *c, bool machine_resources, kiln_diag *d)
     }
 }
 
+size_t kiln_queues_steps_refusals(const kiln_queues *q, kiln_diag *d)
+{
+    size_t before = d->n + d->dropped;
+    for (size_t i = 0; i < q->nflavors; i++)
+        if (q->flavors[i].node_labels.n)
+            add(d, "ResourceFlavor", q->flavors[i].name, "spec.nodeLabels",
+                "a Slurm partition's nodes carry no labels (under --slurm-launch steps Slurm "
+                "chooses the nodes of what kiln admitted): use a flavor without nodeLabels");
+    return d->n + d->dropped - before;
+}
+
 size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d)
 {
     size_t before = d->n + d->dropped;

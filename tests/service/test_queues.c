@@ -92,6 +92,13 @@ int main(void)
         kiln_queues_slurm_tres(q, 1, tres, sizeof tres);
         CHECK_MSG(strcmp(tres, "gres/gpu=2,cpu=-1,mem=-1") == 0, "%s", tres);
         CHECK(kiln_queues_slurm_fairshare(q, 0) == 1);
+        /* --slurm-launch steps: kiln admits (cohorts, preemption and all),
+         * only the flavor's nodeLabels are refused */
+        kiln_diag st = KILN_DIAG_INIT;
+        CHECK(kiln_queues_steps_refusals(q, &st) == 1 && st.n == 1);
+        CHECK(has_field(&st, "ResourceFlavor v100: spec.nodeLabels"));
+        CHECK(!has_field(&st, "cohort"));
+        kiln_diag_free(&st);
         kiln_diag_free(&sd);
         kiln_map_clear(&l);
 
@@ -136,6 +143,7 @@ int main(void)
               has_field(&sd, "coveredResources memory"));
         kiln_diag_clear(&sd);
         CHECK(kiln_queues_slurm_refusals(q, true, &sd) == 0);
+        CHECK(kiln_queues_steps_refusals(q, &sd) == 0); /* no nodeLabels: nothing refused */
         kiln_diag_print(&sd, stderr);
         kiln_diag_free(&sd);
         char tres[200];

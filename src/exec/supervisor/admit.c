@@ -18,7 +18,17 @@
  *    flavor's labels join the job's own nodeSelector). A job whose quota
  *    fits but whose devices are busy waits, and is counted nowhere.
  * The quota arithmetic is src/queues' (kiln/queues.h): this file only
- * orders, places and publishes why each job waits. */
+ * orders, places and publishes why each job waits.
+ *
+ * Under Slurm (--slurm-launch steps) placement answers later: an admitted
+ * job's allocation may wait in Slurm. Such a job is admitted as a Kueue
+ * workload is before its pods are scheduled: it holds its quota from the
+ * pass that admitted it (each pass charges it again, place_waiting says
+ * which jobs they are), is asked of Slurm before any head, and gives the
+ * quota back when it leaves the queue, or is preempted (its allocation
+ * cancelled). Otherwise every job of a queue would be admitted against the
+ * same free quota while Slurm holds their allocations, and all would run
+ * when Slurm starts them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +39,8 @@
 #include "api/audit.h"
 #include "kiln/queues.h"
 
-enum { C_PENDING, C_ADMITTED, C_WAITING };
+/* C_SLURM: admitted and charged, its allocation waiting in Slurm */
+enum { C_PENDING, C_ADMITTED, C_WAITING, C_SLURM };
 
 typedef struct cand {
     qent *e;
@@ -39,7 +50,8 @@ typedef struct cand {
     int64_t req[KILN_QRES_COUNT];
     bool *usable; /* per flavor: some node of it can hold the job's replicas */
     int state;
-    bool tuning; /* a tuning job: its study starts, holding nothing; its trials are admitted */
+    bool tuning;    /* a tuning job: its study starts, holding nothing; its trials are admitted */
+    kiln_qassign a; /* C_SLURM: the flavors it is charged to */
     char why[512];
 } cand;
 
@@ -183,7 +195,7 @@ static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
     size_t last_cq = (size_t)-1;
     for (size_t i = 0; w && i < nc; i++) {
         if (c[i].state == C_ADMITTED) continue;
-        if (c[i].lq >= 0) {
+        if (c[i].lq >= 0 && c[i].state != C_SLURM) { /* admitted: not pending, no position */
             if (c[i].cq != last_cq) pos = 0;
             last_cq = c[i].cq;
             pos++;
@@ -201,7 +213,7 @@ static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
                          ? "StrictFIFO: its head must be admitted first"
                          : "BestEffortFIFO");
         x->why = strdup(c[i].why);
-        x->position = c[i].lq >= 0 ? pos : 0;
+        x->position = c[i].lq >= 0 && c[i].state != C_SLURM ? pos : 0;
         if (!x->project || !x->job_id || !x->why) kilnd_qwait_clear(&w[--n]); /* out of memory */
     }
     kilnd_qwait_publish(d, w, n);
@@ -229,10 +241,13 @@ static const char *flavor_names(const kiln_queues *q, size_t cq, const kiln_qass
     return buf;
 }
 
+static void trials_recharge(sup *s, kiln_queues *q); /* below, with admit_trial */
+
 /* ---------- preemption ---------- */
 
 typedef struct victim {
-    rjob *j;
+    rjob *j;  /* a running job; or NULL and: */
+    cand *pc; /* an admitted one whose allocation waits in Slurm (C_SLURM) */
     size_t cq;
     int64_t prio;
     int64_t req[KILN_QRES_COUNT];
@@ -244,12 +259,19 @@ typedef struct victim {
 
 /* Kueue's order of candidates: other ClusterQueues' (borrowers) first,
  * then the lowest priority, then the most recently admitted. */
+static int64_t victim_admit_ns(const victim *v)
+{
+    if (v->j) return v->j->admit_ns;
+    return v->pc->e->q_held ? v->pc->e->q_admit_ns : v->pc->e->create_ns;
+}
+
 static int by_victim_order(const void *pa, const void *pb)
 {
     const victim *a = pa, *b = pb;
     if (a->other != b->other) return a->other ? -1 : 1;
     if (a->prio != b->prio) return a->prio < b->prio ? -1 : 1;
-    if (a->j->admit_ns != b->j->admit_ns) return a->j->admit_ns > b->j->admit_ns ? -1 : 1;
+    int64_t an = victim_admit_ns(a), bn = victim_admit_ns(b);
+    if (an != bn) return an > bn ? -1 : 1;
     return 0;
 }
 
@@ -283,17 +305,18 @@ static void rfc3339(int64_t ns, char *buf, size_t len)
 
 /* The audit log's line for a preemption (verb PREEMPT) or an eviction
  * (EVICT): kilnd itself acted on a job. */
-static void audit_stop(kilnd *d, const rjob *vj, const char *verb, const char *why)
+static void audit_stop(kilnd *d, const char *project, const char *job_id, const char *verb,
+                       const char *why)
 {
     if (!d->audit) return;
     char uri[600];
-    snprintf(uri, sizeof uri, "/v1/projects/%s/jobs/%s", vj->project, vj->job_id);
+    snprintf(uri, sizeof uri, "/v1/projects/%s/jobs/%s", project, job_id);
     kiln_audit_event ev = {.verb = verb,
                            .resource = uri,
                            .project = "system:kilnd",
                            .code = 200,
-                           .object_project = vj->project,
-                           .object_job = vj->job_id,
+                           .object_project = project,
+                           .object_job = job_id,
                            .reason = why};
     kiln_audit_write(d->audit, &ev);
 }
@@ -323,9 +346,57 @@ static bool fits_nominal(const kiln_queues *q, const cand *x)
     return true;
 }
 
-/* Tries to make room for head x by preempting running jobs, as its
- * ClusterQueue's preemption policies allow. True when victims are being
- * stopped (x waits for them); their quota stays charged until they are gone.
+/* Whether v (its cq, prio set) may be preempted for x under x's
+ * ClusterQueue's policies; v->other is set for another queue's job. */
+static bool may_preempt(const kiln_queues *q, const cand *x, victim *v, int64_t v_create_ns)
+{
+    const kiln_qcq *cq = &q->cqs[x->cq];
+    if (v->cq == x->cq) {
+        bool lower = v->prio < x->prio;
+        /* newer: created after the preemptor (unknown: not newer) */
+        bool newer_eq = v->prio == x->prio && v_create_ns > x->e->create_ns;
+        if (cq->within_cq == KILN_QP_LOWER_PRIORITY && lower) return true;
+        return cq->within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY && (lower || newer_eq);
+    }
+    if (cq->cohort && q->cqs[v->cq].cohort && strcmp(cq->cohort, q->cqs[v->cq].cohort) == 0 &&
+        cq->reclaim != KILN_QP_NEVER && borrows_now(q, v->cq)) {
+        v->other = true;
+        return cq->reclaim == KILN_QP_ANY || v->prio < x->prio;
+    }
+    return false;
+}
+
+/* A victim whose allocation waits in Slurm: nothing runs to stop, so it is
+ * given up now (its quota already out of the simulation stays out), the
+ * allocation cancelled, and it waits in the queue again. */
+static void preempt_waiting(sup *s, kiln_queues *q, const cand *x, victim *v, const char *reason,
+                            const char *how)
+{
+    kilnd *d = s->d;
+    cand *pc = v->pc;
+    const char *vp = pc->e->rec->project, *vid = pc->e->rec->job->job_id;
+    place_who who = {vp, vid, NULL};
+    place_forget(s, &who);
+    pc->e->q_held = false;
+    q->cqs[pc->cq].admitted--;
+    pc->state = C_WAITING;
+    snprintf(pc->why, sizeof pc->why,
+             "preempted while its Slurm allocation was pending, to accommodate %s/%s of "
+             "ClusterQueue %s (%s): %s; the allocation was cancelled and it waits for quota again",
+             x->e->rec->project, x->e->rec->job->job_id, q->cqs[x->cq].name, how, reason);
+    kilnd_event(d, vp, vid, "WARNING", "Preempted: %s", pc->why);
+    char aw[600];
+    snprintf(aw, sizeof aw, "%s: preempted by %s/%s while its allocation was pending", reason,
+             x->e->rec->project, x->e->rec->job->job_id);
+    audit_stop(d, vp, vid, "PREEMPT", aw);
+}
+
+/* Tries to make room for head x by preempting admitted jobs, as its
+ * ClusterQueue's preemption policies allow: running ones, and (under
+ * Slurm) those whose allocation still waits in Slurm, c[0..nc)'s C_SLURM.
+ * 0: none; 1: running victims are being stopped (x waits for them; their
+ * quota stays charged until they are gone); 2: only waiting ones were
+ * taken, their quota is free now (x fits).
  *
  * Another ClusterQueue's job is a victim only while its queue borrows, and
  * only (reclaimWithinCohort) for an x within its own nominal quota, or
@@ -335,35 +406,38 @@ static bool fits_nominal(const kiln_queues *q, const cand *x)
  * take x's place back by borrowWithinCohort, and x's queue, within its
  * nominal quota once the victim's queue stops borrowing, is not reclaimed
  * from while it does not borrow. */
-static bool preempt_for(sup *s, kiln_queues *q, cand *x)
+static int preempt_for(sup *s, kiln_queues *q, cand *x, cand *c, size_t nc)
 {
     kilnd *d = s->d;
     const kiln_qcq *cq = &q->cqs[x->cq];
-    if (cq->within_cq == KILN_QP_NEVER && cq->reclaim == KILN_QP_NEVER) return false;
-    size_t nj = 0;
+    if (cq->within_cq == KILN_QP_NEVER && cq->reclaim == KILN_QP_NEVER) return 0;
+    size_t nj = nc;
     for (rjob *j = s->jobs; j; j = j->next)
         nj++;
     victim *vs = calloc(nj ? nj : 1, sizeof *vs);
-    if (!vs) return false;
+    if (!vs) return 0;
     size_t nv = 0;
     bool ok = false;
+    int res = 0;
     for (rjob *j = s->jobs; j; j = j->next) {
         victim *v = &vs[nv];
         if (j->after != AS_NONE || !running_usage(d, q, j, &v->cq, v->req, &v->a)) continue;
         v->j = j;
         v->prio = job_priority(q, j->job);
-        if (v->cq == x->cq) {
-            bool lower = v->prio < x->prio;
-            /* newer: created after the preemptor (unknown: not newer) */
-            bool newer_eq = v->prio == x->prio && j->create_ns > x->e->create_ns;
-            if (cq->within_cq == KILN_QP_LOWER_PRIORITY && lower) nv++;
-            if (cq->within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY && (lower || newer_eq)) nv++;
-        } else if (cq->cohort && q->cqs[v->cq].cohort &&
-                   strcmp(cq->cohort, q->cqs[v->cq].cohort) == 0 && cq->reclaim != KILN_QP_NEVER &&
-                   borrows_now(q, v->cq)) {
-            v->other = true;
-            if (cq->reclaim == KILN_QP_ANY || v->prio < x->prio) nv++;
-        }
+        if (may_preempt(q, x, v, j->create_ns))
+            nv++;
+        else
+            *v = (victim){0};
+    }
+    for (size_t i = 0; i < nc; i++) {
+        victim *v = &vs[nv];
+        if (c[i].state != C_SLURM) continue;
+        *v = (victim){.pc = &c[i], .cq = c[i].cq, .prio = c[i].prio, .a = c[i].a};
+        memcpy(v->req, c[i].req, sizeof v->req);
+        if (may_preempt(q, x, v, c[i].e->create_ns))
+            nv++;
+        else
+            *v = (victim){0};
     }
     qsort(vs, nv, sizeof *vs, by_victim_order);
     /* take candidates out, in order, until x fits; a reclaim only from a
@@ -408,9 +482,10 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
         else
             kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
     }
-    /* the victims hold their devices until they stop: charged again */
+    /* running victims hold their devices until they stop: charged again;
+     * one waiting in Slurm holds nothing once its allocation is cancelled */
     for (size_t i = 0; i < nv; i++)
-        if (vs[i].out) kiln_queues_charge(q, vs[i].cq, &vs[i].a, vs[i].req, 1);
+        if (vs[i].out && (vs[i].j || !ok)) kiln_queues_charge(q, vs[i].cq, &vs[i].a, vs[i].req, 1);
     if (!ok) {
         if (over_threshold)
             snprintf(x->why + strlen(x->why), sizeof x->why - strlen(x->why),
@@ -419,6 +494,7 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
                      (long long)cq->max_priority_threshold);
         goto out;
     }
+    res = 2;
     char when[40], names[400] = "";
     rfc3339(kiln_now_ns(), when, sizeof when);
     for (size_t i = 0; i < nv; i++) {
@@ -435,6 +511,18 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
         else
             snprintf(how, sizeof how, "%s",
                      v->other ? "reclaiming quota its cohort lent" : "higher priority");
+        if (v->while_borrowing)
+            d->preempted_borrow++;
+        else if (v->other)
+            d->preempted_reclaim++;
+        else
+            d->preempted_in_cq++;
+        if (!v->j) {
+            preempt_waiting(s, q, x, v, reason, how);
+            continue;
+        }
+        res = 1;
+        const char *vp = v->j->project, *vid = v->j->job_id;
         snprintf(msg, sizeof msg,
                  "Preempted to accommodate %s/%s of ClusterQueue %s (%s): %s; queued again, "
                  "it resumes from its newest checkpoint, not charged to its backoff limit",
@@ -442,30 +530,25 @@ static bool preempt_for(sup *s, kiln_queues *q, cand *x)
         v->j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Preempted", "status",
                                     "True", "reason", reason, "message", msg, "lastTransitionTime",
                                     when, "preemptor", x->e->rec->job->job_id);
-        if (v->while_borrowing)
-            d->preempted_borrow++;
-        else if (v->other)
-            d->preempted_reclaim++;
-        else
-            d->preempted_in_cq++;
-        kilnd_event(d, v->j->project, v->j->job_id, "WARNING", "%s", msg);
+        kilnd_event(d, vp, vid, "WARNING", "%s", msg);
         char aw[600];
         snprintf(aw, sizeof aw, "%s: preempted by %s/%s", reason, x->e->rec->project,
                  x->e->rec->job->job_id);
-        audit_stop(d, v->j, "PREEMPT", aw);
+        audit_stop(d, vp, vid, "PREEMPT", aw);
         /* recorded before the first SIGTERM: a kilnd killed while the
          * victim stops must requeue it, not judge its exit a failure */
         save_runtime(s, v->j);
         begin_stop(s, v->j, AS_REQUEUE, "%s", msg);
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s/%s",
-                 names[0] ? ", " : "", v->j->project, v->j->job_id);
+                 names[0] ? ", " : "", vp, vid);
     }
-    snprintf(x->why, sizeof x->why,
-             "preempting %s to free ClusterQueue %s's quota; admitted once they stop", names,
-             cq->name);
+    if (res == 1)
+        snprintf(x->why, sizeof x->why,
+                 "preempting %s to free ClusterQueue %s's quota; admitted once they stop", names,
+                 cq->name);
 out:
     free(vs);
-    return ok;
+    return res;
 }
 
 /* stopPolicy HoldAndDrain: the running workloads of a ClusterQueue or
@@ -506,10 +589,127 @@ static void drain_held(sup *s, kiln_queues *q)
                                  "reason", reason, "message", msg, "lastTransitionTime", when);
         if (!j->preempted) continue; /* out of memory: the next pass tries again */
         kilnd_event(d, j->project, j->job_id, "WARNING", "%s", msg);
-        audit_stop(d, j, "EVICT", msg);
+        audit_stop(d, j->project, j->job_id, "EVICT", msg);
         save_runtime(s, j); /* before the SIGTERM, as a preemption (preempt_for) */
         begin_stop(s, j, AS_REQUEUE, "%s", msg);
     }
+}
+
+/* ---------- under Slurm: admitted, the allocation waiting ---------- */
+
+/* Whether assignment a is one of ClusterQueue cq's now (the file may have
+ * been loaded again since it was made). */
+static bool assign_valid(const kiln_queues *q, size_t cq, const kiln_qassign *a)
+{
+    const kiln_qcq *c = &q->cqs[cq];
+    for (size_t g = 0; g < 8; g++) {
+        if (a->flavor[g] < 0) continue;
+        bool in = false;
+        for (size_t i = 0; g < c->ngroups && i < c->groups[g].n && !in; i++)
+            in = (long)c->groups[g].flavors[i].flavor == a->flavor[g];
+        if (!in) return false;
+    }
+    return true;
+}
+
+/* Why x waits although admitted: ClusterQueue, flavors and Slurm's word. */
+static void waiting_why(const kiln_queues *q, cand *x, const char *slurm)
+{
+    char fl[128];
+    snprintf(x->why, sizeof x->why,
+             "admitted by ClusterQueue %s (flavor %s); waiting for Slurm: %.300s",
+             q->cqs[x->cq].name, flavor_names(q, x->cq, &x->a, fl, sizeof fl), slurm);
+}
+
+/* Charges x, admitted (earlier) under assignment a, whose allocation
+ * waits in Slurm. */
+static void hold(kiln_queues *q, cand *x, const kiln_qassign *a)
+{
+    x->a = *a;
+    kiln_queues_charge(q, x->cq, a, x->req, 1);
+    q->cqs[x->cq].admitted++;
+    x->state = C_SLURM;
+}
+
+/* At a pass's start: whether x was admitted by an earlier pass and its
+ * allocation still waits in Slurm (place_waiting); then it holds its
+ * quota (C_SLURM). A stopPolicy HoldAndDrain gives it up (as drain_held
+ * evicts running jobs): the allocation is cancelled, and the head loop
+ * says why it waits. */
+static void hold_waiting(sup *s, kiln_queues *q, cand *x)
+{
+    char sw[300];
+    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL};
+    if (x->state != C_PENDING || x->tuning || !place_waiting(s, &who, sw, sizeof sw)) {
+        x->e->q_held = false;
+        return;
+    }
+    if (q->cqs[x->cq].stop == KILN_QSTOP_HOLD_AND_DRAIN ||
+        q->lqs[x->lq].stop == KILN_QSTOP_HOLD_AND_DRAIN) {
+        place_forget(s, &who);
+        x->e->q_held = false;
+        return;
+    }
+    kiln_qassign a;
+    if (x->e->q_held && assign_valid(q, x->cq, &x->e->q_a)) {
+        a = x->e->q_a;
+    } else {
+        /* its entry was read again (or the file changed): charged to each
+         * group's first usable flavor, so that quota is never under-counted */
+        const kiln_qcq *c = &q->cqs[x->cq];
+        a.borrows = false;
+        for (size_t g = 0; g < 8; g++) {
+            a.flavor[g] = -1;
+            for (size_t i = 0; g < c->ngroups && i < c->groups[g].n && a.flavor[g] < 0; i++)
+                if (x->usable[c->groups[g].flavors[i].flavor] || i + 1 == c->groups[g].n)
+                    a.flavor[g] = (long)c->groups[g].flavors[i].flavor;
+        }
+        x->e->q_held = true;
+        x->e->q_a = a;
+        x->e->q_admit_ns = x->e->create_ns;
+    }
+    hold(q, x, &a);
+    waiting_why(q, x, sw);
+}
+
+/* Asks Slurm again for x (C_SLURM): started, it runs (charged already; the
+ * next pass counts it as running); gone from the queue (cancelled, failed),
+ * its quota is given back; else it keeps waiting, and says for what. */
+static void ask_waiting(sup *s, kiln_queues *q, cand *x)
+{
+    kiln_map extra = {0};
+    char why[512] = "", sw[300];
+    assignment_labels(q, x->cq, &x->a, &extra);
+    bool started = start_admitted(s, x->e, &extra, why, sizeof why);
+    kiln_map_clear(&extra);
+    if (started || x->e->gone) {
+        if (!started) {
+            kiln_queues_charge(q, x->cq, &x->a, x->req, -1);
+            q->cqs[x->cq].admitted--;
+        }
+        x->e->q_held = false;
+        x->state = C_ADMITTED;
+        return;
+    }
+    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL};
+    /* not waiting any more (Slurm ended it before it ran: asked again at
+     * the next pass, as a head): held this pass all the same */
+    waiting_why(q, x, place_waiting(s, &who, sw, sizeof sw) ? sw : why);
+}
+
+/* x was just admitted under a and did not start: under Slurm, when its
+ * allocation now waits in Slurm, it holds a's quota from here (true). */
+static bool hold_new(sup *s, kiln_queues *q, cand *x, const kiln_qassign *a)
+{
+    char sw[300];
+    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL};
+    if (!place_waiting(s, &who, sw, sizeof sw)) return false;
+    hold(q, x, a);
+    x->e->q_held = true;
+    x->e->q_a = *a;
+    x->e->q_admit_ns = kiln_now_ns();
+    waiting_why(q, x, sw);
+    return true;
 }
 
 /* Whether the tuning job of `rec` has a running study. */
@@ -530,12 +730,15 @@ void admit_pass(sup *s, qent **v, size_t n)
     cand *c = calloc(n ? n : 1, sizeof *c);
     bool *usable = calloc((n ? n : 1) * (q->nflavors ? q->nflavors : 1), sizeof *usable);
     size_t nc = 0;
+    int64_t pass_ns = kiln_now_ns();
     if (!c || !usable) goto out; /* out of memory: this pass admits nothing */
     kiln_queues_reset_usage(q);
+    s->admit_gen++; /* the trials' holds are counted no more (trial_hold) */
     for (size_t k = 0; k < q->ncqs; k++)
         q->cqs[k].pending = q->cqs[k].admitted = 0;
     for (rjob *j = s->jobs; j; j = j->next)
         charge_running(d, q, j);
+    trials_recharge(s, q);
     drain_held(s, q);
 
     for (size_t i = 0; i < n; i++) {
@@ -562,6 +765,12 @@ void admit_pass(sup *s, qent **v, size_t n)
             x->usable[f] = flavor_usable(d, &q->flavors[f], e);
     }
     qsort(c, nc, sizeof *c, by_queue_order);
+    /* under Slurm: those admitted earlier whose allocation waits hold their
+     * quota (all charged first), then are asked of Slurm before any head */
+    for (size_t i = 0; place_slurm(s) && i < nc; i++)
+        hold_waiting(s, q, &c[i]);
+    for (size_t i = 0; i < nc; i++)
+        if (c[i].state == C_SLURM) ask_waiting(s, q, &c[i]);
 
     for (;;) {
         long best = -1;
@@ -577,7 +786,7 @@ void admit_pass(sup *s, qent **v, size_t n)
             const kiln_qcq *cq = &q->cqs[c[i].cq];
             long h = -1;
             for (size_t k = i; k < end && h < 0; k++) {
-                if (c[k].state == C_ADMITTED) continue;
+                if (c[k].state == C_ADMITTED || c[k].state == C_SLURM) continue;
                 if (c[k].state == C_WAITING) {
                     if (cq->strategy == KILN_Q_STRICT_FIFO) break;
                     continue;
@@ -610,8 +819,8 @@ void admit_pass(sup *s, qent **v, size_t n)
                 if (busy)
                     snprintf(x->why + strlen(x->why), sizeof x->why - strlen(x->why),
                              " (%ld preempted job%s still stopping)", busy, busy == 1 ? "" : "s");
-                else
-                    preempt_for(s, q, x);
+                else if (preempt_for(s, q, x, c, nc) == 2)
+                    x->state = C_PENDING; /* only waiting allocations were taken: it fits now */
                 continue;
             }
             int64_t share = cq->fair_sharing ? kiln_queues_share(q, x->cq, x->req) : 0;
@@ -653,6 +862,13 @@ void admit_pass(sup *s, qent **v, size_t n)
                         best_a.borrows ? q->cqs[x->cq].cohort : "");
         } else if (x->e->gone) {
             x->state = C_ADMITTED; /* failed or cancelled: it left the queue */
+        } else if (!x->tuning && hold_new(s, q, x, &best_a)) {
+            kilnd_event(d, x->e->rec->project, x->e->rec->job->job_id, "INFO",
+                        "Admitted by ClusterQueue %s (LocalQueue %s, flavor %s%s%s); %s",
+                        q->cqs[x->cq].name, q->lqs[x->lq].name,
+                        flavor_names(q, x->cq, &best_a, fl, sizeof fl),
+                        best_a.borrows ? ", borrowing from cohort " : "",
+                        best_a.borrows ? q->cqs[x->cq].cohort : "", x->why);
         } else {
             snprintf(x->why, sizeof x->why,
                      "ClusterQueue %s has quota for it (flavor %s), but its replicas do not fit "
@@ -663,6 +879,9 @@ void admit_pass(sup *s, qent **v, size_t n)
         }
     }
     publish(d, q, c, nc);
+    /* every admitted job's allocation was asked for in this pass: the
+     * others' (cancelled while Slurm held them) go back to Slurm now */
+    if (!d->stop) place_sweep(s, pass_ns);
 out:
     pthread_mutex_unlock(&d->queues_mu);
     free(c);
@@ -708,6 +927,91 @@ void trial_wait_clear(sup *s, const char *project, const char *job_id)
     pthread_mutex_unlock(&s->d->queues_mu);
 }
 
+/* A trial whose allocation waits in Slurm, charged by admit_trial. Trials
+ * are asked every tick, passes (which reset usage) run less often: the
+ * charge of the tick before is taken back before the trial is checked
+ * again, so that it is counted once, and never against itself. */
+typedef struct thold {
+    char project[256], job_id[256], tag[32];
+    unsigned long gen, qgen;
+    size_t cq;
+    kiln_qassign a;
+    int64_t req[KILN_QRES_COUNT];
+    struct thold *next;
+} thold;
+
+static bool thold_is(const thold *h, const place_who *w)
+{
+    return strcmp(h->project, w->project) == 0 && strcmp(h->job_id, w->job_id) == 0 &&
+           strcmp(h->tag, w->tag ? w->tag : "") == 0;
+}
+
+/* Takes back w's charge if this pass's usage holds it (queues_mu held). */
+static void trial_unhold(sup *s, kiln_queues *q, const place_who *w)
+{
+    for (thold **l = &s->trial_holds; *l; l = &(*l)->next) {
+        thold *h = *l;
+        if (!thold_is(h, w)) continue;
+        if (h->gen == s->admit_gen && h->qgen == s->d->queues_gen) {
+            kiln_queues_charge(q, h->cq, &h->a, h->req, -1);
+            q->cqs[h->cq].admitted--;
+        }
+        *l = h->next;
+        free(h);
+        return;
+    }
+}
+
+/* Charges w's trial, its allocation waiting in Slurm, and remembers it. */
+static void trial_hold(sup *s, kiln_queues *q, const place_who *w, size_t cq, const kiln_qassign *a,
+                       const int64_t req[KILN_QRES_COUNT])
+{
+    thold *h = calloc(1, sizeof *h);
+    kiln_queues_charge(q, cq, a, req, 1);
+    q->cqs[cq].admitted++;
+    if (!h) return; /* out of memory: charged till the next pass all the same */
+    snprintf(h->project, sizeof h->project, "%s", w->project);
+    snprintf(h->job_id, sizeof h->job_id, "%s", w->job_id);
+    snprintf(h->tag, sizeof h->tag, "%s", w->tag ? w->tag : "");
+    h->gen = s->admit_gen;
+    h->qgen = s->d->queues_gen;
+    h->cq = cq;
+    h->a = *a;
+    memcpy(h->req, req, sizeof h->req);
+    h->next = s->trial_holds;
+    s->trial_holds = h;
+}
+
+/* At a pass's start: the trials whose allocation still waits in Slurm are
+ * charged again (admitted workloads, as the jobs of hold_waiting), so that
+ * the heads see their quota taken; the others are forgotten. */
+static void trials_recharge(sup *s, kiln_queues *q)
+{
+    for (thold **l = &s->trial_holds; *l;) {
+        thold *h = *l;
+        place_who w = {h->project, h->job_id, h->tag};
+        char sw[64];
+        if (h->qgen == s->d->queues_gen && place_waiting(s, &w, sw, sizeof sw)) {
+            kiln_queues_charge(q, h->cq, &h->a, h->req, 1);
+            q->cqs[h->cq].admitted++;
+            h->gen = s->admit_gen;
+            l = &h->next;
+        } else {
+            *l = h->next;
+            free(h);
+        }
+    }
+}
+
+void admit_free(sup *s)
+{
+    while (s->trial_holds) {
+        thold *h = s->trial_holds;
+        s->trial_holds = h->next;
+        free(h);
+    }
+}
+
 /* A trial of a running tuning job, after the pass (trials.c): its own
  * workload, as Kueue makes one per trial. It routes as its job does (the
  * trial's spec carries the job's labels), its whole gang is checked against
@@ -718,11 +1022,12 @@ void trial_wait_clear(sup *s, const char *project, const char *job_id)
  * takes only quota that no queued head could use (BestEffortFIFO), and
  * under StrictFIFO or stopPolicy Hold it waits while its ClusterQueue has
  * pending workloads or admits nothing. A trial never preempts. */
-kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
+kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
                      const kiln_replica_plan *plans, size_t np, kiln_placement *pl, char *why,
                      size_t whylen)
 {
     kilnd *d = s->d;
+    const char *project = w->project;
     kiln_err err = KILN_ECONFLICT;
     kiln_map sel[KILN_ROLE_COUNT] = {{0}};
     const kiln_map *selp[KILN_ROLE_COUNT];
@@ -734,8 +1039,10 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
     size_t cq;
     const kiln_qcq *c;
     long lq = -1;
+    bool held = false;
     pthread_mutex_lock(&d->queues_mu);
     kiln_queues *q = d->queues;
+    trial_unhold(s, q, w); /* its charge of the tick before, if any */
     bool *usable = calloc(q->nflavors ? q->nflavors : 1, sizeof *usable);
     if (!usable) {
         err = KILN_ENOMEM;
@@ -777,14 +1084,21 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
             kiln_map_set(&sel[r], extra.keys[i], extra.vals[i]);
         selp[r] = sel[r].n ? &sel[r] : NULL;
     }
-    pthread_mutex_lock(&d->mu);
-    err = kiln_sched_place_sel(d->sched, plans, np, selp, pl, why, whylen);
-    pthread_mutex_unlock(&d->mu);
+    err = place_job(s, w, plans, np, selp, pl, why, whylen);
+    char sw[300], fl[128];
     if (err == KILN_OK) {
         kiln_queues_charge(q, cq, &a, req, 1);
         q->cqs[cq].admitted++;
+    } else if (err == KILN_ECONFLICT && place_waiting(s, w, sw, sizeof sw)) {
+        held = true;
+        /* its allocation waits in Slurm: it holds the quota for the rest of
+         * this pass (the next trial and heads see it); the next check asks
+         * again only if the quota is still there, else it is cancelled */
+        trial_hold(s, q, w, cq, &a, req);
+        snprintf(why, whylen, "admitted by ClusterQueue %s (flavor %s); waiting for Slurm: %s",
+                 c->name, flavor_names(q, cq, &a, fl, sizeof fl), sw);
     } else if (err != KILN_ENOMEM) {
-        char fl[128], pw[400];
+        char pw[400];
         snprintf(pw, sizeof pw, "%s", why);
         snprintf(why, whylen,
                  "ClusterQueue %s has quota for it (flavor %s), but its replicas do not fit the "
@@ -792,6 +1106,9 @@ kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
                  c->name, flavor_names(q, cq, &a, fl, sizeof fl), pw);
     }
 out:
+    /* Slurm: an allocation asked for earlier that this check does not keep
+     * (no quota now, a stop policy) is given back at once */
+    if (err != KILN_OK && err != KILN_ENOMEM && !held) place_forget(s, w);
     /* why the next trial waits, for its job's kilnStatus.queue */
     if (err != KILN_ENOMEM)
         trial_wait(d, project, job->job_id, lq >= 0 ? q->lqs[lq].name : NULL,

@@ -33,6 +33,7 @@ typedef struct palloc {
     char name[256];
     long id;
     int64_t asked_ns, submitted_ns;
+    bool gang; /* a job's gang (no tag): asked by the scheduling pass only */
     struct palloc *next;
 } palloc;
 
@@ -41,11 +42,17 @@ bool place_slurm(const sup *s)
     return s->d->slurm.on && s->d->slurm.steps;
 }
 
-static palloc *pending_find(sup *s, const char *name)
+static palloc *pending_find(const sup *s, const char *name)
 {
     for (palloc *p = s->pending; p; p = p->next)
         if (strcmp(p->name, name) == 0) return p;
     return NULL;
+}
+
+/* The allocation name of w's gang: "kiln-PROJECT-JOB" then its tag. */
+static void alloc_name(const place_who *w, char *buf, size_t len)
+{
+    snprintf(buf, len, "kiln-%s-%s%s", w->project, w->job_id, w->tag ? w->tag : "");
 }
 
 static void pending_drop(sup *s, palloc *gone)
@@ -177,6 +184,34 @@ static kiln_err slots_of(sup *s, long id, const char *dir, const kiln_replica_pl
     return err;
 }
 
+kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
+                    const kiln_map *const sel[KILN_ROLE_COUNT], char *why, size_t whylen)
+{
+    kilnd *d = s->d;
+    kiln_slurm_comp comps[KILN_ROLE_COUNT];
+    if (place_slurm(s)) {
+        kiln_err err = np > 0 && np <= KILN_ROLE_COUNT
+                           ? comps_of(d, plans, np, sel, comps, why, whylen)
+                           : KILN_EINVAL;
+        if (err != KILN_OK) return err;
+        if (np > d->cluster.n) {
+            snprintf(why, whylen,
+                     "its %zu replica types would each need nodes of their own (Slurm gives "
+                     "the components of a heterogeneous job no node in common), and partition "
+                     "%s has %zu",
+                     np, d->slurm.partition, d->cluster.n);
+            return KILN_EINVAL;
+        }
+    }
+    kiln_placement probe = {0};
+    pthread_mutex_lock(&d->mu);
+    kiln_err err = kiln_sched_place_sel(d->sched, plans, np, sel, &probe, why, whylen);
+    if (err == KILN_OK) kiln_sched_release(d->sched, &probe);
+    pthread_mutex_unlock(&d->mu);
+    kiln_placement_free(&probe);
+    return err == KILN_ECONFLICT ? KILN_OK : err;
+}
+
 /* Slurm: the allocation `name` for plans[0..np) (ECONFLICT while it waits). */
 static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_plan *plans,
                                size_t np, const kiln_map *const sel[KILN_ROLE_COUNT],
@@ -187,17 +222,10 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
     kiln_err err = np > 0 && np <= KILN_ROLE_COUNT ? comps_of(d, plans, np, sel, comps, why, whylen)
                                                    : KILN_EINVAL;
     if (err != KILN_OK) return err;
-    if (np > d->cluster.n) {
-        snprintf(why, whylen,
-                 "its %zu replica types would each need nodes of their own (Slurm gives the "
-                 "components of a heterogeneous job no node in common), and partition %s has %zu",
-                 np, d->slurm.partition, d->cluster.n);
-        return KILN_EINVAL;
-    }
     long uid = -1, gid = -1;
     if (kilnd_project_user(d, w->project, &uid, &gid, why, whylen) != KILN_OK) return KILN_EINVAL;
     char dir[PATH_MAX + 256], name[256];
-    snprintf(name, sizeof name, "kiln-%s-%s%s", w->project, w->job_id, w->tag ? w->tag : "");
+    alloc_name(w, name, sizeof name);
     alloc_dir(d, w, name, uid, gid, dir, sizeof dir);
     if (!dir[0]) {
         snprintf(why, whylen, "the job's directory path is too long for its Slurm files");
@@ -215,15 +243,9 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
         long id = row && kiln_slurm_alloc_state_of(row) != KILN_SLURM_ALLOC_ENDED ? row->id : 0;
         if (!id) {
             /* what can never fit the partition's nodes is said by kiln's
-             * own rules (Slurm would keep it pending for ever): the book
-             * of the same nodes answers, and holds nothing after */
-            kiln_placement probe = {0};
-            pthread_mutex_lock(&d->mu);
-            kiln_err perr = kiln_sched_place_sel(d->sched, plans, np, sel, &probe, why, whylen);
-            if (perr == KILN_OK) kiln_sched_release(d->sched, &probe);
-            pthread_mutex_unlock(&d->mu);
-            kiln_placement_free(&probe);
-            if (perr == KILN_EINVAL || perr == KILN_ELIMIT || perr == KILN_ENOMEM) return perr;
+             * own rules (Slurm would keep it pending for ever) */
+            kiln_err perr = place_fits(s, plans, np, sel, why, whylen);
+            if (perr != KILN_OK) return perr;
             kiln_slurm_alloc_req rq = {.name = name,
                                        .dir = dir,
                                        .partition = d->slurm.partition,
@@ -247,6 +269,7 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
                     np == 1 ? "" : "s");
         snprintf(pa->name, sizeof pa->name, "%s", name);
         pa->id = id;
+        pa->gang = !w->tag;
         pa->submitted_ns = now;
         pa->next = s->pending;
         s->pending = pa;
@@ -337,6 +360,43 @@ static void cancel_allocs(const kiln_placement *p, size_t from, size_t to)
         for (size_t k = from; !seen && k < i; k++)
             seen = p->slots[k].alloc == a;
         if (!seen) kiln_slurm_alloc_cancel(a);
+    }
+}
+
+bool place_waiting(const sup *s, const place_who *w, char *why, size_t whylen)
+{
+    char name[256];
+    alloc_name(w, name, sizeof name);
+    const palloc *pa = place_slurm(s) ? pending_find(s, name) : NULL;
+    if (!pa) return false;
+    const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, pa->id, NULL);
+    kiln_slurm_alloc_state st = row ? kiln_slurm_alloc_state_of(row) : KILN_SLURM_ALLOC_PENDING;
+    if (st == KILN_SLURM_ALLOC_PENDING)
+        snprintf(why, whylen, "allocation %ld is pending (%s)", pa->id,
+                 row && row->reason[0] ? row->reason : "submitted");
+    else
+        snprintf(why, whylen, "allocation %ld is %s; its layout is being read", pa->id,
+                 row ? row->state : "gone from squeue");
+    return true;
+}
+
+void place_forget(sup *s, const place_who *w)
+{
+    char name[256];
+    alloc_name(w, name, sizeof name);
+    palloc *pa = place_slurm(s) ? pending_find(s, name) : NULL;
+    if (!pa) return;
+    kiln_slurm_alloc_cancel(pa->id);
+    pending_drop(s, pa);
+}
+
+void place_sweep(sup *s, int64_t since)
+{
+    for (palloc *p = s->pending, *next; place_slurm(s) && p; p = next) {
+        next = p->next;
+        if (!p->gang || p->asked_ns >= since) continue;
+        kiln_slurm_alloc_cancel(p->id);
+        pending_drop(s, p);
     }
 }
 

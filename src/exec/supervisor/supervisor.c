@@ -241,7 +241,12 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
     /* the placement backend takes d->mu itself (kiln's book); Slurm's
      * commands run without it */
     place_who who = {rec->project, rec->job->job_id, NULL};
-    kiln_err err = rec->job->training_input.pytorch_job.has_elastic_policy
+    /* under Slurm a tuning job's study starts holding nothing (each trial
+     * is an allocation of its own, launch_trial): nothing is asked of
+     * Slurm for the job itself, only whether its shape can ever fit */
+    bool study_only = rec->job->training_input.has_hyperparameters && place_slurm(s);
+    kiln_err err = study_only ? place_fits(s, plans, np, sel, why, sizeof why)
+                   : rec->job->training_input.pytorch_job.has_elastic_policy
                        ? place_elastic(s, &who, rec->job, plans, &np, sel, &pl, why, sizeof why)
                        : place_job(s, &who, plans, np, sel, &pl, why, sizeof why);
     for (int r = 0; r < KILN_ROLE_COUNT; r++)
@@ -1038,6 +1043,7 @@ void *kilnd_supervisor(void *arg)
     }
     studies_free(&s);
     place_free(&s);
+    admit_free(&s);
     squeue_close(&s);
     free(s.port_used);
     return NULL;

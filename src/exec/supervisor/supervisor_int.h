@@ -26,6 +26,7 @@
 #include "daemon/kilnd.h"
 #include "exec/slurm/alloc.h"
 #include "kiln/exec.h"
+#include "kiln/queues.h"
 #include "kiln/tune.h"
 
 #define LINE_MAX_BYTES 8192
@@ -147,6 +148,13 @@ typedef struct qent {
     bool fits;      /* placement said OK or ECONFLICT once: it can fit this cluster */
     bool gone;      /* started or failed in a pass: leaves at the next one */
     bool running;   /* its job runs already (a requeue not yet seen): not admitted */
+    /* admit.c, under Slurm: admitted against quota with assignment q_a (at
+     * q_admit_ns) and its allocation asked of Slurm, not yet running: it
+     * holds that quota until it starts or is given up. Lost when the entry
+     * is read again (then charged to its groups' first usable flavors). */
+    bool q_held;
+    kiln_qassign q_a;
+    int64_t q_admit_ns;
 } qent;
 
 typedef struct sup {
@@ -166,6 +174,10 @@ typedef struct sup {
     struct palloc *pending;
     kiln_slurm_alloc_list sq;
     int64_t sq_ns_read, sq_fast_until;
+    /* admit.c, under Slurm: trials charged while their allocation waits,
+     * since the last pass recounted (admit_gen) */
+    struct thold *trial_holds;
+    unsigned long admit_gen;
 } sup;
 
 static inline int64_t duration_ns(const kiln_duration *dur)
@@ -255,6 +267,24 @@ typedef struct place_who {
 kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
                    const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
                    size_t whylen);
+/* Under Slurm: whether w's allocation was asked for and is not yet handed
+ * to it (pending in Slurm, or running with its layout not yet read), `why`
+ * saying which ("allocation N is pending (Resources)"). Admission
+ * (admit.c) charges such a job's quota: Slurm may run it at any moment. */
+bool place_waiting(const sup *s, const place_who *w, char *why, size_t whylen);
+/* Under Slurm: cancels w's allocation if it is asked for and not yet handed
+ * over (admission took the job's quota back: preempted while pending). */
+void place_forget(sup *s, const place_who *w);
+/* Whether plans[0..np) can ever be placed (KILN_OK, also when the nodes
+ * are busy now), else why not (KILN_EINVAL, KILN_ELIMIT); places nothing
+ * and asks nothing of Slurm. */
+kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
+                    const kiln_map *const sel[KILN_ROLE_COUNT], char *why, size_t whylen);
+/* Under Slurm: cancels the jobs' gang allocations (not trials', not
+ * elastic workers') that no call asked for since `since`: at the end of an
+ * admission pass, which asks for every one it keeps, those of jobs that
+ * left the queue (cancelled) go back at once, not after place_tick's 5 s. */
+void place_sweep(sup *s, int64_t since);
 /* Gives a placement back (Slurm: cancels its allocations). */
 void place_release(sup *s, const kiln_placement *pl);
 /* Gives slot i back (an allocation of its own is cancelled). */
@@ -308,12 +338,15 @@ bool start_admitted(sup *s, qent *e, const kiln_map *extra, char *why, size_t wh
  * ClusterQueues' heads, against quota, non-borrowers first; it publishes
  * why each job waits (kilnd's qwait) and each queue's counts. */
 void admit_pass(sup *s, qent **v, size_t n);
-/* admit.c: with --queues, a trial of a running tuning job is a workload of
- * its own: placed (into *pl) only when its job's ClusterQueue has quota for
- * its gang, then charged. KILN_ECONFLICT with `why` when it waits. */
-kiln_err admit_trial(sup *s, const char *project, const kiln_job *job,
+/* admit.c: with --queues, a trial of a running tuning job (w: its job and
+ * the trial's tag) is a workload of its own: placed (into *pl) only when
+ * its job's ClusterQueue has quota for its gang, then charged. KILN_ECONFLICT with `why` when it
+ * waits. */
+kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
                      const kiln_replica_plan *plans, size_t np, kiln_placement *pl, char *why,
                      size_t whylen);
+/* admit.c: frees what admission keeps between passes (kilnd stopping). */
+void admit_free(sup *s);
 /* admit.c: forgets why a tuning job's next trial waited (its study ended). */
 void trial_wait_clear(sup *s, const char *project, const char *job_id);
 

@@ -274,16 +274,15 @@ static bool launch_trial(sup *s, tstudy *st)
         if (d->queues_path) trial_wait_clear(s, st->project, st->job_id);
         return false;
     }
-    if (d->queues_path) { /* each trial is admitted against its job's quota */
-        err = admit_trial(s, st->project, st->job, plans, np, &pl, why, sizeof why);
-    } else {
-        /* under Slurm each trial is an allocation of its own, named for the
-         * trial it will be (the study numbers them in order) */
-        char tag[32];
-        snprintf(tag, sizeof tag, "-t%zu", kiln_study_trial_count(st->st) + 1);
-        place_who who = {st->project, st->job_id, tag};
+    /* under Slurm each trial is an allocation of its own, named for the
+     * trial it will be (the study numbers them in order) */
+    char tag[32];
+    snprintf(tag, sizeof tag, "-t%zu", kiln_study_trial_count(st->st) + 1);
+    place_who who = {st->project, st->job_id, tag};
+    if (d->queues_path) /* each trial is admitted against its job's quota */
+        err = admit_trial(s, &who, st->job, plans, np, &pl, why, sizeof why);
+    else
         err = place_job(s, &who, plans, np, sel, &pl, why, sizeof why);
-    }
     if (err != KILN_OK) return false;
     kiln_trial *t = kiln_study_next(st->st, kiln_now_ns());
     rjob *j = t ? calloc(1, sizeof *j) : NULL;
