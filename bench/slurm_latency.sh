@@ -20,7 +20,13 @@
 #              run` of the same image (kiln's RUNNING would also wait for
 #              the containers to start, which squeue's R does not);
 #   trial      a tuning job's first trial (1 trial, master only, 1 GPU),
-#              against sbatch of one 1-GPU task.
+#              against sbatch of one 1-GPU task;
+#   program    the plain job until all three replicas' programs run (each
+#              touches a file as it starts), against the hand-made job's
+#              three srun tasks doing the same: the moment training could
+#              begin, on both sides (squeue's R comes before the batch
+#              script even starts on its node; kiln's RUNNING under steps
+#              comes once the steps are launched).
 # LAUNCH=steps (the default, as kilnd's) measures kilnd --slurm-launch steps
 # (kiln's own supervisor, a gang one allocation, each replica a step in
 # it), LAUNCH=batch the Slurm executor's batch jobs; the yardsticks are the
@@ -65,13 +71,14 @@ URL=http://$(cat "$T/d/kilnd.addr")
 state() { curl -s "$URL/v1/projects/p1/jobs/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("state",""))'; }
 IMG=localhost/kiln-bench-lat-$$:1
 body_of() { # body_of KIND ID
-    local img=
+    local img= run='"sleep","2"'
     [ "$1" = container ] && img='"imageUri":"'$IMG'",'
+    [ "$1" = program ] && run='"sh","-c","touch '$T'/mark/'$2'.$KILN_TASK_NAME; sleep 2"'
     if [ "$1" = trial ]; then
         printf '%s' '{"jobId":"'$2'","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","2"]},"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":1,"maxParallelTrials":1,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1}]}}}'
         return
     fi
-    printf '%s' '{"jobId":"'$2'","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{'"$img"'"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","2"]},"workerType":"n1-standard-4","workerCount":"2","workerConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sleep","2"]}}}'
+    printf '%s' '{"jobId":"'$2'","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{'"$img"'"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":['"$run"']},"workerType":"n1-standard-4","workerCount":"2","workerConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":['"$run"']}}}'
 }
 # running KIND ID: a plain job as kiln says it (the API's RUNNING); a
 # container job or a trial as Slurm says it (its Slurm job in R), the
@@ -82,6 +89,7 @@ running() {
     batch:container) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln\.p1\.$2\.[0-9]* R$" ;;
     steps:trial) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln-p1-$2-t[0-9]* R$" ;;
     steps:container) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln-p1-$2 R$" ;;
+    *:program) [ "$(ls "$T/mark" 2>/dev/null | grep -c "^$2\.")" = 3 ] ;;
     *) [ "$(state "$2")" = RUNNING ] ;;
     esac
 }
@@ -104,8 +112,10 @@ kiln_round() { # kiln_round KIND ID: seconds from POST to running, waits for the
     awk "BEGIN{printf \"%.3f\", $t1 - $t0}"
 }
 sbatch_round() { # sbatch_round KIND: the same shape by hand
-    local t0 t1 jid run='sleep 2'
+    local t0 t1 jid run='sleep 2' m
     [ "$1" = container ] && run="podman run --rm --pull never $IMG sleep 2"
+    m=$T/mark/hand-$RANDOM$RANDOM
+    [ "$1" = program ] && run="sh -c 'touch $m.\$SLURM_PROCID; sleep 2'"
     if [ "$1" = trial ]; then
         printf '#!/bin/bash\n#SBATCH --partition=kiln --ntasks=1 --gpus-per-task=t4:1 --output=/dev/null\nsrun sleep 2\n' >"$T/job.sh"
     else
@@ -114,7 +124,11 @@ sbatch_round() { # sbatch_round KIND: the same shape by hand
     t0=$(now)
     jid=$(sbatch --parsable "$T/job.sh" | cut -d';' -f1 | cut -d+ -f1)
     for _ in $(seq 1 1500); do
-        squeue -h -j "$jid" -o %t 2>/dev/null | grep -q '^R' && break
+        if [ "$1" = program ]; then
+            [ "$(ls "$T"/mark/ 2>/dev/null | grep -c "^${m##*/}\.")" = 3 ] && break
+        else
+            squeue -h -j "$jid" -o %t 2>/dev/null | grep -q '^R' && break
+        fi
         sleep 0.02
     done
     t1=$(now)
@@ -127,7 +141,8 @@ sbatch_round() { # sbatch_round KIND: the same shape by hand
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-KINDS=${KINDS:-plain container trial}
+KINDS=${KINDS:-plain container trial program}
+mkdir -p "$T/mark"
 if [[ " $KINDS " = *" container "* ]]; then
     root=$T/img
     mkdir -p "$root/bin" "$root/tmp"
@@ -139,7 +154,8 @@ for kind in $KINDS; do
     plain) echo "# submit -> running through Slurm, --slurm-launch $LAUNCH (2 slurmd, 3 one-GPU tasks): $cpu" ;;
     container) echo "# the same job in containers (imageUri; by hand: srun podman run), to squeue's R: $cpu" ;;
     trial) echo "# a tuning job's first trial (1 one-GPU task), to squeue's R: $cpu" ;;
-    *) echo "unknown kind $kind (plain, container, trial)" >&2; exit 2 ;;
+    program) echo "# the plain job until its 3 programs run, both sides: $cpu" ;;
+    *) echo "unknown kind $kind (plain, container, trial, program)" >&2; exit 2 ;;
     esac
     printf '%-6s %10s %10s\n' round kiln_s sbatch_s
     K=() S=()
