@@ -735,6 +735,16 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
     return remove(p) < 0 && errno != ENOENT ? -1 : 0;
 }
 
+/* How long an ACTIVE instance's JupyterLab may miss its probes before the
+ * instance is PROVISIONING again (its API answers 503 then). */
+#define PROBE_GRACE_S 10
+
+static bool ist_active(json_t *doc)
+{
+    const char *st = json_string_value(json_object_get(doc, "state"));
+    return st && strcmp(st, "ACTIVE") == 0;
+}
+
 /* Moves one instance a step towards what was asked. Returns true when doc
  * changed (to be saved); *gone when it is deleted. */
 /* What Jupyter answered on `port` this tick (asked before the lock, so
@@ -792,6 +802,7 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
             const char *ist = json_string_value(
                 json_object_get(json_object_get(doc, "metadata"), "idle-shutdown-timeout"));
             if (port > 0 && pr->port == port && pr->ok) {
+                json_object_del(k, "probeFailSince");
                 const char *was = json_string_value(json_object_get(doc, "state"));
                 if (!was || strcmp(was, "ACTIVE") != 0) {
                     json_object_set_new(k, "activeSince", json_integer(time(NULL)));
@@ -822,7 +833,24 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
                     cancel_job(d, project, jid);
                     set_state(doc, "STOPPING");
                 }
+            } else if (ist_active(doc) && port > 0 && pr->port == port &&
+                       json_integer_value(json_object_get(k, "port")) == port) {
+                /* ACTIVE, and JupyterLab on the same port missed a probe: a
+                 * busy machine more often than a lost JupyterLab (seen under
+                 * a loaded CI's sanitizer build): it stays ACTIVE until it
+                 * has not answered for PROBE_GRACE_S */
+                json_int_t now = (json_int_t)time(NULL);
+                json_t *fs = json_object_get(k, "probeFailSince");
+                if (!fs)
+                    json_object_set_new(k, "probeFailSince", json_integer(now));
+                else if (now - json_integer_value(fs) >= PROBE_GRACE_S) {
+                    event(d, doc, project, "JupyterLab has not answered for %d s (job %s)",
+                          PROBE_GRACE_S, jid);
+                    json_object_del(k, "probeFailSince");
+                    set_state(doc, "PROVISIONING");
+                }
             } else {
+                json_object_del(k, "probeFailSince");
                 set_state(doc, "PROVISIONING");
             }
             json_decref(rt);
