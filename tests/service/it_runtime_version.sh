@@ -69,12 +69,25 @@ start_kilnd "$T/d" --node-config "$T/host.json" --catalog "$T/site.yaml" --bucke
 # 2. the seeds' command line; the module reports where it runs
 mkdir -p "$T/pkg/trainer"
 : >"$T/pkg/trainer/__init__.py"
+# (the master's end ends the job and stops its worker: with a worker, the
+# master waits, at most 60 s, for the worker's lines to be out, which the
+# worker says in their shared working directory; a loaded CI once had the
+# worker stopped before it printed)
 cat >"$T/pkg/trainer/task.py" <<'EOF'
-import json, os, sys
+import json, os, sys, time
+tf = json.loads(os.environ["TF_CONFIG"])
 print("RUNTIME_IMAGE", open("/kiln-runtime-image").read().strip())
 print("IN_CONTAINER", os.path.exists("/run/.containerenv"))
 print("ARGS", " ".join(sys.argv[1:]))
-print("TASK", json.loads(os.environ["TF_CONFIG"])["task"]["type"])
+print("TASK", tf["task"]["type"])
+sys.stdout.flush()
+if tf["task"]["type"] == "worker":
+    open("worker-printed", "w").close()
+elif tf["cluster"].get("worker"):
+    for _ in range(600):
+        if os.path.exists("worker-printed"):
+            break
+        time.sleep(0.1)
 EOF
 "$KILN" jobs submit training rt_1 --runtime-version 2.11 --python-version 3.7 \
     --package-path "$T/pkg/trainer" --module-name trainer.task --scale-tier basic \
