@@ -226,7 +226,7 @@ check "wait1 SUCCEEDED" wait_state wait1 SUCCEEDED 60
 check_eq "one allocation for wait1" "$(allocs wait1)" 1
 
 # ---- Slurm ends an allocation under a running job: queued again ----
-api POST /v1/projects/p1/jobs "$(job_json lost1 "n=\$(cat $T/lost.n 2>/dev/null || echo 0); echo \$((n+1)) >$T/lost.n; echo up \$n; if [ \$n = 0 ]; then sleep 300; fi; echo done")"
+api POST /v1/projects/p1/jobs "$(job_json lost1 "n=\$(cat $T/lost.n 2>/dev/null || echo 0); echo \$((n+1)) >$T/lost.n; echo up \$n; if [ \$n = 0 ]; then exec sleep 300; fi; echo done")"
 check "lost1 RUNNING" wait_state lost1 RUNNING 60
 check "lost1 is up" wait_file "$T/d/jobs/p1/lost1/log.tsv" "up 0" 30
 scancel -n kiln-p1-lost1

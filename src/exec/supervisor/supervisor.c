@@ -607,7 +607,8 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
      * (grow asks Slurm for another); anything else queues the job again */
     char lost[512];
     size_t ri = (size_t)(r - j->reps);
-    if (code != 0 && place_ended(s, j, ri, lost, sizeof lost)) {
+    /* (whatever the status: a shell whose child Slurm killed may still end 0) */
+    if (place_ended(s, j, ri, lost, sizeof lost)) {
         if (elastic_worker(j, r) && place_own(j, ri)) {
             r->leaving = true;
             kilnd_event(s->d, j->project, j->job_id, "WARNING", "%s: the worker leaves the job",
