@@ -108,6 +108,11 @@ static int b_upload_ordered(kiln__dev *d, void *dst, const void *src, size_t byt
     return R(kiln_cu_upload_ordered(CTX(d), dst, src, bytes));
 }
 
+static int b_copy(kiln__dev *d, void *dst, const void *src, size_t bytes)
+{
+    return R(kiln_cu_copy_dev(CTX(d), dst, src, bytes));
+}
+
 static int b_download_async(kiln__dev *d, void *dst, const void *src, size_t bytes)
 {
     return R(kiln_cu_download_async(CTX(d), dst, src, bytes));
@@ -273,6 +278,7 @@ static const kiln__backend table = {
     .download = b_download,
     .upload_async = b_upload_async,
     .upload_ordered = b_upload_ordered,
+    .copy = b_copy,
     .download_async = b_download_async,
     .graph_begin = b_graph_begin,
     .graph_end = b_graph_end,

@@ -15,10 +15,11 @@ extern "C" {
 
 #define KILN_CU_BLAS_WS ((size_t)32 << 20)
 
-/* A convolution algorithm chosen for one shape and direction (dnn.c). */
+/* A convolution algorithm chosen for one shape and direction (dnn.c keeps
+ * them, for the whole process). */
 #define KILN_CU_ALGOS 512
 typedef struct kiln_cu_algo {
-    int key[12]; /* direction, n, h, w, c, oc, kh, kw, stride, pad, tf32, 1 (used) */
+    int key[12]; /* direction, n, h, w, c, oc, kh, kw, stride, pad, tf32, 1 timed / 2 not */
     int algo;
     size_t ws;
 } kiln_cu_algo;
@@ -39,8 +40,6 @@ struct kiln_cuda_ctx {
     int autotune;            /* choose convolution algorithms by timing them (cudnnFind) */
     int bn_cudnn;            /* batch norm on cuDNN's kernels instead of kiln's (kernels.cu) */
     int verbose;             /* KILN_CUDNN_VERBOSE=1: each algorithm choice on stderr */
-    int nalgos;
-    kiln_cu_algo algos[KILN_CU_ALGOS];
     int tf32;
     int lowp; /* mixed precision on (cuda/lowp.c), in format lowp_t */
     kiln_cu_dtype lowp_t;

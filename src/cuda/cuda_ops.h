@@ -192,6 +192,8 @@ kiln_err kiln_cu_download_async(kiln_cuda_ctx *c, void *dst, const void *src, si
 /* src (pageable host memory: CUDA stages it before returning, so the
  * caller may reuse it at once) -> dst, queued on the compute stream. */
 kiln_err kiln_cu_upload_ordered(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes);
+/* device -> device, queued on the compute stream */
+kiln_err kiln_cu_copy_dev(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes);
 /* The SGD and Adam updates above with their hyper-parameters read from
  * device memory (so a captured graph sees each step's learning rate):
  * SGD hyper = {lr, momentum}; Adam hyper = {lr/(1-b1^t), sqrt(1-b2^t), b1,

@@ -286,6 +286,11 @@ kiln_err kiln_cu_upload_ordered(kiln_cuda_ctx *c, void *dst, const void *src, si
     return copy_on_stream(c, dst, src, bytes, cudaMemcpyHostToDevice, 0);
 }
 
+kiln_err kiln_cu_copy_dev(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    return copy_on_stream(c, dst, src, bytes, cudaMemcpyDeviceToDevice, 0);
+}
+
 unsigned long kiln_cu_mem_epoch(const kiln_cuda_ctx *c)
 {
     return c->mem_epoch;

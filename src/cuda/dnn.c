@@ -11,9 +11,14 @@
  * each way (weights in, weight gradient out) into the context's scratch. */
 #include "cuda/ctx.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- descriptors ---- */
 
@@ -103,24 +108,120 @@ static int fp32_ok(const kiln_cuda_ctx *c, cudnnMathType_t m)
 
 static void algo_key(const kiln_cuda_ctx *c, int dir, const kiln_conv_shape *s, int key[12])
 {
-    int k[12] = {dir, s->n, s->h, s->w, s->c, s->oc, s->kh, s->kw, s->stride, s->pad, c->tf32, 1};
+    /* the last: 1 timed, 2 heuristics (KILN_CUDNN_FIND=0 must not reuse a timed choice) */
+    int k[12] = {dir,   s->n,  s->h,      s->w,   s->c,    s->oc,
+                 s->kh, s->kw, s->stride, s->pad, c->tf32, c->autotune ? 1 : 2};
     memcpy(key, k, sizeof k);
 }
 
-static const kiln_cu_algo *algo_find(const kiln_cuda_ctx *c, const int key[12])
+/* The choices are shared by every context of the process on the same GPU
+ * (two models in one process compute alike), and, where
+ * KILN_CUDNN_ALGO_FILE names a file, by every process that names it:
+ * kiln-train points it into its model_dir, so a run killed and resumed
+ * uses the algorithms its first start timed and ends bit-identical. Timing
+ * is noisy, and two deterministic algorithms still sum in different
+ * orders (the H100 showed two runs of a bf16 ResNet differ at step 1).
+ * The file holds one line per choice, with the GPU's name and cuDNN's
+ * version: a line of another GPU or cuDNN is not used. */
+static pthread_mutex_t algo_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_algo {
+    int device;
+    kiln_cu_algo a;
+} shared[KILN_CU_ALGOS];
+static int nshared;
+static unsigned long long file_read; /* a bit per device: its lines are in */
+
+static void algo_ident(const kiln_cuda_ctx *c, char *buf, size_t len)
 {
-    for (int i = 0; i < c->nalgos; i++)
-        if (memcmp(c->algos[i].key, key, sizeof c->algos[i].key) == 0) return &c->algos[i];
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, c->device) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(p.name, sizeof p.name, "gpu%d", c->device);
+    }
+    snprintf(buf, len, "%zu %.100s", cudnnGetVersion(), p.name);
+    for (char *q = buf; *q; q++)
+        if (*q == ' ' && q > strchr(buf, ' ')) *q = '_'; /* the name in one word */
+}
+
+static void shared_add(int device, const int key[12], int algo, size_t ws)
+{
+    if (nshared == KILN_CU_ALGOS) return; /* full: chosen again next time */
+    shared[nshared].device = device;
+    memcpy(shared[nshared].a.key, key, sizeof shared[nshared].a.key);
+    shared[nshared].a.algo = algo;
+    shared[nshared].a.ws = ws;
+    nshared++;
+}
+
+static const kiln_cu_algo *shared_find(int device, const int key[12])
+{
+    for (int i = 0; i < nshared; i++)
+        if (shared[i].device == device && memcmp(shared[i].a.key, key, sizeof shared[i].a.key) == 0)
+            return &shared[i].a;
     return NULL;
 }
 
-static void algo_keep(kiln_cuda_ctx *c, const int key[12], int algo, size_t ws)
+/* The file's lines for c's GPU, once per device (under algo_mu). */
+static void file_load(const kiln_cuda_ctx *c)
 {
-    if (c->nalgos == KILN_CU_ALGOS) return; /* full: choose again next time */
-    kiln_cu_algo *a = &c->algos[c->nalgos++];
-    memcpy(a->key, key, sizeof a->key);
-    a->algo = algo;
-    a->ws = ws;
+    const char *path = getenv("KILN_CUDNN_ALGO_FILE");
+    char ident[160], line[512];
+    FILE *f;
+    if (c->device < 0 || c->device >= 64 || (file_read >> c->device & 1)) return;
+    file_read |= 1ULL << c->device;
+    if (!path || !*path || !(f = fopen(path, "r"))) return;
+    algo_ident(c, ident, sizeof ident);
+    size_t il = strlen(ident);
+    while (fgets(line, sizeof line, f)) {
+        int k[12], algo, used = 0;
+        size_t ws;
+        if (strncmp(line, "algo ", 5) != 0 || strncmp(line + 5, ident, il) != 0 ||
+            line[5 + il] != ' ')
+            continue;
+        if (sscanf(line + 5 + il, " %d %d %d %d %d %d %d %d %d %d %d %d %d %zu%n", &k[0], &k[1],
+                   &k[2], &k[3], &k[4], &k[5], &k[6], &k[7], &k[8], &k[9], &k[10], &k[11], &algo,
+                   &ws, &used) == 14 &&
+            !shared_find(c->device, k))
+            shared_add(c->device, k, algo, ws);
+    }
+    fclose(f);
+}
+
+static int algo_find(const kiln_cuda_ctx *c, const int key[12], int *algo, size_t *ws)
+{
+    pthread_mutex_lock(&algo_mu);
+    file_load(c);
+    const kiln_cu_algo *a = shared_find(c->device, key);
+    if (a) *algo = a->algo, *ws = a->ws;
+    pthread_mutex_unlock(&algo_mu);
+    return a != NULL;
+}
+
+/* timed: the choice goes to KILN_CUDNN_ALGO_FILE too (heuristics need no
+ * file: they answer the same each time). One write per line, appended: the
+ * replicas of one job may share the file. */
+static void algo_keep(const kiln_cuda_ctx *c, const int key[12], int algo, size_t ws, int timed)
+{
+    const char *path = getenv("KILN_CUDNN_ALGO_FILE");
+    pthread_mutex_lock(&algo_mu);
+    if (!shared_find(c->device, key)) {
+        shared_add(c->device, key, algo, ws);
+        int fd = timed && path && *path
+                     ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)
+                     : -1;
+        if (fd >= 0) {
+            char ident[160], line[512];
+            algo_ident(c, ident, sizeof ident);
+            int n =
+                snprintf(line, sizeof line, "algo %s %d %d %d %d %d %d %d %d %d %d %d %d %d %zu\n",
+                         ident, key[0], key[1], key[2], key[3], key[4], key[5], key[6], key[7],
+                         key[8], key[9], key[10], key[11], algo, ws);
+            if (n > 0 && (size_t)n < sizeof line && write(fd, line, (size_t)n) != n)
+                fprintf(stderr, "kiln cudnn: %s: %s\n", path, strerror(errno));
+            close(fd);
+        }
+    }
+    pthread_mutex_unlock(&algo_mu);
 }
 
 /* Timing is allowed: autotune on and the stream not being captured. */
@@ -149,12 +250,7 @@ static kiln_err choose(kiln_cuda_ctx *c, int dir, const kiln_conv_shape *s, cons
     int key[12], got = 0, found = 0, timed = 0, math = -1;
     float ms = -1.0f;
     algo_key(c, dir, s, key);
-    const kiln_cu_algo *a = algo_find(c, key);
-    if (a) {
-        *algo = a->algo;
-        *ws = a->ws;
-        return KILN_OK;
-    }
+    if (algo_find(c, key, algo, ws)) return KILN_OK;
     if (may_time(c)) {
         CK_KILN(kiln_cu__ensure_ws(c, FIND_WS));
         if (dir == DIR_FWD) {
@@ -219,7 +315,7 @@ static kiln_err choose(kiln_cuda_ctx *c, int dir, const kiln_conv_shape *s, cons
         CK_DNN(c, cudnnGetConvolutionBackwardDataWorkspaceSize(
                       c->dnn, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)*algo, ws));
     /* a choice made while capturing is not kept: timing may do better later */
-    if (timed || !c->autotune) algo_keep(c, key, *algo, *ws);
+    if (timed || !c->autotune) algo_keep(c, key, *algo, *ws, timed);
     if (c->verbose)
         fprintf(stderr,
                 "kiln cudnn: %s n=%d %dx%dx%d -> %d k=%d s=%d p=%d: algo %d math %d %s %.3f ms, "

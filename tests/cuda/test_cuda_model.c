@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if KILN_CUDA_BUILT
 #include "backend/backend.h"
@@ -411,6 +412,7 @@ static void resnet_mixed(const kiln__backend *be, kiln_precision prec)
     kiln_resnet_dev *g = kiln_resnet_dev_create(&cfg, be, 0, prec, N, SIZE, err, sizeof err);
     kiln_resnet_dev *g2 = kiln_resnet_dev_create(&cfg, be, 0, prec, N, SIZE, err, sizeof err);
     float first = 0, last = 0, l2 = 0;
+    int differ = 0;
     CHECK_MSG(c && g && g2, "resnet %s: %s", pn, err);
     if (!c || !g || !g2) goto out;
     CHECK(kiln_resnet_dev_load(c, x, lab, N) == KILN_OK &&
@@ -431,14 +433,16 @@ static void resnet_mixed(const kiln__backend *be, kiln_precision prec)
                       kiln_resnet_dev_wait(g2, &l2) == KILN_OK,
                   "resnet %s step: %s", pn, kiln_resnet_dev_error(g));
         CHECK_MSG(l == l2, "resnet %s: two GPU runs differ at step %d (%g, %g)", pn, s, l, l2);
+        differ |= l != l2;
         if (s == 0) first = l;
         last = l;
     }
     uint64_t skipped = 0;
     float sc = kiln_resnet_dev_loss_scale(g, &skipped);
     printf("resnet %s  loss %.4f -> %.4f over 12 steps (loss scale %g, %llu skipped); two runs "
-           "bit-identical\n",
-           pn, first, last, sc, (unsigned long long)skipped);
+           "%s\n",
+           pn, first, last, sc, (unsigned long long)skipped,
+           differ ? "DIFFERENT" : "bit-identical");
     CHECK_MSG(last == last && last < first, "resnet %s: the loss did not fall", pn);
     CHECK_MSG(skipped <= 6, "resnet %s: %llu of 12 steps skipped", pn, (unsigned long long)skipped);
 out:
@@ -446,6 +450,36 @@ out:
     kiln_resnet_dev_destroy(g);
     kiln_resnet_dev_destroy(g2);
     kiln_ffree(x);
+}
+
+/* Every timed choice is one line of the file, none twice: a resumed
+ * kiln-train reads them back (device-checks resumes a CNN on the GPU). */
+static void algo_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[512], seen[256][160];
+    int n = 0, dup = 0, bad = 0;
+    CHECK(f != NULL);
+    while (f && fgets(line, sizeof line, f)) {
+        char *k = strrchr(line, ' ');
+        int fields = 0;
+        for (char *p = line; *p; p++)
+            fields += *p == ' ';
+        /* "algo VERSION NAME" and 14 numbers */
+        bad += strncmp(line, "algo ", 5) != 0 || fields != 16 || !k;
+        /* the key: everything before the algorithm and its workspace */
+        char key[160];
+        snprintf(key, sizeof key, "%.*s", (int)(strrchr(line, ' ') - line), line);
+        if (strrchr(key, ' ')) *strrchr(key, ' ') = '\0';
+        for (int i = 0; i < n && i < 256; i++)
+            dup += strcmp(seen[i], key) == 0;
+        if (n < 256) snprintf(seen[n], sizeof seen[n], "%s", key);
+        n++;
+    }
+    if (f) fclose(f);
+    printf("cuDNN algorithm file: %d timed choices, %d malformed, %d twice\n", n, bad, dup);
+    CHECK_MSG(n > 0 && bad == 0 && dup == 0, "the algorithm file: %d lines, %d bad, %d twice", n,
+              bad, dup);
 }
 
 int main(void)
@@ -467,6 +501,11 @@ int main(void)
         fprintf(stderr, "Fashion-MNIST not available: %s\n", err);
         return 1;
     }
+    /* the timed convolution algorithms go to a file (cuda/dnn.c) */
+    char algos[] = "/tmp/kiln-cudnn-algos.XXXXXX";
+    int afd = mkstemp(algos);
+    CHECK(afd >= 0);
+    if (afd >= 0) close(afd), setenv("KILN_CUDNN_ALGO_FILE", algos, 1);
     train = (kiln_data){.x = full.x, .y = full.y, .n = (STEPS + 10) * B, .dim = full.dim};
     test = tfull;
     kiln_set_threads(4);
@@ -483,6 +522,8 @@ int main(void)
     resnet(be, "kiln", "0", 0);
     resnet_mixed(be, KILN_PRECISION_BF16);
     resnet_mixed(be, KILN_PRECISION_FP16);
+    algo_file(algos);
+    if (afd >= 0) unlink(algos);
     kiln_data_free(&full);
     kiln_data_free(&tfull);
     TEST_DONE();

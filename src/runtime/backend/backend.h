@@ -46,7 +46,7 @@
 
 #include "ops/ops.h" /* kiln_conv_shape, kiln_pool_shape */
 
-#define KILN__BACKEND_ABI 2
+#define KILN__BACKEND_ABI 3
 /* the plugin's one exported symbol: const kiln__backend *kiln_cuda_backend_v1(void) */
 #define KILN__CUDA_BACKEND_SYMBOL "kiln_cuda_backend_v1"
 #define KILN__CUDA_BACKEND_LIB    "libkiln_cuda_backend.so"
@@ -108,6 +108,9 @@ typedef struct kiln__backend {
     int (*upload_ordered)(kiln__dev *d, void *dst, const void *src, size_t bytes);
     /* dst (host_alloc memory) <- src in compute-stream order; valid after sync */
     int (*download_async)(kiln__dev *d, void *dst, const void *src, size_t bytes);
+    /* device -> device in compute-stream order (an fp16 step keeps batch
+     * norm's running statistics aside, to put them back if it is skipped) */
+    int (*copy)(kiln__dev *d, void *dst, const void *src, size_t bytes);
 
     /* ---- captured graphs (NULL where the device has none) ----
      * Between graph_begin and graph_end the ops are recorded instead of

@@ -649,10 +649,10 @@ static int ref_open(int index, kiln__dev **out, char *err, size_t errlen)
     .dense_bwd = lp_dense_bwd, .conv_fwd = lp_conv_fwd, .conv_bwd = lp_conv_bwd, .sync = cpu_sync, \
     .alloc = cpu_alloc, .free = cpu_free, .host_alloc = cpu_alloc, .host_free = cpu_free,          \
     .upload = cpu_copy, .download = cpu_copy, .upload_async = cpu_copy,                            \
-    .upload_ordered = cpu_copy, .download_async = cpu_copy, .maxpool_fwd = cpu_maxpool_fwd,        \
-    .maxpool_bwd = cpu_maxpool_bwd, .bn_fwd_infer = cpu_bn_fwd_infer, .relu_fwd = cpu_relu_fwd,    \
-    .relu_bwd = cpu_relu_bwd, .add = cpu_add, .pad2d = cpu_pad2d, .crop2d = cpu_crop2d,            \
-    .sgd = cpu_sgd, .adam = cpu_adam
+    .upload_ordered = cpu_copy, .download_async = cpu_copy, .copy = cpu_copy,                      \
+    .maxpool_fwd = cpu_maxpool_fwd, .maxpool_bwd = cpu_maxpool_bwd,                                \
+    .bn_fwd_infer = cpu_bn_fwd_infer, .relu_fwd = cpu_relu_fwd, .relu_bwd = cpu_relu_bwd,          \
+    .add = cpu_add, .pad2d = cpu_pad2d, .crop2d = cpu_crop2d, .sgd = cpu_sgd, .adam = cpu_adam
 
 const kiln__backend kiln__backend_cpu_ref = {
     CPU_TABLE_COMMON,

@@ -36,6 +36,7 @@ typedef struct dunit {
     int cin, cout, k, stride, pad, relu;
     kiln_conv_shape s;
     float *w, *gamma, *beta, *rmean, *rvar, *mean, *invstd; /* device */
+    float *kmean, *kvar; /* the running statistics before an fp16 step */
     float *dw, *dgamma, *dbeta, *vw, *vgamma, *vbeta;
     float *conv, *out; /* [n, oh, ow, cout]; out only for ReLU units */
     size_t out_n;
@@ -174,6 +175,7 @@ static int unit_make(kiln_resnet_dev *r, dunit *u, int n, int size, int *bad)
     u->beta = dalloc(r, c, bad), u->dbeta = dalloc(r, c, bad), u->vbeta = dalloc(r, c, bad);
     u->rmean = dalloc(r, c, bad), u->rvar = dalloc(r, c, bad);
     u->mean = dalloc(r, c, bad), u->invstd = dalloc(r, c, bad);
+    u->kmean = dalloc(r, c, bad), u->kvar = dalloc(r, c, bad);
     u->out_n = (size_t)n * u->s.oh * u->s.ow * u->cout;
     u->conv = dalloc(r, u->out_n, bad);
     if (u->relu) u->out = dalloc(r, u->out_n, bad);
@@ -188,8 +190,9 @@ static int unit_make(kiln_resnet_dev *r, dunit *u, int n, int size, int *bad)
 
 static void unit_free(kiln_resnet_dev *r, dunit *u)
 {
-    float *f[] = {u->w,     u->dw,    u->vw,   u->gamma, u->dgamma, u->vgamma, u->beta, u->dbeta,
-                  u->vbeta, u->rmean, u->rvar, u->mean,  u->invstd, u->conv,   u->out};
+    float *f[] = {u->w,      u->dw,    u->vw,    u->gamma, u->dgamma, u->vgamma,
+                  u->beta,   u->dbeta, u->vbeta, u->rmean, u->rvar,   u->mean,
+                  u->invstd, u->conv,  u->out,   u->kmean, u->kvar};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i]) r->be->free(r->d, f[i]);
 }
@@ -543,6 +546,26 @@ out:
     return rc;
 }
 
+/* fp16: batch norm's running statistics kept aside before the forward
+ * (back = 0) and put back when the step is skipped (back = 1), as
+ * nn/model_dev.c does: a skipped step changes no buffer. */
+static kiln_err keep_bn_stats(kiln_resnet_dev *r, int back)
+{
+    kiln_err rc = KILN_OK;
+    dunit *us[MAX_UNITS];
+    int nu = all_units(r, us);
+    for (int i = 0; i < nu; i++) {
+        dunit *u = us[i];
+        size_t bytes = sizeof(float) * (size_t)u->cout;
+        CK(r->be->copy(r->d, back ? u->rmean : u->kmean, back ? u->kmean : u->rmean, bytes),
+           "batch norm statistics");
+        CK(r->be->copy(r->d, back ? u->rvar : u->kvar, back ? u->kvar : u->rvar, bytes),
+           "batch norm statistics");
+    }
+out:
+    return rc;
+}
+
 kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum)
 {
     kiln_err rc;
@@ -552,6 +575,7 @@ kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum)
     h[KILN__H_MOMENTUM] = momentum;
     float scale = r->scaling ? r->scaler.scale : 1.0f;
     int apply = 1;
+    if (r->scaling && (rc = keep_bn_stats(r, 0))) return rc;
     if ((rc = forward(r, 1))) return rc;
     CK(be->xent(r->d, r->logits, r->labels, r->n, r->classes, r->dlogits, scale, r->loss, NULL),
        "cross-entropy");
@@ -568,6 +592,7 @@ kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum)
         CK(be->sync(r->d), "training step");
         memcpy(&bad, r->hloss + 1, sizeof bad);
         apply = kiln_loss_scaler_update(&r->scaler, bad);
+        if (!apply && (rc = keep_bn_stats(r, 1))) return rc;
     }
     /* in stream order: steps queued before still read the previous rate */
     CK(be->upload_ordered(r->d, r->hyper, h, sizeof h), "uploading the learning rate");

@@ -57,6 +57,7 @@ typedef struct dev_layer {
     float *w, *b, *dw, *db;              /* kernel/gamma, bias/beta and their gradients */
     float *s1w, *s2w, *s1b, *s2b;        /* optimizer slots (s2: Adam's v) */
     float *rmean, *rvar, *mean, *invstd; /* batch norm */
+    float *kmean, *kvar;                 /* its running statistics before an fp16 step */
     float *out, *dout;                   /* [B, oh, ow, oc]; flatten aliases its input's */
     int need_dx;                         /* a layer below learns: compute the input gradient */
 } dev_layer;
@@ -167,8 +168,8 @@ void kiln__dev_free(kiln_model *m)
     for (int i = 0; v->L && i < m->nl; i++) {
         dev_layer *D = &v->L[i];
         if (m->layers[i]->kind == L_FLATTEN) continue; /* aliases */
-        float *f[] = {D->w,   D->b,     D->dw,   D->db,   D->s1w,    D->s2w, D->s1b,
-                      D->s2b, D->rmean, D->rvar, D->mean, D->invstd, D->out, D->dout};
+        float *f[] = {D->w,     D->b,    D->dw,   D->db,     D->s1w, D->s2w,  D->s1b,   D->s2b,
+                      D->rmean, D->rvar, D->mean, D->invstd, D->out, D->dout, D->kmean, D->kvar};
         for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
             if (f[k]) be->free(v->d, f[k]);
     }
@@ -287,6 +288,8 @@ int kiln__dev_compile(kiln_model *m)
             D->rvar = dalloc(m, sizeof(float) * c, &bad);
             D->mean = dalloc(m, sizeof(float) * c, &bad);
             D->invstd = dalloc(m, sizeof(float) * c, &bad);
+            D->kmean = dalloc(m, sizeof(float) * c, &bad);
+            D->kvar = dalloc(m, sizeof(float) * c, &bad);
             if (bad) break;
             add_mirror(v, l->run_mean, D->rmean, c);
             add_mirror(v, l->run_var, D->rvar, c);
@@ -482,6 +485,29 @@ out:
     return rc;
 }
 
+/* fp16: batch norm's running statistics are kept aside before the forward
+ * (back = 0) and put back when the step is skipped (back = 1). A skipped
+ * step leaves every buffer as it was: an overflowing batch would otherwise
+ * leave inf or NaN in the statistics that evaluation uses, for good (the
+ * step's update is skipped, its forward already ran). */
+static int keep_bn_stats(kiln_model *m, int back)
+{
+    kiln__devmodel *v = m->dv;
+    int rc = 0;
+    for (int i = 0; i < m->nl; i++) {
+        const kiln_layer *l = m->layers[i];
+        dev_layer *D = &v->L[i];
+        size_t bytes = sizeof(float) * (size_t)l->ic;
+        if (l->kind != L_BN) continue;
+        CK(m, v->be->copy(v->d, back ? D->rmean : D->kmean, back ? D->kmean : D->rmean, bytes),
+           l->name);
+        CK(m, v->be->copy(v->d, back ? D->rvar : D->kvar, back ? D->kvar : D->rvar, bytes),
+           l->name);
+    }
+out:
+    return rc;
+}
+
 /* Forward, loss, backward and update on slot s's n examples: what a graph
  * captures. */
 static int step_ops(kiln_model *m, int s, int n)
@@ -490,15 +516,15 @@ static int step_ops(kiln_model *m, int s, int n)
     kiln_layer *last = m->layers[m->nl - 1];
     dev_layer *DL = &v->L[m->nl - 1];
     float scale = v->scaling ? v->scaler.scale : 1.0f;
-    int rc = forward(m, v->in[s], n, 1), apply = 1;
-    if (rc) return rc;
+    int rc = v->scaling ? keep_bn_stats(m, 0) : 0, apply = 1;
+    if (rc || (rc = forward(m, v->in[s], n, 1))) return rc;
     CK(m,
        v->be->xent(v->d, DL->out, v->lab[s], n, (int)out_size(last), DL->dout, scale, v->loss,
                    (int *)(v->loss + 1)),
        "cross-entropy");
     if ((rc = backward(m, v->in[s], n))) return rc;
     if (v->scaling && (rc = unscale(m, scale, &apply))) return rc;
-    if (apply) rc = optimize(m);
+    rc = apply ? optimize(m) : keep_bn_stats(m, 1);
 out:
     return rc;
 }

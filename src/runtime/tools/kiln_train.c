@@ -29,6 +29,7 @@
 #include "kiln/strategy.h"
 #include "tools/launch.h"
 #include "tools/tool.h"
+#include "util/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -623,6 +624,17 @@ static int cmd_mnist(int argc, char **argv)
     int rc = 1;
     char key[64] = "", err[512];
     if (parse_opts(argc, argv, &r.o)) return 2;
+    /* cuDNN's timed convolution algorithms are kept beside the checkpoints
+     * (cuda/dnn.c): a resumed run uses the ones its first start chose, and
+     * ends bit-identical. A model_dir that cannot be made is said by the
+     * checkpoint writer, when it first runs. */
+    if (r.o.model_dir && !getenv("KILN_CUDNN_ALGO_FILE")) {
+        char ap[4096];
+        kiln_errmsg merr;
+        if (kiln_mkdir_p(r.o.model_dir, &merr) == KILN_OK &&
+            (size_t)snprintf(ap, sizeof ap, "%s/cudnn_algorithms.txt", r.o.model_dir) < sizeof ap)
+            setenv("KILN_CUDNN_ALGO_FILE", ap, 1);
+    }
     /* the strategy: the kind, the role and the group, from the flags and
      * TF_CONFIG; --world_size replicas get the launcher's key */
     if (r.o.world_size > 1) kt_launch_key(key, sizeof key);
