@@ -43,7 +43,7 @@ static struct {
     uint32_t gen;
     kiln__task_fn fn;
     void *ctx;
-    int ntasks;
+    atomic_int ntasks; /* written only while `work` is closed (see kiln__parallel_for) */
 } P = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -58,8 +58,11 @@ static void run_tasks(uint32_t g, int tid)
         uint64_t w = atomic_load(&P.work);
         if ((uint32_t)(w >> 32) != g) return;
         uint32_t t = (uint32_t)w;
-        if ((int)t >= P.ntasks) /* may read a newer job's count: then the CAS fails */
-            return;
+        /* A newer job's count can be read here (a worker still in job g
+         * while the caller prepares g+1), but only after the caller closed
+         * g's word (acquire pairs with its release), so the CAS below then
+         * fails: a task past g's end is never claimed under g's number. */
+        if (t >= (uint32_t)atomic_load_explicit(&P.ntasks, memory_order_acquire)) return;
         if (!atomic_compare_exchange_weak(&P.work, &w, w + 1)) continue;
         /* job g cannot finish before this task does, so fn/ctx are still g's */
         P.fn(P.ctx, (int)t, tid);
@@ -152,9 +155,15 @@ void kiln__parallel_for(int ntasks, kiln__task_fn fn, void *ctx)
             fn(ctx, t, 0);
         return;
     }
+    /* Close the previous job's word first: a worker that read it before
+     * (all its tasks claimed) must not claim "task ntasks" of it with the
+     * count written below, then run the new job's function and count it
+     * done twice (the caller would return while a task still ran: the
+     * H100's 16 cores saw it; tests/runtime/test_pool.c). */
+    atomic_store(&P.work, ((uint64_t)P.gen << 32) | UINT32_MAX);
     P.fn = fn;
     P.ctx = ctx;
-    P.ntasks = ntasks;
+    atomic_store_explicit(&P.ntasks, ntasks, memory_order_release);
     atomic_store(&P.done, 0);
     uint32_t g = ++P.gen;
     /* seq_cst: the sleepers load below must not move before this store (a
