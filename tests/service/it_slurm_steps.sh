@@ -90,6 +90,8 @@ echo "create to RUNNING, Slurm placing: $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}
 check "g1 SUCCEEDED" wait_state g1 SUCCEEDED 60
 LOGS g1 >"$T/g1.logs"
 check "the master ran on a node of its own (n1)" grep -q 'ME master-replica-0 node=n1 cvd=0' "$T/g1.logs"
+check "its nodes read from squeue (each component on one node: no wait for the batch script)" \
+    grep -q 'runs (.*its nodes from squeue' "$T/g1.logs"
 w0=$(grep -o 'ME worker-replica-0 node=[^ ]* cvd=[^ ]*' "$T/g1.logs")
 w1=$(grep -o 'ME worker-replica-1 node=[^ ]* cvd=[^ ]*' "$T/g1.logs")
 check "worker 0 on n2 ($w0)" grep -q 'node=n2' <<<"$w0"

@@ -133,6 +133,41 @@ int main(void)
     CHECK(kiln_slurm_alloc_find(&l, 9, NULL) == NULL);
     CHECK(kiln_slurm_alloc_state_of(NULL) == KILN_SLURM_ALLOC_ENDED);
     kiln_slurm_alloc_list_free(&l);
+    /* a heterogeneous job's components, as squeue 22.05 lists them (%i
+     * "ID+K"): one row, each component's node where it has one */
+    reply(0, "12+0|RUNNING|None|kiln-p1-h|1|n1\n12+1|RUNNING|None|kiln-p1-h|1|n2\n"
+             "12+2|RUNNING|None|kiln-p1-h|2|n[1-2]\n15|RUNNING|None|kiln-p1-i|1|n2\n"
+             "16|RUNNING|None|kiln-p1-j|1|n 1\n12+3|RUNNING|None|kiln-p1-x|1|n1\n"
+             "18+0|PENDING|Priority|kiln-p1-k|1|\n18+1|PENDING|Priority|kiln-p1-k|1|\n"
+             "19_3|RUNNING|None|kiln-p1-m|1|n1\n13|RUNNING|None|kiln-p1-h+|1|n1\n");
+    kiln_slurm_alloc_list_read("kiln-", &l);
+    /* 12 (not 12+3: another name), 13, 15, 16, 18; not the array task */
+    CHECK(l.ok && l.n == 5);
+    r = kiln_slurm_alloc_find(&l, 12, NULL);
+    CHECK(r && r->one_node == 3 && strcmp(r->comp_node[0], "n1") == 0 &&
+          strcmp(r->comp_node[1], "n2") == 0);
+    CHECK(kiln_slurm_alloc_find(&l, 19, NULL) == NULL);
+    {
+        kiln_slurm_comp two[3] = {{.tasks = 1}, {.tasks = 2}, {.tasks = 2}};
+        kiln_slurm_node_name a[1], b[2], c[2];
+        kiln_slurm_node_name *const rows[3] = {a, b, c};
+        CHECK(kiln_slurm_alloc_layout_row(r, two, 2, rows) == KILN_OK);
+        CHECK(strcmp(a[0], "n1") == 0 && strcmp(b[0], "n2") == 0 && strcmp(b[1], "n2") == 0);
+        /* component 2 spans two nodes: the batch script's file says how */
+        CHECK(kiln_slurm_alloc_layout_row(r, two, 3, rows) == KILN_ECONFLICT);
+        r = kiln_slurm_alloc_find(&l, 15, NULL);
+        CHECK(r && kiln_slurm_alloc_layout_row(r, two, 1, rows) == KILN_OK &&
+              strcmp(a[0], "n2") == 0);
+        /* a node name with a space is not a node name */
+        r = kiln_slurm_alloc_find(&l, 16, NULL);
+        CHECK(r && r->one_node == 0 &&
+              kiln_slurm_alloc_layout_row(r, two, 1, rows) == KILN_ECONFLICT);
+        /* pending: no layout whatever the row says */
+        r = kiln_slurm_alloc_find(&l, 18, NULL);
+        CHECK(r && kiln_slurm_alloc_layout_row(r, two, 1, rows) == KILN_ECONFLICT);
+        CHECK(kiln_slurm_alloc_layout_row(NULL, two, 1, rows) == KILN_ECONFLICT);
+    }
+    kiln_slurm_alloc_list_free(&l);
     reply(1, "squeue: error: slurm_receive_msg: Socket timed out\n");
     kiln_slurm_alloc_list_read("kiln-", &l);
     CHECK(!l.ok && l.n == 0); /* nothing known: nothing has ended */

@@ -3,6 +3,7 @@
  * commands. Nothing here decides what happens to a job. */
 #include "exec/slurm/alloc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -168,12 +169,22 @@ void kiln_slurm_alloc_list_free(kiln_slurm_alloc_list *l)
     *l = (kiln_slurm_alloc_list){0};
 }
 
+/* A node name as Slurm prints one (no hostlist brackets, no spaces). */
+static bool node_name_ok(const char *n)
+{
+    size_t l = strlen(n);
+    if (l == 0 || l >= sizeof(kiln_slurm_node_name)) return false;
+    for (const char *p = n; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.') return false;
+    return true;
+}
+
 void kiln_slurm_alloc_list_read(const char *prefix, kiln_slurm_alloc_list *out)
 {
     *out = (kiln_slurm_alloc_list){0};
-    /* %F: a heterogeneous job's leader id (its own id otherwise); every
-     * component is listed, the first is kept */
-    char *argv[] = {"squeue", "--noheader", "--all", "--format=%F|%T|%r|%j", NULL};
+    /* %i: "ID" or, for a heterogeneous job's component K, "ID+K" (%F is
+     * each component's own id); %D|%N: its node count and nodes */
+    char *argv[] = {"squeue", "--noheader", "--all", "--format=%i|%T|%r|%j|%D|%N", NULL};
     char *text = NULL;
     if (kiln_slurm_run(argv, &text, CMD_TIMEOUT_S) != 0) {
         free(text);
@@ -183,28 +194,58 @@ void kiln_slurm_alloc_list_read(const char *prefix, kiln_slurm_alloc_list *out)
     size_t pl = strlen(prefix);
     char *save = NULL;
     for (char *ln = strtok_r(text, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save)) {
-        char *f[4] = {0}, *p = ln;
-        for (int k = 0; k < 4 && p; k++) {
+        char *f[6] = {0}, *p = ln;
+        for (int k = 0; k < 6 && p; k++) {
             f[k] = p;
-            p = k < 3 ? strchr(p, '|') : NULL;
+            p = k < 5 ? strchr(p, '|') : NULL;
             if (p) *p++ = '\0';
         }
         if (!f[3] || strncmp(f[3], prefix, pl) != 0) continue;
-        long id = strtol(f[0], NULL, 10);
-        if (id <= 0 || kiln_slurm_alloc_find(out, id, NULL)) continue;
-        kiln_slurm_alloc_row *nr = realloc(out->rows, (out->n + 1) * sizeof *nr);
-        if (!nr) {
-            out->ok = false; /* not all known: act as if squeue had failed */
-            break;
+        char *e = NULL;
+        long id = strtol(f[0], &e, 10), comp = 0;
+        if (id <= 0 || e == f[0]) continue;
+        if (*e == '+') {
+            char *e2 = NULL;
+            comp = strtol(e + 1, &e2, 10);
+            if (e2 == e + 1 || *e2 || comp < 0) continue;
+        } else if (*e) {
+            continue; /* an array task ("ID_N"): not kiln's */
         }
-        out->rows = nr;
-        kiln_slurm_alloc_row *r = &out->rows[out->n++];
-        r->id = id;
-        snprintf(r->state, sizeof r->state, "%s", f[1]);
-        snprintf(r->reason, sizeof r->reason, "%s", f[2]);
-        snprintf(r->name, sizeof r->name, "%s", f[3]);
+        kiln_slurm_alloc_row *r = (kiln_slurm_alloc_row *)kiln_slurm_alloc_find(out, id, NULL);
+        if (r && strcmp(r->name, f[3]) != 0) continue; /* one id, two names: not Slurm's answer */
+        if (!r) {
+            kiln_slurm_alloc_row *nr = realloc(out->rows, (out->n + 1) * sizeof *nr);
+            if (!nr) {
+                out->ok = false; /* not all known: act as if squeue had failed */
+                break;
+            }
+            out->rows = nr;
+            r = &out->rows[out->n++];
+            *r = (kiln_slurm_alloc_row){.id = id};
+            snprintf(r->state, sizeof r->state, "%s", f[1]);
+            snprintf(r->reason, sizeof r->reason, "%s", f[2]);
+            snprintf(r->name, sizeof r->name, "%s", f[3]);
+        }
+        if (comp < KILN_SLURM_COMPS && f[5] && strcmp(f[4], "1") == 0 && node_name_ok(f[5]) &&
+            !(r->one_node >> comp & 1)) {
+            snprintf(r->comp_node[comp], sizeof r->comp_node[comp], "%s", f[5]);
+            r->one_node |= 1u << comp;
+        }
     }
     free(text);
+}
+
+kiln_err kiln_slurm_alloc_layout_row(const kiln_slurm_alloc_row *r, const kiln_slurm_comp *comps,
+                                     size_t n, kiln_slurm_node_name *const nodes[])
+{
+    if (!r || n > KILN_SLURM_COMPS || kiln_slurm_alloc_state_of(r) != KILN_SLURM_ALLOC_RUNNING)
+        return KILN_ECONFLICT;
+    for (size_t k = 0; k < n; k++)
+        if (!(r->one_node >> k & 1)) return KILN_ECONFLICT;
+    for (size_t k = 0; k < n; k++)
+        for (int t = 0; t < comps[k].tasks; t++)
+            snprintf(nodes[k][t], sizeof nodes[k][t], "%s", r->comp_node[k]);
+    return KILN_OK;
 }
 
 const kiln_slurm_alloc_row *kiln_slurm_alloc_find(const kiln_slurm_alloc_list *l, long id,

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kiln/devices.h"
 #include "kiln/diag.h"
@@ -64,12 +65,18 @@ typedef enum kiln_slurm_alloc_state {
     KILN_SLURM_ALLOC_ENDED, /* gone from squeue, or in a final state */
 } kiln_slurm_alloc_state;
 
-/* One squeue call for every kiln allocation: id, name, state, reason. */
+/* One squeue call for every kiln allocation: id, name, state, reason, and
+ * the node of each component that Slurm put on one node (squeue lists a
+ * heterogeneous job's components as rows "ID+K"; one row per id here). */
+#define KILN_SLURM_COMPS 16
+typedef char kiln_slurm_node_name[64];
 typedef struct kiln_slurm_alloc_row {
     long id;
     char name[200];
     char state[32];
     char reason[128];
+    uint32_t one_node; /* bit K: component K runs on one node, comp_node[K] */
+    kiln_slurm_node_name comp_node[KILN_SLURM_COMPS];
 } kiln_slurm_alloc_row;
 typedef struct kiln_slurm_alloc_list {
     kiln_slurm_alloc_row *rows;
@@ -90,13 +97,18 @@ kiln_slurm_alloc_state kiln_slurm_alloc_state_of(const kiln_slurm_alloc_row *r);
  * in order) as it starts. nodes[c][t] gets component c's task t's node
  * (block distribution, as srun lays tasks out). KILN_ECONFLICT while the
  * file is not there yet; KILN_EIO when it does not hold `tasks` tasks. */
-typedef char kiln_slurm_node_name[64];
 kiln_err kiln_slurm_alloc_layout(const char *dir, long id, const kiln_slurm_comp *comps, size_t n,
                                  kiln_slurm_node_name *const nodes[], char *why, size_t whylen);
 /* The same from the file's text: KILN_EIO for anything but exactly the
  * components' lines, each with its tasks' count and nodes. */
 kiln_err kiln_slurm_alloc_layout_parse(const char *text, const kiln_slurm_comp *comps, size_t n,
                                        kiln_slurm_node_name *const nodes[]);
+/* The same from squeue's row of a running allocation, without waiting for
+ * the batch script: where each component runs on one node, all its tasks
+ * are there. KILN_ECONFLICT when a component spans nodes or is not listed
+ * (the file says how its tasks are spread). */
+kiln_err kiln_slurm_alloc_layout_row(const kiln_slurm_alloc_row *r, const kiln_slurm_comp *comps,
+                                     size_t n, kiln_slurm_node_name *const nodes[]);
 
 /* Whether allocation `id` has ended, asked of squeue now (its state in
  * `state`: "" when squeue no longer lists it); false when squeue fails. */

@@ -128,9 +128,9 @@ static void alloc_dir(kilnd *d, const place_who *w, const char *name, long uid, 
  * them. Slurm chooses a step's GPUs on its node when it starts (its
  * CUDA_VISIBLE_DEVICES); the book takes as many of the node's, free ones
  * first, so that `kiln nodes` counts what Slurm holds. */
-static kiln_err slots_of(sup *s, long id, const char *dir, const kiln_replica_plan *plans,
-                         size_t np, const kiln_slurm_comp *comps, kiln_placement *pl, char *why,
-                         size_t whylen)
+static kiln_err slots_of(sup *s, const kiln_slurm_alloc_row *row, long id, const char *dir,
+                         const kiln_replica_plan *plans, size_t np, const kiln_slurm_comp *comps,
+                         kiln_placement *pl, bool *from_squeue, char *why, size_t whylen)
 {
     kilnd *d = s->d;
     size_t n = 0;
@@ -142,7 +142,13 @@ static kiln_err slots_of(sup *s, long id, const char *dir, const kiln_replica_pl
     kiln_err err = names && pl->slots ? KILN_OK : KILN_ENOMEM;
     for (size_t p = 0, at = 0; err == KILN_OK && p < np; at += (size_t)comps[p++].tasks)
         rows[p] = names + at;
-    if (err == KILN_OK)
+    /* squeue's row says it where each component is on one node (the usual
+     * case: a component's tasks on one node); else the batch script's file
+     * (bench/slurm_latency.sh: waiting for the script cost 0.2-0.8 s) */
+    *from_squeue =
+        err == KILN_OK &&
+        kiln_slurm_alloc_layout_row(row, comps, np, (kiln_slurm_node_name *const *)rows) == KILN_OK;
+    if (err == KILN_OK && !*from_squeue)
         err = kiln_slurm_alloc_layout(dir, id, comps, np, (kiln_slurm_node_name *const *)rows, why,
                                       whylen);
     pthread_mutex_lock(&d->mu);
@@ -290,12 +296,14 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
                  row && row->reason[0] ? row->reason : "submitted");
         return KILN_ECONFLICT;
     }
-    /* running: where Slurm put each replica, as its batch script wrote it */
-    err = slots_of(s, pa->id, dir, plans, np, comps, pl, why, whylen);
+    /* running: where Slurm put each replica, from squeue or the batch script */
+    bool from_squeue = false;
+    err = slots_of(s, row, pa->id, dir, plans, np, comps, pl, &from_squeue, why, whylen);
     if (err == KILN_OK)
         kilnd_event(d, w->project, w->job_id, "INFO",
-                    "Slurm allocation %ld runs (%.1f s after it was asked for)", pa->id,
-                    (double)(now - pa->submitted_ns) / 1e9);
+                    "Slurm allocation %ld runs (%.1f s after it was asked for; its nodes from %s)",
+                    pa->id, (double)(now - pa->submitted_ns) / 1e9,
+                    from_squeue ? "squeue" : "its batch script's layout");
     if (err == KILN_ECONFLICT) { /* the script has not written it yet: look again soon */
         s->sq_fast_until = now + 1000000000LL;
         return KILN_ECONFLICT;
