@@ -11,7 +11,10 @@
 #
 # The job: a master and 2 workers with 1 GPU (gpu:t4) each, running `sleep
 # 2`. Both sides are polled every 20 ms; kilnd itself asks squeue every
-# 0.1 s for 2 s after a submit, then every 0.5 s (src/exec/slurm).
+# 25 ms for 2 s after a submit under steps (0.1 s under batch), then every
+# 0.5 s. Each round submits both sides at the same random fraction of a
+# second (at_phase: Slurm's backfill pass starts these jobs once a second).
+# KEEP=1 keeps the run's directory (kilnd's job logs, slurmctld's log).
 #
 # Then the same for two more kinds of kiln job, each against its own
 # sbatch by hand (issue 31's figures), both sides until squeue says R:
@@ -44,7 +47,7 @@ cleanup() {
     [ -n "$KPID" ] && kill "$KPID" 2>/dev/null && wait "$KPID" 2>/dev/null
     "$HERE/tests/service/slurm_cluster.sh" stop "$CL" >/dev/null 2>&1
     [ -n "${IMG:-}" ] && podman rmi -f "$IMG" >/dev/null 2>&1
-    rm -rf "$T"
+    [ -n "${KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
 }
 trap cleanup EXIT
 now() { date +%s.%N; }
@@ -68,7 +71,9 @@ for _ in $(seq 1 100); do [ -s "$T/d/kilnd.addr" ] && break; sleep 0.05; done
 [ -s "$T/d/kilnd.addr" ] || { echo "kilnd did not start:" >&2; cat "$T/kilnd.err" >&2; exit 1; }
 URL=http://$(cat "$T/d/kilnd.addr")
 
-state() { curl -s "$URL/v1/projects/p1/jobs/$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("state",""))'; }
+# (sed, not a python3 per poll: its start took longer than the squeue poll of
+# the hand-made side, a bias against kiln of ~40 ms)
+state() { curl -s "$URL/v1/projects/p1/jobs/$1" | sed -n 's/^ *"state": *"\([A-Z_]*\)".*/\1/p' | head -1; }
 IMG=localhost/kiln-bench-lat-$$:1
 body_of() { # body_of KIND ID
     local img= run='"sleep","2"'
@@ -93,10 +98,22 @@ running() {
     *) [ "$(state "$2")" = RUNNING ] ;;
     esac
 }
+# at_phase P: sleeps until the wall clock's fraction of a second is P.
+# Slurm starts these jobs on its backfill pass (bf_interval=1: once a second,
+# at the same fraction each time), so a job's latency depends on when in that
+# second it was submitted; fixed-length rounds would give one side the same
+# bad phase again and again. Each round draws a phase and submits both sides
+# at it.
+at_phase() {
+    local f
+    f=$(date +%N)
+    sleep "$(awk -v p="$1" -v f="$f" 'BEGIN{d=p-f/1e9; if (d<0) d+=1; printf "%.3f", d}')"
+}
 kiln_round() { # kiln_round KIND ID: seconds from POST to running, waits for the end
     local kind=$1 id=$2 t0 t1 s
     local body
     body=$(body_of "$kind" "$id")
+    at_phase "$PHASE"
     t0=$(now)
     curl -s -o /dev/null -X POST -H 'Content-Type: application/json' -d "$body" "$URL/v1/projects/p1/jobs"
     for _ in $(seq 1 1500); do
@@ -121,6 +138,7 @@ sbatch_round() { # sbatch_round KIND: the same shape by hand
     else
         printf '#!/bin/bash\n#SBATCH --partition=kiln --ntasks=1 --gpus-per-task=t4:1 --output=/dev/null\n#SBATCH hetjob\n#SBATCH --partition=kiln --ntasks=2 --gpus-per-task=t4:1\nsrun --het-group=0,1 %s\n' "$run" >"$T/job.sh"
     fi
+    at_phase "$PHASE"
     t0=$(now)
     jid=$(sbatch --parsable "$T/job.sh" | cut -d';' -f1 | cut -d+ -f1)
     for _ in $(seq 1 1500); do
@@ -160,6 +178,7 @@ for kind in $KINDS; do
     printf '%-6s %10s %10s\n' round kiln_s sbatch_s
     K=() S=()
     for r in $(seq 1 "$ROUNDS"); do
+        PHASE=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", r/32768}')
         if [ $((r % 2)) = 1 ]; then
             k=$(kiln_round "$kind" "lat_${kind}_$r")
             s=$(sbatch_round "$kind")

@@ -1025,7 +1025,7 @@ void *kilnd_supervisor(void *arg)
         for (rjob *j = s.jobs; j; j = j->next)
             for (size_t i = 0; i < j->n; i++)
                 pf[k++] = (struct pollfd){.fd = j->reps[i].h.life_fd, .events = POLLIN};
-        int rc = poll(pf, k, TICK_MS);
+        int rc = poll(pf, k, place_wait_ms(&s, kiln_now_ns()));
         woken = false;
         if (rc > 0 && (pf[0].revents & POLLIN)) {
             kiln_doorbell_drain(&d->wake);

@@ -292,6 +292,9 @@ void place_release_slot(sup *s, kiln_placement *pl, size_t i);
 /* Once a tick: squeue's view of kiln's allocations, and the cancel of those
  * no pass asks for any more. */
 void place_tick(sup *s, int64_t now);
+/* How long the supervisor may sleep before place_tick has work (at most
+ * TICK_MS): shorter while an allocation just asked for may start. */
+int place_wait_ms(const sup *s, int64_t now);
 /* A running job's allocation ended under it (a node failed, scancel): the
  * slot of the first replica it held, or -1. */
 long place_lost(const sup *s, const rjob *j, char *why, size_t whylen);
