@@ -135,6 +135,19 @@ int kiln_model_set_precision(kiln_model *m, kiln_precision p);
  * a row) and, in *skipped (may be NULL), how many steps were skipped. 0
  * for every other precision. */
 float kiln_model_loss_scale(const kiln_model *m, uint64_t *skipped);
+/* fp16's loss scaler whole, as a checkpoint keeps it: a run resumed with it
+ * scales (and so rounds) as the uninterrupted one would have. */
+typedef struct kiln_loss_scale_state {
+    float scale;         /* the current loss scale */
+    int growth_interval; /* finite steps in a row before it doubles (2000) */
+    int good_steps;      /* finite steps since it last changed */
+    uint64_t skipped;    /* steps skipped for an inf/NaN gradient */
+} kiln_loss_scale_state;
+/* 0, or -1 (kiln_model_error says why) when the model is not compiled in
+ * fp16. set: scale finite and within [2^-24, 2^24], growth_interval >= 1,
+ * 0 <= good_steps < growth_interval. */
+int kiln_model_get_loss_scale_state(const kiln_model *m, kiln_loss_scale_state *st);
+int kiln_model_set_loss_scale_state(kiln_model *m, const kiln_loss_scale_state *st);
 /* Brings the host copies of the model's state (kiln_model_buffer) up to
  * date with the device; a no-op on the CPU. 0, or -1 with the device's
  * error in kiln_model_error. */

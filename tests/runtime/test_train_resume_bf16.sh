@@ -3,7 +3,10 @@
 # kiln-train on the CPU (the CPU backend table: the reference rounding,
 # docs/gpu-training.md): --precision=bf16 trains and says so, ends elsewhere
 # than fp32 from the same seed, is resumed in fp32 only with a warning,
-# fp16's done line carries its loss scale, bf16 with replicas is refused, and test_train_resume.sh's kill-and-resume in bf16 ends with the
+# fp16's done line carries its loss scale, which its checkpoints keep (a
+# resume goes on from it; --loss_scale_growth_interval is fp16's only), bf16
+# with replicas is refused, and test_train_resume.sh's kill-and-resume in
+# fp16 (the scale doubling every 5 steps) and in bf16 ends with the
 # uninterrupted run's SHA-256 (checkpoints hold the fp32 masters).
 set -u
 KT=${1:?usage: test_train_resume_bf16.sh path/to/kiln-train}
@@ -34,6 +37,25 @@ grep -q 'resuming in fp32 a checkpoint trained in bf16' "$TMP/mix.log" ||
     fail "fp16: $(tail -3 "$TMP/fp16.log")"
 grep -q '"event":"done".*"loss_scale":[0-9]*,"skipped_steps":[0-9]*}' "$TMP/fp16.log" ||
     fail "fp16: no loss scale in: $(tail -1 "$TMP/fp16.log")"
+# fp16's loss scaler is in its checkpoints: with a growth interval of 3, 10
+# steps take 65536 to 2^19, and 10 more after a resume to 2^22 (a scaler
+# started over would end at 2^19 again)
+LS="--precision=fp16 --loss_scale_growth_interval=3"
+# shellcheck disable=SC2086
+"$KT" mnist $A $LS --model_dir="$TMP/ls" > "$TMP/ls1.log" 2>&1 || fail "fp16 (interval 3): $(tail -3 "$TMP/ls1.log")"
+grep -q '"steps":10,.*"loss_scale":524288,"skipped_steps":0}' "$TMP/ls1.log" ||
+    fail "fp16, 10 steps, interval 3: $(tail -1 "$TMP/ls1.log")"
+# shellcheck disable=SC2086
+"$KT" mnist $A $LS --train_epochs=2 --model_dir="$TMP/ls" > "$TMP/ls2.log" 2>&1 ||
+    fail "fp16 resumed: $(tail -3 "$TMP/ls2.log")"
+grep -q '"loss_scale":4.1943e+06,"skipped_steps":0}' "$TMP/ls2.log" ||
+    fail "fp16 resumed: the loss scale did not go on from the checkpoint's: $(tail -1 "$TMP/ls2.log")"
+# the flag is fp16's: refused by name in another precision
+"$KT" mnist --loss_scale_growth_interval=3 --train_examples=64 --model_dir="$TMP/ls32" \
+    > "$TMP/ls32.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q -- '--loss_scale_growth_interval' "$TMP/ls32.log" ||
+    fail "--loss_scale_growth_interval in fp32: exit $rc: $(cat "$TMP/ls32.log")"
 # data-parallel replicas are fp32 only so far: refused by name, exit 2
 "$KT" mnist --world_size=2 --precision=bf16 --train_examples=64 --model_dir="$TMP/dp" \
     > "$TMP/dp.log" 2>&1
@@ -42,5 +64,10 @@ rc=$?
 echo "bf16 sha256 $S16 differs from fp32's $S32"
 N=3000; EPOCHS=2; KILLS=8
 if [ "${KILN_TEST_SANITIZED:-0}" = 1 ]; then N=1000; KILLS=5; fi
+# fp16 with a short growth interval (the scale doubles every 5 steps): a
+# kill-and-resume ends bit-identical only if the scaler comes back whole
+RESUME_N=$N RESUME_EPOCHS=$EPOCHS RESUME_KILLS=$KILLS \
+    RESUME_EXTRA="--precision=fp16 --loss_scale_growth_interval=5" \
+    sh "$(dirname "$0")/test_train_resume.sh" "$KT" || fail "the fp16 kill-and-resume"
 RESUME_N=$N RESUME_EPOCHS=$EPOCHS RESUME_KILLS=$KILLS RESUME_EXTRA=--precision=bf16 \
     exec sh "$(dirname "$0")/test_train_resume.sh" "$KT"

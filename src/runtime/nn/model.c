@@ -467,6 +467,26 @@ float kiln_model_loss_scale(const kiln_model *m, uint64_t *skipped)
     return kiln__dev_loss_scale(m, skipped);
 }
 
+int kiln_model_get_loss_scale_state(const kiln_model *m, kiln_loss_scale_state *st)
+{
+    if (kiln__dev_get_scaler(m, st) == 0) return 0;
+    return fail((kiln_model *)m, "the loss scale: the model is not compiled in fp16");
+}
+
+int kiln_model_set_loss_scale_state(kiln_model *m, const kiln_loss_scale_state *st)
+{
+    /* the scaler's own bounds (cuda/lossscale.c): 2^-24 .. 2^24 */
+    if (!(st->scale >= 1.0f / 16777216.0f && st->scale <= 16777216.0f))
+        return fail(m, "loss scale %g is outside [2^-24, 2^24]", (double)st->scale);
+    if (st->growth_interval < 1 || st->good_steps < 0 || st->good_steps >= st->growth_interval)
+        return fail(m,
+                    "loss scaler: growth interval %d, %d good steps: expected 0 <= good steps "
+                    "< interval",
+                    st->growth_interval, st->good_steps);
+    if (kiln__dev_set_scaler(m, st) == 0) return 0;
+    return fail(m, "the loss scale: the model is not compiled in fp16");
+}
+
 int kiln_model_sync_host(kiln_model *m)
 {
     return kiln__dev_pull(m);

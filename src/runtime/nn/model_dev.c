@@ -537,6 +537,28 @@ float kiln__dev_loss_scale(const kiln_model *m, uint64_t *skipped)
     return on ? v->scaler.scale : 0.0f;
 }
 
+int kiln__dev_get_scaler(const kiln_model *m, kiln_loss_scale_state *st)
+{
+    const kiln__devmodel *v = m->dv;
+    if (!v || !v->scaling) return -1;
+    *st = (kiln_loss_scale_state){.scale = v->scaler.scale,
+                                  .growth_interval = v->scaler.growth_interval,
+                                  .good_steps = v->scaler.good_steps,
+                                  .skipped = v->scaler.skipped};
+    return 0;
+}
+
+int kiln__dev_set_scaler(kiln_model *m, const kiln_loss_scale_state *st)
+{
+    kiln__devmodel *v = m->dv;
+    if (!v || !v->scaling) return -1;
+    v->scaler.scale = st->scale;
+    v->scaler.growth_interval = st->growth_interval;
+    v->scaler.good_steps = st->good_steps;
+    v->scaler.skipped = st->skipped;
+    return 0;
+}
+
 /* A slot nothing is staged in or running on, or -1. */
 static int free_slot(const kiln__devmodel *v)
 {

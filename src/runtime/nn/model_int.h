@@ -86,6 +86,9 @@ int kiln__dev_predict(kiln_model *m, const float *x, int n, float *out);
 int kiln__dev_pull(kiln_model *m);
 /* fp16's loss scale and the steps it skipped; 0 where nothing is scaled */
 float kiln__dev_loss_scale(const kiln_model *m, uint64_t *skipped);
+/* the scaler whole (fp16 only): 0, or -1 when the model does not scale */
+int kiln__dev_get_scaler(const kiln_model *m, kiln_loss_scale_state *st);
+int kiln__dev_set_scaler(kiln_model *m, const kiln_loss_scale_state *st);
 void kiln__dev_exposed(kiln_model *m);
 
 #endif

@@ -2,7 +2,8 @@
  *
  * A checkpoint holds every named buffer of the model (parameters as PARAM,
  * optimizer slots and batch-norm statistics as STATE), the optimizer step in
- * the header, and three blobs: "rng" (the model RNG), "data_state" (seed,
+ * the header, an fp16 run's "loss_scale" blob (scale, good steps, skipped
+ * steps, as text), and three blobs: "rng" (the model RNG), "data_state" (seed,
  * epoch, step: the data order is recomputed from it) and "config", the
  * settings that must match for a bit-exact continuation. The thread count is
  * one of them: kiln's reductions are fixed-order per thread count, so a
@@ -92,6 +93,15 @@ int ckpt_save_model(const char *dir, unsigned keep, kiln_model *m, const run_pos
         kiln_ckpt_add_blob(&ck, "data_state", ds, sizeof(ds), &em) != KILN_OK ||
         kiln_ckpt_add_blob(&ck, "config", cs, strlen(cs), &em) != KILN_OK)
         goto out;
+    /* fp16: the loss scaler, so that a resumed run scales (and rounds) as
+     * the uninterrupted one; its growth interval is the run's flag */
+    kiln_loss_scale_state ls;
+    char lsb[128];
+    if (kiln_model_loss_scale(m, NULL) > 0.0f && kiln_model_get_loss_scale_state(m, &ls) == 0) {
+        int n = snprintf(lsb, sizeof lsb, "scale=%.9g good_steps=%d skipped=%llu", (double)ls.scale,
+                         ls.good_steps, (unsigned long long)ls.skipped);
+        if (kiln_ckpt_add_blob(&ck, "loss_scale", lsb, (size_t)n, &em) != KILN_OK) goto out;
+    }
     for (int i = 0; i < pos->n_extra; i++)
         if (kiln_ckpt_add_blob(&ck, pos->extra[i].name, pos->extra[i].data, pos->extra[i].size,
                                &em) != KILN_OK)
@@ -130,6 +140,47 @@ static void warn_cb(void *ud, const char *path, const char *reason)
 {
     (void)ud;
     fprintf(stderr, "kiln-train: skipping checkpoint %s: %s\n", path, reason);
+}
+
+/* fp16: the loss scaler from the checkpoint's "loss_scale" blob (the run's
+ * growth interval kept); one without it (an older kiln's, or another
+ * precision's) starts the scale over, said once. 0, or -1 with err. */
+static int restore_scaler(const kiln_ckpt *ck, kiln_model *m, char *err, size_t errlen)
+{
+    const kiln_ckpt_blob *lb = kiln_ckpt_find_blob(ck, "loss_scale");
+    kiln_loss_scale_state ls;
+    char text[128];
+    float scale = 0;
+    int good = -1, used = 0;
+    unsigned long long skipped = 0;
+    if (kiln_model_get_loss_scale_state(m, &ls)) return 0;
+    if (!lb) {
+        fprintf(stderr,
+                "kiln-train: the checkpoint has no loss scale (an older kiln wrote it, or "
+                "another precision): fp16's starts again at %g\n",
+                (double)ls.scale);
+        return 0;
+    }
+    snprintf(text, sizeof text, "%.*s", (int)(lb->size < 127 ? lb->size : 127),
+             (const char *)lb->data);
+    if (lb->size >= sizeof text ||
+        sscanf(text, "scale=%f good_steps=%d skipped=%llu%n", &scale, &good, &skipped, &used) !=
+            3 ||
+        (size_t)used != lb->size) {
+        snprintf(err, errlen, "checkpoint's loss_scale record \"%.60s\" is not one kiln writes",
+                 text);
+        return -1;
+    }
+    ls.scale = scale;
+    ls.skipped = skipped;
+    /* another --loss_scale_growth_interval: the count goes on below it */
+    ls.good_steps = good < ls.growth_interval ? good : ls.growth_interval - 1;
+    if (good < 0 || kiln_model_set_loss_scale_state(m, &ls)) {
+        snprintf(err, errlen, "checkpoint's loss_scale record \"%.60s\": %s", text,
+                 good < 0 ? "a negative step count" : kiln_model_error(m));
+        return -1;
+    }
+    return 0;
 }
 
 int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_cfg *cfg,
@@ -195,6 +246,7 @@ int ckpt_restore_model(const char *dir, kiln_model *m, run_pos *pos, const run_c
         }
         memcpy(b.data, t->data, sizeof(float) * b.size);
     }
+    if (kiln_model_loss_scale(m, NULL) > 0.0f && restore_scaler(&ck, m, err, errlen)) goto out;
     kiln_rng_decode(kiln_model_rng(m), rb->data);
     kiln_model_set_step(m, ck.step);
     pos->epoch = ck.epoch;

@@ -111,6 +111,7 @@ static void usage(FILE *f)
         " [--eval_timeout_s=S]\n"
         "                        [--shard_optimizer[=0|1]] [--device=/gpu:N|/cpu:0]\n"
         "                        [--precision=fp32|tf32|bf16|fp16]\n"
+        "                        [--loss_scale_growth_interval=N (fp16; 2000)]\n"
         "       kiln-train inspect FILE|DIR\n"
         "       kiln-train devices [--format=text|json] [--device=/gpu:N|/cpu:0]\n"
         "       kiln-train resnet50 --synthetic [--batch_size=N] [--image_size=N]"
@@ -213,6 +214,10 @@ static int parse_opts(int argc, char **argv, kt_opts *o)
                 return -1;
             }
             o->device = v;
+            o->non_ps_flag = a;
+        } else if (kt_flag(a, "loss_scale_growth_interval", &v, &used, next)) {
+            if (kt_parse_int("loss_scale_growth_interval", v, 1, 1L << 30, &o->loss_scale_growth))
+                return -1;
             o->non_ps_flag = a;
         } else if (kt_flag(a, "precision", &v, &used, next)) {
             int p = kiln_precision_parse(v);
@@ -696,6 +701,14 @@ static int cmd_mnist(int argc, char **argv)
         kiln_strategy_free(r.s);
         return 2;
     }
+    if (r.o.loss_scale_growth && r.o.precision != KILN_PRECISION_FP16) {
+        fprintf(stderr,
+                "kiln-train: --loss_scale_growth_interval: only --precision=fp16 scales "
+                "its loss (this run is %s)\n",
+                kiln_precision_name((kiln_precision)r.o.precision));
+        kiln_strategy_free(r.s);
+        return 2;
+    }
     int local = role == KILN_ROLE_REPLICA && r.o.world_size > 1;
     if (local) {
         /* before any thread exists: the launcher forks the replicas, and
@@ -750,6 +763,20 @@ static int cmd_mnist(int argc, char **argv)
     kt_fmnist_standardise(&r.train);
     kt_fmnist_standardise(&r.test);
     if (!(r.m = make_model(&r))) goto out;
+    if (r.o.loss_scale_growth) { /* fp16 (refused otherwise, above) */
+        kiln_loss_scale_state ls;
+        int bad = kiln_model_get_loss_scale_state(r.m, &ls);
+        if (!bad) {
+            ls.growth_interval = (int)r.o.loss_scale_growth;
+            ls.good_steps = 0;
+            bad = kiln_model_set_loss_scale_state(r.m, &ls);
+        }
+        if (bad) {
+            fprintf(stderr, "kiln-train: --loss_scale_growth_interval: %s\n",
+                    kiln_model_error(r.m));
+            goto out;
+        }
+    }
     r.cfg.gpu = strncmp(kiln_model_device(r.m), "/gpu", 4) == 0;
     r.cfg.precision = kiln_precision_name((kiln_precision)r.o.precision);
     if (role == KILN_ROLE_EVALUATOR) {

@@ -27,6 +27,7 @@ typedef struct kt_opts {
     const char *ar_flag;     /* --bucket_bytes or --allreduce: the unsharded all-reduce's */
     const char *device; /* --device as given, or NULL: the first GPU if any (TensorFlow's rule) */
     int precision;      /* --precision (kiln_precision) */
+    long loss_scale_growth; /* --loss_scale_growth_interval (fp16), 0: the scaler's 2000 */
 } kt_opts;
 
 /* The parameter_server strategy (--distribution_strategy=parameter_server,
