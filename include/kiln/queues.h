@@ -209,8 +209,10 @@ void kiln_queues_format(kiln_qres r, int64_t v, char *buf, size_t len);
 size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d);
 /* Under --slurm-launch steps kiln admits (as on one machine) and Slurm
  * places what was admitted: all of Kueue's fields keep their meaning but a
- * ResourceFlavor's nodeLabels, which no node of a Slurm partition carries.
- * Adds a diagnostic for each such flavor; returns how many. */
+ * ResourceFlavor's nodeLabels other than a node's name (kubernetes.io/
+ * hostname, kiln.dev/node: those pin the admitted job's replicas to that
+ * node), which no node of a Slurm partition carries. Adds a diagnostic for
+ * each such label; returns how many. */
 size_t kiln_queues_steps_refusals(const kiln_queues *q, kiln_diag *d);
 /* ClusterQueue cq's account's GrpTRES, "gres/gpu=2,cpu=8,mem=16384": its
  * nominal quota (summed over flavors) in Slurm's units (devices, CPUs, MiB),

@@ -121,25 +121,45 @@ static void cq_fields(const kiln_qcq *c, bool machine_resources, kiln_diag *d)
     }
 }
 
+/* A node's name as a label: what Slurm can be asked (--nodelist). */
+static bool names_a_node(const char *key)
+{
+    return strcmp(key, "kubernetes.io/hostname") == 0 || strcmp(key, "kiln.dev/node") == 0;
+}
+
+/* Each flavor's nodeLabels that Slurm cannot honour: every one under the
+ * batch executor (its jobs go to one partition whole), under steps those
+ * that do not name a node (they pin the admitted job's replicas there, as a
+ * nodeSelector of the same key does). One diagnostic per label, named. */
+static void flavor_label_refusals(const kiln_queues *q, bool steps, kiln_diag *d)
+{
+    for (size_t i = 0; i < q->nflavors; i++) {
+        const kiln_map *nl = &q->flavors[i].node_labels;
+        for (size_t k = 0; k < nl->n; k++) {
+            if (steps && names_a_node(nl->keys[k])) continue;
+            char field[300];
+            snprintf(field, sizeof field, "spec.nodeLabels.%s", nl->keys[k]);
+            add(d, "ResourceFlavor", q->flavors[i].name, field,
+                steps ? "a Slurm partition's nodes carry no labels: under --slurm-launch steps "
+                        "only kubernetes.io/hostname or kiln.dev/node (a node's name) can be "
+                        "asked of Slurm"
+                      : "meaningless under --executor slurm --slurm-launch batch: jobs go to the "
+                        "one partition --slurm-partition names and Slurm chooses the nodes");
+        }
+    }
+}
+
 size_t kiln_queues_steps_refusals(const kiln_queues *q, kiln_diag *d)
 {
     size_t before = d->n + d->dropped;
-    for (size_t i = 0; i < q->nflavors; i++)
-        if (q->flavors[i].node_labels.n)
-            add(d, "ResourceFlavor", q->flavors[i].name, "spec.nodeLabels",
-                "a Slurm partition's nodes carry no labels (under --slurm-launch steps Slurm "
-                "chooses the nodes of what kiln admitted): use a flavor without nodeLabels");
+    flavor_label_refusals(q, true, d);
     return d->n + d->dropped - before;
 }
 
 size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d)
 {
     size_t before = d->n + d->dropped;
-    for (size_t i = 0; i < q->nflavors; i++)
-        if (q->flavors[i].node_labels.n)
-            add(d, "ResourceFlavor", q->flavors[i].name, "spec.nodeLabels",
-                "meaningless under --executor slurm: jobs go to the one partition "
-                "--slurm-partition names and Slurm chooses the nodes");
+    flavor_label_refusals(q, false, d);
     for (size_t i = 0; i < q->cohorts.n; i++)
         add(d, "Cohort", q->cohorts.v[i], "kind: Cohort",
             "meaningless in Slurm: accounts lend no quota to each other");

@@ -20,6 +20,8 @@
 #   - tuning: with the cluster taken, a trial's allocation pending in Slurm
 #     holds its GPU (a plain job is admitted beside it, the next waits for
 #     quota); never more than 2 allocations at once; all SUCCEEDED.
+#   - a flavor's nodeLabels: one Slurm has no meaning for stops kilnd's start,
+#     named; kubernetes.io/hostname pins what the flavor admits to its node.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
 PORT_RANGE=18000-18799 # the cluster's own daemons listen on 18900-18992
 . "$(dirname "$0")/lib.sh"
@@ -81,7 +83,7 @@ root_ok=()
 "$KILND" --listen 127.0.0.1:0 --data-dir "$T/refused" "${root_ok[@]}" "${KILND_STEPS[@]}" \
     --queues "$T/labels.yaml" >"$T/refused.out" 2>&1
 check_eq "a flavor's nodeLabels under steps: kilnd refuses to start" "$?" 1
-check "naming the field" grep -q 'spec.nodeLabels' "$T/refused.out"
+check "naming the field" grep -q 'spec.nodeLabels.gpu' "$T/refused.out"
 
 start_kilnd "$T/d" "${KILND_STEPS[@]}" --queues "$T/queues.yaml"
 
@@ -269,5 +271,15 @@ wait "$SAMPLER" 2>/dev/null
 check_eq "never more than 2 of the trials' and pa/pb's allocations at once ($(wc -l <"$T/tsamples") samples)" "$(sort -n "$T/tsamples" | tail -1)" 2
 api GET /v1/projects/p1/jobs/tq1
 check_eq "3 trials reported" "$(printf '%s' "$BODY" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["trainingOutput"]["trials"]))')" 3
+
+# a flavor whose nodeLabels name a node pins what it admits there (a label
+# Slurm has no meaning for is refused at start, above)
+stop_kilnd
+sed 's/^  name: t4$/  name: t4\nspec:\n  nodeLabels:\n    kubernetes.io\/hostname: n2/' "$T/queues.yaml" >"$T/pinned.yaml"
+start_kilnd "$T/d2" "${KILND_STEPS[@]}" --queues "$T/pinned.yaml"
+api POST /v1/projects/p1/jobs "$(printf '{"jobId":"pin1","labels":{"kueue.x-k8s.io/queue-name":"training"},"trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_T4"},"containerCommand":["sh","-c","echo \\"on $SLURMD_NODENAME\\""]}}}')"
+check_eq "pin1 created (a flavor pinned to n2)" "$STATUS" 200
+check "pin1 SUCCEEDED" wait_state pin1 SUCCEEDED 60
+check "it ran on the flavor's node n2" grep -q 'on n2' "$T/d2/jobs/p1/pin1/log.tsv"
 
 finish

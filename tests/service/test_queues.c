@@ -168,6 +168,29 @@ int main(void)
         q = NULL;
     }
 
+    /* a flavor whose nodeLabels name a node: under --slurm-launch steps it
+     * pins the admitted job there (kept), another label is refused by its
+     * key; under batch every label is refused */
+    snprintf(all, sizeof all, "%s%s",
+             HDR "kind: ResourceFlavor\nmetadata:\n  name: v100\nspec:\n  nodeLabels:\n"
+                 "    kubernetes.io/hostname: n1\n    kiln.dev/node: n1\n    disk: ssd\n---\n",
+             cq(a, sizeof a, "a", NULL, "2", NULL, NULL));
+    q = load(all, &d);
+    kiln_diag_print(&d, stderr);
+    CHECK(q != NULL);
+    if (q) {
+        kiln_diag sd = KILN_DIAG_INIT;
+        CHECK(kiln_queues_steps_refusals(q, &sd) == 1);
+        CHECK(has_field(&sd, "ResourceFlavor v100: spec.nodeLabels.disk"));
+        CHECK(!has_field(&sd, "hostname") && !has_field(&sd, "kiln.dev/node"));
+        kiln_diag_clear(&sd);
+        CHECK(kiln_queues_slurm_refusals(q, true, &sd) == 3);
+        CHECK(has_field(&sd, "spec.nodeLabels.kubernetes.io/hostname"));
+        kiln_diag_free(&sd);
+        kiln_queues_free(q);
+        q = NULL;
+    }
+
     /* borrowingLimit and lendingLimit */
     snprintf(all, sizeof all, "%s%s%s", FLAVOR,
              cq(a, sizeof a, "a", "lab", "2", "        borrowingLimit: 1\n", NULL),
