@@ -34,6 +34,8 @@
 #   - `kiln nodes drain` of a running job's node: requeued onto the other;
 #   - a container replica with a GPU: podman on the node, the GPU Slurm chose
 #     given through CDI (--device nvidia.com/gpu=N) and renumbered inside.
+#   - elastic workers in containers (the host's Python and torch): torchrun's
+#     c10d group of two across the gang's allocation and a worker's own.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
 PORT_RANGE=17000-17799 # the cluster's own daemons listen on 17900-17992
 . "$(dirname "$0")/lib.sh"
@@ -345,6 +347,28 @@ if probe_podman >/dev/null 2>&1; then
     check "ctr1 SUCCEEDED" wait_state ctr1 SUCCEEDED 90
     check "the program ran in its container, CUDA counting from 0" grep -q 'in kiln-p1-ctr1-master-replica-0 cvd=0' <<<"$(LOGS ctr1)"
     check "podman got the GPU Slurm gave the step" grep -qE -- '--device nvidia.com/gpu=[01] .*kiln-test-steps.* CVD=0$' "$T/podman-args.log"
+    # elastic workers in containers under steps: torchrun's c10d group of two
+    # forms across the gang's allocation and a worker's own, each container
+    # a node of its own name (the image is the host's: /usr and /etc mounted
+    # read-only by the wrapper, as it_pytorchjob's node config does)
+    if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null && host_image localhost/kiln-test-elastic; then
+        mkdir -p "$T/el_c"
+        elc() { printf '["env","KILN_ELASTIC_STATE=%s","%s","%s","%s","6"]' "$T/el_c" "$SYSPY" \
+            "$HERE/pytorchjob/torchrun.py" "$HERE/pytorchjob/elastic.py"; }
+        img='"imageUri":"localhost/kiln-test-elastic","imagePullPolicy":"Never"'
+        api POST /v1/projects/p1/jobs "$(printf '{"jobId":"elc1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{%s,"containerCommand":%s},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{%s,"containerCommand":%s},"pytorchJob":{"workersOnly":true,"elasticPolicy":{"rdzvBackend":"c10d","minReplicas":"1","maxReplicas":"2","maxRestarts":"3"}}}}' \
+            "$img" "$(elc)" "$img" "$(elc)")"
+        check_eq "elc1 (torchrun in containers) created" "$STATUS" 200
+        check "elc1 SUCCEEDED" wait_state elc1 SUCCEEDED 150
+        LC=$T/d/jobs/p1/elc1/log.tsv
+        check "its workers ran in containers" test "$(grep -c 'container kiln-p1-elc1-.* of image localhost/kiln-test-elastic' "$LC")" -ge 2
+        check "worker 0 (the gang's allocation) was in the group of two" grep -q "master-replica-0	rank [01] done in a group of 2" "$LC"
+        check "worker 1 (an allocation of its own) was in the group of two" grep -q "worker-replica-0	rank [01] done in a group of 2" "$LC"
+        check "no group of one" test "$(grep -c 'group of 1' "$LC")" -eq 0
+        grep -q "worker-replica-0	rank [01] done in a group of 2" "$LC" || tail -n 30 "$LC" >&2
+    else
+        echo "SKIPPED elastic containers: no torch.distributed in $SYSPY, or the host image failed" >&2
+    fi
 else
     echo "SKIPPED the container part: probe podman: $(probe_podman 2>&1)" >&2
 fi

@@ -46,10 +46,18 @@ slurm_podman_wrap() {
     cat >"$T/podman-wrap" <<EOF
 #!/bin/bash
 printf '%s CVD=%s\n' "\$*" "\${CUDA_VISIBLE_DEVICES-unset}" >>"$T/podman-args.log"
+# an image built of the host's files (lib.sh's host_image) gets the host's
+# /usr and /etc read-only, and the test's directories, after "run"
+host=
+case " \$* " in *" localhost/kiln-test-elastic "*) host=1 ;; esac
 args=()
 while [ \$# -gt 0 ]; do
     if [ "\$1" = --device ]; then shift 2; continue; fi
     args+=("\$1")
+    if [ "\$1" = run ] && [ -n "\$host" ]; then
+        args+=(-v /usr:/usr:ro -v /etc:/etc:ro -v "$T:$T" -v "$HERE:$HERE:ro")
+        host=
+    fi
     shift
 done
 exec podman "\${args[@]}"
