@@ -35,7 +35,8 @@
 #   - a container replica with a GPU: podman on the node, the GPU Slurm chose
 #     given through CDI (--device nvidia.com/gpu=N) and renumbered inside.
 #   - elastic workers in containers (the host's Python and torch): torchrun's
-#     c10d group of two across the gang's allocation and a worker's own.
+#     c10d group of two across the gang's allocation and a worker's own;
+#     that worker's allocation cancelled, the group re-forms with another.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
 PORT_RANGE=17000-17799 # the cluster's own daemons listen on 17900-17992
 . "$(dirname "$0")/lib.sh"
@@ -366,6 +367,20 @@ if probe_podman >/dev/null 2>&1; then
         check "worker 1 (an allocation of its own) was in the group of two" grep -q "worker-replica-0	rank [01] done in a group of 2" "$LC"
         check "no group of one" test "$(grep -c 'group of 1' "$LC")" -eq 0
         grep -q "worker-replica-0	rank [01] done in a group of 2" "$LC" || tail -n 30 "$LC" >&2
+        # and shrinks: worker 1's allocation cancelled mid-run, its container
+        # leaves, another comes in an allocation of its own, the group re-forms
+        mkdir -p "$T/el_ck"
+        elk() { printf '["env","KILN_ELASTIC_STATE=%s","%s","%s","%s","40"]' "$T/el_ck" "$SYSPY" \
+            "$HERE/pytorchjob/torchrun.py" "$HERE/pytorchjob/elastic.py"; }
+        api POST /v1/projects/p1/jobs "$(printf '{"jobId":"elck","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{%s,"containerCommand":%s},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{%s,"containerCommand":%s},"pytorchJob":{"workersOnly":true,"elasticPolicy":{"rdzvBackend":"c10d","minReplicas":"1","maxReplicas":"2","maxRestarts":"3"}}}}' \
+            "$img" "$(elk)" "$img" "$(elk)")"
+        check_eq "elck created" "$STATUS" 200
+        LCK=$T/d/jobs/p1/elck/log.tsv
+        check "elck: the containers' group of two took 3 steps" wait_file "$LCK" "step 3: all-reduced across 2" 90
+        scancel -n kiln-p1-elck-w0
+        check "elck SUCCEEDED after worker 1's allocation was cancelled" wait_state elck SUCCEEDED 150
+        check "another worker came, in an allocation of its own" test "$(allocs elck -w1)" = 1
+        check "the containers' group re-formed with it" grep -q "joined a group of 2 at step [1-9][0-9]* (restart [1-9])" "$LCK"
     else
         echo "SKIPPED elastic containers: no torch.distributed in $SYSPY, or the host image failed" >&2
     fi
