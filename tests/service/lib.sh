@@ -66,6 +66,7 @@ it_slurm_queues.sh) port_base=41000 ;;
 it_slurm_elastic.sh) port_base=64000 ;;
 it_slurm_steps.sh) port_base=17000 ;;
 it_slurm_steps_queues.sh) port_base=18000 ;;
+it_slurm_steps_spread.sh) port_base=19000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}

@@ -10,6 +10,8 @@
 #   slurm_cluster.sh stop DIR           stops everything started under DIR
 #
 # PORT (default 44900) is slurmctld's; the two slurmd take PORT+1 and PORT+2.
+# KILN_SLURM_NODES=3 adds n3 (2 GPUs too) on the next free port (PORT+3, or
+# PORT+4 with --accounting): a job's component can then span nodes.
 # --accounting (opt-in) adds Slurm's accounting: a MariaDB of the cluster's
 # own (mariadbd with its datadir and socket under DIR/db, no network) and
 # slurmdbd on 127.0.0.1:PORT+3, the cluster registered with sacctmgr, and
@@ -28,11 +30,16 @@ DIR=${2:?usage: $0 start|stop DIR [PORT [--accounting]]}
 PORT=${3:-44900}
 ACCT=
 [ "${4:-}" = --accounting ] && ACCT=1
+NODES=${KILN_SLURM_NODES:-2}
+case $NODES in 2 | 3) ;; *) echo "slurm_cluster: KILN_SLURM_NODES is 2 or 3" >&2; exit 2 ;; esac
+NAMES=$(seq -f 'n%g' 1 "$NODES")
+# node_port N: slurmd's port of node N (slurmdbd keeps PORT+3)
+node_port() { if [ "$1" -ge 3 ] && [ -n "$ACCT" ]; then echo $((PORT + $1 + 1)); else echo $((PORT + $1)); fi; }
 
 stop_all() {
     local f pid
     # mariadbd after slurmdbd, which writes to it as it stops
-    for f in "$DIR"/run/slurmd-n1.pid "$DIR"/run/slurmd-n2.pid "$DIR"/run/slurmctld.pid \
+    for f in "$DIR"/run/slurmd-n[0-9].pid "$DIR"/run/slurmctld.pid \
         "$DIR"/run/slurmdbd.pid "$DIR"/db/mariadbd.pid "$DIR"/munge/munged.pid; do
         [ -s "$f" ] || continue
         pid=$(cat "$f")
@@ -67,14 +74,14 @@ fi
 SOCK=$DIR/munge/munge.socket
 
 # fake GPUs: /dev/null's numbers, two per node
-for n in n1 n2; do
+for n in $NAMES; do
     for g in 0 1; do [ -e "$DIR/dev/${n}gpu$g" ] || mknod "$DIR/dev/${n}gpu$g" c 1 3; done
 done
 
-cat >"$DIR/gres.conf" <<EOF
-NodeName=n1 Name=gpu Type=t4 File=$DIR/dev/n1gpu[0-1]
-NodeName=n2 Name=gpu Type=t4 File=$DIR/dev/n2gpu[0-1]
-EOF
+for n in $NAMES; do echo "NodeName=$n Name=gpu Type=t4 File=$DIR/dev/${n}gpu[0-1]"; done >"$DIR/gres.conf"
+NODE_CONF=$(for i in $(seq 1 "$NODES"); do
+    echo "NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$(node_port "$i") CPUs=2 RealMemory=4000 Gres=gpu:t4:2 State=UNKNOWN"
+done)
 
 # accounting: slurm.conf's part of it (slurmdbd itself starts below)
 # jobacct_gather/linux: sstat reads a running step's CPU time and memory
@@ -124,9 +131,8 @@ KillWait=5
 InactiveLimit=0
 $ACCT_CONF
 JobCompType=jobcomp/none
-NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 1)) CPUs=2 RealMemory=4000 Gres=gpu:t4:2 State=UNKNOWN
-NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + 2)) CPUs=2 RealMemory=4000 Gres=gpu:t4:2 State=UNKNOWN
-PartitionName=kiln Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+$NODE_CONF
+PartitionName=kiln Nodes=$(echo $NAMES | tr ' ' ,) Default=YES MaxTime=INFINITE State=UP
 EOF
 
 export SLURM_CONF=$DIR/slurm.conf
@@ -177,16 +183,15 @@ fi
 slurmctld -c -f "$SLURM_CONF"
 for _ in $(seq 1 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.1; done
 scontrol ping >/dev/null 2>&1
-slurmd -f "$SLURM_CONF" -N n1
-slurmd -f "$SLURM_CONF" -N n2
-# both nodes idle (bounded: 30 s)
+for n in $NAMES; do slurmd -f "$SLURM_CONF" -N "$n"; done
+# every node idle (bounded: 30 s)
 up=0
 for _ in $(seq 1 300); do
     up=$(sinfo -h -N -p kiln -o '%N %t' 2>/dev/null | grep -c ' idle$' || true)
-    [ "$up" -ge 2 ] && break
+    [ "$up" -ge "$NODES" ] && break
     sleep 0.1
 done
-if [ "$up" -lt 2 ]; then
+if [ "$up" -lt "$NODES" ]; then
     sinfo -N -p kiln >&2 || true
     false
 fi

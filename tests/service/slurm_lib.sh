@@ -10,9 +10,10 @@
 # the test and finishes it.
 # slurm_test_cluster FIRST LAST --accounting: the same with Slurm's
 # accounting (slurmdbd on a fourth port, its own MariaDB: slurm_cluster.sh).
+# KILN_SLURM_NODES=3 in the environment: a third node (n3), on one port more.
 slurm_test_cluster() {
-    local first=$1 last=$2 opt=${3:-} base busy started= sport= n=3
-    [ "$opt" = --accounting ] && n=4
+    local first=$1 last=$2 opt=${3:-} base busy started= sport= n=$((1 + ${KILN_SLURM_NODES:-2}))
+    [ "$opt" = --accounting ] && n=$((n + 1))
     CLUSTER=$T/slurm
     AT_EXIT="${AT_EXIT:-:}; $HERE/slurm_cluster.sh stop $CLUSTER"
     for base in $(seq "$first" "$n" "$((last - n + 1))"); do
