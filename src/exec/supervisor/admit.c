@@ -771,6 +771,11 @@ void admit_pass(sup *s, qent **v, size_t n)
         hold_waiting(s, q, &c[i]);
     for (size_t i = 0; i < nc; i++)
         if (c[i].state == C_SLURM) ask_waiting(s, q, &c[i]);
+    /* every allocation still wanted was asked for above: the others'
+     * (their jobs cancelled or gone while Slurm held them) go back to
+     * Slurm before any head is asked for, so that the queue never has
+     * more allocations in Slurm than its quota admits */
+    if (!d->stop) place_sweep(s, pass_ns);
 
     for (;;) {
         long best = -1;
@@ -879,9 +884,6 @@ void admit_pass(sup *s, qent **v, size_t n)
         }
     }
     publish(d, q, c, nc);
-    /* every admitted job's allocation was asked for in this pass: the
-     * others' (cancelled while Slurm held them) go back to Slurm now */
-    if (!d->stop) place_sweep(s, pass_ns);
 out:
     pthread_mutex_unlock(&d->queues_mu);
     free(c);

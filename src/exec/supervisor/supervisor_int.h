@@ -281,9 +281,10 @@ void place_forget(sup *s, const place_who *w);
 kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
                     const kiln_map *const sel[KILN_ROLE_COUNT], char *why, size_t whylen);
 /* Under Slurm: cancels the jobs' gang allocations (not trials', not
- * elastic workers') that no call asked for since `since`: at the end of an
- * admission pass, which asks for every one it keeps, those of jobs that
- * left the queue (cancelled) go back at once, not after place_tick's 5 s. */
+ * elastic workers') that no call asked for since `since`: in an admission
+ * pass, once it has asked again for every one it keeps and before it asks
+ * for any new one, those of jobs that left the queue (cancelled) go back
+ * at once, not after place_tick's 5 s. */
 void place_sweep(sup *s, int64_t since);
 /* Gives a placement back (Slurm: cancels its allocations). */
 void place_release(sup *s, const kiln_placement *pl);
