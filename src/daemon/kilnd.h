@@ -118,6 +118,12 @@ typedef struct kilnd {
          * replicas run as steps in it (src/exec/supervisor/place.c);
          * batch: the Slurm executor of src/exec/slurm/slurm.c */
         bool steps;
+        /* --slurm-queues accounts: the --queues file is carried out by
+         * Slurm's accounting (src/exec/slurm/accounts.h: ClusterQueues are
+         * accounts with GrpTRES, priority classes QOS) and Slurm admits;
+         * kiln (the default under steps): kiln's own admission (admit.c).
+         * Always true under batch. */
+        bool accounts;
     } slurm;
     kilnd_user *users;
     size_t n_users;

@@ -58,7 +58,7 @@ static const char usage[] =
     "             [--allow-root-replicas yes|no] [--nvml-library PATH]\n"
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
-    "             [--slurm-launch batch|steps]\n"
+    "             [--slurm-launch batch|steps] [--slurm-queues kiln|accounts]\n"
     "             [--queues FILE] [--hpa-sync-period SECONDS]\n"
     "             [--hpa-downscale-stabilization SECONDS]\n"
     "             [--notebook-python PATH] [--notebook-env KEY=PYTHON]...\n"
@@ -82,8 +82,9 @@ static const char usage[] =
     "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
     "LocalQueue, ResourceFlavor, Cohort and WorkloadPriorityClass YAML (docs/queues.md);\n"
     "SIGHUP reloads it (a bad file leaves the old one in use). Under --executor slurm\n"
-    "it becomes Slurm's accounts (--slurm-launch batch) or stays kiln's admission,\n"
-    "Slurm placing what kiln admitted (steps).\n"
+    "it stays kiln's admission, Slurm placing what kiln admitted (--slurm-queues\n"
+    "kiln, the default), or becomes Slurm's accounts, Slurm admitting (--slurm-queues\n"
+    "accounts; always under --slurm-launch batch).\n"
     "Notebook instances (docs/notebooks.md) run JupyterLab from --notebook-python\n"
     "(default $KILN_NOTEBOOK_PYTHON or ~/.cache/kiln/notebook-venv/bin/python);\n"
     "--notebook-env maps a vmImage family or image name to another Python.\n";
@@ -335,8 +336,8 @@ static int start_gpus(kilnd *d, const char *note)
  * places), a flavor's nodeLabels only. */
 static size_t queues_slurm_refusals(const kilnd *d, const kiln_queues *q, kiln_diag *dg)
 {
-    return d->slurm.steps ? kiln_queues_steps_refusals(q, dg)
-                          : kiln_queues_slurm_refusals(q, d->slurm.machine_resources, dg);
+    return d->slurm.accounts ? kiln_queues_slurm_refusals(q, d->slurm.machine_resources, dg)
+                             : kiln_queues_steps_refusals(q, dg);
 }
 
 /* SIGHUP: the queues file again. A file that does not load leaves the old
@@ -359,7 +360,7 @@ static void reload_queues(kilnd *d)
         return;
     }
     /* under Slurm its accounts first: jobs submitted after the swap name them */
-    if (d->slurm.on && !d->slurm.steps && !kiln_slurm_accounts_apply(d, nq, why, sizeof why)) {
+    if (d->slurm.on && d->slurm.accounts && !kiln_slurm_accounts_apply(d, nq, why, sizeof why)) {
         fprintf(stderr, "kilnd: SIGHUP: %s; still submitting with the old queues file\n", why);
         kiln_diag_free(&dg);
         kiln_queues_free(nq);
@@ -445,6 +446,7 @@ int main(int argc, char **argv)
     char path[PATH_MAX + 32], bound[128];
     const char *kiln_train = NULL, *monitor = NULL, *runtime = NULL;
     const char *slurm_flag = NULL; /* the first --slurm-* flag given: needs --executor slurm */
+    bool queues_mode_set = false;  /* --slurm-queues given */
     char *cfg_runtime = NULL;
     struct MHD_Daemon *api = NULL;
     pthread_t sup, nb;
@@ -548,6 +550,13 @@ int main(int argc, char **argv)
                 goto out;
             }
             d.slurm.steps = strcmp(v, "steps") == 0;
+        } else if (strcmp(a, "--slurm-queues") == 0) {
+            if (strcmp(v, "kiln") != 0 && strcmp(v, "accounts") != 0) {
+                fprintf(stderr, "kilnd: --slurm-queues is kiln or accounts, not '%s'\n", v);
+                goto out;
+            }
+            d.slurm.accounts = strcmp(v, "accounts") == 0;
+            queues_mode_set = true;
         } else if (strcmp(a, "--slurm-machine-resources") == 0) {
             if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0) {
                 fprintf(stderr, "kilnd: --slurm-machine-resources wants yes or no\n");
@@ -639,6 +648,18 @@ int main(int argc, char **argv)
         }
         if (!d.slurm.partition || !*d.slurm.partition) {
             fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
+            goto out;
+        }
+        /* batch: Slurm admits every job itself, so queues can only be its accounts */
+        if (!d.slurm.steps && queues_mode_set && !d.slurm.accounts) {
+            fprintf(stderr, "kilnd: --slurm-queues kiln needs --slurm-launch steps (under batch "
+                            "Slurm admits every job: the queues are its accounts)\n");
+            goto out;
+        }
+        if (!d.slurm.steps) d.slurm.accounts = true;
+        if (queues_mode_set && !d.queues_path) {
+            fprintf(stderr, "kilnd: --slurm-queues says how a --queues file is carried out: "
+                            "give --queues FILE, or remove it\n");
             goto out;
         }
         /* A project's Slurm jobs run as its user (root submits them with
@@ -739,10 +760,10 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "kilnd: --queues %s with --executor slurm: these fields are refused "
                 "(docs/queues.md, \"Under --executor slurm%s\"):\n",
-                d.queues_path, d.slurm.steps ? " --slurm-launch steps" : "");
+                d.queues_path, d.slurm.accounts ? "" : " --slurm-launch steps");
         goto diag;
     }
-    if (d.queues_path && d.slurm.on && !d.slurm.steps &&
+    if (d.queues_path && d.slurm.on && d.slurm.accounts &&
         !kiln_slurm_accounts_apply(&d, d.queues, path, sizeof path)) {
         fprintf(stderr, "kilnd: --queues %s with --executor slurm: %s\n", d.queues_path, path);
         goto out;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/service/it_slurm_queues.sh - `kilnd --executor slurm --slurm-launch batch --queues FILE`:
+# tests/service/it_slurm_queues.sh - `kilnd --executor slurm --slurm-queues accounts --queues FILE`:
 # Kueue's file carried out with Slurm's own accounting, on the two-node
 # test cluster (4 GPUs) with slurmdbd and its own MariaDB
 # (slurm_cluster.sh --accounting; docs/slurm.md, "Queues"):
@@ -10,7 +10,8 @@
 #   - team A's three 1-GPU jobs: two run, the third waits with Slurm's reason
 #     (AssocGrpGRES) naming ClusterQueue team-a in kilnStatus, while team B's
 #     job starts at once; when an A job ends, the third runs;
-#   - jobs go with --account=<ClusterQueue> and --qos=<priority class>;
+#   - jobs' allocations go with --account=<ClusterQueue> and
+#     --qos=<priority class> (kiln's one supervisor asks, Slurm admits);
 #   - SIGHUP applies stopPolicy: Hold (GrpJobs=0: b1 runs on, b2 waits,
 #     saying its ClusterQueue is held), then a changed quota (GrpTRES);
 #   - with the projects' own Unix user (tokens file 'project P user U'), the
@@ -47,7 +48,7 @@ write_queues() { # write_queues TEAM_B_GPUS [TEAM_B SPEC LINES]: $T/queues.yaml
 }
 write_queues 2
 
-KILND_SLURM=(--executor slurm --slurm-launch batch --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+KILND_SLURM=(--executor slurm --slurm-queues accounts --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
     --slurm-gpu-type NVIDIA_TESLA_T4=t4)
 # the starts that must fail, as start_kilnd starts kilnd
 root_ok=()
@@ -116,7 +117,7 @@ check "a3's kilnStatus says Slurm's reason and team-a's quota ($reason)" \
     grep -q "AssocGrpGRES.*ClusterQueue team-a's quota is in use (Slurm account team-a, GrpTRES=gres/gpu=2" <<<"$reason"
 check_eq "a3's kilnStatus names its ClusterQueue" "$(printf '%s' "$BODY" | jget kilnStatus.queue.clusterQueue)" team-a
 check_eq "squeue: a3 pends on AssocGrpGRES in account team-a with QOS urgent" \
-    "$(squeue -h -n kiln.team-a.a3.0 -o '%a %q %T %r' 2>/dev/null | head -1)" "team-a urgent PENDING AssocGrpGRES"
+    "$(squeue -h -n kiln-team-a-a3 -o '%a %q %T %r' 2>/dev/null | head -1)" "team-a urgent PENDING AssocGrpGRES"
 # kiln queues describe: Slurm's count of the account (scontrol show assoc_mgr)
 qd=
 for _ in $(seq 1 50); do
@@ -140,8 +141,8 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 echo "b1 (team-b) RUNNING $ms ms after its create, with team-a's third job waiting"
 check "b1 started within 15 s ($ms ms)" test "$ms" -le 15000
 check_eq "a3 still QUEUED" "$(st team-a a3)" QUEUED
-check "b1 went with --account=team-b" grep -q -- "--account=team-b" "$T/d/jobs/team-b/b1/slurm/job.sbatch"
-check "a3 went with --account=team-a --qos=urgent" grep -q -- "--account=team-a --qos=urgent" "$T/d/jobs/team-a/a3/slurm/job.sbatch"
+check_eq "b1's allocation went with --account=team-b (and no QOS of a priority class)" \
+    "$(squeue -h -n kiln-team-b-b1 -o '%a %q' 2>/dev/null | head -1)" "team-b normal"
 
 # one A job ends: the third runs
 touch "$T/end-a1"
@@ -219,7 +220,7 @@ check "asu SUCCEEDED" wait_st team-b asu SUCCEEDED 60
 check "asu ran as $U" grep -q "RUNS_AS $U$" "$T/d2/jobs/team-b/asu/log.tsv"
 acct=
 for _ in $(seq 1 50); do
-    acct=$(sacct -n -P -X --name=kiln.team-b.asu.0 -o Account,User 2>/dev/null | head -1)
+    acct=$(sacct -n -P -X --name=kiln-team-b-asu -o Account,User 2>/dev/null | head -1)
     [ -n "$acct" ] && break
     sleep 0.1
 done

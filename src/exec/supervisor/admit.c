@@ -375,7 +375,7 @@ static void preempt_waiting(sup *s, kiln_queues *q, const cand *x, victim *v, co
     kilnd *d = s->d;
     cand *pc = v->pc;
     const char *vp = pc->e->rec->project, *vid = pc->e->rec->job->job_id;
-    place_who who = {vp, vid, NULL};
+    place_who who = {vp, vid, NULL, NULL};
     place_forget(s, &who);
     pc->e->q_held = false;
     q->cqs[pc->cq].admitted--;
@@ -639,7 +639,7 @@ static void hold(kiln_queues *q, cand *x, const kiln_qassign *a)
 static void hold_waiting(sup *s, kiln_queues *q, cand *x)
 {
     char sw[300];
-    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL};
+    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL, NULL};
     if (x->state != C_PENDING || x->tuning || !place_waiting(s, &who, sw, sizeof sw)) {
         x->e->q_held = false;
         return;
@@ -691,7 +691,7 @@ static void ask_waiting(sup *s, kiln_queues *q, cand *x)
         x->state = C_ADMITTED;
         return;
     }
-    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL};
+    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL, NULL};
     /* not waiting any more (Slurm ended it before it ran: asked again at
      * the next pass, as a head): held this pass all the same */
     waiting_why(q, x, place_waiting(s, &who, sw, sizeof sw) ? sw : why);
@@ -702,7 +702,7 @@ static void ask_waiting(sup *s, kiln_queues *q, cand *x)
 static bool hold_new(sup *s, kiln_queues *q, cand *x, const kiln_qassign *a)
 {
     char sw[300];
-    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL};
+    place_who who = {x->e->rec->project, x->e->rec->job->job_id, NULL, NULL};
     if (!place_waiting(s, &who, sw, sizeof sw)) return false;
     hold(q, x, a);
     x->e->q_held = true;
@@ -991,7 +991,7 @@ static void trials_recharge(sup *s, kiln_queues *q)
 {
     for (thold **l = &s->trial_holds; *l;) {
         thold *h = *l;
-        place_who w = {h->project, h->job_id, h->tag};
+        place_who w = {h->project, h->job_id, h->tag, NULL};
         char sw[64];
         if (h->qgen == s->d->queues_gen && place_waiting(s, &w, sw, sizeof sw)) {
             kiln_queues_charge(q, h->cq, &h->a, h->req, 1);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/slurm/accounts.h"
 #include "exec/slurm/alloc.h"
 #include "exec/slurm/slurm.h"
 #include "exec/supervisor/supervisor_int.h"
@@ -34,6 +35,9 @@ typedef struct palloc {
     long id;
     int64_t asked_ns, submitted_ns;
     bool gang; /* a job's gang (no tag): asked by the scheduling pass only */
+    /* --slurm-queues accounts: whose it is, and the account and QOS it went
+     * with (why Slurm holds it PENDING is said in those words) */
+    char project[128], job_id[256], account[128], qos[128];
     struct palloc *next;
 } palloc;
 
@@ -244,6 +248,20 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
             snprintf(why, whylen, "waiting for squeue to answer");
             return KILN_ECONFLICT;
         }
+        /* --slurm-queues accounts: the account of its ClusterQueue, the QOS
+         * of its priority class (accounts.h). A job no LocalQueue takes now
+         * (the file changed since its create) is asked for nowhere: without
+         * its account it would run outside every quota */
+        char acct[128] = "", qos[128] = "";
+        bool accounts = d->queues_path && d->slurm.accounts;
+        if (accounts && !kiln_slurm_job_account(d, w->project, w->labels, acct, sizeof acct, qos,
+                                                sizeof qos)) {
+            snprintf(why, whylen,
+                     "no LocalQueue of the queues file takes project %s's job now (it changed "
+                     "since the job was created), so it has no Slurm account",
+                     w->project);
+            return KILN_EINVAL;
+        }
         /* a previous kilnd's allocation of that name is this one's */
         const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, 0, name);
         long id = row && kiln_slurm_alloc_state_of(row) != KILN_SLURM_ALLOC_ENDED ? row->id : 0;
@@ -255,7 +273,8 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
             kiln_slurm_alloc_req rq = {.name = name,
                                        .dir = dir,
                                        .partition = d->slurm.partition,
-                                       .account = d->slurm.account,
+                                       .account = accounts ? acct : d->slurm.account,
+                                       .qos = qos[0] ? qos : NULL,
                                        .uid = uid,
                                        .gid = gid,
                                        .comps = comps,
@@ -274,6 +293,10 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
                     row && row->id == id ? "Taking over the" : "Asked for", id, name, np,
                     np == 1 ? "" : "s");
         snprintf(pa->name, sizeof pa->name, "%s", name);
+        snprintf(pa->project, sizeof pa->project, "%s", w->project);
+        snprintf(pa->job_id, sizeof pa->job_id, "%s", w->job_id);
+        snprintf(pa->account, sizeof pa->account, "%s", acct);
+        snprintf(pa->qos, sizeof pa->qos, "%s", qos);
         pa->id = id;
         pa->gang = !w->tag;
         pa->submitted_ns = now;
@@ -458,6 +481,34 @@ int place_wait_ms(const sup *s, int64_t now)
     return ms < TICK_MS ? ms : TICK_MS;
 }
 
+/* --slurm-queues accounts: why each job whose allocation Slurm holds
+ * PENDING waits, in the API's kilnStatus.queue (Slurm's reason in its
+ * ClusterQueue's words: accounts.h), from the squeue just read; and, once
+ * a second, each ClusterQueue's usage as Slurm counts its account. */
+static void slurm_waits(sup *s, int64_t now)
+{
+    kilnd *d = s->d;
+    size_t cap = 0, n = 0;
+    for (const palloc *p = s->pending; p; p = p->next)
+        cap++;
+    kiln_slurm_wait *w = calloc(cap ? cap : 1, sizeof *w);
+    for (const palloc *p = s->pending; w && p; p = p->next) {
+        const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, p->id, NULL);
+        /* a trial's or an elastic worker's allocation waits inside a
+         * running job: only a gang's keeps its job QUEUED */
+        if (!p->gang || !row || kiln_slurm_alloc_state_of(row) != KILN_SLURM_ALLOC_PENDING)
+            continue;
+        w[n++] = (kiln_slurm_wait){p->project, p->job_id, p->account[0] ? p->account : NULL,
+                                   p->qos[0] ? p->qos : NULL, row->reason};
+    }
+    if (w && s->sq.ok) kiln_slurm_publish_waits(d, w, n);
+    free(w);
+    if (now - s->usage_ns_read >= 1000000000LL && !d->stop) {
+        kiln_slurm_queue_usage(d); /* GET /v1/queues: Slurm's count */
+        s->usage_ns_read = now;
+    }
+}
+
 /* Slurm: squeue's view of kiln's allocations (sq_every), and the cancel of
  * pending ones nobody asks for. */
 static void slurm_tick(sup *s, int64_t now)
@@ -474,6 +525,7 @@ static void slurm_tick(sup *s, int64_t now)
             pending_drop(s, p);
         }
     }
+    if (s->d->queues_path && s->d->slurm.accounts) slurm_waits(s, now);
 }
 
 long place_lost(const sup *s, const rjob *j, char *why, size_t whylen)

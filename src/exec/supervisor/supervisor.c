@@ -240,7 +240,7 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
     }
     /* the placement backend takes d->mu itself (kiln's book); Slurm's
      * commands run without it */
-    place_who who = {rec->project, rec->job->job_id, NULL};
+    place_who who = {rec->project, rec->job->job_id, NULL, &rec->job->labels};
     /* under Slurm a tuning job's study starts holding nothing (each trial
      * is an allocation of its own, launch_trial): nothing is asked of
      * Slurm for the job itself, only whether its shape can ever fit */
@@ -392,7 +392,7 @@ static void schedule(sup *s)
     running_set rs = {0};
     running_build(s, &rs);
     blocked b = {0};
-    if (d->queues_path) { /* Kueue's admission decides the order (admit.c) */
+    if (kiln_admits(d)) { /* Kueue's admission decides the order (admit.c) */
         for (size_t i = 0; i < n; i++)
             v[i]->running =
                 !v[i]->gone && is_running(s, &rs, v[i]->rec->project, v[i]->rec->job->job_id);
@@ -556,7 +556,7 @@ static void grow(sup *s, rjob *j, int64_t now)
             index = j->reps[i].index + 1;
     char tag[32];
     snprintf(tag, sizeof tag, "-w%d", index);
-    place_who who = {j->project, j->job_id, tag};
+    place_who who = {j->project, j->job_id, tag, &j->job->labels};
     if (place_slurm(s)) j->grow_at_ns = now + 200000000LL; /* Slurm's answer comes by squeue */
     kiln_err err = place_job(s, &who, &plans[w], 1, sel, &pl, why, sizeof why);
     if (err != KILN_OK) return;

@@ -174,6 +174,7 @@ typedef struct sup {
     struct palloc *pending;
     kiln_slurm_alloc_list sq;
     int64_t sq_ns_read, sq_fast_until;
+    int64_t usage_ns_read; /* --slurm-queues accounts: scontrol's usage, last read */
     /* admit.c, under Slurm: trials charged while their allocation waits,
      * since the last pass recounted (admit_gen) */
     struct thold *trial_holds;
@@ -259,6 +260,10 @@ bool place_slurm(const sup *s);
  * directory (slurm/NAME). */
 typedef struct place_who {
     const char *project, *job_id, *tag;
+    /* the job's labels: under --slurm-queues accounts its LocalQueue and
+     * priority class name the allocation's --account and --qos (NULL:
+     * none; only a new allocation reads them) */
+    const kiln_map *labels;
 } place_who;
 /* Places plans[0..np) (KILN_OK, *pl filled), or says it waits
  * (KILN_ECONFLICT) or can never fit (KILN_EINVAL, KILN_ELIMIT), `why` saying
@@ -338,6 +343,13 @@ void squeue_gone(sup *s, qent *e);
  * says what placement answered ("" when the job left the queue). */
 bool start_admitted(sup *s, qent *e, const kiln_map *extra, char *why, size_t whylen);
 
+/* Whether kiln's own admission (admit.c) decides what starts: a --queues
+ * file that Slurm's accounting does not carry out (--slurm-queues accounts,
+ * where Slurm admits and kiln only asks with the job's account and QOS). */
+static inline bool kiln_admits(const kilnd *d)
+{
+    return d->queues_path && !d->slurm.accounts;
+}
 /* admit.c: with --queues, a pass admits queued jobs as Kueue does: the
  * ClusterQueues' heads, against quota, non-borrowers first; it publishes
  * why each job waits (kilnd's qwait) and each queue's counts. */

@@ -163,7 +163,7 @@ static void study_end(sup *s, tstudy *t)
     char msg[200];
     kiln_job_state end = kiln_trials_outcome(t->st, t->cancelling, msg, sizeof msg);
     study_save(s, t);
-    if (d->queues_path) trial_wait_clear(s, t->project, t->job_id);
+    if (kiln_admits(d)) trial_wait_clear(s, t->project, t->job_id);
     if (end == KILN_STATE_CANCELLED) {
         kiln_store_job_transition(d->store, t->project, t->job_id,
                                   KILN_STATE_MASK(CANCELLING) | KILN_STATE_MASK(RUNNING),
@@ -271,15 +271,15 @@ static bool launch_trial(sup *s, tstudy *st)
     }
     kiln_err err;
     if (!kiln_study_may_start(st->st)) { /* no next trial: none waits */
-        if (d->queues_path) trial_wait_clear(s, st->project, st->job_id);
+        if (kiln_admits(d)) trial_wait_clear(s, st->project, st->job_id);
         return false;
     }
     /* under Slurm each trial is an allocation of its own, named for the
      * trial it will be (the study numbers them in order) */
     char tag[32];
     snprintf(tag, sizeof tag, "-t%zu", kiln_study_trial_count(st->st) + 1);
-    place_who who = {st->project, st->job_id, tag};
-    if (d->queues_path) /* each trial is admitted against its job's quota */
+    place_who who = {st->project, st->job_id, tag, &st->job->labels};
+    if (kiln_admits(d)) /* each trial is admitted against its job's quota */
         err = admit_trial(s, &who, st->job, plans, np, &pl, why, sizeof why);
     else
         err = place_job(s, &who, plans, np, sel, &pl, why, sizeof why);
