@@ -254,8 +254,8 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
          * its account it would run outside every quota */
         char acct[128] = "", qos[128] = "";
         bool accounts = d->queues_path && d->slurm.accounts;
-        if (accounts && !kiln_slurm_job_account(d, w->project, w->labels, acct, sizeof acct, qos,
-                                                sizeof qos)) {
+        if (accounts &&
+            !kiln_slurm_job_account(d, w->project, w->labels, acct, sizeof acct, qos, sizeof qos)) {
             snprintf(why, whylen,
                      "no LocalQueue of the queues file takes project %s's job now (it changed "
                      "since the job was created), so it has no Slurm account",
