@@ -33,7 +33,7 @@ slurm_test_cluster 44900 44992
 # the cluster's GPUs are typed GRES gpu:t4; kiln's NVIDIA_TESLA_T4 maps to them
 # --grace-period 5 (after start_kilnd's 1): a loaded box once took longer than
 # 1 s from the cancel's SIGTERM to the replica's "got TERM" in the job's log
-KILND_SLURM=(--executor slurm --slurm-launch batch --grace-period 5 --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
+KILND_SLURM=(--executor slurm --grace-period 5 --slurm-partition kiln --kiln-train "$BUILD/bin/kiln-train"
     --slurm-gpu-type NVIDIA_TESLA_T4=t4)
 start_kilnd "$T/d" "${KILND_SLURM[@]}"
 

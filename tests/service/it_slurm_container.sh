@@ -1,6 +1,7 @@
 #!/bin/bash
 # tests/service/it_slurm_container.sh - replicas with an imageUri under
-# `kilnd --executor slurm --slurm-launch batch`: each runs in podman on its Slurm node, with the
+# `kilnd --executor slurm` (kiln's one supervisor; each replica a step of its
+# gang's allocation): each runs in podman on its Slurm node, with the
 # local container backend's arguments (tests/service/it_container.sh runs
 # the same image on one machine), on the two-node test cluster:
 #   1. master + worker containers across both nodes: SUCCEEDED, TF_CONFIG
@@ -15,9 +16,13 @@
 #      sees CUDA_VISIBLE_DEVICES=0;
 #   3. cancel: SIGTERM reaches the program in its container; one that
 #      ignores it is killed after the grace period, its container gone;
-#   4. a project with its own Unix user is refused an image at create;
+#   4. a project with its own Unix user is refused an image at create
+#      (Slurm lets only the allocation's owner start its steps: podman
+#      would be rootless);
 #   5. an elastic PyTorchJob whose workers are containers (min 1, max 2):
-#      each worker a Slurm job of its own running in podman, both given
+#      Worker 0 in the gang's allocation and Worker 1 in one of its own
+#      (kiln-P-J-w0: the Worker role's replica 0,
+#      PyTorch's Worker 1), each running in podman, both given
 #      Worker 0's rendezvous endpoint, the same id and 1:2 nodes, each
 #      container its own name first in /etc/hosts (Worker 0 is kiln's
 #      master-replica-0, Worker 1 worker-replica-0); SUCCEEDED.
@@ -42,7 +47,7 @@ printf 'kiln-test-token-0123456789 * editor\nproject p9 user nobody\n' >"$T/toke
 chmod 600 "$T/tokens"
 TOKEN=kiln-test-token-0123456789
 export TOKEN
-start_kilnd "$T/d" --executor slurm --slurm-launch batch --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 \
+start_kilnd "$T/d" --executor slurm --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 \
     --container-runtime "$T/podman-wrap" --tokens "$T/tokens"
 q() { printf '%s' "$1" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
 # ctr_job ID MASTER_SCRIPT WORKER_SCRIPT [extra trainingInput members] [extra masterConfig members]
@@ -115,10 +120,11 @@ for _ in $(seq 1 100); do
 done
 check_eq "no container of polite left" "$left" 0
 
-# 4. a project with its own user: podman would be rootless as that user
+# 4. a project with its own user: only an allocation's owner may start steps
+# in it, so podman would be rootless as that user
 api POST /v1/projects/p9/jobs "$(ctr_job as_user 'true' 'true')"
 check_eq "an image of a project with a user refused at create" "$STATUS" 400
-check "the refusal names imageUri and why" grep -q "trainingInput.masterConfig.imageUri.*rootless podman" <<<"$BODY"
+check "the refusal names imageUri and why" grep -q "trainingInput.masterConfig.imageUri.*only an allocation's owner may start steps.*rootless podman" <<<"$BODY"
 
 # 5. elastic workers in containers, each its own Slurm job (docs/slurm.md)
 e='test -e /run/.containerenv && echo "ELC $KILN_TASK_NAME ep=$PET_RDZV_ENDPOINT id=$PET_RDZV_ID nn=$PET_NNODES"
@@ -135,5 +141,5 @@ check_eq "both given one endpoint, one id, 1:2 nodes" "$(printf '%s\n' "$eps" | 
 check "the id is the job's, the nodes 1:2" grep -q "id=elc_1 nn=1:2$" <<<"$eps"
 check "each container's own name first in its /etc/hosts" test "$(grep -cE "EHOSTS1 [0-9.]+ kiln-p1-elc_1-(master|worker)-replica-0$" "$ELOG")" = 2
 [ "$(grep -cE "EHOSTS1 [0-9.]+ kiln-p1-elc_1-(master|worker)-replica-0$" "$ELOG")" = 2 ] || grep -E "EHOSTS1|ELC" "$ELOG" >&2
-check "each worker was a Slurm job of its own" test "$(grep -c "submitted to Slurm as job" "$ELOG")" -ge 2
+check_eq "Worker 1 (worker-replica-0) came in an allocation of its own" "$(ls "$T"/d/jobs/p1/elc_1/slurm/kiln-p1-elc_1-w0/layout.* 2>/dev/null | wc -l)" 1
 finish

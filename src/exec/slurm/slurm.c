@@ -285,12 +285,16 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
                      rc->image_uri);
             return false;
         }
-        if (batch && project &&
-            kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK && uid >= 0) {
+        /* Slurm lets only an allocation's owner start steps in it (srun as
+         * root into the user's allocation: "Access/permission denied"), so
+         * the step's podman would run as the user */
+        if (project && kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK &&
+            uid >= 0) {
             snprintf(why, whylen,
-                     "project %s's jobs run as its own user under Slurm (sbatch --uid), and podman "
-                     "as that user would be rootless podman, which kiln does not set up: run the "
-                     "image's program as a containerCommand, or the project without a user",
+                     "project %s's jobs run as its own user under Slurm (sbatch --uid), and only "
+                     "an allocation's owner may start steps in it, so podman would run as that "
+                     "user: rootless podman, which kiln does not set up; run the image's program "
+                     "as a containerCommand, or the project without a user",
                      project);
             return false;
         }
