@@ -30,13 +30,10 @@
 #              begin, on both sides (squeue's R comes before the batch
 #              script even starts on its node; kiln's RUNNING under steps
 #              comes once the steps are launched).
-# LAUNCH=steps (the default, as kilnd's) measures kilnd --slurm-launch steps
-# (kiln's own supervisor, a gang one allocation, each replica a step in
-# it), LAUNCH=batch the Slurm executor's batch jobs; the yardsticks are the
-# same (the kiln job's Slurm job in R for container and trial).
+# kilnd runs each job under its one supervisor (a gang one Slurm
+# allocation, each replica a step in it); the yardsticks are the same on
+# both sides (the kiln job's allocation in R for container and trial).
 set -u
-LAUNCH=${LAUNCH:-steps}
-case $LAUNCH in batch | steps) ;; *) echo "LAUNCH is batch or steps" >&2; exit 2 ;; esac
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR [ROUNDS]}" && pwd)
 ROUNDS=${2:-5}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,7 +61,7 @@ done
 export SLURM_CONF=$CL/slurm.conf
 
 "$BUILD/bin/kilnd" --listen 127.0.0.1:0 --data-dir "$T/d" --executor slurm \
-    --slurm-launch "$LAUNCH" --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 --port-range 47000-47999 \
+    --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 --port-range 47000-47999 \
     --grace-period 1 --allow-root-replicas yes 2>"$T/kilnd.err" &
 KPID=$!
 for _ in $(seq 1 100); do [ -s "$T/d/kilnd.addr" ] && break; sleep 0.05; done
@@ -89,12 +86,10 @@ body_of() { # body_of KIND ID
 # container job or a trial as Slurm says it (its Slurm job in R), the
 # yardstick of the hand-made side
 running() {
-    case $LAUNCH:$1 in
-    batch:trial) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln\.p1\.$2\.trial-[0-9.]* R$" ;;
-    batch:container) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln\.p1\.$2\.[0-9]* R$" ;;
-    steps:trial) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln-p1-$2-t[0-9]* R$" ;;
-    steps:container) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln-p1-$2 R$" ;;
-    *:program) [ "$(ls "$T/mark" 2>/dev/null | grep -c "^$2\.")" = 3 ] ;;
+    case $1 in
+    trial) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln-p1-$2-t[0-9]* R$" ;;
+    container) squeue -h -o '%j %t' 2>/dev/null | grep -q "^kiln-p1-$2 R$" ;;
+    program) [ "$(ls "$T/mark" 2>/dev/null | grep -c "^$2\.")" = 3 ] ;;
     *) [ "$(state "$2")" = RUNNING ] ;;
     esac
 }
@@ -169,7 +164,7 @@ if [[ " $KINDS " = *" container "* ]]; then
 fi
 for kind in $KINDS; do
     case $kind in
-    plain) echo "# submit -> running through Slurm, --slurm-launch $LAUNCH (2 slurmd, 3 one-GPU tasks): $cpu" ;;
+    plain) echo "# submit -> running through Slurm, kiln's supervisor (2 slurmd, 3 one-GPU tasks): $cpu" ;;
     container) echo "# the same job in containers (imageUri; by hand: srun podman run), to squeue's R: $cpu" ;;
     trial) echo "# a tuning job's first trial (1 one-GPU task), to squeue's R: $cpu" ;;
     program) echo "# the plain job until its 3 programs run, both sides: $cpu" ;;

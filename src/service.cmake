@@ -121,10 +121,6 @@ if(TARGET svc_test_trialbook)
   target_sources(svc_test_trialbook PRIVATE ${CMAKE_SOURCE_DIR}/src/exec/trials/trialbook.c)
   target_link_libraries(svc_test_trialbook PRIVATE kiln_tune PkgConfig::JANSSON m)
 endif()
-# the elastic rules the Slurm executor asks (src/exec/slurm/elastic.c)
-if(TARGET svc_test_slurm_elastic)
-  target_sources(svc_test_slurm_elastic PRIVATE ${CMAKE_SOURCE_DIR}/src/exec/slurm/elastic.c)
-endif()
 # the Slurm placement backend's plumbing (src/exec/slurm/alloc.c), against
 # a stand-in for Slurm's commands that the test defines
 if(TARGET svc_test_slurm_alloc)

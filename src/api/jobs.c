@@ -15,6 +15,7 @@
 #include "kiln/queues.h"
 #include "api/api_int.h"
 #include "exec/slurm/slurm.h"
+#include "exec/supervisor/qwait.h"
 #include "util/base64.h"
 #include "kiln/tune.h"
 #include "util/utf8.h"
@@ -185,9 +186,10 @@ static json_t *job_json(kilnd *d, const kiln_job_record *r)
     }
     json_t *rt = r->runtime ? json_loads(r->runtime, 0, NULL) : NULL;
     if (r->job->state == KILN_STATE_QUEUED) {
-        /* Slurm's place for a job it holds PENDING (exec/slurm: the whole
-         * partition's queue, kiln's jobs or not), else kiln's own queue's */
-        int64_t pos = json_integer_value(json_object_get(rt, "slurmPosition"));
+        /* Slurm's place for a job whose allocation it holds PENDING (the
+         * whole partition's queue, kiln's jobs or not), else kiln's own
+         * queue's */
+        int64_t pos = kilnd_spos_get(d, r->project, r->job->job_id);
         char b[32];
         if ((pos > 0 || kiln_store_job_position(d->store, r, &pos) == KILN_OK) && pos > 0) {
             snprintf(b, sizeof b, "%lld", (long long)pos);

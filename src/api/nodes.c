@@ -167,9 +167,9 @@ static enum MHD_Result slurm_nodes(kilnd *d, struct MHD_Connection *c, const cha
         json_decref(arr);
         if (kiln_slurm_drain(d, name, drain, why, sizeof why) != KILN_OK)
             return send_error(c, 502, NULL, "%s", why);
-        /* --slurm-launch steps: kiln's own supervisor moves the node's
-         * replicas, as on its own nodes (Slurm places nothing new there) */
-        long idx = d->slurm.steps ? kiln_cluster_find(&d->cluster, name) : -1;
+        /* kiln's own supervisor moves the node's replicas, as on its own
+         * nodes (Slurm places nothing new there) */
+        long idx = kiln_cluster_find(&d->cluster, name);
         if (idx >= 0) {
             pthread_mutex_lock(&d->mu);
             kiln_sched_set_cordon(d->sched, (size_t)idx, drain);

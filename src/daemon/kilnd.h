@@ -74,6 +74,14 @@ typedef struct kilnd_qwait {
     bool trial;                        /* its job runs: the next trial waits */
 } kilnd_qwait;
 
+/* Under --executor slurm: a QUEUED job whose allocation Slurm holds
+ * PENDING, and its place in Slurm's pending queue of the partition (every
+ * user's jobs, in Slurm's order): the API's jobPosition for it. */
+typedef struct kilnd_spos {
+    char *project, *job_id;
+    long position; /* 1-based */
+} kilnd_spos;
+
 typedef struct kilnd {
     /* configuration (read only once started) */
     char *listen; /* HOST:PORT */
@@ -104,7 +112,8 @@ typedef struct kilnd {
     const char *tls_key;
     kiln_exec_config exec;    /* monitor, container runtime and its args, log cap */
     bool allow_root_replicas; /* kilnd as root may run replicas as root */
-    /* --executor slurm: jobs go whole to a Slurm cluster (src/exec/slurm) */
+    /* --executor slurm: the nodes are a Slurm partition's; Slurm places each
+     * gang as an allocation (src/exec/slurm, src/exec/supervisor/place.c) */
     struct {
         bool on;
         char *partition;        /* --slurm-partition */
@@ -113,16 +122,10 @@ typedef struct kilnd {
         bool machine_resources; /* --slurm-machine-resources yes: CPU, memory of machine types */
         char **gpu_types;       /* --slurm-gpu-type KILN_TYPE=GRES_TYPE ("K=G"), repeatable */
         size_t gpu_type_n;
-        /* --slurm-launch steps (the default): kiln's own supervisor runs
-         * the jobs, Slurm places each gang as an allocation and its
-         * replicas run as steps in it (src/exec/supervisor/place.c);
-         * batch: the Slurm executor of src/exec/slurm/slurm.c */
-        bool steps;
         /* --slurm-queues accounts: the --queues file is carried out by
          * Slurm's accounting (src/exec/slurm/accounts.h: ClusterQueues are
          * accounts with GrpTRES, priority classes QOS) and Slurm admits;
-         * kiln (the default under steps): kiln's own admission (admit.c).
-         * Always true under batch. */
+         * kiln (the default): kiln's own admission (admit.c). */
         bool accounts;
     } slurm;
     kilnd_user *users;
@@ -160,6 +163,8 @@ typedef struct kilnd {
     unsigned long long preempted_in_cq, preempted_reclaim, preempted_borrow;
     kilnd_qwait *qwait; /* sorted by project, job id; under queues_mu */
     size_t n_qwait;
+    kilnd_spos *spos; /* sorted by project, job id; under queues_mu */
+    size_t n_spos;
 
     pthread_mutex_t mu; /* guards sched and drain_pending */
     kiln_sched *sched;

@@ -58,7 +58,7 @@ static const char usage[] =
     "             [--allow-root-replicas yes|no] [--nvml-library PATH]\n"
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
-    "             [--slurm-launch batch|steps] [--slurm-queues kiln|accounts]\n"
+    "             [--slurm-queues kiln|accounts]\n"
     "             [--queues FILE] [--hpa-sync-period SECONDS]\n"
     "             [--hpa-downscale-stabilization SECONDS]\n"
     "             [--notebook-python PATH] [--notebook-env KEY=PYTHON]...\n"
@@ -72,11 +72,10 @@ static const char usage[] =
     "fetched when a job starts (default 1 GiB). A non-loopback --listen also needs --tls-cert and\n"
     "--tls-key (PEM), or --insecure-plain-http. SIGHUP reloads the tokens file and\n"
     "the certificate. Below --min-free-bytes free in the data dir's file system\n"
-    "(default 64 MiB) creates answer 503. --executor slurm hands each job whole to\n"
-    "the Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md;\n"
-    "kiln's own supervisor runs it, Slurm places each gang as an allocation and\n"
-    "every replica is a step in it (--slurm-launch steps, the default), or each job\n"
-    "is one Slurm batch job that Slurm's executor follows (--slurm-launch batch).\n"
+    "(default 64 MiB) creates answer 503. --executor slurm runs the jobs on the\n"
+    "Slurm cluster of SLURM_CONF (partition --slurm-partition): docs/slurm.md;\n"
+    "kiln's own supervisor runs them, Slurm places each gang as an allocation and\n"
+    "every replica is a step in it.\n"
     "Without --node-config this machine's GPUs come from NVML: libnvidia-ml.so.1, or\n"
     "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n"
     "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
@@ -84,7 +83,7 @@ static const char usage[] =
     "SIGHUP reloads it (a bad file leaves the old one in use). Under --executor slurm\n"
     "it stays kiln's admission, Slurm placing what kiln admitted (--slurm-queues\n"
     "kiln, the default), or becomes Slurm's accounts, Slurm admitting (--slurm-queues\n"
-    "accounts; always under --slurm-launch batch).\n"
+    "accounts).\n"
     "Notebook instances (docs/notebooks.md) run JupyterLab from --notebook-python\n"
     "(default $KILN_NOTEBOOK_PYTHON or ~/.cache/kiln/notebook-venv/bin/python);\n"
     "--notebook-env maps a vmImage family or image name to another Python.\n";
@@ -331,9 +330,9 @@ static int start_gpus(kilnd *d, const char *note)
     return 0;
 }
 
-/* What a queues file may not say under --executor slurm: under batch,
- * whatever Slurm's accounts cannot carry; under steps (kiln admits, Slurm
- * places), a flavor's nodeLabels only. */
+/* What a queues file may not say under --executor slurm: as Slurm's
+ * accounts (--slurm-queues accounts), whatever they cannot carry; as kiln's
+ * own admission (Slurm places), a flavor's labels other than a node's name. */
 static size_t queues_slurm_refusals(const kilnd *d, const kiln_queues *q, kiln_diag *dg)
 {
     return d->slurm.accounts ? kiln_queues_slurm_refusals(q, d->slurm.machine_resources, dg)
@@ -415,6 +414,7 @@ static void cleanup(kilnd *d)
     pthread_rwlock_destroy(&d->tokens_mu);
     kiln_queues_free(d->queues);
     kilnd_qwait_free(d->qwait, d->n_qwait);
+    kilnd_spos_publish(d, NULL, 0);
     pthread_mutex_destroy(&d->queues_mu);
 }
 
@@ -422,9 +422,6 @@ int main(int argc, char **argv)
 {
     kilnd d = {.listen = "127.0.0.1:8470",
                .data_dir = "./var",
-               /* under --executor slurm, kiln's own supervisor over Slurm's
-                * allocations unless --slurm-launch batch */
-               .slurm.steps = true,
                .grace_ms = 10000,
                .hpa_sync_ms = 15000,
                .hpa_down_window_ms = 300000,
@@ -545,11 +542,20 @@ int main(int argc, char **argv)
             free(d.slurm.account);
             d.slurm.account = strdup(v);
         } else if (strcmp(a, "--slurm-launch") == 0) {
-            if (strcmp(v, "batch") != 0 && strcmp(v, "steps") != 0) {
-                fprintf(stderr, "kilnd: --slurm-launch is batch or steps, not '%s'\n", v);
+            /* kiln's one supervisor over Slurm's allocations is the only
+             * way left: "steps" is still accepted, as scripts name it */
+            if (strcmp(v, "steps") != 0) {
+                fprintf(stderr,
+                        "kilnd: --slurm-launch %s: %s; every job runs under kiln's one "
+                        "supervisor, each gang a Slurm allocation (docs/slurm.md): remove the "
+                        "flag\n",
+                        v,
+                        strcmp(v, "batch") == 0
+                            ? "the batch executor was removed (its queues as Slurm accounts "
+                              "are --slurm-queues accounts)"
+                            : "the only launch is steps");
                 goto out;
             }
-            d.slurm.steps = strcmp(v, "steps") == 0;
         } else if (strcmp(a, "--slurm-queues") == 0) {
             if (strcmp(v, "kiln") != 0 && strcmp(v, "accounts") != 0) {
                 fprintf(stderr, "kilnd: --slurm-queues is kiln or accounts, not '%s'\n", v);
@@ -650,13 +656,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "kilnd: --executor slurm needs --slurm-partition P\n");
             goto out;
         }
-        /* batch: Slurm admits every job itself, so queues can only be its accounts */
-        if (!d.slurm.steps && queues_mode_set && !d.slurm.accounts) {
-            fprintf(stderr, "kilnd: --slurm-queues kiln needs --slurm-launch steps (under batch "
-                            "Slurm admits every job: the queues are its accounts)\n");
-            goto out;
-        }
-        if (!d.slurm.steps) d.slurm.accounts = true;
         if (queues_mode_set && !d.queues_path) {
             fprintf(stderr, "kilnd: --slurm-queues says how a --queues file is carried out: "
                             "give --queues FILE, or remove it\n");
@@ -752,10 +751,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "kilnd: --queues %s:\n", d.queues_path);
         goto diag;
     }
-    /* --slurm-launch batch: Slurm admits every job itself, the file becomes
-     * Slurm's accounts, QOS and associations (src/exec/slurm/accounts.h);
-     * what Slurm gives no meaning is refused. steps: kiln's own admission
-     * (src/exec/supervisor/admit.c), Slurm places what it admitted */
+    /* --slurm-queues accounts: Slurm admits every job itself, the file
+     * becomes Slurm's accounts, QOS and associations
+     * (src/exec/slurm/accounts.h); what Slurm gives no meaning is refused.
+     * kiln: kiln's own admission (src/exec/supervisor/admit.c), Slurm
+     * places what it admitted */
     if (d.queues_path && d.slurm.on && queues_slurm_refusals(&d, d.queues, &dg) > 0) {
         fprintf(stderr,
                 "kilnd: --queues %s with --executor slurm: these fields are refused "
@@ -769,12 +769,12 @@ int main(int argc, char **argv)
         goto out;
     }
     char gpu_note[1024];
-    if (d.slurm.on && d.slurm.steps) {
+    if (d.slurm.on) {
         /* the one supervisor over Slurm: the partition's nodes are the
          * cluster kiln's book keeps (Slurm places; src/exec/supervisor/place.c) */
         if (kiln_slurm_cluster(d.slurm.partition, d.slurm.machine_resources, slurm_type_of, &d,
                                &d.cluster, path, sizeof path) != KILN_OK) {
-            fprintf(stderr, "kilnd: --slurm-launch steps: %s\n", path);
+            fprintf(stderr, "kilnd: --executor slurm: %s\n", path);
             goto out;
         }
     } else if (kiln_cluster_load(d.node_config, d.nvml_library, &d.cluster, &dg, gpu_note,
@@ -817,16 +817,14 @@ int main(int argc, char **argv)
     }
 
     if (d.slurm.on) {
-        /* the Slurm executor's replicas run under it; with --slurm-launch
-         * steps, a container's GPUs go in through it */
+        /* a container replica's GPUs go in through it (Slurm's step knows them) */
         d.slurm.task = find_next_to_self("kiln-slurm-task");
         if (!d.slurm.task) {
             fprintf(stderr, "kilnd: cannot find kiln-slurm-task next to kilnd\n");
             goto out;
         }
     }
-    /* the Slurm executor reconciles from Slurm itself (src/exec/slurm) */
-    if (!d.slurm.on || d.slurm.steps) kilnd_reconcile(&d);
+    kilnd_reconcile(&d);
 
     lfd = bind_listen(d.listen, bound, sizeof bound);
     if (lfd < 0) {

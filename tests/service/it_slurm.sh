@@ -1,5 +1,6 @@
 #!/bin/bash
-# tests/service/it_slurm.sh - kilnd --executor slurm --slurm-launch batch (the Slurm executor of src/exec/slurm/slurm.c) on a real Slurm cluster
+# tests/service/it_slurm.sh - kilnd --executor slurm (kiln's one supervisor; each
+# job's gang one Slurm allocation, every replica a step in it) on a real Slurm cluster
 # started here (tests/service/slurm_cluster.sh: munged, slurmctld, two slurmd
 # n1 and n2 with 2 fake GPUs each, all under $T):
 #   - kiln-train's multi_worker_mirrored mnist, master + 2 workers with 1 GPU
@@ -9,18 +10,17 @@
 #   - a job asking for more GPUs per replica than any node has fails at once,
 #     naming what is missing;
 #   - cancel: SIGTERM through scancel, the job CANCELLED, Slurm's job gone;
-#   - kilnd killed (-9) while a job runs: the Slurm job is untouched, and the
-#     next kilnd follows it to SUCCEEDED;
-#   - a kilnd that dies right after sbatch (test hook) submits nothing twice:
-#     the next one adopts the Slurm job of the attempt's name;
-#   - restart policies: OnFailure fails once then succeeds (restarts 1),
-#     ExitCode 3 fails at once, backoffLimit 1 stops after one restart;
-#   - `kiln nodes drain` of a running job's node: stopped, a new Slurm job on
+#   - kilnd killed (-9) while a job runs: its allocation and replicas are
+#     untouched, and the next kilnd adopts them to SUCCEEDED (a kilnd killed
+#     while the allocation waits: it_slurm_steps.sh);
+#   - restart policies: OnFailure fails once then succeeds (restarts 1, in
+#     the same allocation), ExitCode 3 fails at once, backoffLimit 1 stops
+#     after one restart; scheduling.priority is the allocation's Slurm nice;
+#   - `kiln nodes drain` of a running job's node: stopped, a new allocation on
 #     the other node, resumed from its checkpoint, SUCCEEDED, restarts 1;
 #   - jobPosition is the job's place in Slurm's pending queue (other users'
-#     jobs counted), and follows Slurm when it reorders;
-#   - restartPolicy Always: a worker ending with 0 restarts the job, and the
-#     master's success ends it while a worker still runs;
+#     jobs counted) while its allocation waits, and follows Slurm when it
+#     reorders;
 #   - `kiln nodes list` shows Slurm's nodes, `kiln nodes drain` drains in Slurm.
 # Skipped (77) with the reason where Slurm cannot run here (probe `slurm`).
 PORT_RANGE=44000-44799 # the cluster's own daemons listen on 44900-44992
@@ -66,23 +66,22 @@ for t in master-replica-0 worker-replica-0 worker-replica-1; do
     check "$t logged" grep -q "$t" "$T/mnist.logs"
 done
 check "the replicas all-reduced (world of 3)" grep -qiE 'world.?size[ =:]*3|3 replicas|of 3' "$T/mnist.logs"
-hosts=$(cat "$T"/d/jobs/p1/mnist_1/slurm/*/hosts/* | awk '{print $2}' | sort -u | tr '\n' ' ')
+api GET /v1/projects/p1/jobs/mnist_1
+hosts=$(for r in 0 1 2; do printf '%s' "$BODY" | jget kilnStatus.replicas.$r.node; done | sort -u | tr '\n' ' ')
 check_eq "replicas' nodes" "$hosts" "n1 n2 "
-check "typed GRES asked for" grep -q -- '--gpus-per-task=t4:1' "$T/d/jobs/p1/mnist_1/slurm/job.sbatch"
+check "typed GRES asked for" grep -q -- '--gpus-per-task=t4:1' "$T/d/jobs/p1/mnist_1/slurm/kiln-p1-mnist_1/kiln-p1-mnist_1.sh"
 
 # ---- a GPU type the site did not map is refused at create, named ----
 api POST /v1/projects/p1/jobs "$(gpu_job v100_1 1 '"jobDir":"/tmp"' '"containerCommand":["true"]' | sed 's/NVIDIA_TESLA_T4/NVIDIA_TESLA_V100/g')"
 check_eq "unmapped GPU type refused" "$STATUS" 400
 check "the refusal names it" grep -q 'NVIDIA_TESLA_V100 has no GPU type on this Slurm cluster' <<<"$BODY"
 
-# ---- what the Slurm executor cannot run is refused at create, the field named ----
-# (container images run: it_slurm_container.sh)
-api POST /v1/projects/p1/jobs '{"jobId":"rt_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","runtimeVersion":"2.11","pythonModule":"trainer.task"}}'
-check_eq "a runtime version refused at create" "$STATUS" 400
-check "the refusal names runtimeVersion" grep -q 'trainingInput.runtimeVersion.*not run by the Slurm executor yet' <<<"$BODY"
-api POST /v1/projects/p1/jobs "$(job_json pkg_1 true ',"packageUris":["gs://b/p.tar.gz"],"pythonModule":"trainer.task"')"
-check_eq "packageUris refused at create" "$STATUS" 400
-check "the refusal names packageUris" grep -q 'trainingInput.packageUris' <<<"$BODY"
+# ---- what Slurm has no meaning for is refused at create, the field named ----
+# (container images run: it_slurm_container.sh; runtimeVersion and
+# packageUris as on one machine)
+api POST /v1/projects/p1/jobs '{"jobId":"sel_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"],"nodeSelector":{"cloud.google.com/gke-nodepool":"a"}}}}'
+check_eq "a node label refused at create" "$STATUS" 400
+check "the refusal names the label" grep -q 'trainingInput.masterConfig.nodeSelector.cloud.google.com/gke-nodepool.*no labels' <<<"$BODY"
 # (ttlSecondsAfterFinished, activeDeadlineSeconds and project users run:
 # it_slurm_parity.sh)
 
@@ -108,7 +107,7 @@ check_eq "big job created" "$STATUS" 200
 check "big job FAILED" wait_state big_1 FAILED 10
 api GET /v1/projects/p1/jobs/big_1
 msg=$(printf '%s' "$BODY" | jget errorMessage)
-check "never-fits names what is missing ($msg)" grep -q 'ask for 4 NVIDIA_TESLA_T4 each; no node of Slurm partition kiln has more than 2 GPUs' <<<"$msg"
+check "never-fits names what is missing ($msg)" grep -q 'the master replica needs 4 x NVIDIA_TESLA_T4 on one node; the most any node has is 2' <<<"$msg"
 
 # ---- <role>Config.env reaches the replica after kiln's own variables ----
 api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","echo \"GREETING=$GREETING TASK=$KILN_TASK_NAME\""],"env":{"GREETING":"hello slurm"}}}}'
@@ -127,8 +126,8 @@ check "sleepy's replica is up" wait_file "$T/d/jobs/p1/sleepy_1/log.tsv" "	up$" 
 "$KILN" jobs cancel sleepy_1 >/dev/null 2>&1
 check "sleepy CANCELLED" wait_state sleepy_1 CANCELLED 30
 api GET /v1/projects/p1/jobs/sleepy_1
-sid=$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.slurmJobId)
-check "the Slurm job id is shown" test -n "$sid"
+sid=$(printf '%s' "$BODY" | jget kilnStatus.replicas.0.slurmAllocation)
+check "the Slurm allocation's id is shown" test -n "$sid"
 sleep 1
 st=$(squeue -h -j "$sid" -o %T 2>/dev/null | head -1)
 case "$st" in "" | CANCELLED | COMPLETED | FAILED) ok ;; *) fail "Slurm job $sid still $st" ;; esac
@@ -157,56 +156,16 @@ check "queued_1 is 1st once Slurm lowers job $ahead" position queued_1 1 20
 scancel "$blocker" "$ahead"
 check "queued_1 SUCCEEDED" wait_state queued_1 SUCCEEDED 60
 
-# ---- restartPolicy Always: a worker ending with 0 before the master
-# restarts the job; the master's success ends it, a running worker stopped ----
-always_cmd() { # always_cmd WHO FIRST_TIME LATER: by attempt, from a count file
-    printf 'n=$(cat %s/always.%s 2>/dev/null || echo 0); echo $((n + 1)) >%s/always.%s; if [ "$n" = 0 ]; then %s; else %s; fi' \
-        "$T" "$1" "$T" "$1" "$2" "$3" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))'
-}
-api POST /v1/projects/p1/jobs "$(printf '{"jobId":"always_1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"containerCommand":["sh","-c",%s]},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{"restartPolicy":"Always","containerCommand":["sh","-c",%s]}}}' \
-    "$(always_cmd master 'sleep 300' 'sleep 2; echo master done')" "$(always_cmd worker 'echo worker done' 'echo worker again; sleep 300')")"
-check_eq "always_1 created" "$STATUS" 200
-check "always_1 SUCCEEDED (its worker still running when the master ended)" wait_state always_1 SUCCEEDED 60
-check_eq "always_1 restarts" "$(restarts always_1)" 1
-"$KILN" jobs stream-logs always_1 >"$T/always.logs" 2>&1
-check "the restart names the worker and the policy" grep -q 'worker-replica-0 exited with status 0 before the master (restart policy Always)' "$T/always.logs"
-check "the master finished on the second attempt" grep -q 'master done' "$T/always.logs"
+# (restartPolicy Always, kill -9 of kilnd mid-job and while an allocation
+# waits: it_slurm_steps.sh)
 
-# ---- kill -9 of kilnd mid-job: Slurm runs on, the next kilnd follows ----
-api POST /v1/projects/p1/jobs "$(job_json late_1 'echo start; sleep 4; echo done')"
-check "late RUNNING" wait_state late_1 RUNNING 60
-kill -9 "$KPID"
-wait "$KPID" 2>/dev/null
-sleep 5
-start_kilnd "$T/d" "${KILND_SLURM[@]}"
-check "late SUCCEEDED after the kilnd restart" wait_state late_1 SUCCEEDED 30
-"$KILN" jobs stream-logs late_1 >"$T/late.logs" 2>&1
-check "late's replica finished" grep -q 'done' "$T/late.logs"
-check "followed again, not resubmitted" grep -q 'following Slurm job' "$T/late.logs"
-check_eq "one Slurm job for late_1" "$(grep -c 'Submitted to Slurm' "$T/late.logs")" 1
-
-# ---- a kilnd dying between sbatch and its runtime record submits nothing twice ----
-# (KILN_TEST_DIE_AFTER_SBATCH=1 is a test-only hook: kilnd _exits(70) right after sbatch)
-stop_kilnd
-KILN_TEST_DIE_AFTER_SBATCH=1 start_kilnd "$T/d" "${KILND_SLURM[@]}"
-api POST /v1/projects/p1/jobs "$(job_json once_1 "echo run >> $T/once.count; sleep 2; echo done")"
-for _ in $(seq 1 400); do kill -0 "$KPID" 2>/dev/null || break; sleep 0.05; done
-wait "$KPID" 2>/dev/null
-check_eq "kilnd died right after sbatch (test hook)" "$?" 70
-start_kilnd "$T/d" "${KILND_SLURM[@]}"
-check "once_1 SUCCEEDED" wait_state once_1 SUCCEEDED 60
-check_eq "its program ran once" "$(cat "$T/once.count" 2>/dev/null | wc -l)" 1
-check_eq "one Slurm job kiln.p1.once_1.0" "$(squeue -h -t all -n kiln.p1.once_1.0 -o %i | wc -l)" 1
-"$KILN" jobs stream-logs once_1 >"$T/once.logs" 2>&1
-check "the new kilnd adopted it" grep -q 'following it, not submitting again' "$T/once.logs"
-
-# ---- restart policies: a new Slurm job per attempt, counted as on one machine ----
+# ---- restart policies, counted as on one machine; priority is Slurm's nice ----
 api POST /v1/projects/p1/jobs "$(printf '{"jobId":"retry_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","scheduling":{"priority":700},"masterConfig":{"restartPolicy":"OnFailure","containerCommand":["sh","-c","if [ -e %s/retry.flag ]; then echo second try; exit 0; fi; touch %s/retry.flag; echo first try; exit 3"]}}}' "$T" "$T")"
 check_eq "retry_1 created" "$STATUS" 200
 check "OnFailure: retry_1 SUCCEEDED on its second attempt" wait_state retry_1 SUCCEEDED 60
 check_eq "retry_1 restarts" "$(restarts retry_1)" 1
-check_eq "attempt 1 is Slurm job kiln.p1.retry_1.1" "$(squeue -h -t all -n kiln.p1.retry_1.1 -o %i | wc -l)" 1
-check_eq "priority 700 -> Slurm nice 300" "$(squeue -h -t all -n kiln.p1.retry_1.1 -o %y)" 300
+check_eq "both attempts in one allocation" "$(squeue -h -t all -n kiln-p1-retry_1 -o %i | wc -l)" 1
+check_eq "priority 700 -> Slurm nice 300" "$(squeue -h -t all -n kiln-p1-retry_1 -o %y)" 300
 api POST /v1/projects/p1/jobs "$(printf '{"jobId":"permanent_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"restartPolicy":"ExitCode","containerCommand":["sh","-c","exit 3"]}}}')"
 check "ExitCode, status 3 (permanent): FAILED" wait_state permanent_1 FAILED 60
 check_eq "permanent_1 restarts" "$(restarts permanent_1)" 0
@@ -244,7 +203,7 @@ check "drain_1 ran again on another node ($node1 -> $node2)" test -n "$node2" -a
 check "drain_1 resumed from its checkpoint" grep -qE 'resumed from [1-9]' "$T/drain.logs"
 check "drain_1 finished" grep -q 'finished at' "$T/drain.logs"
 check "the drain is in the job's log" grep -q 'being drained' "$T/drain.logs"
-check "requeued as kiln.p1.drain_1.1" test "$(squeue -h -t all -n kiln.p1.drain_1.1 -o %i | wc -l)" = 1
+check "moved in an allocation of its own" test "$(squeue -h -t all -n kiln-p1-drain_1 -o %i | wc -l)" = 2
 "$KILN" nodes uncordon "$node1" >/dev/null 2>&1
 
 # ---- drain in Slurm ----
@@ -279,11 +238,11 @@ start_kilnd "$T/d" "${KILND_SLURM[@]}" --slurm-machine-resources yes --catalog "
 api POST /v1/projects/p1/jobs '{"jobId":"small_1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"slurm-small","masterConfig":{"containerCommand":["sh","-c","echo cpus $SLURM_CPUS_PER_TASK"]}}}'
 check_eq "small_1 created" "$STATUS" 200
 check "small_1 SUCCEEDED" wait_state small_1 SUCCEEDED 60
-check "2 CPUs and 768 MB per CPU asked for" grep -q -- '--cpus-per-task=2 .*--mem-per-cpu=768' "$T/d/jobs/p1/small_1/slurm/job.sbatch"
+check "2 CPUs and 768 MB per CPU asked for" grep -q -- '--cpus-per-task=2 .*--mem-per-cpu=768' "$T/d/jobs/p1/small_1/slurm/kiln-p1-small_1/kiln-p1-small_1.sh"
 "$KILN" jobs stream-logs small_1 >"$T/small.logs" 2>&1
 check "Slurm gave the replica 2 CPUs" grep -q 'cpus 2' "$T/small.logs"
 api POST /v1/projects/p1/jobs '{"jobId":"wide_1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-8","masterConfig":{"containerCommand":["true"]}}}'
 check "wide_1 never fits" wait_state wide_1 FAILED 20
 api GET /v1/projects/p1/jobs/wide_1
-check "never-fits names the CPUs" grep -q 'ask for 8 CPUs (n1-standard-8); no node of Slurm partition kiln has more than 2' <<<"$(printf '%s' "$BODY" | jget errorMessage)"
+check "never-fits names the CPUs" grep -q 'no node has room for the master replica (8 vCPUs' <<<"$(printf '%s' "$BODY" | jget errorMessage)"
 finish

@@ -93,7 +93,7 @@ kiln_err kiln_slurm_alloc_submit(const kiln_slurm_alloc_req *rq, long *id, char 
     if (rq->uid >= 0 && chown(script, (uid_t)rq->uid, (gid_t)rq->gid) < 0) {
         /* sbatch reads it as root; the owner is only for the user's eyes */
     }
-    char jn[256], part[256], acct[256], qos[256], uid[64], gid[64], tl[64], o[PATH_MAX + 8];
+    char jn[256], part[256], acct[256], qos[256], uid[64], gid[64], tl[64], nc[48], o[PATH_MAX + 8];
     if (snprintf(jn, sizeof jn, "--job-name=%s", rq->name) >= (int)sizeof jn ||
         snprintf(part, sizeof part, "--partition=%s", rq->partition) >= (int)sizeof part ||
         snprintf(o, sizeof o, "--output=%.*s", PATH_MAX - 1, out) >= (int)sizeof o) {
@@ -122,6 +122,10 @@ kiln_err kiln_slurm_alloc_submit(const kiln_slurm_alloc_req *rq, long *id, char 
         snprintf(gid, sizeof gid, "--gid=%ld", rq->gid);
         argv[a++] = uid;
         argv[a++] = gid;
+    }
+    if (rq->nice >= 0) {
+        snprintf(nc, sizeof nc, "--nice=%d", rq->nice);
+        argv[a++] = nc;
     }
     if (rq->time_limit_s > 0) {
         long m = (rq->time_limit_s + 59) / 60;

@@ -45,6 +45,7 @@ typedef struct kiln_slurm_alloc_req {
     const char *account, *qos;    /* NULL: none */
     long uid, gid;                /* -1: kilnd's own (root submits with --uid/--gid) */
     long time_limit_s;            /* --time (0: none) */
+    int nice;                     /* --nice (-1: none): kiln's priority in Slurm's order */
     const kiln_slurm_comp *comps; /* one per role */
     size_t n;
 } kiln_slurm_alloc_req;

@@ -1,23 +1,18 @@
-/* src/exec/slurm/slurm.h - the Slurm executor (internal to kilnd).
+/* src/exec/slurm/slurm.h - Slurm's commands as kilnd uses them (internal).
  *
- * With `kilnd --executor slurm` a kiln job is handed whole to a Slurm cluster
- * (the one SLURM_CONF names) instead of being placed by kiln's own scheduler:
- * one heterogeneous Slurm job per kiln job, one component per replica type,
- * gang-placed by Slurm. Slurm does the placement, the GPU allocation and the
- * launch (sbatch/srun); kilnd keeps the job model, the states, the logs and
- * the API. Everything is done through Slurm's own commands (sbatch, squeue
- * --json, sinfo --json, scancel, scontrol). docs/slurm.md has the mapping. */
+ * With `kilnd --executor slurm` the nodes are a Slurm partition's (the
+ * cluster SLURM_CONF names): kiln's one supervisor (src/exec/supervisor)
+ * runs every job, Slurm places each gang as one allocation (alloc.h) and
+ * every replica is a step in it. This header is what the API and the
+ * placement need of Slurm besides that: its commands run with a bound, the
+ * site's GPU type map, the create-time refusals, the nodes and their drain.
+ * docs/slurm.md has the mapping. */
 #ifndef KILN_EXEC_SLURM_H
 #define KILN_EXEC_SLURM_H
 
 #include <jansson.h>
 
 #include "daemon/kilnd.h"
-
-/* The supervisor thread of a kilnd with --executor slurm (in place of the
- * local one): reconciles the jobs a previous kilnd handed to Slurm, submits
- * QUEUED jobs, follows them in Slurm and writes their states. */
-void *kiln_slurm_supervisor(kilnd *d);
 
 /* The nodes of the partition as `kiln nodes list` shows them (a JSON array,
  * new reference), or NULL with a sentence in `why`. `only`: one node. */
@@ -27,12 +22,11 @@ json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen);
  * (reason given) or state=resume. KILN_EIO with Slurm's words in `why`. */
 kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, size_t whylen);
 
-/* Create-time checks of the Slurm executor: what it cannot run (tuning,
- * elastic PyTorchJobs, packageUris, TPUs, container images without a
- * container runtime or of a project with its own user) and, with
- * --slurm-gpu-type maps, a GPU type the map lacks. false with the field and
- * the sentence. submit() asks again for jobs queued by a kilnd that ran
- * another executor. `project` may be NULL (its user is not checked). */
+/* Create-time checks under Slurm: what Slurm has no meaning for (node
+ * labels, TPUs, GPU utilisation as an elastic metric, container images
+ * without a container runtime or of a project with its own user) and,
+ * with --slurm-gpu-type maps, a GPU type the map lacks. false with the
+ * field and the sentence. `project` may be NULL (its user is not checked). */
 bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, char *field,
                           size_t flen, char *why, size_t whylen);
 

@@ -22,6 +22,7 @@
 #include "exec/slurm/accounts.h"
 #include "exec/slurm/alloc.h"
 #include "exec/slurm/slurm.h"
+#include "exec/supervisor/qwait.h"
 #include "exec/supervisor/supervisor_int.h"
 #include "kiln/catalog.h"
 
@@ -35,15 +36,16 @@ typedef struct palloc {
     long id;
     int64_t asked_ns, submitted_ns;
     bool gang; /* a job's gang (no tag): asked by the scheduling pass only */
-    /* --slurm-queues accounts: whose it is, and the account and QOS it went
-     * with (why Slurm holds it PENDING is said in those words) */
+    /* whose it is (its jobPosition), and under --slurm-queues accounts the
+     * account and QOS it went with (why Slurm holds it PENDING is said in
+     * those words) */
     char project[128], job_id[256], account[128], qos[128];
     struct palloc *next;
 } palloc;
 
 bool place_slurm(const sup *s)
 {
-    return s->d->slurm.on && s->d->slurm.steps;
+    return s->d->slurm.on;
 }
 
 static palloc *pending_find(const sup *s, const char *name)
@@ -67,6 +69,18 @@ static void pending_drop(sup *s, palloc *gone)
             free(gone);
             return;
         }
+}
+
+/* Gives allocation `id` back to Slurm (scancel), and marks it ended in the
+ * squeue last read: until squeue is read again that snapshot still shows
+ * it RUNNING, and a job queued again at once (a drain's move, a restart)
+ * would take it over by its name, only to see it end under its replicas. */
+static void give_back(sup *s, long id)
+{
+    kiln_slurm_alloc_cancel(id);
+    for (size_t i = 0; i < s->sq.n; i++)
+        if (s->sq.rows[i].id == id)
+            snprintf(s->sq.rows[i].state, sizeof s->sq.rows[i].state, "CANCELLED");
 }
 
 /* The node a role's nodeSelector pins (kubernetes.io/hostname or
@@ -222,6 +236,18 @@ kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
     return err == KILN_ECONFLICT ? KILN_OK : err;
 }
 
+/* A job's scheduling.priority (0..1000, higher first; none: 0) as Slurm's
+ * --nice=1000-priority: never negative, so no Slurm privilege is needed,
+ * and kiln's pending allocations keep kiln's order among themselves in
+ * Slurm's queue. */
+static int nice_of(const kiln_job *job)
+{
+    long long prio = job && job->training_input.has_scheduling
+                         ? (long long)job->training_input.scheduling.priority
+                         : 0;
+    return prio >= 1000 ? -1 : prio < 0 ? 1000 : (int)(1000 - prio);
+}
+
 /* Slurm: the allocation `name` for plans[0..np) (ECONFLICT while it waits). */
 static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_plan *plans,
                                size_t np, const kiln_map *const sel[KILN_ROLE_COUNT],
@@ -254,8 +280,8 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
          * its account it would run outside every quota */
         char acct[128] = "", qos[128] = "";
         bool accounts = d->queues_path && d->slurm.accounts;
-        if (accounts &&
-            !kiln_slurm_job_account(d, w->project, w->labels, acct, sizeof acct, qos, sizeof qos)) {
+        if (accounts && !kiln_slurm_job_account(d, w->project, w->job ? &w->job->labels : NULL,
+                                                acct, sizeof acct, qos, sizeof qos)) {
             snprintf(why, whylen,
                      "no LocalQueue of the queues file takes project %s's job now (it changed "
                      "since the job was created), so it has no Slurm account",
@@ -275,6 +301,7 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
                                        .partition = d->slurm.partition,
                                        .account = accounts ? acct : d->slurm.account,
                                        .qos = qos[0] ? qos : NULL,
+                                       .nice = nice_of(w->job),
                                        .uid = uid,
                                        .gid = gid,
                                        .comps = comps,
@@ -285,7 +312,7 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
         }
         pa = calloc(1, sizeof *pa);
         if (!pa) {
-            kiln_slurm_alloc_cancel(id);
+            give_back(s, id);
             return KILN_ENOMEM;
         }
         kilnd_event(d, w->project, w->job_id, "INFO",
@@ -332,7 +359,7 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
         return KILN_ECONFLICT;
     }
     if (err != KILN_OK) { /* nothing can run in it: give it back, ask again later */
-        kiln_slurm_alloc_cancel(pa->id);
+        give_back(s, pa->id);
         pending_drop(s, pa);
         return err == KILN_ENOMEM ? KILN_ENOMEM : KILN_ECONFLICT;
     }
@@ -383,14 +410,14 @@ kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, s
 }
 
 /* Cancels the allocations that hold p's slots [from, to) (each once). */
-static void cancel_allocs(const kiln_placement *p, size_t from, size_t to)
+static void cancel_allocs(sup *s, const kiln_placement *p, size_t from, size_t to)
 {
     for (size_t i = from; i < to; i++) {
         long a = p->slots[i].alloc;
         bool seen = a <= 0;
         for (size_t k = from; !seen && k < i; k++)
             seen = p->slots[k].alloc == a;
-        if (!seen) kiln_slurm_alloc_cancel(a);
+        if (!seen) give_back(s, a);
     }
 }
 
@@ -417,7 +444,7 @@ void place_forget(sup *s, const place_who *w)
     alloc_name(w, name, sizeof name);
     palloc *pa = place_slurm(s) ? pending_find(s, name) : NULL;
     if (!pa) return;
-    kiln_slurm_alloc_cancel(pa->id);
+    give_back(s, pa->id);
     pending_drop(s, pa);
 }
 
@@ -426,7 +453,7 @@ void place_sweep(sup *s, int64_t since)
     for (palloc *p = s->pending, *next; place_slurm(s) && p; p = next) {
         next = p->next;
         if (!p->gang || p->asked_ns >= since) continue;
-        kiln_slurm_alloc_cancel(p->id);
+        give_back(s, p->id);
         pending_drop(s, p);
     }
 }
@@ -436,7 +463,7 @@ void place_release(sup *s, const kiln_placement *pl)
     pthread_mutex_lock(&s->d->mu);
     kiln_sched_release(s->d->sched, pl);
     pthread_mutex_unlock(&s->d->mu);
-    if (pl->n) cancel_allocs(pl, 0, pl->n);
+    if (pl->n) cancel_allocs(s, pl, 0, pl->n);
 }
 
 void place_release_slot(sup *s, kiln_placement *pl, size_t i)
@@ -451,7 +478,7 @@ void place_release_slot(sup *s, kiln_placement *pl, size_t i)
     bool shared = false;
     for (size_t k = 0; a > 0 && k < pl->n; k++)
         shared |= k != i && pl->slots[k].alloc == a && pl->slots[k].node != (size_t)-1;
-    if (a > 0 && !shared) kiln_slurm_alloc_cancel(a);
+    if (a > 0 && !shared) give_back(s, a);
     pl->slots[i].alloc = 0;
 }
 
@@ -509,6 +536,92 @@ static void slurm_waits(sup *s, int64_t now)
     }
 }
 
+typedef struct spend {
+    long long prio;
+    long id;
+} spend;
+
+/* Slurm's order of pending jobs: higher priority first, then older. */
+static int spend_cmp(const void *pa, const void *pb)
+{
+    const spend *a = pa, *b = pb;
+    if (a->prio != b->prio) return a->prio > b->prio ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* jobPosition where Slurm tells it: each QUEUED job whose allocation Slurm
+ * holds PENDING, placed among all of the partition's pending jobs, kiln's
+ * or not, in Slurm's order (kilnd_spos_publish). One squeue of the
+ * partition every 0.5 s, only while such an allocation exists. */
+static void slurm_positions(sup *s, int64_t now)
+{
+    kilnd *d = s->d;
+    size_t want = 0;
+    if (now - s->spos_ns_read < SQ_EVERY_NS) return; /* not at the fast polls' pace */
+    s->spos_ns_read = now;
+    for (const palloc *p = s->pending; p; p = p->next) {
+        const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, p->id, NULL);
+        want += p->gang && row && kiln_slurm_alloc_state_of(row) == KILN_SLURM_ALLOC_PENDING;
+    }
+    if (!want) {
+        if (s->spos_n) kilnd_spos_publish(d, NULL, 0);
+        s->spos_n = 0;
+        return;
+    }
+    char part[300], *text = NULL;
+    snprintf(part, sizeof part, "--partition=%s", d->slurm.partition);
+    char *argv[] = {"squeue", "--noheader", "--states=PENDING", part, "--format=%i|%Q", NULL};
+    if (kiln_slurm_run(argv, &text, 10) != 0 || !text) { /* kept as they were */
+        free(text);
+        return;
+    }
+    size_t n = 0, cap = 64;
+    spend *v = malloc(cap * sizeof *v);
+    char *save = NULL;
+    for (char *ln = strtok_r(text, "\n", &save); v && ln; ln = strtok_r(NULL, "\n", &save)) {
+        char *end = NULL;
+        long id = strtol(ln, &end, 10);
+        /* a heterogeneous job lists "ID+K" per component: counted once */
+        if (!end || end == ln || (*end == '+' && strncmp(end, "+0|", 3) != 0)) continue;
+        char *bar = strchr(ln, '|');
+        if (!bar) continue;
+        if (n == cap) {
+            spend *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv) break;
+            v = nv;
+            cap *= 2;
+        }
+        v[n++] = (spend){strtoll(bar + 1, NULL, 10), id};
+    }
+    free(text);
+    if (!v) return;
+    qsort(v, n, sizeof *v, spend_cmp);
+    kilnd_spos *out = calloc(want, sizeof *out);
+    size_t k = 0;
+    for (const palloc *p = s->pending; out && p; p = p->next) {
+        const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, p->id, NULL);
+        if (!p->gang || !row || kiln_slurm_alloc_state_of(row) != KILN_SLURM_ALLOC_PENDING)
+            continue;
+        long pos = 0;
+        for (size_t i = 0; i < n && !pos; i++)
+            if (v[i].id == p->id) pos = (long)i + 1;
+        if (!pos || k == want) continue; /* pending a moment ago, not now */
+        out[k].project = strdup(p->project);
+        out[k].job_id = strdup(p->job_id);
+        out[k].position = pos;
+        if (!out[k].project || !out[k].job_id) { /* out of memory: left out */
+            free(out[k].project);
+            free(out[k].job_id);
+            continue;
+        }
+        k++;
+    }
+    free(v);
+    if (!out) return;
+    kilnd_spos_publish(d, out, k);
+    s->spos_n = k;
+}
+
 /* Slurm: squeue's view of kiln's allocations (sq_every), and the cancel of
  * pending ones nobody asks for. */
 static void slurm_tick(sup *s, int64_t now)
@@ -521,11 +634,12 @@ static void slurm_tick(sup *s, int64_t now)
     for (palloc *p = s->pending, *next; p; p = next) {
         next = p->next;
         if (now - p->asked_ns > STALE_NS) { /* nobody wants it any more */
-            kiln_slurm_alloc_cancel(p->id);
+            give_back(s, p->id);
             pending_drop(s, p);
         }
     }
     if (s->d->queues_path && s->d->slurm.accounts) slurm_waits(s, now);
+    if (!s->d->stop) slurm_positions(s, now);
 }
 
 long place_lost(const sup *s, const rjob *j, char *why, size_t whylen)

@@ -20,4 +20,12 @@ void kilnd_qwait_publish(kilnd *d, kilnd_qwait *w, size_t n);
 /* Sorts kilnd's record again after a change in place (queues_mu held). */
 void kilnd_qwait_sort(kilnd *d);
 
+/* Puts v (n positions, owned from here; NULL: none) in place of kilnd's
+ * record of Slurm's queue positions (d->spos), and frees the old one.
+ * Takes d->queues_mu. */
+void kilnd_spos_publish(kilnd *d, kilnd_spos *v, size_t n);
+/* The job's place in Slurm's pending queue (d->spos), 0 when it has none.
+ * Takes d->queues_mu. */
+long kilnd_spos_get(kilnd *d, const char *project, const char *job_id);
+
 #endif

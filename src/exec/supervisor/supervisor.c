@@ -240,7 +240,7 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
     }
     /* the placement backend takes d->mu itself (kiln's book); Slurm's
      * commands run without it */
-    place_who who = {rec->project, rec->job->job_id, NULL, &rec->job->labels};
+    place_who who = {rec->project, rec->job->job_id, NULL, rec->job};
     /* under Slurm a tuning job's study starts holding nothing (each trial
      * is an allocation of its own, launch_trial): nothing is asked of
      * Slurm for the job itself, only whether its shape can ever fit */
@@ -556,7 +556,7 @@ static void grow(sup *s, rjob *j, int64_t now)
             index = j->reps[i].index + 1;
     char tag[32];
     snprintf(tag, sizeof tag, "-w%d", index);
-    place_who who = {j->project, j->job_id, tag, &j->job->labels};
+    place_who who = {j->project, j->job_id, tag, j->job};
     if (place_slurm(s)) j->grow_at_ns = now + 200000000LL; /* Slurm's answer comes by squeue */
     kiln_err err = place_job(s, &who, &plans[w], 1, sel, &pl, why, sizeof why);
     if (err != KILN_OK) return;
@@ -998,8 +998,6 @@ void *kilnd_supervisor(void *arg)
 {
     sup s = {.d = arg};
     kilnd *d = s.d;
-    /* --executor slurm: jobs go whole to Slurm, which places them */
-    if (d->slurm.on && !d->slurm.steps) return kiln_slurm_supervisor(d);
     s.port_used = calloc((size_t)d->port_count, sizeof(bool));
     if (!s.port_used) {
         d->stop = 1;

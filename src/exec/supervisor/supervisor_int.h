@@ -175,6 +175,8 @@ typedef struct sup {
     kiln_slurm_alloc_list sq;
     int64_t sq_ns_read, sq_fast_until;
     int64_t usage_ns_read; /* --slurm-queues accounts: scontrol's usage, last read */
+    size_t spos_n;         /* Slurm queue positions published (kilnd_spos) */
+    int64_t spos_ns_read;  /* and when squeue of the partition was last read */
     /* admit.c, under Slurm: trials charged while their allocation waits,
      * since the last pass recounted (admit_gen) */
     struct thold *trial_holds;
@@ -260,10 +262,11 @@ bool place_slurm(const sup *s);
  * directory (slurm/NAME). */
 typedef struct place_who {
     const char *project, *job_id, *tag;
-    /* the job's labels: under --slurm-queues accounts its LocalQueue and
-     * priority class name the allocation's --account and --qos (NULL:
-     * none; only a new allocation reads them) */
-    const kiln_map *labels;
+    /* the job's spec, read by a new Slurm allocation only (NULL: none):
+     * its scheduling.priority is Slurm's --nice, and under --slurm-queues
+     * accounts its labels' LocalQueue and priority class name the
+     * allocation's --account and --qos */
+    const kiln_job *job;
 } place_who;
 /* Places plans[0..np) (KILN_OK, *pl filled), or says it waits
  * (KILN_ECONFLICT) or can never fit (KILN_EINVAL, KILN_ELIMIT), `why` saying

@@ -278,7 +278,7 @@ static bool launch_trial(sup *s, tstudy *st)
      * trial it will be (the study numbers them in order) */
     char tag[32];
     snprintf(tag, sizeof tag, "-t%zu", kiln_study_trial_count(st->st) + 1);
-    place_who who = {st->project, st->job_id, tag, &st->job->labels};
+    place_who who = {st->project, st->job_id, tag, st->job};
     if (kiln_admits(d)) /* each trial is admitted against its job's quota */
         err = admit_trial(s, &who, st->job, plans, np, &pl, why, sizeof why);
     else
