@@ -62,7 +62,7 @@ target_link_libraries(kiln_exec PUBLIC kiln_store kiln_spec kiln_util PkgConfig:
 # The per-replica monitor (src/exec/monitor): kilnd finds it next to itself.
 add_executable(kiln-monitor ${CMAKE_SOURCE_DIR}/src/exec/monitor/kiln-monitor.c)
 target_link_libraries(kiln-monitor PRIVATE kiln_exec)
-# The Slurm executor's per-task helper (src/exec/slurm/task): srun runs it.
+# A container step's GPUs under Slurm (src/exec/slurm/task): srun runs it.
 add_executable(kiln-slurm-task ${CMAKE_SOURCE_DIR}/src/exec/slurm/task/kiln-slurm-task.c)
 target_link_libraries(kiln-slurm-task PRIVATE kiln_exec)
 

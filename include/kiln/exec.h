@@ -202,8 +202,8 @@ typedef struct kiln_exec_spec {
     size_t n_gpus;
     bool simulated; /* simulated GPUs: only CUDA_VISIBLE_DEVICES */
     /* container, instead of gpus: one argument standing where the GPUs'
-     * --device arguments go, which the Slurm executor's task replaces on
-     * its node with the GPUs Slurm gave it (NULL: none) */
+     * --device arguments go, which kiln-slurm-task replaces on its node
+     * with the GPUs Slurm gave the step (NULL: none) */
     const char *devices_arg;
     long uid, gid; /* run as (-1: the monitor's own) */
     /* where it runs: a command that runs what follows it on the replica's

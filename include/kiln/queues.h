@@ -207,7 +207,7 @@ void kiln_queues_format(kiln_qres r, int64_t v, char *buf, size_t len);
  * (--slurm-machine-resources yes: only then does Slurm count a replica's
  * machine type as kiln does). Returns how many were added. */
 size_t kiln_queues_slurm_refusals(const kiln_queues *q, bool machine_resources, kiln_diag *d);
-/* Under --slurm-launch steps kiln admits (as on one machine) and Slurm
+/* Under --executor slurm (--slurm-queues kiln) kiln admits (as on one machine) and Slurm
  * places what was admitted: all of Kueue's fields keep their meaning but a
  * ResourceFlavor's nodeLabels other than a node's name (kubernetes.io/
  * hostname, kiln.dev/node: those pin the admitted job's replicas to that

@@ -343,7 +343,7 @@ kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *jo
                dg->n ? dg->v[0].description : "invalid job");
         goto out;
     }
-    /* --executor slurm: what the Slurm executor cannot run (docs/slurm.md) */
+    /* --executor slurm: what Slurm has no meaning for (docs/slurm.md) */
     char sfield[128];
     if (d->slurm.on &&
         !kiln_slurm_check_job(d, project, job, sfield, sizeof sfield, why, sizeof why)) {

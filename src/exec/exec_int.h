@@ -52,24 +52,19 @@ kiln_exec_status kiln__mon_poll(const kiln_exec_config *cfg, kiln_exec_handle *h
                                 char *why, size_t whylen);
 /* The container backend's command lines for `spec` (src/exec/container):
  * `podman run ...` (prog), the pull the monitor runs first (pull: left
- * empty for pullPolicy Never) and the image check (exists). The local
- * container backend runs them under its monitor; the Slurm executor writes
- * them into its replicas' spec, for kiln-slurm-task on the node. */
+ * empty for pullPolicy Never) and the image check (exists). The container
+ * backend runs them under its monitor (under Slurm as a step, on the node
+ * Slurm chose). */
 kiln_err kiln__podman_argv(const kiln_exec_config *cfg, const kiln_exec_spec *spec, kiln_strv *prog,
                            kiln_strv *pull, kiln_strv *exists);
 /* `podman kill --signal KILL NAME` with the runtime's global args: what
  * ends a container whose program outlived the grace period (the local
  * backend's SIGKILL). */
 kiln_err kiln__podman_kill_argv(const kiln_exec_config *cfg, const char *name, kiln_strv *av);
-/* `podman stop --time GRACE NAME`: SIGTERM to the container's program,
- * SIGKILL after the grace period (rounded up to seconds): what
- * kiln-slurm-task runs when its step is stopped under Slurm. */
-kiln_err kiln__podman_stop_argv(const kiln_exec_config *cfg, const char *name, int grace_ms,
-                                kiln_strv *av);
 /* What a replica may keep of kilnd's own environment (NULL-terminated):
  * nothing else, so that no secret of kilnd's reaches a replica. The monitor
- * adds HOME, USER, LOGNAME; the Slurm executor's commands and tasks take the
- * same list (src/exec/slurm). */
+ * adds HOME, USER, LOGNAME; Slurm's commands kilnd runs take the same list
+ * (src/exec/slurm). */
 extern const char *const kiln__exec_allowed_env[];
 
 /* In a forked child before exec: the default dispositions of the signals

@@ -1,6 +1,6 @@
-/* src/exec/limits.c - a started job's run limits (kiln/exec.h): one place
- * decides them for the local supervisor and the Slurm executor, which only
- * carry the decision out (stop the replicas, record the end). */
+/* src/exec/limits.c - a started job's run limits (kiln/exec.h), decided
+ * apart from the supervisor, which only carries the decision out (stop the
+ * replicas, record the end). */
 #include <stdio.h>
 
 #include "kiln/exec.h"

@@ -1,8 +1,8 @@
 /* src/queues/slurm.c - what a Kueue file means under --executor slurm
  * (docs/queues.md, "Under --executor slurm"; docs/slurm.md, "Queues").
  *
- * The Slurm executor hands each job whole to Slurm and Slurm's own scheduler
- * admits it, so the file is carried out with Slurm's own accounting objects
+ * With --slurm-queues accounts Slurm's own scheduler admits each job's
+ * allocation, so the file is carried out with Slurm's own accounting objects
  * (src/exec/slurm/accounts.c makes them with sacctmgr): a ClusterQueue is an
  * account whose GrpTRES is its nominal quota and whose Fairshare is its
  * fairSharing.weight, a LocalQueue an association of its project's Unix user
@@ -127,10 +127,11 @@ static bool names_a_node(const char *key)
     return strcmp(key, "kubernetes.io/hostname") == 0 || strcmp(key, "kiln.dev/node") == 0;
 }
 
-/* Each flavor's nodeLabels that Slurm cannot honour: every one under the
- * batch executor (its jobs go to one partition whole), under steps those
- * that do not name a node (they pin the admitted job's replicas there, as a
- * nodeSelector of the same key does). One diagnostic per label, named. */
+/* Each flavor's nodeLabels that Slurm cannot honour: every one when Slurm
+ * admits (--slurm-queues accounts: no flavor is ever assigned), under kiln's
+ * own admission those that do not name a node (they pin the admitted job's
+ * replicas there, as a nodeSelector of the same key does). One diagnostic
+ * per label, named. */
 static void flavor_label_refusals(const kiln_queues *q, bool steps, kiln_diag *d)
 {
     for (size_t i = 0; i < q->nflavors; i++) {
@@ -140,11 +141,12 @@ static void flavor_label_refusals(const kiln_queues *q, bool steps, kiln_diag *d
             char field[300];
             snprintf(field, sizeof field, "spec.nodeLabels.%s", nl->keys[k]);
             add(d, "ResourceFlavor", q->flavors[i].name, field,
-                steps ? "a Slurm partition's nodes carry no labels: under --slurm-launch steps "
+                steps ? "a Slurm partition's nodes carry no labels: under --executor slurm "
                         "only kubernetes.io/hostname or kiln.dev/node (a node's name) can be "
                         "asked of Slurm"
-                      : "meaningless under --executor slurm --slurm-launch batch: jobs go to the "
-                        "one partition --slurm-partition names and Slurm chooses the nodes");
+                      : "meaningless under --slurm-queues accounts: Slurm admits each job to "
+                        "its account, in the one partition --slurm-partition names, and "
+                        "chooses the nodes");
         }
     }
 }

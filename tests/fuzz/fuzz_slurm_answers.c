@@ -1,5 +1,5 @@
 /* fuzz_slurm_answers.c - libFuzzer target for what kilnd reads of Slurm
- * under --slurm-launch steps (src/exec/slurm/alloc.c): squeue's rows, a
+ * under --executor slurm (src/exec/slurm/alloc.c): squeue's rows, a
  * step's usage as sstat gives it, and an allocation's layout file (written by a batch script on a
  * node, so by the job's user). Any bytes: never a crash or a read past them; a layout accepted
  * names a node for every task, and no row is kept twice or without its name's prefix. Replayed over

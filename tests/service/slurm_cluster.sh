@@ -85,7 +85,7 @@ done)
 
 # accounting: slurm.conf's part of it (slurmdbd itself starts below)
 # jobacct_gather/linux: sstat reads a running step's CPU time and memory
-# (the autoscaler of elastic jobs under --slurm-launch steps), each second
+# (the autoscaler of elastic jobs under --executor slurm), each second
 ACCT_CONF="AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=1"

@@ -92,7 +92,7 @@ int main(void)
         kiln_queues_slurm_tres(q, 1, tres, sizeof tres);
         CHECK_MSG(strcmp(tres, "gres/gpu=2,cpu=-1,mem=-1") == 0, "%s", tres);
         CHECK(kiln_queues_slurm_fairshare(q, 0) == 1);
-        /* --slurm-launch steps: kiln admits (cohorts, preemption and all),
+        /* --executor slurm: kiln admits (cohorts, preemption and all),
          * only the flavor's nodeLabels are refused */
         kiln_diag st = KILN_DIAG_INIT;
         CHECK(kiln_queues_steps_refusals(q, &st) == 1 && st.n == 1);
@@ -168,7 +168,7 @@ int main(void)
         q = NULL;
     }
 
-    /* a flavor whose nodeLabels name a node: under --slurm-launch steps it
+    /* a flavor whose nodeLabels name a node: under --executor slurm it
      * pins the admitted job there (kept), another label is refused by its
      * key; under batch every label is refused */
     snprintf(all, sizeof all, "%s%s",

@@ -194,17 +194,6 @@ kiln_err kiln__podman_kill_argv(const kiln_exec_config *cfg, const char *name, k
     return err == KILN_OK ? kiln_strv_push(av, name) : err;
 }
 
-kiln_err kiln__podman_stop_argv(const kiln_exec_config *cfg, const char *name, int grace_ms,
-                                kiln_strv *av)
-{
-    char t[32];
-    snprintf(t, sizeof t, "%d", (grace_ms + 999) / 1000);
-    kiln_err err = runtime_prefix(cfg, av);
-    if (err == KILN_OK) err = kiln_strv_push(av, "stop");
-    if (err == KILN_OK) err = push2(av, "--time", t);
-    return err == KILN_OK ? kiln_strv_push(av, name) : err;
-}
-
 /* SIGTERM goes to `podman run`, which passes it on to the container (its
  * --sig-proxy default), where catatonit hands it to the program. SIGKILL
  * cannot be passed on: `podman kill` kills the container itself, started

@@ -1,5 +1,5 @@
 /* src/exec/slurm/alloc.h - Slurm as the placement and launch backend under
- * kiln's one supervisor (kilnd --executor slurm --slurm-launch steps).
+ * kiln's one supervisor (kilnd --executor slurm).
  *
  * Placement: a gang is one Slurm job holding an allocation (`sbatch` of a
  * heterogeneous job, one component per replica, whose batch script only

@@ -20,7 +20,7 @@
  * The quota arithmetic is src/queues' (kiln/queues.h): this file only
  * orders, places and publishes why each job waits.
  *
- * Under Slurm (--slurm-launch steps) placement answers later: an admitted
+ * Under Slurm (--executor slurm) placement answers later: an admitted
  * job's allocation may wait in Slurm. Such a job is admitted as a Kueue
  * workload is before its pods are scheduled: it holds its quota from the
  * pass that admitted it (each pass charges it again, place_waiting says

@@ -4,7 +4,7 @@
  * Two backends, a table of them (`placers`):
  *  - kiln's own scheduler (kiln/sched.h) on the nodes kilnd was given:
  *    an answer at once;
- *  - Slurm (kilnd --executor slurm --slurm-launch steps): a gang is one
+ *  - Slurm (kilnd --executor slurm): a gang is one
  *    allocation (src/exec/slurm/alloc.h) that Slurm places whole, with its
  *    own priorities; the answer is "waits" until Slurm runs it, then the
  *    nodes and GPUs Slurm chose. kiln's book claims the same slots, so

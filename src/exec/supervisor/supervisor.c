@@ -755,7 +755,7 @@ static void check_job(sup *s, rjob *j, bool woken, int64_t now)
         kiln_job_record_free(r);
     }
     /* maxRunningTime cancels, Kubeflow's activeDeadlineSeconds fails
-     * (DeadlineExceeded): decided with the Slurm executor's code */
+     * (DeadlineExceeded): decided in src/exec/limits.c */
     char lwhy[256];
     kiln_exec_limit lim =
         j->after == AS_NONE

@@ -11,8 +11,7 @@
  *   adopt.c       what a previous kilnd left: reconcile and adoption;
  *   trials.c      tuning jobs: placing and starting a study's trials (what
  *                 the trials are, their reports, early stopping and the
- *                 job's end: src/exec/trials/trialbook.h, shared with the
- *                 Slurm executor);
+ *                 job's end: src/exec/trials/trialbook.h);
  *   pskeys.c      per-attempt parameter-server CURVE keys;
  *   trainmetrics.c  training metrics reports on a replica's stdout;
  *   gpus.c        GPU health (a failed GPU's job) and GPU time and utilisation. */
@@ -254,7 +253,7 @@ void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
 const char *image_of(const kiln_catalog *c, const kiln_job *job, kiln_role role);
 
 /* place.c: the placement backends (kiln's scheduler, or Slurm with
- * --slurm-launch steps) and what a replica placed by Slurm needs to run */
+ * --executor slurm) and what a replica placed by Slurm needs to run */
 bool place_slurm(const sup *s);
 /* Whose gang is placed: a job, and `tag` for one of its parts ("-t3":
  * trial 3, "-w4": elastic worker 4; NULL: the job's gang). Under Slurm the

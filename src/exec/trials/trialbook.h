@@ -1,12 +1,11 @@
-/* src/exec/trials/trialbook.h - a tuning job's trials, decided once for
- * both executors.
+/* src/exec/trials/trialbook.h - a tuning job's trials, decided apart from
+ * their placement.
  *
- * The local supervisor (src/exec/supervisor/trials.c) and the Slurm
- * executor (src/exec/slurm/slurm.c) only place and launch a tuning job's
- * trials; what the trials are, what they reported, whether one stops early
- * and how the job ends are decided here, over the study of src/tune. This
- * module knows nothing of processes, Slurm jobs or either executor's
- * structures: it reads the files a trial's program writes (its hypertune
+ * The supervisor (src/exec/supervisor/trials.c) only places and launches a
+ * tuning job's trials, on kiln's nodes or as Slurm allocations; what the
+ * trials are, what they reported, whether one stops early and how the job
+ * ends are decided here, over the study of src/tune. This module knows
+ * nothing of processes, Slurm jobs or the supervisor's structures: it reads the files a trial's program writes (its hypertune
  * file, its TensorBoard event files) under the job's directory, which must
  * therefore be on a file system kilnd sees (on a cluster: shared with the
  * nodes, docs/slurm.md). */
