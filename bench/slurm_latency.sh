@@ -11,7 +11,7 @@
 #
 # The job: a master and 2 workers with 1 GPU (gpu:t4) each, running `sleep
 # 2`. Both sides are polled every 20 ms; kilnd itself asks squeue every
-# 25 ms for 2 s after a submit under steps (0.1 s under batch), then every
+# 25 ms for 2 s after a submit, then every
 # 0.5 s. Each round submits both sides at the same random fraction of a
 # second (at_phase: Slurm's backfill pass starts these jobs once a second).
 # KEEP=1 keeps the run's directory (kilnd's job logs, slurmctld's log).

@@ -118,8 +118,8 @@ check "the replica saw its env and kiln's" grep -q "GREETING=hello slurm TASK=ma
 # ---- cancel ----
 api POST /v1/projects/p1/jobs "$(job_json sleepy_1 'trap "echo got TERM; exit 143" TERM; echo up; sleep 300 & wait')"
 check "sleepy RUNNING" wait_state sleepy_1 RUNNING 60
-# RUNNING is Slurm's word for the batch job; the replica's shell sets its trap
-# some time later (srun, kiln-slurm-task, kiln-monitor), more than the 1 s this
+# RUNNING comes once the replica's step is launched; its shell sets its trap
+# some time later (kiln-monitor, srun, the step), more than the 1 s this
 # waited once in CI on a loaded machine: a TERM before the trap has nothing to
 # print. Its "up" comes after the trap.
 check "sleepy's replica is up" wait_file "$T/d/jobs/p1/sleepy_1/log.tsv" "	up$" 30

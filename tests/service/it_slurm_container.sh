@@ -125,6 +125,10 @@ check_eq "no container of polite left" "$left" 0
 api POST /v1/projects/p9/jobs "$(ctr_job as_user 'true' 'true')"
 check_eq "an image of a project with a user refused at create" "$STATUS" 400
 check "the refusal names imageUri and why" grep -q "trainingInput.masterConfig.imageUri.*only an allocation's owner may start steps.*rootless podman" <<<"$BODY"
+# a runtimeVersion runs in the catalog's image: the same
+api POST /v1/projects/p9/jobs '{"jobId":"rt_user","trainingInput":{"scaleTier":"BASIC","region":"us-central1","runtimeVersion":"2.11","pythonModule":"trainer.task"}}'
+check_eq "a runtimeVersion of a project with a user refused at create" "$STATUS" 400
+check "the refusal names runtimeVersion" grep -q "trainingInput.runtimeVersion.*rootless podman" <<<"$BODY"
 
 # 5. elastic workers in containers, each its own Slurm job (docs/slurm.md)
 e='test -e /run/.containerenv && echo "ELC $KILN_TASK_NAME ep=$PET_RDZV_ENDPOINT id=$PET_RDZV_ID nn=$PET_NNODES"

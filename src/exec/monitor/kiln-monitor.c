@@ -53,11 +53,6 @@
 
 #define LINE_MAX_BYTES 8192
 
-static void hold_term(int sig)
-{
-    (void)sig;
-}
-
 /* What a log lost while its file system was full (or failed otherwise). */
 typedef struct loss {
     unsigned long long bytes; /* of replica output not written since the last marker */
@@ -352,15 +347,6 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
-    /* Under Slurm (kiln-slurm-task) a SIGTERM for the step reaches every
-     * process of it, this one too: KILN_MONITOR_HOLD_TERM=1 keeps the
-     * monitor reading the program's last lines and recording its exit. A
-     * handler, not SIG_IGN, so that the program starts with the default. */
-    if (getenv("KILN_MONITOR_HOLD_TERM")) {
-        struct sigaction hold = {.sa_handler = hold_term};
-        sigaction(SIGTERM, &hold, NULL);
-        unsetenv("KILN_MONITOR_HOLD_TERM");
-    }
     int life = fcntl(3, F_GETFD) >= 0 ? 3 : -1;
     if (life >= 0) fcntl(life, F_SETFD, FD_CLOEXEC);
     m.job_log = open(m.job_log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

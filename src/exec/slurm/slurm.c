@@ -23,6 +23,7 @@
 #include "exec/slurm/alloc.h" /* kiln_slurm_last_line */
 #include "exec/slurm/slurm.h"
 #include "kiln/catalog.h"
+#include "kiln/exec.h"
 
 /* ---------- running Slurm's commands ---------- */
 
@@ -184,17 +185,30 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
     /* container images run in podman on the node, a step of the
      * allocation: the runtime kilnd found (--container-runtime, else podman
      * on its PATH) is the one at the same path on every node */
-    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
-        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
-        if (!rc || !rc->image_uri || !*rc->image_uri) continue;
-        role_field((kiln_role)r, "imageUri", field, flen);
+    kiln_replica_plan plans[KILN_ROLE_COUNT];
+    size_t np = kiln_catalog_plan(d->catalog, job, plans);
+    for (size_t p = 0; p < np; p++) {
+        kiln_role r = plans[p].role;
+        const kiln_replica_config *rc = kiln_job_role_config(job, r);
+        /* its own imageUri or the master's, else the catalog's image for
+         * the job's runtimeVersion (as the supervisor runs it) */
+        const char *image = kiln_exec_image(job, r);
+        if (!image) image = kiln_catalog_runtime_image(d->catalog, job, r);
+        if (!image) continue;
+        const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+        if (rc && rc->image_uri && *rc->image_uri)
+            role_field(r, "imageUri", field, flen);
+        else if (mc && mc->image_uri && *mc->image_uri) /* the master's, inherited */
+            role_field(KILN_ROLE_MASTER, "imageUri", field, flen);
+        else
+            snprintf(field, flen, "trainingInput.runtimeVersion");
         long uid = -1, gid = -1;
         char uwhy[16];
         if (!d->exec.container_runtime) {
             snprintf(why, whylen,
                      "container images (%s) need podman on the Slurm nodes, and kilnd found none "
                      "on its PATH (give --container-runtime PATH, the same path on every node)",
-                     rc->image_uri);
+                     image);
             return false;
         }
         /* Slurm lets only an allocation's owner start steps in it (srun as
@@ -211,8 +225,6 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
             return false;
         }
     }
-    kiln_replica_plan plans[KILN_ROLE_COUNT];
-    size_t np = kiln_catalog_plan(d->catalog, job, plans);
     for (size_t p = 0; p < np; p++) {
         const char *t = plans[p].accelerator_type;
         if (!t || plans[p].accelerators_per_replica <= 0) continue;
