@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/service/it_slurm_elastic.sh - elastic PyTorchJobs under
-# `kilnd --executor slurm` (--slurm-launch steps, the default: kiln's one
+# `kilnd --executor slurm` (kiln's one
 # supervisor, Slurm placing) on the two-node test cluster
 # (tests/service/slurm_cluster.sh): the gang (minReplicas workers, Worker 0
 # first) is one allocation kiln-P-J, each further worker up to maxReplicas an
@@ -148,6 +148,7 @@ check "worker 0 ran once" test "$(wc -l <"$T/el_1.master-replica-0.runs")" -eq 1
 # ---- worker 1's allocation scancelled: it leaves, another worker comes ----
 scancel "$n1"
 check "the loss is said, the worker leaves" wait_file "$LOG" "Slurm ended allocation $n1 of worker-replica-0.*the worker leaves the job" 30
+check "its leaving says why" wait_file "$LOG" "worker-replica-0 left the job (Slurm ended its allocation)" 30
 check "another worker asked for, in an allocation of its own (kiln-p1-el_1-w1)" wait_sid kiln-p1-el_1-w1 RUNNING 40
 check "the new worker said what it got" wait_file "$LOG" "worker-replica-1	ENV" 30
 check_eq "with Worker 0's rendezvous" "$(grep -o 'worker-replica-1	ENV .*' "$LOG" | head -1 | cut -d' ' -f3-)" "$w0"
@@ -285,14 +286,9 @@ check "el_2's workers were stopped, not finished" test "$(grep -c 'worker done' 
 
 # ---- Worker 0's allocation lost, its node drained: the job is queued
 # again, placed on the other node, every worker with the new endpoint ----
-# KNOWN BUG (src/exec/supervisor/supervisor.c, on_exit_of, the lead's file):
-# a Workers-only job with minReplicas 1 has Worker 0 alone in the gang's
-# allocation, so place_own() calls that allocation Worker 0's own: kilnd
-# says "...: the worker leaves the job" and then FAILS the job ("The replica
-# master-replica-0 exited with a non-zero status of 143 (restart policy
-# Never)") instead of queueing it again as docs/slurm.md says. The checks
-# from "the job is queued again" on fail until on_exit_of excludes the
-# rendezvous host there (the helper's report has the patch).
+# (a Workers-only job with minReplicas 1 has Worker 0 alone in the gang's
+# allocation: it is still the rendezvous host, not a worker that may leave;
+# before the fix in on_exit_of the job FAILED here with status 143)
 # (n2's address is 127.0.0.2 since the kilnd restart above)
 api POST /v1/projects/p1/jobs "$(el_job el_5)"
 check_eq "el_5 accepted" "$STATUS" 200

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/service/it_slurm_tuning.sh - hyperparameter tuning jobs under
-# `kilnd --executor slurm` (--slurm-launch steps, the default: kiln's one
+# `kilnd --executor slurm` (kiln's one
 # supervisor, Slurm placing), on the two-node test cluster
 # (tests/service/slurm_cluster.sh): each trial is a Slurm allocation of its
 # own, kiln-P-J-tN, its replicas srun steps in it, maxParallelTrials of them

@@ -488,9 +488,10 @@ static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
     kilnd_event(s->d, j->project, j->job_id, "WARNING",
                 "%s left the job (%s); %d workers carry on (minReplicas %d, maxReplicas %d)",
                 r->task,
-                !was_leaving   ? "out of restarts"
-                : r->scaled_in ? "the autoscaler took it away"
-                               : "its node is drained",
+                !was_leaving    ? "out of restarts"
+                : r->scaled_in  ? "the autoscaler took it away"
+                : r->alloc_gone ? "Slurm ended its allocation"
+                                : "its node is drained",
                 live_workers(j), j->el_min, j->el_max);
     save_runtime(s, j);
     return true;
@@ -607,10 +608,16 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
      * (grow asks Slurm for another); anything else queues the job again */
     char lost[512];
     size_t ri = (size_t)(r - j->reps);
+    /* the rendezvous host (a Workers-only job's Worker 0, kiln's master) is
+     * in the gang's allocation, never one of its own, even when it is the
+     * gang's only replica (minReplicas 1): its allocation ending queues the
+     * job again rather than letting it leave */
+    bool rdzv_host = j->wo && r->role == KILN_ROLE_MASTER;
     /* (whatever the status: a shell whose child Slurm killed may still end 0) */
     if (place_ended(s, j, ri, lost, sizeof lost)) {
-        if (elastic_worker(j, r) && place_own(j, ri)) {
+        if (elastic_worker(j, r) && !rdzv_host && place_own(j, ri)) {
             r->leaving = true;
+            r->alloc_gone = true; /* elastic_exit says why it left */
             kilnd_event(s->d, j->project, j->job_id, "WARNING", "%s: the worker leaves the job",
                         lost);
         } else {
