@@ -760,7 +760,8 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "kilnd: --queues %s with --executor slurm: these fields are refused "
                 "(docs/queues.md, \"Under --executor slurm%s\"):\n",
-                d.queues_path, d.slurm.accounts ? "" : " --slurm-launch steps");
+                d.queues_path,
+                d.slurm.accounts ? " --slurm-queues accounts" : " --slurm-queues kiln");
         goto diag;
     }
     if (d.queues_path && d.slurm.on && d.slurm.accounts &&
