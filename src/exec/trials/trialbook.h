@@ -5,10 +5,10 @@
  * tuning job's trials, on kiln's nodes or as Slurm allocations; what the
  * trials are, what they reported, whether one stops early and how the job
  * ends are decided here, over the study of src/tune. This module knows
- * nothing of processes, Slurm jobs or the supervisor's structures: it reads the files a trial's program writes (its hypertune
- * file, its TensorBoard event files) under the job's directory, which must
- * therefore be on a file system kilnd sees (on a cluster: shared with the
- * nodes, docs/slurm.md). */
+ * nothing of processes, Slurm jobs or the supervisor's structures: it reads the files a trial's
+ * program writes (its hypertune file, its TensorBoard event files) under the job's directory, which
+ * must therefore be on a file system kilnd sees (on a cluster: shared with the nodes,
+ * docs/slurm.md). */
 #ifndef KILN_TRIALBOOK_H
 #define KILN_TRIALBOOK_H
 
