@@ -664,9 +664,14 @@ bool place_ended(const sup *s, const rjob *j, size_t i, char *why, size_t whylen
 {
     const kiln_slot *sl = i < j->pl.n ? &j->pl.slots[i] : NULL;
     char st[32];
-    if (!place_slurm(s) || !sl || sl->alloc <= 0 ||
-        !kiln_slurm_alloc_ended(sl->alloc, st, sizeof st))
-        return false;
+    if (!place_slurm(s) || !sl || sl->alloc <= 0) return false;
+    bool ended = kiln_slurm_alloc_ended(sl->alloc, st, sizeof st);
+    /* a replica ran in it, so it was RUNNING: PENDING (or REQUEUED,
+     * CONFIGURING) again is Slurm's requeue, the same id taken away from
+     * under its replicas (whichever of the two the replica's exit finds
+     * first on a loaded machine) */
+    if (!ended && st[0] && strcmp(st, "RUNNING") != 0) ended = true;
+    if (!ended) return false;
     snprintf(why, whylen, "Slurm ended allocation %ld of %s (%s)", sl->alloc, j->reps[i].task,
              st[0] ? st : "gone from squeue");
     return true;
