@@ -508,6 +508,15 @@ int place_wait_ms(const sup *s, int64_t now)
     return ms < TICK_MS ? ms : TICK_MS;
 }
 
+/* p's squeue row when p is a job's gang allocation that Slurm holds
+ * PENDING (the job QUEUED), else NULL: a trial's or an elastic worker's
+ * allocation waits inside a running job. */
+static const kiln_slurm_alloc_row *gang_pending(const sup *s, const palloc *p)
+{
+    const kiln_slurm_alloc_row *row = p->gang ? kiln_slurm_alloc_find(&s->sq, p->id, NULL) : NULL;
+    return row && kiln_slurm_alloc_state_of(row) == KILN_SLURM_ALLOC_PENDING ? row : NULL;
+}
+
 /* --slurm-queues accounts: why each job whose allocation Slurm holds
  * PENDING waits, in the API's kilnStatus.queue (Slurm's reason in its
  * ClusterQueue's words: accounts.h), from the squeue just read; and, once
@@ -520,11 +529,8 @@ static void slurm_waits(sup *s, int64_t now)
         cap++;
     kiln_slurm_wait *w = calloc(cap ? cap : 1, sizeof *w);
     for (const palloc *p = s->pending; w && p; p = p->next) {
-        const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, p->id, NULL);
-        /* a trial's or an elastic worker's allocation waits inside a
-         * running job: only a gang's keeps its job QUEUED */
-        if (!p->gang || !row || kiln_slurm_alloc_state_of(row) != KILN_SLURM_ALLOC_PENDING)
-            continue;
+        const kiln_slurm_alloc_row *row = gang_pending(s, p);
+        if (!row) continue;
         w[n++] = (kiln_slurm_wait){p->project, p->job_id, p->account[0] ? p->account : NULL,
                                    p->qos[0] ? p->qos : NULL, row->reason};
     }
@@ -559,10 +565,8 @@ static void slurm_positions(sup *s, int64_t now)
     size_t want = 0;
     if (now - s->spos_ns_read < SQ_EVERY_NS) return; /* not at the fast polls' pace */
     s->spos_ns_read = now;
-    for (const palloc *p = s->pending; p; p = p->next) {
-        const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, p->id, NULL);
-        want += p->gang && row && kiln_slurm_alloc_state_of(row) == KILN_SLURM_ALLOC_PENDING;
-    }
+    for (const palloc *p = s->pending; p; p = p->next)
+        want += gang_pending(s, p) != NULL;
     if (!want) {
         if (s->spos_n) kilnd_spos_publish(d, NULL, 0);
         s->spos_n = 0;
@@ -599,9 +603,7 @@ static void slurm_positions(sup *s, int64_t now)
     kilnd_spos *out = calloc(want, sizeof *out);
     size_t k = 0;
     for (const palloc *p = s->pending; out && p; p = p->next) {
-        const kiln_slurm_alloc_row *row = kiln_slurm_alloc_find(&s->sq, p->id, NULL);
-        if (!p->gang || !row || kiln_slurm_alloc_state_of(row) != KILN_SLURM_ALLOC_PENDING)
-            continue;
+        if (!gang_pending(s, p)) continue;
         long pos = 0;
         for (size_t i = 0; i < n && !pos; i++)
             if (v[i].id == p->id) pos = (long)i + 1;
