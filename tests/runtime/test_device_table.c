@@ -361,6 +361,20 @@ static int same_as(kiln_model *a, float **s, const char **which)
     return 1;
 }
 
+/* same_as without batch norm's moving statistics, which are each replica's
+ * own (kiln/train.h: from its own batches) */
+static int same_but_moving(kiln_model *a, float **s, const char **which)
+{
+    for (size_t i = 0; i < kiln_model_num_buffers(a); i++) {
+        kiln_buffer x = kiln_model_buffer(a, i);
+        if (!strstr(x.name, "moving_") && !bits_equal(x.data, s[i], x.size)) {
+            *which = x.name;
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static void free_snapshot(kiln_model *a, float **s)
 {
     for (size_t i = 0; s && i < kiln_model_num_buffers(a); i++)
@@ -440,6 +454,136 @@ static void bf16_resume(void)
     kiln_model_free(m);
 }
 
+/* ---- data parallelism through the device path ----
+ * Two replicas in this process, each summing the other's gradient as a
+ * strategy's all-reduce does (kiln_model_compute_grads writes it to the
+ * host buffer, kiln_model_apply_grads updates with the sum). */
+static int dp_step(kiln_model *const *r, float *const *g, size_t ng, const float *const *x,
+                   const uint8_t *const *y, const int *n)
+{
+    kiln_grad_sync s[2];
+    for (int k = 0; k < 2; k++) {
+        s[k] = (kiln_grad_sync){.grads = g[k]};
+        if (kiln_model_compute_grads(r[k], x[k], y[k], n[k], (float)n[k] / (float)(n[0] + n[1]),
+                                     &s[k], NULL, NULL)) {
+            fprintf(stderr, "compute_grads: %s\n", kiln_model_error(r[k]));
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < ng; i++)
+        g[0][i] = g[1][i] = g[0][i] + g[1][i];
+    for (int k = 0; k < 2; k++)
+        if (kiln_model_apply_grads(r[k], &s[k])) {
+            fprintf(stderr, "apply_grads: %s\n", kiln_model_error(r[k]));
+            return -1;
+        }
+    return 0;
+}
+
+/* STEPS data-parallel steps of two replicas on the CPU table (each half of
+ * a batch of B) against: each other (bit-identical: one sum, one update),
+ * two replicas on the CPU's fused path (fp32: within TOL), and one model
+ * taking the whole batch (the MLP, which has no per-replica batch norm:
+ * within TOL in fp32, LOWP_TOL in bf16/fp16; then one step with every
+ * example on replica 0 and none on 1). fp16: an overflow in one replica's
+ * half makes both skip the step, bits kept, both scales halved. */
+static void data_parallel(int shape, kiln_optimizer opt, kiln_precision prec, const char *what)
+{
+    int fp32 = prec == KILN_PRECISION_FP32, h = B / 2;
+    double tol = fp32 ? TOL : prec == KILN_PRECISION_BF16 ? LOWP_TOL_BF16 : LOWP_TOL_FP16;
+    kiln_model *a[2] = {fp32 ? build(shape, opt, 0) : NULL, fp32 ? build(shape, opt, 0) : NULL};
+    kiln_model *b[2] = {build_prec(shape, opt, 1, prec), build_prec(shape, opt, 1, prec)};
+    kiln_model *one = build_prec(shape, opt, 1, prec);
+    float *ga[2] = {NULL, NULL}, *gb[2] = {NULL, NULL}, **snap = NULL, **snap1 = NULL, *bad = NULL;
+    size_t ng = b[0] ? kiln_model_grad_count(b[0]) : 0, dim = train.dim;
+    const char *which = "";
+    int ident = 0, ok = 1;
+    CHECK(b[0] && b[1] && one && (!fp32 || (a[0] && a[1])));
+    if (!b[0] || !b[1] || !one || (fp32 && (!a[0] || !a[1]))) goto out;
+    for (int k = 0; k < 2; k++) {
+        ga[k] = calloc(ng, sizeof(float));
+        gb[k] = calloc(ng, sizeof(float));
+    }
+    CHECK(ga[0] && ga[1] && gb[0] && gb[1]);
+    if (!ga[0] || !ga[1] || !gb[0] || !gb[1]) goto out;
+    for (int st = 0; st < STEPS && ok; st++) {
+        const float *x0 = train.x + (size_t)st * B * dim;
+        const uint8_t *y0 = train.y + (size_t)st * B;
+        const float *x[2] = {x0, x0 + (size_t)h * dim};
+        const uint8_t *y[2] = {y0, y0 + h};
+        int n[2] = {h, h};
+        ok = dp_step(b, gb, ng, x, y, n) == 0 && (!fp32 || dp_step(a, ga, ng, x, y, n) == 0) &&
+             kiln_model_train_step(one, x0, y0, B, NULL, NULL) == 0;
+    }
+    CHECK_MSG(ok, "%s: a data-parallel step failed", what);
+    if (!ok) goto out;
+    CHECK(kiln_model_step(b[0]) == STEPS && kiln_model_step(b[1]) == STEPS);
+    CHECK(kiln_model_sync_host(b[1]) == 0);
+    snap = snapshot(b[1]);
+    CHECK_MSG(snap && same_but_moving(b[0], snap, &which), "%s: the two replicas differ in %s",
+              what, which);
+    if (fp32) {
+        double e = param_diff(a[0], b[0], &ident);
+        printf("%-20s 2 replicas, device table vs CPU path: params rel err %.3g (tol %g)\n", what,
+               e, tol);
+        CHECK_MSG(e <= tol, "%s: data parallel on the device table differs from the CPU's by %g",
+                  what, e);
+    }
+    if (shape == MLP) {
+        double e = param_diff(one, b[0], &ident);
+        printf("%-20s 2 replicas vs 1 with the whole batch: params rel err %.3g (tol %g)\n", what,
+               e, tol);
+        CHECK_MSG(e <= tol, "%s: 2 replicas differ from 1 by %g", what, e);
+        CHECK_MSG(e > 0 || fp32, "%s: bit-identical to one replica: were the halves summed?", what);
+        /* a replica with no examples contributes zeros and takes the step */
+        const float *x[2] = {train.x + (size_t)STEPS * B * dim, NULL};
+        const uint8_t *y[2] = {train.y + (size_t)STEPS * B, NULL};
+        int n[2] = {B, 0};
+        CHECK(dp_step(b, gb, ng, x, y, n) == 0 &&
+              kiln_model_train_step(one, x[0], y[0], B, NULL, NULL) == 0);
+        e = param_diff(one, b[0], &ident);
+        CHECK_MSG(e <= tol, "%s: a step with an empty replica differs from 1 by %g", what, e);
+    }
+    if (prec == KILN_PRECISION_FP16) {
+        /* one replica's half overflows: the sum is not finite on both */
+        free_snapshot(b[1], snap);
+        CHECK(kiln_model_sync_host(b[0]) == 0);
+        snap = snapshot(b[0]);
+        snap1 = snapshot(b[1]);
+        bad = copy_buf(train.x + (size_t)h * dim, (size_t)h * dim);
+        CHECK(snap && snap1 && bad);
+        if (!snap || !snap1 || !bad) goto out;
+        bad[7] = 1e6f;
+        const float *x[2] = {train.x, bad};
+        const uint8_t *y[2] = {train.y, train.y + h};
+        int n[2] = {h, h};
+        uint64_t sk0 = 0, sk1 = 0;
+        float s0 = kiln_model_loss_scale(b[0], NULL);
+        CHECK(dp_step(b, gb, ng, x, y, n) == 0);
+        CHECK(kiln_model_sync_host(b[0]) == 0 && kiln_model_sync_host(b[1]) == 0);
+        CHECK_MSG(same_as(b[0], snap, &which) && same_as(b[1], snap1, &which),
+                  "%s: the overflowing data-parallel step changed %s", what, which);
+        CHECK_MSG(kiln_model_loss_scale(b[0], &sk0) == s0 / 2 &&
+                      kiln_model_loss_scale(b[1], &sk1) == s0 / 2 && sk0 == 1 && sk1 == 1,
+                  "%s: after an overflow in one replica: scales %g %g (from %g), skipped %llu %llu",
+                  what, kiln_model_loss_scale(b[0], NULL), kiln_model_loss_scale(b[1], NULL), s0,
+                  (unsigned long long)sk0, (unsigned long long)sk1);
+        printf("%-20s an overflow in replica 1's half: both skipped, bits kept, scale %g -> %g\n",
+               what, s0, kiln_model_loss_scale(b[0], NULL));
+    }
+out:
+    free(bad);
+    if (snap) free_snapshot(b[0], snap);
+    if (snap1) free_snapshot(b[1], snap1);
+    for (int k = 0; k < 2; k++) {
+        free(ga[k]);
+        free(gb[k]);
+        kiln_model_free(a[k]);
+        kiln_model_free(b[k]);
+    }
+    kiln_model_free(one);
+}
+
 static void refusals(void)
 {
     kiln_model *m = kiln_model_new(28, 28, 1);
@@ -506,6 +650,13 @@ int main(void)
     fp16_overflow(MLP, kiln_adam(0.001f), "mlp adam");
     fp16_overflow(CNN, kiln_sgd(0.05f, 0.9f), "cnn+bn sgd");
     bf16_resume();
+    data_parallel(MLP, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_FP32, "mlp sgd");
+    data_parallel(MLP, kiln_adam(0.001f), KILN_PRECISION_FP32, "mlp adam");
+    data_parallel(CNN, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_FP32, "cnn+bn sgd");
+    data_parallel(MLP, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_BF16, "mlp sgd bf16");
+    data_parallel(CNN, kiln_adam(0.001f), KILN_PRECISION_BF16, "cnn+bn adam bf16");
+    data_parallel(MLP, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_FP16, "mlp sgd fp16");
+    data_parallel(CNN, kiln_sgd(0.05f, 0.9f), KILN_PRECISION_FP16, "cnn+bn sgd fp16");
     lowp_accuracy(&full);
     refusals();
     kiln_data_free(&full);

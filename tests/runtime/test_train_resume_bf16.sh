@@ -5,7 +5,8 @@
 # than fp32 from the same seed, is resumed in fp32 only with a warning,
 # fp16's done line carries its loss scale, which its checkpoints keep (a
 # resume goes on from it; --loss_scale_growth_interval is fp16's only), bf16
-# with replicas is refused, and test_train_resume.sh's kill-and-resume in
+# with 2 replicas trains and resumes bit-identically (its sharded optimizer
+# refused), and test_train_resume.sh's kill-and-resume in
 # fp16 (the scale doubling every 5 steps) and in bf16 ends with the
 # uninterrupted run's SHA-256 (checkpoints hold the fp32 masters).
 set -u
@@ -56,11 +57,42 @@ grep -q '"loss_scale":4.1943e+06,"skipped_steps":0}' "$TMP/ls2.log" ||
 rc=$?
 [ $rc = 2 ] && grep -q -- '--loss_scale_growth_interval' "$TMP/ls32.log" ||
     fail "--loss_scale_growth_interval in fp32: exit $rc: $(cat "$TMP/ls32.log")"
-# data-parallel replicas are fp32 only so far: refused by name, exit 2
-"$KT" mnist --world_size=2 --precision=bf16 --train_examples=64 --model_dir="$TMP/dp" \
-    > "$TMP/dp.log" 2>&1
+# data parallel in bf16: 2 replicas train through the device path (the
+# gradient summed on the host between them), end elsewhere than 2 fp32
+# replicas, and killed as a group after a checkpoint and resumed end with
+# the uninterrupted 2-replica run's SHA-256; --shard_optimizer (the CPU's
+# fp32 path only) is refused by name before any replica starts
+D="--model=mlp --train_epochs=1 --train_examples=1280 --batch_size=64 --world_size=2 --threads=1 \
+   --seed=5 --log_format=json --checkpoint_steps=4"
+# shellcheck disable=SC2086
+"$KT" mnist $D --precision=bf16 --model_dir="$TMP/dp" > "$TMP/dp.log" 2>&1 ||
+    fail "bf16 with 2 replicas: $(tail -3 "$TMP/dp.log")"
+tail -1 "$TMP/dp.log" | grep -q '"event":"done".*"replicas":2' ||
+    fail "bf16 with 2 replicas did not end with done: $(tail -1 "$TMP/dp.log")"
+# shellcheck disable=SC2086
+"$KT" mnist $D --shard_optimizer=0 --model_dir="$TMP/dp32" > "$TMP/dp32.log" 2>&1 ||
+    fail "fp32 with 2 replicas: $(tail -3 "$TMP/dp32.log")"
+SDP=$(sha "$TMP/dp")
+[ -n "$SDP" ] && [ "$SDP" != "$(sha "$TMP/dp32")" ] || fail "2 bf16 replicas ended as 2 fp32 ones ($SDP)"
+killgroup() { kill -KILL "$1" $(ps -o pid= --ppid "$1") 2> /dev/null; }
+# shellcheck disable=SC2086
+"$KT" mnist $D --precision=bf16 --model_dir="$TMP/dpk" > "$TMP/dpk.log" 2>&1 &
+LP=$!
+w=0
+while ! ls "$TMP/dpk"/ckpt-*.kiln > /dev/null 2>&1 && [ $w -lt 600 ]; do
+    sleep 0.02; w=$((w + 1)); done
+killgroup "$LP"
+wait "$LP" 2> /dev/null
+# shellcheck disable=SC2086
+"$KT" mnist $D --precision=bf16 --model_dir="$TMP/dpk" >> "$TMP/dpk.log" 2>&1 ||
+    fail "2 bf16 replicas resumed: $(tail -3 "$TMP/dpk.log")"
+grep -q '"event":"restored"' "$TMP/dpk.log" || echo "note: the kill came after the run ended; nothing restored"
+[ "$(sha "$TMP/dpk")" = "$SDP" ] || fail "2 bf16 replicas killed and resumed end elsewhere than uninterrupted"
+"$KT" mnist --world_size=2 --precision=bf16 --shard_optimizer=1 --train_examples=64 \
+    --model_dir="$TMP/dps" > "$TMP/dps.log" 2>&1
 rc=$?
-[ $rc = 2 ] && grep -q -- '--precision=bf16' "$TMP/dp.log" || fail "bf16 with 2 replicas: exit $rc: $(cat "$TMP/dp.log")"
+[ $rc = 2 ] && grep -q -- '--shard_optimizer' "$TMP/dps.log" ||
+    fail "bf16 with --shard_optimizer: exit $rc: $(cat "$TMP/dps.log")"
 echo "bf16 sha256 $S16 differs from fp32's $S32"
 N=3000; EPOCHS=2; KILLS=8
 if [ "${KILN_TEST_SANITIZED:-0}" = 1 ]; then N=1000; KILLS=5; fi

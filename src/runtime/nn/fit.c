@@ -297,14 +297,9 @@ int kiln_model_fit(kiln_model *m, const kiln_data *data, const kiln_fit_opts *op
         }
     }
     int rc = 0;
-    if (m->dv) {
-        if (opts->sync) {
-            src_stop(&src);
-            return kiln__model_fail(m,
-                                    "%s: data-parallel training on a device model is not "
-                                    "built yet",
-                                    kiln_model_device(m));
-        }
+    /* a device model's data-parallel steps take the loop below: each one
+     * waits for the group's sum, so there is nothing to pipeline */
+    if (m->dv && !opts->sync) {
         rc = fit_dev(m, &src, spe, cb);
         src_stop(&src);
         return rc;

@@ -755,9 +755,6 @@ int kiln_model_compute_grads(kiln_model *m, const float *x, const uint8_t *y, in
                              const kiln_grad_sync *s, float *loss, int *correct)
 {
     if (!m->compiled) return fail(m, "model is not compiled");
-    if (m->dv)
-        return fail(m, "%s: data-parallel gradient sync on a device model is not built yet",
-                    m->device);
     if (!s || !s->grads) return fail(m, "gradient sync without a gradient buffer");
     if (n < 0 || n > m->batch)
         return fail(m, "batch of %d examples, compiled for 0..%d", n, m->batch);
@@ -773,6 +770,14 @@ int kiln_model_compute_grads(kiln_model *m, const float *x, const uint8_t *y, in
         /* nothing of the global batch landed here: contribute zeros, but
          * take part in every bucket's sum like the others */
         memset(s->grads, 0, sizeof(float) * m->grad_count);
+        for (int b = 0; b < nb; b++)
+            bucket_done(&g, b);
+        return g.failed ? fail(m, "gradient sync failed") : 0;
+    }
+    if (m->dv) {
+        /* the device's gradient, staged in the host buffer, then announced
+         * bucket by bucket (model_dev.c says why through the host) */
+        if (kiln__dev_compute_grads(m, x, y, n, scale, s->grads, loss, correct)) return -1;
         for (int b = 0; b < nb; b++)
             bucket_done(&g, b);
         return g.failed ? fail(m, "gradient sync failed") : 0;
@@ -797,15 +802,19 @@ int kiln_model_compute_grads(kiln_model *m, const float *x, const uint8_t *y, in
 int kiln_model_apply_grads(kiln_model *m, const kiln_grad_sync *s)
 {
     if (!m->compiled) return fail(m, "model is not compiled");
-    if (m->dv)
-        return fail(m, "%s: data-parallel gradient sync on a device model is not built yet",
-                    m->device);
     if (!s || !s->grads) return fail(m, "gradient sync without a gradient buffer");
+    if (s->apply && m->dv)
+        return fail(m, "%s: the sharded optimizer runs on the CPU only", m->device);
     if (s->apply) /* the caller's own update (a sharded optimizer) */
         return s->apply(s->ud, m) ? fail(m, "gradient sync failed") : 0;
     size_t offsets[MAX_BUCKETS], counts[MAX_BUCKETS];
     int nb = plan_buckets(m, s->bucket_bytes, s->extra, offsets, counts, MAX_BUCKETS, 1);
     if (nb > MAX_BUCKETS) return fail(m, "too many gradient buckets");
+    if (m->dv) { /* every bucket summed, then one update on the device */
+        for (int b = 0; b < nb; b++)
+            if (s->bucket_wait && s->bucket_wait(s->ud, b)) return fail(m, "gradient sync failed");
+        return kiln__dev_apply_grads(m, s->grads);
+    }
     m->step++;
     /* walk the layers in the buffer's (reverse) order, one bucket at a time,
      * so the update of an early bucket overlaps the sums still running */
@@ -988,6 +997,11 @@ int kiln__model_replica_state(const kiln_model *m)
     for (int i = 0; i < m->nl; i++)
         if (m->layers[i]->kind == L_BN) return 1;
     return 0;
+}
+
+int kiln__model_on_device(const kiln_model *m)
+{
+    return m->dv != NULL;
 }
 
 size_t kiln_model_num_buffers(const kiln_model *m)

@@ -93,6 +93,7 @@ struct kiln__devmodel {
     int use_graphs;
     int host_stale, dev_stale;
     int scaling; /* fp16: the loss scaler below is in use */
+    int bn_kept; /* fp16, data parallel: compute kept the running statistics aside */
     kiln_loss_scaler scaler;
 };
 
@@ -705,6 +706,97 @@ int kiln__dev_train_step(kiln_model *m, const float *x, const uint8_t *y, int n,
 {
     if (kiln__dev_stage(m, x, y, n) || kiln__dev_launch(m)) return -1;
     return kiln__dev_finish(m, loss, correct);
+}
+
+/* ---- data parallel (kiln_model_compute_grads, kiln_model_apply_grads) ----
+ *
+ * The replica's gradient leaves the device for the caller's host buffer
+ * (the flat layout of nn/model.c: each layer's kernel at l->goff, its bias
+ * after), the caller sums it over the replicas, and apply uploads the sum
+ * and updates on the device. Staged through the host, the sum runs on
+ * kiln's communicator like the CPU path's, on every backend, and a replica
+ * on a GPU, one on the CPU table and one on the CPU's fused path can be in
+ * one group; the gradient crosses PCIe twice a step (for the MNIST models
+ * well under a millisecond; an NCCL sum of device buffers would not).
+ *
+ * fp16: compute scales the loss by this replica's scaler, apply unscales
+ * the sum and checks it. Every replica holds the same sum, so every
+ * replica's scaler takes the same decision and skips the same steps. */
+int kiln__dev_compute_grads(kiln_model *m, const float *x, const uint8_t *y, int n, float scale,
+                            float *grads, float *loss, int *correct)
+{
+    kiln__devmodel *v = m->dv;
+    kiln_layer *last = m->layers[m->nl - 1];
+    dev_layer *DL = &v->L[m->nl - 1];
+    size_t dim = (size_t)m->h * m->w * m->c;
+    int rc = 0;
+    if (v->flight >= 0 || v->nstaged)
+        return fail(m, "%s: a pipelined step is running or staged", m->device);
+    if (n < 1 || n > m->batch)
+        return fail(m, "batch of %d examples, compiled for 1..%d", n, m->batch);
+    if (v->dev_stale && (rc = push(m))) return rc;
+    if (put_labels(m, 0, y, n)) return -1;
+    CK(m, v->be->upload(v->d, v->lab[0], v->hlab[0], sizeof(int32_t) * (size_t)n),
+       "uploading a batch");
+    CK(m, v->be->upload(v->d, v->in[0], x, sizeof(float) * (size_t)n * dim), "uploading a batch");
+    v->bn_kept = v->scaling;
+    if (v->scaling && (rc = keep_bn_stats(m, 0))) goto out;
+    if ((rc = forward(m, v->in[0], n, 1))) goto out;
+    CK(m,
+       v->be->xent(v->d, DL->out, v->lab[0], n, (int)out_size(last), DL->dout,
+                   scale * (v->scaling ? v->scaler.scale : 1.0f), v->loss, (int *)(v->loss + 1)),
+       "cross-entropy");
+    if ((rc = backward(m, v->in[0], n))) goto out;
+    v->host_stale = 1; /* batch norm's running statistics moved */
+    for (int i = 0; i < m->nl; i++) {
+        const kiln_layer *l = m->layers[i];
+        const dev_layer *D = &v->L[i];
+        if (l->ob < 0) continue;
+        CK(m, v->be->download(v->d, grads + l->goff, D->dw, sizeof(float) * l->nw),
+           "reading the gradients");
+        CK(m, v->be->download(v->d, grads + l->goff + l->nw, D->db, sizeof(float) * l->nb),
+           "reading the gradients");
+    }
+    CK(m, v->be->download(v->d, v->hloss, v->loss, 2 * sizeof(float)), "reading the loss");
+    if (loss) *loss = v->hloss[0];
+    if (correct) memcpy(correct, v->hloss + 1, sizeof(int));
+out:
+    return rc;
+}
+
+int kiln__dev_apply_grads(kiln_model *m, const float *grads)
+{
+    kiln__devmodel *v = m->dv;
+    int rc = 0, apply = 1;
+    if (v->flight >= 0 || v->nstaged)
+        return fail(m, "%s: a pipelined step is running or staged", m->device);
+    if (v->dev_stale && (rc = push(m))) return rc;
+    m->step++;
+    set_hyper(m);
+    CK(m, v->be->upload_ordered(v->d, v->hyper, v->hhyper, sizeof(float) * KILN__HYPER_MAX),
+       "uploading the learning rate");
+    for (int i = 0; i < m->nl; i++) {
+        const kiln_layer *l = m->layers[i];
+        const dev_layer *D = &v->L[i];
+        if (l->ob < 0) continue;
+        CK(m, v->be->upload(v->d, D->dw, grads + l->goff, sizeof(float) * l->nw),
+           "uploading the gradients");
+        CK(m, v->be->upload(v->d, D->db, grads + l->goff + l->nw, sizeof(float) * l->nb),
+           "uploading the gradients");
+    }
+    if (v->scaling && (rc = unscale(m, v->scaler.scale, &apply))) goto out;
+    /* a skipped step leaves batch norm's statistics as they were before
+     * this replica's forward (a replica with no examples ran none) */
+    if (apply)
+        rc = optimize(m);
+    else if (v->bn_kept)
+        rc = keep_bn_stats(m, 1);
+    v->bn_kept = 0;
+    if (!rc) CK(m, v->be->sync(v->d), "training step");
+    v->host_stale = 1;
+out:
+    if (rc) m->step--;
+    return rc;
 }
 
 /* Drops whatever is staged (fit stopping early). */

@@ -78,6 +78,12 @@ int kiln__dev_finish(kiln_model *m, float *loss, int *correct);
 void kiln__dev_unstage(kiln_model *m);
 int kiln__dev_train_step(kiln_model *m, const float *x, const uint8_t *y, int n, float *loss,
                          int *correct);
+/* Data parallel: the gradient of n examples (the loss scaled by `scale`)
+ * into the host buffer grads (the flat layout); apply: one update with the
+ * summed gradients in grads (nn/model.c announces and waits for buckets). */
+int kiln__dev_compute_grads(kiln_model *m, const float *x, const uint8_t *y, int n, float scale,
+                            float *grads, float *loss, int *correct);
+int kiln__dev_apply_grads(kiln_model *m, const float *grads);
 int kiln__dev_eval_sums(kiln_model *m, const float *x, const uint8_t *y, size_t n, double *loss_sum,
                         size_t *correct);
 int kiln__dev_predict(kiln_model *m, const float *x, int n, float *out);

@@ -25,6 +25,9 @@ int kiln__model_apply_shard(kiln_model *m, const float *const *srcs, int nsrc, s
  * (SGD's momentum, Adam's m), 2 = the second (Adam's v; nothing for SGD). */
 void kiln__model_flat_copy(kiln_model *m, int which, float *flat, size_t lo, size_t hi,
                            int to_flat);
+/* 1 when m's steps run through a backend table (nn/model_dev.c: a GPU, or
+ * the CPU table that bf16 and fp16 train on), not the CPU's fused path. */
+int kiln__model_on_device(const kiln_model *m);
 /* Optimizer slots per parameter: 1 (SGD) or 2 (Adam). */
 int kiln__model_slots(const kiln_model *m);
 /* kiln_model_evaluate's sums over x[0..n): the loss summed over the examples

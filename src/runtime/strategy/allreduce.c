@@ -209,8 +209,10 @@ kiln_err kiln__ar_attach(kiln_strategy *s, kiln_model *m)
                                .bucket_ready = on_bucket_ready,
                                .bucket_wait = on_bucket_wait};
     /* the measuring modes skip the exchange, which the sharded step cannot */
+    /* (and the sharded step updates host parameters: the CPU's path only) */
     if (s->cfg.shard_optimizer && !d->measure && kiln_comm_world_size(d->c) > 1 &&
-        kiln_comm_sharding(d->c) && kiln_comm_world_size(d->c) <= KILN_OPT_MAX_SRC) {
+        !kiln__model_on_device(m) && kiln_comm_sharding(d->c) &&
+        kiln_comm_world_size(d->c) <= KILN_OPT_MAX_SRC) {
         if (!(d->pflat = kiln_comm_alloc_f32(d->c, d->ngrad + 1))) {
             e = kiln__strategy_fail(s, KILN_EIO, "parameter buffer: %s", kiln_comm_error(d->c));
             kiln_comm_free(d->c, g);

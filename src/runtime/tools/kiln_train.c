@@ -600,17 +600,27 @@ static int run_evaluator(run *r);
  * used), or TensorFlow's rule: the first GPU this process sees, when there
  * is one, and the CPU when there is none, or when that GPU cannot be used
  * (said on stderr: never a quiet change of device the user asked for).
- * Data-parallel replicas stay on the CPU until their GPU all-reduce is
- * built; asking for a GPU there is an error. */
-static kiln_model *make_model(run *r)
+ * Replicas: one of a TF_CONFIG cluster is a process of its own (under
+ * kilnd, with its own GPUs), and takes the same rule. The replicas of a
+ * local group (--world_size) share this machine: with --device=/gpu:K
+ * replica r trains on /gpu:K+r (the launcher checked they exist), and
+ * without --device they stay on the CPU. */
+static kiln_model *make_model(run *r, int local)
 {
     const kt_opts *o = &r->o;
     int batch = o->batch / r->world, n = 0;
-    char why[512] = "";
-    if (o->device) /* a GPU with several replicas was refused before they started */
+    char why[512] = "", dev[32];
+    kiln_device_spec spec;
+    if (o->device && local && kiln_device_parse(o->device, &spec, why, sizeof why) == KILN_OK &&
+        spec.kind == KILN_DEVICE_GPU) {
+        snprintf(dev, sizeof dev, "/gpu:%d", spec.index + r->rank);
+        return kt_mnist_model_on(o->model, o->optimizer, o->lr, o->momentum, batch, o->seed, dev,
+                                 o->precision, 0, NULL, 0);
+    }
+    if (o->device)
         return kt_mnist_model_on(o->model, o->optimizer, o->lr, o->momentum, batch, o->seed,
                                  o->device, o->precision, 0, NULL, 0);
-    if (r->world == 1 && kiln_cuda_device_count(&n, why, sizeof why) == KILN_OK && n > 0) {
+    if (!local && kiln_cuda_device_count(&n, why, sizeof why) == KILN_OK && n > 0) {
         kiln_model *m = kt_mnist_model_on(o->model, o->optimizer, o->lr, o->momentum, batch,
                                           o->seed, "/gpu:0", o->precision, 1, why, sizeof why);
         if (m) return m;
@@ -679,25 +689,37 @@ static int cmd_mnist(int argc, char **argv)
         return 2;
     }
     /* before any replica is forked: one refusal, not one per replica
-     * ("/device:CPU:0" is the CPU too, so the parsed kind decides) */
+     * ("/device:CPU:0" is the CPU too, so the parsed kind decides). A local
+     * group on GPUs takes one GPU per replica, from --device's on. */
     kiln_device_spec spec;
-    if (r.world > 1 && r.o.device &&
+    int ngpu = 0;
+    char gerr[256] = "";
+    if (r.o.world_size > 1 && r.o.device &&
         kiln_device_parse(r.o.device, &spec, err, sizeof err) == KILN_OK &&
-        spec.kind == KILN_DEVICE_GPU) {
+        spec.kind == KILN_DEVICE_GPU &&
+        (kiln_cuda_device_count(&ngpu, gerr, sizeof gerr) != KILN_OK ||
+         spec.index + r.o.world_size > ngpu)) {
         fprintf(stderr,
-                "kiln-train: --device=%s: data-parallel training (%d replicas) runs on the CPU "
-                "only so far; drop --device or train one replica per GPU job\n",
-                r.o.device, r.world);
+                "kiln-train: --device=%s with --world_size=%d: replica r trains on /gpu:%d+r, "
+                "up to /gpu:%d, and this process sees %d GPU%s%s%s\n",
+                r.o.device, r.o.world_size, spec.index, spec.index + r.o.world_size - 1, ngpu,
+                ngpu == 1 ? "" : "s", *gerr ? ": " : "", gerr);
         kiln_strategy_free(r.s);
         return 2;
     }
-    /* mixed precision runs on the device path, which has no gradient sync yet */
-    if (r.world > 1 &&
-        (r.o.precision == KILN_PRECISION_BF16 || r.o.precision == KILN_PRECISION_FP16)) {
+    /* mixed precision and GPUs train through the device path, whose update
+     * is not sharded (a TF_CONFIG replica that finds a GPU by itself is
+     * told after its model is made, below) */
+    int gpu_dev = r.o.device && kiln_device_parse(r.o.device, &spec, err, sizeof err) == KILN_OK &&
+                  spec.kind == KILN_DEVICE_GPU;
+    if (r.world > 1 && r.o.shard_optimizer == 1 &&
+        (gpu_dev || r.o.precision == KILN_PRECISION_BF16 || r.o.precision == KILN_PRECISION_FP16)) {
         fprintf(stderr,
-                "kiln-train: --precision=%s: data-parallel training (%d replicas) is fp32 only "
-                "so far; drop --precision or train one replica\n",
-                kiln_precision_name((kiln_precision)r.o.precision), r.world);
+                "kiln-train: --shard_optimizer: the optimizer is sharded on the CPU's own fp32 "
+                "path only, and %s%s trains through the device path (--shard_optimizer=0 runs "
+                "it unsharded)\n",
+                gpu_dev ? "--device=" : "--precision=",
+                gpu_dev ? r.o.device : kiln_precision_name((kiln_precision)r.o.precision));
         kiln_strategy_free(r.s);
         return 2;
     }
@@ -762,7 +784,7 @@ static int cmd_mnist(int argc, char **argv)
         r.train.n = (size_t)r.o.train_examples; /* a prefix, for tests */
     kt_fmnist_standardise(&r.train);
     kt_fmnist_standardise(&r.test);
-    if (!(r.m = make_model(&r))) goto out;
+    if (!(r.m = make_model(&r, local))) goto out;
     if (r.o.loss_scale_growth) { /* fp16 (refused otherwise, above) */
         kiln_loss_scale_state ls;
         int bad = kiln_model_get_loss_scale_state(r.m, &ls);
@@ -798,6 +820,15 @@ static int cmd_mnist(int argc, char **argv)
                 "so the flag has nothing to act on; drop it, or unset KILN_DIST_PROFILE to "
                 "train\n",
                 idle, meas);
+        goto out;
+    }
+    if (r.o.shard_optimizer == 1 && r.d && !kiln_strategy_sharded(r.s) &&
+        kiln__model_on_device(r.m)) {
+        fprintf(stderr,
+                "kiln-train: --shard_optimizer: the optimizer is sharded on the CPU's own path "
+                "only, and this model trains on %s (%s) through the device path "
+                "(--shard_optimizer=0 runs it unsharded)\n",
+                kiln_model_device(r.m), kiln_precision_name((kiln_precision)r.o.precision));
         goto out;
     }
     if (r.o.shard_optimizer == 1 && r.d && !kiln_strategy_sharded(r.s)) {
