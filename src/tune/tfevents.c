@@ -33,85 +33,11 @@
 #include <unistd.h>
 
 #include "tune/tune_int.h"
-#include "util/crc32c.h"
+#include "util/pbwire.h"
 
-/* ---------- TFRecord framing: masked CRC-32C (util/crc32c.h), little-endian ---------- */
-
-static uint32_t masked_crc(const uint8_t *p, size_t n)
-{
-    return kiln_crc32c_mask(kiln_crc32c_update(0, p, n));
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
-/* ---------- protobuf wire format ---------- */
-
-typedef struct span {
-    const uint8_t *p;
-    size_t n;
-} span;
-
-static bool varint(span *s, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (s->n == 0) return false;
-        uint8_t b = *s->p++;
-        s->n--;
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *out = v;
-            return true;
-        }
-    }
-    return false; /* more than 10 bytes */
-}
-
-/* One field: its number and wire type, and for length-delimited fields the
- * bytes, for fixed ones the bits, for varints the value. */
-typedef struct field {
-    uint32_t num;
-    int wt;
-    uint64_t v;
-    span bytes;
-} field;
-
-static bool next_field(span *s, field *f)
-{
-    uint64_t key;
-    if (!varint(s, &key)) return false;
-    f->num = (uint32_t)(key >> 3);
-    f->wt = (int)(key & 7);
-    switch (f->wt) {
-    case 0:
-        return varint(s, &f->v);
-    case 1:
-        if (s->n < 8) return false;
-        f->v = le64(s->p);
-        s->p += 8, s->n -= 8;
-        return true;
-    case 5:
-        if (s->n < 4) return false;
-        f->v = le32(s->p);
-        s->p += 4, s->n -= 4;
-        return true;
-    case 2:
-        if (!varint(s, &f->v) || f->v > s->n) return false;
-        f->bytes = (span){s->p, (size_t)f->v};
-        s->p += f->v, s->n -= (size_t)f->v;
-        return true;
-    default:
-        return false; /* groups (3, 4) and 6, 7: not in these messages */
-    }
-}
+/* protobuf's wire format and TFRecord's framing: util/pbwire.h */
+typedef kiln_pb_span span;
+typedef kiln_pb_field field;
 
 static double f32(uint32_t bits)
 {
@@ -137,19 +63,19 @@ static bool tensor_scalar(span s, double *out)
     span content = {NULL, 0};
     field f;
     while (s.n) {
-        if (!next_field(&s, &f)) return false;
+        if (!kiln_pb_next(&s, &f)) return false;
         if (f.num == 1 && f.wt == 0) dtype = f.v;
         if (f.num == 2 && f.wt == 2) { /* shape: the product of the dims */
             span sh = f.bytes;
             field d;
             while (sh.n) {
-                if (!next_field(&sh, &d)) return false;
+                if (!kiln_pb_next(&sh, &d)) return false;
                 if (d.num != 1 || d.wt != 2) continue;
                 span dim = d.bytes;
                 field sz;
                 uint64_t size = 0;
                 while (dim.n) {
-                    if (!next_field(&dim, &sz)) return false;
+                    if (!kiln_pb_next(&dim, &sz)) return false;
                     if (sz.num == 1 && sz.wt == 0) size = sz.v;
                 }
                 if (size != 1) elems = 0; /* not a single number */
@@ -161,17 +87,19 @@ static bool tensor_scalar(span s, double *out)
         if (f.num == 5 && f.wt == 2) { /* packed floats */
             nvals += f.bytes.n / 4;
             if (f.bytes.n % 4) return false;
-            if (f.bytes.n >= 4) val = f32(le32(f.bytes.p + f.bytes.n - 4));
+            if (f.bytes.n >= 4) val = f32(kiln_le32(f.bytes.p + f.bytes.n - 4));
         }
         if (f.num == 6 && f.wt == 2) { /* packed doubles */
             nvals += f.bytes.n / 8;
             if (f.bytes.n % 8) return false;
-            if (f.bytes.n >= 8) val = f64(le64(f.bytes.p + f.bytes.n - 8));
+            if (f.bytes.n >= 8) val = f64(kiln_le64(f.bytes.p + f.bytes.n - 8));
         }
     }
     if (elems != 1) return false;
-    if (dtype == DT_FLOAT && content.n == 4 && nvals == 0) val = f32(le32(content.p)), nvals = 1;
-    if (dtype == DT_DOUBLE && content.n == 8 && nvals == 0) val = f64(le64(content.p)), nvals = 1;
+    if (dtype == DT_FLOAT && content.n == 4 && nvals == 0)
+        val = f32(kiln_le32(content.p)), nvals = 1;
+    if (dtype == DT_DOUBLE && content.n == 8 && nvals == 0)
+        val = f64(kiln_le64(content.p)), nvals = 1;
     if ((dtype != DT_FLOAT && dtype != DT_DOUBLE) || nvals != 1) return false;
     *out = val;
     return true;
@@ -185,7 +113,7 @@ static bool value_scalar(span s, const char *tag, double *out)
     double v = NAN;
     field f;
     while (s.n) {
-        if (!next_field(&s, &f)) return false;
+        if (!kiln_pb_next(&s, &f)) return false;
         if (f.num == 1 && f.wt == 2)
             tag_ok = f.bytes.n == tl && memcmp(f.bytes.p, tag, tl) == 0;
         else if (f.num == 2 && f.wt == 5)
@@ -205,13 +133,13 @@ static void event(span s, const char *tag, kiln_tfevents_fn fn, void *ud)
     span summary = {NULL, 0};
     field f;
     while (s.n) {
-        if (!next_field(&s, &f)) return; /* malformed: the record is skipped */
+        if (!kiln_pb_next(&s, &f)) return; /* malformed: the record is skipped */
         if (f.num == 2 && f.wt == 0) step = (int64_t)f.v;
         if (f.num == 5 && f.wt == 2) summary = f.bytes;
     }
     while (summary.n) {
         double v;
-        if (!next_field(&summary, &f)) return;
+        if (!kiln_pb_next(&summary, &f)) return;
         if (f.num == 1 && f.wt == 2 && value_scalar(f.bytes, tag, &v) && isfinite(v))
             fn(ud, step, v);
     }
@@ -224,13 +152,13 @@ size_t kiln_tfevents_scan(const uint8_t *buf, size_t len, const char *tag, kiln_
     *corrupt = false;
     while (len - off >= 12) {
         const uint8_t *r = buf + off;
-        uint64_t n = le64(r);
-        if (masked_crc(r, 8) != le32(r + 8) || n > KILN_TFEVENTS_MAX_RECORD) {
+        uint64_t n = kiln_le64(r);
+        if (kiln_tfrecord_crc(r, 8) != kiln_le32(r + 8) || n > KILN_TFEVENTS_MAX_RECORD) {
             *corrupt = true;
             break;
         }
         if (len - off - 12 < n + 4) break; /* a record still being written */
-        if (masked_crc(r + 12, (size_t)n) != le32(r + 12 + n)) {
+        if (kiln_tfrecord_crc(r + 12, (size_t)n) != kiln_le32(r + 12 + n)) {
             *corrupt = true;
             break;
         }

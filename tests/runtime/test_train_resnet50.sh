@@ -28,7 +28,7 @@ expect2() {
     grep -q "$EXPECT" "$out.err" || { echo "resnet50 $*: no '$EXPECT' in: $(cat "$out.err")"; fail=1; }
     rm -f "$out.err"
 }
-EXPECT='only --synthetic' expect2 --batch_size=2
+EXPECT='give --synthetic (random images) or --data_dir' expect2 --batch_size=2
 EXPECT='expected an integer' expect2 --synthetic --batch_size=0
 EXPECT='unknown or incomplete' expect2 --synthetic --bogus=1
 EXPECT='index must be a decimal' expect2 --synthetic --device=/gpu:x

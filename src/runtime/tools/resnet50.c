@@ -1,5 +1,6 @@
-/* tools/resnet50.c - `kiln-train resnet50 --synthetic`: ResNet-50 v1.5
- * training throughput on synthetic data, printed the way tf_cnn_benchmarks
+/* tools/resnet50.c - `kiln-train resnet50 --synthetic|--data_dir=DIR`:
+ * ResNet-50 v1.5 training throughput on synthetic data or on ImageNet's
+ * TFRecord files (data/imagenet.h), printed the way tf_cnn_benchmarks
  * prints it (a line per step with images/sec, then "total images/sec").
  *
  * On a GPU (the first one by default, --device=/gpu:N) it runs
@@ -7,6 +8,7 @@
  * fp32 parameters and batch norm; fp16 with loss scaling); on the CPU,
  * models/resnet.h in fp32 (docs/gpu-training.md). */
 #include "backend/backend.h"
+#include "data/imagenet.h"
 #include "kiln/cuda.h"
 #include "kiln/tensor.h"
 #include "kiln/train.h"
@@ -22,19 +24,25 @@
 #include <time.h>
 
 typedef struct r50_opts {
-    long batch, image, batches, warmup, width, classes, threads, display;
-    const char *device, *precision;
+    long batch, image, batches, warmup, width, classes, threads, display, data_threads;
+    const char *device, *precision, *data_dir;
     int synthetic;
 } r50_opts;
 
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: kiln-train resnet50 --synthetic [--batch_size=32] [--image_size=224]\n"
+        f, "usage: kiln-train resnet50 --synthetic|--data_dir=DIR [--batch_size=32] "
+           "[--image_size=224]\n"
            "                           [--num_batches=10] [--num_warmup_batches=2]\n"
            "                           [--device=/gpu:N|/cpu:0] [--precision=fp32|tf32|bf16|fp16]\n"
            "                           [--threads=N] [--width=64] [--num_classes=1000]\n"
-           "                           [--display_every=10]\n"
+           "                           [--display_every=10] [--data_threads=0]\n"
+           "  --data_dir: TFRecord files DIR/train-* of tf.Example records (image/encoded JPEG,\n"
+           "              image/class/label), as TensorFlow's build_imagenet_data.py writes\n"
+           "              them; random crops and flips (ImageNet's labels 1-1000 need\n"
+           "              --num_classes=1001, as in tf_cnn_benchmarks)\n"
+           "  --data_threads: JPEG decoding threads (0: the machine's cores, at most 16)\n"
            "  --device: by default the first GPU this process sees, else the CPU\n"
            "  --width scales every stage (64 is ResNet-50; smaller is for quick checks)\n"
            "  --display_every: steps between printed lines (on a GPU also between waits;\n"
@@ -71,6 +79,7 @@ static int parse(int argc, char **argv, r50_opts *o)
         {"num_classes", 1, 100000, offsetof(r50_opts, classes)},
         {"threads", 0, 1024, offsetof(r50_opts, threads)},
         {"display_every", 1, 1000000, offsetof(r50_opts, display)},
+        {"data_threads", 0, 256, offsetof(r50_opts, data_threads)},
     };
     *o = (r50_opts){.batch = 32,
                     .image = 224,
@@ -110,6 +119,10 @@ static int parse(int argc, char **argv, r50_opts *o)
         }
         if (strcmp(name, "precision") == 0) {
             o->precision = v;
+            continue;
+        }
+        if (strcmp(name, "data_dir") == 0) {
+            o->data_dir = v;
             continue;
         }
         for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !done; k++)
@@ -158,11 +171,40 @@ static double train_flops_per_image(long width, long image, long classes)
     return 6.0 * macs;
 }
 
+static void print_data(const r50_opts *o, const kiln_imagenet *data)
+{
+    if (data)
+        printf("Data:        %s (%d %s, %d decoding thread%s)\n", o->data_dir,
+               kiln_imagenet_files(data), kiln_imagenet_files(data) == 1 ? "file" : "files",
+               kiln_imagenet_threads(data), kiln_imagenet_threads(data) == 1 ? "" : "s");
+    else
+        printf("Data:        synthetic\n");
+}
+
 /* The GPU path: models/resnet_dev.c on the CUDA backend. Steps are queued
  * without waiting, as the PyTorch peer runs them; the host waits every
  * --display_every steps (a line then, with that interval's rate) and the
  * total rate is over the whole timed run. */
-static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision)
+/* One queued GPU step; with real data its batch first: the next one from
+ * the decoding threads (which ran while the previous step computed), then,
+ * once that step is done with the device's input buffer, its upload. */
+static kiln_err gpu_step(kiln_resnet_dev *r, kiln_imagenet *data, long batch, char *err,
+                         size_t errlen)
+{
+    const float *bx;
+    const int32_t *by;
+    err[0] = '\0';
+    if (data) {
+        if (kiln_imagenet_next(data, &bx, &by, err, errlen)) return KILN_EIO;
+        if (kiln_resnet_dev_wait(r, NULL) != KILN_OK ||
+            kiln_resnet_dev_load(r, bx, by, (int)batch) != KILN_OK)
+            return KILN_EIO;
+    }
+    return kiln_resnet_dev_step(r, 0.01f, 0.9f);
+}
+
+static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision,
+                   kiln_imagenet *data)
 {
     char err[512];
     int rc = 1;
@@ -191,10 +233,12 @@ static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision
         x[i] = 2.0f * kiln_rng_uniform(&g) - 1.0f;
     for (long i = 0; i < o->batch; i++)
         labels[i] = (int32_t)(kiln_rng_next(&g) % (uint64_t)o->classes);
-    if (kiln_resnet_dev_load(r, x, labels, (int)o->batch) != KILN_OK) goto dev_err;
+    err[0] = '\0';
+    if (!data && kiln_resnet_dev_load(r, x, labels, (int)o->batch) != KILN_OK) goto dev_err;
     double flops = train_flops_per_image(o->width, o->image, o->classes);
     printf("Model:       resnet50 (v1.5, width %ld, %zu parameters)\n", o->width,
            kiln_resnet_dev_param_count(r));
+    print_data(o, data);
     printf("Device:      /gpu:%d (%s)\nData format: NHWC\nBatch size:  %ld\n"
            "Image size:  %ld\nPrecision:   %s\nOptimizer:   sgd (momentum 0.9)\n",
            dev->index, kiln_resnet_dev_name(r), o->batch, o->image,
@@ -202,13 +246,13 @@ static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision
     printf("Step\tImg/sec\ttotal_loss\n");
     fflush(stdout);
     for (long i = 0; i < o->warmup; i++)
-        if (kiln_resnet_dev_step(r, 0.01f, 0.9f) != KILN_OK) goto dev_err;
+        if (gpu_step(r, data, o->batch, err, sizeof err) != KILN_OK) goto dev_err;
     float loss = 0;
     if (kiln_resnet_dev_wait(r, &loss) != KILN_OK) goto dev_err;
     double t0 = now(), t_last = t0;
     long every = o->display > 0 ? o->display : 10;
     for (long step = 0; step < o->batches; step++) {
-        if (kiln_resnet_dev_step(r, 0.01f, 0.9f) != KILN_OK) goto dev_err;
+        if (gpu_step(r, data, o->batch, err, sizeof err) != KILN_OK) goto dev_err;
         if ((step + 1) % every && step + 1 != o->batches) continue;
         if (kiln_resnet_dev_wait(r, &loss) != KILN_OK) goto dev_err;
         double t = now(), n = (double)((step % every) + 1);
@@ -237,12 +281,31 @@ static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision
     rc = 0;
     goto out;
 dev_err:
-    fprintf(stderr, "kiln-train resnet50: /gpu:%d: %s\n", dev->index, kiln_resnet_dev_error(r));
+    if (err[0]) /* the data's error */
+        fprintf(stderr, "kiln-train resnet50: --data_dir: %s\n", err);
+    else
+        fprintf(stderr, "kiln-train resnet50: /gpu:%d: %s\n", dev->index, kiln_resnet_dev_error(r));
 out:
     kiln_resnet_dev_destroy(r);
     kiln_ffree(x);
     free(labels);
     return rc;
+}
+
+static kiln_imagenet *open_data(const r50_opts *o)
+{
+    char err[1024];
+    kiln_imagenet_cfg c = {.dir = o->data_dir,
+                           .split = "train",
+                           .batch = (int)o->batch,
+                           .size = (int)o->image,
+                           .classes = (int)o->classes,
+                           .threads = (int)o->data_threads,
+                           .train = 1,
+                           .seed = 1};
+    kiln_imagenet *d = kiln_imagenet_open(&c, err, sizeof err);
+    if (!d) fprintf(stderr, "kiln-train resnet50: %s\n", err);
+    return d;
 }
 
 int kiln_train_resnet50_main(int argc, char **argv)
@@ -258,9 +321,18 @@ int kiln_train_resnet50_main(int argc, char **argv)
     long timed = 0;
     kiln_rng g;
 
+    kiln_imagenet *data = NULL;
     if (rc) return rc == 1 ? 0 : rc;
-    if (!o.synthetic) {
-        fprintf(stderr, "kiln-train resnet50: only --synthetic data is supported so far\n");
+    if (o.synthetic == !!o.data_dir) {
+        fprintf(stderr, "kiln-train resnet50: %s\n",
+                o.synthetic ? "--synthetic and --data_dir: give one of them"
+                            : "give --synthetic (random images) or --data_dir=DIR (ImageNet's "
+                              "TFRecord files)");
+        return 2;
+    }
+    if (o.data_threads && !o.data_dir) {
+        fprintf(stderr, "kiln-train resnet50: --data_threads: synthetic data decodes nothing; "
+                        "it goes with --data_dir\n");
         return 2;
     }
     int precision = kiln_precision_parse(o.precision);
@@ -285,7 +357,10 @@ int kiln_train_resnet50_main(int argc, char **argv)
                     o.threads, dev.index);
             return 2;
         }
-        return run_gpu(&o, &dev, precision);
+        if (o.data_dir && !(data = open_data(&o))) return 1;
+        rc = run_gpu(&o, &dev, precision, data);
+        kiln_imagenet_close(data);
+        return rc;
     }
     if (precision != KILN_PRECISION_FP32) {
         fprintf(stderr,
@@ -294,7 +369,16 @@ int kiln_train_resnet50_main(int argc, char **argv)
                 o.precision);
         return 2;
     }
+    if (o.data_dir && o.classes > 256) {
+        /* the CPU ops' labels are bytes (ops/ops.h: kiln_xent) */
+        fprintf(stderr,
+                "kiln-train resnet50: --num_classes=%ld with --data_dir: the CPU path trains at "
+                "most 256 classes; ImageNet's 1000 train on a GPU\n",
+                o.classes);
+        return 2;
+    }
     if (o.threads) kiln_set_threads((int)o.threads);
+    if (o.data_dir && !(data = open_data(&o))) return 1;
 
     kiln_resnet_cfg cfg = {.width = (int)o.width, .classes = (int)o.classes, .seed = 1};
     net = kiln_resnet_create(&cfg, err, sizeof err);
@@ -315,6 +399,7 @@ int kiln_train_resnet50_main(int argc, char **argv)
 
     printf("Model:       resnet50 (v1.5, width %ld, %zu parameters)\n", o.width,
            kiln_resnet_param_count(net));
+    print_data(&o, data);
     printf("Device:      /cpu:0 (%d threads)\nData format: NHWC\nBatch size:  %ld\n"
            "Image size:  %ld\nPrecision:   fp32\nOptimizer:   sgd (momentum 0.9)\n",
            kiln_get_threads(), o.batch, o.image);
@@ -323,7 +408,18 @@ int kiln_train_resnet50_main(int argc, char **argv)
     for (long step = -o.warmup; step < o.batches; step++) {
         float loss = 0;
         double t0 = now();
-        if (kiln_resnet_train_step(net, x, labels, (int)o.batch, (int)o.image, 0.01f, 0.9f, &loss,
+        const float *bx = x;
+        if (data) { /* the next decoded batch (the threads decode ahead) */
+            const int32_t *by;
+            if (kiln_imagenet_next(data, &bx, &by, err, sizeof err)) {
+                fprintf(stderr, "kiln-train resnet50: --data_dir: %s\n", err);
+                rc = 1;
+                goto out;
+            }
+            for (long i = 0; i < o.batch; i++)
+                labels[i] = (uint8_t)by[i]; /* < classes <= 256, checked by the reader */
+        }
+        if (kiln_resnet_train_step(net, bx, labels, (int)o.batch, (int)o.image, 0.01f, 0.9f, &loss,
                                    err, sizeof err) != KILN_OK) {
             fprintf(stderr, "kiln-train resnet50: %s\n", err);
             rc = 1;
@@ -346,6 +442,7 @@ int kiln_train_resnet50_main(int argc, char **argv)
            "----------------------------------------------------------------\n",
            (double)o.batch * (double)timed / total_s);
 out:
+    kiln_imagenet_close(data);
     kiln_resnet_destroy(net);
     kiln_ffree(x);
     free(labels);
