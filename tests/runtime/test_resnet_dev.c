@@ -151,8 +151,13 @@ static void mixed(const kiln_resnet_cfg *cfg, const float *x, const int32_t *lab
     float sc0 = kiln_resnet_dev_loss_scale(a, NULL);
     CHECK(prec == KILN_PRECISION_FP16 ? sc0 > 0.0f : sc0 == 0.0f);
     if (prec == KILN_PRECISION_FP16) {
-        /* an input beyond 65504 overflows the stem's forward: skipped */
+        /* an input beyond 65504 overflows the stem's forward: skipped, and
+         * with it the forward's moves of batch norm's running statistics,
+         * which inference logits on the clean batch read (before and after:
+         * bit-identical; without the restore they would be NaN) */
         uint64_t sk0 = skipped;
+        float *before = kiln_falloc((size_t)CLASSES * n), *after = kiln_falloc((size_t)CLASSES * n);
+        CHECK(before && after && kiln_resnet_dev_forward(a, before, 0) == KILN_OK);
         xo[7] = 1e6f;
         CHECK(kiln_resnet_dev_load(a, xo, lab, n) == KILN_OK);
         CHECK(kiln_resnet_dev_step(a, 0.05f, 0.9f) == KILN_OK &&
@@ -164,6 +169,13 @@ static void mixed(const kiln_resnet_cfg *cfg, const float *x, const int32_t *lab
                (unsigned long long)skipped);
         CHECK_MSG(same && sc == sc0 / 2 && skipped == sk0 + 1,
                   "fp16: the overflow was not skipped");
+        CHECK(kiln_resnet_dev_load(a, x, lab, n) == KILN_OK &&
+              kiln_resnet_dev_forward(a, after, 0) == KILN_OK);
+        CHECK_MSG(before && after && bits_equal(before, after, (size_t)CLASSES * n),
+                  "fp16: the skipped step moved batch norm's running statistics (logits %g -> %g)",
+                  before ? before[0] : 0.0f, after ? after[0] : 0.0f);
+        kiln_ffree(before);
+        kiln_ffree(after);
     }
 out:
     kiln_ffree(xo);
