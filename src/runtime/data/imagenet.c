@@ -87,23 +87,32 @@ static void choose_crop(int W, int H, int train, kiln_rng *g, double *c, int *fl
     c[0] = (W - s) / 2, c[1] = (H - s) / 2, c[2] = c[3] = s;
 }
 
+/* Output index i of size along an axis whose crop starts at c0 and spans cn
+ * of lim source pixels: the two source pixels around its centre and the
+ * weight of the second (edges clamped) */
+static void taps(double c0, double cn, int i, int size, int lim, int *a, int *b, double *f)
+{
+    double s = c0 + (i + 0.5) * cn / size - 0.5;
+    if (s < 0) s = 0;
+    if (s > lim - 1) s = lim - 1;
+    *a = (int)s;
+    *b = *a + 1 < lim ? *a + 1 : *a;
+    *f = s - *a;
+}
+
 /* Bilinear resize of the crop c (in pix's pixels) to size x size, RGB
  * normalised; nc 3 (RGB) or 4 (Adobe's inverted CMYK). */
 static void resize(const uint8_t *pix, int w, int h, int nc, const double *c, int size, int flip,
                    float *out)
 {
     for (int i = 0; i < size; i++) {
-        double sy = c[1] + (i + 0.5) * c[3] / size - 0.5;
-        if (sy < 0) sy = 0;
-        if (sy > h - 1) sy = h - 1;
-        int y0 = (int)sy, y1 = y0 + 1 < h ? y0 + 1 : y0;
-        double fy = sy - y0;
+        int y0, y1;
+        double fy;
+        taps(c[1], c[3], i, size, h, &y0, &y1, &fy);
         for (int j = 0; j < size; j++) {
-            double sx = c[0] + (j + 0.5) * c[2] / size - 0.5;
-            if (sx < 0) sx = 0;
-            if (sx > w - 1) sx = w - 1;
-            int x0 = (int)sx, x1 = x0 + 1 < w ? x0 + 1 : x0;
-            double fx = sx - x0;
+            int x0, x1;
+            double fx;
+            taps(c[0], c[2], j, size, w, &x0, &x1, &fx);
             const uint8_t *p00 = pix + ((size_t)y0 * w + x0) * nc,
                           *p01 = pix + ((size_t)y0 * w + x1) * nc;
             const uint8_t *p10 = pix + ((size_t)y1 * w + x0) * nc,
