@@ -3,8 +3,11 @@
 # on real data (--data_dir): TFRecord files written by TensorFlow's own
 # TFRecordWriter and JPEG encoder (make_imagenet_records.py: tf.Example
 # records with build_imagenet_data.py's features, 1-based labels, some
-# greyscale), read by kiln's reader, decoded on 2 threads, trained on the
-# CPU at width 4 and 32x32: the loss falls (the classes are colours); the
+# greyscale), read by kiln's reader, trained on the CPU at width 4 and
+# 32x32: the loss falls (the classes are colours; one decoding thread, so
+# the batches, and the losses, are the same every run: with several, the
+# order of the images varies run to run, and so does how fast 60 steps
+# learn; test_imagenet runs the threads); the
 # start says where the data came from; ImageNet's 1-based labels against
 # --num_classes=4 stop the run naming the file, the record and the flag to
 # use; --synthetic with --data_dir, neither of them, --data_threads
@@ -24,14 +27,13 @@ ok() { if eval "$2"; then pass=$((pass + 1)); else failc=$((failc + 1)); echo "F
 "$PY" "$HERE/make_imagenet_records.py" "$TMP/data" 3 60 4 > "$TMP/make.log" 2>&1 ||
     { echo "FAIL: making the records: $(tail -3 "$TMP/make.log")"; exit 1; }
 STEPS=60
-[ "${KILN_TEST_SANITIZED:-0}" = 1 ] && STEPS=30
 R="--width=4 --image_size=32 --batch_size=16 --num_warmup_batches=0 --device=/cpu:0 --threads=1"
 # shellcheck disable=SC2086
 "$KT" resnet50 --data_dir="$TMP/data" --num_classes=5 $R --num_batches=$STEPS \
-    --data_threads=2 > "$TMP/train.log" 2>&1
+    --data_threads=1 > "$TMP/train.log" 2>&1
 rc=$?
 ok "trains on the records (exit $rc): $(tail -2 "$TMP/train.log")" '[ $rc = 0 ]'
-ok "the start names the data" 'grep -q "^Data: *$TMP/data (3 files, 2 decoding threads)" "$TMP/train.log"'
+ok "the start names the data" 'grep -q "^Data: *$TMP/data (3 files, 1 decoding thread)" "$TMP/train.log"'
 # the loss: the first 10 steps' mean against the last 10's
 awk -F'\t' -v n=$STEPS '$1 ~ /^[0-9]+$/ && /images\/sec/ { split($1, s, " "); st = s[1] + 0; l = $NF + 0;
         if (st <= 10) { a += l; na++ } if (st > n - 10) { b += l; nb++ } }
