@@ -229,7 +229,7 @@ static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision
         goto out;
     }
     kiln_rng_seed(&g, 42);
-    for (size_t i = 0; i < nx; i++)
+    for (size_t i = 0; !data && i < nx; i++) /* synthetic: fixed random images */
         x[i] = 2.0f * kiln_rng_uniform(&g) - 1.0f;
     for (long i = 0; i < o->batch; i++)
         labels[i] = (int32_t)(kiln_rng_next(&g) % (uint64_t)o->classes);
@@ -392,7 +392,7 @@ int kiln_train_resnet50_main(int argc, char **argv)
     }
     /* synthetic data, as tf_cnn_benchmarks: fixed random images and labels */
     kiln_rng_seed(&g, 42);
-    for (size_t i = 0; i < nx; i++)
+    for (size_t i = 0; !data && i < nx; i++)
         x[i] = 2.0f * kiln_rng_uniform(&g) - 1.0f;
     for (long i = 0; i < o.batch; i++)
         labels[i] = (uint8_t)(kiln_rng_next(&g) % (uint64_t)(o.classes < 256 ? o.classes : 256));
