@@ -257,9 +257,12 @@ void begin_stop(sup *s, rjob *j, after_stop after, const char *fmt, ...)
     va_start(ap, fmt);
     if (vasprintf(&j->after_msg, fmt, ap) < 0) j->after_msg = NULL;
     va_end(ap);
-    j->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
     j->killed = false;
     stop_all(s, j, SIGTERM);
+    /* the grace period runs from the signal: a Slurm step's takes an
+     * squeue and an scancel to send, which a loaded machine can make last
+     * a good part of a short grace period */
+    j->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
     if (j->fetch) kilnd_fetch_cancel(j->fetch); /* collected by spawn_attempt, then finished */
 }
 
