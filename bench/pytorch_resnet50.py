@@ -177,6 +177,12 @@ def main():
         "achieved_tflops": round(best * train_flops / 1e12, 3),
         "loss": round(loss.item(), 4),
     }
+    if dev.type == "cuda":
+        # the allocator's peak, and the device's memory in use as kiln-train
+        # reports its own (every process's: total - free)
+        free, total = torch.cuda.mem_get_info(dev)
+        out["peak_alloc_mib"] = round(torch.cuda.max_memory_allocated(dev) / 2**20)
+        out["device_used_mib"] = round((total - free) / 2**20)
     if a.peak_tflops > 0:
         out["mfu"] = round(best * train_flops / 1e12 / a.peak_tflops, 4)
     print(json.dumps(out))

@@ -35,6 +35,7 @@ typedef struct kiln_machine_type {
     int builtin_accelerator_count;
     bool is_tpu_worker;        /* cloud_tpu */
     bool accelerator_required; /* a2-*: unusable without acceleratorConfig */
+    bool no_accelerators;      /* e2-, n2-, n2d-, c2-, c3-*: takes none, a site's GPUs either */
 } kiln_machine_type;
 
 typedef struct kiln_accelerator_type {
@@ -148,10 +149,22 @@ kiln_err kiln_catalog_validate(const kiln_catalog *c, const kiln_job *job, kiln_
  * pythonModule kiln.NAME with a runtimeVersion, runPolicy.ttlSecondsAfterFinished and
  * cleanPodPolicy None; and the replica settings kiln does act on are checked
  * for form: env (no name kiln sets itself), cpuLimit/memoryLimit and
- * hostMounts (container replicas only). kilnd calls it at create, `kiln
+ * hostMounts (container replicas only), securityContext (capDrop's names;
+ * readOnlyRootFilesystem and seccompProfile container replicas only; who
+ * the replicas run as is kiln_catalog_check_run_as's). kilnd calls it at create, `kiln
  * validate` after kiln_catalog_validate, so both refuse the same.
  * KILN_OK, or KILN_EINVAL with the violations appended to d. */
 kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job, kiln_diag *d);
+/* At create, where kilnd knows who runs the job's replicas: each replica's
+ * securityContext runAsUser and runAsGroup must be that user and group
+ * (uid, gid), runAsNonRoot true only when it is not root, and a process of
+ * root cannot drop capabilities (kiln drops none from a process). ctr_user:
+ * containers run as uid:gid too (podman --user); false: as their image's
+ * user, which kiln does not know, so those three are refused on them. `who`
+ * names the user in the refusals ("user alice (uid 1000, gid 1000)...").
+ * KILN_OK, or KILN_EINVAL with the violations appended to d. */
+kiln_err kiln_catalog_check_run_as(const kiln_catalog *c, const kiln_job *job, long uid, long gid,
+                                   bool ctr_user, const char *who, kiln_diag *d);
 
 /* Parses a Kubernetes CPU quantity ("2", "0.5", "500m") into millicores, a
  * memory quantity ("4Gi", "512M", "1000000") into bytes; false when malformed

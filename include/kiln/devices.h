@@ -13,11 +13,18 @@
  * the board (kiln_devices_type_of: "NVIDIA H100 80GB HBM3" ->
  * NVIDIA_H100_80GB), else a name of its own ("NVIDIA GeForce RTX 4090" ->
  * NVIDIA_RTX_4090). A GPU in MIG mode is never handed out whole: it is
- * listed with the reason (kiln_device.refused).
+ * listed with the reason (kiln_device.refused), and each MIG instance NVML
+ * reports on it (a site makes them; kiln never changes MIG settings) is a
+ * device of its own, after all the whole GPUs: its type is named after its
+ * profile (1g.10gb -> NVIDIA_MIG_1G_10GB, which a job may also ask for by
+ * the NVIDIA device plugin's name nvidia.com/mig-1g.10gb), its UUID is
+ * NVML's MIG-... (what CUDA_VISIBLE_DEVICES names), and its health follows
+ * its parent GPU's as well as its own.
  *
  * A node config (JSON) declares nodes instead:
  *   {"nodes": [{"name": "sim-a", "address": "127.0.0.1", "cpus": 8,
  *               "memoryGb": 32, "hardResources": false, "labels": {"zone": "a"},
+ *               "taints": [{"key": "gpu", "value": "reserved", "effect": "NoSchedule"}],
  *               "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 4}]}]}
  * Declared accelerators are SIMULATED: nothing checks that they exist. They
  * are marked simulated everywhere they appear (node listings, the replica's
@@ -48,7 +55,44 @@ typedef struct kiln_device {
     char *model;      /* NVML's name ("NVIDIA H100 80GB HBM3"); NULL when declared */
     double memory_gb; /* framebuffer, GiB (0: unknown) */
     char *refused;    /* why it is never handed out (MIG mode), NULL: it may be */
+    /* a MIG instance (mig_profile set): its profile ("1g.10gb", "1g.10gb+me"),
+     * the devs[] position of the GPU it is part of, and NVML's ids of its
+     * GPU and compute instance; index is its own, after the whole GPUs' */
+    char *mig_profile;
+    int parent;
+    unsigned gpu_instance, compute_instance;
+    /* how it connects to each device of its node, by devs[] position
+     * (kiln_devices_discover: whole GPUs only; NULL: unknown), and its NUMA
+     * node (-1: unknown) */
+    struct kiln_gpu_link *links;
+    int numa_node;
+    /* an MPS share (kiln_devices_add_shares): share k of n_shares of GPU
+     * devs[parent] (k from 1; 0: not a share) */
+    int share, n_shares;
 } kiln_device;
+
+/* How two GPUs connect, as `nvidia-smi topo -m` shows it: NVLinks between
+ * them (through NVSwitches: the fewer of the two GPUs' switch links), and
+ * NVML's common PCIe ancestor (KILN_TOPO_*; -1: unknown). */
+typedef struct kiln_gpu_link {
+    int nvlinks;
+    int level;
+} kiln_gpu_link;
+
+#define KILN_TOPO_INTERNAL   0  /* one board */
+#define KILN_TOPO_SINGLE     10 /* PIX: one PCIe switch */
+#define KILN_TOPO_MULTIPLE   20 /* PXB: several switches, no host bridge */
+#define KILN_TOPO_HOSTBRIDGE 30 /* PHB */
+#define KILN_TOPO_NODE       40 /* NODE: host bridges of one NUMA node */
+#define KILN_TOPO_SYSTEM     50 /* SYS: across NUMA nodes */
+
+/* The cell `nvidia-smi topo -m` prints for a link: "NV18", "PIX", "PXB",
+ * "PHB", "NODE", "SYS", or "N/A". Returns a constant or `buf`. */
+const char *kiln_devices_link_name(const kiln_gpu_link *l, char *buf, size_t len);
+/* What a link costs a collective, for choosing GPUs (lower is better):
+ * any NVLink beats PCIe, more NVLinks beat fewer, then PIX < PXB < PHB <
+ * NODE < SYS < unknown. */
+int kiln_devices_link_cost(const kiln_gpu_link *l);
 
 typedef struct kiln_node {
     char *name;
@@ -64,6 +108,12 @@ typedef struct kiln_node {
                           * (NVIDIA-H100-80GB-HBM3, as NVIDIA's feature discovery) */
     kiln_device *devs;
     size_t n_devs;
+    /* the config's "taints": [{key, value, effect}], Kubernetes' node taints.
+     * A replica lands on a node with a NoSchedule or NoExecute taint only
+     * if its pod's tolerations tolerate it (kiln/sched.h); a node with a
+     * PreferNoSchedule taint it does not tolerate is used last */
+    kiln_taint *taints;
+    size_t n_taints;
 } kiln_node;
 
 typedef struct kiln_cluster {
@@ -74,6 +124,7 @@ typedef struct kiln_cluster {
 #define KILN_NODE_CONFIG_MAX_BYTES (1u << 20)
 #define KILN_MAX_NODES             4096
 #define KILN_MAX_NODE_DEVICES      64
+#define KILN_MAX_NODE_TAINTS       64
 
 /* Loads the node config at `path`, or (path NULL) describes this machine,
  * its GPUs through the NVML library `nvml_library` (NULL: the default, see
@@ -83,6 +134,13 @@ kiln_err kiln_cluster_load(const char *path, const char *nvml_library, kiln_clus
                            kiln_diag *d, char *note, size_t notelen);
 kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, kiln_diag *d);
 void kiln_cluster_free(kiln_cluster *c);
+/* A node's address as replicas are given it (podman --add-host, TF_CONFIG,
+ * CLUSTER_SPEC, MASTER_ADDR, host files want an address, not a name):
+ * `host` (a name or an address literal) resolved once, where kilnd learns
+ * it, to a numeric address in `out` (IPv4 preferred, as one is printed
+ * "host:port" unbracketed). false with the reason in `why` when it does
+ * not resolve. */
+bool kiln_node_resolve(const char *host, char *out, size_t len, char *why, size_t whylen);
 /* Index of the node called `name`, or -1. */
 long kiln_cluster_find(const kiln_cluster *c, const char *name);
 
@@ -101,6 +159,17 @@ void kiln_devices_free(kiln_device *v, size_t n);
  * words ("NVIDIA GeForce RTX 4090" -> NVIDIA_RTX_4090). Returns a constant
  * or `buf`. */
 const char *kiln_devices_type_of(const char *nvml_name, char *buf, size_t len);
+/* A MIG profile -> kiln's type: "1g.10gb" -> NVIDIA_MIG_1G_10GB,
+ * "1g.10gb+me" -> NVIDIA_MIG_1G_10GB_ME, "1c.3g.40gb" -> NVIDIA_MIG_1C_3G_40GB.
+ * Returns `buf`. */
+const char *kiln_devices_mig_type(const char *profile, char *buf, size_t len);
+/* A name a job may ask for -> the type kiln lists: the NVIDIA device
+ * plugin's MIG resource (nvidia.com/mig-1g.10gb, "+" written ".":
+ * nvidia.com/mig-1g.10gb.me) -> NVIDIA_MIG_1G_10GB(_ME); NULL for any other
+ * name (it is kiln's own). Returns `buf` or NULL. */
+const char *kiln_devices_canonical_type(const char *requested, char *buf, size_t len);
+/* The device plugin's resource name of a MIG profile: nvidia.com/mig-1g.10gb.me. */
+const char *kiln_devices_mig_resource(const char *profile, char *buf, size_t len);
 /* The nvidia.com/gpu.product label of a board: its name, spaces as '-'. */
 const char *kiln_devices_product_label(const char *nvml_name, char *buf, size_t len);
 /* What an Xid means, in a few words; whether it takes the GPU out of
@@ -132,6 +201,9 @@ typedef struct kiln_gpu_status {
     bool failed;
     char why[256];                  /* what took it out of service; a warning while not failed */
     uint64_t remapped_rows_pending; /* 1 while a row remapping waits for a reset */
+    bool checking;                  /* a GPU check is waiting or running: out of service */
+    char check[256];                /* the last GPU check's result ("" : none yet) */
+    int64_t check_ms;               /* how long it took */
 } kiln_gpu_status;
 
 typedef struct kiln_gpu_point { /* one sample of the history */
@@ -158,6 +230,62 @@ uint64_t kiln_gpu_watch_sample_gen(kiln_gpu_watch *w);
 void kiln_gpu_watch_clear(kiln_gpu_watch *w, size_t i);
 /* Up to `cap` of device i's newest samples, oldest first; returns how many. */
 size_t kiln_gpu_watch_history(kiln_gpu_watch *w, size_t i, kiln_gpu_point *out, size_t cap);
+/* ---------- enforced GPU shares (CUDA MPS) ----------
+ *
+ * kilnd --gpu-share INDEX=N makes this machine's GPU INDEX shareable: it is
+ * refused whole, and N share devices follow the node's devices, type
+ * <its type>_SHARE (NVIDIA_H100_80GB_SHARE), UUID <its UUID>:share<k>. A
+ * replica holding a share runs under the GPU's MPS daemon
+ * (kiln_mps_start) with CUDA_VISIBLE_DEVICES the GPU's UUID,
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT its memory / N and
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE 100 / N: a share that allocates past
+ * its memory fails in its own process. Its health is its GPU's. */
+
+/* Adds `shares` (2..KILN_MAX_GPU_SHARES) shares of the whole GPU whose NVML
+ * index is `index` to node n. KILN_EINVAL with `why` when there is no such
+ * GPU, it is refused (MIG mode: MPS does not run on MIG GPUs), already
+ * shared, or the node would pass KILN_MAX_NODE_DEVICES. */
+#define KILN_MAX_GPU_SHARES 48
+kiln_err kiln_devices_add_shares(kiln_node *n, int index, int shares, char *why, size_t len);
+/* Whether a type names shares (…_SHARE): never what a count without a
+ * model means, and one per replica. */
+bool kiln_devices_is_share_type(const char *type);
+
+/* The MPS control daemon of a shared GPU: `control` (NULL:
+ * $KILN_MPS_CONTROL, else nvidia-cuda-mps-control on PATH) started with -d,
+ * CUDA_VISIBLE_DEVICES the GPU's UUID, and its pipe and log directories
+ * DIR/pipe, DIR/log (made). kiln_mps_stop sends it quit. False with `why`. */
+const char *kiln_mps_control(const char *control);
+bool kiln_mps_start(const char *control, const char *dir, const kiln_device *gpu, char *why,
+                    size_t len);
+void kiln_mps_stop(const char *control, const char *dir, const kiln_device *gpu);
+
+/* ---------- the GPU check before work ----------
+ *
+ * A site's check program (kilnd --gpu-check PROGRAM: scripts/gpu/kiln-gpu-check,
+ * a GEMM against a CPU reference and a memory pattern, or its own) runs as
+ * `PROGRAM UUID` with CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES set to
+ * the device's UUID, KILN_GPU_CHECK_UUID and KILN_GPU_CHECK_INDEX; exit 0 is
+ * a pass. Then, where DCGM is installed (dcgmi on PATH, or
+ * $KILN_GPU_CHECK_DCGMI; "no": never), `dcgmi diag -r 1 -i INDEX` on a
+ * whole GPU. */
+
+/* Runs the check on device dv, each program within timeout_s. True when it
+ * passed; `why` says what failed (the program's last line) or what passed;
+ * *ms how long it all took. */
+bool kiln_gpu_check_run(const char *prog, const kiln_device *dv, int timeout_s, char *why,
+                        size_t len, int64_t *ms);
+/* Gives the watch a check program: from now on kiln_gpu_watch_check queues
+ * checks, run one at a time on a thread of the watch's own. */
+void kiln_gpu_watch_set_check(kiln_gpu_watch *w, const char *prog, int timeout_s);
+bool kiln_gpu_watch_has_check(kiln_gpu_watch *w);
+/* Queues a check of device i, which the caller knows holds no replica: the
+ * device is out of service (status.checking, why "GPU check ...") until it
+ * passes; one that fails stays out ("GPU check failed: ...") until the next
+ * kiln_gpu_watch_check or kiln_gpu_watch_clear. False without a check
+ * program, or when a check of it is already queued. */
+bool kiln_gpu_watch_check(kiln_gpu_watch *w, size_t i);
+
 /* What Xid event registration said ("registered for Xid events on 2 GPUs",
  * or why not), for logs and node listings. */
 void kiln_gpu_watch_events(kiln_gpu_watch *w, char *buf, size_t len);

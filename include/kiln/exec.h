@@ -73,6 +73,22 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
                                size_t self, const char *const *gpus, size_t n_gpus, bool simulated,
                                kiln_strv *env);
 
+/* An MPIJob's replica `role` `index` as the hostfile names it:
+ * "<job>-launcher", "<job>-worker-<i>" (kiln-mpi-agent knows these names). */
+void kiln_exec_mpi_host(const kiln_job *job, kiln_role role, int index, char *buf, size_t len);
+
+/* An MPIJob's hostfile (caller frees; NULL on ENOMEM): one line per worker
+ * of `tasks` ("<host> slots=N", or "<host>:N" for v2beta1's Intel and
+ * MPICH), the launcher first with v2beta1's runLauncherAsWorker. */
+char *kiln_exec_mpi_hostfile(const kiln_job *job, const kiln_exec_task *tasks, size_t n);
+
+/* Appends what an MPIJob's operator sets on tasks[self] to `env` (nothing
+ * for other jobs): the launcher's OMPI_MCA_* / I_MPI_* / HYDRA_* with the
+ * hostfile at MPI_DIR/hostfile and `agent` (kiln-mpi-agent) as the rsh
+ * agent, v2beta1's K_MPI_JOB_ROLE, and KILN_MPI_DIR on every replica. */
+kiln_err kiln_exec_mpi_env(const kiln_job *job, const kiln_exec_task *tasks, size_t n, size_t self,
+                           const char *mpi_dir, const char *agent, kiln_strv *env);
+
 /* The image a replica of `role` runs (its own imageUri, else the master's,
  * as AI Platform defaults it), or NULL: it runs as a process. */
 const char *kiln_exec_image(const kiln_job *job, kiln_role role);
@@ -88,6 +104,17 @@ kiln_err kiln_exec_container_program(const kiln_job *job, kiln_role role, kiln_s
  * replica (P and J are [A-Za-z0-9_-], the API checked them). */
 void kiln_exec_container_name(const char *project, const char *job_id, const char *task, char *buf,
                               size_t len);
+
+/* The hostname a container replica gets for `name` (its container name):
+ * `name` itself when that is a DNS label (RFC 1123: [a-z0-9-], 1-63
+ * characters, no '-' at either end), else a label made from it: lowercased,
+ * any other character '-', cut to a readable prefix and ended with "-" and
+ * 8 hex digits of a hash of the whole name, so replicas whose names differ
+ * only past the cut (or in case, or '_' against '-') still differ. The
+ * kernel refuses a hostname over 64 bytes (runc: "sethostname: invalid
+ * argument"), which a Vertex trial's name passes. Writes at most 63
+ * characters and the NUL into `out`. */
+void kiln_exec_container_hostname(const char *name, char out[64]);
 
 /* Appends the user's own variables of `role` (<role>Config.env: a TFJob
  * container's env) to `env`, after kiln's; every executor calls it, so no
@@ -184,6 +211,8 @@ typedef struct kiln_exec_spec {
     const char *job_log;       /* the job's log.tsv */
     const char *rep_log;       /* the replica's own log */
     const char *work_dir;      /* its working directory */
+    const char *ctr_work_dir;  /* container: the directory in the image it starts in
+                                  (the pod's workingDir; NULL: work_dir) */
     const kiln_strv *argv;     /* local: the program; container: containerCommand (may be empty) */
     const kiln_strv *args;     /* container: what replaces the image's CMD (may be empty) */
     const kiln_strv *env;      /* the complete environment ("NAME=VALUE") */
@@ -192,6 +221,8 @@ typedef struct kiln_exec_spec {
     const char *const *mounts; /* container: directories mounted at the same path */
     size_t n_mounts;
     const kiln_strv *binds;   /* container: the user's host mounts "HOST:PATH[:ro]" (or NULL) */
+    const kiln_strv *scratch; /* container: "PATH" (a volume removed with the container) or
+                                 "PATH:tmpfs[:BYTES]" (a tmpfs of at most BYTES), or NULL */
     int64_t cpu_milli;        /* container: CPU limit in millicores (0: none) */
     int64_t memory_bytes;     /* container: memory limit (0: none) */
     const char *pull_policy;  /* container: IfNotPresent (NULL too) | Always | Never */
@@ -206,6 +237,15 @@ typedef struct kiln_exec_spec {
      * with the GPUs Slurm gave the step (NULL: none) */
     const char *devices_arg;
     long uid, gid; /* run as (-1: the monitor's own) */
+    /* securityContext (kiln_security_context): no_new_privs for both kinds
+     * (a process: PR_SET_NO_NEW_PRIVS before its exec; a container: podman
+     * --security-opt no-new-privileges); capabilities to drop (a container:
+     * podman --cap-drop; a process: off its bounding set, so no setuid or
+     * file-capability program it runs gains them; NULL: none); container
+     * only: a read-only root filesystem (--read-only) */
+    bool no_new_privs;
+    bool read_only_root;
+    const kiln_strv *cap_drop;
     /* where it runs: a command that runs what follows it on the replica's
      * node (`srun --jobid=A --het-group=K ... --`: a step of the Slurm
      * allocation its gang holds), put before the program and before the
@@ -258,6 +298,10 @@ void kiln_exec_adopt(kiln_exec_kind kind, const char *state, const char *name, p
 /* The tasks whose monitors still run under a job's replicas/ directory
  * (`DIR/replicas`), one name per entry of *tasks (caller clears). */
 kiln_err kiln_exec_list(const char *replicas_dir, kiln_strv *tasks);
+/* Collects the exited children kilnd started and does not wait for (the
+ * monitors, `podman kill`), and only those: a child another thread started
+ * is its own to wait for. */
+void kiln_exec_reap(void);
 /* Removes a previous run's monitor files before a start. */
 void kiln_exec_forget(const char *state);
 /* The backend's name ("local", "container"). */

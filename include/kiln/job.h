@@ -51,6 +51,44 @@ typedef struct kiln_disk_config {
     int64_t boot_disk_size_gb;
 } kiln_disk_config;
 
+/* kiln extension, from a Kubernetes container's (and pod's) securityContext:
+ * what kiln acts on or checks, each with Kubernetes' meaning
+ * (docs/job-model.md). Who a replica runs as is kiln's to decide (its
+ * project's Unix user): runAsUser and runAsGroup only state it, and are
+ * refused at create unless they are true (kiln_job_check_run_as). */
+typedef struct kiln_security_context {
+    bool has_run_as_user;
+    int64_t run_as_user;
+    bool has_run_as_group;
+    int64_t run_as_group;
+    bool run_as_non_root;           /* refused at create when the replica would run as root */
+    bool no_new_privileges;         /* allowPrivilegeEscalation: false */
+    bool read_only_root_filesystem; /* container replicas: podman --read-only */
+    kiln_strv cap_drop;             /* capabilities.drop ("ALL", "NET_RAW"): container --cap-drop */
+    char *seccomp_profile;          /* RuntimeDefault: container replicas (podman's default) */
+} kiln_security_context;
+
+/* kiln extension, from a Kubernetes pod template's spec.tolerations (and a
+ * Kueue ResourceFlavor's): which node taints (kiln/devices.h) a replica
+ * may be placed despite. Unset strings are NULL. Kubernetes' meaning
+ * (kiln_toleration_tolerates): an empty key with Exists matches every
+ * taint, an empty effect every effect, an empty operator is Equal. */
+typedef struct kiln_toleration {
+    char *key;
+    char *op;     /* Equal (default) | Exists; JSON "operator" */
+    char *value;  /* Equal only */
+    char *effect; /* NoSchedule | PreferNoSchedule | NoExecute; unset: all */
+    bool has_toleration_seconds;
+    int64_t toleration_seconds; /* NoExecute: how long it stays once tainted */
+} kiln_toleration;
+
+/* A node's (or a ResourceFlavor's) taint: key=value:effect. */
+typedef struct kiln_taint {
+    char *key;
+    char *value;  /* NULL: none */
+    char *effect; /* NoSchedule | PreferNoSchedule | NoExecute */
+} kiln_taint;
+
 typedef struct kiln_replica_config {
     bool has_accelerator_config;
     kiln_accelerator_config accelerator_config;
@@ -68,6 +106,23 @@ typedef struct kiln_replica_config {
     char *memory_limit;      /* resources.limits.memory ("4Gi"): container replicas */
     kiln_strv host_mounts;   /* hostPath volumes: "HOST:CONTAINER[:ro]", container replicas */
     char *image_pull_policy; /* IfNotPresent (default) | Always | Never: container replicas */
+    /* resources.requests: what placement reserves (unset: the limit, as the
+     * Kubernetes API server defaults a pod's requests from its limits) */
+    char *cpu_request;
+    char *memory_request;
+    char *working_dir; /* a container's workingDir: the program's directory (unset: kiln's) */
+    /* emptyDir volumes: "PATH" (a scratch volume on disk) or "PATH:Memory[:SIZE]"
+     * (a tmpfs of at most SIZE, a memory quantity), each the container's own and
+     * removed with it: container replicas */
+    kiln_strv scratch_mounts;
+    /* persistentVolumeClaim volumes: "CLAIM:/PATH[:ro]", each the directory the
+     * site's claim table names (kiln/claims.h): container replicas */
+    kiln_strv claim_mounts;
+    bool has_security_context;
+    kiln_security_context security_context;
+    /* the pod's spec.tolerations: the node taints it may land despite */
+    kiln_toleration *tolerations;
+    size_t n_tolerations;
 } kiln_replica_config;
 
 typedef struct kiln_scheduling {
@@ -125,13 +180,46 @@ typedef struct kiln_pytorch_job {
     kiln_elastic_policy elastic_policy;
 } kiln_pytorch_job;
 
+/* kiln extension, from a Kubeflow JAXJob, PaddleJob or XGBoostJob: the
+ * replicas get the environment that kind's operator sets (COORDINATOR_*,
+ * PADDLE_*, MASTER_ADDR/WORKER_ADDRS...: docs/job-model.md, src/exec/kfenv.c). */
+typedef struct kiln_kubeflow_job {
+    char *kind;        /* JAXJob | PaddleJob | XGBoostJob | TrainJob */
+    bool workers_only; /* no Master: kiln's master is Worker 0 (JAXJob; PaddleJob collective) */
+    /* TrainJob (torch policy): PET_NPROC_PER_NODE as Trainer computes it
+     * (trainer.numProcPerNode, else auto with GPUs, else the node's CPUs) */
+    char *nproc_per_node;
+    char *runtime; /* TrainJob: "ClusterTrainingRuntime/NAME" it was read against */
+    /* TrainJob: spec.suspend was true (accepted under a queue, whose
+     * admission is the unsuspend): the Suspended condition Trainer shows */
+    bool suspend;
+} kiln_kubeflow_job;
+
+/* kiln extension, from a Kubeflow MPIJob (kubeflow.org/v1, the training
+ * operator's, or kubeflow.org/v2beta1, mpi-operator's): Launcher -> master,
+ * Worker -> workers. kilnd runs its replicas as processes, the launcher's
+ * mpirun starting ranks through kiln-mpi-agent (src/exec/mpienv.c,
+ * docs/job-model.md). */
+typedef struct kiln_mpi_job {
+    char *api_version;              /* kubeflow.org/v1 | kubeflow.org/v2beta1 */
+    int64_t slots_per_worker;       /* spec.slotsPerWorker (default 1) */
+    char *implementation;           /* v2beta1 mpiImplementation: OpenMPI | Intel | MPICH */
+    bool run_launcher_as_worker;    /* v2beta1 */
+    char *launcher_creation_policy; /* v2beta1: AtStartup | WaitForWorkersReady */
+    char *ssh_auth_mount_path;      /* v2beta1 (default /root/.ssh) */
+    char *main_container;           /* v1 mainContainer (default: the first container) */
+} kiln_mpi_job;
+
 /* kiln extension: the job is a Vertex AI CustomJob (made through the
- * aiplatform v1 API, src/api/vertex.c; kiln_job_from_custom_job). Its
+ * aiplatform v1 API, src/api/api_vertex.c; kiln_job_from_custom_job). Its
  * replicas get Vertex's environment (CLUSTER_SPEC with workerpoolN pools,
  * AIP_*_DIR under baseOutputDirectory, CLOUD_ML_JOB_ID: kiln/exec.h). */
 typedef struct kiln_vertex_job {
     char *display_name;          /* the CustomJob's displayName */
     char *base_output_directory; /* jobSpec.baseOutputDirectory.outputUriPrefix */
+    /* a TrainingPipeline's modelToUpload as sent (compact JSON), or NULL:
+     * the Model it becomes on success, its files under base/model/ */
+    char *model_to_upload;
 } kiln_vertex_job;
 
 typedef struct kiln_parameter_spec {
@@ -142,6 +230,16 @@ typedef struct kiln_parameter_spec {
     double *discrete_values;
     size_t n_discrete_values;
     char *scale_type; /* NONE | UNIT_LINEAR_SCALE | UNIT_LOG_SCALE | UNIT_REVERSE_LOG_SCALE */
+    /* kiln extension (Vertex's conditionalParameterSpecs, flattened parent
+     * first; AI Platform has no conditional parameters): when
+     * parent_parameter is set, a trial has this parameter only when the
+     * parameter of that name, listed before it, is in the trial and has one
+     * of parent_categorical_values (a CATEGORICAL parent) or parent_values
+     * (a DISCRETE or INTEGER parent) */
+    char *parent_parameter;
+    kiln_strv parent_categorical_values;
+    double *parent_values;
+    size_t n_parent_values;
 } kiln_parameter_spec;
 
 typedef struct kiln_hyperparameter_spec {
@@ -202,6 +300,10 @@ typedef struct kiln_training_input {
     kiln_run_policy run_policy;
     bool has_pytorch_job; /* kiln extension */
     kiln_pytorch_job pytorch_job;
+    bool has_mpi_job; /* kiln extension */
+    kiln_mpi_job mpi_job;
+    bool has_kubeflow_job; /* kiln extension */
+    kiln_kubeflow_job kubeflow_job;
     bool has_vertex; /* kiln extension */
     kiln_vertex_job vertex;
 } kiln_training_input;
@@ -278,6 +380,18 @@ kiln_err kiln_job_from_kubeflow(const char *buf, size_t len, kiln_job **out, kil
  * the file is dropped silently; kilnd never sees the file. */
 kiln_err kiln_job_from_kubeflow_notes(const char *buf, size_t len, kiln_job **out, kiln_diag *d,
                                       kiln_diag *notes);
+/* The same, with a TrainJob's runtimeRef looked up in `runtimes_dir`
+ * (<dir>/<name>.yaml, a ClusterTrainingRuntime or TrainingRuntime); NULL
+ * means $KILN_RUNTIMES_DIR, else the stock runtimes (data/runtimes). */
+kiln_err kiln_job_from_kubeflow_in(const char *buf, size_t len, kiln_job **out, kiln_diag *d,
+                                   kiln_diag *notes, const char *runtimes_dir);
+
+/* A TrainJob's status.conditions as Trainer reports them (Complete or
+ * Failed, from the job's state: src/spec/trainjob_status.c): a new JSON
+ * array the caller owns (empty while no condition holds), or NULL for a
+ * job that is not a TrainJob or when out of memory. */
+struct json_t;
+struct json_t *kiln_trainjob_conditions(const kiln_job *job);
 /* The same (the name from before PyTorchJob): a TFJob or a PyTorchJob. */
 kiln_err kiln_job_from_tfjob(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
 /* A Vertex AI CustomJob resource in JSON (the body of aiplatform v1's
@@ -291,6 +405,33 @@ kiln_err kiln_job_from_custom_job(const char *buf, size_t len, kiln_job **out, k
  * studySpec onto trainingInput.hyperparameters, its trialJobSpec as a
  * CustomJob's jobSpec. Refusals as for kiln_job_from_custom_job. */
 kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* The training task definition kiln runs: Vertex's custom task, what the
+ * SDK's CustomTrainingJob, CustomContainerTrainingJob and
+ * CustomPythonPackageTrainingJob send (and read back byte for byte). */
+#define KILN_VERTEX_CUSTOM_TASK                                                                    \
+    "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
+/* A Vertex AI TrainingPipeline in JSON (src/spec/vertex.c): its
+ * trainingTaskInputs, a CustomJobSpec in either spelling of its keys, run
+ * as that CustomJob; trainingTaskDefinition must be the custom task.
+ * Refusals as for kiln_job_from_custom_job, named under trainingTaskInputs. */
+kiln_err kiln_job_from_training_pipeline(const char *buf, size_t len, kiln_job **out, kiln_diag *d);
+/* A Vertex AI UploadModelRequest in JSON (models:upload's body;
+ * src/spec/vertex.c): `model` checked as a pipeline's modelToUpload is,
+ * plus its artifactUri (a gs:// URI; whether kilnd holds it is the
+ * caller's check), and `modelId`. parentModel, serviceAccount and any
+ * field kiln does not act on are refused by name. On KILN_OK *out holds
+ * malloc'd strings, freed with kiln_vertex_upload_clear; on failure it is
+ * empty. */
+typedef struct kiln_vertex_upload {
+    char *model;        /* the Model as sent, compact JSON, keys sorted */
+    char *model_id;     /* modelId, or NULL: the service picks one */
+    char *artifact_uri; /* model.artifactUri, or NULL */
+} kiln_vertex_upload;
+kiln_err kiln_vertex_upload_parse(const char *buf, size_t len, kiln_vertex_upload *out,
+                                  kiln_diag *d);
+void kiln_vertex_upload_clear(kiln_vertex_upload *u);
+/* Vertex's modelId rule: 1-63 of [a-z0-9_-], the first a letter. */
+bool kiln_vertex_model_id_valid(const char *s, size_t n);
 /* The studySpec of such a job (a json_t *, as kiln_job_custom_job_spec). */
 void *kiln_job_study_spec(const kiln_job *job);
 /* The CustomJobSpec of a job (jobSpec as aiplatform v1 shows it), built back
@@ -336,6 +477,29 @@ int kiln_job_backoff_limit(const kiln_job *job);
  * any non-zero status; ExitCode, 128-255 only (1-127 are permanent
  * errors); Never, not at all. The backoff limit is the caller's. */
 bool kiln_restart_policy_retries(const char *pol, int code);
+
+/* Taints and tolerations, with Kubernetes' rules (k8s.io/api core/v1
+ * Toleration.ToleratesTaint): an effect, when the toleration names one,
+ * must be the taint's; a key, when it names one, the taint's; then Exists
+ * matches any value, Equal (or no operator) the taint's value exactly. */
+bool kiln_toleration_tolerates(const kiln_toleration *t, const kiln_taint *taint);
+/* Whether any of v[0..n) or, after them, of extra[0..n_extra) (a Kueue
+ * flavor's tolerations; NULL: none) tolerates `taint`. */
+bool kiln_tolerations_tolerate(const kiln_toleration *v, size_t n, const kiln_toleration *extra,
+                               size_t n_extra, const kiln_taint *taint);
+/* Whether `effect` is one a taint may have (NoSchedule, PreferNoSchedule,
+ * NoExecute). */
+bool kiln_taint_effect_valid(const char *effect);
+/* Kubernetes' validation of one toleration (ValidateTolerations): the
+ * operator Equal, Exists or unset; an empty key only with Exists; Exists
+ * with no value; tolerationSeconds only with effect NoExecute; a known
+ * effect. false with the reason in `why` (the offending field's name
+ * first: "operator: ..."). */
+bool kiln_toleration_check(const kiln_toleration *t, char *why, size_t len);
+/* "key=value:effect" (or "key:effect"), into buf; returns buf. */
+const char *kiln_taint_str(const kiln_taint *t, char *buf, size_t len);
+void kiln_taint_clear(kiln_taint *t);
+void kiln_toleration_clear(kiln_toleration *t);
 
 /* String helpers that keep the ownership rules in one place. */
 kiln_err kiln_set_str(char **slot, const char *value); /* NULL or "" clears */

@@ -69,6 +69,35 @@ kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t 
 kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
                               const kiln_map *const selectors[KILN_ROLE_COUNT], kiln_placement *out,
                               char *why, size_t whylen);
+/* What a job's pods say about the nodes they may use, per role: the
+ * nodeSelector (NULL or empty: any node) and the tolerations, plus
+ * tolerations every role has besides its own (a Kueue flavor's, added at
+ * admission). A node with a NoSchedule or NoExecute taint a role does not
+ * tolerate never takes its replicas; one with such a PreferNoSchedule taint
+ * does only when no other node fits the replica now (Kubernetes scores such
+ * nodes lower: here they come last). A replica that only nodes with such
+ * a NoSchedule or NoExecute taint could hold (its selector's, or those with
+ * its devices) can never fit: `why` names one of the taints. */
+typedef struct kiln_sched_rules {
+    const kiln_map *selector[KILN_ROLE_COUNT];
+    const kiln_toleration *tolerations[KILN_ROLE_COUNT];
+    size_t n_tolerations[KILN_ROLE_COUNT];
+    const kiln_toleration *extra;
+    size_t n_extra;
+} kiln_sched_rules;
+/* The rules of `job`'s pods (its roles' nodeSelector and tolerations; the
+ * job must outlive them); NULL job: none. */
+void kiln_sched_rules_of(const kiln_job *job, kiln_sched_rules *out);
+/* kiln_sched_place_sel under `rules` (NULL: none). */
+kiln_err kiln_sched_place_rules(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
+                                const kiln_sched_rules *rules, kiln_placement *out, char *why,
+                                size_t whylen);
+/* Whether node `nd` may take a replica of role r under `rules` now or ever,
+ * taints alone: 0 yes, 1 only last (an untolerated PreferNoSchedule
+ * taint), 2 never (an untolerated NoSchedule or NoExecute taint, which
+ * *which gets when not NULL). */
+int kiln_sched_taint_verdict(const kiln_sched_rules *rules, kiln_role r, const kiln_node *nd,
+                             const kiln_taint **which);
 /* Reserves exactly the slots of `p`: a placement a previous kilnd made,
  * whose replicas this kilnd adopts. Slots whose node is out of range (a
  * replica that left the job) are skipped. */

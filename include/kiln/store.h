@@ -59,9 +59,62 @@ typedef struct kiln_job_record {
 #define KILN_STATES_TERMINAL                                                                       \
     (KILN_STATE_MASK(SUCCEEDED) | KILN_STATE_MASK(FAILED) | KILN_STATE_MASK(CANCELLED))
 
+/* The schema version this build writes (and the newest it opens). */
+int kiln_store_schema_version(void);
+
 /* Opens (creating if needed) the database at `path`. */
 kiln_err kiln_store_open(const char *path, kiln_store **out, kiln_diag *d);
 void kiln_store_close(kiln_store *s);
+
+/* What a backup copied (kiln_store_backup). */
+typedef struct kiln_store_backup_info {
+    int schema;      /* the copy's schema version (PRAGMA user_version) */
+    long long jobs;  /* rows of its jobs table */
+    long long bytes; /* the copy's size */
+} kiln_store_backup_info;
+
+/* Copies the store at `src` (a kilnd.db, which a kilnd may be serving from
+ * at the time) to a new file `dest` with SQLite's online backup: one read
+ * transaction of the source, so the copy is the store as of one commit,
+ * while kilnd goes on writing (WAL: a reader does not block it). The copy
+ * is written to dest.tmp (mode 0600), made a single file (journal_mode DELETE), checked
+ * (PRAGMA integrity_check), synced and renamed to dest; `dest` must not
+ * exist. Neither file is left half-written: on any failure dest.tmp is
+ * removed. The source is never created or migrated. src/store/backup.c */
+kiln_err kiln_store_backup(const char *src, const char *dest, kiln_store_backup_info *info,
+                           kiln_diag *d);
+
+/* Marks the store at `path` in use by this process: a shared flock on
+ * PATH-lock (created, mode 0600, when missing), held while `*fd` stays open
+ * (the caller closes it, or exits; the fd is close-on-exec). Any number of
+ * holders share it (two kilnds on one store stay possible); a restore takes
+ * it exclusively. KILN_ECONFLICT while a restore holds it, KILN_EIO when the
+ * lock file cannot be opened; a sentence in `d` either way.
+ * src/store/restore.c */
+kiln_err kiln_store_hold(const char *path, int *fd, kiln_diag *d);
+
+/* What a restore did (kiln_store_restore). */
+typedef struct kiln_store_restore_info {
+    kiln_store_backup_info copy; /* what was put in place: schema, jobs, bytes */
+    char aside[4096];            /* where the replaced files went; "" = none were there */
+    char moved[64];              /* their names moved there, e.g. "kilnd.db -wal" */
+    bool replaced;               /* a store was there: undoing restores aside/BASE */
+} kiln_store_restore_info;
+
+/* Puts the backup `file` in place of the store at `path` (a kilnd.db),
+ * refusing, with nothing changed, while anyone holds the store
+ * (kiln_store_hold: a kilnd) and when `file` is not a whole kiln store
+ * (PRAGMA integrity_check; the jobs and nodes tables) of a schema version
+ * this kiln knows (an older one is fine: kilnd upgrades it at open). The
+ * copy is staged as PATH.restore (kiln__store_copy: synced, checked, 0600,
+ * given the owner of the store it replaces, else of the data dir); then
+ * PATH's -wal, -shm and -journal files and PATH itself move to a new
+ * DIR/before-restore-YYYYmmddTHHMMSSZ/ (never deleted: undoing is a restore
+ * of its kilnd.db), and the staged copy is renamed to PATH. `file` is only
+ * read. On a failure before the rename, what was moved is moved back.
+ * src/store/restore.c */
+kiln_err kiln_store_restore(const char *file, const char *path, kiln_store_restore_info *info,
+                            kiln_diag *d);
 
 /* Inserts `job` (input fields; output fields are ignored) as QUEUED with
  * createTime = now. KILN_EEXIST when (project, jobId) exists. When `out` is
@@ -187,7 +240,7 @@ kiln_err kiln_store_node_set_cordon(kiln_store *s, const char *node, bool cordon
 
 /* Documents of other kinds of resource, as JSON text keyed by (kind,
  * project, name): notebook instances ("notebook") and their long-running
- * operations ("nbop") (src/daemon/notebooks.c). put with json NULL deletes
+ * operations ("nbop") (src/notebooks/notebooks.c). put with json NULL deletes
  * (no error when absent); get gives KILN_ENOTFOUND when absent (*json NULL);
  * list gives a kind's documents of one project (NULL: all) in name order,
  * names and bodies malloc'd, freed with kiln_store_docs_free. */

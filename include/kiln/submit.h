@@ -36,6 +36,7 @@ typedef struct kiln_submit_args {
     char *config_path;  /* --config: a Job (or config.yaml) in YAML or JSON; "-" = stdin */
     char *tfjob_path;   /* --kubeflow-job or --tfjob: a TFJob or PyTorchJob; "-" = stdin */
     char *catalog_path; /* --catalog: a site catalog laid over the built-in one */
+    char *runtimes_dir; /* --runtimes-dir: where a TrainJob's runtimeRef is looked up */
     char *format;       /* --format: "json" | "yaml" | "table" */
     bool stream_logs;   /* --stream-logs */
     bool async;         /* --async */

@@ -9,7 +9,9 @@
  *
  * Algorithms (trainingInput.hyperparameters.algorithm):
  *   GRID_SEARCH           every combination, in order (the last parameter
- *                         varies fastest), capped by maxTrials;
+ *                         varies fastest), capped by maxTrials; with
+ *                         conditional parameters (parentParameterName) the
+ *                         settings of the tree, not the cross product;
  *   RANDOM_SEARCH         values drawn uniformly in each parameter's scaled
  *                         space; trial N's values depend only on the
  *                         study's seed and N (reproducible);
@@ -38,6 +40,7 @@ extern "C" {
 #define KILN_TUNE_MAX_TRIALS  1000
 #define KILN_TUNE_MAX_PARAMS  64
 #define KILN_TUNE_MAX_CHOICES 1000 /* categoricalValues / discreteValues */
+#define KILN_TUNE_MAX_DEPTH   8    /* a conditional parameter's parents, and theirs */
 #define KILN_TUNE_DEFAULT_TAG "training/hptuning/metric"
 #define KILN_TUNE_CURVE_MAX   1000 /* intermediate reports kept per trial */
 /* ASHA (earlyStoppingRule: ASHA, a kiln extension): the defaults of
@@ -77,7 +80,8 @@ typedef struct kiln_tb_file {
 
 typedef struct kiln_trial {
     int id;         /* 1, 2, ... */
-    double *values; /* per parameter: the value, or the category's index */
+    double *values; /* per parameter: the value, or the category's index;
+                     * NAN: a conditional parameter the trial does not have */
     kiln_trial_state state;
     bool has_metric; /* objective and step hold the last report (with
                       * BEST_MEASUREMENT: the best by the goal) */
@@ -184,7 +188,7 @@ size_t kiln_study_rung(const kiln_study *s, int k, size_t i, int *id, double *va
 /* Why kiln_study_should_stop answered true for `t`, for the job's events. */
 void kiln_study_stop_reason(const kiln_study *s, const kiln_trial *t, char *buf, size_t len);
 
-/* "--NAME=VALUE" for each parameter, appended to `args`. */
+/* "--NAME=VALUE" for each parameter the trial has, appended to `args`. */
 kiln_err kiln_trial_args(const kiln_study *s, const kiln_trial *t, kiln_strv *args);
 /* Adds what a trial's replicas see to `env` (KEY=VALUE strings): TF_CONFIG's
  * task gets "trial", and CLOUD_ML_TRIAL_ID, CLOUD_ML_HP_METRIC_TAG and

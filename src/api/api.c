@@ -11,7 +11,8 @@
  *   GET   /v1/nodes, /v1/nodes/N; POST /v1/nodes/N:drain, N:uncordon
  *   GET   /v1/queues, /v1/queues/CQ                     kilnd --queues (docs/queues.md)
  *   POST  /v2/entries:list                    Logging: the jobs' log lines
- *   GET   /healthz
+ *   GET   /healthz, /version (no token needed; every answer also carries
+ *         a Kiln-Version header: src/util/version.h)
  *   /storage/v1/b/B/o..., /upload/storage/v1/..., /download/storage/v1/...
  *         the Cloud Storage subset (storage.c, docs/service.md "Storage")
  *   GET   /metrics (Prometheus), / and /ui/... (the dashboard)
@@ -42,10 +43,10 @@
 #include <sys/statvfs.h>
 
 #include "api/api_int.h"
+#include "kiln/auth.h"
 #include "kiln/objects.h"
-#include "api/audit.h"
-#include "daemon/tokens.h"
 #include "util/utf8.h"
+#include "util/version.h"
 
 /* ---------- responses ---------- */
 
@@ -93,6 +94,9 @@ int64_t kiln__api_mono_ns(void)
 enum MHD_Result kiln__api_queue(struct MHD_Connection *c, unsigned code, struct MHD_Response *r)
 {
     last_code = code;
+    /* every answer names the build, so a client or a proxy's log can tell
+     * which kilnd served it (the same words as `kilnd --version`) */
+    MHD_add_response_header(r, "Kiln-Version", kiln__version_string());
     enum MHD_Result rc = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return rc;
@@ -203,24 +207,27 @@ bool kiln__api_disk_low(kilnd *d, char *why, size_t len)
 static void authenticate(kilnd *d, struct MHD_Connection *c, kiln_api_req *rq)
 {
     kiln_api_auth *a = &rq->auth;
-    kilnd_token_match m;
+    kiln_token_match m;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *bearer = h && strncmp(h, "Bearer ", 7) == 0 ? h + 7 : NULL;
 
-    *a = (kiln_api_auth){.ok = true, .project = NULL, .role = KILND_EDITOR};
-    if (h && strncmp(h, "Bearer ", 7) == 0) {
-        kilnd_token_id(h + 7, m.id);
+    *a = (kiln_api_auth){.ok = true, .project = NULL, .role = KILN_AUTH_EDITOR};
+    if (bearer) {
+        kiln_tokens_id(bearer, m.id);
         snprintf(rq->token_id, sizeof rq->token_id, "%s", m.id);
     }
-    pthread_rwlock_rdlock(&d->tokens_mu);
-    if (d->tokens) {
-        a->ok = h && strncmp(h, "Bearer ", 7) == 0 && kilnd_tokens_match(d->tokens, h + 7, &m);
-        if (a->ok) {
-            snprintf(rq->project, sizeof rq->project, "%s", m.project);
-            a->project = rq->project;
-            a->role = m.role;
-        }
+    switch (kiln_auth_check(d->auth, bearer, &m)) {
+    case KILN_AUTH_OPEN:
+        break;
+    case KILN_AUTH_MATCH:
+        snprintf(rq->project, sizeof rq->project, "%s", m.project);
+        a->project = rq->project;
+        a->role = m.role;
+        break;
+    case KILN_AUTH_DENIED:
+        a->ok = false;
+        break;
     }
-    pthread_rwlock_unlock(&d->tokens_mu);
 }
 
 bool kiln__api_sees(const kiln_api_auth *a, const char *project)
@@ -234,6 +241,11 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
                              const char *method, const kiln_api_req *rq)
 {
     if (strcmp(url, "/healthz") == 0) return send_text(c, 200, strdup("{\"status\":\"ok\"}"));
+    /* without a token, as /healthz: a client checks what it talks to first */
+    if (strcmp(url, "/version") == 0)
+        return send_json(c, 200,
+                         json_pack("{s:s, s:s}", "release", kiln__version_release(), "commit",
+                                   kiln__version_commit()));
     if (kiln__api_is_web(url)) return kiln__api_web(c, method, url);
     /* the proxy may hang an end hook on its request (rq is the handler's own) */
     if (kiln__api_nbproxy_owns(url))
@@ -251,15 +263,19 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
     if (strncmp(url, "/v1/nodes", 9) == 0 && (url[9] == '\0' || url[9] == '/'))
         return kiln__api_nodes(d, c, method, url[9] ? url + 10 : "", &a);
     if (strncmp(url, "/v2/", 4) == 0) return kiln__api_logging(d, c, method, url + 4, rq, &a);
-    if (strncmp(url, "/v1/projects/", 13) != 0)
+    /* aiplatform v1beta1 (gcloud beta ai, the SDK's preview classes): the
+     * same resources and handlers as v1, under projects/P/locations/L only */
+    bool beta = strncmp(url, "/v1beta1/projects/", 18) == 0;
+    if (!beta && strncmp(url, "/v1/projects/", 13) != 0)
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
-    const char *p = url + 13, *slash = strchr(p, '/');
+    const char *p = url + (beta ? 18 : 13), *slash = strchr(p, '/');
     /* the ml API's jobs, or locations/L/...: the Notebooks API's instances
      * and their operations (ids "operation-..."), else aiplatform v1's
      * customJobs, hyperparameterTuningJobs and their operations (numeric
      * ids) */
     bool loc = slash && strncmp(slash, "/locations/", 11) == 0;
-    if (!slash || (!loc && (strncmp(slash, "/jobs", 5) != 0 || (slash[5] && slash[5] != '/'))))
+    if (!slash || (beta && !loc) ||
+        (!loc && (strncmp(slash, "/jobs", 5) != 0 || (slash[5] && slash[5] != '/'))))
         return send_error(c, 404, NULL, "no such resource: %.200s", url);
     size_t pl = (size_t)(slash - p);
     if (!kiln__api_valid_name(p, pl))
@@ -274,8 +290,10 @@ static enum MHD_Result route(kilnd *d, struct MHD_Connection *c, const char *url
     if (loc) {
         const char *coll = strchr(slash + 11, '/');
         coll = coll ? coll + 1 : "";
-        if (strncmp(coll, "instances", 9) == 0 || strncmp(coll, "operations/operation-", 21) == 0)
-            return kiln__api_notebooks(d, c, method, project, slash + 11, rq, &a);
+        bool nb =
+            strncmp(coll, "instances", 9) == 0 || strncmp(coll, "operations/operation-", 21) == 0;
+        if (nb && beta) return send_error(c, 404, NULL, "no such resource: %.200s", url);
+        if (nb) return kiln__api_notebooks(d, c, method, project, slash + 11, rq, &a);
         return kiln__api_vertex(d, c, method, project, slash + 11, rq, &a);
     }
     return kiln__api_jobs(d, c, method, project, slash + 5, rq, &a);

@@ -3,13 +3,13 @@
  * api.c owns the libmicrohttpd daemon, request bodies, authentication and
  * routing; each API surface lives in a file of its own and is reached from
  * route() by its URL prefix:
- *   jobs.c     the ml API's projects.jobs (/v1/projects/P/jobs...)
- *   nodes.c    kiln's nodes (/v1/nodes...)
- *   logging.c  the Logging API's entries.list over the jobs' logs (/v2/...)
- *   storage.c  the Cloud Storage JSON API subset (/storage/v1/, /upload/storage/v1/,
- *              /download/storage/v1/) over the staging store (kiln/objects.h)
- *   metrics.c  /metrics (Prometheus) and the request counters behind it
- *   web.c      the dashboard's static files (/ and /ui/...)
+ *   api_jobs.c   the ml API's projects.jobs (/v1/projects/P/jobs...)
+ *   api_nodes.c  kiln's nodes (/v1/nodes...)
+ *   logging.c    the Logging API's entries.list over the jobs' logs (/v2/...)
+ *   storage.c    the Cloud Storage JSON API subset (/storage/v1/, /upload/storage/v1/,
+ *                /download/storage/v1/) over the staging store (kiln/objects.h)
+ *   metrics.c    /metrics (Prometheus) and the request counters behind it
+ *   web.c        the dashboard's static files (/ and /ui/...)
  * Every surface answers with the helpers below, so that every error is
  * Google's envelope and every body is JSON. */
 #ifndef KILN_API_INT_H
@@ -28,7 +28,7 @@
 typedef struct kiln_api_auth {
     bool ok;
     const char *project; /* NULL = no auth configured; "*" = every project */
-    kilnd_role role;
+    kiln_auth_role role;
 } kiln_api_auth;
 
 /* A request's body, read whole before routing (capped at d->max_body).
@@ -78,7 +78,7 @@ bool kiln__api_valid_name(const char *s, size_t len);
 bool kiln__api_sees(const kiln_api_auth *a, const char *project);
 /* Who holds which device, from the runtime records of the active jobs this
  * caller may see: {"NODE/INDEX": {"job": "projects/P/jobs/J", "hpcJob":
- * "P/J", "task": T}} (src/api/nodes.c; /metrics' hpc_job label too). */
+ * "P/J", "task": T}} (src/api/api_nodes.c; /metrics' hpc_job label too). */
 json_t *kiln__api_gpu_holders(kilnd *d, const kiln_api_auth *a);
 
 #define send_text     kiln__api_send_text
@@ -105,7 +105,7 @@ typedef struct kiln_api_refusal {
  * set, output fields cleared): the catalog's and kiln's own checks, the
  * store, the TTL marker, the QUEUED event, waking the supervisor. Returns
  * the stored record (caller frees), or NULL with *why (and dg) filled. The
- * ml v1 create and aiplatform v1's customJobs create (vertex.c) share it,
+ * ml v1 create and aiplatform v1's customJobs create (api_vertex.c) share it,
  * so that a job is checked the same whichever API made it. May normalise
  * `job` in place. */
 kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *job, kiln_diag *dg,
@@ -115,17 +115,17 @@ kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *jo
  * KILN_ENOTFOUND, KILN_ECONFLICT (already ended; *was its state) or a store
  * error. */
 kiln_err kiln__api_job_cancel(kilnd *d, const char *project, const char *id, kiln_job_state *was);
-/* The GET cache of jobs.c. */
+/* The GET cache of api_jobs.c. */
 void kiln__api_jobs_cache_init(kilnd *d);
 void kiln__api_jobs_cache_free(kilnd *d);
 
-/* /v1/queues + rest ("" or a ClusterQueue's name): kilnd --queues (queues.c). */
+/* /v1/queues + rest ("" or a ClusterQueue's name): kilnd --queues (api_queues.c). */
 enum MHD_Result kiln__api_queues(kilnd *d, struct MHD_Connection *c, const char *method,
                                  const char *rest, const kiln_api_auth *a);
 /* Kueue's metrics (kueue_*) for /metrics; nothing without --queues. */
 void kiln__api_queues_metrics(kilnd *d, void (*emit)(void *, const char *, ...), void *o);
 /* /v1/projects/PROJECT/locations/ + rest: the aiplatform v1 surface
- * (vertex.c): customJobs, hyperparameterTuningJobs, operations. The project
+ * (api_vertex.c): customJobs, hyperparameterTuningJobs, operations. The project
  * is already checked. */
 enum MHD_Result kiln__api_vertex(kilnd *d, struct MHD_Connection *c, const char *method,
                                  const char *project, const char *rest, const kiln_api_req *rq,
@@ -154,6 +154,10 @@ void kiln__api_storage_free(kilnd *d);
  * a bucket this kilnd holds for the project, and a package an object in it.
  * Adds a violation per problem to dg. */
 void kiln__api_storage_check_job(kilnd *d, const char *project, const kiln_job *job, kiln_diag *dg);
+/* A gs:// URI that must be a prefix of objects in a bucket held for the
+ * project (a Model's artifactUri); a violation goes to dg under field. */
+void kiln__api_storage_check_prefix(kilnd *d, const char *project, const char *uri,
+                                    const char *field, kiln_diag *dg);
 /* GET /metrics; the caller is authenticated (metrics.c decides who may see). */
 enum MHD_Result kiln__api_metrics(kilnd *d, struct MHD_Connection *c, const char *method,
                                   const kiln_api_auth *a);
@@ -182,7 +186,7 @@ unsigned kiln__api_last_code(bool reset);
 int64_t kiln__api_mono_ns(void);
 
 /* /v1/projects/PROJECT/locations/ + rest ("L/instances...", "L/operations/ID"):
- * the Notebooks API subset (notebooks.c); the project is already checked. */
+ * the Notebooks API subset (api_notebooks.c); the project is already checked. */
 enum MHD_Result kiln__api_notebooks(kilnd *d, struct MHD_Connection *c, const char *method,
                                     const char *project, const char *rest, const kiln_api_req *rq,
                                     const kiln_api_auth *a);

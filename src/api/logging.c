@@ -115,11 +115,11 @@ static bool scan_job(kilnd *d, const char *project, const char *job, const kiln_
     size_t cap = 0;
     bool ok = true;
 
-    kilnd_job_dir(d, project, job, dir, sizeof dir);
+    kiln_jobfiles_dir(d->jobfiles, project, job, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/log.tsv", dir);
     FILE *fp = fopen(path, "re");
     if (!fp) return true; /* no log yet: no entries */
-    /* a CustomJob's entries carry its Vertex id, the number (vertex.c) */
+    /* a CustomJob's entries carry its Vertex id, the number (api_vertex.c) */
     const char *shown = strncmp(job, "customjob_", 10) == 0     ? job + 10
                         : strncmp(job, "hptuningjob_", 12) == 0 ? job + 12
                                                                 : job;
@@ -165,7 +165,7 @@ static bool scan_job(kilnd *d, const char *project, const char *job, const kiln_
 
 static json_t *entry_json(const char *project, const ent *e)
 {
-    char ts[48], log_name[128];
+    char ts[48], log_name[320];
     time_t sec = (time_t)(e->ts / 1000000000);
     struct tm tm;
     gmtime_r(&sec, &tm);

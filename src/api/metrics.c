@@ -159,7 +159,7 @@ static void put(out *o, const char *fmt, ...)
     }
 }
 
-/* put() for another file's writer (queues.c): formats, then appends. */
+/* put() for another file's writer (api_queues.c): formats, then appends. */
 static void put_any(void *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put_any(void *o, const char *fmt, ...)
 {
@@ -366,14 +366,34 @@ static void gpu_part(kilnd *d, out *o, const kiln_api_auth *a)
         char hb[256], ub[128], mb[192], jb[300], key[200];
         snprintf(key, sizeof key, "%.150s/%d", n->name, n->devs[j].index);
         const char *job = json_string_value(json_object_get(json_object_get(held, key), "hpcJob"));
+        /* a GPU shared through MPS: its series name every share's holder */
+        char sj[300] = "";
+        for (size_t q = 0; !job && q < n->n_devs; q++) {
+            if (!n->devs[q].share || n->devs[q].parent != (int)j) continue;
+            snprintf(key, sizeof key, "%.150s/%d", n->name, n->devs[q].index);
+            const char *h =
+                json_string_value(json_object_get(json_object_get(held, key), "hpcJob"));
+            size_t u = strlen(sj);
+            if (h) snprintf(sj + u, sizeof sj - u, "%s%s", u ? "," : "", h);
+        }
+        if (!job && sj[0]) job = sj;
         kiln_gpu_watch_get(d->gpus, j, &st[j]);
+        /* a MIG instance as dcgm-exporter labels it: its GPU's gpu, UUID,
+         * device and modelName, and GPU_I_PROFILE and GPU_I_ID of its own */
+        const kiln_device *dv = &n->devs[j];
+        const kiln_device *g = dv->mig_profile || dv->share ? &n->devs[dv->parent] : dv;
+        char mig[160] = "", pb[96];
+        if (dv->share) /* an MPS share: its GPU's labels and which share */
+            snprintf(mig, sizeof mig, ",kiln_share=\"%d/%d\"", dv->share, dv->n_shares);
+        else if (dv->mig_profile)
+            snprintf(mig, sizeof mig, ",GPU_I_PROFILE=\"%s\",GPU_I_ID=\"%u\"",
+                     esc(dv->mig_profile, pb, sizeof pb), dv->gpu_instance);
         snprintf(
             lb[j], sizeof lb[j],
-            "gpu=\"%d\",UUID=\"%s\",device=\"nvidia%d\",modelName=\"%s\",Hostname=\"%s\"%s%s%s",
-            n->devs[j].index, esc(n->devs[j].uuid, ub, sizeof ub), n->devs[j].index,
-            esc(n->devs[j].model ? n->devs[j].model : n->devs[j].type, mb, sizeof mb),
-            esc(n->name, hb, sizeof hb), job ? ",hpc_job=\"" : "",
-            job ? esc(job, jb, sizeof jb) : "", job ? "\"" : "");
+            "gpu=\"%d\",UUID=\"%s\",device=\"nvidia%d\",modelName=\"%s\",Hostname=\"%s\"%s%s%s%s",
+            g->index, esc(g->uuid, ub, sizeof ub), g->index,
+            esc(g->model ? g->model : g->type, mb, sizeof mb), esc(n->name, hb, sizeof hb), mig,
+            job ? ",hpc_job=\"" : "", job ? esc(job, jb, sizeof jb) : "", job ? "\"" : "");
     }
     for (size_t f = 0; f < sizeof fam / sizeof *fam; f++) {
         head(o, fam[f].name, "gauge", fam[f].help);

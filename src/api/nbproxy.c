@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "kiln/auth.h"
 #include "notebooks/notebooks.h"
-#include "daemon/tokens.h"
 
 #define NB_MAX_WS   256           /* WebSocket connections spliced at once */
 #define NB_MAX_HEAD (64 * 1024)   /* an upstream response head */
@@ -312,15 +312,14 @@ static bool allowed(kilnd *d, struct MHD_Connection *c, const kiln_api_req *rq, 
     char proj[128] = "";
     if (!a.ok) {
         const char *ck = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, "kiln_token");
-        kilnd_token_match m;
-        pthread_rwlock_rdlock(&d->tokens_mu);
-        if (ck && d->tokens && kilnd_tokens_match(d->tokens, ck, &m)) {
+        kiln_token_match m;
+        /* a.ok is false only when a table is in force: OPEN cannot come */
+        if (ck && kiln_auth_check(d->auth, ck, &m) == KILN_AUTH_MATCH) {
             a.ok = true;
             snprintf(proj, sizeof proj, "%s", m.project);
             a.project = proj;
             a.role = m.role;
         }
-        pthread_rwlock_unlock(&d->tokens_mu);
     }
     if (!a.ok) {
         *code = 401;
@@ -332,7 +331,7 @@ static bool allowed(kilnd *d, struct MHD_Connection *c, const kiln_api_req *rq, 
         return false;
     }
     /* a notebook runs code: a viewer token may not */
-    if (a.role < KILND_EDITOR) {
+    if (a.role < KILN_AUTH_EDITOR) {
         *code = 403;
         return false;
     }
@@ -363,7 +362,7 @@ enum MHD_Result kiln__api_nbproxy(kilnd *d, struct MHD_Connection *c, const char
         return send_error(c, 404, NULL, "Notebook instance %s/%s not found", project, name);
     }
     int port = 0;
-    kiln_err err = kilnd_nb_upstream(d, project, name, &port, why, sizeof why);
+    kiln_err err = kiln_nb_upstream(d->notebooks, project, name, &port, why, sizeof why);
     if (err == KILN_ENOTFOUND)
         return send_error(c, 404, NULL, "Notebook instance %s/%s not found", project, name);
     if (err != KILN_OK)

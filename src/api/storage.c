@@ -954,7 +954,7 @@ enum MHD_Result kiln__api_storage(kilnd *d, struct MHD_Connection *c, const char
     bool up = has_prefix(url, "/upload/"), down = has_prefix(url, "/download/");
     const char *p = url + (up ? 19 : down ? 21 : 12); /* past ".../storage/v1/" */
     bool read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    if (!read && a->role != KILND_EDITOR)
+    if (!read && a->role != KILN_AUTH_EDITOR)
         return send_error(c, 403, NULL, "Permission denied: a viewer token cannot change objects");
     if (strcmp(p, "b") == 0 && !up && !down && read) return bucket_list(d, c, a);
     if (strncmp(p, "b/", 2) != 0) return send_error(c, 404, NULL, "no such resource: %.200s", url);
@@ -1037,6 +1037,43 @@ static void dir_uri_check(kilnd *d, const char *project, const char *jd, const c
         nm[--n] = '\0';
     if (!kiln_objects_valid_name(nm, n, &why))
         kiln_diag_add(dg, field, "'%s': a path in the bucket is needed: %s", jd, why);
+}
+
+/* A Model's artifactUri: a bucket this kilnd holds for the project, and a
+ * directory in it (the URI with a '/' after it) with at least one object
+ * under it; the bucket's root is not a Model's directory. */
+void kiln__api_storage_check_prefix(kilnd *d, const char *project, const char *uri,
+                                    const char *field, kiln_diag *dg)
+{
+    char bucket[64];
+    const char *name, *proj;
+    kiln_object_list l = {0};
+    if (!split_uri(uri, bucket, &name) || !kiln_objects_holds(d->objects, bucket, &proj) ||
+        (proj && strcmp(proj, project) != 0)) {
+        kiln_diag_add(dg, field,
+                      "'%s': kilnd does not hold that bucket for project %s (kilnd --bucket "
+                      "NAME[:PROJECT])",
+                      uri, project);
+        return;
+    }
+    if (!*name) {
+        kiln_diag_add(dg, field, "'%s': a path in the bucket is needed", uri);
+        return;
+    }
+    /* a directory: gs://b/m names m/..., never m2/... */
+    char pfx[KILN_OBJECT_NAME_MAX + 2];
+    size_t n = strlen(name);
+    if (n > KILN_OBJECT_NAME_MAX) {
+        kiln_diag_add(dg, field, "'%.160s...': the path is too long", uri);
+        return;
+    }
+    snprintf(pfx, sizeof pfx, "%s%s", name, name[n - 1] == '/' ? "" : "/");
+    kiln_err err = kiln_objects_list(d->objects, bucket, pfx, NULL, NULL, 1, &l);
+    if (err != KILN_OK)
+        kiln_diag_add(dg, field, "'%s': cannot list it: %s", uri, kiln_err_str(err));
+    else if (!l.n)
+        kiln_diag_add(dg, field, "'%s': no object under it in kilnd's staging store", uri);
+    kiln_object_list_free(&l);
 }
 
 void kiln__api_storage_check_job(kilnd *d, const char *project, const kiln_job *job, kiln_diag *dg)

@@ -1,5 +1,5 @@
 /* catalog_int.h - the catalog's private representation, shared by its loader
- * (load.c), lookups (lookup.c) and validator (validate.c).
+ * (catalog_load.c), lookups (lookup.c) and validator (validate.c).
  *
  * Every string and array below is owned by the kiln_catalog and freed by
  * kiln_catalog_free(); the public structs (kiln_machine_type, ...) are stored

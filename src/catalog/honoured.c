@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "catalog/catalog_int.h"
+#include "util/caps.h"
 
 /* runPolicy.ttlSecondsAfterFinished's upper bound: ten years */
 #define KILN_TTL_MAX_SECONDS 315360000
@@ -251,17 +252,85 @@ static bool mount_ok(const char *m)
     return !b || strcmp(b, ":ro") == 0;
 }
 
+/* An MPIJob runs as processes: its launcher's mpirun starts the ranks
+ * through kiln-mpi-agent, which runs them on the worker replica's node
+ * (docs/job-model.md). In a container the launcher has no way to reach a
+ * worker's container yet (no podman in it, no sshd of kiln's): an MPIJob
+ * whose replicas run images is refused, not run half-way. */
+static void check_mpi(hctx *h)
+{
+    static const char *const fields[] = {"masterConfig.imageUri", "workerConfig.imageUri"};
+    const kiln_training_input *ti = &h->job->training_input;
+    if (!h->job->has_training_input || !ti->has_mpi_job) return;
+    for (int r = KILN_ROLE_MASTER; r <= KILN_ROLE_WORKER; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(h->job, (kiln_role)r);
+        char f[64];
+        if (!rc || !rc->image_uri || !*rc->image_uri) continue;
+        snprintf(f, sizeof f, "trainingInput.%s", fields[r - KILN_ROLE_MASTER]);
+        refuse(h, f,
+               "an MPIJob's %s runs the image %s: kiln runs an MPIJob's replicas as processes "
+               "only (its launcher's mpirun reaches the workers through kiln-mpi-agent, which "
+               "does not reach into containers yet); leave out the image (the container's "
+               "command runs on the node)",
+               r == KILN_ROLE_MASTER ? "Launcher" : "Worker", rc->image_uri);
+    }
+}
+
+static bool cap_name_ok(const char *s)
+{
+    return kiln_cap_number(s) != -1;
+}
+
+/* securityContext: the settings that only a container can carry out */
+static void check_security_context(hctx *h, const kiln_replica_config *rc, const char *role,
+                                   const char *image)
+{
+    const kiln_security_context *sc = &rc->security_context;
+    char f[256];
+    if (!rc->has_security_context) return;
+    for (size_t i = 0; i < sc->cap_drop.n; i++)
+        if (!cap_name_ok(sc->cap_drop.v[i])) {
+            snprintf(f, sizeof f, "trainingInput.%sConfig.securityContext.capDrop[%zu]", role, i);
+            refuse(h, f, "'%.64s' is not a Linux capability (ALL, NET_RAW, SYS_ADMIN...)",
+                   sc->cap_drop.v[i]);
+        }
+    if (image) return;
+    if (sc->read_only_root_filesystem) {
+        snprintf(f, sizeof f, "trainingInput.%sConfig.securityContext.readOnlyRootFilesystem",
+                 role);
+        refuse(h, f,
+               "applies to container replicas only: this replica runs as a process (no "
+               "imageUri), which has no root filesystem of its own (it sees the node's)");
+    }
+    if (set(sc->seccomp_profile)) {
+        snprintf(f, sizeof f, "trainingInput.%sConfig.securityContext.seccompProfile", role);
+        refuse(h, f,
+               "applies to container replicas only (podman's default profile): this replica "
+               "runs as a process (no imageUri), which kiln starts without a seccomp filter");
+    }
+}
+
 static void check_role(hctx *h, kiln_role r, const char *image)
 {
     const kiln_replica_config *rc = kiln_job_role_config(h->job, r);
     char f[256];
     const char *role = kiln_role_field(r);
     if (!rc) return;
-    if (rc->has_disk_config) {
-        snprintf(f, sizeof f, "trainingInput.%sConfig.diskConfig", role);
+    /* diskConfig: the replica's scratch space, its size checked at create
+     * against the disk its working directory is on (src/api/api_jobs.c) */
+    const char *dt = rc->has_disk_config ? rc->disk_config.boot_disk_type : NULL;
+    if (dt && *dt && strcmp(dt, "pd-ssd") != 0 && strcmp(dt, "pd-standard") != 0) {
+        snprintf(f, sizeof f, "trainingInput.%sConfig.diskConfig.bootDiskType", role);
         refuse(h, f,
-               "not supported: a replica uses the disk of the node it runs on (kiln does not "
-               "provision boot disks)");
+               "'%.32s' is refused: a replica's disk is its node's local disk, which kiln can "
+               "promise to be pd-ssd or pd-standard, not a provisioned '%.32s'",
+               dt, dt);
+    }
+    if (rc->has_disk_config &&
+        (rc->disk_config.boot_disk_size_gb < 0 || rc->disk_config.boot_disk_size_gb > 65536)) {
+        snprintf(f, sizeof f, "trainingInput.%sConfig.diskConfig.bootDiskSizeGb", role);
+        refuse(h, f, "%lld is out of range (1 to 65536 GB)",
+               (long long)rc->disk_config.boot_disk_size_gb);
     }
     for (size_t i = 0; i < rc->env.n; i++) {
         const char *name = rc->env.keys[i], *kiln_own = reserved_env(name);
@@ -297,6 +366,43 @@ static void check_role(hctx *h, kiln_role r, const char *image)
                    "limits apply to container replicas only: this replica runs as a process "
                    "(no imageUri)");
     }
+    /* resources.requests: placement reserves them (process replicas too);
+     * above its limit is refused as the Kubernetes API server refuses it */
+    const char *reqs[2] = {rc->cpu_request, rc->memory_request};
+    const char *rnames[2] = {"cpuRequest", "memoryRequest"};
+    for (int k = 0; k < 2; k++) {
+        int64_t rv = 0, lv = 0;
+        if (!set(reqs[k])) continue;
+        snprintf(f, sizeof f, "trainingInput.%sConfig.%s", role, rnames[k]);
+        bool ok =
+            k == 0 ? kiln_quantity_cpu_milli(reqs[k], &rv) : kiln_quantity_bytes(reqs[k], &rv);
+        bool lok = set(limits[k]) && (k == 0 ? kiln_quantity_cpu_milli(limits[k], &lv)
+                                             : kiln_quantity_bytes(limits[k], &lv));
+        if (!ok)
+            refuse(h, f, "'%.32s' is not a %s", reqs[k],
+                   k == 0 ? "CPU quantity (2, 0.5, 500m; at least 1m)"
+                          : "memory quantity (4Gi, 512Mi, 1G or bytes)");
+        else if (lok && rv > lv)
+            refuse(h, f,
+                   "'%.32s' must be less than or equal to %s limit of '%.32s' (as Kubernetes "
+                   "refuses a request above its limit)",
+                   reqs[k], k == 0 ? "cpu" : "memory", limits[k]);
+    }
+    /* tolerations: placement matches them against the nodes' taints
+     * (kiln/sched.h); checked as Kubernetes checks a pod's, whatever the
+     * front end (a Job resource carries them as a kiln extension) */
+    for (size_t i = 0; i < rc->n_tolerations; i++) {
+        char tw[256];
+        if (kiln_toleration_check(&rc->tolerations[i], tw, sizeof tw)) continue;
+        size_t cut = strcspn(tw, ":");
+        snprintf(f, sizeof f, "trainingInput.%sConfig.tolerations[%zu].%.*s", role, i, (int)cut,
+                 tw);
+        refuse(h, f, "%s", tw[cut] ? tw + cut + 2 : tw);
+    }
+    if (set(rc->working_dir) && rc->working_dir[0] != '/') {
+        snprintf(f, sizeof f, "trainingInput.%sConfig.workingDir", role);
+        refuse(h, f, "'%.128s' must be an absolute path", rc->working_dir);
+    }
     if (set(rc->image_pull_policy) && !image) {
         snprintf(f, sizeof f, "trainingInput.%sConfig.imagePullPolicy", role);
         refuse(h, f,
@@ -311,6 +417,35 @@ static void check_role(hctx *h, kiln_role r, const char *image)
             refuse(h, f,
                    "host mounts apply to container replicas only: this replica runs as a "
                    "process (no imageUri) and already sees the node's files");
+    }
+    /* persistentVolumeClaim volumes: the claim table is kilnd's to check
+     * (kiln/claims.h); here the form, and containers only */
+    for (size_t i = 0; i < rc->claim_mounts.n; i++) {
+        const char *m = rc->claim_mounts.v[i], *colon = strchr(m, ':');
+        snprintf(f, sizeof f, "trainingInput.%sConfig.claimMounts[%zu]", role, i);
+        const char *rest = colon ? strchr(colon + 1, ':') : NULL;
+        if (!colon || colon == m || colon[1] != '/' || (rest && strcmp(rest, ":ro") != 0))
+            refuse(h, f, "'%.128s' is not CLAIM:/CONTAINER/PATH[:ro]", m);
+        else if (!image)
+            refuse(h, f,
+                   "claim mounts apply to container replicas only: this replica runs as a "
+                   "process (no imageUri)");
+    }
+    check_security_context(h, rc, role, image);
+    /* emptyDir volumes: a container's own volume or tmpfs (podman --mount) */
+    for (size_t i = 0; i < rc->scratch_mounts.n; i++) {
+        const char *m = rc->scratch_mounts.v[i], *colon = strchr(m, ':');
+        int64_t v;
+        snprintf(f, sizeof f, "trainingInput.%sConfig.scratchMounts[%zu]", role, i);
+        bool ok = m[0] == '/' &&
+                  (!colon || strcmp(colon, ":Memory") == 0 ||
+                   (strncmp(colon, ":Memory:", 8) == 0 && kiln_quantity_bytes(colon + 8, &v)));
+        if (!ok)
+            refuse(h, f, "'%.128s' is not /PATH, /PATH:Memory or /PATH:Memory:SIZE (4Gi)", m);
+        else if (!image)
+            refuse(h, f,
+                   "scratch volumes (emptyDir) apply to container replicas only: this replica "
+                   "runs as a process (no imageUri)");
     }
 }
 
@@ -374,6 +509,69 @@ static void check_metrics(hctx *h, const kiln_training_input *ti, bool worker_gp
     }
 }
 
+/* The image replica role `r` runs (NULL: a process), as spawn.c picks it. */
+static const char *role_image(const kiln_catalog *c, const kiln_job *job, kiln_role r)
+{
+    const kiln_replica_config *rc = kiln_job_role_config(job, r);
+    const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
+    if (rc && set(rc->image_uri)) return rc->image_uri;
+    if (mc && set(mc->image_uri)) return mc->image_uri; /* AI Platform's default, and spawn.c's */
+    return kiln_catalog_runtime_image(c, job, r);       /* runtimeVersion's */
+}
+
+kiln_err kiln_catalog_check_run_as(const kiln_catalog *c, const kiln_job *job, long uid, long gid,
+                                   bool ctr_user, const char *who, kiln_diag *d)
+{
+    hctx h = {.job = job, .d = d};
+    char f[256];
+    if (!job->has_training_input) return KILN_OK;
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        const char *role = kiln_role_field((kiln_role)r);
+        if (!rc || !rc->has_security_context) continue;
+        const kiln_security_context *sc = &rc->security_context;
+        bool image = role_image(c, job, (kiln_role)r) != NULL;
+        /* a container without --user runs as its image's USER, which kiln
+         * does not know: nothing about its user can be promised */
+        bool known = !image || ctr_user;
+        static const char *const names[3] = {"runAsUser", "runAsGroup", "runAsNonRoot"};
+        const bool given[3] = {sc->has_run_as_user, sc->has_run_as_group, sc->run_as_non_root};
+        const int64_t want[2] = {sc->run_as_user, sc->run_as_group};
+        const long have[2] = {uid, gid};
+        for (int k = 0; k < 3; k++) {
+            if (!given[k]) continue;
+            snprintf(f, sizeof f, "trainingInput.%sConfig.securityContext.%s", role, names[k]);
+            if (!known)
+                refuse(&h, f,
+                       "cannot be promised: kilnd runs this project's containers as their "
+                       "image's user (no project user to give podman --user: %s), which kiln "
+                       "does not know; leave it out",
+                       who);
+            else if (k < 2 && want[k] != have[k])
+                refuse(&h, f,
+                       "%lld is refused: kiln runs this project's replicas as %s, and a job "
+                       "cannot choose another %s (its replicas would read and write that "
+                       "%s's files on the node); give %ld or leave it out",
+                       (long long)want[k], who, k == 0 ? "user" : "group",
+                       k == 0 ? "user" : "group", have[k]);
+            else if (k == 2 && uid == 0)
+                refuse(&h, f,
+                       "true is refused: kiln runs this project's replicas as %s, which is root",
+                       who);
+        }
+        /* a process of root holds every capability, and kiln drops none */
+        if (!image && uid == 0 && sc->cap_drop.n) {
+            snprintf(f, sizeof f, "trainingInput.%sConfig.securityContext.capDrop", role);
+            refuse(&h, f,
+                   "refused on a process of root: kiln runs this project's replicas as %s, "
+                   "with every capability, and drops none from a process (a container's are "
+                   "dropped: give an image)",
+                   who);
+        }
+    }
+    return h.n ? KILN_EINVAL : KILN_OK;
+}
+
 kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job, kiln_diag *d)
 {
     hctx h = {.job = job, .d = d};
@@ -425,18 +623,10 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
                "never exits on its own), so kiln stops every replica still running when the "
                "job ends; use Running (the default) or All, which kiln treats the same");
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
-        const char *image = NULL;
-        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
-        const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
-        if (rc && set(rc->image_uri))
-            image = rc->image_uri;
-        else if (mc && set(mc->image_uri))
-            image = mc->image_uri; /* AI Platform's default, and spawn.c's */
-        else
-            image = kiln_catalog_runtime_image(c, job, (kiln_role)r); /* runtimeVersion's */
-        check_role(&h, (kiln_role)r, image);
+        check_role(&h, (kiln_role)r, role_image(c, job, (kiln_role)r));
         if (r == (ti->pytorch_job.workers_only ? KILN_ROLE_MASTER : KILN_ROLE_WORKER))
             check_metrics(&h, ti, role_has_gpus(c, job, (kiln_role)r));
     }
+    check_mpi(&h);
     return h.n ? KILN_EINVAL : KILN_OK;
 }

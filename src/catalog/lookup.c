@@ -224,12 +224,17 @@ static void plan_limits(const kiln_job *job, kiln_replica_plan *p)
     const kiln_replica_config *rc = kiln_job_role_config(job, p->role);
     int64_t v;
     if (!rc) return;
-    if (rc->cpu_limit && kiln_quantity_cpu_milli(rc->cpu_limit, &v)) {
+    /* resources.requests is what Kubernetes reserves; without one, the
+     * limit (the API server's default): the placement asks for that */
+    const char *cpu = rc->cpu_request && *rc->cpu_request ? rc->cpu_request : rc->cpu_limit;
+    const char *mem =
+        rc->memory_request && *rc->memory_request ? rc->memory_request : rc->memory_limit;
+    if (cpu && kiln_quantity_cpu_milli(cpu, &v)) {
         int64_t cpus = (v + 999) / 1000;
         p->limit_vcpus = cpus > INT_MAX ? INT_MAX : (int)cpus;
         if (p->limit_vcpus > p->vcpus) p->vcpus = p->limit_vcpus;
     }
-    if (rc->memory_limit && kiln_quantity_bytes(rc->memory_limit, &v)) {
+    if (mem && kiln_quantity_bytes(mem, &v)) {
         p->limit_memory_gb = (double)v / 1073741824.0;
         if (p->limit_memory_gb > p->memory_gb) p->memory_gb = p->limit_memory_gb;
     }

@@ -409,9 +409,12 @@ static void check_accel_on_machine(vctx *v, const char *base, const kiln_machine
         if (a->is_tpu && !m->is_tpu_worker)
             viol(v, f, "%s is a TPU: it is attached to a cloud_tpu worker, not to %s", a->name,
                  m->name);
+        else if (!list[0]) /* a CPU machine (e2, n2, c3, ...): its limits say nothing */
+            viol(v, f, "%s cannot be attached to %s: %s takes no accelerators", a->name, m->name,
+                 m->name);
         else
             viol(v, f, "%s cannot be attached to %s%s; %s takes %s", a->name, m->name, why, m->name,
-                 list[0] ? list : "no accelerators");
+                 list);
         return;
     }
     join_counts(list, sizeof list, valid, n);

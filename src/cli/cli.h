@@ -8,9 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-int kiln_cli_validate(int argc, char **argv); /* src/cli/validate.c */
+int kiln_cli_validate(int argc, char **argv); /* src/cli/cli_validate.c */
 int kiln_cli_catalog(int argc, char **argv);  /* src/cli/catalog.c */
-int kiln_cli_tokens(int argc, char **argv);   /* src/cli/tokens.c */
+int kiln_cli_tokens(int argc, char **argv);   /* src/cli/cli_tokens.c */
+int kiln_cli_admin(int argc, char **argv);    /* src/cli/admin.c */
 
 /* Whether a command line asks for help: --help or -h anywhere before a
  * bare `--` (after it, they are the program's own arguments). Every command

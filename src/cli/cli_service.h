@@ -11,11 +11,11 @@
 
 #include "kiln/client.h"
 
-int kiln_cli_jobs(int argc, char **argv);      /* src/cli/jobs.c */
-int kiln_cli_nodes(int argc, char **argv);     /* src/cli/nodes.c */
-int kiln_cli_notebooks(int argc, char **argv); /* src/cli/notebooks.c */
-int kiln_cli_queues(int argc, char **argv);    /* src/cli/queues.c */
-int kiln_cli_local(int argc, char **argv);     /* src/cli/jobs.c: `kiln local train` */
+int kiln_cli_jobs(int argc, char **argv);      /* src/cli/cli_jobs.c */
+int kiln_cli_nodes(int argc, char **argv);     /* src/cli/cli_nodes.c */
+int kiln_cli_notebooks(int argc, char **argv); /* src/cli/cli_notebooks.c */
+int kiln_cli_queues(int argc, char **argv);    /* src/cli/cli_queues.c */
+int kiln_cli_local(int argc, char **argv);     /* src/cli/cli_jobs.c: `kiln local train` */
 
 /* What every service verb takes: --project, --endpoint, --format (and the
  * KILN_PROJECT, KILN_ENDPOINT, KILN_TOKEN environment variables). */

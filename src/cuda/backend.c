@@ -1,7 +1,7 @@
 /* cuda/backend.c - the runtime's backend table (backend/backend.h) on the
  * CUDA ops of cuda_ops.h. Built into the plugin libkiln_cuda_backend.so,
  * whose one exported symbol is kiln_cuda_backend_v1; the runtime loads it
- * with dlopen (backend/load.c) when a model is put on a GPU.
+ * with dlopen (backend/backend_load.c) when a model is put on a GPU.
  *
  * Every entry is a thin call of the op with the same contract, already
  * compared with the CPU reference by tests/cuda/test_cuda_ops.c; this file
@@ -63,6 +63,18 @@ static int b_set_precision(kiln__dev *d, int lowp)
     return R(kiln_cu_set_lowp(CTX(d), 1, lowp == KILN__LOWP_BF16 ? KILN_CU_BF16 : KILN_CU_FP16));
 }
 
+static int b_set_option(kiln__dev *d, int opt, int val)
+{
+    _Static_assert(KILN__OPT_BN_CUDNN == 1 && KILN__OPT_CONV_NCHW == 2 && KILN__OPT_DENSE_LT == 3,
+                   "kiln_cu_set_option's numbering");
+    return R(kiln_cu_set_option(CTX(d), opt, val));
+}
+
+static int b_mem_used(kiln__dev *d, size_t *bytes)
+{
+    return R(kiln_cu_mem_used(CTX(d), bytes));
+}
+
 static int b_sync(kiln__dev *d)
 {
     return R(kiln_cu_sync(CTX(d)));
@@ -101,6 +113,36 @@ static int b_download(kiln__dev *d, void *dst, const void *src, size_t bytes)
 static int b_upload_async(kiln__dev *d, void *dst, const void *src, size_t bytes)
 {
     return R(kiln_cu_upload_async(CTX(d), dst, src, bytes));
+}
+
+static int b_upload_staged(kiln__dev *d, void *dst, const void *src, size_t bytes)
+{
+    return R(kiln_cu_upload_staged(CTX(d), dst, src, bytes));
+}
+
+static int b_event_create(kiln__dev *d, void **ev)
+{
+    return R(kiln_cu_event_create(CTX(d), ev));
+}
+
+static void b_event_free(kiln__dev *d, void *ev)
+{
+    kiln_cu_event_free(CTX(d), ev);
+}
+
+static int b_event_record(kiln__dev *d, void *ev, int stream)
+{
+    return R(kiln_cu_event_record(CTX(d), ev, stream == KILN__STREAM_COPY));
+}
+
+static int b_event_wait(kiln__dev *d, void *ev, int stream)
+{
+    return R(kiln_cu_event_wait(CTX(d), ev, stream == KILN__STREAM_COPY));
+}
+
+static int b_event_sync(kiln__dev *d, void *ev)
+{
+    return R(kiln_cu_event_sync(CTX(d), ev));
 }
 
 static int b_upload_ordered(kiln__dev *d, void *dst, const void *src, size_t bytes)
@@ -191,6 +233,23 @@ static int b_avgpool_bwd(kiln__dev *d, const kiln_pool_shape *s, const float *x,
     return R(kiln_cu_avgpool_bwd(CTX(d), s, x, y, dy, dx));
 }
 
+static int b_bn_fwd_train_add_relu(kiln__dev *d, const float *x, const float *gamma,
+                                   const float *beta, const float *res, float *y, float *mean,
+                                   float *invstd, float *run_mean, float *run_var, float momentum,
+                                   float eps, int M, int C)
+{
+    return R(kiln_cu_bn_fwd_train_add_relu(CTX(d), x, gamma, beta, res, y, mean, invstd, run_mean,
+                                           run_var, momentum, eps, M, C));
+}
+
+static int b_bn_bwd_relu(kiln__dev *d, const float *x, const float *gamma, const float *mean,
+                         const float *invstd, const float *y, float *dy, float *dx, float *dgamma,
+                         float *dbeta, float eps, int M, int C)
+{
+    return R(
+        kiln_cu_bn_bwd_relu(CTX(d), x, gamma, mean, invstd, y, dy, dx, dgamma, dbeta, eps, M, C));
+}
+
 static int b_bn_fwd_train(kiln__dev *d, const float *x, const float *gamma, const float *beta,
                           float *y, float *mean, float *invstd, float *run_mean, float *run_var,
                           float momentum, float eps, int M, int C)
@@ -269,6 +328,8 @@ static const kiln__backend table = {
     .describe = b_describe,
     .set_tf32 = b_set_tf32,
     .set_precision = b_set_precision,
+    .set_option = b_set_option,
+    .mem_used = b_mem_used,
     .sync = b_sync,
     .alloc = b_alloc,
     .free = b_free,
@@ -280,6 +341,12 @@ static const kiln__backend table = {
     .upload_ordered = b_upload_ordered,
     .copy = b_copy,
     .download_async = b_download_async,
+    .event_create = b_event_create,
+    .event_free = b_event_free,
+    .event_record = b_event_record,
+    .event_wait = b_event_wait,
+    .event_sync = b_event_sync,
+    .upload_staged = b_upload_staged,
     .graph_begin = b_graph_begin,
     .graph_end = b_graph_end,
     .graph_launch = b_graph_launch,
@@ -294,6 +361,8 @@ static const kiln__backend table = {
     .avgpool_fwd = b_avgpool_fwd,
     .avgpool_bwd = b_avgpool_bwd,
     .bn_fwd_train = b_bn_fwd_train,
+    .bn_fwd_train_add_relu = b_bn_fwd_train_add_relu,
+    .bn_bwd_relu = b_bn_bwd_relu,
     .bn_fwd_infer = b_bn_fwd_infer,
     .bn_bwd = b_bn_bwd,
     .relu_fwd = b_relu_fwd,

@@ -5,6 +5,7 @@
 
 #include "cuda/cuda_ops.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -19,7 +20,8 @@ extern "C" {
  * them, for the whole process). */
 #define KILN_CU_ALGOS 512
 typedef struct kiln_cu_algo {
-    int key[12]; /* direction, n, h, w, c, oc, kh, kw, stride, pad, tf32, 1 timed / 2 not */
+    int key[12]; /* direction, n, h, w, c, oc, kh, kw, stride, pad, tf32, 1 timed / 2 not
+                  * (+ 10 for NCHW descriptors) */
     int algo;
     size_t ws;
 } kiln_cu_algo;
@@ -39,6 +41,9 @@ struct kiln_cuda_ctx {
     void *blas_ws;           /* cuBLAS's workspace, set once: graph capture must not allocate */
     int autotune;            /* choose convolution algorithms by timing them (cudnnFind) */
     int bn_cudnn;            /* batch norm on cuDNN's kernels instead of kiln's (kernels.cu) */
+    int conv_nchw;           /* fp32 convolutions on NCHW copies (dnn.c; the nchw variant) */
+    int dense_lt;            /* dense forwards on cuBLASLt (blaslt.c; the cublaslt-fc variant) */
+    cublasLtHandle_t lt;     /* made on the first cuBLASLt call */
     int verbose;             /* KILN_CUDNN_VERBOSE=1: each algorithm choice on stderr */
     int tf32;
     int lowp; /* mixed precision on (cuda/lowp.c), in format lowp_t */
@@ -66,14 +71,25 @@ kiln_err kiln_cu__bn_fwd_train_kiln(kiln_cuda_ctx *c, const float *x, const floa
                                     const float *beta, float *y, float *mean, float *invstd,
                                     float *run_mean, float *run_var, float momentum, float eps,
                                     int M, int C);
+/* the same, then y = max(y + res, 0) in the apply pass (res may be NULL) */
+kiln_err kiln_cu__bn_fwd_train_add_relu_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                                             const float *beta, const float *res, float *y,
+                                             float *mean, float *invstd, float *run_mean,
+                                             float *run_var, float momentum, float eps, int M,
+                                             int C);
+/* mask (may be NULL): a ReLU's output; dy counts as 0 where it is <= 0 */
 kiln_err kiln_cu__bn_bwd_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
-                              const float *mean, const float *invstd, const float *dy, float *dx,
-                              float *dgamma, float *dbeta, int M, int C);
+                              const float *mean, const float *invstd, const float *mask,
+                              const float *dy, float *dx, float *dgamma, float *dbeta, int M,
+                              int C);
 kiln_err kiln_cu__bn_fwd_infer_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
                                     const float *beta, const float *run_mean, const float *run_var,
                                     float eps, float *y, int M, int C);
 kiln_err kiln_cu__maxpool_bwd_first(kiln_cuda_ctx *c, const kiln_pool_shape *s, const float *x,
                                     const float *y, const float *dy, float *dx);
+/* the cublaslt-fc variant's dense forward, ab the inputs' type (blaslt.c) */
+kiln_err kiln_cu__dense_fwd_lt(kiln_cuda_ctx *c, cudaDataType ab, const void *x, const void *w,
+                               const float *b, float *y, int B, int in, int out, int relu);
 /* Makes the workspace (or scratch) at least `bytes` large. */
 kiln_err kiln_cu__ensure_ws(kiln_cuda_ctx *c, size_t bytes);
 kiln_err kiln_cu__ensure_scratch(kiln_cuda_ctx *c, size_t bytes);

@@ -52,6 +52,11 @@ kiln_err kiln_cu_set_tf32(kiln_cuda_ctx *c, int allow);
  * cuDNN's legacy kernels are slow on NHWC rows; $KILN_BN=cudnn picks
  * cuDNN's at context creation). Both compute the CPU reference's result. */
 void kiln_cu_set_bn_cudnn(kiln_cuda_ctx *c, int on);
+/* The backend table's set_option (backend.h's KILN__OPT_*): KILN_EINVAL
+ * with a sentence for an option or value this backend does not have. */
+kiln_err kiln_cu_set_option(kiln_cuda_ctx *c, int opt, int val);
+/* the device's memory in use (total - free, every process's) */
+kiln_err kiln_cu_mem_used(kiln_cuda_ctx *c, size_t *bytes);
 /* Waits for all queued work; reports errors of earlier kernels. */
 kiln_err kiln_cu_sync(kiln_cuda_ctx *c);
 
@@ -71,6 +76,15 @@ void kiln_cu_host_free(kiln_cuda_ctx *c, void *p);
  * other is in flight (double buffering); kiln_cu_copy_wait before reusing src. */
 kiln_err kiln_cu_upload_async(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes);
 kiln_err kiln_cu_copy_wait(kiln_cuda_ctx *c);
+/* Events on the compute (copy 0) or copy (copy 1) stream: the backend
+ * table's event_* (backend.h), for the input's double buffering. */
+kiln_err kiln_cu_event_create(kiln_cuda_ctx *c, void **ev);
+void kiln_cu_event_free(kiln_cuda_ctx *c, void *ev);
+kiln_err kiln_cu_event_record(kiln_cuda_ctx *c, void *ev, int copy);
+kiln_err kiln_cu_event_wait(kiln_cuda_ctx *c, void *ev, int copy);
+kiln_err kiln_cu_event_sync(kiln_cuda_ctx *c, void *ev);
+/* src (pinned) -> dst on the copy stream, nothing made to wait for it */
+kiln_err kiln_cu_upload_staged(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes);
 
 /* ---- dense (cuBLAS) ---- */
 kiln_err kiln_cu_dense_fwd(kiln_cuda_ctx *c, const float *x, const float *w, const float *b,
@@ -109,12 +123,28 @@ kiln_err kiln_cu_bn_fwd_train(kiln_cuda_ctx *c, const float *x, const float *gam
                               const float *beta, float *y, float *mean, float *invstd,
                               float *run_mean, float *run_var, float momentum, float eps, int M,
                               int C);
+/* y = max(bn(x) + res, 0) (res NULL: max(bn(x), 0)): on kiln's kernels one
+ * apply pass for all three; with cuDNN's batch norm its forward, add and
+ * ReLU in turn. The same bits as those three calls. */
+kiln_err kiln_cu_bn_fwd_train_add_relu(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                                       const float *beta, const float *res, float *y, float *mean,
+                                       float *invstd, float *run_mean, float *run_var,
+                                       float momentum, float eps, int M, int C);
 kiln_err kiln_cu_bn_fwd_infer(kiln_cuda_ctx *c, const float *x, const float *gamma,
                               const float *beta, const float *run_mean, const float *run_var,
                               float eps, float *y, int M, int C);
 kiln_err kiln_cu_bn_bwd(kiln_cuda_ctx *c, const float *x, const float *gamma, const float *mean,
                         const float *invstd, const float *dy, float *dx, float *dgamma,
                         float *dbeta, float eps, int M, int C);
+
+/* The ReLU's backward (y its output) and batch norm's in one: dy masked by
+ * y > 0, then kiln_cu_bn_bwd. On kiln's kernels the mask is read in both
+ * passes (dy left as it was); with cuDNN's batch norm dy is masked in
+ * place first. dy's contents after the call are unspecified. The same bits
+ * as kiln_cu_relu_bwd then kiln_cu_bn_bwd. */
+kiln_err kiln_cu_bn_bwd_relu(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                             const float *mean, const float *invstd, const float *y, float *dy,
+                             float *dx, float *dgamma, float *dbeta, float eps, int M, int C);
 
 /* ---- elementwise: ReLU via cuDNN, add via an own kernel ---- */
 kiln_err kiln_cu_relu_fwd(kiln_cuda_ctx *c, const float *x, float *y, size_t n);

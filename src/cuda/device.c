@@ -126,6 +126,8 @@ void kiln_cu_ctx_destroy(kiln_cuda_ctx *c)
         cudaStreamSynchronize(c->stream);
     }
     if (c->copy_stream) cudaStreamSynchronize(c->copy_stream);
+    if (c->lt) cublasLtDestroy(c->lt);
+    c->lt = NULL;
     if (c->blas) cublasDestroy(c->blas); /* before its workspace */
     c->blas = NULL;
     cudaFree(c->blas_ws);
@@ -155,6 +157,40 @@ out:
 void kiln_cu_set_bn_cudnn(kiln_cuda_ctx *c, int on)
 {
     c->bn_cudnn = on;
+}
+
+kiln_err kiln_cu_mem_used(kiln_cuda_ctx *c, size_t *bytes)
+{
+    kiln_err rc = KILN_OK;
+    size_t free_b = 0, total_b = 0;
+    CK_KILN(kiln_cu__enter(c));
+    CK_CUDA(c, cudaMemGetInfo(&free_b, &total_b));
+    *bytes = total_b - free_b;
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_set_option(kiln_cuda_ctx *c, int opt, int val)
+{
+    /* 1 and 2 are backend.h's KILN__OPT_BN_CUDNN and KILN__OPT_CONV_NCHW
+     * (this file does not include the runtime's headers; backend.c checks
+     * the numbering) */
+    if (opt == 1 && (val == 0 || val == 1)) {
+        c->bn_cudnn = val;
+        return KILN_OK;
+    }
+    if (opt == 2 && val == 1 && c->lowp)
+        return kiln_cu__invalid(c, "cuda: NCHW convolutions are fp32 and tf32 only (mixed "
+                                   "precision rounds NHWC copies, cuda/lowp.c)");
+    if (opt == 2 && (val == 0 || val == 1)) {
+        c->conv_nchw = val;
+        return KILN_OK;
+    }
+    if (opt == 3 && (val == 0 || val == 1)) { /* KILN__OPT_DENSE_LT */
+        c->dense_lt = val;
+        return KILN_OK;
+    }
+    return kiln_cu__invalid(c, "cuda: no option %d=%d", opt, val);
 }
 
 kiln_err kiln_cu_sync(kiln_cuda_ctx *c)
@@ -272,6 +308,59 @@ kiln_err kiln_cu_upload_async(kiln_cuda_ctx *c, void *dst, const void *src, size
     CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
     CK_CUDA(c, cudaEventRecord(c->copied, c->copy_stream));
     CK_CUDA(c, cudaStreamWaitEvent(c->stream, c->copied, 0));
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_upload_staged(kiln_cuda_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    CK_CUDA(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_event_create(kiln_cuda_ctx *c, void **ev)
+{
+    kiln_err rc = KILN_OK;
+    cudaEvent_t e = NULL;
+    *ev = NULL;
+    CK_KILN(kiln_cu__enter(c));
+    CK_CUDA(c, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    *ev = e;
+out:
+    return rc;
+}
+
+void kiln_cu_event_free(kiln_cuda_ctx *c, void *ev)
+{
+    if (ev && kiln_cu__enter(c) == KILN_OK) cudaEventDestroy((cudaEvent_t)ev);
+}
+
+kiln_err kiln_cu_event_record(kiln_cuda_ctx *c, void *ev, int copy)
+{
+    kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    CK_CUDA(c, cudaEventRecord((cudaEvent_t)ev, copy ? c->copy_stream : c->stream));
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_event_wait(kiln_cuda_ctx *c, void *ev, int copy)
+{
+    kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    CK_CUDA(c, cudaStreamWaitEvent(copy ? c->copy_stream : c->stream, (cudaEvent_t)ev, 0));
+out:
+    return rc;
+}
+
+kiln_err kiln_cu_event_sync(kiln_cuda_ctx *c, void *ev)
+{
+    kiln_err rc = KILN_OK;
+    CK_KILN(kiln_cu__enter(c));
+    CK_CUDA(c, cudaEventSynchronize((cudaEvent_t)ev));
 out:
     return rc;
 }

@@ -9,6 +9,7 @@
  * cuDNN's NHWC filter layout is KRSC ([OC, KH, KW, C]). HWIO is KRSC
  * transposed as a [KH*KW*C, OC] matrix, so cublasSgeam converts in one call
  * each way (weights in, weight gradient out) into the context's scratch. */
+#include "cuda/conv_plan.h"
 #include "cuda/ctx.h"
 
 #include <errno.h>
@@ -22,16 +23,20 @@
 
 /* ---- descriptors ---- */
 
+/* x, y, w: what cuDNN convolves, NHWC (KRSC filters), or with c->conv_nchw
+ * NCHW (KCRS); then xh, yh are NHWC views of x and y and wh, wc the filter
+ * as a tensor in KRSC and KCRS, for the transforms between the two */
 typedef struct conv_desc {
-    cudnnTensorDescriptor_t x, y;
+    cudnnTensorDescriptor_t x, y, xh, yh, wh, wc;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
 } conv_desc;
 
 static void conv_desc_free(conv_desc *d)
 {
-    if (d->x) cudnnDestroyTensorDescriptor(d->x);
-    if (d->y) cudnnDestroyTensorDescriptor(d->y);
+    cudnnTensorDescriptor_t t[] = {d->x, d->y, d->xh, d->yh, d->wh, d->wc};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (t[i]) cudnnDestroyTensorDescriptor(t[i]);
     if (d->w) cudnnDestroyFilterDescriptor(d->w);
     if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
 }
@@ -40,14 +45,27 @@ static kiln_err conv_desc_make(kiln_cuda_ctx *c, const kiln_conv_shape *s, conv_
 {
     kiln_err rc = KILN_OK;
     int n, ch, h, w;
+    cudnnTensorFormat_t f = c->conv_nchw ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
     CK_DNN(c, cudnnCreateTensorDescriptor(&d->x));
     CK_DNN(c, cudnnCreateTensorDescriptor(&d->y));
     CK_DNN(c, cudnnCreateFilterDescriptor(&d->w));
     CK_DNN(c, cudnnCreateConvolutionDescriptor(&d->conv));
-    CK_DNN(c, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n, s->c,
-                                         s->h, s->w));
-    CK_DNN(c, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, s->oc, s->c,
-                                         s->kh, s->kw));
+    CK_DNN(c, cudnnSetTensor4dDescriptor(d->x, f, CUDNN_DATA_FLOAT, s->n, s->c, s->h, s->w));
+    CK_DNN(c, cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, f, s->oc, s->c, s->kh, s->kw));
+    if (c->conv_nchw) {
+        CK_DNN(c, cudnnCreateTensorDescriptor(&d->xh));
+        CK_DNN(c, cudnnCreateTensorDescriptor(&d->yh));
+        CK_DNN(c, cudnnCreateTensorDescriptor(&d->wh));
+        CK_DNN(c, cudnnCreateTensorDescriptor(&d->wc));
+        CK_DNN(c, cudnnSetTensor4dDescriptor(d->xh, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n, s->c,
+                                             s->h, s->w));
+        CK_DNN(c, cudnnSetTensor4dDescriptor(d->yh, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
+                                             s->oc, s->oh, s->ow));
+        CK_DNN(c, cudnnSetTensor4dDescriptor(d->wh, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->oc,
+                                             s->c, s->kh, s->kw));
+        CK_DNN(c, cudnnSetTensor4dDescriptor(d->wc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->oc,
+                                             s->c, s->kh, s->kw));
+    }
     CK_DNN(c, cudnnSetConvolution2dDescriptor(d->conv, s->pad, s->pad, s->stride, s->stride, 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     /* On Ampere and later CUDNN_DEFAULT_MATH lets fp32 convolutions use TF32;
@@ -60,8 +78,18 @@ static kiln_err conv_desc_make(kiln_cuda_ctx *c, const kiln_conv_shape *s, conv_
                               n, h, w, ch, s->n, s->oh, s->ow, s->oc);
         goto out;
     }
-    CK_DNN(c, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n, s->oc,
-                                         s->oh, s->ow));
+    CK_DNN(c, cudnnSetTensor4dDescriptor(d->y, f, CUDNN_DATA_FLOAT, s->n, s->oc, s->oh, s->ow));
+out:
+    return rc;
+}
+
+/* dst (described by to) = src (described by from): a layout change */
+static kiln_err relayout(kiln_cuda_ctx *c, cudnnTensorDescriptor_t from, const float *src,
+                         cudnnTensorDescriptor_t to, float *dst)
+{
+    kiln_err rc = KILN_OK;
+    const float one = 1.0f, zero = 0.0f;
+    CK_DNN(c, cudnnTransformTensor(c->dnn, &one, from, src, &zero, to, dst));
 out:
     return rc;
 }
@@ -109,8 +137,9 @@ static int fp32_ok(const kiln_cuda_ctx *c, cudnnMathType_t m)
 static void algo_key(const kiln_cuda_ctx *c, int dir, const kiln_conv_shape *s, int key[12])
 {
     /* the last: 1 timed, 2 heuristics (KILN_CUDNN_FIND=0 must not reuse a timed choice) */
-    int k[12] = {dir,   s->n,  s->h,      s->w,   s->c,    s->oc,
-                 s->kh, s->kw, s->stride, s->pad, c->tf32, c->autotune ? 1 : 2};
+    int k[12] = {dir,       s->n,   s->h,    s->w,
+                 s->c,      s->oc,  s->kh,   s->kw,
+                 s->stride, s->pad, c->tf32, (c->autotune ? 1 : 2) + (c->conv_nchw ? 10 : 0)};
     memcpy(key, k, sizeof k);
 }
 
@@ -343,6 +372,36 @@ out:
     return rc;
 }
 
+/* The nchw variant (c->conv_nchw, issue 45): kiln's activations stay NHWC
+ * and its weights HWIO; each convolution makes NCHW copies of its operands
+ * in the scratch (cudnnTransformTensor), runs cuDNN's NCHW kernels on them
+ * and puts the results back: a few memory passes per convolution against
+ * the fp32 NCHW kernels' speed, which the sweep measures. */
+static kiln_err conv_fwd_nchw(kiln_cuda_ctx *c, const kiln_conv_shape *s, const conv_desc *d,
+                              const float *x, const float *w, float *y)
+{
+    kiln_err rc = KILN_OK;
+    int algo = 0, K = s->kh * s->kw * s->c;
+    size_t ws = 0;
+    kiln_cu_nchw_plan p;
+    const float one = 1.0f, zero = 0.0f;
+    kiln_cu__nchw_plan(s, 0, &p);
+    CK_KILN(kiln_cu__ensure_scratch(c, sizeof(float) * p.total));
+    float *wk = c->scratch + p.off[KILN_CU_NP_WK], *wc = c->scratch + p.off[KILN_CU_NP_WC];
+    float *xc = c->scratch + p.off[KILN_CU_NP_XC], *yc = c->scratch + p.off[KILN_CU_NP_YC];
+    CK_KILN(transpose(c, w, wk, K, s->oc, 0.0f)); /* HWIO -> KRSC */
+    CK_KILN(relayout(c, d->wh, wk, d->wc, wc));   /* KRSC -> KCRS */
+    CK_KILN(relayout(c, d->xh, x, d->x, xc));
+    conv_io io = {.x = xc, .w = wc, .y = yc};
+    CK_KILN(choose(c, DIR_FWD, s, d, &io, &algo, &ws));
+    CK_KILN(kiln_cu__ensure_ws(c, ws));
+    CK_DNN(c, cudnnConvolutionForward(c->dnn, &one, d->x, xc, d->w, wc, d->conv,
+                                      (cudnnConvolutionFwdAlgo_t)algo, c->ws, ws, &zero, d->y, yc));
+    CK_KILN(relayout(c, d->y, yc, d->yh, y));
+out:
+    return rc;
+}
+
 kiln_err kiln_cu_conv2d_fwd(kiln_cuda_ctx *c, const kiln_conv_shape *s, const float *x,
                             const float *w, const float *b, float *y, int relu)
 {
@@ -354,16 +413,62 @@ kiln_err kiln_cu_conv2d_fwd(kiln_cuda_ctx *c, const kiln_conv_shape *s, const fl
 
     if (rc != KILN_OK) return rc;
     CK_KILN(conv_desc_make(c, s, &d));
-    CK_KILN(kiln_cu__ensure_scratch(c, sizeof(float) * (size_t)K * s->oc));
-    CK_KILN(transpose(c, w, c->scratch, K, s->oc, 0.0f));
-    conv_io io = {.x = x, .w = c->scratch, .y = y};
-    CK_KILN(choose(c, DIR_FWD, s, &d, &io, &algo, &ws));
-    CK_KILN(kiln_cu__ensure_ws(c, ws));
-    CK_DNN(c, cudnnConvolutionForward(c->dnn, &one, d.x, x, d.w, c->scratch, d.conv,
-                                      (cudnnConvolutionFwdAlgo_t)algo, c->ws, ws, &zero, d.y, y));
+    if (c->conv_nchw) {
+        CK_KILN(conv_fwd_nchw(c, s, &d, x, w, y));
+    } else {
+        CK_KILN(kiln_cu__ensure_scratch(c, sizeof(float) * (size_t)K * s->oc));
+        CK_KILN(transpose(c, w, c->scratch, K, s->oc, 0.0f));
+        conv_io io = {.x = x, .w = c->scratch, .y = y};
+        CK_KILN(choose(c, DIR_FWD, s, &d, &io, &algo, &ws));
+        CK_KILN(kiln_cu__ensure_ws(c, ws));
+        CK_DNN(c,
+               cudnnConvolutionForward(c->dnn, &one, d.x, x, d.w, c->scratch, d.conv,
+                                       (cudnnConvolutionFwdAlgo_t)algo, c->ws, ws, &zero, d.y, y));
+    }
     if (b || relu) CK_KILN(kiln_cu_bias_act(c, y, b, s->n * s->oh * s->ow, s->oc, relu));
 out:
     conv_desc_free(&d);
+    return rc;
+}
+
+/* the backward of the nchw variant (above): dy already masked */
+static kiln_err conv_bwd_nchw(kiln_cuda_ctx *c, const kiln_conv_shape *s, const conv_desc *d,
+                              const float *x, const float *w, const float *dy, float *dx, float *dw,
+                              float beta)
+{
+    kiln_err rc = KILN_OK;
+    int falgo = 0, dalgo = 0, K = s->kh * s->kw * s->c;
+    size_t fws = 0, dws = 0;
+    kiln_cu_nchw_plan p;
+    const float one = 1.0f, zero = 0.0f;
+    kiln_cu__nchw_plan(s, 1, &p);
+    CK_KILN(kiln_cu__ensure_scratch(c, sizeof(float) * p.total));
+    float *wk = c->scratch + p.off[KILN_CU_NP_WK], *dwk = c->scratch + p.off[KILN_CU_NP_DWK];
+    float *wc = c->scratch + p.off[KILN_CU_NP_WC], *dwc = c->scratch + p.off[KILN_CU_NP_DWC];
+    float *xc = c->scratch + p.off[KILN_CU_NP_XC], *dyc = c->scratch + p.off[KILN_CU_NP_DYC];
+    float *dxc = c->scratch + p.off[KILN_CU_NP_DXC];
+    CK_KILN(relayout(c, d->xh, x, d->x, xc));
+    CK_KILN(relayout(c, d->yh, dy, d->y, dyc));
+    if (dx) {
+        CK_KILN(transpose(c, w, wk, K, s->oc, 0.0f));
+        CK_KILN(relayout(c, d->wh, wk, d->wc, wc));
+    }
+    conv_io io = {.x = xc, .w = wc, .dy = dyc, .dw = dwc, .dx = dxc};
+    CK_KILN(choose(c, DIR_BWD_FILTER, s, d, &io, &falgo, &fws));
+    if (dx) CK_KILN(choose(c, DIR_BWD_DATA, s, d, &io, &dalgo, &dws));
+    CK_KILN(kiln_cu__ensure_ws(c, fws > dws ? fws : dws));
+    CK_DNN(c, cudnnConvolutionBackwardFilter(c->dnn, &one, d->x, xc, d->y, dyc, d->conv,
+                                             (cudnnConvolutionBwdFilterAlgo_t)falgo, c->ws, fws,
+                                             &zero, d->w, dwc));
+    CK_KILN(relayout(c, d->wc, dwc, d->wh, dwk));   /* KCRS -> KRSC */
+    CK_KILN(transpose(c, dwk, dw, s->oc, K, beta)); /* -> HWIO, + beta * dw */
+    if (dx) {
+        CK_DNN(c, cudnnConvolutionBackwardData(c->dnn, &one, d->w, wc, d->y, dyc, d->conv,
+                                               (cudnnConvolutionBwdDataAlgo_t)dalgo, c->ws, dws,
+                                               &zero, d->x, dxc));
+        CK_KILN(relayout(c, d->x, dxc, d->xh, dx));
+    }
+out:
     return rc;
 }
 
@@ -380,12 +485,16 @@ kiln_err kiln_cu_conv2d_bwd(kiln_cuda_ctx *c, const kiln_conv_shape *s, const fl
 
     if (rc != KILN_OK) return rc;
     CK_KILN(conv_desc_make(c, s, &d));
-    CK_KILN(kiln_cu__ensure_scratch(c, 2 * sizeof(float) * nw));
-    wk = c->scratch;
-    dwk = c->scratch + nw;
     /* ReLU mask and bias gradient first: both filters and data need the
      * pre-activation gradient */
     CK_KILN(kiln_cu_mask_colsum(c, dy, y, relu, db, beta, s->n * s->oh * s->ow, s->oc));
+    if (c->conv_nchw) {
+        CK_KILN(conv_bwd_nchw(c, s, &d, x, w, dy, dx, dw, beta));
+        goto out;
+    }
+    CK_KILN(kiln_cu__ensure_scratch(c, 2 * sizeof(float) * nw));
+    wk = c->scratch;
+    dwk = c->scratch + nw;
     if (dx) CK_KILN(transpose(c, w, wk, K, s->oc, 0.0f));
     conv_io io = {.x = x, .w = wk, .dy = dy, .dw = dwk, .dx = dx};
     CK_KILN(choose(c, DIR_BWD_FILTER, s, &d, &io, &falgo, &fws));
@@ -566,6 +675,31 @@ out:
     return rc;
 }
 
+kiln_err kiln_cu_bn_fwd_train_add_relu(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                                       const float *beta, const float *res, float *y, float *mean,
+                                       float *invstd, float *run_mean, float *run_var,
+                                       float momentum, float eps, int M, int C)
+{
+    kiln_err rc = KILN_OK;
+    size_t n = (size_t)M * C;
+    if (M < 2) return kiln_cu__invalid(c, "batch norm: training needs M >= 2 rows, got %d", M);
+    if (!run_mean != !run_var)
+        return kiln_cu__invalid(c, "batch norm: run_mean and run_var must both be set or NULL");
+    if (!c->bn_cudnn) {
+        if (!(eps > 0.0f) || n > INT_MAX)
+            return kiln_cu__invalid(c, "batch norm: bad shape M=%d C=%d or eps %g", M, C, eps);
+        return kiln_cu__bn_fwd_train_add_relu_kiln(c, x, gamma, beta, res, y, mean, invstd,
+                                                   run_mean, run_var, momentum, eps, M, C);
+    }
+    /* cuDNN's batch norm has no residual input: its three steps in turn */
+    CK_KILN(kiln_cu_bn_fwd_train(c, x, gamma, beta, y, mean, invstd, run_mean, run_var, momentum,
+                                 eps, M, C));
+    if (res) CK_KILN(kiln_cu_add_fwd(c, y, res, y, n));
+    CK_KILN(kiln_cu_relu_fwd(c, y, y, n));
+out:
+    return rc;
+}
+
 kiln_err kiln_cu_bn_fwd_infer(kiln_cuda_ctx *c, const float *x, const float *gamma,
                               const float *beta, const float *run_mean, const float *run_var,
                               float eps, float *y, int M, int C)
@@ -597,7 +731,7 @@ kiln_err kiln_cu_bn_bwd(kiln_cuda_ctx *c, const float *x, const float *gamma, co
     if (!c->bn_cudnn) {
         if (M < 1 || C < 1 || (size_t)M * C > INT_MAX)
             return kiln_cu__invalid(c, "batch norm: bad shape M=%d C=%d", M, C);
-        return kiln_cu__bn_bwd_kiln(c, x, gamma, mean, invstd, dy, dx, dgamma, dbeta, M, C);
+        return kiln_cu__bn_bwd_kiln(c, x, gamma, mean, invstd, NULL, dy, dx, dgamma, dbeta, M, C);
     }
     CK_KILN(bn_desc_make(c, M, C, eps, &d));
     CK_DNN(c, cudnnBatchNormalizationBackward(c->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
@@ -605,6 +739,23 @@ kiln_err kiln_cu_bn_bwd(kiln_cuda_ctx *c, const float *x, const float *gamma, co
                                               dbeta, eps, mean, invstd));
 out:
     bn_desc_free(&d);
+    return rc;
+}
+
+kiln_err kiln_cu_bn_bwd_relu(kiln_cuda_ctx *c, const float *x, const float *gamma,
+                             const float *mean, const float *invstd, const float *y, float *dy,
+                             float *dx, float *dgamma, float *dbeta, float eps, int M, int C)
+{
+    kiln_err rc = KILN_OK;
+    if (!c->bn_cudnn) {
+        if (M < 1 || C < 1 || (size_t)M * C > INT_MAX)
+            return kiln_cu__invalid(c, "batch norm: bad shape M=%d C=%d", M, C);
+        return kiln_cu__bn_bwd_kiln(c, x, gamma, mean, invstd, y, dy, dx, dgamma, dbeta, M, C);
+    }
+    /* cuDNN's backward takes no mask: the ReLU's backward in place first */
+    CK_KILN(kiln_cu_relu_bwd(c, y, dy, dy, (size_t)M * C));
+    CK_KILN(kiln_cu_bn_bwd(c, x, gamma, mean, invstd, dy, dx, dgamma, dbeta, eps, M, C));
+out:
     return rc;
 }
 

@@ -597,8 +597,10 @@ static int bn_blocks(int M, int *rows_per_block)
 }
 
 /* part[(blk * C + c) * 2 + {0, 1}] = sums over the block's rows of a and
- * a * b, with (fwd) a = x, b = x, or (bwd) a = dy, b = (x - mean) * invstd */
-__global__ void bn_partial_k(const float *x, const float *dy, const float *mean,
+ * a * b, with (fwd) a = x, b = x, or (bwd) a = dy, b = (x - mean) * invstd;
+ * mask (bwd, may be NULL): dy counts as 0 where mask <= 0 (a ReLU's output:
+ * relu_mask_k's rule folded in) */
+__global__ void bn_partial_k(const float *x, const float *dy, const float *mask, const float *mean,
                              const float *invstd, int M, int C, int rpb, double *part)
 {
     __shared__ double s0[BN_LANES][BN_COLS], s1[BN_LANES][BN_COLS];
@@ -611,7 +613,7 @@ __global__ void bn_partial_k(const float *x, const float *dy, const float *mean,
             size_t k = (size_t)r * C + c;
             double xv = x[k];
             if (dy) {
-                double g = dy[k];
+                double g = mask && !(mask[k] > 0.0f) ? 0.0 : dy[k];
                 a0 += g;
                 a1 += g * ((xv - mu) * is);
             } else {
@@ -660,13 +662,33 @@ __global__ void bn_stats_k(const double *part, int nblk, int M, int C, float eps
     }
 }
 
+/* Element i of the forward map, in double, rounded once to float: the one
+ * expression both forward kernels below use, so the fused one's value is
+ * the plain one's to the bit. */
+__device__ __forceinline__ float bn_value(const float *x, const float *gamma, const float *beta,
+                                          const double *st, size_t i, int C)
+{
+    int c = (int)(i % (size_t)C);
+    return (float)((x[i] - st[c * 2]) * st[c * 2 + 1] * gamma[c] + beta[c]);
+}
+
 __global__ void bn_apply_k(const float *x, const float *gamma, const float *beta, const double *st,
                            float *y, size_t total, int C)
 {
+    FOR_EACH(i, total) y[i] = bn_value(x, gamma, beta, st, i, C);
+}
+
+/* bn_apply_k's value in float, then the add and the ReLU in float: the
+ * bits of bn_apply_k, add_k and a ReLU in turn */
+__global__ void bn_apply_add_relu_k(const float *x, const float *gamma, const float *beta,
+                                    const double *st, const float *res, float *y, size_t total,
+                                    int C)
+{
     FOR_EACH(i, total)
     {
-        int c = (int)(i % (size_t)C);
-        y[i] = (float)((x[i] - st[c * 2]) * st[c * 2 + 1] * gamma[c] + beta[c]);
+        float t = bn_value(x, gamma, beta, st, i, C);
+        if (res) t = __fadd_rn(t, res[i]);
+        y[i] = t > 0.0f ? t : 0.0f;
     }
 }
 
@@ -688,15 +710,16 @@ __global__ void bn_bwd_stats_k(const double *part, int nblk, int C, float *dgamm
 }
 
 __global__ void bn_bwd_apply_k(const float *x, const float *gamma, const float *mean,
-                               const float *invstd, const float *dy, const double *st, float *dx,
-                               size_t total, int M, int C)
+                               const float *invstd, const float *dy, const float *mask,
+                               const double *st, float *dx, size_t total, int M, int C)
 {
     FOR_EACH(i, total)
     {
         int c = (int)(i % (size_t)C);
         double xh = (x[i] - (double)mean[c]) * invstd[c];
+        float g = mask && !(mask[i] > 0.0f) ? 0.0f : dy[i];
         dx[i] = (float)((double)gamma[c] * invstd[c] / M *
-                        ((double)M * dy[i] - st[c * 2] - xh * st[c * 2 + 1]));
+                        ((double)M * g - st[c * 2] - xh * st[c * 2 + 1]));
     }
 }
 
@@ -714,10 +737,11 @@ __global__ void bn_infer_k(const float *x, const float *gamma, const float *beta
 /* The first pass of both directions: scratch for the partial sums (then 2
  * doubles a channel of statistics, *st) and bn_partial_k over it; dy NULL:
  * the forward sums of x and x*x, else the backward sums of dy and
- * dy*xhat. *nblk: the row blocks summed. */
-static kiln_err bn_partials(kiln_cuda_ctx *c, const float *x, const float *dy, const float *mean,
-                            const float *invstd, int M, int C, int *nblk, double **part,
-                            double **st, const char *what)
+ * dy*xhat (dy counted as 0 where mask, a ReLU's output, is <= 0; mask may
+ * be NULL). *nblk: the row blocks summed. */
+static kiln_err bn_partials(kiln_cuda_ctx *c, const float *x, const float *dy, const float *mask,
+                            const float *mean, const float *invstd, int M, int C, int *nblk,
+                            double **part, double **st, const char *what)
 {
     kiln_err rc = KILN_OK;
     int rpb;
@@ -730,9 +754,28 @@ static kiln_err bn_partials(kiln_cuda_ctx *c, const float *x, const float *dy, c
         *st = *part + np;
         dim3 grid((unsigned)*nblk, (unsigned)((C + BN_COLS - 1) / BN_COLS)),
             block(BN_COLS, BN_LANES);
-        bn_partial_k<<<grid, block, 0, c->stream>>>(x, dy, mean, invstd, M, C, rpb, *part);
+        bn_partial_k<<<grid, block, 0, c->stream>>>(x, dy, mask, mean, invstd, M, C, rpb, *part);
         CK_LAUNCH(c, what);
     }
+out:
+    return rc;
+}
+
+/* The first two passes of both forward entry points: the partial sums and
+ * the statistics from them (mean, invstd, the running statistics; *st the
+ * doubles the map reads), queued on the context's stream. */
+static kiln_err bn_fwd_stats(kiln_cuda_ctx *c, const float *x, float *mean, float *invstd,
+                             float *run_mean, float *run_var, float momentum, float eps, int M,
+                             int C, double **st)
+{
+    kiln_err rc = KILN_OK;
+    int nblk;
+    double *part;
+    CK_KILN(bn_partials(c, x, NULL, NULL, NULL, NULL, M, C, &nblk, &part, st,
+                        "batch norm partial sums"));
+    bn_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, M, C, eps, momentum, mean,
+                                                       invstd, run_mean, run_var, *st);
+    CK_LAUNCH(c, "batch norm statistics");
 out:
     return rc;
 }
@@ -743,34 +786,48 @@ extern "C" kiln_err kiln_cu__bn_fwd_train_kiln(kiln_cuda_ctx *c, const float *x,
                                                float momentum, float eps, int M, int C)
 {
     kiln_err rc = KILN_OK;
-    int nblk;
-    double *part, *st;
+    double *st;
     size_t total = (size_t)M * C;
-    CK_KILN(
-        bn_partials(c, x, NULL, NULL, NULL, M, C, &nblk, &part, &st, "batch norm partial sums"));
-    bn_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, M, C, eps, momentum, mean,
-                                                       invstd, run_mean, run_var, st);
-    CK_LAUNCH(c, "batch norm statistics");
+    CK_KILN(bn_fwd_stats(c, x, mean, invstd, run_mean, run_var, momentum, eps, M, C, &st));
     bn_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, beta, st, y, total, C);
     CK_LAUNCH(c, "batch norm");
 out:
     return rc;
 }
 
+extern "C" kiln_err kiln_cu__bn_fwd_train_add_relu_kiln(kiln_cuda_ctx *c, const float *x,
+                                                        const float *gamma, const float *beta,
+                                                        const float *res, float *y, float *mean,
+                                                        float *invstd, float *run_mean,
+                                                        float *run_var, float momentum, float eps,
+                                                        int M, int C)
+{
+    kiln_err rc = KILN_OK;
+    double *st;
+    size_t total = (size_t)M * C;
+    CK_KILN(bn_fwd_stats(c, x, mean, invstd, run_mean, run_var, momentum, eps, M, C, &st));
+    bn_apply_add_relu_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, beta, st, res, y,
+                                                                      total, C);
+    CK_LAUNCH(c, "batch norm + add + ReLU");
+out:
+    return rc;
+}
+
 extern "C" kiln_err kiln_cu__bn_bwd_kiln(kiln_cuda_ctx *c, const float *x, const float *gamma,
-                                         const float *mean, const float *invstd, const float *dy,
-                                         float *dx, float *dgamma, float *dbeta, int M, int C)
+                                         const float *mean, const float *invstd, const float *mask,
+                                         const float *dy, float *dx, float *dgamma, float *dbeta,
+                                         int M, int C)
 {
     kiln_err rc = KILN_OK;
     int nblk;
     double *part, *st;
     size_t total = (size_t)M * C;
-    CK_KILN(bn_partials(c, x, dy, mean, invstd, M, C, &nblk, &part, &st,
+    CK_KILN(bn_partials(c, x, dy, mask, mean, invstd, M, C, &nblk, &part, &st,
                         "batch norm backward partial sums"));
     bn_bwd_stats_k<<<(C + 127) / 128, 128, 0, c->stream>>>(part, nblk, C, dgamma, dbeta, st);
     CK_LAUNCH(c, "batch norm backward sums");
-    bn_bwd_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, mean, invstd, dy, st, dx,
-                                                                 total, M, C);
+    bn_bwd_apply_k<<<blocks_for(total), THREADS, 0, c->stream>>>(x, gamma, mean, invstd, dy, mask,
+                                                                 st, dx, total, M, C);
     CK_LAUNCH(c, "batch norm backward");
 out:
     return rc;

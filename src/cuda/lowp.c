@@ -59,7 +59,7 @@ out:
     return rc;
 }
 
-/* blas.c's products (row-major as column-major views) on 16-bit copies */
+/* cuda_blas.c's products (row-major as column-major views) on 16-bit copies */
 kiln_err kiln_cu_dense_bwd_lp(kiln_cuda_ctx *c, const float *x, const float *w, const float *y,
                               float *dy, float *dx, float *dw, float *db, int B, int in, int out,
                               int relu, float beta)

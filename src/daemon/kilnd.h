@@ -17,15 +17,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kiln/auth.h"
 #include "kiln/catalog.h"
+#include "kiln/claims.h"
 #include "kiln/devices.h"
 #include "kiln/exec.h"
 #include "kiln/sched.h"
 #include "kiln/store.h"
+#include "exec/slurm/slurm.h"  /* kiln_slurm_cfg */
 #include "jobfiles/jobfiles.h" /* a job's directory, events and TTL: below the API */
 #include "util/doorbell.h"
-
-typedef enum kilnd_role { KILND_VIEWER = 1, KILND_EDITOR = 2 } kilnd_role;
 
 /* Why a job's replicas were started again (kiln_restarts_total{reason}). */
 typedef enum kilnd_restart_reason {
@@ -47,14 +48,6 @@ typedef enum kilnd_fail_reason {
     KILND_FAIL_GPU,           /* a GPU it held failed and its restart policy does not retry */
     KILND_FAIL_REASONS
 } kilnd_fail_reason;
-
-/* The Unix user (and group) a project's replicas run as ("project P user U
- * [group G]" lines of the tokens file). */
-typedef struct kilnd_user {
-    char *project;
-    long uid, gid;
-    char *user; /* for messages */
-} kilnd_user;
 
 /* Upper bounds (seconds) of kiln_schedule_pass_seconds' buckets. */
 #define KILND_PASS_BUCKETS 10
@@ -88,8 +81,10 @@ typedef struct kilnd {
     char *data_dir;
     char *node_config;  /* NULL: this machine */
     char *catalog_path; /* NULL: built-in only */
+    char *runtimes_dir; /* a TrainJob's runtimes (NULL: KILN_RUNTIMES_DIR, else data/runtimes) */
     char *tokens_path;  /* NULL: no auth (loopback only) */
     char *kiln_train;   /* NULL: not found */
+    char *mpi_agent;    /* kiln-mpi-agent next to kilnd; NULL: not found */
     const char *python; /* for pythonModule jobs; default "python3" from PATH */
     int grace_ms;       /* SIGTERM -> SIGKILL */
     /* elasticPolicy.metrics (src/exec/supervisor/hpa.c): how often the HPA
@@ -111,7 +106,8 @@ typedef struct kilnd {
     const char *tls_cert;     /* PEM files; NULL: plain HTTP */
     const char *tls_key;
     kiln_exec_config exec;    /* monitor, container runtime and its args, log cap */
-    bool allow_root_replicas; /* kilnd as root may run replicas as root */
+    kiln_claims claims;       /* the node config's persistentVolumeClaims (kiln/claims.h) */
+    bool allow_root_replicas; /* kilnd as root may run replicas as root (kiln_users_new) */
     /* --executor slurm: the nodes are a Slurm partition's; Slurm places each
      * gang as an allocation (src/exec/slurm, src/exec/supervisor/place.c) */
     struct {
@@ -128,32 +124,53 @@ typedef struct kilnd {
          * kiln (the default): kiln's own admission (admit.c). */
         bool accounts;
     } slurm;
-    kilnd_user *users;
-    size_t n_users;
+    /* what the Slurm code (src/exec/slurm) is given of the above, the
+     * catalog, users and exec: built once by main, after the catalog */
+    kiln_slurm_cfg slurm_cfg;
+    /* the run-as users of the tokens file's project lines (kiln/auth.h),
+     * read once at start; never NULL once options are parsed */
+    kiln_users *users;
     /* notebook instances (src/notebooks/notebooks.h): the Python with
-     * JupyterLab for the known vmImage families, and KEY=PYTHON overrides */
+     * JupyterLab for the known vmImage families, and KEY=PYTHON overrides;
+     * main hands them to the notebooks handle, which borrows them */
     char *nb_python;
     const char **nb_env;
     size_t nb_env_n;
 
     kiln_store *store;
     kiln_catalog *catalog;
+    /* built by main once the store is open (they borrow it and the rest):
+     * a job's files, events and TTL (jobfiles/jobfiles.h), and notebook
+     * instances (notebooks/notebooks.h), whose thread main starts */
+    kiln_jobfiles *jobfiles;
+    struct kiln_notebooks *notebooks;
     kiln_cluster cluster;
     /* this machine's GPUs (no --node-config): health and telemetry of the
      * devices of cluster node 0, NULL without NVML (kiln/devices.h) */
     const char *nvml_library; /* --nvml-library, NULL: the default */
     kiln_gpu_watch *gpus;
-    /* the tokens file (src/daemon/tokens.h); NULL: no auth. SIGHUP swaps
-     * it under tokens_mu (writer); the API reads under it (reader). */
-    struct kilnd_tokens *tokens;
-    pthread_rwlock_t tokens_mu;
+    /* the GPU check before work (docs/gpu.md): --gpu-check PROGRAM (NULL:
+     * none), run at start on every idle GPU, then every --gpu-check-every
+     * seconds (0: never again), and on kiln nodes uncordon NODE --gpu N */
+    const char *gpu_check;
+    /* --gpu-share INDEX=N (docs/gpu.md): GPUs shared through MPS, whose
+     * control daemons kilnd started (DATA/mps/INDEX) and stops */
+    const char *gpu_share[KILN_MAX_NODE_DEVICES];
+    size_t n_gpu_share;
+    bool mps_started[KILN_MAX_NODE_DEVICES];
+    int gpu_check_every, gpu_check_timeout;
+    /* the tokens in force (kiln/auth.h): no table, no auth. SIGHUP swaps
+     * in the tokens file again; the API checks callers against it. */
+    kiln_auth *auth;
 
-    /* --queues FILE: Kueue's admission (kiln/queues.h, docs/queues.md);
+    /* --queues PATH...: Kueue's admission (kiln/queues.h, docs/queues.md);
      * NULL: today's one queue. SIGHUP swaps it under queues_mu; the
      * supervisor holds queues_mu through the admission part of a pass (and
      * may take mu inside it), API threads while they read it (never with
      * mu held). */
-    char *queues_path;
+    char *queues_path;   /* the first --queues (non-NULL: queues are on) */
+    char **queues_paths; /* every --queues PATH (files or directories), argv's */
+    size_t n_queues_paths;
     struct kiln_queues *queues;
     pthread_mutex_t queues_mu;
     unsigned long queues_gen; /* bumped by every swap (under queues_mu) */
@@ -173,7 +190,7 @@ typedef struct kilnd {
     struct kiln_api_cache *cache;     /* rendered GET responses (src/api) */
     struct kiln_objects *objects;     /* the staging store (--bucket); never NULL once started */
     struct kiln_api_metrics *metrics; /* request counters for /metrics (src/api) */
-    struct kiln_audit *audit;         /* the audit log (src/api/audit.h) */
+    kiln_audit *audit;                /* the audit log (kiln/auth.h) */
     struct kiln_api_limits *limits;   /* requests in flight (src/api) */
     struct kiln_api_tls *tls;         /* certificate and key (src/api), NULL: plain */
 
@@ -192,23 +209,6 @@ typedef struct kilnd {
     kiln_doorbell wake;
     volatile sig_atomic_t stop;
 } kilnd;
-
-/* The user a project's replicas run as: uid and gid -1 for kilnd's own.
- * KILN_EINVAL with a sentence naming what to change when that would be
- * root and the site did not allow it, or a user kilnd cannot switch to
- * (src/daemon/users.c). The API asks it when a job is created, the
- * supervisor again at placement. */
-kiln_err kilnd_project_user(const kilnd *d, const char *project, long *uid, long *gid, char *why,
-                            size_t whylen);
-/* At start: one line on stderr for each kind of job kilnd will refuse as
- * configured (kilnd_project_user's refusals), nothing when there is none. */
-void kilnd_users_report(const kilnd *d);
-/* Gives a job's directory, its replicas/ and log files to uid:gid (the
- * monitor's own files stay kilnd's). */
-void kilnd_chown_job(const char *job_dir, long uid, long gid);
-/* Parses a "project P user U [group G]" line into d->users; -1 with a
- * message on stderr when it is malformed or names an unknown user. */
-int kilnd_parse_project_line(kilnd *d, const char *path, int lineno, const char *line);
 
 /* The supervisor: reconciles what a previous kilnd left, then runs until d->stop. */
 void kilnd_reconcile(kilnd *d);

@@ -27,15 +27,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/audit.h"
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "daemon/check.h"
 #include "daemon/kilnd.h"
 #include "exec/supervisor/qwait.h"
 #include "notebooks/notebooks.h"
 #include "util/atomic.h"
-#include "daemon/tokens.h"
+#include "util/version.h"
+#include "kiln/auth.h"
 #include "kiln/objects.h"
 #include "kiln/queues.h"
 #include "exec/slurm/accounts.h"
@@ -46,8 +47,9 @@
 #define TRIM_EVERY_S 10
 
 static const char usage[] =
-    "usage: kilnd [--listen HOST:PORT] [--data-dir DIR] [--node-config FILE]\n"
-    "             [--catalog FILE] [--tokens FILE] [--grace-period SECONDS]\n"
+    "usage: kilnd --version | --help | --check-config [OPTIONS...]\n"
+    "       kilnd [--listen HOST:PORT] [--data-dir DIR] [--node-config FILE]\n"
+    "             [--catalog FILE] [--runtimes-dir DIR] [--tokens FILE] [--grace-period SECONDS]\n"
     "             [--port-range LO-HI] [--threads N] [--max-body BYTES] [--kiln-train PATH]\n"
     "             [--python PATH] [--log-cap BYTES] [--bucket NAME[:PROJECT]]...\n"
     "             [--max-object BYTES] [--max-package-bytes N]\n"
@@ -56,10 +58,12 @@ static const char usage[] =
     "             [--audit-log-keep N] [--max-inflight N] [--max-inflight-per-token N]\n"
     "             [--min-free-bytes N] [--container-runtime PATH] [--monitor PATH]\n"
     "             [--allow-root-replicas yes|no] [--nvml-library PATH]\n"
+    "             [--gpu-check PROGRAM] [--gpu-check-every SECONDS] [--gpu-check-timeout S]\n"
+    "             [--gpu-share INDEX=SHARES]...\n"
     "             [--executor local|slurm] [--slurm-partition P] [--slurm-account A]\n"
     "             [--slurm-gpu-type KILN_TYPE=GRES_TYPE]... [--slurm-machine-resources yes|no]\n"
     "             [--slurm-queues kiln|accounts]\n"
-    "             [--queues FILE] [--hpa-sync-period SECONDS]\n"
+    "             [--queues FILE|DIR]... [--hpa-sync-period SECONDS]\n"
     "             [--hpa-downscale-stabilization SECONDS]\n"
     "             [--notebook-python PATH] [--notebook-env KEY=PYTHON]...\n"
     "\n"
@@ -77,45 +81,34 @@ static const char usage[] =
     "kiln's own supervisor runs them, Slurm places each gang as an allocation and\n"
     "every replica is a step in it.\n"
     "Without --node-config this machine's GPUs come from NVML: libnvidia-ml.so.1, or\n"
-    "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md.\n"
-    "--queues FILE admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
-    "LocalQueue, ResourceFlavor, Cohort and WorkloadPriorityClass YAML (docs/queues.md);\n"
-    "SIGHUP reloads it (a bad file leaves the old one in use). Under --executor slurm\n"
+    "--nvml-library PATH (also $KILN_NVML_LIBRARY); docs/gpu.md. --gpu-check PROGRAM\n"
+    "checks each idle GPU before work (at start, every --gpu-check-every seconds,\n"
+    "on kiln nodes uncordon --gpu; each run within --gpu-check-timeout, default 60).\n"
+    "--gpu-share INDEX=SHARES shares GPU INDEX through CUDA MPS, each share capped.\n"
+    "--queues FILE|DIR admits jobs as Kueue does, from Kueue's own ClusterQueue,\n"
+    "LocalQueue, ResourceFlavor, Cohort and WorkloadPriorityClass YAML (v1beta2 or\n"
+    "v1beta1, docs/queues.md): a file, or a directory's *.yaml and *.yml; repeatable,\n"
+    "all of them one set. SIGHUP reloads them all (one bad file leaves the whole old\n"
+    "set in use). Under --executor slurm\n"
     "it stays kiln's admission, Slurm placing what kiln admitted (--slurm-queues\n"
     "kiln, the default), or becomes Slurm's accounts, Slurm admitting (--slurm-queues\n"
     "accounts).\n"
     "Notebook instances (docs/notebooks.md) run JupyterLab from --notebook-python\n"
     "(default $KILN_NOTEBOOK_PYTHON or ~/.cache/kiln/notebook-venv/bin/python);\n"
-    "--notebook-env maps a vmImage family or image name to another Python.\n";
+    "--notebook-env maps a vmImage family or image name to another Python.\n"
+    "--check-config reads everything these options name, as a start would, prints\n"
+    "what it found and every problem, and exits (1 on any problem; docs/install.md).\n";
 
-/* Reads the "project P user U [group G]" lines of the tokens file into
- * d->users, once at start: the supervisor reads d->users without a lock, so
- * a SIGHUP reloads the tokens but not the run-as users (docs/service.md).
- * Returns 0, or -1 after printing why. */
-static int load_users(kilnd *d, const char *path)
-{
-    char line[1024];
-    int lineno = 0, rc = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "kilnd: cannot read the tokens file '%s': %s\n", path, strerror(errno));
-        return -1;
-    }
-    while (rc == 0 && fgets(line, sizeof line, f)) {
-        lineno++;
-        if (strncmp(line, "project ", 8) == 0) rc = kilnd_parse_project_line(d, path, lineno, line);
-    }
-    fclose(f);
-    return rc;
-}
-
-/* Reads the tokens file into d->tokens (the old table, if any, is freed
- * once no request reads it). Returns 0, or -1 after printing why. */
+/* Reads the tokens file into d->auth (the old table, if any, is freed
+ * once no request reads it). Returns 0, or -1 after printing why. The
+ * file's "project P user U" lines go into d->users once at start instead
+ * (kiln_users_load): the supervisor reads d->users without a lock, so a
+ * SIGHUP reloads the tokens but not the run-as users (docs/service.md). */
 static int load_tokens(kilnd *d, const char *path)
 {
     char err[PATH_MAX + 256];
     size_t n_plain = 0;
-    kilnd_tokens *t = kilnd_tokens_load(path, &n_plain, err, sizeof err);
+    kiln_tokens *t = kiln_tokens_load(path, &n_plain, err, sizeof err);
     if (!t) {
         fprintf(stderr, "kilnd: %s\n", err);
         return -1;
@@ -125,11 +118,7 @@ static int load_tokens(kilnd *d, const char *path)
                 "kilnd: warning: %zu line%s of '%s' hold%s a token in clear; 'sha256:HEX' "
                 "lines keep a copy of the file from being a key (docs/service.md)\n",
                 n_plain, n_plain == 1 ? "" : "s", path, n_plain == 1 ? "s" : "");
-    pthread_rwlock_wrlock(&d->tokens_mu);
-    kilnd_tokens *old = d->tokens;
-    d->tokens = t;
-    pthread_rwlock_unlock(&d->tokens_mu);
-    kilnd_tokens_free(old);
+    kiln_auth_swap(d->auth, t);
     return 0;
 }
 
@@ -241,6 +230,26 @@ out:
     return rc;
 }
 
+/* The node config's "persistentVolumeClaims" (kiln/claims.h): -1 after
+ * printing what is wrong with it. */
+static int load_claims(kilnd *d)
+{
+    json_t *root = json_load_file(d->node_config, 0, NULL);
+    kiln_diag dg = KILN_DIAG_INIT;
+    int rc = 0;
+    if (!root) return 0; /* kiln_cluster_load reports a broken file */
+    if (kiln_claims_from_json(root, &d->claims, &dg) != KILN_OK) {
+        for (size_t i = 0; i < dg.n; i++)
+            fprintf(stderr, "kilnd: %s: %s: %s\n", d->node_config, dg.v[i].field,
+                    dg.v[i].description);
+        if (!dg.n) fprintf(stderr, "kilnd: out of memory\n");
+        rc = -1;
+    }
+    kiln_diag_free(&dg);
+    json_decref(root);
+    return rc;
+}
+
 /* PATH lookup of an executable name (a name with a slash is taken as is). */
 /* A Slurm node's GRES type as kiln's accelerator type (--slurm-gpu-type). */
 static const char *slurm_type_of(void *ctx, const char *gres)
@@ -299,7 +308,43 @@ static int start_gpus(kilnd *d, const char *note)
     const kiln_node *n = d->cluster.n ? &d->cluster.nodes[0] : NULL;
     char why[512];
     fprintf(stderr, "kilnd: GPUs: %s\n", note);
+    if (d->n_gpu_share && (!n || !n->n_devs)) {
+        fprintf(stderr, "kilnd: --gpu-share: this machine has no GPU to share\n");
+        return -1;
+    }
     if (!n || !n->n_devs) return 0;
+    /* --gpu-share INDEX=N: N share devices of GPU INDEX, under its MPS daemon */
+    for (size_t k = 0; k < d->n_gpu_share; k++) {
+        char *end = NULL;
+        const char *v = d->gpu_share[k];
+        long gi = strtol(v, &end, 10);
+        long ns = end && *end == '=' && end != v ? strtol(end + 1, &end, 10) : -1;
+        if (!end || *end || ns < 0) {
+            fprintf(stderr, "kilnd: --gpu-share is INDEX=SHARES (0=4), not '%s'\n", v);
+            return -1;
+        }
+        kiln_err e = kiln_devices_add_shares((kiln_node *)n, (int)gi, (int)ns, why, sizeof why);
+        if (e != KILN_OK) {
+            fprintf(stderr, "kilnd: --gpu-share %s: %s\n", v,
+                    e == KILN_ENOMEM ? "out of memory" : why);
+            return -1;
+        }
+    }
+    for (size_t j = 0; j < n->n_devs; j++) {
+        const kiln_device *g = &n->devs[j];
+        if (!g->refused || !strstr(g->refused, "shared through MPS")) continue;
+        char dir[600];
+        snprintf(dir, sizeof dir, "%s/mps", d->data_dir);
+        mkdir(dir, 0700);
+        snprintf(dir, sizeof dir, "%s/mps/%d", d->data_dir, g->index);
+        if (!kiln_mps_start(NULL, dir, g, why, sizeof why)) {
+            fprintf(stderr, "kilnd: --gpu-share: %s\n", why);
+            return -1;
+        }
+        d->mps_started[j] = true;
+        fprintf(stderr, "kilnd: GPU %d (%s): MPS control daemon started (%s)\n", g->index, g->uuid,
+                dir);
+    }
     for (size_t j = 0; j < n->n_devs; j++) {
         bool first = true;
         int count = 0;
@@ -309,6 +354,12 @@ static int start_gpus(kilnd *d, const char *note)
         }
         if (!first) continue;
         kiln_err e = kiln_catalog_add_site_gpu(d->catalog, n->devs[j].type, count);
+        /* a MIG instance's type may also be asked for by the device plugin's name */
+        char rb[96];
+        if (e == KILN_OK && n->devs[j].mig_profile)
+            e = kiln_catalog_add_site_gpu(
+                d->catalog, kiln_devices_mig_resource(n->devs[j].mig_profile, rb, sizeof rb),
+                count);
         if (e != KILN_OK) {
             fprintf(stderr, "kilnd: GPU type %s: %s\n", n->devs[j].type,
                     e == KILN_EINVAL ? "the catalog has it as a TPU" : "out of memory");
@@ -327,6 +378,15 @@ static int start_gpus(kilnd *d, const char *note)
     }
     kiln_gpu_watch_events(d->gpus, why, sizeof why);
     fprintf(stderr, "kilnd: GPU watch: telemetry every 1 s; %s\n", why);
+    if (d->gpu_check) {
+        kiln_gpu_watch_set_check(d->gpus, d->gpu_check, d->gpu_check_timeout);
+        if (!kiln_gpu_watch_has_check(d->gpus)) {
+            fprintf(stderr, "kilnd: --gpu-check: cannot start the check thread\n");
+            return -1;
+        }
+        fprintf(stderr, "kilnd: GPU check: %s on every idle GPU at start%s\n", d->gpu_check,
+                d->gpu_check_every ? ", then on a schedule" : "");
+    }
     return 0;
 }
 
@@ -339,27 +399,27 @@ static size_t queues_slurm_refusals(const kilnd *d, const kiln_queues *q, kiln_d
                              : kiln_queues_steps_refusals(q, dg);
 }
 
-/* SIGHUP: the queues file again. A file that does not load leaves the old
- * queues in use, and the log says why. The supervisor's next pass charges
+/* SIGHUP: every --queues path again, as one set. One file that does not
+ * load leaves the old set in use, and the log says why. The supervisor's next pass charges
  * the running jobs to the new queues (it recounts usage every pass). */
 static void reload_queues(kilnd *d)
 {
     kiln_diag dg = KILN_DIAG_INIT;
     kiln_queues *nq = NULL;
     char why[1024];
-    if (kiln_queues_load_file(d->queues_path, &nq, &dg) != KILN_OK ||
+    if (kiln_queues_load_paths((const char *const *)d->queues_paths, d->n_queues_paths, &nq, &dg) !=
+            KILN_OK ||
         (d->slurm.on && queues_slurm_refusals(d, nq, &dg) > 0)) {
-        fprintf(stderr,
-                "kilnd: SIGHUP: the queues file %s does not load; still admitting with "
-                "the old one:\n",
-                d->queues_path);
+        fprintf(stderr, "kilnd: SIGHUP: the queues files (--queues) do not load; still "
+                        "admitting with the old set, every file of it:\n");
         kiln_diag_print(&dg, stderr);
         kiln_diag_free(&dg);
         kiln_queues_free(nq);
         return;
     }
     /* under Slurm its accounts first: jobs submitted after the swap name them */
-    if (d->slurm.on && d->slurm.accounts && !kiln_slurm_accounts_apply(d, nq, why, sizeof why)) {
+    if (d->slurm.on && d->slurm.accounts &&
+        !kiln_slurm_accounts_apply(&d->slurm_cfg, nq, why, sizeof why)) {
         fprintf(stderr, "kilnd: SIGHUP: %s; still submitting with the old queues file\n", why);
         kiln_diag_free(&dg);
         kiln_queues_free(nq);
@@ -367,30 +427,42 @@ static void reload_queues(kilnd *d)
     }
     pthread_mutex_lock(&d->queues_mu);
     kiln_queues *old = d->queues;
+    kiln_queues_afs_carry(nq, old); /* the LocalQueues' consumed usage goes on */
     d->queues = nq;
     d->queues_gen++;
     pthread_mutex_unlock(&d->queues_mu);
     kiln_queues_free(old);
     kiln_diag_free(&dg);
     fprintf(stderr,
-            "kilnd: SIGHUP: reloaded the queues file %s (%zu ClusterQueues, %zu "
+            "kilnd: SIGHUP: reloaded the queues files (%zu --queues; %zu ClusterQueues, %zu "
             "LocalQueues)\n",
-            d->queues_path, nq->ncqs, nq->nlqs);
+            d->n_queues_paths, nq->ncqs, nq->nlqs);
     kiln_doorbell_ring(&d->wake);
 }
 
 static void cleanup(kilnd *d)
 {
     kiln_gpu_watch_stop(d->gpus);
+    for (size_t j = 0; d->cluster.n && j < d->cluster.nodes[0].n_devs; j++)
+        if (d->mps_started[j]) {
+            char dir[600];
+            snprintf(dir, sizeof dir, "%s/mps/%d", d->data_dir, d->cluster.nodes[0].devs[j].index);
+            kiln_mps_stop(NULL, dir, &d->cluster.nodes[0].devs[j]);
+        }
+    /* the threads that use them have ended (main joined them) */
+    kiln_notebooks_free(d->notebooks);
+    kiln_jobfiles_free(d->jobfiles);
     kiln_sched_free(d->sched);
     kiln_cluster_free(&d->cluster);
+    kiln_claims_free(&d->claims);
     kiln_catalog_free(d->catalog);
     kiln_store_close(d->store);
     kiln_objects_close(d->objects);
-    kilnd_tokens_free(d->tokens);
+    kiln_auth_free(d->auth);
     kiln_audit_close(d->audit);
     free(d->drain_pending);
     free(d->kiln_train);
+    free(d->mpi_agent);
     free((char *)d->exec.monitor);
     free(d->slurm.partition);
     free(d->slurm.account);
@@ -402,17 +474,13 @@ static void cleanup(kilnd *d)
     free((char *)d->exec.cdi_dirs);
     kiln_strv_clear(&d->exec.runtime_args);
     kiln_strv_clear(&d->exec.run_args);
-    for (size_t i = 0; i < d->n_users; i++) {
-        free(d->users[i].project);
-        free(d->users[i].user);
-    }
-    free(d->users);
+    kiln_users_free(d->users);
     kiln_doorbell_close(&d->wake);
     free(d->nb_python);
     free(d->nb_env);
     pthread_mutex_destroy(&d->mu);
-    pthread_rwlock_destroy(&d->tokens_mu);
     kiln_queues_free(d->queues);
+    free(d->queues_paths);
     kilnd_qwait_free(d->qwait, d->n_qwait);
     kilnd_spos_publish(d, NULL, 0);
     pthread_mutex_destroy(&d->queues_mu);
@@ -448,14 +516,13 @@ int main(int argc, char **argv)
     struct MHD_Daemon *api = NULL;
     pthread_t sup, nb;
     bool sup_started = false, nb_started = false;
-    int lfd = -1, rc = 1;
+    int lfd = -1, rc = 1, store_hold = -1;
     char *data_abs = NULL, *audit_default = NULL;
-    bool insecure_plain = false;
+    bool insecure_plain = false, check_config = false;
     const char *buckets[64];
     size_t n_buckets = 0;
 
     pthread_mutex_init(&d.mu, NULL);
-    pthread_rwlock_init(&d.tokens_mu, NULL);
     pthread_mutex_init(&d.queues_mu, NULL);
     /* before any thread: the supervisor fetches http(s) packageUris (fetch.c) */
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -472,8 +539,17 @@ int main(int argc, char **argv)
             rc = 0;
             goto out;
         }
+        if (strcmp(a, "--version") == 0) {
+            printf("kilnd %s\n", kiln__version_string());
+            rc = 0;
+            goto out;
+        }
         if (strcmp(a, "--insecure-plain-http") == 0) {
             insecure_plain = true;
+            continue;
+        }
+        if (strcmp(a, "--check-config") == 0) {
+            check_config = true;
             continue;
         }
         if (strncmp(a, "--slurm-", 8) == 0 && !slurm_flag) slurm_flag = a;
@@ -490,11 +566,18 @@ int main(int argc, char **argv)
             d.node_config = (char *)v;
         else if (strcmp(a, "--catalog") == 0)
             d.catalog_path = (char *)v;
+        else if (strcmp(a, "--runtimes-dir") == 0)
+            d.runtimes_dir = (char *)v; /* a Kubeflow body's TrainJob runtimes (api/api_jobs.c) */
         else if (strcmp(a, "--tokens") == 0)
             d.tokens_path = (char *)v;
-        else if (strcmp(a, "--queues") == 0)
-            d.queues_path = (char *)v;
-        else if (strcmp(a, "--python") == 0)
+        else if (strcmp(a, "--queues") == 0) {
+            /* repeatable: every one is read, as one set */
+            char **np = realloc(d.queues_paths, (d.n_queues_paths + 1) * sizeof *np);
+            if (!np) goto out;
+            d.queues_paths = np;
+            d.queues_paths[d.n_queues_paths++] = (char *)v;
+            if (!d.queues_path) d.queues_path = (char *)v;
+        } else if (strcmp(a, "--python") == 0)
             d.python = v;
         else if (strcmp(a, "--notebook-python") == 0) {
             free(d.nb_python);
@@ -529,7 +612,24 @@ int main(int argc, char **argv)
             monitor = v;
         else if (strcmp(a, "--nvml-library") == 0)
             d.nvml_library = v;
-        else if (strcmp(a, "--executor") == 0) {
+        else if (strcmp(a, "--gpu-check") == 0)
+            d.gpu_check = v;
+        else if (strcmp(a, "--gpu-share") == 0) {
+            if (d.n_gpu_share == KILN_MAX_NODE_DEVICES) {
+                fprintf(stderr, "kilnd: --gpu-share: at most %d\n", KILN_MAX_NODE_DEVICES);
+                goto out;
+            }
+            d.gpu_share[d.n_gpu_share++] = v;
+        } else if (strcmp(a, "--gpu-check-every") == 0 || strcmp(a, "--gpu-check-timeout") == 0) {
+            char *end = NULL;
+            long x = strtol(v, &end, 10);
+            if (!end || *end || end == v || x < 0 || x > 86400 * 365) {
+                fprintf(stderr, "kilnd: %s wants seconds, not '%s'\n", a, v);
+                goto out;
+            }
+            *(strcmp(a, "--gpu-check-every") == 0 ? &d.gpu_check_every : &d.gpu_check_timeout) =
+                (int)x;
+        } else if (strcmp(a, "--executor") == 0) {
             if (strcmp(v, "slurm") != 0 && strcmp(v, "local") != 0) {
                 fprintf(stderr, "kilnd: --executor is local or slurm, not '%s'\n", v);
                 goto out;
@@ -643,7 +743,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "kilnd: --tls-cert and --tls-key go together\n");
         goto out;
     }
-    if (d.tokens_path && (load_tokens(&d, d.tokens_path) < 0 || load_users(&d, d.tokens_path) < 0))
+    /* before --check-config, which loads the tokens file into them as a
+     * start would */
+    if (!(d.auth = kiln_auth_new()) || !(d.users = kiln_users_new(d.allow_root_replicas))) {
+        fprintf(stderr, "kilnd: out of memory\n");
+        goto out;
+    }
+    if (check_config) {
+        const kilnd_check_opts co = {kiln_train, monitor, runtime, insecure_plain};
+        rc = kilnd_check_config(&d, &co, stdout);
+        goto out;
+    }
+    if (d.tokens_path &&
+        (load_tokens(&d, d.tokens_path) < 0 || kiln_users_load(d.users, d.tokens_path) < 0))
         goto out;
     /* what one executor cannot act on, before anything is made or loaded */
     if (d.slurm.on) {
@@ -663,9 +775,9 @@ int main(int argc, char **argv)
         }
         /* A project's Slurm jobs run as its user (root submits them with
          * sbatch --uid/--gid), with the run-as rules of the local executor
-         * (src/daemon/users.c); as root with no project user at all, every
+         * (src/auth/users.c); as root with no project user at all, every
          * job would run as root */
-        if (geteuid() == 0 && !d.n_users && !d.allow_root_replicas) {
+        if (geteuid() == 0 && !kiln_users_count(d.users) && !d.allow_root_replicas) {
             fprintf(stderr, "kilnd: --executor slurm as root would run every replica as root: "
                             "run kilnd as another user, name the projects' users in the tokens "
                             "file ('project P user U'), or allow that with "
@@ -712,6 +824,10 @@ int main(int argc, char **argv)
     /* absolute, because replicas run in their own work dirs: a relative data
      * dir (the default ./var) would leave them a PYTHONPATH that finds nothing */
     if ((data_abs = realpath(d.data_dir, NULL))) d.data_dir = data_abs;
+    if (kiln_users_check_dirs(d.users, d.data_dir, path, sizeof path) != KILN_OK) {
+        fprintf(stderr, "kilnd: %s\n", path);
+        goto out;
+    }
     if (!d.audit_path && asprintf(&audit_default, "%s/audit.log", d.data_dir) > 0)
         d.audit_path = audit_default;
     if (!d.audit_path ||
@@ -721,7 +837,13 @@ int main(int argc, char **argv)
         goto out;
     }
     snprintf(path, sizeof path, "%s/kilnd.db", d.data_dir);
+    /* held shared until exit: `kiln admin restore` refuses while it is */
+    if (kiln_store_hold(path, &store_hold, &dg) != KILN_OK) goto diag;
     if (kiln_store_open(path, &d.store, &dg) != KILN_OK) goto diag;
+    if (!(d.jobfiles = kiln_jobfiles_new(d.data_dir, d.store, &d.stop))) {
+        fprintf(stderr, "kilnd: out of memory\n");
+        goto out;
+    }
     snprintf(path, sizeof path, "%s/objects", d.data_dir);
     if (kiln_objects_open(path, d.max_object, &d.objects) != KILN_OK) {
         fprintf(stderr, "kilnd: cannot open the staging store '%s': %s\n", path, strerror(errno));
@@ -747,8 +869,18 @@ int main(int argc, char **argv)
     if (kiln_catalog_default(&d.catalog, &dg) != KILN_OK) goto diag;
     if (d.catalog_path && kiln_catalog_merge_file(d.catalog, d.catalog_path, &dg) != KILN_OK)
         goto diag;
-    if (d.queues_path && kiln_queues_load_file(d.queues_path, &d.queues, &dg) != KILN_OK) {
-        fprintf(stderr, "kilnd: --queues %s:\n", d.queues_path);
+    /* the Slurm code's view of kilnd: its settings are final by now, the
+     * container runtime is found later (d.exec is lent, not copied) */
+    d.slurm_cfg = (kiln_slurm_cfg){.partition = d.slurm.partition,
+                                   .account = d.slurm.account,
+                                   .gpu_types = d.slurm.gpu_types,
+                                   .gpu_type_n = d.slurm.gpu_type_n,
+                                   .catalog = d.catalog,
+                                   .users = d.users,
+                                   .exec = &d.exec};
+    if (d.queues_path && kiln_queues_load_paths((const char *const *)d.queues_paths,
+                                                d.n_queues_paths, &d.queues, &dg) != KILN_OK) {
+        fprintf(stderr, "kilnd: --queues:\n");
         goto diag;
     }
     /* --slurm-queues accounts: Slurm admits every job itself, the file
@@ -765,7 +897,7 @@ int main(int argc, char **argv)
         goto diag;
     }
     if (d.queues_path && d.slurm.on && d.slurm.accounts &&
-        !kiln_slurm_accounts_apply(&d, d.queues, path, sizeof path)) {
+        !kiln_slurm_accounts_apply(&d.slurm_cfg, d.queues, path, sizeof path)) {
         fprintf(stderr, "kilnd: --queues %s with --executor slurm: %s\n", d.queues_path, path);
         goto out;
     }
@@ -773,11 +905,13 @@ int main(int argc, char **argv)
     if (d.slurm.on) {
         /* the one supervisor over Slurm: the partition's nodes are the
          * cluster kiln's book keeps (Slurm places; src/exec/supervisor/place.c) */
-        if (kiln_slurm_cluster(d.slurm.partition, d.slurm.machine_resources, slurm_type_of, &d,
-                               &d.cluster, path, sizeof path) != KILN_OK) {
+        if (kiln_slurm_cluster(d.slurm.partition, d.slurm.machine_resources, slurm_type_of,
+                               &d.slurm_cfg, &d.cluster, gpu_note, sizeof gpu_note, path,
+                               sizeof path) != KILN_OK) {
             fprintf(stderr, "kilnd: --executor slurm: %s\n", path);
             goto out;
         }
+        if (gpu_note[0]) fprintf(stderr, "kilnd: --executor slurm: %s\n", gpu_note);
     } else if (kiln_cluster_load(d.node_config, d.nvml_library, &d.cluster, &dg, gpu_note,
                                  sizeof gpu_note) != KILN_OK)
         goto diag;
@@ -786,11 +920,49 @@ int main(int argc, char **argv)
                         "the nodes and their devices are declared: remove one\n");
         goto out;
     }
+    if (!d.gpu_check && (d.gpu_check_every || d.gpu_check_timeout)) {
+        fprintf(stderr, "kilnd: --gpu-check-every and --gpu-check-timeout need --gpu-check\n");
+        goto out;
+    }
+    if (d.n_gpu_share && (d.node_config || d.slurm.on)) {
+        fprintf(stderr,
+                "kilnd: --gpu-share shares this machine's GPUs (NVML, MPS); with %s there "
+                "are none of them: remove one\n",
+                d.node_config ? "--node-config" : "--executor slurm");
+        goto out;
+    }
+    if (d.gpu_check && (d.node_config || d.slurm.on)) {
+        fprintf(stderr,
+                "kilnd: --gpu-check checks this machine's GPUs (NVML); with %s there are "
+                "none of them to check: remove one\n",
+                d.node_config ? "--node-config" : "--executor slurm");
+        goto out;
+    }
     if (!d.node_config && !d.slurm.on && start_gpus(&d, gpu_note) < 0) goto out;
+    if (d.gpu_check && !kiln_gpu_watch_has_check(d.gpus)) {
+        fprintf(stderr, "kilnd: --gpu-check: no watched GPU to check on this machine (%s)\n",
+                gpu_note);
+        goto out;
+    }
     d.sched = kiln_sched_new(&d.cluster);
     d.drain_pending = calloc(d.cluster.n ? d.cluster.n : 1, sizeof(bool));
     if (!d.sched || !d.drain_pending || kiln_doorbell_open(&d.wake) < 0) {
         fprintf(stderr, "kilnd: out of resources\n");
+        goto out;
+    }
+    d.notebooks = kiln_notebooks_new(&(kiln_notebooks_config){.data_dir = d.data_dir,
+                                                              .store = d.store,
+                                                              .catalog = d.catalog,
+                                                              .objects = d.objects,
+                                                              .users = d.users,
+                                                              .jobfiles = d.jobfiles,
+                                                              .python = d.nb_python,
+                                                              .env = d.nb_env,
+                                                              .env_n = d.nb_env_n,
+                                                              .stop = &d.stop,
+                                                              .wake = &d.wake});
+    if (!d.notebooks) {
+        fprintf(stderr, "kilnd: out of memory\n");
         goto out;
     }
     for (size_t i = 0; i < d.cluster.n; i++) {
@@ -799,6 +971,7 @@ int main(int argc, char **argv)
         kiln_sched_set_cordon(d.sched, i, cordoned);
     }
     d.kiln_train = kiln_train ? strdup(kiln_train) : find_kiln_train();
+    d.mpi_agent = find_next_to_self("kiln-mpi-agent"); /* an MPIJob's fails without it */
     d.exec.log_cap = d.log_cap;
     d.exec.monitor = monitor ? strdup(monitor) : find_next_to_self("kiln-monitor");
     if (!d.exec.monitor) {
@@ -809,6 +982,7 @@ int main(int argc, char **argv)
         strv_from(&d.exec.run_args, default_run_args) < 0)
         goto out;
     if (d.node_config && load_container_config(&d, &cfg_runtime) < 0) goto out;
+    if (d.node_config && load_claims(&d) < 0) goto out;
     /* --container-runtime, else the node config's, else podman on PATH */
     d.exec.container_runtime = which(runtime ? runtime : cfg_runtime ? cfg_runtime : "podman");
     if ((runtime || cfg_runtime) && !d.exec.container_runtime) {
@@ -843,7 +1017,8 @@ int main(int argc, char **argv)
     if (pthread_create(&sup, NULL, kilnd_supervisor, &d) != 0) goto out;
     sup_started = true;
     /* notebook instances: their jobs go through the supervisor (not with Slurm) */
-    if (!d.slurm.on && pthread_create(&nb, NULL, kilnd_notebooks_run, &d) == 0) nb_started = true;
+    if (!d.slurm.on && pthread_create(&nb, NULL, kiln_notebooks_run, d.notebooks) == 0)
+        nb_started = true;
     api = kiln_api_start(&d, lfd);
     if (!api) {
         fprintf(stderr, "kilnd: cannot start the HTTP server\n");
@@ -855,7 +1030,8 @@ int main(int argc, char **argv)
     kiln__write_atomic(path, line, strlen(line), 0644);
     fprintf(stderr, "kilnd: listening on %s://%s (data %s, %zu node%s%s%s)\n",
             d.tls ? "https" : "http", bound, d.data_dir, d.cluster.n, d.cluster.n == 1 ? "" : "s",
-            d.tokens ? ", tokens required" : "", d.kiln_train ? "" : ", no kiln-train");
+            kiln_auth_required(d.auth) ? ", tokens required" : "",
+            d.kiln_train ? "" : ", no kiln-train");
     fprintf(stderr, "kilnd: containers: %s\n",
             d.exec.container_runtime ? d.exec.container_runtime : "none (no podman on PATH)");
     /* real GPUs and podman: say now, not at the first GPU container, when
@@ -866,7 +1042,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "kilnd: containers with GPUs: %s\n", why);
     }
     /* what this configuration will refuse at every create (run-as users) */
-    kilnd_users_report(&d);
+    kiln_users_report(d.users);
     for (;;) {
         /* every TRIM_EVERY_S without a signal: hand the allocator's free
          * memory back (bench/service_load.sh: after a burst of creates glibc
@@ -903,6 +1079,7 @@ out:
     }
     if (nb_started) pthread_join(nb, NULL);
     cleanup(&d);
+    if (store_hold >= 0) close(store_hold); /* after the store is closed */
     kiln_diag_free(&dg);
     curl_global_cleanup();
     free(data_abs);

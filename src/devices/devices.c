@@ -5,9 +5,11 @@
 
 #include <ctype.h>
 #include <jansson.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "devices/nvml_int.h"
@@ -20,6 +22,8 @@ void kiln_devices_free(kiln_device *v, size_t n)
         free(v[j].uuid);
         free(v[j].model);
         free(v[j].refused);
+        free(v[j].mig_profile);
+        free(v[j].links);
     }
     free(v);
 }
@@ -33,6 +37,9 @@ void kiln_cluster_free(kiln_cluster *c)
         free(n->address);
         kiln_devices_free(n->devs, n->n_devs);
         kiln_map_clear(&n->labels);
+        for (size_t t = 0; t < n->n_taints; t++)
+            kiln_taint_clear(&n->taints[t]);
+        free(n->taints);
     }
     free(c->nodes);
     c->nodes = NULL;
@@ -73,15 +80,148 @@ static bool describe(kiln__nvml *nv, unsigned i, kiln_device *dv)
     if (nv->memory && nv->memory(h, &m) == KILN__NVML_SUCCESS)
         dv->memory_gb = (double)m.total / (1024.0 * 1024.0 * 1024.0);
     /* MIG: the whole GPU is not usable as one while its instances exist;
-     * kiln hands out whole GPUs only, so it refuses the GPU and says why */
+     * add_migs lists them and says so in the reason */
     unsigned cur = 0, pend = 0;
     if (nv->mig_mode && nv->mig_mode(h, &cur, &pend) == KILN__NVML_SUCCESS && cur == 1 &&
-        asprintf(&dv->refused,
-                 "MIG mode is enabled: kiln hands out whole GPUs only and does not offer MIG "
-                 "instances (turn MIG off with nvidia-smi -i %u -mig 0 and reset the GPU)",
-                 i) < 0)
+        !(dv->refused = strdup("MIG mode is enabled")))
         return false;
     return dv->type && dv->uuid && dv->model;
+}
+
+/* The profile of MIG handle h: from its name where the driver gives it
+ * ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", R470 and later), else built from
+ * its slices and memory as NVIDIA names it (kiln_devices_mig_type). False
+ * when neither can be read. */
+static bool mig_profile(kiln__nvml *nv, void *h, char *buf, size_t len)
+{
+    char nm[128] = "";
+    const char *p;
+    if (nv->name(h, nm, sizeof nm) == KILN__NVML_SUCCESS && (p = strstr(nm, " MIG ")) && p[5]) {
+        snprintf(buf, len, "%s", p + 5);
+        return true;
+    }
+    kiln__nvml_attributes a;
+    if (!nv->attributes || nv->attributes(h, &a) != KILN__NVML_SUCCESS || !a.gpu_instance_slices)
+        return false;
+    unsigned gb = (unsigned)((a.memory_mb + 512) / 1024);
+    if (a.compute_instance_slices && a.compute_instance_slices != a.gpu_instance_slices)
+        snprintf(buf, len, "%uc.%ug.%ugb", a.compute_instance_slices, a.gpu_instance_slices, gb);
+    else
+        snprintf(buf, len, "%ug.%ugb", a.gpu_instance_slices, gb);
+    return true;
+}
+
+/* The MIG instances of whole GPU devs[p] (in MIG mode), appended to v from
+ * *k up to cap; the GPU itself is refused, with a reason naming what it
+ * offers instead. False when out of memory. An instance whose UUID or
+ * profile cannot be read is left out: CUDA could not be pointed at it. */
+static bool add_migs(kiln__nvml *nv, kiln_device *v, size_t p, size_t *k, size_t cap)
+{
+    kiln_device *gpu = &v[p];
+    void *h = NULL, *mh = NULL;
+    unsigned max = 0, cur = 0, pend = 0;
+    size_t first = *k;
+    char prof[64], tb[96], eb[64];
+    if (nv->by_index((unsigned)gpu->index, &h) != KILN__NVML_SUCCESS) return true;
+    if (!nv->mig_mode || nv->mig_mode(h, &cur, &pend) != KILN__NVML_SUCCESS || cur != 1)
+        return true;
+    int rc =
+        nv->mig_max && nv->mig_by_index ? nv->mig_max(h, &max) : KILN__NVML_ERROR_NOT_SUPPORTED;
+    for (unsigned i = 0; rc == KILN__NVML_SUCCESS && i < max && *k < cap; i++) {
+        if (nv->mig_by_index(h, i, &mh) != KILN__NVML_SUCCESS) continue; /* empty slot */
+        char id[96] = "";
+        if (nv->uuid(mh, id, sizeof id) != KILN__NVML_SUCCESS ||
+            !mig_profile(nv, mh, prof, sizeof prof))
+            continue;
+        kiln_device *dv = &v[(*k)++];
+        memset(dv, 0, sizeof *dv);
+        dv->index = (int)(*k - 1);
+        dv->parent = (int)p;
+        dv->numa_node = gpu->numa_node;
+        dv->uuid = strdup(id);
+        dv->mig_profile = strdup(prof);
+        dv->type = strdup(kiln_devices_mig_type(prof, tb, sizeof tb));
+        if (gpu->model && asprintf(&dv->model, "%s MIG %s", gpu->model, prof) < 0) dv->model = NULL;
+        kiln__nvml_memory m;
+        if (nv->memory && nv->memory(mh, &m) == KILN__NVML_SUCCESS)
+            dv->memory_gb = (double)m.total / (1024.0 * 1024.0 * 1024.0);
+        if (nv->gpu_instance_id) nv->gpu_instance_id(mh, &dv->gpu_instance);
+        if (nv->compute_instance_id) nv->compute_instance_id(mh, &dv->compute_instance);
+        if (!dv->uuid || !dv->mig_profile || !dv->type || (gpu->model && !dv->model)) return false;
+    }
+    free(gpu->refused);
+    gpu->refused = NULL;
+    int n;
+    if (*k > first)
+        n = asprintf(&gpu->refused,
+                     "MIG mode is enabled: its %zu MIG instances are handed out instead "
+                     "(devices %zu to %zu); kiln never changes MIG settings",
+                     *k - first, first, *k - 1);
+    else
+        n = asprintf(&gpu->refused,
+                     "MIG mode is enabled and NVML lists no MIG instance on it (%s): a site "
+                     "makes them (nvidia-smi mig -cgi PROFILES -C); kiln never changes MIG "
+                     "settings",
+                     rc == KILN__NVML_SUCCESS ? "every slot is empty"
+                                              : kiln__nvml_error(nv, rc, eb, sizeof eb));
+    if (n < 0) gpu->refused = NULL;
+    return gpu->refused != NULL;
+}
+
+/* The topology of the whole GPUs v[0..nw) among all k devices: NVML's
+ * common PCIe ancestor of every pair, and NVLinks counted by walking each
+ * GPU's links: a link to a GPU counts for that pair (matched by PCI bus
+ * id), a link to an NVSwitch counts for every pair as the fewer of the two
+ * GPUs' switch links (HGX boards: all GPUs equidistant). NUMA nodes too.
+ * Left NULL where NVML has no topology calls. False when out of memory. */
+static bool read_topology(kiln__nvml *nv, kiln_device *v, size_t nw, size_t k)
+{
+    void *h[KILN_MAX_NODE_DEVICES] = {0};
+    kiln__nvml_pci pci[KILN_MAX_NODE_DEVICES];
+    int sw[KILN_MAX_NODE_DEVICES] = {0};
+    if (!nv->topo_ancestor) return true;
+    memset(pci, 0, sizeof pci);
+    for (size_t i = 0; i < nw; i++) {
+        if (nv->by_index((unsigned)v[i].index, &h[i]) != KILN__NVML_SUCCESS) h[i] = NULL;
+        if (h[i] && nv->pci_info && nv->pci_info(h[i], &pci[i]) != KILN__NVML_SUCCESS)
+            pci[i].bus_id[0] = '\0';
+        unsigned numa = 0;
+        if (h[i] && nv->numa_node && nv->numa_node(h[i], &numa) == KILN__NVML_SUCCESS)
+            v[i].numa_node = (int)numa;
+        if (!(v[i].links = calloc(k, sizeof *v[i].links))) return false;
+        for (size_t j = 0; j < k; j++)
+            v[i].links[j].level = -1;
+    }
+    for (size_t i = 0; i < nw; i++) {
+        for (size_t j = 0; h[i] && j < nw; j++) {
+            int level = -1;
+            if (i == j)
+                v[i].links[j].level = KILN_TOPO_INTERNAL;
+            else if (h[j] && nv->topo_ancestor(h[i], h[j], &level) == KILN__NVML_SUCCESS)
+                v[i].links[j].level = level;
+        }
+        for (unsigned l = 0; h[i] && nv->nvlink_state && l < KILN__NVML_NVLINK_MAX_LINKS; l++) {
+            int active = 0, type = KILN__NVML_NVLINK_GPU;
+            if (nv->nvlink_state(h[i], l, &active) != KILN__NVML_SUCCESS) break; /* no such link */
+            if (active != 1) continue;
+            if (nv->nvlink_remote_type && nv->nvlink_remote_type(h[i], l, &type) != 0) continue;
+            if (type == KILN__NVML_NVLINK_SWITCH) {
+                sw[i]++;
+                continue;
+            }
+            kiln__nvml_pci r;
+            if (type != KILN__NVML_NVLINK_GPU || !nv->nvlink_remote_pci ||
+                nv->nvlink_remote_pci(h[i], l, &r) != KILN__NVML_SUCCESS)
+                continue;
+            for (size_t j = 0; j < nw; j++)
+                if (j != i && pci[j].bus_id[0] && strcasecmp(pci[j].bus_id, r.bus_id) == 0)
+                    v[i].links[j].nvlinks++;
+        }
+    }
+    for (size_t i = 0; i < nw; i++)
+        for (size_t j = 0; j < nw; j++)
+            if (i != j && v[i].links) v[i].links[j].nvlinks += sw[i] < sw[j] ? sw[i] : sw[j];
+    return true;
 }
 
 kiln_err kiln_devices_discover(const char *lib, kiln_device **out, size_t *n, char *note,
@@ -108,16 +248,28 @@ kiln_err kiln_devices_discover(const char *lib, kiln_device **out, size_t *n, ch
         goto out;
     }
     if (cnt > KILN_MAX_NODE_DEVICES) cnt = KILN_MAX_NODE_DEVICES;
-    v = calloc(cnt, sizeof *v);
+    /* room for MIG instances after the whole GPUs, up to the node's cap */
+    v = calloc(KILN_MAX_NODE_DEVICES, sizeof *v);
     if (!v) {
         err = KILN_ENOMEM;
         goto out;
     }
     for (unsigned i = 0; i < cnt; i++) {
+        v[k].parent = -1;
+        v[k].numa_node = -1;
         if (!describe(&nv, i, &v[k++])) {
             err = KILN_ENOMEM;
             goto out;
         }
+    }
+    for (size_t p = 0; p < cnt; p++)
+        if (v[p].refused && !add_migs(&nv, v, p, &k, KILN_MAX_NODE_DEVICES)) {
+            err = KILN_ENOMEM;
+            goto out;
+        }
+    if (!read_topology(&nv, v, cnt, k)) {
+        err = KILN_ENOMEM;
+        goto out;
     }
     if (note) {
         size_t o =
@@ -183,6 +335,78 @@ static void host_resources(int *cpus, double *mem_gb)
         (pages > 0 && psz > 0) ? (double)(long)((double)pages * (double)psz / 1e8) / 10.0 : 1.0;
 }
 
+/* nodes[i].taints: Kubernetes' node taints, each {key, value, effect}, a
+ * key and effect pair at most once (as the API server requires). */
+static kiln_err read_taints(const json_t *jt, size_t i, kiln_node *n, kiln_diag *d)
+{
+    char f[128];
+    if (!jt || json_is_null(jt)) return KILN_OK;
+    if (!json_is_array(jt) || json_array_size(jt) > KILN_MAX_NODE_TAINTS) {
+        snprintf(f, sizeof f, "nodes[%zu].taints", i);
+        kiln_diag_add(d, f, "must be a list of at most %d {key, value, effect}",
+                      KILN_MAX_NODE_TAINTS);
+        return KILN_OK;
+    }
+    if (json_array_size(jt) == 0) return KILN_OK;
+    n->taints = calloc(json_array_size(jt), sizeof *n->taints);
+    if (!n->taints) return KILN_ENOMEM;
+    size_t j;
+    json_t *e;
+    json_array_foreach(jt, j, e)
+    {
+        snprintf(f, sizeof f, "nodes[%zu].taints[%zu]", i, j);
+        if (!json_is_object(e)) {
+            kiln_diag_add(d, f, "must be {key, value, effect}");
+            continue;
+        }
+        const char *k;
+        json_t *v;
+        bool ok = true;
+        json_object_foreach(e, k, v)
+        {
+            if (strcmp(k, "key") != 0 && strcmp(k, "value") != 0 && strcmp(k, "effect") != 0) {
+                snprintf(f, sizeof f, "nodes[%zu].taints[%zu].%.40s", i, j, k);
+                kiln_diag_add(d, f, "unknown field: a taint has key, value and effect");
+                ok = false;
+            } else if (!json_is_string(v)) {
+                snprintf(f, sizeof f, "nodes[%zu].taints[%zu].%s", i, j, k);
+                kiln_diag_add(d, f, "must be a string");
+                ok = false;
+            }
+        }
+        if (!ok) continue;
+        const char *key = json_string_value(json_object_get(e, "key"));
+        const char *val = json_string_value(json_object_get(e, "value"));
+        const char *eff = json_string_value(json_object_get(e, "effect"));
+        if (!key || !*key || strlen(key) > 316) {
+            snprintf(f, sizeof f, "nodes[%zu].taints[%zu].key", i, j);
+            kiln_diag_add(d, f, "required: a label key (1 to 316 characters)");
+            continue;
+        }
+        if (!kiln_taint_effect_valid(eff)) {
+            snprintf(f, sizeof f, "nodes[%zu].taints[%zu].effect", i, j);
+            kiln_diag_add(d, f, "'%.64s' is not NoSchedule, PreferNoSchedule or NoExecute",
+                          eff ? eff : "");
+            continue;
+        }
+        bool twice = false;
+        for (size_t t = 0; t < n->n_taints && !twice; t++)
+            twice = strcmp(n->taints[t].key, key) == 0 && strcmp(n->taints[t].effect, eff) == 0;
+        if (twice) {
+            snprintf(f, sizeof f, "nodes[%zu].taints[%zu]", i, j);
+            kiln_diag_add(d, f, "taint %s:%s is given twice (a key and effect pair at most once)",
+                          key, eff);
+            continue;
+        }
+        kiln_taint *t = &n->taints[n->n_taints++];
+        t->key = strdup(key);
+        t->value = val && *val ? strdup(val) : NULL;
+        t->effect = strdup(eff);
+        if (!t->key || !t->effect || (val && *val && !t->value)) return KILN_ENOMEM;
+    }
+    return KILN_OK;
+}
+
 static kiln_err this_machine(const char *nvml_library, kiln_cluster *out, char *note,
                              size_t notelen)
 {
@@ -201,6 +425,30 @@ static kiln_err this_machine(const char *nvml_library, kiln_cluster *out, char *
     if (err == KILN_OK) err = implicit_labels(n);
     if (err != KILN_OK) kiln_cluster_free(out);
     return err;
+}
+
+bool kiln_node_resolve(const char *host, char *out, size_t len, char *why, size_t whylen)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL, *pick = NULL;
+    bool ok = false;
+    int rc = host && *host ? getaddrinfo(host, NULL, &hints, &res) : EAI_NONAME;
+    if (rc != 0) {
+        snprintf(why, whylen, "'%.200s' does not resolve (%s)", host ? host : "",
+                 rc == EAI_SYSTEM ? "system error" : gai_strerror(rc));
+        goto out;
+    }
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET || (!pick && a->ai_family == AF_INET6))
+            if (!pick || pick->ai_family != AF_INET) pick = a;
+    if (!pick || getnameinfo(pick->ai_addr, pick->ai_addrlen, out, (socklen_t)len, NULL, 0,
+                             NI_NUMERICHOST) != 0) {
+        snprintf(why, whylen, "'%.200s' resolves to no IPv4 or IPv6 address", host);
+        goto out;
+    }
+    ok = true;
+out:
+    if (res) freeaddrinfo(res);
+    return ok;
 }
 
 kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, kiln_diag *d)
@@ -244,8 +492,15 @@ kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, 
         }
         if (kiln_cluster_find(&(kiln_cluster){out->nodes, out->n - 1}, name) >= 0)
             kiln_diag_add(d, f, "node '%s' is declared twice", name);
+        /* the address resolved here, once: every replica's peers get it */
+        char ip[64], rwhy[320]; /* 64: an IPv6 literal is at most 45 */
+        if (!kiln_node_resolve(addr ? addr : "127.0.0.1", ip, sizeof ip, rwhy, sizeof rwhy)) {
+            snprintf(f, sizeof f, "nodes[%zu].address", i);
+            kiln_diag_add(d, f, "%s: give an IP address or a name this machine resolves", rwhy);
+            ip[0] = '\0';
+        }
         n->name = strdup(name);
-        n->address = strdup(addr ? addr : "127.0.0.1");
+        n->address = strdup(ip);
         n->cpus = json_is_integer(cpus) ? (int)json_integer_value(cpus) : hcpus;
         n->memory_gb = json_is_number(mem) ? json_number_value(mem) : hmem;
         n->hard_resources = json_is_true(json_object_get(jn, "hardResources"));
@@ -275,6 +530,10 @@ kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, 
                 goto out;
             }
         }
+        if (read_taints(json_object_get(jn, "taints"), i, n, d) != KILN_OK) {
+            err = KILN_ENOMEM;
+            goto out;
+        }
         json_t *accs = json_object_get(jn, "accelerators"), *ja;
         size_t j;
         if (accs && !json_is_array(accs)) {
@@ -302,6 +561,8 @@ kiln_err kiln_cluster_from_json(const char *buf, size_t len, kiln_cluster *out, 
                 kiln_device *dev = &n->devs[n->n_devs];
                 memset(dev, 0, sizeof *dev);
                 dev->index = (int)n->n_devs;
+                dev->parent = -1;
+                dev->numa_node = -1;
                 dev->simulated = true;
                 dev->type = strdup(type);
                 if (asprintf(&dev->uuid, "SIMULATED-%s-%d", name, dev->index) < 0) dev->uuid = NULL;

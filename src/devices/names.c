@@ -175,3 +175,79 @@ bool kiln_devices_xid_fatal(unsigned xid)
         if (xids[i].xid == xid) return true;
     return false;
 }
+
+/* ---------- MIG profiles ----------
+ *
+ * NVIDIA names a MIG device by its profile, "<G>g.<M>gb" (G GPU slices of
+ * 7, M GB of memory), "<C>c.<G>g.<M>gb" when its compute instance holds C
+ * of the G slices, and "+me" for the instance that owns the media engines.
+ * kiln's type writes the profile in upper case with '.' and '+' as '_' after
+ * NVIDIA_MIG_; the device plugin's resource writes "+" as "." after
+ * nvidia.com/mig-. Both are one-to-one with the profile, so either names
+ * the same devices: whatever GPU model they are cut from, as under the
+ * device plugin's mixed strategy. */
+
+const char *kiln_devices_mig_type(const char *profile, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "NVIDIA_MIG_");
+    for (const char *p = profile; *p && k + 1 < len; p++)
+        buf[k++] = *p == '.' || *p == '+' ? '_' : (char)toupper((unsigned char)*p);
+    if (k < len) buf[k] = '\0';
+    return buf;
+}
+
+const char *kiln_devices_mig_resource(const char *profile, char *buf, size_t len)
+{
+    size_t k = (size_t)snprintf(buf, len, "nvidia.com/mig-");
+    for (const char *p = profile; *p && k + 1 < len; p++)
+        buf[k++] = *p == '+' ? '.' : *p;
+    if (k < len) buf[k] = '\0';
+    return buf;
+}
+
+const char *kiln_devices_canonical_type(const char *requested, char *buf, size_t len)
+{
+    static const char prefix[] = "nvidia.com/mig-";
+    if (!requested || strncmp(requested, prefix, sizeof prefix - 1) != 0) return NULL;
+    const char *p = requested + sizeof prefix - 1;
+    /* "1g.10gb.me": the trailing ".me" is the profile's "+me" */
+    char prof[64];
+    size_t n = strlen(p);
+    if (n == 0 || n >= sizeof prof) return NULL;
+    memcpy(prof, p, n + 1);
+    if (n > 3 && strcmp(prof + n - 3, ".me") == 0) prof[n - 3] = '+';
+    for (const char *q = prof; *q; q++)
+        if (!isalnum((unsigned char)*q) && *q != '.' && *q != '+') return NULL;
+    return kiln_devices_mig_type(prof, buf, len);
+}
+
+/* ---------- topology ---------- */
+
+const char *kiln_devices_link_name(const kiln_gpu_link *l, char *buf, size_t len)
+{
+    if (l->nvlinks > 0) {
+        snprintf(buf, len, "NV%d", l->nvlinks);
+        return buf;
+    }
+    switch (l->level) {
+    case KILN_TOPO_INTERNAL:
+    case KILN_TOPO_SINGLE:
+        return "PIX";
+    case KILN_TOPO_MULTIPLE:
+        return "PXB";
+    case KILN_TOPO_HOSTBRIDGE:
+        return "PHB";
+    case KILN_TOPO_NODE:
+        return "NODE";
+    case KILN_TOPO_SYSTEM:
+        return "SYS";
+    default:
+        return "N/A";
+    }
+}
+
+int kiln_devices_link_cost(const kiln_gpu_link *l)
+{
+    if (l->nvlinks > 0) return 64 - (l->nvlinks < 63 ? l->nvlinks : 63);
+    return 100 + (l->level >= 0 && l->level <= KILN_TOPO_SYSTEM ? l->level : 60);
+}

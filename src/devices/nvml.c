@@ -47,6 +47,17 @@ kiln_err kiln__nvml_open(const char *path, kiln__nvml *n, char *why, size_t whyl
     SYM(ecc_total, "nvmlDeviceGetTotalEccErrors");
     SYM(remapped_rows, "nvmlDeviceGetRemappedRows");
     SYM(mig_mode, "nvmlDeviceGetMigMode");
+    SYM(mig_max, "nvmlDeviceGetMaxMigDeviceCount");
+    SYM(mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+    SYM(gpu_instance_id, "nvmlDeviceGetGpuInstanceId");
+    SYM(compute_instance_id, "nvmlDeviceGetComputeInstanceId");
+    SYM(attributes, "nvmlDeviceGetAttributes_v2");
+    SYM(topo_ancestor, "nvmlDeviceGetTopologyCommonAncestor");
+    SYM(nvlink_state, "nvmlDeviceGetNvLinkState");
+    SYM(nvlink_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    SYM(nvlink_remote_type, "nvmlDeviceGetNvLinkRemoteDeviceType");
+    SYM(pci_info, "nvmlDeviceGetPciInfo_v3");
+    SYM(numa_node, "nvmlDeviceGetNumaNodeId");
     SYM(event_set_create, "nvmlEventSetCreate");
     SYM(register_events, "nvmlDeviceRegisterEvents");
     SYM(event_set_wait, "nvmlEventSetWait_v2");

@@ -17,6 +17,7 @@
 /* nvmlReturn_t values kiln tells apart */
 #define KILN__NVML_SUCCESS             0
 #define KILN__NVML_ERROR_NOT_SUPPORTED 3
+#define KILN__NVML_ERROR_NOT_FOUND     6
 #define KILN__NVML_ERROR_TIMEOUT       10
 #define KILN__NVML_ERROR_GPU_IS_LOST   15
 
@@ -32,6 +33,23 @@ typedef struct kiln__nvml_memory { /* nvmlMemory_t: bytes */
 typedef struct kiln__nvml_util { /* nvmlUtilization_t: percent over the last sample period */
     unsigned int gpu, memory;
 } kiln__nvml_util;
+
+typedef struct kiln__nvml_attributes { /* nvmlDeviceAttributes_t */
+    unsigned int multiprocessor_count;
+    unsigned int shared_copy_engines, shared_decoders, shared_encoders, shared_jpegs, shared_ofas;
+    unsigned int gpu_instance_slices, compute_instance_slices;
+    unsigned long long memory_mb;
+} kiln__nvml_attributes;
+
+typedef struct kiln__nvml_pci { /* nvmlPciInfo_t */
+    char bus_id_legacy[16];
+    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+} kiln__nvml_pci;
+
+#define KILN__NVML_NVLINK_MAX_LINKS 36 /* the walk stops earlier, at NVML's first error */
+#define KILN__NVML_NVLINK_GPU       0  /* nvmlIntNvLinkDeviceType_t */
+#define KILN__NVML_NVLINK_SWITCH    2
 
 typedef struct kiln__nvml_event { /* nvmlEventData_t */
     void *device;
@@ -59,6 +77,17 @@ typedef struct kiln__nvml {
     int (*ecc_total)(void *, int, int, unsigned long long *);
     int (*remapped_rows)(void *, unsigned int *, unsigned int *, unsigned int *, unsigned int *);
     int (*mig_mode)(void *, unsigned int *, unsigned int *);
+    int (*mig_max)(void *, unsigned int *);             /* nvmlDeviceGetMaxMigDeviceCount */
+    int (*mig_by_index)(void *, unsigned int, void **); /* ...GetMigDeviceHandleByIndex */
+    int (*gpu_instance_id)(void *, unsigned int *);     /* of a MIG handle */
+    int (*compute_instance_id)(void *, unsigned int *); /* of a MIG handle */
+    int (*attributes)(void *, kiln__nvml_attributes *); /* nvmlDeviceGetAttributes_v2 */
+    int (*topo_ancestor)(void *, void *, int *);        /* ...CommonAncestor */
+    int (*nvlink_state)(void *, unsigned int, int *);   /* ...GetNvLinkState */
+    int (*nvlink_remote_pci)(void *, unsigned int, kiln__nvml_pci *); /* ...RemotePciInfo_v2 */
+    int (*nvlink_remote_type)(void *, unsigned int, int *);           /* ...RemoteDeviceType */
+    int (*pci_info)(void *, kiln__nvml_pci *);                        /* ...GetPciInfo_v3 */
+    int (*numa_node)(void *, unsigned int *);                         /* ...GetNumaNodeId */
     int (*event_set_create)(void **);
     int (*register_events)(void *, unsigned long long, void *);
     int (*event_set_wait)(void *, kiln__nvml_event *, unsigned int);

@@ -10,7 +10,13 @@
  * Health is sticky: a GPU that failed stays failed until
  * kiln_gpu_watch_clear, even if it answers again, because a GPU that fell
  * off the bus or lost rows is not trusted with the next job until someone
- * has looked (kiln nodes uncordon NODE --gpu N). */
+ * has looked (kiln nodes uncordon NODE --gpu N).
+ *
+ * A MIG instance is watched as a device of its own (NVML answers its memory
+ * query; the board's telemetry stays with the parent GPU), and it fails with
+ * its parent: an Xid on the parent GPU (NVML delivers MIG Xids on the
+ * parent's handle, with the GPU instance's id when one instance caused it)
+ * takes every instance out, or the one the event names. */
 #include "kiln/devices.h"
 
 #include <pthread.h>
@@ -27,13 +33,18 @@
 
 typedef struct gpu {
     char uuid[96];
-    void *h; /* NVML handle, NULL: not found */
+    long parent;           /* a MIG instance: its GPU's position in g[]; -1: a whole GPU */
+    unsigned gpu_instance; /* a MIG instance's GPU instance id */
+    void *h;               /* NVML handle, NULL: not found */
     kiln_gpu_status st;
     unsigned long long ecc_base; /* uncorrectable ECC count when the watch started */
     bool have_ecc_base;
     int bad_rounds;       /* consecutive failed memory queries */
     kiln_gpu_point *hist; /* ring of KILN_GPU_HISTORY */
     size_t hist_n, hist_next;
+    kiln_device dev; /* what a GPU check needs: uuid, index, mig_profile (borrowed) */
+    bool share;      /* an MPS share: no NVML handle of its own, its GPU's health */
+    bool check_queued;
 } gpu;
 
 struct kiln_gpu_watch {
@@ -49,6 +60,11 @@ struct kiln_gpu_watch {
     uint64_t health_gen, sample_gen;
     pthread_t th;
     bool started;
+    /* GPU checks (kiln_gpu_watch_set_check): their own thread, on cv */
+    char *check_prog;
+    int check_timeout_s;
+    pthread_t check_th;
+    bool check_started;
 };
 
 static int64_t now_ns(void)
@@ -72,18 +88,43 @@ static void fail(kiln_gpu_watch *w, gpu *g, const char *fmt, ...)
     w->health_gen++;
 }
 
+#define NO_INSTANCE 0xFFFFFFFFu /* an event's gpu_instance when no MIG instance is named */
+
+/* MIG instances whose GPU is out of service leave with it (under mu). */
+static void follow_parents(kiln_gpu_watch *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        gpu *g = &w->g[i];
+        if (g->parent < 0 || g->st.failed || !w->g[g->parent].st.failed) continue;
+        fail(w, g, "its GPU (%s) is out of service: %s", w->g[g->parent].uuid,
+             w->g[g->parent].st.why);
+    }
+}
+
 static void on_xid(kiln_gpu_watch *w, const kiln__nvml_event *ev)
 {
     unsigned xid = (unsigned)ev->data;
+    bool fatal = kiln_devices_xid_fatal(xid);
     pthread_mutex_lock(&w->mu);
     for (size_t i = 0; i < w->n; i++) {
         gpu *g = &w->g[i];
-        if (!g->h || g->h != ev->device) continue;
+        if (g->parent >= 0 || !g->h || g->h != ev->device) continue;
+        if (ev->gpu_instance != NO_INSTANCE) {
+            /* one MIG instance's Xid: that instance, not its neighbours */
+            for (size_t k = 0; k < w->n; k++) {
+                gpu *m = &w->g[k];
+                if (m->parent != (long)i || m->gpu_instance != ev->gpu_instance) continue;
+                m->st.last_xid = xid;
+                m->st.xids++;
+                if (fatal) fail(w, m, "Xid %u: %s", xid, kiln_devices_xid_meaning(xid));
+            }
+            continue;
+        }
         g->st.last_xid = xid;
         g->st.xids++;
-        if (kiln_devices_xid_fatal(xid))
-            fail(w, g, "Xid %u: %s", xid, kiln_devices_xid_meaning(xid));
+        if (fatal) fail(w, g, "Xid %u: %s", xid, kiln_devices_xid_meaning(xid));
     }
+    follow_parents(w);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -201,6 +242,7 @@ static void *run(void *arg)
             for (size_t i = 0; i < w->n; i++)
                 sample(w, &w->g[i]);
             pthread_mutex_lock(&w->mu);
+            follow_parents(w);
             w->sample_gen++;
             pthread_mutex_unlock(&w->mu);
             next = now + w->period_ms;
@@ -227,8 +269,23 @@ static void attach(kiln_gpu_watch *w)
         for (size_t k = 0; k < w->n; k++)
             if (strcmp(w->g[k].uuid, id) == 0) w->g[k].h = h;
     }
+    /* MIG instances: among their parent's, by UUID (NVML may renumber slots) */
+    for (size_t k = 0; k < w->n; k++) {
+        gpu *g = &w->g[k];
+        unsigned max = 0;
+        void *ph = g->parent >= 0 ? w->g[g->parent].h : NULL;
+        if (!ph || !nv->mig_max || !nv->mig_by_index || nv->mig_max(ph, &max) != 0) continue;
+        for (unsigned i = 0; i < max && !g->h; i++) {
+            void *h = NULL;
+            char id[96] = "";
+            if (nv->mig_by_index(ph, i, &h) == KILN__NVML_SUCCESS &&
+                nv->uuid(h, id, sizeof id) == KILN__NVML_SUCCESS && strcmp(id, g->uuid) == 0)
+                g->h = h;
+        }
+    }
     for (size_t k = 0; k < w->n; k++)
-        if (!w->g[k].h) fail(w, &w->g[k], "stopped answering (NVML no longer lists it)");
+        if (!w->g[k].h && !w->g[k].share)
+            fail(w, &w->g[k], "stopped answering (NVML no longer lists it)");
     if (!nv->event_set_create || !nv->register_events || !nv->event_set_wait) {
         snprintf(w->events_note, sizeof w->events_note,
                  "Xid events: not available (%.160s has no event calls); health is polled",
@@ -245,8 +302,10 @@ static void attach(kiln_gpu_watch *w)
     }
     size_t ok = 0;
     int last = KILN__NVML_SUCCESS;
+    size_t whole = 0;
     for (size_t k = 0; k < w->n; k++) {
-        if (!w->g[k].h) continue;
+        if (!w->g[k].h || w->g[k].parent >= 0) continue; /* a MIG Xid comes on its parent */
+        whole++;
         rc = nv->register_events(w->g[k].h, KILN__NVML_EVENT_XID, w->events);
         if (rc == KILN__NVML_SUCCESS)
             ok++;
@@ -255,7 +314,7 @@ static void attach(kiln_gpu_watch *w)
     }
     if (ok)
         snprintf(w->events_note, sizeof w->events_note,
-                 "Xid events: registered on %zu of %zu GPU%s", ok, w->n, w->n == 1 ? "" : "s");
+                 "Xid events: registered on %zu of %zu GPU%s", ok, whole, whole == 1 ? "" : "s");
     else {
         snprintf(w->events_note, sizeof w->events_note,
                  "Xid events: not available (nvmlDeviceRegisterEvents: %s); health is polled",
@@ -263,6 +322,82 @@ static void attach(kiln_gpu_watch *w)
         if (nv->event_set_free) nv->event_set_free(w->events);
         w->events = NULL;
     }
+}
+
+static void clear_locked(kiln_gpu_watch *w, size_t i);
+
+/* The check thread: takes queued devices one at a time, runs the check
+ * without the lock, and puts the device back in service or keeps it out. */
+static void *check_run(void *arg)
+{
+    kiln_gpu_watch *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        size_t i = w->n;
+        for (size_t k = 0; k < w->n && i == w->n; k++)
+            if (w->g[k].check_queued) i = k;
+        if (w->stop) break;
+        if (i == w->n) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        gpu *g = &w->g[i];
+        snprintf(g->st.why, sizeof g->st.why, "GPU check: running %s", w->check_prog);
+        kiln_device dv = g->dev;
+        pthread_mutex_unlock(&w->mu);
+        char why[256];
+        int64_t ms = 0;
+        bool ok = kiln_gpu_check_run(w->check_prog, &dv, w->check_timeout_s, why, sizeof why, &ms);
+        pthread_mutex_lock(&w->mu);
+        g->check_queued = false;
+        g->st.checking = false;
+        g->st.check_ms = ms;
+        snprintf(g->st.check, sizeof g->st.check, "%s", why);
+        if (ok) {
+            clear_locked(w, i);
+        } else {
+            snprintf(g->st.why, sizeof g->st.why, "GPU check failed: %.200s", why);
+        }
+        w->health_gen++;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+void kiln_gpu_watch_set_check(kiln_gpu_watch *w, const char *prog, int timeout_s)
+{
+    if (!w || !prog || w->check_prog) return;
+    if (!(w->check_prog = strdup(prog))) return;
+    w->check_timeout_s = timeout_s > 0 ? timeout_s : 60;
+    w->check_started = pthread_create(&w->check_th, NULL, check_run, w) == 0;
+    if (!w->check_started) {
+        free(w->check_prog);
+        w->check_prog = NULL;
+    }
+}
+
+bool kiln_gpu_watch_has_check(kiln_gpu_watch *w)
+{
+    return w && w->check_prog;
+}
+
+bool kiln_gpu_watch_check(kiln_gpu_watch *w, size_t i)
+{
+    if (!w || !w->check_prog || i >= w->n) return false;
+    pthread_mutex_lock(&w->mu);
+    gpu *g = &w->g[i];
+    bool queued = !g->check_queued;
+    if (queued) {
+        g->check_queued = true;
+        g->st.checking = true;
+        g->st.failed = true; /* out of service until it passes */
+        snprintf(g->st.why, sizeof g->st.why, "GPU check: waiting for its turn");
+        follow_parents(w); /* its shares or instances leave with it, now */
+        w->health_gen++;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return queued;
 }
 
 kiln_gpu_watch *kiln_gpu_watch_start(const char *lib, const kiln_device *devs, size_t n,
@@ -287,6 +422,15 @@ kiln_gpu_watch *kiln_gpu_watch_start(const char *lib, const kiln_device *devs, s
     pthread_cond_init(&w->cv, NULL);
     for (size_t i = 0; i < n; i++) {
         snprintf(w->g[i].uuid, sizeof w->g[i].uuid, "%s", devs[i].uuid);
+        w->g[i].dev = devs[i];
+        w->g[i].dev.uuid = w->g[i].uuid;
+        /* a MIG instance or an MPS share follows its GPU's health */
+        w->g[i].parent = (devs[i].mig_profile || devs[i].share) && devs[i].parent >= 0 &&
+                                 (size_t)devs[i].parent < n
+                             ? devs[i].parent
+                             : -1;
+        w->g[i].share = devs[i].share > 0;
+        w->g[i].gpu_instance = devs[i].gpu_instance;
         if (!(w->g[i].hist = calloc(KILN_GPU_HISTORY, sizeof *w->g[i].hist))) {
             snprintf(why, whylen, "out of memory");
             goto fail;
@@ -315,6 +459,14 @@ void kiln_gpu_watch_stop(kiln_gpu_watch *w)
         pthread_mutex_unlock(&w->mu);
         pthread_join(w->th, NULL);
     }
+    if (w->check_started) {
+        pthread_mutex_lock(&w->mu);
+        w->stop = true;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->check_th, NULL);
+    }
+    free(w->check_prog);
     if (w->events && w->nv.event_set_free) w->nv.event_set_free(w->events);
     if (w->nv.lib) kiln__nvml_close(&w->nv);
     for (size_t i = 0; w->g && i < w->n; i++)
@@ -354,16 +506,34 @@ uint64_t kiln_gpu_watch_sample_gen(kiln_gpu_watch *w)
     return g;
 }
 
-void kiln_gpu_watch_clear(kiln_gpu_watch *w, size_t i)
+/* Device i back in service, and the MIG instances or shares its failure
+ * took out (one failed on its own stays out); under mu. */
+static void clear_locked(kiln_gpu_watch *w, size_t i)
 {
-    if (!w || i >= w->n) return;
-    pthread_mutex_lock(&w->mu);
     gpu *g = &w->g[i];
     if (g->st.failed) w->health_gen++;
     g->st.failed = false;
     g->st.why[0] = '\0';
     g->bad_rounds = 0;
     g->have_ecc_base = false; /* the count now is the new baseline */
+    /* an instance of a GPU still out of service fails again at the next round */
+    char pre[160];
+    snprintf(pre, sizeof pre, "its GPU (%s) is out of service", g->uuid);
+    for (size_t k = 0; k < w->n; k++) {
+        gpu *m = &w->g[k];
+        if (m->parent != (long)i || !m->st.failed || strncmp(m->st.why, pre, strlen(pre)) != 0)
+            continue;
+        m->st.failed = false;
+        m->st.why[0] = '\0';
+        m->bad_rounds = 0;
+    }
+}
+
+void kiln_gpu_watch_clear(kiln_gpu_watch *w, size_t i)
+{
+    if (!w || i >= w->n) return;
+    pthread_mutex_lock(&w->mu);
+    clear_locked(w, i);
     pthread_mutex_unlock(&w->mu);
 }
 

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/envvar.h"
+#include "exec/kfenv.h"
 #include "kiln/exec.h"
 #include "kiln/submit.h"
 
@@ -70,7 +72,7 @@ char *kiln_exec_vertex_cluster_spec(const kiln_job *job, const kiln_exec_task *t
                                     size_t self)
 {
     json_t *root = NULL, *cluster = json_object(), *spec = NULL;
-    char *out = NULL, pool[16];
+    char *out = NULL, pool[24];
 
     if (!cluster) goto out;
     /* every pool, evaluators included, by its index in workerPoolSpecs */
@@ -111,13 +113,20 @@ void kiln_exec_coll_key(const char *project, const char *job_id, long instance, 
     snprintf(out, 64, "kiln-%016llx-%ld-a%d", (unsigned long long)h, instance, attempt);
 }
 
-static kiln_err push_kv(kiln_strv *env, const char *name, const char *value)
+kiln_err kiln__env_put(kiln_strv *env, const char *name, const char *value)
 {
     char *s;
     if (asprintf(&s, "%s=%s", name, value) < 0) return KILN_ENOMEM;
     kiln_err err = kiln_strv_push(env, s);
     free(s);
     return err;
+}
+
+kiln_err kiln__env_put_int(kiln_strv *env, const char *name, long long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", v);
+    return kiln__env_put(env, name, buf);
 }
 
 /* nprocPerNode as a count: auto, cpu and gpu are decided by torchrun on the
@@ -134,13 +143,6 @@ static int node_rank(const kiln_exec_task *t)
 {
     if (t->role == KILN_ROLE_MASTER) return 0;
     return t->role == KILN_ROLE_WORKER ? t->index + 1 : -1;
-}
-
-static kiln_err push_int(kiln_strv *env, const char *name, long long v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%lld", v);
-    return push_kv(env, name, buf);
 }
 
 /* Worker 0's task: the rendezvous host of an elastic job (kiln's master when
@@ -171,14 +173,14 @@ static kiln_err elastic_env(const kiln_job *job, const kiln_exec_task *tasks, si
 
     snprintf(buf, sizeof buf, "%lld:%lld", (long long)ep->min_replicas,
              (long long)ep->max_replicas);
-    if ((err = push_kv(env, "PET_NNODES", buf)) != KILN_OK) return err;
+    if ((err = kiln__env_put(env, "PET_NNODES", buf)) != KILN_OK) return err;
     snprintf(buf, sizeof buf, "%s:%lld",
              ep->rdzv_host && *ep->rdzv_host ? ep->rdzv_host : (w0 ? w0->host : "127.0.0.1"),
              ep->rdzv_port ? (long long)ep->rdzv_port : (long long)(w0 ? w0->port : 29400));
-    if ((err = push_kv(env, "PET_RDZV_ENDPOINT", buf)) != KILN_OK) return err;
-    if ((err = push_kv(env, "PET_RDZV_BACKEND", backend)) != KILN_OK) return err;
+    if ((err = kiln__env_put(env, "PET_RDZV_ENDPOINT", buf)) != KILN_OK) return err;
+    if ((err = kiln__env_put(env, "PET_RDZV_BACKEND", backend)) != KILN_OK) return err;
     const char *id = ep->rdzv_id && *ep->rdzv_id ? ep->rdzv_id : job->job_id;
-    if ((err = push_kv(env, "PET_RDZV_ID", id ? id : "kiln")) != KILN_OK) return err;
+    if ((err = kiln__env_put(env, "PET_RDZV_ID", id ? id : "kiln")) != KILN_OK) return err;
     buf[0] = '\0';
     for (size_t i = 0; i < ep->rdzv_conf.n && len < sizeof buf; i++)
         len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s=%s", i ? "," : "",
@@ -188,13 +190,13 @@ static kiln_err elastic_env(const kiln_job *job, const kiln_exec_task *tasks, si
     if (own && len < sizeof buf)
         len += (size_t)snprintf(buf + len, sizeof buf - len, "%sis_host=%s", len ? "," : "",
                                 &tasks[self] == w0 ? "true" : "false");
-    if (len && (err = push_kv(env, "PET_RDZV_CONF", buf)) != KILN_OK) return err;
+    if (len && (err = kiln__env_put(env, "PET_RDZV_CONF", buf)) != KILN_OK) return err;
     if (ep->has_max_restarts &&
-        (err = push_int(env, "PET_MAX_RESTARTS", (long long)ep->max_restarts)) != KILN_OK)
+        (err = kiln__env_put_int(env, "PET_MAX_RESTARTS", (long long)ep->max_restarts)) != KILN_OK)
         return err;
-    if (ep->standalone && (err = push_kv(env, "PET_STANDALONE", "1")) != KILN_OK) return err;
+    if (ep->standalone && (err = kiln__env_put(env, "PET_STANDALONE", "1")) != KILN_OK) return err;
     if (ep->n_proc_per_node && *ep->n_proc_per_node)
-        return push_kv(env, "PET_NPROC_PER_NODE", ep->n_proc_per_node);
+        return kiln__env_put(env, "PET_NPROC_PER_NODE", ep->n_proc_per_node);
     return KILN_OK;
 }
 
@@ -208,7 +210,7 @@ static kiln_err pytorch_env(const kiln_job *job, const kiln_exec_task *tasks, si
     long long nodes = 0;
     kiln_err err;
 
-    if ((err = push_kv(env, "PYTHONUNBUFFERED", "1")) != KILN_OK) return err;
+    if ((err = kiln__env_put(env, "PYTHONUNBUFFERED", "1")) != KILN_OK) return err;
     for (size_t i = 0; i < n; i++) {
         if (tasks[i].role == KILN_ROLE_MASTER && !master) master = &tasks[i];
         if (node_rank(&tasks[i]) >= 0) nodes++;
@@ -216,19 +218,22 @@ static kiln_err pytorch_env(const kiln_job *job, const kiln_exec_task *tasks, si
     /* the Master's variables only where the PyTorchJob has a Master */
     if (master && !pt->workers_only && node_rank(me) >= 0) {
         const char *np = pt->nproc_per_node;
-        if ((err = push_kv(env, "MASTER_ADDR", master->host)) != KILN_OK ||
-            (err = push_kv(env, "PET_MASTER_ADDR", master->host)) != KILN_OK ||
-            (err = push_int(env, "MASTER_PORT", master->port)) != KILN_OK ||
-            (err = push_int(env, "PET_MASTER_PORT", master->port)) != KILN_OK ||
-            (err = push_int(env, "WORLD_SIZE", nodes * nproc_count(np))) != KILN_OK ||
-            (err = push_int(env, "RANK", node_rank(me))) != KILN_OK ||
-            (err = push_int(env, "PET_NODE_RANK", node_rank(me))) != KILN_OK)
+        if ((err = kiln__env_put(env, "MASTER_ADDR", master->host)) != KILN_OK ||
+            (err = kiln__env_put(env, "PET_MASTER_ADDR", master->host)) != KILN_OK ||
+            (err = kiln__env_put_int(env, "MASTER_PORT", master->port)) != KILN_OK ||
+            (err = kiln__env_put_int(env, "PET_MASTER_PORT", master->port)) != KILN_OK ||
+            (err = kiln__env_put_int(env, "WORLD_SIZE", nodes * nproc_count(np))) != KILN_OK ||
+            (err = kiln__env_put_int(env, "RANK", node_rank(me))) != KILN_OK ||
+            (err = kiln__env_put_int(env, "PET_NODE_RANK", node_rank(me))) != KILN_OK)
             return err;
-        if (np && *np && (err = push_kv(env, "PET_NPROC_PER_NODE", np)) != KILN_OK) return err;
-        if (!pt->has_elastic_policy && (err = push_int(env, "PET_NNODES", nodes)) != KILN_OK)
+        if (np && *np && (err = kiln__env_put(env, "PET_NPROC_PER_NODE", np)) != KILN_OK)
+            return err;
+        if (!pt->has_elastic_policy &&
+            (err = kiln__env_put_int(env, "PET_NNODES", nodes)) != KILN_OK)
             return err;
     } else if (pt->nproc_per_node && *pt->nproc_per_node) {
-        if ((err = push_kv(env, "PET_NPROC_PER_NODE", pt->nproc_per_node)) != KILN_OK) return err;
+        if ((err = kiln__env_put(env, "PET_NPROC_PER_NODE", pt->nproc_per_node)) != KILN_OK)
+            return err;
     }
     if (pt->has_elastic_policy && node_rank(me) >= 0) return elastic_env(job, tasks, n, self, env);
     return KILN_OK;
@@ -244,19 +249,19 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
 
     kiln_strv_clear(env);
     if (!(tf = kiln_exec_tf_config(job, tasks, n, self))) goto out;
-    if ((err = push_kv(env, "TF_CONFIG", tf)) != KILN_OK) goto out;
+    if ((err = kiln__env_put(env, "TF_CONFIG", tf)) != KILN_OK) goto out;
     if (job->training_input.has_vertex) {
         /* Vertex AI's own cluster document, and its job variables */
         err = KILN_ENOMEM;
         free(tf);
         if (!(tf = kiln_exec_vertex_cluster_spec(job, tasks, n, self))) goto out;
-        if ((err = push_kv(env, "CLUSTER_SPEC", tf)) != KILN_OK) goto out;
+        if ((err = kiln__env_put(env, "CLUSTER_SPEC", tf)) != KILN_OK) goto out;
         /* Vertex's number: the kiln job customjob_N is CustomJob N */
         const char *id = job->job_id ? job->job_id : "";
         if (strncmp(id, "customjob_", 10) == 0) id += 10;
         if (strncmp(id, "hptuningjob_", 12) == 0) id += 12;
-        if ((err = push_kv(env, "CLOUD_ML_JOB_ID", id)) != KILN_OK) goto out;
-    } else if ((err = push_kv(env, "CLUSTER_SPEC", tf)) != KILN_OK) {
+        if ((err = kiln__env_put(env, "CLOUD_ML_JOB_ID", id)) != KILN_OK) goto out;
+    } else if ((err = kiln__env_put(env, "CLUSTER_SPEC", tf)) != KILN_OK) {
         goto out;
     }
 
@@ -269,14 +274,17 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
     }
     if (job->training_input.has_pytorch_job) {
         if ((err = pytorch_env(job, tasks, n, self, env)) != KILN_OK) goto out;
+    } else if (job->training_input.has_kubeflow_job) {
+        /* JAXJob, PaddleJob, XGBoostJob: their operator's variables only */
+        if ((err = kiln__exec_kubeflow_env(job, tasks, n, self, env)) != KILN_OK) goto out;
     } else if (master && (me->role == KILN_ROLE_MASTER || me->role == KILN_ROLE_WORKER)) {
-        if ((err = push_kv(env, "MASTER_ADDR", master->host)) != KILN_OK) goto out;
+        if ((err = kiln__env_put(env, "MASTER_ADDR", master->host)) != KILN_OK) goto out;
         snprintf(buf, sizeof buf, "%d", master->port);
-        if ((err = push_kv(env, "MASTER_PORT", buf)) != KILN_OK) goto out;
+        if ((err = kiln__env_put(env, "MASTER_PORT", buf)) != KILN_OK) goto out;
         snprintf(buf, sizeof buf, "%d", world);
-        if ((err = push_kv(env, "WORLD_SIZE", buf)) != KILN_OK) goto out;
+        if ((err = kiln__env_put(env, "WORLD_SIZE", buf)) != KILN_OK) goto out;
         snprintf(buf, sizeof buf, "%d", me->role == KILN_ROLE_MASTER ? 0 : me->index + 1);
-        if ((err = push_kv(env, "RANK", buf)) != KILN_OK) goto out;
+        if ((err = kiln__env_put(env, "RANK", buf)) != KILN_OK) goto out;
     }
 
     err = KILN_ENOMEM;
@@ -285,22 +293,22 @@ kiln_err kiln_exec_replica_env(const kiln_job *job, const kiln_exec_task *tasks,
     if (!(cuda = calloc(need, 1))) goto out;
     for (size_t i = 0; i < n_gpus; i++)
         cl += (size_t)snprintf(cuda + cl, need - cl, "%s%s", i ? "," : "", gpus[i]);
-    if ((err = push_kv(env, "CUDA_VISIBLE_DEVICES", cuda)) != KILN_OK) goto out;
+    if ((err = kiln__env_put(env, "CUDA_VISIBLE_DEVICES", cuda)) != KILN_OK) goto out;
     /* simulated GPUs are indices; for real ones the UUIDs name the same
      * GPUs in any order CUDA counts, and the order is still set so that
      * /gpu:N follows PCI bus order (NVML's) among them */
-    if ((err = push_kv(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID")) != KILN_OK) goto out;
+    if ((err = kiln__env_put(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID")) != KILN_OK) goto out;
     /* NVIDIA's container runtime hook reads this from the container's
      * environment (an image's own ENV often says "all"): exactly the
      * replica's GPUs, "void" for none */
-    if ((err = push_kv(env, "NVIDIA_VISIBLE_DEVICES", n_gpus && !simulated ? cuda : "void")) !=
-        KILN_OK)
+    if ((err = kiln__env_put(env, "NVIDIA_VISIBLE_DEVICES",
+                             n_gpus && !simulated ? cuda : "void")) != KILN_OK)
         goto out;
-    if (n_gpus && simulated && (err = push_kv(env, "KILN_SIMULATED_DEVICES", "1")) != KILN_OK)
+    if (n_gpus && simulated && (err = kiln__env_put(env, "KILN_SIMULATED_DEVICES", "1")) != KILN_OK)
         goto out;
     kiln_exec_task_name(me->role, me->index, task);
-    if ((err = push_kv(env, "KILN_TASK_NAME", task)) != KILN_OK) goto out;
-    err = push_kv(env, "KILN_JOB_ID", job->job_id ? job->job_id : "");
+    if ((err = kiln__env_put(env, "KILN_TASK_NAME", task)) != KILN_OK) goto out;
+    err = kiln__env_put(env, "KILN_JOB_ID", job->job_id ? job->job_id : "");
 out:
     free(tf);
     free(cuda);
@@ -369,7 +377,7 @@ kiln_err kiln_exec_vertex_dirs(const kiln_job *job, int trial, kiln_strv *env)
     if (trial > 0) snprintf(t, sizeof t, "%d/", trial);
     for (int k = 0; k < 3; k++) {
         snprintf(val, sizeof val, "%s%s%s%s", base, slash ? "" : "/", t, vars[k][1]);
-        kiln_err err = push_kv(env, vars[k][0], val);
+        kiln_err err = kiln__env_put(env, vars[k][0], val);
         if (err != KILN_OK) return err;
     }
     return KILN_OK;
@@ -380,7 +388,7 @@ kiln_err kiln_exec_user_env(const kiln_job *job, kiln_role role, kiln_strv *env)
     const kiln_replica_config *rc = kiln_job_role_config(job, role);
     kiln_err err = KILN_OK;
     for (size_t k = 0; rc && k < rc->env.n && err == KILN_OK; k++)
-        err = push_kv(env, rc->env.keys[k], rc->env.vals[k]);
+        err = kiln__env_put(env, rc->env.keys[k], rc->env.vals[k]);
     return err;
 }
 

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
@@ -11,8 +12,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec/envvar.h"
 #include "exec/exec_int.h"
 
 static const kiln__exec_backend *const backends[KILN_EXEC_KINDS] = {
@@ -219,15 +222,6 @@ kiln_err kiln_exec_list(const char *replicas_dir, kiln_strv *tasks)
 const char *const kiln__exec_allowed_env[] = {"PATH", "LANG",   "LC_ALL",          "LC_CTYPE",
                                               "TZ",   "TMPDIR", "LD_LIBRARY_PATH", NULL};
 
-static kiln_err push_kv(kiln_strv *v, const char *k, const char *val)
-{
-    char *kv = NULL;
-    if (asprintf(&kv, "%s=%s", k, val) < 0) return KILN_ENOMEM;
-    kiln_err err = kiln_strv_push(v, kv);
-    free(kv);
-    return err;
-}
-
 static bool has_name(const kiln_strv *env, const char *name)
 {
     size_t nl = strlen(name);
@@ -244,18 +238,19 @@ static kiln_err monitor_env(const kiln_exec_spec *spec, kiln_strv *out)
     for (size_t i = 0; err == KILN_OK && kiln__exec_allowed_env[i]; i++) {
         const char *v = getenv(kiln__exec_allowed_env[i]);
         if (v && !has_name(spec->env, kiln__exec_allowed_env[i]))
-            err = push_kv(out, kiln__exec_allowed_env[i], v);
+            err = kiln__env_put(out, kiln__exec_allowed_env[i], v);
     }
     if (err == KILN_OK && !getenv("PATH") && !has_name(spec->env, "PATH"))
-        err = push_kv(out, "PATH", "/usr/local/bin:/usr/bin:/bin");
+        err = kiln__env_put(out, "PATH", "/usr/local/bin:/usr/bin:/bin");
     struct passwd pw, *pp = NULL;
     char pbuf[4096];
     if (getpwuid_r(spec->uid >= 0 ? (uid_t)spec->uid : geteuid(), &pw, pbuf, sizeof pbuf, &pp) ==
             0 &&
         pp) {
-        if (err == KILN_OK && !has_name(spec->env, "HOME")) err = push_kv(out, "HOME", pw.pw_dir);
-        if (err == KILN_OK) err = push_kv(out, "USER", pw.pw_name);
-        if (err == KILN_OK) err = push_kv(out, "LOGNAME", pw.pw_name);
+        if (err == KILN_OK && !has_name(spec->env, "HOME"))
+            err = kiln__env_put(out, "HOME", pw.pw_dir);
+        if (err == KILN_OK) err = kiln__env_put(out, "USER", pw.pw_name);
+        if (err == KILN_OK) err = kiln__env_put(out, "LOGNAME", pw.pw_name);
     }
     for (size_t i = 0; err == KILN_OK && spec->env && i < spec->env->n; i++)
         err = kiln_strv_push(out, spec->env->v[i]);
@@ -277,6 +272,45 @@ static kiln_err push_group(kiln_strv *v, const kiln_strv *g)
     return err;
 }
 
+/* The children kilnd starts and does not wait for (monitors, `podman kill`):
+ * kiln_exec_reap collects them, and only them. A waitpid(-1) there took the
+ * exit status of children other threads wait for themselves: a notebook's
+ * exec answered exit code 0 for a command that exited 3 (it_notebooks), and
+ * a Slurm command's failure could read as success. */
+static pthread_mutex_t g_kids_mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t *g_kids;
+static size_t g_n_kids, g_cap_kids;
+
+void kiln__exec_child(pid_t pid)
+{
+    pthread_mutex_lock(&g_kids_mu);
+    if (g_n_kids == g_cap_kids) {
+        size_t cap = g_cap_kids ? 2 * g_cap_kids : 64;
+        pid_t *k = realloc(g_kids, cap * sizeof *k);
+        if (k) {
+            g_kids = k;
+            g_cap_kids = cap;
+        }
+    }
+    /* out of memory: it stays a zombie until kilnd exits, nothing worse */
+    if (g_n_kids < g_cap_kids) g_kids[g_n_kids++] = pid;
+    pthread_mutex_unlock(&g_kids_mu);
+}
+
+void kiln_exec_reap(void)
+{
+    pthread_mutex_lock(&g_kids_mu);
+    for (size_t i = 0; i < g_n_kids;) {
+        pid_t r = waitpid(g_kids[i], NULL, WNOHANG);
+        if (r == 0 || (r < 0 && errno == EINTR)) {
+            i++;
+            continue;
+        }
+        g_kids[i] = g_kids[--g_n_kids]; /* reaped, or not ours any more (ECHILD) */
+    }
+    pthread_mutex_unlock(&g_kids_mu);
+}
+
 kiln_err kiln__mon_argv(const kiln__mon_args *a, const char *const *prog, size_t nprog,
                         kiln_strv *av)
 {
@@ -285,8 +319,13 @@ kiln_err kiln__mon_argv(const kiln__mon_args *a, const char *const *prog, size_t
         kiln_strv_push(av, a->task) || push_int(av, a->log_cap) ||
         kiln_strv_push(av, a->work_dir) || push_int(av, a->uid) || push_int(av, a->gid) ||
         kiln_strv_push(av, a->pull_policy ? a->pull_policy : "IfNotPresent") ||
-        push_group(av, a->pull) || push_group(av, a->exists) || kiln_strv_push(av, "--"))
+        push_group(av, a->pull) || push_group(av, a->exists) ||
+        (a->no_new_privs && kiln_strv_push(av, "--no-new-privs")))
         return KILN_ENOMEM;
+    for (size_t i = 0; a->cap_drop && i < a->cap_drop->n; i++)
+        if (kiln_strv_push(av, "--cap-drop") || kiln_strv_push(av, a->cap_drop->v[i]))
+            return KILN_ENOMEM;
+    if (kiln_strv_push(av, "--") != KILN_OK) return KILN_ENOMEM;
     for (size_t i = 0; i < nprog; i++)
         if (kiln_strv_push(av, prog[i]) != KILN_OK) return KILN_ENOMEM;
     return KILN_OK;
@@ -341,6 +380,8 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
                          .log_cap = (long long)cfg->log_cap,
                          .uid = spec->uid,
                          .gid = spec->gid,
+                         .no_new_privs = spec->no_new_privs,
+                         .cap_drop = spec->cap_drop,
                          .pull = pull,
                          .exists = exists};
     if (kiln__mon_argv(&ma, (const char *const *)prog->v, prog->n, &av) != KILN_OK) goto out;
@@ -385,6 +426,7 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
     life[0] = -1;
     h->monitor = pid;
     h->monitor_start = kiln_proc_start_time(pid);
+    kiln__exec_child(pid);
     err = KILN_OK;
 out:
     if (err == KILN_ENOMEM) snprintf(why, whylen, "out of memory starting %s", spec->task);

@@ -40,8 +40,13 @@ extern const kiln__exec_backend kiln__exec_container;
 typedef struct kiln__mon_args {
     const char *monitor, *state, *job_log, *rep_log, *task, *work_dir, *pull_policy;
     long long log_cap, uid, gid; /* uid/gid -1: kilnd's own */
+    bool no_new_privs;           /* PR_SET_NO_NEW_PRIVS before the program's exec */
+    const kiln_strv *cap_drop;   /* capabilities off the bounding set (NULL: none) */
     const kiln_strv *pull, *exists;
 } kiln__mon_args;
+/* A child started and not waited for (a monitor, `podman kill`), for
+ * kiln_exec_reap to collect. */
+void kiln__exec_child(pid_t pid);
 kiln_err kiln__mon_argv(const kiln__mon_args *a, const char *const *prog, size_t nprog,
                         kiln_strv *av);
 

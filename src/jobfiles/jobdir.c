@@ -7,15 +7,41 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/kilnd.h"
-#include "kiln/exec.h"
+#include "jobfiles/jobfiles_int.h"
+#include "kiln/exec.h" /* kiln_log_write: the job log's line format, kiln-monitor's too */
 
-void kilnd_job_dir(const kilnd *d, const char *project, const char *job_id, char *buf, size_t len)
+kiln_jobfiles *kiln_jobfiles_new(const char *data_dir, kiln_store *store,
+                                 const volatile sig_atomic_t *stop)
 {
-    snprintf(buf, len, "%s/jobs/%s/%s", d->data_dir, project, job_id);
+    kiln_jobfiles *jf = calloc(1, sizeof *jf);
+    if (!jf) return NULL;
+    if (!(jf->data_dir = strdup(data_dir)) || pthread_mutex_init(&jf->ttl_mu, NULL) != 0) {
+        free(jf->data_dir);
+        free(jf);
+        return NULL;
+    }
+    jf->store = store;
+    jf->stop = stop;
+    return jf;
+}
+
+void kiln_jobfiles_free(kiln_jobfiles *jf)
+{
+    if (!jf) return;
+    kiln__jobfiles_ttl_free(jf);
+    pthread_mutex_destroy(&jf->ttl_mu);
+    free(jf->data_dir);
+    free(jf);
+}
+
+void kiln_jobfiles_dir(const kiln_jobfiles *jf, const char *project, const char *job_id, char *buf,
+                       size_t len)
+{
+    snprintf(buf, len, "%s/jobs/%s/%s", jf->data_dir, project, job_id);
 }
 
 int kilnd_mkdirs(const char *path)
@@ -31,8 +57,8 @@ int kilnd_mkdirs(const char *path)
     return (mkdir(tmp, 0755) < 0 && errno != EEXIST) ? -1 : 0;
 }
 
-void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *severity,
-                 const char *fmt, ...)
+void kiln_jobfiles_event(const kiln_jobfiles *jf, const char *project, const char *job_id,
+                         const char *severity, const char *fmt, ...)
 {
     char dir[PATH_MAX], path[PATH_MAX + 16], *msg = NULL;
     va_list ap;
@@ -40,7 +66,7 @@ void kilnd_event(kilnd *d, const char *project, const char *job_id, const char *
     int n = vasprintf(&msg, fmt, ap);
     va_end(ap);
     if (n < 0) return;
-    kilnd_job_dir(d, project, job_id, dir, sizeof dir);
+    kiln_jobfiles_dir(jf, project, job_id, dir, sizeof dir);
     kilnd_mkdirs(dir);
     snprintf(path, sizeof path, "%s/log.tsv", dir);
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);

@@ -17,7 +17,8 @@
  * from the API in memory, and once a second looks only at those jobs: the
  * unfinished ones by their state (one indexed read each), the finished ones
  * in a min-heap by due time (endTime + TTL, from the store: a restart of
- * kilnd changes nothing). Jobs without a TTL are never looked at. */
+ * kilnd changes nothing). Jobs without a TTL are never looked at. The lists
+ * live in the jobfiles handle (jobfiles_int.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,24 +31,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/kilnd.h"
+#include "jobfiles/jobfiles_int.h"
+#include "kiln/store.h"
 
-typedef struct tjob {
-    char *project, *job_id;
-    int64_t due_ns; /* heap entries */
-} tjob;
-
-typedef struct tvec {
-    tjob *v;
-    size_t n, cap;
-} tvec;
-
-static pthread_mutex_t ttl_mu = PTHREAD_MUTEX_INITIALIZER;
-static tvec ttl_new;     /* created by the API, not yet seen by the supervisor (ttl_mu) */
-static tvec ttl_watch;   /* not finished yet (supervisor thread only) */
-static tvec ttl_heap;    /* finished, by due time (supervisor thread only) */
-static bool ttl_loaded;  /* the markers were read (supervisor thread only) */
-static int64_t ttl_next; /* next look (supervisor thread only) */
+typedef kiln__tjob tjob;
+typedef kiln__tvec tvec;
 
 static bool push(tvec *t, const char *project, const char *job_id, int64_t due)
 {
@@ -68,9 +56,8 @@ static bool push(tvec *t, const char *project, const char *job_id, int64_t due)
     return true;
 }
 
-static void heap_push(tjob e)
+static void heap_push(tvec *h, tjob e)
 {
-    tvec *h = &ttl_heap;
     if (h->n == h->cap) {
         size_t cap = h->cap ? 2 * h->cap : 16;
         tjob *v = realloc(h->v, cap * sizeof *v);
@@ -90,9 +77,8 @@ static void heap_push(tjob e)
     h->v[i] = e;
 }
 
-static tjob heap_pop(void)
+static tjob heap_pop(tvec *h)
 {
-    tvec *h = &ttl_heap;
     tjob top = h->v[0], last = h->v[--h->n];
     size_t i = 0;
     for (;;) {
@@ -107,27 +93,27 @@ static tjob heap_pop(void)
     return top;
 }
 
-static void marker_path(const kilnd *d, const char *project, const char *job_id, char *buf,
+static void marker_path(const kiln_jobfiles *jf, const char *project, const char *job_id, char *buf,
                         size_t len)
 {
-    snprintf(buf, len, "%s/ttl/%s/%s", d->data_dir, project, job_id);
+    snprintf(buf, len, "%s/ttl/%s/%s", jf->data_dir, project, job_id);
 }
 
-static void marker_remove(const kilnd *d, const char *project, const char *job_id)
+static void marker_remove(const kiln_jobfiles *jf, const char *project, const char *job_id)
 {
     char p[PATH_MAX];
-    marker_path(d, project, job_id, p, sizeof p);
+    marker_path(jf, project, job_id, p, sizeof p);
     unlink(p);
 }
 
-int kilnd_ttl_mark(kilnd *d, const char *project, const char *job_id)
+int kiln_jobfiles_ttl_mark(const kiln_jobfiles *jf, const char *project, const char *job_id)
 {
     char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/ttl/%s", d->data_dir, project);
+    snprintf(p, sizeof p, "%s/ttl/%s", jf->data_dir, project);
     if (kilnd_mkdirs(p) < 0) return -1;
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", p);
-    marker_path(d, project, job_id, p, sizeof p);
+    marker_path(jf, project, job_id, p, sizeof p);
     int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) return errno == EEXIST ? 0 : -1;
     /* durable before the job is: its directory entry too */
@@ -145,24 +131,23 @@ int kilnd_ttl_mark(kilnd *d, const char *project, const char *job_id)
     return 1;
 }
 
-void kilnd_ttl_unmark(kilnd *d, const char *project, const char *job_id)
+void kiln_jobfiles_ttl_unmark(const kiln_jobfiles *jf, const char *project, const char *job_id)
 {
-    marker_remove(d, project, job_id);
+    marker_remove(jf, project, job_id);
 }
 
-void kilnd_ttl_created(kilnd *d, const char *project, const char *job_id)
+void kiln_jobfiles_ttl_created(kiln_jobfiles *jf, const char *project, const char *job_id)
 {
-    (void)d;
-    pthread_mutex_lock(&ttl_mu);
-    push(&ttl_new, project, job_id, 0);
-    pthread_mutex_unlock(&ttl_mu);
+    pthread_mutex_lock(&jf->ttl_mu);
+    push(&jf->ttl_new, project, job_id, 0);
+    pthread_mutex_unlock(&jf->ttl_mu);
 }
 
 /* The markers a previous kilnd left: DATA/ttl/P/J. */
-static void load_markers(kilnd *d)
+static void load_markers(kiln_jobfiles *jf)
 {
     char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/ttl", d->data_dir);
+    snprintf(p, sizeof p, "%s/ttl", jf->data_dir);
     DIR *top = opendir(p);
     if (!top) return;
     struct dirent *pe;
@@ -174,7 +159,7 @@ static void load_markers(kilnd *d)
         if (!dd) continue;
         struct dirent *je;
         while ((je = readdir(dd)))
-            if (je->d_name[0] != '.') push(&ttl_watch, pe->d_name, je->d_name, 0);
+            if (je->d_name[0] != '.') push(&jf->ttl_watch, pe->d_name, je->d_name, 0);
         closedir(dd);
     }
     closedir(top);
@@ -210,24 +195,24 @@ static int clean_dir(const char *dir, int *removed)
     return 0;
 }
 
-static void clean(kilnd *d, tjob *e)
+static void clean(kiln_jobfiles *jf, tjob *e)
 {
     kiln_job_record *r = NULL;
-    if (kiln_store_job_get(d->store, e->project, e->job_id, &r) == KILN_OK) {
+    if (kiln_store_job_get(jf->store, e->project, e->job_id, &r) == KILN_OK) {
         char dir[PATH_MAX];
         int removed = 0;
-        kilnd_job_dir(d, e->project, e->job_id, dir, sizeof dir);
+        kiln_jobfiles_dir(jf, e->project, e->job_id, dir, sizeof dir);
         const kiln_run_policy *rp = &r->job->training_input.run_policy;
         if (clean_dir(dir, &removed) == 0)
-            kilnd_event(d, e->project, e->job_id, "INFO",
-                        "cleaned after ttlSecondsAfterFinished=%lld: removed the replicas' files, "
-                        "staged packages and run directories (%d entr%s); the job record, its log "
-                        "and metrics stay",
-                        (long long)rp->ttl_seconds_after_finished, removed,
-                        removed == 1 ? "y" : "ies");
+            kiln_jobfiles_event(
+                jf, e->project, e->job_id, "INFO",
+                "cleaned after ttlSecondsAfterFinished=%lld: removed the replicas' files, "
+                "staged packages and run directories (%d entr%s); the job record, its log "
+                "and metrics stay",
+                (long long)rp->ttl_seconds_after_finished, removed, removed == 1 ? "y" : "ies");
     }
     kiln_job_record_free(r);
-    marker_remove(d, e->project, e->job_id);
+    marker_remove(jf, e->project, e->job_id);
 }
 
 static void drop(tjob *e)
@@ -236,47 +221,49 @@ static void drop(tjob *e)
     free(e->job_id);
 }
 
-void kilnd_ttl_tick(kilnd *d, int64_t now)
+void kiln_jobfiles_ttl_tick(kiln_jobfiles *jf, int64_t now)
 {
-    if (!ttl_loaded) {
-        load_markers(d);
-        ttl_loaded = true;
+    if (!jf->ttl_loaded) {
+        load_markers(jf);
+        jf->ttl_loaded = true;
     }
-    pthread_mutex_lock(&ttl_mu);
-    for (size_t i = 0; i < ttl_new.n; i++) {
-        if (!push(&ttl_watch, ttl_new.v[i].project, ttl_new.v[i].job_id, 0)) break;
-        drop(&ttl_new.v[i]);
-        ttl_new.v[i].project = ttl_new.v[i].job_id = NULL;
+    pthread_mutex_lock(&jf->ttl_mu);
+    for (size_t i = 0; i < jf->ttl_new.n; i++) {
+        if (!push(&jf->ttl_watch, jf->ttl_new.v[i].project, jf->ttl_new.v[i].job_id, 0)) break;
+        drop(&jf->ttl_new.v[i]);
+        jf->ttl_new.v[i].project = jf->ttl_new.v[i].job_id = NULL;
     }
-    for (size_t i = 0; i < ttl_new.n; i++) /* the rest, when out of memory */
-        drop(&ttl_new.v[i]);
-    ttl_new.n = 0;
-    pthread_mutex_unlock(&ttl_mu);
-    if (now < ttl_next) return;
-    ttl_next = now + 1000000000LL; /* once a second */
+    for (size_t i = 0; i < jf->ttl_new.n; i++) /* the rest, when out of memory */
+        drop(&jf->ttl_new.v[i]);
+    jf->ttl_new.n = 0;
+    pthread_mutex_unlock(&jf->ttl_mu);
+    if (now < jf->ttl_next) return;
+    jf->ttl_next = now + 1000000000LL; /* once a second */
     /* the unfinished: one indexed read each */
-    for (size_t i = 0; i < ttl_watch.n;) {
-        tjob *e = &ttl_watch.v[i];
+    for (size_t i = 0; i < jf->ttl_watch.n;) {
+        tjob *e = &jf->ttl_watch.v[i];
         int64_t seq, version;
         kiln_job_state st;
-        kiln_err err = kiln_store_job_version(d->store, e->project, e->job_id, &seq, &version, &st);
+        kiln_err err =
+            kiln_store_job_version(jf->store, e->project, e->job_id, &seq, &version, &st);
         bool done = false;
         if (err == KILN_ENOTFOUND) {
-            marker_remove(d, e->project, e->job_id);
+            marker_remove(jf, e->project, e->job_id);
             done = true;
         } else if (err == KILN_OK && (KILN_STATES_TERMINAL & (1u << st))) {
             kiln_job_record *r = NULL;
-            if (kiln_store_job_get(d->store, e->project, e->job_id, &r) == KILN_OK) {
+            if (kiln_store_job_get(jf->store, e->project, e->job_id, &r) == KILN_OK) {
                 const kiln_training_input *ti = &r->job->training_input;
                 if (ti->has_run_policy && ti->run_policy.has_ttl_seconds_after_finished) {
                     heap_push(
+                        &jf->ttl_heap,
                         (tjob){.project = e->project,
                                .job_id = e->job_id,
                                .due_ns = r->end_ns +
                                          ti->run_policy.ttl_seconds_after_finished * 1000000000LL});
                     e->project = e->job_id = NULL;
                 } else {
-                    marker_remove(d, e->project, e->job_id);
+                    marker_remove(jf, e->project, e->job_id);
                 }
                 done = true;
             }
@@ -287,12 +274,23 @@ void kilnd_ttl_tick(kilnd *d, int64_t now)
             continue;
         }
         drop(e);
-        ttl_watch.v[i] = ttl_watch.v[--ttl_watch.n];
+        jf->ttl_watch.v[i] = jf->ttl_watch.v[--jf->ttl_watch.n];
     }
     /* the finished whose time has come */
-    while (ttl_heap.n && ttl_heap.v[0].due_ns <= now && !d->stop) {
-        tjob e = heap_pop();
-        clean(d, &e);
+    while (jf->ttl_heap.n && jf->ttl_heap.v[0].due_ns <= now && !(jf->stop && *jf->stop)) {
+        tjob e = heap_pop(&jf->ttl_heap);
+        clean(jf, &e);
         drop(&e);
+    }
+}
+
+void kiln__jobfiles_ttl_free(kiln_jobfiles *jf)
+{
+    tvec *lists[] = {&jf->ttl_new, &jf->ttl_watch, &jf->ttl_heap};
+    for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+        for (size_t i = 0; i < lists[l]->n; i++)
+            drop(&lists[l]->v[i]);
+        free(lists[l]->v);
+        *lists[l] = (tvec){0};
     }
 }

@@ -19,7 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "notebooks/notebooks.h"
+#include "notebooks/notebooks_int.h"
+#include "kiln/auth.h"
+#include "kiln/store.h"
 #include "util/utf8.h"
 
 #define OUT_CAP (1u << 20) /* bytes kept of each of stdout and stderr */
@@ -80,10 +82,10 @@ fail:
     return NULL;
 }
 
-json_t *kilnd_nb_exec(kilnd *d, const char *project, const char *name, json_t *command,
-                      int timeout_s, char *why, size_t whylen)
+json_t *kiln_nb_exec(kiln_notebooks *nb, const char *project, const char *name, json_t *command,
+                     int timeout_s, char *why, size_t whylen)
 {
-    json_t *doc = kilnd_nb_get(d, project, name), *out = NULL;
+    json_t *doc = kiln_nb_get(nb, project, name), *out = NULL;
     kiln_job_record *r = NULL;
     char **env = NULL, *blob = NULL, home[4096];
     const char **argv = NULL;
@@ -103,7 +105,7 @@ json_t *kilnd_nb_exec(kilnd *d, const char *project, const char *name, json_t *c
                  state ? state : "unknown");
         goto out;
     }
-    if (kiln_store_job_get(d->store, project, job, &r) != KILN_OK || !r->runtime) {
+    if (kiln_store_job_get(nb->store, project, job, &r) != KILN_OK || !r->runtime) {
         snprintf(why, whylen, "the instance's run %s has no runtime record", job);
         goto out;
     }
@@ -116,8 +118,8 @@ json_t *kilnd_nb_exec(kilnd *d, const char *project, const char *name, json_t *c
                  rpid);
         goto out;
     }
-    if (kilnd_project_user(d, project, &uid, &gid, why, whylen) != KILN_OK) goto out;
-    kilnd_nb_home(d, project, name, home, sizeof home);
+    if (kiln_users_project(nb->users, project, &uid, &gid, why, whylen) != KILN_OK) goto out;
+    kiln_nb_home(nb, project, name, home, sizeof home);
     size_t n = json_array_size(command);
     if (!(argv = calloc(n + 3, sizeof *argv))) goto oom;
     argv[0] = "env"; /* finds the command on the notebook's PATH (envp's) */

@@ -22,25 +22,55 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "notebooks/notebooks.h"
+#include "notebooks/notebooks_int.h"
+#include "kiln/auth.h"
 #include "kiln/catalog.h"
 #include "kiln/job.h"
 #include "kiln/objects.h"
+#include "kiln/store.h"
 #include "util/atomic.h"
 
 #define KIND    "notebook"
 #define OP_KIND "nbop"
 #define EVENTS  20 /* kept per instance */
 
-static pthread_mutex_t nb_mu = PTHREAD_MUTEX_INITIALIZER;
-
-void kilnd_nb_home(const kilnd *d, const char *project, const char *name, char *buf, size_t len)
+kiln_notebooks *kiln_notebooks_new(const kiln_notebooks_config *cfg)
 {
-    snprintf(buf, len, "%s/notebooks/%s/%s", d->data_dir, project, name);
+    kiln_notebooks *nb = calloc(1, sizeof *nb);
+    if (!nb) return NULL;
+    if (pthread_mutex_init(&nb->mu, NULL) != 0) {
+        free(nb);
+        return NULL;
+    }
+    nb->data_dir = cfg->data_dir;
+    nb->store = cfg->store;
+    nb->catalog = cfg->catalog;
+    nb->objects = cfg->objects;
+    nb->users = cfg->users;
+    nb->jobfiles = cfg->jobfiles;
+    nb->python = cfg->python;
+    nb->env = cfg->env;
+    nb->env_n = cfg->env_n;
+    nb->stop = cfg->stop;
+    nb->wake = cfg->wake;
+    return nb;
 }
 
-kiln_err kilnd_nb_script(kilnd *d, const char *project, const char *uri, char *path, size_t len,
-                         char *why, size_t whylen)
+void kiln_notebooks_free(kiln_notebooks *nb)
+{
+    if (!nb) return;
+    pthread_mutex_destroy(&nb->mu);
+    free(nb);
+}
+
+void kiln_nb_home(const kiln_notebooks *nb, const char *project, const char *name, char *buf,
+                  size_t len)
+{
+    snprintf(buf, len, "%s/notebooks/%s/%s", nb->data_dir, project, name);
+}
+
+kiln_err kiln_nb_script(kiln_notebooks *nb, const char *project, const char *uri, char *path,
+                        size_t len, char *why, size_t whylen)
 {
     char bucket[64];
     const char *proj = NULL, *slash = strncmp(uri, "gs://", 5) == 0 ? strchr(uri + 5, '/') : NULL;
@@ -53,16 +83,16 @@ kiln_err kilnd_nb_script(kilnd *d, const char *project, const char *uri, char *p
     }
     snprintf(bucket, sizeof bucket, "%.*s", (int)(slash - uri - 5), uri + 5);
     if (!kiln_objects_valid_name(name, strlen(name), &bad) ||
-        !kiln_objects_holds(d->objects, bucket, &proj) || (proj && strcmp(proj, project) != 0)) {
+        !kiln_objects_holds(nb->objects, bucket, &proj) || (proj && strcmp(proj, project) != 0)) {
         snprintf(why, whylen,
                  "'%.200s': kilnd does not hold that bucket for project %s (kilnd --bucket "
                  "NAME[:PROJECT])",
                  uri, project);
         return KILN_EINVAL;
     }
-    kiln_err err = kiln_objects_stat(d->objects, bucket, name, &m);
+    kiln_err err = kiln_objects_stat(nb->objects, bucket, name, &m);
     kiln_object_meta_clear(&m);
-    if (err == KILN_OK) err = kiln_objects_path(d->objects, bucket, name, path, len);
+    if (err == KILN_OK) err = kiln_objects_path(nb->objects, bucket, name, path, len);
     if (err != KILN_OK)
         snprintf(why, whylen, "'%.200s': no such object in kilnd's staging store", uri);
     return err;
@@ -71,20 +101,20 @@ kiln_err kilnd_nb_script(kilnd *d, const char *project, const char *uri, char *p
 /* The instance's post-startup script, copied for this run where its
  * Jupyter's user can read it (DATA/notebooks/P/.NAME.post-startup.sh), or
  * "" when it has none. -1 with why. */
-static int stage_script(kilnd *d, const char *project, const char *name, json_t *doc, char *out,
-                        size_t len, char *why, size_t whylen)
+static int stage_script(kiln_notebooks *nb, const char *project, const char *name, json_t *doc,
+                        char *out, size_t len, char *why, size_t whylen)
 {
     const char *uri = json_string_value(json_object_get(doc, "postStartupScript"));
     char src[4096];
     out[0] = '\0';
     if (!uri) return 0;
-    if (kilnd_nb_script(d, project, uri, src, sizeof src, why, whylen) != KILN_OK) return -1;
+    if (kiln_nb_script(nb, project, uri, src, sizeof src, why, whylen) != KILN_OK) return -1;
     FILE *f = fopen(src, "rb");
     char *buf = malloc(1 << 20);
     size_t n = f && buf ? fread(buf, 1, 1 << 20, f) : 0;
     bool whole = f && buf && feof(f);
     if (f) fclose(f);
-    snprintf(out, len, "%s/notebooks/%s/.%s.post-startup.sh", d->data_dir, project, name);
+    snprintf(out, len, "%s/notebooks/%s/.%s.post-startup.sh", nb->data_dir, project, name);
     int rc = whole ? kiln__write_atomic(out, buf, n, 0644) : -1;
     free(buf);
     if (rc < 0) snprintf(why, whylen, "cannot stage the postStartupScript %s (at most 1 MiB)", uri);
@@ -103,23 +133,23 @@ static bool known_family(const char *f)
     return false;
 }
 
-const char *kilnd_nb_python(const kilnd *d, const char *family, const char *image, char *why,
-                            size_t whylen)
+const char *kiln_nb_python(const kiln_notebooks *nb, const char *family, const char *image,
+                           char *why, size_t whylen)
 {
     const char *key = family ? family : image;
-    for (size_t i = 0; key && i < d->nb_env_n; i++) {
-        const char *eq = strchr(d->nb_env[i], '=');
-        if (eq && strlen(key) == (size_t)(eq - d->nb_env[i]) &&
-            strncmp(d->nb_env[i], key, strlen(key)) == 0)
+    for (size_t i = 0; key && i < nb->env_n; i++) {
+        const char *eq = strchr(nb->env[i], '=');
+        if (eq && strlen(key) == (size_t)(eq - nb->env[i]) &&
+            strncmp(nb->env[i], key, strlen(key)) == 0)
             return eq + 1;
     }
     if (family && known_family(family)) {
-        if (d->nb_python && access(d->nb_python, X_OK) == 0) return d->nb_python;
+        if (nb->python && access(nb->python, X_OK) == 0) return nb->python;
         snprintf(why, whylen,
                  "this kilnd has no notebook environment: the Python with JupyterLab "
                  "(--notebook-python, default ~/.cache/kiln/notebook-venv/bin/python, made by "
                  "scripts/bootstrap) is not there%s%s",
-                 d->nb_python ? ": " : "", d->nb_python ? d->nb_python : "");
+                 nb->python ? ": " : "", nb->python ? nb->python : "");
         return NULL;
     }
     snprintf(why, whylen,
@@ -131,20 +161,21 @@ const char *kilnd_nb_python(const kilnd *d, const char *family, const char *imag
 
 /* ---------- documents ---------- */
 
-static json_t *load(kilnd *d, const char *kind, const char *project, const char *name)
+static json_t *load(kiln_notebooks *nb, const char *kind, const char *project, const char *name)
 {
     char *s = NULL;
-    if (kiln_store_doc_get(d->store, kind, project, name, &s) != KILN_OK) return NULL;
+    if (kiln_store_doc_get(nb->store, kind, project, name, &s) != KILN_OK) return NULL;
     json_t *v = json_loads(s, 0, NULL);
     free(s);
     return v;
 }
 
-static kiln_err save(kilnd *d, const char *kind, const char *project, const char *name, json_t *v)
+static kiln_err save(kiln_notebooks *nb, const char *kind, const char *project, const char *name,
+                     json_t *v)
 {
     char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     if (v && !s) return KILN_ENOMEM;
-    kiln_err err = kiln_store_doc_put(d->store, kind, project, name, s);
+    kiln_err err = kiln_store_doc_put(nb->store, kind, project, name, s);
     free(s);
     return err;
 }
@@ -170,9 +201,9 @@ static void now_text(char buf[32])
 }
 
 /* An event on the instance (the last EVENTS are kept) and on its job's log. */
-static void event(kilnd *d, json_t *doc, const char *project, const char *fmt, ...)
+static void event(kiln_notebooks *nb, json_t *doc, const char *project, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-static void event(kilnd *d, json_t *doc, const char *project, const char *fmt, ...)
+static void event(kiln_notebooks *nb, json_t *doc, const char *project, const char *fmt, ...)
 {
     char msg[512], t[32];
     va_list ap;
@@ -189,7 +220,7 @@ static void event(kilnd *d, json_t *doc, const char *project, const char *fmt, .
     while (json_array_size(ev) > EVENTS)
         json_array_remove(ev, 0);
     const char *job = kstr(doc, "job");
-    if (job) kilnd_event(d, project, job, "INFO", "notebook: %s", msg);
+    if (job) kiln_jobfiles_event(nb->jobfiles, project, job, "INFO", "notebook: %s", msg);
 }
 
 static void set_state(json_t *doc, const char *state)
@@ -202,22 +233,23 @@ static void set_state(json_t *doc, const char *state)
     json_object_set_new(doc, "updateTime", json_string(t));
 }
 
-kiln_err kilnd_nb_create(kilnd *d, const char *project, const char *name, json_t *doc, char *why,
-                         size_t whylen)
+kiln_err kiln_nb_create(kiln_notebooks *nb, const char *project, const char *name, json_t *doc,
+                        char *why, size_t whylen)
 {
     char home[4096], t[32];
     kiln_err err;
     long uid = -1, gid = -1;
 
-    if ((err = kilnd_project_user(d, project, &uid, &gid, why, whylen)) != KILN_OK) return err;
-    pthread_mutex_lock(&nb_mu);
-    json_t *old = load(d, KIND, project, name);
+    if ((err = kiln_users_project(nb->users, project, &uid, &gid, why, whylen)) != KILN_OK)
+        return err;
+    pthread_mutex_lock(&nb->mu);
+    json_t *old = load(nb, KIND, project, name);
     if (old) {
         json_decref(old);
         err = KILN_EEXIST;
         goto out;
     }
-    kilnd_nb_home(d, project, name, home, sizeof home);
+    kiln_nb_home(nb, project, name, home, sizeof home);
     if (kilnd_mkdirs(home) < 0) {
         snprintf(why, whylen, "cannot make the instance's home %s: %s", home, strerror(errno));
         err = KILN_EIO;
@@ -236,28 +268,28 @@ kiln_err kilnd_nb_create(kilnd *d, const char *project, const char *name, json_t
     json_t *k = kiln_part(doc);
     json_object_set_new(k, "want", json_string("ACTIVE"));
     json_object_set_new(k, "gen", json_integer(0));
-    event(d, doc, project, "created");
-    err = save(d, KIND, project, name, doc);
+    event(nb, doc, project, "created");
+    err = save(nb, KIND, project, name, doc);
     if (err != KILN_OK) snprintf(why, whylen, "cannot store the instance: %s", kiln_err_str(err));
 out:
-    pthread_mutex_unlock(&nb_mu);
+    pthread_mutex_unlock(&nb->mu);
     return err;
 }
 
-json_t *kilnd_nb_get(kilnd *d, const char *project, const char *name)
+json_t *kiln_nb_get(kiln_notebooks *nb, const char *project, const char *name)
 {
-    pthread_mutex_lock(&nb_mu);
-    json_t *v = load(d, KIND, project, name);
-    pthread_mutex_unlock(&nb_mu);
+    pthread_mutex_lock(&nb->mu);
+    json_t *v = load(nb, KIND, project, name);
+    pthread_mutex_unlock(&nb->mu);
     return v;
 }
 
-json_t *kilnd_nb_list(kilnd *d, const char *project)
+json_t *kiln_nb_list(kiln_notebooks *nb, const char *project)
 {
     kiln_store_doc *v = NULL;
     size_t n = 0;
     json_t *out = json_array();
-    if (kiln_store_doc_list(d->store, KIND, project, &v, &n) != KILN_OK) {
+    if (kiln_store_doc_list(nb->store, KIND, project, &v, &n) != KILN_OK) {
         json_decref(out);
         return NULL;
     }
@@ -269,12 +301,12 @@ json_t *kilnd_nb_list(kilnd *d, const char *project)
     return out;
 }
 
-kiln_err kilnd_nb_want(kilnd *d, const char *project, const char *name, const char *want, char *why,
-                       size_t whylen)
+kiln_err kiln_nb_want(kiln_notebooks *nb, const char *project, const char *name, const char *want,
+                      char *why, size_t whylen)
 {
     kiln_err err = KILN_OK;
-    pthread_mutex_lock(&nb_mu);
-    json_t *doc = load(d, KIND, project, name);
+    pthread_mutex_lock(&nb->mu);
+    json_t *doc = load(nb, KIND, project, name);
     if (!doc) {
         err = KILN_ENOTFOUND;
         goto out;
@@ -292,25 +324,25 @@ kiln_err kilnd_nb_want(kilnd *d, const char *project, const char *name, const ch
         goto out;
     }
     json_object_set_new(kiln_part(doc), "want", json_string(want));
-    event(d, doc, project, "%s requested",
+    event(nb, doc, project, "%s requested",
           strcmp(want, "ACTIVE") == 0    ? "start"
           : strcmp(want, "STOPPED") == 0 ? "stop"
           : strcmp(want, "RESET") == 0   ? "reset"
                                          : "delete");
-    err = save(d, KIND, project, name, doc);
+    err = save(nb, KIND, project, name, doc);
     if (err != KILN_OK) snprintf(why, whylen, "cannot store the instance: %s", kiln_err_str(err));
 out:
     json_decref(doc);
-    pthread_mutex_unlock(&nb_mu);
+    pthread_mutex_unlock(&nb->mu);
     return err;
 }
 
-kiln_err kilnd_nb_update(kilnd *d, const char *project, const char *name, json_t *set, char *why,
-                         size_t whylen)
+kiln_err kiln_nb_update(kiln_notebooks *nb, const char *project, const char *name, json_t *set,
+                        char *why, size_t whylen)
 {
     kiln_err err = KILN_OK;
-    pthread_mutex_lock(&nb_mu);
-    json_t *doc = load(d, KIND, project, name);
+    pthread_mutex_lock(&nb->mu);
+    json_t *doc = load(nb, KIND, project, name);
     if (!doc) {
         err = KILN_ENOTFOUND;
         goto out;
@@ -340,19 +372,19 @@ kiln_err kilnd_nb_update(kilnd *d, const char *project, const char *name, json_t
     char t[32];
     now_text(t);
     json_object_set_new(doc, "updateTime", json_string(t));
-    event(d, doc, project, "updated");
-    err = save(d, KIND, project, name, doc);
+    event(nb, doc, project, "updated");
+    err = save(nb, KIND, project, name, doc);
     if (err != KILN_OK) snprintf(why, whylen, "cannot store the instance: %s", kiln_err_str(err));
 out:
     json_decref(doc);
-    pthread_mutex_unlock(&nb_mu);
+    pthread_mutex_unlock(&nb->mu);
     return err;
 }
 
-kiln_err kilnd_nb_upstream(kilnd *d, const char *project, const char *name, int *port, char *why,
-                           size_t whylen)
+kiln_err kiln_nb_upstream(kiln_notebooks *nb, const char *project, const char *name, int *port,
+                          char *why, size_t whylen)
 {
-    json_t *doc = kilnd_nb_get(d, project, name);
+    json_t *doc = kiln_nb_get(nb, project, name);
     if (!doc) return KILN_ENOTFOUND;
     const char *state = json_string_value(json_object_get(doc, "state"));
     json_int_t p = json_integer_value(json_object_get(json_object_get(doc, "kiln"), "port"));
@@ -370,8 +402,8 @@ kiln_err kilnd_nb_upstream(kilnd *d, const char *project, const char *name, int 
 
 static unsigned long long op_counter;
 
-json_t *kilnd_nb_op_new(kilnd *d, const char *project, const char *location, const char *name,
-                        const char *verb, const char *until, int after_gen)
+json_t *kiln_nb_op_new(kiln_notebooks *nb, const char *project, const char *location,
+                       const char *name, const char *verb, const char *until, int after_gen)
 {
     char id[64], t[32], full[512], target[400];
     unsigned long long n = __atomic_add_fetch(&op_counter, 1, __ATOMIC_RELAXED);
@@ -394,25 +426,25 @@ json_t *kilnd_nb_op_new(kilnd *d, const char *project, const char *location, con
                                       "name", target));
         json_object_set_new(json_object_get(op, "metadata"), "endTime", json_string(t));
     }
-    if (save(d, OP_KIND, project, id, op) != KILN_OK) {
+    if (save(nb, OP_KIND, project, id, op) != KILN_OK) {
         json_decref(op);
         return NULL;
     }
     return op;
 }
 
-json_t *kilnd_nb_op_get(kilnd *d, const char *project, const char *op_id)
+json_t *kiln_nb_op_get(kiln_notebooks *nb, const char *project, const char *op_id)
 {
-    return load(d, OP_KIND, project, op_id);
+    return load(nb, OP_KIND, project, op_id);
 }
 
 /* Finishes the operations whose instance got where they wait for; drops
  * finished ones after an hour. */
-static void ops_tick(kilnd *d)
+static void ops_tick(kiln_notebooks *nb)
 {
     kiln_store_doc *v = NULL;
     size_t n = 0;
-    if (kiln_store_doc_list(d->store, OP_KIND, NULL, &v, &n) != KILN_OK) return;
+    if (kiln_store_doc_list(nb->store, OP_KIND, NULL, &v, &n) != KILN_OK) return;
     for (size_t i = 0; i < n; i++) {
         json_t *op = json_loads(v[i].json, 0, NULL), *inst = NULL;
         if (!op) continue;
@@ -421,12 +453,12 @@ static void ops_tick(kilnd *d)
             struct tm tm = {0};
             const char *end = json_string_value(json_object_get(md, "endTime"));
             if (end && strptime(end, "%Y-%m-%dT%H:%M:%S", &tm) && time(NULL) - timegm(&tm) > 3600)
-                kiln_store_doc_put(d->store, OP_KIND, v[i].project, v[i].name, NULL);
+                kiln_store_doc_put(nb->store, OP_KIND, v[i].project, v[i].name, NULL);
             json_decref(op);
             continue;
         }
         const char *until = kstr(op, "until"), *name = kstr(op, "instance");
-        inst = name ? kilnd_nb_get(d, v[i].project, name) : NULL;
+        inst = name ? kiln_nb_get(nb, v[i].project, name) : NULL;
         const char *state = json_string_value(json_object_get(inst, "state"));
         const char *want = kstr(inst, "want");
         bool done = false;
@@ -470,7 +502,7 @@ static void ops_tick(kilnd *d)
                     json_pack("{s:s,s:s}", "@type",
                               "type.googleapis.com/google.cloud.notebooks.v1.Instance", "name",
                               json_string_value(json_object_get(md, "target"))));
-            save(d, OP_KIND, v[i].project, v[i].name, op);
+            save(nb, OP_KIND, v[i].project, v[i].name, op);
         }
         json_decref(inst);
         json_decref(op);
@@ -526,20 +558,20 @@ static void location_of(json_t *doc, char *out, size_t len)
     snprintf(out, len, "%.*s", (int)(e ? e - l : (long)strlen(l)), l);
 }
 
-static json_t *nb_job_json(kilnd *d, const char *project, const char *name, json_t *doc, int gen,
-                           const char *script, char *why, size_t whylen)
+static json_t *nb_job_json(kiln_notebooks *nb, const char *project, const char *name, json_t *doc,
+                           int gen, const char *script, char *why, size_t whylen)
 {
     char id[160], base[300], home[4096], loc[128], region[128];
     json_t *vm = json_object_get(doc, "vmImage");
     const char *py =
-        kilnd_nb_python(d, json_string_value(json_object_get(vm, "imageFamily")),
-                        json_string_value(json_object_get(vm, "imageName")), why, whylen);
+        kiln_nb_python(nb, json_string_value(json_object_get(vm, "imageFamily")),
+                       json_string_value(json_object_get(vm, "imageName")), why, whylen);
     if (!py) return NULL;
     snprintf(id, sizeof id, "notebook_%s_%d", name, gen);
     for (char *p = id; *p; p++)
         if (*p == '-') *p = '_';
     snprintf(base, sizeof base, "/notebooks/%s/%s/", project, name);
-    kilnd_nb_home(d, project, name, home, sizeof home);
+    kiln_nb_home(nb, project, name, home, sizeof home);
     location_of(doc, loc, sizeof loc);
     region_of(loc, region, sizeof region);
     json_t *mc = json_pack("{s:[s,s,s,s,s,s,s,s,s]}", "containerCommand", "/bin/sh", "-c",
@@ -579,8 +611,8 @@ static const char *field_of(const char *jf)
     return jf;
 }
 
-kiln_err kilnd_nb_check_job(kilnd *d, const char *project, const char *name, json_t *doc,
-                            char *field, size_t flen, char *why, size_t whylen)
+kiln_err kiln_nb_check_job(kiln_notebooks *nb, const char *project, const char *name, json_t *doc,
+                           char *field, size_t flen, char *why, size_t whylen)
 {
     kiln_diag dg = KILN_DIAG_INIT;
     kiln_job *job = NULL;
@@ -588,16 +620,16 @@ kiln_err kilnd_nb_check_job(kilnd *d, const char *project, const char *name, jso
     char path[4096], *s = NULL;
     const char *uri = json_string_value(json_object_get(doc, "postStartupScript"));
     snprintf(field, flen, "postStartupScript");
-    if (uri && kilnd_nb_script(d, project, uri, path, sizeof path, why, whylen) != KILN_OK)
+    if (uri && kiln_nb_script(nb, project, uri, path, sizeof path, why, whylen) != KILN_OK)
         goto out;
     snprintf(field, flen, "vmImage");
-    json_t *jj = nb_job_json(d, project, name, doc, 0, "", why, whylen);
+    json_t *jj = nb_job_json(nb, project, name, doc, 0, "", why, whylen);
     s = jj ? json_dumps(jj, JSON_COMPACT) : NULL;
     json_decref(jj);
     if (!s) goto out;
     err = kiln_job_from_json(s, strlen(s), &job, &dg);
-    if (err == KILN_OK) err = kiln_catalog_validate(d->catalog, job, &dg);
-    if (err == KILN_OK) err = kiln_catalog_check_honoured(d->catalog, job, &dg);
+    if (err == KILN_OK) err = kiln_catalog_validate(nb->catalog, job, &dg);
+    if (err == KILN_OK) err = kiln_catalog_check_honoured(nb->catalog, job, &dg);
     if (err != KILN_OK) {
         snprintf(field, flen, "%s", dg.n ? field_of(dg.v[0].field) : "");
         snprintf(why, whylen, "%s", dg.n ? dg.v[0].description : kiln_err_str(err));
@@ -610,8 +642,8 @@ out:
 }
 
 /* Creates the instance's next job; its id into doc's kiln.job. */
-static kiln_err start_job(kilnd *d, const char *project, const char *name, json_t *doc, char *why,
-                          size_t whylen)
+static kiln_err start_job(kiln_notebooks *nb, const char *project, const char *name, json_t *doc,
+                          char *why, size_t whylen)
 {
     kiln_diag dg = KILN_DIAG_INIT;
     kiln_job *job = NULL;
@@ -620,32 +652,33 @@ static kiln_err start_job(kilnd *d, const char *project, const char *name, json_
     json_t *k = kiln_part(doc);
     int gen = (int)json_integer_value(json_object_get(k, "gen")) + 1;
     char script[4096], *s = NULL;
-    if (stage_script(d, project, name, doc, script, sizeof script, why, whylen) < 0) goto out;
-    json_t *jj = nb_job_json(d, project, name, doc, gen, script, why, whylen);
+    if (stage_script(nb, project, name, doc, script, sizeof script, why, whylen) < 0) goto out;
+    json_t *jj = nb_job_json(nb, project, name, doc, gen, script, why, whylen);
     s = jj ? json_dumps(jj, JSON_COMPACT) : NULL;
     json_decref(jj);
     if (!s) goto out;
     err = kiln_job_from_json(s, strlen(s), &job, &dg);
-    if (err == KILN_OK) err = kiln_catalog_validate(d->catalog, job, &dg);
-    if (err == KILN_OK) err = kiln_catalog_check_honoured(d->catalog, job, &dg);
-    if (err == KILN_OK) err = kiln_catalog_normalise(d->catalog, job);
+    if (err == KILN_OK) err = kiln_catalog_validate(nb->catalog, job, &dg);
+    if (err == KILN_OK) err = kiln_catalog_check_honoured(nb->catalog, job, &dg);
+    if (err == KILN_OK) err = kiln_catalog_normalise(nb->catalog, job);
     if (err != KILN_OK) {
         snprintf(why, whylen, "%s: %s", dg.n ? field_of(dg.v[0].field) : "job",
                  dg.n ? dg.v[0].description : kiln_err_str(err));
         goto out;
     }
-    err = kiln_store_job_create(d->store, project, job, kiln_now_ns(), &rec);
+    err = kiln_store_job_create(nb->store, project, job, kiln_now_ns(), &rec);
     if (err == KILN_EEXIST) { /* a crash between the job and the document: take it */
         err = KILN_OK;
     } else if (err != KILN_OK) {
         snprintf(why, whylen, "cannot store the instance's job: %s", kiln_err_str(err));
         goto out;
     } else {
-        kilnd_event(d, project, job->job_id, "INFO", "Job QUEUED (notebook instance %s)", name);
+        kiln_jobfiles_event(nb->jobfiles, project, job->job_id, "INFO",
+                            "Job QUEUED (notebook instance %s)", name);
     }
     json_object_set_new(k, "gen", json_integer(gen));
     json_object_set_new(k, "job", json_string(job->job_id));
-    kiln_doorbell_ring(&d->wake);
+    kiln_doorbell_ring(nb->wake);
 out:
     free(s);
     kiln_job_record_free(rec);
@@ -654,19 +687,20 @@ out:
     return err;
 }
 
-static void cancel_job(kilnd *d, const char *project, const char *id)
+static void cancel_job(kiln_notebooks *nb, const char *project, const char *id)
 {
     int64_t now = kiln_now_ns();
     kiln_job_state was;
-    if (kiln_store_job_transition(d->store, project, id, KILN_STATE_MASK(QUEUED),
+    if (kiln_store_job_transition(nb->store, project, id, KILN_STATE_MASK(QUEUED),
                                   KILN_STATE_CANCELLED, NULL, now, &was) == KILN_OK) {
-        kilnd_event(d, project, id, "INFO", "Job CANCELLED while queued (notebook stopped)");
-    } else if (kiln_store_job_transition(d->store, project, id,
+        kiln_jobfiles_event(nb->jobfiles, project, id, "INFO",
+                            "Job CANCELLED while queued (notebook stopped)");
+    } else if (kiln_store_job_transition(nb->store, project, id,
                                          KILN_STATE_MASK(PREPARING) | KILN_STATE_MASK(RUNNING),
                                          KILN_STATE_CANCELLING, NULL, now, &was) == KILN_OK) {
-        kilnd_event(d, project, id, "INFO", "Job CANCELLING (notebook stopped)");
+        kiln_jobfiles_event(nb->jobfiles, project, id, "INFO", "Job CANCELLING (notebook stopped)");
     }
-    kiln_doorbell_ring(&d->wake);
+    kiln_doorbell_ring(nb->wake);
 }
 
 /* ---------- Jupyter's status ---------- */
@@ -756,11 +790,11 @@ typedef struct probed {
 } probed;
 
 /* The port of the RUNNING replica of a job, or 0. */
-static int job_port(kilnd *d, const char *project, const char *jid)
+static int job_port(kiln_notebooks *nb, const char *project, const char *jid)
 {
     kiln_job_record *r = NULL;
     int port = 0;
-    if (jid && kiln_store_job_get(d->store, project, jid, &r) == KILN_OK &&
+    if (jid && kiln_store_job_get(nb->store, project, jid, &r) == KILN_OK &&
         r->job->state == KILN_STATE_RUNNING && r->runtime) {
         json_t *rt = json_loads(r->runtime, 0, NULL);
         port = (int)json_integer_value(
@@ -771,15 +805,15 @@ static int job_port(kilnd *d, const char *project, const char *jid)
     return port;
 }
 
-static bool step(kilnd *d, const char *project, const char *name, json_t *doc, const probed *pr,
-                 bool *gone)
+static bool step(kiln_notebooks *nb, const char *project, const char *name, json_t *doc,
+                 const probed *pr, bool *gone)
 {
     json_t *k = kiln_part(doc);
     char *before = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS), why[1024];
     const char *want = kstr(doc, "want") ? kstr(doc, "want") : "STOPPED";
     const char *jid = kstr(doc, "job");
     kiln_job_record *r = NULL;
-    if (jid) kiln_store_job_get(d->store, project, jid, &r);
+    if (jid) kiln_store_job_get(nb->store, project, jid, &r);
     kiln_job_state js = r ? r->job->state : KILN_STATE_UNSPECIFIED;
     bool alive = r && (KILN_STATE_MASK(QUEUED) | KILN_STATE_MASK(PREPARING) |
                        KILN_STATE_MASK(RUNNING) | KILN_STATE_MASK(CANCELLING)) &
@@ -787,7 +821,7 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
     *gone = false;
     if (alive) {
         if (strcmp(want, "ACTIVE") != 0 || js == KILN_STATE_CANCELLING) {
-            if (js != KILN_STATE_CANCELLING) cancel_job(d, project, jid);
+            if (js != KILN_STATE_CANCELLING) cancel_job(nb, project, jid);
             set_state(doc, "STOPPING");
             json_object_set_new(k, "port", json_integer(0));
         } else if (js != KILN_STATE_RUNNING) {
@@ -806,7 +840,7 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
                 const char *was = json_string_value(json_object_get(doc, "state"));
                 if (!was || strcmp(was, "ACTIVE") != 0) {
                     json_object_set_new(k, "activeSince", json_integer(time(NULL)));
-                    event(d, doc, project, "ACTIVE: JupyterLab answers (job %s)", jid);
+                    event(nb, doc, project, "ACTIVE: JupyterLab answers (job %s)", jid);
                 }
                 set_state(doc, "ACTIVE");
                 json_object_set_new(k, "port", json_integer(port));
@@ -825,12 +859,12 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
                 if (last < since) last = since;
                 if (last < seen) last = seen;
                 if (ist && atof(ist) > 0 && !busy && time(NULL) - last > atof(ist) * 60) {
-                    event(d, doc, project,
+                    event(nb, doc, project,
                           "idle for %s minutes (idle-shutdown-timeout): stopping, its GPUs go back",
                           ist);
                     json_object_set_new(k, "want", json_string("STOPPED"));
                     json_object_set_new(k, "idleStopped", json_true());
-                    cancel_job(d, project, jid);
+                    cancel_job(nb, project, jid);
                     set_state(doc, "STOPPING");
                 }
             } else if (ist_active(doc) && port > 0 && pr->port == port &&
@@ -844,7 +878,7 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
                 if (!fs)
                     json_object_set_new(k, "probeFailSince", json_integer(now));
                 else if (now - json_integer_value(fs) >= PROBE_GRACE_S) {
-                    event(d, doc, project, "JupyterLab has not answered for %d s (job %s)",
+                    event(nb, doc, project, "JupyterLab has not answered for %d s (job %s)",
                           PROBE_GRACE_S, jid);
                     json_object_del(k, "probeFailSince");
                     set_state(doc, "PROVISIONING");
@@ -859,7 +893,7 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
         if (jid) {
             if (strcmp(want, "ACTIVE") == 0) {
                 /* it ended by itself: the instance stops, saying why */
-                event(d, doc, project, "job %s ended %s%s%s: the instance stopped", jid,
+                event(nb, doc, project, "job %s ended %s%s%s: the instance stopped", jid,
                       r ? kiln_job_state_name(js) : "(gone)",
                       r && r->job->error_message ? ": " : "",
                       r && r->job->error_message ? r->job->error_message : "");
@@ -875,24 +909,24 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
             want = "ACTIVE";
         }
         if (strcmp(want, "ACTIVE") == 0) {
-            if (start_job(d, project, name, doc, why, sizeof why) == KILN_OK) {
+            if (start_job(nb, project, name, doc, why, sizeof why) == KILN_OK) {
                 set_state(doc, "PROVISIONING");
                 json_object_del(k, "idleStopped");
             } else {
-                event(d, doc, project, "cannot start: %s", why);
+                event(nb, doc, project, "cannot start: %s", why);
                 json_object_set_new(k, "want", json_string("STOPPED"));
                 set_state(doc, "STOPPED");
             }
         } else if (strcmp(want, "DELETED") == 0) {
             char home[4096];
-            kilnd_nb_home(d, project, name, home, sizeof home);
+            kiln_nb_home(nb, project, name, home, sizeof home);
             if (!json_is_true(json_object_get(doc, "noRemoveDataDisk")))
                 nftw(home, rm_one, 16, FTW_DEPTH | FTW_PHYS);
             *gone = true;
         } else {
             if (json_string_value(json_object_get(doc, "state")) &&
                 strcmp(json_string_value(json_object_get(doc, "state")), "STOPPED") != 0)
-                event(d, doc, project, "STOPPED");
+                event(nb, doc, project, "STOPPED");
             set_state(doc, "STOPPED");
         }
     }
@@ -904,18 +938,18 @@ static bool step(kilnd *d, const char *project, const char *name, json_t *doc, c
     return changed;
 }
 
-static void tick(kilnd *d)
+static void tick(kiln_notebooks *nb)
 {
     kiln_store_doc *v = NULL;
     size_t n = 0;
-    if (kiln_store_doc_list(d->store, KIND, NULL, &v, &n) != KILN_OK) return;
-    for (size_t i = 0; i < n && !d->stop; i++) {
+    if (kiln_store_doc_list(nb->store, KIND, NULL, &v, &n) != KILN_OK) return;
+    for (size_t i = 0; i < n && !*nb->stop; i++) {
         /* Jupyter first, unlocked: from the document as listed */
         probed pr = {0};
         json_t *seen = json_loads(v[i].json, 0, NULL);
         const char *want = kstr(seen, "want");
         if (want && strcmp(want, "ACTIVE") == 0 &&
-            (pr.port = job_port(d, v[i].project, kstr(seen, "job"))) > 0) {
+            (pr.port = job_port(nb, v[i].project, kstr(seen, "job"))) > 0) {
             char base[300];
             snprintf(base, sizeof base, "/notebooks/%s/%s/", v[i].project, v[i].name);
             bool idle_on =
@@ -923,24 +957,24 @@ static void tick(kilnd *d)
             pr.ok = probe(pr.port, base, &pr.last, idle_on ? &pr.busy : NULL) == 0;
         }
         json_decref(seen);
-        pthread_mutex_lock(&nb_mu);
-        json_t *doc = load(d, KIND, v[i].project, v[i].name); /* the API may have changed it */
+        pthread_mutex_lock(&nb->mu);
+        json_t *doc = load(nb, KIND, v[i].project, v[i].name); /* the API may have changed it */
         bool gone = false;
-        if (doc && step(d, v[i].project, v[i].name, doc, &pr, &gone))
-            save(d, KIND, v[i].project, v[i].name, gone ? NULL : doc);
+        if (doc && step(nb, v[i].project, v[i].name, doc, &pr, &gone))
+            save(nb, KIND, v[i].project, v[i].name, gone ? NULL : doc);
         json_decref(doc);
-        pthread_mutex_unlock(&nb_mu);
+        pthread_mutex_unlock(&nb->mu);
     }
     kiln_store_docs_free(v, n);
-    ops_tick(d);
+    ops_tick(nb);
 }
 
-void *kilnd_notebooks_run(void *arg)
+void *kiln_notebooks_run(void *arg)
 {
-    kilnd *d = arg;
-    while (!d->stop) {
-        tick(d);
-        for (int i = 0; i < 5 && !d->stop; i++) {
+    kiln_notebooks *nb = arg;
+    while (!*nb->stop) {
+        tick(nb);
+        for (int i = 0; i < 5 && !*nb->stop; i++) {
             struct timespec ts = {.tv_nsec = 100 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }

@@ -15,7 +15,7 @@
 
 const char *kiln_queues_res_name(kiln_qres r)
 {
-    static const char *const n[KILN_QRES_COUNT] = {"nvidia.com/gpu", "cpu", "memory"};
+    static const char *const n[KILN_QRES_COUNT] = {"nvidia.com/gpu", "cpu", "memory", "pods"};
     return r < KILN_QRES_COUNT ? n[r] : "?";
 }
 
@@ -108,56 +108,148 @@ void kiln_queues_request(const kiln_replica_plan *plans, size_t np, int64_t req[
             req[KILN_QRES_GPU] += pl->count * pl->accelerators_per_replica;
         req[KILN_QRES_CPU] += pl->count * (int64_t)pl->vcpus * 1000;
         req[KILN_QRES_MEMORY] += pl->count * (int64_t)(pl->memory_gb * 1073741824.0);
+        req[KILN_QRES_PODS] += pl->count; /* a replica is one pod */
     }
 }
 
 /* ---------- quota ---------- */
-
-static bool same_cohort(const kiln_qcq *a, const kiln_qcq *b)
-{
-    return a->cohort && b->cohort && strcmp(a->cohort, b->cohort) == 0;
-}
-
-static int64_t lendable(const kiln_qquota *qq)
-{
-    return qq->has_lending_limit ? qq->lending_limit : qq->nominal;
-}
 
 static int64_t over(int64_t a, int64_t b)
 {
     return a > b ? a - b : 0;
 }
 
-/* The cohort's pool for flavor f, resource r: its size and what is drawn. */
-static void pool(const kiln_queues *q, const kiln_qcq *cq, size_t f, kiln_qres r, int64_t *size,
-                 int64_t *used)
+/* ---------- the cohort tree (Kueue's resource nodes), per flavor and resource ---------- */
+
+/* A node: a ClusterQueue (cq) or a cohort (index into cnodes). */
+typedef struct node {
+    bool cq;
+    size_t i;
+} node;
+
+/* The node's own quota entry for (f, r) in its resource groups, or NULL. */
+static const kiln_qgflavor *own(const kiln_queues *q, node n, size_t f, kiln_qres r)
 {
-    *size = *used = 0;
-    for (size_t c = 0; c < q->ncqs; c++) {
-        const kiln_qcq *x = &q->cqs[c];
-        if (x != cq && !same_cohort(x, cq)) continue;
-        for (size_t g = 0; g < x->ngroups; g++) {
-            if (!x->groups[g].covers[r]) continue;
-            for (size_t i = 0; i < x->groups[g].n; i++) {
-                const kiln_qgflavor *gf = &x->groups[g].flavors[i];
-                if (gf->flavor != f) continue;
-                int64_t keep = gf->q[r].nominal - lendable(&gf->q[r]);
-                *size += lendable(&gf->q[r]);
-                *used += over(gf->usage[r], keep);
-            }
-        }
+    const kiln_qgroup *groups = n.cq ? q->cqs[n.i].groups : q->cnodes[n.i].groups;
+    size_t ng = n.cq ? q->cqs[n.i].ngroups : q->cnodes[n.i].ngroups;
+    for (size_t g = 0; g < ng; g++) {
+        if (!groups[g].covers[r]) continue;
+        for (size_t k = 0; k < groups[g].n; k++)
+            if (groups[g].flavors[k].flavor == f) return &groups[g].flavors[k];
     }
+    return NULL;
+}
+
+static long parent_of(const kiln_queues *q, node n)
+{
+    return n.cq ? q->cqs[n.i].cohort_i : q->cnodes[n.i].parent;
+}
+
+static int64_t subtree(const kiln_queues *q, node n, size_t f, kiln_qres r);
+
+static int64_t guaranteed(const kiln_queues *q, node n, size_t f, kiln_qres r)
+{
+    const kiln_qgflavor *e = own(q, n, f, r);
+    if (!e || !e->q[r].has_lending_limit) return 0;
+    return over(subtree(q, n, f, r), e->q[r].lending_limit);
+}
+
+static int64_t subtree(const kiln_queues *q, node n, size_t f, kiln_qres r)
+{
+    const kiln_qgflavor *e = own(q, n, f, r);
+    int64_t v = e ? e->q[r].nominal : 0;
+    if (n.cq) return v;
+    for (size_t c = 0; c < q->ncqs; c++)
+        if (q->cqs[c].cohort_i == (long)n.i) {
+            node ch = {true, c};
+            v += subtree(q, ch, f, r) - guaranteed(q, ch, f, r);
+        }
+    for (size_t k = 0; k < q->ncnodes; k++)
+        if (q->cnodes[k].parent == (long)n.i) {
+            node ch = {false, k};
+            v += subtree(q, ch, f, r) - guaranteed(q, ch, f, r);
+        }
+    return v;
+}
+
+static int64_t usage(const kiln_queues *q, node n, size_t f, kiln_qres r, bool empty)
+{
+    if (empty) return 0;
+    if (n.cq) {
+        const kiln_qgflavor *e = own(q, n, f, r);
+        return e ? e->usage[r] : 0;
+    }
+    int64_t v = 0;
+    for (size_t c = 0; c < q->ncqs; c++)
+        if (q->cqs[c].cohort_i == (long)n.i) {
+            node ch = {true, c};
+            v += over(usage(q, ch, f, r, false), guaranteed(q, ch, f, r));
+        }
+    for (size_t k = 0; k < q->ncnodes; k++)
+        if (q->cnodes[k].parent == (long)n.i) {
+            node ch = {false, k};
+            v += over(usage(q, ch, f, r, false), guaranteed(q, ch, f, r));
+        }
+    return v;
+}
+
+/* Kueue's available(): what node n may still use of (f, r), its own and
+ * what its ancestors lend it. */
+static int64_t available(const kiln_queues *q, node n, size_t f, kiln_qres r, bool empty)
+{
+    int64_t sub = subtree(q, n, f, r), use = usage(q, n, f, r, empty);
+    long p = parent_of(q, n);
+    if (p < 0) return sub - use;
+    int64_t g = guaranteed(q, n, f, r);
+    int64_t local = over(g, use);
+    int64_t from_parent = available(q, (node){false, (size_t)p}, f, r, empty);
+    const kiln_qgflavor *e = own(q, n, f, r);
+    if (e && e->q[r].has_borrowing_limit) {
+        int64_t cap = sub - g - over(use, g) + e->q[r].borrowing_limit;
+        if (cap < from_parent) from_parent = cap;
+    }
+    return local + from_parent;
+}
+
+int64_t kiln_queues_available(const kiln_queues *q, size_t cq, size_t f, kiln_qres r, bool empty)
+{
+    return available(q, (node){true, cq}, f, r, empty);
+}
+
+int64_t kiln_queues_cohort_quota(const kiln_queues *q, size_t k, size_t f, kiln_qres r)
+{
+    return subtree(q, (node){false, k}, f, r);
+}
+
+int64_t kiln_queues_cohort_usage(const kiln_queues *q, size_t k, size_t f, kiln_qres r)
+{
+    return usage(q, (node){false, k}, f, r, false);
+}
+
+static long root_of(const kiln_queues *q, long k)
+{
+    /* the loader refuses cycles; the bound only guards the walk */
+    for (size_t steps = 0; k >= 0 && q->cnodes[k].parent >= 0 && steps <= q->ncnodes; steps++)
+        k = q->cnodes[k].parent;
+    return k;
+}
+
+bool kiln_queues_same_tree(const kiln_queues *q, size_t a, size_t b)
+{
+    long ra = root_of(q, q->cqs[a].cohort_i), rb = root_of(q, q->cqs[b].cohort_i);
+    return ra >= 0 && ra == rb;
 }
 
 /* Whether `want` more of r fits flavor entry gf of cq; `why` when not. */
-static bool fits_one(const kiln_queues *q, const kiln_qcq *cq, const kiln_qgflavor *gf, kiln_qres r,
+static bool fits_one(const kiln_queues *q, size_t cq_i, const kiln_qgflavor *gf, kiln_qres r,
                      int64_t want, bool *borrows, char *why, size_t whylen)
 {
+    const kiln_qcq *cq = &q->cqs[cq_i];
     const kiln_qquota *qq = &gf->q[r];
     int64_t after = gf->usage[r] + want;
     char a[32], b[32], c[32];
     const char *fname = q->flavors[gf->flavor].name;
-    if (!cq->cohort) {
+    if (cq->cohort_i < 0) {
         if (after <= qq->nominal) return true;
         kiln_queues_format(r, want, a, sizeof a);
         kiln_queues_format(r, gf->usage[r], b, sizeof b);
@@ -175,14 +267,14 @@ static bool fits_one(const kiln_queues *q, const kiln_qcq *cq, const kiln_qgflav
                  kiln_queues_res_name(r), fname, a, b, c);
         return false;
     }
-    int64_t size, used;
-    pool(q, cq, gf->flavor, r, &size, &used);
-    int64_t keep = qq->nominal - lendable(qq);
-    int64_t used_after = used - over(gf->usage[r], keep) + over(after, keep);
-    if (used_after > size) {
+    int64_t avail = kiln_queues_available(q, cq_i, gf->flavor, r, false);
+    if (want > avail) {
+        /* what the cohort (and the tree above it) still lends this queue */
+        int64_t g = qq->has_lending_limit ? over(qq->nominal, qq->lending_limit) : 0;
+        int64_t lends = avail - over(g, gf->usage[r]);
         kiln_queues_format(r, want, a, sizeof a);
         kiln_queues_format(r, gf->usage[r], b, sizeof b);
-        kiln_queues_format(r, size - used, c, sizeof c);
+        kiln_queues_format(r, lends > 0 ? lends : 0, c, sizeof c);
         snprintf(why, whylen,
                  "%s of flavor %s: asks %s, %s in use in this ClusterQueue; cohort %s has %s "
                  "left to lend",
@@ -218,6 +310,7 @@ bool kiln_queues_fit(const kiln_queues *q, size_t cq_i, const int64_t req[KILN_Q
         if (!asks) continue;
         char first_why[400] = "";
         bool found = false;
+        long borrowing = -1; /* whenCanBorrow TryNextFlavor: the first fit that borrows */
         for (size_t i = 0; i < grp->n && !found; i++) {
             const kiln_qgflavor *gf = &grp->flavors[i];
             if (usable && !usable[gf->flavor]) {
@@ -231,14 +324,21 @@ bool kiln_queues_fit(const kiln_queues *q, size_t cq_i, const int64_t req[KILN_Q
             char w[400] = "";
             for (int r = 0; r < KILN_QRES_COUNT && ok; r++)
                 if (grp->covers[r] && req[r] > 0)
-                    ok = fits_one(q, cq, gf, (kiln_qres)r, req[r], &borrows, w, sizeof w);
-            if (ok) {
+                    ok = fits_one(q, cq_i, gf, (kiln_qres)r, req[r], &borrows, w, sizeof w);
+            if (ok && borrows && cq->borrow_try_next) {
+                if (borrowing < 0) borrowing = (long)gf->flavor;
+            } else if (ok) {
                 a->flavor[g] = (long)gf->flavor;
                 a->borrows |= borrows;
                 found = true;
             } else if (!first_why[0] || (usable && strstr(first_why, "no node"))) {
                 snprintf(first_why, sizeof first_why, "%s", w);
             }
+        }
+        if (!found && borrowing >= 0) {
+            a->flavor[g] = borrowing;
+            a->borrows = true;
+            found = true;
         }
         if (!found) {
             snprintf(why, whylen, "%s", first_why[0] ? first_why : "no flavor fits");
@@ -276,6 +376,8 @@ void kiln_queues_reset_usage(kiln_queues *q)
             for (size_t i = 0; i < q->cqs[c].groups[g].n; i++)
                 memset(q->cqs[c].groups[g].flavors[i].usage, 0,
                        sizeof q->cqs[c].groups[g].flavors[i].usage);
+    for (size_t i = 0; i < q->nlqs; i++)
+        memset(q->lqs[i].running, 0, sizeof q->lqs[i].running);
 }
 
 void kiln_queues_borrowed(const kiln_queues *q, size_t cq_i, int64_t out[KILN_QRES_COUNT])
@@ -293,7 +395,7 @@ void kiln_queues_borrowed(const kiln_queues *q, size_t cq_i, int64_t out[KILN_QR
 int64_t kiln_queues_share(const kiln_queues *q, size_t cq_i, const int64_t extra[KILN_QRES_COUNT])
 {
     const kiln_qcq *cq = &q->cqs[cq_i];
-    if (!cq->cohort) return 0;
+    if (cq->cohort_i < 0) return 0;
     int64_t best = 0;
     for (int r = 0; r < KILN_QRES_COUNT; r++) {
         int64_t above = 0, lend = 0, nominal = 0, usage = 0;
@@ -306,15 +408,10 @@ int64_t kiln_queues_share(const kiln_queues *q, size_t cq_i, const int64_t extra
         }
         usage += extra ? extra[r] : 0;
         above = over(usage, nominal);
-        /* the cohort's lendable total of this resource, every flavor */
-        for (size_t c = 0; c < q->ncqs; c++) {
-            const kiln_qcq *x = &q->cqs[c];
-            if (!same_cohort(x, cq)) continue;
-            for (size_t g = 0; g < x->ngroups; g++)
-                if (x->groups[g].covers[r])
-                    for (size_t i = 0; i < x->groups[g].n; i++)
-                        lend += lendable(&x->groups[g].flavors[i].q[r]);
-        }
+        /* the cohort's lendable total of this resource, every flavor: its
+         * subtree quota (its members' lendable quota and its own) */
+        for (size_t f = 0; f < q->nflavors; f++)
+            lend += kiln_queues_cohort_quota(q, (size_t)cq->cohort_i, f, (kiln_qres)r);
         if (above > 0 && lend > 0) {
             int64_t s = above * 1000 / lend;
             if (s > best) best = s;
@@ -323,6 +420,17 @@ int64_t kiln_queues_share(const kiln_queues *q, size_t cq_i, const int64_t extra
     if (best == 0) return 0;
     if (cq->weight <= 0) return INT64_MAX;
     return (int64_t)((double)best / cq->weight);
+}
+
+const kiln_taint *kiln_queues_flavor_untolerated(const kiln_qflavor *f, const kiln_toleration *tol,
+                                                 size_t n)
+{
+    for (size_t i = 0; i < f->n_node_taints; i++) {
+        const kiln_taint *t = &f->node_taints[i];
+        if (strcmp(t->effect, "NoSchedule") != 0 && strcmp(t->effect, "NoExecute") != 0) continue;
+        if (!kiln_tolerations_tolerate(tol, n, f->tolerations, f->n_tolerations, t)) return t;
+    }
+    return NULL;
 }
 
 bool kiln_queues_flavor_matches(const kiln_qflavor *f, const kiln_map *node_labels)
@@ -367,15 +475,8 @@ bool kiln_queues_check_job(const kiln_queues *q, const char *project, const kiln
             covered = true;
             for (size_t i = 0; i < cq->groups[g].n; i++) {
                 const kiln_qgflavor *gf = &cq->groups[g].flavors[i];
-                int64_t cap = gf->q[r].nominal;
-                if (cq->cohort) {
-                    int64_t size = 0, used = 0;
-                    pool(q, cq, gf->flavor, (kiln_qres)r, &size, &used);
-                    cap = gf->q[r].nominal - lendable(&gf->q[r]) + size;
-                    if (gf->q[r].has_borrowing_limit &&
-                        cap > gf->q[r].nominal + gf->q[r].borrowing_limit)
-                        cap = gf->q[r].nominal + gf->q[r].borrowing_limit;
-                }
+                int64_t cap =
+                    kiln_queues_available(q, q->lqs[lq].cq, gf->flavor, (kiln_qres)r, true);
                 if (cap > most) most = cap;
             }
         }

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/gpu_pick.h"
+
 typedef struct usage {
     bool *busy;   /* per device: held by a replica */
     bool *failed; /* per device: out of service (kiln_sched_set_device_failed) */
@@ -67,6 +69,28 @@ static int type_id(const kiln_sched *s, const char *name)
     for (size_t t = 0; name && t < s->n_types; t++)
         if (strcmp(s->types[t], name) == 0) return (int)t;
     return -1;
+}
+
+/* The cluster's name for a type a job asks for: a MIG instance may be asked
+ * for by the NVIDIA device plugin's resource (nvidia.com/mig-1g.10gb) as
+ * well as by kiln's type (NVIDIA_MIG_1G_10GB; kiln_devices_canonical_type).
+ * Any other name is the job's own. */
+static const char *known_type(const kiln_sched *s, const char *name)
+{
+    char buf[96];
+    const char *canon = kiln_devices_canonical_type(name, buf, sizeof buf);
+    for (size_t t = 0; canon && t < s->n_types; t++)
+        if (strcmp(s->types[t], canon) == 0) return s->types[t];
+    return name;
+}
+
+/* A MIG instance's type (kiln_devices_mig_type): never what a count
+ * without a model (nvidia.com/gpu) means, which is whole GPUs, as under the
+ * device plugin's mixed strategy. */
+static bool is_mig_type(const char *type)
+{
+    /* nor an MPS share (kiln_devices_is_share_type): a fraction of a GPU */
+    return strncmp(type, "NVIDIA_MIG_", 11) == 0 || kiln_devices_is_share_type(type);
 }
 
 /* A device may be handed out: nobody holds it, it is in service, and it
@@ -255,7 +279,7 @@ static const char *fit_type(const kiln_node *n, const bool *busy, const char *ty
     }
     const char *best = NULL;
     for (size_t j = 0; j < n->n_devs; j++) {
-        bool seen = false;
+        bool seen = is_mig_type(n->devs[j].type);
         for (size_t p = 0; p < j; p++)
             seen |= strcmp(n->devs[p].type, n->devs[j].type) == 0;
         size_t k = seen ? 0 : free_of_type(n, busy, n->devs[j].type);
@@ -323,6 +347,45 @@ static bool selects(const kiln_map *sel, const kiln_node *nd)
     return true;
 }
 
+void kiln_sched_rules_of(const kiln_job *job, kiln_sched_rules *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int r = 0; job && r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        if (!rc) continue;
+        out->selector[r] = rc->node_selector.n ? &rc->node_selector : NULL;
+        out->tolerations[r] = rc->tolerations;
+        out->n_tolerations[r] = rc->n_tolerations;
+    }
+}
+
+int kiln_sched_taint_verdict(const kiln_sched_rules *ru, kiln_role r, const kiln_node *nd,
+                             const kiln_taint **which)
+{
+    int v = 0;
+    for (size_t i = 0; i < nd->n_taints; i++) {
+        const kiln_taint *t = &nd->taints[i];
+        if (ru && kiln_tolerations_tolerate(ru->tolerations[r], ru->n_tolerations[r], ru->extra,
+                                            ru->n_extra, t))
+            continue;
+        if (strcmp(t->effect, "PreferNoSchedule") != 0) {
+            if (which) *which = t;
+            return 2;
+        }
+        v = 1;
+    }
+    return v;
+}
+
+/* Whether a replica of role r may use node nd: its selector, and its
+ * taints; in pass 0 not a node it may use only last. */
+static bool allowed(const kiln_sched_rules *ru, kiln_role r, const kiln_node *nd, int pass)
+{
+    if (!selects(ru ? ru->selector[r] : NULL, nd)) return false;
+    int v = nd->n_taints ? kiln_sched_taint_verdict(ru, r, nd, NULL) : 0;
+    return v == 0 || (v == 1 && pass > 0);
+}
+
 /* A replica held to container limits larger than the whole node: never
  * there, whether the node's resources are hard or not. */
 static bool too_small(const kiln_node *nd, const kiln_slot *sl)
@@ -334,27 +397,29 @@ static bool too_small(const kiln_node *nd, const kiln_slot *sl)
  * scanning every node, cordons ignored. The live search (best_node) must
  * choose as this one does; test_sched compares the two. */
 static bool try_place(const kiln_sched *s, scratch *w, kiln_slot *slots, const char **types,
-                      const kiln_map *const *sels, size_t n, size_t *failed)
+                      const kiln_sched_rules *ru, size_t n, size_t *failed)
 {
     for (size_t k = 0; k < n; k++) {
         kiln_slot *sl = &slots[k];
         const char *type = types[k], *best_type = NULL;
         long best = -1;
         size_t best_spare = SIZE_MAX;
-        for (size_t i = 0; i < s->c->n; i++) {
-            const kiln_node *nd = &s->c->nodes[i];
-            if (!selects(sels[sl->role], nd)) continue;
-            if (nd->hard_resources && (w->cpus[i] + sl->vcpus > nd->cpus ||
-                                       w->mem[i] + sl->memory_gb > nd->memory_gb + 1e-9))
-                continue;
-            if (too_small(nd, sl)) continue;
-            size_t avail = 0;
-            const char *t =
-                sl->n_devs ? fit_type(nd, w->busy[i], type, (size_t)sl->n_devs, &avail) : type;
-            if (sl->n_devs && !t) continue;
-            size_t spare = avail - (size_t)sl->n_devs;
-            if (spare < best_spare) best = (long)i, best_spare = spare, best_type = t;
-        }
+        /* pass 1: the nodes it may use only last (an untolerated PreferNoSchedule) */
+        for (int pass = 0; pass < 2 && best < 0; pass++)
+            for (size_t i = 0; i < s->c->n; i++) {
+                const kiln_node *nd = &s->c->nodes[i];
+                if (!allowed(ru, sl->role, nd, pass)) continue;
+                if (nd->hard_resources && (w->cpus[i] + sl->vcpus > nd->cpus ||
+                                           w->mem[i] + sl->memory_gb > nd->memory_gb + 1e-9))
+                    continue;
+                if (too_small(nd, sl)) continue;
+                size_t avail = 0;
+                const char *t =
+                    sl->n_devs ? fit_type(nd, w->busy[i], type, (size_t)sl->n_devs, &avail) : type;
+                if (sl->n_devs && !t) continue;
+                size_t spare = avail - (size_t)sl->n_devs;
+                if (spare < best_spare) best = (long)i, best_spare = spare, best_type = t;
+            }
         if (best < 0) {
             *failed = k;
             return false;
@@ -407,7 +472,7 @@ static void explain(const kiln_sched *s, const kiln_slot *sl, const char *type, 
             const kiln_node *nd = &s->c->nodes[i];
             for (size_t j = 0; j < nd->n_devs; j++) {
                 size_t k = 0;
-                for (size_t q = 0; q < nd->n_devs; q++)
+                for (size_t q = 0; q < nd->n_devs && !is_mig_type(nd->devs[j].type); q++)
                     k += !nd->devs[q].refused && strcmp(nd->devs[q].type, nd->devs[j].type) == 0;
                 if (k > most_one) most_one = k, mn = nd->name;
             }
@@ -463,12 +528,13 @@ static void explain(const kiln_sched *s, const kiln_slot *sl, const char *type, 
 kiln_err kiln_sched_place(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
                           kiln_placement *out, char *why, size_t whylen)
 {
-    const kiln_map *none[KILN_ROLE_COUNT] = {0};
-    return kiln_sched_place_sel(s, plans, n_plans, none, out, why, whylen);
+    return kiln_sched_place_rules(s, plans, n_plans, NULL, out, why, whylen);
 }
 
-/* Whether node i may take sl now, devices aside: cordon, CPUs, memory, selector. */
-static bool node_ok(const kiln_sched *s, size_t i, const kiln_slot *sl, const kiln_map *sel)
+/* Whether node i may take sl now, devices aside: cordon, CPUs, memory,
+ * selector, taints (pass 0: not a node it may use only last). */
+static bool node_ok(const kiln_sched *s, size_t i, const kiln_slot *sl, const kiln_sched_rules *ru,
+                    int pass)
 {
     const kiln_node *nd = &s->c->nodes[i];
     const usage *u = &s->u[i];
@@ -477,16 +543,17 @@ static bool node_ok(const kiln_sched *s, size_t i, const kiln_slot *sl, const ki
         (u->cpus + sl->vcpus > nd->cpus || u->mem + sl->memory_gb > nd->memory_gb + 1e-9))
         return false;
     if (too_small(nd, sl)) return false;
-    return selects(sel, nd);
+    return allowed(ru, sl->role, nd, pass);
 }
 
 /* The best node for sl now (fewest devices of its type to spare, then the
  * lowest index), or -1. */
-static long best_node(const kiln_sched *s, const kiln_slot *sl, int t, const kiln_map *sel)
+static long best_node(const kiln_sched *s, const kiln_slot *sl, int t, const kiln_sched_rules *ru,
+                      int pass)
 {
     if (sl->n_devs == 0) {
         for (size_t i = 0; i < s->c->n; i++)
-            if (node_ok(s, i, sl, sel)) return (long)i;
+            if (node_ok(s, i, sl, ru, pass)) return (long)i;
         return -1;
     }
     if (t < 0) return -1;
@@ -495,7 +562,7 @@ static long best_node(const kiln_sched *s, const kiln_slot *sl, int t, const kil
         for (size_t w = 0; w < s->words; w++)
             for (uint64_t m = b[w]; m; m &= m - 1) {
                 size_t i = w * 64 + (size_t)__builtin_ctzll(m);
-                if (node_ok(s, i, sl, sel)) return (long)i;
+                if (node_ok(s, i, sl, ru, pass)) return (long)i;
             }
     }
     return -1;
@@ -504,12 +571,14 @@ static long best_node(const kiln_sched *s, const kiln_slot *sl, int t, const kil
 /* best_node for any one model (KILN_ACCEL_ANY_GPU): the best node of each
  * type, then the one with the fewest to spare, the lower node, the type
  * seen first. *t gets the type chosen. */
-static long best_node_any(const kiln_sched *s, const kiln_slot *sl, const kiln_map *sel, int *t)
+static long best_node_any(const kiln_sched *s, const kiln_slot *sl, const kiln_sched_rules *ru,
+                          int pass, int *t)
 {
     long best = -1;
     int best_spare = 0;
     for (size_t ty = 0; ty < s->n_types; ty++) {
-        long i = best_node(s, sl, (int)ty, sel);
+        if (is_mig_type(s->types[ty])) continue;
+        long i = best_node(s, sl, (int)ty, ru, pass);
         if (i < 0) continue;
         int spare = s->free_n[(size_t)i * s->n_types + ty] - sl->n_devs;
         if (best < 0 || spare < best_spare || (spare == best_spare && i < best))
@@ -530,14 +599,16 @@ static void hold(kiln_sched *s, const kiln_slot *sl, bool take)
 
 /* Places every slot on the live usage, reserving as it goes; on a slot with
  * no home, gives back what the earlier ones took and says which failed. */
-static bool place_live(kiln_sched *s, kiln_slot *slots, const int *tids,
-                       const kiln_map *const *sels, size_t n, size_t *failed)
+static bool place_live(kiln_sched *s, kiln_slot *slots, const int *tids, const kiln_sched_rules *ru,
+                       size_t n, size_t *failed)
 {
     for (size_t k = 0; k < n; k++) {
         kiln_slot *sl = &slots[k];
         int t = tids[k];
-        long best = t == ANY_TYPE && sl->n_devs ? best_node_any(s, sl, sels[sl->role], &t)
-                                                : best_node(s, sl, t, sels[sl->role]);
+        long best = -1;
+        for (int pass = 0; pass < 2 && best < 0; pass++)
+            best = t == ANY_TYPE && sl->n_devs ? best_node_any(s, sl, ru, pass, &t)
+                                               : best_node(s, sl, t, ru, pass);
         if (best < 0) {
             for (size_t i = 0; i < k; i++)
                 hold(s, &slots[i], false);
@@ -545,10 +616,14 @@ static bool place_live(kiln_sched *s, kiln_slot *slots, const int *tids,
             return false;
         }
         const kiln_node *nd = &s->c->nodes[best];
-        int got = 0;
         sl->node = (size_t)best;
-        for (size_t j = 0; j < nd->n_devs && got < sl->n_devs; j++)
-            if (is_free(s, (size_t)best, j) && s->dev_type[best][j] == t) sl->devs[got++] = (int)j;
+        /* of the free devices of its type (best_node saw enough), the
+         * best-connected set (gpu_pick.c) */
+        int cand[KILN_MAX_NODE_DEVICES];
+        size_t m = 0;
+        for (size_t j = 0; j < nd->n_devs && m < KILN_MAX_NODE_DEVICES; j++)
+            if (is_free(s, (size_t)best, j) && s->dev_type[best][j] == t) cand[m++] = (int)j;
+        if (sl->n_devs) kiln__sched_pick_gpus(nd, cand, m, sl->n_devs, sl->devs);
         hold(s, sl, true);
     }
     return true;
@@ -581,9 +656,27 @@ static void put(bytes *k, const void *p, size_t n)
 /* The job's shape: what the never-fits answer depends on (the slots in
  * placement order and the selectors), as bytes; k->oom when out of memory.
  * Binary, not text: it is built for every job that waits, every pass. */
-static void shape_of(bytes *k, const kiln_slot *slots, const char *const *types, size_t n,
-                     const kiln_map *const sels[KILN_ROLE_COUNT])
+static void put_str(bytes *k, const char *s)
 {
+    put(k, s ? s : "", strlen(s ? s : "") + 1);
+}
+
+static void put_tolerations(bytes *k, const kiln_toleration *v, size_t n)
+{
+    put(k, &n, sizeof n);
+    for (size_t i = 0; v && i < n; i++) {
+        put_str(k, v[i].key);
+        put_str(k, v[i].op);
+        put_str(k, v[i].value);
+        put_str(k, v[i].effect);
+    }
+}
+
+static void shape_of(bytes *k, const kiln_slot *slots, const char *const *types, size_t n,
+                     const kiln_sched_rules *ru)
+{
+    static const kiln_map *const none[KILN_ROLE_COUNT] = {0};
+    const kiln_map *const *sels = ru ? ru->selector : none;
     for (size_t i = 0; i < n; i++) {
         put(k, &slots[i].role, sizeof slots[i].role);
         put(k, &slots[i].n_devs, sizeof slots[i].n_devs);
@@ -599,23 +692,71 @@ static void shape_of(bytes *k, const kiln_slot *slots, const char *const *types,
             put(k, sels[r]->keys[i], strlen(sels[r]->keys[i]) + 1);
             put(k, sels[r]->vals[i], strlen(sels[r]->vals[i]) + 1);
         }
+    /* tolerations matter only where some node has a taint, but are cheap */
+    for (int r = 0; ru && r < KILN_ROLE_COUNT; r++)
+        put_tolerations(k, ru->tolerations[r], ru->n_tolerations[r]);
+    if (ru) put_tolerations(k, ru->extra, ru->n_extra);
+}
+
+/* Whether only a taint keeps sl off every node that could hold it alone
+ * (its devices, its limits): then `why` names the taint. */
+static bool taint_keeps_out(const kiln_sched *s, const kiln_slot *sl, const char *type,
+                            const kiln_sched_rules *ru, char *why, size_t whylen)
+{
+    const kiln_taint *taint = NULL;
+    const char *tnode = NULL;
+    for (size_t i = 0; i < s->c->n; i++) {
+        const kiln_node *nd = &s->c->nodes[i];
+        if (!selects(ru ? ru->selector[sl->role] : NULL, nd) || too_small(nd, sl)) continue;
+        bool idle[KILN_MAX_NODE_DEVICES]; /* refused devices never free up */
+        size_t avail = 0;
+        if (nd->n_devs > KILN_MAX_NODE_DEVICES) continue;
+        for (size_t j = 0; j < nd->n_devs; j++)
+            idle[j] = nd->devs[j].refused != NULL;
+        if (sl->n_devs && !fit_type(nd, idle, type, (size_t)sl->n_devs, &avail)) continue;
+        const kiln_taint *t = NULL;
+        if (kiln_sched_taint_verdict(ru, sl->role, nd, &t) < 2) return false;
+        if (!taint) taint = t, tnode = nd->name;
+    }
+    if (!taint) return false;
+    char ts[400];
+    snprintf(why, whylen,
+             "the nodes that could hold the %s replica have a taint it does not tolerate (node "
+             "%s: %s): give its pod template a matching toleration",
+             kiln_role_name(sl->role), tnode, kiln_taint_str(taint, ts, sizeof ts));
+    return true;
 }
 
 /* Whether the job could ever fit (an empty cluster, cordons ignored):
  * KILN_OK, or KILN_EINVAL with `why`. */
 static kiln_err ever_fits(const kiln_sched *s, kiln_slot *slots, const char **types, size_t n,
-                          const kiln_map *const selectors[KILN_ROLE_COUNT], char *why,
-                          size_t whylen)
+                          const kiln_sched_rules *ru, char *why, size_t whylen)
 {
     scratch w = {0};
     size_t failed = 0;
     kiln_err err = KILN_EINVAL;
 
     for (size_t i = 0; i < n; i++) {
-        const kiln_map *sel = selectors[slots[i].role];
-        bool any = false;
-        for (size_t nd = 0; nd < s->c->n && !any; nd++)
-            any = selects(sel, &s->c->nodes[nd]);
+        const kiln_map *sel = ru ? ru->selector[slots[i].role] : NULL;
+        bool any = false, untainted = false;
+        const kiln_taint *taint = NULL;
+        const char *tnode = NULL;
+        for (size_t nd = 0; nd < s->c->n && !untainted; nd++) {
+            const kiln_node *node = &s->c->nodes[nd];
+            if (!selects(sel, node)) continue;
+            any = true;
+            const kiln_taint *t = NULL;
+            untainted = kiln_sched_taint_verdict(ru, slots[i].role, node, &t) < 2;
+            if (!untainted && !taint) taint = t, tnode = node->name;
+        }
+        if (any && !untainted) {
+            char ts[400];
+            snprintf(why, whylen,
+                     "every node the %s replica may use has a taint it does not tolerate "
+                     "(node %s: %s): give its pod template a matching toleration",
+                     kiln_role_name(slots[i].role), tnode, kiln_taint_str(taint, ts, sizeof ts));
+            goto out;
+        }
         if (!any) {
             snprintf(why, whylen,
                      "no node has the labels the %s replica's nodeSelector asks for "
@@ -629,7 +770,8 @@ static kiln_err ever_fits(const kiln_sched *s, kiln_slot *slots, const char **ty
         err = KILN_ENOMEM;
         goto out;
     }
-    if (!try_place(s, &w, slots, types, selectors, n, &failed)) {
+    if (!try_place(s, &w, slots, types, ru, n, &failed)) {
+        if (taint_keeps_out(s, &slots[failed], types[failed], ru, why, whylen)) goto out;
         size_t want = 0;
         for (size_t i = 0; i < n; i++)
             if (types[i] && types[failed] && strcmp(types[i], types[failed]) == 0)
@@ -645,14 +787,13 @@ out:
 
 /* ever_fits through the cache: the answer depends only on the shape. */
 static kiln_err ever_fits_cached(kiln_sched *s, kiln_slot *slots, const char **types, size_t n,
-                                 const kiln_map *const selectors[KILN_ROLE_COUNT], char *why,
-                                 size_t whylen)
+                                 const kiln_sched_rules *ru, char *why, size_t whylen)
 {
     bytes k = {0};
     kiln_slot *copy = NULL;
     kiln_err err = KILN_ENOMEM;
 
-    shape_of(&k, slots, types, n, selectors);
+    shape_of(&k, slots, types, n, ru);
     if (k.oom) goto out;
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < k.n; i++)
@@ -665,7 +806,7 @@ static kiln_err ever_fits_cached(kiln_sched *s, kiln_slot *slots, const char **t
     }
     if (!(copy = malloc((n ? n : 1) * sizeof *copy))) goto out;
     memcpy(copy, slots, n * sizeof *copy); /* the search writes nodes into its slots */
-    err = ever_fits(s, copy, types, n, selectors, why, whylen);
+    err = ever_fits(s, copy, types, n, ru, why, whylen);
     if (err == KILN_ENOMEM) goto out;
     free(v->shape);
     v->shape = k.b;
@@ -682,6 +823,16 @@ out:
 kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
                               const kiln_map *const selectors[KILN_ROLE_COUNT], kiln_placement *out,
                               char *why, size_t whylen)
+{
+    kiln_sched_rules ru = {0};
+    for (int r = 0; selectors && r < KILN_ROLE_COUNT; r++)
+        ru.selector[r] = selectors[r];
+    return kiln_sched_place_rules(s, plans, n_plans, &ru, out, why, whylen);
+}
+
+kiln_err kiln_sched_place_rules(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
+                                const kiln_sched_rules *ru, kiln_placement *out, char *why,
+                                size_t whylen)
 {
     kiln_slot *slots = NULL;
     const char **types = NULL;
@@ -701,6 +852,17 @@ kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, siz
             goto out;
         }
         n += (size_t)plans[p].count;
+        /* a replica holds one share: its limits are one share's */
+        if (plans[p].accelerators_per_replica > 1 &&
+            kiln_devices_is_share_type(plans[p].accelerator_type)) {
+            snprintf(why, whylen,
+                     "the %s role asks for %lld x %s per replica; a replica holds one GPU share "
+                     "(its memory and SM limits are one share's)",
+                     kiln_role_name(plans[p].role), (long long)plans[p].accelerators_per_replica,
+                     plans[p].accelerator_type);
+            err = KILN_EINVAL;
+            goto out;
+        }
     }
     if (n > KILN_MAX_REPLICAS) {
         snprintf(why, whylen, "the job has %zu replicas; kiln supports %d", n, KILN_MAX_REPLICAS);
@@ -728,12 +890,12 @@ kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, siz
     /* types follow the sorted slots */
     for (size_t i = 0; i < n; i++) {
         for (size_t p = 0; p < n_plans; p++)
-            if (plans[p].role == slots[i].role) types[i] = plans[p].accelerator_type;
+            if (plans[p].role == slots[i].role) types[i] = known_type(s, plans[p].accelerator_type);
         tids[i] = type_id(s, types[i]);
     }
 
     /* Fits now: placed and reserved. A job that fits now could ever fit. */
-    if (place_live(s, slots, tids, selectors, n, &failed)) {
+    if (place_live(s, slots, tids, ru, n, &failed)) {
         qsort(slots, n, sizeof *slots, by_order);
         out->slots = slots;
         out->n = n;
@@ -742,7 +904,7 @@ kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, siz
         goto out;
     }
     /* Not now: never, or later? */
-    err = ever_fits_cached(s, slots, types, n, selectors, why, whylen);
+    err = ever_fits_cached(s, slots, types, n, ru, why, whylen);
     if (err != KILN_OK) goto out;
     snprintf(why, whylen, "waiting for %s: the %s replica needs %d x %s",
              slots[failed].n_devs ? "free accelerators" : "a node",

@@ -1,4 +1,5 @@
 /* codec.c - generic table-driven decoding and encoding (see schema.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -104,6 +105,12 @@ static bool dec_int64(const json_t *v, int64_t *out, const char *path, kiln_diag
         *out = json_integer_value(v);
         return true;
     }
+    /* a whole number written as a double (1.0), as protobuf's parsers take it */
+    if (json_is_real(v) && json_real_value(v) == trunc(json_real_value(v)) &&
+        fabs(json_real_value(v)) < 9.2e18) {
+        *out = (int64_t)json_real_value(v);
+        return true;
+    }
     if (json_is_string(v)) {
         const char *s = text_of(v, path, d);
         char *end;
@@ -198,9 +205,16 @@ bad:
     return false;
 }
 
-static bool dec_enum(const json_t *v, const char *const *enums, char **slot, const char *path,
-                     kiln_diag *d)
+static bool dec_enum(const json_t *v, const char *const *enums, const int *nums, char **slot,
+                     const char *path, kiln_diag *d)
 {
+    if (nums && json_is_integer(v)) { /* proto3 JSON: the enum's number */
+        for (size_t i = 0; enums[i]; i++)
+            if (nums[i] == json_integer_value(v)) return kiln_set_str(slot, enums[i]) == KILN_OK;
+        kiln_diag_add(d, path, "%" JSON_INTEGER_FORMAT " is not a number of this enum",
+                      json_integer_value(v));
+        return false;
+    }
     if (!json_is_string(v)) {
         kiln_diag_add(d, path, "expected a string, got %s", type_name(v));
         return false;
@@ -311,10 +325,26 @@ static bool dec_map(const json_t *v, kiln_map *out, const char *path, kiln_diag 
     return ok;
 }
 
+/* name is a field's JSON name (lowerCamelCase) or, as proto3 JSON's parsers
+ * take it, the proto's snake_case name: "master_type" is "masterType". */
+static bool same_name(const char *json, const char *key)
+{
+    for (; *json; json++, key++) {
+        if (*key == '_' && key[1] && isupper((unsigned char)*json) &&
+            tolower((unsigned char)*json) == key[1])
+            key++;
+        else if (*key != *json)
+            return false;
+    }
+    return *key == '\0';
+}
+
 static const kiln__field *find_field(const kiln__msg *m, const char *name)
 {
     for (size_t i = 0; i < m->nfields; i++)
         if (strcmp(m->fields[i].name, name) == 0) return &m->fields[i];
+    for (size_t i = 0; i < m->nfields; i++)
+        if (same_name(m->fields[i].name, name)) return &m->fields[i];
     return NULL;
 }
 
@@ -371,7 +401,7 @@ static bool dec_field(const kiln__field *f, const json_t *v, void *base, const c
         ok = dec_string(v, AT(base, f->off, char *), path, d);
         break;
     case FK_ENUM:
-        ok = dec_enum(v, f->enums, AT(base, f->off, char *), path, d);
+        ok = dec_enum(v, f->enums, f->enum_nums, AT(base, f->off, char *), path, d);
         break;
     case FK_INT64:
         ok = dec_int64(v, AT(base, f->off, int64_t), path, d);
@@ -432,7 +462,11 @@ static bool dec_field(const kiln__field *f, const json_t *v, void *base, const c
     }
     case FK_STATE: {
         const char *s = json_is_string(v) ? text_of(v, path, d) : NULL;
-        if (s && kiln_job_state_parse(s, AT(base, f->off, kiln_job_state))) {
+        json_int_t n = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (n >= 0 && n <= 7) { /* proto3 JSON: State's number (UNSPECIFIED 0 .. CANCELLED 7) */
+            *AT(base, f->off, kiln_job_state) = (kiln_job_state)n;
+            ok = true;
+        } else if (s && kiln_job_state_parse(s, AT(base, f->off, kiln_job_state))) {
             ok = true;
         } else if (!json_is_string(v) || s) {
             kiln_diag_add(d, path,

@@ -155,6 +155,7 @@ static const flag_def flags[] = {
     /* the clearer name: the file may hold a TFJob or a PyTorchJob */
     ARG("kubeflow-job", FK_STRING, tfjob_path),
     ARG("catalog", FK_STRING, catalog_path),
+    ARG("runtimes-dir", FK_STRING, runtimes_dir),
     ARG("format", FK_FORMAT, format),
     {"stream-logs", FK_BOOL, A(stream_logs), NO_OFF, FT_NONE, NO_OFF, KILN_ROLE_MASTER},
     {"async", FK_BOOL, A(async), NO_OFF, FT_NONE, NO_OFF, KILN_ROLE_MASTER},
@@ -742,7 +743,7 @@ static kiln_err load_file(const kiln_submit_args *a, kiln_job **job, kiln_diag *
     size_t len = 0;
     kiln_err err = kiln_read_input(path, tf ? "--tfjob" : "--config", &buf, &len, d);
     if (err == KILN_OK)
-        err = tf ? kiln_job_from_kubeflow_notes(buf, len, job, d, notes)
+        err = tf ? kiln_job_from_kubeflow_in(buf, len, job, d, notes, a->runtimes_dir)
                  : kiln_job_from_yaml(buf, len, job, d);
     free(buf);
     return err;

@@ -11,19 +11,24 @@
 /* field helpers: plain, with presence flag, enum, message, list-of */
 #define F(t, json, kind, m)                                                                        \
     {                                                                                              \
-        json, kind, OFF(t, m), -1, NULL, NULL, 0                                                   \
+        json, kind, OFF(t, m), -1, NULL, NULL, 0, NULL                                             \
     }
 #define FH(t, json, kind, m, has)                                                                  \
     {                                                                                              \
-        json, kind, OFF(t, m), (long)OFF(t, has), NULL, NULL, 0                                    \
+        json, kind, OFF(t, m), (long)OFF(t, has), NULL, NULL, 0, NULL                              \
     }
 #define FE(t, json, m, en)                                                                         \
     {                                                                                              \
-        json, FK_ENUM, OFF(t, m), -1, NULL, en, 0                                                  \
+        json, FK_ENUM, OFF(t, m), -1, NULL, en, 0, NULL                                            \
+    }
+/* an enum of the ml v1 protos: names or numbers (nums: each name's number) */
+#define FEN(t, json, m, en, nums)                                                                  \
+    {                                                                                              \
+        json, FK_ENUM, OFF(t, m), -1, NULL, en, 0, nums                                            \
     }
 #define FM(t, json, m, has, sub)                                                                   \
     {                                                                                              \
-        json, FK_MSG, OFF(t, m), (long)OFF(t, has), &sub, NULL, 0                                  \
+        json, FK_MSG, OFF(t, m), (long)OFF(t, has), &sub, NULL, 0, NULL                            \
     }
 
 static const char *const scale_tiers[] = {"BASIC",     "STANDARD_1", "PREMIUM_1", "BASIC_GPU",
@@ -38,6 +43,11 @@ static const char *const scale_types[] = {"NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG
                                           "UNIT_REVERSE_LOG_SCALE", NULL};
 static const char *const algorithms[] = {"ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH",
                                          NULL};
+/* google/cloud/ml/v1/job_service.proto's numbers of the lists above */
+static const int goal_nums[] = {0, 1, 2};
+static const int param_type_nums[] = {0, 1, 2, 3, 4};
+static const int scale_type_nums[] = {0, 1, 2, 3};
+static const int algorithm_nums[] = {0, 2, 3};
 static const char *const early_stopping_rules[] = {"MEDIAN", "ASHA", "DECAY_CURVE",
                                                    NULL}; /* kiln extension */
 static const char *const measurement_selections[] = {"LAST_MEASUREMENT", "BEST_MEASUREMENT",
@@ -57,6 +67,30 @@ static const kiln__field disk_fields[] = {
 static const kiln__msg disk_msg = {"DiskConfig", sizeof(kiln_disk_config), disk_fields,
                                    NF(disk_fields)};
 
+static const char *const seccomp_profiles[] = {"RuntimeDefault", NULL};
+static const kiln__field secctx_fields[] = {
+    FH(kiln_security_context, "runAsUser", FK_INT64, run_as_user, has_run_as_user),
+    FH(kiln_security_context, "runAsGroup", FK_INT64, run_as_group, has_run_as_group),
+    F(kiln_security_context, "runAsNonRoot", FK_BOOL, run_as_non_root),
+    F(kiln_security_context, "noNewPrivileges", FK_BOOL, no_new_privileges),
+    F(kiln_security_context, "readOnlyRootFilesystem", FK_BOOL, read_only_root_filesystem),
+    F(kiln_security_context, "capDrop", FK_STRV, cap_drop),
+    FE(kiln_security_context, "seccompProfile", seccomp_profile, seccomp_profiles),
+};
+static const kiln__msg secctx_msg = {"SecurityContext", sizeof(kiln_security_context),
+                                     secctx_fields, NF(secctx_fields)};
+static const char *const toleration_ops[] = {"Equal", "Exists", NULL};
+static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute", NULL};
+static const kiln__field toleration_fields[] = {
+    F(kiln_toleration, "key", FK_STR, key),
+    FE(kiln_toleration, "operator", op, toleration_ops),
+    F(kiln_toleration, "value", FK_STR, value),
+    FE(kiln_toleration, "effect", effect, taint_effects),
+    FH(kiln_toleration, "tolerationSeconds", FK_INT64, toleration_seconds, has_toleration_seconds),
+};
+static const kiln__msg toleration_msg = {"Toleration", sizeof(kiln_toleration), toleration_fields,
+                                         NF(toleration_fields)};
+
 static const kiln__field replica_fields[] = {
     FM(kiln_replica_config, "acceleratorConfig", accelerator_config, has_accelerator_config,
        accel_msg),
@@ -71,7 +105,15 @@ static const kiln__field replica_fields[] = {
     F(kiln_replica_config, "cpuLimit", FK_STR, cpu_limit),
     F(kiln_replica_config, "memoryLimit", FK_STR, memory_limit),
     F(kiln_replica_config, "hostMounts", FK_STRV, host_mounts),
+    F(kiln_replica_config, "cpuRequest", FK_STR, cpu_request),
+    F(kiln_replica_config, "memoryRequest", FK_STR, memory_request),
+    F(kiln_replica_config, "workingDir", FK_STR, working_dir),
+    F(kiln_replica_config, "scratchMounts", FK_STRV, scratch_mounts),
+    F(kiln_replica_config, "claimMounts", FK_STRV, claim_mounts),
     FE(kiln_replica_config, "imagePullPolicy", image_pull_policy, pull_policies),
+    FM(kiln_replica_config, "securityContext", security_context, has_security_context, secctx_msg),
+    {"tolerations", FK_MSGV, OFF(kiln_replica_config, tolerations), -1, &toleration_msg, NULL,
+     OFF(kiln_replica_config, n_tolerations), NULL},
 };
 static const kiln__msg replica_msg = {"ReplicaConfig", sizeof(kiln_replica_config), replica_fields,
                                       NF(replica_fields)};
@@ -118,7 +160,7 @@ static const kiln__field elastic_fields[] = {
     F(kiln_elastic_policy, "standalone", FK_BOOL, standalone),
     F(kiln_elastic_policy, "nProcPerNode", FK_STR, n_proc_per_node),
     {"metrics", FK_MSGV, OFF(kiln_elastic_policy, metrics), -1, &metric_msg, NULL,
-     OFF(kiln_elastic_policy, n_metrics)},
+     OFF(kiln_elastic_policy, n_metrics), NULL},
 };
 static const kiln__msg elastic_msg = {"ElasticPolicy", sizeof(kiln_elastic_policy), elastic_fields,
                                       NF(elastic_fields)};
@@ -131,37 +173,67 @@ static const kiln__field pytorch_fields[] = {
 static const kiln__msg pytorch_msg = {"PyTorchJob", sizeof(kiln_pytorch_job), pytorch_fields,
                                       NF(pytorch_fields)};
 
+static const char *const mpi_apis[] = {"kubeflow.org/v1", "kubeflow.org/v2beta1", NULL};
+static const char *const mpi_impls[] = {"OpenMPI", "Intel", "MPICH", NULL};
+static const char *const mpi_launcher_policies[] = {"AtStartup", "WaitForWorkersReady", NULL};
+static const kiln__field mpi_fields[] = {
+    FE(kiln_mpi_job, "apiVersion", api_version, mpi_apis),
+    F(kiln_mpi_job, "slotsPerWorker", FK_INT64, slots_per_worker),
+    FE(kiln_mpi_job, "mpiImplementation", implementation, mpi_impls),
+    F(kiln_mpi_job, "runLauncherAsWorker", FK_BOOL, run_launcher_as_worker),
+    FE(kiln_mpi_job, "launcherCreationPolicy", launcher_creation_policy, mpi_launcher_policies),
+    F(kiln_mpi_job, "sshAuthMountPath", FK_STR, ssh_auth_mount_path),
+    F(kiln_mpi_job, "mainContainer", FK_STR, main_container),
+};
+static const kiln__msg mpi_msg = {"MPIJob", sizeof(kiln_mpi_job), mpi_fields, NF(mpi_fields)};
+
+static const char *const kubeflow_kinds[] = {"JAXJob", "PaddleJob", "XGBoostJob", "TrainJob", NULL};
+static const kiln__field kubeflow_fields[] = {
+    FE(kiln_kubeflow_job, "kind", kind, kubeflow_kinds),
+    F(kiln_kubeflow_job, "workersOnly", FK_BOOL, workers_only),
+    F(kiln_kubeflow_job, "nprocPerNode", FK_STR, nproc_per_node),
+    F(kiln_kubeflow_job, "runtime", FK_STR, runtime),
+    F(kiln_kubeflow_job, "suspend", FK_BOOL, suspend),
+};
+static const kiln__msg kubeflow_msg = {"KubeflowJob", sizeof(kiln_kubeflow_job), kubeflow_fields,
+                                       NF(kubeflow_fields)};
+
 static const kiln__field vertex_fields[] = {
     F(kiln_vertex_job, "displayName", FK_STR, display_name),
     F(kiln_vertex_job, "baseOutputDirectory", FK_STR, base_output_directory),
+    F(kiln_vertex_job, "modelToUpload", FK_STR, model_to_upload),
 };
 static const kiln__msg vertex_msg = {"VertexJob", sizeof(kiln_vertex_job), vertex_fields,
                                      NF(vertex_fields)};
 
 static const kiln__field param_fields[] = {
     F(kiln_parameter_spec, "parameterName", FK_STR, parameter_name),
-    FE(kiln_parameter_spec, "type", type, param_types),
+    FEN(kiln_parameter_spec, "type", type, param_types, param_type_nums),
     F(kiln_parameter_spec, "minValue", FK_DOUBLE, min_value),
     F(kiln_parameter_spec, "maxValue", FK_DOUBLE, max_value),
     F(kiln_parameter_spec, "categoricalValues", FK_STRV, categorical_values),
     {"discreteValues", FK_DOUBLEV, OFF(kiln_parameter_spec, discrete_values), -1, NULL, NULL,
-     OFF(kiln_parameter_spec, n_discrete_values)},
-    FE(kiln_parameter_spec, "scaleType", scale_type, scale_types),
+     OFF(kiln_parameter_spec, n_discrete_values), NULL},
+    FEN(kiln_parameter_spec, "scaleType", scale_type, scale_types, scale_type_nums),
+    F(kiln_parameter_spec, "parentParameterName", FK_STR, parent_parameter),
+    F(kiln_parameter_spec, "parentCategoricalValues", FK_STRV, parent_categorical_values),
+    {"parentValues", FK_DOUBLEV, OFF(kiln_parameter_spec, parent_values), -1, NULL, NULL,
+     OFF(kiln_parameter_spec, n_parent_values), NULL},
 };
 static const kiln__msg param_msg = {"ParameterSpec", sizeof(kiln_parameter_spec), param_fields,
                                     NF(param_fields)};
 
 static const kiln__field hp_fields[] = {
-    FE(kiln_hyperparameter_spec, "goal", goal, goals),
+    FEN(kiln_hyperparameter_spec, "goal", goal, goals, goal_nums),
     {"params", FK_MSGV, OFF(kiln_hyperparameter_spec, params), -1, &param_msg, NULL,
-     OFF(kiln_hyperparameter_spec, n_params)},
+     OFF(kiln_hyperparameter_spec, n_params), NULL},
     F(kiln_hyperparameter_spec, "maxTrials", FK_INT32, max_trials),
     F(kiln_hyperparameter_spec, "maxParallelTrials", FK_INT32, max_parallel_trials),
     F(kiln_hyperparameter_spec, "maxFailedTrials", FK_INT32, max_failed_trials),
     F(kiln_hyperparameter_spec, "hyperparameterMetricTag", FK_STR, hyperparameter_metric_tag),
     F(kiln_hyperparameter_spec, "resumePreviousJobId", FK_STR, resume_previous_job_id),
     F(kiln_hyperparameter_spec, "enableTrialEarlyStopping", FK_BOOL, enable_trial_early_stopping),
-    FE(kiln_hyperparameter_spec, "algorithm", algorithm, algorithms),
+    FEN(kiln_hyperparameter_spec, "algorithm", algorithm, algorithms, algorithm_nums),
     FE(kiln_hyperparameter_spec, "earlyStoppingRule", early_stopping_rule, early_stopping_rules),
     FH(kiln_hyperparameter_spec, "ashaReductionFactor", FK_INT64, asha_reduction_factor,
        has_asha_reduction_factor),
@@ -202,6 +274,8 @@ static const kiln__field ti_fields[] = {
     F(TI, "enableWebAccess", FK_BOOL, enable_web_access),
     FM(TI, "runPolicy", run_policy, has_run_policy, run_policy_msg),
     FM(TI, "pytorchJob", pytorch_job, has_pytorch_job, pytorch_msg),
+    FM(TI, "kubeflowJob", kubeflow_job, has_kubeflow_job, kubeflow_msg),
+    FM(TI, "mpiJob", mpi_job, has_mpi_job, mpi_msg),
     FM(TI, "vertex", vertex, has_vertex, vertex_msg),
 };
 #undef TI

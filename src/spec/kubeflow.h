@@ -1,4 +1,5 @@
-/* kubeflow.h - what the Kubeflow front ends (tfjob.c, pytorchjob.c) share:
+/* kubeflow.h - what the Kubeflow front ends (tfjob.c, pytorchjob.c,
+ * kfkinds.c) share:
  * the decoding context, the reading of metadata, replica specs, pod
  * containers and runPolicy, and the dispatch by kind (kubeflow.c).
  * Internal to src/spec.
@@ -17,6 +18,10 @@
 #include "kiln/job.h"
 
 #define KILN__KF_API_VERSION "kubeflow.org/v1"
+#define KILN__KF_TRAINER_API "trainer.kubeflow.org/v1alpha1"
+/* The label a job names its Kueue LocalQueue by: KILN_QUEUE_LABEL of
+ * kiln/queues.h, which routes by it (a later module: not included here). */
+#define KILN__KF_QUEUE_LABEL "kueue.x-k8s.io/queue-name"
 
 /* Path prefixes are built from known names only ("spec.pytorchReplicaSpecs.Worker"
  * plus a container index), so these sizes never truncate. */
@@ -29,9 +34,20 @@ typedef struct kiln__kf {
     kiln_err err;     /* first hard error (ENOMEM); EINVAL is counted through d */
     size_t bad;       /* violations reported by this decoder */
     /* set by the front end before the shared readers run: */
-    const char *kind;        /* "TFJob" | "PyTorchJob", for messages */
-    const char *container;   /* the container that runs the program */
-    bool container_required; /* PyTorchJob: every replica type must have it */
+    const char *kind;         /* "TFJob" | "PyTorchJob", for messages */
+    const char *container;    /* the container that runs the program */
+    const char *port;         /* the operator's port name (tfjob-port, jaxjob-port...) */
+    bool container_required;  /* PyTorchJob: every replica type must have it */
+    bool image_optional;      /* MPIJob: no image = the command runs as a process on the node */
+    const char *runtimes_dir; /* TrainJob: where runtimeRef is looked up (NULL: default) */
+    /* set by the entry point for a TrainJob shipped with its runtimes (one
+     * file of runtime documents and the TrainJob): runtimeRef is looked up
+     * among them before the runtimes directory */
+    const json_t *file_docs; /* NULL: the file is one document */
+    size_t file_job;         /* the TrainJob's index in file_docs */
+    /* set by kiln__kf_metadata: the KILN__KF_QUEUE_LABEL label's value, NULL
+     * without one (a suspended job under a queue is kiln's to unsuspend) */
+    const char *queue;
 } kiln__kf;
 
 void kiln__kf_bad(kiln__kf *c, const char *field, const char *fmt, ...)
@@ -55,7 +71,15 @@ bool kiln__kf_opt_count(kiln__kf *c, const json_t *obj, const char *key, const c
 bool kiln__kf_opt_bool(kiln__kf *c, const json_t *obj, const char *key, const char *path,
                        bool *out);
 
-/* metadata: name -> jobId, labels, kiln.dev/region and kiln.dev/job-dir annotations. */
+/* metadata.generateName: `prefix` (cut to 58 characters) and 5 random
+ * characters of the API server's alphabet into out; false when the system
+ * gives no randomness. */
+#define KILN__KF_NAME_MAX    63
+#define KILN__KF_NAME_RANDOM 5
+bool kiln__kf_generate_name(const char *prefix, char out[KILN__KF_NAME_MAX + 1]);
+
+/* metadata: name (or generateName) -> jobId, labels, kiln.dev/region and kiln.dev/job-dir
+ * annotations; c->queue from the labels. */
 void kiln__kf_metadata(kiln__kf *c, const json_t *root, kiln_job *job);
 
 /* Sorts the replica specs of `specs` (at `path`, e.g. spec.tfReplicaSpecs)
@@ -81,8 +105,12 @@ int64_t kiln__kf_promote_worker(kiln__kf *c, const json_t *worker, const char *r
                                 kiln_training_input *ti);
 
 /* spec.runPolicy (or its older fields directly under spec), and refusals of
- * what kiln cannot honour there (suspend). */
+ * what kiln cannot honour there (suspend, unless c->queue). */
 void kiln__kf_run_policy(kiln__kf *c, const json_t *spec, kiln_training_input *ti);
+
+/* A suspend: true at `path`: accepted (said in a note) when the job names a
+ * queue (c->queue), whose admission is then its unsuspend; else refused. */
+void kiln__kf_suspend(kiln__kf *c, const char *path);
 
 /* Every key kiln reads in a Kubeflow job, one list per object (NULL-ended);
  * the table ends with {NULL, NULL}. `where` is the object's path as
@@ -102,5 +130,18 @@ void kiln__kf_check_keys(kiln__kf *c, const json_t *obj, const char *path, const
 /* The front ends: `root` is one document whose kind is theirs. */
 kiln_err kiln__tfjob_decode(kiln__kf *c, const json_t *root, kiln_job *job);
 kiln_err kiln__pytorchjob_decode(kiln__kf *c, const json_t *root, kiln_job *job);
+/* JAXJob, PaddleJob, XGBoostJob (kfkinds.c); false from kiln__kfk_known for another kind. */
+bool kiln__kfk_known(const char *kind);
+/* MPIJob, kubeflow.org/v1 or v2beta1 (mpijob.c). */
+kiln_err kiln__mpijob_decode(kiln__kf *c, const json_t *root, kiln_job *job);
+extern const char *const kiln__mpi_v1_spec_keys[]; /* mpijob.c */
+extern const char *const kiln__mpi_v2_spec_keys[]; /* mpijob.c */
+/* TrainJob, trainer.kubeflow.org/v1alpha1, against its runtime (trainjob.c). */
+kiln_err kiln__trainjob_decode(kiln__kf *c, const json_t *root, kiln_job *job);
+extern const char *const kiln__trainjob_spec_keys[]; /* trainjob.c */
+kiln_err kiln__kfk_decode(kiln__kf *c, const json_t *root, kiln_job *job);
+extern const char *const kiln__jax_spec_keys[];    /* kfkinds.c */
+extern const char *const kiln__paddle_spec_keys[]; /* kfkinds.c */
+extern const char *const kiln__xgb_spec_keys[];    /* kfkinds.c */
 
 #endif

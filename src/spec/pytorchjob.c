@@ -345,6 +345,7 @@ kiln_err kiln__pytorchjob_decode(kiln__kf *c, const json_t *root, kiln_job *job)
 {
     c->kind = "PyTorchJob";
     c->container = PT_CONTAINER;
+    c->port = "pytorchjob-port";
     c->container_required = true;
     kiln__kf_metadata(c, root, job);
     job->has_training_input = true;

@@ -40,6 +40,10 @@ typedef struct kiln__field {
     const kiln__msg *msg;
     const char *const *enums; /* NULL-terminated */
     size_t count_off;
+    /* the proto enum's numbers of .enums, in order: proto3 JSON sends an
+     * enum as its name or its number. NULL: a kiln or Kubernetes enum,
+     * names only. */
+    const int *enum_nums;
 } kiln__field;
 
 struct kiln__msg {

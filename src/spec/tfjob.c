@@ -77,6 +77,7 @@ kiln_err kiln__tfjob_decode(kiln__kf *c, const json_t *root, kiln_job *job)
 {
     c->kind = "TFJob";
     c->container = TF_CONTAINER;
+    c->port = "tfjob-port";
     c->container_required = false;
     kiln__kf_metadata(c, root, job);
     job->has_training_input = true;

@@ -10,7 +10,8 @@
  *     pythonPackageSpec         -> <role>Config.imageUri (executorImageUri), containerCommand
  *                                  python3 -m MODULE, containerArgs, env; packageUris
  *                                  (one list for the job: every pool must give the same)
- *     diskSpec                  -> only Vertex's default (pd-ssd, 100 GB): the node's disk
+ *     diskSpec                  -> <role>Config.diskConfig: the replica's scratch space,
+ *                                  checked at create against kilnd's disk
  *   jobSpec.scheduling.timeout  -> scheduling.maxRunningTime
  *   restartJobOnWorkerRestart   -> restartPolicy OnFailure on pools 1-3 (kiln restarts all
  *                                  of a job's replicas when one is restarted)
@@ -18,10 +19,13 @@
  *   baseOutputDirectory         -> vertex.baseOutputDirectory (AIP_*_DIR, kiln/exec.h)
  *   displayName, labels         -> vertex.displayName, labels
  * Everything else is refused by its CustomJob path; a field holding its
- * proto3 default (false, "", 0, [] or {}) is the same as absent. */
+ * proto3 default (false, "", 0, [] or {}) is the same as absent, an omitted
+ * one means its default where that is legal, and names may be snake_case
+ * (proto3 JSON, docs/vertex.md). */
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +81,74 @@ static bool is_default(const json_t *v)
     if (json_is_array(v)) return json_array_size(v) == 0;
     if (json_is_object(v)) return json_object_size(v) == 0;
     return false;
+}
+
+/* proto3 JSON's parsers take a field's original snake_case name as well as
+ * its lowerCamelCase JSON name (hand-written files and the SDK's Struct
+ * dicts use the first). The tree is rewritten to lowerCamelCase before it
+ * is read, so the rest of this file knows one spelling; a map's keys
+ * (labels) are data and are left alone. A key given in both spellings is
+ * refused. Returns a new reference, NULL on ENOMEM. */
+static void camel_name(const char *k, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = k; *p && n + 1 < cap; p++) {
+        if (*p == '_' && p != k && p[1] && !isupper((unsigned char)p[1]) && p[1] != '_') {
+            out[n++] = (char)toupper((unsigned char)*++p);
+            continue;
+        }
+        out[n++] = *p;
+    }
+    out[n] = '\0';
+}
+
+static json_t *camel_tree(json_t *v, bool is_map, kiln_diag *d)
+{
+    if (json_is_array(v)) {
+        json_t *a = json_array(), *e;
+        size_t i;
+        if (!a) return NULL;
+        json_array_foreach(v, i, e)
+        {
+            if (json_array_append_new(a, camel_tree(e, false, d)) < 0) {
+                json_decref(a);
+                return NULL;
+            }
+        }
+        return a;
+    }
+    if (!json_is_object(v)) return json_incref(v);
+    json_t *o = json_object(), *e;
+    const char *k;
+    if (!o) return NULL;
+    json_object_foreach(v, k, e)
+    {
+        char nk[256];
+        if (is_map || strlen(k) >= sizeof nk)
+            snprintf(nk, sizeof nk, "%s", k);
+        else
+            camel_name(k, nk, sizeof nk);
+        if (json_object_get(o, nk)) {
+            kiln_diag_add(d, nk, "is given twice (as '%.128s' too): proto3 JSON reads both", k);
+            continue;
+        }
+        if (json_object_set_new(o, nk, camel_tree(e, strcmp(nk, "labels") == 0, d)) < 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+/* json_loadb, then the names in lowerCamelCase (camel_tree). */
+static json_t *load_proto3(const char *buf, size_t len, json_error_t *je, kiln_diag *d)
+{
+    json_t *raw = json_loadb(buf, len, JSON_REJECT_DUPLICATES, je), *root;
+    if (!raw) return NULL;
+    root = camel_tree(raw, false, d);
+    json_decref(raw);
+    if (!root) snprintf(je->text, sizeof je->text, "out of memory");
+    return root;
 }
 
 /* A job's top-level keys: an output-only one set is refused (the service
@@ -153,7 +225,83 @@ static const char *opt_str(vctx *c, const json_t *obj, const char *key, const ch
     return json_string_value(v);
 }
 
-/* An int64 as proto3's JSON has it: a number or a decimal string. */
+/* The start of every decoder of an aiplatform resource (CustomJob,
+ * HyperparameterTuningJob, TrainingPipeline; `kind` names it in the
+ * sentences): the size cap, the JSON with its names in lowerCamelCase
+ * (load_proto3), an object, and c->job a new Vertex job of scale tier
+ * CUSTOM. Returns the tree (the caller's, given back to vertex_end), or
+ * NULL with the failure in *err and its sentence in c->d. */
+static json_t *vertex_begin(vctx *c, const char *buf, size_t len, const char *kind, kiln_err *err)
+{
+    json_error_t je;
+    json_t *root = NULL;
+
+    *err = KILN_EINVAL;
+    if (len > KILN_SPEC_MAX_BYTES) {
+        kiln_diag_add(c->d, NULL, "the %s is larger than %u bytes", kind, KILN_SPEC_MAX_BYTES);
+        *err = KILN_ELIMIT;
+        goto out;
+    }
+    root = load_proto3(buf, len, &je, c->d);
+    if (!root) {
+        kiln_diag_add(c->d, NULL, "not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        goto out;
+    }
+    if (!json_is_object(root)) {
+        kiln_diag_add(c->d, NULL, "a %s is a JSON object", kind);
+        goto out;
+    }
+    if (!(c->job = kiln_job_new())) {
+        *err = KILN_ENOMEM;
+        goto out;
+    }
+    kiln_training_input *ti = &c->job->training_input;
+    c->job->has_training_input = true;
+    ti->has_vertex = true;
+    nomem(c, kiln_set_str(&ti->scale_tier, "CUSTOM"));
+    *err = KILN_OK;
+out:
+    if (*err != KILN_OK) {
+        json_decref(root);
+        root = NULL;
+    }
+    return root;
+}
+
+/* The end of every decoder: KILN_OK, and the job in *out, when nothing
+ * was refused since the decoder began (n0: the violations before it);
+ * else the job is freed. The tree is released either way. */
+static kiln_err vertex_end(vctx *c, json_t *root, size_t n0, kiln_job **out)
+{
+    kiln_err err = KILN_EINVAL;
+    if (c->nomem)
+        err = KILN_ENOMEM;
+    else if (c->d->n == n0 && !c->d->dropped)
+        err = KILN_OK;
+    json_decref(root);
+    if (err == KILN_OK)
+        *out = c->job;
+    else
+        kiln_job_free(c->job);
+    return err;
+}
+
+/* displayName: required, at most 128 characters; vertex.displayName. */
+static void display_name(vctx *c, const json_t *root)
+{
+    const char *dn = opt_str(c, root, "displayName", "displayName");
+    if (!dn || !*dn)
+        kiln_diag_add(c->d, "displayName", "is required");
+    else if (strlen(dn) > 128)
+        kiln_diag_add(c->d, "displayName", "is longer than 128 characters");
+    else
+        nomem(c, kiln_set_str(&c->job->training_input.vertex.display_name, dn));
+}
+
+/* An int64 as proto3's JSON has it: a number or a decimal string. A whole
+ * number written as a double (1.0) is accepted too: inside a
+ * google.protobuf.Struct (a pipeline's trainingTaskInputs) every number is
+ * a double, and protobuf's own parsers take 1.0 for an integer field. */
 static bool opt_int(vctx *c, const json_t *obj, const char *key, const char *path, int64_t *out)
 {
     json_t *v = json_object_get(obj, key);
@@ -162,6 +310,14 @@ static bool opt_int(vctx *c, const json_t *obj, const char *key, const char *pat
     if (json_is_integer(v)) {
         *out = json_integer_value(v);
         return true;
+    }
+    if (json_is_real(v)) {
+        double x = json_real_value(v);
+        /* the range first: casting a double outside int64's is undefined */
+        if (x > -9.2e18 && x < 9.2e18 && x == (double)(int64_t)x) {
+            *out = (int64_t)x;
+            return true;
+        }
     }
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
@@ -290,10 +446,14 @@ static void machine_spec(vctx *c, const json_t *ms, const char *path, kiln_role 
     }
 }
 
-/* diskSpec: Vertex's default disk (pd-ssd, 100 GB) is what a replica gets
- * without one; kiln's replicas use their node's disk, so only that default
- * is accepted (it says nothing kiln would not do). */
-static void disk_spec(vctx *c, const json_t *ds, const char *path)
+/* diskSpec: the replica's scratch space. bootDiskSizeGb goes onto
+ * <role>Config.diskConfig, which kilnd checks at create against the disk
+ * its replicas' working directories are on (kiln__api_job_admit: refused,
+ * naming the field, when that disk can never give it). bootDiskType is a
+ * class of cloud disk: pd-ssd (Vertex's default) and pd-standard are
+ * accepted, as a node's local disk is at least that; the others (hyperdisk
+ * and the rest, with provisioned throughput) are refused. */
+static void disk_spec(vctx *c, const json_t *ds, const char *path, kiln_replica_config *rc)
 {
     static const char *const keys[] = {"bootDiskType", "bootDiskSizeGb", NULL};
     char p[512];
@@ -306,18 +466,24 @@ static void disk_spec(vctx *c, const json_t *ds, const char *path)
     check_keys(c, ds, p, keys);
     snprintf(p, sizeof p, "%s.diskSpec.bootDiskType", path);
     const char *t = opt_str(c, ds, "bootDiskType", p);
-    if (t && *t && strcmp(t, "pd-ssd") != 0)
+    if (t && *t && strcmp(t, "pd-ssd") != 0 && strcmp(t, "pd-standard") != 0)
         kiln_diag_add(c->d, p,
-                      "'%.32s' is refused: kiln's replicas use their node's disk (kiln does not "
-                      "provision boot disks); only Vertex's default, pd-ssd, is accepted",
-                      t);
+                      "'%.32s' is refused: a replica's disk is its node's local disk, which "
+                      "kiln can promise to be pd-ssd or pd-standard, not a provisioned "
+                      "'%.32s'",
+                      t, t);
     int64_t gb = 0;
     snprintf(p, sizeof p, "%s.diskSpec.bootDiskSizeGb", path);
-    if (opt_int(c, ds, "bootDiskSizeGb", p, &gb) && gb != 0 && gb != 100)
-        kiln_diag_add(c->d, p,
-                      "%lld is refused: kiln's replicas use their node's disk (kiln does not "
-                      "provision boot disks); only Vertex's default, 100, is accepted",
-                      (long long)gb);
+    bool sized = opt_int(c, ds, "bootDiskSizeGb", p, &gb);
+    if (sized && (gb < 0 || gb > 65536))
+        kiln_diag_add(c->d, p, "%lld is out of range (1 to 65536 GB)", (long long)gb);
+    else if (gb == 100 && (!t || !*t || strcmp(t, "pd-ssd") == 0))
+        ; /* Vertex's default, which the SDK always sends: no request of its own */
+    else if (gb > 0 || (t && *t)) {
+        rc->has_disk_config = true;
+        rc->disk_config.boot_disk_size_gb = gb;
+        nomem(c, kiln_set_str(&rc->disk_config.boot_disk_type, t));
+    }
 }
 
 static void container_spec(vctx *c, const json_t *cs, const char *path, kiln_replica_config *rc)
@@ -420,8 +586,8 @@ static void worker_pool(vctx *c, const json_t *wp, size_t k)
         kiln_diag_add(c->d, p, "%lld is more than kiln runs (1000)", (long long)n);
     if (rf.count) *rf.count = n;
     machine_spec(c, json_object_get(wp, "machineSpec"), path, r);
-    disk_spec(c, json_object_get(wp, "diskSpec"), path);
     *rf.has_config = true;
+    disk_spec(c, json_object_get(wp, "diskSpec"), path, rf.config);
     const json_t *cs = json_object_get(wp, "containerSpec");
     const json_t *ps = json_object_get(wp, "pythonPackageSpec");
     bool has_cs = cs && !is_default(cs), has_ps = ps && !is_default(ps);
@@ -433,6 +599,20 @@ static void worker_pool(vctx *c, const json_t *wp, size_t k)
         python_spec(c, ps, path, rf.config);
     else
         kiln_diag_add(c->d, path, "needs a containerSpec or a pythonPackageSpec");
+    /* Vertex's Reduction Server (its image in pool 2, what the SDK's
+     * reduction_server_container_uri sends) is an all-reduce service for
+     * the workers, not a parameter server: run as pool 2 it would be taken
+     * for one, so it is refused */
+    const char *img = has_cs ? json_string_value(json_object_get(cs, "imageUri")) : NULL;
+    if (k == 2 && img && strstr(img, "reductionserver")) {
+        snprintf(p, sizeof p, "%s.containerSpec.imageUri", path);
+        kiln_diag_add(c->d, p,
+                      "'%.128s' is Vertex's Reduction Server: kiln runs pool 2 as parameter "
+                      "servers, and its workers all-reduce among themselves (NCCL or MPI, "
+                      "docs/collectives.md); leave the pool out (reduction_server_replica_count "
+                      "0)",
+                      img);
+    }
 }
 
 /* "3600s", "1.5s": whole seconds and nanos. */
@@ -558,57 +738,20 @@ kiln_err kiln_job_from_custom_job(const char *buf, size_t len, kiln_job **out, k
     static const char *const keys[] = {"displayName", "jobSpec", "labels", NULL};
     static const char *const output_only[] = {"name",    "state",      "createTime", "startTime",
                                               "endTime", "updateTime", "error",      NULL};
-    json_error_t je;
-    json_t *root = NULL;
-    kiln_err err = KILN_EINVAL;
     size_t n0 = d->n;
     vctx c = {.d = d};
+    kiln_err err;
 
     *out = NULL;
-    if (len > KILN_SPEC_MAX_BYTES) {
-        kiln_diag_add(d, NULL, "the CustomJob is larger than %u bytes", KILN_SPEC_MAX_BYTES);
-        return KILN_ELIMIT;
-    }
-    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        kiln_diag_add(d, NULL, "not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
-        goto out;
-    }
-    if (!json_is_object(root)) {
-        kiln_diag_add(d, NULL, "a CustomJob is a JSON object");
-        goto out;
-    }
-    if (!(c.job = kiln_job_new())) {
-        err = KILN_ENOMEM;
-        goto out;
-    }
+    json_t *root = vertex_begin(&c, buf, len, "CustomJob", &err);
+    if (!root) return err;
     top_keys(d, root, keys, output_only,
              "not a CustomJob field kiln acts on (encryptionSpec and the others are refused "
              "rather than ignored; docs/vertex.md)");
-    kiln_training_input *ti = &c.job->training_input;
-    c.job->has_training_input = true;
-    ti->has_vertex = true;
-    nomem(&c, kiln_set_str(&ti->scale_tier, "CUSTOM"));
-    const char *dn = opt_str(&c, root, "displayName", "displayName");
-    if (!dn || !*dn)
-        kiln_diag_add(d, "displayName", "is required");
-    else if (strlen(dn) > 128)
-        kiln_diag_add(d, "displayName", "is longer than 128 characters");
-    else
-        nomem(&c, kiln_set_str(&ti->vertex.display_name, dn));
+    display_name(&c, root);
     job_spec(&c, json_object_get(root, "jobSpec"));
     job_labels(&c, json_object_get(root, "labels"));
-    if (c.nomem)
-        err = KILN_ENOMEM;
-    else if (d->n == n0 && !d->dropped)
-        err = KILN_OK;
-out:
-    json_decref(root);
-    if (err == KILN_OK)
-        *out = c.job;
-    else
-        kiln_job_free(c.job);
-    return err;
+    return vertex_end(&c, root, n0, out);
 }
 
 /* ---- back: the Job model as a CustomJobSpec ---- */
@@ -658,6 +801,15 @@ static json_t *pool_json(const kiln_job *job, kiln_role r)
     snprintf(cnt, sizeof cnt, "%lld", (long long)kiln_job_role_count(job, r));
     json_object_set_new(o, "replicaCount", json_string(cnt));
     if (!rc) return o;
+    if (rc->has_disk_config) {
+        json_t *ds = json_object();
+        if (ds && rc->disk_config.boot_disk_type)
+            json_object_set_new(ds, "bootDiskType", json_string(rc->disk_config.boot_disk_type));
+        if (ds && rc->disk_config.boot_disk_size_gb)
+            json_object_set_new(ds, "bootDiskSizeGb",
+                                json_integer((json_int_t)rc->disk_config.boot_disk_size_gb));
+        json_object_set_new(o, "diskSpec", ds);
+    }
     json_t *spec = json_object();
     if (!spec) {
         json_decref(o);
@@ -782,6 +934,10 @@ void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
                 to = ".containerSpec.imageUri";
             else if (strncmp(rest, "Config.env", 10) == 0)
                 to = ".containerSpec.env";
+            else if (strncmp(rest, "Config.diskConfig.bootDiskSizeGb", 32) == 0)
+                to = ".diskSpec.bootDiskSizeGb";
+            else if (strncmp(rest, "Config.diskConfig", 17) == 0)
+                to = ".diskSpec";
             else if (strncmp(rest, "Config", 6) == 0)
                 to = "";
             if (to) {
@@ -797,6 +953,8 @@ void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
  *   studySpec.metrics[0] {metricId, goal}  -> hyperparameterMetricTag, goal
  *   studySpec.parameters[]                 -> params (double/integer/categorical/
  *                                             discrete value specs, scaleType)
+ *   ...conditionalParameterSpecs[]         -> params after their parent, with
+ *                                             parentParameterName and its values
  *   studySpec.algorithm                    -> algorithm (GRID_SEARCH, RANDOM_SEARCH;
  *                                             unspecified: kiln's default search)
  *   studySpec.medianAutomatedStoppingSpec  -> enableTrialEarlyStopping (MEDIAN)
@@ -807,8 +965,7 @@ void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
  *   maxTrialCount, parallelTrialCount, maxFailedTrialCount -> maxTrials,
  *                                             maxParallelTrials, maxFailedTrials
  *   trialJobSpec                           -> as a CustomJob's jobSpec
- * useElapsedDuration: true, conditional parameters and the rest are
- * refused. */
+ * useElapsedDuration: true and the rest are refused. */
 
 static const char *enum_of(vctx *c, const json_t *v, const char *path, const char *const *names,
                            size_t n)
@@ -828,46 +985,200 @@ static const char *enum_of(vctx *c, const json_t *v, const char *path, const cha
 static double num_of(vctx *c, const json_t *o, const char *key, const char *path, bool *ok)
 {
     json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0; /* proto3: an omitted double is 0 */
     if (json_is_number(v)) return json_number_value(v);
     if (json_is_string(v)) { /* int64 travels as a string */
         char *end;
         double d = strtod(json_string_value(v), &end);
         if (*json_string_value(v) && !*end) return d;
     }
-    kiln_diag_add(c->d, path, "%s is required: a number", key);
+    kiln_diag_add(c->d, path, "%s must be a number (or a decimal string)", key);
     *ok = false;
     return 0;
 }
 
-static void study_param(vctx *c, const json_t *p, size_t i, kiln_parameter_spec *ps)
+/* Vertex's conditionalParameterSpecs, flattened into kiln's params parent
+ * first (kiln_parameter_spec.parent_parameter). kiln's caps: how deep a
+ * conditional parameter sits under top-level ones, and how many
+ * ParameterSpecs a study holds in all, conditional ones included (a study
+ * of more than KILN_TUNE_MAX_PARAMS is then refused by kiln_tune_check). */
+#define VX_COND_MAX_DEPTH 8
+#define VX_MAX_PARAMS     100
+
+/* How many ParameterSpecs `p` is with those under it, to VX_COND_MAX_DEPTH
+ * (deeper ones are refused where they are met). */
+static size_t count_params(const json_t *p, int depth)
 {
-    static const char *const keys[] = {"parameterId",
-                                       "doubleValueSpec",
-                                       "integerValueSpec",
-                                       "categoricalValueSpec",
-                                       "discreteValueSpec",
-                                       "scaleType",
-                                       NULL};
+    json_t *cs = json_object_get(p, "conditionalParameterSpecs"), *e;
+    size_t n = 1, k;
+    if (depth >= VX_COND_MAX_DEPTH || !json_is_array(cs)) return n;
+    json_array_foreach(cs, k, e) n += count_params(json_object_get(e, "parameterSpec"), depth + 1);
+    return n;
+}
+
+static void study_param(vctx *c, const json_t *p, const char *path, kiln_hyperparameter_spec *hp,
+                        int depth);
+
+/* The values of a parent's condition ({values: [...]}, numbers or decimal
+ * strings) into ps->parent_values; each must be one the parent takes. */
+static void cond_numbers(vctx *c, const json_t *cv, const char *path,
+                         const kiln_parameter_spec *parent, kiln_parameter_spec *ps)
+{
+    static const char *const vkeys[] = {"values", NULL};
+    bool integer = strcmp(parent->type, "INTEGER") == 0;
+    char f[512];
+    check_keys(c, cv, path, vkeys);
+    json_t *a = json_object_get(cv, "values"), *e;
+    size_t k;
+    snprintf(f, sizeof f, "%.420s.values", path);
+    if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 1000) {
+        kiln_diag_add(c->d, f, "must be a list of 1 to 1000 values of the parent");
+        return;
+    }
+    ps->parent_values = calloc(json_array_size(a), sizeof(double));
+    if (!ps->parent_values) {
+        c->nomem = true;
+        return;
+    }
+    json_array_foreach(a, k, e)
+    {
+        char *end = NULL;
+        double v = NAN;
+        if (json_is_number(e))
+            v = json_number_value(e);
+        else if (json_is_string(e) && *json_string_value(e) &&
+                 ((v = strtod(json_string_value(e), &end)), *end))
+            v = NAN; /* int64 and doubles may travel as strings in proto3 JSON */
+        bool takes = false;
+        if (integer) takes = v == floor(v) && v >= parent->min_value && v <= parent->max_value;
+        for (size_t d = 0; !integer && d < parent->n_discrete_values; d++)
+            takes = takes || parent->discrete_values[d] == v;
+        if (!takes)
+            kiln_diag_add(c->d, f, "item %zu is not a value parameter '%.64s' takes", k,
+                          parent->parameter_name ? parent->parameter_name : "");
+        ps->parent_values[k] = v;
+    }
+    ps->n_parent_values = json_array_size(a);
+}
+
+/* params[pi]'s conditionalParameterSpecs: each child follows its parent
+ * (and its own children follow it) in hp->params. */
+static void study_conditions(vctx *c, const json_t *cs, const char *path,
+                             kiln_hyperparameter_spec *hp, size_t pi, int depth)
+{
+    static const char *const keys[] = {"parameterSpec", "parentDiscreteValues", "parentIntValues",
+                                       "parentCategoricalValues", NULL};
+    static const struct {
+        const char *type, *key;
+    } conds[] = {{"DISCRETE", "parentDiscreteValues"},
+                 {"INTEGER", "parentIntValues"},
+                 {"CATEGORICAL", "parentCategoricalValues"}};
+    char f[512], g[512];
+    json_t *e;
+    size_t k;
+    const kiln_parameter_spec *parent = &hp->params[pi]; /* hp->params is not moved */
+    if (!parent->type) return;                           /* its own refusal said why */
+    if (strcmp(parent->type, "DOUBLE") == 0) {
+        kiln_diag_add(c->d, path,
+                      "a DOUBLE parameter cannot be a parent (Vertex refuses it too): its "
+                      "children would hang on single points of a continuous range; give the "
+                      "parent as a discreteValueSpec");
+        return;
+    }
+    if (!json_is_array(cs)) {
+        kiln_diag_add(c->d, path, "must be a list of ConditionalParameterSpecs");
+        return;
+    }
+    if (depth + 1 >= VX_COND_MAX_DEPTH) {
+        kiln_diag_add(c->d, path,
+                      "conditional parameters nest at most %d deep in kiln (here: one more)",
+                      VX_COND_MAX_DEPTH - 1);
+        return;
+    }
+    json_array_foreach(cs, k, e)
+    {
+        snprintf(f, sizeof f, "%.420s[%zu]", path, k);
+        if (!json_is_object(e)) {
+            kiln_diag_add(c->d, f, "must be a ConditionalParameterSpec object");
+            continue;
+        }
+        check_keys(c, e, f, keys);
+        const char *want = NULL;
+        int given = 0;
+        for (int n = 0; n < 3; n++) {
+            if (strcmp(parent->type, conds[n].type) == 0) want = conds[n].key;
+            given += !is_default(json_object_get(e, conds[n].key));
+        }
+        const json_t *cv = want ? json_object_get(e, want) : NULL;
+        if (given != 1 || is_default(cv)) {
+            kiln_diag_add(c->d, f, "give %s (the parent '%.64s' is %s), and only it",
+                          want ? want : "?", parent->parameter_name ? parent->parameter_name : "",
+                          parent->type);
+            continue;
+        }
+        size_t ci = hp->n_params;
+        snprintf(g, sizeof g, "%.440s.parameterSpec", f);
+        study_param(c, json_object_get(e, "parameterSpec"), g, hp, depth + 1);
+        if (hp->n_params == ci) continue; /* not decoded (refused) */
+        parent = &hp->params[pi];
+        kiln_parameter_spec *ps = &hp->params[ci];
+        nomem(c, kiln_set_str(&ps->parent_parameter, parent->parameter_name));
+        snprintf(g, sizeof g, "%.440s.%s", f, want);
+        if (strcmp(parent->type, "CATEGORICAL") == 0) {
+            static const char *const vkeys[] = {"values", NULL};
+            check_keys(c, cv, g, vkeys);
+            snprintf(g, sizeof g, "%.440s.%s.values", f, want);
+            str_list(c, cv, "values", g, &ps->parent_categorical_values);
+            if (ps->parent_categorical_values.n == 0)
+                kiln_diag_add(c->d, g, "must list at least one of the parent's values");
+            for (size_t v = 0; v < ps->parent_categorical_values.n; v++) {
+                bool takes = false;
+                for (size_t w = 0; w < parent->categorical_values.n; w++)
+                    takes = takes || strcmp(parent->categorical_values.v[w],
+                                            ps->parent_categorical_values.v[v]) == 0;
+                if (!takes)
+                    kiln_diag_add(c->d, g, "'%.64s' is not a value parameter '%.64s' takes",
+                                  ps->parent_categorical_values.v[v],
+                                  parent->parameter_name ? parent->parameter_name : "");
+            }
+        } else {
+            cond_numbers(c, cv, g, parent, ps);
+        }
+    }
+}
+
+/* Decodes ParameterSpec `p` into hp->params[hp->n_params] (room is made
+ * for count_params of every top-level one) and its conditional ones after
+ * it; `depth`: how many parents it has. */
+static void study_param(vctx *c, const json_t *p, const char *path, kiln_hyperparameter_spec *hp,
+                        int depth)
+{
+    static const char *const keys[] = {
+        "parameterId",       "doubleValueSpec", "integerValueSpec",          "categoricalValueSpec",
+        "discreteValueSpec", "scaleType",       "conditionalParameterSpecs", NULL};
     static const char *const scales[] = {"SCALE_TYPE_UNSPECIFIED", "UNIT_LINEAR_SCALE",
                                          "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"};
-    char path[96], f[160];
-    snprintf(path, sizeof path, "studySpec.parameters[%zu]", i);
+    char f[512];
     if (!json_is_object(p)) {
         kiln_diag_add(c->d, path, "must be a ParameterSpec object");
         return;
     }
-    if (!is_default(json_object_get(p, "conditionalParameterSpecs"))) {
-        snprintf(f, sizeof f, "%s.conditionalParameterSpecs", path);
-        kiln_diag_add(c->d, f,
-                      "conditional parameters are not supported: kiln's studies search every "
-                      "parameter in every trial (flatten them, or tune in separate jobs)");
-    }
+    size_t pi = hp->n_params++;
+    kiln_parameter_spec *ps = &hp->params[pi];
     check_keys(c, p, path, keys);
-    snprintf(f, sizeof f, "%s.parameterId", path);
+    snprintf(f, sizeof f, "%.420s.parameterId", path);
     const char *id = opt_str(c, p, "parameterId", f);
     if (!id || !*id) kiln_diag_add(c->d, f, "is required");
+    for (size_t k = 0; id && *id && k < pi; k++)
+        if (hp->params[k].parameter_name && strcmp(hp->params[k].parameter_name, id) == 0) {
+            kiln_diag_add(c->d, f,
+                          "'%.64s' names another parameter of this study too: names are unique "
+                          "across the whole study, conditional parameters included",
+                          id);
+            break;
+        }
     nomem(c, kiln_set_str(&ps->parameter_name, id));
-    snprintf(f, sizeof f, "%s.scaleType", path);
+    snprintf(f, sizeof f, "%.420s.scaleType", path);
     const char *sc = enum_of(c, json_object_get(p, "scaleType"), f, scales, 4);
     if (sc && strcmp(sc, "SCALE_TYPE_UNSPECIFIED") != 0)
         nomem(c, kiln_set_str(&ps->scale_type, sc));
@@ -886,26 +1197,26 @@ static void study_param(vctx *c, const json_t *p, size_t i, kiln_parameter_spec 
     if (dv || iv) {
         const json_t *v = dv ? dv : iv;
         static const char *const vkeys[] = {"minValue", "maxValue", NULL};
-        snprintf(f, sizeof f, "%s.%s", path, dv ? "doubleValueSpec" : "integerValueSpec");
+        snprintf(f, sizeof f, "%.420s.%s", path, dv ? "doubleValueSpec" : "integerValueSpec");
         check_keys(c, v, f, vkeys);
         nomem(c, kiln_set_str(&ps->type, dv ? "DOUBLE" : "INTEGER"));
         ps->min_value = num_of(c, v, "minValue", f, &ok);
         ps->max_value = num_of(c, v, "maxValue", f, &ok);
     } else if (cv) {
         static const char *const vkeys[] = {"values", NULL};
-        snprintf(f, sizeof f, "%s.categoricalValueSpec", path);
+        snprintf(f, sizeof f, "%.420s.categoricalValueSpec", path);
         check_keys(c, cv, f, vkeys);
         nomem(c, kiln_set_str(&ps->type, "CATEGORICAL"));
-        snprintf(f, sizeof f, "%s.categoricalValueSpec.values", path);
+        snprintf(f, sizeof f, "%.420s.categoricalValueSpec.values", path);
         str_list(c, cv, "values", f, &ps->categorical_values);
     } else {
         static const char *const vkeys[] = {"values", NULL};
-        snprintf(f, sizeof f, "%s.discreteValueSpec", path);
+        snprintf(f, sizeof f, "%.420s.discreteValueSpec", path);
         check_keys(c, sv, f, vkeys);
         nomem(c, kiln_set_str(&ps->type, "DISCRETE"));
         json_t *a = json_object_get(sv, "values"), *e;
         size_t k;
-        snprintf(f, sizeof f, "%s.discreteValueSpec.values", path);
+        snprintf(f, sizeof f, "%.420s.discreteValueSpec.values", path);
         if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 1000) {
             kiln_diag_add(c->d, f, "must be a list of 1 to 1000 numbers");
             return;
@@ -917,11 +1228,20 @@ static void study_param(vctx *c, const json_t *p, size_t i, kiln_parameter_spec 
         }
         json_array_foreach(a, k, e)
         {
-            if (!json_is_number(e)) kiln_diag_add(c->d, f, "item %zu must be a number", k);
-            ps->discrete_values[k] = json_number_value(e);
+            char *end = NULL;
+            if (json_is_number(e))
+                ps->discrete_values[k] = json_number_value(e);
+            else if (json_is_string(e) && *json_string_value(e) &&
+                     (ps->discrete_values[k] = strtod(json_string_value(e), &end), !*end))
+                ; /* a double may travel as a string in proto3 JSON */
+            else
+                kiln_diag_add(c->d, f, "item %zu must be a number", k);
         }
         ps->n_discrete_values = json_array_size(a);
     }
+    json_t *cs = json_object_get(p, "conditionalParameterSpecs");
+    snprintf(f, sizeof f, "%.420s.conditionalParameterSpecs", path);
+    if (!is_default(cs)) study_conditions(c, cs, f, hp, pi, depth);
 }
 
 static void study_spec(vctx *c, const json_t *ss)
@@ -967,13 +1287,25 @@ static void study_spec(vctx *c, const json_t *ss)
     if (!json_is_array(ps) || json_array_size(ps) == 0 || json_array_size(ps) > 100) {
         kiln_diag_add(c->d, "studySpec.parameters", "must hold 1 to 100 ParameterSpecs");
     } else {
-        hp->params = calloc(json_array_size(ps), sizeof *hp->params);
+        size_t n = 0;
+        json_array_foreach(ps, i, p) n += count_params(p, 0);
+        if (n > VX_MAX_PARAMS) {
+            kiln_diag_add(c->d, "studySpec.parameters",
+                          "holds %zu ParameterSpecs with the conditional ones: at most %d", n,
+                          VX_MAX_PARAMS);
+            return;
+        }
+        hp->params = calloc(n, sizeof *hp->params);
         if (!hp->params) {
             c->nomem = true;
             return;
         }
-        hp->n_params = json_array_size(ps);
-        json_array_foreach(ps, i, p) study_param(c, p, i, &hp->params[i]);
+        json_array_foreach(ps, i, p)
+        {
+            char path[64];
+            snprintf(path, sizeof path, "studySpec.parameters[%zu]", i);
+            study_param(c, p, path, hp, 0);
+        }
     }
     const char *a = enum_of(c, json_object_get(ss, "algorithm"), "studySpec.algorithm", algos, 4);
     if (a && strcmp(a, "ALGORITHM_UNSPECIFIED") != 0) nomem(c, kiln_set_str(&hp->algorithm, a));
@@ -1019,6 +1351,21 @@ static void int_field(vctx *c, const json_t *root, const char *key, int64_t *out
         *out = v;
 }
 
+/* The violations from `from` on named under `to` instead of jobSpec. */
+static void reprefix(kiln_diag *d, size_t from, const char *to)
+{
+    for (size_t i = from; i < d->n; i++) {
+        char f[600];
+        const char *old = d->v[i].field ? d->v[i].field : "";
+        if (strncmp(old, "jobSpec", 7) != 0) continue;
+        snprintf(f, sizeof f, "%s%s", to, old + 7);
+        char *nf = strdup(f);
+        if (!nf) continue;
+        free(d->v[i].field);
+        d->v[i].field = nf;
+    }
+}
+
 kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out, kiln_diag *d)
 {
     static const char *const keys[] = {
@@ -1027,39 +1374,18 @@ kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out
     static const char *const output_only[] = {"name",      "state",   "createTime",
                                               "startTime", "endTime", "updateTime",
                                               "error",     "trials",  NULL};
-    json_error_t je;
-    json_t *root = NULL;
-    kiln_err err = KILN_EINVAL;
     size_t n0 = d->n;
     vctx c = {.d = d};
+    kiln_err err;
 
     *out = NULL;
-    if (len > KILN_SPEC_MAX_BYTES) {
-        kiln_diag_add(d, NULL, "the HyperparameterTuningJob is larger than %u bytes",
-                      KILN_SPEC_MAX_BYTES);
-        return KILN_ELIMIT;
-    }
-    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root || !json_is_object(root)) {
-        kiln_diag_add(d, NULL, "not a JSON object%s%s", root ? "" : ": ", root ? "" : je.text);
-        goto out;
-    }
-    if (!(c.job = kiln_job_new())) {
-        err = KILN_ENOMEM;
-        goto out;
-    }
+    json_t *root = vertex_begin(&c, buf, len, "HyperparameterTuningJob", &err);
+    if (!root) return err;
     top_keys(d, root, keys, output_only,
              "not a HyperparameterTuningJob field kiln acts on (docs/vertex.md)");
     kiln_training_input *ti = &c.job->training_input;
-    c.job->has_training_input = true;
-    ti->has_vertex = true;
     ti->has_hyperparameters = true;
-    nomem(&c, kiln_set_str(&ti->scale_tier, "CUSTOM"));
-    const char *dn = opt_str(&c, root, "displayName", "displayName");
-    if (!dn || !*dn || strlen(dn) > 128)
-        kiln_diag_add(d, "displayName", "is required (at most 128 characters)");
-    else
-        nomem(&c, kiln_set_str(&ti->vertex.display_name, dn));
+    display_name(&c, root);
     study_spec(&c, json_object_get(root, "studySpec"));
     int_field(&c, root, "maxTrialCount", &ti->hyperparameters.max_trials);
     int_field(&c, root, "parallelTrialCount", &ti->hyperparameters.max_parallel_trials);
@@ -1067,28 +1393,268 @@ kiln_err kiln_job_from_hp_tuning_job(const char *buf, size_t len, kiln_job **out
     /* the trial's job: a CustomJobSpec, its violations under trialJobSpec */
     size_t before = d->n;
     job_spec(&c, json_object_get(root, "trialJobSpec"));
-    for (size_t i = before; i < d->n; i++) {
-        char f[600];
-        const char *old = d->v[i].field ? d->v[i].field : "";
-        if (strncmp(old, "jobSpec", 7) != 0) continue;
-        snprintf(f, sizeof f, "trialJobSpec%s", old + 7);
-        char *nf = strdup(f);
-        if (!nf) continue;
-        free(d->v[i].field);
-        d->v[i].field = nf;
-    }
+    reprefix(d, before, "trialJobSpec");
     job_labels(&c, json_object_get(root, "labels"));
+    return vertex_end(&c, root, n0, out);
+}
+
+/* A Model as a client sends it: a pipeline's modelToUpload (path
+ * "modelToUpload") or models:upload's model (path "model", where
+ * artifactUri is read too: an uploaded Model's files are wherever the
+ * client put them, a pipeline's are its baseOutputDirectory/model/). Kept
+ * as sent and shown on the Model; kiln serves no model, so the serving
+ * fields are metadata (docs/vertex.md says so). Returns the Model as
+ * compact JSON (the caller's), or NULL with the violations in c->d. */
+static char *model_check(vctx *c, const json_t *m, const char *path, bool upload)
+{
+    /* an upload's fields; a pipeline's without the first */
+    static const char *const keys[] = {"artifactUri",        "displayName",     "description",
+                                       "containerSpec",      "labels",          "versionAliases",
+                                       "versionDescription", "predictSchemata", NULL};
+    char f[64];
+    size_t n0 = c->d->n;
+    if (!json_is_object(m)) {
+        kiln_diag_add(c->d, path, "must be a Model object");
+        return NULL;
+    }
+    check_keys(c, m, path, upload ? keys : keys + 1);
+    snprintf(f, sizeof f, "%s.displayName", path);
+    const char *dn = opt_str(c, m, "displayName", f);
+    if (!dn || !*dn || strlen(dn) > 128)
+        kiln_diag_add(c->d, f, "is required (at most 128 characters)");
+    const json_t *cs = json_object_get(m, "containerSpec");
+    snprintf(f, sizeof f, "%s.containerSpec", path);
+    if (cs && !json_is_object(cs)) kiln_diag_add(c->d, f, "must be a ModelContainerSpec");
+    snprintf(f, sizeof f, "%s.artifactUri", path);
+    const char *au = upload ? opt_str(c, m, "artifactUri", f) : NULL;
+    if (au && *au && (strncmp(au, "gs://", 5) != 0 || strlen(au) > 1024))
+        kiln_diag_add(c->d, f,
+                      "'%.160s': must be a gs:// URI (at most 1024 bytes) in kilnd's staging "
+                      "store",
+                      au);
+    char *s = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!s || strlen(s) > 16384) {
+        if (s) kiln_diag_add(c->d, path, "is larger than 16384 bytes");
+        c->nomem |= !s;
+        free(s);
+        return NULL;
+    }
+    if (c->d->n != n0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* modelToUpload: the Model a pipeline's success makes (its artifactUri,
+ * baseOutputDirectory/model/, is where the job wrote its model). */
+static void model_to_upload(vctx *c, const json_t *m)
+{
+    if (!m || is_default(m)) return;
+    char *s = model_check(c, m, "modelToUpload", false);
+    if (s) nomem(c, kiln_set_str(&c->job->training_input.vertex.model_to_upload, s));
+    free(s);
+}
+
+/* Vertex's modelId rule: 1-63 of [a-z0-9_-], the first a letter (so that
+ * it never reads as the number of a pipeline's Model). */
+bool kiln_vertex_model_id_valid(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || !(s[0] >= 'a' && s[0] <= 'z')) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
+
+void kiln_vertex_upload_clear(kiln_vertex_upload *u)
+{
+    free(u->model);
+    free(u->model_id);
+    free(u->artifact_uri);
+    *u = (kiln_vertex_upload){0};
+}
+
+/* ---- UploadModelRequest (models:upload) ----
+ *   model       -> the Model (model_check, artifactUri read)
+ *   modelId     -> its id
+ * parentModel (versions) and serviceAccount are refused by name. */
+kiln_err kiln_vertex_upload_parse(const char *buf, size_t len, kiln_vertex_upload *out,
+                                  kiln_diag *d)
+{
+    static const char *const keys[] = {"model", "modelId", NULL};
+    static const char *const none[] = {NULL};
+    size_t n0 = d->n;
+    vctx c = {.d = d};
+    json_error_t je;
+    json_t *root = NULL;
+    kiln_err err = KILN_EINVAL;
+
+    *out = (kiln_vertex_upload){0};
+    if (len > KILN_SPEC_MAX_BYTES) {
+        kiln_diag_add(d, NULL, "the UploadModelRequest is larger than %u bytes",
+                      KILN_SPEC_MAX_BYTES);
+        err = KILN_ELIMIT;
+        goto out;
+    }
+    root = load_proto3(buf, len, &je, d);
+    if (!root) {
+        kiln_diag_add(d, NULL, "not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        goto out;
+    }
+    if (!json_is_object(root)) {
+        kiln_diag_add(d, NULL, "an UploadModelRequest is a JSON object");
+        goto out;
+    }
+    if (!is_default(json_object_get(root, "parentModel")))
+        kiln_diag_add(d, "parentModel",
+                      "kilnd keeps one version of a Model: upload a new Model (a new modelId) "
+                      "instead of a version");
+    if (!is_default(json_object_get(root, "serviceAccount")))
+        kiln_diag_add(d, "serviceAccount", "kilnd reads the staging store as itself");
+    json_object_del(root, "parentModel");
+    json_object_del(root, "serviceAccount");
+    top_keys(d, root, keys, none, "not an UploadModelRequest field kiln acts on (docs/vertex.md)");
+    const json_t *m = json_object_get(root, "model");
+    if (is_default(m))
+        kiln_diag_add(d, "model", "is required");
+    else if ((out->model = model_check(&c, m, "model", true)) != NULL) {
+        const char *au = json_string_value(json_object_get(m, "artifactUri"));
+        if (au && *au) nomem(&c, kiln_set_str(&out->artifact_uri, au));
+    }
+    const char *id = opt_str(&c, root, "modelId", "modelId");
+    if (id && *id) {
+        if (!kiln_vertex_model_id_valid(id, strlen(id)))
+            kiln_diag_add(d, "modelId",
+                          "'%.80s': 1-63 of [a-z0-9_-], the first a letter (Vertex's rule)", id);
+        else
+            nomem(&c, kiln_set_str(&out->model_id, id));
+    }
     if (c.nomem)
         err = KILN_ENOMEM;
     else if (d->n == n0 && !d->dropped)
         err = KILN_OK;
 out:
     json_decref(root);
-    if (err == KILN_OK)
-        *out = c.job;
-    else
-        kiln_job_free(c.job);
+    if (err != KILN_OK) kiln_vertex_upload_clear(out);
     return err;
+}
+
+/* ---- TrainingPipeline ----
+ *   displayName, labels        -> as a CustomJob's
+ *   trainingTaskDefinition     -> must be KILN_VERTEX_CUSTOM_TASK
+ *   trainingTaskInputs         -> a CustomJob's jobSpec (a Struct: the SDK's keys
+ *                                 are mostly snake_case, its numbers doubles)
+ *   modelToUpload              -> vertex.modelToUpload (the Model of its success)
+ * inputDataConfig (managed datasets) and the rest are refused by name. */
+kiln_err kiln_job_from_training_pipeline(const char *buf, size_t len, kiln_job **out, kiln_diag *d)
+{
+    static const char *const keys[] = {"displayName", "trainingTaskDefinition",
+                                       "trainingTaskInputs", "labels", NULL};
+    static const char *const output_only[] = {
+        "name",       "state", "createTime",           "startTime", "endTime",
+        "updateTime", "error", "trainingTaskMetadata", NULL};
+    size_t n0 = d->n;
+    vctx c = {.d = d};
+    kiln_err err;
+
+    *out = NULL;
+    json_t *root = vertex_begin(&c, buf, len, "TrainingPipeline", &err);
+    if (!root) return err;
+    model_to_upload(&c, json_object_get(root, "modelToUpload"));
+    if (!is_default(json_object_get(root, "inputDataConfig")))
+        kiln_diag_add(d, "inputDataConfig",
+                      "kilnd has no managed datasets: read the data from the staging store in "
+                      "the training code");
+    json_object_del(root, "modelToUpload");
+    json_object_del(root, "inputDataConfig");
+    top_keys(d, root, keys, output_only,
+             "not a TrainingPipeline field kiln acts on (docs/vertex.md)");
+    kiln_training_input *ti = &c.job->training_input;
+    display_name(&c, root);
+    const char *def = opt_str(&c, root, "trainingTaskDefinition", "trainingTaskDefinition");
+    if (!def || strcmp(def, KILN_VERTEX_CUSTOM_TASK) != 0)
+        kiln_diag_add(d, "trainingTaskDefinition",
+                      "'%.160s': kiln runs the custom task only (" KILN_VERTEX_CUSTOM_TASK
+                      ", what CustomTrainingJob and its siblings send); AutoML tasks are not "
+                      "served",
+                      def ? def : "");
+    size_t before = d->n;
+    job_spec(&c, json_object_get(root, "trainingTaskInputs"));
+    reprefix(d, before, "trainingTaskInputs");
+    if (ti->vertex.model_to_upload && !ti->vertex.base_output_directory)
+        kiln_diag_add(d, "trainingTaskInputs.baseOutputDirectory",
+                      "is required with modelToUpload: the Model's artifactUri is its model/");
+    job_labels(&c, json_object_get(root, "labels"));
+    return vertex_end(&c, root, n0, out);
+}
+
+/* Whether params[c] hangs under params[p] (listed before it): its
+ * parentParameterName names p (names are unique: kiln_tune_check). */
+static bool child_of(const kiln_hyperparameter_spec *hp, size_t c, size_t p)
+{
+    const char *pn = hp->params[c].parent_parameter, *n = hp->params[p].parameter_name;
+    return c > p && pn && n && strcmp(pn, n) == 0;
+}
+
+/* params[i] as a Vertex ParameterSpec, with the parameters under it as its
+ * conditionalParameterSpecs (the flattened tree folded back). */
+static json_t *param_spec_json(const kiln_hyperparameter_spec *hp, size_t i)
+{
+    const kiln_parameter_spec *p = &hp->params[i];
+    json_t *o = json_pack("{s:s}", "parameterId", p->parameter_name ? p->parameter_name : "");
+    const char *t = p->type ? p->type : "";
+    if (!o) return NULL;
+    if (strcmp(t, "DOUBLE") == 0)
+        json_object_set_new(
+            o, "doubleValueSpec",
+            json_pack("{s:f,s:f}", "minValue", p->min_value, "maxValue", p->max_value));
+    else if (strcmp(t, "INTEGER") == 0) {
+        char lo[32], hi[32];
+        snprintf(lo, sizeof lo, "%lld", (long long)p->min_value);
+        snprintf(hi, sizeof hi, "%lld", (long long)p->max_value);
+        json_object_set_new(o, "integerValueSpec",
+                            json_pack("{s:s,s:s}", "minValue", lo, "maxValue", hi));
+    } else if (strcmp(t, "CATEGORICAL") == 0) {
+        json_object_set_new(o, "categoricalValueSpec",
+                            json_pack("{s:o}", "values", strv_json(&p->categorical_values)));
+    } else {
+        json_t *a = json_array();
+        for (size_t k = 0; a && k < p->n_discrete_values; k++)
+            json_array_append_new(a, json_real(p->discrete_values[k]));
+        json_object_set_new(o, "discreteValueSpec", json_pack("{s:o}", "values", a));
+    }
+    if (p->scale_type && strcmp(p->scale_type, "NONE") != 0)
+        json_object_set_new(o, "scaleType", json_string(p->scale_type));
+    json_t *cs = json_array();
+    for (size_t c = i + 1; cs && c < hp->n_params; c++) {
+        const kiln_parameter_spec *ch = &hp->params[c];
+        if (!child_of(hp, c, i)) continue;
+        json_t *vals = json_array(), *cond;
+        const char *key = strcmp(t, "CATEGORICAL") == 0 ? "parentCategoricalValues"
+                          : strcmp(t, "INTEGER") == 0   ? "parentIntValues"
+                                                        : "parentDiscreteValues";
+        if (strcmp(t, "CATEGORICAL") == 0) {
+            json_decref(vals);
+            vals = strv_json(&ch->parent_categorical_values);
+        }
+        for (size_t k = 0; vals && strcmp(t, "CATEGORICAL") != 0 && k < ch->n_parent_values; k++) {
+            char iv[32]; /* int64 travels as a string */
+            snprintf(iv, sizeof iv, "%lld", (long long)ch->parent_values[k]);
+            json_array_append_new(vals, strcmp(t, "INTEGER") == 0
+                                            ? json_string(iv)
+                                            : json_real(ch->parent_values[k]));
+        }
+        cond = json_pack("{s:o,s:{s:o}}", "parameterSpec", param_spec_json(hp, c), key, "values",
+                         vals ? vals : json_array());
+        if (cond) json_array_append_new(cs, cond);
+    }
+    if (cs && json_array_size(cs))
+        json_object_set_new(o, "conditionalParameterSpecs", cs);
+    else
+        json_decref(cs);
+    return o;
 }
 
 void *kiln_job_study_spec(const kiln_job *job)
@@ -1106,32 +1672,10 @@ void *kiln_job_study_spec(const kiln_job *job)
                   hp->hyperparameter_metric_tag ? hp->hyperparameter_metric_tag : "", "goal",
                   hp->goal ? hp->goal : "GOAL_TYPE_UNSPECIFIED"));
     for (size_t i = 0; i < hp->n_params; i++) {
-        const kiln_parameter_spec *p = &hp->params[i];
-        json_t *o = json_pack("{s:s}", "parameterId", p->parameter_name ? p->parameter_name : "");
-        const char *t = p->type ? p->type : "";
-        if (!o) continue;
-        if (strcmp(t, "DOUBLE") == 0)
-            json_object_set_new(
-                o, "doubleValueSpec",
-                json_pack("{s:f,s:f}", "minValue", p->min_value, "maxValue", p->max_value));
-        else if (strcmp(t, "INTEGER") == 0) {
-            char lo[32], hi[32];
-            snprintf(lo, sizeof lo, "%lld", (long long)p->min_value);
-            snprintf(hi, sizeof hi, "%lld", (long long)p->max_value);
-            json_object_set_new(o, "integerValueSpec",
-                                json_pack("{s:s,s:s}", "minValue", lo, "maxValue", hi));
-        } else if (strcmp(t, "CATEGORICAL") == 0) {
-            json_object_set_new(o, "categoricalValueSpec",
-                                json_pack("{s:o}", "values", strv_json(&p->categorical_values)));
-        } else {
-            json_t *a = json_array();
-            for (size_t k = 0; a && k < p->n_discrete_values; k++)
-                json_array_append_new(a, json_real(p->discrete_values[k]));
-            json_object_set_new(o, "discreteValueSpec", json_pack("{s:o}", "values", a));
-        }
-        if (p->scale_type && strcmp(p->scale_type, "NONE") != 0)
-            json_object_set_new(o, "scaleType", json_string(p->scale_type));
-        json_array_append_new(ps, o);
+        const char *pn = hp->params[i].parent_parameter;
+        if (pn && *pn) continue; /* under its parent */
+        json_t *o = param_spec_json(hp, i);
+        if (o) json_array_append_new(ps, o);
     }
     json_object_set_new(ss, "parameters", ps);
     if (hp->algorithm && strcmp(hp->algorithm, "ALGORITHM_UNSPECIFIED") != 0)

@@ -5,10 +5,19 @@
  * a data dir written by an older kilnd opens (and is upgraded) and a crash
  * mid-migration leaves the old version whole. A store of a newer version is
  * refused rather than misread. Stores from before versions were kept have
- * version 0 and already hold what migration 0 creates (hence IF NOT EXISTS). */
+ * version 0 and already hold what migration 0 creates (hence IF NOT EXISTS).
+ *
+ * Before an existing store is migrated, a copy of it as it was is made
+ * beside it (PATH.pre-upgrade-vN, mode 0600, SQLite's online backup, just
+ * before the migration's write lock) and removed once the migration has
+ * committed: a migration that fails leaves the store as it was (the
+ * transaction) and the copy (for the operator; docs/install.md,
+ * "Upgrades"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <unistd.h>
 
 #include "store/store_int.h"
 
@@ -48,6 +57,11 @@ static const char *const migrations[KILN__STORE_SCHEMA] = {
     " body TEXT NOT NULL, PRIMARY KEY(kind, project, name)) WITHOUT ROWID;",
 };
 
+int kiln_store_schema_version(void)
+{
+    return KILN__STORE_SCHEMA;
+}
+
 static int user_version(sqlite3 *db)
 {
     sqlite3_stmt *st = NULL;
@@ -59,12 +73,48 @@ static int user_version(sqlite3 *db)
     return v;
 }
 
+/* Does the store hold anything yet (a version 0 store from before
+ * versions were kept does; a new file does not)? */
+static bool has_tables(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    bool any = false;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master LIMIT 1", -1, &st, NULL) == SQLITE_OK)
+        any = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return any;
+}
+
 kiln_err kiln__store_schema(sqlite3 *db, const char *path, kiln_diag *d)
 {
-    char *msg = NULL, sql[64];
+    char *msg = NULL, sql[64], copy[4096] = "";
     kiln_err err = KILN_EIO;
     bool began = false;
 
+    int v0 = user_version(db);
+    if (v0 >= 0 && v0 < KILN__STORE_SCHEMA && strcmp(path, ":memory:") != 0 && has_tables(db)) {
+        /* an upgrade: the copy first, before the write lock (a backup cannot
+         * read through this connection's own write transaction); nothing
+         * else writes a store that kilnd is opening. One left by an upgrade
+         * that failed is the same store (that migration rolled back): it
+         * stays */
+        kiln_store_backup_info info;
+        kiln_diag cd = KILN_DIAG_INIT;
+        snprintf(copy, sizeof copy, "%s.pre-upgrade-v%d", path, v0);
+        kiln_err ce = kiln__store_copy(db, copy, &info, &cd);
+        if (ce != KILN_OK && ce != KILN_EEXIST) {
+            kiln_diag_add(d, "--data-dir",
+                          "not upgrading the store '%s' from schema version %d to %d: its copy "
+                          "'%s' could not be made (%s)",
+                          path, v0, KILN__STORE_SCHEMA, copy,
+                          cd.n ? cd.v[0].description : kiln_err_str(ce));
+            kiln_diag_free(&cd);
+            err = KILN_EIO;
+            copy[0] = '\0';
+            goto out_quiet;
+        }
+        kiln_diag_free(&cd);
+    }
     /* IMMEDIATE: two kilnds opening one store at once migrate one after the other */
     if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) goto out;
     began = true;
@@ -85,10 +135,16 @@ kiln_err kiln__store_schema(sqlite3 *db, const char *path, kiln_diag *d)
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) goto out;
     began = false;
     err = KILN_OK;
+    if (copy[0]) unlink(copy); /* committed: the upgraded store stands on its own */
 out:
     if (err == KILN_EIO)
-        kiln_diag_add(d, "--data-dir", "cannot initialise the store '%s': %s", path,
-                      msg ? msg : sqlite3_errmsg(db));
+        kiln_diag_add(d, "--data-dir", "cannot initialise the store '%s': %s%s%s%s", path,
+                      msg ? msg : sqlite3_errmsg(db),
+                      copy[0] ? " (its copy from before the "
+                                "upgrade is kept: '"
+                              : "",
+                      copy, copy[0] ? "')" : "");
+out_quiet:
     if (began) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_free(msg);
     return err;

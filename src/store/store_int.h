@@ -2,6 +2,8 @@
  *
  *   store.c    the connection, the jobs table, the public calls
  *   schema.c   the schema and its numbered migrations (PRAGMA user_version)
+ *   backup.c   copies of a store (kiln admin backup, the pre-upgrade copy)
+ *   restore.c  the in-use lock (kiln_store_hold) and kiln admin restore
  *   filter.c   the list filter: parse, match, and the SQL that narrows a list
  *   qrank.c    the queue's order in memory, for an exact jobPosition in O(log n)
  *   commit.c   group commit: one fdatasync of the WAL for many writers
@@ -25,6 +27,18 @@
  * or migrates an older one in place. A store written by a newer kiln is
  * refused (its meaning is unknown here). Errors go to `d`. */
 kiln_err kiln__store_schema(sqlite3 *db, const char *path, kiln_diag *d);
+/* ---- backup.c ---- */
+
+/* Copies the database of `from` (which the caller keeps) to the new file
+ * `dest`, as kiln_store_backup does: dest.tmp, one file, checked, synced,
+ * renamed; `dest` must not exist. The migration's copy (schema.c) and
+ * `kiln admin backup` share it. */
+kiln_err kiln__store_copy(sqlite3 *from, const char *dest, kiln_store_backup_info *info,
+                          kiln_diag *d);
+/* fsync(2) of the file or directory at `path`, opened with `flags`
+ * (O_RDONLY, plus O_DIRECTORY for a directory's entries); -1 and errno. */
+int kiln__store_fsync_path(const char *path, int flags);
+
 /* The store's secret (for page tokens), created with the schema. */
 kiln_err kiln__store_secret(sqlite3 *db, unsigned char key[32]);
 

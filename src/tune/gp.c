@@ -9,7 +9,15 @@
  * Cholesky factor written out here (the matrices are at most GP_MAX_POINTS
  * square: the best trials when there are more).
  * Acquisition: expected improvement over the best loss, maximised over
- * random points of the unit cube and perturbations of the best trials. */
+ * random points of the unit cube and perturbations of the best trials.
+ *
+ * Conditional parameters: a trial that lacks a parameter (its value NAN)
+ * sits at GP_ABSENT, the low end of that parameter's unit interval, in the
+ * kernel, as if the parameter had a fixed default there; trials that both
+ * lack it do not differ in it. A candidate is mapped to the trial it would
+ * be (values, then kiln__tune_prune) and its absent parameters put at
+ * GP_ABSENT too before its improvement is weighed, so that candidates and
+ * trials are compared in one embedding. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +25,7 @@
 #include "tune/tune_int.h"
 
 enum { GP_STARTUP_MIN = 5, GP_MAX_POINTS = 200, GP_RANDOM = 1000, GP_LOCAL = 400 };
+#define GP_ABSENT 0.0
 
 static double matern52(const double *a, const double *b, size_t d, double ls)
 {
@@ -148,8 +157,11 @@ bool kiln__tune_gp(const kiln_hyperparameter_spec *hp, const kiln_trial *const *
     double *X = calloc(m * d, sizeof *X), *y = calloc(m, sizeof *y);
     double *L = calloc(m * m, sizeof *L), *alpha = calloc(m, sizeof *alpha);
     double *tmp = calloc(m, sizeof *tmp), *cand = calloc(d, sizeof *cand);
-    double *best = calloc(d, sizeof *best);
-    if (!p || !X || !y || !L || !alpha || !tmp || !cand || !best) goto out;
+    double *best = calloc(d, sizeof *best), *vals = calloc(d, sizeof *vals);
+    bool cond = false;
+    for (size_t k = 0; k < d; k++)
+        cond = cond || kiln__tune_parent(hp, k) >= 0;
+    if (!p || !X || !y || !L || !alpha || !tmp || !cand || !best || !vals) goto out;
     for (size_t i = 0; i < n; i++)
         p[i] = (pt){maximize ? -done[i]->objective : done[i]->objective, done[i]};
     qsort(p, n, sizeof *p, by_loss); /* the best m when there are more */
@@ -162,7 +174,9 @@ bool kiln__tune_gp(const kiln_hyperparameter_spec *hp, const kiln_trial *const *
     for (size_t i = 0; i < m; i++) {
         y[i] = (p[i].loss - mean) / sdv;
         for (size_t k = 0; k < d; k++)
-            X[i * d + k] = kiln__tune_unit(&hp->params[k], p[i].t->values[k]);
+            X[i * d + k] = isnan(p[i].t->values[k])
+                               ? GP_ABSENT
+                               : kiln__tune_unit(&hp->params[k], p[i].t->values[k]);
     }
     /* the length scale and noise with the largest marginal likelihood */
     static const double scales[] = {0.05, 0.1, 0.2, 0.35, 0.6, 1.0, 1.7};
@@ -188,6 +202,13 @@ bool kiln__tune_gp(const kiln_hyperparameter_spec *hp, const kiln_trial *const *
                 cand[k] = u < 0 ? 0 : u > 1 ? 1 : u;
             }
         }
+        if (cond) { /* absent parameters where the trials' are */
+            for (size_t k = 0; k < d; k++)
+                vals[k] = kiln__tune_value(&hp->params[k], cand[k]);
+            kiln__tune_prune(hp, vals);
+            for (size_t k = 0; k < d; k++)
+                if (isnan(vals[k])) cand[k] = GP_ABSENT;
+        }
         double e = ei(&g, cand, ymin, tmp);
         if (e > best_ei) {
             best_ei = e;
@@ -196,6 +217,7 @@ bool kiln__tune_gp(const kiln_hyperparameter_spec *hp, const kiln_trial *const *
     }
     for (size_t k = 0; k < d; k++)
         out[k] = kiln__tune_value(&hp->params[k], best[k]);
+    kiln__tune_prune(hp, out);
     ok = true;
 out:
     free(p);
@@ -206,5 +228,6 @@ out:
     free(tmp);
     free(cand);
     free(best);
+    free(vals);
     return ok;
 }

@@ -1,8 +1,8 @@
 /* resume.c - resumePreviousJobId: a new tuning job that continues a
  * finished tuning job's study. The previous job must be of the same project
  * (the caller looks it up there), finished, a tuning job that ran (its
- * runtime record holds a study), with the same params, goal, metric tag and
- * measurementSelectionType.
+ * runtime record holds a study), with the same params (conditions
+ * included), goal, metric tag and measurementSelectionType.
  * The new study starts with the previous one's trials: they count toward
  * maxTrials (and failed ones toward maxFailedTrials), feed the model-based
  * search, and the new trials' ids follow theirs. */
@@ -40,6 +40,16 @@ static const char *param_diff(const kiln_parameter_spec *a, const kiln_parameter
     if (a->n_discrete_values != b->n_discrete_values) return "discreteValues";
     for (size_t i = 0; i < a->n_discrete_values; i++)
         if (a->discrete_values[i] != b->discrete_values[i]) return "discreteValues";
+    /* a conditional parameter: the trials kept were chosen under its condition */
+    if (!same_str(a->parent_parameter, b->parent_parameter)) return "parentParameterName";
+    if (a->parent_categorical_values.n != b->parent_categorical_values.n)
+        return "parentCategoricalValues";
+    for (size_t i = 0; i < a->parent_categorical_values.n; i++)
+        if (!same_str(a->parent_categorical_values.v[i], b->parent_categorical_values.v[i]))
+            return "parentCategoricalValues";
+    if (a->n_parent_values != b->n_parent_values) return "parentValues";
+    for (size_t i = 0; i < a->n_parent_values; i++)
+        if (a->parent_values[i] != b->parent_values[i]) return "parentValues";
     return NULL;
 }
 

@@ -100,28 +100,203 @@ double kiln__tune_unit(const kiln_parameter_spec *p, double v)
     return kiln_tune_to_unit(p->scale_type, p->min_value, p->max_value, v);
 }
 
-/* ---------- the algorithms ---------- */
+/* ---------- conditional parameters ---------- */
 
-/* Trial number `k` (0-based) of a grid: the last parameter varies fastest.
- * False once the grid is exhausted. */
-bool kiln__tune_grid(const kiln_hyperparameter_spec *hp, uint64_t k, double *out)
+int kiln__tune_parent(const kiln_hyperparameter_spec *hp, size_t i)
+{
+    const char *name = hp->params[i].parent_parameter;
+    if (!name || !*name) return -1;
+    for (size_t k = 0; k < i; k++)
+        if (is(hp->params[k].parameter_name, name)) return (int)k;
+    return -1;
+}
+
+/* Whether params[c]'s condition lists `v`, a value of its parent params[p]
+ * (a CATEGORICAL parent's: the index). */
+static bool listed(const kiln_hyperparameter_spec *hp, size_t c, size_t p, double v)
+{
+    const kiln_parameter_spec *cs = &hp->params[c], *ps = &hp->params[p];
+    if (isnan(v)) return false;
+    if (is(ps->type, "CATEGORICAL")) {
+        if (v < 0 || (size_t)v >= ps->categorical_values.n) return false;
+        const char *name = ps->categorical_values.v[(size_t)v];
+        for (size_t k = 0; k < cs->parent_categorical_values.n; k++)
+            if (strcmp(cs->parent_categorical_values.v[k], name) == 0) return true;
+        return false;
+    }
+    for (size_t k = 0; k < cs->n_parent_values; k++)
+        if (cs->parent_values[k] == v) return true;
+    return false;
+}
+
+bool kiln__tune_active(const kiln_hyperparameter_spec *hp, size_t i, const double *values)
+{
+    int p = kiln__tune_parent(hp, i);
+    return p < 0 || listed(hp, i, (size_t)p, values[p]);
+}
+
+void kiln__tune_prune(const kiln_hyperparameter_spec *hp, double *values)
+{
+    for (size_t i = 0; i < hp->n_params; i++)
+        if (!kiln__tune_active(hp, i, values)) values[i] = NAN;
+}
+
+/* ---------- the grid over the conditional tree ---------- */
+
+/* The grid walks the conditional tree, not the cross product: a parameter's
+ * "count" is the number of settings of it and of the parameters under it,
+ * the sum over its values of the product of the counts of the children that
+ * value switches on (1 for a value that switches none on). Counts saturate
+ * at GRID_CAP, far above any trial number asked for (maxTrials <= 1000), so
+ * that the first GRID_CAP points come out exactly as with exact counts. */
+#define GRID_CAP (UINT64_C(1) << 62)
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+    return a && b > GRID_CAP / a ? GRID_CAP : a * b;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a + b > GRID_CAP ? GRID_CAP : a + b;
+}
+
+/* Grid value number r of params[i] (a CATEGORICAL one's: the index). */
+static double grid_value(const kiln_parameter_spec *p, uint64_t r)
+{
+    if (is(p->type, "CATEGORICAL")) return (double)r;
+    if (is(p->type, "DISCRETE")) return p->discrete_values[r];
+    return p->min_value + (double)r;
+}
+
+/* Grid value number of a value a child lists for params[p]; false when
+ * params[p] does not take it (kiln_tune_check refuses such a spec). */
+static bool grid_index(const kiln_parameter_spec *p, double v, uint64_t *r)
+{
+    size_t n = kiln__tune_choices(p);
+    if (is(p->type, "INTEGER")) {
+        if (v < p->min_value || v > p->max_value || v != floor(v)) return false;
+        *r = (uint64_t)(v - p->min_value);
+        return true;
+    }
+    for (size_t k = 0; k < n; k++)
+        if (grid_value(p, k) == v) return (*r = k), true;
+    return false;
+}
+
+/* The settings under value `v` of params[i]: the product of the counts of
+ * the children that v switches on. */
+static uint64_t grid_weight(const kiln_hyperparameter_spec *hp, const uint64_t *count, size_t i,
+                            double v)
+{
+    uint64_t w = 1;
+    for (size_t c = i + 1; c < hp->n_params; c++)
+        if (kiln__tune_parent(hp, c) == (int)i && listed(hp, c, i, v)) w = sat_mul(w, count[c]);
+    return w;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every parameter's count, children (listed after their parent) first;
+ * false on ENOMEM. Only the distinct values some child lists are weighed
+ * one by one: the others count 1 each, so that an INTEGER parent of a wide
+ * range costs no walk over its range. */
+static bool grid_counts(const kiln_hyperparameter_spec *hp, uint64_t *count)
 {
     for (size_t i = hp->n_params; i-- > 0;) {
         const kiln_parameter_spec *p = &hp->params[i];
-        uint64_t n = kiln__tune_choices(p), r = k % n;
-        k /= n;
-        if (is(p->type, "CATEGORICAL"))
-            out[i] = (double)r;
-        else if (is(p->type, "DISCRETE"))
-            out[i] = p->discrete_values[r];
-        else
-            out[i] = p->min_value + (double)r;
+        bool cat = is(p->type, "CATEGORICAL");
+        size_t nl = 0, m = 0;
+        for (size_t c = i + 1; c < hp->n_params; c++)
+            if (kiln__tune_parent(hp, c) == (int)i)
+                nl +=
+                    cat ? hp->params[c].parent_categorical_values.n : hp->params[c].n_parent_values;
+        uint64_t *r = malloc((nl ? nl : 1) * sizeof *r), sum = 0, seen = 0;
+        if (!r) return false;
+        for (size_t c = i + 1; c < hp->n_params; c++) {
+            if (kiln__tune_parent(hp, c) != (int)i) continue;
+            const kiln_parameter_spec *cs = &hp->params[c];
+            for (size_t l = 0; cat && l < cs->parent_categorical_values.n; l++)
+                for (size_t k = 0; k < p->categorical_values.n; k++)
+                    if (strcmp(p->categorical_values.v[k], cs->parent_categorical_values.v[l]) == 0)
+                        r[m++] = k;
+            for (size_t l = 0; !cat && l < cs->n_parent_values; l++)
+                if (grid_index(p, cs->parent_values[l], &r[m])) m++;
+        }
+        qsort(r, m, sizeof *r, cmp_u64);
+        for (size_t k = 0; k < m; k++) {
+            if (k && r[k] == r[k - 1]) continue;
+            seen++;
+            sum = sat_add(sum, grid_weight(hp, count, i, grid_value(p, r[k])));
+        }
+        free(r);
+        count[i] = sat_add(kiln__tune_choices(p) - seen, sum);
     }
-    return k == 0;
+    return true;
+}
+
+/* Decodes k, mixed radix with the last parameter fastest, over the
+ * parameters under params[parent] at its value v (parent -1: the top-level
+ * ones); returns what is left of k (not 0: past the end of the grid). */
+static uint64_t grid_list(const kiln_hyperparameter_spec *hp, const uint64_t *count, int parent,
+                          double v, uint64_t k, double *out);
+
+/* Setting r (below count[i]) of params[i] and the parameters under it. */
+static void grid_param(const kiln_hyperparameter_spec *hp, const uint64_t *count, size_t i,
+                       uint64_t r, double *out)
+{
+    const kiln_parameter_spec *p = &hp->params[i];
+    uint64_t n = kiln__tune_choices(p);
+    for (uint64_t x = 0; x < n; x++) { /* every weight is >= 1: at most r + 1 steps */
+        double v = grid_value(p, x);
+        uint64_t w = grid_weight(hp, count, i, v);
+        if (r < w) {
+            out[i] = v;
+            grid_list(hp, count, (int)i, v, r, out);
+            return;
+        }
+        r -= w;
+    }
+}
+
+static uint64_t grid_list(const kiln_hyperparameter_spec *hp, const uint64_t *count, int parent,
+                          double v, uint64_t k, double *out)
+{
+    for (size_t i = hp->n_params; i-- > 0;) {
+        if (kiln__tune_parent(hp, i) != parent) continue;
+        if (parent >= 0 && !listed(hp, i, (size_t)parent, v)) continue;
+        uint64_t r = k % count[i];
+        k /= count[i];
+        grid_param(hp, count, i, r, out);
+    }
+    return k;
+}
+
+/* ---------- the algorithms ---------- */
+
+/* Trial number `k` (0-based) of a grid: the last parameter varies fastest;
+ * a parameter with conditional children varies as one digit over its
+ * settings (grid_counts). False once the grid is exhausted. */
+bool kiln__tune_grid(const kiln_hyperparameter_spec *hp, uint64_t k, double *out)
+{
+    uint64_t *count = calloc(hp->n_params ? hp->n_params : 1, sizeof *count);
+    bool ok = count && grid_counts(hp, count);
+    for (size_t i = 0; ok && i < hp->n_params; i++)
+        out[i] = NAN; /* what grid_list does not reach: not in the trial */
+    ok = ok && grid_list(hp, count, -1, 0, k, out) == 0;
+    free(count);
+    return ok;
 }
 
 void kiln__tune_random(const kiln_hyperparameter_spec *hp, uint64_t *rng, double *out)
 {
     for (size_t i = 0; i < hp->n_params; i++)
         out[i] = kiln__tune_value(&hp->params[i], kiln__tune_uniform(rng));
+    /* every parameter draws, so that trial N's values stay a function of
+     * the seed and N; then the ones the trial does not have go */
+    kiln__tune_prune(hp, out);
 }

@@ -464,6 +464,7 @@ kiln_err kiln_trial_args(const kiln_study *s, const kiln_trial *t, kiln_strv *ar
         const kiln_parameter_spec *p = &s->hp->params[i];
         char val[64], *kv = NULL;
         const char *txt = val;
+        if (isnan(t->values[i])) continue; /* a conditional parameter it does not have */
         if (is(p->type, "CATEGORICAL"))
             txt = p->categorical_values.v[(size_t)t->values[i]];
         else
@@ -529,7 +530,8 @@ static void hypertune_line(kiln_study *s, kiln_trial *t, const char *line)
     json_t *gs = json_object_get(o, "global_step");
     int64_t step = 0;
     if (json_is_integer(gs)) step = json_integer_value(gs);
-    if (json_is_real(gs)) step = (int64_t)json_real_value(gs);
+    /* a trial's own line: a step out of int64's range (or NaN) is no step */
+    if (json_is_real(gs) && fabs(json_real_value(gs)) < 9.2e18) step = (int64_t)json_real_value(gs);
     if (json_is_string(gs)) step = strtoll(json_string_value(gs), NULL, 10);
     if (json_is_string(v)) { /* hypertune's report_hyperparameter_tuning_metric stringifies */
         char *end = NULL;
@@ -571,7 +573,8 @@ json_t *kiln_study_to_json(const kiln_study *s)
         const kiln_trial *t = &s->trials[i];
         json_t *vals = json_array(), *curve = json_array();
         for (size_t k = 0; vals && k < s->hp->n_params; k++)
-            json_array_append_new(vals, json_real(t->values[k]));
+            json_array_append_new(vals,
+                                  isnan(t->values[k]) ? json_null() : json_real(t->values[k]));
         for (size_t k = 0; curve && k < t->n_curve; k++)
             json_array_append_new(
                 curve, json_pack("[I,f]", (json_int_t)t->curve_steps[k], t->curve_values[k]));
@@ -687,8 +690,13 @@ kiln_study *kiln_study_from_json(const kiln_hyperparameter_spec *hp, const json_
         size_t k;
         kiln_trial *t = s ? add_trial(s) : NULL;
         if (!t || json_array_size(vals) != hp->n_params || !st) goto bad;
-        for (k = 0; k < hp->n_params; k++)
-            t->values[k] = json_number_value(json_array_get(vals, k));
+        /* null: a conditional parameter the trial does not have; it must
+         * lack exactly those its spec's conditions leave out */
+        for (k = 0; k < hp->n_params; k++) {
+            json_t *v = json_array_get(vals, k);
+            t->values[k] = json_is_null(v) ? NAN : json_number_value(v);
+            if (isnan(t->values[k]) == kiln__tune_active(hp, k, t->values)) goto bad;
+        }
         t->id = (int)json_integer_value(json_object_get(o, "id"));
         t->state = KILN_TRIAL_QUEUED;
         for (int n = 0; n < 5; n++)
@@ -759,6 +767,7 @@ json_t *kiln_study_output_trials(const kiln_study *s)
         for (size_t k = 0; hp && k < s->hp->n_params; k++) {
             const kiln_parameter_spec *p = &s->hp->params[k];
             char val[64];
+            if (isnan(t->values[k])) continue; /* not in this trial: not shown */
             if (is(p->type, "CATEGORICAL"))
                 json_object_set_new(hp, p->parameter_name,
                                     json_string(p->categorical_values.v[(size_t)t->values[k]]));

@@ -11,6 +11,15 @@ size_t kiln__tune_choices(const kiln_parameter_spec *p);
 /* A parameter's value for u in [0, 1] (categorical: the index), and back. */
 double kiln__tune_value(const kiln_parameter_spec *p, double u);
 double kiln__tune_unit(const kiln_parameter_spec *p, double v);
+/* Conditional parameters (parentParameterName): a trial's value of a
+ * parameter it does not have is NAN. kiln__tune_parent: the index of
+ * params[i]'s parent, -1 for none (or a name kiln_tune_check refused).
+ * kiln__tune_active: whether a trial with `values` (its parents' already
+ * set) has params[i]. kiln__tune_prune: sets NAN, in order, every value
+ * whose parameter the trial does not have, so that parents decide first. */
+int kiln__tune_parent(const kiln_hyperparameter_spec *hp, size_t i);
+bool kiln__tune_active(const kiln_hyperparameter_spec *hp, size_t i, const double *values);
+void kiln__tune_prune(const kiln_hyperparameter_spec *hp, double *values);
 /* Grid point k (0-based); false past the end of the grid. */
 bool kiln__tune_grid(const kiln_hyperparameter_spec *hp, uint64_t k, double *out);
 void kiln__tune_random(const kiln_hyperparameter_spec *hp, uint64_t *rng, double *out);

@@ -1,4 +1,5 @@
 /* src/util/multipart.c - see multipart.h. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -139,6 +140,10 @@ kiln_err kiln__multipart_related(const char *content_type, const char *head, siz
         snprintf(why, whylen, "the first boundary delimiter is not followed by a line end");
         return KILN_EINVAL;
     }
+    /* the framing's line ends, as its first delimiter line has them: a CR
+     * before the close delimiter is the framing's only under CRLF. With LF
+     * framing (apitools) it is the media's last byte, which must be kept */
+    bool crlf = le >= 2 && p[le - 2] == '\r';
     p += le;
     size_t ho = part_headers(p, end, out->meta_type, sizeof out->meta_type, why, whylen);
     if (!ho) return KILN_EINVAL;
@@ -184,7 +189,7 @@ kiln_err kiln__multipart_related(const char *content_type, const char *head, siz
         return KILN_EINVAL;
     }
     uint64_t close_at = total - tn + (uint64_t)(last - tail);
-    if (close_at > out->data_off && last > tail && last[-1] == '\r') close_at--;
+    if (crlf && close_at > out->data_off && last > tail && last[-1] == '\r') close_at--;
     if (close_at < out->data_off) {
         snprintf(why, whylen, "the close delimiter comes before the media part's body");
         return KILN_EINVAL;

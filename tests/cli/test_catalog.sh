@@ -74,4 +74,17 @@ run 1 "$KILN" catalog list runtime-version
 err_has "cannot list 'runtime-version' (machine-types, accelerators, regions or runtime-versions)"
 run 0 "$KILN" catalog list --help
 out_has "runtime versions"
+
+# machine types: today's families, CPU ones taking no accelerator, GPU
+# machines their own GPUs (docs/catalog.md)
+run 0 "$KILN" catalog list machine-types
+out_has "n2-highcpu-64         compute-engine  64     64         -"
+out_has "c3-highmem-176        compute-engine  176    1408       -"
+out_has "e2-standard-2         compute-engine  2      8          -"
+out_has "n2d-standard-224      compute-engine  224    896        -"
+out_has "c2-standard-60        compute-engine  60     240        -"
+out_has "a3-highgpu-8g         compute-engine  208    1872       NVIDIA_H100_80GB:8"
+out_has "a4-highgpu-8g         compute-engine  224    3968       NVIDIA_B200:8"
+out_has "g2-standard-32        compute-engine  32     128        NVIDIA_L4:1"
+out_has "a2-ultragpu-1g        compute-engine  12     170        NVIDIA_A100_80GB:1"
 finish

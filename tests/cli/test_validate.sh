@@ -132,8 +132,25 @@ run 0 "$KILN" validate --kubeflow-job "$TMP/gpu-metric2.yaml"
 out_has "resource: nvidia.com/gpu"
 run 2 "$KILN" validate --kubeflow-job "$PT/elastic-etcd.yaml"
 err_has "the file holds 3 YAML documents (1: Service 'rdzv-store-client'; 2: Pod 'rdzv-store'"
-sed 's/kind: PyTorchJob/kind: MPIJob/' "$PT/simple.yaml" >"$TMP/mpi.yaml"
-run 2 "$KILN" validate --kubeflow-job "$TMP/mpi.yaml"
-err_has "kind: 'MPIJob' is a Kubeflow training job kiln does not run; kiln reads TFJob and PyTorchJob"
+sed 's/kind: PyTorchJob/kind: MXJob/' "$PT/simple.yaml" >"$TMP/mx.yaml"
+run 2 "$KILN" validate --kubeflow-job "$TMP/mx.yaml"
+err_has "kind: 'MXJob' is a Kubeflow training job kiln does not run; kiln reads TFJob, PyTorchJob, JAXJob, PaddleJob and XGBoostJob"
+run 2 "$KILN" validate --kubeflow-job "$SRC/tests/data/kubeflow/mpijob-v2beta1.yaml"
+err_has "trainingInput.masterConfig.imageUri: an MPIJob's Launcher runs the image localhost/kiln-examples/mpi:0.1: kiln runs an MPIJob's replicas as processes only"
+
+# ---- TrainJob: the runtime from data/runtimes, or --runtimes-dir ----
+TJ=$SRC/tests/data/kubeflow/trainjob-torch.yaml
+run 0 "$KILN" validate --kubeflow-job "$TJ"
+out_has "workerCount: 2"
+out_has "runtime: ClusterTrainingRuntime/torch-distributed"
+mkdir -p "$TMP/runtimes"
+run 2 "$KILN" validate --kubeflow-job "$TJ" --runtimes-dir "$TMP/runtimes"
+err_has "spec.runtimeRef.name: no ClusterTrainingRuntime 'torch-distributed' in the runtimes directory $TMP/runtimes"
+sed 's/numNodes: 1/numNodes: 5/' "$SRC/data/runtimes/torch-distributed.yaml" >"$TMP/runtimes/torch-distributed.yaml"
+sed '/numNodes: 3/d' "$TJ" >"$TMP/tj-rt-nodes.yaml"
+run 0 "$KILN" validate --kubeflow-job "$TMP/tj-rt-nodes.yaml" --runtimes-dir "$TMP/runtimes"
+out_has "workerCount: 4"
+run 0 env KILN_RUNTIMES_DIR="$TMP/runtimes" "$KILN" validate --kubeflow-job "$TMP/tj-rt-nodes.yaml"
+out_has "workerCount: 4"
 
 finish

@@ -21,7 +21,9 @@
  *    first update is up to 24% off the reference in the last stage's
  *    buffers, where batch norm normalises 32 values: measured),
  *    with kiln's and cuDNN's batch norm, timed and heuristic convolution
- *    algorithms; two runs bit-identical; the loss falls over more steps;
+ *    algorithms; two runs bit-identical, the second on staged batches
+ *    (kiln_resnet_dev_stage: the copy stream and its events), also over
+ *    four more steps queued without waiting; the loss falls over more steps;
  *  - mixed precision (bf16, fp16: cuBLAS GemmEx on 16-bit copies, cuDNN on
  *    rounded copies with TF32 math) against the same precision on the CPU
  *    table's reference ops (backend.h's rounding rule, double sums),
@@ -348,7 +350,9 @@ static void resnet(const kiln__backend *be, const char *bn, const char *find, in
         before[i] = copy_buf(p, n);
     }
     CHECK(kiln_resnet_dev_load(d, x, lab, N) == KILN_OK);
-    if (d2) CHECK(kiln_resnet_dev_load(d2, x, lab, N) == KILN_OK);
+    /* the second run's batches are staged (the copy stream and its events):
+     * it must match the loaded run bit for bit */
+    if (d2) CHECK(kiln_resnet_dev_stage(d2, x, lab, N) == KILN_OK);
     float a, b, af;
     CHECK(kiln_resnet_train_step(h, x, lab8, N, SIZE, 0.05f, 0.9f, &a, err, sizeof err) == 0);
     CHECK(kiln_resnet_train_step(hf, x, lab8, N, SIZE, 0.05f, 0.9f, &af, err, sizeof err) == 0);
@@ -379,6 +383,19 @@ static void resnet(const kiln__backend *be, const char *bn, const char *find, in
         CHECK(kiln_resnet_dev_wait(d, &l1) == KILN_OK);
         printf("resnet: loss %.4f -> %.4f after 5 steps on one batch\n", l0, l1);
         CHECK_MSG(l1 < l0, "resnet: the loss did not fall (%g -> %g)", l0, l1);
+        /* the same steps on staged batches, queued without waiting: each
+         * upload into the slot the step before last read (its event) */
+        float l2 = 0;
+        for (int s = 0; d2 && s < 4; s++)
+            CHECK_MSG(kiln_resnet_dev_stage(d2, x, lab, N) == KILN_OK &&
+                          kiln_resnet_dev_step(d2, 0.05f, 0.9f) == KILN_OK,
+                      "staged step %d: %s", s, kiln_resnet_dev_error(d2));
+        if (d2) {
+            CHECK(kiln_resnet_dev_wait(d2, &l2) == KILN_OK);
+            printf("resnet: staged batches: loss %.6f after 5 steps, loaded %.6f\n", l2, l1);
+            CHECK_MSG(memcmp(&l1, &l2, sizeof l1) == 0, "staged batches train otherwise: %g vs %g",
+                      l2, l1);
+        }
         CHECK(kiln_resnet_dev_forward(d, ld, 0) == KILN_OK);
         CHECK(kiln_resnet_forward(hf, x, N, SIZE, lh, 0, err, sizeof err) == KILN_OK);
         CHECK(kiln_resnet_dev_profile(d, 0.05f, 0.9f, stdout) == KILN_OK);

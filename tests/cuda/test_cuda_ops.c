@@ -13,6 +13,10 @@
  *    host round-to-nearest-even) and loss scaling: exact
  *  - SGD and Adam: 1e-6 (the kernels use the CPU's uncontracted operations,
  *    so they should be bit-identical; the test prints whether they are)
+ *  - conv2d on NCHW copies (the nchw variant): conv2d's tolerances; dense
+ *    forward on cuBLASLt (the cublaslt-fc variant): dense's
+ *  - batch norm + add + ReLU in one pass (the fused variant), and the
+ *    ReLU's backward + batch norm's: bit-identical to the ops in turn
  *  - bf16/fp16 GEMM (fp32 accumulation on tensor cores) vs the CPU on the
  *    same rounded inputs: 1e-3; vs the unrounded fp32 result: 2e-2
  *  - fp16 round trip: within half an fp16 ulp (2^-11 relative)
@@ -306,6 +310,67 @@ static void check_bn_both(int M, int Cn)
         check_bn(M, Cn);
     }
     kiln_cu_set_bn_cudnn(C, 0);
+}
+
+/* The fused variant's ops (issue 45): bn_fwd_train_add_relu bit-identical
+ * to batch norm, the add and the ReLU in turn, with and without the
+ * residual, on kiln's kernels and on cuDNN's batch norm, the saved and the
+ * running statistics too; bn_bwd_relu to the ReLU's backward then batch
+ * norm's (dx, dgamma, dbeta). */
+static void check_bn_add_relu(int M, int Cn)
+{
+    size_t n = (size_t)M * Cn;
+    float *x = rand_buf(&R, n, -2, 2), *res = rand_buf(&R, n, -1, 1);
+    float *g = rand_buf(&R, (size_t)Cn, 0.5f, 1.5f), *be = rand_buf(&R, (size_t)Cn, -0.5f, 0.5f);
+    float *dX = dcopy(x, n), *dR = dcopy(res, n), *dG = dcopy(g, Cn), *dBE = dcopy(be, Cn);
+    float *dY = dcopy(NULL, n), *dF = dcopy(NULL, n);
+    float *st[8];
+    for (int i = 0; i < 8; i++)
+        st[i] = dcopy(NULL, Cn); /* mean, invstd, run mean, run var: unfused, then fused */
+    for (int cudnn = 0; cudnn < 2; cudnn++)
+        for (int with_res = 0; with_res < 2; with_res++) {
+            kiln_cu_set_bn_cudnn(C, cudnn);
+            printf("bn + add + relu M=%d C=%d (%s, %s)\n", M, Cn, cudnn ? "cuDNN" : "kiln",
+                   with_res ? "residual" : "no residual");
+            OK(kiln_cu_bn_fwd_train(C, dX, dG, dBE, dY, st[0], st[1], st[2], st[3], 0.1f, 1e-5f, M,
+                                    Cn));
+            if (with_res) OK(kiln_cu_add_fwd(C, dY, dR, dY, n));
+            OK(kiln_cu_relu_fwd(C, dY, dY, n));
+            OK(kiln_cu_bn_fwd_train_add_relu(C, dX, dG, dBE, with_res ? dR : NULL, dF, st[4], st[5],
+                                             st[6], st[7], 0.1f, 1e-5f, M, Cn));
+            float *a = hcopy(dY, n);
+            same("fused y", dF, a, n);
+            for (int i = 0; i < 4; i++) {
+                float *h = hcopy(st[i], Cn);
+                same("fused statistics", st[4 + i], h, Cn);
+                kiln_ffree(h);
+            }
+            kiln_ffree(a);
+        }
+    /* the backward: the ReLU's mask read inside batch norm's passes */
+    {
+        float *dy = rand_buf(&R, n, -1, 1), *dDY = dcopy(dy, n), *dDY2 = dcopy(dy, n);
+        float *dDX = dcopy(NULL, n), *dDX2 = dcopy(NULL, n);
+        float *dg[4] = {dcopy(NULL, Cn), dcopy(NULL, Cn), dcopy(NULL, Cn), dcopy(NULL, Cn)};
+        for (int cudnn = 0; cudnn < 2; cudnn++) {
+            kiln_cu_set_bn_cudnn(C, cudnn);
+            printf("bn + relu backward M=%d C=%d (%s)\n", M, Cn, cudnn ? "cuDNN" : "kiln");
+            OK(kiln_cu_upload(C, dDY, dy, n * sizeof(float)));
+            OK(kiln_cu_upload(C, dDY2, dy, n * sizeof(float)));
+            OK(kiln_cu_relu_bwd(C, dF, dDY, dDY, n));
+            OK(kiln_cu_bn_bwd(C, dX, dG, st[0], st[1], dDY, dDX, dg[0], dg[1], 1e-5f, M, Cn));
+            OK(kiln_cu_bn_bwd_relu(C, dX, dG, st[0], st[1], dF, dDY2, dDX2, dg[2], dg[3], 1e-5f, M,
+                                   Cn));
+            float *a = hcopy(dDX, n), *b0 = hcopy(dg[0], Cn), *b1 = hcopy(dg[1], Cn);
+            same("fused backward dx", dDX2, a, n);
+            same("fused backward dgamma", dg[2], b0, Cn);
+            same("fused backward dbeta", dg[3], b1, Cn);
+            kiln_ffree(a), kiln_ffree(b0), kiln_ffree(b1);
+        }
+        kiln_ffree(dy);
+    }
+    kiln_cu_set_bn_cudnn(C, 0);
+    kiln_ffree(x), kiln_ffree(res), kiln_ffree(g), kiln_ffree(be);
 }
 
 static void check_eltwise(size_t n)
@@ -681,6 +746,16 @@ int main(void)
     check_dense(17, 64, 10, 1);
     check_dense_lowp(KILN_CU_BF16, 64, 128, 96);
     check_dense_lowp(KILN_CU_FP16, 64, 128, 96);
+    /* the cublaslt-fc variant: the same on cuBLASLt, bias and ReLU in its
+     * epilogue (ResNet-50's classifier shape too) */
+    OK(kiln_cu_set_option(C, 3, 1));
+    printf("cuBLASLt:\n");
+    check_dense(32, 100, 70, 0);
+    check_dense(17, 64, 10, 1);
+    check_dense(256, 2048, 1000, 0);
+    check_dense_lowp(KILN_CU_BF16, 64, 128, 96);
+    check_dense_lowp(KILN_CU_FP16, 64, 128, 96);
+    OK(kiln_cu_set_option(C, 3, 0));
     check_conv(4, 12, 12, 5, 8, 3, 1, 1, 1);   /* 3x3 same padding + ReLU */
     check_conv(2, 14, 14, 16, 32, 1, 2, 0, 0); /* ResNet's 1x1 stride-2 projection */
     check_conv(2, 32, 32, 3, 16, 7, 2, 3, 1);  /* ResNet's 7x7 stride-2 stem */
@@ -691,6 +766,23 @@ int main(void)
         check_conv(8, 56, 56, 64, 64, 3, 1, 1, 0);
         check_conv(8, 28, 28, 256, 512, 1, 2, 0, 0);
     }
+    /* the nchw variant (issue 45): the same convolutions on NCHW copies,
+     * the same tolerances (a bwd with dx NULL and beta included) */
+    OK(kiln_cu_set_option(C, 2, 1));
+    printf("NCHW descriptors:\n");
+    check_conv(4, 12, 12, 5, 8, 3, 1, 1, 1);
+    check_conv(2, 14, 14, 16, 32, 1, 2, 0, 0);
+    check_conv(2, 32, 32, 3, 16, 7, 2, 3, 1);
+    check_conv(3, 9, 7, 4, 6, 3, 2, 1, 0);
+    if (!light) check_conv(8, 28, 28, 256, 512, 1, 2, 0, 0);
+    OK(kiln_cu_set_option(C, 2, 0));
+    /* refused with mixed precision on (it rounds NHWC copies), and an
+     * unknown option refused */
+    OK(kiln_cu_set_lowp(C, 1, KILN_CU_BF16));
+    CHECK(kiln_cu_set_option(C, 2, 1) == KILN_EINVAL);
+    CHECK_MSG(strstr(kiln_cu_error(C), "NCHW") != NULL, "%s", kiln_cu_error(C));
+    OK(kiln_cu_set_lowp(C, 0, KILN_CU_BF16));
+    CHECK(kiln_cu_set_option(C, 99, 1) == KILN_EINVAL);
     check_pool(3, 8, 8, 5, 2, 2, 0);
     check_pool(2, 9, 9, 4, 3, 2, 0); /* overlapping windows */
     check_pool(3, 8, 8, 5, 2, 2, 1);
@@ -701,6 +793,8 @@ int main(void)
     check_bn_both(100003, 5);                   /* many row blocks: the fixed-order partial sums */
     if (!light) check_bn_both(8 * 56 * 56, 64); /* a ResNet-50 stage-1 shape */
     check_bn_both(2 * 7 * 7, 2048);             /* and a stage-4 one: many channels, few rows */
+    check_bn_add_relu(4 * 8 * 8, 16);
+    check_bn_add_relu(2 * 7 * 7, 2048);
     check_eltwise(100003);
     check_xent(37, 10);
     check_xent(8, 1000);

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kiln_map labels = {0};
         char why[512];
         (void)kiln_queues_route(q, "p", &labels, why, sizeof why);
-        const int64_t req[KILN_QRES_COUNT] = {2, 4000, 1LL << 30};
+        const int64_t req[KILN_QRES_COUNT] = {2, 4000, 1LL << 30, 3};
         for (size_t c = 0; c < q->ncqs; c++) {
             kiln_qassign a;
             if (kiln_queues_fit(q, c, req, NULL, &a, why, sizeof why))

@@ -31,11 +31,11 @@
 # them. "hardware" probes (gpu) may legitimately be absent anywhere.
 # "software" probes are satisfied by scripts/bootstrap.
 
-KILN_PROBES="netns mknod tmpfs userns podman runas slurm slurmdbd chromium selenium promtool openssl gpu torch tensorboard tensorflow jupyterlab gcloud"
+KILN_PROBES="netns mknod tmpfs userns podman runas cgroup slurm slurmdbd chromium selenium promtool openssl gpu torch tensorboard tensorflow jupyterlab gcloud openmpi"
 
 kiln_probe_class() {
     case $1 in
-    netns | mknod | tmpfs | userns | podman | runas | slurm) echo privileged ;;
+    netns | mknod | tmpfs | userns | podman | runas | cgroup | slurm) echo privileged ;;
     gpu) echo hardware ;;
     *) echo software ;;
     esac
@@ -44,6 +44,15 @@ kiln_probe_class() {
 # ---- the probes: each prints the reason and returns 1 when missing ----
 
 _kp_tmp() { mktemp -d "${TMPDIR:-/tmp}/kiln-probe.XXXXXX"; }
+
+# OpenMPI's compiler wrapper and launcher (the MPIJob tests build and run an
+# MPI program with them)
+probe_openmpi() {
+    command -v mpicc >/dev/null 2>&1 || { echo "mpicc is not installed"; return 1; }
+    command -v mpirun >/dev/null 2>&1 || { echo "mpirun is not installed"; return 1; }
+    mpirun --version 2>/dev/null | grep -q 'Open MPI' || { echo "mpirun is not Open MPI's"; return 1; }
+}
+fix_openmpi() { echo "apt-get install openmpi-bin libopenmpi-dev (scripts/bootstrap)"; }
 
 probe_netns() {
     [ "$(id -u)" = 0 ] || { echo "not root (uid $(id -u))"; return 1; }
@@ -210,11 +219,79 @@ kiln_munge_stop() {
     rm -f "$1/munged.pid"
 }
 
-# The Slurm tests need root (slurmd), the daemons, and first of all a munge
-# credential that round-trips with the test cluster's own munge setup:
-# packages that are installed but cannot authenticate (a chroot that
-# refuses munged, a key it will not read) make the cluster fail to start,
-# and must skip the tests with the reason instead.
+# svc_test_cgroup reads this process's own cgroup as the autoscaler reads a
+# container's (src/exec/cgroup.c): a cgroup file system mounted where
+# /proc/self/mountinfo says, holding this process's cgroup (/proc/self/cgroup)
+# with CPU time and memory use readable, cgroup v2 (cpu.stat, memory.current)
+# or v1 (cpuacct.usage, memory.usage_in_bytes). A debootstrap'd chroot with
+# /sys bind-mounted (not rbind) has none: /sys/fs/cgroup is an empty sysfs
+# directory there.
+probe_cgroup() {
+    [ -r /proc/self/cgroup ] || { echo "no /proc/self/cgroup (is /proc mounted?)"; return 1; }
+    [ -r /proc/self/mountinfo ] || { echo "no /proc/self/mountinfo"; return 1; }
+    if ! awk '{ for (i = 1; i <= NF && $i != "-"; i++) ; if ($(i + 1) ~ /^cgroup2?$/) f = 1 } END { exit !f }' \
+        /proc/self/mountinfo; then
+        echo "no cgroup file system is mounted (/proc/self/mountinfo lists no cgroup or cgroup2; $(stat -f -c 'a %T' /sys/fs/cgroup 2>/dev/null || echo no) directory at /sys/fs/cgroup)"
+        return 1
+    fi
+    # kiln__cg FILE CTRL: the directory of this shell's cgroup holding FILE
+    # under the mount of v1 controller CTRL ("" for v2), or nothing
+    kiln__cg() {
+        awk -v want="$2" -v file="$1" '
+            FILENAME == "/proc/self/cgroup" {
+                split($0, f, ":")
+                p = substr($0, length(f[1]) + length(f[2]) + 3)
+                if (want == "" && f[1] == "0" && f[2] == "") path = p
+                n = split(f[2], c, ",")
+                for (i = 1; i <= n; i++) if (want != "" && c[i] == want) path = p
+                next
+            }
+            {
+                for (i = 1; i <= NF && $i != "-"; i++) ;
+                type = $(i + 1); opts = $(i + 3)
+                ok = 0
+                if (want == "" && type == "cgroup2") ok = 1
+                if (want != "" && type == "cgroup") {
+                    n = split(opts, c, ",")
+                    for (j = 1; j <= n; j++) if (c[j] == want) ok = 1
+                }
+                if (ok && mp == "") { mp = $5; root = $4 }
+            }
+            END {
+                if (mp == "" || path == "") exit
+                if (root != "/" && index(path, root) == 1) path = substr(path, length(root) + 1)
+                print mp path "/" file
+            }' /proc/self/cgroup /proc/self/mountinfo
+    }
+    _cpu=$(kiln__cg cpu.stat "")
+    [ -n "$_cpu" ] && [ -r "$_cpu" ] || _cpu=$(kiln__cg cpuacct.usage cpuacct)
+    _mem=$(kiln__cg memory.current "")
+    [ -n "$_mem" ] && [ -r "$_mem" ] || _mem=$(kiln__cg memory.usage_in_bytes memory)
+    [ -n "$_cpu" ] && [ -r "$_cpu" ] || { echo "this process's cgroup has no readable CPU time (cpu.stat or cpuacct.usage) under the mounted cgroup file systems"; return 1; }
+    [ -n "$_mem" ] && [ -r "$_mem" ] || { echo "this process's cgroup has no readable memory use (memory.current or memory.usage_in_bytes) under the mounted cgroup file systems"; return 1; }
+}
+fix_cgroup() { echo "run outside a chroot, or mount the cgroup file systems in it (mount --rbind /sys, not --bind)"; }
+
+# _kp_cluster_sh: the test cluster's script (tests/service/slurm_cluster.sh),
+# found from KILN_SOURCE_DIR, from probe.sh run as a command (tests/lib), or
+# from the test that sourced this file (tests/service or a sibling folder)
+_kp_cluster_sh() {
+    for _c in ${KILN_SOURCE_DIR:+"$KILN_SOURCE_DIR/tests/service/slurm_cluster.sh"} \
+        "$(dirname "$0")/../service/slurm_cluster.sh" "$(dirname "$0")/slurm_cluster.sh"; do
+        [ -f "$_c" ] && { echo "$_c"; return 0; }
+    done
+    return 1
+}
+
+# The Slurm tests need root (slurmd), the daemons, a munge credential that
+# round-trips with the test cluster's own munge setup, and then what they
+# really use: the test cluster itself starting (slurmctld, both slurmd
+# registered idle: slurmd's cgroup plugin, mknod's fake GPUs and munge's
+# authentication between the daemons all count) and running a two-node
+# step. Packages that are installed but cannot do that (a chroot that
+# refuses munged, a key it will not read) must skip the tests with the
+# reason, never fail them. The cluster starts on 3 free ports in
+# 16900-16992, its own, under a temporary directory, and is stopped.
 probe_slurm() {
     for _t in munged munge unmunge slurmctld slurmd sbatch; do
         command -v "$_t" >/dev/null 2>&1 || { echo "$_t is not installed"; return 1; }
@@ -231,11 +308,38 @@ probe_slurm() {
         _rc=1
     fi
     kiln_munge_stop "$_d/munge"
+    [ $_rc = 0 ] && ! _kp_slurm_cluster "$_d/cluster" && _rc=1
     rm -rf "$_d"
     return $_rc
 }
+
+# _kp_slurm_cluster DIR: the test cluster starts under DIR and runs a step
+# on both nodes; prints why not and returns 1 otherwise. Stops it either way.
+_kp_slurm_cluster() {
+    _cs=$(_kp_cluster_sh) || { echo "tests/service/slurm_cluster.sh not found"; return 1; }
+    command -v srun >/dev/null 2>&1 || { echo "srun is not installed"; return 1; }
+    _port=
+    for _b in $(seq 16900 3 16990); do
+        [ "$(ss -Htan "( sport >= :$_b and sport <= :$((_b + 2)) )" 2>/dev/null | wc -l)" = 0 ] &&
+            { _port=$_b; break; }
+    done
+    [ -n "$_port" ] || { echo "no 3 free ports in 16900-16992 for the probe's test cluster"; return 1; }
+    _crc=0
+    if ! _e=$(KILN_SLURM_NODES=2 timeout 120 bash "$_cs" start "$1" "$_port" 2>&1); then
+        # its logs go with the probe's directory: slurmd's errors say why
+        echo "the Slurm test cluster (tests/service/slurm_cluster.sh) does not start: $(
+            { printf '%s\n' "$_e" | grep -v 'start failed; logs in'; grep -h 'error' "$1"/log/slurmd-*.log 2>/dev/null; } |
+                tail -3 | tr '\n' ' ' | cut -c1-400)"
+        _crc=1
+    elif ! _e=$(SLURM_CONF=$1/slurm.conf timeout 60 srun -N2 -n2 -t 1 true 2>&1); then
+        echo "the Slurm test cluster starts but a two-node step does not run (srun -N2 -n2 true): $(printf '%s' "$_e" | tail -1 | cut -c1-300)"
+        _crc=1
+    fi
+    bash "$_cs" stop "$1" >/dev/null 2>&1
+    return $_crc
+}
 fix_slurm() {
-    echo "apt-get install slurm-wlm munge, as root, where munged starts and a credential round-trips (munge -n | unmunge)"
+    echo "apt-get install slurm-wlm munge, as root, where munged starts, a credential round-trips (munge -n | unmunge) and tests/service/slurm_cluster.sh starts (its logs say why not)"
 }
 
 probe_chromium() {

@@ -9,7 +9,8 @@
 #     reason, and the real coll_mpi_netns script skips (77) with its
 #     "SKIP [netns]:" line instead of failing; the same in a chroot made of
 #     bind mounts, where / is no mount point (the case that failed); there
-#     too the slurm probe's yes means the Slurm test cluster starts, and
+#     too (no cgroup file system: /sys bound, not rbound) the cgroup probe
+#     says no, the slurm probe's yes means the Slurm test cluster starts, and
 #     where unmunge cannot decode a credential it says no with that reason;
 #  4. scripts/test-summary --strict refuses a skipped software test, an
 #     untagged skip and (where this is real root) a skipped privileged test,
@@ -86,12 +87,17 @@ if kiln_probe netns; then
         mkdir -p "$r/usr" "$r/etc" "$r/dev" "$r/proc" "$r/sys" "$r/tmp" "$r/run" \
             "$r$src" "$r$rankdir" || exit 1
         mount --make-rprivate / || exit 1
-        for d in usr etc dev sys; do mount --rbind "/$d" "$r/$d" || exit 1; done
+        # /sys bound as the issue'"'"'s debootstrap chroot binds it, not
+        # recursively: no cgroup file system under $r/sys/fs/cgroup
+        for d in usr etc dev; do mount --rbind "/$d" "$r/$d" || exit 1; done
+        mount --bind /sys "$r/sys" || exit 1
         for l in bin lib lib64 sbin; do [ -L "/$l" ] && ln -s "usr/$l" "$r/$l"; done
         mount -t proc proc "$r/proc" && mount --bind "$src" "$r$src" || exit 1
         [ -d "$rankdir" ] && { mount --bind "$rankdir" "$r$rankdir" || exit 1; }
         chroot "$r" sh "$src/tests/lib/probe.sh" check netns >"$r/tmp/probe.out" 2>&1
         echo $? >"$r/tmp/probe.rc"
+        chroot "$r" sh "$src/tests/lib/probe.sh" check cgroup >"$r/tmp/cgroup.out" 2>&1
+        echo $? >"$r/tmp/cgroup.rc"
         if [ -x "$rank" ]; then
             chroot "$r" sh "$src/tests/collective/mpi_netns.sh" "$mpirun" "$rank" \
                 >"$r/tmp/mpi.out" 2>&1
@@ -131,6 +137,11 @@ if kiln_probe netns; then
     [ "$rc" = 77 ] && grep -q '^SKIP \[netns\]: ip netns exec failed' "$R/tmp/probe.out" &&
         ok "netns in a chroot: $(cat "$R/tmp/probe.out")" ||
         bad "netns in a chroot: exit '$rc': $(cat "$R/tmp/probe.out" 2>/dev/null)"
+    # no cgroup file system there: svc_test_cgroup'"'"'s probe says so
+    rc=$(cat "$R/tmp/cgroup.rc" 2>/dev/null)
+    [ "$rc" = 77 ] && grep -q '^SKIP \[cgroup\]: no cgroup file system is mounted' "$R/tmp/cgroup.out" &&
+        ok "cgroup in a chroot: $(cat "$R/tmp/cgroup.out")" ||
+        bad "cgroup in a chroot: exit '$rc' (want 77): $(cat "$R/tmp/cgroup.out" 2>/dev/null)"
     if [ -x "$RANK" ]; then
         rc=$(cat "$R/tmp/mpi.rc" 2>/dev/null)
         [ "$rc" = 77 ] && grep -q '^SKIP \[netns\]: ' "$R/tmp/mpi.out" &&

@@ -16,10 +16,25 @@
  *   0.temp=35  0.power=312.5         degrees C, watts (defaults 30, 70)
  *   0.energy=123456                  mJ (default: grows 1000 a second, as a real counter)
  *   0.mig=1                          MIG mode on (nvmlDeviceGetMigMode)
+ *   0.mig.devices=1g.10gb,1g.10gb,3g.40gb  the MIG instances the site made, in
+ *                                    slots 0.. (nvmlDeviceGetMigDeviceHandleByIndex);
+ *                                    a profile reads [<C>c.]<G>g.<M>gb[+me], and
+ *                                    the instance has M GiB, G GPU slices, C (else G)
+ *                                    compute slices, GPU instance id slot+1
+ *   0.mig.1.uuid=MIG-...             its UUID (default MIG-FAKE-<gpu>-<slot>)
+ *   0.mig.1.fbused=MiB               its memory in use (default 0)
+ *   0.mig.1.empty=1                  the slot is empty (NVML_ERROR_NOT_FOUND)
  *   0.lost=1                         every call on it: NVML_ERROR_GPU_IS_LOST
  *   0.remap_failure=1  0.remap_pending=1  0.ecc=N (uncorrectable, volatile)
+ *   topo.0.1=PIX                     the pair's common ancestor (PIX, PXB, PHB, NODE, SYS;
+ *                                    nvmlDeviceGetTopologyCommonAncestor; default PHB)
+ *   nvlink.0.1=4                     NVLinks between two GPUs (nvmlDeviceGetNvLinkState,
+ *                                    ...RemotePciInfo_v2, ...RemoteDeviceType)
+ *   0.nvswitch=18                    GPU 0's NVLinks to NVSwitches
+ *   0.numa=1                         nvmlDeviceGetNumaNodeId (default: NOT_SUPPORTED)
  *   events=0                         nvmlDeviceRegisterEvents: NOT_SUPPORTED
  *   xid=0:79                         an Xid 79 on GPU 0
+ *   xid=1/3:94                       an Xid 94 of GPU 1's MIG GPU instance 3
  * A missing file (or variable) is a machine whose driver is not loaded. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +42,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_GPUS 64
+#define MAX_GPUS  64
+#define MAX_MIG   7  /* nvmlDeviceGetMaxMigDeviceCount on H100/H200 */
+#define MAX_LINKS 18 /* NVML_NVLINK_MAX_LINKS */
 
 /* NVML's return codes, types and constants (nvml.h's values) */
 enum {
@@ -55,8 +72,24 @@ typedef struct event_data {
     unsigned int gpu_instance, compute_instance;
 } event_data;
 
+typedef struct attributes { /* nvmlDeviceAttributes_t */
+    unsigned int sm, shared_ce, shared_dec, shared_enc, shared_jpeg, shared_ofa;
+    unsigned int gi_slices, ci_slices;
+    unsigned long long memory_mb;
+} attributes;
+
+typedef struct mig { /* one MIG instance (a slot of its GPU) */
+    char profile[32], uuid[96];
+    unsigned gi_slices, ci_slices;
+    unsigned long long fb_total_mib, fb_used_mib;
+    int empty;
+} mig;
+
 typedef struct gpu {
     int index;
+    mig m[MAX_MIG];
+    int n_mig;          /* slots listed in INDEX.mig.devices */
+    int nvswitch, numa; /* numa -1: not supported */
     char name[96], uuid[96];
     unsigned long long fb_total_mib, fb_used_mib, energy_mj, ecc;
     unsigned util, memutil, temp, mig, lost, remap_failure, remap_pending;
@@ -66,14 +99,49 @@ typedef struct gpu {
 
 typedef struct state {
     gpu g[MAX_GPUS];
-    int n;      /* 1 + the highest index with a name */
-    int events; /* 0: registration not supported */
-    int xid_gpu[256], xid_code[256];
+    int n;                                          /* 1 + the highest index with a name */
+    int events;                                     /* 0: registration not supported */
+    unsigned char topo[MAX_GPUS][MAX_GPUS];         /* common ancestor, 0: the default */
+    unsigned char nvlink[MAX_GPUS][MAX_GPUS];       /* links between two GPUs */
+    int xid_gpu[256], xid_inst[256], xid_code[256]; /* xid_inst -1: the whole GPU */
     int n_xid;
 } state;
 
 static int inited;
-static gpu handles[MAX_GPUS]; /* what a handle points to: its index */
+/* What a handle points to: a GPU's index and, for a MIG device, its slot. */
+typedef struct handle {
+    int index, slot; /* slot -1: the whole GPU */
+} handle;
+static handle handles[MAX_GPUS];
+static handle mig_handles[MAX_GPUS][MAX_MIG];
+
+/* A profile name -> slices and memory: "1g.10gb", "1c.3g.40gb", "1g.10gb+me". */
+static int parse_profile(mig *m, const char *p)
+{
+    unsigned c = 0, g = 0, mem = 0;
+    char rest[16] = "";
+    snprintf(m->profile, sizeof m->profile, "%s", p);
+    if (sscanf(p, "%uc.%ug.%ugb%15s", &c, &g, &mem, rest) >= 3 ||
+        (c = 0, sscanf(p, "%ug.%ugb%15s", &g, &mem, rest) >= 2)) {
+        m->gi_slices = g;
+        m->ci_slices = c ? c : g;
+        m->fb_total_mib = (unsigned long long)mem * 1024;
+        return rest[0] == '\0' || strcmp(rest, "+me") == 0;
+    }
+    return 0;
+}
+
+static void parse_migs(gpu *g, char *list)
+{
+    g->n_mig = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok && g->n_mig < MAX_MIG;
+         tok = strtok_r(NULL, ",", &save)) {
+        mig *m = &g->m[g->n_mig];
+        if (!parse_profile(m, tok)) continue;
+        g->n_mig++;
+    }
+}
 
 typedef struct event_set {
     int registered[MAX_GPUS];
@@ -90,6 +158,7 @@ static int load(state *s)
         s->g[i].fb_total_mib = 81559;
         s->g[i].temp = 30;
         s->g[i].power_w = 70;
+        s->g[i].numa = -1;
     }
     FILE *f = path ? fopen(path, "r") : NULL;
     if (!f) return ERROR_DRIVER_NOT_LOADED;
@@ -105,10 +174,27 @@ static int load(state *s)
             s->events = atoi(v);
             continue;
         }
+        int a, b;
+        if (sscanf(k, "topo.%d.%d", &a, &b) == 2 && a >= 0 && b >= 0 && a < MAX_GPUS &&
+            b < MAX_GPUS) {
+            static const char *const lv[] = {"PIX", "PXB", "PHB", "NODE", "SYS"};
+            for (int q = 0; q < 5; q++)
+                if (strcmp(v, lv[q]) == 0)
+                    s->topo[a][b] = s->topo[b][a] = (unsigned char)(10 + 10 * q);
+            continue;
+        }
+        if (sscanf(k, "nvlink.%d.%d", &a, &b) == 2 && a >= 0 && b >= 0 && a < MAX_GPUS &&
+            b < MAX_GPUS) {
+            s->nvlink[a][b] = s->nvlink[b][a] = (unsigned char)atoi(v);
+            continue;
+        }
         if (strcmp(k, "xid") == 0) {
-            int gi, code;
-            if (sscanf(v, "%d:%d", &gi, &code) == 2 && s->n_xid < 256) {
+            int gi, inst = -1, code;
+            if ((sscanf(v, "%d/%d:%d", &gi, &inst, &code) == 3 ||
+                 (inst = -1, sscanf(v, "%d:%d", &gi, &code) == 2)) &&
+                s->n_xid < 256) {
                 s->xid_gpu[s->n_xid] = gi;
+                s->xid_inst[s->n_xid] = inst;
                 s->xid_code[s->n_xid++] = code;
             }
             continue;
@@ -118,6 +204,24 @@ static int load(state *s)
         if (!dot || i < 0 || i >= MAX_GPUS) continue;
         gpu *g = &s->g[i];
         const char *key = dot + 1;
+        int slot;
+        char sub[16];
+        if (strcmp(key, "mig.devices") == 0) {
+            char list[256];
+            snprintf(list, sizeof list, "%s", v);
+            parse_migs(g, list);
+            continue;
+        }
+        if (sscanf(key, "mig.%d.%15s", &slot, sub) == 2 && slot >= 0 && slot < MAX_MIG) {
+            mig *m = &g->m[slot];
+            if (strcmp(sub, "uuid") == 0)
+                snprintf(m->uuid, sizeof m->uuid, "%s", v);
+            else if (strcmp(sub, "fbused") == 0)
+                m->fb_used_mib = strtoull(v, NULL, 10);
+            else if (strcmp(sub, "empty") == 0)
+                m->empty = atoi(v);
+            continue;
+        }
         if (strcmp(key, "name") == 0) {
             snprintf(g->name, sizeof g->name, "%s", v);
             if (i + 1 > s->n) s->n = i + 1;
@@ -138,7 +242,11 @@ static int load(state *s)
         else if (strcmp(key, "energy") == 0) {
             g->energy_mj = strtoull(v, NULL, 10);
             g->has_energy = 1;
-        } else if (strcmp(key, "mig") == 0)
+        } else if (strcmp(key, "nvswitch") == 0)
+            g->nvswitch = atoi(v);
+        else if (strcmp(key, "numa") == 0)
+            g->numa = atoi(v);
+        else if (strcmp(key, "mig") == 0)
             g->mig = (unsigned)atoi(v);
         else if (strcmp(key, "lost") == 0)
             g->lost = (unsigned)atoi(v);
@@ -150,22 +258,51 @@ static int load(state *s)
             g->ecc = strtoull(v, NULL, 10);
     }
     fclose(f);
-    for (int i = 0; i < s->n; i++)
+    for (int i = 0; i < s->n; i++) {
         if (!s->g[i].uuid[0]) snprintf(s->g[i].uuid, sizeof s->g[i].uuid, "GPU-FAKE-%d", i);
+        for (int k = 0; k < MAX_MIG; k++)
+            if (!s->g[i].m[k].uuid[0])
+                snprintf(s->g[i].m[k].uuid, sizeof s->g[i].m[k].uuid, "MIG-FAKE-%d-%d", i, k);
+    }
     return SUCCESS;
 }
 
-/* The state and device of handle h: SUCCESS, or what NVML would say. */
-static int dev(void *h, state *s, gpu **g)
+/* The state, GPU and (for a MIG handle) instance of handle h: SUCCESS, or
+ * what NVML would say. A MIG instance of a lost GPU is lost too. */
+static int any_dev(void *h, state *s, gpu **g, mig **m)
 {
     if (!inited) return ERROR_UNINITIALIZED;
     if (!h) return ERROR_INVALID_ARGUMENT;
     int rc = load(s);
     if (rc != SUCCESS) return rc;
-    int i = ((gpu *)h)->index;
+    const handle *hd = h;
+    int i = hd->index;
     if (i < 0 || i >= s->n || !s->g[i].name[0]) return ERROR_GPU_IS_LOST;
     *g = &s->g[i];
+    *m = NULL;
+    if (hd->slot >= 0) {
+        if (!(*g)->mig || hd->slot >= (*g)->n_mig || (*g)->m[hd->slot].empty)
+            return ERROR_INVALID_ARGUMENT; /* the instance is gone: a stale handle */
+        *m = &(*g)->m[hd->slot];
+    }
     return (*g)->lost ? ERROR_GPU_IS_LOST : SUCCESS;
+}
+
+/* A whole GPU's calls: on a MIG handle NVML answers NOT_SUPPORTED for the
+ * telemetry that exists only for the whole board. */
+static int dev(void *h, state *s, gpu **g)
+{
+    mig *m;
+    int rc = any_dev(h, s, g, &m);
+    return rc == SUCCESS && m ? ERROR_NOT_SUPPORTED : rc;
+}
+
+/* A MIG instance's calls (its GPU instance id, its parent): on a whole
+ * GPU's handle NVML answers INVALID_ARGUMENT. */
+static int mig_dev(void *h, state *s, gpu **g, mig **m)
+{
+    int rc = any_dev(h, s, g, m);
+    return rc == SUCCESS && !*m ? ERROR_INVALID_ARGUMENT : rc;
 }
 
 static int copy(char *dst, unsigned len, const char *src)
@@ -238,6 +375,7 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h)
     if (rc != SUCCESS) return rc;
     if (i >= (unsigned)s.n || !s.g[i].name[0]) return ERROR_INVALID_ARGUMENT;
     handles[i].index = (int)i;
+    handles[i].slot = -1;
     *h = &handles[i];
     return s.g[i].lost ? ERROR_GPU_IS_LOST : SUCCESS;
 }
@@ -246,27 +384,124 @@ int nvmlDeviceGetName(void *h, char *buf, unsigned len)
 {
     state s;
     gpu *g;
-    int rc = dev(h, &s, &g);
-    return rc == SUCCESS ? copy(buf, len, g->name) : rc;
+    mig *m;
+    char nm[160];
+    int rc = any_dev(h, &s, &g, &m);
+    if (rc != SUCCESS) return rc;
+    /* a MIG device's name, as drivers since R470 give it */
+    if (m) snprintf(nm, sizeof nm, "%s MIG %s", g->name, m->profile);
+    return copy(buf, len, m ? nm : g->name);
 }
 
 int nvmlDeviceGetUUID(void *h, char *buf, unsigned len)
 {
     state s;
     gpu *g;
-    int rc = dev(h, &s, &g);
-    return rc == SUCCESS ? copy(buf, len, g->uuid) : rc;
+    mig *m;
+    int rc = any_dev(h, &s, &g, &m);
+    return rc == SUCCESS ? copy(buf, len, m ? m->uuid : g->uuid) : rc;
 }
 
-int nvmlDeviceGetMemoryInfo(void *h, memory *m)
+int nvmlDeviceGetMemoryInfo(void *h, memory *mem)
+{
+    state s;
+    gpu *g;
+    mig *m;
+    int rc = any_dev(h, &s, &g, &m);
+    if (rc != SUCCESS) return rc;
+    mem->total = (m ? m->fb_total_mib : g->fb_total_mib) << 20;
+    mem->used = (m ? m->fb_used_mib : g->fb_used_mib) << 20;
+    mem->free = mem->total > mem->used ? mem->total - mem->used : 0;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(void *h, unsigned *count)
 {
     state s;
     gpu *g;
     int rc = dev(h, &s, &g);
     if (rc != SUCCESS) return rc;
-    m->total = g->fb_total_mib << 20;
-    m->used = g->fb_used_mib << 20;
-    m->free = m->total > m->used ? m->total - m->used : 0;
+    *count = g->mig ? MAX_MIG : 0;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned i, void **out)
+{
+    state s;
+    gpu *g;
+    int rc = dev(h, &s, &g);
+    if (rc != SUCCESS) return rc;
+    if (!g->mig || i >= MAX_MIG) return ERROR_INVALID_ARGUMENT;
+    if ((int)i >= g->n_mig || g->m[i].empty) return ERROR_NOT_FOUND;
+    mig_handles[g->index][i].index = g->index;
+    mig_handles[g->index][i].slot = (int)i;
+    *out = &mig_handles[g->index][i];
+    return SUCCESS;
+}
+
+int nvmlDeviceIsMigDeviceHandle(void *h, unsigned *is_mig)
+{
+    if (!inited) return ERROR_UNINITIALIZED;
+    if (!h) return ERROR_INVALID_ARGUMENT;
+    *is_mig = ((handle *)h)->slot >= 0;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetDeviceHandleFromMigDeviceHandle(void *h, void **parent)
+{
+    state s;
+    gpu *g;
+    mig *m;
+    int rc = mig_dev(h, &s, &g, &m);
+    if (rc != SUCCESS) return rc;
+    handles[g->index].index = g->index;
+    handles[g->index].slot = -1;
+    *parent = &handles[g->index];
+    return SUCCESS;
+}
+
+/* A MIG handle's ids, what both getters below answer: its GPU instance's
+ * (slot + 1, as in the file's comment) and its compute instance's (0: one
+ * compute instance a GPU instance). gi or ci may be NULL. */
+static int mig_ids(void *h, unsigned *gi, unsigned *ci)
+{
+    state s;
+    gpu *g;
+    mig *m;
+    int rc = mig_dev(h, &s, &g, &m);
+    if (rc != SUCCESS) return rc;
+    if (gi) *gi = (unsigned)(m - g->m) + 1;
+    if (ci) *ci = 0;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetGpuInstanceId(void *h, unsigned *id)
+{
+    return mig_ids(h, id, NULL);
+}
+
+int nvmlDeviceGetComputeInstanceId(void *h, unsigned *id)
+{
+    return mig_ids(h, NULL, id);
+}
+
+int nvmlDeviceGetAttributes_v2(void *h, attributes *a)
+{
+    state s;
+    gpu *g;
+    mig *m;
+    int rc = any_dev(h, &s, &g, &m);
+    if (rc != SUCCESS) return rc;
+    memset(a, 0, sizeof *a);
+    if (!m) { /* the whole GPU: 7 slices' worth, its own memory */
+        a->sm = 132, a->gi_slices = a->ci_slices = 7, a->memory_mb = g->fb_total_mib;
+        return SUCCESS;
+    }
+    a->sm = 16 * m->ci_slices; /* illustrative, as NVIDIA's own mock */
+    a->gi_slices = m->gi_slices;
+    a->ci_slices = m->ci_slices;
+    a->memory_mb = m->fb_total_mib;
+    a->shared_ce = a->gi_slices;
     return SUCCESS;
 }
 
@@ -347,6 +582,104 @@ int nvmlDeviceGetMigMode(void *h, unsigned *current, unsigned *pending)
     return SUCCESS;
 }
 
+/* ---------- topology ---------- */
+
+typedef struct pci_info { /* nvmlPciInfo_t */
+    char bus_id_legacy[16];
+    unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+} pci_info;
+
+/* GPU i's bus id, or an NVSwitch's (i -1) */
+static void bus_id(int i, pci_info *p)
+{
+    memset(p, 0, sizeof *p);
+    p->bus = i >= 0 ? 0x10u + (unsigned)i : 0xC0u;
+    snprintf(p->bus_id, sizeof p->bus_id, "00000000:%02X:00.0", p->bus);
+    snprintf(p->bus_id_legacy, sizeof p->bus_id_legacy, "0000:%02X:00.0", p->bus);
+}
+
+int nvmlDeviceGetPciInfo_v3(void *h, pci_info *p)
+{
+    state s;
+    gpu *g;
+    int rc = dev(h, &s, &g);
+    if (rc == SUCCESS) bus_id(g->index, p);
+    return rc;
+}
+
+int nvmlDeviceGetNumaNodeId(void *h, unsigned *node)
+{
+    state s;
+    gpu *g;
+    int rc = dev(h, &s, &g);
+    if (rc != SUCCESS) return rc;
+    if (g->numa < 0) return ERROR_NOT_SUPPORTED;
+    *node = (unsigned)g->numa;
+    return SUCCESS;
+}
+
+int nvmlDeviceGetTopologyCommonAncestor(void *h1, void *h2, int *level)
+{
+    state s;
+    gpu *a, *b;
+    int rc = dev(h1, &s, &a);
+    if (rc != SUCCESS) return rc;
+    state s2;
+    rc = dev(h2, &s2, &b);
+    if (rc != SUCCESS) return rc;
+    *level = a->index == b->index         ? 0
+             : s.topo[a->index][b->index] ? s.topo[a->index][b->index]
+                                          : 30;
+    return SUCCESS;
+}
+
+/* GPU g's link l: the peer GPU it goes to (>= 0), -1 an NVSwitch, -2 none.
+ * Links go to peers in index order, then to switches. */
+static int link_peer(const state *s, const gpu *g, unsigned l)
+{
+    unsigned k = 0;
+    for (int j = 0; j < s->n; j++)
+        for (int q = 0; q < s->nvlink[g->index][j]; q++)
+            if (k++ == l) return j;
+    return l < k + (unsigned)g->nvswitch ? -1 : -2;
+}
+
+int nvmlDeviceGetNvLinkState(void *h, unsigned l, int *active)
+{
+    state s;
+    gpu *g;
+    int rc = dev(h, &s, &g);
+    if (rc != SUCCESS) return rc;
+    if (l >= MAX_LINKS) return ERROR_INVALID_ARGUMENT;
+    *active = link_peer(&s, g, l) != -2; /* NVML_FEATURE_ENABLED */
+    return SUCCESS;
+}
+
+int nvmlDeviceGetNvLinkRemoteDeviceType(void *h, unsigned l, int *type)
+{
+    state s;
+    gpu *g;
+    int rc = dev(h, &s, &g);
+    if (rc != SUCCESS) return rc;
+    int p = l < MAX_LINKS ? link_peer(&s, g, l) : -2;
+    if (p == -2) return ERROR_INVALID_ARGUMENT;
+    *type = p >= 0 ? 0 : 2; /* NVML_NVLINK_DEVICE_TYPE_GPU, _SWITCH */
+    return SUCCESS;
+}
+
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(void *h, unsigned l, pci_info *p)
+{
+    state s;
+    gpu *g;
+    int rc = dev(h, &s, &g);
+    if (rc != SUCCESS) return rc;
+    int peer = l < MAX_LINKS ? link_peer(&s, g, l) : -2;
+    if (peer == -2) return ERROR_INVALID_ARGUMENT;
+    bus_id(peer, p);
+    return SUCCESS;
+}
+
 int nvmlEventSetCreate(void **set)
 {
     if (!inited) return ERROR_UNINITIALIZED;
@@ -384,11 +717,16 @@ int nvmlEventSetWait_v2(void *set, event_data *d, unsigned timeout_ms)
                 int gi = s.xid_gpu[k];
                 if (gi < 0 || gi >= MAX_GPUS || !e->registered[gi]) continue;
                 handles[gi].index = gi;
+                handles[gi].slot = -1;
                 memset(d, 0, sizeof *d);
                 d->device = &handles[gi];
                 d->type = EVENT_XID;
                 d->data = (unsigned long long)s.xid_code[k];
+                /* an Xid of one MIG instance names its GPU instance, on the
+                 * parent's handle, as NVML delivers it */
                 d->gpu_instance = d->compute_instance = 0xFFFFFFFFu;
+                if (s.xid_inst[k] >= 0)
+                    d->gpu_instance = (unsigned)s.xid_inst[k], d->compute_instance = 0;
                 return SUCCESS;
             }
         }

@@ -23,6 +23,51 @@ static const char *rcs(const kiln__nvml *nv, int rc)
 
 #define MISSING(fn) printf("  %-38s not in this library\n", fn)
 
+/* A GPU in MIG mode: every instance NVML lists, as discovery reads it. */
+static void migs(kiln__nvml *nv, void *h)
+{
+    unsigned max = 0;
+    if (!nv->mig_max || !nv->mig_by_index) {
+        MISSING("nvmlDeviceGetMaxMigDeviceCount");
+        return;
+    }
+    int rc = nv->mig_max(h, &max);
+    printf("  %-38s %s: %u\n", "nvmlDeviceGetMaxMigDeviceCount", rcs(nv, rc), max);
+    for (unsigned i = 0; rc == KILN__NVML_SUCCESS && i < max; i++) {
+        void *m = NULL;
+        char name[128] = "", uuid[96] = "";
+        unsigned gi = 0, ci = 0;
+        int r = nv->mig_by_index(h, i, &m);
+        if (r == KILN__NVML_ERROR_NOT_FOUND) continue; /* an empty slot */
+        printf("  MIG %u: nvmlDeviceGetMigDeviceHandleByIndex: %s\n", i, rcs(nv, r));
+        if (r != KILN__NVML_SUCCESS) continue;
+        r = nv->name(m, name, sizeof name);
+        printf("    %-36s %s: \"%s\"\n", "nvmlDeviceGetName", rcs(nv, r), name);
+        r = nv->uuid(m, uuid, sizeof uuid);
+        printf("    %-36s %s: %s\n", "nvmlDeviceGetUUID", rcs(nv, r), uuid);
+        kiln__nvml_memory mem = {0};
+        if (nv->memory) {
+            r = nv->memory(m, &mem);
+            printf("    %-36s %s: total %llu MiB\n", "nvmlDeviceGetMemoryInfo", rcs(nv, r),
+                   mem.total >> 20);
+        }
+        if (nv->gpu_instance_id && nv->compute_instance_id) {
+            r = nv->gpu_instance_id(m, &gi);
+            int r2 = nv->compute_instance_id(m, &ci);
+            printf("    %-36s %s / %s: GI %u, CI %u\n", "nvmlDeviceGet{Gpu,Compute}InstanceId",
+                   rcs(nv, r), rcs(nv, r2), gi, ci);
+        }
+        kiln__nvml_attributes a = {0};
+        if (nv->attributes) {
+            r = nv->attributes(m, &a);
+            printf("    %-36s %s: %u SMs, %u GPU slices, %u compute slices, %llu MB\n",
+                   "nvmlDeviceGetAttributes_v2", rcs(nv, r), a.multiprocessor_count,
+                   a.gpu_instance_slices, a.compute_instance_slices, a.memory_mb);
+        } else
+            MISSING("nvmlDeviceGetAttributes_v2");
+    }
+}
+
 static void one(kiln__nvml *nv, unsigned i)
 {
     void *h = NULL;
@@ -84,6 +129,7 @@ static void one(kiln__nvml *nv, unsigned i)
                pend);
     } else
         MISSING("nvmlDeviceGetMigMode");
+    if (rc == KILN__NVML_SUCCESS && cur == 1) migs(nv, h);
 }
 
 int main(int argc, char **argv)

@@ -13,6 +13,10 @@
  *  - the reader over three files (one empty) on two threads, twelve batches
  *    (the files repeat): every image's colour is its label's, so images and
  *    labels travel together; another split's files are not read;
+ *  - the reader's own rate (kiln_imagenet_rate) over 224x224 crops of
+ *    320x240 JPEGs, printed: positive, counting every image handed out, and
+ *    never below the images over the wall time (its threads' busy time
+ *    excludes their waits, so it can only be higher);
  *  - its refusals: no train-* files, files with no records, a damaged CRC
  *    and a label out of range, each naming the file and the record. */
 #include "data/example.h"
@@ -26,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const float MEAN[3] = {123.675f, 116.28f, 103.53f};
@@ -355,6 +360,8 @@ static void reader(void)
            total, seen[0], seen[1], seen[2], seen[3], mismatched);
     CHECK_MSG(mismatched == 0 && seen[0] && seen[1] && seen[2] && seen[3],
               "%d images carry another label's colour", mismatched);
+    uint64_t decoded = 0;
+    CHECK(kiln_imagenet_rate(d, &decoded) > 0 && decoded >= 48);
     kiln_imagenet_close(d);
 
     /* refusals */
@@ -393,6 +400,68 @@ static void reader(void)
     }
 }
 
+static double mono(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The reader's rate on ImageNet-like work: 224x224 training crops of
+ * 320x240 JPEGs, 2 threads, 16 batches of 8 */
+static void rate(void)
+{
+    enum { RECORDS = 32, BATCH = 8, BATCHES = 16 };
+    char dir[128], path[256], err[1024] = "";
+    const float *x;
+    const int32_t *y;
+    snprintf(dir, sizeof dir, "%s/rate", tmpdir);
+    mkdir(dir, 0700);
+    for (int k = 0; k < 2; k++) { /* two files: one per thread */
+        snprintf(path, sizeof path, "%s/train-%05d-of-00002", dir, k);
+        FILE *f = fopen(path, "wb");
+        CHECK(f != NULL);
+        for (int i = 0; f && i < RECORDS / 2; i++) {
+            size_t n;
+            uint8_t *j = make_jpeg(320, 240, 3, RAMP, COLOUR[i % 4], &n);
+            buf e = example(j, n, i % 4, 0);
+            record(f, &e, 0);
+            free(e.p);
+            free(j);
+        }
+        if (f) fclose(f);
+    }
+    kiln_imagenet_cfg c = {.dir = dir,
+                           .split = "train",
+                           .batch = BATCH,
+                           .size = 224,
+                           .classes = 4,
+                           .threads = 2,
+                           .train = 1,
+                           .seed = 9};
+    double t0 = mono();
+    kiln_imagenet *d = kiln_imagenet_open(&c, err, sizeof err);
+    CHECK_MSG(d != NULL, "open: %s", err);
+    if (!d) return;
+    int b = 0;
+    for (; b < BATCHES; b++)
+        if (kiln_imagenet_next(d, &x, &y, err, sizeof err)) {
+            CHECK_MSG(0, "batch %d: %s", b, err);
+            break;
+        }
+    uint64_t n = 0;
+    double r = kiln_imagenet_rate(d, &n), wall = mono() - t0;
+    CHECK(kiln_imagenet_threads(d) == 2);
+    printf("reader images/sec: %.1f (%llu images of 224x224 from 320x240 JPEGs on %d threads; "
+           "%.1f images/sec over the wall time)\n",
+           r, (unsigned long long)n, kiln_imagenet_threads(d), (double)n / wall);
+    CHECK_MSG(b == BATCHES && n >= (uint64_t)BATCH * BATCHES, "%llu images decoded",
+              (unsigned long long)n);
+    CHECK_MSG(r > 0 && r >= 0.99 * (double)n / wall, "rate %.1f below %.1f over the wall time", r,
+              (double)n / wall);
+    kiln_imagenet_close(d);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln-test-imagenet-XXXXXX");
@@ -403,6 +472,7 @@ int main(void)
     parsing();
     crops();
     reader();
+    rate();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -8,7 +8,8 @@
 # the batches, and the losses, are the same every run: with several, the
 # order of the images varies run to run, and so does how fast 60 steps
 # learn; test_imagenet runs the threads); the
-# start says where the data came from; ImageNet's 1-based labels against
+# start says where the data came from; each step line has the reader's own
+# rate beside the step's, and the end its rate over the run; ImageNet's 1-based labels against
 # --num_classes=4 stop the run naming the file, the record and the flag to
 # use; --synthetic with --data_dir, neither of them, --data_threads
 # without --data_dir and an empty or damaged directory are refused.
@@ -33,6 +34,10 @@ R="--width=4 --image_size=32 --batch_size=16 --num_warmup_batches=0 --device=/cp
     --data_threads=1 > "$TMP/train.log" 2>&1
 rc=$?
 ok "trains on the records (exit $rc): $(tail -2 "$TMP/train.log")" '[ $rc = 0 ]'
+ok "each step line has the reader's rate beside the step's" \
+    '[ "$(grep -c "images/sec: [0-9.]* +/- .*(reader: [0-9.]*)	" "$TMP/train.log")" -eq $STEPS ]'
+ok "the reader's rate over the run" \
+    'grep -q "^reader images/sec: [0-9.]* ([0-9]* images decoded on 1 thread; [0-9.]*x the step" "$TMP/train.log"'
 ok "the start names the data" 'grep -q "^Data: *$TMP/data (3 files, 1 decoding thread)" "$TMP/train.log"'
 # the loss: the first 10 steps' mean against the last 10's
 awk -F'\t' -v n=$STEPS '$1 ~ /^[0-9]+$/ && /images\/sec/ { split($1, s, " "); st = s[1] + 0; l = $NF + 0;

@@ -1,5 +1,5 @@
 /* tests/service/cli_driver.c - `kiln-svc-cli jobs|nodes ...`: the service
- * verbs of `kiln` without the shared dispatcher (src/cli/main.c), so that
+ * verbs of `kiln` without the shared dispatcher (src/cli/cli_main.c), so that
  * the integration tests run even where `kiln` does not dispatch them yet. */
 #include <stdio.h>
 #include <string.h>

@@ -29,11 +29,13 @@ prog() { # prog NAME
     printf 'echo x >> %s/%s.starts; i=1; while [ $i -le %d ]; do echo "%s line $i"; i=$((i+1)); sleep 0.1; done' \
         "$W" "$1" "$LINES" "$1"
 }
-# job ID IMAGE_MEMBER: master + worker; the master waits for the worker's end
+# job ID IMAGE_MEMBER: master + worker; the master waits for the worker's
+# end, and the worker for $W/go, given once every kill -9 is done (a job
+# that ended before the first one, on a loaded machine, was never adopted)
 job() {
     local mp wp
-    mp="$(prog "$1.m"); for k in \$(seq 1 600); do [ -e $W/$1.w.done ] && exit 0; sleep 0.05; done; exit 3"
-    wp="$(prog "$1.w"); touch $W/$1.w.done"
+    mp="$(prog "$1.m"); for k in \$(seq 1 2400); do [ -e $W/$1.w.done ] && exit 0; sleep 0.05; done; exit 3"
+    wp="$(prog "$1.w"); while [ ! -e $W/go ]; do sleep 0.05; done; touch $W/$1.w.done"
     printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{%s"containerCommand":["sh","-c",%s]},"workerType":"n1-standard-4","workerCount":"1","workerConfig":{%s"containerCommand":["sh","-c",%s]},"jobDir":"%s"}}' \
         "$1" "$2" "$(q "$mp")" "$2" "$(q "$wp")" "$W"
 }
@@ -57,6 +59,7 @@ for r in $(seq 1 "$ROUNDS"); do
     [ $((RANDOM % 2)) = 0 ] && sleep 0.5
     start_kilnd "$T/d"
 done
+touch "$W/go"
 
 for id in $JOBS; do
     check "$id SUCCEEDED after $ROUNDS kill -9 of kilnd" wait_state "$id" SUCCEEDED 60
@@ -69,6 +72,10 @@ for id in $JOBS; do
         check_eq "$id.$t: every line once, in order (no gap, no duplicate)" "$got" "$want"
     done
     check "$id: adopted" grep -q "kilnd restarted: adopted" "$T/d/jobs/p1/$id/log.tsv"
+    # (failed once in CI on a loaded machine, with nothing to say why: the
+    # service's own lines of that job do)
+    grep -q "kilnd restarted: adopted" "$T/d/jobs/p1/$id/log.tsv" ||
+        grep "	service	" "$T/d/jobs/p1/$id/log.tsv" | cut -f2- >&2
 done
 if [ -n "$CTR" ]; then
     check "ctr_c ran in containers" grep -q "container kiln-p1-ctr_c-worker-replica-0 of image" "$T/d/jobs/p1/ctr_c/log.tsv"

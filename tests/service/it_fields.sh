@@ -4,13 +4,17 @@
 #   1. fields kiln does not act on: HTTP 400 with a fieldViolation at their
 #      path, nothing stored, and `kiln validate` refuses the same;
 #   2. a process replica gets <role>Config.env after kiln's own variables;
+#      securityContext (2a): noNewPrivileges is the kernel's no_new_privs,
+#      runAsUser true or refused at create;
 #      http(s):// packageUris are fetched when the job starts (2d): size cap,
 #      HTTP status, redirects, the sha256 in the job's events; off the
 #      supervisor thread (2e): other jobs run and cancels act meanwhile;
 #   3. a TFJob in the shape of the Kubeflow docs' mnist example (a
 #      Kubernetes label key, env, resources.limits, a hostPath volume),
 #      submitted unchanged: it runs in a container that sees the env, the
-#      mount and podman's CPU/memory limits, and is found by its label.
+#      mount and podman's CPU/memory limits, and is found by its label;
+#      a container's securityContext is podman's (no_new_privs, a
+#      read-only root filesystem, dropped capabilities).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
 
@@ -45,7 +49,7 @@ check "the refusal asks for a runtimeVersion" grep -qF "needs a runtimeVersion" 
 refused "serviceAccount" "trainingInput.serviceAccount" "" ',"serviceAccount":"a@b"'
 refused "network" "trainingInput.network" "" ',"network":"n"'
 refused "enableWebAccess" "trainingInput.enableWebAccess" "" ',"enableWebAccess":true'
-refused "diskConfig" "trainingInput.masterConfig.diskConfig" ',"diskConfig":{"bootDiskSizeGb":100}' ""
+refused "a diskConfig disk class kiln cannot promise" "trainingInput.masterConfig.diskConfig.bootDiskType" ',"diskConfig":{"bootDiskType":"hyperdisk-balanced"}' ""
 refused "an env name kiln sets" "trainingInput.masterConfig.env.TF_CONFIG" ',"env":{"TF_CONFIG":"{}"}' ""
 refused "a CPU limit on a process" "trainingInput.masterConfig.cpuLimit" ',"cpuLimit":"1"' ""
 refused "a pull policy on a process" "trainingInput.masterConfig.imagePullPolicy" ',"imagePullPolicy":"Always"' ""
@@ -91,6 +95,46 @@ api POST /v1/projects/p1/jobs '{"jobId":"env_1","trainingInput":{"scaleTier":"BA
 check_eq "a job with env is accepted" "$STATUS" 200
 check "it SUCCEEDED" wait_state env_1 SUCCEEDED 30
 check "the replica saw its env and kiln's" grep -q "GREETING=hello world TASK=master-replica-0" "$T/d/jobs/p1/env_1/log.tsv"
+
+# 2a. securityContext (issue 41): noNewPrivileges (a Kubeflow container's
+# allowPrivilegeEscalation: false) on a process replica is the kernel's
+# no_new_privs, which a replica without it does not have; runAsUser is
+# accepted when it is the user the replicas run as, and any other is
+# refused at create, naming the field and that user
+ME=$(id -u)
+sc_job() { # sc_job ID COMMAND SECURITY_CONTEXT
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","%s"],"securityContext":%s}}}' "$1" "$2" "$3"
+}
+api POST /v1/projects/p1/jobs "$(sc_job nnp_1 'grep NoNewPrivs /proc/self/status; id -u' '{"noNewPrivileges":true,"runAsUser":"'"$ME"'"}')"
+check_eq "noNewPrivileges and the replicas' own runAsUser: accepted" "$STATUS" 200
+check "it SUCCEEDED" wait_state nnp_1 SUCCEEDED 30
+check "the replica runs with no_new_privs" grep -qP "NoNewPrivs:\t1$" "$T/d/jobs/p1/nnp_1/log.tsv"
+check "as the user runAsUser says" grep -qP "\t$ME$" "$T/d/jobs/p1/nnp_1/log.tsv"
+api POST /v1/projects/p1/jobs '{"jobId":"nnp_0","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["grep","NoNewPrivs","/proc/self/status"]}}}'
+check "a replica without it SUCCEEDED" wait_state nnp_0 SUCCEEDED 30
+check "and has no no_new_privs" grep -qP "NoNewPrivs:\t0$" "$T/d/jobs/p1/nnp_0/log.tsv"
+api POST /v1/projects/p1/jobs "$(sc_job ruser_1 true '{"runAsUser":"'$((ME + 1))'"}')"
+check_eq "runAsUser of another user: 400" "$STATUS" 400
+check_eq "at its field" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" trainingInput.masterConfig.securityContext.runAsUser
+check "naming the user kiln runs the replicas as" grep -qF "kiln runs this project's replicas as user $(id -un) (uid $ME" <<<"$BODY"
+api GET /v1/projects/p1/jobs/ruser_1
+check_eq "nothing stored" "$STATUS" 404
+# runAsNonRoot: true only of replicas that do not run as root (here as
+# kilnd's own user: root under --allow-root-replicas yes)
+api POST /v1/projects/p1/jobs "$(sc_job nonroot_1 true '{"runAsNonRoot":true}')"
+if [ "$ME" = 0 ]; then
+    check_eq "runAsNonRoot of root's replicas: 400" "$STATUS" 400
+    check_eq "at its field" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" trainingInput.masterConfig.securityContext.runAsNonRoot
+    check "saying they run as root" grep -qF "which is root" <<<"$BODY"
+else
+    check_eq "runAsNonRoot of a user's replicas: accepted" "$STATUS" 200
+    check "it SUCCEEDED" wait_state nonroot_1 SUCCEEDED 30
+fi
+sc_job ruser_2 true '{"runAsUser":"'$((ME + 1))'"}' >"$T/ruser.json"
+"$KILN" validate --config "$T/ruser.json" >/dev/null 2>"$T/ruser.err"
+check_eq "kiln validate, which does not know the project's user, accepts it" "$?" 0
+check "and says it is checked at submit" grep -qF "note: trainingInput.masterConfig.securityContext.runAsUser: checked when the job is submitted" "$T/ruser.err"
+refused "readOnlyRootFilesystem on a process" "trainingInput.masterConfig.securityContext.readOnlyRootFilesystem" ',"securityContext":{"readOnlyRootFilesystem":true}' ""
 
 # 2b. runPolicy.ttlSecondsAfterFinished: the job's files go once the TTL has
 # passed (its record, log.tsv and metrics stay), also across a kilnd restart
@@ -339,6 +383,45 @@ check_eq "the Kubernetes label is kept verbatim" \
 api GET "/v1/projects/p1/jobs?filter=labels.app.kubernetes.io/name%3Dmnist"
 check_eq "the label filters the list" "$(printf '%s' "$BODY" | jget jobs.0.jobId)" tfjob_mnist
 check_eq "only that job" "$(printf '%s' "$BODY" | jget jobs.1.jobId)" ""
+# securityContext on a container (issue 41), from a Kubeflow file: the
+# pod's seccompProfile and the container's allowPrivilegeEscalation: false,
+# readOnlyRootFilesystem and capabilities.drop are podman's, in the container
+cat >"$T/secctx.yaml" <<YAML
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: tfjob-secctx
+spec:
+  tfReplicaSpecs:
+    Worker:
+      template:
+        spec:
+          securityContext:
+            seccompProfile: {type: RuntimeDefault}
+          containers:
+            - name: tensorflow
+              image: localhost/$IMG
+              imagePullPolicy: Never
+              command:
+                - sh
+                - -c
+                - 'grep -E "NoNewPrivs|CapEff" /proc/self/status;
+                   touch /root-file 2>/dev/null && echo ROOT-WRITABLE || echo ROOT-READONLY;
+                   touch /tmp/f 2>/dev/null && echo TMP-WRITABLE || echo TMP-READONLY'
+              securityContext:
+                allowPrivilegeEscalation: false
+                privileged: false
+                readOnlyRootFilesystem: true
+                capabilities: {drop: [ALL]}
+YAML
+"$KILN" jobs submit training --tfjob "$T/secctx.yaml" >"$T/secctx.out" 2>&1
+check_eq "a TFJob with a securityContext is submitted" "$?" 0
+check "it SUCCEEDED" wait_state tfjob_secctx SUCCEEDED 60
+LOG=$T/d/jobs/p1/tfjob_secctx/log.tsv
+check "the container runs with no_new_privs" grep -qP "NoNewPrivs:\t1$" "$LOG"
+check "with every capability dropped" grep -qP "CapEff:\t0+$" "$LOG"
+check "its root filesystem read-only" grep -q "ROOT-READONLY$" "$LOG"
+check "/tmp too: only volumes are writable, as on Kubernetes" grep -q "TMP-READONLY$" "$LOG"
 # imagePullPolicy Never: an image the node lacks is never pulled; the
 # replica fails naming it
 # resources.limits are the scheduler's request too: a container held to more

@@ -17,22 +17,17 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need promtool
+. "$(dirname "$0")/gpu_lib.sh"
 
-LIB=$BUILD/lib/libkiln-fake-nvml.so
-U0=GPU-11111111-0000-4000-8000-000000000000
-U1=GPU-22222222-0000-4000-8000-000000000000
 U2=GPU-33333333-0000-4000-8000-000000000000
-export KILN_FAKE_NVML_STATE=$T/state
 gpus() { # gpus FIRST SECOND: the two H100s in NVML's order, and the MIG A100
     { echo "0.name=NVIDIA H100 80GB HBM3"; echo "0.uuid=$1"
       echo "1.name=NVIDIA H100 80GB HBM3"; echo "1.uuid=$2"
       echo "2.name=NVIDIA A100-SXM4-80GB"; echo "2.uuid=$U2"; echo "2.mig=1"; } >"$T/state.new"
     mv "$T/state.new" "$T/state"
 }
-add_state() { cat "$T/state" - >"$T/state.new" && mv "$T/state.new" "$T/state"; }
 gpus "$U0" "$U1"
 start_kilnd "$T/d" --nvml-library "$LIB"
-NODE=$(hostname)
 
 # ---- discovery ----
 check "kilnd says what it found" grep -q "3 GPUs through $LIB" "$T/d/kilnd.err"
@@ -51,12 +46,6 @@ for t in NVIDIA_H100_80GB NVIDIA_A100_80GB; do
 done
 
 # ---- exclusive placement by UUID ----
-gjob() { # gjob ID COUNT TYPE CMD [POLICY]
-    local cmd
-    cmd=$(printf '%s' "$4" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
-    printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s"%s},"restartPolicy":"%s","containerCommand":["sh","-c",%s]}}}' \
-        "$1" "$2" "${3:+,\"type\":\"$3\"}" "${5:-Never}" "$cmd"
-}
 api POST /v1/projects/p1/jobs "$(gjob ex_a 1 NVIDIA_H100_80GB 'echo CVD=$CUDA_VISIBLE_DEVICES NVD=$NVIDIA_VISIBLE_DEVICES; sleep 30')"
 check_eq "ex_a accepted (an H100 on n1-standard-4: this node's own GPU)" "$STATUS" 200
 api POST /v1/projects/p1/jobs "$(gjob ex_b 1 "" 'echo CVD=$CUDA_VISIBLE_DEVICES; sleep 30')"

@@ -50,9 +50,11 @@ YAML
 
 start_kilnd "$T/d" --node-config "$T/nodes.json" --queues "$T/queues.yaml"
 
-# each trial appends its start and end (ns) to one trace, and reports a loss
+# each trial appends its start and end (ns) to one trace, and reports a loss;
+# it runs 3 s: each look of the loop below is several requests and Python
+# starts, and on a loaded machine a shorter trial ended between two looks
 trace="$T/trace"
-cmd='lr=${0#--lr=}; echo "start $(date +%s%N) $CLOUD_ML_TRIAL_ID" >>'"$trace"'; sleep 1.5; echo "{\"loss\": $lr, \"global_step\": \"3\"}" >>"$CLOUD_ML_HP_METRIC_FILE"; echo "end $(date +%s%N) $CLOUD_ML_TRIAL_ID" >>'"$trace"
+cmd='lr=${0#--lr=}; echo "start $(date +%s%N) $CLOUD_ML_TRIAL_ID" >>'"$trace"'; sleep 3; echo "{\"loss\": $lr, \"global_step\": \"3\"}" >>"$CLOUD_ML_HP_METRIC_FILE"; echo "end $(date +%s%N) $CLOUD_ML_TRIAL_ID" >>'"$trace"
 cmdj=$(printf '%s' "$cmd" | "$PY" -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
 hp='"hyperparameters":{"goal":"MINIMIZE","hyperparameterMetricTag":"loss","maxTrials":3,"maxParallelTrials":2,"params":[{"parameterName":"lr","type":"DOUBLE","minValue":0.001,"maxValue":0.1,"scaleType":"UNIT_LOG_SCALE"}]}'
 tjob='{"jobId":"study1","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"1","type":"NVIDIA_TESLA_V100"},"containerCommand":["sh","-c",'"$cmdj"']},'"$hp"'}}'

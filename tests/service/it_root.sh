@@ -54,6 +54,8 @@ if [ "$(id -u)" = 0 ]; then
     TOKEN=tok-root-test-0123456789abcdef
     printf '%s * editor\nproject p1 user nobody\nproject p3 user root\n' "$TOKEN" >"$T/tokens"
     chmod 600 "$T/tokens"
+    # nobody must reach its job dirs under $T (mktemp -d: 700): kilnd checks at start
+    chmod 711 "$T"
     export TOKEN
     NO_ROOT_OK=1 start_kilnd "$T/b" --tokens "$T/tokens"
     check "at start: p3's jobs will be refused" grep -q \

@@ -45,6 +45,30 @@ check_eq "the job dir is the user's" "$(stat -c %u "$T/d/jobs/p1/as_user")" "$ui
 check_eq "the work dir is the user's" "$(stat -c %u "$T/d/jobs/p1/as_user/work")" "$uid"
 check_eq "the replica's log is the user's" "$(stat -c %u "$T/d/jobs/p1/as_user/replicas/master-replica-0.log")" "$uid"
 
+# securityContext capabilities.drop on a process: the monitor (root) takes
+# them off the bounding set before it becomes the user, so nothing the
+# replica runs can hold them (bit 13 NET_RAW, bit 21 SYS_ADMIN; CapBnd is hex)
+capjob() { # capjob ID DROP-JSON
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["sh","-c","grep CapBnd /proc/self/status"],"securityContext":{"capDrop":%s}}}}' "$1" "$2"
+}
+capbit() { # capbit JOB BIT: 1 when the replica's bounding set holds it
+    local hex
+    hex=$(sed -n 's/.*CapBnd:[[:space:]]*\([0-9a-f]*\)$/\1/p' "$T/d/jobs/p1/$1/log.tsv" | head -1)
+    [ -n "$hex" ] || { echo none; return; }
+    echo $(((16#$hex >> $2) & 1))
+}
+api POST /v1/projects/p1/jobs "$(capjob cap_raw '["NET_RAW"]')"
+check_eq "capDrop NET_RAW on a process: accepted" "$STATUS" 200
+api POST /v1/projects/p1/jobs "$(capjob cap_all '["ALL"]')"
+api POST /v1/projects/p1/jobs "$(capjob cap_none '[]')"
+for j in cap_raw cap_all cap_none; do check "$j SUCCEEDED" wait_state "$j" SUCCEEDED 20; done
+check_eq "NET_RAW is off the replica's bounding set" "$(capbit cap_raw 13)" 0
+check_eq "and SYS_ADMIN still on it" "$(capbit cap_raw 21)" 1
+check_eq "ALL: an empty bounding set" "$(sed -n 's/.*CapBnd:[[:space:]]*\([0-9a-f]*\)$/\1/p' "$T/d/jobs/p1/cap_all/log.tsv")" 0000000000000000
+check_eq "no capDrop: NET_RAW on the bounding set" "$(capbit cap_none 13)" 1
+api POST /v1/projects/p1/jobs "$(capjob cap_bad '["NET_RAWW"]')"
+check_eq "an unknown capability: 400" "$STATUS" 400
+
 if [ -n "$CTR" ]; then
     api POST /v1/projects/p1/jobs '{"jobId":"ctr_user","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"imageUri":"localhost/'"$IMG"'","containerCommand":["sh","-c","echo IDS $(id -u) $(id -g)"]}}}'
     check "ctr_user SUCCEEDED" wait_state ctr_user SUCCEEDED 30

@@ -82,6 +82,14 @@ check "the refusal names it" grep -q 'NVIDIA_TESLA_V100 has no GPU type on this 
 api POST /v1/projects/p1/jobs '{"jobId":"sel_1","trainingInput":{"scaleTier":"BASIC","region":"us-central1","masterConfig":{"containerCommand":["true"],"nodeSelector":{"cloud.google.com/gke-nodepool":"a"}}}}'
 check_eq "a node label refused at create" "$STATUS" 400
 check "the refusal names the label" grep -q 'trainingInput.masterConfig.nodeSelector.cloud.google.com/gke-nodepool.*no labels' <<<"$BODY"
+# an MPIJob (its ranks as Slurm steps are not done): refused, not failed at start
+MPIJOB='{"apiVersion":"kubeflow.org/v2beta1","kind":"MPIJob","metadata":{"name":"mpi-slurm"},"spec":{"slotsPerWorker":1,"mpiReplicaSpecs":{"Launcher":{"replicas":1,"template":{"spec":{"containers":[{"name":"mpi","command":["mpirun","true"]}]}}},"Worker":{"replicas":2,"template":{"spec":{"containers":[{"name":"mpi"}]}}}}}}'
+api POST /v1/projects/p1/jobs "$MPIJOB"
+check_eq "an MPIJob refused at create" "$STATUS" 400
+check "the refusal names MPIJob and the Slurm executor" \
+    grep -q 'trainingInput.mpiJob Error: an MPIJob does not run under --executor slurm' <<<"$BODY"
+api GET /v1/projects/p1/jobs/mpi_slurm
+check_eq "and no such job" "$STATUS" 404
 # (ttlSecondsAfterFinished, activeDeadlineSeconds and project users run:
 # it_slurm_parity.sh)
 

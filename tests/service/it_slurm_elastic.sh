@@ -191,7 +191,10 @@ check "no allocation of el_1 left" wait_none_left el_1
 # ---- torchrun's c10d rendezvous across the workers' allocations ----
 # (it_pytorchjob's program and launcher, with Debian's python3-torch)
 SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
-if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null; then
+TORCH_WHY=$(torchrun_group_why "$SYSPY")
+if [ -n "$TORCH_WHY" ]; then
+    echo "SKIP (torchrun case only): $TORCH_WHY" >&2
+else
     mkdir -p "$T/el_t" "$T/el_tk"
     # tcmd STATEDIR STEPS: each worker's command, torchrun over elastic.py
     tcmd() { printf '["env","KILN_ELASTIC_STATE=%s","%s","%s","%s","%s"]' "$1" "$SYSPY" \
@@ -221,8 +224,6 @@ if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null; then
     check_eq "in its allocation: no other asked for" "$(grep -c 'Asked for Slurm allocation' "$LK")" 2
     check "the group re-formed with it (agent restart)" grep -q "joined a group of 2 at step [1-9][0-9]* (restart [1-9])" "$LK"
     check "both finished in a group of two" test "$(grep -c 'done in a group of 2' "$LK")" -eq 2
-else
-    echo "SKIP (torchrun case only): $SYSPY has no torch.distributed (python3-torch)" >&2
 fi
 
 # ---- workers past minReplicas wait in Slurm's queue, join when granted ----

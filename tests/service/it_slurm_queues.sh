@@ -225,4 +225,17 @@ for _ in $(seq 1 50); do
     sleep 0.1
 done
 check_eq "sacct: Slurm ran it in account team-b as $U" "$acct" "team-b|$U"
+stop_kilnd
+
+# ---- an account Slurm refuses: the job waits, its log saying Slurm's words ----
+# (--slurm-account without --queues: every allocation is charged to it, and
+# this cluster enforces associations)
+start_kilnd "$T/d3" --executor slurm --slurm-partition kiln --slurm-gpu-type NVIDIA_TESLA_T4=t4 \
+    --slurm-account no-such-account "${root_ok[@]}"
+api POST /v1/projects/p1/jobs "$(gjob refused 'echo never')"
+check_eq "a job charged to an unknown account: created" "$STATUS" 200
+check "its log says Slurm's answer" wait_file "$T/d3/jobs/p1/refused/log.tsv" "Slurm refused its allocation (sbatch: .*Invalid account" 30
+check_eq "it waits" "$(st p1 refused)" QUEUED
+sleep 2 # several passes, each asking again
+check_eq "told once, not at every pass" "$(grep -c 'Slurm refused its allocation' "$T/d3/jobs/p1/refused/log.tsv")" 1
 finish

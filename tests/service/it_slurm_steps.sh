@@ -264,7 +264,8 @@ check "el1's allocations are given back" wait_gone kiln-p1-el1-w0 10
 # ---- torchrun's c10d rendezvous across the workers' allocations ----
 # (it_pytorchjob's program and launcher, with Debian's python3-torch)
 SYSPY=${KILN_TEST_TORCH_PYTHON:-/usr/bin/python3}
-if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null; then
+TORCH_WHY=$(torchrun_group_why "$SYSPY")
+if [ -z "$TORCH_WHY" ]; then
     mkdir -p "$T/el_t" "$T/el_tk"
     # tcmd STATEDIR STEPS: each worker's command, torchrun over elastic.py
     tcmd() { printf '["env","KILN_ELASTIC_STATE=%s","%s","%s","%s","%s"]' "$1" "$SYSPY" \
@@ -292,7 +293,7 @@ if "$SYSPY" -c 'import torch.distributed.run' 2>/dev/null; then
     check "another worker came, in an allocation of its own" test "$(allocs eltk -w1)" = 1
     check "the group re-formed with it" grep -q "joined a group of 2 at step [1-9][0-9]* (restart [1-9])" "$LK"
 else
-    echo "SKIP (torchrun cases only): $SYSPY has no torch.distributed (python3-torch)" >&2
+    echo "SKIP (torchrun cases only): $TORCH_WHY" >&2
 fi
 
 # ---- elasticPolicy.metrics: Slurm's job accounting measures the workers ----

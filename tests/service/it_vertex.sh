@@ -98,7 +98,7 @@ workerPoolSpecs:
       imageUri: $IMG
       command: ["sh", "-c"]
       args:
-        - 'd=\$(echo "\$AIP_MODEL_DIR" | sed "s#^gs://#/gcs/#"); mkdir -p "\$d" && echo "saved by \$CLOUD_ML_JOB_ID" >"\$d/saved.txt"; echo AIP=\$AIP_MODEL_DIR,\$AIP_CHECKPOINT_DIR,\$AIP_TENSORBOARD_LOG_DIR; echo CS=\$CLUSTER_SPEC; echo GREET=\$GREETING'
+        - 'for i in \$(seq 60); do [ \$(ls /gcs/stage1/up 2>/dev/null | wc -l) -ge 2 ] && break; sleep 1; done; d=\$(echo "\$AIP_MODEL_DIR" | sed "s#^gs://#/gcs/#"); mkdir -p "\$d" && echo "saved by \$CLOUD_ML_JOB_ID" >"\$d/saved.txt"; echo AIP=\$AIP_MODEL_DIR,\$AIP_CHECKPOINT_DIR,\$AIP_TENSORBOARD_LOG_DIR; echo CS=\$CLUSTER_SPEC; echo GREET=\$GREETING'
       env:
         - name: GREETING
           value: hello-vertex
@@ -107,7 +107,7 @@ workerPoolSpecs:
     replicaCount: 2
     containerSpec:
       imageUri: $IMG
-      command: ["sh", "-c", "echo worker \$(echo \$CLUSTER_SPEC | grep -o '\"task\":{[^}]*}')"]
+      command: ["sh", "-c", "echo worker \$(echo \$CLUSTER_SPEC | grep -o '\"task\":{[^}]*}'); mkdir -p /gcs/stage1/up && touch /gcs/stage1/up/\$(hostname)"]
 baseOutputDirectory:
   outputUriPrefix: gs://stage1/run1
 scheduling:
@@ -249,8 +249,18 @@ check_eq "... its field" "$(printf '%s' "$BODY" | jget error.details.0.fieldViol
 api POST "$COL" "{\"displayName\":\"b\",\"jobSpec\":{\"workerPoolSpecs\":[{\"containerSpec\":{\"imageUri\":\"$IMG\"},\"machineSpec\":{\"machineType\":\"no-such-machine\"},\"replicaCount\":\"1\"}]}}"
 check_eq "unknown machine type -> 400" "$STATUS" 400
 check_eq "... named as the CustomJob's field" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "jobSpec.workerPoolSpecs[0].machineSpec.machineType"
-api POST "$COL" "{\"displayName\":\"b\",\"jobSpec\":{\"workerPoolSpecs\":[{\"containerSpec\":{\"imageUri\":\"$IMG\"},\"machineSpec\":{\"machineType\":\"n1-standard-4\"},\"replicaCount\":\"1\",\"diskSpec\":{\"bootDiskType\":\"pd-standard\"}}]}}"
-check_eq "diskSpec other than the default -> 400" "$STATUS" 400
+api POST "$COL" "{\"displayName\":\"b\",\"jobSpec\":{\"workerPoolSpecs\":[{\"containerSpec\":{\"imageUri\":\"$IMG\"},\"machineSpec\":{\"machineType\":\"n1-standard-4\"},\"replicaCount\":\"1\",\"diskSpec\":{\"bootDiskType\":\"hyperdisk-balanced\"}}]}}"
+check_eq "a disk class kiln cannot promise -> 400" "$STATUS" 400
+check_eq "... named" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "jobSpec.workerPoolSpecs[0].diskSpec.bootDiskType"
+api POST "$COL" "{\"displayName\":\"b\",\"jobSpec\":{\"workerPoolSpecs\":[{\"containerSpec\":{\"imageUri\":\"$IMG\"},\"machineSpec\":{\"machineType\":\"n1-standard-4\"},\"replicaCount\":\"1\",\"diskSpec\":{\"bootDiskType\":\"pd-ssd\",\"bootDiskSizeGb\":65000}}]}}"
+check_eq "more scratch space than kilnd's disk has -> 400" "$STATUS" 400
+check_eq "... named" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "jobSpec.workerPoolSpecs[0].diskSpec.bootDiskSizeGb"
+check "... with the reason ($(printf '%s' "$BODY" | jget error.message))" grep -q "no node can give it" <<<"$BODY"
+api POST "$COL" "{\"displayName\":\"disk-1\",\"jobSpec\":{\"workerPoolSpecs\":[{\"containerSpec\":{\"imageUri\":\"$IMG\",\"command\":[\"true\"]},\"machineSpec\":{\"machineType\":\"n2-highcpu-2\"},\"replicaCount\":\"1\",\"diskSpec\":{\"bootDiskType\":\"pd-standard\",\"bootDiskSizeGb\":\"1\"}}]}}"
+check_eq "bootDiskSizeGb 1 on an n2 machine -> 200 ($(printf '%s' "$BODY" | head -c 200))" "$STATUS" 200
+check_eq "... shown back" "$(printf '%s' "$BODY" | jget jobSpec.workerPoolSpecs.0.diskSpec.bootDiskSizeGb)" 1
+api POST "$COL" "{\"displayName\":\"b\",\"jobSpec\":{\"workerPoolSpecs\":[{\"containerSpec\":{\"imageUri\":\"$IMG\"},\"machineSpec\":{\"machineType\":\"n1-standard-4\"},\"replicaCount\":\"1\"},{},{\"containerSpec\":{\"imageUri\":\"us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest\"},\"machineSpec\":{\"machineType\":\"n1-highcpu-16\"},\"replicaCount\":\"2\"}]}}"
+check_eq "the Reduction Server pool -> 400, named" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "jobSpec.workerPoolSpecs[2].containerSpec.imageUri"
 api POST "$COL" "{\"displayName\":\"b\",\"jobSpec\":{\"workerPoolSpecs\":[{\"containerSpec\":{\"imageUri\":\"$IMG\"},\"machineSpec\":{\"machineType\":\"n1-standard-4\"},\"replicaCount\":\"1\"}],\"baseOutputDirectory\":{\"outputUriPrefix\":\"gs://nobucket/x\"}}}"
 check_eq "a bucket kilnd does not hold -> 400" "$STATUS" 400
 check_eq "... named" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "jobSpec.baseOutputDirectory.outputUriPrefix"
@@ -260,7 +270,7 @@ api POST "$COL" '{'
 check_eq "malformed body -> 400" "$STATUS" 400
 api GET "$COL/notanumber"
 check_eq "non-numeric id -> 404" "$STATUS" 404
-api GET "/v1/projects/p1/locations/$R/trainingPipelines"
+api GET "/v1/projects/p1/locations/$R/endpoints"
 check_eq "other collections -> 404" "$STATUS" 404
 
 # 8. a HyperparameterTuningJob (gcloud ai hp-tuning-jobs create --config):
@@ -348,6 +358,238 @@ trialJobSpec:
 EOF
 out=$(gc ai hp-tuning-jobs create --region $R --display-name hp-bad --config "$T/hpbad.yaml" --max-trial-count 2 2>&1)
 check "decayCurveStoppingSpec.useElapsedDuration refused, named ($out)" grep -q "studySpec.decayCurveStoppingSpec.useElapsedDuration" <<<"$out"
+
+# 9. v1beta1: the same resources and handlers (gcloud beta ai maps its
+# BETA track to /v1beta1/; the SDK's preview classes use it too)
+BCOL=/v1beta1/projects/p1/locations/$R/customJobs
+out=$(gc beta ai custom-jobs create --region $R --display-name beta-1 \
+    --worker-pool-spec "machine-type=n1-standard-4,replica-count=1,container-image-uri=$IMG" \
+    --args=sh,-c,'echo beta-ran' 2>&1)
+IDB=$(job_id_of "$out")
+check "gcloud beta ai custom-jobs create ($(tail -1 <<<"$out"))" test -n "$IDB"
+check "beta-1 succeeds" wait_vx "$IDB" JOB_STATE_SUCCEEDED 60
+out=$(gc beta ai custom-jobs describe "$IDB" --region $R --format 'value(displayName,state)' 2>"$T/err")
+check_eq "gcloud beta describe" "$out" "beta-1	JOB_STATE_SUCCEEDED"
+out=$(gc beta ai custom-jobs list --region $R --filter 'displayName=beta-1' --format 'value(name)' 2>"$T/err")
+check_eq "gcloud beta list" "$out" "projects/p1/locations/$R/customJobs/$IDB"
+api GET "$BCOL/$IDB"
+check_eq "curl v1beta1 get -> 200" "$STATUS" 200
+check_eq "... the v1 resource name" "$(printf '%s' "$BODY" | jget name)" "projects/p1/locations/$R/customJobs/$IDB"
+api GET "$COL/$IDB"
+check_eq "the same job under v1" "$(printf '%s' "$BODY" | jget displayName)" beta-1
+api GET "$BCOL?pageSize=1&filter=display_name%3D%22beta-1%22"
+check_eq "v1beta1 list with filter" "$(printf '%s' "$BODY" | jget customJobs.0.displayName)" beta-1
+api GET "/v1beta1/projects/p1/locations/$R/hyperparameterTuningJobs/$IDH"
+check_eq "v1beta1 hyperparameterTuningJobs get" "$(printf '%s' "$BODY" | jget displayName)" hp-1
+api POST "$BCOL" '{"displayName":"b","jobSpec":{"workerPoolSpecs":[{"containerSpec":{"imageUri":"i"},"machineSpec":{"machineType":"n1-standard-4"},"replicaCount":"1"}],"network":"n"}}'
+check_eq "v1beta1 create refuses as v1 does" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" jobSpec.network
+api DELETE "$BCOL/$IDB"
+check_eq "v1beta1 delete -> an Operation" "$(printf '%s' "$BODY" | jget done)" true
+OPB=$(printf '%s' "$BODY" | jget name)
+api GET "/v1beta1/$OPB"
+check_eq "v1beta1 operations get" "$STATUS" 200
+api GET "$COL/$IDB"
+check_eq "deleted under v1 too" "$STATUS" 404
+api GET "/v1beta1/projects/p1/jobs"
+check_eq "the ml API has no v1beta1 here -> 404" "$STATUS" 404
+api GET "/v1beta1/projects/p1/locations/$R/instances"
+check_eq "nor the Notebooks API -> 404" "$STATUS" 404
+
+# 10. a tuning job's trial in a container whatever its names: in project
+# "default-project" the trial's container name is 75 characters, over the
+# kernel's 64 for a hostname (runc: sethostname: invalid argument); the
+# container gets a DNS label. The range's minValue is left out (0), as the
+# SDK sends DoubleParameterSpec(min=0, ...).
+LP=default-project
+cat >"$T/hpl.json" <<EOF
+{"displayName": "hp-host", "maxTrialCount": 1, "parallelTrialCount": 1,
+ "studySpec": {"metrics": [{"metricId": "loss", "goal": 2}],
+               "parameters": [{"parameterId": "dropout", "doubleValueSpec": {"maxValue": 0.5}}]},
+ "trialJobSpec": {"workerPoolSpecs": [{"replicaCount": "1", "machineSpec": {"machineType": "n1-standard-4"},
+   "containerSpec": {"imageUri": "$IMG", "command": ["sh", "-c",
+     "echo host=\$(hostname) \$0; echo '{\\"loss\\": 1}' >>\\"\$CLOUD_ML_HP_METRIC_FILE\\""]}}]}}
+EOF
+api POST "/v1/projects/$LP/locations/$R/hyperparameterTuningJobs" "$(cat "$T/hpl.json")"
+check_eq "tuning job with an omitted minValue -> 200 ($(printf '%s' "$BODY" | head -c 300))" "$STATUS" 200
+IDL=$(printf '%s' "$BODY" | jget name | grep -oE '[0-9]+$')
+hpl_state() { api GET "/v1/projects/$LP/locations/$R/hyperparameterTuningJobs/$IDL"; printf '%s' "$BODY" | jget state; }
+for _ in $(seq 1 300); do
+    case "$(hpl_state)" in JOB_STATE_SUCCEEDED | JOB_STATE_FAILED | JOB_STATE_CANCELLED) break ;; esac
+    sleep 0.2
+done
+check_eq "its trial's container starts and the job succeeds" "$(hpl_state)" JOB_STATE_SUCCEEDED
+api GET "/v1/projects/$LP/jobs/hptuningjob_$IDL:logs"
+hn=$(grep -oE 'host=[^ \"]+' <<<"$BODY" | head -1 | cut -d= -f2)
+check "the trial's hostname '$hn' is a DNS label of at most 63" grep -qE '^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$' <<<"$hn"
+check "... and tells the replica by a readable prefix" grep -q '^kiln-default-project-hptuningjob-' <<<"$hn"
+check "... the searched range starts at 0" grep -qE 'host=[^ ]+ --dropout=0?\.[0-9]' <<<"$BODY"
+
+# 10b. conditional parameters (conditionalParameterSpecs): a grid over
+# optimizer {sgd, adam}, lr (2 values) only under sgd and beta1 (1) only
+# under adam, is 3 trials, not 4; each trial gets the flags of its own
+# parameters and lists only those in its parameters
+cat >"$T/hpc.json" <<EOF
+{"displayName": "hp-cond", "maxTrialCount": 10, "parallelTrialCount": 2,
+ "studySpec": {"metrics": [{"metricId": "loss", "goal": "MINIMIZE"}], "algorithm": "GRID_SEARCH",
+   "parameters": [{"parameterId": "optimizer", "categoricalValueSpec": {"values": ["sgd", "adam"]},
+     "conditionalParameterSpecs": [
+       {"parentCategoricalValues": {"values": ["sgd"]},
+        "parameterSpec": {"parameterId": "lr", "discreteValueSpec": {"values": [0.01, 0.5]}}},
+       {"parentCategoricalValues": {"values": ["adam"]},
+        "parameterSpec": {"parameterId": "beta1", "discreteValueSpec": {"values": [0.75]}}}]}]},
+ "trialJobSpec": {"workerPoolSpecs": [{"replicaCount": "1", "machineSpec": {"machineType": "n1-standard-4"},
+   "containerSpec": {"imageUri": "$IMG", "command": ["sh", "-c",
+     "echo cond-trial \$CLOUD_ML_TRIAL_ID \$0 \$* end; echo '{\\"loss\\": 1}' >>\\"\$CLOUD_ML_HP_METRIC_FILE\\""]}}]}}
+EOF
+api POST "$HCOL" "$(cat "$T/hpc.json")"
+check_eq "tuning job with conditional parameters -> 200 ($(printf '%s' "$BODY" | head -c 300))" "$STATUS" 200
+IDC=$(printf '%s' "$BODY" | jget name | grep -oE '[0-9]+$')
+check_eq "... its studySpec shows the condition" "$(printf '%s' "$BODY" | jget studySpec.parameters.0.conditionalParameterSpecs.1.parameterSpec.parameterId)" beta1
+hpc_state() { api GET "$HCOL/$IDC"; printf '%s' "$BODY" | jget state; }
+for _ in $(seq 1 300); do
+    case "$(hpc_state)" in JOB_STATE_SUCCEEDED | JOB_STATE_FAILED | JOB_STATE_CANCELLED) break ;; esac
+    sleep 0.2
+done
+check_eq "hp-cond succeeds" "$(hpc_state)" JOB_STATE_SUCCEEDED
+api GET "$HCOL/$IDC"
+check_eq "hp-cond: each finished trial's parameters are its own" "$(printf '%s' "$BODY" | "$PY" -c '
+import json, sys
+print(";".join("%s:%s:%s" % (t["id"], t["state"], ",".join("%s=%s" % (p["parameterId"], p["value"]) for p in t["parameters"]))
+               for t in json.load(sys.stdin)["trials"]))')" \
+    "1:SUCCEEDED:optimizer=sgd,lr=0.01;2:SUCCEEDED:optimizer=sgd,lr=0.5;3:SUCCEEDED:optimizer=adam,beta1=0.75"
+api GET "/v1/projects/p1/jobs/hptuningjob_$IDC:logs"
+check "hp-cond: trial 1 got --optimizer=sgd --lr=0.01 only" grep -qE 'cond-trial 1 --optimizer=sgd --lr=0.01 end' <<<"$BODY"
+check "hp-cond: trial 3 got --optimizer=adam --beta1=0.75 only" grep -qE 'cond-trial 3 --optimizer=adam --beta1=0.75 end' <<<"$BODY"
+api POST "$HCOL" "$(sed 's/"values": \["adam"\]/"values": ["rmsprop"]/' "$T/hpc.json")"
+check_eq "a condition on a value the parent does not take -> 400" "$STATUS" 400
+check "... named by its path" grep -qF 'studySpec.parameters[0].conditionalParameterSpecs[1].parentCategoricalValues.values' <<<"$BODY"
+
+# 11. trainingPipelines (the SDK's CustomTrainingJob and its siblings): the
+# custom task's trainingTaskInputs, a CustomJobSpec in the SDK's mixed
+# snake_case/camelCase with doubles for counts, run as that CustomJob; its
+# state a PipelineState; under v1 and v1beta1
+TASK=gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml
+tp_body() { # tp_body NAME COMMAND-JSON
+    printf '{"displayName": "%s", "trainingTaskDefinition": "%s", "labels": {"via": "tp"}, "trainingTaskInputs": {"worker_pool_specs": [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1.0, "disk_spec": {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 100.0}, "containerSpec": {"imageUri": "%s", "command": %s}}], "base_output_directory": {"output_uri_prefix": "gs://stage1/tp/%s"}}}' \
+        "$1" "$TASK" "$IMG" "$2" "$1"
+}
+TPC=/v1/projects/p1/locations/$R/trainingPipelines
+api POST "$TPC" "$(tp_body tp-1 '["sh", "-c", "echo pipeline-ran model=$AIP_MODEL_DIR"]')"
+check_eq "trainingPipelines create -> 200 ($(printf '%s' "$BODY" | head -c 300))" "$STATUS" 200
+TP1=$(printf '%s' "$BODY" | jget name | grep -oE '[0-9]+$')
+check_eq "... the custom task read back byte for byte" "$(printf '%s' "$BODY" | jget trainingTaskDefinition)" "$TASK"
+tp_state() { api GET "$TPC/$1"; printf '%s' "$BODY" | jget state; }
+for _ in $(seq 1 300); do
+    case "$(tp_state "$TP1")" in PIPELINE_STATE_SUCCEEDED | PIPELINE_STATE_FAILED | PIPELINE_STATE_CANCELLED) break ;; esac
+    sleep 0.2
+done
+check_eq "tp-1 reaches PIPELINE_STATE_SUCCEEDED" "$(tp_state "$TP1")" PIPELINE_STATE_SUCCEEDED
+api GET "$TPC/$TP1"
+check_eq "... shown with its trainingTaskInputs" "$(printf '%s' "$BODY" | jget trainingTaskInputs.workerPoolSpecs.0.machineSpec.machineType)" n1-standard-4
+api GET "$TPC/$TP1?\$alt=json;enum-encoding=int"
+check_eq "... state 4 with enum-encoding=int" "$(printf '%s' "$BODY" | jget state)" 4
+api GET "/v1/projects/p1/jobs/trainingpipeline_$TP1:logs"
+check "its container ran with AIP_MODEL_DIR under its base" grep -qF "pipeline-ran model=gs://stage1/tp/tp-1/model/" <<<"$BODY"
+api GET "/v1beta1/projects/p1/locations/$R/trainingPipelines/$TP1"
+check_eq "v1beta1 get of the same pipeline" "$(printf '%s' "$BODY" | jget displayName)" tp-1
+api POST "/v1beta1/projects/p1/locations/$R/trainingPipelines" "$(tp_body tp-2 '["sleep", "600"]')"
+check_eq "v1beta1 create -> 200" "$STATUS" 200
+TP2=$(printf '%s' "$BODY" | jget name | grep -oE '[0-9]+$')
+for _ in $(seq 1 300); do [ "$(tp_state "$TP2")" = PIPELINE_STATE_RUNNING ] && break; sleep 0.2; done
+check_eq "tp-2 running" "$(tp_state "$TP2")" PIPELINE_STATE_RUNNING
+api GET "$TPC?filter=state%3D%22PIPELINE_STATE_SUCCEEDED%22"
+check_eq "list filter on a PipelineState" "$(printf '%s' "$BODY" | jget trainingPipelines.0.displayName),$(printf '%s' "$BODY" | jget trainingPipelines.1.displayName)" "tp-1,"
+api GET "$TPC?pageSize=1"
+tok=$(printf '%s' "$BODY" | jget nextPageToken)
+p1=$(printf '%s' "$BODY" | jget trainingPipelines.0.displayName)
+check "list pageSize=1: a token" test -n "$tok"
+api GET "$TPC?pageSize=1&pageToken=$tok"
+p2=$(printf '%s' "$BODY" | jget trainingPipelines.0.displayName)
+check_eq "... two pages, the two pipelines" "$(printf '%s\n%s\n' "$p1" "$p2" | sort | tr '\n' ,)" "tp-1,tp-2,"
+api GET "$COL"
+check "a pipeline is not listed as a CustomJob" test -z "$(printf '%s' "$BODY" | grep tp-1)"
+api GET "$TPC?filter=state%3D%22JOB_STATE_RUNNING%22"
+check_eq "a JobState in a pipeline filter -> 400" "$STATUS" 400
+api POST "$TPC/$TP2:cancel" '{}'
+check_eq "cancel -> 200 {}" "$STATUS,$BODY" "200,{}"
+for _ in $(seq 1 300); do [ "$(tp_state "$TP2")" = PIPELINE_STATE_CANCELLED ] && break; sleep 0.2; done
+check_eq "tp-2 PIPELINE_STATE_CANCELLED" "$(tp_state "$TP2")" PIPELINE_STATE_CANCELLED
+api GET "$TPC/$TP2"
+check_eq "... error CANCELLED (1)" "$(printf '%s' "$BODY" | jget error.code)" 1
+api DELETE "$TPC/$TP1"
+check_eq "delete -> a done Operation" "$(printf '%s' "$BODY" | jget done)" true
+api GET "$TPC/$TP1"
+check_eq "... gone" "$STATUS" 404
+api POST "$TPC" "$(tp_body tp-bad '["true"]' | sed 's/"labels"/"modelToUpload": {"displayName": "m", "explanationSpec": {"x": 1}}, "labels"/')"
+check_eq "a Model field kiln does not keep -> 400 naming it" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" modelToUpload.explanationSpec
+api POST "$TPC" "$(tp_body tp-bad '["true"]' | sed 's/n1-standard-4/no-such-machine/')"
+check_eq "a bad machine type, named under trainingTaskInputs" "$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "trainingTaskInputs.workerPoolSpecs[0].machineSpec.machineType"
+
+# 12. Models: models:upload (the SDK's Model.upload) of a directory of
+# objects in the staging store, get, list, a modelId taken, refusals by
+# field, delete (the objects stay); under v1 and v1beta1
+MC=/v1/projects/p1/locations/$R/models
+printf 'weights' >"$T/saved_model.pb"
+curl -s -m 10 -o /dev/null -X POST -H 'Content-Type: application/octet-stream' --data-binary @"$T/saved_model.pb" \
+    "$URL/upload/storage/v1/b/stage1/o?uploadType=media&name=up/m1/saved_model.pb"
+up_body() { # up_body MODEL-ID ARTIFACT-URI [EXTRA-TOP-LEVEL-JSON]
+    printf '{"model": {"displayName": "up-1", "artifactUri": "%s", "containerSpec": {"imageUri": "%s", "predictRoute": "/p"}, "labels": {"via": "upload"}}, "modelId": "%s"%s}' \
+        "$2" "$IMG" "$1" "${3:+, $3}"
+}
+api POST "$MC:upload" "$(up_body my-model gs://stage1/up/m1)"
+check_eq "models:upload -> 200 ($(printf '%s' "$BODY" | head -c 300))" "$STATUS" 200
+check_eq "... a done Operation" "$(printf '%s' "$BODY" | jget done)" true
+check_eq "... its response an UploadModelResponse" "$(printf '%s' "$BODY" | jget response.@type)" type.googleapis.com/google.cloud.aiplatform.v1.UploadModelResponse
+check_eq "... naming the Model by its modelId" "$(printf '%s' "$BODY" | jget response.model),$(printf '%s' "$BODY" | jget response.modelVersionId)" "projects/p1/locations/$R/models/my-model,1"
+check_eq "... metadata UploadModelOperationMetadata" "$(printf '%s' "$BODY" | jget metadata.@type)" type.googleapis.com/google.cloud.aiplatform.v1.UploadModelOperationMetadata
+OPN=$(printf '%s' "$BODY" | jget name)
+api GET "/v1/$OPN"
+check_eq "GET of the upload's Operation: the same" "$STATUS,$(printf '%s' "$BODY" | jget response.model)" "200,projects/p1/locations/$R/models/my-model"
+api GET "$MC/my-model"
+check_eq "the uploaded Model -> 200" "$STATUS" 200
+check_eq "... as sent: artifactUri, containerSpec.imageUri, labels" "$(printf '%s' "$BODY" | jget artifactUri),$(printf '%s' "$BODY" | jget containerSpec.imageUri),$(printf '%s' "$BODY" | jget labels.via)" "gs://stage1/up/m1,$IMG,upload"
+check_eq "... version 1, alias default, a createTime" "$(printf '%s' "$BODY" | jget versionId),$(printf '%s' "$BODY" | jget versionAliases.0),$(printf '%s' "$BODY" | jget createTime | grep -cE '^20[0-9-]+T')" "1,default,1"
+check_eq "... made by no pipeline" "$(printf '%s' "$BODY" | jget trainingPipeline)" ""
+api GET "/v1beta1/projects/p1/locations/$R/models/my-model@1"
+check_eq "v1beta1 get of models/my-model@1" "$STATUS,$(printf '%s' "$BODY" | jget displayName)" "200,up-1"
+api GET "$MC"
+check "list shows it" grep -qF "\"projects/p1/locations/$R/models/my-model\"" <<<"$BODY"
+api POST "$MC:upload" "$(up_body my-model gs://stage1/up/m1)"
+check_eq "the same modelId again -> 409 ALREADY_EXISTS" "$STATUS,$(printf '%s' "$BODY" | jget error.status)" "409,ALREADY_EXISTS"
+api POST "$MC:upload" "$(up_body m2 gs://stage1/up/m1 '"parentModel": "projects/p1/locations/'$R'/models/my-model"')"
+check_eq "parentModel (versions) -> 400 naming it" "$STATUS,$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "400,parentModel"
+api POST "$MC:upload" "$(up_body m2 gs://stage1/up/m1 | sed 's/"labels"/"explanationSpec": {"parameters": {"x": 1}}, "labels"/')"
+check_eq "a Model field kiln does not act on -> 400 naming it" "$STATUS,$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "400,model.explanationSpec"
+api POST "$MC:upload" "$(up_body m2 gs://stage1/up/none)"
+check_eq "an artifactUri with no objects under it -> 400 naming it" "$STATUS,$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "400,model.artifactUri"
+api POST "$MC:upload" "$(up_body m2 gs://no-such-bucket/up/m1)"
+check_eq "an artifactUri of a bucket kilnd does not hold -> 400 naming it" "$STATUS,$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "400,model.artifactUri"
+api POST "$MC:upload" "$(up_body m2 /tmp/m1)"
+check_eq "a local artifactUri -> 400" "$STATUS,$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "400,model.artifactUri"
+api POST "$MC:upload" '{"model": {"artifactUri": "gs://stage1/up/m1"}}'
+check_eq "no displayName -> 400 naming it" "$STATUS,$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "400,model.displayName"
+api POST "$MC:upload" "$(up_body 9bad gs://stage1/up/m1)"
+check_eq "a modelId starting with a digit -> 400" "$STATUS,$(printf '%s' "$BODY" | jget error.details.0.fieldViolations.0.field)" "400,modelId"
+api GET "$MC/m2"
+check_eq "... none of them made a Model" "$STATUS" 404
+api POST "/v1beta1/projects/p1/locations/$R/models:upload" '{"model": {"display_name": "up-2"}}'
+check_eq "v1beta1 upload without modelId or artifactUri -> 200" "$STATUS" 200
+ID_UP2=$(printf '%s' "$BODY" | jget response.model | grep -oE '[0-9]+$')
+check "... a numeric id" test -n "$ID_UP2"
+api GET "$MC/$ID_UP2"
+check_eq "... get it" "$STATUS,$(printf '%s' "$BODY" | jget displayName)" "200,up-2"
+api DELETE "$MC/my-model"
+check_eq "delete -> a done Operation" "$STATUS,$(printf '%s' "$BODY" | jget done),$(printf '%s' "$BODY" | jget metadata.@type)" "200,true,type.googleapis.com/google.cloud.aiplatform.v1.DeleteOperationMetadata"
+api GET "$MC/my-model"
+check_eq "... gone" "$STATUS" 404
+api GET "$MC"
+check "... and not listed" test -z "$(printf '%s' "$BODY" | grep my-model)"
+got=$(curl -s -m 10 "$URL/download/storage/v1/b/stage1/o/up%2Fm1%2Fsaved_model.pb?alt=media")
+check_eq "... its artifact objects stay" "$got" weights
+api DELETE "$MC/my-model"
+check_eq "delete again -> 404" "$STATUS" 404
+api DELETE "$MC/$ID_UP2"
+check_eq "delete the v1beta1 one" "$STATUS" 200
 
 # the ml v1 API is unchanged beside it
 check "ml_1 succeeds" wait_state ml_1 SUCCEEDED 30

@@ -196,4 +196,121 @@ check_eq "HyperparameterTuningJob.run: SUCCEEDED" "$(sed -n 's/^STATE //p' <<<"$
 check_eq "measurement_selection best (the default) sent and shown" "$(sed -n 's/^SEL //p' <<<"$OUT")" BEST_MEASUREMENT
 check_eq "trials as the SDK reads them: finalMeasurement the best (step 2)" "$(grep '^TRIAL' <<<"$OUT" | tr '\n' ' ')" "TRIAL 1 SUCCEEDED True 2 TRIAL 2 SUCCEEDED True 2 "
 
+# 8. the three training-job classes (trainingPipelines), run(sync=True) to
+# PIPELINE_STATE_SUCCEEDED; without a serving image run() returns None
+sdk tp1 '
+job = aiplatform.CustomContainerTrainingJob(display_name="tp-container", container_uri=IMG,
+    command=["sh", "-c", "echo container-trained model=$AIP_MODEL_DIR; sleep 5"])
+model = job.run(replica_count=2, machine_type="n1-standard-4", args=["--steps", "3"],
+                boot_disk_size_gb=100, sync=True)
+print("STATE", job.state.name)
+print("MODEL", model)
+print("NAME", job.resource_name)
+print("GET", type(aiplatform.CustomContainerTrainingJob.get(job.resource_name)).__name__)'
+check_eq "CustomContainerTrainingJob.run exit ($(errtail tp1))" "$RC" 0
+check_eq "CustomContainerTrainingJob: PIPELINE_STATE_SUCCEEDED" "$(sed -n 's/^STATE //p' <<<"$OUT")" PIPELINE_STATE_SUCCEEDED
+check_eq "... no model without a serving image" "$(sed -n 's/^MODEL //p' <<<"$OUT")" None
+check_eq "... get() takes the custom task read back" "$(sed -n 's/^GET //p' <<<"$OUT")" CustomContainerTrainingJob
+id=$(sed -n 's/^NAME //p' <<<"$OUT")
+api GET "/v1/projects/p1/jobs/trainingpipeline_${id##*/}:logs"
+# the chief decides the job (Vertex's rule) and stops the worker: it stays 5 s
+# after its line, the time a slower replica (ASan's kilnd, a loaded machine)
+# takes to start and print, or the worker's line would race the chief's end
+check "both replicas (chief + 1 worker) ran the command" test "$(grep -c 'container-trained model=gs://stage1/' <<<"$BODY")" -ge 2
+sdk tp2 '
+open(os.path.join(T, "task2.py"), "w").write(
+    "import sys\nprint(\"pipeline script\", sys.argv[1:])\n")
+job = aiplatform.CustomTrainingJob(display_name="tp-script", script_path=os.path.join(T, "task2.py"),
+    container_uri=IMG)
+job.run(args=["--lr", "0.5"], replica_count=1, machine_type="n1-standard-4",
+        environment_variables={"PIP_BREAK_SYSTEM_PACKAGES": "1", "PIP_NO_INDEX": "1",
+                               "PIP_DISABLE_PIP_VERSION_CHECK": "1"}, sync=True)
+print("STATE", job.state.name)
+print("NAME", job.resource_name)'
+check_eq "CustomTrainingJob (local script) exit ($(errtail tp2))" "$RC" 0
+check_eq "CustomTrainingJob: PIPELINE_STATE_SUCCEEDED" "$(sed -n 's/^STATE //p' <<<"$OUT")" PIPELINE_STATE_SUCCEEDED
+id=$(sed -n 's/^NAME //p' <<<"$OUT")
+api GET "/v1/projects/p1/jobs/trainingpipeline_${id##*/}:logs"
+check "the packaged script ran with its args" grep -qF "pipeline script ['--lr', '0.5']" <<<"$BODY"
+
+# 9. a tuning range from 0: DoubleParameterSpec(min=0) is sent without minValue
+sdk hp0 '
+from google.cloud.aiplatform import hyperparameter_tuning as hpt
+cj = aiplatform.CustomJob(display_name="hp0-trial", worker_pool_specs=[{
+    "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+    "container_spec": {"image_uri": IMG, "command": ["sh", "-c",
+        "echo \"{\\\"loss\\\": 1}\" >>\"$CLOUD_ML_HP_METRIC_FILE\"; echo dropout $0"]}}])
+hj = aiplatform.HyperparameterTuningJob(display_name="hp-zero", custom_job=cj,
+    metric_spec={"loss": "minimize"}, parameter_spec={"dropout": hpt.DoubleParameterSpec(min=0, max=0.5, scale="linear")},
+    max_trial_count=1, parallel_trial_count=1)
+hj.run(sync=True)
+print("STATE", hj.state.name)
+print("MIN", hj.gca_resource.study_spec.parameters[0].double_value_spec.min_value)'
+check_eq "DoubleParameterSpec(min=0) exit ($(errtail hp0))" "$RC" 0
+check_eq "... SUCCEEDED" "$(sed -n 's/^STATE //p' <<<"$OUT")" JOB_STATE_SUCCEEDED
+check_eq "... the range starts at 0" "$(sed -n 's/^MIN //p' <<<"$OUT")" 0.0
+
+# 10. a serving image given: run() returns the Model the pipeline made, its
+# artifact_uri the job's AIP_MODEL_DIR, whose files the user lists and
+# downloads (google-cloud-storage, kilnd's staging store)
+sdk tpm '
+from google.cloud import storage
+job = aiplatform.CustomContainerTrainingJob(display_name="tp-model", container_uri=IMG,
+    command=["sh", "-c", "d=$(echo $AIP_MODEL_DIR | sed s#^gs://#/gcs/#); mkdir -p $d; echo weights >$d/model.txt"],
+    model_serving_container_image_uri=IMG)
+model = job.run(replica_count=1, machine_type="n1-standard-4", sync=True)
+print("STATE", job.state.name)
+print("MODEL", model.display_name, model.version_id)
+print("ART", model.uri)
+b, _, prefix = model.uri[len("gs://"):].partition("/")
+cl = storage.Client(project="p1", credentials=AnonymousCredentials())
+print("FILES", [x.name for x in cl.list_blobs(b, prefix=prefix)])
+print("DATA", cl.bucket(b).blob(prefix + "model.txt").download_as_bytes().decode().strip())
+print("LISTED", [m.display_name for m in aiplatform.Model.list()])'
+check_eq "run() with a serving image exit ($(errtail tpm))" "$RC" 0
+check_eq "... PIPELINE_STATE_SUCCEEDED" "$(sed -n 's/^STATE //p' <<<"$OUT")" PIPELINE_STATE_SUCCEEDED
+check_eq "... returns its Model (version 1)" "$(sed -n 's/^MODEL //p' <<<"$OUT")" "tp-model-model 1"
+art=$(sed -n 's/^ART //p' <<<"$OUT")
+check "... artifactUri is the job's model dir ($art)" grep -qE '^gs://stage1/aiplatform-custom-training-.*/model/$' <<<"$art"
+check "... whose files are the job's" grep -q "model/model.txt" <<<"$(sed -n 's/^FILES //p' <<<"$OUT")"
+check_eq "... downloaded" "$(sed -n 's/^DATA //p' <<<"$OUT")" weights
+check_eq "Model.list" "$(sed -n 's/^LISTED //p' <<<"$OUT")" "['tp-model-model']"
+
+
+# 11. Model.upload of files the user staged (google-cloud-storage), as
+# Google's samples do: the Model it returns read back, listed; .delete()
+# removes it and leaves its files
+sdk mup '
+from google.cloud import storage
+from google.api_core import exceptions
+cl = storage.Client(project="p1", credentials=AnonymousCredentials())
+cl.bucket("stage1").blob("sdk-up/m1/model.txt").upload_from_string("uploaded weights")
+m = aiplatform.Model.upload(display_name="sdk-up", artifact_uri="gs://stage1/sdk-up/m1",
+    serving_container_image_uri=IMG, model_id="sdk-model", labels={"via": "sdk"})
+print("NAME", m.resource_name, m.version_id)
+print("ART", m.uri)
+print("IMAGE", m.container_spec.image_uri)
+print("LISTED", sorted(x.display_name for x in aiplatform.Model.list()))
+try:
+    aiplatform.Model.upload(display_name="bad", artifact_uri="gs://stage1/sdk-up/none",
+        serving_container_image_uri=IMG)
+    print("BAD accepted")
+except exceptions.BadRequest as e:
+    print("BAD", e.code)
+m.delete()
+try:
+    aiplatform.Model("sdk-model")
+    print("AFTER found")
+except exceptions.NotFound:
+    print("AFTER NotFound")
+print("FILES", [x.name for x in cl.list_blobs("stage1", prefix="sdk-up/m1/")])'
+check_eq "Model.upload, delete exit ($(errtail mup))" "$RC" 0
+check_eq "... the uploaded Model, version 1" "$(sed -n 's/^NAME //p' <<<"$OUT")" "projects/p1/locations/us-central1/models/sdk-model 1"
+check_eq "... its artifact_uri as given" "$(sed -n 's/^ART //p' <<<"$OUT")" gs://stage1/sdk-up/m1
+check_eq "... its serving image kept" "$(sed -n 's/^IMAGE //p' <<<"$OUT")" "$IMG"
+check_eq "... listed beside the pipeline's" "$(sed -n 's/^LISTED //p' <<<"$OUT")" "['sdk-up', 'tp-model-model']"
+check_eq "... an artifact_uri with no objects: BadRequest" "$(sed -n 's/^BAD //p' <<<"$OUT")" 400
+check_eq "... after delete(): NotFound" "$(sed -n 's/^AFTER //p' <<<"$OUT")" NotFound
+check_eq "... its files stay" "$(sed -n 's/^FILES //p' <<<"$OUT")" "['sdk-up/m1/model.txt']"
+
 finish

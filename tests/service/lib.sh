@@ -7,7 +7,7 @@ set -u
 BUILD=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 KILND=$BUILD/bin/kilnd
 KILN=$BUILD/bin/kiln
-# `kiln` dispatches the service verbs once src/cli/main.c knows them; until
+# `kiln` dispatches the service verbs once src/cli/cli_main.c knows them; until
 # then the tests use the same code through kiln-svc-cli.
 if ! "$KILN" jobs --help >/dev/null 2>&1; then KILN=$BUILD/bin/kiln-svc-cli; fi
 PY=${PYTHON:-python3}
@@ -67,6 +67,8 @@ it_slurm_elastic.sh) port_base=64000 ;;
 it_slurm_steps.sh) port_base=17000 ;;
 it_slurm_steps_queues.sh) port_base=18000 ;;
 it_slurm_steps_spread.sh) port_base=19000 ;;
+it_backup.sh) port_base=20000 ;;
+it_upgrade.sh) port_base=16000 ;;
 *) port_base=29000 ;;
 esac
 PORT_RANGE=${PORT_RANGE:-$port_base-$((port_base + 999))}
@@ -197,6 +199,19 @@ api() { # api METHOD PATH [BODY] -> body on stdout, status in $STATUS
     fi
     STATUS=${out##*$'\n'}
     BODY=${out%$'\n'*}
+}
+
+# torchrun_group_why PYTHON: empty where torchrun (PYTHON's torch) can form a
+# group of workers in separate allocations here, else why not. Its agent
+# hands the others this machine's own name (socket.getfqdn()) as the group's
+# master address, as on any cluster; a debootstrap'd chroot has no
+# /etc/hosts line for that name, and no group forms there.
+torchrun_group_why() {
+    if ! "$1" -c 'import torch.distributed.run' 2>/dev/null; then
+        echo "$1 has no torch.distributed (python3-torch)"
+    elif ! "$1" -c 'import socket; socket.getaddrinfo(socket.getfqdn(), None)' 2>/dev/null; then
+        echo "this machine's host name ($(hostname)) does not resolve (getent hosts $(hostname)), and torchrun's agent gives it to the other workers as their master address: add it to /etc/hosts"
+    fi
 }
 
 job_state() { # job_state JOB [PROJECT]

@@ -10,17 +10,22 @@
 # the test and finishes it.
 # slurm_test_cluster FIRST LAST --accounting: the same with Slurm's
 # accounting (slurmdbd on a fourth port, its own MariaDB: slurm_cluster.sh).
+# slurm_test_cluster FIRST LAST --netns: each node a host of its own (a
+# network namespace with its own address and host name on a bridge:
+# slurm_cluster.sh); the test needs the netns probe. Options combine.
 # KILN_SLURM_NODES=3 in the environment: a third node (n3), on one port more.
 slurm_test_cluster() {
-    local first=$1 last=$2 opt=${3:-} base busy started= sport= n=$((1 + ${KILN_SLURM_NODES:-2}))
-    [ "$opt" = --accounting ] && n=$((n + 1))
+    local first=$1 last=$2 base busy started= sport= n=$((1 + ${KILN_SLURM_NODES:-2}))
+    shift 2
+    local opt=("$@")
+    case " ${opt[*]} " in *" --accounting "*) n=$((n + 1)) ;; esac
     CLUSTER=$T/slurm
     AT_EXIT="${AT_EXIT:-:}; $HERE/slurm_cluster.sh stop $CLUSTER"
     for base in $(seq "$first" "$n" "$((last - n + 1))"); do
         busy=$(ss -Htan "( sport >= :$base and sport <= :$((base + n - 1)) )" 2>/dev/null | wc -l)
         [ "$busy" = 0 ] || continue
         sport=$base
-        if "$HERE/slurm_cluster.sh" start "$CLUSTER" "$sport" $opt >"$T/cluster.out" 2>&1; then
+        if "$HERE/slurm_cluster.sh" start "$CLUSTER" "$sport" "${opt[@]}" >"$T/cluster.out" 2>&1; then
             started=1
             break
         fi
@@ -68,15 +73,30 @@ EOF
 
 # slurm_watchdog PID: a test killed outright (ctest's timeout sends SIGKILL,
 # so no exit trap runs) would leave its cluster's daemons and its kilnd
-# running, and they slow every later test; this stops them once PID is gone.
+# running, and they slow every later test; this stops them once PID is gone
+# (slurm_cluster.sh stop: the daemons, and a --netns cluster's namespaces,
+# veths and bridge).
+# It runs in a session of its own (setsid): ctest's timeout kills the
+# test's whole process group, and a watchdog inside it died with the test,
+# leaving the cluster running (seen in a chroot: a cluster 50 minutes old).
 slurm_watchdog() {
-    local pid=$1
-    (
-        trap '' HUP
-        while kill -0 "$pid" 2>/dev/null; do sleep 2; done
-        [ -d "$CLUSTER" ] || exit 0
-        pkill -KILL -f -- "--data-dir $T/" 2>/dev/null
-        "$HERE/slurm_cluster.sh" stop "$CLUSTER" >/dev/null 2>&1
-    ) </dev/null >/dev/null 2>&1 &
-    disown 2>/dev/null || true
+    # shellcheck disable=SC2016 # expanded by the watchdog's own shell
+    setsid -f bash -c '
+        trap "" HUP
+        while kill -0 "$1" 2>/dev/null; do sleep 2; done
+        [ -d "$2" ] || exit 0
+        pkill -KILL -f -- "--data-dir $3/" 2>/dev/null
+        "$4/slurm_cluster.sh" stop "$2" >/dev/null 2>&1' _ "$1" "$CLUSTER" "$T" "$HERE" \
+        </dev/null >/dev/null 2>&1
 }
+
+# Helpers of the tests that end a job's allocation from outside (endings,
+# faults). kst JOB FIELD: kilnStatus.FIELD of project p1's JOB
+kst() {
+    api GET "/v1/projects/p1/jobs/$1"
+    printf '%s' "$BODY" | jget "kilnStatus.$2"
+}
+# alloc_of JOB: its running allocation's id
+alloc_of() { squeue -h -t running -n "kiln-p1-$1" -o %i | head -1; }
+# waiter JOB: a replica that says "up", then waits for $T/go.JOB and ends 0
+waiter() { echo "echo up; while [ ! -e $T/go.$1 ]; do sleep 0.1; done; echo done"; }

@@ -14,16 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "env_test.h"
 #include "kiln/exec.h"
 #include "test.h"
-
-static const char *env_get(const kiln_strv *env, const char *name)
-{
-    size_t n = strlen(name);
-    for (size_t i = 0; i < env->n; i++)
-        if (strncmp(env->v[i], name, n) == 0 && env->v[i][n] == '=') return env->v[i] + n + 1;
-    return NULL;
-}
 
 static kiln_job *mkjob(bool chief)
 {

@@ -213,9 +213,117 @@ out:
     unlink(state_path);
 }
 
+/* MIG: instances discovered as devices after the whole GPUs (an empty slot
+ * skipped), watched on their own and failing with their parent; an Xid
+ * naming one GPU instance takes only that one out. */
+static void test_mig(void)
+{
+    const char *base = "0.name=NVIDIA H100 80GB HBM3\n0.uuid=GPU-0\n"
+                       "1.name=NVIDIA H100 80GB HBM3\n1.uuid=GPU-1\n1.mig=1\n"
+                       "1.mig.devices=1g.10gb,1g.10gb+me,1c.3g.40gb\n1.mig.1.empty=1\n"
+                       "1.mig.0.fbused=2048\n";
+    char more[1024], note[512], why[256];
+    kiln_device *v = NULL;
+    size_t nd = 0;
+    kiln_gpu_status st;
+    write_state(base);
+    CHECK(kiln_devices_discover(lib, &v, &nd, note, sizeof note) == KILN_OK);
+    CHECK_MSG(nd == 4, "%zu devices: %s", nd, note);
+    if (nd != 4) goto out;
+    CHECK(!v[0].refused && !v[0].mig_profile && v[0].parent == -1);
+    CHECK_MSG(v[1].refused && strstr(v[1].refused, "its 2 MIG instances") &&
+                  strstr(v[1].refused, "devices 2 to 3"),
+              "%s", v[1].refused ? v[1].refused : "(none)");
+    CHECK_STR(v[2].type, "NVIDIA_MIG_1G_10GB");
+    CHECK_STR(v[2].mig_profile, "1g.10gb");
+    CHECK_STR(v[2].uuid, "MIG-FAKE-1-0");
+    CHECK_STR(v[2].model, "NVIDIA H100 80GB HBM3 MIG 1g.10gb");
+    CHECK(v[2].parent == 1 && v[2].index == 2 && v[2].gpu_instance == 1 && !v[2].refused);
+    CHECK(v[2].memory_gb > 9.99 && v[2].memory_gb < 10.01);
+    CHECK_STR(v[3].type, "NVIDIA_MIG_1C_3G_40GB");
+    CHECK(v[3].parent == 1 && v[3].gpu_instance == 3);
+    /* no instance made yet: the reason says who makes them */
+    write_state("0.name=NVIDIA H100 80GB HBM3\n0.mig=1\n");
+    kiln_device *e = NULL;
+    size_t ne = 0;
+    CHECK(kiln_devices_discover(lib, &e, &ne, note, sizeof note) == KILN_OK);
+    CHECK(ne == 1 && e[0].refused && strstr(e[0].refused, "no MIG instance") &&
+          strstr(e[0].refused, "never changes MIG settings"));
+    kiln_devices_free(e, ne);
+
+    write_state(base);
+    kiln_gpu_watch *w = kiln_gpu_watch_start(lib, v, nd, 100, why, sizeof why);
+    CHECK_MSG(w != NULL, "%s", why);
+    if (!w) goto out;
+    kiln_gpu_watch_events(w, why, sizeof why);
+    CHECK_MSG(strstr(why, "registered on 2 of 2") != NULL, "%s", why); /* whole GPUs */
+    uint64_t g0 = kiln_gpu_watch_sample_gen(w);
+    for (int k = 0; k < 100 && kiln_gpu_watch_sample_gen(w) < g0 + 2; k++) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    CHECK(kiln_gpu_watch_get(w, 2, &st));
+    CHECK(st.have_memory && st.fb_used == 2048ull << 20 && st.fb_total == 10240ull << 20);
+    CHECK(!st.have_util && !st.failed); /* the board's, not the instance's */
+    /* one instance's Xid 94: that one only */
+    snprintf(more, sizeof more, "%sxid=1/3:94\n", base);
+    write_state(more);
+    CHECK(wait_failed(w, 3, true, &st));
+    CHECK_MSG(strstr(st.why, "Xid 94"), "%s", st.why);
+    CHECK(kiln_gpu_watch_get(w, 2, &st) && !st.failed);
+    CHECK(kiln_gpu_watch_get(w, 1, &st) && !st.failed);
+    kiln_gpu_watch_clear(w, 3);
+    /* an Xid 79 on the parent: every instance out, with the reason */
+    snprintf(more, sizeof more, "%sxid=1/3:94\nxid=1:79\n", base);
+    write_state(more);
+    CHECK(wait_failed(w, 2, true, &st));
+    CHECK_MSG(strstr(st.why, "its GPU (GPU-1) is out of service: Xid 79"), "%s", st.why);
+    CHECK(wait_failed(w, 3, true, &st));
+    CHECK(kiln_gpu_watch_get(w, 0, &st) && !st.failed);
+    /* the parent back in service brings its instances back */
+    kiln_gpu_watch_clear(w, 1);
+    CHECK(kiln_gpu_watch_get(w, 2, &st) && !st.failed);
+    CHECK(kiln_gpu_watch_get(w, 3, &st) && !st.failed);
+    kiln_gpu_watch_stop(w);
+out:
+    kiln_devices_free(v, nd);
+    unlink(state_path);
+}
+
+/* Topology through the stand-in: direct NVLinks by the remote's PCI bus id,
+ * NVSwitch links as the fewer of the two GPUs', common ancestors, NUMA. */
+static void test_topology(void)
+{
+    write_state("0.name=NVIDIA H100 80GB HBM3\n1.name=NVIDIA H100 80GB HBM3\n"
+                "2.name=NVIDIA H100 80GB HBM3\n3.name=NVIDIA H100 80GB HBM3\n"
+                "nvlink.0.1=4\ntopo.0.1=PIX\ntopo.0.2=SYS\ntopo.0.3=NODE\ntopo.1.2=PXB\n"
+                "2.nvswitch=18\n3.nvswitch=12\n0.numa=0\n1.numa=1\n");
+    kiln_device *v = NULL;
+    size_t nd = 0;
+    char note[512], b[16];
+    CHECK(kiln_devices_discover(lib, &v, &nd, note, sizeof note) == KILN_OK);
+    CHECK_MSG(nd == 4 && v[0].links && v[3].links, "%zu devices: %s", nd, note);
+    if (nd == 4 && v[0].links && v[3].links) {
+        CHECK_STR(kiln_devices_link_name(&v[0].links[1], b, sizeof b), "NV4");
+        CHECK_STR(kiln_devices_link_name(&v[1].links[0], b, sizeof b), "NV4");
+        CHECK_STR(kiln_devices_link_name(&v[0].links[2], b, sizeof b), "SYS");
+        CHECK_STR(kiln_devices_link_name(&v[0].links[3], b, sizeof b), "NODE");
+        CHECK_STR(kiln_devices_link_name(&v[1].links[2], b, sizeof b), "PXB");
+        CHECK_STR(kiln_devices_link_name(&v[1].links[3], b, sizeof b), "PHB"); /* default */
+        CHECK_STR(kiln_devices_link_name(&v[2].links[3], b, sizeof b), "NV12");
+        CHECK_STR(kiln_devices_link_name(&v[3].links[2], b, sizeof b), "NV12");
+        CHECK(v[0].links[1].level == KILN_TOPO_SINGLE && v[0].links[0].level == 0);
+        CHECK(v[0].numa_node == 0 && v[1].numa_node == 1 && v[2].numa_node == -1);
+    }
+    kiln_devices_free(v, nd);
+    unlink(state_path);
+}
+
 int main(void)
 {
     test_names();
     test_discovery_and_watch();
+    test_mig();
+    test_topology();
     TEST_DONE();
 }

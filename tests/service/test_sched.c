@@ -162,10 +162,224 @@ static void health_and_any_model(void)
     kiln_diag_free(&d);
 }
 
+/* A node config's `address`: resolved once, when the config is read, to
+ * the address replicas are given; one that does not resolve refuses the
+ * config, naming the field. */
+static void node_addresses(void)
+{
+    const char *ok = "{\"nodes\": [{\"name\": \"a\", \"address\": \"localhost\"},"
+                     " {\"name\": \"b\", \"address\": \"10.1.2.3\"}, {\"name\": \"c\"}]}";
+    kiln_cluster c;
+    kiln_diag d = KILN_DIAG_INIT;
+    CHECK(kiln_cluster_from_json(ok, strlen(ok), &c, &d) == KILN_OK && d.n == 0);
+    CHECK(c.n == 3 && strcmp(c.nodes[0].name, "a") == 0);
+    CHECK_MSG(c.n == 3 && strcmp(c.nodes[0].address, "127.0.0.1") == 0 &&
+                  strcmp(c.nodes[1].address, "10.1.2.3") == 0 &&
+                  strcmp(c.nodes[2].address, "127.0.0.1") == 0,
+              "addresses %s %s", c.n ? c.nodes[0].address : "", c.n > 1 ? c.nodes[1].address : "");
+    kiln_cluster_free(&c);
+    const char *bad = "{\"nodes\": [{\"name\": \"a\", \"address\": \"no-such-node.invalid\"}]}";
+    CHECK(kiln_cluster_from_json(bad, strlen(bad), &c, &d) != KILN_OK);
+    CHECK_MSG(d.n == 1 && strcmp(d.v[0].field, "nodes[0].address") == 0 &&
+                  strstr(d.v[0].description, "'no-such-node.invalid' does not resolve"),
+              "%s", d.n ? d.v[0].description : "no diagnostic");
+    kiln_cluster_free(&c);
+    kiln_diag_free(&d);
+}
+
+/* MIG instances (as discovery lists them: NVIDIA_MIG_<profile> devices of
+ * their own after the whole GPUs): asked for by kiln's type or the device
+ * plugin's name alike; never what a count without a model gets. */
+static void mig_instances(void)
+{
+    static const char json[] =
+        "{\"nodes\": ["
+        " {\"name\": \"m\", \"accelerators\": [{\"type\": \"NVIDIA_H100_80GB\", \"count\": 1},"
+        "   {\"type\": \"NVIDIA_MIG_1G_10GB\", \"count\": 2},"
+        "   {\"type\": \"NVIDIA_MIG_1G_10GB_ME\", \"count\": 1}]}]}";
+    kiln_cluster c;
+    kiln_diag d = KILN_DIAG_INIT;
+    char why[512], tb[96];
+    kiln_placement pl[4] = {0};
+    CHECK(kiln_cluster_from_json(json, strlen(json), &c, &d) == KILN_OK);
+    c.nodes[0].devs[0].refused = strdup("MIG mode is enabled: ...");
+    kiln_sched *s = kiln_sched_new(&c);
+    /* names */
+    CHECK(strcmp(kiln_devices_mig_type("1g.10gb+me", tb, sizeof tb), "NVIDIA_MIG_1G_10GB_ME") == 0);
+    CHECK(strcmp(kiln_devices_mig_type("1c.3g.40gb", tb, sizeof tb), "NVIDIA_MIG_1C_3G_40GB") == 0);
+    CHECK(strcmp(kiln_devices_mig_resource("1g.10gb+me", tb, sizeof tb),
+                 "nvidia.com/mig-1g.10gb.me") == 0);
+    CHECK(strcmp(kiln_devices_canonical_type("nvidia.com/mig-1g.10gb.me", tb, sizeof tb),
+                 "NVIDIA_MIG_1G_10GB_ME") == 0);
+    CHECK(kiln_devices_canonical_type("nvidia.com/gpu", tb, sizeof tb) == NULL);
+    CHECK(kiln_devices_canonical_type("nvidia.com/mig-", tb, sizeof tb) == NULL);
+    CHECK(kiln_devices_canonical_type("nvidia.com/mig-1g/x", tb, sizeof tb) == NULL);
+    CHECK(kiln_devices_canonical_type("NVIDIA_MIG_1G_10GB", tb, sizeof tb) == NULL);
+
+    /* a count without a model: whole GPUs only, and the one H100 is MIG */
+    kiln_replica_plan any1[1] = {plan(KILN_ROLE_MASTER, 1, KILN_ACCEL_ANY_GPU, 1)};
+    CHECK(kiln_sched_place(s, any1, 1, &pl[0], why, sizeof why) == KILN_EINVAL);
+    CHECK_MSG(strstr(why, "has a GPU it may hand out"), "%s", why);
+    /* by kiln's type, then by the device plugin's name: the two 1g.10gb */
+    kiln_replica_plan a[1] = {plan(KILN_ROLE_MASTER, 1, "NVIDIA_MIG_1G_10GB", 1)};
+    kiln_replica_plan b[1] = {plan(KILN_ROLE_MASTER, 1, "nvidia.com/mig-1g.10gb", 1)};
+    CHECK(kiln_sched_place(s, a, 1, &pl[0], why, sizeof why) == KILN_OK);
+    CHECK(kiln_sched_place(s, b, 1, &pl[1], why, sizeof why) == KILN_OK);
+    CHECK(pl[0].slots[0].devs[0] == 1 && pl[1].slots[0].devs[0] == 2);
+    /* a third waits (not never): the +me instance is another profile */
+    CHECK(kiln_sched_place(s, b, 1, &pl[2], why, sizeof why) == KILN_ECONFLICT);
+    kiln_replica_plan me[1] = {plan(KILN_ROLE_MASTER, 1, "nvidia.com/mig-1g.10gb.me", 1)};
+    CHECK(kiln_sched_place(s, me, 1, &pl[2], why, sizeof why) == KILN_OK);
+    CHECK(pl[2].slots[0].devs[0] == 3);
+    /* two instances for one replica: never, there are two of them in all
+     * but both are held... after release the job fits */
+    kiln_replica_plan two[1] = {plan(KILN_ROLE_MASTER, 1, "nvidia.com/mig-1g.10gb", 2)};
+    CHECK(kiln_sched_place(s, two, 1, &pl[3], why, sizeof why) == KILN_ECONFLICT);
+    kiln_replica_plan three[1] = {plan(KILN_ROLE_MASTER, 1, "nvidia.com/mig-1g.10gb", 3)};
+    CHECK(kiln_sched_place(s, three, 1, &pl[3], why, sizeof why) == KILN_EINVAL);
+    CHECK_MSG(strstr(why, "NVIDIA_MIG_1G_10GB") && strstr(why, "most any node has is 2"), "%s",
+              why);
+    for (int i = 0; i < 3; i++) {
+        kiln_sched_release(s, &pl[i]);
+        kiln_placement_free(&pl[i]);
+    }
+    CHECK(kiln_sched_place(s, two, 1, &pl[0], why, sizeof why) == KILN_OK);
+    kiln_sched_release(s, &pl[0]);
+    kiln_placement_free(&pl[0]);
+    kiln_sched_free(s);
+    kiln_cluster_free(&c);
+    kiln_diag_free(&d);
+}
+
+/* ---------- topology: the best-connected free set ---------- */
+
+typedef kiln_gpu_link (*layout_fn)(int a, int b);
+
+/* One node of n GPUs whose links follow `f`. */
+static void topo_node(kiln_cluster *c, kiln_diag *d, int n, layout_fn f)
+{
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"nodes\": [{\"name\": \"t\", \"accelerators\": [{\"type\": \"NVIDIA_H100_80GB\","
+             " \"count\": %d}]}]}",
+             n);
+    CHECK(kiln_cluster_from_json(json, strlen(json), c, d) == KILN_OK);
+    for (int i = 0; i < n; i++) {
+        c->nodes[0].devs[i].links = calloc((size_t)n, sizeof(kiln_gpu_link));
+        for (int j = 0; j < n; j++)
+            c->nodes[0].devs[i].links[j] = i == j ? (kiln_gpu_link){0, 0} : f(i, j);
+    }
+}
+
+/* DGX-1-like: two islands of 4 GPUs, NVLinked within, SYS across */
+static kiln_gpu_link islands4(int a, int b)
+{
+    return a / 4 == b / 4 ? (kiln_gpu_link){2, KILN_TOPO_HOSTBRIDGE}
+                          : (kiln_gpu_link){0, KILN_TOPO_SYSTEM};
+}
+/* PCIe only: pairs on a switch (PIX), fours under one (PXB), SYS across */
+static kiln_gpu_link pcie8(int a, int b)
+{
+    return (kiln_gpu_link){0, a / 2 == b / 2   ? KILN_TOPO_SINGLE
+                              : a / 4 == b / 4 ? KILN_TOPO_MULTIPLE
+                                               : KILN_TOPO_SYSTEM};
+}
+/* HGX: every pair NV18 through NVSwitches */
+static kiln_gpu_link hgx(int a, int b)
+{
+    (void)a, (void)b;
+    return (kiln_gpu_link){18, KILN_TOPO_NODE};
+}
+/* 32 GPUs, islands of 8 (the greedy search: C(32, 8) is too many sets) */
+static kiln_gpu_link islands8(int a, int b)
+{
+    return a / 8 == b / 8 ? (kiln_gpu_link){12, KILN_TOPO_NODE}
+                          : (kiln_gpu_link){0, KILN_TOPO_SYSTEM};
+}
+
+/* Holds devices `busy` of node 0 as a placement of one slot. */
+static void hold_devs(kiln_sched *s, kiln_placement *p, const int *busy, int n)
+{
+    p->slots = calloc(1, sizeof *p->slots);
+    p->n = 1;
+    p->slots[0].n_devs = n;
+    memcpy(p->slots[0].devs, busy, (size_t)n * sizeof *busy);
+    kiln_sched_claim(s, p);
+}
+
+/* Places one replica of `want` GPUs; its devices into got. */
+static bool place_n(kiln_sched *s, int want, kiln_placement *p, int *got)
+{
+    char why[256];
+    kiln_replica_plan r[1] = {plan(KILN_ROLE_MASTER, 1, "NVIDIA_H100_80GB", want)};
+    if (kiln_sched_place(s, r, 1, p, why, sizeof why) != KILN_OK) return false;
+    memcpy(got, p->slots[0].devs, (size_t)want * sizeof *got);
+    return true;
+}
+
+static void topology_choice(void)
+{
+    static const struct {
+        const char *name;
+        int n;
+        layout_fn f;
+        int busy[4], n_busy, want, expect[8];
+    } cases[] = {
+        /* first-free would take 2,3,4 (across islands): one island instead */
+        {"islands of 4", 8, islands4, {0, 1}, 2, 3, {4, 5, 6}},
+        /* first-free 2,3 would span... the island pair 2,3 is as good: kept */
+        {"islands of 4, two", 8, islands4, {0, 1}, 2, 2, {2, 3}},
+        /* PCIe: 1 and 3 share only a PXB; 4 and 5 one switch */
+        {"pcie pairs", 8, pcie8, {0, 2}, 2, 2, {4, 5}},
+        /* four: the PXB quad 4-7 beats anything spanning SYS */
+        {"pcie quad", 8, pcie8, {1}, 1, 4, {4, 5, 6, 7}},
+        /* all alike: the lowest free GPUs, as without topology */
+        {"hgx", 8, hgx, {1}, 1, 4, {0, 2, 3, 4}},
+        /* greedy: 8 of 31 free; the whole second island */
+        {"islands of 8 (greedy)", 32, islands8, {0}, 1, 8, {8, 9, 10, 11, 12, 13, 14, 15}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        kiln_cluster c;
+        kiln_diag d = KILN_DIAG_INIT;
+        kiln_placement held = {0}, p = {0};
+        int got[8] = {0};
+        topo_node(&c, &d, cases[k].n, cases[k].f);
+        kiln_sched *s = kiln_sched_new(&c);
+        hold_devs(s, &held, cases[k].busy, cases[k].n_busy);
+        CHECK_MSG(place_n(s, cases[k].want, &p, got), "%s: not placed", cases[k].name);
+        CHECK_MSG(memcmp(got, cases[k].expect, (size_t)cases[k].want * sizeof(int)) == 0,
+                  "%s: got %d %d %d %d ...", cases[k].name, got[0], got[1], got[2], got[3]);
+        kiln_sched_release(s, &p);
+        kiln_placement_free(&p);
+        kiln_sched_release(s, &held);
+        kiln_placement_free(&held);
+        kiln_sched_free(s);
+        kiln_cluster_free(&c);
+        kiln_diag_free(&d);
+    }
+    /* the matrix's words, as nvidia-smi topo -m prints them */
+    char b[16];
+    CHECK_STR(kiln_devices_link_name(&(kiln_gpu_link){18, 40}, b, sizeof b), "NV18");
+    CHECK_STR(kiln_devices_link_name(&(kiln_gpu_link){0, KILN_TOPO_SINGLE}, b, sizeof b), "PIX");
+    CHECK_STR(kiln_devices_link_name(&(kiln_gpu_link){0, KILN_TOPO_MULTIPLE}, b, sizeof b), "PXB");
+    CHECK_STR(kiln_devices_link_name(&(kiln_gpu_link){0, KILN_TOPO_HOSTBRIDGE}, b, sizeof b),
+              "PHB");
+    CHECK_STR(kiln_devices_link_name(&(kiln_gpu_link){0, KILN_TOPO_NODE}, b, sizeof b), "NODE");
+    CHECK_STR(kiln_devices_link_name(&(kiln_gpu_link){0, KILN_TOPO_SYSTEM}, b, sizeof b), "SYS");
+    CHECK_STR(kiln_devices_link_name(&(kiln_gpu_link){0, -1}, b, sizeof b), "N/A");
+    CHECK(kiln_devices_link_cost(&(kiln_gpu_link){1, 50}) <
+          kiln_devices_link_cost(&(kiln_gpu_link){0, 10}));
+    CHECK(kiln_devices_link_cost(&(kiln_gpu_link){18, 50}) <
+          kiln_devices_link_cost(&(kiln_gpu_link){2, 50}));
+}
+
 int main(void)
 {
+    node_addresses();
     index_matches_scan();
     health_and_any_model();
+    mig_instances();
+    topology_choice();
 
     kiln_cluster c;
     kiln_diag d = KILN_DIAG_INIT;

@@ -10,7 +10,9 @@
  *   - the layout file: block distribution of SLURM_TASKS_PER_NODE ("2(x2),1"),
  *     and every malformed file refused (too many or too few tasks, a
  *     component twice or missing, a count past any job's, hosts missing);
- *   - a step's srun line, and whether an allocation has ended. */
+ *   - a step's srun line, and whether an allocation has ended;
+ *   - the partition's nodes, their NodeAddr resolved to addresses, a node
+ *     whose address does not resolve left out and named. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,8 @@
 static char last_cmd[4096];
 static const char *answer = "";
 static int answer_rc = 0;
-static const char *sstat_answer = ""; /* sstat's, apart */
+static const char *sstat_answer = "";   /* sstat's, apart */
+static const char *sacct_answer = NULL; /* sacct's, apart; NULL: sacct fails */
 
 int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
 {
@@ -34,6 +37,13 @@ int kiln_slurm_run(char *const argv[], char **out, int timeout_s)
     last_cmd[0] = '\0';
     for (size_t i = 0; argv[i]; i++)
         n += (size_t)snprintf(last_cmd + n, sizeof last_cmd - n, "%s%s", i ? " " : "", argv[i]);
+    if (strcmp(argv[0], "sacct") == 0) {
+        /* no accounting: sacct says so and fails */
+        *out = strdup(sacct_answer ? sacct_answer
+                                   : "sacct: error: Slurm accounting storage is "
+                                     "disabled\n");
+        return sacct_answer ? 0 : 1;
+    }
     *out = strdup(strcmp(argv[0], "sstat") == 0 ? sstat_answer : answer);
     return answer_rc;
 }
@@ -265,6 +275,79 @@ int main(void)
     }
     sstat_answer = "cpu=00:00:01";
     CHECK(!kiln_slurm_step_usage(42, "no-such-step", &us, &mem)); /* not among the steps */
+
+    /* ---- how an allocation ended: Slurm took it, or its script ended ---- */
+    char est[64], ec[16];
+    struct {
+        int rc;
+        const char *squeue, *sacct;
+        kiln_slurm_end want;
+        const char *state, *code;
+    } ends[] = {
+        {0, "RUNNING\n", NULL, KILN_SLURM_END_RUNNING, "RUNNING", ""},
+        {0, "PREEMPTED\n", NULL, KILN_SLURM_END_TAKEN, "PREEMPTED", ""},
+        {0, "NODE_FAIL\n", NULL, KILN_SLURM_END_TAKEN, "NODE_FAIL", ""},
+        {0, "TIMEOUT\n", NULL, KILN_SLURM_END_TAKEN, "TIMEOUT", ""},
+        {0, "CANCELLED\n", NULL, KILN_SLURM_END_TAKEN, "CANCELLED", ""},
+        {0, "PENDING\n", NULL, KILN_SLURM_END_TAKEN, "PENDING", ""}, /* requeued */
+        {0, "REQUEUED\n", NULL, KILN_SLURM_END_TAKEN, "REQUEUED", ""},
+        {0, "FAILED\n", NULL, KILN_SLURM_END_EXITED, "FAILED", ""},
+        {0, "COMPLETED\n", NULL, KILN_SLURM_END_EXITED, "COMPLETED", ""},
+        /* squeue forgot it: sacct's record decides */
+        {1, "slurm_load_jobs error: Invalid job id specified\n", "FAILED|1:0\n",
+         KILN_SLURM_END_EXITED, "FAILED", "1:0"},
+        {1, "slurm_load_jobs error: Invalid job id specified\n", "CANCELLED by 0|0:15\n",
+         KILN_SLURM_END_TAKEN, "CANCELLED by 0", "0:15"},
+        {0, "COMPLETING\n", "OUT_OF_MEMORY|0:125\n", KILN_SLURM_END_EXITED, "OUT_OF_MEMORY",
+         "0:125"},
+        /* no record anywhere (no accounting): taken, as before */
+        {1, "slurm_load_jobs error: Invalid job id specified\n", NULL, KILN_SLURM_END_TAKEN, "",
+         ""},
+    };
+    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++) {
+        reply(ends[i].rc, ends[i].squeue);
+        sacct_answer = ends[i].sacct;
+        kiln_slurm_end e = kiln_slurm_alloc_end(77, est, sizeof est, ec, sizeof ec);
+        CHECK_MSG(e == ends[i].want && strcmp(est, ends[i].state) == 0 &&
+                      strcmp(ec, ends[i].code) == 0,
+                  "end %zu: %d '%s' '%s'", i, (int)e, est, ec);
+    }
+    sacct_answer = NULL;
+    CHECK(kiln_slurm_end_of("garbage") == KILN_SLURM_END_TAKEN &&
+          kiln_slurm_end_of(NULL) == KILN_SLURM_END_TAKEN);
+
+    /* ---- the partition's nodes: NodeAddr resolved once, to an address ----
+     * (NodeHostname=localhost as a real slurm.conf names nodes, with no
+     * NodeAddr, shows as sinfo's %o "localhost"; podman's --add-host and
+     * TF_CONFIG need 127.0.0.1) */
+    kiln_cluster cl = {0};
+    char note[512];
+    reply(0, "n1|localhost|2|4000|gpu:t4:2(S:0)\n"
+             "n2|127.0.0.2|2|4000|gpu:t4:2\n"
+             "n3|no-such-node.invalid|2|4000|(null)\n"
+             "n4.invalid||2|4000|(null)\n");
+    CHECK(kiln_slurm_cluster("kiln", false, NULL, NULL, &cl, note, sizeof note, why, sizeof why) ==
+          KILN_OK);
+    CHECK(strstr(last_cmd, "sinfo") == last_cmd && strstr(last_cmd, "%N|%o|"));
+    CHECK_MSG(cl.n == 2, "%zu nodes", cl.n);
+    if (cl.n == 2) {
+        CHECK(strcmp(cl.nodes[0].name, "n1") == 0 && strcmp(cl.nodes[0].address, "127.0.0.1") == 0);
+        CHECK(strcmp(cl.nodes[1].name, "n2") == 0 && strcmp(cl.nodes[1].address, "127.0.0.2") == 0);
+        CHECK(cl.nodes[0].n_devs == 2);
+    }
+    /* n3's name does not resolve, nor does n4's NodeName (no NodeAddr):
+     * reported, not used */
+    CHECK_MSG(
+        strstr(note, "node n3 is not used: its NodeAddr 'no-such-node.invalid' does not "
+                     "resolve") &&
+            strstr(note, "node n4.invalid is not used: its NodeAddr 'n4.invalid' does not resolve"),
+        "%s", note);
+    kiln_cluster_free(&cl);
+    reply(0, "n3|no-such-node.invalid|2|4000|(null)\n");
+    CHECK(kiln_slurm_cluster("kiln", false, NULL, NULL, &cl, note, sizeof note, why, sizeof why) ==
+          KILN_EINVAL);
+    CHECK_MSG(strstr(why, "has no nodes kilnd can use: node n3 is not used"), "%s", why);
+    kiln_cluster_free(&cl);
 
     snprintf(path, sizeof path, "rm -rf %s", dir);
     if (system(path) != 0) {

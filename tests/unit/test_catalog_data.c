@@ -51,8 +51,9 @@ static void test_machine_shapes(const kiln_catalog *c)
         CHECK_MSG(m && m->family == KILN_FAMILY_LEGACY && !m->builtin_accelerator, "%s", legacy[i]);
     }
     CHECK(kiln_catalog_machine(c, "cloud_tpu")->is_tpu_worker);
-    /* 22 n1 and a2, 19 Vertex GPU machines (a2-ultragpu, a3, a4, g2), 5 + 9 legacy, cloud_tpu */
-    CHECK(kiln_catalog_machine_count(c) == 22 + 19 + 5 + 9 + 1);
+    /* 22 n1 and a2, 19 Vertex GPU machines (a2-ultragpu, a3, a4, g2), 97 of the
+     * CPU families (e2 14, n2 29, n2d 31, c2 5, c3 18), 5 + 9 legacy, cloud_tpu */
+    CHECK(kiln_catalog_machine_count(c) == 22 + 19 + 97 + 5 + 9 + 1);
 
     static const char *const accels[] = {"NVIDIA_TESLA_K80",
                                          "NVIDIA_TESLA_P4",

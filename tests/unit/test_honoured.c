@@ -92,8 +92,16 @@ int main(void)
            "not supported");
     expect(c, BASE "\"enableWebAccess\": true}}", "trainingInput.enableWebAccess", "shell");
     expect(c, BASE "\"enableWebAccess\": false}}", NULL, NULL);
-    expect(c, BASE "\"masterConfig\": {\"diskConfig\": {\"bootDiskSizeGb\": 200}}}}",
-           "trainingInput.masterConfig.diskConfig", "boot disks");
+    /* diskConfig: scratch space (its size checked at create, src/api/api_jobs.c);
+     * a provisioned disk class kiln cannot promise is refused */
+    expect(c, BASE "\"masterConfig\": {\"diskConfig\": {\"bootDiskSizeGb\": 200}}}}", NULL, NULL);
+    expect(c,
+           BASE "\"masterConfig\": {\"diskConfig\": {\"bootDiskType\": \"pd-standard\", "
+                "\"bootDiskSizeGb\": 50}}}}",
+           NULL, NULL);
+    expect(c,
+           BASE "\"masterConfig\": {\"diskConfig\": {\"bootDiskType\": \"hyperdisk-balanced\"}}}}",
+           "trainingInput.masterConfig.diskConfig.bootDiskType", "local disk");
     /* a TTL is acted on (src/jobfiles/ttl.c), within ten years */
     expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"60\"}}}", NULL, NULL);
     expect(c, BASE "\"runPolicy\": {\"ttlSecondsAfterFinished\": \"0\"}}}", NULL, NULL);

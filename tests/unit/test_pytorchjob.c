@@ -1,8 +1,8 @@
 /* test_pytorchjob.c - Kubeflow PyTorchJob -> kiln_job (kiln_job_from_kubeflow):
  * kiln's own test files in the shape of the training operator's examples, the
  * operator's validation rules with
- * their field paths, elasticPolicy, and the refusals (other kinds, several
- * YAML documents, metrics). */
+ * their field paths, elasticPolicy, runPolicy.suspend under a queue, and the
+ * refusals (other kinds, several YAML documents, metrics). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,10 +171,40 @@ static void test_rules(void)
     expect_bad(HEAD "spec:\n  pytorchReplicaSpecs: {}\n", "spec.pytorchReplicaSpecs", "required");
     expect_bad(HEAD "spec:\n  runPolicy: {suspend: true}\n  pytorchReplicaSpecs:\n" MASTER("1"),
                "spec.runPolicy.suspend", "PyTorchJob");
+    expect_bad(HEAD "spec:\n  runPolicy: {suspend: true}\n  pytorchReplicaSpecs:\n" MASTER("1"),
+               "spec.runPolicy.suspend",
+               "without a queue: kiln has no resume, so nothing would ever unsuspend it; leave "
+               "suspend out to run it when submitted, or give it the label "
+               "kueue.x-k8s.io/queue-name");
     expect_bad(HEAD
                "spec:\n  elasticPolicy: {standalone: yes}\n  pytorchReplicaSpecs:\n" WORKER("2"),
                "spec.elasticPolicy.standalone", "true or false");
     expect_bad(HEAD SPECS WORKER("0"), "spec.pytorchReplicaSpecs.Worker.replicas", "at least 1");
+}
+
+/* runPolicy.suspend under Kueue: the job names its LocalQueue and is
+ * created suspended; kiln's queue admission is its unsuspend (a note). */
+static void test_suspend_queued(void)
+{
+    const char *yaml = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: pt\n"
+                       "  labels: {kueue.x-k8s.io/queue-name: user-queue}\n"
+                       "spec:\n  runPolicy: {suspend: true}\n  pytorchReplicaSpecs:\n" MASTER("1");
+    kiln_diag d = KILN_DIAG_INIT, notes = KILN_DIAG_INIT;
+    kiln_job *job = NULL;
+    CHECK(kiln_job_from_kubeflow_notes(yaml, strlen(yaml), &job, &d, &notes) == KILN_OK);
+    CHECK(job != NULL &&
+          strcmp(kiln_map_get(&job->labels, "kueue.x-k8s.io/queue-name"), "user-queue") == 0);
+    bool said = false;
+    for (size_t i = 0; i < notes.n; i++)
+        said = said ||
+               (strcmp(notes.v[i].field, "spec.runPolicy.suspend") == 0 &&
+                strstr(notes.v[i].description, "the PyTorchJob waits for its queue 'user-queue'") &&
+                strstr(notes.v[i].description, "is its unsuspend"));
+    CHECK(said);
+    if (!job) kiln_diag_print(&d, stderr);
+    kiln_job_free(job);
+    kiln_diag_free(&d);
+    kiln_diag_free(&notes);
 }
 
 /* What kiln does not read, refused with a reason. */
@@ -253,14 +283,17 @@ static void test_refusals(void)
     kiln_job_free(job);
     kiln_diag_free(&d);
 
-    static const char *const others[] = {"MPIJob", "XGBoostJob", "PaddleJob", "MXJob", "JAXJob"};
+    static const char *const others[] = {"MXJob", "PaddlePaddleJob"};
     for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
         char y[256];
         snprintf(y, sizeof y, "apiVersion: kubeflow.org/v1\nkind: %s\nmetadata: {name: x}\n",
                  others[i]);
-        expect_bad(y, "kind", "kiln reads TFJob and PyTorchJob");
+        expect_bad(y, "kind", "kiln reads TFJob, PyTorchJob, JAXJob, PaddleJob and XGBoostJob");
     }
     expect_bad("apiVersion: kubeflow.org/v2beta1\nkind: PyTorchJob\n", "apiVersion", "v2beta1");
+    /* a TrainJob is Trainer's kind: the training operator's apiVersion is not its */
+    expect_bad("apiVersion: kubeflow.org/v1\nkind: TrainJob\n", "apiVersion",
+               "trainer.kubeflow.org/v1alpha1");
     expect_bad("apiVersion: v1\nkind: Service\n", "kind", "not a training job");
     /* a trailing "---" is one document, not two */
     job = decode("---\n" HEAD SPECS MASTER("1") "---\n", &d, NULL);
@@ -276,5 +309,6 @@ int main(void)
     test_elastic();
     test_rules();
     test_refusals();
+    test_suspend_queued();
     TEST_DONE();
 }

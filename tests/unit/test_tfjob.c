@@ -212,7 +212,7 @@ static void test_no_chief(void)
 static void test_header_errors(void)
 {
     expect_bad("apiVersion: kubeflow.org/v1beta2\nkind: TFJob\n", "apiVersion", "v1beta2");
-    expect_bad("apiVersion: kubeflow.org/v1\nkind: MPIJob\n", "kind", "PyTorchJob");
+    expect_bad("apiVersion: kubeflow.org/v1\nkind: MXJob\n", "kind", "PyTorchJob");
     expect_bad("kind: TFJob\n", "apiVersion", "required");
     expect_bad("apiVersion: kubeflow.org/v1\n", "kind", "required");
     expect_bad("- a\n- b\n", "", "map");
@@ -362,16 +362,35 @@ static void test_unread_keys_refused(void)
 #define CHIEF(extra)                                                                               \
     HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n      template:\n        spec:\n" extra
 #define CT "spec.tfReplicaSpecs.Chief.template.spec"
-    expect_bad(CHIEF("          tolerations: [{key: x}]\n"
+    expect_bad(CHIEF("          hostNetwork: true\n"
                      "          containers: [{name: tensorflow, image: i}]\n"),
-               CT ".tolerations", "not supported by kiln");
+               CT ".hostNetwork", "not supported by kiln");
+    /* tolerations are read (placement honours them), checked as Kubernetes does */
+    expect_bad(CHIEF("          tolerations: [{operator: Equal, value: v}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".tolerations[0].operator", "must be Exists when key is empty");
+    expect_bad(CHIEF("          tolerations: [{key: k, operator: Exists, value: v}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".tolerations[0].value", "must be empty when operator is Exists");
+    expect_bad(CHIEF("          tolerations: [{key: k, effect: NoSchedule, tolerationSeconds: 5}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".tolerations[0].effect", "must be NoExecute when tolerationSeconds is set");
+    expect_bad(CHIEF("          tolerations: [{key: k, operator: Lt, value: '5'}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".tolerations[0].operator", "is not Equal or Exists");
+    expect_bad(CHIEF("          tolerations: [{key: k, effect: Sometimes}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".tolerations[0].effect", "is not NoSchedule, PreferNoSchedule or NoExecute");
+    expect_bad(CHIEF("          tolerations: [{key: k, color: red}]\n"
+                     "          containers: [{name: tensorflow, image: i}]\n"),
+               CT ".tolerations[0].color", "not supported by kiln");
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i}, {name: s, image: j}]\n"),
                CT ".containers[1]", "one container per replica");
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
                      "            ports: [{name: http, containerPort: 80}]}]\n"),
                CT ".containers[0].ports[0]", "port of its own");
-    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, workingDir: /x}]\n"),
-               CT ".containers[0].workingDir", "not supported");
+    expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, workingDir: x}]\n"),
+               CT ".containers[0].workingDir", "absolute path");
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, imagePullPolicy: "
                      "Sometimes}]\n"),
                CT ".containers[0].imagePullPolicy", "IfNotPresent, Always or Never");
@@ -381,18 +400,18 @@ static void test_unread_keys_refused(void)
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i, envFrom: []}]\n"),
                CT ".containers[0].envFrom", "{name, value}");
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
-                     "            resources: {requests: {cpu: 1}}}]\n"),
-               CT ".containers[0].resources.requests", "resources.limits");
+                     "            resources: {requests: {example.com/fpga: 1}}}]\n"),
+               CT ".containers[0].resources.requests.example.com/fpga", "nvidia.com/gpu, cpu");
     expect_bad(CHIEF("          containers: [{name: tensorflow, image: i,\n"
                      "            resources: {limits: {example.com/fpga: 1}}}]\n"),
                CT ".containers[0].resources.limits.example.com/fpga", "nvidia.com/gpu, cpu");
-    expect_bad(CHIEF("          volumes: [{name: d, persistentVolumeClaim: {claimName: c}}]\n"
+    expect_bad(CHIEF("          volumes: [{name: d, configMap: {name: c}}]\n"
                      "          containers: [{name: tensorflow, image: i}]\n"),
-               CT ".volumes[0].persistentVolumeClaim", "hostPath volumes only");
+               CT ".volumes[0].configMap", "no ConfigMaps");
     expect_bad(CHIEF("          volumes: [{name: d, hostPath: {path: /x}}]\n"
                      "          containers: [{name: tensorflow, image: i,\n"
                      "            volumeMounts: [{name: e, mountPath: /y}]}]\n"),
-               CT ".containers[0].volumeMounts[0].name", "names no hostPath volume");
+               CT ".containers[0].volumeMounts[0].name", "names no hostPath, emptyDir or");
     expect_bad(CHIEF("          volumes: [{name: d, hostPath: {path: rel}}]\n"
                      "          containers: [{name: tensorflow, image: i}]\n"),
                CT ".volumes[0].hostPath", "absolute path");
@@ -540,8 +559,40 @@ static void test_gpu_affinity(void)
 #undef AFF
 }
 
+/* MIG instances by the device plugin's mixed-strategy names: the resource
+ * is the accelerator type (kilnd lists it beside NVIDIA_MIG_*); mixed with
+ * nvidia.com/gpu, two of them, or a count below 1: refused at the key. */
+static void test_mig_resources(void)
+{
+    kiln_diag d = KILN_DIAG_INIT;
+    kiln_job *job =
+        decode(HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n" POD(
+                   "img", "            resources: {limits: {nvidia.com/mig-1g.10gb: 2}}\n"),
+               &d, NULL);
+    CHECK_MSG(job != NULL, "%s", d.n ? d.v[0].description : "");
+    if (job) {
+        const kiln_replica_config *m = &job->training_input.master_config;
+        CHECK(m->has_accelerator_config && m->accelerator_config.count == 2);
+        CHECK_STR(m->accelerator_config.type, "nvidia.com/mig-1g.10gb");
+        kiln_job_free(job);
+    }
+    kiln_diag_free(&d);
+    const char *spec = HEAD "spec:\n  tfReplicaSpecs:\n    Chief:\n";
+    const char *f = "spec.tfReplicaSpecs.Chief.template.spec.containers[0].resources.limits";
+    char buf[2048], field[300];
+    snprintf(buf, sizeof buf, "%s%s", spec,
+             POD("img", "            resources: {limits: {nvidia.com/mig-1g.10gb: 1, "
+                        "nvidia.com/gpu: 1}}\n"));
+    snprintf(field, sizeof field, "%s[\"nvidia.com/mig-1g.10gb\"]", f);
+    expect_bad(buf, field, "one kind of GPU");
+    snprintf(buf, sizeof buf, "%s%s", spec,
+             POD("img", "            resources: {limits: {nvidia.com/mig-1g.10gb: 0}}\n"));
+    expect_bad(buf, field, "at least 1");
+}
+
 int main(void)
 {
+    test_mig_resources();
     test_distributed();
     test_master_and_defaults();
     test_no_chief();

@@ -8,8 +8,8 @@
  *   --init (catatonit) as PID 1, so SIGTERM reaches the program and grace
  *   periods behave as for processes; exit codes pass through (podman run
  *   exits with the container's code); a hostname of its own (the container's
- *   name), as a pod has: with host networking and --init every replica's
- *   program would otherwise be PID 2 on one hostname, and torchrun's
+ *   name, made a DNS label: kiln_exec_container_hostname), as a pod has: with host networking and
+ * --init every replica's program would otherwise be PID 2 on one hostname, and torchrun's
  *   rendezvous, which names nodes by hostname and pid, would take two
  *   replicas for one node.
  * `podman run` runs under the replica's monitor like any program; the image
@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,15 +97,50 @@ static char *entrypoint_json(const kiln_strv *cmd)
     return s;
 }
 
+static bool is_dns_label(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-') return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+void kiln_exec_container_hostname(const char *name, char out[64])
+{
+    /* the readable part: 63 less "-" and the 8 hex digits */
+    enum { PREFIX = 63 - 9 };
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a, over the whole name */
+    size_t n = 0;
+    if (is_dns_label(name)) {
+        snprintf(out, 64, "%s", name);
+        return;
+    }
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    for (const char *p = name; *p && n < PREFIX; p++) {
+        char ch = *p >= 'A' && *p <= 'Z' ? (char)(*p - 'A' + 'a') : *p;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'))) ch = '-';
+        if (ch == '-' && (n == 0 || out[n - 1] == '-')) continue; /* no leading or double '-' */
+        out[n++] = ch;
+    }
+    if (n == 0) n = (size_t)snprintf(out, 64, "kiln"); /* a name with nothing readable */
+    if (out[n - 1] == '-') n--;
+    snprintf(out + n, 64 - n, "-%08x", (unsigned)(h ^ (h >> 32)));
+}
+
 kiln_err kiln__podman_argv(const kiln_exec_config *cfg, const kiln_exec_spec *spec, kiln_strv *prog,
                            kiln_strv *pull, kiln_strv *exists)
 {
-    char *ep = NULL, buf[64];
+    char *ep = NULL, buf[64], host[64];
     kiln_err err = KILN_ENOMEM;
+    kiln_exec_container_hostname(spec->name, host);
     if (runtime_prefix(cfg, prog) || kiln_strv_push(prog, "run") || kiln_strv_push(prog, "--rm") ||
         kiln_strv_push(prog, "--replace") || push2(prog, "--name", spec->name) ||
-        push2(prog, "--hostname", spec->name) || kiln_strv_push(prog, "--init") ||
-        push2(prog, "--pull", "never") || push2(prog, "-w", spec->work_dir))
+        push2(prog, "--hostname", host) || kiln_strv_push(prog, "--init") ||
+        push2(prog, "--pull", "never") ||
+        push2(prog, "-w", spec->ctr_work_dir ? spec->ctr_work_dir : spec->work_dir))
         goto out;
     for (size_t i = 0; i < cfg->run_args.n; i++)
         if (kiln_strv_push(prog, cfg->run_args.v[i]) != KILN_OK) goto out;
@@ -117,6 +153,18 @@ kiln_err kiln__podman_argv(const kiln_exec_config *cfg, const kiln_exec_spec *sp
     }
     for (size_t i = 0; spec->binds && i < spec->binds->n; i++)
         if (push2(prog, "-v", spec->binds->v[i]) != KILN_OK) goto out;
+    /* emptyDir: an anonymous volume (--rm removes it with the container) or a tmpfs */
+    for (size_t i = 0; spec->scratch && i < spec->scratch->n; i++) {
+        const char *v = spec->scratch->v[i], *t = strstr(v, ":tmpfs");
+        char *m = NULL;
+        int n = t ? asprintf(&m, "type=tmpfs,destination=%.*s%s%s", (int)(t - v), v,
+                             t[6] == ':' ? ",tmpfs-size=" : "", t[6] == ':' ? t + 7 : "")
+                  : asprintf(&m, "type=volume,destination=%s", v);
+        if (n < 0) goto out;
+        kiln_err e = push2(prog, "--mount", m);
+        free(m);
+        if (e != KILN_OK) goto out;
+    }
     if (spec->cpu_milli > 0) { /* resources.limits.cpu: --cpus takes a decimal count */
         snprintf(buf, sizeof buf, "%lld.%03lld", (long long)(spec->cpu_milli / 1000),
                  (long long)(spec->cpu_milli % 1000));
@@ -144,6 +192,16 @@ kiln_err kiln__podman_argv(const kiln_exec_config *cfg, const kiln_exec_spec *sp
         snprintf(buf, sizeof buf, "%ld:%ld", spec->uid, spec->gid >= 0 ? spec->gid : spec->uid);
         if (push2(prog, "--user", buf) != KILN_OK) goto out;
     }
+    /* securityContext. readOnlyRootFilesystem as Kubernetes means it: only
+     * the volumes are writable, so not podman's default tmpfs on /tmp,
+     * /var/tmp and /run (--read-only-tmpfs); /dev and /dev/shm stay */
+    if (spec->no_new_privs && push2(prog, "--security-opt", "no-new-privileges") != KILN_OK)
+        goto out;
+    if (spec->read_only_root && (kiln_strv_push(prog, "--read-only") != KILN_OK ||
+                                 kiln_strv_push(prog, "--read-only-tmpfs=false") != KILN_OK))
+        goto out;
+    for (size_t i = 0; spec->cap_drop && i < spec->cap_drop->n; i++)
+        if (push2(prog, "--cap-drop", spec->cap_drop->v[i]) != KILN_OK) goto out;
     if (spec->argv && spec->argv->n) {
         if (!(ep = entrypoint_json(spec->argv))) goto out;
         if (push2(prog, "--entrypoint", ep) != KILN_OK) goto out;
@@ -176,6 +234,8 @@ static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *
      * monitor itself must not */
     kiln_exec_spec s = *spec;
     s.uid = s.gid = -1;
+    s.cap_drop = NULL;      /* podman's --cap-drop, above: podman itself needs its own */
+    s.no_new_privs = false; /* podman sets it in the container (--security-opt) */
     err = kiln__mon_start(cfg, &s, &prog, pull.n ? &pull : NULL, &exists, h, why, whylen);
     h->kind = KILN_EXEC_CONTAINER;
 out:
@@ -218,6 +278,7 @@ static void podman_signal(const kiln_exec_config *cfg, const kiln_exec_handle *h
             execvp(avp[0], avp);
             _exit(127);
         }
+        if (pid > 0) kiln__exec_child(pid);
     }
     free(avp);
     kiln_strv_clear(&av);

@@ -10,7 +10,8 @@
  * no gap and no duplicate line across a kilnd restart.
  *
  *   kiln-monitor STATE JOBLOG REPLOG TASK LOGCAP CWD UID GID POLICY
- *                NPULL [PULL...] NEXISTS [EXISTS...] -- PROGRAM [ARGS...]
+ *                NPULL [PULL...] NEXISTS [EXISTS...] [--no-new-privs] [--cap-drop CAP]...
+ *                -- PROGRAM [ARGS...]
  *
  * STATE is a path prefix: STATE.state gets "monitor PID START\nchild PID
  * START\n" once the program runs, STATE.exit "code N\nreason TEXT\n" when it
@@ -21,7 +22,16 @@
  * policy (Kubernetes' imagePullPolicy): "IfNotPresent" pulls when the check
  * fails; "Always" pulls first and, when the pull fails but the image is in
  * local storage, runs that copy with a WARNING (podman's --pull=newer does
- * the same); "Never" only checks. The program gets the
+ * the same); "Never" only checks. --no-new-privs: the program starts with
+ * PR_SET_NO_NEW_PRIVS (securityContext allowPrivilegeEscalation: false), so
+ * neither it nor what it runs gains privileges from a setuid or
+ * file-capability program. --cap-drop CAP (ALL, NET_RAW, ...; securityContext
+ * capabilities.drop): a monitor of root takes CAP off the bounding set
+ * before it becomes the project's user, so that nothing the program runs,
+ * setuid or file-capability programs included, ever holds it (a monitor
+ * that is not root holds no capability to give, and cannot change the
+ * bounding set: the drop is then what the user already has, said in
+ * docs/job-model.md). The program gets the
  * monitor's environment, which kilnd built (nothing of kilnd's own).
  *
  * A full disk never stops the replica: the monitor keeps draining its pipes
@@ -43,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -50,6 +61,7 @@
 
 #include "kiln/exec.h"
 #include "util/atomic.h"
+#include "util/caps.h"
 
 #define LINE_MAX_BYTES 8192
 
@@ -301,6 +313,37 @@ static int pull_image(mon *m, const char *policy, char **pull, char **exists)
     return -1;
 }
 
+/* The highest capability this kernel has (/proc/sys/kernel/cap_last_cap;
+ * 40 where it cannot be read, Linux 5.9's). */
+static int cap_last(void)
+{
+    int last = 40;
+    FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "r");
+    if (f && fscanf(f, "%d", &last) != 1) last = 40;
+    if (f) fclose(f);
+    return last;
+}
+
+/* Takes each of names[0..n) (pairs "--cap-drop CAP" in argv: every other
+ * one) off the bounding set; -1 after saying why. A capability this kernel
+ * does not have is nothing to drop. */
+static int drop_caps(char **pairs, int n)
+{
+    int last = cap_last();
+    for (int k = 0; k < n; k++) {
+        int cap = kiln_cap_number(pairs[2 * k + 1]);
+        for (int c = cap == KILN_CAP_ALL ? 0 : cap; c <= (cap == KILN_CAP_ALL ? last : cap); c++) {
+            if (c > last) break;
+            if (prctl(PR_CAPBSET_DROP, (unsigned long)c, 0, 0, 0) < 0) {
+                fprintf(stderr, "kiln: cannot drop capability %d (%s): %s\n", c, pairs[2 * k + 1],
+                        strerror(errno));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 static int take_argv(int argc, char **argv, int *i, char ***out)
 {
     if (*i >= argc) return -1;
@@ -330,6 +373,21 @@ int main(int argc, char **argv)
     const char *policy = argv[i++];
     int npull = take_argv(argc, argv, &i, &pull);
     int nexists = npull < 0 ? -1 : take_argv(argc, argv, &i, &exists);
+    /* securityContext allowPrivilegeEscalation: false (optional: a kilnd
+     * of before it started monitors without it) */
+    bool no_new_privs = nexists >= 0 && i < argc && strcmp(argv[i], "--no-new-privs") == 0;
+    if (no_new_privs) i++;
+    /* --cap-drop CAP...: checked now, dropped in the child */
+    char **cap_drop = &argv[i];
+    int n_cap_drop = 0;
+    while (nexists >= 0 && i + 1 < argc && strcmp(argv[i], "--cap-drop") == 0) {
+        if (kiln_cap_number(argv[i + 1]) == -1) {
+            fprintf(stderr, "kiln-monitor: --cap-drop %s: not a Linux capability\n", argv[i + 1]);
+            return 2;
+        }
+        i += 2;
+        n_cap_drop++;
+    }
     if (nexists < 0 || i >= argc || strcmp(argv[i], "--") != 0 || i + 1 >= argc) {
         fprintf(stderr, "kiln-monitor: bad arguments\n");
         return 2;
@@ -378,6 +436,8 @@ int main(int argc, char **argv)
         dup2(po[1], 1);
         dup2(pe[1], 2);
         signal(SIGPIPE, SIG_DFL);
+        /* off the bounding set while still root (CAP_SETPCAP), for good */
+        if (n_cap_drop && geteuid() == 0 && drop_caps(cap_drop, n_cap_drop) < 0) _exit(127);
         /* the project's user: groups first, while still allowed to set them */
         if (gid >= 0 && (setgroups(1, &(gid_t){(gid_t)gid}) < 0 || setgid((gid_t)gid) < 0)) {
             fprintf(stderr, "kiln: cannot become group %ld: %s\n", gid, strerror(errno));
@@ -390,6 +450,12 @@ int main(int argc, char **argv)
         if (chdir(cwd) < 0) {
             fprintf(stderr, "kiln: cannot enter the job's working directory %s: %s\n", cwd,
                     strerror(errno));
+            _exit(127);
+        }
+        /* after the switch, which no_new_privs would not stop (setuid is
+         * not an exec), and inherited by all the program runs */
+        if (no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+            fprintf(stderr, "kiln: cannot set no_new_privs: %s\n", strerror(errno));
             _exit(127);
         }
         execvp(prog[0], prog);

@@ -1,8 +1,7 @@
 /* src/exec/slurm/accounts.c - a Kueue queues file carried out with Slurm's
  * accounting: accounts, QOS and associations made with sacctmgr
  * (accounts.h; docs/slurm.md, "Queues"). The Kueue-to-Slurm arithmetic
- * (GrpTRES, Fairshare) and the refusals are src/queues/slurm.c's. */
-#include <pthread.h>
+ * (GrpTRES, Fairshare) and the refusals are src/queues/qslurm.c's. */
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +10,6 @@
 
 #include "exec/slurm/accounts.h"
 #include "exec/slurm/slurm.h"
-#include "exec/supervisor/qwait.h"
 
 #define SACCTMGR_TIMEOUT_S 30
 
@@ -52,7 +50,8 @@ static bool fail(char *why, size_t whylen, const char *what, int rc, const char 
 }
 
 /* Creates or modifies one account (the ClusterQueue's). */
-static bool account(const kilnd *d, const kiln_queues *q, size_t cq, char *why, size_t whylen)
+static bool account(const kiln_slurm_cfg *sc, const kiln_queues *q, size_t cq, char *why,
+                    size_t whylen)
 {
     const char *name = q->cqs[cq].name;
     char tres[200], grp[220], fs[48], parent[300], what[400], last[320];
@@ -83,7 +82,7 @@ static bool account(const kilnd *d, const kiln_queues *q, size_t cq, char *why, 
                 snprintf(clean + strlen(clean), sizeof clean - strlen(clean), "%s%s",
                          clean[0] ? "," : "", t);
         snprintf(grp, sizeof grp, "GrpTRES=%s", clean);
-        snprintf(parent, sizeof parent, "parent=%s", d->slurm.account ? d->slurm.account : "root");
+        snprintf(parent, sizeof parent, "parent=%s", sc->account ? sc->account : "root");
         char desc[300];
         snprintf(desc, sizeof desc, "Description=kiln ClusterQueue %s", name);
         char *addv[] = {"-i",
@@ -121,13 +120,13 @@ static bool qos(const kiln_qpc *pc, char *why, size_t whylen)
 
 /* The association of the LocalQueue's project's user to its ClusterQueue's
  * account, allowed every priority class's QOS. */
-static bool assoc(const kilnd *d, const kiln_queues *q, const kiln_qlq *lq, char *why,
+static bool assoc(const kiln_slurm_cfg *sc, const kiln_queues *q, const kiln_qlq *lq, char *why,
                   size_t whylen)
 {
     const char *acct = q->cqs[lq->cq].name;
     long uid = -1, gid = -1;
     char uwhy[300], user[256], what[700], last[320];
-    if (kilnd_project_user(d, lq->namespace_, &uid, &gid, uwhy, sizeof uwhy) != KILN_OK) {
+    if (kiln_users_project(sc->users, lq->namespace_, &uid, &gid, uwhy, sizeof uwhy) != KILN_OK) {
         snprintf(why, whylen, "LocalQueue %s/%s: %s", lq->namespace_, lq->name, uwhy);
         return false;
     }
@@ -168,25 +167,24 @@ static bool assoc(const kilnd *d, const kiln_queues *q, const kiln_qlq *lq, char
     return rc == 0 ? true : fail(why, whylen, what, rc, last);
 }
 
-bool kiln_slurm_accounts_apply(const kilnd *d, const kiln_queues *q, char *why, size_t whylen)
+bool kiln_slurm_accounts_apply(const kiln_slurm_cfg *sc, const kiln_queues *q, char *why,
+                               size_t whylen)
 {
     for (size_t i = 0; i < q->ncqs; i++)
-        if (!account(d, q, i, why, whylen)) return false;
+        if (!account(sc, q, i, why, whylen)) return false;
     for (size_t i = 0; i < q->npcs; i++)
         if (!qos(&q->pcs[i], why, whylen)) return false;
     for (size_t i = 0; i < q->nlqs; i++)
-        if (!assoc(d, q, &q->lqs[i], why, whylen)) return false;
+        if (!assoc(sc, q, &q->lqs[i], why, whylen)) return false;
     return true;
 }
 
-bool kiln_slurm_job_account(kilnd *d, const char *project, const kiln_map *labels, char *account,
-                            size_t alen, char *qosbuf, size_t qlen)
+bool kiln_slurm_job_account(const kiln_queues *q, const char *project, const kiln_map *labels,
+                            char *account, size_t alen, char *qosbuf, size_t qlen)
 {
     bool ok = false;
     char w[300];
     account[0] = qosbuf[0] = 0;
-    pthread_mutex_lock(&d->queues_mu);
-    const kiln_queues *q = d->queues;
     long lq = q ? kiln_queues_route(q, project, labels, w, sizeof w) : -1;
     if (lq >= 0) {
         snprintf(account, alen, "%s", q->cqs[q->lqs[lq].cq].name);
@@ -195,7 +193,6 @@ bool kiln_slurm_job_account(kilnd *d, const char *project, const kiln_map *label
             if (strcmp(q->pcs[i].name, pc) == 0) snprintf(qosbuf, qlen, "%s", pc);
         ok = true;
     }
-    pthread_mutex_unlock(&d->queues_mu);
     return ok;
 }
 
@@ -228,16 +225,32 @@ void kiln_slurm_wait_reason(const kiln_queues *q, const char *account, const cha
         snprintf(buf, len, "Slurm holds it PENDING (%s)", r);
 }
 
-void kiln_slurm_publish_waits(kilnd *d, const kiln_slurm_wait *w, size_t n)
+static void waiting_clear(kiln_slurm_waiting *x)
 {
-    kilnd_qwait *v = calloc(n ? n : 1, sizeof *v);
-    size_t k = 0;
-    pthread_mutex_lock(&d->queues_mu);
-    const kiln_queues *q = d->queues;
+    free(x->project);
+    free(x->job_id);
+    free(x->cluster_queue);
+    free(x->local_queue);
+    free(x->why);
+    *x = (kiln_slurm_waiting){0};
+}
+
+void kiln_slurm_waiting_free(kiln_slurm_waiting *v, size_t k)
+{
+    for (size_t i = 0; v && i < k; i++)
+        waiting_clear(&v[i]);
+    free(v);
+}
+
+kiln_slurm_waiting *kiln_slurm_waits(const kiln_queues *q, const kiln_slurm_wait *w, size_t n,
+                                     size_t *k)
+{
+    kiln_slurm_waiting *v = calloc(n ? n : 1, sizeof *v);
+    *k = 0;
     for (size_t i = 0; v && i < n; i++) {
         char why[600];
         kiln_slurm_wait_reason(q, w[i].account, w[i].qos, w[i].reason, why, sizeof why);
-        kilnd_qwait *x = &v[k];
+        kiln_slurm_waiting *x = &v[*k];
         x->project = strdup(w[i].project);
         x->job_id = strdup(w[i].job_id);
         x->why = strdup(why);
@@ -251,13 +264,12 @@ void kiln_slurm_publish_waits(kilnd *d, const kiln_slurm_wait *w, size_t n)
                     }
             }
         if (!x->project || !x->job_id || !x->why) { /* out of memory: left out */
-            kilnd_qwait_clear(x);
+            waiting_clear(x);
             continue;
         }
-        k++;
+        (*k)++;
     }
-    kilnd_qwait_publish(d, v, k);
-    pthread_mutex_unlock(&d->queues_mu);
+    return v;
 }
 
 /* "N(3)" or "2(3)" -> 3 (the part in use); -1 when there is none */
@@ -268,8 +280,8 @@ static long long used_of(const char *v)
 }
 
 /* One line of scontrol -o show assoc_mgr: an account's own association
- * (UserName empty) applied to its ClusterQueue. */
-static void usage_line(kiln_queues *q, char *line)
+ * (UserName empty) into *u; false for any other line. */
+static bool usage_line(char *line, kiln_slurm_acct_usage *u)
 {
     char *acct = NULL, *tres = NULL, *save = NULL;
     bool account_level = false;
@@ -286,59 +298,95 @@ static void usage_line(kiln_queues *q, char *line)
         else if (strncmp(t, "GrpTRES=", 8) == 0)
             tres = t + 8;
     }
-    if (!acct || !account_level) return;
-    for (size_t c = 0; c < q->ncqs; c++) {
-        kiln_qcq *cq = &q->cqs[c];
-        if (strcmp(cq->name, acct) != 0) continue;
-        if (jobs >= 0) cq->admitted = (long)jobs;
-        if (submitted >= 0 && jobs >= 0) cq->pending = (long)(submitted - jobs);
-        char *s2 = NULL;
-        for (char *e = tres ? strtok_r(tres, ",", &s2) : NULL; e; e = strtok_r(NULL, ",", &s2)) {
-            int r = strncmp(e, "gres/gpu=", 9) == 0 ? KILN_QRES_GPU
-                    : strncmp(e, "cpu=", 4) == 0    ? KILN_QRES_CPU
-                    : strncmp(e, "mem=", 4) == 0    ? KILN_QRES_MEMORY
-                                                    : -1;
-            long long u = r >= 0 ? used_of(e) : -1;
-            if (u < 0) continue;
-            /* Slurm's units -> kiln_queues': CPUs -> millicores, MB -> bytes */
-            int64_t v = r == KILN_QRES_CPU      ? (int64_t)u * 1000
-                        : r == KILN_QRES_MEMORY ? (int64_t)u * 1024 * 1024
-                                                : (int64_t)u;
-            for (size_t g = 0; g < cq->ngroups; g++)
-                if (cq->groups[g].covers[r] && cq->groups[g].n) {
-                    cq->groups[g].flavors[0].usage[r] = v; /* one flavor under Slurm */
-                    break;
-                }
-        }
-        return;
+    if (!acct || !account_level) return false;
+    *u = (kiln_slurm_acct_usage){.jobs = jobs, .submitted = submitted};
+    for (size_t r = 0; r < KILN_QRES_COUNT; r++)
+        u->used[r] = -1;
+    char *s2 = NULL;
+    for (char *e = tres ? strtok_r(tres, ",", &s2) : NULL; e; e = strtok_r(NULL, ",", &s2)) {
+        int r = strncmp(e, "gres/gpu=", 9) == 0 ? KILN_QRES_GPU
+                : strncmp(e, "cpu=", 4) == 0    ? KILN_QRES_CPU
+                : strncmp(e, "mem=", 4) == 0    ? KILN_QRES_MEMORY
+                                                : -1;
+        long long n = r >= 0 ? used_of(e) : -1;
+        if (n < 0) continue;
+        /* Slurm's units -> kiln_queues': CPUs -> millicores, MB -> bytes */
+        u->used[r] = r == KILN_QRES_CPU ? n * 1000 : r == KILN_QRES_MEMORY ? n * 1024 * 1024 : n;
     }
+    u->account = strdup(acct);
+    return u->account != NULL;
 }
 
-void kiln_slurm_queue_usage(kilnd *d)
+bool kiln_slurm_usage_accounts(const kiln_queues *q, char *buf, size_t len)
 {
-    char accts[4096] = "accounts=";
-    pthread_mutex_lock(&d->queues_mu);
-    for (size_t i = 0; d->queues && i < d->queues->ncqs; i++)
-        snprintf(accts + strlen(accts), sizeof accts - strlen(accts), "%s%s", i ? "," : "",
-                 d->queues->cqs[i].name);
-    pthread_mutex_unlock(&d->queues_mu);
-    if (strcmp(accts, "accounts=") == 0) return;
+    snprintf(buf, len, "accounts=");
+    for (size_t i = 0; q && i < q->ncqs; i++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "," : "", q->cqs[i].name);
+    return strcmp(buf, "accounts=") != 0;
+}
+
+void kiln_slurm_usage_free(kiln_slurm_usage *u)
+{
+    for (size_t i = 0; u->v && i < u->n; i++)
+        free(u->v[i].account);
+    free(u->v);
+    *u = (kiln_slurm_usage){0};
+}
+
+bool kiln_slurm_usage_read(const char *accounts, kiln_slurm_usage *u)
+{
+    *u = (kiln_slurm_usage){0};
     char *out = NULL;
-    char *argv[] = {"scontrol", "-o", "show", "assoc_mgr", "flags=assoc", accts, NULL};
+    char *argv[] = {"scontrol", "-o", "show", "assoc_mgr", "flags=assoc", (char *)accounts, NULL};
     if (kiln_slurm_run(argv, &out, 10) != 0 || !out) {
         free(out);
-        return;
+        return false;
     }
-    pthread_mutex_lock(&d->queues_mu);
-    kiln_queues *q = d->queues;
-    if (q) {
-        kiln_queues_reset_usage(q);
-        for (size_t i = 0; i < q->ncqs; i++)
-            q->cqs[i].admitted = q->cqs[i].pending = 0;
-        char *save = NULL;
-        for (char *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-            usage_line(q, l);
+    size_t cap = 0;
+    bool ok = true;
+    char *save = NULL;
+    for (char *l = strtok_r(out, "\n", &save); ok && l; l = strtok_r(NULL, "\n", &save)) {
+        kiln_slurm_acct_usage a;
+        if (!usage_line(l, &a)) continue; /* another line (or out of memory: left out) */
+        if (u->n == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            kiln_slurm_acct_usage *nv = realloc(u->v, nc * sizeof *nv);
+            if (!nv) {
+                free(a.account);
+                ok = false; /* out of memory: nothing is to change */
+                break;
+            }
+            u->v = nv;
+            cap = nc;
+        }
+        u->v[u->n++] = a;
     }
-    pthread_mutex_unlock(&d->queues_mu);
     free(out);
+    if (!ok) kiln_slurm_usage_free(u);
+    return ok;
+}
+
+void kiln_slurm_usage_store(kiln_queues *q, const kiln_slurm_usage *u)
+{
+    kiln_queues_reset_usage(q);
+    for (size_t i = 0; i < q->ncqs; i++)
+        q->cqs[i].admitted = q->cqs[i].pending = 0;
+    for (size_t i = 0; i < u->n; i++) {
+        const kiln_slurm_acct_usage *a = &u->v[i];
+        for (size_t c = 0; c < q->ncqs; c++) {
+            kiln_qcq *cq = &q->cqs[c];
+            if (strcmp(cq->name, a->account) != 0) continue;
+            if (a->jobs >= 0) cq->admitted = (long)a->jobs;
+            if (a->submitted >= 0 && a->jobs >= 0) cq->pending = (long)(a->submitted - a->jobs);
+            for (size_t r = 0; r < KILN_QRES_COUNT; r++) {
+                if (a->used[r] < 0) continue;
+                for (size_t g = 0; g < cq->ngroups; g++)
+                    if (cq->groups[g].covers[r] && cq->groups[g].n) {
+                        cq->groups[g].flavors[0].usage[r] = (int64_t)a->used[r]; /* one flavor */
+                        break;
+                    }
+            }
+            break;
+        }
+    }
 }

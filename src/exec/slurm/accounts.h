@@ -12,28 +12,38 @@
  *                              every such QOS.
  * Each job is then submitted with --account=C (and --qos=P for its
  * kueue.x-k8s.io/priority-class): Slurm's limits admit it. Nothing is ever
- * removed from Slurm (a site's jobs may still use it). */
+ * removed from Slurm (a site's jobs may still use it).
+ *
+ * kilnd's queues are kilnd's, under its lock (queues_mu): the functions
+ * here that read or write the queues in use are given them by a caller that
+ * holds that lock, and return what they find for the caller to keep. None
+ * takes a lock, and none that runs a Slurm command may be called with it
+ * held (kiln_slurm_accounts_apply is given a set not yet in use). */
 #ifndef KILN_EXEC_SLURM_ACCOUNTS_H
 #define KILN_EXEC_SLURM_ACCOUNTS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "daemon/kilnd.h"
+#include "exec/slurm/slurm.h"
 #include "kiln/queues.h"
 
-/* Makes q's accounts, QOS and associations in Slurm. Each sacctmgr call is
- * bounded (30 s). false with a sentence naming the object and Slurm's
- * words in `why` at the first that fails (the ones before stay made: each
- * call is create-or-modify, so running it again is safe). */
-bool kiln_slurm_accounts_apply(const kilnd *d, const kiln_queues *q, char *why, size_t whylen);
+/* Makes q's accounts, QOS and associations in Slurm (each ClusterQueue's
+ * account under sc->account, each LocalQueue's project's user from
+ * sc->users). Each sacctmgr call is bounded (30 s): q is one the caller
+ * alone holds (a file just loaded), never under the queues' lock. false with
+ * a sentence naming the object and Slurm's words in `why` at the first that
+ * fails (the ones before stay made: each call is create-or-modify, so
+ * running it again is safe). */
+bool kiln_slurm_accounts_apply(const kiln_slurm_cfg *sc, const kiln_queues *q, char *why,
+                               size_t whylen);
 
 /* The account and QOS a job of `project` with `labels` is submitted with
- * (its ClusterQueue's name; its priority class's name, "" for none), under
- * d->queues_mu. false when kilnd has no queues file or the job routes
- * nowhere (the create-time check refused such jobs). */
-bool kiln_slurm_job_account(kilnd *d, const char *project, const kiln_map *labels, char *account,
-                            size_t alen, char *qos, size_t qlen);
+ * (its ClusterQueue's name in q; its priority class's name, "" for none).
+ * The caller holds the queues' lock. false when q is NULL (no queues file)
+ * or the job routes nowhere (the create-time check refused such jobs). */
+bool kiln_slurm_job_account(const kiln_queues *q, const char *project, const kiln_map *labels,
+                            char *account, size_t alen, char *qos, size_t qlen);
 
 /* Why a job Slurm holds PENDING waits, in kiln's words: Slurm's reason
  * (squeue's Reason) and, for a limit of its account or QOS, which
@@ -47,17 +57,53 @@ typedef struct kiln_slurm_wait {
     const char *account, *qos, *reason; /* squeue's; NULL: not said */
 } kiln_slurm_wait;
 
-/* Replaces kilnd's record of why jobs wait (d->qwait, the API's
- * kilnStatus.queue) with these, in kiln_slurm_wait_reason's words, each
- * with its ClusterQueue (its account's) and the project's LocalQueue of it.
- * Takes d->queues_mu. */
-void kiln_slurm_publish_waits(kilnd *d, const kiln_slurm_wait *w, size_t n);
+/* Why one such job waits, as kilnd records it (its kilnStatus.queue).
+ * Every string is the holder's (malloc'd). */
+typedef struct kiln_slurm_waiting {
+    char *project, *job_id;
+    char *cluster_queue; /* its account's ClusterQueue; NULL: none of q's */
+    char *local_queue;   /* the project's LocalQueue of it; NULL: none */
+    char *why;           /* kiln_slurm_wait_reason's words */
+} kiln_slurm_waiting;
+
+/* w[0..n) explained against q, in order: a new array (the caller's, as are
+ * its strings) of *k records, a job left out where memory ran out; NULL
+ * (*k = 0) when the array itself could not be had. The caller holds the
+ * queues' lock, and puts the records in place of its own under it. */
+kiln_slurm_waiting *kiln_slurm_waits(const kiln_queues *q, const kiln_slurm_wait *w, size_t n,
+                                     size_t *k);
+/* Frees k records' strings and the array. */
+void kiln_slurm_waiting_free(kiln_slurm_waiting *v, size_t k);
 
 /* Each ClusterQueue's usage, admitted and pending workloads as Slurm counts
  * them against its account (scontrol show assoc_mgr: the account's GrpTRES
  * in use, GrpJobs running, GrpSubmitJobs submitted), for GET /v1/queues and
- * /metrics: every job of the account, kiln's or not. Nothing changes when
- * scontrol does not answer. Takes d->queues_mu (not while scontrol runs). */
-void kiln_slurm_queue_usage(kilnd *d);
+ * /metrics: every job of the account, kiln's or not. In three steps, so
+ * that scontrol never runs under the queues' lock:
+ *   kiln_slurm_usage_accounts  the accounts to ask of, from q (lock held);
+ *   kiln_slurm_usage_read      scontrol's answer (up to 10 s; lock not held);
+ *   kiln_slurm_usage_store     that answer put in q, whichever q the lock
+ *                              guards by then (lock held). */
+typedef struct kiln_slurm_acct_usage {
+    char *account;
+    long long jobs, submitted;       /* GrpJobs, GrpSubmitJobs in use; -1: not said */
+    long long used[KILN_QRES_COUNT]; /* GrpTRES in use, in kiln_queues' units; -1: not said */
+} kiln_slurm_acct_usage;
+typedef struct kiln_slurm_usage {
+    kiln_slurm_acct_usage *v; /* one per account line of scontrol's, in its order */
+    size_t n;
+} kiln_slurm_usage;
+
+/* scontrol's "accounts=A,B" of q's ClusterQueues into buf; false when q is
+ * NULL or has none (nothing to ask). */
+bool kiln_slurm_usage_accounts(const kiln_queues *q, char *buf, size_t len);
+/* Asks scontrol of `accounts` (kiln_slurm_usage_accounts'); false, *u
+ * empty, when scontrol does not answer (nothing is to change). */
+bool kiln_slurm_usage_read(const char *accounts, kiln_slurm_usage *u);
+/* Puts u in q: every usage and count of q cleared, then each ClusterQueue's
+ * from its account's line (one flavor under Slurm: its first covering
+ * resource group's first). */
+void kiln_slurm_usage_store(kiln_queues *q, const kiln_slurm_usage *u);
+void kiln_slurm_usage_free(kiln_slurm_usage *u);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -366,7 +367,8 @@ bool kiln_slurm_alloc_ended(long id, char *state, size_t slen)
 {
     char ids[48], *text = NULL;
     snprintf(ids, sizeof ids, "--jobs=%ld", id);
-    char *argv[] = {"squeue", "--noheader", ids, "--format=%T", NULL};
+    /* every state: an ended allocation is listed (MinJobAge) with how it ended */
+    char *argv[] = {"squeue", "--noheader", "--states=all", ids, "--format=%T", NULL};
     state[0] = '\0';
     int rc = kiln_slurm_run(argv, &text, CMD_TIMEOUT_S);
     /* squeue answers an id it no longer knows with an error */
@@ -380,6 +382,48 @@ bool kiln_slurm_alloc_ended(long id, char *state, size_t slen)
     kiln_slurm_alloc_row r = {.id = id};
     snprintf(r.state, sizeof r.state, "%s", state);
     return !state[0] || kiln_slurm_alloc_state_of(&r) == KILN_SLURM_ALLOC_ENDED;
+}
+
+kiln_slurm_end kiln_slurm_end_of(const char *state)
+{
+    static const char *const exited[] = {"COMPLETED", "FAILED", "OUT_OF_MEMORY"};
+    char w[32] = "";
+    if (!state || sscanf(state, "%31[A-Z_]", w) != 1) return KILN_SLURM_END_TAKEN;
+    if (strcmp(w, "RUNNING") == 0) return KILN_SLURM_END_RUNNING;
+    for (size_t i = 0; i < sizeof exited / sizeof *exited; i++)
+        if (strcmp(w, exited[i]) == 0) return KILN_SLURM_END_EXITED;
+    /* COMPLETING: kilnd's own scancel or the script's end, not known yet;
+     * anything else is Slurm's doing (and PENDING again its requeue) */
+    return KILN_SLURM_END_TAKEN;
+}
+
+kiln_slurm_end kiln_slurm_alloc_end(long id, char *state, size_t slen, char *exit_code, size_t elen)
+{
+    char ids[48], *text = NULL;
+    exit_code[0] = '\0';
+    kiln_slurm_alloc_ended(id, state, slen);
+    /* COMPLETING (its steps being killed) comes before the state that
+     * says why: a requeue's PENDING, the script's FAILED. Bounded: 3 s,
+     * then sacct, then "taken" */
+    for (int i = 0; i < 15 && strcmp(state, "COMPLETING") == 0; i++) {
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        kiln_slurm_alloc_ended(id, state, slen);
+    }
+    /* COMPLETING says the script ended but not how: sacct does */
+    if (state[0] && strcmp(state, "COMPLETING") != 0) return kiln_slurm_end_of(state);
+    snprintf(ids, sizeof ids, "--jobs=%ld", id);
+    char *argv[] = {
+        "sacct", "--noheader", "--parsable2", "--allocations", ids, "--format=State,ExitCode",
+        NULL};
+    char st[64] = "", ec[16] = "";
+    if (kiln_slurm_run(argv, &text, CMD_TIMEOUT_S) == 0 && text &&
+        sscanf(text, "%63[^|\n]|%15[0-9:]", st, ec) >= 1) {
+        snprintf(state, slen, "%s", st);
+        snprintf(exit_code, elen, "%s", ec);
+    }
+    free(text);
+    return kiln_slurm_end_of(state[0] ? state : NULL);
 }
 
 void kiln_slurm_alloc_cancel(long id)
@@ -537,8 +581,10 @@ bool kiln_slurm_step_usage(long id, const char *step, unsigned long long *cpu_us
 }
 
 kiln_err kiln_slurm_cluster(const char *partition, bool hard, kiln_slurm_type_of type_of, void *ctx,
-                            kiln_cluster *out, char *why, size_t whylen)
+                            kiln_cluster *out, char *note, size_t notelen, char *why, size_t whylen)
 {
+    size_t nl = 0;
+    if (notelen) note[0] = '\0';
     char p[256], *text = NULL;
     snprintf(p, sizeof p, "--partition=%s", partition);
     /* one line per node: name, NodeAddr, CPUs, memory (MB), GRES */
@@ -567,6 +613,17 @@ kiln_err kiln_slurm_cluster(const char *partition, bool hard, kiln_slurm_type_of
         json_array_foreach(nodes, i, n) dup |=
             strcmp(json_string_value(json_object_get(n, "name")), f[0]) == 0;
         if (dup) continue; /* a node in two partitions' lines */
+        /* NodeAddr: Slurm's default is NodeHostname, itself NodeName by
+         * default, so often a name: resolved here, once; a node whose
+         * address does not resolve is reported and left out */
+        char ip[64], rwhy[320];
+        if (!kiln_node_resolve(*f[1] ? f[1] : f[0], ip, sizeof ip, rwhy, sizeof rwhy)) {
+            if (nl < notelen)
+                nl += (size_t)snprintf(note + nl, notelen - nl,
+                                       "%snode %s is not used: its NodeAddr %s", nl ? "; " : "",
+                                       f[0], rwhy);
+            continue;
+        }
         json_t *accs = json_array();
         /* GRES "gpu:t4:2(S:0)", "gpu:2", "(null)", several comma-separated */
         char *gsave = NULL;
@@ -583,13 +640,14 @@ kiln_err kiln_slurm_cluster(const char *partition, bool hard, kiln_slurm_type_of
                 json_array_append_new(
                     accs, json_pack("{s:s,s:i}", "type", kt ? kt : "NVIDIA_GPU", "count", cnt));
         }
-        json_array_append_new(nodes, json_pack("{s:s,s:s,s:i,s:f,s:b,s:o}", "name", f[0], "address",
-                                               *f[1] ? f[1] : f[0], "cpus", atoi(f[2]), "memoryGb",
-                                               atof(f[3]) / 1024.0, "hardResources", hard,
-                                               "accelerators", accs));
+        json_array_append_new(nodes,
+                              json_pack("{s:s,s:s,s:i,s:f,s:b,s:o}", "name", f[0], "address", ip,
+                                        "cpus", atoi(f[2]), "memoryGb", atof(f[3]) / 1024.0,
+                                        "hardResources", hard, "accelerators", accs));
     }
     if (json_array_size(nodes) == 0) {
-        snprintf(why, whylen, "the Slurm partition %s has no nodes", partition);
+        snprintf(why, whylen, "the Slurm partition %s has no nodes%s%s", partition,
+                 nl ? " kilnd can use: " : "", nl ? note : "");
         err = KILN_EINVAL;
         goto out;
     }

@@ -115,6 +115,22 @@ kiln_err kiln_slurm_alloc_layout_row(const kiln_slurm_alloc_row *r, const kiln_s
  * `state`: "" when squeue no longer lists it); false when squeue fails. */
 bool kiln_slurm_alloc_ended(long id, char *state, size_t slen);
 
+/* How an allocation that held running replicas ended, by Slurm's own
+ * record: squeue's state, else (squeue forgot it, MinJobAge) sacct's
+ * State and ExitCode.
+ *   RUNNING  still running: the replica exited by itself;
+ *   TAKEN    Slurm took it away: CANCELLED, PREEMPTED, NODE_FAIL, TIMEOUT,
+ *            DEADLINE, BOOT_FAIL, or queued again (PENDING, REQUEUED...),
+ *            or no record at all (no accounting to ask);
+ *   EXITED   its batch script ended by itself (COMPLETED, FAILED,
+ *            OUT_OF_MEMORY): what runs in it failed, not Slurm.
+ * `state` gets the state and `exit_code` sacct's "N:S" ("" when unknown). */
+typedef enum { KILN_SLURM_END_RUNNING, KILN_SLURM_END_TAKEN, KILN_SLURM_END_EXITED } kiln_slurm_end;
+kiln_slurm_end kiln_slurm_alloc_end(long id, char *state, size_t slen, char *exit_code,
+                                    size_t elen);
+/* The same from a state word ("CANCELLED by 0" reads as CANCELLED). */
+kiln_slurm_end kiln_slurm_end_of(const char *state);
+
 /* scancel of the whole allocation (every step in it ends). */
 void kiln_slurm_alloc_cancel(long id);
 
@@ -142,9 +158,13 @@ bool kiln_slurm_step_usage(long id, const char *step, unsigned long long *cpu_us
  * (hard limits for placement when `hard`: --slurm-machine-resources yes),
  * GPUs (GRES gpu, their kiln type through the --slurm-gpu-type map: `type_of`
  * maps a GRES type to kiln's, NULL: NVIDIA_GPU). The GPUs are named by
- * their index, which is what Slurm's CUDA_VISIBLE_DEVICES uses. */
+ * their index, which is what Slurm's CUDA_VISIBLE_DEVICES uses. A node's
+ * address is its NodeAddr (NodeHostname, NodeName when unset) resolved to
+ * a numeric one (kiln_node_resolve); a node whose address does not resolve
+ * is left out and named in `note` ("" when none), for kilnd's log. */
 typedef const char *(*kiln_slurm_type_of)(void *ctx, const char *gres_type);
 kiln_err kiln_slurm_cluster(const char *partition, bool hard, kiln_slurm_type_of type_of, void *ctx,
-                            kiln_cluster *out, char *why, size_t whylen);
+                            kiln_cluster *out, char *note, size_t notelen, char *why,
+                            size_t whylen);
 
 #endif

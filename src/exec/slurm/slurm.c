@@ -18,12 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon/kilnd.h"
 #include "exec/exec_int.h"    /* kiln__child_default_signals, kiln__exec_allowed_env */
 #include "exec/slurm/alloc.h" /* kiln_slurm_last_line */
 #include "exec/slurm/slurm.h"
 #include "kiln/catalog.h"
 #include "kiln/exec.h"
+#include "kiln/store.h" /* kiln_now_ns */
 
 /* ---------- running Slurm's commands ---------- */
 
@@ -106,36 +106,35 @@ fail_env:
 /* ---------- the site's mappings ---------- */
 
 /* The GRES type of kiln accelerator type `t` (--slurm-gpu-type T=G), or NULL. */
-static const char *gres_type(const kilnd *d, const char *t)
+static const char *gres_type(const kiln_slurm_cfg *sc, const char *t)
 {
     size_t n = t ? strlen(t) : 0;
-    for (size_t i = 0; n && i < d->slurm.gpu_type_n; i++)
-        if (strncmp(d->slurm.gpu_types[i], t, n) == 0 && d->slurm.gpu_types[i][n] == '=')
-            return d->slurm.gpu_types[i] + n + 1;
+    for (size_t i = 0; n && i < sc->gpu_type_n; i++)
+        if (strncmp(sc->gpu_types[i], t, n) == 0 && sc->gpu_types[i][n] == '=')
+            return sc->gpu_types[i] + n + 1;
     return NULL;
 }
 
 /* The kiln accelerator type of GRES type `g` (the map read backwards), or NULL. */
-static const char *kiln_type_of(const kilnd *d, const char *g);
+static const char *kiln_type_of(const kiln_slurm_cfg *sc, const char *g);
 
-const char *kiln_slurm_gres_type(const kilnd *d, const char *t)
+const char *kiln_slurm_gres_type(const kiln_slurm_cfg *sc, const char *t)
 {
-    return gres_type(d, t);
+    return gres_type(sc, t);
 }
 
-const char *kiln_slurm_kiln_type(const kilnd *d, const char *g)
+const char *kiln_slurm_kiln_type(const kiln_slurm_cfg *sc, const char *g)
 {
-    return kiln_type_of(d, g);
+    return kiln_type_of(sc, g);
 }
 
-static const char *kiln_type_of(const kilnd *d, const char *g)
+static const char *kiln_type_of(const kiln_slurm_cfg *sc, const char *g)
 {
-    for (size_t i = 0; g && *g && i < d->slurm.gpu_type_n; i++) {
-        const char *eq = strchr(d->slurm.gpu_types[i], '=');
+    for (size_t i = 0; g && *g && i < sc->gpu_type_n; i++) {
+        const char *eq = strchr(sc->gpu_types[i], '=');
         if (eq && strcmp(eq + 1, g) == 0) {
             static _Thread_local char buf[128];
-            snprintf(buf, sizeof buf, "%.*s", (int)(eq - d->slurm.gpu_types[i]),
-                     d->slurm.gpu_types[i]);
+            snprintf(buf, sizeof buf, "%.*s", (int)(eq - sc->gpu_types[i]), sc->gpu_types[i]);
             return buf;
         }
     }
@@ -148,10 +147,20 @@ static void role_field(kiln_role r, const char *suffix, char *field, size_t flen
     snprintf(field, flen, "trainingInput.%sConfig.%s", kiln_role_field(r), suffix);
 }
 
-bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, char *field,
-                          size_t flen, char *why, size_t whylen)
+bool kiln_slurm_check_job(const kiln_slurm_cfg *sc, const char *project, const kiln_job *job,
+                          char *field, size_t flen, char *why, size_t whylen)
 {
     const kiln_training_input *ti = &job->training_input;
+    /* an MPIJob's launcher starts its ranks through kiln-mpi-agent on the
+     * hosts of kiln's own placer; as Slurm steps they are not done yet, and
+     * the supervisor would fail the job at its start (spawn.c) */
+    if (ti->has_mpi_job) {
+        snprintf(field, flen, "trainingInput.mpiJob");
+        snprintf(why, whylen,
+                 "an MPIJob does not run under --executor slurm yet (its ranks as Slurm steps "
+                 "are not done): run it on a kilnd with its own placer (--executor local)");
+        return false;
+    }
     /* Slurm's job accounting measures the elastic workers' CPU and memory
      * (sstat); their GPUs' utilisation it does not gather here */
     const kiln_elastic_policy *ep = &ti->pytorch_job.elastic_policy;
@@ -182,18 +191,34 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
             return false;
         }
     }
+    /* allowPrivilegeEscalation: false on a process: kiln-monitor sets
+     * no_new_privs on what it starts, here srun, whose step slurmstepd
+     * starts on the node without it (a container's podman sets it there) */
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+        if (!rc || !rc->has_security_context || !rc->security_context.no_new_privileges ||
+            kiln_exec_image(job, (kiln_role)r) ||
+            kiln_catalog_runtime_image(sc->catalog, job, (kiln_role)r))
+            continue;
+        role_field((kiln_role)r, "securityContext.noNewPrivileges", field, flen);
+        snprintf(why, whylen,
+                 "a process replica under Slurm runs as a step that slurmstepd starts on the "
+                 "node, which kiln cannot start with no_new_privs; give an image (podman sets "
+                 "it in the container), or leave allowPrivilegeEscalation out");
+        return false;
+    }
     /* container images run in podman on the node, a step of the
      * allocation: the runtime kilnd found (--container-runtime, else podman
      * on its PATH) is the one at the same path on every node */
     kiln_replica_plan plans[KILN_ROLE_COUNT];
-    size_t np = kiln_catalog_plan(d->catalog, job, plans);
+    size_t np = kiln_catalog_plan(sc->catalog, job, plans);
     for (size_t p = 0; p < np; p++) {
         kiln_role r = plans[p].role;
         const kiln_replica_config *rc = kiln_job_role_config(job, r);
         /* its own imageUri or the master's, else the catalog's image for
          * the job's runtimeVersion (as the supervisor runs it) */
         const char *image = kiln_exec_image(job, r);
-        if (!image) image = kiln_catalog_runtime_image(d->catalog, job, r);
+        if (!image) image = kiln_catalog_runtime_image(sc->catalog, job, r);
         if (!image) continue;
         const kiln_replica_config *mc = kiln_job_role_config(job, KILN_ROLE_MASTER);
         if (rc && rc->image_uri && *rc->image_uri)
@@ -204,7 +229,7 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
             snprintf(field, flen, "trainingInput.runtimeVersion");
         long uid = -1, gid = -1;
         char uwhy[16];
-        if (!d->exec.container_runtime) {
+        if (!sc->exec->container_runtime) {
             snprintf(why, whylen,
                      "container images (%s) need podman on the Slurm nodes, and kilnd found none "
                      "on its PATH (give --container-runtime PATH, the same path on every node)",
@@ -214,7 +239,8 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
         /* Slurm lets only an allocation's owner start steps in it (srun as
          * root into the user's allocation: "Access/permission denied"), so
          * the step's podman would run as the user */
-        if (project && kilnd_project_user(d, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK &&
+        if (project &&
+            kiln_users_project(sc->users, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK &&
             uid >= 0) {
             snprintf(why, whylen,
                      "project %s's jobs run as its own user under Slurm (sbatch --uid), and only "
@@ -228,7 +254,7 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
     for (size_t p = 0; p < np; p++) {
         const char *t = plans[p].accelerator_type;
         if (!t || plans[p].accelerators_per_replica <= 0) continue;
-        const kiln_accelerator_type *a = kiln_catalog_accelerator(d->catalog, t);
+        const kiln_accelerator_type *a = kiln_catalog_accelerator(sc->catalog, t);
         if (a && a->is_tpu) {
             role_field(plans[p].role, "acceleratorConfig.type", field, flen);
             snprintf(why, whylen, "the %s replicas ask for %s; the Slurm executor runs GPUs only",
@@ -238,12 +264,12 @@ bool kiln_slurm_check_job(kilnd *d, const char *project, const kiln_job *job, ch
         /* untyped GRES (no --slurm-gpu-type): any GPU type is "gpu"; GPUs by
          * count alone (nvidia.com/gpu) are untyped GRES too (gres_type has
          * no mapping for them: --gpus-per-task=N) */
-        if (!d->slurm.gpu_type_n || gres_type(d, t) || strcmp(t, KILN_ACCEL_ANY_GPU) == 0) continue;
+        if (!sc->gpu_type_n || gres_type(sc, t) || strcmp(t, KILN_ACCEL_ANY_GPU) == 0) continue;
         char known[400] = "";
         size_t kl = 0;
-        for (size_t i = 0; i < d->slurm.gpu_type_n && kl + 2 < sizeof known; i++)
+        for (size_t i = 0; i < sc->gpu_type_n && kl + 2 < sizeof known; i++)
             kl += (size_t)snprintf(known + kl, sizeof known - kl, "%s%s", i ? ", " : "",
-                                   d->slurm.gpu_types[i]);
+                                   sc->gpu_types[i]);
         role_field(plans[p].role, "acceleratorConfig.type", field, flen);
         snprintf(why, whylen,
                  "%s has no GPU type on this Slurm cluster (kilnd --slurm-gpu-type maps %s)", t,
@@ -280,7 +306,7 @@ static int gres_gpus(const char *g, char *type, size_t tlen)
 }
 
 /* sinfo --json's nodes of our partition (new reference), or NULL with why. */
-static json_t *sinfo_nodes(kilnd *d, char *why, size_t whylen)
+static json_t *sinfo_nodes(const kiln_slurm_cfg *sc, char *why, size_t whylen)
 {
     char *out = NULL;
     int rc = kiln_slurm_run((char *[]){"sinfo", "--json", NULL}, &out, 20);
@@ -299,7 +325,7 @@ static json_t *sinfo_nodes(kilnd *d, char *why, size_t whylen)
     {
         json_array_foreach(json_object_get(n, "partitions"), k, p)
         {
-            if (json_is_string(p) && strcmp(json_string_value(p), d->slurm.partition) == 0) {
+            if (json_is_string(p) && strcmp(json_string_value(p), sc->partition) == 0) {
                 json_array_append(mine, n);
                 break;
             }
@@ -309,7 +335,7 @@ static json_t *sinfo_nodes(kilnd *d, char *why, size_t whylen)
     return mine;
 }
 
-static json_t *node_json(const kilnd *d, json_t *n)
+static json_t *node_json(const kiln_slurm_cfg *sc, json_t *n)
 {
     const char *name = json_string_value(json_object_get(n, "name"));
     const char *addr = json_string_value(json_object_get(n, "address"));
@@ -323,7 +349,7 @@ static json_t *node_json(const kilnd *d, json_t *n)
     double mem = (double)json_integer_value(json_object_get(n, "real_memory")) / 1024.0;
     double amem = (double)json_integer_value(json_object_get(n, "alloc_memory")) / 1024.0;
     /* a typed GRES shows as kiln's accelerator type where the site maps it */
-    const char *kt = kiln_type_of(d, type);
+    const char *kt = kiln_type_of(sc, type);
     const char *gname = kt ? kt : type[0] ? type : "gpu";
     bool drained = false;
     json_t *f;
@@ -370,9 +396,9 @@ static json_t *node_json(const kilnd *d, json_t *n)
                      "executor", "slurm", "slurmState", full, "slurmReason", reason ? reason : "");
 }
 
-json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen)
+json_t *kiln_slurm_nodes(const kiln_slurm_cfg *sc, const char *only, char *why, size_t whylen)
 {
-    json_t *mine = sinfo_nodes(d, why, whylen), *n, *arr = json_array();
+    json_t *mine = sinfo_nodes(sc, why, whylen), *n, *arr = json_array();
     size_t i;
     if (!mine) {
         json_decref(arr);
@@ -382,13 +408,14 @@ json_t *kiln_slurm_nodes(kilnd *d, const char *only, char *why, size_t whylen)
     {
         const char *name = json_string_value(json_object_get(n, "name"));
         if (only && (!name || strcmp(name, only) != 0)) continue;
-        json_array_append_new(arr, node_json(d, n));
+        json_array_append_new(arr, node_json(sc, n));
     }
     json_decref(mine);
     return arr;
 }
 
-kiln_err kiln_slurm_drain(kilnd *d, const char *node, bool drain, char *why, size_t whylen)
+kiln_err kiln_slurm_drain(const kiln_slurm_cfg *sc, const char *node, bool drain, char *why,
+                          size_t whylen)
 {
     char nn[160], *out = NULL;
     snprintf(nn, sizeof nn, "nodename=%s", node);

@@ -5,20 +5,33 @@
  * (their placed replicas, charged to the flavor whose nodeLabels their
  * nodes carry), so a reload of the queues file or a restart of kilnd never
  * leaves quota counted twice or lost. Then, as Kueue's scheduler does:
- *  - each ClusterQueue offers its head: its first job in order (priority,
- *    the WorkloadPriorityClass's value when the job names one, then
- *    creation time); under StrictFIFO a head that cannot be admitted holds
- *    back the rest of its queue, under BestEffortFIFO the next one is tried;
+ *  - each ClusterQueue offers its head: its first job in order (with
+ *    admission fair sharing its LocalQueue's decayed usage first, then
+ *    priority, the WorkloadPriorityClass's value when the job names one,
+ *    then creation time); under StrictFIFO a head that cannot be admitted
+ *    holds back the rest of its queue, under BestEffortFIFO the next one is
+ *    tried;
  *  - the whole gang is checked against quota, flavor by flavor in the
  *    resource group's order, borrowing from the cohort where allowed;
+ *  - a head that does not fit may preempt admitted jobs, as its
+ *    ClusterQueue's preemption policies allow; the victims are stopped
+ *    (requeued) and it is admitted once they are gone;
  *  - among the heads that fit, those that need not borrow go first; with
  *    fairSharing, the one whose weighted share after admission is lowest;
  *    then priority, then age;
+ *  - a flavor whose nodeTaints (NoSchedule, NoExecute) the job's pods do
+ *    not tolerate, with the flavor's own tolerations, is skipped (Kueue's
+ *    "untolerated taint ... in flavor ...");
  *  - an admitted job is placed on nodes with its flavor's nodeLabels (the
- *    flavor's labels join the job's own nodeSelector). A job whose quota
+ *    flavor's labels join the job's own nodeSelector), its pods tolerating
+ *    the flavor's tolerations besides their own. A job whose quota
  *    fits but whose devices are busy waits, and is counted nowhere.
- * The quota arithmetic is src/queues' (kiln/queues.h): this file only
- * orders, places and publishes why each job waits.
+ * The decisions are src/queues' (kiln/queues.h): the quota arithmetic, the
+ * order of a queue and of heads (kiln_q_queue_order, kiln_q_goes_first)
+ * and whom a head preempts (kiln_q_preempt). This file builds their inputs
+ * from kilnd's jobs and carries the answers out: it charges usage, places
+ * and starts jobs, stops the victims (events, the audit log), and
+ * publishes why each job waits.
  *
  * Under Slurm (--executor slurm) placement answers later: an admitted
  * job's allocation may wait in Slurm. Such a job is admitted as a Kueue
@@ -36,7 +49,7 @@
 
 #include "exec/supervisor/qwait.h"
 #include "exec/supervisor/supervisor_int.h"
-#include "api/audit.h"
+#include "kiln/auth.h"
 #include "kiln/queues.h"
 
 /* C_SLURM: admitted and charged, its allocation waiting in Slurm */
@@ -47,6 +60,7 @@ typedef struct cand {
     long lq; /* -1: routes nowhere now */
     size_t cq;
     int64_t prio;
+    double afs; /* its LocalQueue's admission fair share when its ClusterQueue has one, else 0 */
     int64_t req[KILN_QRES_COUNT];
     bool *usable; /* per flavor: some node of it can hold the job's replicas */
     int state;
@@ -72,11 +86,36 @@ static bool node_has(const kiln_node *n, const char *type)
     return false;
 }
 
-/* Whether each of the job's replica plans has a node carrying flavor f's
- * labels, the role's nodeSelector and its accelerator type. */
+/* The first of flavor f's nodeTaints that some replica plan's pods do not
+ * tolerate (their tolerations with f's own), or NULL; *role gets whose. */
+static const kiln_taint *plans_untolerated(const kiln_qflavor *f, const kiln_job *job,
+                                           const kiln_replica_plan *plans, size_t np,
+                                           kiln_role *role)
+{
+    for (size_t p = 0; f->n_node_taints && p < np; p++) {
+        const kiln_replica_config *rc = kiln_job_role_config(job, plans[p].role);
+        const kiln_taint *t = kiln_queues_flavor_untolerated(f, rc ? rc->tolerations : NULL,
+                                                             rc ? rc->n_tolerations : 0);
+        if (t) {
+            if (role) *role = plans[p].role;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* Whether the job may use flavor f (its nodeTaints tolerated) and each of
+ * its replica plans has a node carrying f's labels, the role's
+ * nodeSelector and its accelerator type, whose taints the role's
+ * tolerations and f's allow (as placement will: kiln/sched.h). */
 static bool plans_usable(const kilnd *d, const kiln_qflavor *f, const kiln_job *job,
                          const kiln_replica_plan *plans, size_t np)
 {
+    if (plans_untolerated(f, job, plans, np, NULL)) return false;
+    kiln_sched_rules ru;
+    kiln_sched_rules_of(job, &ru);
+    ru.extra = f->tolerations;
+    ru.n_extra = f->n_tolerations;
     for (size_t p = 0; p < np; p++) {
         const kiln_replica_config *rc = kiln_job_role_config(job, plans[p].role);
         bool any = false;
@@ -84,11 +123,54 @@ static bool plans_usable(const kilnd *d, const kiln_qflavor *f, const kiln_job *
             const kiln_node *node = &d->cluster.nodes[n];
             any = kiln_queues_flavor_matches(f, &node->labels) &&
                   map_matches(rc ? &rc->node_selector : NULL, &node->labels) &&
-                  node_has(node, plans[p].accelerator_type);
+                  node_has(node, plans[p].accelerator_type) &&
+                  kiln_sched_taint_verdict(&ru, plans[p].role, node, NULL) < 2;
         }
         if (!any) return false;
     }
     return true;
+}
+
+/* Kueue's words ("untolerated taint ... in flavor ...") where the quota
+ * module says a flavor's nodes cannot run the job and the reason is that
+ * flavor's nodeTaints. */
+static void taint_why(const kiln_queues *q, const kiln_job *job, const kiln_replica_plan *plans,
+                      size_t np, char *why, size_t len)
+{
+    for (size_t f = 0; f < q->nflavors; f++) {
+        char pre[300], ts[300];
+        snprintf(pre, sizeof pre, "flavor %s: no node", q->flavors[f].name);
+        if (!strstr(why, pre)) continue;
+        kiln_role r = KILN_ROLE_MASTER;
+        const kiln_taint *t = plans_untolerated(&q->flavors[f], job, plans, np, &r);
+        if (!t) continue;
+        char *at = strstr(why, pre);
+        snprintf(at, len - (size_t)(at - why),
+                 "untolerated taint %s in flavor %s (the %s replica's pods do not tolerate it: "
+                 "give the pod template a matching toleration)",
+                 kiln_taint_str(t, ts, sizeof ts), q->flavors[f].name, kiln_role_name(r));
+        return;
+    }
+}
+
+/* The tolerations of the flavors an assignment chose (Kueue adds them to
+ * the admitted workload's pods): a new array of shallow copies, the
+ * strings still the flavors', or NULL (none, or out of memory). */
+static kiln_toleration *assignment_tolerations(const kiln_queues *q, size_t cq,
+                                               const kiln_qassign *a, size_t *n)
+{
+    size_t k = 0;
+    *n = 0;
+    for (size_t g = 0; g < q->cqs[cq].ngroups && g < 8; g++)
+        if (a->flavor[g] >= 0) k += q->flavors[a->flavor[g]].n_tolerations;
+    kiln_toleration *v = k ? malloc(k * sizeof *v) : NULL;
+    for (size_t g = 0; v && g < q->cqs[cq].ngroups && g < 8; g++) {
+        if (a->flavor[g] < 0) continue;
+        const kiln_qflavor *f = &q->flavors[a->flavor[g]];
+        for (size_t i = 0; i < f->n_tolerations; i++)
+            v[(*n)++] = f->tolerations[i];
+    }
+    return v;
 }
 
 static bool flavor_usable(const kilnd *d, const kiln_qflavor *f, const qent *e)
@@ -115,6 +197,7 @@ static bool running_usage(kilnd *d, const kiln_queues *q, const rjob *j, size_t 
         const replica *r = &j->reps[i];
         if (r->dropped) continue;
         req[KILN_QRES_GPU] += r->n_gpus;
+        req[KILN_QRES_PODS]++; /* a replica is one pod */
         if (i < j->pl.n) {
             req[KILN_QRES_CPU] += (int64_t)j->pl.slots[i].vcpus * 1000;
             req[KILN_QRES_MEMORY] += (int64_t)(j->pl.slots[i].memory_gb * 1073741824.0);
@@ -147,6 +230,10 @@ static void charge_running(kilnd *d, kiln_queues *q, rjob *j)
     if (!running_usage(d, q, j, &cq, req, &a)) return;
     q->cqs[cq].admitted++;
     kiln_queues_charge(q, cq, &a, req, 1);
+    /* its LocalQueue's running usage, for admission fair sharing */
+    char why[256];
+    long lq = kiln_queues_route(q, j->project, &j->job->labels, why, sizeof why);
+    if (lq >= 0) kiln_queues_lq_charge(q, (size_t)lq, req, 1);
 }
 
 static int64_t job_priority(const kiln_queues *q, const kiln_job *job)
@@ -157,25 +244,24 @@ static int64_t job_priority(const kiln_queues *q, const kiln_job *job)
     return p;
 }
 
-static int by_queue_order(const void *pa, const void *pb)
+/* x as src/queues' decisions see it. */
+static kiln_qcand qcand(const cand *x)
 {
-    const cand *a = pa, *b = pb;
-    if ((a->lq < 0) != (b->lq < 0)) return a->lq < 0 ? 1 : -1;
-    if (a->cq != b->cq) return a->cq < b->cq ? -1 : 1;
-    if (a->prio != b->prio) return a->prio > b->prio ? -1 : 1;
-    if (a->e->create_ns != b->e->create_ns) return a->e->create_ns < b->e->create_ns ? -1 : 1;
-    return a->e->seq < b->e->seq ? -1 : a->e->seq > b->e->seq;
+    kiln_qcand k = {.routed = x->lq >= 0,
+                    .cq = x->cq,
+                    .usable = x->usable,
+                    .prio = x->prio,
+                    .create_ns = x->e->create_ns,
+                    .seq = x->e->seq,
+                    .afs = x->afs};
+    memcpy(k.req, x->req, sizeof k.req);
+    return k;
 }
 
-/* Whether head x goes before head y (Kueue's order of admission). */
-static bool goes_first(const kiln_queues *q, const cand *x, bool xb, int64_t xs, const cand *y,
-                       bool yb, int64_t ys)
+static int by_queue_order(const void *pa, const void *pb)
 {
-    if (xb != yb) return !xb;
-    if (q->cqs[x->cq].fair_sharing && q->cqs[y->cq].fair_sharing && xs != ys) return xs < ys;
-    if (x->prio != y->prio) return x->prio > y->prio;
-    if (x->e->create_ns != y->e->create_ns) return x->e->create_ns < y->e->create_ns;
-    return x->e->seq < y->e->seq;
+    kiln_qcand a = qcand(pa), b = qcand(pb);
+    return kiln_q_queue_order(&a, &b);
 }
 
 /* Replaces kilnd's record of why jobs wait (under queues_mu, held); the
@@ -245,44 +331,12 @@ static void trials_recharge(sup *s, kiln_queues *q); /* below, with admit_trial 
 
 /* ---------- preemption ---------- */
 
-typedef struct victim {
-    rjob *j;  /* a running job; or NULL and: */
-    cand *pc; /* an admitted one whose allocation waits in Slurm (C_SLURM) */
-    size_t cq;
-    int64_t prio;
-    int64_t req[KILN_QRES_COUNT];
-    kiln_qassign a;
-    bool other;           /* of another ClusterQueue of the cohort: reclaimed */
-    bool while_borrowing; /* taken for a preemptor that borrows (borrowWithinCohort) */
-    bool out;             /* taken out of the simulation */
-} victim;
-
-/* Kueue's order of candidates: other ClusterQueues' (borrowers) first,
- * then the lowest priority, then the most recently admitted. */
-static int64_t victim_admit_ns(const victim *v)
-{
-    if (v->j) return v->j->admit_ns;
-    return v->pc->e->q_held ? v->pc->e->q_admit_ns : v->pc->e->create_ns;
-}
-
-static int by_victim_order(const void *pa, const void *pb)
-{
-    const victim *a = pa, *b = pb;
-    if (a->other != b->other) return a->other ? -1 : 1;
-    if (a->prio != b->prio) return a->prio < b->prio ? -1 : 1;
-    int64_t an = victim_admit_ns(a), bn = victim_admit_ns(b);
-    if (an != bn) return an > bn ? -1 : 1;
-    return 0;
-}
-
-static bool borrows_now(const kiln_queues *q, size_t cq)
-{
-    int64_t b[KILN_QRES_COUNT];
-    kiln_queues_borrowed(q, cq, b);
-    for (int r = 0; r < KILN_QRES_COUNT; r++)
-        if (b[r] > 0) return true;
-    return false;
-}
+/* Who a kiln_qvictim (its ref) is: a running job; or (j NULL) an
+ * admitted one whose allocation waits in Slurm (C_SLURM). */
+typedef struct vwho {
+    rjob *j;
+    cand *pc;
+} vwho;
 
 /* Whether a preemption is under way (a victim still stopping): then no
  * new one starts, so that victims are never chosen twice and two queues
@@ -321,59 +375,13 @@ static void audit_stop(kilnd *d, const char *project, const char *job_id, const 
     kiln_audit_write(d->audit, &ev);
 }
 
-/* Whether x's request fits its ClusterQueue's nominal quota alone (a
- * usable flavor in each group it asks of): only such a job reclaims what
- * its queue lent to the cohort (Kueue's reclaimWithinCohort). */
-static bool fits_nominal(const kiln_queues *q, const cand *x)
-{
-    const kiln_qcq *cq = &q->cqs[x->cq];
-    for (size_t g = 0; g < cq->ngroups; g++) {
-        const kiln_qgroup *grp = &cq->groups[g];
-        bool asks = false, found = false;
-        for (int r = 0; r < KILN_QRES_COUNT; r++)
-            asks |= grp->covers[r] && x->req[r] > 0;
-        if (!asks) continue;
-        for (size_t i = 0; i < grp->n && !found; i++) {
-            const kiln_qgflavor *gf = &grp->flavors[i];
-            if (!x->usable[gf->flavor]) continue;
-            bool ok = true;
-            for (int r = 0; r < KILN_QRES_COUNT; r++)
-                if (grp->covers[r] && gf->usage[r] + x->req[r] > gf->q[r].nominal) ok = false;
-            found = ok;
-        }
-        if (!found) return false;
-    }
-    return true;
-}
-
-/* Whether v (its cq, prio set) may be preempted for x under x's
- * ClusterQueue's policies; v->other is set for another queue's job. */
-static bool may_preempt(const kiln_queues *q, const cand *x, victim *v, int64_t v_create_ns)
-{
-    const kiln_qcq *cq = &q->cqs[x->cq];
-    if (v->cq == x->cq) {
-        bool lower = v->prio < x->prio;
-        /* newer: created after the preemptor (unknown: not newer) */
-        bool newer_eq = v->prio == x->prio && v_create_ns > x->e->create_ns;
-        if (cq->within_cq == KILN_QP_LOWER_PRIORITY && lower) return true;
-        return cq->within_cq == KILN_QP_LOWER_OR_NEWER_EQUAL_PRIORITY && (lower || newer_eq);
-    }
-    if (cq->cohort && q->cqs[v->cq].cohort && strcmp(cq->cohort, q->cqs[v->cq].cohort) == 0 &&
-        cq->reclaim != KILN_QP_NEVER && borrows_now(q, v->cq)) {
-        v->other = true;
-        return cq->reclaim == KILN_QP_ANY || v->prio < x->prio;
-    }
-    return false;
-}
-
 /* A victim whose allocation waits in Slurm: nothing runs to stop, so it is
- * given up now (its quota already out of the simulation stays out), the
- * allocation cancelled, and it waits in the queue again. */
-static void preempt_waiting(sup *s, kiln_queues *q, const cand *x, victim *v, const char *reason,
+ * given up now (preempt_for has given its quota back), the allocation
+ * cancelled, and it waits in the queue again. */
+static void preempt_waiting(sup *s, kiln_queues *q, const cand *x, cand *pc, const char *reason,
                             const char *how)
 {
     kilnd *d = s->d;
-    cand *pc = v->pc;
     const char *vp = pc->e->rec->project, *vid = pc->e->rec->job->job_id;
     place_who who = {vp, vid, NULL, NULL};
     place_forget(s, &who);
@@ -384,7 +392,7 @@ static void preempt_waiting(sup *s, kiln_queues *q, const cand *x, victim *v, co
              "preempted while its Slurm allocation was pending, to accommodate %s/%s of "
              "ClusterQueue %s (%s): %s; the allocation was cancelled and it waits for quota again",
              x->e->rec->project, x->e->rec->job->job_id, q->cqs[x->cq].name, how, reason);
-    kilnd_event(d, vp, vid, "WARNING", "Preempted: %s", pc->why);
+    kiln_jobfiles_event(d->jobfiles, vp, vid, "WARNING", "Preempted: %s", pc->why);
     char aw[600];
     snprintf(aw, sizeof aw, "%s: preempted by %s/%s while its allocation was pending", reason,
              x->e->rec->project, x->e->rec->job->job_id);
@@ -394,151 +402,103 @@ static void preempt_waiting(sup *s, kiln_queues *q, const cand *x, victim *v, co
 /* Tries to make room for head x by preempting admitted jobs, as its
  * ClusterQueue's preemption policies allow: running ones, and (under
  * Slurm) those whose allocation still waits in Slurm, c[0..nc)'s C_SLURM.
+ * Which ones is src/queues' decision (kiln_q_preempt); this carries it out.
  * 0: none; 1: running victims are being stopped (x waits for them; their
  * quota stays charged until they are gone); 2: only waiting ones were
- * taken, their quota is free now (x fits).
- *
- * Another ClusterQueue's job is a victim only while its queue borrows, and
- * only (reclaimWithinCohort) for an x within its own nominal quota, or
- * (borrowWithinCohort: LowerPriority) for an x that borrows, when the victim's
- * priority is below x's and at most maxPriorityThreshold. No loop follows:
- * a victim taken while x borrows has a lower priority than x, so it cannot
- * take x's place back by borrowWithinCohort, and x's queue, within its
- * nominal quota once the victim's queue stops borrowing, is not reclaimed
- * from while it does not borrow. */
+ * taken, their quota is free now (x fits). */
 static int preempt_for(sup *s, kiln_queues *q, cand *x, cand *c, size_t nc)
 {
     kilnd *d = s->d;
     const kiln_qcq *cq = &q->cqs[x->cq];
+    int res = 0;
     if (cq->within_cq == KILN_QP_NEVER && cq->reclaim == KILN_QP_NEVER) return 0;
     size_t nj = nc;
     for (rjob *j = s->jobs; j; j = j->next)
         nj++;
-    victim *vs = calloc(nj ? nj : 1, sizeof *vs);
-    if (!vs) return 0;
+    kiln_qvictim *vs = calloc(nj ? nj : 1, sizeof *vs);
+    vwho *who = calloc(nj ? nj : 1, sizeof *who);
+    if (!vs || !who) goto out;
     size_t nv = 0;
-    bool ok = false;
-    int res = 0;
     for (rjob *j = s->jobs; j; j = j->next) {
-        victim *v = &vs[nv];
+        kiln_qvictim *v = &vs[nv];
         if (j->after != AS_NONE || !running_usage(d, q, j, &v->cq, v->req, &v->a)) continue;
-        v->j = j;
+        v->ref = nv;
         v->prio = job_priority(q, j->job);
-        if (may_preempt(q, x, v, j->create_ns))
-            nv++;
-        else
-            *v = (victim){0};
+        v->create_ns = j->create_ns;
+        v->admit_ns = j->admit_ns;
+        who[nv++].j = j;
     }
     for (size_t i = 0; i < nc; i++) {
-        victim *v = &vs[nv];
         if (c[i].state != C_SLURM) continue;
-        *v = (victim){.pc = &c[i], .cq = c[i].cq, .prio = c[i].prio, .a = c[i].a};
+        kiln_qvictim *v = &vs[nv];
+        *v = (kiln_qvictim){.ref = nv,
+                            .cq = c[i].cq,
+                            .a = c[i].a,
+                            .prio = c[i].prio,
+                            .create_ns = c[i].e->create_ns,
+                            .admit_ns = c[i].e->q_held ? c[i].e->q_admit_ns : c[i].e->create_ns};
         memcpy(v->req, c[i].req, sizeof v->req);
-        if (may_preempt(q, x, v, c[i].e->create_ns))
-            nv++;
-        else
-            *v = (victim){0};
+        who[nv++].pc = &c[i];
     }
-    qsort(vs, nv, sizeof *vs, by_victim_order);
-    /* take candidates out, in order, until x fits; a reclaim only from a
-     * queue that still borrows, and only for a job within its nominal quota */
-    kiln_qassign a;
-    char why[400];
-    size_t last = nv;
-    bool reclaim = fits_nominal(q, x);
-    /* borrowWithinCohort: Kueue's bound, below x's priority and at most the
-     * threshold */
-    bool borrow_pre = cq->borrow_within != KILN_QP_NEVER;
-    int64_t below = x->prio;
-    if (borrow_pre && cq->has_max_priority_threshold && cq->max_priority_threshold < below - 1)
-        below = cq->max_priority_threshold + 1;
-    long over_threshold = 0;
-    for (size_t i = 0; i < nv; i++) {
-        victim *v = &vs[i];
-        if (v->other && !borrows_now(q, v->cq)) continue;
-        if (v->other && !reclaim) {
-            if (!borrow_pre) continue;
-            if (v->prio >= below) {
-                over_threshold += v->prio < x->prio;
-                continue;
-            }
-            v->while_borrowing = true;
-        }
-        kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
-        v->out = true;
-        if (kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
-            last = i;
-            ok = true;
-            break;
-        }
-    }
-    /* the fewest: give back, newest taken last first, any x does not need */
-    for (size_t i = ok ? last : 0; ok && i-- > 0;) {
-        victim *v = &vs[i];
-        if (!v->out) continue;
-        kiln_queues_charge(q, v->cq, &v->a, v->req, 1);
-        if (kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why))
-            v->out = false;
-        else
-            kiln_queues_charge(q, v->cq, &v->a, v->req, -1);
-    }
-    /* running victims hold their devices until they stop: charged again;
-     * one waiting in Slurm holds nothing once its allocation is cancelled */
-    for (size_t i = 0; i < nv; i++)
-        if (vs[i].out && (vs[i].j || !ok)) kiln_queues_charge(q, vs[i].cq, &vs[i].a, vs[i].req, 1);
-    if (!ok) {
-        if (over_threshold)
+    kiln_qcand xk = qcand(x);
+    kiln_qpreempt p = kiln_q_preempt(q, &xk, vs, nv);
+    if (!p.fits) {
+        if (p.over_threshold)
             snprintf(x->why + strlen(x->why), sizeof x->why - strlen(x->why),
                      " (borrowWithinCohort: the cohort's borrowers of lower priority are above "
                      "maxPriorityThreshold %lld)",
                      (long long)cq->max_priority_threshold);
         goto out;
     }
+    /* running victims hold their devices until they stop: still charged;
+     * one waiting in Slurm holds nothing once its allocation is cancelled */
+    for (size_t i = 0; i < p.n; i++)
+        if (vs[i].reason != KILN_QPR_NONE && !who[vs[i].ref].j)
+            kiln_queues_charge(q, vs[i].cq, &vs[i].a, vs[i].req, -1);
     res = 2;
     char when[40], names[400] = "";
     rfc3339(kiln_now_ns(), when, sizeof when);
-    for (size_t i = 0; i < nv; i++) {
-        victim *v = &vs[i];
-        if (!v->out) continue;
-        const char *reason = v->while_borrowing ? "InCohortReclaimWhileBorrowing"
-                             : v->other         ? "InCohortReclamation"
-                                                : "InClusterQueue";
+    for (size_t i = 0; i < p.n; i++) {
+        kiln_qvictim *v = &vs[i];
+        if (v->reason == KILN_QPR_NONE) continue;
+        rjob *vj = who[v->ref].j;
+        const char *reason = kiln_q_preason_name(v->reason);
         char msg[600], how[200];
-        if (v->while_borrowing)
+        if (v->reason == KILN_QPR_RECLAIM_WHILE_BORROWING)
             snprintf(how, sizeof how,
                      "borrowing within cohort %s: priority %lld over this job's %lld", cq->cohort,
                      (long long)x->prio, (long long)v->prio);
         else
             snprintf(how, sizeof how, "%s",
                      v->other ? "reclaiming quota its cohort lent" : "higher priority");
-        if (v->while_borrowing)
+        if (v->reason == KILN_QPR_RECLAIM_WHILE_BORROWING)
             d->preempted_borrow++;
         else if (v->other)
             d->preempted_reclaim++;
         else
             d->preempted_in_cq++;
-        if (!v->j) {
-            preempt_waiting(s, q, x, v, reason, how);
+        if (!vj) {
+            preempt_waiting(s, q, x, who[v->ref].pc, reason, how);
             continue;
         }
         res = 1;
-        const char *vp = v->j->project, *vid = v->j->job_id;
+        const char *vp = vj->project, *vid = vj->job_id;
         snprintf(msg, sizeof msg,
                  "Preempted to accommodate %s/%s of ClusterQueue %s (%s): %s; queued again, "
                  "it resumes from its newest checkpoint, not charged to its backoff limit",
                  x->e->rec->project, x->e->rec->job->job_id, cq->name, how, reason);
-        v->j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Preempted", "status",
-                                    "True", "reason", reason, "message", msg, "lastTransitionTime",
-                                    when, "preemptor", x->e->rec->job->job_id);
-        kilnd_event(d, vp, vid, "WARNING", "%s", msg);
+        vj->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "Preempted", "status",
+                                  "True", "reason", reason, "message", msg, "lastTransitionTime",
+                                  when, "preemptor", x->e->rec->job->job_id);
+        kiln_jobfiles_event(d->jobfiles, vp, vid, "WARNING", "%s", msg);
         char aw[600];
         snprintf(aw, sizeof aw, "%s: preempted by %s/%s", reason, x->e->rec->project,
                  x->e->rec->job->job_id);
         audit_stop(d, vp, vid, "PREEMPT", aw);
         /* recorded before the first SIGTERM: a kilnd killed while the
          * victim stops must requeue it, not judge its exit a failure */
-        save_runtime(s, v->j);
-        begin_stop(s, v->j, AS_REQUEUE, "%s", msg);
+        save_runtime(s, vj);
+        begin_stop(s, vj, AS_REQUEUE, "%s", msg);
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s/%s",
                  names[0] ? ", " : "", vp, vid);
     }
@@ -548,6 +508,7 @@ static int preempt_for(sup *s, kiln_queues *q, cand *x, cand *c, size_t nc)
                  cq->name);
 out:
     free(vs);
+    free(who);
     return res;
 }
 
@@ -588,7 +549,7 @@ static void drain_held(sup *s, kiln_queues *q)
         j->preempted = json_pack("{s:s,s:s,s:s,s:s,s:s}", "type", "Evicted", "status", "True",
                                  "reason", reason, "message", msg, "lastTransitionTime", when);
         if (!j->preempted) continue; /* out of memory: the next pass tries again */
-        kilnd_event(d, j->project, j->job_id, "WARNING", "%s", msg);
+        kiln_jobfiles_event(d->jobfiles, j->project, j->job_id, "WARNING", "%s", msg);
         audit_stop(d, j->project, j->job_id, "EVICT", msg);
         save_runtime(s, j); /* before the SIGTERM, as a preemption (preempt_for) */
         begin_stop(s, j, AS_REQUEUE, "%s", msg);
@@ -679,9 +640,12 @@ static void ask_waiting(sup *s, kiln_queues *q, cand *x)
 {
     kiln_map extra = {0};
     char why[512] = "", sw[300];
+    size_t nt = 0;
     assignment_labels(q, x->cq, &x->a, &extra);
-    bool started = start_admitted(s, x->e, &extra, why, sizeof why);
+    kiln_toleration *tol = assignment_tolerations(q, x->cq, &x->a, &nt);
+    bool started = start_admitted(s, x->e, &extra, tol, nt, why, sizeof why);
     kiln_map_clear(&extra);
+    free(tol);
     if (started || x->e->gone) {
         if (!started) {
             kiln_queues_charge(q, x->cq, &x->a, x->req, -1);
@@ -738,6 +702,7 @@ void admit_pass(sup *s, qent **v, size_t n)
         q->cqs[k].pending = q->cqs[k].admitted = 0;
     for (rjob *j = s->jobs; j; j = j->next)
         charge_running(d, q, j);
+    kiln_queues_afs_sample(q, pass_ns);
     trials_recharge(s, q);
     drain_held(s, q);
 
@@ -761,6 +726,7 @@ void admit_pass(sup *s, qent **v, size_t n)
         }
         x->tuning = e->rec->job->training_input.has_hyperparameters;
         if (!x->tuning) kiln_queues_request(e->plans, e->np, x->req);
+        x->afs = q->cqs[x->cq].afs ? kiln_queues_afs_share(q, (size_t)x->lq) : 0;
         for (size_t f = 0; f < q->nflavors; f++)
             x->usable[f] = flavor_usable(d, &q->flavors[f], e);
     }
@@ -798,6 +764,15 @@ void admit_pass(sup *s, qent **v, size_t n)
                 }
                 h = (long)k;
             }
+            /* admission fair sharing: an admission earlier in this pass
+             * raised its LocalQueue's share (the entry penalty), so the
+             * head is the pending one whose LocalQueue's share is lowest now */
+            for (size_t k = i; cq->afs && h >= 0 && k < end; k++)
+                if (c[k].state == C_PENDING && k != (size_t)h &&
+                    (cq->strategy != KILN_Q_STRICT_FIFO || k < (size_t)h) &&
+                    kiln_queues_afs_share(q, (size_t)c[k].lq) <
+                        kiln_queues_afs_share(q, (size_t)c[h].lq))
+                    h = (long)k;
             i = end;
             if (h < 0) continue;
             cand *x = &c[h];
@@ -817,6 +792,7 @@ void admit_pass(sup *s, qent **v, size_t n)
                     a.flavor[g] = -1;
                 a.borrows = false;
             } else if (!kiln_queues_fit(q, x->cq, x->req, x->usable, &a, why, sizeof why)) {
+                taint_why(q, x->e->rec->job, x->e->plans, x->e->np, why, sizeof why);
                 snprintf(x->why, sizeof x->why, "ClusterQueue %s: %s", cq->name, why);
                 x->state = C_WAITING;
                 changed = true;
@@ -829,7 +805,8 @@ void admit_pass(sup *s, qent **v, size_t n)
                 continue;
             }
             int64_t share = cq->fair_sharing ? kiln_queues_share(q, x->cq, x->req) : 0;
-            if (best < 0 || goes_first(q, x, a.borrows, share, &c[best], best_b, best_s)) {
+            kiln_qcand xk = qcand(x), bk = best >= 0 ? qcand(&c[best]) : xk;
+            if (best < 0 || kiln_q_goes_first(q, &xk, a.borrows, share, &bk, best_b, best_s)) {
                 best = h;
                 best_b = a.borrows;
                 best_s = share;
@@ -842,38 +819,44 @@ void admit_pass(sup *s, qent **v, size_t n)
         }
         cand *x = &c[best];
         kiln_map extra = {0};
+        size_t nt = 0;
         assignment_labels(q, x->cq, &best_a, &extra);
+        kiln_toleration *tol = assignment_tolerations(q, x->cq, &best_a, &nt);
         char why[512] = "", fl[128];
-        bool started = start_admitted(s, x->e, &extra, why, sizeof why);
+        bool started = start_admitted(s, x->e, &extra, tol, nt, why, sizeof why);
         kiln_map_clear(&extra);
+        free(tol);
         /* a tuning job that started is a study (no rjob: start_admitted
          * says false); it left the queue either way */
         if (x->tuning && x->e->gone) started = study_running(s, x->e->rec);
         if (started && x->tuning) {
             x->state = C_ADMITTED;
-            kilnd_event(d, x->e->rec->project, x->e->rec->job->job_id, "INFO",
-                        "Admitted by ClusterQueue %s (LocalQueue %s): each trial is admitted "
-                        "against its quota as its own workload",
-                        q->cqs[x->cq].name, q->lqs[x->lq].name);
+            kiln_jobfiles_event(
+                d->jobfiles, x->e->rec->project, x->e->rec->job->job_id, "INFO",
+                "Admitted by ClusterQueue %s (LocalQueue %s): each trial is admitted "
+                "against its quota as its own workload",
+                q->cqs[x->cq].name, q->lqs[x->lq].name);
         } else if (started) {
             kiln_queues_charge(q, x->cq, &best_a, x->req, 1);
+            kiln_queues_lq_charge(q, (size_t)x->lq, x->req, 1);
+            kiln_queues_afs_penalty(q, (size_t)x->lq, x->req);
             q->cqs[x->cq].admitted++;
             x->state = C_ADMITTED;
-            kilnd_event(d, s->jobs->project, s->jobs->job_id, "INFO",
-                        "Admitted by ClusterQueue %s (LocalQueue %s, flavor %s%s%s)",
-                        q->cqs[x->cq].name, q->lqs[x->lq].name,
-                        flavor_names(q, x->cq, &best_a, fl, sizeof fl),
-                        best_a.borrows ? ", borrowing from cohort " : "",
-                        best_a.borrows ? q->cqs[x->cq].cohort : "");
+            kiln_jobfiles_event(d->jobfiles, s->jobs->project, s->jobs->job_id, "INFO",
+                                "Admitted by ClusterQueue %s (LocalQueue %s, flavor %s%s%s)",
+                                q->cqs[x->cq].name, q->lqs[x->lq].name,
+                                flavor_names(q, x->cq, &best_a, fl, sizeof fl),
+                                best_a.borrows ? ", borrowing from cohort " : "",
+                                best_a.borrows ? q->cqs[x->cq].cohort : "");
         } else if (x->e->gone) {
             x->state = C_ADMITTED; /* failed or cancelled: it left the queue */
         } else if (!x->tuning && hold_new(s, q, x, &best_a)) {
-            kilnd_event(d, x->e->rec->project, x->e->rec->job->job_id, "INFO",
-                        "Admitted by ClusterQueue %s (LocalQueue %s, flavor %s%s%s); %s",
-                        q->cqs[x->cq].name, q->lqs[x->lq].name,
-                        flavor_names(q, x->cq, &best_a, fl, sizeof fl),
-                        best_a.borrows ? ", borrowing from cohort " : "",
-                        best_a.borrows ? q->cqs[x->cq].cohort : "", x->why);
+            kiln_jobfiles_event(d->jobfiles, x->e->rec->project, x->e->rec->job->job_id, "INFO",
+                                "Admitted by ClusterQueue %s (LocalQueue %s, flavor %s%s%s); %s",
+                                q->cqs[x->cq].name, q->lqs[x->lq].name,
+                                flavor_names(q, x->cq, &best_a, fl, sizeof fl),
+                                best_a.borrows ? ", borrowing from cohort " : "",
+                                best_a.borrows ? q->cqs[x->cq].cohort : "", x->why);
         } else {
             snprintf(x->why, sizeof x->why,
                      "ClusterQueue %s has quota for it (flavor %s), but its replicas do not fit "
@@ -1032,7 +1015,7 @@ kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
     const char *project = w->project;
     kiln_err err = KILN_ECONFLICT;
     kiln_map sel[KILN_ROLE_COUNT] = {{0}};
-    const kiln_map *selp[KILN_ROLE_COUNT];
+    kiln_toleration *xtol = NULL; /* the chosen flavors' tolerations */
     int64_t req[KILN_QRES_COUNT];
     int64_t prio;
     kiln_qassign a;
@@ -1073,20 +1056,25 @@ kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
     for (size_t f = 0; f < q->nflavors; f++)
         usable[f] = plans_usable(d, &q->flavors[f], job, plans, np);
     if (!kiln_queues_fit(q, cq, req, usable, &a, qwhy, sizeof qwhy)) {
+        taint_why(q, job, plans, np, qwhy, sizeof qwhy);
         snprintf(why, whylen, "ClusterQueue %s: %s", c->name, qwhy);
         goto out;
     }
     /* on the chosen flavors' nodes: their labels join each role's selector */
     assignment_labels(q, cq, &a, &extra);
+    kiln_sched_rules ru;
+    kiln_sched_rules_of(job, &ru);
+    xtol = assignment_tolerations(q, cq, &a, &ru.n_extra);
+    ru.extra = xtol;
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
         const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
         for (size_t i = 0; rc && i < rc->node_selector.n; i++)
             kiln_map_set(&sel[r], rc->node_selector.keys[i], rc->node_selector.vals[i]);
         for (size_t i = 0; i < extra.n; i++)
             kiln_map_set(&sel[r], extra.keys[i], extra.vals[i]);
-        selp[r] = sel[r].n ? &sel[r] : NULL;
+        ru.selector[r] = sel[r].n ? &sel[r] : NULL;
     }
-    err = place_job(s, w, plans, np, selp, pl, why, whylen);
+    err = place_job(s, w, plans, np, &ru, pl, why, whylen);
     char sw[300], fl[128];
     if (err == KILN_OK) {
         kiln_queues_charge(q, cq, &a, req, 1);
@@ -1119,6 +1107,7 @@ out:
     kiln_map_clear(&extra);
     for (int r = 0; r < KILN_ROLE_COUNT; r++)
         kiln_map_clear(&sel[r]);
+    free(xtol);
     free(usable);
     return err;
 }

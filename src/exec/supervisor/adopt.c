@@ -51,7 +51,7 @@ static void kill_monitors(kilnd *d, const char *project, const char *id, const c
 {
     char dir[PATH_MAX], rdir[PATH_MAX + 16];
     kiln_strv tasks = {0};
-    kilnd_job_dir(d, project, id, dir, sizeof dir);
+    kiln_jobfiles_dir(d->jobfiles, project, id, dir, sizeof dir);
     snprintf(rdir, sizeof rdir, "%s/replicas", dir);
     if (kiln_exec_list(rdir, &tasks) != KILN_OK) return;
     for (size_t i = 0; i < tasks.n; i++) {
@@ -99,7 +99,8 @@ void kilnd_reconcile(kilnd *d)
         if (r->job->state == KILN_STATE_CANCELLING) {
             kiln_store_job_transition(d->store, r->project, id, KILN_STATE_MASK(CANCELLING),
                                       KILN_STATE_CANCELLED, NULL, now, NULL);
-            kilnd_event(d, r->project, id, "INFO", "kilnd restarted; Job CANCELLED");
+            kiln_jobfiles_event(d->jobfiles, r->project, id, "INFO",
+                                "kilnd restarted; Job CANCELLED");
             continue;
         }
         json_t *m = runtime_kept(r->runtime, "metrics"), *st = runtime_kept(r->runtime, "study");
@@ -113,10 +114,11 @@ void kilnd_reconcile(kilnd *d)
         d->restarts_total[KILND_RESTART_KILND]++;
         kiln_store_job_transition(d->store, r->project, id, mask & ~KILN_STATE_MASK(CANCELLING),
                                   KILN_STATE_QUEUED, NULL, now, NULL);
-        kilnd_event(d, r->project, id, "WARNING",
-                    "kilnd restarted while the job was %s, before its replicas were recorded: "
-                    "they were stopped and the job is queued again (restart %d)",
-                    kiln_job_state_name(r->job->state), r->restarts + 1);
+        kiln_jobfiles_event(
+            d->jobfiles, r->project, id, "WARNING",
+            "kilnd restarted while the job was %s, before its replicas were recorded: "
+            "they were stopped and the job is queued again (restart %d)",
+            kiln_job_state_name(r->job->state), r->restarts + 1);
     }
     kiln_job_records_free(v, n);
 }
@@ -179,7 +181,7 @@ static rjob *adopt_reps(sup *s, const char *project, const char *job_id, json_t 
     j->pl.slots = calloc(n, sizeof *j->pl.slots);
     if (!j->project || !j->job_id || !j->reps || !j->pl.slots) goto fail;
     j->pl.n = j->n = n;
-    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    kiln_jobfiles_dir(d->jobfiles, j->project, j->job_id, j->dir, sizeof j->dir);
     json_array_foreach(reps, idx, o)
     {
         replica *r = &j->reps[idx];
@@ -247,6 +249,10 @@ static rjob *adopt_reps(sup *s, const char *project, const char *job_id, json_t 
         if (mon > 0 && !r->dropped) {
             r->alive = r->spawned = true; /* the first tick's watch() says if it still runs */
             ++*adopted;
+        } else if (json_is_true(json_object_get(o, "unspawned"))) {
+            /* never started (a waiting MPIJob launcher): nothing to judge;
+             * mpijob_adopted starts it when its time comes */
+            r->spawned = r->handled = false;
         } else {
             /* it had ended before kilnd went: judged again unless it was a
              * finished worker (its exit decided nothing) */
@@ -296,6 +302,7 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     j->job = rec->job;
     rec->job = NULL;
     rjob_elastic(j, kiln_now_ns());
+    mpijob_adopted(j);
     j->running =
         json_is_true(json_object_get(root, "running")) || j->job->state == KILN_STATE_RUNNING;
     j->metrics = runtime_kept(rec->runtime, "metrics"); /* trainingOutput keeps the last report */
@@ -306,10 +313,11 @@ static void adopt_job(sup *s, kiln_job_record *rec)
     j->restarts = rec->restarts;
     j->failures = rec->failures;
     adopt_link(s, j);
-    kilnd_event(d, j->project, j->job_id, "INFO",
-                "kilnd restarted: adopted the job's %d running replica%s through their monitors "
-                "(restarts stay %d); %d that had ended before are judged again",
-                adopted, adopted == 1 ? "" : "s", j->restarts, away);
+    kiln_jobfiles_event(
+        d->jobfiles, j->project, j->job_id, "INFO",
+        "kilnd restarted: adopted the job's %d running replica%s through their monitors "
+        "(restarts stay %d); %d that had ended before are judged again",
+        adopted, adopted == 1 ? "" : "s", j->restarts, away);
     /* NVML lists its GPUs in another order now: the record says where they are */
     if (j->gpus_moved) save_runtime(s, j);
     /* the previous kilnd was preempting it (admit.c): the stop goes on, and
@@ -348,9 +356,10 @@ static void adopt_job_failed(sup *s, kiln_job_record *rec)
                               KILN_STATE_QUEUED, NULL, now, NULL);
     kiln_store_job_transition(d->store, rec->project, rec->job->job_id, KILN_STATE_MASK(CANCELLING),
                               KILN_STATE_CANCELLED, NULL, now, NULL);
-    kilnd_event(d, rec->project, rec->job->job_id, "WARNING",
-                "kilnd restarted and could not adopt the job's replicas (its runtime record or "
-                "the node config changed): they were stopped and the job is queued again");
+    kiln_jobfiles_event(
+        d->jobfiles, rec->project, rec->job->job_id, "WARNING",
+        "kilnd restarted and could not adopt the job's replicas (its runtime record or "
+        "the node config changed): they were stopped and the job is queued again");
 }
 
 /* Kills the replicas in `reps` (recorded pids and one trial's monitors,
@@ -425,10 +434,11 @@ static void adopt_study(sup *s, kiln_job_record *rec)
             if (j) reps_drop(s, j, true);
             kill_trial(d, rec->project, id, t->id, sub);
             kiln_study_end(st->st, t, KILN_TRIAL_QUEUED, 0);
-            kilnd_event(d, rec->project, id, "WARNING",
-                        "kilnd restarted and could not adopt trial %d's replicas: they were "
-                        "stopped and the trial runs again from the start",
-                        t->id);
+            kiln_jobfiles_event(
+                d->jobfiles, rec->project, id, "WARNING",
+                "kilnd restarted and could not adopt trial %d's replicas: they were "
+                "stopped and the trial runs again from the start",
+                t->id);
             requeued++;
             json_decref(sub);
             continue;
@@ -442,20 +452,22 @@ static void adopt_study(sup *s, kiln_job_record *rec)
         j->metrics = json_is_object(m) ? json_incref(m) : NULL;
         st->running++;
         adopt_link(s, j);
-        kilnd_event(d, rec->project, id, "INFO",
-                    "kilnd restarted: adopted trial %d's %d running replica%s through their "
-                    "monitors; %d that had ended before are judged again",
-                    t->id, adopted, adopted == 1 ? "" : "s", away);
+        kiln_jobfiles_event(
+            d->jobfiles, rec->project, id, "INFO",
+            "kilnd restarted: adopted trial %d's %d running replica%s through their "
+            "monitors; %d that had ended before are judged again",
+            t->id, adopted, adopted == 1 ? "" : "s", away);
         trials++;
         replicas += adopted;
     }
     json_decref(root);
     study_save_runtime(s, st);
-    kilnd_event(d, rec->project, id, "INFO",
-                "kilnd restarted: the study goes on with %zu trials kept, %d running trial%s "
-                "adopted (%d replica%s), %d queued again",
-                kiln_study_trial_count(st->st), trials, trials == 1 ? "" : "s", replicas,
-                replicas == 1 ? "" : "s", requeued);
+    kiln_jobfiles_event(
+        d->jobfiles, rec->project, id, "INFO",
+        "kilnd restarted: the study goes on with %zu trials kept, %d running trial%s "
+        "adopted (%d replica%s), %d queued again",
+        kiln_study_trial_count(st->st), trials, trials == 1 ? "" : "s", replicas,
+        replicas == 1 ? "" : "s", requeued);
 }
 
 void adopt_all(sup *s)

@@ -33,8 +33,12 @@ static void on_failed(sup *s, size_t dev, const kiln_gpu_status *st)
     char what[400];
     snprintf(what, sizeof what, "GPU %d (%s, %s) of node %s failed: %s", dv->index, dv->uuid,
              dv->model ? dv->model : dv->type, n->name, st->why);
-    fprintf(stderr, "kilnd: %s; out of service until kiln nodes uncordon %s --gpu %d\n", what,
-            n->name, dv->index);
+    if (st->checking)
+        fprintf(stderr, "kilnd: GPU %d (%s) of node %s: out of service while a GPU check runs\n",
+                dv->index, dv->uuid, n->name);
+    else
+        fprintf(stderr, "kilnd: %s; out of service until kiln nodes uncordon %s --gpu %d\n", what,
+                n->name, dv->index);
     for (rjob *j = s->jobs; j; j = j->next) {
         if (j->after != AS_NONE) continue;
         for (size_t i = 0; i < j->n; i++) {
@@ -45,8 +49,8 @@ static void on_failed(sup *s, size_t dev, const kiln_gpu_status *st)
              * every policy but Never retries it (ExitCode: 137 is retried) */
             bool retry = strcmp(pol, "Never") != 0;
             int limit = kiln_job_backoff_limit(j->job);
-            kilnd_event(d, j->project, j->job_id, "ERROR", "%s; the %s replica held it", what,
-                        r->task);
+            kiln_jobfiles_event(d->jobfiles, j->project, j->job_id, "ERROR",
+                                "%s; the %s replica held it", what, r->task);
             if (retry && !j->study && j->failures < limit) {
                 j->gpu_failure = true;
                 begin_stop(s, j, AS_REQUEUE,
@@ -84,6 +88,49 @@ static void reconcile(sup *s)
     }
 }
 
+/* GPU j of node 0, queued for a check, leaves the scheduler's free devices
+ * now, with its shares and MIG instances (the watch's news follows). Under
+ * d->mu. */
+static void take_out(kilnd *d, const kiln_node *n, size_t j)
+{
+    kiln_sched_set_device_failed(d->sched, 0, j, true);
+    for (size_t q = 0; q < n->n_devs; q++)
+        if ((n->devs[q].share || n->devs[q].mig_profile) && n->devs[q].parent == (int)j)
+            kiln_sched_set_device_failed(d->sched, 0, q, true);
+}
+
+/* The GPU check before work (kilnd --gpu-check): at the first tick, then
+ * every --gpu-check-every seconds, each GPU that holds no replica and is in
+ * service is checked; one held now waits for a later round. A check takes
+ * the GPU out of service until it passes (kiln_gpu_watch_check). */
+static void gpu_checks(sup *s, int64_t now)
+{
+    kilnd *d = s->d;
+    if (!kiln_gpu_watch_has_check(d->gpus) || (s->gpu_check_done && now < s->gpu_check_next_ns))
+        return;
+    if (s->gpu_check_done && !d->gpu_check_every) return;
+    s->gpu_check_done = true;
+    s->gpu_check_next_ns = now + (int64_t)d->gpu_check_every * 1000000000;
+    const kiln_node *n = &d->cluster.nodes[0];
+    for (size_t j = 0; j < n->n_devs; j++) {
+        /* a GPU shared through MPS is checked whole, when none of its
+         * shares is held; the shares themselves are no GPU to check */
+        bool shared = n->devs[j].refused && strstr(n->devs[j].refused, "shared through MPS");
+        if ((n->devs[j].refused && !shared) || n->devs[j].share) continue;
+        pthread_mutex_lock(&d->mu);
+        bool idle =
+            !kiln_sched_device_busy(d->sched, 0, j) && !kiln_sched_device_failed(d->sched, 0, j);
+        for (size_t q = 0; idle && q < n->n_devs; q++)
+            if (n->devs[q].share && n->devs[q].parent == (int)j)
+                idle = !kiln_sched_device_busy(d->sched, 0, q) &&
+                       !kiln_sched_device_failed(d->sched, 0, q);
+        /* queued and out of the scheduler's free devices under the same lock:
+         * no replica is placed on it between the test and the check */
+        if (idle && kiln_gpu_watch_check(d->gpus, j)) take_out(d, n, j);
+        pthread_mutex_unlock(&d->mu);
+    }
+}
+
 void gpu_tick(sup *s, int64_t now)
 {
     kilnd *d = s->d;
@@ -111,6 +158,7 @@ void gpu_tick(sup *s, int64_t now)
                 }
             }
     }
+    gpu_checks(s, now);
     uint64_t hg = kiln_gpu_watch_health_gen(d->gpus);
     if (hg != s->gpu_health_gen) {
         s->gpu_health_gen = hg;

@@ -342,11 +342,12 @@ int hpa_tick(sup *s, rjob *j, int live, bool (*is_worker)(const rjob *, const re
         else
             snprintf(cur, sizeof cur, "%.0f%s a worker (target %s)", v,
                      strcmp(m0->resource, "cpu") == 0 ? "m" : " bytes", m0->average_value);
-        kilnd_event(s->d, j->project, j->job_id, "INFO",
-                    "Autoscaling (elasticPolicy.metrics): %s %s over %zu worker%s; %d -> %d "
-                    "workers (minReplicas %lld, maxReplicas %lld)",
-                    m0->resource, cur, measured, measured == 1 ? "" : "s", h->want, next,
-                    (long long)ep->min_replicas, (long long)ep->max_replicas);
+        kiln_jobfiles_event(
+            s->d->jobfiles, j->project, j->job_id, "INFO",
+            "Autoscaling (elasticPolicy.metrics): %s %s over %zu worker%s; %d -> %d "
+            "workers (minReplicas %lld, maxReplicas %lld)",
+            m0->resource, cur, measured, measured == 1 ? "" : "s", h->want, next,
+            (long long)ep->min_replicas, (long long)ep->max_replicas);
         h->want = next;
     }
 out:

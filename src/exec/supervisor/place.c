@@ -107,17 +107,17 @@ static bool pinned_node(const kiln_map *sel, const char **node, char *why, size_
 /* The components of plans[0..np): one per role, in plan order (a role's
  * replicas are one component's tasks, laid out by Slurm). */
 static kiln_err comps_of(const kilnd *d, const kiln_replica_plan *plans, size_t np,
-                         const kiln_map *const sel[KILN_ROLE_COUNT], kiln_slurm_comp *comps,
-                         char *why, size_t whylen)
+                         const kiln_sched_rules *ru, kiln_slurm_comp *comps, char *why,
+                         size_t whylen)
 {
     for (size_t p = 0; p < np; p++) {
         kiln_slurm_comp *cp = &comps[p];
         *cp = (kiln_slurm_comp){.tasks = (int)plans[p].count};
-        if (!pinned_node(sel ? sel[plans[p].role] : NULL, &cp->node, why, whylen))
+        if (!pinned_node(ru ? ru->selector[plans[p].role] : NULL, &cp->node, why, whylen))
             return KILN_EINVAL;
         if (plans[p].accelerator_type && plans[p].accelerators_per_replica > 0) {
             cp->gpus = (int)plans[p].accelerators_per_replica;
-            cp->gres = kiln_slurm_gres_type(d, plans[p].accelerator_type);
+            cp->gres = kiln_slurm_gres_type(&d->slurm_cfg, plans[p].accelerator_type);
         }
         if (d->slurm.machine_resources) {
             cp->cpus = plans[p].vcpus;
@@ -134,7 +134,7 @@ static void alloc_dir(kilnd *d, const place_who *w, const char *name, long uid, 
                       size_t len)
 {
     char jd[PATH_MAX];
-    kilnd_job_dir(d, w->project, w->job_id, jd, sizeof jd);
+    kiln_jobfiles_dir(d->jobfiles, w->project, w->job_id, jd, sizeof jd);
     if (snprintf(buf, len, "%.3800s/slurm/%.250s", jd, name) >= (int)len) buf[0] = '\0';
     kilnd_mkdirs(buf);
     if (uid >= 0 && chown(buf, (uid_t)uid, (gid_t)gid) < 0) {
@@ -208,14 +208,14 @@ static kiln_err slots_of(sup *s, const kiln_slurm_alloc_row *row, long id, const
     return err;
 }
 
-kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
-                    const kiln_map *const sel[KILN_ROLE_COUNT], char *why, size_t whylen)
+kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np, const kiln_sched_rules *ru,
+                    char *why, size_t whylen)
 {
     kilnd *d = s->d;
     kiln_slurm_comp comps[KILN_ROLE_COUNT];
     if (place_slurm(s)) {
         kiln_err err = np > 0 && np <= KILN_ROLE_COUNT
-                           ? comps_of(d, plans, np, sel, comps, why, whylen)
+                           ? comps_of(d, plans, np, ru, comps, why, whylen)
                            : KILN_EINVAL;
         if (err != KILN_OK) return err;
         if (np > d->cluster.n) {
@@ -229,7 +229,7 @@ kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
     }
     kiln_placement probe = {0};
     pthread_mutex_lock(&d->mu);
-    kiln_err err = kiln_sched_place_sel(d->sched, plans, np, sel, &probe, why, whylen);
+    kiln_err err = kiln_sched_place_rules(d->sched, plans, np, ru, &probe, why, whylen);
     if (err == KILN_OK) kiln_sched_release(d->sched, &probe);
     pthread_mutex_unlock(&d->mu);
     kiln_placement_free(&probe);
@@ -250,16 +250,17 @@ static int nice_of(const kiln_job *job)
 
 /* Slurm: the allocation `name` for plans[0..np) (ECONFLICT while it waits). */
 static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_plan *plans,
-                               size_t np, const kiln_map *const sel[KILN_ROLE_COUNT],
-                               kiln_placement *pl, char *why, size_t whylen)
+                               size_t np, const kiln_sched_rules *ru, kiln_placement *pl, char *why,
+                               size_t whylen)
 {
     kilnd *d = s->d;
     kiln_slurm_comp comps[KILN_ROLE_COUNT];
-    kiln_err err = np > 0 && np <= KILN_ROLE_COUNT ? comps_of(d, plans, np, sel, comps, why, whylen)
+    kiln_err err = np > 0 && np <= KILN_ROLE_COUNT ? comps_of(d, plans, np, ru, comps, why, whylen)
                                                    : KILN_EINVAL;
     if (err != KILN_OK) return err;
     long uid = -1, gid = -1;
-    if (kilnd_project_user(d, w->project, &uid, &gid, why, whylen) != KILN_OK) return KILN_EINVAL;
+    if (kiln_users_project(d->users, w->project, &uid, &gid, why, whylen) != KILN_OK)
+        return KILN_EINVAL;
     char dir[PATH_MAX + 256], name[256];
     alloc_name(w, name, sizeof name);
     alloc_dir(d, w, name, uid, gid, dir, sizeof dir);
@@ -279,9 +280,14 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
          * (the file changed since its create) is asked for nowhere: without
          * its account it would run outside every quota */
         char acct[128] = "", qos[128] = "";
-        bool accounts = d->queues_path && d->slurm.accounts;
-        if (accounts && !kiln_slurm_job_account(d, w->project, w->job ? &w->job->labels : NULL,
-                                                acct, sizeof acct, qos, sizeof qos)) {
+        bool accounts = d->queues_path && d->slurm.accounts, routed = false;
+        if (accounts) {
+            pthread_mutex_lock(&d->queues_mu);
+            routed = kiln_slurm_job_account(d->queues, w->project, w->job ? &w->job->labels : NULL,
+                                            acct, sizeof acct, qos, sizeof qos);
+            pthread_mutex_unlock(&d->queues_mu);
+        }
+        if (accounts && !routed) {
             snprintf(why, whylen,
                      "no LocalQueue of the queues file takes project %s's job now (it changed "
                      "since the job was created), so it has no Slurm account",
@@ -294,7 +300,7 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
         if (!id) {
             /* what can never fit the partition's nodes is said by kiln's
              * own rules (Slurm would keep it pending for ever) */
-            kiln_err perr = place_fits(s, plans, np, sel, why, whylen);
+            kiln_err perr = place_fits(s, plans, np, ru, why, whylen);
             if (perr != KILN_OK) return perr;
             kiln_slurm_alloc_req rq = {.name = name,
                                        .dir = dir,
@@ -315,10 +321,10 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
             give_back(s, id);
             return KILN_ENOMEM;
         }
-        kilnd_event(d, w->project, w->job_id, "INFO",
-                    "%s Slurm allocation %ld (%s) for %zu replica type%s: Slurm places it",
-                    row && row->id == id ? "Taking over the" : "Asked for", id, name, np,
-                    np == 1 ? "" : "s");
+        kiln_jobfiles_event(d->jobfiles, w->project, w->job_id, "INFO",
+                            "%s Slurm allocation %ld (%s) for %zu replica type%s: Slurm places it",
+                            row && row->id == id ? "Taking over the" : "Asked for", id, name, np,
+                            np == 1 ? "" : "s");
         snprintf(pa->name, sizeof pa->name, "%s", name);
         snprintf(pa->project, sizeof pa->project, "%s", w->project);
         snprintf(pa->job_id, sizeof pa->job_id, "%s", w->job_id);
@@ -350,10 +356,11 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
     bool from_squeue = false;
     err = slots_of(s, row, pa->id, dir, plans, np, comps, pl, &from_squeue, why, whylen);
     if (err == KILN_OK)
-        kilnd_event(d, w->project, w->job_id, "INFO",
-                    "Slurm allocation %ld runs (%.1f s after it was asked for; its nodes from %s)",
-                    pa->id, (double)(now - pa->submitted_ns) / 1e9,
-                    from_squeue ? "squeue" : "its batch script's layout");
+        kiln_jobfiles_event(
+            d->jobfiles, w->project, w->job_id, "INFO",
+            "Slurm allocation %ld runs (%.1f s after it was asked for; its nodes from %s)", pa->id,
+            (double)(now - pa->submitted_ns) / 1e9,
+            from_squeue ? "squeue" : "its batch script's layout");
     if (err == KILN_ECONFLICT) { /* the script has not written it yet: look again soon */
         s->sq_fast_until = now + 1000000000LL;
         return KILN_ECONFLICT;
@@ -369,12 +376,12 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
 
 /* kiln's own nodes: the book answers at once */
 static kiln_err place_local(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
-                            const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl,
-                            char *why, size_t whylen)
+                            const kiln_sched_rules *ru, kiln_placement *pl, char *why,
+                            size_t whylen)
 {
     (void)w;
     pthread_mutex_lock(&s->d->mu);
-    kiln_err err = kiln_sched_place_sel(s->d->sched, plans, np, sel, pl, why, whylen);
+    kiln_err err = kiln_sched_place_rules(s->d->sched, plans, np, ru, pl, why, whylen);
     pthread_mutex_unlock(&s->d->mu);
     return err;
 }
@@ -387,8 +394,7 @@ static void slurm_tick(sup *s, int64_t now);
 typedef struct placer {
     const char *name;
     kiln_err (*place)(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
-                      const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
-                      size_t whylen);
+                      const kiln_sched_rules *ru, kiln_placement *pl, char *why, size_t whylen);
     void (*tick)(sup *s, int64_t now); /* NULL: nothing to look at */
 } placer;
 
@@ -403,10 +409,9 @@ static const placer *placer_of(const sup *s)
 }
 
 kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
-                   const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
-                   size_t whylen)
+                   const kiln_sched_rules *ru, kiln_placement *pl, char *why, size_t whylen)
 {
-    return placer_of(s)->place(s, w, plans, np, sel, pl, why, whylen);
+    return placer_of(s)->place(s, w, plans, np, ru, pl, why, whylen);
 }
 
 /* Cancels the allocations that hold p's slots [from, to) (each once). */
@@ -517,6 +522,43 @@ static const kiln_slurm_alloc_row *gang_pending(const sup *s, const palloc *p)
     return row && kiln_slurm_alloc_state_of(row) == KILN_SLURM_ALLOC_PENDING ? row : NULL;
 }
 
+/* Puts Slurm's reasons for w[0..n) (accounts.h) in place of kilnd's record
+ * of why jobs wait (d->qwait, the API's kilnStatus.queue), under queues_mu. */
+static void publish_waits(kilnd *d, const kiln_slurm_wait *w, size_t n)
+{
+    size_t k = 0;
+    pthread_mutex_lock(&d->queues_mu);
+    kiln_slurm_waiting *r = kiln_slurm_waits(d->queues, w, n, &k);
+    kilnd_qwait *v = r ? calloc(k ? k : 1, sizeof *v) : NULL;
+    if (r && !v) kiln_slurm_waiting_free(r, k); /* out of memory: none recorded */
+    for (size_t i = 0; v && i < k; i++)         /* the strings move over */
+        v[i] = (kilnd_qwait){.project = r[i].project,
+                             .job_id = r[i].job_id,
+                             .cluster_queue = r[i].cluster_queue,
+                             .local_queue = r[i].local_queue,
+                             .why = r[i].why};
+    if (v) free(r);
+    kilnd_qwait_publish(d, v, v ? k : 0);
+    pthread_mutex_unlock(&d->queues_mu);
+}
+
+/* Each ClusterQueue's usage as Slurm counts its account (accounts.h), for
+ * GET /v1/queues: queues_mu is held to read the accounts and to store the
+ * answer, never while scontrol runs (an API thread would wait up to 10 s). */
+static void queue_usage(kilnd *d)
+{
+    char accts[4096];
+    kiln_slurm_usage u;
+    pthread_mutex_lock(&d->queues_mu);
+    bool any = kiln_slurm_usage_accounts(d->queues, accts, sizeof accts);
+    pthread_mutex_unlock(&d->queues_mu);
+    if (!any || !kiln_slurm_usage_read(accts, &u)) return;
+    pthread_mutex_lock(&d->queues_mu);
+    if (d->queues) kiln_slurm_usage_store(d->queues, &u); /* SIGHUP may have swapped them */
+    pthread_mutex_unlock(&d->queues_mu);
+    kiln_slurm_usage_free(&u);
+}
+
 /* --slurm-queues accounts: why each job whose allocation Slurm holds
  * PENDING waits, in the API's kilnStatus.queue (Slurm's reason in its
  * ClusterQueue's words: accounts.h), from the squeue just read; and, once
@@ -534,10 +576,10 @@ static void slurm_waits(sup *s, int64_t now)
         w[n++] = (kiln_slurm_wait){p->project, p->job_id, p->account[0] ? p->account : NULL,
                                    p->qos[0] ? p->qos : NULL, row->reason};
     }
-    if (w && s->sq.ok) kiln_slurm_publish_waits(d, w, n);
+    if (w && s->sq.ok) publish_waits(d, w, n);
     free(w);
     if (now - s->usage_ns_read >= 1000000000LL && !d->stop) {
-        kiln_slurm_queue_usage(d); /* GET /v1/queues: Slurm's count */
+        queue_usage(d); /* GET /v1/queues: Slurm's count */
         s->usage_ns_read = now;
     }
 }
@@ -632,6 +674,20 @@ static void slurm_tick(sup *s, int64_t now)
     kiln_slurm_alloc_list_free(&s->sq);
     kiln_slurm_alloc_list_read("kiln-", &s->sq);
     s->sq_ns_read = now;
+    /* slurmctld down or restarting: nothing is taken for lost while squeue
+     * does not answer (place_lost), so the admin is told once, and once
+     * more when it answers again */
+    if (!s->sq.ok && !s->sq_down_ns) {
+        s->sq_down_ns = now;
+        fprintf(stderr,
+                "kilnd: Slurm does not answer (squeue failed): running jobs are kept as they "
+                "are, new allocations wait; asking again every %.1f s\n",
+                SQ_EVERY_NS / 1e9);
+    } else if (s->sq.ok && s->sq_down_ns) {
+        fprintf(stderr, "kilnd: Slurm answers again, after %lld s\n",
+                (long long)((now - s->sq_down_ns) / 1000000000));
+        s->sq_down_ns = 0;
+    }
     s->dirty = true; /* Slurm may have started a pending gang: a pass looks */
     for (palloc *p = s->pending, *next; p; p = next) {
         next = p->next;
@@ -662,21 +718,27 @@ long place_lost(const sup *s, const rjob *j, char *why, size_t whylen)
     return -1;
 }
 
-bool place_ended(const sup *s, const rjob *j, size_t i, char *why, size_t whylen)
+kiln_slurm_end place_ended(const sup *s, const rjob *j, size_t i, char *why, size_t whylen)
 {
     const kiln_slot *sl = i < j->pl.n ? &j->pl.slots[i] : NULL;
-    char st[32];
-    if (!place_slurm(s) || !sl || sl->alloc <= 0) return false;
-    bool ended = kiln_slurm_alloc_ended(sl->alloc, st, sizeof st);
+    char st[64], ec[16];
+    if (!place_slurm(s) || !sl || sl->alloc <= 0) return KILN_SLURM_END_RUNNING;
     /* a replica ran in it, so it was RUNNING: PENDING (or REQUEUED,
      * CONFIGURING) again is Slurm's requeue, the same id taken away from
      * under its replicas (whichever of the two the replica's exit finds
      * first on a loaded machine) */
-    if (!ended && st[0] && strcmp(st, "RUNNING") != 0) ended = true;
-    if (!ended) return false;
-    snprintf(why, whylen, "Slurm ended allocation %ld of %s (%s)", sl->alloc, j->reps[i].task,
-             st[0] ? st : "gone from squeue");
-    return true;
+    kiln_slurm_end e = kiln_slurm_alloc_end(sl->alloc, st, sizeof st, ec, sizeof ec);
+    if (e == KILN_SLURM_END_TAKEN)
+        snprintf(why, whylen, "Slurm ended allocation %ld of %s (%s%s%s)", sl->alloc,
+                 j->reps[i].task, st[0] ? st : "gone from squeue, no accounting record",
+                 ec[0] ? ", exit code " : "", ec);
+    else if (e == KILN_SLURM_END_EXITED)
+        snprintf(why, whylen,
+                 "allocation %ld of %s ended by itself (%s%s%s): its batch script (which "
+                 "writes the layout into the job's directory as the project's user, then "
+                 "waits) ended",
+                 sl->alloc, j->reps[i].task, st, ec[0] ? ", exit code " : "", ec);
+    return e;
 }
 
 bool place_own(const rjob *j, size_t i)

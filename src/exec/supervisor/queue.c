@@ -181,8 +181,8 @@ static bool cat(char **b, size_t *n, size_t *cap, const char *fmt, ...)
     }
 }
 
-/* Everything placement looks at: the plans, the node selectors, the elastic
- * bounds. Two jobs with the same key get the same answer from the same
+/* Everything placement looks at: the plans, the node selectors and
+ * tolerations, the elastic bounds. Two jobs with the same key get the same answer from the same
  * cluster. 0 when out of memory (the job is then never skipped). */
 static uint32_t shape_id(squeue *q, const qent *e)
 {
@@ -202,6 +202,11 @@ static uint32_t shape_id(squeue *q, const qent *e)
         for (size_t i = 0; rc && i < rc->node_selector.n; i++)
             ok &= cat(&b, &n, &cap, "s%d|%s=%s;", r, rc->node_selector.keys[i],
                       rc->node_selector.vals[i]);
+        for (size_t i = 0; rc && i < rc->n_tolerations; i++) {
+            const kiln_toleration *t = &rc->tolerations[i];
+            ok &= cat(&b, &n, &cap, "t%d|%s|%s|%s|%s;", r, t->key ? t->key : "", t->op ? t->op : "",
+                      t->value ? t->value : "", t->effect ? t->effect : "");
+        }
     }
     const kiln_pytorch_job *pt = &job->training_input.pytorch_job;
     if (pt->has_elastic_policy)

@@ -1,7 +1,7 @@
 /* src/exec/supervisor/qwait.h - kilnd's record of why QUEUED jobs wait
  * (kilnd->qwait: kilnStatus.queue, docs/queues.md), kept by whichever
- * admits: kiln's own admission (admit.c) or Slurm's accounting
- * (src/exec/slurm/accounts.c). */
+ * admits: kiln's own admission (admit.c) or Slurm's accounting (place.c,
+ * with src/exec/slurm/accounts.h's reasons). */
 #ifndef KILND_QWAIT_H
 #define KILND_QWAIT_H
 

@@ -182,6 +182,8 @@ static json_t *replica_json(sup *s, rjob *j, size_t i)
         devs ? devs : json_array(), "vcpus", sl->vcpus, "memoryGb", sl->memory_gb, "dropped",
         r->dropped, "started", r->started, "restarts", r->restarts);
     if (a && r->leaving) json_object_set_new(a, "leaving", json_true());
+    /* not started yet (an MPIJob launcher waiting for its workers) */
+    if (a && !r->spawned && !r->dropped) json_object_set_new(a, "unspawned", json_true());
     /* placed by Slurm: the allocation and component it is a step of */
     if (a && sl->alloc > 0) {
         json_object_set_new(a, "slurmAllocation", json_integer(sl->alloc));

@@ -26,6 +26,7 @@
 #include "kiln/objects.h"
 #include "kiln/tune.h"
 #include "kiln/submit.h" /* kiln_job_program_args */
+#include "util/atomic.h"
 
 #include "exec/supervisor/supervisor_int.h"
 
@@ -141,8 +142,8 @@ static kiln_err fetch_packages(kilnd *d, rjob *j, char *why, size_t whylen)
                      reason);
             return err;
         }
-        kilnd_event(d, j->project, j->job_id, "INFO", "fetched %s: %llu bytes, sha256 %s", u,
-                    (unsigned long long)bytes, hex);
+        kiln_jobfiles_event(d->jobfiles, j->project, j->job_id, "INFO",
+                            "fetched %s: %llu bytes, sha256 %s", u, (unsigned long long)bytes, hex);
         j->fetch_next++;
     }
     for (; j->fetch_next < uris->n; j->fetch_next++) {
@@ -151,8 +152,9 @@ static kiln_err fetch_packages(kilnd *d, rjob *j, char *why, size_t whylen)
         err = fetched_path(u, j->fetch_next, staging, dst, sizeof dst, why, whylen);
         if (err != KILN_OK) return err;
         kilnd_mkdirs(staging);
-        kilnd_event(d, j->project, j->job_id, "INFO", "fetching %s (at most %llu bytes)", u,
-                    (unsigned long long)d->max_package_bytes);
+        kiln_jobfiles_event(d->jobfiles, j->project, j->job_id, "INFO",
+                            "fetching %s (at most %llu bytes)", u,
+                            (unsigned long long)d->max_package_bytes);
         err = kilnd_fetch_start(u, dst, d->max_package_bytes, kiln_doorbell_ring_fd(&d->wake),
                                 &j->fetch);
         if (err != KILN_OK)
@@ -320,11 +322,154 @@ static kiln_err gcs_binds(kilnd *d, const rjob *j, kiln_strv *binds)
     return KILN_OK;
 }
 
+/* An MPS share's environment (kiln/devices.h): its GPU's MPS daemon and the
+ * share's limits, its memory / N on CUDA's device 0 (the GPU is the only one
+ * it sees) and 100 / N of the SMs. */
+static kiln_err share_env(kilnd *d, const kiln_node *node, const kiln_device *sh, kiln_strv *env)
+{
+    const kiln_device *g = &node->devs[sh->parent];
+    double mib = g->memory_gb * 1024.0 / sh->n_shares;
+    char *kv[4] = {NULL, NULL, NULL, NULL};
+    kiln_err err = KILN_ENOMEM;
+    if (asprintf(&kv[0], "CUDA_MPS_PIPE_DIRECTORY=%s/mps/%d/pipe", d->data_dir, g->index) < 0 ||
+        asprintf(&kv[1], "CUDA_MPS_LOG_DIRECTORY=%s/mps/%d/log", d->data_dir, g->index) < 0 ||
+        asprintf(&kv[2], "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM", (long long)mib) < 0 ||
+        asprintf(&kv[3], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d", 100 / sh->n_shares) < 0)
+        goto out;
+    err = KILN_OK;
+    for (int k = 0; k < 4 && err == KILN_OK; k++)
+        err = kiln_strv_push(env, kv[k]);
+out:
+    for (int k = 0; k < 4; k++)
+        free(kv[k]);
+    return err;
+}
+
+static bool is_mpijob(const rjob *j)
+{
+    return j->job->has_training_input && j->job->training_input.has_mpi_job;
+}
+
+/* The record kiln-mpi-agent finds an MPIJob replica by: J/mpi/hosts/HOST
+ * with its monitor's pid (the agent ends the replica's ranks with it) and
+ * its log. */
+static kiln_err mpi_record(const rjob *j, const replica *r, const char *rlog, char *why,
+                           size_t whylen)
+{
+    char host[160], path[PATH_MAX + 200], text[PATH_MAX + 96];
+    kiln_exec_mpi_host(j->job, r->role, r->index, host, sizeof host);
+    snprintf(path, sizeof path, "%s/mpi/hosts/%s", j->dir, host);
+    int n = snprintf(text, sizeof text, "monitor %ld\nlog %s\n", (long)r->h.monitor, rlog);
+    if (kiln__write_atomic(path, text, (size_t)n, 0644) != 0) {
+        snprintf(why, whylen, "cannot write %.900s: %s", path, strerror(errno));
+        return KILN_EIO;
+    }
+    return KILN_OK;
+}
+
+/* An MPIJob attempt's J/mpi: the hostfile of its replicas, and no host
+ * records of an earlier attempt (the agent waits for this attempt's). */
+static kiln_err mpi_prepare(sup *s, rjob *j, char *why, size_t whylen)
+{
+    char path[PATH_MAX + 200], host[160];
+    size_t nt = 0;
+    kiln_err err = KILN_ENOMEM;
+    char *text = NULL;
+    kiln_exec_task *tasks = NULL;
+    if (place_slurm(s)) { /* refused at create (kiln_slurm_check_job): one stored before */
+        snprintf(why, whylen,
+                 "an MPIJob's ranks under --executor slurm (as Slurm steps) are not done yet: "
+                 "kiln runs MPIJobs with its own placer");
+        return KILN_EINVAL;
+    }
+    if (!s->d->mpi_agent) {
+        snprintf(why, whylen,
+                 "kiln-mpi-agent, the MPIJob launcher's rsh agent, is not next to "
+                 "kilnd (install it with kilnd)");
+        return KILN_EINVAL;
+    }
+    snprintf(path, sizeof path, "%s/mpi/hosts", j->dir);
+    kilnd_mkdirs(path);
+    for (size_t i = 0; i < j->n; i++) {
+        kiln_exec_mpi_host(j->job, j->reps[i].role, j->reps[i].index, host, sizeof host);
+        snprintf(path, sizeof path, "%s/mpi/hosts/%s", j->dir, host);
+        unlink(path);
+    }
+    if (!(tasks = job_tasks(s, j, &nt)) || !(text = kiln_exec_mpi_hostfile(j->job, tasks, nt)))
+        goto out;
+    snprintf(path, sizeof path, "%s/mpi/hostfile", j->dir);
+    if (kiln__write_atomic(path, text, strlen(text), 0444) != 0) {
+        snprintf(why, whylen, "cannot write %.900s: %s", path, strerror(errno));
+        err = KILN_EIO;
+        goto out;
+    }
+    const char *pol = j->job->training_input.mpi_job.launcher_creation_policy;
+    j->mpi_wait_launcher = pol && strcmp(pol, "WaitForWorkersReady") == 0;
+    err = KILN_OK;
+out:
+    free(text);
+    free(tasks);
+    return err;
+}
+
+void mpijob_adopted(rjob *j)
+{
+    const char *pol = is_mpijob(j) ? j->job->training_input.mpi_job.launcher_creation_policy : NULL;
+    if (!pol || strcmp(pol, "WaitForWorkersReady") != 0) return;
+    for (size_t i = 0; i < j->n; i++)
+        if (j->reps[i].role == KILN_ROLE_MASTER && !j->reps[i].spawned && !j->reps[i].dropped)
+            j->mpi_wait_launcher = true;
+}
+
+void mpijob_tick(sup *s, rjob *j, char *why, size_t whylen)
+{
+    size_t launcher = j->n;
+    if (!j->mpi_wait_launcher || j->after != AS_NONE) return;
+    for (size_t i = 0; i < j->n; i++) {
+        const replica *r = &j->reps[i];
+        if (r->dropped) continue;
+        if (r->role == KILN_ROLE_MASTER)
+            launcher = i;
+        else if (!r->alive || !r->started)
+            return; /* a worker not running yet */
+    }
+    if (launcher == j->n) return;
+    j->mpi_wait_launcher = false;
+    kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id, "INFO",
+                        "Every worker runs: starting the launcher (launcherCreationPolicy "
+                        "WaitForWorkersReady)");
+    if (spawn_one(s, j, launcher, why, whylen) != KILN_OK) begin_stop(s, j, AS_FAIL, "%s", why);
+}
+
 /* Starts replica `i` of a running job (every replica at first; one alone
  * when an elastic worker is restarted or added). */
+/* A container's emptyDir volumes (<role>Config.scratchMounts, checked at
+ * create) as the exec spec's scratch list: "PATH" stays a volume; a Memory
+ * one becomes a tmpfs of sizeLimit bytes, else of the container's memory
+ * limit (as Kubernetes sizes a memory-backed emptyDir), else podman's
+ * default (half the node's memory). */
+static kiln_err scratch_mounts(const kiln_replica_config *rc, kiln_strv *out)
+{
+    for (size_t k = 0; k < rc->scratch_mounts.n; k++) {
+        const char *v = rc->scratch_mounts.v[k], *mem = strstr(v, ":Memory");
+        char *m = NULL;
+        int64_t bytes = 0;
+        const char *size = mem && mem[7] == ':' ? mem + 8 : rc->memory_limit;
+        if (mem && size && !kiln_quantity_bytes(size, &bytes)) bytes = 0;
+        int n = !mem    ? asprintf(&m, "%s", v)
+                : bytes ? asprintf(&m, "%.*s:tmpfs:%lld", (int)(mem - v), v, (long long)bytes)
+                        : asprintf(&m, "%.*s:tmpfs", (int)(mem - v), v);
+        kiln_err err = n < 0 ? KILN_ENOMEM : kiln_strv_push(out, m);
+        free(m);
+        if (err != KILN_OK) return err;
+    }
+    return KILN_OK;
+}
+
 kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
 {
     kiln_strv argv = {0}, env = {0}, cargs = {0}, hosts = {0}, binds = {0}, via = {0};
+    kiln_strv scratch = {0};
     char state[PATH_MAX + 64], rlog[PATH_MAX + 64], jlog[PATH_MAX + 16], work[PATH_MAX + 16];
     char name[160] = "";
     size_t nt = 0, self = 0;
@@ -356,16 +501,24 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     const kiln_node *node = &s->d->cluster.nodes[r->node];
     const char *ids[KILN_MAX_REPLICA_DEVICES];
     char idx[KILN_MAX_REPLICA_DEVICES][16];
+    const kiln_device *share = NULL; /* an MPS share (one per replica: sched.c) */
     for (int k = 0; k < r->n_gpus; k++) {
         const kiln_device *dv = &node->devs[j->pl.slots[i].devs[k]];
         snprintf(idx[k], sizeof idx[k], "%d", dv->index);
+        if (dv->share) share = dv, dv = &node->devs[dv->parent]; /* CUDA sees the GPU */
         ids[k] = dv->simulated ? idx[k] : dv->uuid;
     }
     err =
         kiln_exec_replica_env(j->job, tasks, nt, self, ids, (size_t)r->n_gpus, r->simulated, &env);
+    if (err == KILN_OK && share) err = share_env(s->d, node, share, &env);
     if (err == KILN_OK && j->study) err = trial_env(j, &env);
     /* a CustomJob's AIP_*_DIR (a trial's under its own number) */
     if (err == KILN_OK) err = kiln_exec_vertex_dirs(j->job, j->study ? j->trial : 0, &env);
+    if (err == KILN_OK && is_mpijob(j)) {
+        char mdir[PATH_MAX + 8];
+        snprintf(mdir, sizeof mdir, "%s/mpi", j->dir);
+        err = kiln_exec_mpi_env(j->job, tasks, nt, self, mdir, s->d->mpi_agent, &env);
+    }
     if (err != KILN_OK) goto out;
     char key[64], *kkv = NULL;
     kiln_exec_coll_key(j->project, j->job_id, (long)getpid(), j->restarts, key);
@@ -386,6 +539,21 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     for (size_t k = 0; rc && k < rc->host_mounts.n; k++)
         if ((err = kiln_strv_push(&binds, rc->host_mounts.v[k])) != KILN_OK) goto out;
     if (image && (err = gcs_binds(s->d, j, &binds)) != KILN_OK) goto out;
+    if (image && rc && (err = scratch_mounts(rc, &scratch)) != KILN_OK) goto out;
+    /* persistentVolumeClaims: the directories the node config's table names
+     * (checked at create; a claim removed from the table since fails here) */
+    for (size_t k = 0; image && rc && k < rc->claim_mounts.n; k++) {
+        char *b = kiln_claims_bind(&s->d->claims, rc->claim_mounts.v[k]);
+        if (!b) {
+            snprintf(why, whylen, "claim mount %.128s: the claim is not in the node config",
+                     rc->claim_mounts.v[k]);
+            err = KILN_EINVAL;
+            goto out;
+        }
+        err = kiln_strv_push(&binds, b);
+        free(b);
+        if (err != KILN_OK) goto out;
+    }
     if ((err = kiln_exec_user_env(j->job, r->role, &env)) != KILN_OK) goto out;
     if (paths.staging) {
         /* only the staged packages: kilnd's own PYTHONPATH is not the replica's */
@@ -415,10 +583,11 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
      * twice (same name, same pid under --init), forms a group per replica. */
     for (size_t o = 0; image && o < j->n; o++) {
         size_t k = o == 0 ? i : (o <= i ? o - 1 : o);
-        char hn[160], *kv = NULL;
+        char hn[160], host[64], *kv = NULL;
         if (j->reps[k].dropped) continue;
         container_name(j, &j->reps[k], hn, sizeof hn);
-        if (asprintf(&kv, "%s:%s", hn, s->d->cluster.nodes[j->reps[k].node].address) < 0 ||
+        kiln_exec_container_hostname(hn, host); /* the name its container has */
+        if (asprintf(&kv, "%s:%s", host, s->d->cluster.nodes[j->reps[k].node].address) < 0 ||
             kiln_strv_push(&hosts, kv) != KILN_OK) {
             free(kv);
             err = KILN_ENOMEM;
@@ -427,15 +596,32 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
         free(kv);
     }
     long uid = -1, gid = -1;
-    if (kilnd_project_user(s->d, j->project, &uid, &gid, why, whylen) != KILN_OK) {
+    if (kiln_users_project(s->d->users, j->project, &uid, &gid, why, whylen) != KILN_OK) {
         err = KILN_EINVAL;
         goto out;
+    }
+    /* securityContext's runAsUser...: checked at create, and again here
+     * for a job that a kilnd with another tokens file accepted */
+    {
+        char who[256];
+        kiln_diag sd = KILN_DIAG_INIT;
+        kiln_users_who(uid, gid, who, sizeof who);
+        if (kiln_catalog_check_run_as(s->d->catalog, j->job, uid >= 0 ? uid : (long)geteuid(),
+                                      gid >= 0 ? gid : (long)getegid(), uid >= 0, who,
+                                      &sd) != KILN_OK) {
+            snprintf(why, whylen, "%s: %s", sd.n ? sd.v[0].field : "securityContext",
+                     sd.n ? sd.v[0].description : "refused");
+            kiln_diag_free(&sd);
+            err = KILN_EINVAL;
+            goto out;
+        }
+        kiln_diag_free(&sd);
     }
     if (uid >= 0) {
         /* the replica's files are its user's: the job dir, its log, work dir */
         int fd = open(rlog, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (fd >= 0) close(fd);
-        kilnd_chown_job(j->dir, uid, gid);
+        kiln_users_chown_job(j->dir, uid, gid);
         if (chown(rlog, (uid_t)uid, (gid_t)gid) < 0) { /* reported by the monitor's writes */
         }
         if (n_mounts == 2 && chown(jd, (uid_t)uid, (gid_t)gid) < 0) {
@@ -464,7 +650,10 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .state = state,
                            .job_log = jlog,
                            .rep_log = rlog,
-                           .work_dir = work,
+                           /* workingDir: in the image for a container; on the
+                              node for a process, which runs there */
+                           .work_dir = !image && rc && rc->working_dir ? rc->working_dir : work,
+                           .ctr_work_dir = image && rc ? rc->working_dir : NULL,
                            .argv = &argv,
                            .args = &cargs,
                            .env = &env,
@@ -473,6 +662,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .mounts = mounts,
                            .n_mounts = n_mounts,
                            .binds = &binds,
+                           .scratch = &scratch,
                            .pull_policy = rc ? rc->image_pull_policy : NULL,
                            .hosts = (const char *const *)hosts.v,
                            .n_hosts = hosts.n,
@@ -481,6 +671,15 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
                            .simulated = r->simulated,
                            .uid = uid,
                            .gid = gid};
+    /* securityContext (checked at create: what a process cannot carry out
+     * is refused there, honoured.c) */
+    if (rc && rc->has_security_context) {
+        spec.no_new_privs = rc->security_context.no_new_privileges;
+        spec.read_only_root = image && rc->security_context.read_only_root_filesystem;
+        /* a container: podman's --cap-drop; a process: the monitor drops
+         * them from its bounding set before it becomes the project's user */
+        spec.cap_drop = &rc->security_context.cap_drop;
+    }
     if (slurm_gpus) {
         spec.n_gpus = 0;
         spec.devices_arg = "KILN_SLURM_DEVICES";
@@ -488,6 +687,12 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     /* resources.limits (checked at create; container replicas only) */
     if (rc && image && rc->cpu_limit && !kiln_quantity_cpu_milli(rc->cpu_limit, &spec.cpu_milli))
         spec.cpu_milli = 0;
+    /* with a request below it, a limit may exceed the node (Kubernetes allows
+     * that: the cap is never reached); some podman versions refuse --cpus
+     * past the machine's CPUs (lookup.c), so the cap is the node's, which
+     * holds the container to the same */
+    if (spec.cpu_milli > 0 && node->cpus > 0 && spec.cpu_milli > (int64_t)node->cpus * 1000)
+        spec.cpu_milli = (int64_t)node->cpus * 1000;
     if (rc && image && rc->memory_limit &&
         !kiln_quantity_bytes(rc->memory_limit, &spec.memory_bytes))
         spec.memory_bytes = 0;
@@ -495,6 +700,10 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     r->moff = 0; /* kiln_exec_start forgets the previous run's metrics file */
     err = kiln_exec_start(&s->d->exec, &spec, &r->h, why, whylen);
     if (err != KILN_OK) goto out;
+    if (is_mpijob(j) && (err = mpi_record(j, r, rlog, why, whylen)) != KILN_OK) {
+        rep_signal(s, j, r, SIGKILL);
+        goto out;
+    }
     r->alive = true;
     r->spawned = true;
     r->started = false;
@@ -525,6 +734,7 @@ out:
     kiln_strv_clear(&cargs);
     kiln_strv_clear(&hosts);
     kiln_strv_clear(&binds);
+    kiln_strv_clear(&scratch);
     kiln_strv_clear(&env);
     kiln_strv_clear(&via);
     return err;
@@ -542,8 +752,10 @@ static kiln_err spawn_all(sup *s, rjob *j, char *why, size_t whylen)
         j->ps_keys[0] = '\0';
         err = KILN_EIO;
     }
+    if (err == KILN_OK && is_mpijob(j)) err = mpi_prepare(s, j, why, whylen);
     for (size_t i = 0; err == KILN_OK && i < j->n; i++)
-        if (!j->reps[i].dropped) err = spawn_one(s, j, i, why, whylen);
+        if (!j->reps[i].dropped && !(j->mpi_wait_launcher && j->reps[i].role == KILN_ROLE_MASTER))
+            err = spawn_one(s, j, i, why, whylen);
     if (err != KILN_OK) stop_all(s, j, SIGKILL);
     return err;
 }

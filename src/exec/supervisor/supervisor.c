@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "daemon/kilnd.h"
+#include "util/crc32c.h"
 #include "exec/supervisor/pskeys.h"
 #include "exec/supervisor/trainmetrics.h"
 #include "kiln/exec.h"
@@ -109,8 +110,9 @@ static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const cha
                                   msg, kiln_now_ns(), NULL) != KILN_OK)
         return;
     if (to == KILN_STATE_FAILED) d->failures_total[KILND_FAIL_UNSCHEDULABLE]++;
-    kilnd_event(d, r->project, r->job->job_id, to == KILN_STATE_FAILED ? "ERROR" : "WARNING",
-                "Job %s: %s", kiln_job_state_name(to), msg);
+    kiln_jobfiles_event(d->jobfiles, r->project, r->job->job_id,
+                        to == KILN_STATE_FAILED ? "ERROR" : "WARNING", "Job %s: %s",
+                        kiln_job_state_name(to), msg);
 }
 
 /* Elastic PyTorchJobs start with as many workers as fit now, from maxReplicas
@@ -119,9 +121,8 @@ static void fail_queued(sup *s, kiln_job_record *r, kiln_job_state to, const cha
  * the bounds), as the operator's job does before its HPA acts (hpa.c).
  * `plans` has room for KILN_ROLE_COUNT; *np is updated. Called under d->mu. */
 static kiln_err place_elastic(sup *s, const place_who *who, const kiln_job *job,
-                              kiln_replica_plan *plans, size_t *np,
-                              const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl,
-                              char *why, size_t whylen)
+                              kiln_replica_plan *plans, size_t *np, const kiln_sched_rules *ru,
+                              kiln_placement *pl, char *why, size_t whylen)
 {
     const kiln_elastic_policy *ep = &job->training_input.pytorch_job.elastic_policy;
     int64_t wo = job->training_input.pytorch_job.workers_only ? 1 : 0;
@@ -130,7 +131,7 @@ static kiln_err place_elastic(sup *s, const place_who *who, const kiln_job *job,
         if (plans[p].role == KILN_ROLE_WORKER) w = p;
     if (w == *np) { /* one Worker only: the others have the master's shape (worker 0's) */
         if (*np == 0 || *np >= KILN_ROLE_COUNT || !wo)
-            return place_job(s, who, plans, *np, sel, pl, why, whylen);
+            return place_job(s, who, plans, *np, ru, pl, why, whylen);
         plans[w] = plans[0];
         plans[w].role = KILN_ROLE_WORKER;
     }
@@ -148,7 +149,7 @@ static kiln_err place_elastic(sup *s, const place_who *who, const kiln_job *job,
     for (int64_t want = top; want >= ep->min_replicas && want >= 1; want--) {
         plans[w].count = want - wo;
         size_t n = plans[w].count > 0 ? w + 1 : w; /* a PyTorchJob has no roles past Worker */
-        err = place_job(s, who, plans, n, sel, pl, why, whylen);
+        err = place_job(s, who, plans, n, ru, pl, why, whylen);
         if (err == KILN_ECONFLICT && place_slurm(s)) break; /* Slurm's answer: it waits */
         if (err == KILN_OK) {
             *np = n;
@@ -197,8 +198,8 @@ static bool skip_now(sup *s, const qent *e, const blocked *b)
  * job waiting for busy V100s holds back the later jobs that want V100s (so a
  * big job is not starved by small ones arriving after it), while jobs wanting
  * other types, or none, may start past it. */
-static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *wait_why,
-                      size_t wait_len)
+static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra,
+                      const kiln_toleration *xtol, size_t n_xtol, char *wait_why, size_t wait_len)
 {
     kilnd *d = s->d;
     kiln_job_record *rec = e->rec;
@@ -225,11 +226,13 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
     }
     if (skip_now(s, e, b)) return;
     memcpy(plans, e->plans, np * sizeof *plans); /* place_elastic changes its copy */
-    const kiln_map *sel[KILN_ROLE_COUNT];
+    kiln_sched_rules ru; /* the roles' selectors (joined with `extra`) and tolerations */
+    kiln_sched_rules_of(rec->job, &ru);
+    ru.extra = xtol;
+    ru.n_extra = n_xtol;
+    const kiln_map **sel = ru.selector;
     kiln_map merged[KILN_ROLE_COUNT] = {0}; /* the role's selector and `extra` */
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
-        const kiln_replica_config *rc = kiln_job_role_config(rec->job, (kiln_role)r);
-        sel[r] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
         if (!extra || !extra->n) continue;
         bool ok = true;
         for (size_t i = 0; ok && sel[r] && i < sel[r]->n; i++)
@@ -245,10 +248,10 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
      * is an allocation of its own, launch_trial): nothing is asked of
      * Slurm for the job itself, only whether its shape can ever fit */
     bool study_only = rec->job->training_input.has_hyperparameters && place_slurm(s);
-    kiln_err err = study_only ? place_fits(s, plans, np, sel, why, sizeof why)
+    kiln_err err = study_only ? place_fits(s, plans, np, &ru, why, sizeof why)
                    : rec->job->training_input.pytorch_job.has_elastic_policy
-                       ? place_elastic(s, &who, rec->job, plans, &np, sel, &pl, why, sizeof why)
-                       : place_job(s, &who, plans, np, sel, &pl, why, sizeof why);
+                       ? place_elastic(s, &who, rec->job, plans, &np, &ru, &pl, why, sizeof why)
+                       : place_job(s, &who, plans, np, &ru, &pl, why, sizeof why);
     for (int r = 0; r < KILN_ROLE_COUNT; r++)
         kiln_map_clear(&merged[r]);
     if (wait_why && wait_len) snprintf(wait_why, wait_len, "%s", err == KILN_OK ? "" : why);
@@ -273,6 +276,17 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
         place_release(s, &pl);
         kiln_placement_free(&pl);
         return;
+    }
+    /* sbatch refused it (an account or QOS Slurm does not know, slurmctld
+     * down): it is asked again at each pass, and its log says Slurm's words
+     * each time they change, not at every pass */
+    if (err == KILN_ECONFLICT && place_slurm(s) && strncmp(why, "sbatch: ", 8) == 0) {
+        uint32_t h = kiln_crc32c_update(0, why, strlen(why)) | 1;
+        if (h != e->refused)
+            kiln_jobfiles_event(d->jobfiles, rec->project, rec->job->job_id, "WARNING",
+                                "Slurm refused its allocation (%s); kilnd asks again at each pass",
+                                why);
+        e->refused = h;
     }
     if (err != KILN_OK && place_slurm(s)) return; /* Slurm keeps the order of what waits */
     if (err != KILN_OK) { /* waits for devices: later jobs wanting them wait behind it */
@@ -316,7 +330,7 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
     gpu_usage_load(j, rec->runtime);                    /* and its GPU time so far */
     j->next = s->jobs;
     s->jobs = j; /* from here on the job is released through the normal path */
-    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    kiln_jobfiles_dir(d->jobfiles, j->project, j->job_id, j->dir, sizeof j->dir);
     char sub[PATH_MAX + 16];
     snprintf(sub, sizeof sub, "%s/replicas", j->dir);
     kilnd_mkdirs(sub);
@@ -332,8 +346,8 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra, char *
             return;
         }
     }
-    kilnd_event(d, j->project, j->job_id, "INFO", "Job PREPARING: placed %zu replica%s", j->n,
-                j->n == 1 ? "" : "s");
+    kiln_jobfiles_event(d->jobfiles, j->project, j->job_id, "INFO",
+                        "Job PREPARING: placed %zu replica%s", j->n, j->n == 1 ? "" : "s");
     /* a runtimeVersion the catalog mapped at create, and no longer maps
      * (kilnd restarted with another --catalog): no image to run it in */
     const kiln_training_input *jti = &j->job->training_input;
@@ -371,13 +385,14 @@ nomem:
     kiln_placement_free(&pl);
 }
 
-bool start_admitted(sup *s, qent *e, const kiln_map *extra, char *why, size_t whylen)
+bool start_admitted(sup *s, qent *e, const kiln_map *extra, const kiln_toleration *xtol,
+                    size_t n_xtol, char *why, size_t whylen)
 {
     blocked b = {0}; /* admission ordered the jobs: no holding back by type here */
     rjob *before = s->jobs;
     if (why && whylen) why[0] = 0;
     /* a started job's spec moves to its rjob (e->rec->job is then NULL) */
-    try_start(s, e, &b, extra, why, whylen);
+    try_start(s, e, &b, extra, xtol, n_xtol, why, whylen);
     return s->jobs != before && s->jobs && strcmp(s->jobs->project, e->rec->project) == 0;
 }
 
@@ -407,7 +422,7 @@ static void schedule(sup *s)
         if ((e->max_wait_ns == INT64_MAX || kiln_now_ns() <= e->max_wait_ns) && skip_now(s, e, &b))
             continue;
         if (!is_running(s, &rs, e->rec->project, e->rec->job->job_id))
-            try_start(s, e, &b, NULL, NULL, 0);
+            try_start(s, e, &b, NULL, NULL, 0, NULL, 0);
     }
     free(rs.tab);
     clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -467,10 +482,11 @@ static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
     char why[512];
     if (!r->leaving && r->restarts < max) {
         r->restarts++;
-        kilnd_event(s->d, j->project, j->job_id, "WARNING",
-                    "%s exited with status %d: starting it again alone (restart %d of at most %d, "
-                    "elasticPolicy.maxRestarts); the other workers carry on",
-                    r->task, code, r->restarts, max);
+        kiln_jobfiles_event(
+            s->d->jobfiles, j->project, j->job_id, "WARNING",
+            "%s exited with status %d: starting it again alone (restart %d of at most %d, "
+            "elasticPolicy.maxRestarts); the other workers carry on",
+            r->task, code, r->restarts, max);
         close_replica(s, j, r);
         if (spawn_one(s, j, (size_t)(r - j->reps), why, sizeof why) != KILN_OK)
             begin_stop(s, j, AS_FAIL, "%s", why);
@@ -485,14 +501,14 @@ static bool elastic_exit(sup *s, rjob *j, replica *r, int code)
     }
     drop_replica(s, j, r);
     close_replica(s, j, r);
-    kilnd_event(s->d, j->project, j->job_id, "WARNING",
-                "%s left the job (%s); %d workers carry on (minReplicas %d, maxReplicas %d)",
-                r->task,
-                !was_leaving    ? "out of restarts"
-                : r->scaled_in  ? "the autoscaler took it away"
-                : r->alloc_gone ? "Slurm ended its allocation"
-                                : "its node is drained",
-                live_workers(j), j->el_min, j->el_max);
+    kiln_jobfiles_event(
+        s->d->jobfiles, j->project, j->job_id, "WARNING",
+        "%s left the job (%s); %d workers carry on (minReplicas %d, maxReplicas %d)", r->task,
+        !was_leaving    ? "out of restarts"
+        : r->scaled_in  ? "the autoscaler took it away"
+        : r->alloc_gone ? "Slurm ended its allocation"
+                        : "its node is drained",
+        live_workers(j), j->el_min, j->el_max);
     save_runtime(s, j);
     return true;
 }
@@ -518,9 +534,10 @@ static void shrink(sup *s, rjob *j, int want)
             rep_signal(s, j, pick, SIGTERM);
             pick->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
         }
-        kilnd_event(s->d, j->project, j->job_id, "INFO",
-                    "Removing %s: the autoscaler wants %d workers (SIGTERM, SIGKILL after %d ms)",
-                    pick->task, want, s->d->grace_ms);
+        kiln_jobfiles_event(
+            s->d->jobfiles, j->project, j->job_id, "INFO",
+            "Removing %s: the autoscaler wants %d workers (SIGTERM, SIGKILL after %d ms)",
+            pick->task, want, s->d->grace_ms);
     }
     save_runtime(s, j);
 }
@@ -549,8 +566,10 @@ static void grow(sup *s, rjob *j, int64_t now)
     plans[w].count = 1;
     const kiln_replica_config *rc = kiln_job_role_config(j->job, KILN_ROLE_WORKER);
     if (!rc) rc = kiln_job_role_config(j->job, KILN_ROLE_MASTER);
-    const kiln_map *sel[KILN_ROLE_COUNT] = {0};
-    sel[KILN_ROLE_WORKER] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
+    kiln_sched_rules ru = {0}; /* the worker's, from the config its shape has */
+    ru.selector[KILN_ROLE_WORKER] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
+    ru.tolerations[KILN_ROLE_WORKER] = rc ? rc->tolerations : NULL;
+    ru.n_tolerations[KILN_ROLE_WORKER] = rc ? rc->n_tolerations : 0;
     int index = 0;
     for (size_t i = 0; i < j->n; i++)
         if (j->reps[i].role == KILN_ROLE_WORKER && j->reps[i].index >= index)
@@ -559,7 +578,7 @@ static void grow(sup *s, rjob *j, int64_t now)
     snprintf(tag, sizeof tag, "-w%d", index);
     place_who who = {j->project, j->job_id, tag, j->job};
     if (place_slurm(s)) j->grow_at_ns = now + 200000000LL; /* Slurm's answer comes by squeue */
-    kiln_err err = place_job(s, &who, &plans[w], 1, sel, &pl, why, sizeof why);
+    kiln_err err = place_job(s, &who, &plans[w], 1, &ru, &pl, why, sizeof why);
     if (err != KILN_OK) return;
     replica *reps = realloc(j->reps, (j->n + 1) * sizeof *reps);
     if (reps) j->reps = reps;
@@ -577,10 +596,10 @@ static void grow(sup *s, rjob *j, int64_t now)
     replica_from_slot(s, r, &j->pl.slots[j->pl.n - 1]); /* a worker: plans[w].role */
     r->port = port;
     kiln_placement_free(&pl);
-    kilnd_event(d, j->project, j->job_id, "INFO",
-                "Adding %s: %s; the job now has %d of at most %d workers", r->task,
-                j->hpa ? "the autoscaler wants more workers" : "devices are free", live_workers(j),
-                j->el_max);
+    kiln_jobfiles_event(d->jobfiles, j->project, j->job_id, "INFO",
+                        "Adding %s: %s; the job now has %d of at most %d workers", r->task,
+                        j->hpa ? "the autoscaler wants more workers" : "devices are free",
+                        live_workers(j), j->el_max);
     if (spawn_one(s, j, j->n - 1, why, sizeof why) != KILN_OK) begin_stop(s, j, AS_FAIL, "%s", why);
     save_runtime(s, j);
 }
@@ -590,17 +609,17 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
     int code = r->code;
     r->handled = true;
     if (r->failed) { /* it could never run: no restart policy can help */
-        kilnd_event(s->d, j->project, j->job_id, "ERROR", "%s", r->why);
+        kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id, "ERROR", "%s", r->why);
         begin_stop(s, j, AS_FAIL, "%s", r->why);
         return;
     }
     if (r->lost)
-        kilnd_event(s->d, j->project, j->job_id, "WARNING",
-                    "%s: %s; counted as killed (status %d) for its restart policy", r->task, r->why,
-                    code);
+        kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id, "WARNING",
+                            "%s: %s; counted as killed (status %d) for its restart policy", r->task,
+                            r->why, code);
     else
-        kilnd_event(s->d, j->project, j->job_id, code ? "WARNING" : "INFO",
-                    "%s exited with status %d", r->task, code);
+        kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id, code ? "WARNING" : "INFO",
+                            "%s exited with status %d", r->task, code);
     if (j->after != AS_NONE) return; /* stopping anyway */
     /* placed by Slurm: a step killed because Slurm ended its allocation
      * (scancel, a node lost, preempted) failed through no fault of its
@@ -613,18 +632,50 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
      * gang's only replica (minReplicas 1): its allocation ending queues the
      * job again rather than letting it leave */
     bool rdzv_host = j->wo && r->role == KILN_ROLE_MASTER;
-    /* (whatever the status: a shell whose child Slurm killed may still end 0) */
-    if (place_ended(s, j, ri, lost, sizeof lost)) {
+    /* One rule for how a replica under Slurm ends, by Slurm's record of
+     * its allocation (whatever the status: a shell whose child Slurm
+     * killed may still end 0): Slurm took the allocation away, and the job
+     * is queued again without a restart counted, up to
+     * KILND_SLURM_FREE_REQUEUES times; or the allocation ended by itself
+     * (its script failed: a set-up that cannot work), or still runs, and
+     * the exit goes to the restart policy and backoffLimit below. */
+    kiln_slurm_end how = place_ended(s, j, ri, lost, sizeof lost);
+    if (how == KILN_SLURM_END_TAKEN) {
         if (elastic_worker(j, r) && !rdzv_host && place_own(j, ri)) {
             r->leaving = true;
             r->alloc_gone = true; /* elastic_exit says why it left */
-            kilnd_event(s->d, j->project, j->job_id, "WARNING", "%s: the worker leaves the job",
-                        lost);
+            kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id, "WARNING",
+                                "%s: the worker leaves the job", lost);
+        } else if (j->restarts - j->failures < KILND_SLURM_FREE_REQUEUES) {
+            begin_stop(s, j, AS_REQUEUE,
+                       "%s; the job is queued again (free requeue %d of at most %d)", lost,
+                       j->restarts - j->failures + 1, KILND_SLURM_FREE_REQUEUES);
+            return;
         } else {
-            begin_stop(s, j, AS_REQUEUE, "%s; the job is queued again", lost);
+            kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id, "WARNING",
+                                "%s, the job's %d free requeues spent: counted as a failure", lost,
+                                KILND_SLURM_FREE_REQUEUES);
+            if (code == 0) code = 1;
+        }
+    } else if (how == KILN_SLURM_END_EXITED) {
+        kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id, "WARNING", "%s", lost);
+        if (code == 0) code = 1; /* its step was killed with it: a failure */
+        /* the allocation is gone: a retry the restart policy allows needs a
+         * new one (a restart in place would die at start), counted */
+        const char *p = kiln_job_restart_policy(j->job, r->role);
+        if (!elastic_worker(j, r) && kiln_restart_policy_retries(p, code) &&
+            j->failures < kiln_job_backoff_limit(j->job)) {
+            j->alloc_failed = true;
+            begin_stop(s, j, AS_REQUEUE,
+                       "The replica %s exited with status %d (%s); the job is queued again for "
+                       "a new allocation (restart policy %s, restart %d of at most %d)",
+                       r->task, code, lost, p, j->failures + 1, kiln_job_backoff_limit(j->job));
             return;
         }
     }
+    /* what the restart and failure messages say of Slurm's record */
+    char cause[560] = "";
+    if (how == KILN_SLURM_END_EXITED) snprintf(cause, sizeof cause, " (%s)", lost);
     if (elastic_exit(s, j, r, code)) return;
     const char *pol = kiln_job_restart_policy(j->job, r->role);
     if (code == 0 && r->role == KILN_ROLE_MASTER) {
@@ -636,22 +687,22 @@ static void on_exit_of(sup *s, rjob *j, replica *r)
     if (retry && j->failures < kiln_job_backoff_limit(j->job)) {
         /* an all-reduce group cannot lose a member: restart all of it */
         begin_stop(s, j, AS_RESTART,
-                   "The replica %s exited with status %d%s; restarting the job's replicas "
+                   "The replica %s exited with status %d%s%s; restarting the job's replicas "
                    "(restart policy %s, restart %d of at most %d)",
-                   r->task, code, r->lost ? " (its monitor is gone)" : "", pol, j->failures + 1,
-                   kiln_job_backoff_limit(j->job));
+                   r->task, code, r->lost ? " (its monitor is gone)" : "", cause, pol,
+                   j->failures + 1, kiln_job_backoff_limit(j->job));
         return;
     }
     j->fail_reason = retry ? KILND_FAIL_BACKOFF_LIMIT : KILND_FAIL_REPLICA_EXIT;
     if (retry)
         begin_stop(s, j, AS_FAIL,
-                   "The replica %s exited with a non-zero status of %d; the backoff limit (%d "
-                   "restarts) is reached.",
-                   r->task, code, kiln_job_backoff_limit(j->job));
+                   "The replica %s exited with a non-zero status of %d%s; the backoff limit "
+                   "(%d restarts) is reached.",
+                   r->task, code, cause, kiln_job_backoff_limit(j->job));
     else
         begin_stop(s, j, AS_FAIL,
-                   "The replica %s exited with a non-zero status of %d (restart policy %s)%s%s.",
-                   r->task, code, pol, r->lost ? ": " : "", r->lost ? r->why : "");
+                   "The replica %s exited with a non-zero status of %d (restart policy %s)%s%s%s.",
+                   r->task, code, pol, r->lost ? ": " : "", r->lost ? r->why : "", cause);
 }
 
 static void enter_running(sup *s, rjob *j);
@@ -688,10 +739,11 @@ static void finish(sup *s, rjob *j, rjob **link)
         j->restarts++;
         /* a GPU that failed under it counts against backoffLimit; a drain
          * or a preemption does not */
-        j->failures += j->gpu_failure;
-        d->restarts_total[j->gpu_failure ? KILND_RESTART_GPU
-                          : j->preempted ? KILND_RESTART_PREEMPTED
-                                         : KILND_RESTART_DRAIN]++;
+        j->failures += j->gpu_failure || j->alloc_failed;
+        d->restarts_total[j->gpu_failure    ? KILND_RESTART_GPU
+                          : j->alloc_failed ? KILND_RESTART_FAILURE
+                          : j->preempted    ? KILND_RESTART_PREEMPTED
+                                            : KILND_RESTART_DRAIN]++;
         json_t *gu = gpu_usage_json(j);
         char *keep = runtime_for_requeue(j->metrics, NULL, gu);
         json_decref(gu);
@@ -784,13 +836,12 @@ static void check_job(sup *s, rjob *j, bool woken, int64_t now)
 }
 
 /* Collects exited monitors and helpers (`podman kill`): their exits are
- * learnt from the monitors' files, so this only keeps zombies away. */
+ * learnt from the monitors' files, so this only keeps zombies away. Only
+ * those (kiln_exec_reap): other threads wait for their own children. */
 static void reap(sup *s)
 {
-    int status;
     (void)s;
-    while (waitpid(-1, &status, WNOHANG) > 0) {
-    }
+    kiln_exec_reap();
 }
 
 /* Asks every replica's monitor where it is. */
@@ -885,11 +936,11 @@ static bool drain_elastic(sup *s, rjob *j, size_t n)
             r->kill_at_ns = kiln_now_ns() + (int64_t)s->d->grace_ms * 1000000;
         }
     }
-    kilnd_event(s->d, j->project, j->job_id, "WARNING",
-                "Node %s is being drained (maintenance): %d worker%s leave%s the job "
-                "(SIGTERM, SIGKILL after %d ms); %d carry on (minReplicas %d)",
-                s->d->cluster.nodes[n].name, leaving, leaving == 1 ? "" : "s",
-                leaving == 1 ? "s" : "", s->d->grace_ms, live_workers(j), j->el_min);
+    kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id, "WARNING",
+                        "Node %s is being drained (maintenance): %d worker%s leave%s the job "
+                        "(SIGTERM, SIGKILL after %d ms); %d carry on (minReplicas %d)",
+                        s->d->cluster.nodes[n].name, leaving, leaving == 1 ? "" : "s",
+                        leaving == 1 ? "s" : "", s->d->grace_ms, live_workers(j), j->el_min);
     return true;
 }
 
@@ -921,10 +972,11 @@ static void drains(sup *s)
             if (on && j->after == AS_NONE && drain_elastic(s, j, n)) {
                 continue;
             } else if (on && j->after == AS_NONE) {
-                kilnd_event(d, j->project, j->job_id, "WARNING",
-                            "Node %s is being drained (maintenance): stopping replicas with "
-                            "SIGTERM, SIGKILL after %d ms",
-                            d->cluster.nodes[n].name, d->grace_ms);
+                kiln_jobfiles_event(
+                    d->jobfiles, j->project, j->job_id, "WARNING",
+                    "Node %s is being drained (maintenance): stopping replicas with "
+                    "SIGTERM, SIGKILL after %d ms",
+                    d->cluster.nodes[n].name, d->grace_ms);
                 begin_stop(s, j, AS_REQUEUE,
                            "Replicas stopped for the drain of node %s; the job is queued "
                            "again and resumes from its newest checkpoint",
@@ -962,11 +1014,13 @@ static bool tick(sup *s, bool woken)
         long li = j->after == AS_NONE && !j->fetch ? place_lost(s, j, lost, sizeof lost) : -1;
         if (li >= 0 && j->reps[li].alive && !j->reps[li].alloc_gone) {
             j->reps[li].alloc_gone = true;
-            kilnd_event(d, j->project, j->job_id, "WARNING", "%s", lost);
+            kiln_jobfiles_event(d->jobfiles, j->project, j->job_id, "WARNING", "%s", lost);
             rep_signal(s, j, &j->reps[li], SIGKILL);
         }
         /* a package fetched (or cancelled): the attempt goes on (or ends) */
         if (j->fetch && kilnd_fetch_done(j->fetch)) spawn_attempt(s, j);
+        char mwhy[1024];
+        mpijob_tick(s, j, mwhy, sizeof mwhy); /* a launcher waiting for its workers */
         mark_running(s, j);
         for (size_t i = 0; i < j->n; i++)
             pump_metrics(s, j, &j->reps[i]);
@@ -996,7 +1050,7 @@ static bool tick(sup *s, bool woken)
      * API, a job that ended) and every second anyway (maxWaitTime). */
     if (!d->stop && (woken || s->dirty)) schedule(s);
     if (!d->stop) start_trials(s);
-    if (!d->stop) kilnd_ttl_tick(d, now); /* runPolicy.ttlSecondsAfterFinished */
+    if (!d->stop) kiln_jobfiles_ttl_tick(d->jobfiles, now); /* runPolicy.ttlSecondsAfterFinished */
     s->dirty = false;
     return true;
 }

@@ -113,11 +113,15 @@ typedef struct rjob {
     double gpu_seconds, util_sum;
     long long util_n;
     bool gpu_failure;  /* AS_REQUEUE because a GPU it held failed (a failure, not a drain) */
+    bool alloc_failed; /* AS_REQUEUE because its Slurm allocation ended by itself (a failure) */
     bool gpus_moved;   /* adopted: its GPUs (by UUID) have other indices than recorded */
     int trial;         /* the trial's id */
     json_t *preempted; /* --queues: it is being preempted: who and why (kept when requeued) */
     int64_t create_ns; /* the job's createTime (0: unknown), for preemption's "newer" */
     int64_t admit_ns;  /* when this run was placed (adopted: its start), for victims' order */
+    /* an MPIJob with launcherCreationPolicy WaitForWorkersReady: its
+     * launcher (kiln's master) starts once every worker runs (mpijob_tick) */
+    bool mpi_wait_launcher;
     struct rjob *next;
 } rjob;
 
@@ -143,10 +147,11 @@ typedef struct qent {
     size_t np;
     const char *types[KILN_ROLE_COUNT]; /* its accelerator types, each once */
     size_t nt;
-    uint32_t shape; /* interned placement shape; 0 = unknown */
-    bool fits;      /* placement said OK or ECONFLICT once: it can fit this cluster */
-    bool gone;      /* started or failed in a pass: leaves at the next one */
-    bool running;   /* its job runs already (a requeue not yet seen): not admitted */
+    uint32_t shape;   /* interned placement shape; 0 = unknown */
+    bool fits;        /* placement said OK or ECONFLICT once: it can fit this cluster */
+    bool gone;        /* started or failed in a pass: leaves at the next one */
+    bool running;     /* its job runs already (a requeue not yet seen): not admitted */
+    uint32_t refused; /* under Slurm: CRC of sbatch's last refusal told in its log (0: none) */
     /* admit.c, under Slurm: admitted against quota with assignment q_a (at
      * q_admit_ns) and its allocation asked of Slurm, not yet running: it
      * holds that quota until it starts or is given up. Lost when the entry
@@ -167,12 +172,15 @@ typedef struct sup {
     tstudy *studies;
     /* what the GPU watch said last (gpus.c) */
     uint64_t gpu_health_gen, gpu_sample_gen;
+    bool gpu_check_done;       /* the first round of GPU checks (kilnd --gpu-check) ran */
+    int64_t gpu_check_next_ns; /* when the next round is due (--gpu-check-every) */
     int64_t gpu_last_ns;
     /* place.c, under Slurm: allocations asked for and not yet handed to a
      * job, and squeue's last answer about kiln's allocations */
     struct palloc *pending;
     kiln_slurm_alloc_list sq;
     int64_t sq_ns_read, sq_fast_until;
+    int64_t sq_down_ns;    /* when squeue first went unanswered (0: it answers) */
     int64_t usage_ns_read; /* --slurm-queues accounts: scontrol's usage, last read */
     size_t spos_n;         /* Slurm queue positions published (kilnd_spos) */
     int64_t spos_ns_read;  /* and when squeue of the partition was last read */
@@ -255,6 +263,10 @@ const char *image_of(const kiln_catalog *c, const kiln_job *job, kiln_role role)
 /* place.c: the placement backends (kiln's scheduler, or Slurm with
  * --executor slurm) and what a replica placed by Slurm needs to run */
 bool place_slurm(const sup *s);
+/* spawn.c: starts a waiting MPIJob launcher once every worker runs */
+void mpijob_tick(sup *s, rjob *j, char *why, size_t whylen);
+/* adopt.c: an adopted MPIJob whose launcher had not started waits again */
+void mpijob_adopted(rjob *j);
 /* Whose gang is placed: a job, and `tag` for one of its parts ("-t3":
  * trial 3, "-w4": elastic worker 4; NULL: the job's gang). Under Slurm the
  * allocation is "kiln-PROJECT-JOB" then the tag, its files in the job's
@@ -272,8 +284,7 @@ typedef struct place_who {
  * what. Under Slurm the allocation is asked for once and looked at on
  * every call until Slurm runs it. */
 kiln_err place_job(sup *s, const place_who *w, const kiln_replica_plan *plans, size_t np,
-                   const kiln_map *const sel[KILN_ROLE_COUNT], kiln_placement *pl, char *why,
-                   size_t whylen);
+                   const kiln_sched_rules *ru, kiln_placement *pl, char *why, size_t whylen);
 /* Under Slurm: whether w's allocation was asked for and is not yet handed
  * to it (pending in Slurm, or running with its layout not yet read), `why`
  * saying which ("allocation N is pending (Resources)"). Admission
@@ -285,8 +296,8 @@ void place_forget(sup *s, const place_who *w);
 /* Whether plans[0..np) can ever be placed (KILN_OK, also when the nodes
  * are busy now), else why not (KILN_EINVAL, KILN_ELIMIT); places nothing
  * and asks nothing of Slurm. */
-kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np,
-                    const kiln_map *const sel[KILN_ROLE_COUNT], char *why, size_t whylen);
+kiln_err place_fits(sup *s, const kiln_replica_plan *plans, size_t np, const kiln_sched_rules *ru,
+                    char *why, size_t whylen);
 /* Under Slurm: cancels the jobs' gang allocations (not trials', not
  * elastic workers') that no call asked for since `since`: in an admission
  * pass, once it has asked again for every one it keeps and before it asks
@@ -306,9 +317,18 @@ int place_wait_ms(const sup *s, int64_t now);
 /* A running job's allocation ended under it (a node failed, scancel): the
  * slot of the first replica it held, or -1. */
 long place_lost(const sup *s, const rjob *j, char *why, size_t whylen);
-/* Replica i's allocation has ended, asked of Slurm now: what its exit
- * means is then the allocation's loss, not the program's failure. */
-bool place_ended(const sup *s, const rjob *j, size_t i, char *why, size_t whylen);
+/* How replica i's allocation ended, asked of Slurm now (squeue, then
+ * sacct: kiln_slurm_alloc_end), `why` saying so with Slurm's words:
+ * TAKEN, its exit is the allocation's loss, not the program's failure;
+ * EXITED, the allocation's own script ended (a set-up that cannot work:
+ * the program's failure, for its restart policy); RUNNING (or not placed
+ * by Slurm), the replica exited by itself. */
+kiln_slurm_end place_ended(const sup *s, const rjob *j, size_t i, char *why, size_t whylen);
+/* Free requeues of one job (restarts that counted no failure: Slurm taking
+ * its allocation away, drains, preemptions; kilnStatus.restarts less
+ * .failures, kept in the store) after which Slurm taking it away counts
+ * against backoffLimit, so a job Slurm keeps taking back still ends. */
+#define KILND_SLURM_FREE_REQUEUES 10
 /* Replica i holds an allocation of its own (an elastic worker's). */
 bool place_own(const rjob *j, size_t i);
 void place_free(sup *s);
@@ -341,9 +361,13 @@ void squeue_gone(sup *s, qent *e);
 
 /* supervisor.c: places and starts one queued job whose every replica must
  * also land on nodes with `extra`'s labels (a Kueue flavor's nodeLabels;
- * NULL: none). True when it started (it is s->jobs' head); else `why`
- * says what placement answered ("" when the job left the queue). */
-bool start_admitted(sup *s, qent *e, const kiln_map *extra, char *why, size_t whylen);
+ * NULL: none) and tolerates, besides its own tolerations, xtol[0..n_xtol)
+ * (the flavor's tolerations, which Kueue adds to an admitted workload's
+ * pods; the caller's, for the call). True when it started (it is s->jobs'
+ * head); else `why` says what placement answered ("" when the job left
+ * the queue). */
+bool start_admitted(sup *s, qent *e, const kiln_map *extra, const kiln_toleration *xtol,
+                    size_t n_xtol, char *why, size_t whylen);
 
 /* Whether kiln's own admission (admit.c) decides what starts: a --queues
  * file that Slurm's accounting does not carry out (--slurm-queues accounts,

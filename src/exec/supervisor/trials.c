@@ -91,7 +91,7 @@ void study_begin(sup *s, kiln_job_record *rec)
     if (!t->st && msg[0]) { /* resumePreviousJobId's study is gone */
         kiln_store_job_transition(d->store, rec->project, id, KILN_STATE_MASK(PREPARING),
                                   KILN_STATE_FAILED, msg, kiln_now_ns(), NULL);
-        kilnd_event(d, rec->project, id, "ERROR", "Job FAILED: %s", msg);
+        kiln_jobfiles_event(d->jobfiles, rec->project, id, "ERROR", "Job FAILED: %s", msg);
         study_free(s, t);
         return;
     }
@@ -106,12 +106,13 @@ void study_begin(sup *s, kiln_job_record *rec)
             t->start_ns = fresh->start_ns;
         kiln_job_record_free(fresh);
     }
-    kilnd_event(d, rec->project, id, "INFO",
-                "Job RUNNING: a hyperparameter tuning study of %lld trials, %lld at once (%zu "
-                "trials kept from before)",
-                (long long)(hp->max_trials > 0 ? hp->max_trials : 1),
-                (long long)(hp->max_parallel_trials > 0 ? hp->max_parallel_trials : 1),
-                kiln_study_trial_count(t->st));
+    kiln_jobfiles_event(
+        d->jobfiles, rec->project, id, "INFO",
+        "Job RUNNING: a hyperparameter tuning study of %lld trials, %lld at once (%zu "
+        "trials kept from before)",
+        (long long)(hp->max_trials > 0 ? hp->max_trials : 1),
+        (long long)(hp->max_parallel_trials > 0 ? hp->max_parallel_trials : 1),
+        kiln_study_trial_count(t->st));
     return;
 fail:
     study_free(s, t);
@@ -168,15 +169,15 @@ static void study_end(sup *s, tstudy *t)
         kiln_store_job_transition(d->store, t->project, t->job_id,
                                   KILN_STATE_MASK(CANCELLING) | KILN_STATE_MASK(RUNNING),
                                   KILN_STATE_CANCELLED, NULL, now, NULL);
-        kilnd_event(d, t->project, t->job_id, "INFO", "%s", msg);
+        kiln_jobfiles_event(d->jobfiles, t->project, t->job_id, "INFO", "%s", msg);
     } else if (end == KILN_STATE_SUCCEEDED) {
         kiln_store_job_transition(d->store, t->project, t->job_id, KILN_STATE_MASK(RUNNING),
                                   KILN_STATE_SUCCEEDED, NULL, now, NULL);
-        kilnd_event(d, t->project, t->job_id, "INFO", "%s", msg);
+        kiln_jobfiles_event(d->jobfiles, t->project, t->job_id, "INFO", "%s", msg);
     } else {
         kiln_store_job_transition(d->store, t->project, t->job_id, KILN_STATE_MASK(RUNNING),
                                   KILN_STATE_FAILED, msg, now, NULL);
-        kilnd_event(d, t->project, t->job_id, "ERROR", "Job FAILED: %s", msg);
+        kiln_jobfiles_event(d->jobfiles, t->project, t->job_id, "ERROR", "Job FAILED: %s", msg);
     }
     study_free(s, t);
 }
@@ -247,9 +248,9 @@ void trial_finish(sup *s, rjob *j)
     if (t) trial_read(j, t);
     if (t) kiln_study_end(st->st, t, end, kiln_now_ns());
     st->running--;
-    kilnd_event(s->d, j->project, j->job_id, end == KILN_TRIAL_FAILED ? "ERROR" : "INFO",
-                "Trial %d ended %s%s%s", j->trial, kiln_trials_end_word(end), msg[0] ? ": " : "",
-                msg);
+    kiln_jobfiles_event(s->d->jobfiles, j->project, j->job_id,
+                        end == KILN_TRIAL_FAILED ? "ERROR" : "INFO", "Trial %d ended %s%s%s",
+                        j->trial, kiln_trials_end_word(end), msg[0] ? ": " : "", msg);
     j->study = NULL; /* the rjob's runtime record is the study's from here */
     study_save(s, st);
     if (st->running == 0 && (st->cancelling || kiln_study_finished(st->st))) study_end(s, st);
@@ -262,13 +263,10 @@ static bool launch_trial(sup *s, tstudy *st)
     kiln_replica_plan plans[KILN_ROLE_COUNT];
     kiln_placement pl = {0};
     char why[512];
-    const kiln_map *sel[KILN_ROLE_COUNT];
+    kiln_sched_rules ru;
     size_t np = kiln_catalog_plan(d->catalog, st->job, plans);
     if (np == 0) return false;
-    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
-        const kiln_replica_config *rc = kiln_job_role_config(st->job, (kiln_role)r);
-        sel[r] = rc && rc->node_selector.n ? &rc->node_selector : NULL;
-    }
+    kiln_sched_rules_of(st->job, &ru);
     kiln_err err;
     if (!kiln_study_may_start(st->st)) { /* no next trial: none waits */
         if (kiln_admits(d)) trial_wait_clear(s, st->project, st->job_id);
@@ -282,7 +280,7 @@ static bool launch_trial(sup *s, tstudy *st)
     if (kiln_admits(d)) /* each trial is admitted against its job's quota */
         err = admit_trial(s, &who, st->job, plans, np, &pl, why, sizeof why);
     else
-        err = place_job(s, &who, plans, np, sel, &pl, why, sizeof why);
+        err = place_job(s, &who, plans, np, &ru, &pl, why, sizeof why);
     if (err != KILN_OK) return false;
     kiln_trial *t = kiln_study_next(st->st, kiln_now_ns());
     rjob *j = t ? calloc(1, sizeof *j) : NULL;
@@ -309,7 +307,7 @@ static bool launch_trial(sup *s, tstudy *st)
     st->running++;
     j->next = s->jobs;
     s->jobs = j; /* from here on released through the normal path */
-    kilnd_job_dir(d, j->project, j->job_id, j->dir, sizeof j->dir);
+    kiln_jobfiles_dir(d->jobfiles, j->project, j->job_id, j->dir, sizeof j->dir);
     char sub[PATH_MAX + 32];
     snprintf(sub, sizeof sub, "%s/replicas", j->dir);
     kilnd_mkdirs(sub);
@@ -334,8 +332,8 @@ static bool launch_trial(sup *s, tstudy *st)
             return true;
         }
     }
-    kilnd_event(d, j->project, j->job_id, "INFO", "Trial %d: placed %zu replica%s", j->trial, j->n,
-                j->n == 1 ? "" : "s");
+    kiln_jobfiles_event(d->jobfiles, j->project, j->job_id, "INFO",
+                        "Trial %d: placed %zu replica%s", j->trial, j->n, j->n == 1 ? "" : "s");
     spawn_attempt(s, j);
     return true;
 }

@@ -14,7 +14,7 @@
  *         machines without a GPU, against that reference.
  *   cuda  src/cuda/backend.c, built as the plugin libkiln_cuda_backend.so
  *         (cuBLAS, cuDNN, own kernels) and loaded with dlopen when a model
- *         is put on a GPU (backend/load.c): kiln-train and every program on
+ *         is put on a GPU (backend/backend_load.c): kiln-train and every program on
  *         the runtime start without CUDA's libraries, and a machine without
  *         them gets an error naming the missing library instead of a
  *         program that does not start.
@@ -46,7 +46,7 @@
 
 #include "ops/ops.h" /* kiln_conv_shape, kiln_pool_shape */
 
-#define KILN__BACKEND_ABI 3
+#define KILN__BACKEND_ABI 5
 /* the plugin's one exported symbol: const kiln__backend *kiln_cuda_backend_v1(void) */
 #define KILN__CUDA_BACKEND_SYMBOL "kiln_cuda_backend_v1"
 #define KILN__CUDA_BACKEND_LIB    "libkiln_cuda_backend.so"
@@ -68,6 +68,16 @@ enum {
 };
 #define KILN__HYPER_MAX 8
 
+/* set_option's options (the ResNet's variants, models/resnet_variant.h) */
+enum {
+    KILN__OPT_BN_CUDNN = 1,  /* 1: batch norm on cuDNN's kernels; 0: the backend's own */
+    KILN__OPT_CONV_NCHW = 2, /* 1: fp32/tf32 convolutions on NCHW descriptors (NHWC data) */
+    KILN__OPT_DENSE_LT = 3,  /* 1: dense forwards on cuBLASLt, bias and ReLU in its epilogue */
+};
+
+/* the streams events mark (event_record, event_wait) */
+enum { KILN__STREAM_COMPUTE = 0, KILN__STREAM_COPY = 1 };
+
 /* set_precision's formats */
 enum { KILN__LOWP_OFF = 0, KILN__LOWP_BF16 = 1, KILN__LOWP_FP16 = 2 };
 
@@ -87,7 +97,13 @@ typedef struct kiln__backend {
     /* KILN__LOWP_*: the format GEMM and convolution inputs are rounded to
      * (see above); KILN__LOWP_OFF: fp32 (or TF32 as set) */
     int (*set_precision)(kiln__dev *d, int lowp);
+    /* KILN__OPT_*: an implementation choice; -1 with a sentence for one
+     * this backend does not have (never ignored) */
+    int (*set_option)(kiln__dev *d, int opt, int val);
     int (*sync)(kiln__dev *d);
+    /* the device's memory in use, all processes' (NULL where the device has
+     * no memory of its own): what a run's peak is read from after it */
+    int (*mem_used)(kiln__dev *d, size_t *bytes);
 
     /* ---- memory ---- */
     int (*alloc)(kiln__dev *d, size_t bytes, void **out); /* zero-filled when it returns */
@@ -111,6 +127,22 @@ typedef struct kiln__backend {
     /* device -> device in compute-stream order (an fp16 step keeps batch
      * norm's running statistics aside, to put them back if it is skipped) */
     int (*copy)(kiln__dev *d, void *dst, const void *src, size_t bytes);
+
+    /* ---- events: the input's double buffering (models/resnet_dev.c) ----
+     * An event marks a point in one of the device's two streams,
+     * KILN__STREAM_COMPUTE or KILN__STREAM_COPY: event_record marks it after
+     * the work queued on that stream so far; event_wait makes the work
+     * queued on `stream` afterwards wait for the mark (without the host
+     * waiting); event_sync makes the host wait for it. An event never
+     * recorded is complete. upload_staged copies src (host_alloc memory)
+     * to dst on the copy stream with nothing waiting for it: events order
+     * it against the steps (src untouched until its event is complete). */
+    int (*event_create)(kiln__dev *d, void **ev);
+    void (*event_free)(kiln__dev *d, void *ev); /* NULL is fine */
+    int (*event_record)(kiln__dev *d, void *ev, int stream);
+    int (*event_wait)(kiln__dev *d, void *ev, int stream);
+    int (*event_sync)(kiln__dev *d, void *ev);
+    int (*upload_staged)(kiln__dev *d, void *dst, const void *src, size_t bytes);
 
     /* ---- captured graphs (NULL where the device has none) ----
      * Between graph_begin and graph_end the ops are recorded instead of
@@ -145,12 +177,25 @@ typedef struct kiln__backend {
     int (*bn_fwd_train)(kiln__dev *d, const float *x, const float *gamma, const float *beta,
                         float *y, float *mean, float *invstd, float *run_mean, float *run_var,
                         float momentum, float eps, int M, int C);
+    /* bn_fwd_train with the residual add and the ReLU in the same pass:
+     * y = max(bn(x) + res, 0), res NULL: y = max(bn(x), 0); the same bits
+     * as bn_fwd_train, add (bn's output + res) and relu_fwd in turn */
+    int (*bn_fwd_train_add_relu)(kiln__dev *d, const float *x, const float *gamma,
+                                 const float *beta, const float *res, float *y, float *mean,
+                                 float *invstd, float *run_mean, float *run_var, float momentum,
+                                 float eps, int M, int C);
     int (*bn_fwd_infer)(kiln__dev *d, const float *x, const float *gamma, const float *beta,
                         const float *run_mean, const float *run_var, float eps, float *y, int M,
                         int C);
     int (*bn_bwd)(kiln__dev *d, const float *x, const float *gamma, const float *mean,
                   const float *invstd, const float *dy, float *dx, float *dgamma, float *dbeta,
                   float eps, int M, int C);
+    /* relu_bwd (y the ReLU's output) then bn_bwd in one: dy masked by
+     * y > 0; dy's contents after the call are unspecified (the fused pass
+     * reads the mask instead of writing it) */
+    int (*bn_bwd_relu)(kiln__dev *d, const float *x, const float *gamma, const float *mean,
+                       const float *invstd, const float *y, float *dy, float *dx, float *dgamma,
+                       float *dbeta, float eps, int M, int C);
     /* elementwise; y may be x (in place) */
     int (*relu_fwd)(kiln__dev *d, const float *x, float *y, size_t n);
     /* dx = dy where y > 0, else 0; dx may be dy */
@@ -180,7 +225,7 @@ typedef struct kiln__backend {
 extern const kiln__backend kiln__backend_cpu;
 extern const kiln__backend kiln__backend_cpu_ref;
 
-/* The CUDA table: loads the plugin on first use (backend/load.c). NULL with
+/* The CUDA table: loads the plugin on first use (backend/backend_load.c). NULL with
  * a sentence in err when it cannot: not built, or a library missing. */
 const kiln__backend *kiln__backend_cuda(char *err, size_t errlen);
 

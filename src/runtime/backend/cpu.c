@@ -123,6 +123,27 @@ static int cpu_set_precision(kiln__dev *d, int lowp)
     return 0;
 }
 
+/* the CPU has one batch norm: a cuDNN choice is refused, not ignored */
+static int cpu_set_option(kiln__dev *d, int opt, int val)
+{
+    if ((opt == KILN__OPT_BN_CUDNN || opt == KILN__OPT_CONV_NCHW || opt == KILN__OPT_DENSE_LT) &&
+        val == 0)
+        return 0;
+    return fail(d,
+                "cpu: no option %d=%d here (cuDNN's batch norm, NCHW convolutions and cuBLASLt "
+                "are the CUDA backend's)",
+                opt, val);
+}
+
+/* bn_fwd_train_add_relu's tail: the add and relu_fwd's arithmetic in turn */
+static void add_relu(const float *res, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float t = res ? y[i] + res[i] : y[i];
+        y[i] = t > 0.0f ? t : 0.0f;
+    }
+}
+
 static int cpu_sync(kiln__dev *d)
 {
     (void)d;
@@ -270,6 +291,16 @@ static int cpu_bn_fwd_train(kiln__dev *d, const float *x, const float *gamma, co
     return 0;
 }
 
+static int cpu_bn_add_relu(kiln__dev *d, const float *x, const float *gamma, const float *beta,
+                           const float *res, float *y, float *mean, float *invstd, float *run_mean,
+                           float *run_var, float momentum, float eps, int M, int C)
+{
+    (void)d;
+    kiln_bn_fwd_train(x, gamma, beta, y, mean, invstd, run_mean, run_var, momentum, eps, M, C);
+    add_relu(res, y, (size_t)M * C);
+    return 0;
+}
+
 static int cpu_bn_fwd_infer(kiln__dev *d, const float *x, const float *gamma, const float *beta,
                             const float *run_mean, const float *run_var, float eps, float *y, int M,
                             int C)
@@ -287,6 +318,28 @@ static int cpu_bn_bwd(kiln__dev *d, const float *x, const float *gamma, const fl
     if (!dx && !(dx = scratch(d, (size_t)M * C))) return -1;
     kiln_bn_bwd(x, gamma, mean, invstd, dy, dx, dgamma, dbeta, M, C);
     return 0;
+}
+
+static int cpu_relu_bwd(kiln__dev *d, const float *y, const float *dy, float *dx, size_t n);
+
+/* the table's relu_bwd in place, then its bn_bwd: what the fused op equals */
+static int bwd_relu_with(int (*bn)(kiln__dev *, const float *, const float *, const float *,
+                                   const float *, const float *, float *, float *, float *, float,
+                                   int, int),
+                         kiln__dev *d, const float *x, const float *gamma, const float *mean,
+                         const float *invstd, const float *y, float *dy, float *dx, float *dgamma,
+                         float *dbeta, float eps, int M, int C)
+{
+    if (cpu_relu_bwd(d, y, dy, dy, (size_t)M * C)) return -1;
+    return bn(d, x, gamma, mean, invstd, dy, dx, dgamma, dbeta, eps, M, C);
+}
+
+static int cpu_bn_bwd_relu(kiln__dev *d, const float *x, const float *gamma, const float *mean,
+                           const float *invstd, const float *y, float *dy, float *dx, float *dgamma,
+                           float *dbeta, float eps, int M, int C)
+{
+    return bwd_relu_with(cpu_bn_bwd, d, x, gamma, mean, invstd, y, dy, dx, dgamma, dbeta, eps, M,
+                         C);
 }
 
 static int cpu_relu_fwd(kiln__dev *d, const float *x, float *y, size_t n)
@@ -608,6 +661,28 @@ static int ref_bn_fwd_train(kiln__dev *d, const float *x, const float *gamma, co
     return 0;
 }
 
+static int ref_bn_add_relu(kiln__dev *d, const float *x, const float *gamma, const float *beta,
+                           const float *res, float *y, float *mean, float *invstd, float *run_mean,
+                           float *run_var, float momentum, float eps, int M, int C)
+{
+    (void)d;
+    kiln_bn_fwd_train_ref(x, gamma, beta, y, mean, invstd, run_mean, run_var, momentum, eps, M, C);
+    add_relu(res, y, (size_t)M * C);
+    return 0;
+}
+
+static int ref_bn_bwd(kiln__dev *d, const float *x, const float *gamma, const float *mean,
+                      const float *invstd, const float *dy, float *dx, float *dgamma, float *dbeta,
+                      float eps, int M, int C);
+
+static int ref_bn_bwd_relu(kiln__dev *d, const float *x, const float *gamma, const float *mean,
+                           const float *invstd, const float *y, float *dy, float *dx, float *dgamma,
+                           float *dbeta, float eps, int M, int C)
+{
+    return bwd_relu_with(ref_bn_bwd, d, x, gamma, mean, invstd, y, dy, dx, dgamma, dbeta, eps, M,
+                         C);
+}
+
 static int ref_bn_bwd(kiln__dev *d, const float *x, const float *gamma, const float *mean,
                       const float *invstd, const float *dy, float *dx, float *dgamma, float *dbeta,
                       float eps, int M, int C)
@@ -643,16 +718,47 @@ static int ref_open(int index, kiln__dev **out, char *err, size_t errlen)
     return open_with(&ref_ops, index, out, err, errlen);
 }
 
+/* Events: the CPU table runs every call before it returns, so each mark is
+ * complete when recorded and there is nothing to wait for; an event is a
+ * byte of memory so that its create and free are real. */
+static int cpu_event_create(kiln__dev *d, void **ev)
+{
+    *ev = malloc(1);
+    return *ev ? 0 : fail(d, "cpu: out of memory for an event");
+}
+
+static void cpu_event_free(kiln__dev *d, void *ev)
+{
+    (void)d;
+    free(ev);
+}
+
+static int cpu_event_mark(kiln__dev *d, void *ev, int stream)
+{
+    if (!ev) return fail(d, "cpu: no event");
+    if (stream != KILN__STREAM_COMPUTE && stream != KILN__STREAM_COPY)
+        return fail(d, "cpu: no stream %d", stream);
+    return 0;
+}
+
+static int cpu_event_sync(kiln__dev *d, void *ev)
+{
+    return ev ? 0 : fail(d, "cpu: no event");
+}
+
 #define CPU_TABLE_COMMON                                                                           \
     .abi = KILN__BACKEND_ABI, .close = cpu_close, .error = cpu_error, .set_tf32 = cpu_set_tf32,    \
-    .set_precision = cpu_set_precision, .scale_check = cpu_scale_check, .dense_fwd = lp_dense_fwd, \
-    .dense_bwd = lp_dense_bwd, .conv_fwd = lp_conv_fwd, .conv_bwd = lp_conv_bwd, .sync = cpu_sync, \
-    .alloc = cpu_alloc, .free = cpu_free, .host_alloc = cpu_alloc, .host_free = cpu_free,          \
-    .upload = cpu_copy, .download = cpu_copy, .upload_async = cpu_copy,                            \
-    .upload_ordered = cpu_copy, .download_async = cpu_copy, .copy = cpu_copy,                      \
-    .maxpool_fwd = cpu_maxpool_fwd, .maxpool_bwd = cpu_maxpool_bwd,                                \
-    .bn_fwd_infer = cpu_bn_fwd_infer, .relu_fwd = cpu_relu_fwd, .relu_bwd = cpu_relu_bwd,          \
-    .add = cpu_add, .pad2d = cpu_pad2d, .crop2d = cpu_crop2d, .sgd = cpu_sgd, .adam = cpu_adam
+    .set_precision = cpu_set_precision, .set_option = cpu_set_option,                              \
+    .scale_check = cpu_scale_check, .dense_fwd = lp_dense_fwd, .dense_bwd = lp_dense_bwd,          \
+    .conv_fwd = lp_conv_fwd, .conv_bwd = lp_conv_bwd, .sync = cpu_sync, .alloc = cpu_alloc,        \
+    .free = cpu_free, .host_alloc = cpu_alloc, .host_free = cpu_free, .upload = cpu_copy,          \
+    .download = cpu_copy, .upload_async = cpu_copy, .upload_ordered = cpu_copy,                    \
+    .download_async = cpu_copy, .copy = cpu_copy, .maxpool_fwd = cpu_maxpool_fwd,                  \
+    .maxpool_bwd = cpu_maxpool_bwd, .bn_fwd_infer = cpu_bn_fwd_infer, .relu_fwd = cpu_relu_fwd,    \
+    .relu_bwd = cpu_relu_bwd, .add = cpu_add, .pad2d = cpu_pad2d, .crop2d = cpu_crop2d,            \
+    .sgd = cpu_sgd, .adam = cpu_adam, .event_create = cpu_event_create,                            \
+    .event_free = cpu_event_free, .event_record = cpu_event_mark, .event_wait = cpu_event_mark,    \
+    .event_sync = cpu_event_sync, .upload_staged = cpu_copy
 
 const kiln__backend kiln__backend_cpu_ref = {
     CPU_TABLE_COMMON,
@@ -662,7 +768,9 @@ const kiln__backend kiln__backend_cpu_ref = {
     .avgpool_fwd = ref_avgpool_fwd,
     .avgpool_bwd = ref_avgpool_bwd,
     .bn_fwd_train = ref_bn_fwd_train,
+    .bn_fwd_train_add_relu = ref_bn_add_relu,
     .bn_bwd = ref_bn_bwd,
+    .bn_bwd_relu = ref_bn_bwd_relu,
     .xent = ref_xent,
 };
 
@@ -674,6 +782,8 @@ const kiln__backend kiln__backend_cpu = {
     .avgpool_fwd = cpu_avgpool_fwd,
     .avgpool_bwd = cpu_avgpool_bwd,
     .bn_fwd_train = cpu_bn_fwd_train,
+    .bn_fwd_train_add_relu = cpu_bn_add_relu,
     .bn_bwd = cpu_bn_bwd,
+    .bn_bwd_relu = cpu_bn_bwd_relu,
     .xent = cpu_xent,
 };

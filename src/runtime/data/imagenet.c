@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -222,6 +223,7 @@ struct kiln_imagenet {
     slot ring[RING];
     uint64_t next_img, taken;
     uint64_t records; /* decoded so far, every thread */
+    double busy_s;    /* the threads' seconds reading and decoding them (kiln_imagenet_rate) */
     int pass0_done;   /* threads through their first pass */
     int stop, failed;
     char err[768];
@@ -254,10 +256,12 @@ static void fail(kiln_imagenet *d, const char *fmt, ...)
     pthread_mutex_unlock(&d->mu);
 }
 
-/* One decoded image into the ring; -1 when the data is stopping. */
-static int put(kiln_imagenet *d, const float *img, int32_t label)
+/* One decoded image into the ring, which took its thread busy_s seconds to
+ * read and decode; -1 when the data is stopping. */
+static int put(kiln_imagenet *d, const float *img, int32_t label, double busy_s)
 {
     pthread_mutex_lock(&d->mu);
+    d->busy_s += busy_s;
     uint64_t k = d->next_img++, b = k / (uint64_t)d->c.batch;
     size_t row = (size_t)(k % (uint64_t)d->c.batch);
     slot *s = &d->ring[b % RING];
@@ -290,6 +294,13 @@ static void pass_order(const kiln_imagenet *d, uint64_t p, int *order)
     }
 }
 
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static int stopping(kiln_imagenet *d)
 {
     pthread_mutex_lock(&d->mu);
@@ -311,6 +322,7 @@ static int read_file(kiln_imagenet *d, const char *path, kiln_rng *g, float *img
     }
     int rc = 0;
     for (uint64_t no = 0;; no++) {
+        double t0 = mono_s();
         size_t got = fread(hdr, 1, sizeof hdr, f);
         if (got == 0 && feof(f)) break;
         if (got != sizeof hdr) {
@@ -370,7 +382,7 @@ static int read_file(kiln_imagenet *d, const char *path, kiln_rng *g, float *img
             rc = -1;
             break;
         }
-        if (put(d, img, (int32_t)label)) {
+        if (put(d, img, (int32_t)label, mono_s() - t0)) {
             rc = -1;
             break;
         }
@@ -528,6 +540,16 @@ int kiln_imagenet_next(kiln_imagenet *d, const float **x, const int32_t **labels
     *x = s->x;
     *labels = s->y;
     return 0;
+}
+
+double kiln_imagenet_rate(kiln_imagenet *d, uint64_t *images)
+{
+    pthread_mutex_lock(&d->mu);
+    uint64_t n = d->records;
+    double busy = d->busy_s;
+    pthread_mutex_unlock(&d->mu);
+    if (images) *images = n;
+    return busy > 0 ? (double)n * d->nthreads / busy : 0.0;
 }
 
 void kiln_imagenet_close(kiln_imagenet *d)

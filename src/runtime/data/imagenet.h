@@ -38,6 +38,13 @@ int kiln_imagenet_threads(const kiln_imagenet *d);
  * file and number); after -1 every call fails. */
 int kiln_imagenet_next(kiln_imagenet *d, const float **x, const int32_t **labels, char *err,
                        size_t errlen);
+/* The reader's own rate, images/s: the images decoded so far (*images, may
+ * be NULL) per second of the threads' work on them (reading, checking,
+ * decoding, cropping; not the time a thread waited for room in the ring),
+ * times the threads: what the reader sustains when the trainer never makes
+ * it wait, to print beside the step's rate (a reader slower than the step
+ * is the limit). 0 before the first image. */
+double kiln_imagenet_rate(kiln_imagenet *d, uint64_t *images);
 void kiln_imagenet_close(kiln_imagenet *d);
 
 /* One JPEG into out[size * size * 3], as the threads do: train: a random

@@ -84,10 +84,27 @@ void kiln_resnet_dev_destroy(kiln_resnet_dev *r);
 const char *kiln_resnet_dev_name(const kiln_resnet_dev *r);
 const char *kiln_resnet_dev_error(const kiln_resnet_dev *r);
 size_t kiln_resnet_dev_param_count(const kiln_resnet_dev *r);
+/* the parameter buffers (kiln_resnet_buffer's order) and buffer i's values */
+int kiln_resnet_dev_param_buffers(const kiln_resnet_dev *r);
+size_t kiln_resnet_dev_param_size(const kiln_resnet_dev *r, int i);
+/* The step's variant (KILN_RV_* of models/resnet_variant.h, parsed there):
+ * set before the first step (a captured graph would keep the old one);
+ * refused when the backend lacks a choice (the CPU table has no cuDNN). */
+kiln_err kiln_resnet_dev_set_variant(kiln_resnet_dev *r, unsigned features);
+/* the device's memory in use (every process's), where the backend can say */
+kiln_err kiln_resnet_dev_mem_used(kiln_resnet_dev *r, size_t *bytes);
 /* n images [n, size, size, 3] and their labels (< classes) become the batch
  * the next steps train on (synchronous upload). */
 kiln_err kiln_resnet_dev_load(kiln_resnet_dev *r, const float *x, const int32_t *labels, int n);
-/* Queues one training step on the loaded batch (forward, softmax
+/* The same batch checks as load, then n images and labels staged for the
+ * next step without waiting for the steps queued before: copied into
+ * pinned memory and uploaded on the device's copy stream into the input
+ * slot the last queued step does not read, while that step computes; the
+ * next kiln_resnet_dev_step waits for the copy (an event) and trains on
+ * it. One batch staged at a time (a second before the step is refused, as
+ * is a load while one is staged). x and labels are reusable on return. */
+kiln_err kiln_resnet_dev_stage(kiln_resnet_dev *r, const float *x, const int32_t *labels, int n);
+/* Queues one training step on the loaded (or staged) batch (forward, softmax
  * cross-entropy, backward, SGD momentum in PyTorch's form); does not wait. */
 kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum);
 /* fp16: the loss scale and the steps skipped for an overflow; 0 otherwise */

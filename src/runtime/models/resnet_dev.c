@@ -14,11 +14,19 @@
  *
  * The step is queued without waiting: the learning rate goes to the device
  * in stream order (upload_ordered), the loss into a pinned host slot that
- * kiln_resnet_dev_wait reads. */
+ * kiln_resnet_dev_wait reads.
+ *
+ * The input has two slots on the device (double buffering): a batch staged
+ * (kiln_resnet_dev_stage) goes up on the copy stream into the slot the last
+ * queued step does not read, after the step that read that slot before is
+ * done with it (the event `used`), and the step that trains on it waits for
+ * its copy (the event `copied`): batch N+1's upload runs while step N
+ * computes, and the host never waits for a step to stage the next batch. */
 #include "backend/backend.h"
 #include "cuda/lossscale.h"
 #include "kiln/train.h"
 #include "models/resnet.h"
+#include "models/resnet_variant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,8 +77,14 @@ struct kiln_resnet_dev {
     dunit stem;
     dblock blk[N_BLOCKS];
     float *fc_w, *fc_b, *dfc_w, *dfc_b, *vfc_w, *vfc_b;
-    float *x;        /* [max_n, size, size, 3] */
-    int32_t *labels; /* [max_n] */
+    float *x;        /* [max_n, size, size, 3]: the slot the next step reads */
+    int32_t *labels; /* [max_n]: its labels */
+    float *xs[2];    /* the input's two slots (x is one of them) */
+    int32_t *ls[2];
+    float *hx[2]; /* pinned host staging of each slot (made by the first stage) */
+    int32_t *hl[2];
+    void *copied[2], *used[2]; /* events: slot s uploaded; the last step reading it done */
+    int cur, staged, staged_n; /* the slot x is; the slot staged (-1: none) and its batch */
     float *padded, *dpadded, *pooled, *feat, *dfeat, *logits, *dlogits;
     float *g[4]; /* activation gradients, in rotation */
     size_t g_n;
@@ -78,6 +92,7 @@ struct kiln_resnet_dev {
     float *hyper;        /* device: {lr, momentum} */
     float *loss, *hloss; /* device [0] loss, [1] fp16's overflow flag (int); pinned host copy */
     int scaling;         /* fp16: dynamic loss scaling (nn/model_dev.c's rule) */
+    unsigned variant;    /* KILN_RV_* (models/resnet_variant.h) */
     kiln_loss_scaler scaler;
     kiln_pool_shape pool, gap;
     pbuf params[N_PARAMS];
@@ -208,12 +223,19 @@ void kiln_resnet_dev_destroy(kiln_resnet_dev *r)
             unit_free(r, us[i]);
         for (int i = 0; i < N_BLOCKS; i++)
             if (r->blk[i].y) r->be->free(r->d, r->blk[i].y);
-        float *f[] = {r->fc_w,   r->fc_b,    r->dfc_w,  r->dfc_b, r->vfc_w, r->vfc_b,  r->x,
-                      r->padded, r->dpadded, r->pooled, r->feat,  r->dfeat, r->logits, r->dlogits,
-                      r->g[0],   r->g[1],    r->g[2],   r->g[3],  r->tmp,   r->hyper,  r->loss};
+        float *f[] = {r->fc_w,   r->fc_b,    r->dfc_w,   r->dfc_b,  r->vfc_w, r->vfc_b,
+                      r->xs[0],  r->padded,  r->dpadded, r->pooled, r->feat,  r->dfeat,
+                      r->logits, r->dlogits, r->g[0],    r->g[1],   r->g[2],  r->g[3],
+                      r->tmp,    r->hyper,   r->loss,    r->xs[1]};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
             if (f[i]) r->be->free(r->d, f[i]);
-        if (r->labels) r->be->free(r->d, r->labels);
+        for (int s = 0; s < 2; s++) {
+            if (r->ls[s]) r->be->free(r->d, r->ls[s]);
+            if (r->hx[s]) r->be->host_free(r->d, r->hx[s]);
+            if (r->hl[s]) r->be->host_free(r->d, r->hl[s]);
+            if (r->copied[s]) r->be->event_free(r->d, r->copied[s]);
+            if (r->used[s]) r->be->event_free(r->d, r->used[s]);
+        }
         if (r->hloss) r->be->host_free(r->d, r->hloss);
         r->be->close(r->d);
     }
@@ -352,7 +374,10 @@ kiln_resnet_dev *kiln_resnet_dev_create(const kiln_resnet_cfg *cfg, const kiln__
         r->params[r->np++] = (pbuf){r->fc_w, r->dfc_w, r->vfc_w, nfc};
         r->params[r->np++] = (pbuf){r->fc_b, r->dfc_b, r->vfc_b, (size_t)cfg->classes};
     }
-    r->x = dalloc(r, (size_t)max_n * size * size * 3, &bad);
+    for (int sl = 0; sl < 2; sl++)
+        r->xs[sl] = dalloc(r, (size_t)max_n * size * size * 3, &bad);
+    r->x = r->xs[0];
+    r->staged = -1;
     r->padded = dalloc(r, px, &bad), r->dpadded = dalloc(r, px, &bad);
     r->pooled = dalloc(r, (size_t)max_n * r->s2 * r->s2 * w, &bad);
     r->feat = dalloc(r, (size_t)max_n * r->c4, &bad);
@@ -364,11 +389,18 @@ kiln_resnet_dev *kiln_resnet_dev_create(const kiln_resnet_cfg *cfg, const kiln__
     r->tmp = dalloc(r, r->g_n, &bad);
     r->hyper = dalloc(r, KILN__HYPER_MAX, &bad);
     r->loss = dalloc(r, 2, &bad);
-    if (!bad && (be->alloc(r->d, sizeof(int32_t) * (size_t)max_n, (void **)&r->labels) ||
+    if (!bad && (be->alloc(r->d, sizeof(int32_t) * (size_t)max_n, (void **)&r->ls[0]) ||
+                 be->alloc(r->d, sizeof(int32_t) * (size_t)max_n, (void **)&r->ls[1]) ||
                  be->host_alloc(r->d, 2 * sizeof(float), (void **)&r->hloss))) {
         dfail(r, "allocating");
         bad = 1;
     }
+    r->labels = r->ls[0];
+    for (int sl = 0; !bad && sl < 2; sl++)
+        if (be->event_create(r->d, &r->copied[sl]) || be->event_create(r->d, &r->used[sl])) {
+            dfail(r, "creating the input's events");
+            bad = 1;
+        }
     if (bad || upload_init(r, cfg) != KILN_OK || be->sync(r->d)) {
         if (!bad && !r->err[0]) dfail(r, "initialising");
         goto fail;
@@ -406,9 +438,8 @@ static void set_batch(kiln_resnet_dev *r, int n)
     r->n = n;
 }
 
-kiln_err kiln_resnet_dev_load(kiln_resnet_dev *r, const float *x, const int32_t *labels, int n)
+static kiln_err check_batch(kiln_resnet_dev *r, const int32_t *labels, int n)
 {
-    kiln_err rc = KILN_OK;
     if (n < 1 || n > r->max_n) {
         snprintf(r->err, sizeof r->err, "resnet: a batch of %d, built for 1..%d", n, r->max_n);
         return KILN_EINVAL;
@@ -419,10 +450,52 @@ kiln_err kiln_resnet_dev_load(kiln_resnet_dev *r, const float *x, const int32_t 
                      labels[i], i, r->classes);
             return KILN_EINVAL;
         }
+    return KILN_OK;
+}
+
+kiln_err kiln_resnet_dev_load(kiln_resnet_dev *r, const float *x, const int32_t *labels, int n)
+{
+    kiln_err rc = check_batch(r, labels, n);
+    if (rc) return rc;
+    if (r->staged >= 0) {
+        snprintf(r->err, sizeof r->err, "resnet: a staged batch waits for its step; load after it");
+        return KILN_EINVAL;
+    }
     set_batch(r, n);
     CK(r->be->upload(r->d, r->x, x, sizeof(float) * (size_t)n * r->size * r->size * 3),
        "uploading images");
     CK(r->be->upload(r->d, r->labels, labels, sizeof(int32_t) * (size_t)n), "uploading labels");
+out:
+    return rc;
+}
+
+kiln_err kiln_resnet_dev_stage(kiln_resnet_dev *r, const float *x, const int32_t *labels, int n)
+{
+    kiln_err rc = check_batch(r, labels, n);
+    const kiln__backend *be = r->be;
+    int s = 1 - r->cur;
+    size_t xb = sizeof(float) * (size_t)n * r->size * r->size * 3, lb = sizeof(int32_t) * (size_t)n;
+    if (rc) return rc;
+    if (r->staged >= 0) {
+        snprintf(r->err, sizeof r->err, "resnet: a batch is staged already; step before the next");
+        return KILN_EINVAL;
+    }
+    if (!r->hx[s] && (be->host_alloc(r->d, sizeof(float) * (size_t)r->max_n * r->size * r->size * 3,
+                                     (void **)&r->hx[s]) ||
+                      be->host_alloc(r->d, sizeof(int32_t) * (size_t)r->max_n, (void **)&r->hl[s])))
+        return dfail(r, "allocating the input's staging");
+    /* the slot's last upload has left its pinned copy (the host waits for
+     * a copy two batches back, so it runs at most two steps ahead) */
+    CK(be->event_sync(r->d, r->copied[s]), "waiting for the input's copy");
+    memcpy(r->hx[s], x, xb);
+    memcpy(r->hl[s], labels, lb);
+    /* on the device: after the last step that read slot s, before the step
+     * that will */
+    CK(be->event_wait(r->d, r->used[s], KILN__STREAM_COPY), "staging a batch");
+    CK(be->upload_staged(r->d, r->xs[s], r->hx[s], xb), "uploading images");
+    CK(be->upload_staged(r->d, r->ls[s], r->hl[s], lb), "uploading labels");
+    CK(be->event_record(r->d, r->copied[s], KILN__STREAM_COPY), "staging a batch");
+    r->staged = s, r->staged_n = n;
 out:
     return rc;
 }
@@ -437,6 +510,12 @@ static kiln_err unit_fwd(kiln_resnet_dev *r, dunit *u, const float *in, float *i
     int M = u->s.n * u->s.oh * u->s.ow;
     float *y = into ? into : u->out;
     CK(be->conv_fwd(r->d, &u->s, in, u->w, NULL, u->conv, 0), "conv");
+    if (training && u->relu && (r->variant & KILN_RV_FUSED)) {
+        CK(be->bn_fwd_train_add_relu(r->d, u->conv, u->gamma, u->beta, NULL, y, u->mean, u->invstd,
+                                     u->rmean, u->rvar, BN_MOMENTUM, BN_EPS, M, u->cout),
+           "batch norm + ReLU");
+        goto out;
+    }
     if (training)
         CK(be->bn_fwd_train(r->d, u->conv, u->gamma, u->beta, y, u->mean, u->invstd, u->rmean,
                             u->rvar, BN_MOMENTUM, BN_EPS, M, u->cout),
@@ -465,9 +544,26 @@ static kiln_err forward(kiln_resnet_dev *r, int training)
     for (int i = 0; i < N_BLOCKS; i++) {
         dblock *b = &r->blk[i];
         if ((rc = unit_fwd(r, &b->a, in, NULL, training)) ||
-            (rc = unit_fwd(r, &b->b, b->a.out, NULL, training)) ||
-            (rc = unit_fwd(r, &b->c, b->b.out, b->y, training)))
+            (rc = unit_fwd(r, &b->b, b->a.out, NULL, training)))
             goto out;
+        if (training && (r->variant & KILN_RV_FUSED)) {
+            /* the projection first, then c's batch norm, the add and the
+             * ReLU in one pass over y */
+            const float *res = in;
+            if (b->has_down) {
+                if ((rc = unit_fwd(r, &b->down, in, r->tmp, training))) goto out;
+                res = r->tmp;
+            }
+            dunit *c = &b->c;
+            CK(be->conv_fwd(r->d, &c->s, b->b.out, c->w, NULL, c->conv, 0), "conv");
+            CK(be->bn_fwd_train_add_relu(r->d, c->conv, c->gamma, c->beta, res, b->y, c->mean,
+                                         c->invstd, c->rmean, c->rvar, BN_MOMENTUM, BN_EPS,
+                                         c->s.n * c->s.oh * c->s.ow, c->cout),
+               "batch norm + add + ReLU");
+            in = b->y;
+            continue;
+        }
+        if ((rc = unit_fwd(r, &b->c, b->b.out, b->y, training))) goto out;
         if (b->has_down) {
             if ((rc = unit_fwd(r, &b->down, in, r->tmp, training))) goto out;
             CK(be->add(r->d, b->y, r->tmp, b->y, b->c.out_n), "add");
@@ -493,10 +589,17 @@ static kiln_err unit_bwd(kiln_resnet_dev *r, dunit *u, const float *in, float *d
     kiln_err rc = KILN_OK;
     const kiln__backend *be = r->be;
     int M = u->s.n * u->s.oh * u->s.ow;
-    if (u->relu) CK(be->relu_bwd(r->d, u->out, dout, dout, u->out_n), "relu backward");
-    CK(be->bn_bwd(r->d, u->conv, u->gamma, u->mean, u->invstd, dout, dconv, u->dgamma, u->dbeta,
-                  BN_EPS, M, u->cout),
-       "batch norm backward");
+    if (u->relu && (r->variant & KILN_RV_FUSED)) {
+        /* the fused variant: the mask read inside batch norm's passes */
+        CK(be->bn_bwd_relu(r->d, u->conv, u->gamma, u->mean, u->invstd, u->out, dout, dconv,
+                           u->dgamma, u->dbeta, BN_EPS, M, u->cout),
+           "batch norm + ReLU backward");
+    } else {
+        if (u->relu) CK(be->relu_bwd(r->d, u->out, dout, dout, u->out_n), "relu backward");
+        CK(be->bn_bwd(r->d, u->conv, u->gamma, u->mean, u->invstd, dout, dconv, u->dgamma, u->dbeta,
+                      BN_EPS, M, u->cout),
+           "batch norm backward");
+    }
     CK(be->conv_bwd(r->d, &u->s, in, u->w, u->conv, dconv, dx, u->dw, NULL, 0, 0.0f),
        "conv backward");
 out:
@@ -575,6 +678,12 @@ kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum)
     h[KILN__H_MOMENTUM] = momentum;
     float scale = r->scaling ? r->scaler.scale : 1.0f;
     int apply = 1;
+    if (r->staged >= 0) { /* the staged batch: its slot once its copy is done */
+        CK(be->event_wait(r->d, r->copied[r->staged], KILN__STREAM_COMPUTE), "the staged batch");
+        r->cur = r->staged, r->staged = -1;
+        r->x = r->xs[r->cur], r->labels = r->ls[r->cur];
+        set_batch(r, r->staged_n);
+    }
     if (r->scaling && (rc = keep_bn_stats(r, 0))) return rc;
     if ((rc = forward(r, 1))) return rc;
     CK(be->xent(r->d, r->logits, r->labels, r->n, r->classes, r->dlogits, scale, r->loss, NULL),
@@ -600,6 +709,8 @@ kiln_err kiln_resnet_dev_step(kiln_resnet_dev *r, float lr, float momentum)
         CK(be->sgd(r->d, r->params[i].p, r->params[i].g, r->params[i].v, r->params[i].n, r->hyper),
            "SGD step");
     CK(be->download_async(r->d, r->hloss, r->loss, sizeof(float)), "reading the loss");
+    /* the step no longer reads its input slot: the next stage may refill it */
+    CK(be->event_record(r->d, r->used[r->cur], KILN__STREAM_COMPUTE), "marking the input free");
 out:
     return rc;
 }
@@ -637,6 +748,50 @@ kiln_err kiln_resnet_dev_param(kiln_resnet_dev *r, int i, float *host, size_t n)
         return KILN_EINVAL;
     }
     CK(r->be->download(r->d, host, r->params[i].p, n * sizeof(float)), "reading parameters");
+out:
+    return rc;
+}
+
+kiln_err kiln_resnet_dev_mem_used(kiln_resnet_dev *r, size_t *bytes)
+{
+    kiln_err rc = KILN_OK;
+    if (!r->be->mem_used) {
+        snprintf(r->err, sizeof r->err, "resnet: %s has no device memory to measure", r->be->name);
+        return KILN_EINVAL;
+    }
+    CK(r->be->mem_used(r->d, bytes), "reading the device's memory");
+out:
+    return rc;
+}
+
+int kiln_resnet_dev_param_buffers(const kiln_resnet_dev *r)
+{
+    return r->np;
+}
+
+size_t kiln_resnet_dev_param_size(const kiln_resnet_dev *r, int i)
+{
+    return i >= 0 && i < r->np ? r->params[i].n : 0;
+}
+
+kiln_err kiln_resnet_dev_set_variant(kiln_resnet_dev *r, unsigned features)
+{
+    kiln_err rc = KILN_OK;
+    unsigned known = KILN_RV_BN_CUDNN | KILN_RV_FUSED | KILN_RV_NCHW | KILN_RV_CUBLASLT_FC;
+    if (features & ~known) {
+        snprintf(r->err, sizeof r->err, "resnet: variant features 0x%x are not built here",
+                 features & ~known);
+        return KILN_EINVAL;
+    }
+    /* always set, so that a variant without it runs kiln's batch norm
+     * whatever KILN_BN said when the device was opened */
+    CK(r->be->set_option(r->d, KILN__OPT_BN_CUDNN, (features & KILN_RV_BN_CUDNN) != 0),
+       "choosing the batch norm");
+    CK(r->be->set_option(r->d, KILN__OPT_CONV_NCHW, (features & KILN_RV_NCHW) != 0),
+       "choosing the convolutions' layout");
+    CK(r->be->set_option(r->d, KILN__OPT_DENSE_LT, (features & KILN_RV_CUBLASLT_FC) != 0),
+       "choosing the classifier's GEMM");
+    r->variant = features;
 out:
     return rc;
 }

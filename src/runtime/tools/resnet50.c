@@ -13,6 +13,7 @@
 #include "kiln/tensor.h"
 #include "kiln/train.h"
 #include "models/resnet.h"
+#include "models/resnet_variant.h"
 #include "tools/tool.h"
 
 #include <errno.h>
@@ -25,8 +26,8 @@
 
 typedef struct r50_opts {
     long batch, image, batches, warmup, width, classes, threads, display, data_threads;
-    const char *device, *precision, *data_dir;
-    int synthetic;
+    const char *device, *precision, *data_dir, *variant;
+    int synthetic, check, list_variants;
 } r50_opts;
 
 static void usage(FILE *f)
@@ -38,6 +39,7 @@ static void usage(FILE *f)
            "                           [--device=/gpu:N|/cpu:0] [--precision=fp32|tf32|bf16|fp16]\n"
            "                           [--threads=N] [--width=64] [--num_classes=1000]\n"
            "                           [--display_every=10] [--data_threads=0]\n"
+           "                           [--variant=base|FEATURE+...] [--check] [--list_variants]\n"
            "  --data_dir: TFRecord files DIR/train-* of tf.Example records (image/encoded JPEG,\n"
            "              image/class/label), as TensorFlow's build_imagenet_data.py writes\n"
            "              them; random crops and flips (ImageNet's labels 1-1000 need\n"
@@ -47,7 +49,11 @@ static void usage(FILE *f)
            "  --width scales every stage (64 is ResNet-50; smaller is for quick checks)\n"
            "  --display_every: steps between printed lines (on a GPU also between waits;\n"
            "                   default 10 there, 1 on the CPU)\n"
-           "  --threads: the CPU path's compute threads (refused on a GPU, which has none)\n");
+           "  --threads: the CPU path's compute threads (refused on a GPU, which has none)\n"
+           "  --variant: the GPU step's implementation (--list_variants names them; default\n"
+           "             $KILN_RESNET_VARIANT, else the measured table's, else base)\n"
+           "  --check: first trains the variant 2 steps on a small batch against the CPU\n"
+           "           table's reference, and times it only if it agrees (exit 1 if not)\n");
 }
 
 static int num(const char *flag, const char *v, long lo, long hi, long *out)
@@ -105,6 +111,14 @@ static int parse(int argc, char **argv, r50_opts *o)
             o->synthetic = 1;
             continue;
         }
+        if (strcmp(a, "--check") == 0) {
+            o->check = 1;
+            continue;
+        }
+        if (strcmp(a, "--list_variants") == 0 || strcmp(a, "--list-variants") == 0) {
+            o->list_variants = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) goto bad;
         len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
         if (len >= sizeof name) goto bad;
@@ -119,6 +133,10 @@ static int parse(int argc, char **argv, r50_opts *o)
         }
         if (strcmp(name, "precision") == 0) {
             o->precision = v;
+            continue;
+        }
+        if (strcmp(name, "variant") == 0) {
+            o->variant = v;
             continue;
         }
         if (strcmp(name, "data_dir") == 0) {
@@ -181,13 +199,39 @@ static void print_data(const r50_opts *o, const kiln_imagenet *data)
         printf("Data:        synthetic\n");
 }
 
+/* A step line's rate, with real data the reader's own rate beside it
+ * (kiln_imagenet_rate: what the decoding threads sustain when never kept
+ * waiting; near the step's, the reader is the limit). The loss stays the
+ * line's last field, as tf_cnn_benchmarks prints it. */
+static void print_reader(kiln_imagenet *data)
+{
+    if (data) printf(" (reader: %.1f)", kiln_imagenet_rate(data, NULL));
+}
+
+/* after the total: the reader's rate over the run, and whether it was the
+ * limit of the step's (ips) */
+static void print_reader_total(kiln_imagenet *data, double ips)
+{
+    uint64_t n = 0;
+    if (!data) return;
+    double rate = kiln_imagenet_rate(data, &n);
+    /* the step's rate includes its waits for the reader, so a reader that
+     * limits it shows as a ratio near 1 (its rate is never far below) */
+    printf("reader images/sec: %.2f (%llu images decoded on %d thread%s; %.2fx the step's%s)\n",
+           rate, (unsigned long long)n, kiln_imagenet_threads(data),
+           kiln_imagenet_threads(data) == 1 ? "" : "s", ips > 0 ? rate / ips : 0.0,
+           ips > 0 && rate < 1.1 * ips ? ": the reader is the limit" : "");
+}
+
 /* The GPU path: models/resnet_dev.c on the CUDA backend. Steps are queued
  * without waiting, as the PyTorch peer runs them; the host waits every
  * --display_every steps (a line then, with that interval's rate) and the
  * total rate is over the whole timed run. */
 /* One queued GPU step; with real data its batch first: the next one from
- * the decoding threads (which ran while the previous step computed), then,
- * once that step is done with the device's input buffer, its upload. */
+ * the decoding threads (which ran while the previous step computed),
+ * staged into the device's other input slot (kiln_resnet_dev_stage: its
+ * upload runs on the copy stream while the previous step computes, and
+ * this step waits for it on the device, not on the host). */
 static kiln_err gpu_step(kiln_resnet_dev *r, kiln_imagenet *data, long batch, char *err,
                          size_t errlen)
 {
@@ -196,9 +240,7 @@ static kiln_err gpu_step(kiln_resnet_dev *r, kiln_imagenet *data, long batch, ch
     err[0] = '\0';
     if (data) {
         if (kiln_imagenet_next(data, &bx, &by, err, errlen)) return KILN_EIO;
-        if (kiln_resnet_dev_wait(r, NULL) != KILN_OK ||
-            kiln_resnet_dev_load(r, bx, by, (int)batch) != KILN_OK)
-            return KILN_EIO;
+        if (kiln_resnet_dev_stage(r, bx, by, (int)batch) != KILN_OK) return KILN_EIO;
     }
     return kiln_resnet_dev_step(r, 0.01f, 0.9f);
 }
@@ -233,16 +275,37 @@ static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision
         x[i] = 2.0f * kiln_rng_uniform(&g) - 1.0f;
     for (long i = 0; i < o->batch; i++)
         labels[i] = (int32_t)(kiln_rng_next(&g) % (uint64_t)o->classes);
+    kiln_resnet_variant v;
+    const char *source = "default";
+    if (kiln_resnet_variant_select(o->variant, kiln_resnet_dev_name(r), precision, &v, &source, err,
+                                   sizeof err)) {
+        fprintf(stderr, "kiln-train resnet50: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    if (o->check) {
+        /* before the timed run, on its own small model: a variant that
+         * disagrees with the CPU table is not timed */
+        int c = kiln_resnet_variant_check(be, dev->index, &v, precision, stdout, err, sizeof err);
+        fflush(stdout);
+        if (c) {
+            fprintf(stderr, "kiln-train resnet50: --check: %s\n",
+                    c < 0 ? err : "the variant disagrees with the CPU reference; not timed");
+            goto out;
+        }
+    }
     err[0] = '\0';
+    if (kiln_resnet_dev_set_variant(r, v.features) != KILN_OK) goto dev_err;
     if (!data && kiln_resnet_dev_load(r, x, labels, (int)o->batch) != KILN_OK) goto dev_err;
     double flops = train_flops_per_image(o->width, o->image, o->classes);
     printf("Model:       resnet50 (v1.5, width %ld, %zu parameters)\n", o->width,
            kiln_resnet_dev_param_count(r));
     print_data(o, data);
     printf("Device:      /gpu:%d (%s)\nData format: NHWC\nBatch size:  %ld\n"
-           "Image size:  %ld\nPrecision:   %s\nOptimizer:   sgd (momentum 0.9)\n",
+           "Image size:  %ld\nPrecision:   %s\nVariant:     %s (from %s)\n"
+           "Optimizer:   sgd (momentum 0.9)\n",
            dev->index, kiln_resnet_dev_name(r), o->batch, o->image,
-           kiln_precision_name((kiln_precision)precision));
+           kiln_precision_name((kiln_precision)precision), v.name, source);
     printf("Step\tImg/sec\ttotal_loss\n");
     fflush(stdout);
     for (long i = 0; i < o->warmup; i++)
@@ -256,8 +319,9 @@ static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision
         if ((step + 1) % every && step + 1 != o->batches) continue;
         if (kiln_resnet_dev_wait(r, &loss) != KILN_OK) goto dev_err;
         double t = now(), n = (double)((step % every) + 1);
-        printf("%ld\timages/sec: %.1f\t%.3f\n", step + 1, n * (double)o->batch / (t - t_last),
-               loss);
+        printf("%ld\timages/sec: %.1f", step + 1, n * (double)o->batch / (t - t_last));
+        print_reader(data);
+        printf("\t%.3f\n", loss);
         fflush(stdout);
         t_last = t;
     }
@@ -274,10 +338,16 @@ static int run_gpu(const r50_opts *o, const kiln_device_spec *dev, int precision
            "achieved TFLOP/s: %.1f (%.3f GFLOP per training image)\n"
            "----------------------------------------------------------------\n",
            ips, ips * flops / 1e12, flops / 1e9);
+    print_reader_total(data, ips);
     uint64_t skipped = 0;
     float scale = kiln_resnet_dev_loss_scale(r, &skipped);
     if (scale > 0)
         printf("loss scale: %g (%llu steps skipped)\n", scale, (unsigned long long)skipped);
+    /* everything is allocated by the first steps (workspaces grow then):
+     * the memory in use after the run is its peak */
+    size_t used = 0;
+    if (kiln_resnet_dev_mem_used(r, &used) == KILN_OK)
+        printf("device memory in use: %.0f MiB (variant %s)\n", (double)used / 1048576.0, v.name);
     rc = 0;
     goto out;
 dev_err:
@@ -323,6 +393,10 @@ int kiln_train_resnet50_main(int argc, char **argv)
 
     kiln_imagenet *data = NULL;
     if (rc) return rc == 1 ? 0 : rc;
+    if (o.list_variants) {
+        kiln_resnet_variant_list(stdout);
+        return 0;
+    }
     if (o.synthetic == !!o.data_dir) {
         fprintf(stderr, "kiln-train resnet50: %s\n",
                 o.synthetic ? "--synthetic and --data_dir: give one of them"
@@ -361,6 +435,27 @@ int kiln_train_resnet50_main(int argc, char **argv)
         rc = run_gpu(&o, &dev, precision, data);
         kiln_imagenet_close(data);
         return rc;
+    }
+    {
+        /* the variants are the GPU step's: only base names the CPU path */
+        kiln_resnet_variant v;
+        const char *source;
+        if (kiln_resnet_variant_select(o.variant, NULL, precision, &v, &source, err, sizeof err)) {
+            fprintf(stderr, "kiln-train resnet50: %s\n", err);
+            return 2;
+        }
+        if (v.features) {
+            fprintf(stderr,
+                    "kiln-train resnet50: %s=%s: variants are the GPU step's; the CPU path "
+                    "(/cpu:0) has one implementation (base)\n",
+                    source, v.name);
+            return 2;
+        }
+        if (o.check) {
+            fprintf(stderr, "kiln-train resnet50: --check compares a GPU's step with the CPU "
+                            "table's; it has nothing to compare on /cpu:0\n");
+            return 2;
+        }
     }
     if (precision != KILN_PRECISION_FP32) {
         fprintf(stderr,
@@ -433,14 +528,17 @@ int kiln_train_resnet50_main(int argc, char **argv)
         timed++;
         double mean = sum / timed, sd = timed > 1 ? sqrt(fmax(0, sum2 / timed - mean * mean)) : 0;
         if ((step + 1) % (o.display > 0 ? o.display : 1) && step + 1 != o.batches) continue;
-        printf("%ld\timages/sec: %.1f +/- %.1f (jitter = %.1f)\t%.3f\n", step + 1, mean, sd,
-               fabs(ips - mean), loss);
+        printf("%ld\timages/sec: %.1f +/- %.1f (jitter = %.1f)", step + 1, mean, sd,
+               fabs(ips - mean));
+        print_reader(data);
+        printf("\t%.3f\n", loss);
         fflush(stdout);
     }
     printf("----------------------------------------------------------------\n"
            "total images/sec: %.2f\n"
            "----------------------------------------------------------------\n",
            (double)o.batch * (double)timed / total_s);
+    print_reader_total(data, (double)o.batch * (double)timed / total_s);
 out:
     kiln_imagenet_close(data);
     kiln_resnet_destroy(net);

@@ -119,7 +119,7 @@ int kt_open_summaries(const char *model_dir, const char *train_sub, struct kiln_
 #include <signal.h>
 int kt_signals_take(volatile sig_atomic_t *flag);
 
-/* `kiln-train devices` (tools/devices.c); argv[0] is the subcommand's name. */
+/* `kiln-train devices` (tools/train_devices.c); argv[0] is the subcommand's name. */
 int kiln_train_devices_main(int argc, char **argv);
 /* `kiln-train resnet50 --synthetic` (tools/resnet50.c); argv[0] as above. */
 int kiln_train_resnet50_main(int argc, char **argv);
