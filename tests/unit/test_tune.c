@@ -11,30 +11,12 @@
 #include "test.h"
 #include "test_catalog_helpers.h"
 #include "test_tune_helpers.h"
+#include "test_tune_rules.h"
 #include "tune/tune_int.h"
 
 #define LR                                                                                         \
     "{\"parameterName\":\"lr\",\"type\":\"DOUBLE\",\"minValue\":0.0001,\"maxValue\":0.1,"          \
     "\"scaleType\":\"UNIT_LOG_SCALE\"}"
-
-/* One violation, at `field`, for the hyperparameters `hp`. */
-static void bad(const kiln_catalog *c, kiln_diag *d, const char *hp, const char *field)
-{
-    kiln_job *j = hpjob(hp);
-    size_t n = run_validate(c, j, d);
-    CHECK_MSG(n == 1 && kiln_diag_has(d, field), "%s: expected one violation at %s", hp, field);
-    if (n != 1 || !kiln_diag_has(d, field)) kiln_diag_print(d, stderr);
-    kiln_job_free(j);
-}
-
-static void good(const kiln_catalog *c, kiln_diag *d, const char *hp)
-{
-    kiln_job *j = hpjob(hp);
-    size_t n = run_validate(c, j, d);
-    CHECK_MSG(n == 0, "%s: expected valid", hp);
-    if (n) kiln_diag_print(d, stderr);
-    kiln_job_free(j);
-}
 
 #define P "trainingInput.hyperparameters."
 

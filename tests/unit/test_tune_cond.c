@@ -10,6 +10,7 @@
 #include "test.h"
 #include "test_catalog_helpers.h"
 #include "test_tune_helpers.h"
+#include "test_tune_rules.h"
 #include "tune/tune_int.h"
 
 #define P "trainingInput.hyperparameters."
@@ -35,24 +36,6 @@
 #define WIDTHI                                                                                     \
     "{\"parameterName\":\"width\",\"type\":\"INTEGER\",\"minValue\":8,\"maxValue\":9,"             \
     "\"parentParameterName\":\"layers\",\"parentValues\":[2,3]}"
-
-static void bad(const kiln_catalog *c, kiln_diag *d, const char *hp, const char *field)
-{
-    kiln_job *j = hpjob(hp);
-    size_t n = run_validate(c, j, d);
-    CHECK_MSG(n == 1 && kiln_diag_has(d, field), "%s: expected one violation at %s", hp, field);
-    if (n != 1 || !kiln_diag_has(d, field)) kiln_diag_print(d, stderr);
-    kiln_job_free(j);
-}
-
-static void good(const kiln_catalog *c, kiln_diag *d, const char *hp)
-{
-    kiln_job *j = hpjob(hp);
-    size_t n = run_validate(c, j, d);
-    CHECK_MSG(n == 0, "%s: expected valid", hp);
-    if (n) kiln_diag_print(d, stderr);
-    kiln_job_free(j);
-}
 
 #define HP(algo, params)                                                                           \
     "{\"goal\":\"MINIMIZE\",\"algorithm\":\"" algo "\",\"params\":[" params "]}"
