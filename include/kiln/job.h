@@ -487,6 +487,18 @@ bool kiln_toleration_tolerates(const kiln_toleration *t, const kiln_taint *taint
  * flavor's tolerations; NULL: none) tolerates `taint`. */
 bool kiln_tolerations_tolerate(const kiln_toleration *v, size_t n, const kiln_toleration *extra,
                                size_t n_extra, const kiln_taint *taint);
+/* Kubernetes' NoExecute rule (its taint manager's, for a pod already on a
+ * node): how long a replica with tolerations v[0..n) (and extra[0..n_extra),
+ * a Kueue flavor's) may stay on a node with taints t[0..nt). Each NoExecute
+ * taint takes the first toleration that matches it (v before extra); 0: one
+ * is not tolerated, or a matching toleration's tolerationSeconds is <= 0
+ * (leave now); else the least tolerationSeconds among them; -1: it stays
+ * (no NoExecute taint, or none of the matching tolerations has
+ * tolerationSeconds). *which (may be NULL) gets the taint that decided:
+ * the untolerated one, or the one tolerated for the least time. */
+int64_t kiln_noexecute_stay(const kiln_toleration *v, size_t n, const kiln_toleration *extra,
+                            size_t n_extra, const kiln_taint *t, size_t nt,
+                            const kiln_taint **which);
 /* Whether `effect` is one a taint may have (NoSchedule, PreferNoSchedule,
  * NoExecute). */
 bool kiln_taint_effect_valid(const char *effect);

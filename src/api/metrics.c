@@ -200,9 +200,10 @@ static const char *esc(const char *s, char *buf, size_t len)
 }
 
 static const char *const restart_reasons[KILND_RESTART_REASONS] = {
-    "replica_failure", "drain", "kilnd_restart", "gpu_failure", "preempted"};
+    "replica_failure", "drain", "kilnd_restart", "gpu_failure", "preempted", "taint_eviction"};
 static const char *const fail_reasons[KILND_FAIL_REASONS] = {
-    "start_error", "replica_exit", "backoff_limit", "deadline", "unschedulable", "gpu_failure"};
+    "start_error",   "replica_exit", "backoff_limit", "deadline",
+    "unschedulable", "gpu_failure",  "taint_eviction"};
 
 static void jobs_part(kilnd *d, out *o)
 {

@@ -35,6 +35,7 @@ typedef enum kilnd_restart_reason {
     KILND_RESTART_KILND,     /* kilnd restarted while the job ran: requeued */
     KILND_RESTART_GPU,       /* a GPU it held failed: requeued to run elsewhere */
     KILND_RESTART_PREEMPTED, /* --queues: preempted to free quota: requeued */
+    KILND_RESTART_EVICTED,   /* a NoExecute taint of its node it does not tolerate: requeued */
     KILND_RESTART_REASONS
 } kilnd_restart_reason;
 
@@ -46,6 +47,7 @@ typedef enum kilnd_fail_reason {
     KILND_FAIL_DEADLINE,      /* runPolicy.activeDeadlineSeconds */
     KILND_FAIL_UNSCHEDULABLE, /* can never fit this cluster */
     KILND_FAIL_GPU,           /* a GPU it held failed and its restart policy does not retry */
+    KILND_FAIL_EVICTED,       /* evicted by a NoExecute taint past its backoff limit; a trial */
     KILND_FAIL_REASONS
 } kilnd_fail_reason;
 

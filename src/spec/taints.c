@@ -36,6 +36,39 @@ bool kiln_tolerations_tolerate(const kiln_toleration *v, size_t n, const kiln_to
     return false;
 }
 
+/* The first of v, then extra, that tolerates taint (NULL: none), as
+ * k8s.io/component-helpers' GetMatchingTolerations picks it. */
+static const kiln_toleration *first_match(const kiln_toleration *v, size_t n,
+                                          const kiln_toleration *extra, size_t n_extra,
+                                          const kiln_taint *taint)
+{
+    for (size_t i = 0; v && i < n; i++)
+        if (kiln_toleration_tolerates(&v[i], taint)) return &v[i];
+    for (size_t i = 0; extra && i < n_extra; i++)
+        if (kiln_toleration_tolerates(&extra[i], taint)) return &extra[i];
+    return NULL;
+}
+
+int64_t kiln_noexecute_stay(const kiln_toleration *v, size_t n, const kiln_toleration *extra,
+                            size_t n_extra, const kiln_taint *t, size_t nt,
+                            const kiln_taint **which)
+{
+    int64_t stay = -1; /* the taint manager's getMinTolerationTime */
+    for (size_t i = 0; t && i < nt; i++) {
+        if (!same(t[i].effect, "NoExecute")) continue;
+        const kiln_toleration *m = first_match(v, n, extra, n_extra, &t[i]);
+        if (!m || (m->has_toleration_seconds && m->toleration_seconds <= 0)) {
+            if (which) *which = &t[i];
+            return 0;
+        }
+        if (m->has_toleration_seconds && (stay < 0 || m->toleration_seconds < stay)) {
+            stay = m->toleration_seconds;
+            if (which) *which = &t[i];
+        }
+    }
+    return stay;
+}
+
 bool kiln_taint_effect_valid(const char *effect)
 {
     return effect && (strcmp(effect, "NoSchedule") == 0 ||

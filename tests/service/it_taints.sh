@@ -8,7 +8,11 @@
 # tolerations survive a restart of kilnd (the store's JSON). With queues: a
 # ResourceFlavor with nodeTaints admits only tolerating jobs (the others wait,
 # saying which taint), and a flavor's tolerations let the jobs it admits land
-# on the tainted node.
+# on the tainted node. NoExecute: kilnd restarted with a node config that adds
+# one evicts the replicas under it that do not tolerate it (the job queued
+# again, then FAILED past its backoff limit), after tolerationSeconds those
+# that tolerate it for a while, and keeps those (a flavor's tolerations too)
+# that tolerate it for good.
 . "$(dirname "$0")/lib.sh"
 
 cat >"$T/nodes.json" <<'JSON'
@@ -27,11 +31,12 @@ printf '{"nodes": [{"name": "n", "taints": [{"key": "k", "effect": "Sometimes"}]
 check_eq "a bad taint: kilnd does not start" "$?" 1
 check "it names the field" grep -q "nodes\[0\].taints\[0\].effect" "$T/bad.err"
 
-# gjob ID GPUS [TOLERATIONS_JSON] [SELECTOR_JSON]: a master with GPUS V100s
+# gjob ID GPUS [TOLERATIONS_JSON] [SELECTOR_JSON] [,MORE_TRAININGINPUT]: a master
+# with GPUS V100s
 TOL='[{"key":"gpu","operator":"Equal","value":"reserved","effect":"NoSchedule"}]'
 gjob() {
-    printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_V100"},"tolerations":%s,"nodeSelector":%s,"containerCommand":["sh","-c","sleep 300"]}}}' \
-        "$1" "$2" "${3:-[]}" "${4:-{\}}"
+    printf '{"jobId":"%s","trainingInput":{"scaleTier":"CUSTOM","region":"us-central1","masterType":"n1-standard-4","masterConfig":{"acceleratorConfig":{"count":"%s","type":"NVIDIA_TESLA_V100"},"tolerations":%s,"nodeSelector":%s,"containerCommand":["sh","-c","sleep 300"]}%s}}' \
+        "$1" "$2" "${3:-[]}" "${4:-{\}}" "${5:-}"
 }
 st() { # st PROJECT JOB
     api GET "/v1/projects/$1/jobs/$2"
@@ -138,6 +143,8 @@ spec:
   - key: gpu
     operator: Exists
     effect: NoSchedule
+  - key: maint
+    operator: Exists
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
@@ -204,5 +211,72 @@ api POST /v1/projects/team-o/jobs "$(gjob o_plain 1)"
 check_eq "o_plain accepted" "$STATUS" 200
 check "o_plain is admitted and runs" wait_st team-o o_plain RUNNING
 check_eq "o_plain on gpu-res, by its flavor's toleration" "$(nodes_of team-o o_plain)" gpu-res
+
+# ---- NoExecute on a restart: the flavor's toleration (kept in the runtime
+#      record) keeps o_plain; s_tol, tolerating only NoSchedule, is evicted ----
+sed 's/"taints": \[/"taints": [{"key": "maint", "effect": "NoExecute"}, /' "$T/nodes.json" >"$T/nodes-ne.json"
+stop_kilnd
+start_kilnd "$T/q" --node-config "$T/nodes-ne.json" --queues "$T/queues.yaml"
+check "s_tol is evicted and queued again" wait_st team-s s_tol QUEUED 15
+check "its log says why" grep -q "The master-replica-0 replica was evicted from node gpu-res: the node has the taint maint:NoExecute, which the replica does not tolerate; the job is queued again" "$T/q/jobs/team-s/s_tol/log.tsv"
+sleep 1
+check_eq "o_plain stays: its flavor tolerates maint" "$(st team-o o_plain)" RUNNING
+api GET /v1/projects/team-o/jobs/o_plain
+check_eq "o_plain was not restarted" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)" 0
+stop_kilnd
+
+# ---- NoExecute without queues: evicted at once (ev), after tolerationSeconds
+#      (st, backoffLimit 1: queued again once, then FAILED), never (fv) ----
+cat >"$T/evict0.json" <<'JSON'
+{"nodes": [
+  {"name": "gpu-plain", "address": "127.0.0.1", "labels": {"pool": "plain"},
+   "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 2}]},
+  {"name": "gpu-res", "address": "127.0.0.1", "labels": {"pool": "reserved"},
+   "taints": [{"key": "gpu", "value": "reserved", "effect": "NoSchedule"}],
+   "accelerators": [{"type": "NVIDIA_TESLA_V100", "count": 4}]}
+]}
+JSON
+sed 's/"taints": \[/"taints": [{"key": "maint", "effect": "NoExecute"}, /' "$T/evict0.json" >"$T/evict1.json"
+start_kilnd "$T/e" --node-config "$T/evict0.json"
+api POST /v1/projects/p1/jobs "$(gjob fill 2)"
+check "fill runs" wait_st p1 fill RUNNING
+check_eq "fill on gpu-plain" "$(nodes_of p1 fill)" gpu-plain
+STOL='[{"key":"gpu","value":"reserved","effect":"NoSchedule"},{"key":"maint","operator":"Exists","effect":"NoExecute","tolerationSeconds":4}]'
+FTOL='[{"key":"gpu","value":"reserved","effect":"NoSchedule"},{"key":"maint","operator":"Exists"}]'
+api POST /v1/projects/p1/jobs "$(gjob ev 1 "$TOL")"
+check_eq "ev accepted" "$STATUS" 200
+# st keeps to gpu-res (its selector), so that its second run is there too
+api POST /v1/projects/p1/jobs "$(gjob st 1 "$STOL" '{"pool":"reserved"}' ',"runPolicy":{"backoffLimit":1}')"
+check_eq "st accepted" "$STATUS" 200
+api POST /v1/projects/p1/jobs "$(gjob fv 1 "$FTOL")"
+check_eq "fv accepted" "$STATUS" 200
+for j in ev st fv; do
+    check "$j runs" wait_st p1 $j RUNNING
+    check_eq "$j on gpu-res" "$(nodes_of p1 $j)" gpu-res
+done
+stop_kilnd
+t0=$(date +%s)
+start_kilnd "$T/e" --node-config "$T/evict1.json"
+check "ev is evicted at once and waits (gpu-plain is full)" wait_st p1 ev QUEUED 10
+check "ev's log names the node and the taint" grep -q "evicted from node gpu-res: the node has the taint maint:NoExecute" "$T/e/jobs/p1/ev/log.tsv"
+check_eq "st still runs: it tolerates the taint for 4 s" "$(st p1 st)" RUNNING
+check "st's log says for how long" grep -q "Node gpu-res has the taint maint:NoExecute: the master-replica-0 replica tolerates it for 4s (tolerationSeconds), then the job is evicted" "$T/e/jobs/p1/st/log.tsv"
+# ev runs elsewhere once there is room (and no longer holds st's V100s back)
+api POST /v1/projects/p1/jobs/fill:cancel '{}'
+check "ev runs once gpu-plain is free" wait_st p1 ev RUNNING 15
+check_eq "ev on gpu-plain" "$(nodes_of p1 ev)" gpu-plain
+check "st, evicted twice (placed on gpu-res again), fails past backoffLimit 1" wait_st p1 st FAILED 30
+t1=$(date +%s)
+check "that took two tolerationSeconds at least ($((t1 - t0)) s)" test $((t1 - t0)) -ge 8
+api GET /v1/projects/p1/jobs/st
+check "its error says why ($(printf '%s' "$BODY" | jget errorMessage | head -c 300))" \
+    grep -q "its taint maint:NoExecute is tolerated for 4s (tolerationSeconds), and that time is up (runPolicy.backoffLimit reached)" <<<"$BODY"
+check_eq "fv stays" "$(st p1 fv)" RUNNING
+api GET /v1/projects/p1/jobs/fv
+check_eq "fv was not restarted" "$(printf '%s' "$BODY" | jget kilnStatus.restarts)" 0
+api GET /metrics
+check "kiln_restarts_total counts the requeues" grep -q 'kiln_restarts_total{reason="taint_eviction"} 2' <<<"$BODY"
+check "kiln_job_failures_total counts st" grep -q 'kiln_job_failures_total{reason="taint_eviction"} 1' <<<"$BODY"
+for j in ev fv; do api POST "/v1/projects/p1/jobs/$j:cancel" '{}'; done
 
 finish

@@ -90,6 +90,37 @@ static void validation(void)
           !kiln_taint_effect_valid(NULL));
 }
 
+/* The taint manager's rule for a replica already on a node */
+static void noexecute(void)
+{
+    kiln_taint nodes[] = {taint("gpu", "reserved", "NoSchedule"), taint("maint", NULL, "NoExecute"),
+                          taint("gpu", "bad", "NoExecute")};
+    const kiln_taint *w = NULL;
+    /* NoSchedule alone never evicts what runs */
+    CHECK(kiln_noexecute_stay(NULL, 0, NULL, 0, nodes, 1, &w) == -1);
+    /* an untolerated NoExecute taint: now, naming it */
+    CHECK(kiln_noexecute_stay(NULL, 0, NULL, 0, nodes, 3, &w) == 0 && w == &nodes[1]);
+    kiln_toleration v[3] = {tol("maint", "Exists", NULL, "NoExecute"),
+                            tol("gpu", "Exists", NULL, NULL), tol("gpu", "Exists", NULL, NULL)};
+    /* both tolerated, no tolerationSeconds: it stays */
+    CHECK(kiln_noexecute_stay(v, 2, NULL, 0, nodes, 3, &w) == -1);
+    /* the least tolerationSeconds of the matching tolerations decides */
+    v[0].has_toleration_seconds = true, v[0].toleration_seconds = 30;
+    v[1].has_toleration_seconds = true, v[1].toleration_seconds = 5;
+    v[1].effect = "NoExecute";
+    w = NULL;
+    CHECK(kiln_noexecute_stay(v, 2, NULL, 0, nodes, 3, &w) == 5 && w == &nodes[2]);
+    /* the first match per taint counts: v[1] (5 s) shadows v[2] (none) */
+    CHECK(kiln_noexecute_stay(v, 3, NULL, 0, nodes + 2, 1, &w) == 5);
+    /* tolerationSeconds <= 0: now */
+    v[0].toleration_seconds = 0;
+    CHECK(kiln_noexecute_stay(v, 2, NULL, 0, nodes, 3, &w) == 0 && w == &nodes[1]);
+    /* a flavor's tolerations count after the replica's own */
+    kiln_toleration fl = tol(NULL, "Exists", NULL, NULL);
+    CHECK(kiln_noexecute_stay(v + 1, 1, &fl, 1, nodes, 3, &w) == 5);
+    CHECK(kiln_noexecute_stay(NULL, 0, &fl, 1, nodes, 3, &w) == -1);
+}
+
 static bool bad_field(const char *json, const char *field)
 {
     kiln_cluster c;
@@ -281,6 +312,7 @@ int main(void)
 {
     matching();
     validation();
+    noexecute();
     node_config();
     job_model();
     placement();

@@ -1008,8 +1008,8 @@ void admit_free(sup *s)
  * under StrictFIFO or stopPolicy Hold it waits while its ClusterQueue has
  * pending workloads or admits nothing. A trial never preempts. */
 kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
-                     const kiln_replica_plan *plans, size_t np, kiln_placement *pl, char *why,
-                     size_t whylen)
+                     const kiln_replica_plan *plans, size_t np, kiln_placement *pl,
+                     kiln_toleration **xtol_out, size_t *n_xtol_out, char *why, size_t whylen)
 {
     kilnd *d = s->d;
     const char *project = w->project;
@@ -1076,6 +1076,12 @@ kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
     }
     err = place_job(s, w, plans, np, &ru, pl, why, whylen);
     char sw[300], fl[128];
+    /* copied while queues_mu is held: a SIGHUP's reload frees the flavors */
+    if (err == KILN_OK && !tolerations_copy(xtol_out, n_xtol_out, xtol, ru.n_extra)) {
+        place_release(s, pl);
+        kiln_placement_free(pl);
+        err = KILN_ENOMEM;
+    }
     if (err == KILN_OK) {
         kiln_queues_charge(q, cq, &a, req, 1);
         q->cqs[cq].admitted++;

@@ -307,6 +307,7 @@ static void adopt_job(sup *s, kiln_job_record *rec)
         json_is_true(json_object_get(root, "running")) || j->job->state == KILN_STATE_RUNNING;
     j->metrics = runtime_kept(rec->runtime, "metrics"); /* trainingOutput keeps the last report */
     gpu_usage_load(j, rec->runtime);
+    xtol_load(j, rec->runtime); /* its flavors' tolerations, for evict.c */
     j->start_ns = rec->start_ns;
     j->create_ns = rec->create_ns;
     j->admit_ns = rec->start_ns;

@@ -250,6 +250,8 @@ void save_runtime(sup *s, rjob *j)
     if (root && j->preempted) json_object_set(root, "preempting", j->preempted);
     json_t *gu = root ? gpu_usage_json(j) : NULL;
     if (gu) json_object_set_new(root, "gpuUsage", gu);
+    json_t *xt = root ? xtol_json(j) : NULL; /* its flavors' tolerations (evict.c) */
+    if (xt) json_object_set_new(root, "flavorTolerations", xt);
     if (root && j->elastic) {
         int cur = 0;
         for (size_t i = 0; i < j->n; i++)
@@ -381,6 +383,7 @@ void rjob_free(sup *s, rjob *j)
     hpa_free(j);
     json_decref(j->metrics);
     json_decref(j->preempted);
+    tolerations_free(&j->xtol, &j->n_xtol);
     kiln_job_free(j->job);
     free(j);
 }

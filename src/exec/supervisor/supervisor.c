@@ -315,6 +315,8 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra,
     j->job_id = strdup(rec->job->job_id);
     j->reps = calloc(pl.n ? pl.n : 1, sizeof *j->reps);
     if (!j->project || !j->job_id || !j->reps) goto nomem;
+    /* the admitting flavors' tolerations, for evict.c */
+    if (!tolerations_copy(&j->xtol, &j->n_xtol, xtol, n_xtol)) goto nomem;
     j->pl = pl;
     pl = (kiln_placement){0};
     j->n = j->pl.n;
@@ -737,11 +739,12 @@ static void finish(sup *s, rjob *j, rjob **link)
         return;
     case AS_REQUEUE: {
         j->restarts++;
-        /* a GPU that failed under it counts against backoffLimit; a drain
-         * or a preemption does not */
-        j->failures += j->gpu_failure || j->alloc_failed;
+        /* a GPU that failed under it, or a taint eviction, counts against
+         * backoffLimit; a drain or a preemption does not */
+        j->failures += j->gpu_failure || j->alloc_failed || j->evicted;
         d->restarts_total[j->gpu_failure    ? KILND_RESTART_GPU
                           : j->alloc_failed ? KILND_RESTART_FAILURE
+                          : j->evicted      ? KILND_RESTART_EVICTED
                           : j->preempted    ? KILND_RESTART_PREEMPTED
                                             : KILND_RESTART_DRAIN]++;
         json_t *gu = gpu_usage_json(j);
@@ -1005,6 +1008,7 @@ static bool tick(sup *s, bool woken)
     gpu_tick(s, now);
     place_tick(s, now);
     drains(s);
+    evict_tick(s, now);
     for (rjob *j = s->jobs; j; j = j->next) {
         char lost[512];
         /* Slurm took an allocation back (a node failed, scancel) while its

@@ -62,9 +62,10 @@ typedef struct replica {
      * HPA's next look (hpa.c) */
     unsigned long long hpa_cpu_us;
     int64_t hpa_ns;
-    pid_t hpa_pid;      /* the replica measured (a restarted replica starts afresh) */
-    kiln_cgroup hpa_cg; /* a container's cgroup, found once per start */
-    pid_t hpa_cg_for;   /* the `podman run` hpa_cg was found for (0: none yet) */
+    pid_t hpa_pid;         /* the replica measured (a restarted replica starts afresh) */
+    kiln_cgroup hpa_cg;    /* a container's cgroup, found once per start */
+    pid_t hpa_cg_for;      /* the `podman run` hpa_cg was found for (0: none yet) */
+    int64_t taint_seen_ns; /* evict.c: when it was first seen under a NoExecute taint (0: not) */
 } replica;
 
 typedef enum after_stop {
@@ -114,6 +115,11 @@ typedef struct rjob {
     long long util_n;
     bool gpu_failure;  /* AS_REQUEUE because a GPU it held failed (a failure, not a drain) */
     bool alloc_failed; /* AS_REQUEUE because its Slurm allocation ended by itself (a failure) */
+    bool evicted;      /* AS_REQUEUE for a NoExecute taint (evict.c): counted as a failure */
+    /* the tolerations of the Kueue flavors that admitted it (Kueue adds
+     * them to its pods), kept in its runtime record for evict.c */
+    kiln_toleration *xtol;
+    size_t n_xtol;
     bool gpus_moved;   /* adopted: its GPUs (by UUID) have other indices than recorded */
     int trial;         /* the trial's id */
     json_t *preempted; /* --queues: it is being preempted: who and why (kept when requeued) */
@@ -380,13 +386,24 @@ static inline bool kiln_admits(const kilnd *d)
  * ClusterQueues' heads, against quota, non-borrowers first; it publishes
  * why each job waits (kilnd's qwait) and each queue's counts. */
 void admit_pass(sup *s, qent **v, size_t n);
+/* evict.c: NoExecute taints under running replicas, checked at each tick;
+ * a deep copy of tolerations v[0..n) into *out (freed first; false: out of
+ * memory, none); a job's flavor tolerations to and from its runtime record
+ * ("flavorTolerations"; NULL: none) */
+void evict_tick(sup *s, int64_t now);
+bool tolerations_copy(kiln_toleration **out, size_t *n_out, const kiln_toleration *v, size_t n);
+void tolerations_free(kiln_toleration **v, size_t *n);
+json_t *xtol_json(const rjob *j);
+void xtol_load(rjob *j, const char *runtime);
+
 /* admit.c: with --queues, a trial of a running tuning job (w: its job and
  * the trial's tag) is a workload of its own: placed (into *pl) only when
  * its job's ClusterQueue has quota for its gang, then charged. KILN_ECONFLICT with `why` when it
- * waits. */
+ * waits. Placed, *xtol (n_xtol) gets a copy of the chosen flavors' tolerations (the
+ * caller's to free with tolerations_free; none: NULL). */
 kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
-                     const kiln_replica_plan *plans, size_t np, kiln_placement *pl, char *why,
-                     size_t whylen);
+                     const kiln_replica_plan *plans, size_t np, kiln_placement *pl,
+                     kiln_toleration **xtol_out, size_t *n_xtol_out, char *why, size_t whylen);
 /* admit.c: frees what admission keeps between passes (kilnd stopping). */
 void admit_free(sup *s);
 /* admit.c: forgets why a tuning job's next trial waited (its study ended). */

@@ -264,6 +264,8 @@ static bool launch_trial(sup *s, tstudy *st)
     kiln_placement pl = {0};
     char why[512];
     kiln_sched_rules ru;
+    kiln_toleration *xtol = NULL; /* admitted: its flavors' tolerations (evict.c) */
+    size_t n_xtol = 0;
     size_t np = kiln_catalog_plan(d->catalog, st->job, plans);
     if (np == 0) return false;
     kiln_sched_rules_of(st->job, &ru);
@@ -278,7 +280,7 @@ static bool launch_trial(sup *s, tstudy *st)
     snprintf(tag, sizeof tag, "-t%zu", kiln_study_trial_count(st->st) + 1);
     place_who who = {st->project, st->job_id, tag, st->job};
     if (kiln_admits(d)) /* each trial is admitted against its job's quota */
-        err = admit_trial(s, &who, st->job, plans, np, &pl, why, sizeof why);
+        err = admit_trial(s, &who, st->job, plans, np, &pl, &xtol, &n_xtol, why, sizeof why);
     else
         err = place_job(s, &who, plans, np, &ru, &pl, why, sizeof why);
     if (err != KILN_OK) return false;
@@ -290,6 +292,11 @@ static bool launch_trial(sup *s, tstudy *st)
         j->job_id = strdup(st->job_id);
         j->reps = calloc(pl.n ? pl.n : 1, sizeof *j->reps);
         j->job = trial_job(st, t->id, NULL);
+    }
+    if (j) {
+        j->xtol = xtol, j->n_xtol = n_xtol; /* the job's from here */
+    } else {
+        tolerations_free(&xtol, &n_xtol);
     }
     if (!j || !j->project || !j->job_id || !j->reps || !j->job) {
         if (t) kiln_study_end(st->st, t, KILN_TRIAL_QUEUED, 0);
