@@ -331,8 +331,12 @@ _kp_slurm_cluster() {
             { printf '%s\n' "$_e" | grep -v 'start failed; logs in'; grep -h 'error' "$1"/log/slurmd-*.log 2>/dev/null; } |
                 tail -3 | tr '\n' ' ' | cut -c1-400)"
         _crc=1
-    elif ! _e=$(SLURM_CONF=$1/slurm.conf timeout 60 srun -N2 -n2 -t 1 true 2>&1); then
-        echo "the Slurm test cluster starts but a two-node step does not run (srun -N2 -n2 true): $(printf '%s' "$_e" | tail -1 | cut -c1-300)"
+    elif ! _e=$(SLURM_CONF=$1/slurm.conf timeout 60 srun -N2 -n2 -t 1 echo kiln-step-ran 2>&1) ||
+        [ "$(printf '%s\n' "$_e" | grep -c '^kiln-step-ran$')" != 2 ]; then
+        # srun exits 0 when a task never started ("srun: error: task 0
+        # launch failed: Slurmd could not connect IO"): its tasks' output is
+        # what says that they ran
+        echo "the Slurm test cluster starts but a two-node step does not run (srun -N2 -n2 echo): $(printf '%s' "$_e" | grep -v '^kiln-step-ran$' | tail -1 | cut -c1-300)"
         _crc=1
     fi
     bash "$_cs" stop "$1" >/dev/null 2>&1

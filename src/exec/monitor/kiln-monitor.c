@@ -40,6 +40,14 @@
  * "[kiln] N bytes of output lost: disk full (...)" into that log, so the gap
  * is marked where it is.
  *
+ * A program called srun (a replica under kilnd --executor slurm is
+ * "srun ... -- PROGRAM", a step of its allocation) that said on its stderr
+ * "srun: error: task N launch failed: WHY" never ran the replica: srun
+ * exits 0 then (Slurm 22.05's launch plugin sets its exit status only from
+ * tasks that ended, and a task that never started never ends), so the
+ * monitor records the start as failed ("code -1") with srun's reason, and
+ * the job fails rather than SUCCEEDS with nothing run.
+ *
  * fd 3, when open, is the life pipe: "S PID START\n" is written to it once
  * the program runs, and it closes when the monitor exits (after the exit
  * file is written), which kilnd sees at once. */
@@ -83,6 +91,8 @@ typedef struct mon {
     bool capped;
     char *last; /* when set, gets each line written (the pull's last words) */
     size_t lastlen;
+    bool srun;               /* the program is srun: its launch failures are watched */
+    char launch_failed[400]; /* srun's first "task N launch failed: WHY", when it said one */
 } mon;
 
 typedef struct stream {
@@ -185,12 +195,31 @@ static void metrics_line(mon *m, const stream *s, const char *msg, size_t n)
     if (w > 0 && w < (ssize_t)(n + 1)) m->metrics_torn = true;
 }
 
+/* srun's own words when a task of its step did not start (Slurm's
+ * src/api/step_launch.c: error("task %u launch failed: %s", ...), which
+ * srun's log prints with "srun: error: " before it). The first is kept. */
+static void launch_line(mon *m, const stream *s, const char *msg, size_t n)
+{
+    static const char pre[] = "srun: error: task ";
+    static const char mid[] = " launch failed: ";
+    if (!m->srun || m->launch_failed[0] || strcmp(s->sev, "ERROR") != 0) return;
+    if (n <= sizeof pre - 1 || memcmp(msg, pre, sizeof pre - 1) != 0) return;
+    size_t k = sizeof pre - 1;
+    while (k < n && msg[k] >= '0' && msg[k] <= '9')
+        k++;
+    if (k == sizeof pre - 1 || n - k < sizeof mid - 1 || memcmp(msg + k, mid, sizeof mid - 1) != 0)
+        return;
+    /* from "task": what srun said, without its "srun: error: " */
+    snprintf(m->launch_failed, sizeof m->launch_failed, "%.*s", (int)(n - 13), msg + 13);
+}
+
 static void emit(mon *m, stream *s, bool flush)
 {
     size_t start = 0;
     for (size_t i = 0; i < s->len; i++)
         if (s->buf[i] == '\n') {
             metrics_line(m, s, s->buf + start, i - start);
+            launch_line(m, s, s->buf + start, i - start);
             line(m, s->sev, s->buf + start, i - start);
             start = i + 1;
         }
@@ -393,6 +422,8 @@ int main(int argc, char **argv)
         return 2;
     }
     char **prog = &argv[i + 1];
+    const char *base = strrchr(prog[0], '/');
+    m.srun = strcmp(base ? base + 1 : prog[0], "srun") == 0;
     /* terminate the argv groups in place: "--" and the counts follow them */
     char **pull_v = NULL, **exists_v = NULL;
     if (npull) {
@@ -504,7 +535,16 @@ int main(int argc, char **argv)
     mark_loss(&m, m.rep_log, &m.rep_loss);
     int code = WIFEXITED(status) ? WEXITSTATUS(status)
                                  : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255);
-    write_exit(&m, code, NULL);
+    if (m.launch_failed[0]) {
+        /* the reason as kilnd shows it; srun's own words end it */
+        char why[600];
+        snprintf(why, sizeof why,
+                 "Slurm could not start the replica's step on its node (srun exited %d): %s", code,
+                 m.launch_failed);
+        write_exit(&m, -1, why);
+    } else {
+        write_exit(&m, code, NULL);
+    }
     free(pull_v);
     free(exists_v);
     return 0;
