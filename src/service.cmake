@@ -73,11 +73,18 @@ add_library(kiln_exec STATIC ${KILN_EXEC_SRC})
 target_link_libraries(kiln_exec PUBLIC kiln_store kiln_spec kiln_util PkgConfig::JANSSON)
 
 # The per-replica monitor (src/exec/monitor): kilnd finds it next to itself.
-add_executable(kiln-monitor ${CMAKE_SOURCE_DIR}/src/exec/monitor/kiln-monitor.c)
+add_executable(kiln-monitor ${CMAKE_SOURCE_DIR}/src/exec/monitor/kiln-monitor.c
+                            ${CMAKE_SOURCE_DIR}/src/exec/monitor/execsrv.c)
 target_link_libraries(kiln-monitor PRIVATE kiln_exec)
 # A container step's GPUs under Slurm (src/exec/slurm/task): srun runs it.
 # an MPIJob launcher's remote-start agent (OMPI_MCA_plm_rsh_agent; docs/job-model.md)
 add_executable(kiln-mpi-agent ${CMAKE_SOURCE_DIR}/src/exec/mpi/kiln-mpi-agent.c)
+# static: an MPIJob's launcher container runs this very file (mounted from
+# the host), whatever C library its image has; it uses nothing of NSS.
+# (ASan cannot link statically: the sanitized build's is dynamic.)
+if(NOT KILN_SANITIZE AND NOT KILN_FUZZ)
+  target_link_options(kiln-mpi-agent PRIVATE -static)
+endif()
 add_executable(kiln-slurm-task ${CMAKE_SOURCE_DIR}/src/exec/slurm/task/kiln-slurm-task.c)
 target_link_libraries(kiln-slurm-task PRIVATE kiln_exec)
 

@@ -251,6 +251,10 @@ typedef struct kiln_exec_spec {
      * allocation its gang holds), put before the program and before the
      * image's pull and check; NULL or empty: this machine */
     const kiln_strv *via;
+    /* container: a Unix socket (its path) on which the monitor runs
+     * `podman exec` into this container for kiln-mpi-agent, the rsh agent
+     * of an MPIJob's launcher (kiln-monitor.c, "--exec-socket"); NULL: none */
+    const char *exec_socket;
 } kiln_exec_spec;
 
 /* What kilnd keeps of a started (or adopted) replica. */

@@ -252,30 +252,6 @@ static bool mount_ok(const char *m)
     return !b || strcmp(b, ":ro") == 0;
 }
 
-/* An MPIJob runs as processes: its launcher's mpirun starts the ranks
- * through kiln-mpi-agent, which runs them on the worker replica's node
- * (docs/job-model.md). In a container the launcher has no way to reach a
- * worker's container yet (no podman in it, no sshd of kiln's): an MPIJob
- * whose replicas run images is refused, not run half-way. */
-static void check_mpi(hctx *h)
-{
-    static const char *const fields[] = {"masterConfig.imageUri", "workerConfig.imageUri"};
-    const kiln_training_input *ti = &h->job->training_input;
-    if (!h->job->has_training_input || !ti->has_mpi_job) return;
-    for (int r = KILN_ROLE_MASTER; r <= KILN_ROLE_WORKER; r++) {
-        const kiln_replica_config *rc = kiln_job_role_config(h->job, (kiln_role)r);
-        char f[64];
-        if (!rc || !rc->image_uri || !*rc->image_uri) continue;
-        snprintf(f, sizeof f, "trainingInput.%s", fields[r - KILN_ROLE_MASTER]);
-        refuse(h, f,
-               "an MPIJob's %s runs the image %s: kiln runs an MPIJob's replicas as processes "
-               "only (its launcher's mpirun reaches the workers through kiln-mpi-agent, which "
-               "does not reach into containers yet); leave out the image (the container's "
-               "command runs on the node)",
-               r == KILN_ROLE_MASTER ? "Launcher" : "Worker", rc->image_uri);
-    }
-}
-
 static bool cap_name_ok(const char *s)
 {
     return kiln_cap_number(s) != -1;
@@ -627,6 +603,5 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
         if (r == (ti->pytorch_job.workers_only ? KILN_ROLE_MASTER : KILN_ROLE_WORKER))
             check_metrics(&h, ti, role_has_gpus(c, job, (kiln_role)r));
     }
-    check_mpi(&h);
     return h.n ? KILN_EINVAL : KILN_OK;
 }

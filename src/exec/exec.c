@@ -325,6 +325,10 @@ kiln_err kiln__mon_argv(const kiln__mon_args *a, const char *const *prog, size_t
     for (size_t i = 0; a->cap_drop && i < a->cap_drop->n; i++)
         if (kiln_strv_push(av, "--cap-drop") || kiln_strv_push(av, a->cap_drop->v[i]))
             return KILN_ENOMEM;
+    if (a->exec_socket && a->exec_argv &&
+        (kiln_strv_push(av, "--exec-socket") || kiln_strv_push(av, a->exec_socket) ||
+         push_int(av, a->exec_uid) || push_group(av, a->exec_argv)))
+        return KILN_ENOMEM;
     if (kiln_strv_push(av, "--") != KILN_OK) return KILN_ENOMEM;
     for (size_t i = 0; i < nprog; i++)
         if (kiln_strv_push(av, prog[i]) != KILN_OK) return KILN_ENOMEM;
@@ -344,7 +348,8 @@ static kiln_err via_prefix(const kiln_strv *via, const kiln_strv *v, kiln_strv *
 
 kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
                          const kiln_strv *prog, const kiln_strv *pull, const kiln_strv *exists,
-                         kiln_exec_handle *h, char *why, size_t whylen)
+                         const kiln_strv *exec_argv, long exec_uid, kiln_exec_handle *h, char *why,
+                         size_t whylen)
 {
     kiln_strv av = {0}, env = {0}, vprog = {0}, vpull = {0}, vexists = {0};
     char **avp = NULL, **envp = NULL;
@@ -383,7 +388,10 @@ kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec
                          .no_new_privs = spec->no_new_privs,
                          .cap_drop = spec->cap_drop,
                          .pull = pull,
-                         .exists = exists};
+                         .exists = exists,
+                         .exec_socket = spec->exec_socket,
+                         .exec_argv = exec_argv,
+                         .exec_uid = exec_uid};
     if (kiln__mon_argv(&ma, (const char *const *)prog->v, prog->n, &av) != KILN_OK) goto out;
     if (monitor_env(spec, &env) != KILN_OK) goto out;
     avp = calloc(av.n + 1, sizeof *avp);

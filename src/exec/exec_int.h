@@ -43,6 +43,11 @@ typedef struct kiln__mon_args {
     bool no_new_privs;           /* PR_SET_NO_NEW_PRIVS before the program's exec */
     const kiln_strv *cap_drop;   /* capabilities off the bounding set (NULL: none) */
     const kiln_strv *pull, *exists;
+    /* --exec-socket: where the monitor serves execs, and the command each
+     * runs before "/bin/sh -c LINE" (`podman exec -i NAME`); NULL: none */
+    const char *exec_socket;
+    const kiln_strv *exec_argv;
+    long long exec_uid; /* whose connections are served besides root's (-1: root's only) */
 } kiln__mon_args;
 /* A child started and not waited for (a monitor, `podman kill`), for
  * kiln_exec_reap to collect. */
@@ -52,7 +57,8 @@ kiln_err kiln__mon_argv(const kiln__mon_args *a, const char *const *prog, size_t
 
 kiln_err kiln__mon_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
                          const kiln_strv *prog, const kiln_strv *pull, const kiln_strv *exists,
-                         kiln_exec_handle *h, char *why, size_t whylen);
+                         const kiln_strv *exec_argv, long exec_uid, kiln_exec_handle *h, char *why,
+                         size_t whylen);
 kiln_exec_status kiln__mon_poll(const kiln_exec_config *cfg, kiln_exec_handle *h, int *code,
                                 char *why, size_t whylen);
 /* The container backend's command lines for `spec` (src/exec/container):

@@ -82,6 +82,12 @@ static const char *const expr_keys[] = {"key", "operator", "values", NULL};
 static const char *const container_keys[] = {
     "name",         "image",      "imagePullPolicy", "command",         "args", "env", "resources",
     "volumeMounts", "workingDir", "ports",           "securityContext", NULL};
+/* an MPIJob Worker's sshd container (kiln__kf.sshd_probe_ok) */
+static const char *const sshd_container_keys[] = {
+    "name",       "image", "imagePullPolicy", "command",
+    "args",       "env",   "resources",       "volumeMounts",
+    "workingDir", "ports", "securityContext", "readinessProbe",
+    NULL};
 static const char *const port_keys[] = {"name", "containerPort", "protocol", NULL};
 static const char *const env_keys[] = {"name", "value", NULL};
 static const char *const resources_keys[] = {"limits", "requests", NULL};
@@ -177,6 +183,15 @@ static const char *refusal_hint(const char *key)
     for (size_t i = 0; i < sizeof hints / sizeof *hints; i++)
         if (strcmp(key, hints[i].key) == 0) return hints[i].why;
     return NULL;
+}
+
+bool kiln__kf_runs_sshd(const json_t *ctr)
+{
+    const json_t *cmd = kiln__kf_get(ctr, "command");
+    if (!json_is_array(cmd) || json_array_size(cmd) == 0) cmd = kiln__kf_get(ctr, "args");
+    const char *prog = json_is_array(cmd) ? kiln__kf_scalar(json_array_get(cmd, 0)) : NULL;
+    const char *base = prog && strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
+    return base && strcmp(base, "sshd") == 0;
 }
 
 void kiln__kf_check_keys(kiln__kf *c, const json_t *obj, const char *path, const char *const *keys)
@@ -1420,7 +1435,14 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
         kiln__kf_bad(c, cpath, "must be a container");
         return;
     }
-    kiln__kf_check_keys(c, ctr, cpath, container_keys);
+    bool sshd = c->sshd_probe_ok && kiln__kf_runs_sshd(ctr);
+    kiln__kf_check_keys(c, ctr, cpath, sshd ? sshd_container_keys : container_keys);
+    if (sshd && kiln__kf_present(kiln__kf_get(ctr, "readinessProbe"))) {
+        snprintf(p, sizeof p, "%s.readinessProbe", cpath);
+        kiln__kf_note(c, p,
+                      "probes the Worker's sshd, which kiln does not run (kiln-mpi-agent takes "
+                      "ssh's place): the Worker is ready once its container runs");
+    }
     const char *image = kiln__kf_scalar(kiln__kf_get(ctr, "image"));
     snprintf(p, sizeof p, "%s.image", cpath);
     /* an MPIJob's container without an image runs its command as a process */

@@ -34,11 +34,15 @@ typedef struct kiln__kf {
     kiln_err err;     /* first hard error (ENOMEM); EINVAL is counted through d */
     size_t bad;       /* violations reported by this decoder */
     /* set by the front end before the shared readers run: */
-    const char *kind;         /* "TFJob" | "PyTorchJob", for messages */
-    const char *container;    /* the container that runs the program */
-    const char *port;         /* the operator's port name (tfjob-port, jaxjob-port...) */
-    bool container_required;  /* PyTorchJob: every replica type must have it */
-    bool image_optional;      /* MPIJob: no image = the command runs as a process on the node */
+    const char *kind;        /* "TFJob" | "PyTorchJob", for messages */
+    const char *container;   /* the container that runs the program */
+    const char *port;        /* the operator's port name (tfjob-port, jaxjob-port...) */
+    bool container_required; /* PyTorchJob: every replica type must have it */
+    bool image_optional;     /* MPIJob: no image = the command runs as a process on the node */
+    /* MPIJob: a container whose program is sshd, which kiln does not run
+     * (kiln-mpi-agent takes ssh's place), may carry the readinessProbe that
+     * probes it: said, not refused (kiln__kf_runs_sshd) */
+    bool sshd_probe_ok;
     const char *runtimes_dir; /* TrainJob: where runtimeRef is looked up (NULL: default) */
     /* set by the entry point for a TrainJob shipped with its runtimes (one
      * file of runtime documents and the TrainJob): runtimeRef is looked up
@@ -50,6 +54,8 @@ typedef struct kiln__kf {
     const char *queue;
 } kiln__kf;
 
+/* The container's program (command[0], else args[0]) is sshd. */
+bool kiln__kf_runs_sshd(const json_t *ctr);
 void kiln__kf_bad(kiln__kf *c, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void kiln__kf_nomem(kiln__kf *c, kiln_err e);

@@ -11,8 +11,9 @@
  *       WaitForWorkersReady), mpiImplementation (OpenMPI | Intel | MPICH),
  *       sshAuthMountPath (default /root/.ssh)
  * Defaults are the operators': restartPolicy Never on both (v2beta1's
- * Launcher OnFailure). kilnd runs an MPIJob's replicas as processes, the
- * launcher's mpirun starting the ranks through kiln-mpi-agent
+ * Launcher OnFailure). kilnd runs an MPIJob's replicas as processes or in
+ * their images, the launcher's mpirun starting the ranks through
+ * kiln-mpi-agent
  * (src/exec/mpienv.c, docs/job-model.md). scaleTier is CUSTOM. */
 #include <stdio.h>
 #include <string.h>
@@ -112,6 +113,24 @@ static void map_replica_specs(kiln__kf *c, const json_t *spec, kiln_training_inp
          * v2beta1's too, whose ssh (and the workers' sshd) kiln-mpi-agent
          * stands in for */
         kiln_replica_config *wc = ti->has_worker_config ? &ti->worker_config : NULL;
+        /* mpi-operator's examples start the Workers' sshd (on a port of the
+         * image's sshd_config, with the key pair the operator mounts at
+         * sshAuthMountPath) only for the launcher's ssh, whose place
+         * kiln-mpi-agent takes: kiln runs no sshd (two workers on a node's
+         * network would fight over its port), and says so */
+        const char *prog = wc && wc->container_command.n ? wc->container_command.v[0]
+                           : wc && wc->container_args.n  ? wc->container_args.v[0]
+                                                         : NULL;
+        const char *base = prog && strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
+        if (w > 0 && base && strcmp(base, "sshd") == 0) {
+            kiln__kf_note(c, MPI_SPECS ".Worker.template.spec.containers[0].command",
+                          "%s is not run: kiln-mpi-agent takes ssh's place (the launcher's "
+                          "mpirun reaches the workers through kiln), and the Workers wait with "
+                          "`sleep 365d` as the v1 operator's do",
+                          prog);
+            kiln_strv_clear(&wc->container_command);
+            kiln_strv_clear(&wc->container_args);
+        }
         if (w > 0 && wc && wc->container_command.n == 0 && wc->container_args.n == 0) {
             kiln__kf_nomem(c, kiln_strv_push(&wc->container_command, "sleep"));
             kiln__kf_nomem(c, kiln_strv_push(&wc->container_command, "365d"));
@@ -131,9 +150,10 @@ kiln_err kiln__mpijob_decode(kiln__kf *c, const json_t *root, kiln_job *job)
     c->kind = "MPIJob";
     c->port = "mpi-port";
     c->container_required = false;
-    /* kiln runs an MPIJob's replicas as processes (the catalog refuses an
-     * image, honoured.c): a container without one runs its command */
+    /* an MPIJob's container without an image runs its command as a process
+     * on the node (with one, in the image; docs/job-model.md) */
     c->image_optional = true;
+    c->sshd_probe_ok = true; /* a Worker's sshd is not run (below) */
     /* v1: mainContainer names the program's container; v2beta1: the first */
     const char *main = v2 ? NULL : kiln__kf_scalar(kiln__kf_get(spec, "mainContainer"));
     c->container = main && *main ? main : "mpi";

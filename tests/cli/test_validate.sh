@@ -135,8 +135,8 @@ err_has "the file holds 3 YAML documents (1: Service 'rdzv-store-client'; 2: Pod
 sed 's/kind: PyTorchJob/kind: MXJob/' "$PT/simple.yaml" >"$TMP/mx.yaml"
 run 2 "$KILN" validate --kubeflow-job "$TMP/mx.yaml"
 err_has "kind: 'MXJob' is a Kubeflow training job kiln does not run; kiln reads TFJob, PyTorchJob, JAXJob, PaddleJob and XGBoostJob"
-run 2 "$KILN" validate --kubeflow-job "$SRC/tests/data/kubeflow/mpijob-v2beta1.yaml"
-err_has "trainingInput.masterConfig.imageUri: an MPIJob's Launcher runs the image localhost/kiln-examples/mpi:0.1: kiln runs an MPIJob's replicas as processes only"
+run 0 "$KILN" validate --kubeflow-job "$SRC/tests/data/kubeflow/mpijob-v2beta1.yaml"
+err_has "containers[0].command: /usr/sbin/sshd is not run: kiln-mpi-agent takes ssh's place"
 
 # ---- TrainJob: the runtime from data/runtimes, or --runtimes-dir ----
 TJ=$SRC/tests/data/kubeflow/trainjob-torch.yaml

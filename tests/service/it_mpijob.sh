@@ -171,9 +171,4 @@ check "... which ran with the host and its own shared-memory directory" \
     grep -q "on h-worker-0 shm $T/nompi/shm/h-worker-0" "$T/agent.out"
 check "... noted in the replica's log" grep -q "kiln-mpi-agent: started the launcher's command" "$T/agent.log"
 
-# ---- an image is refused (the agent reaches no container yet) ----
-sed 's|          - name: mpi$|          - name: mpi\n            image: localhost/mpi:1|' "$T/v1.yaml" | sed 's/allreduce-v1/withimage/' >"$T/img.yaml"
-"$KILN" jobs submit training --kubeflow-job "$T/img.yaml" >"$T/img.out" 2>&1
-check_eq "an MPIJob with images is refused (exit 2)" "$?" 2
-check "... naming the field" grep -q "masterConfig.imageUri" "$T/img.out"
 finish

@@ -1,9 +1,9 @@
 /* test_mpijob.c - Kubeflow MPIJob, kubeflow.org/v1 and v2beta1 -> kiln_job
  * (src/spec/mpijob.c): Launcher and Worker, slotsPerWorker, the v2beta1
  * fields and their defaults, each refusal at its path; a Worker without a
- * command made `sleep 365d`; and the catalog's check at create (replicas
- * as processes run; an image is refused, kiln-mpi-agent reaching no
- * container yet). */
+ * command made `sleep 365d`, and so a Worker whose program is sshd (with
+ * the readinessProbe that probes it, noted); and the catalog's check at
+ * create (replicas as processes and in images both run). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +53,8 @@ static void test_v2beta1(void)
     CHECK(!m->run_launcher_as_worker && m->slots_per_worker == 2);
     /* the first container runs the program whatever its name */
     CHECK_STR(job->training_input.master_config.container_args.v[0], "mpirun");
-    CHECK_STR(job->training_input.worker_config.container_command.v[0], "/usr/sbin/sshd");
+    /* its Workers' sshd is not run (test_sshd_worker) */
+    CHECK_STR(job->training_input.worker_config.container_command.v[0], "sleep");
     CHECK_STR(job->training_input.master_config.restart_policy, "OnFailure"); /* v2's default */
     kiln_job_free(job);
 
@@ -107,7 +108,53 @@ static void test_rules(void)
 #undef V2
 }
 
-/* processes run; images are refused at create, each at its field */
+/* mpi-operator's Workers start sshd (command, or args without a command)
+ * for the launcher's ssh: kiln-mpi-agent takes its place, so the Worker
+ * waits instead, said in a note, and the readinessProbe on sshd's port is
+ * noted; on any other container a readinessProbe is still refused. */
+static void test_sshd_worker(void)
+{
+    static const char *const shapes[] = {"command: [/usr/sbin/sshd], args: [-De]",
+                                         "args: [/usr/sbin/sshd, -De, -f, /h/.sshd_config]"};
+    for (size_t k = 0; k < 2; k++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml,
+                 "apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: m}\nspec:\n"
+                 "  mpiReplicaSpecs:\n    Launcher: {template: {spec: {containers: [{name: l, "
+                 "image: i, command: [mpirun]}]}}}\n    Worker: {replicas: 2, template: {spec: "
+                 "{containers: [{name: w, image: i, %s, readinessProbe: {tcpSocket: {port: "
+                 "2222}}}]}}}\n",
+                 shapes[k]);
+        kiln_diag d = KILN_DIAG_INIT, notes = KILN_DIAG_INIT;
+        kiln_job *job = NULL;
+        CHECK(kiln_job_from_kubeflow_notes(yaml, strlen(yaml), &job, &d, &notes) == KILN_OK);
+        if (job) {
+            const kiln_replica_config *wc = &job->training_input.worker_config;
+            CHECK(wc->container_command.n == 2 && strcmp(wc->container_command.v[0], "sleep") == 0);
+            CHECK(wc->container_args.n == 0);
+        }
+        bool said_sshd = false, said_probe = false;
+        for (size_t i = 0; i < notes.n; i++) {
+            said_sshd |= strstr(notes.v[i].description, "/usr/sbin/sshd is not run") != NULL;
+            said_probe |= strstr(notes.v[i].field, "readinessProbe") &&
+                          strstr(notes.v[i].description, "which kiln does not run");
+        }
+        CHECK_MSG(said_sshd && said_probe, "shape %zu: the sshd and its probe are noted", k);
+        kiln_job_free(job);
+        kiln_diag_free(&d);
+        kiln_diag_free(&notes);
+    }
+    expect_bad("apiVersion: kubeflow.org/v2beta1\nkind: MPIJob\nmetadata: {name: m}\nspec:\n"
+               "  mpiReplicaSpecs:\n    Launcher: {template: {spec: {containers: [{name: l, "
+               "image: i, command: [mpirun]}]}}}\n    Worker: {replicas: 2, template: {spec: "
+               "{containers: [{name: w, image: i, command: [python3, serve.py], readinessProbe: "
+               "{tcpSocket: {port: 2222}}}]}}}\n",
+               "spec.mpiReplicaSpecs.Worker.template.spec.containers[0].readinessProbe",
+               "not supported by kiln");
+}
+
+/* processes and images both run (kiln-mpi-agent reaches a worker's
+ * container through its monitor) */
 static void test_at_create(void)
 {
     kiln_catalog *c = NULL;
@@ -122,10 +169,8 @@ static void test_at_create(void)
                &dd, NULL);
     CHECK(proc != NULL);
     if (c && job) {
-        CHECK(kiln_catalog_check_honoured(c, job, &d) == KILN_EINVAL);
-        CHECK(d.n == 2 && strcmp(d.v[0].field, "trainingInput.masterConfig.imageUri") == 0 &&
-              strstr(d.v[0].description, "as processes only"));
-        CHECK(d.n == 2 && strcmp(d.v[1].field, "trainingInput.workerConfig.imageUri") == 0);
+        CHECK(kiln_catalog_check_honoured(c, job, &d) == KILN_OK);
+        CHECK_STR(job->training_input.worker_config.image_uri, "localhost/kiln-examples/mpi:0.1");
     }
     if (c && proc) {
         kiln_diag_free(&d);
@@ -152,6 +197,7 @@ int main(void)
     test_v1();
     test_v2beta1();
     test_rules();
+    test_sshd_worker();
     test_at_create();
     TEST_DONE();
 }

@@ -223,7 +223,8 @@ out:
 static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
                              kiln_exec_handle *h, char *why, size_t whylen)
 {
-    kiln_strv prog = {0}, pull = {0}, exists = {0};
+    kiln_strv prog = {0}, pull = {0}, exists = {0}, xargv = {0};
+    char user[64];
     /* on another node (spec->via) the GPUs' CDI spec is that node's */
     bool remote = spec->via && spec->via->n;
     kiln_err err = podman_check(cfg, remote ? 0 : spec->n_gpus, spec->simulated, why, whylen);
@@ -236,13 +237,26 @@ static kiln_err podman_start(const kiln_exec_config *cfg, const kiln_exec_spec *
     s.uid = s.gid = -1;
     s.cap_drop = NULL;      /* podman's --cap-drop, above: podman itself needs its own */
     s.no_new_privs = false; /* podman sets it in the container (--security-opt) */
-    err = kiln__mon_start(cfg, &s, &prog, pull.n ? &pull : NULL, &exists, h, why, whylen);
+    /* an MPIJob's replica: the monitor runs kiln-mpi-agent's commands in
+     * the container, as the container's user */
+    if (spec->exec_socket) {
+        snprintf(user, sizeof user, "%ld:%ld", spec->uid, spec->gid >= 0 ? spec->gid : spec->uid);
+        if (runtime_prefix(cfg, &xargv) || kiln_strv_push(&xargv, "exec") ||
+            kiln_strv_push(&xargv, "-i") || (spec->uid >= 0 && push2(&xargv, "--user", user)) ||
+            kiln_strv_push(&xargv, spec->name)) {
+            err = KILN_ENOMEM;
+            goto out;
+        }
+    }
+    err = kiln__mon_start(cfg, &s, &prog, pull.n ? &pull : NULL, &exists,
+                          spec->exec_socket ? &xargv : NULL, spec->uid, h, why, whylen);
     h->kind = KILN_EXEC_CONTAINER;
 out:
     if (err == KILN_ENOMEM) snprintf(why, whylen, "out of memory starting %s", spec->task);
     kiln_strv_clear(&prog);
     kiln_strv_clear(&pull);
     kiln_strv_clear(&exists);
+    kiln_strv_clear(&xargv);
     return err;
 }
 

@@ -16,7 +16,7 @@ static kiln_err local_check(const kiln_exec_config *cfg, size_t n_gpus, bool sim
 static kiln_err local_start(const kiln_exec_config *cfg, const kiln_exec_spec *spec,
                             kiln_exec_handle *h, char *why, size_t whylen)
 {
-    return kiln__mon_start(cfg, spec, spec->argv, NULL, NULL, h, why, whylen);
+    return kiln__mon_start(cfg, spec, spec->argv, NULL, NULL, NULL, -1, h, why, whylen);
 }
 
 /* The program leads a process group of its own (the monitor made it so): a

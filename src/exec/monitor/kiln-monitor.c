@@ -11,7 +11,7 @@
  *
  *   kiln-monitor STATE JOBLOG REPLOG TASK LOGCAP CWD UID GID POLICY
  *                NPULL [PULL...] NEXISTS [EXISTS...] [--no-new-privs] [--cap-drop CAP]...
- *                -- PROGRAM [ARGS...]
+ *                [--exec-socket SOCKET PEER_UID NEXEC EXEC...] -- PROGRAM [ARGS...]
  *
  * STATE is a path prefix: STATE.state gets "monitor PID START\nchild PID
  * START\n" once the program runs, STATE.exit "code N\nreason TEXT\n" when it
@@ -40,6 +40,11 @@
  * "[kiln] N bytes of output lost: disk full (...)" into that log, so the gap
  * is marked where it is.
  *
+ * --exec-socket: while the program runs, the monitor serves execs on
+ * SOCKET for kiln-mpi-agent (execsrv.h): each runs EXEC... /bin/sh -c LINE
+ * (`podman exec -i NAME`, NAME the program's container), for peers of
+ * PEER_UID and root; they are killed when the program ends.
+ *
  * A program called srun (a replica under kilnd --executor slurm is
  * "srun ... -- PROGRAM", a step of its allocation) that said on its stderr
  * "srun: error: task N launch failed: WHY" never ran the replica: srun
@@ -67,6 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "exec/monitor/execsrv.h"
 #include "kiln/exec.h"
 #include "util/atomic.h"
 #include "util/caps.h"
@@ -417,6 +423,18 @@ int main(int argc, char **argv)
         i += 2;
         n_cap_drop++;
     }
+    /* --exec-socket SOCKET PEER_UID NEXEC EXEC...: opened once the program runs */
+    const char *xsock = NULL;
+    long xuid = -1;
+    char **xargv = NULL;
+    int nx = 0;
+    if (nexists >= 0 && i + 2 < argc && strcmp(argv[i], "--exec-socket") == 0) {
+        xsock = argv[i + 1];
+        xuid = strtol(argv[i + 2], NULL, 10);
+        i += 3;
+        nx = take_argv(argc, argv, &i, &xargv);
+        if (nx <= 0) nexists = -1; /* bad arguments, below */
+    }
     if (nexists < 0 || i >= argc || strcmp(argv[i], "--") != 0 || i + 1 >= argc) {
         fprintf(stderr, "kiln-monitor: bad arguments\n");
         return 2;
@@ -433,6 +451,11 @@ int main(int argc, char **argv)
     if (nexists) {
         exists_v = calloc((size_t)nexists + 1, sizeof *exists_v);
         if (exists_v) memcpy(exists_v, exists, (size_t)nexists * sizeof *exists_v);
+    }
+    char **xargv_v = NULL;
+    if (nx) {
+        xargv_v = calloc((size_t)nx + 1, sizeof *xargv_v);
+        if (xargv_v) memcpy(xargv_v, xargv, (size_t)nx * sizeof *xargv_v);
     }
 
     signal(SIGPIPE, SIG_IGN);
@@ -511,16 +534,34 @@ int main(int argc, char **argv)
         }
     }
 
+    /* the exec service, once the container is being started (the agent
+     * waits for the socket, as ssh waits for sshd) */
+    kiln_xsrv *xs = NULL;
+    if (xsock && xargv_v) {
+        char xwhy[512], xmsg[600];
+        if (!(xs = kiln_xsrv_open(xsock, xargv_v, xuid, xwhy, sizeof xwhy))) {
+            int n = snprintf(xmsg, sizeof xmsg, "[kiln] the MPIJob exec service is not there: %s",
+                             xwhy);
+            line(&m, "WARNING", xmsg, n < (int)sizeof xmsg ? (size_t)n : sizeof xmsg - 1);
+        }
+    }
+
     int status = 0;
     bool exited = false;
     int64_t give_up = 0;
     for (;;) {
-        struct pollfd pf[2] = {{.fd = out.fd, .events = POLLIN}, {.fd = err.fd, .events = POLLIN}};
-        poll(pf, 2, exited ? 50 : 200);
+        struct pollfd pf[2 + 65] = {{.fd = out.fd, .events = POLLIN},
+                                    {.fd = err.fd, .events = POLLIN}};
+        size_t npf = 2 + kiln_xsrv_pollfds(xs, pf + 2, 65);
+        poll(pf, (nfds_t)npf, exited ? 50 : 200);
         pump(&m, &out);
         pump(&m, &err);
+        kiln_xsrv_tick(xs);
         if (!exited && waitpid(child, &status, WNOHANG) == child) {
             exited = true;
+            /* the replica's ranks go with it, as a pod's exec'd processes */
+            kiln_xsrv_close(xs);
+            xs = NULL;
             /* what the program left of its group goes with it, as the pipes'
              * other holders; their last output is still read below */
             kill(-child, SIGKILL);
@@ -545,7 +586,9 @@ int main(int argc, char **argv)
     } else {
         write_exit(&m, code, NULL);
     }
+    kiln_xsrv_close(xs);
     free(pull_v);
     free(exists_v);
+    free(xargv_v);
     return 0;
 }

@@ -350,16 +350,27 @@ static bool is_mpijob(const rjob *j)
     return j->job->has_training_input && j->job->training_input.has_mpi_job;
 }
 
-/* The record kiln-mpi-agent finds an MPIJob replica by: J/mpi/hosts/HOST
- * with its monitor's pid (the agent ends the replica's ranks with it) and
- * its log. */
-static kiln_err mpi_record(const rjob *j, const replica *r, const char *rlog, char *why,
-                           size_t whylen)
+/* The socket on which the monitor of an MPIJob's replica that runs an
+ * image runs kiln-mpi-agent's commands in its container:
+ * J/mpi/hosts/HOST.sock (src/exec/monitor/execsrv.h). */
+static void mpi_socket(const rjob *j, const replica *r, char *buf, size_t len)
 {
-    char host[160], path[PATH_MAX + 200], text[PATH_MAX + 96];
+    char host[160];
+    kiln_exec_mpi_host(j->job, r->role, r->index, host, sizeof host);
+    snprintf(buf, len, "%s/mpi/hosts/%s.sock", j->dir, host);
+}
+
+/* The record kiln-mpi-agent finds an MPIJob replica by: J/mpi/hosts/HOST
+ * with its monitor's pid (the agent ends the replica's ranks with it), its
+ * log and, for one that runs an image, its exec socket (`sock`, else NULL). */
+static kiln_err mpi_record(const rjob *j, const replica *r, const char *rlog, const char *sock,
+                           char *why, size_t whylen)
+{
+    char host[160], path[PATH_MAX + 200], text[2 * PATH_MAX + 256];
     kiln_exec_mpi_host(j->job, r->role, r->index, host, sizeof host);
     snprintf(path, sizeof path, "%s/mpi/hosts/%s", j->dir, host);
-    int n = snprintf(text, sizeof text, "monitor %ld\nlog %s\n", (long)r->h.monitor, rlog);
+    int n = snprintf(text, sizeof text, "monitor %ld\nlog %s\n%s%s%s", (long)r->h.monitor, rlog,
+                     sock ? "exec " : "", sock ? sock : "", sock ? "\n" : "");
     if (kiln__write_atomic(path, text, (size_t)n, 0644) != 0) {
         snprintf(why, whylen, "cannot write %.900s: %s", path, strerror(errno));
         return KILN_EIO;
@@ -540,6 +551,15 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
         if ((err = kiln_strv_push(&binds, rc->host_mounts.v[k])) != KILN_OK) goto out;
     if (image && (err = gcs_binds(s->d, j, &binds)) != KILN_OK) goto out;
     if (image && rc && (err = scratch_mounts(rc, &scratch)) != KILN_OK) goto out;
+    /* an MPIJob's container: kiln-mpi-agent (static) at its host path, for
+     * the launcher's mpirun (OMPI_MCA_plm_rsh_agent names that path) */
+    if (image && is_mpijob(j) && s->d->mpi_agent) {
+        char *b = NULL;
+        if (asprintf(&b, "%s:%s:ro", s->d->mpi_agent, s->d->mpi_agent) < 0) b = NULL;
+        err = b ? kiln_strv_push(&binds, b) : KILN_ENOMEM;
+        free(b);
+        if (err != KILN_OK) goto out;
+    }
     /* persistentVolumeClaims: the directories the node config's table names
      * (checked at create; a claim removed from the table since fails here) */
     for (size_t k = 0; image && rc && k < rc->claim_mounts.n; k++) {
@@ -684,6 +704,11 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
         spec.n_gpus = 0;
         spec.devices_arg = "KILN_SLURM_DEVICES";
     }
+    char xsock[PATH_MAX + 200];
+    if (image && is_mpijob(j)) {
+        mpi_socket(j, r, xsock, sizeof xsock);
+        spec.exec_socket = xsock;
+    }
     /* resources.limits (checked at create; container replicas only) */
     if (rc && image && rc->cpu_limit && !kiln_quantity_cpu_milli(rc->cpu_limit, &spec.cpu_milli))
         spec.cpu_milli = 0;
@@ -700,7 +725,7 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
     r->moff = 0; /* kiln_exec_start forgets the previous run's metrics file */
     err = kiln_exec_start(&s->d->exec, &spec, &r->h, why, whylen);
     if (err != KILN_OK) goto out;
-    if (is_mpijob(j) && (err = mpi_record(j, r, rlog, why, whylen)) != KILN_OK) {
+    if (is_mpijob(j) && (err = mpi_record(j, r, rlog, spec.exec_socket, why, whylen)) != KILN_OK) {
         rep_signal(s, j, r, SIGKILL);
         goto out;
     }
