@@ -133,6 +133,8 @@ foreach(src ${KILN_SVC_TESTS})
   add_test(NAME svc_${name} COMMAND svc_${name})
   set_tests_properties(svc_${name} PROPERTIES LABELS service TIMEOUT 60)
 endforeach()
+# the monitor's exec service is built into kiln-monitor, not kiln_exec
+target_sources(svc_test_execsrv PRIVATE ${CMAKE_SOURCE_DIR}/src/exec/monitor/execsrv.c)
 # src/queues' decisions (pure functions over the model): every
 # tests/queues/test_*.c is one CTest test
 file(GLOB KILN_QUEUES_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/queues/test_*.c)

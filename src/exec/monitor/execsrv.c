@@ -112,7 +112,7 @@ static void reply(session *s, int code)
 {
     char msg[32];
     int n = snprintf(msg, sizeof msg, "exit %d\n", code);
-    if (write(s->conn, msg, (size_t)n) != n) {
+    if (send(s->conn, msg, (size_t)n, MSG_NOSIGNAL) != n) {
         /* the agent is gone: nobody to tell */
     }
     close(s->conn);
