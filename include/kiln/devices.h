@@ -138,7 +138,9 @@ void kiln_cluster_free(kiln_cluster *c);
  * CLUSTER_SPEC, MASTER_ADDR, host files want an address, not a name):
  * `host` (a name or an address literal) resolved once, where kilnd learns
  * it, to a numeric address in `out` (IPv4 preferred, as one is printed
- * "host:port" unbracketed). false with the reason in `why` when it does
+ * "host:port" unbracketed); "localhost" and names under ".localhost" are
+ * 127.0.0.1 even where the resolver knows nothing of them (RFC 6761; a
+ * chroot without /etc/hosts). false with the reason in `why` when it does
  * not resolve. */
 bool kiln_node_resolve(const char *host, char *out, size_t len, char *why, size_t whylen);
 /* Index of the node called `name`, or -1. */

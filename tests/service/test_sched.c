@@ -185,6 +185,13 @@ static void node_addresses(void)
               "%s", d.n ? d.v[0].description : "no diagnostic");
     kiln_cluster_free(&c);
     kiln_diag_free(&d);
+    /* RFC 6761's loopback names, whatever the resolver knows of them (no
+     * resolver knows "node-b.localhost"; a chroot without /etc/hosts not
+     * even "localhost") */
+    char addr[64] = "", why[256] = "";
+    CHECK(kiln_node_resolve("node-b.localhost", addr, sizeof addr, why, sizeof why));
+    CHECK_MSG(strcmp(addr, "127.0.0.1") == 0, "%s", addr);
+    CHECK(!kiln_node_resolve("localhost.invalid", addr, sizeof addr, why, sizeof why));
 }
 
 /* MIG instances (as discovery lists them: NVIDIA_MIG_<profile> devices of
