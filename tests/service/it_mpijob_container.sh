@@ -11,7 +11,7 @@
 # only the links of Debian's merged /usr; the host's /usr is mounted
 # read-only, so OpenMPI in them is the host's. Skipped (77) without podman
 # or OpenMPI.
-PORT_RANGE=${PORT_RANGE:-15100-15199}
+PORT_RANGE=${PORT_RANGE:-12000-12099}
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need openmpi podman
