@@ -102,7 +102,8 @@ kiln_auth_result kiln_auth_check(kiln_auth *a, const char *token, kiln_token_mat
 typedef struct kiln_user {
     char *project; /* "*": every project without a line of its own */
     long uid, gid;
-    char *user; /* for messages */
+    char *user;    /* for messages */
+    char *account; /* a "serviceaccount" line's account; NULL: a project's own user */
 } kiln_user;
 
 typedef struct kiln_users kiln_users;
@@ -114,11 +115,13 @@ void kiln_users_free(kiln_users *u);
 size_t kiln_users_count(const kiln_users *u);
 /* The i-th line read (i < kiln_users_count), owned by u. */
 const kiln_user *kiln_users_at(const kiln_users *u, size_t i);
-/* Parses a "project P user U [group G]" line into u; -1 with a message on
- * stderr when it is malformed or names an unknown user. */
+/* Parses a "project P user U [group G]" line, or a "serviceaccount SA
+ * project P user U [group G]" line (a job of P with serviceAccount SA runs
+ * as U), into u; -1 with a message on stderr when it is malformed or names
+ * an unknown user. */
 int kiln_users_parse_line(kiln_users *u, const char *path, int lineno, const char *line);
-/* Reads every "project " line of the tokens file at path into u. Returns 0,
- * or -1 after printing why. */
+/* Reads every "project " and "serviceaccount " line of the tokens file at
+ * path into u. Returns 0, or -1 after printing why. */
 int kiln_users_load(kiln_users *u, const char *path);
 /* The user a project's replicas run as: uid and gid -1 for kilnd's own.
  * KILN_EINVAL with a sentence naming what to change when that would be
@@ -127,6 +130,14 @@ int kiln_users_load(kiln_users *u, const char *path);
  * placement. */
 kiln_err kiln_users_project(const kiln_users *u, const char *project, long *uid, long *gid,
                             char *why, size_t whylen);
+/* The user a job's replicas run as: the one a "serviceaccount" line maps
+ * its serviceAccount (AI Platform's trainingInput.serviceAccount, Vertex's
+ * jobSpec.serviceAccount) to for its project (or "*"), else, with no
+ * account (NULL or ""), the project's (kiln_users_project). An account no
+ * line maps is KILN_EINVAL with a sentence naming it and the line to add;
+ * the root and switching rules are kiln_users_project's. */
+kiln_err kiln_users_job(const kiln_users *u, const char *project, const char *account, long *uid,
+                        long *gid, char *why, size_t whylen);
 /* Names the user kiln_users_project gave (uid, gid; -1: kilnd's own) for
  * a message: "user alice (uid 1000, gid 1000), the project's user in
  * kilnd's tokens file" (securityContext's refusals, kiln/catalog.h). */

@@ -459,7 +459,8 @@ kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *jo
     {
         long uid, gid;
         char uwhy[768];
-        if (kiln_users_project(d->users, project, &uid, &gid, uwhy, sizeof uwhy) != KILN_OK) {
+        if (kiln_users_job(d->users, project, job->training_input.service_account, &uid, &gid, uwhy,
+                           sizeof uwhy) != KILN_OK) {
             refuse(why_, 400, "FAILED_PRECONDITION", "%s", uwhy);
             goto out;
         }

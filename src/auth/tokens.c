@@ -77,8 +77,10 @@ kiln_tokens *kiln_tokens_load(const char *path, size_t *n_plain, char *err, size
         entry e = {0};
         lineno++;
         if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line)) continue;
-        /* "project P user U" lines are the run-as users (src/auth/users.c) */
-        if (strncmp(line, "project ", 8) == 0) continue;
+        /* "project P user U" and "serviceaccount SA project P user U" lines
+         * are the run-as users (src/auth/users.c) */
+        if (strncmp(line, "project ", 8) == 0 || strncmp(line, "serviceaccount ", 15) == 0)
+            continue;
         if (sscanf(line, "%511s %127s %31s", tok, proj, role) != 3 ||
             (strcmp(role, "viewer") != 0 && strcmp(role, "editor") != 0)) {
             snprintf(err, errlen, "%s:%d: expected 'TOKEN PROJECT viewer|editor'", path, lineno);

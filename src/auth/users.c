@@ -40,6 +40,7 @@ void kiln_users_free(kiln_users *u)
     for (size_t i = 0; i < u->n; i++) {
         free(u->v[i].project);
         free(u->v[i].user);
+        free(u->v[i].account);
     }
     free(u->v);
     free(u);
@@ -57,11 +58,22 @@ const kiln_user *kiln_users_at(const kiln_users *u, size_t i)
 
 int kiln_users_parse_line(kiln_users *us, const char *path, int lineno, const char *line)
 {
-    char proj[128], kw[16], user[64], kw2[16] = "", group[64] = "";
-    int n = sscanf(line, "project %127s %15s %63s %15s %63s", proj, kw, user, kw2, group);
+    char proj[128], kw[16], user[64], kw2[16] = "", group[64] = "", account[320] = "";
+    int skip = 0;
+    /* "serviceaccount SA " before the project's words */
+    if (strncmp(line, "serviceaccount ", 15) == 0 &&
+        (sscanf(line, "serviceaccount %319s %n", account, &skip) != 1 || skip == 0 ||
+         strncmp(line + skip, "project ", 8) != 0)) {
+        fprintf(stderr,
+                "kilnd: %s:%d: expected 'serviceaccount ACCOUNT project PROJECT user USER "
+                "[group GROUP]'\n",
+                path, lineno);
+        return -1;
+    }
+    int n = sscanf(line + skip, "project %127s %15s %63s %15s %63s", proj, kw, user, kw2, group);
     if ((n != 3 && n != 5) || strcmp(kw, "user") != 0 || (n == 5 && strcmp(kw2, "group") != 0)) {
-        fprintf(stderr, "kilnd: %s:%d: expected 'project PROJECT user USER [group GROUP]'\n", path,
-                lineno);
+        fprintf(stderr, "kilnd: %s:%d: expected '%sproject PROJECT user USER [group GROUP]'\n",
+                path, lineno, account[0] ? "serviceaccount ACCOUNT " : "");
         return -1;
     }
     struct passwd *pw = getpwnam(user);
@@ -86,7 +98,8 @@ int kiln_users_parse_line(kiln_users *us, const char *path, int lineno, const ch
     u->user = strdup(user);
     u->uid = (long)pw->pw_uid;
     u->gid = gid;
-    return u->project && u->user ? 0 : -1;
+    u->account = account[0] ? strdup(account) : NULL;
+    return u->project && u->user && (!account[0] || u->account) ? 0 : -1;
 }
 
 int kiln_users_load(kiln_users *u, const char *path)
@@ -100,7 +113,8 @@ int kiln_users_load(kiln_users *u, const char *path)
     }
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
-        if (strncmp(line, "project ", 8) == 0) rc = kiln_users_parse_line(u, path, lineno, line);
+        if (strncmp(line, "project ", 8) == 0 || strncmp(line, "serviceaccount ", 15) == 0)
+            rc = kiln_users_parse_line(u, path, lineno, line);
     }
     fclose(f);
     return rc;
@@ -111,32 +125,50 @@ int kiln_users_load(kiln_users *u, const char *path)
 static const kiln_user *user_of(const kiln_users *us, const char *project)
 {
     for (size_t i = 0; i < us->n; i++)
-        if (strcmp(us->v[i].project, project) == 0 || strcmp(us->v[i].project, "*") == 0)
+        if (!us->v[i].account &&
+            (strcmp(us->v[i].project, project) == 0 || strcmp(us->v[i].project, "*") == 0))
             return &us->v[i];
     return NULL;
 }
 
-kiln_err kiln_users_project(const kiln_users *us, const char *project, long *uid, long *gid,
-                            char *why, size_t whylen)
+/* The "serviceaccount" line mapping `account` for `project` (its own
+ * project's first, else "*"), or NULL. */
+static const kiln_user *account_of(const kiln_users *us, const char *project, const char *account)
 {
-    const kiln_user *u = user_of(us, project);
+    const kiln_user *any = NULL;
+    for (size_t i = 0; i < us->n; i++) {
+        const kiln_user *u = &us->v[i];
+        if (!u->account || strcmp(u->account, account) != 0) continue;
+        if (strcmp(u->project, project) == 0) return u;
+        if (!any && strcmp(u->project, "*") == 0) any = u;
+    }
+    return any;
+}
+
+/* The rules for the user `u` (NULL: none named) of a job of `project`. */
+static kiln_err user_rules(const kiln_users *us, const kiln_user *u, const char *project, long *uid,
+                           long *gid, char *why, size_t whylen)
+{
     bool root = geteuid() == 0;
+    char ln[640] = ""; /* the tokens file's line, as the messages quote it */
+    if (u)
+        snprintf(ln, sizeof ln, "%s%.320s%sproject %s user %s", u->account ? "serviceaccount " : "",
+                 u->account ? u->account : "", u->account ? " " : "", u->project, u->user);
     *uid = *gid = -1;
     if (u && !root && (uid_t)u->uid != geteuid()) {
         snprintf(why, whylen,
-                 "project %s runs as user %s ('project %s user %s' in the tokens file), and "
-                 "kilnd (uid %ld, not root) cannot switch to it: start kilnd as root, or as "
-                 "that user",
-                 project, u->user, u->project, u->user, (long)geteuid());
+                 "project %s runs as user %s ('%s' in the tokens file), and kilnd (uid %ld, not "
+                 "root) cannot switch to it: start kilnd as root, or as that user",
+                 project, u->user, ln, (long)geteuid());
         return KILN_EINVAL;
     }
     if (root && (!u || u->uid == 0) && !us->allow_root) {
         if (u)
             snprintf(why, whylen,
-                     "kilnd runs as root and the tokens file runs project %s as root ('project "
-                     "%s user %s'): name another user there ('project %s user U'), or, on a "
-                     "single-user machine, start kilnd with --allow-root-replicas yes",
-                     project, u->project, u->user, project);
+                     "kilnd runs as root and the tokens file runs project %s as root ('%s'): "
+                     "name another user there, or, on a single-user machine, start kilnd with "
+                     "--allow-root-replicas yes",
+                     project, ln);
         else
             snprintf(why, whylen,
                      "kilnd runs as root and would run project %s's replicas as root: name the "
@@ -150,6 +182,30 @@ kiln_err kiln_users_project(const kiln_users *us, const char *project, long *uid
         *gid = u->gid;
     }
     return KILN_OK;
+}
+
+kiln_err kiln_users_project(const kiln_users *us, const char *project, long *uid, long *gid,
+                            char *why, size_t whylen)
+{
+    return user_rules(us, user_of(us, project), project, uid, gid, why, whylen);
+}
+
+kiln_err kiln_users_job(const kiln_users *us, const char *project, const char *account, long *uid,
+                        long *gid, char *why, size_t whylen)
+{
+    if (!account || !*account) return kiln_users_project(us, project, uid, gid, why, whylen);
+    const kiln_user *u = account_of(us, project, account);
+    *uid = *gid = -1;
+    if (!u) {
+        snprintf(why, whylen,
+                 "serviceAccount %s: kilnd maps no service account to a Unix user for project "
+                 "%s; its replicas would run as that account's user: add 'serviceaccount %s "
+                 "project %s user U' to kilnd's tokens file, or leave serviceAccount out (the "
+                 "project's user)",
+                 account, project, account, project);
+        return KILN_EINVAL;
+    }
+    return user_rules(us, u, project, uid, gid, why, whylen);
 }
 
 void kiln_users_who(long uid, long gid, char *out, size_t len)

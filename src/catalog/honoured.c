@@ -573,10 +573,6 @@ kiln_err kiln_catalog_check_honoured(const kiln_catalog *c, const kiln_job *job,
                "required with runtimeVersion %.32s: the module that runs in the runtime "
                "version's image (python3 -m MODULE), or give a containerCommand",
                ti->runtime_version);
-    if (set(ti->service_account))
-        refuse(&h, "trainingInput.serviceAccount",
-               "not supported: a replica runs as its project's user on the node (kilnd "
-               "--project-user), not as a service account");
     if (set(ti->network))
         refuse(&h, "trainingInput.network",
                "not supported: replicas use the nodes' own network (no VPC peering)");

@@ -109,7 +109,8 @@ static void check_tokens(chk *c, kilnd *d)
     if (!f) return; /* just read by kiln_tokens_load: gone since */
     while (fgets(line, sizeof line, f)) {
         lineno++;
-        if (strncmp(line, "project ", 8) != 0) continue;
+        if (strncmp(line, "project ", 8) != 0 && strncmp(line, "serviceaccount ", 15) != 0)
+            continue;
         size_t before = kiln_users_count(d->users);
         fflush(c->out);
         const kiln_user *u = NULL;
@@ -117,6 +118,10 @@ static void check_tokens(chk *c, kilnd *d)
             !(u = kiln_users_at(d->users, before)))
             say(c, false, "project user", "%s:%d: refused (the line above says why)",
                 d->tokens_path, lineno);
+        else if (u->account)
+            say(c, true, "project user",
+                "project %s's jobs with serviceAccount %s run as %s (uid %ld, gid %ld)", u->project,
+                u->account, u->user, u->uid, u->gid);
         else
             say(c, true, "project user", "project %s runs as %s (uid %ld, gid %ld)", u->project,
                 u->user, u->uid, u->gid);

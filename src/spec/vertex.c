@@ -17,6 +17,8 @@
  *                                  of a job's replicas when one is restarted)
  *   disableRetries              -> runPolicy.backoffLimit 0, restartPolicy Never
  *   baseOutputDirectory         -> vertex.baseOutputDirectory (AIP_*_DIR, kiln/exec.h)
+ *   jobSpec.serviceAccount      -> serviceAccount (the Unix user kilnd maps it to runs the
+ *                                  replicas: kiln_users_job, kiln/auth.h)
  *   displayName, labels         -> vertex.displayName, labels
  * Everything else is refused by its CustomJob path; a field holding its
  * proto3 default (false, "", 0, [] or {}) is the same as absent, an omitted
@@ -690,7 +692,7 @@ static void scheduling(vctx *c, const json_t *s)
 static void job_spec(vctx *c, const json_t *js)
 {
     static const char *const keys[] = {"workerPoolSpecs", "scheduling", "baseOutputDirectory",
-                                       NULL};
+                                       "serviceAccount", NULL};
     kiln_training_input *ti = &c->job->training_input;
     if (!json_is_object(js)) {
         kiln_diag_add(c->d, "jobSpec", "is required: a CustomJobSpec with workerPoolSpecs");
@@ -710,6 +712,8 @@ static void job_spec(vctx *c, const json_t *js)
         json_array_foreach(pools, k, wp) worker_pool(c, wp, k);
     }
     scheduling(c, json_object_get(js, "scheduling"));
+    const char *sa = opt_str(c, js, "serviceAccount", "jobSpec.serviceAccount");
+    if (sa && *sa) nomem(c, kiln_set_str(&ti->service_account, sa));
     json_t *bod = json_object_get(js, "baseOutputDirectory");
     if (bod && !is_default(bod)) {
         static const char *const bkeys[] = {"outputUriPrefix", NULL};
@@ -878,6 +882,8 @@ void *kiln_job_custom_job_spec(const kiln_job *job)
         json_object_set_new(
             js, "baseOutputDirectory",
             json_pack("{s:s}", "outputUriPrefix", ti->vertex.base_output_directory));
+    if (ti->service_account && *ti->service_account)
+        json_object_set_new(js, "serviceAccount", json_string(ti->service_account));
     return js;
 fail:
     json_decref(js);
@@ -896,6 +902,7 @@ void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
         {"trainingInput.packageUris", "jobSpec.workerPoolSpecs[0].pythonPackageSpec.packageUris"},
         {"trainingInput.vertex.baseOutputDirectory", "jobSpec.baseOutputDirectory.outputUriPrefix"},
         {"trainingInput.vertex.displayName", "displayName"},
+        {"trainingInput.serviceAccount", "jobSpec.serviceAccount"},
         {"trainingInput.scaleTier", "jobSpec.workerPoolSpecs"},
         {"trainingInput.hyperparameters.maxTrials", "maxTrialCount"},
         {"trainingInput.hyperparameters.maxParallelTrials", "parallelTrialCount"},

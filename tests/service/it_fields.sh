@@ -46,7 +46,6 @@ refused "a Python the version lacks" "trainingInput.pythonVersion" "" ',"runtime
 check "the refusal lists its Pythons" grep -qF "Python 3.7, 3.10" "$T/validate.err"
 refused "pythonVersion alone" "trainingInput.pythonVersion" "" ',"pythonVersion":"3.7"'
 check "the refusal asks for a runtimeVersion" grep -qF "needs a runtimeVersion" "$T/validate.err"
-refused "serviceAccount" "trainingInput.serviceAccount" "" ',"serviceAccount":"a@b"'
 refused "network" "trainingInput.network" "" ',"network":"n"'
 refused "enableWebAccess" "trainingInput.enableWebAccess" "" ',"enableWebAccess":true'
 refused "a diskConfig disk class kiln cannot promise" "trainingInput.masterConfig.diskConfig.bootDiskType" ',"diskConfig":{"bootDiskType":"hyperdisk-balanced"}' ""

@@ -6,7 +6,11 @@
 #     (processes, and containers where podman runs);
 #   - kilnd as root refuses the jobs of a project that names no user (they
 #     would run as root) when they are created, unless the site allowed it.
-# Creates a user with useradd (as root) and removes it at the end.
+#   - "serviceaccount SA project P user U2": a job of P whose serviceAccount
+#     is SA runs as U2 (a process and its job directory), as a Vertex job
+#     runs as its service account; an account no line maps is refused at
+#     create, naming serviceAccount and the line to add.
+# Creates two users with useradd (as root) and removes them at the end.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need runas
@@ -16,12 +20,21 @@ useradd -r -M -s /usr/sbin/nologin "$U" || {
     fail "useradd $U"
     finish
 }
-AT_EXIT="userdel $U >/dev/null 2>&1"
+U2=kilnsa$$
+useradd -r -M -s /usr/sbin/nologin "$U2" || {
+    userdel "$U" >/dev/null 2>&1
+    fail "useradd $U2"
+    finish
+}
+AT_EXIT="userdel $U >/dev/null 2>&1; userdel $U2 >/dev/null 2>&1"
 uid=$(id -u "$U")
 gid=$(id -g "$U")
+uid2=$(id -u "$U2")
+gid2=$(id -g "$U2")
 chmod 755 "$T"
 TOKEN=tok-editor-0123456789abcdef
-printf '%s * editor\nproject p1 user %s\n' "$TOKEN" "$U" >"$T/tokens"
+SA=trainer@p1.iam.gserviceaccount.com
+printf '%s * editor\nproject p1 user %s\nserviceaccount %s project p1 user %s\n' "$TOKEN" "$U" "$SA" "$U2" >"$T/tokens"
 chmod 600 "$T/tokens"
 export TOKEN
 CTR=""
@@ -74,6 +87,19 @@ if [ -n "$CTR" ]; then
     check "ctr_user SUCCEEDED" wait_state ctr_user SUCCEEDED 30
     check "the container ran as the project's user" grep -q "	IDS $uid $gid$" "$T/d/jobs/p1/ctr_user/log.tsv"
 fi
+
+# serviceAccount: the mapped account's user runs the replica
+api POST /v1/projects/p1/jobs "$(job_json as_sa 'echo "IDS $(id -u) $(id -g)"' ",\"serviceAccount\":\"$SA\"")"
+check_eq "a mapped serviceAccount: accepted" "$STATUS" 200
+check "as_sa SUCCEEDED" wait_state as_sa SUCCEEDED 20
+check "the replica ran as the account's user" grep -q "	IDS $uid2 $gid2$" "$T/d/jobs/p1/as_sa/log.tsv"
+check_eq "its job directory is the account's user's" "$(stat -c %u "$T/d/jobs/p1/as_sa")" "$uid2"
+api POST /v1/projects/p1/jobs "$(job_json as_other 'id -u' ',"serviceAccount":"other@p1.iam.gserviceaccount.com"')"
+check_eq "an unmapped serviceAccount: 400" "$STATUS" 400
+check "... naming it and the line to add" grep -q "serviceAccount other@p1.iam.gserviceaccount.com: .*'serviceaccount other@p1.iam.gserviceaccount.com project p1 user U'" <<<"$(printf '%s' "$BODY" | jget error.message)"
+# the mapping is per project: p1's account means nothing for p2
+api POST /v1/projects/p2/jobs "$(job_json sa_p2 'id -u' ",\"serviceAccount\":\"$SA\"")"
+check_eq "p1's account in project p2: 400" "$STATUS" 400
 
 # a project with no user: kilnd (root) refuses its jobs when they are
 # created, rather than run their replicas as root (tests/service/it_root.sh

@@ -86,8 +86,8 @@ int main(void)
            NULL, NULL);
     expect(c, BASE "\"pythonModule\": \"t.task\", \"masterConfig\": {\"cpuLimit\": \"2\"}}}",
            "trainingInput.masterConfig.cpuLimit", "container replicas only");
-    expect(c, BASE "\"serviceAccount\": \"a@b.iam\"}}", "trainingInput.serviceAccount",
-           "not supported");
+    /* serviceAccount is kilnd's to map to a user (kiln_users_job), not the catalog's */
+    expect(c, BASE "\"serviceAccount\": \"a@b.iam\"}}", NULL, NULL);
     expect(c, BASE "\"network\": \"projects/p/global/networks/n\"}}", "trainingInput.network",
            "not supported");
     expect(c, BASE "\"enableWebAccess\": true}}", "trainingInput.enableWebAccess", "shell");

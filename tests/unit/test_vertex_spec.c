@@ -194,6 +194,18 @@ int main(void)
         json_decref(spec);
         kiln_job_free(job);
     }
+    /* jobSpec.serviceAccount: kept (kilnd maps it to a user), shown back */
+    kiln_job *sj =
+        decode(CJ(POOL0, ",\"serviceAccount\":\"t@p.iam.gserviceaccount.com\""), NULL, false);
+    if (sj) {
+        CHECK_STR(sj->training_input.service_account, "t@p.iam.gserviceaccount.com");
+        json_t *spec = kiln_job_custom_job_spec(sj);
+        CHECK_STR(json_string_value(json_object_get(spec, "serviceAccount")),
+                  "t@p.iam.gserviceaccount.com");
+        json_decref(spec);
+        kiln_job_free(sj);
+    }
+    decode(CJ(POOL0, ",\"serviceAccount\":7"), "jobSpec.serviceAccount", false);
     /* ml v1 field paths as CustomJob paths */
     char fb[256];
     const char *f = fb;

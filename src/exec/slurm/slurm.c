@@ -240,7 +240,8 @@ bool kiln_slurm_check_job(const kiln_slurm_cfg *sc, const char *project, const k
          * root into the user's allocation: "Access/permission denied"), so
          * the step's podman would run as the user */
         if (project &&
-            kiln_users_project(sc->users, project, &uid, &gid, uwhy, sizeof uwhy) == KILN_OK &&
+            kiln_users_job(sc->users, project, job->training_input.service_account, &uid, &gid,
+                           uwhy, sizeof uwhy) == KILN_OK &&
             uid >= 0) {
             snprintf(why, whylen,
                      "project %s's jobs run as its own user under Slurm (sbatch --uid), and only "

@@ -259,7 +259,8 @@ static kiln_err place_in_slurm(sup *s, const place_who *w, const kiln_replica_pl
                                                    : KILN_EINVAL;
     if (err != KILN_OK) return err;
     long uid = -1, gid = -1;
-    if (kiln_users_project(d->users, w->project, &uid, &gid, why, whylen) != KILN_OK)
+    if (kiln_users_job(d->users, w->project, w->job ? w->job->training_input.service_account : NULL,
+                       &uid, &gid, why, whylen) != KILN_OK)
         return KILN_EINVAL;
     char dir[PATH_MAX + 256], name[256];
     alloc_name(w, name, sizeof name);

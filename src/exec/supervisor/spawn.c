@@ -616,7 +616,8 @@ kiln_err spawn_one(sup *s, rjob *j, size_t i, char *why, size_t whylen)
         free(kv);
     }
     long uid = -1, gid = -1;
-    if (kiln_users_project(s->d->users, j->project, &uid, &gid, why, whylen) != KILN_OK) {
+    if (kiln_users_job(s->d->users, j->project, j->job->training_input.service_account, &uid, &gid,
+                       why, whylen) != KILN_OK) {
         err = KILN_EINVAL;
         goto out;
     }
