@@ -448,7 +448,12 @@ kiln_err kiln_slurm_step_argv(long id, int het, const char *node, int gpus, int 
     /* --exact: only what it asks for, so that the component's other
      * replicas on the node start beside it; --kill-on-bad-exit=0: a
      * replica's exit is the supervisor's to act on; --export=ALL: the
-     * replica's environment is exactly the monitor's */
+     * replica's environment is exactly the monitor's. No --unbuffered:
+     * with it slurmstepd gives the task a pseudo-terminal for stdout, which
+     * a node without /dev/pts (a chroot, a container) cannot open ("task 0
+     * launch failed: Slurmd could not connect IO") and which makes isatty()
+     * true where a pod's and kiln's own replicas see a pipe; slurmstepd
+     * sends each whole line on, and replicas get PYTHONUNBUFFERED=1 */
     const char *args[] = {"srun",
                           j,
                           het >= 0 ? h : NULL,
@@ -461,8 +466,7 @@ kiln_err kiln_slurm_step_argv(long id, int het, const char *node, int gpus, int 
                           n,
                           "--quiet",
                           "--export=ALL",
-                          "--kill-on-bad-exit=0",
-                          "--unbuffered"};
+                          "--kill-on-bad-exit=0"};
     kiln_err err = KILN_OK;
     for (size_t k = 0; err == KILN_OK && k < sizeof args / sizeof *args; k++)
         if (args[k]) err = kiln_strv_push(av, args[k]);
