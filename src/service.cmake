@@ -78,7 +78,8 @@ add_executable(kiln-monitor ${CMAKE_SOURCE_DIR}/src/exec/monitor/kiln-monitor.c
 target_link_libraries(kiln-monitor PRIVATE kiln_exec)
 # A container step's GPUs under Slurm (src/exec/slurm/task): srun runs it.
 # an MPIJob launcher's remote-start agent (OMPI_MCA_plm_rsh_agent; docs/job-model.md)
-add_executable(kiln-mpi-agent ${CMAKE_SOURCE_DIR}/src/exec/mpi/kiln-mpi-agent.c)
+add_executable(kiln-mpi-agent ${CMAKE_SOURCE_DIR}/src/exec/mpi/kiln-mpi-agent.c
+                              ${CMAKE_SOURCE_DIR}/src/exec/monitor/execsrv.c)
 # static: an MPIJob's launcher container runs this very file (mounted from
 # the host), whatever C library its image has; it uses nothing of NSS.
 # (ASan cannot link statically: the sanitized build's is dynamic.)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -173,6 +174,44 @@ int main(void)
 
     kiln_xsrv_close(x);
     CHECK_MSG(access(g_sock, F_OK) != 0, "the socket is removed at close");
+
+    /* a path longer than a socket address holds (a job directory deep in
+     * the data dir): served and reached by its directory's descriptor */
+    char deep[400], dsock[460];
+    snprintf(deep, sizeof deep, "%s/%s", g_dir,
+             "a-directory-name-of-sixty-characters-to-make-the-path-long-x");
+    CHECK(mkdir(deep, 0700) == 0);
+    snprintf(deep + strlen(deep), sizeof deep - strlen(deep), "/%s",
+             "another-directory-name-of-sixty-characters-for-the-path-yy");
+    CHECK(mkdir(deep, 0700) == 0);
+    snprintf(dsock, sizeof dsock, "%s/h.sock", deep);
+    CHECK(strlen(dsock) > sizeof(((struct sockaddr_un *)0)->sun_path));
+    x = kiln_xsrv_open(dsock, argv, (long)getuid(), why, sizeof why);
+    CHECK_MSG(x != NULL, "open %s: %s", dsock, why);
+    struct sockaddr_un sa;
+    int dfd = -1;
+    fd = -1;
+    if (x && kiln_xsrv_addr(dsock, &sa, &dfd)) {
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+            close(fd);
+            fd = -1;
+        }
+        if (dfd >= 0) close(dfd);
+    }
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        line = "exit 5";
+        snprintf(head, sizeof head, KILN_XSRV_MAGIC " %zu\n", strlen(line));
+        CHECK(send_req(fd, head, fds, 3, line) == 0);
+        CHECK(answer(x, fd) == 5);
+        close(fd);
+    }
+    kiln_xsrv_close(x);
+    char *slash = strrchr(deep, '/');
+    rmdir(deep);
+    if (slash) *slash = '\0';
+    rmdir(deep);
     close(devnull);
     rmdir(g_dir);
     TEST_DONE();

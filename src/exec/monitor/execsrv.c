@@ -32,10 +32,7 @@ struct kiln_xsrv {
     session s[MAX_SESSIONS];
 };
 
-/* A sockaddr for `path`, which may be longer than sun_path holds: then by
- * its directory's descriptor (/proc/self/fd/N/NAME). *dirfd is that
- * descriptor (-1 when not needed), for the caller to close. */
-static bool sun_of(const char *path, struct sockaddr_un *sa, int *dirfd)
+bool kiln_xsrv_addr(const char *path, struct sockaddr_un *sa, int *dirfd)
 {
     memset(sa, 0, sizeof *sa);
     sa->sun_family = AF_UNIX;
@@ -76,7 +73,7 @@ kiln_xsrv *kiln_xsrv_open(const char *path, char *const *argv, long uid, char *w
         goto fail;
     }
     memcpy(x->argv, argv, x->argc * sizeof *x->argv);
-    if (!sun_of(path, &sa, &dfd)) {
+    if (!kiln_xsrv_addr(path, &sa, &dfd)) {
         snprintf(why, whylen, "%s: a path no Unix socket can have", path);
         goto fail;
     }

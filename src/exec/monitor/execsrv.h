@@ -25,12 +25,21 @@
 #define KILN_EXEC_MONITOR_EXECSRV_H
 
 #include <poll.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/un.h>
 
 #define KILN_XSRV_MAGIC    "KILNX1"
 #define KILN_XSRV_LINE_MAX (256 * 1024) /* a command line past this is refused */
 
 typedef struct kiln_xsrv kiln_xsrv;
+
+/* The socket address of `path`, which may be longer than sun_path holds
+ * (a job directory deep in the data dir): then by its directory's
+ * descriptor, /proc/self/fd/N/NAME, with *dirfd that descriptor for the
+ * caller to close after bind or connect (-1 when none was needed). The
+ * server and kiln-mpi-agent both use it. false when no address can be made. */
+bool kiln_xsrv_addr(const char *path, struct sockaddr_un *sa, int *dirfd);
 
 /* Listens on `path` (replacing a socket left there); each request runs
  * argv (NULL-terminated: `podman exec -i NAME`) then "/bin/sh" "-c" LINE.

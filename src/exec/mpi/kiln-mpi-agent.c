@@ -133,18 +133,9 @@ static char *join(char **words, int n)
  * descriptor when the path is longer than a socket address holds). */
 static int dial(const char *path)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct sockaddr_un sa;
     int dfd = -1, fd = -1;
-    if (strlen(path) < sizeof sa.sun_path) {
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-    } else {
-        const char *slash = strrchr(path, '/');
-        char dir[4096];
-        if (!slash || strlen(slash + 1) > 64) return -1;
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-        if ((dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) return -1;
-        snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/%s", dfd, slash + 1);
-    }
+    if (!kiln_xsrv_addr(path, &sa, &dfd)) return -1;
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         close(fd);
