@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devices/childenv.h"
+
 #define OUT_CAP 4096 /* what is kept of a check's output: its end */
 
 static int64_t mono_ms(void)
@@ -37,37 +39,49 @@ static void last_line(const char *buf, size_t n, char *out, size_t len)
 
 /* Runs argv with the device named in its environment, for at most
  * timeout_s; its exit status (-1: could not start, -2: timed out) and the
- * last line it printed (stdout and stderr together). */
+ * last line it printed (stdout and stderr together). Everything the child
+ * needs is made before the fork: kilnd has threads, and a child of a
+ * threaded process may only make async-signal-safe calls before its exec
+ * (a setenv there, which allocates, hung the check under ASan whenever
+ * another thread held the allocator's lock at the fork). */
 static int run(char *const argv[], const kiln_device *dv, int timeout_s, char *line, size_t len)
 {
     int fd[2];
-    char buf[OUT_CAP];
+    char buf[OUT_CAP], pbuf[4096];
     size_t n = 0;
     int status = -1;
     line[0] = '\0';
-    if (pipe(fd) != 0) return -1;
-    pid_t pid = fork();
-    if (pid < 0) {
+    static const char *const names[] = {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+                                        "KILN_GPU_CHECK_UUID", "KILN_GPU_CHECK_INDEX"};
+    char idx[16];
+    snprintf(idx, sizeof idx, "%d", dv->index);
+    const char *vals[] = {dv->uuid, dv->uuid, dv->uuid, idx};
+    kiln__childenv ce;
+    const char *path = kiln__find_prog(argv[0], pbuf, sizeof pbuf);
+    if (!path || !kiln__childenv_make(&ce, names, vals, 4)) return -1;
+    pid_t pid = -1;
+    if (pipe(fd) == 0 && (pid = fork()) < 0) {
         close(fd[0]);
         close(fd[1]);
+    }
+    if (pid < 0) {
+        kiln__childenv_free(&ce);
         return -1;
     }
     if (pid == 0) {
-        char idx[16];
-        snprintf(idx, sizeof idx, "%d", dv->index);
+        static const char msg[] = "cannot run the GPU check program\n";
         dup2(fd[1], 1);
         dup2(fd[1], 2);
         for (int f = 3; f < 1024; f++) /* none of kilnd's sockets and files */
             close(f);
-        setenv("CUDA_VISIBLE_DEVICES", dv->uuid, 1);
-        setenv("NVIDIA_VISIBLE_DEVICES", dv->uuid, 1);
-        setenv("KILN_GPU_CHECK_UUID", dv->uuid, 1);
-        setenv("KILN_GPU_CHECK_INDEX", idx, 1);
         setpgid(0, 0);
-        execvp(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        execve(path, argv, ce.env);
+        if (write(2, msg, sizeof msg - 1) < 0) {
+            /* nowhere to say it */
+        }
         _exit(127);
     }
+    kiln__childenv_free(&ce);
     close(fd[1]);
     int64_t until = mono_ms() + (int64_t)timeout_s * 1000;
     bool timed_out = false;
@@ -107,14 +121,7 @@ static const char *dcgmi_path(char *buf, size_t len)
 {
     const char *env = getenv("KILN_GPU_CHECK_DCGMI");
     if (env && *env) return strcmp(env, "no") == 0 ? NULL : env;
-    const char *path = getenv("PATH");
-    while (path && *path) {
-        size_t k = strcspn(path, ":");
-        snprintf(buf, len, "%.*s/dcgmi", (int)k, path);
-        if (k && access(buf, X_OK) == 0) return buf;
-        path += k + (path[k] == ':');
-    }
-    return NULL;
+    return kiln__find_prog("dcgmi", buf, len);
 }
 
 bool kiln_gpu_check_run(const char *prog, const kiln_device *dv, int timeout_s, char *why,

@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "devices/childenv.h"
+
 bool kiln_devices_is_share_type(const char *type)
 {
     size_t n = type ? strlen(type) : 0;
@@ -86,14 +88,27 @@ const char *kiln_mps_control(const char *control)
 static int control_run(const char *control, const char *dir, const kiln_device *gpu,
                        const char *arg, const char *input)
 {
-    char pipe_dir[600], log_dir[600];
+    char pipe_dir[600], log_dir[600], pbuf[4096];
     int fd[2] = {-1, -1};
     snprintf(pipe_dir, sizeof pipe_dir, "%s/pipe", dir);
     snprintf(log_dir, sizeof log_dir, "%s/log", dir);
-    if (input && pipe(fd) != 0) return -1;
+    /* made before the fork: kilnd has threads (devices/childenv.h) */
+    static const char *const names[] = {"CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY",
+                                        "CUDA_MPS_LOG_DIRECTORY"};
+    const char *vals[] = {gpu->uuid, pipe_dir, log_dir};
+    const char *prog = kiln_mps_control(control);
+    const char *path = kiln__find_prog(prog, pbuf, sizeof pbuf);
+    char *const argv[] = {(char *)prog, (char *)arg, NULL};
+    kiln__childenv ce;
+    if (!path || !kiln__childenv_make(&ce, names, vals, 3)) return -1;
+    if (input && pipe(fd) != 0) {
+        kiln__childenv_free(&ce);
+        return -1;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         if (input) close(fd[0]), close(fd[1]);
+        kiln__childenv_free(&ce);
         return -1;
     }
     if (pid == 0) {
@@ -104,16 +119,10 @@ static int control_run(const char *control, const char *dir, const kiln_device *
         }
         for (int f = 3; f < 1024; f++)
             close(f);
-        setenv("CUDA_VISIBLE_DEVICES", gpu->uuid, 1);
-        setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
-        setenv("CUDA_MPS_LOG_DIRECTORY", log_dir, 1);
-        const char *prog = kiln_mps_control(control);
-        if (arg)
-            execlp(prog, prog, arg, (char *)NULL);
-        else
-            execlp(prog, prog, (char *)NULL);
+        execve(path, argv, ce.env);
         _exit(127);
     }
+    kiln__childenv_free(&ce);
     if (input) {
         close(fd[0]);
         ssize_t w = write(fd[1], input, strlen(input));
