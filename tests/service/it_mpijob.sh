@@ -14,6 +14,7 @@ PORT_RANGE=${PORT_RANGE:-15000-15099}
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need openmpi
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/mpijob/lib.sh" # mpijob (the YAML), ranks_ok
 mpicc -O1 -o "$T/allreduce" "$HERE/mpijob/allreduce.c" || {
     fail "cannot build the MPI program"
     finish
@@ -24,43 +25,6 @@ RANKS="$T/[a]llreduce 300"
 start_kilnd "$T/d"
 # kilnd's tests run as root: OpenMPI wants to be told that is meant
 ROOT=--allow-run-as-root
-
-# mpijob API NAME LAUNCHER-COMMAND (a YAML flow list) [SPEC-LINES] [WORKER-COMMAND]
-mpijob() {
-    local wcmd=${5:+"            command: $5"}
-    cat <<YAML
-apiVersion: kubeflow.org/$1
-kind: MPIJob
-metadata:
-  name: $2
-spec:
-  slotsPerWorker: 2
-${4:-}
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: mpi
-            command: $3
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          containers:
-          - name: mpi
-$wcmd
-YAML
-}
-
-# ranks JOB-ID FILE: the four ranks summed to 10, two on each worker
-ranks_ok() {
-    local id=${1//_/-} f=$2
-    [ "$(grep -c "mpi rank [0-3] of 4 on .*: sum 10$" "$f")" = 4 ] &&
-        [ "$(grep -c "mpi rank [0-3] of 4 on $id-worker-0 " "$f")" = 2 ] &&
-        [ "$(grep -c "mpi rank [0-3] of 4 on $id-worker-1 " "$f")" = 2 ]
-}
 
 # ---- v1: the training operator's env, Workers without a command ----
 mpijob v1 allreduce-v1 "[/bin/sh, -c, 'echo agent=\$OMPI_MCA_plm_rsh_agent; cat \$OMPI_MCA_orte_default_hostfile; exec mpirun $ROOT -np 4 $AR']" \

@@ -16,6 +16,7 @@ PORT_RANGE=${PORT_RANGE:-12000-12099}
 . "$(dirname "$0")/../lib/probe.sh"
 kiln_need openmpi podman
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/mpijob/lib.sh" # mpijob (the YAML), ranks_ok
 mpicc -O1 -o "$T/allreduce" "$HERE/mpijob/allreduce.c" || {
     fail "cannot build the MPI program"
     finish
@@ -31,44 +32,9 @@ printf '{"nodes": [{"name": "local", "address": "127.0.0.1"}], %s}\n' \
 start_kilnd "$T/d" --node-config "$T/nodes.json"
 ROOT=--allow-run-as-root
 
-# mpijob API NAME LAUNCHER-COMMAND [WORKER-COMMAND]: both roles run $IMG
-mpijob() {
-    cat <<YAML
-apiVersion: kubeflow.org/$1
-kind: MPIJob
-metadata:
-  name: $2
-spec:
-  slotsPerWorker: 2
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: launcher
-            image: $IMG
-            imagePullPolicy: Never
-            command: $3
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          containers:
-          - name: worker
-            image: $IMG
-            imagePullPolicy: Never
-            command: ${4:-[sleep, infinity]}
-YAML
-}
-
-# ranks_ok JOB-ID FILE: four ranks summed to 10, two in each worker's container
-ranks_ok() {
-    local id=${1//_/-} f=$2
-    [ "$(grep -c "mpi rank [0-3] of 4 on .*: sum 10$" "$f")" = 4 ] &&
-        [ "$(grep -c "mpi rank [0-3] of 4 on $id-worker-0 " "$f")" = 2 ] &&
-        [ "$(grep -c "mpi rank [0-3] of 4 on $id-worker-1 " "$f")" = 2 ]
-}
+# both roles run $IMG, the Workers idle where a job names no command
+MPIJOB_IMAGE=$IMG
+MPIJOB_WORKER_COMMAND="[sleep, infinity]"
 
 # ---- v1 and v2beta1: the ranks in the workers' containers ----
 for api in v1 v2beta1; do
@@ -98,40 +64,15 @@ fi
 # ---- mpi-operator's shape: Workers that start sshd, probed ready on its
 # port, the launcher waiting for them: kiln runs no sshd (the agent takes
 # ssh's place), the ranks run all the same ----
-cat >"$T/sshd.yaml" <<YAML
-apiVersion: kubeflow.org/v2beta1
-kind: MPIJob
-metadata:
-  name: ctr-sshd
-spec:
-  slotsPerWorker: 2
-  launcherCreationPolicy: WaitForWorkersReady
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template:
-        spec:
-          containers:
-          - name: launcher
-            image: $IMG
-            imagePullPolicy: Never
-            command: [mpirun]
-            args: [$ROOT, -np, "4", $AR]
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          containers:
-          - name: worker
-            image: $IMG
-            imagePullPolicy: Never
-            command:
+# (the Workers' command is null, their args name sshd)
+mpijob v2beta1 ctr-sshd "[mpirun]" "  launcherCreationPolicy: WaitForWorkersReady" "" \
+    "            args: [$ROOT, -np, \"4\", $AR]" \
+    "            command:
             args: [/usr/sbin/sshd, -De, -f, /home/mpiuser/.sshd_config]
             readinessProbe:
               tcpSocket:
                 port: 2222
-              initialDelaySeconds: 2
-YAML
+              initialDelaySeconds: 2" >"$T/sshd.yaml"
 "$KILN" jobs submit training --kubeflow-job "$T/sshd.yaml" >"$T/sshd.out" 2>&1
 check_eq "sshd Workers: submitted" "$?" 0
 check "sshd Workers: the note says sshd is not run" grep -q "/usr/sbin/sshd is not run" "$T/sshd.out"
