@@ -89,6 +89,20 @@ typedef struct kiln_taint {
     char *effect; /* NoSchedule | PreferNoSchedule | NoExecute */
 } kiln_taint;
 
+/* kiln extension: Kueue's topology-aware scheduling request of one role
+ * (a podset), from its pod template's annotations
+ * kueue.x-k8s.io/podset-{required,preferred,unconstrained}-topology and
+ * podset-group-name (docs/queues.md). A level is a node label of the
+ * Topology of the flavor the job is admitted to (or, from the kiln labels
+ * of ml v1 and Vertex jobs, the part of one after its last '/'). At most one
+ * of required, preferred and unconstrained is set. */
+typedef struct kiln_topology_request {
+    char *required;     /* every replica of the role in one domain of this level, or none */
+    char *preferred;    /* that level first, then each coarser one, then spread out */
+    bool unconstrained; /* placed by topology (fewest nodes), no domain asked */
+    char *group;        /* roles of one group share their domain */
+} kiln_topology_request;
+
 typedef struct kiln_replica_config {
     bool has_accelerator_config;
     kiln_accelerator_config accelerator_config;
@@ -123,6 +137,8 @@ typedef struct kiln_replica_config {
     /* the pod's spec.tolerations: the node taints it may land despite */
     kiln_toleration *tolerations;
     size_t n_tolerations;
+    bool has_topology;
+    kiln_topology_request topology;
 } kiln_replica_config;
 
 typedef struct kiln_scheduling {
@@ -467,6 +483,19 @@ kiln_role_fields kiln_job_role_fields(kiln_training_input *ti, kiln_role r);
 const char *kiln_job_role_type(const kiln_job *job, kiln_role r);
 int64_t kiln_job_role_count(const kiln_job *job, kiln_role r); /* master: 1 */
 const kiln_replica_config *kiln_job_role_config(const kiln_job *job, kiln_role r);
+/* Topology-aware placement: ml v1 and Vertex jobs ask by labels, whose
+ * values cannot hold a node label key's '/' or '.': a level's last part. */
+#define KILN_LABEL_REQUIRED_TOPOLOGY      "kiln-required-topology"
+#define KILN_LABEL_PREFERRED_TOPOLOGY     "kiln-preferred-topology"
+#define KILN_LABEL_UNCONSTRAINED_TOPOLOGY "kiln-unconstrained-topology"
+/* Role r's topology request: its own (kiln_replica_config.topology), else
+ * the job's labels above ("true" for unconstrained), which put every role
+ * in one group (one domain for the whole gang). False: none. Shallow: the
+ * strings are the job's. */
+bool kiln_job_topology(const kiln_job *job, kiln_role r, kiln_topology_request *out);
+/* The index of `want` among levels[0..n): a level's node label, or the part
+ * of one after its last '/' ("topology-rack", "hostname"); -1: none. */
+long kiln_topology_level(const char *const *levels, size_t n, const char *want);
 /* What every executor reads for a failed replica: its role's restartPolicy
  * ("Never" when unset) and the job's runPolicy.backoffLimit (3 when unset). */
 const char *kiln_job_restart_policy(const kiln_job *job, kiln_role r);

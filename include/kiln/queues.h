@@ -1,7 +1,7 @@
 /* kiln/queues.h - Kueue's admission, read from Kueue's own YAML (docs/queues.md).
  *
  * kilnd --queues PATH reads kueue.x-k8s.io/v1beta2 and v1beta1 ResourceFlavor,
- * ClusterQueue, LocalQueue, Cohort and WorkloadPriorityClass documents into
+ * ClusterQueue, LocalQueue, Cohort, Topology and WorkloadPriorityClass documents into
  * one model (v1beta1 converted as Kueue converts it to v1beta2).
  * Every field kiln acts on is read with Kueue's meaning; every other field is
  * refused at load, at its path ("ClusterQueue team-a: spec.admissionChecks").
@@ -43,6 +43,8 @@ extern "C" {
 /* A project's default LocalQueue: the one named "default" in its namespace
  * (Kueue's LocalQueueDefaulting). */
 #define KILN_DEFAULT_LOCAL_QUEUE "default"
+/* Kueue's limit on a Topology's levels */
+#define KILN_TOPOLOGY_MAX_LEVELS 16
 
 typedef enum kiln_qres {
     KILN_QRES_GPU,
@@ -79,7 +81,19 @@ typedef struct kiln_qflavor {
      * may land on the flavor's tainted nodes */
     kiln_toleration *tolerations;
     size_t n_tolerations;
+    /* spec.topologyName: index into kiln_queues.topologies, -1: none. A job
+     * admitted to this flavor is placed by topology (kiln/sched.h) when its
+     * pods ask for a level */
+    long topology;
 } kiln_qflavor;
+
+/* A Topology (topology-aware scheduling): node labels naming nested
+ * domains, coarse to fine ("cloud.provider.com/topology-block",
+ * "cloud.provider.com/topology-rack", "kubernetes.io/hostname"). */
+typedef struct kiln_qtopology {
+    char *name;
+    kiln_strv levels; /* spec.levels[].nodeLabel, 1 to KILN_TOPOLOGY_MAX_LEVELS */
+} kiln_qtopology;
 
 typedef struct kiln_qquota {
     int64_t nominal;
@@ -161,6 +175,8 @@ typedef struct kiln_qpc {
 typedef struct kiln_queues {
     kiln_qflavor *flavors;
     size_t nflavors;
+    kiln_qtopology *topologies;
+    size_t ntopologies;
     kiln_qcq *cqs;
     size_t ncqs;
     kiln_qlq *lqs;
@@ -216,6 +232,14 @@ bool kiln_queues_priority(const kiln_queues *q, const kiln_map *labels, int64_t 
  * tuning job `plans` are one trial's gang: each trial is admitted on its own. */
 bool kiln_queues_check_job(const kiln_queues *q, const char *project, const kiln_job *job,
                            const kiln_replica_plan *plans, size_t np, char *why, size_t whylen);
+/* The Topology (index into topologies) of ClusterQueue cq's first flavor
+ * that has one with `level` among its levels (kiln_topology_level; NULL:
+ * any Topology); -1: none. */
+long kiln_queues_topology_for(const kiln_queues *q, size_t cq, const char *level);
+/* Whether flavor f can hold the job's topology requests: a job that asks
+ * for one is admitted only to a flavor whose Topology has its level (Kueue
+ * assigns a TAS podset only TAS flavors). True for a job that asks none. */
+bool kiln_queues_flavor_topology_ok(const kiln_queues *q, size_t f, const kiln_job *job);
 
 /* What a gang asks (sum over every replica), in this module's units. A TPU
  * is no nvidia.com/gpu: it is not counted. */

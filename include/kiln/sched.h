@@ -84,9 +84,23 @@ typedef struct kiln_sched_rules {
     size_t n_tolerations[KILN_ROLE_COUNT];
     const kiln_toleration *extra;
     size_t n_extra;
+    /* Topology-aware placement (Kueue's TAS, docs/queues.md): each role's
+     * request (kiln_job_topology), and the Topology of the flavor the job
+     * was admitted to, which the caller sets. Without levels no request is
+     * looked at: kilnd refuses a request at submit where no queue has a
+     * Topology with its level. The roles of one group (a request's group,
+     * else the role alone) are placed first, one group after another, on
+     * the nodes src/sched/topo.h chooses: a required level's domain, or the
+     * job waits (KILN_ECONFLICT) or never fits (KILN_EINVAL), `why` naming
+     * the level and how much room its best domain has. */
+    bool has_topo[KILN_ROLE_COUNT];
+    kiln_topology_request topo[KILN_ROLE_COUNT];
+    const char *topology; /* its name, for messages */
+    const char *const *levels;
+    size_t n_levels;
 } kiln_sched_rules;
-/* The rules of `job`'s pods (its roles' nodeSelector and tolerations; the
- * job must outlive them); NULL job: none. */
+/* The rules of `job`'s pods (its roles' nodeSelector, tolerations and
+ * topology requests; the job must outlive them); NULL job: none. */
 void kiln_sched_rules_of(const kiln_job *job, kiln_sched_rules *out);
 /* kiln_sched_place_sel under `rules` (NULL: none). */
 kiln_err kiln_sched_place_rules(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,

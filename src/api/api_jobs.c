@@ -476,6 +476,21 @@ kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *jo
             goto out;
         }
     }
+    /* a topology request means a Topology, which only --queues brings */
+    for (int r = 0; !d->queues_path && r < KILN_ROLE_COUNT; r++) {
+        kiln_topology_request t;
+        if (!kiln_job_topology(job, (kiln_role)r, &t)) continue;
+        refuse(why_, 400, NULL,
+               "Field: trainingInput.%sConfig.topology Error: topology-aware placement (%s) "
+               "follows the Topology of a Kueue ResourceFlavor: this kilnd runs without "
+               "--queues, so no level can be honoured; remove the request or give kilnd a "
+               "queues file with a Topology (docs/queues.md)",
+               kiln_role_name((kiln_role)r),
+               t.required    ? t.required
+               : t.preferred ? t.preferred
+                             : "unconstrained");
+        goto out;
+    }
     /* --queues: the job's LocalQueue (its label or the project's default),
      * its WorkloadPriorityClass, and quota it could ever be admitted under */
     if (d->queues_path) {

@@ -375,6 +375,20 @@ static void check_role(hctx *h, kiln_role r, const char *image)
                  tw);
         refuse(h, f, "%s", tw[cut] ? tw + cut + 2 : tw);
     }
+    /* a topology request: one mode; which levels exist is the queues' to
+     * say (kiln_queues_check_job), as they hold the Topology */
+    if (rc->has_topology) {
+        const kiln_topology_request *t = &rc->topology;
+        int modes = set(t->required) + set(t->preferred) + t->unconstrained;
+        snprintf(f, sizeof f, "trainingInput.%sConfig.topology", role);
+        if (modes > 1)
+            refuse(h, f,
+                   "asks for more than one of required, preferred and unconstrained placement "
+                   "(Kueue's podset-required-, podset-preferred- and "
+                   "podset-unconstrained-topology): keep one");
+        else if (modes == 0)
+            refuse(h, f, "names no level: set required, preferred or unconstrained");
+    }
     if (set(rc->working_dir) && rc->working_dir[0] != '/') {
         snprintf(f, sizeof f, "trainingInput.%sConfig.workingDir", role);
         refuse(h, f, "'%.128s' must be an absolute path", rc->working_dir);

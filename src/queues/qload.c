@@ -25,6 +25,8 @@
 
 #define API_V1BETA1 "kueue.x-k8s.io/v1beta1"
 #define API_V1BETA2 "kueue.x-k8s.io/v1beta2"
+/* Topology and Cohort were v1alpha1 before v0.13/v0.14 (docs/queues.md) */
+#define API_V1ALPHA1 "kueue.x-k8s.io/v1alpha1"
 
 typedef struct ld {
     kiln_queues *q;
@@ -321,7 +323,76 @@ static void read_tolerations(ld *l, kiln_qflavor *f, const json_t *v)
     }
 }
 
-static void read_flavor(ld *l, const char *name, const json_t *spec)
+/* A Kubernetes label key: an optional DNS-subdomain prefix and '/', then a
+ * name of at most 63 alphanumerics, '-', '_' and '.', alphanumeric at both
+ * ends (Kueue caps a level's nodeLabel at 316 characters in all). */
+static bool valid_label_key(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 316) return false;
+    const char *slash = strrchr(s, '/');
+    const char *name = slash ? slash + 1 : s;
+    if (slash) {
+        size_t pl = (size_t)(slash - s);
+        if (pl == 0 || pl > 253) return false;
+        for (size_t i = 0; i < pl; i++) {
+            unsigned char c = (unsigned char)s[i];
+            if (!(islower(c) || isdigit(c) || c == '-' || c == '.')) return false;
+        }
+    }
+    size_t nl = strlen(name);
+    if (nl == 0 || nl > 63) return false;
+    for (size_t i = 0; i < nl; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (!(isalnum(c) || c == '-' || c == '_' || c == '.')) return false;
+    }
+    return isalnum((unsigned char)name[0]) && isalnum((unsigned char)name[nl - 1]);
+}
+
+/* A Topology: spec.levels[].nodeLabel, with Kueue's rules (1 to 16 levels,
+ * each a label key, none twice, kubernetes.io/hostname only the last). */
+static void read_topology(ld *l, const char *name, const json_t *spec)
+{
+    kiln_queues *q = l->q;
+    kiln_qtopology *nv = grow(l, q->topologies, q->ntopologies, sizeof *nv);
+    if (!nv) return;
+    q->topologies = nv;
+    kiln_qtopology *t = &q->topologies[q->ntopologies++];
+    t->name = dup(l, name);
+    static const char *const keys[] = {"levels", NULL};
+    if (spec) only_keys(l, spec, "spec", keys, NULL);
+    const json_t *lv = spec ? json_object_get(spec, "levels") : NULL;
+    size_t n = json_array_size(lv);
+    if (!json_is_array(lv) || n == 0 || n > KILN_TOPOLOGY_MAX_LEVELS) {
+        bad(l, "spec.levels", "required: 1 to %d levels, each {nodeLabel: KEY}, coarse to fine",
+            KILN_TOPOLOGY_MAX_LEVELS);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(lv, i);
+        char p[64];
+        snprintf(p, sizeof p, "spec.levels[%zu]", i);
+        static const char *const lkeys[] = {"nodeLabel", NULL};
+        if (!json_is_object(e)) {
+            bad(l, p, "must be {nodeLabel: KEY}");
+            continue;
+        }
+        only_keys(l, e, p, lkeys, NULL);
+        const char *k = scalar(json_object_get(e, "nodeLabel"));
+        snprintf(p, sizeof p, "spec.levels[%zu].nodeLabel", i);
+        if (!valid_label_key(k)) {
+            bad(l, p, "required: a node label key (e.g. cloud.provider.com/topology-rack)");
+            continue;
+        }
+        for (size_t j = 0; j < t->levels.n; j++)
+            if (strcmp(t->levels.v[j], k) == 0) bad(l, p, "'%s' is a level twice", k);
+        if (strcmp(k, "kubernetes.io/hostname") == 0 && i + 1 != n)
+            bad(l, p, "kubernetes.io/hostname may only be the last (finest) level");
+        nomem(l, kiln_strv_push(&t->levels, k));
+    }
+}
+
+static void read_flavor(ld *l, const char *name, const json_t *spec, kiln_strv *topo_names)
 {
     kiln_queues *q = l->q;
     kiln_qflavor *nv = grow(l, q->flavors, q->nflavors, sizeof *nv);
@@ -329,16 +400,27 @@ static void read_flavor(ld *l, const char *name, const json_t *spec)
     q->flavors = nv;
     kiln_qflavor *f = &q->flavors[q->nflavors++];
     f->name = dup(l, name);
+    f->topology = -1;
     if (!spec) return;
     static const char *const keys[] = {"nodeLabels", "nodeTaints", "tolerations", "topologyName",
                                        NULL};
     only_keys(l, spec, "spec", keys, NULL);
     read_taints(l, f, json_object_get(spec, "nodeTaints"));
     read_tolerations(l, f, json_object_get(spec, "tolerations"));
-    if (json_object_get(spec, "topologyName"))
-        bad(l, "spec.topologyName",
-            "topology-aware scheduling (the Topology kind) is not read by kiln yet: remove it");
+    const json_t *tn = json_object_get(spec, "topologyName");
+    if (tn && !json_is_null(tn)) {
+        if (!valid_name(scalar(tn)))
+            bad(l, "spec.topologyName", "must name a Topology (a lower-case name)");
+        else
+            nomem(l, kiln_strv_push(topo_names, scalar(tn)));
+        f->topology = (long)topo_names->n - 1; /* resolved to an index by resolve() */
+    }
     const json_t *nl = json_object_get(spec, "nodeLabels");
+    /* Kueue's CEL rule: a topology's flavor says which nodes are its own */
+    if (f->topology >= 0 && (!json_is_object(nl) || json_object_size(nl) == 0))
+        bad(l, "spec.topologyName",
+            "needs spec.nodeLabels: a flavor with a topology names its nodes by at least one "
+            "label (Kueue refuses it without)");
     if (!nl || json_is_null(nl)) return;
     if (!json_is_object(nl)) {
         bad(l, "spec.nodeLabels", "must be a map of label to value");
@@ -928,9 +1010,6 @@ static const char *refused_kind(const char *kind)
     if (strcmp(kind, "ProvisioningRequestConfig") == 0)
         return "ProvisioningRequest asks a cluster autoscaler for new nodes; kiln's nodes are "
                "the ones its node config declares: remove it";
-    if (strcmp(kind, "Topology") == 0)
-        return "topology-aware scheduling (Topology) is not read by kiln yet: remove it and the "
-               "flavors' topologyName";
     if (strcmp(kind, "Workload") == 0)
         return "a Workload is what Kueue makes of a job; kiln makes its own from each submitted "
                "job: remove it";
@@ -938,7 +1017,7 @@ static const char *refused_kind(const char *kind)
 }
 
 static void read_doc(ld *l, const json_t *doc, size_t i, kiln_strv *flnames, kiln_strv *cqnames,
-                     kiln_strv *parents)
+                     kiln_strv *parents, kiln_strv *topo_names)
 {
     const char *fp = l->file ? l->file : "", *fs = l->file ? ": " : "";
     snprintf(l->where, sizeof l->where, "%s%sdocument %zu", fp, fs, i + 1);
@@ -950,12 +1029,15 @@ static void read_doc(ld *l, const json_t *doc, size_t i, kiln_strv *flnames, kil
     const char *kind = scalar(json_object_get(doc, "kind"));
     const json_t *md = json_object_get(doc, "metadata");
     const char *name = json_is_object(md) ? scalar(json_object_get(md, "name")) : NULL;
-    static const char *const kinds[] = {"ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort",
-                                        "WorkloadPriorityClass"};
+    static const char *const kinds[] = {"ResourceFlavor", "ClusterQueue",          "LocalQueue",
+                                        "Cohort",         "WorkloadPriorityClass", "Topology"};
     int k = -1;
-    for (int j = 0; kind && j < 5; j++)
+    for (int j = 0; kind && j < 6; j++)
         if (strcmp(kind, kinds[j]) == 0) k = j;
     if (kind && name) snprintf(l->where, sizeof l->where, "%s%s%s %s", fp, fs, kind, name);
+    /* Cohort and Topology were v1alpha1 (Kueue up to v0.12 and v0.13), with
+     * the same fields */
+    if (api && strcmp(api, API_V1ALPHA1) == 0 && (k == 3 || k == 5)) api = API_V1BETA1;
     if (!api || (strcmp(api, API_V1BETA2) != 0 && strcmp(api, API_V1BETA1) != 0)) {
         bad(l, "apiVersion", "'%s': kiln reads %s and %s", api ? api : "", API_V1BETA2,
             API_V1BETA1);
@@ -969,7 +1051,7 @@ static void read_doc(ld *l, const json_t *doc, size_t i, kiln_strv *flnames, kil
     }
     if (k < 0) {
         bad(l, "kind",
-            "'%s' is not ResourceFlavor, ClusterQueue, LocalQueue, Cohort or "
+            "'%s' is not ResourceFlavor, ClusterQueue, LocalQueue, Cohort, Topology or "
             "WorkloadPriorityClass",
             kind ? kind : "");
         return;
@@ -1013,13 +1095,16 @@ static void read_doc(ld *l, const json_t *doc, size_t i, kiln_strv *flnames, kil
     if (k == 4)
         for (size_t j = 0; j < q->npcs; j++)
             dupl |= strcmp(q->pcs[j].name, name) == 0;
+    if (k == 5)
+        for (size_t j = 0; j < q->ntopologies; j++)
+            dupl |= strcmp(q->topologies[j].name, name) == 0;
     if (dupl) {
         bad(l, "metadata.name", "defined twice");
         return;
     }
     switch (k) {
     case 0:
-        read_flavor(l, name, spec);
+        read_flavor(l, name, spec, topo_names);
         break;
     case 1:
         read_cq(l, name, spec, flnames);
@@ -1036,6 +1121,9 @@ static void read_doc(ld *l, const json_t *doc, size_t i, kiln_strv *flnames, kil
         break;
     case 4:
         read_pc(l, name, doc);
+        break;
+    case 5:
+        read_topology(l, name, spec);
         break;
     }
 }
@@ -1115,9 +1203,21 @@ static void resolve_cohorts(ld *l, const kiln_strv *parents)
 
 /* Turns flavor, ClusterQueue and cohort names into indices, now that every object is read. */
 static void resolve(ld *l, const kiln_strv *flnames, const kiln_strv *cqnames,
-                    const kiln_strv *parents)
+                    const kiln_strv *parents, const kiln_strv *topo_names)
 {
     kiln_queues *q = l->q;
+    for (size_t f = 0; f < q->nflavors; f++) {
+        kiln_qflavor *fl = &q->flavors[f];
+        if (fl->topology < 0) continue;
+        const char *tn = (size_t)fl->topology < topo_names->n ? topo_names->v[fl->topology] : "";
+        fl->topology = -1;
+        for (size_t t = 0; t < q->ntopologies; t++)
+            if (strcmp(q->topologies[t].name, tn) == 0) fl->topology = (long)t;
+        snprintf(l->where, sizeof l->where, "ResourceFlavor %s", fl->name);
+        /* Kueue keeps such a flavor's ClusterQueues inactive until the
+         * Topology exists; kiln reads the whole set at once, so it is a typo */
+        if (fl->topology < 0) bad(l, "spec.topologyName", "no Topology named '%s' in the set", tn);
+    }
     for (size_t c = 0; c < q->ncqs; c++) {
         kiln_qcq *cq = &q->cqs[c];
         snprintf(l->where, sizeof l->where, "ClusterQueue %s", cq->name);
@@ -1153,7 +1253,7 @@ kiln_err kiln_queues_load_srcs(const kiln_queues_src *src, size_t n, kiln_queues
     *out = NULL;
     kiln_err err = KILN_OK;
     ld l = {.d = d};
-    kiln_strv flnames = {0}, cqnames = {0}, parents = {0};
+    kiln_strv flnames = {0}, cqnames = {0}, parents = {0}, topo_names = {0};
     json_t **docs = calloc(n ? n : 1, sizeof *docs);
     if (!docs) return KILN_ENOMEM;
     /* every source parsed first: a syntax error anywhere refuses the set */
@@ -1187,10 +1287,10 @@ kiln_err kiln_queues_load_srcs(const kiln_queues_src *src, size_t n, kiln_queues
     for (size_t s = 0; s < n && l.err == KILN_OK; s++) {
         l.file = src[s].name;
         for (size_t i = 0; i < json_array_size(docs[s]) && l.err == KILN_OK; i++)
-            read_doc(&l, json_array_get(docs[s], i), i, &flnames, &cqnames, &parents);
+            read_doc(&l, json_array_get(docs[s], i), i, &flnames, &cqnames, &parents, &topo_names);
     }
     l.file = NULL;
-    if (l.err == KILN_OK && l.bad == 0) resolve(&l, &flnames, &cqnames, &parents);
+    if (l.err == KILN_OK && l.bad == 0) resolve(&l, &flnames, &cqnames, &parents, &topo_names);
     err = l.err != KILN_OK ? l.err : l.bad ? KILN_EINVAL : KILN_OK;
 out:
     for (size_t s = 0; s < n; s++)
@@ -1205,6 +1305,9 @@ out:
     for (size_t i = 0; i < parents.n; i++)
         free(parents.v[i]);
     free(parents.v);
+    for (size_t i = 0; i < topo_names.n; i++)
+        free(topo_names.v[i]);
+    free(topo_names.v);
     if (err != KILN_OK) {
         kiln_queues_free(l.q);
         return err;
@@ -1248,6 +1351,13 @@ void kiln_queues_free(kiln_queues *q)
         free(q->flavors[i].tolerations);
     }
     free(q->flavors);
+    for (size_t i = 0; i < q->ntopologies; i++) {
+        free(q->topologies[i].name);
+        for (size_t j = 0; j < q->topologies[i].levels.n; j++)
+            free(q->topologies[i].levels.v[j]);
+        free(q->topologies[i].levels.v);
+    }
+    free(q->topologies);
     for (size_t i = 0; i < q->ncqs; i++) {
         kiln_qcq *cq = &q->cqs[i];
         free(cq->name);

@@ -154,6 +154,11 @@ static void flavor_label_refusals(const kiln_queues *q, bool steps, kiln_diag *d
             add(d, "ResourceFlavor", q->flavors[i].name, "spec.nodeTaints",
                 "meaningless under --slurm-queues accounts: Slurm admits each job to its "
                 "account, and no flavor is assigned whose taints could be checked");
+        if (q->flavors[i].topology >= 0)
+            add(d, "ResourceFlavor", q->flavors[i].name, "spec.topologyName",
+                "a Slurm partition's nodes carry no topology labels: under --executor slurm "
+                "Slurm places the job's nodes (its topology/tree or topology/block plugin, "
+                "srun --switches); remove it");
         if (!steps && q->flavors[i].n_tolerations)
             add(d, "ResourceFlavor", q->flavors[i].name, "spec.tolerations",
                 "meaningless under --slurm-queues accounts: Slurm admits each job to its "

@@ -454,6 +454,34 @@ long kiln_queues_node_flavor(const kiln_queues *q, size_t cq_i, size_t g,
     return -1;
 }
 
+long kiln_queues_topology_for(const kiln_queues *q, size_t cq_i, const char *level)
+{
+    const kiln_qcq *cq = &q->cqs[cq_i];
+    for (size_t g = 0; g < cq->ngroups; g++)
+        for (size_t i = 0; i < cq->groups[g].n; i++) {
+            long t = q->flavors[cq->groups[g].flavors[i].flavor].topology;
+            if (t < 0) continue;
+            const kiln_strv *lv = &q->topologies[t].levels;
+            if (!level || kiln_topology_level((const char *const *)lv->v, lv->n, level) >= 0)
+                return t;
+        }
+    return -1;
+}
+
+bool kiln_queues_flavor_topology_ok(const kiln_queues *q, size_t f, const kiln_job *job)
+{
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        kiln_topology_request t;
+        if (!kiln_job_topology(job, (kiln_role)r, &t)) continue;
+        long ti = q->flavors[f].topology;
+        if (ti < 0) return false;
+        const char *lv = t.required ? t.required : t.preferred;
+        const kiln_strv *v = &q->topologies[ti].levels;
+        if (lv && kiln_topology_level((const char *const *)v->v, v->n, lv) < 0) return false;
+    }
+    return true;
+}
+
 bool kiln_queues_check_job(const kiln_queues *q, const char *project, const kiln_job *job,
                            const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
 {
@@ -465,6 +493,24 @@ bool kiln_queues_check_job(const kiln_queues *q, const char *project, const kiln
     int64_t req[KILN_QRES_COUNT];
     kiln_queues_request(plans, np, req);
     const kiln_qcq *cq = &q->cqs[q->lqs[lq].cq];
+    /* a topology request: some flavor of the queue has a Topology with its level */
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        kiln_topology_request t;
+        if (!kiln_job_topology(job, (kiln_role)r, &t)) continue;
+        const char *lv = t.required ? t.required : t.preferred;
+        if (kiln_queues_topology_for(q, q->lqs[lq].cq, lv) >= 0) continue;
+        if (lv)
+            snprintf(why, whylen,
+                     "the %s replicas ask for topology level '%s'; no flavor of ClusterQueue %s "
+                     "has a Topology with that level (a ResourceFlavor's spec.topologyName)",
+                     kiln_role_name((kiln_role)r), lv, cq->name);
+        else
+            snprintf(why, whylen,
+                     "the %s replicas ask for topology-aware placement; no flavor of "
+                     "ClusterQueue %s has a Topology (a ResourceFlavor's spec.topologyName)",
+                     kiln_role_name((kiln_role)r), cq->name);
+        return false;
+    }
     /* the most each group's best flavor could ever hold for this queue */
     for (int r = 0; r < KILN_QRES_COUNT; r++) {
         if (req[r] <= 0) continue;

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "sched/gpu_pick.h"
+#include "sched/topo.h"
 
 typedef struct usage {
     bool *busy;   /* per device: held by a replica */
@@ -54,6 +55,9 @@ struct kiln_sched {
     size_t words;       /* 64-bit words per bitset */
     uint64_t *has;      /* [(t * (max_free + 1) + count) * words]: nodes with count free */
     verdict verdicts[VERDICTS];
+    /* while a topology group is placed: how many more of its replicas each
+     * node may take (topo.h's choice); NULL otherwise */
+    int *budget;
 };
 
 static uint64_t *bits(const kiln_sched *s, size_t t, int count)
@@ -357,6 +361,8 @@ void kiln_sched_rules_of(const kiln_job *job, kiln_sched_rules *out)
         out->tolerations[r] = rc->tolerations;
         out->n_tolerations[r] = rc->n_tolerations;
     }
+    for (int r = 0; job && r < KILN_ROLE_COUNT; r++)
+        out->has_topo[r] = kiln_job_topology(job, (kiln_role)r, &out->topo[r]);
 }
 
 int kiln_sched_taint_verdict(const kiln_sched_rules *ru, kiln_role r, const kiln_node *nd,
@@ -539,6 +545,7 @@ static bool node_ok(const kiln_sched *s, size_t i, const kiln_slot *sl, const ki
     const kiln_node *nd = &s->c->nodes[i];
     const usage *u = &s->u[i];
     if (u->cordoned) return false;
+    if (s->budget && s->budget[i] <= 0) return false;
     if (nd->hard_resources &&
         (u->cpus + sl->vcpus > nd->cpus || u->mem + sl->memory_gb > nd->memory_gb + 1e-9))
         return false;
@@ -617,6 +624,7 @@ static bool place_live(kiln_sched *s, kiln_slot *slots, const int *tids, const k
         }
         const kiln_node *nd = &s->c->nodes[best];
         sl->node = (size_t)best;
+        if (s->budget) s->budget[best]--;
         /* of the free devices of its type (best_node saw enough), the
          * best-connected set (gpu_pick.c) */
         int cand[KILN_MAX_NODE_DEVICES];
@@ -820,6 +828,185 @@ out:
     return err;
 }
 
+/* ---------- topology-aware placement (topo.h) ---------- */
+
+/* The topology group of role r: the first role of its group, or -1 when it
+ * asks for none (or no Topology is in force). */
+static int group_of(const kiln_sched_rules *ru, int r)
+{
+    if (!ru || !ru->n_levels || !ru->has_topo[r]) return -1;
+    for (int q = 0; q < r && ru->topo[r].group; q++)
+        if (ru->has_topo[q] && ru->topo[q].group &&
+            strcmp(ru->topo[q].group, ru->topo[r].group) == 0)
+            return q;
+    return r;
+}
+
+/* How many of the group's slots sl[0..k) node i could take, one after
+ * another: now (live), or on the idle cluster, cordons ignored; -1 when the
+ * node is not in the topology (it lacks a level's label). fr: scratch of
+ * n_types ints. */
+static int node_room(const kiln_sched *s, size_t i, const kiln_slot *sl, const int *tids, size_t k,
+                     const kiln_sched_rules *ru, bool live, int *fr)
+{
+    const kiln_node *nd = &s->c->nodes[i];
+    for (size_t l = 0; l < ru->n_levels; l++)
+        if (!kiln_map_get(&nd->labels, ru->levels[l])) return -1;
+    if (live && s->u[i].cordoned) return 0;
+    for (size_t t = 0; t < s->n_types; t++)
+        fr[t] = 0;
+    for (size_t j = 0; j < nd->n_devs; j++)
+        if (live ? is_free(s, i, j) : !nd->devs[j].refused) fr[s->dev_type[i][j]]++;
+    int cpus = live ? s->u[i].cpus : 0, room = 0;
+    double mem = live ? s->u[i].mem : 0;
+    for (size_t q = 0; q < k; q++) {
+        if (!allowed(ru, sl[q].role, nd, 1) || too_small(nd, &sl[q])) continue;
+        if (nd->hard_resources &&
+            (cpus + sl[q].vcpus > nd->cpus || mem + sl[q].memory_gb > nd->memory_gb + 1e-9))
+            continue;
+        int t = tids[q];
+        if (sl[q].n_devs && t == ANY_TYPE) { /* the model with the most free */
+            t = -1;
+            for (size_t ty = 0; ty < s->n_types; ty++)
+                if (!is_mig_type(s->types[ty]) && (t < 0 || fr[ty] > fr[t])) t = (int)ty;
+        }
+        if (sl[q].n_devs && (t < 0 || fr[t] < sl[q].n_devs)) continue;
+        if (sl[q].n_devs) fr[t] -= sl[q].n_devs;
+        cpus += sl[q].vcpus;
+        mem += sl[q].memory_gb;
+        room++;
+    }
+    return room;
+}
+
+/* "the worker replicas", "the master and worker replicas" */
+static void group_words(const kiln_slot *sl, size_t k, char *buf, size_t len)
+{
+    bool seen[KILN_ROLE_COUNT] = {0};
+    size_t nr = 0, at = 0;
+    for (size_t q = 0; q < k; q++)
+        if (!seen[sl[q].role]) seen[sl[q].role] = true, nr++;
+    at += (size_t)snprintf(buf, len, "the ");
+    size_t done = 0;
+    for (int r = 0; r < KILN_ROLE_COUNT && at < len; r++) {
+        if (!seen[r]) continue;
+        done++;
+        at += (size_t)snprintf(buf + at, len - at, "%s%s",
+                               done == 1    ? ""
+                               : done == nr ? " and "
+                                            : ", ",
+                               kiln_role_name((kiln_role)r));
+    }
+    if (at < len) snprintf(buf + at, len - at, " replica%s", k == 1 ? "" : "s");
+}
+
+/* Chooses the nodes for the group's slots sl[0..k) (live or idle) into
+ * take[]: KILN_OK, KILN_ECONFLICT/KILN_EINVAL with `why` (the caller says
+ * which: a failure on the idle cluster is never fitting), KILN_ENOMEM. */
+static kiln_err group_choice(const kiln_sched *s, const kiln_slot *sl, const int *tids, size_t k,
+                             const kiln_sched_rules *ru, const kiln_topology_request *req,
+                             bool live, int *take, char *why, size_t whylen)
+{
+    size_t n = s->c->n;
+    int *cap = calloc(n ? n : 1, sizeof *cap), *fr = calloc(s->n_types + 1, sizeof *fr);
+    kiln_err err = KILN_ENOMEM;
+    char who[160];
+    if (!cap || !fr) goto out;
+    const char *lvname = req->required ? req->required : req->preferred;
+    long lv = req->unconstrained ? 0 : kiln_topology_level(ru->levels, ru->n_levels, lvname);
+    group_words(sl, k, who, sizeof who);
+    if (lv < 0) {
+        snprintf(why, whylen, "%s ask for topology level '%s', which Topology %s does not have",
+                 who, lvname ? lvname : "", ru->topology ? ru->topology : "");
+        err = KILN_EINVAL;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        cap[i] = node_room(s, i, sl, tids, k, ru, live, fr);
+    kiln__topo_in in = {s->c,
+                        ru->levels,
+                        ru->n_levels,
+                        cap,
+                        (int)k,
+                        (size_t)lv,
+                        req->required    ? KILN__TOPO_REQUIRED
+                        : req->preferred ? KILN__TOPO_PREFERRED
+                                         : KILN__TOPO_UNCONSTRAINED};
+    int most = 0;
+    if (kiln__topo_assign(&in, take, &most)) {
+        err = KILN_OK;
+        goto out;
+    }
+    if (most < 0) goto out;
+    err = live ? KILN_ECONFLICT : KILN_EINVAL;
+    if (in.mode == KILN__TOPO_REQUIRED)
+        snprintf(why, whylen, "%s require one %s domain of Topology %s: %s holds %d of their %zu%s",
+                 who, ru->levels[lv], ru->topology ? ru->topology : "",
+                 live ? "the freest one now" : "the largest one", most, k,
+                 live ? " (waiting for room at that level)" : ", even with the cluster idle");
+    else
+        snprintf(why, whylen, "%s: the nodes of Topology %s hold %d of their %zu%s", who,
+                 ru->topology ? ru->topology : "", most, k,
+                 live ? " now" : ", even with the cluster idle");
+out:
+    free(cap);
+    free(fr);
+    return err;
+}
+
+/* Places the topology groups' slots, which the caller moved to the front of
+ * slots[] group by group (bounds[g]..bounds[g+1]), each on the nodes
+ * group_choice picks. KILN_OK with them held; else nothing is held. */
+static kiln_err place_groups(kiln_sched *s, kiln_slot *slots, const int *tids, const size_t *bounds,
+                             size_t ng, const int *gfirst, const kiln_sched_rules *ru, char *why,
+                             size_t whylen)
+{
+    size_t n = s->c->n, held = 0;
+    int *take = calloc(n ? n : 1, sizeof *take);
+    kiln_err err = KILN_ENOMEM;
+    if (!take) goto out;
+    for (size_t g = 0; g < ng; g++) {
+        kiln_slot *sl = slots + bounds[g];
+        const int *ti = tids + bounds[g];
+        size_t k = bounds[g + 1] - bounds[g], failed = 0;
+        const kiln_topology_request *req = &ru->topo[gfirst[g]];
+        err = group_choice(s, sl, ti, k, ru, req, true, take, why, whylen);
+        if (err == KILN_ECONFLICT) {
+            /* not now: never, or later? */
+            char w2[400];
+            kiln_err e2 = group_choice(s, sl, ti, k, ru, req, false, take, w2, sizeof w2);
+            if (e2 != KILN_OK) snprintf(why, whylen, "%s", w2), err = e2;
+        }
+        if (err != KILN_OK) goto out;
+        /* on the chosen nodes, as many on each as chosen; mixed roles may
+         * not share out as the count did: then anywhere among those nodes */
+        s->budget = take;
+        bool ok = place_live(s, sl, ti, ru, k, &failed);
+        if (!ok) {
+            for (size_t i = 0; i < n; i++)
+                take[i] = take[i] > 0 ? (int)k : 0;
+            ok = place_live(s, sl, ti, ru, k, &failed);
+        }
+        s->budget = NULL;
+        if (!ok) {
+            char who[160];
+            group_words(sl, k, who, sizeof who);
+            snprintf(why, whylen, "waiting for room for %s in one domain of Topology %s", who,
+                     ru->topology ? ru->topology : "");
+            err = KILN_ECONFLICT;
+            goto out;
+        }
+        held = bounds[g + 1];
+    }
+    err = KILN_OK;
+out:
+    if (err != KILN_OK)
+        for (size_t i = 0; i < held; i++)
+            hold(s, &slots[i], false);
+    free(take);
+    return err;
+}
+
 kiln_err kiln_sched_place_sel(kiln_sched *s, const kiln_replica_plan *plans, size_t n_plans,
                               const kiln_map *const selectors[KILN_ROLE_COUNT], kiln_placement *out,
                               char *why, size_t whylen)
@@ -894,8 +1081,33 @@ kiln_err kiln_sched_place_rules(kiln_sched *s, const kiln_replica_plan *plans, s
         tids[i] = type_id(s, types[i]);
     }
 
+    /* Topology groups first, group by group (stable: each in demand order),
+     * then the rest as always */
+    size_t bounds[KILN_ROLE_COUNT + 1] = {0}, ng = 0, ntopo = 0;
+    int gfirst[KILN_ROLE_COUNT];
+    for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+        if (group_of(ru, r) != r) continue;
+        gfirst[ng] = r;
+        for (size_t i = ntopo; i < n; i++) {
+            if (group_of(ru, slots[i].role) != r) continue;
+            for (size_t j = i; j > ntopo; j--) { /* move slot i to ntopo, keeping order */
+                kiln_slot ts = slots[j];
+                slots[j] = slots[j - 1], slots[j - 1] = ts;
+                const char *tt = types[j];
+                types[j] = types[j - 1], types[j - 1] = tt;
+                int tn = tids[j];
+                tids[j] = tids[j - 1], tids[j - 1] = tn;
+            }
+            ntopo++;
+        }
+        if (ntopo > bounds[ng]) bounds[++ng] = ntopo;
+    }
+    if (ng) {
+        err = place_groups(s, slots, tids, bounds, ng, gfirst, ru, why, whylen);
+        if (err != KILN_OK) goto out;
+    }
     /* Fits now: placed and reserved. A job that fits now could ever fit. */
-    if (place_live(s, slots, tids, ru, n, &failed)) {
+    if (place_live(s, slots + ntopo, tids + ntopo, ru, n - ntopo, &failed)) {
         qsort(slots, n, sizeof *slots, by_order);
         out->slots = slots;
         out->n = n;
@@ -903,6 +1115,9 @@ kiln_err kiln_sched_place_rules(kiln_sched *s, const kiln_replica_plan *plans, s
         err = KILN_OK;
         goto out;
     }
+    for (size_t i = 0; i < ntopo; i++) /* the groups' slots go back */
+        hold(s, &slots[i], false);
+    failed += ntopo;
     /* Not now: never, or later? */
     err = ever_fits_cached(s, slots, types, n, ru, why, whylen);
     if (err != KILN_OK) goto out;

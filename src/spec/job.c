@@ -91,6 +91,15 @@ static const kiln__field toleration_fields[] = {
 static const kiln__msg toleration_msg = {"Toleration", sizeof(kiln_toleration), toleration_fields,
                                          NF(toleration_fields)};
 
+static const kiln__field topology_fields[] = {
+    F(kiln_topology_request, "required", FK_STR, required),
+    F(kiln_topology_request, "preferred", FK_STR, preferred),
+    F(kiln_topology_request, "unconstrained", FK_BOOL, unconstrained),
+    F(kiln_topology_request, "group", FK_STR, group),
+};
+static const kiln__msg topology_msg = {"TopologyRequest", sizeof(kiln_topology_request),
+                                       topology_fields, NF(topology_fields)};
+
 static const kiln__field replica_fields[] = {
     FM(kiln_replica_config, "acceleratorConfig", accelerator_config, has_accelerator_config,
        accel_msg),
@@ -114,6 +123,7 @@ static const kiln__field replica_fields[] = {
     FM(kiln_replica_config, "securityContext", security_context, has_security_context, secctx_msg),
     {"tolerations", FK_MSGV, OFF(kiln_replica_config, tolerations), -1, &toleration_msg, NULL,
      OFF(kiln_replica_config, n_tolerations), NULL},
+    FM(kiln_replica_config, "topology", topology, has_topology, topology_msg),
 };
 static const kiln__msg replica_msg = {"ReplicaConfig", sizeof(kiln_replica_config), replica_fields,
                                       NF(replica_fields)};
@@ -462,6 +472,35 @@ int64_t kiln_job_role_count(const kiln_job *job, kiln_role r)
     if ((unsigned)r >= KILN_ROLE_COUNT) return 0;
     kiln_role_fields f = role_view(job, r);
     return f.count ? *f.count : 1;
+}
+
+bool kiln_job_topology(const kiln_job *job, kiln_role r, kiln_topology_request *out)
+{
+    memset(out, 0, sizeof *out);
+    const kiln_replica_config *rc = kiln_job_role_config(job, r);
+    if (r != KILN_ROLE_MASTER && kiln_job_role_count(job, r) <= 0) return false;
+    if (rc && rc->has_topology) {
+        *out = rc->topology;
+        return true;
+    }
+    const char *req = kiln_map_get(&job->labels, KILN_LABEL_REQUIRED_TOPOLOGY);
+    const char *pref = kiln_map_get(&job->labels, KILN_LABEL_PREFERRED_TOPOLOGY);
+    const char *unc = kiln_map_get(&job->labels, KILN_LABEL_UNCONSTRAINED_TOPOLOGY);
+    if (!req && !pref && !(unc && strcmp(unc, "true") == 0)) return false;
+    out->required = (char *)req;
+    out->preferred = (char *)pref;
+    out->unconstrained = unc && strcmp(unc, "true") == 0;
+    out->group = (char *)"kiln-job"; /* the labels are the whole job's */
+    return true;
+}
+
+long kiln_topology_level(const char *const *levels, size_t n, const char *want)
+{
+    for (size_t i = 0; want && i < n; i++) {
+        const char *slash = strrchr(levels[i], '/');
+        if (strcmp(levels[i], want) == 0 || (slash && strcmp(slash + 1, want) == 0)) return (long)i;
+    }
+    return -1;
 }
 
 const kiln_replica_config *kiln_job_role_config(const kiln_job *job, kiln_role r)

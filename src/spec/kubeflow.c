@@ -425,6 +425,70 @@ static void map_string_map(kiln__kf *c, const json_t *obj, const char *path, kil
 /* The pod's spec.tolerations, checked as Kubernetes checks them
  * (kiln_toleration_check), into rc: placement honours them against the
  * nodes' taints (kiln/sched.h). */
+/* Kueue's topology-aware scheduling annotations on a pod template. */
+#define ANN_TAS               "kueue.x-k8s.io/podset-"
+#define ANN_TAS_REQUIRED      ANN_TAS "required-topology"
+#define ANN_TAS_PREFERRED     ANN_TAS "preferred-topology"
+#define ANN_TAS_UNCONSTRAINED ANN_TAS "unconstrained-topology"
+#define ANN_TAS_GROUP         ANN_TAS "group-name"
+
+/* The role's topology request from its pod template's annotations: acted on
+ * where its ClusterQueue's flavor has a Topology (kiln/sched.h); slices are
+ * refused by name. */
+static void map_topology(kiln__kf *c, const json_t *ann, const char *rpath, kiln_replica_config *rc)
+{
+    char p[KILN__KF_PATH];
+    const char *req = kiln__kf_scalar(kiln__kf_get(ann, ANN_TAS_REQUIRED));
+    const char *pref = kiln__kf_scalar(kiln__kf_get(ann, ANN_TAS_PREFERRED));
+    const char *unc = kiln__kf_scalar(kiln__kf_get(ann, ANN_TAS_UNCONSTRAINED));
+    const char *grp = kiln__kf_scalar(kiln__kf_get(ann, ANN_TAS_GROUP));
+    static const char *const slices[] = {ANN_TAS "slice-required-topology", ANN_TAS "slice-size",
+                                         ANN_TAS "slice-required-topology-constraints", NULL};
+    for (size_t i = 0; slices[i]; i++)
+        if (kiln__kf_get(ann, slices[i])) {
+            snprintf(p, sizeof p, "%s.template.metadata.annotations[%s]", rpath, slices[i]);
+            kiln__kf_bad(c, p,
+                         "kiln does not place slices of a podset yet: ask for the whole role in "
+                         "one domain (" ANN_TAS_REQUIRED ") instead");
+        }
+    const char *names[3] = {ANN_TAS_REQUIRED, ANN_TAS_PREFERRED, ANN_TAS_UNCONSTRAINED};
+    const char *vals[3] = {req, pref, unc};
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        const json_t *v = kiln__kf_get(ann, names[i]);
+        snprintf(p, sizeof p, "%s.template.metadata.annotations[%s]", rpath, names[i]);
+        if (v && (!vals[i] || !*vals[i])) {
+            kiln__kf_bad(c, p, "must be %s", i == 2 ? "\"true\"" : "a Topology level's node label");
+            return;
+        }
+        n += vals[i] != NULL;
+    }
+    if (unc && strcmp(unc, "true") != 0) {
+        snprintf(p, sizeof p, "%s.template.metadata.annotations[%s]", rpath, ANN_TAS_UNCONSTRAINED);
+        if (strcmp(unc, "false") != 0) kiln__kf_bad(c, p, "must be \"true\" or \"false\"");
+        unc = NULL, n--;
+    }
+    if (n > 1) {
+        snprintf(p, sizeof p, "%s.template.metadata.annotations", rpath);
+        kiln__kf_bad(c, p,
+                     "Kueue takes one of " ANN_TAS_REQUIRED ", " ANN_TAS_PREFERRED
+                     " and " ANN_TAS_UNCONSTRAINED ": keep one");
+        return;
+    }
+    if (grp && n == 0) {
+        snprintf(p, sizeof p, "%s.template.metadata.annotations[%s]", rpath, ANN_TAS_GROUP);
+        kiln__kf_bad(c, p, "a podset group needs a topology request (" ANN_TAS_REQUIRED ")");
+        return;
+    }
+    if (n == 0) return;
+    rc->has_topology = true;
+    kiln_topology_request *t = &rc->topology;
+    if ((req && !(t->required = strdup(req))) || (pref && !(t->preferred = strdup(pref))) ||
+        (grp && !(t->group = strdup(grp))))
+        kiln__kf_nomem(c, KILN_ENOMEM);
+    t->unconstrained = unc != NULL;
+}
+
 static void map_tolerations(kiln__kf *c, const json_t *pod, const char *rpath,
                             kiln_replica_config *rc)
 {
@@ -1411,8 +1475,12 @@ static void map_replica_config(kiln__kf *c, const json_t *spec, const char *rpat
     *machine = kiln__kf_scalar(kiln__kf_get(
         kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "annotations"), ANN_MACHINE_TYPE));
     snprintf(p, sizeof p, "%s.template.metadata.annotations", rpath);
-    note_annotations(c, kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "annotations"), p,
-                     (const char *const[]){ANN_MACHINE_TYPE, NULL}, ANN_MACHINE_TYPE);
+    const json_t *tann = kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "annotations");
+    map_topology(c, tann, rpath, rc);
+    note_annotations(c, tann, p,
+                     (const char *const[]){ANN_MACHINE_TYPE, ANN_TAS_REQUIRED, ANN_TAS_PREFERRED,
+                                           ANN_TAS_UNCONSTRAINED, ANN_TAS_GROUP, NULL},
+                     ANN_MACHINE_TYPE " and Kueue's " ANN_TAS "*-topology");
     const json_t *plabels = kiln__kf_get(kiln__kf_get(tmpl, "metadata"), "labels");
     if (json_is_object(plabels) && json_object_size(plabels)) {
         snprintf(p, sizeof p, "%s.template.metadata.labels", rpath);

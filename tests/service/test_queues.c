@@ -578,7 +578,12 @@ int main(void)
              cq(a, sizeof a, "x", NULL, "2", NULL, "  cohortName: lab\n"));
     q = load(all, &d);
     CHECK(!q && has_field(&d, "ClusterQueue x: spec.cohortName"));
+    /* a Cohort was v1alpha1 before Kueue v0.13 (read the same); a
+     * ClusterQueue never was */
     q = load("apiVersion: kueue.x-k8s.io/v1alpha1\nkind: Cohort\nmetadata:\n  name: c\n", &d);
+    CHECK(q && q->cohorts.n == 1);
+    kiln_queues_free(q);
+    q = load("apiVersion: kueue.x-k8s.io/v1alpha1\nkind: ClusterQueue\nmetadata:\n  name: c\n", &d);
     CHECK(!q && has_field(&d, "apiVersion") && strstr(d.v[0].description, "v1beta2") != NULL);
     /* borrowingLimit without a cohort names the version's field */
     q = load(CQ2("") "        borrowingLimit: 1\n", &d);
@@ -715,8 +720,7 @@ int main(void)
     static const char *const kinds[][2] = {{"AdmissionCheck", "MultiKueue"},
                                            {"MultiKueueConfig", "MultiKueue"},
                                            {"MultiKueueCluster", "MultiKueue"},
-                                           {"ProvisioningRequestConfig", "autoscaler"},
-                                           {"Topology", "topology"}};
+                                           {"ProvisioningRequestConfig", "autoscaler"}};
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
         snprintf(all, sizeof all, HDR2 "kind: %s\nmetadata:\n  name: k\nspec: {}\n", kinds[i][0]);
         q = load(all, &d);

@@ -112,6 +112,9 @@ static bool plans_usable(const kilnd *d, const kiln_qflavor *f, const kiln_job *
                          const kiln_replica_plan *plans, size_t np)
 {
     if (plans_untolerated(f, job, plans, np, NULL)) return false;
+    /* a topology request: only a flavor whose Topology has its level */
+    if (!kiln_queues_flavor_topology_ok(d->queues, (size_t)(f - d->queues->flavors), job))
+        return false;
     kiln_sched_rules ru;
     kiln_sched_rules_of(job, &ru);
     ru.extra = f->tolerations;
@@ -303,6 +306,17 @@ static void publish(kilnd *d, kiln_queues *q, cand *c, size_t nc)
         if (!x->project || !x->job_id || !x->why) kilnd_qwait_clear(&w[--n]); /* out of memory */
     }
     kilnd_qwait_publish(d, w, n);
+}
+
+/* The Topology of the flavors an assignment chose: the first one's that
+ * has one (NULL: none). */
+static const kiln_qtopology *assignment_topology(const kiln_queues *q, size_t cq,
+                                                 const kiln_qassign *a)
+{
+    for (size_t g = 0; g < q->cqs[cq].ngroups && g < 8; g++)
+        if (a->flavor[g] >= 0 && q->flavors[a->flavor[g]].topology >= 0)
+            return &q->topologies[q->flavors[a->flavor[g]].topology];
+    return NULL;
 }
 
 /* The labels of the flavors an assignment chose, joined. */
@@ -643,7 +657,8 @@ static void ask_waiting(sup *s, kiln_queues *q, cand *x)
     size_t nt = 0;
     assignment_labels(q, x->cq, &x->a, &extra);
     kiln_toleration *tol = assignment_tolerations(q, x->cq, &x->a, &nt);
-    bool started = start_admitted(s, x->e, &extra, tol, nt, why, sizeof why);
+    bool started = start_admitted(s, x->e, &extra, tol, nt, assignment_topology(q, x->cq, &x->a),
+                                  why, sizeof why);
     kiln_map_clear(&extra);
     free(tol);
     if (started || x->e->gone) {
@@ -823,7 +838,8 @@ void admit_pass(sup *s, qent **v, size_t n)
         assignment_labels(q, x->cq, &best_a, &extra);
         kiln_toleration *tol = assignment_tolerations(q, x->cq, &best_a, &nt);
         char why[512] = "", fl[128];
-        bool started = start_admitted(s, x->e, &extra, tol, nt, why, sizeof why);
+        bool started = start_admitted(s, x->e, &extra, tol, nt,
+                                      assignment_topology(q, x->cq, &best_a), why, sizeof why);
         kiln_map_clear(&extra);
         free(tol);
         /* a tuning job that started is a study (no rjob: start_admitted
@@ -1074,6 +1090,7 @@ kiln_err admit_trial(sup *s, const place_who *w, const kiln_job *job,
             kiln_map_set(&sel[r], extra.keys[i], extra.vals[i]);
         ru.selector[r] = sel[r].n ? &sel[r] : NULL;
     }
+    rules_topology(&ru, assignment_topology(q, cq, &a));
     err = place_job(s, w, plans, np, &ru, pl, why, whylen);
     char sw[300], fl[128];
     /* copied while queues_mu is held: a SIGHUP's reload frees the flavors */

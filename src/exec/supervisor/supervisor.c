@@ -199,7 +199,8 @@ static bool skip_now(sup *s, const qent *e, const blocked *b)
  * big job is not starved by small ones arriving after it), while jobs wanting
  * other types, or none, may start past it. */
 static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra,
-                      const kiln_toleration *xtol, size_t n_xtol, char *wait_why, size_t wait_len)
+                      const kiln_toleration *xtol, size_t n_xtol, const kiln_qtopology *topo,
+                      char *wait_why, size_t wait_len)
 {
     kilnd *d = s->d;
     kiln_job_record *rec = e->rec;
@@ -230,6 +231,7 @@ static void try_start(sup *s, qent *e, blocked *b, const kiln_map *extra,
     kiln_sched_rules_of(rec->job, &ru);
     ru.extra = xtol;
     ru.n_extra = n_xtol;
+    rules_topology(&ru, topo);
     const kiln_map **sel = ru.selector;
     kiln_map merged[KILN_ROLE_COUNT] = {0}; /* the role's selector and `extra` */
     for (int r = 0; r < KILN_ROLE_COUNT; r++) {
@@ -388,13 +390,13 @@ nomem:
 }
 
 bool start_admitted(sup *s, qent *e, const kiln_map *extra, const kiln_toleration *xtol,
-                    size_t n_xtol, char *why, size_t whylen)
+                    size_t n_xtol, const kiln_qtopology *topo, char *why, size_t whylen)
 {
     blocked b = {0}; /* admission ordered the jobs: no holding back by type here */
     rjob *before = s->jobs;
     if (why && whylen) why[0] = 0;
     /* a started job's spec moves to its rjob (e->rec->job is then NULL) */
-    try_start(s, e, &b, extra, xtol, n_xtol, why, whylen);
+    try_start(s, e, &b, extra, xtol, n_xtol, topo, why, whylen);
     return s->jobs != before && s->jobs && strcmp(s->jobs->project, e->rec->project) == 0;
 }
 
@@ -424,7 +426,7 @@ static void schedule(sup *s)
         if ((e->max_wait_ns == INT64_MAX || kiln_now_ns() <= e->max_wait_ns) && skip_now(s, e, &b))
             continue;
         if (!is_running(s, &rs, e->rec->project, e->rec->job->job_id))
-            try_start(s, e, &b, NULL, NULL, 0, NULL, 0);
+            try_start(s, e, &b, NULL, NULL, 0, NULL, NULL, 0);
     }
     free(rs.tab);
     clock_gettime(CLOCK_MONOTONIC, &t1);

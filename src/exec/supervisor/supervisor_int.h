@@ -369,11 +369,21 @@ void squeue_gone(sup *s, qent *e);
  * also land on nodes with `extra`'s labels (a Kueue flavor's nodeLabels;
  * NULL: none) and tolerates, besides its own tolerations, xtol[0..n_xtol)
  * (the flavor's tolerations, which Kueue adds to an admitted workload's
- * pods; the caller's, for the call). True when it started (it is s->jobs'
+ * pods; the caller's, for the call), and is placed by `topo` (the flavor's
+ * Topology; NULL: none) where it asks to be. True when it started (it is s->jobs'
  * head); else `why` says what placement answered ("" when the job left
  * the queue). */
+/* Placement by the Topology of the flavor a job was admitted to (NULL:
+ * none): its name and levels join the placement rules (kiln/sched.h). */
+static inline void rules_topology(kiln_sched_rules *ru, const kiln_qtopology *t)
+{
+    ru->topology = t ? t->name : NULL;
+    ru->levels = t ? (const char *const *)t->levels.v : NULL;
+    ru->n_levels = t ? t->levels.n : 0;
+}
+
 bool start_admitted(sup *s, qent *e, const kiln_map *extra, const kiln_toleration *xtol,
-                    size_t n_xtol, char *why, size_t whylen);
+                    size_t n_xtol, const kiln_qtopology *topo, char *why, size_t whylen);
 
 /* Whether kiln's own admission (admit.c) decides what starts: a --queues
  * file that Slurm's accounting does not carry out (--slurm-queues accounts,
