@@ -374,6 +374,64 @@ static void refuse(kiln_api_refusal *r, unsigned code, const char *status, const
     vsnprintf(r->msg, sizeof r->msg, fmt, ap);
     va_end(ap);
 }
+/* A job that asks for a topology level: whether its gang could ever fit one
+ * domain of it, on an idle cluster, under some flavor of its ClusterQueue
+ * whose Topology has the level (that flavor's labels joined to each role's
+ * nodeSelector, its tolerations added): Kueue would keep it pending for
+ * ever; kiln refuses it at submit, saying why. True for a job that asks
+ * none. The caller holds queues_mu. */
+static bool topology_ever_fits(kilnd *d, const char *project, const kiln_job *job,
+                               const kiln_replica_plan *plans, size_t np, char *why, size_t whylen)
+{
+    kiln_sched_rules base;
+    kiln_sched_rules_of(job, &base);
+    bool asks = false;
+    for (int r = 0; r < KILN_ROLE_COUNT; r++)
+        asks |= base.has_topo[r];
+    if (!asks) return true;
+    const kiln_queues *q = d->queues;
+    char lw[300];
+    long lq = kiln_queues_route(q, project, &job->labels, lw, sizeof lw);
+    if (lq < 0) return true; /* kiln_queues_check_job said so already */
+    const kiln_qcq *cq = &q->cqs[q->lqs[lq].cq];
+    kiln_sched *idle = kiln_sched_new(&d->cluster);
+    bool fits = idle == NULL, tried = false; /* out of memory: admission decides */
+    for (size_t g = 0; idle && !fits && g < cq->ngroups; g++)
+        for (size_t i = 0; !fits && i < cq->groups[g].n; i++) {
+            size_t f = cq->groups[g].flavors[i].flavor;
+            const kiln_qflavor *fl = &q->flavors[f];
+            if (!kiln_queues_flavor_topology_ok(q, f, job)) continue;
+            kiln_sched_rules ru = base;
+            kiln_map sel[KILN_ROLE_COUNT] = {{0}};
+            for (int r = 0; r < KILN_ROLE_COUNT; r++) {
+                const kiln_replica_config *rc = kiln_job_role_config(job, (kiln_role)r);
+                for (size_t k = 0; rc && k < rc->node_selector.n; k++)
+                    kiln_map_set(&sel[r], rc->node_selector.keys[k], rc->node_selector.vals[k]);
+                for (size_t k = 0; k < fl->node_labels.n; k++)
+                    kiln_map_set(&sel[r], fl->node_labels.keys[k], fl->node_labels.vals[k]);
+                ru.selector[r] = sel[r].n ? &sel[r] : NULL;
+            }
+            ru.extra = fl->tolerations;
+            ru.n_extra = fl->n_tolerations;
+            const kiln_qtopology *t = &q->topologies[fl->topology];
+            ru.topology = t->name;
+            ru.levels = (const char *const *)t->levels.v;
+            ru.n_levels = t->levels.n;
+            kiln_placement pl = {0};
+            char w[400] = "";
+            kiln_err e = kiln_sched_place_rules(idle, plans, np, &ru, &pl, w, sizeof w);
+            if (e == KILN_OK) kiln_sched_release(idle, &pl);
+            kiln_placement_free(&pl);
+            fits = e != KILN_EINVAL && e != KILN_ELIMIT;
+            if (!fits && !tried)
+                snprintf(why, whylen, "ClusterQueue %s, flavor %s: %s", cq->name, fl->name, w);
+            tried = true;
+            for (int r = 0; r < KILN_ROLE_COUNT; r++)
+                kiln_map_clear(&sel[r]);
+        }
+    kiln_sched_free(idle);
+    return fits || !tried;
+}
 
 kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *job, kiln_diag *dg,
                                      kiln_api_refusal *why_)
@@ -499,6 +557,7 @@ kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *jo
         char qwhy[768];
         pthread_mutex_lock(&d->queues_mu);
         bool ok = kiln_queues_check_job(d->queues, project, job, plans, np, qwhy, sizeof qwhy);
+        if (ok) ok = topology_ever_fits(d, project, job, plans, np, qwhy, sizeof qwhy);
         pthread_mutex_unlock(&d->queues_mu);
         if (!ok) {
             refuse(why_, 400, NULL, "Field: labels Error: %s", qwhy);

@@ -4,8 +4,8 @@
 # a Topology over block, rack and hostname, a flavor pointing at it. A
 # job whose workers require a rack (the field Kueue's pod template annotation
 # is read into) lands on one rack's two nodes; an ml v1 job asking by label for one rack
-# (master and workers together) too; one that no rack could ever hold waits
-# saying so; with every rack short, a rack-level gang waits and its reason
+# (master and workers together) too; one that no rack could ever hold is
+# refused at submit saying why, and in a block it runs; with every rack short, a rack-level gang waits and its reason
 # names the level. Refused at submit: a level no flavor's Topology has, and
 # a request to a kilnd without --queues.
 . "$(dirname "$0")/lib.sh"
@@ -116,15 +116,17 @@ check "it runs" wait_state ml8 RUNNING
 check_eq "its master and worker share one rack" "$(racks_of ml8 all | wc -w) $(nodes_of ml8 all | wc -w)" "1 2"
 check "not rack8's" test "$(racks_of ml8)" != "$(racks_of rack8)"
 
-# 4 x 4 GPUs in one rack of 8: never; it waits saying so
+# 4 x 4 GPUs in one rack of 8: never, refused at submit saying why
 submit rack16 4 4 required cloud.provider.com/topology-rack
-check_eq "rack16 is accepted" "$STATUS" 200
-sleep 2
-check_eq "rack16 waits" "$(job_state rack16)" QUEUED
-r=$(reason_of rack16)
-check "its reason: no rack could ever hold it ($r)" \
-    grep -q "require one cloud.provider.com/topology-rack domain of Topology default: the largest one holds 2 of their 4, even with the cluster idle" <<<"$r"
-"$KILN" jobs cancel rack16 >/dev/null 2>&1
+check_eq "a gang no rack could ever hold is refused" "$STATUS" 400
+check "saying which level and how much room its largest domain has ($BODY)" \
+    grep -q "require one cloud.provider.com/topology-rack domain of Topology default: the largest one holds 2 of their 4, even with the cluster idle" <<<"$BODY"
+submit block16 4 4 required cloud.provider.com/topology-block
+check_eq "the same gang requiring a block is accepted" "$STATUS" 200
+check "and runs, in one block" wait_state block16 RUNNING
+check_eq "its workers in one block" "$(nodes_of block16 | tr ' ' '\n' | cut -d- -f1 | sort -u | wc -l)" 1
+"$KILN" jobs cancel block16 >/dev/null 2>&1
+check "block16 cancelled" wait_state block16 CANCELLED
 
 # 3 x 2 GPUs in each free rack (two on one node, one on the other: the
 # fewest nodes), so that no node of a free rack has 4 GPUs free
