@@ -236,6 +236,9 @@ typedef struct kiln_vertex_job {
     /* a TrainingPipeline's modelToUpload as sent (compact JSON), or NULL:
      * the Model it becomes on success, its files under base/model/ */
     char *model_to_upload;
+    /* jobSpec.persistentResourceId: the ClusterQueue a site declares as
+     * that persistent resource (docs/vertex.md) admits the job */
+    char *persistent_resource_id;
 } kiln_vertex_job;
 
 typedef struct kiln_parameter_spec {

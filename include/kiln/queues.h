@@ -43,6 +43,8 @@ extern "C" {
 /* A project's default LocalQueue: the one named "default" in its namespace
  * (Kueue's LocalQueueDefaulting). */
 #define KILN_DEFAULT_LOCAL_QUEUE "default"
+/* The ClusterQueue label that declares it a Vertex persistent resource. */
+#define KILN_PERSISTENT_RESOURCE_LABEL "kiln.dev/persistent-resource"
 /* Kueue's limit on a Topology's levels */
 #define KILN_TOPOLOGY_MAX_LEVELS 16
 
@@ -116,6 +118,9 @@ typedef struct kiln_qgroup {
 
 typedef struct kiln_qcq {
     char *name;
+    /* metadata.labels[KILN_PERSISTENT_RESOURCE_LABEL]: the Vertex persistent
+     * resource this queue is (a job's jobSpec.persistentResourceId), or NULL */
+    char *persistent_resource;
     char *cohort;         /* spec.cohortName (v1beta1 spec.cohort); NULL: none */
     long cohort_i;        /* its node in kiln_queues.cnodes; -1: none */
     bool all_namespaces;  /* namespaceSelector: {} */
@@ -221,6 +226,11 @@ void kiln_queues_free(kiln_queues *q);
  * namespaceSelector leaves the project out. */
 long kiln_queues_route(const kiln_queues *q, const char *project, const kiln_map *labels, char *why,
                        size_t whylen);
+/* The LocalQueue of `project` whose ClusterQueue is the persistent resource
+ * `id` (the first in the files' order); -1 with `why` when no ClusterQueue
+ * is declared as it, or the project has no LocalQueue for it. */
+long kiln_queues_persistent_lq(const kiln_queues *q, const char *project, const char *id, char *why,
+                               size_t whylen);
 /* The job's priority: its kueue.x-k8s.io/priority-class's value, else
  * `fallback` (the job's own scheduling.priority). False with `why` when the
  * label names no WorkloadPriorityClass. */

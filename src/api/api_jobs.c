@@ -374,6 +374,7 @@ static void refuse(kiln_api_refusal *r, unsigned code, const char *status, const
     vsnprintf(r->msg, sizeof r->msg, fmt, ap);
     va_end(ap);
 }
+
 /* A job that asks for a topology level: whether its gang could ever fit one
  * domain of it, on an idle cluster, under some flavor of its ClusterQueue
  * whose Topology has the level (that flavor's labels joined to each role's
@@ -538,16 +539,58 @@ kiln_job_record *kiln__api_job_admit(kilnd *d, const char *project, kiln_job *jo
     for (int r = 0; !d->queues_path && r < KILN_ROLE_COUNT; r++) {
         kiln_topology_request t;
         if (!kiln_job_topology(job, (kiln_role)r, &t)) continue;
-        refuse(why_, 400, NULL,
-               "Field: trainingInput.%sConfig.topology Error: topology-aware placement (%s) "
-               "follows the Topology of a Kueue ResourceFlavor: this kilnd runs without "
-               "--queues, so no level can be honoured; remove the request or give kilnd a "
-               "queues file with a Topology (docs/queues.md)",
-               kiln_role_name((kiln_role)r),
-               t.required    ? t.required
-               : t.preferred ? t.preferred
-                             : "unconstrained");
+        char tf[64];
+        snprintf(tf, sizeof tf, "trainingInput.%sConfig.topology", kiln_role_name((kiln_role)r));
+        kiln_diag_add(dg, tf,
+                      "topology-aware placement (%s) follows the Topology of a Kueue "
+                      "ResourceFlavor: this kilnd runs without --queues, so no level can be "
+                      "honoured; remove the request or give kilnd a queues file with a Topology "
+                      "(docs/queues.md)",
+                      t.required    ? t.required
+                      : t.preferred ? t.preferred
+                                    : "unconstrained");
+        refuse(why_, 400, NULL, "Field: %s Error: %s", tf, dg->v[dg->n - 1].description);
         goto out;
+    }
+    /* a Vertex persistent resource: the ClusterQueue declared as it, by
+     * the project's LocalQueue for it (which the job's queue label then
+     * names: admission routes by that label, as for any job) */
+    const char *prid = job->training_input.vertex.persistent_resource_id;
+    if (prid && *prid) {
+        char pw[512];
+        const char *f = "trainingInput.vertex.persistentResourceId";
+        if (!d->queues_path) {
+            kiln_diag_add(dg, f,
+                          "'%s': a persistent resource is a ClusterQueue of kilnd's --queues "
+                          "(label " KILN_PERSISTENT_RESOURCE_LABEL
+                          "), and this kilnd runs without --queues",
+                          prid);
+            refuse(why_, 400, NULL, "Field: %s Error: %s", f, dg->v[dg->n - 1].description);
+            goto out;
+        }
+        pthread_mutex_lock(&d->queues_mu);
+        long plq = kiln_queues_persistent_lq(d->queues, project, prid, pw, sizeof pw);
+        const char *want = plq >= 0 ? d->queues->lqs[plq].name : NULL;
+        const char *has = kiln_map_get(&job->labels, KILN_QUEUE_LABEL);
+        kiln_err le = KILN_OK;
+        if (plq >= 0 && has && strcmp(has, want) != 0)
+            snprintf(pw, sizeof pw,
+                     "'%s' is LocalQueue %s of project %s, but the job's label " KILN_QUEUE_LABEL
+                     " names %s: leave the label out, or name that queue",
+                     prid, want, project, has);
+        else if (plq >= 0)
+            le = kiln_map_set(&job->labels, KILN_QUEUE_LABEL, want);
+        bool pok = plq >= 0 && (!has || strcmp(has, want) == 0);
+        pthread_mutex_unlock(&d->queues_mu);
+        if (le != KILN_OK) {
+            refuse(why_, 500, NULL, "out of memory");
+            goto out;
+        }
+        if (!pok) {
+            kiln_diag_add(dg, f, "%s", pw);
+            refuse(why_, 400, NULL, "Field: %s Error: %s", f, pw);
+            goto out;
+        }
     }
     /* --queues: the job's LocalQueue (its label or the project's default),
      * its WorkloadPriorityClass, and quota it could ever be admitted under */

@@ -749,6 +749,42 @@ static void read_fungibility(ld *l, kiln_qcq *cq, const json_t *ff)
     }
 }
 
+/* A ClusterQueue's metadata.labels: only KILN_PERSISTENT_RESOURCE_LABEL,
+ * which declares it a Vertex persistent resource (its value the id). */
+static void read_cq_labels(ld *l, kiln_qcq *cq, const json_t *labels)
+{
+    if (!labels || json_is_null(labels)) return;
+    if (!json_is_object(labels)) {
+        bad(l, "metadata.labels", "must be a map of label to value");
+        return;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)labels, k, v)
+    {
+        char f[300];
+        snprintf(f, sizeof f, "metadata.labels.%s", k);
+        if (strcmp(k, KILN_PERSISTENT_RESOURCE_LABEL) != 0) {
+            bad(l, f,
+                "kiln reads only " KILN_PERSISTENT_RESOURCE_LABEL
+                " here (a Vertex persistent resource); other labels have no meaning to kiln");
+            continue;
+        }
+        const char *id = scalar(v);
+        /* Vertex's persistent resource ids: 1 to 63 of a-z, 0-9 and '-',
+         * a letter first */
+        bool ok = id && *id && strlen(id) <= 63 && islower((unsigned char)id[0]);
+        for (const char *p = id; ok && *p; p++)
+            ok = islower((unsigned char)*p) || isdigit((unsigned char)*p) || *p == '-';
+        if (!ok) {
+            bad(l, f,
+                "must be a persistent resource id: 1 to 63 of a-z, 0-9 and '-', a letter first");
+            continue;
+        }
+        cq->persistent_resource = dup(l, id);
+    }
+}
+
 static void read_cq(ld *l, const char *name, const json_t *spec, kiln_strv *names)
 {
     kiln_queues *q = l->q;
@@ -1066,7 +1102,11 @@ static void read_doc(ld *l, const json_t *doc, size_t i, kiln_strv *flnames, kil
     }
     static const char *const mk_ns[] = {"name", "namespace", NULL};
     static const char *const mk[] = {"name", NULL};
-    only_keys(l, md, "metadata", k == 2 ? mk_ns : mk,
+    static const char *const mk_cq[] = {"name", "labels", NULL};
+    only_keys(l, md, "metadata",
+              k == 2   ? mk_ns
+              : k == 1 ? mk_cq
+                       : mk,
               k == 2 ? NULL
                      : " (a cluster-scoped object has no namespace; labels and annotations "
                        "have no meaning to kiln)");
@@ -1108,6 +1148,7 @@ static void read_doc(ld *l, const json_t *doc, size_t i, kiln_strv *flnames, kil
         break;
     case 1:
         read_cq(l, name, spec, flnames);
+        read_cq_labels(l, &q->cqs[q->ncqs - 1], json_object_get(md, "labels"));
         break;
     case 2:
         if (!valid_name(ns)) {
@@ -1362,6 +1403,7 @@ void kiln_queues_free(kiln_queues *q)
         kiln_qcq *cq = &q->cqs[i];
         free(cq->name);
         free(cq->cohort);
+        free(cq->persistent_resource);
         for (size_t j = 0; j < cq->namespaces.n; j++)
             free(cq->namespaces.v[j]);
         free(cq->namespaces.v);

@@ -454,6 +454,29 @@ long kiln_queues_node_flavor(const kiln_queues *q, size_t cq_i, size_t g,
     return -1;
 }
 
+long kiln_queues_persistent_lq(const kiln_queues *q, const char *project, const char *id, char *why,
+                               size_t whylen)
+{
+    long cq = -1;
+    for (size_t c = 0; c < q->ncqs && cq < 0; c++)
+        if (q->cqs[c].persistent_resource && strcmp(q->cqs[c].persistent_resource, id) == 0)
+            cq = (long)c;
+    if (cq < 0) {
+        snprintf(why, whylen,
+                 "'%s': no ClusterQueue is declared as that persistent resource (a ClusterQueue's "
+                 "label " KILN_PERSISTENT_RESOURCE_LABEL ": %s)",
+                 id, id);
+        return -1;
+    }
+    for (size_t i = 0; i < q->nlqs; i++)
+        if ((long)q->lqs[i].cq == cq && strcmp(q->lqs[i].namespace_, project) == 0) return (long)i;
+    snprintf(why, whylen,
+             "'%s' is ClusterQueue %s, and project %s has no LocalQueue for it (a LocalQueue in "
+             "namespace %s with spec.clusterQueue: %s)",
+             id, q->cqs[cq].name, project, project, q->cqs[cq].name);
+    return -1;
+}
+
 long kiln_queues_topology_for(const kiln_queues *q, size_t cq_i, const char *level)
 {
     const kiln_qcq *cq = &q->cqs[cq_i];

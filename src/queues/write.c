@@ -132,6 +132,10 @@ json_t *kiln_queues_cq_v1beta2(const kiln_queues *q, size_t k, bool with_status)
     json_object_set_new(spec, "stopPolicy", json_string(kiln_queues_stop_name(cq->stop)));
     json_t *o = json_pack("{s:s,s:s,s:{s:s},s:o}", "apiVersion", "kueue.x-k8s.io/v1beta2", "kind",
                           "ClusterQueue", "metadata", "name", cq->name, "spec", spec);
+    if (o && cq->persistent_resource)
+        json_object_set_new(
+            json_object_get(o, "metadata"), "labels",
+            json_pack("{s:s}", KILN_PERSISTENT_RESOURCE_LABEL, cq->persistent_resource));
     if (o && with_status) json_object_set_new(o, "status", status(q, cq));
     return o;
 }

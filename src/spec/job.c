@@ -211,6 +211,7 @@ static const kiln__msg kubeflow_msg = {"KubeflowJob", sizeof(kiln_kubeflow_job),
 static const kiln__field vertex_fields[] = {
     F(kiln_vertex_job, "displayName", FK_STR, display_name),
     F(kiln_vertex_job, "baseOutputDirectory", FK_STR, base_output_directory),
+    F(kiln_vertex_job, "persistentResourceId", FK_STR, persistent_resource_id),
     F(kiln_vertex_job, "modelToUpload", FK_STR, model_to_upload),
 };
 static const kiln__msg vertex_msg = {"VertexJob", sizeof(kiln_vertex_job), vertex_fields,

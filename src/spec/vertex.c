@@ -19,6 +19,8 @@
  *   baseOutputDirectory         -> vertex.baseOutputDirectory (AIP_*_DIR, kiln/exec.h)
  *   jobSpec.serviceAccount      -> serviceAccount (the Unix user kilnd maps it to runs the
  *                                  replicas: kiln_users_job, kiln/auth.h)
+ *   jobSpec.persistentResourceId -> vertex.persistentResourceId (the ClusterQueue declared
+ *                                  as it admits the job: kiln_queues_persistent_lq)
  *   displayName, labels         -> vertex.displayName, labels
  * Everything else is refused by its CustomJob path; a field holding its
  * proto3 default (false, "", 0, [] or {}) is the same as absent, an omitted
@@ -691,8 +693,9 @@ static void scheduling(vctx *c, const json_t *s)
 
 static void job_spec(vctx *c, const json_t *js)
 {
-    static const char *const keys[] = {"workerPoolSpecs", "scheduling", "baseOutputDirectory",
-                                       "serviceAccount", NULL};
+    static const char *const keys[] = {"workerPoolSpecs",      "scheduling",
+                                       "baseOutputDirectory",  "serviceAccount",
+                                       "persistentResourceId", NULL};
     kiln_training_input *ti = &c->job->training_input;
     if (!json_is_object(js)) {
         kiln_diag_add(c->d, "jobSpec", "is required: a CustomJobSpec with workerPoolSpecs");
@@ -714,6 +717,8 @@ static void job_spec(vctx *c, const json_t *js)
     scheduling(c, json_object_get(js, "scheduling"));
     const char *sa = opt_str(c, js, "serviceAccount", "jobSpec.serviceAccount");
     if (sa && *sa) nomem(c, kiln_set_str(&ti->service_account, sa));
+    const char *pr = opt_str(c, js, "persistentResourceId", "jobSpec.persistentResourceId");
+    if (pr && *pr) nomem(c, kiln_set_str(&ti->vertex.persistent_resource_id, pr));
     json_t *bod = json_object_get(js, "baseOutputDirectory");
     if (bod && !is_default(bod)) {
         static const char *const bkeys[] = {"outputUriPrefix", NULL};
@@ -884,6 +889,9 @@ void *kiln_job_custom_job_spec(const kiln_job *job)
             json_pack("{s:s}", "outputUriPrefix", ti->vertex.base_output_directory));
     if (ti->service_account && *ti->service_account)
         json_object_set_new(js, "serviceAccount", json_string(ti->service_account));
+    if (ti->vertex.persistent_resource_id && *ti->vertex.persistent_resource_id)
+        json_object_set_new(js, "persistentResourceId",
+                            json_string(ti->vertex.persistent_resource_id));
     return js;
 fail:
     json_decref(js);
@@ -903,6 +911,7 @@ void kiln_job_custom_job_field(const char *f, char *out, size_t cap)
         {"trainingInput.vertex.baseOutputDirectory", "jobSpec.baseOutputDirectory.outputUriPrefix"},
         {"trainingInput.vertex.displayName", "displayName"},
         {"trainingInput.serviceAccount", "jobSpec.serviceAccount"},
+        {"trainingInput.vertex.persistentResourceId", "jobSpec.persistentResourceId"},
         {"trainingInput.scaleTier", "jobSpec.workerPoolSpecs"},
         {"trainingInput.hyperparameters.maxTrials", "maxTrialCount"},
         {"trainingInput.hyperparameters.maxParallelTrials", "parallelTrialCount"},

@@ -271,6 +271,30 @@ static void queues_file(void)
     kiln_queues_free(q);
     kiln_diag_free(&d);
 
+    /* a ClusterQueue declared a Vertex persistent resource by kiln's label;
+     * other labels, and an id Vertex would not take, refused */
+    static const char pr[] =
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: cq\n"
+        "  labels: {kiln.dev/persistent-resource: team-a100s}\nspec: {namespaceSelector: {}}\n"
+        "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {namespace: p, "
+        "name: r}\nspec: {clusterQueue: cq}\n";
+    CHECK(load_q(pr, &q, &d) == 0 && q && q->cqs[0].persistent_resource &&
+          strcmp(q->cqs[0].persistent_resource, "team-a100s") == 0);
+    char pw[300];
+    CHECK(q && kiln_queues_persistent_lq(q, "p", "team-a100s", pw, sizeof pw) == 0);
+    CHECK(q && kiln_queues_persistent_lq(q, "other", "team-a100s", pw, sizeof pw) == -1 &&
+          strstr(pw, "project other has no LocalQueue for it"));
+    CHECK(q && kiln_queues_persistent_lq(q, "p", "nope", pw, sizeof pw) == -1 &&
+          strstr(pw, "no ClusterQueue is declared"));
+    kiln_queues_free(q);
+    kiln_diag_free(&d);
+    CHECK(refused_at("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: "
+                     "cq\n  labels: {team: a}\n",
+                     "ClusterQueue cq: metadata.labels.team"));
+    CHECK(refused_at("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: "
+                     "cq\n  labels: {kiln.dev/persistent-resource: Team_A}\n",
+                     "metadata.labels.kiln.dev/persistent-resource"));
+
     /* Kueue's rules, each refused at its field */
     CHECK(refused_at(
         TOPO("kueue.x-k8s.io/v1beta2", "  - nodeLabel: " HOST "\n  - nodeLabel: " RACK "\n"),

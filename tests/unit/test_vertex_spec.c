@@ -206,6 +206,23 @@ int main(void)
         kiln_job_free(sj);
     }
     decode(CJ(POOL0, ",\"serviceAccount\":7"), "jobSpec.serviceAccount", false);
+    /* jobSpec.persistentResourceId: kept (kilnd routes it to the ClusterQueue
+     * declared as it), shown back, its ml v1 path mapped to the CustomJob's */
+    kiln_job *pj = decode(CJ(POOL0, ",\"persistentResourceId\":\"team-a100s\""), NULL, false);
+    if (pj) {
+        CHECK_STR(pj->training_input.vertex.persistent_resource_id, "team-a100s");
+        json_t *spec = kiln_job_custom_job_spec(pj);
+        CHECK_STR(json_string_value(json_object_get(spec, "persistentResourceId")), "team-a100s");
+        json_decref(spec);
+        kiln_job_free(pj);
+    }
+    decode(CJ(POOL0, ",\"persistentResourceId\":[]"), "jobSpec.persistentResourceId", false);
+    {
+        char pb[128];
+        const char *pf = pb;
+        kiln_job_custom_job_field("trainingInput.vertex.persistentResourceId", pb, sizeof pb);
+        CHECK_STR(pf, "jobSpec.persistentResourceId");
+    }
     /* ml v1 field paths as CustomJob paths */
     char fb[256];
     const char *f = fb;
