@@ -27,16 +27,15 @@ static const char *value(const topo *t, size_t node, size_t level)
     return v ? v : "";
 }
 
-static const topo *sort_ctx; /* qsort has no context argument; one caller at a time */
-
-static int by_labels(const void *a, const void *b)
+static int by_labels(const void *a, const void *b, void *ctx)
 {
+    const topo *t = ctx;
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    for (size_t l = 0; l < sort_ctx->in->n_levels; l++) {
-        int c = strcmp(value(sort_ctx, x, l), value(sort_ctx, y, l));
+    for (size_t l = 0; l < t->in->n_levels; l++) {
+        int c = strcmp(value(t, x, l), value(t, y, l));
         if (c) return c;
     }
-    int c = strcmp(sort_ctx->in->c->nodes[x].name, sort_ctx->in->c->nodes[y].name);
+    int c = strcmp(t->in->c->nodes[x].name, t->in->c->nodes[y].name);
     return c ? c : (x > y) - (x < y);
 }
 
@@ -130,9 +129,7 @@ bool kiln__topo_assign(const kiln__topo_in *in, int *take, int *most)
     if (!(t.order = malloc((in->c->n ? in->c->n : 1) * sizeof *t.order))) goto out;
     for (size_t i = 0; i < in->c->n; i++)
         if (in->cap[i] >= 0) t.order[t.n++] = i;
-    sort_ctx = &t;
-    qsort(t.order, t.n, sizeof *t.order, by_labels);
-    sort_ctx = NULL;
+    qsort_r(t.order, t.n, sizeof *t.order, by_labels, &t);
 
     /* the level the group goes into, and its domains there */
     size_t level = in->mode == KILN__TOPO_UNCONSTRAINED ? in->n_levels - 1 : in->level;
